@@ -1,0 +1,108 @@
+"""Configuration read from the environment, with errors that name the variable at fault.
+
+Pure functions of a mapping so they can be tested without touching os.environ.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def env_bool(env: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = env.get(name)
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ImproperlyConfigured(
+        f"{name}={raw!r} is not a boolean; use one of 1/0, true/false, yes/no, on/off"
+    )
+
+
+def env_float(env: Mapping[str, str], name: str, default: float, *, minimum: float = 0.0) -> float:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a number") from None
+    if value < minimum:
+        raise ImproperlyConfigured(f"{name}={raw!r} must be at least {minimum}")
+    return value
+
+
+def env_int(env: Mapping[str, str], name: str, default: int, *, minimum: int = 0) -> int:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not an integer") from None
+    if value < minimum:
+        raise ImproperlyConfigured(f"{name}={raw!r} must be at least {minimum}")
+    return value
+
+
+def database_config(env: Mapping[str, str], *, base_dir: Path) -> dict[str, Any]:
+    """DATABASE_URL, or a SQLite file under var/ (the embedded default)."""
+    raw = env.get("DATABASE_URL", "").strip()
+    if not raw:
+        raw = f"sqlite:///{base_dir / 'var' / 'runledger.sqlite3'}"
+    try:
+        config: dict[str, Any] = dict(dj_database_url.parse(raw, conn_max_age=0))
+    except (ValueError, KeyError) as exc:
+        raise ImproperlyConfigured(
+            f"DATABASE_URL={raw!r} is not a database URL Runledger understands ({exc}); "
+            "use sqlite:///path/to/file.sqlite3 or postgres://user@host:5432/dbname"
+        ) from None
+    engine = config.get("ENGINE", "")
+    if engine == "django.db.backends.sqlite3":
+        config.setdefault("OPTIONS", {})
+        # IMMEDIATE takes the write lock at BEGIN, so two writers queue on busy_timeout instead
+        # of failing with "database is locked" when a read transaction upgrades to a write.
+        config["OPTIONS"].update(
+            {
+                "transaction_mode": "IMMEDIATE",
+                "timeout": 30,
+                "init_command": (
+                    "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;"
+                ),
+            }
+        )
+        name = str(config.get("NAME", ""))
+        if name and name != ":memory:":
+            Path(name).parent.mkdir(parents=True, exist_ok=True)
+    elif engine == "django.db.backends.postgresql":
+        config.setdefault("OPTIONS", {})
+    else:
+        raise ImproperlyConfigured(
+            f"DATABASE_URL={raw!r} names the {engine or 'unknown'} backend; Runledger supports "
+            "SQLite (embedded default) and PostgreSQL"
+        )
+    config["ATOMIC_REQUESTS"] = False
+    config.setdefault("TEST", {})
+    return config
+
+
+def redis_url(env: Mapping[str, str]) -> str | None:
+    raw = env.get("REDIS_URL", "").strip()
+    if not raw:
+        return None
+    if not raw.startswith(("redis://", "rediss://", "unix://")):
+        raise ImproperlyConfigured(
+            f"REDIS_URL={raw!r} must start with redis://, rediss:// or unix://"
+        )
+    return raw

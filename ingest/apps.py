@@ -1,0 +1,10 @@
+from django.apps import AppConfig
+
+
+class IngestConfig(AppConfig):
+    name = "ingest"
+    verbose_name = "Ingestion pipelines"
+
+    def ready(self) -> None:
+        # Registers every pipeline workflow with the engine's registry.
+        from ingest import workflows  # noqa: F401
