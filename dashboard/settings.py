@@ -40,6 +40,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "ingest.engine",
+    "ingest.triggers",
     "ingest",
     "dashboard",
 ]

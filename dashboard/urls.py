@@ -1,8 +1,13 @@
+"""URL map. Each page family owns its own urls module; this file only mounts them."""
+
 from __future__ import annotations
 
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("api/", include("dashboard.api.urls")),
+    path("", include("dashboard.urls_ops")),
+    path("", include("dashboard.urls_runs")),
 ]
