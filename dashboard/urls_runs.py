@@ -1,7 +1,12 @@
-"""Routes of one page family (filled by its owner)."""
+"""Routes of the runs family: login/logout, the instances ledger, instance detail and actions."""
 
 from __future__ import annotations
 
-from typing import Any
+from django.urls import path
 
-urlpatterns: list[Any] = []
+from dashboard.views import auth
+
+urlpatterns = [
+    path("login/", auth.login, name="login"),
+    path("logout/", auth.logout, name="logout"),
+]

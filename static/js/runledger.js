@@ -1,0 +1,123 @@
+/* Runledger: times in the reader's time zone, the live connection indicator, websocket resume,
+   and confirm dialogs loaded by htmx. Everything here is progressive: pages read without it. */
+(function () {
+  "use strict";
+
+  // ---- times -------------------------------------------------------------------------------
+  var rtf = window.Intl && Intl.RelativeTimeFormat ? new Intl.RelativeTimeFormat(undefined, { numeric: "auto" }) : null;
+  var abs = new Intl.DateTimeFormat(undefined, { year: "numeric", month: "short", day: "2-digit", hour: "2-digit", minute: "2-digit", second: "2-digit", timeZoneName: "short" });
+  var UNITS = [["year", 31536000], ["month", 2592000], ["week", 604800], ["day", 86400], ["hour", 3600], ["minute", 60], ["second", 1]];
+
+  function relative(date) {
+    var diff = (date.getTime() - Date.now()) / 1000;
+    if (Math.abs(diff) < 5) return "just now";
+    for (var i = 0; i < UNITS.length; i++) {
+      var u = UNITS[i];
+      if (Math.abs(diff) >= u[1] || u[0] === "second") {
+        var v = Math.round(diff / u[1]);
+        return rtf ? rtf.format(v, u[0]) : (Math.abs(v) + " " + u[0] + (Math.abs(v) === 1 ? "" : "s") + (v < 0 ? " ago" : " from now"));
+      }
+    }
+    return "";
+  }
+
+  function renderTimes(root) {
+    (root || document).querySelectorAll("time[datetime]").forEach(function (el) {
+      var d = new Date(el.getAttribute("datetime"));
+      if (isNaN(d)) return;
+      var absolute = abs.format(d);
+      if (el.dataset.format === "absolute") {
+        el.textContent = absolute;
+        el.title = relative(d);
+      } else {
+        el.textContent = relative(d);
+        el.title = absolute;
+      }
+    });
+  }
+  window.runledgerRenderTimes = renderTimes;
+
+  // ---- live connection: indicator + resume from the last event id ----------------------------
+  var lastEventId = null;
+
+  function setIndicator(state, text) {
+    var el = document.getElementById("live-indicator");
+    if (!el) return;
+    el.className = "live live-" + state;
+    var t = el.querySelector(".live-text");
+    if (t) t.textContent = text;
+  }
+
+  function trackCursor(root) {
+    // The server stamps every push with the id of the last history row it covered.
+    var cursor = (root || document).querySelector("[data-live-cursor]");
+    if (cursor) {
+      var id = parseInt(cursor.getAttribute("data-live-cursor"), 10);
+      if (!isNaN(id) && (lastEventId === null || id > lastEventId)) lastEventId = id;
+    }
+  }
+
+  function installSocketFactory() {
+    if (!window.htmx) return;
+    // htmx-ext-ws reconnects with the URL it first read; rewrite `after` so a reconnecting page
+    // asks only for what it has not seen yet (the server replays the gap from the history table).
+    htmx.createWebSocket = function (url) {
+      try {
+        var u = new URL(url, location.href);
+        if (lastEventId !== null) u.searchParams.set("after", String(lastEventId));
+        url = u.toString();
+      } catch (e) { /* keep url */ }
+      setIndicator("connecting", "connecting");
+      var ws = new WebSocket(url);
+      ws.binaryType = "blob";
+      return ws;
+    };
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    renderTimes(document);
+    var live = document.getElementById("rl-live");
+    if (live) {
+      var a = new URL(live.getAttribute("ws-connect"), location.href).searchParams.get("after");
+      if (a) lastEventId = parseInt(a, 10);
+    }
+    setInterval(function () { renderTimes(document); }, 30000);
+  });
+  // Scripts are deferred in order: htmx, the ws extension, then this file.
+  installSocketFactory();
+
+  document.addEventListener("htmx:wsOpen", function () { setIndicator("on", "live"); });
+  document.addEventListener("htmx:wsClose", function () { setIndicator("off", "reconnecting"); });
+  document.addEventListener("htmx:wsError", function () { setIndicator("off", "offline"); });
+  document.addEventListener("htmx:wsBeforeMessage", function (evt) {
+    var m = /data-live-cursor="(\d+)"/.exec(evt.detail.message || "");
+    if (m) {
+      var id = parseInt(m[1], 10);
+      if (lastEventId === null || id > lastEventId) lastEventId = id;
+    }
+  });
+  document.addEventListener("htmx:wsAfterMessage", function () { renderTimes(document); });
+  document.addEventListener("htmx:afterSwap", function (evt) { renderTimes(evt.target); });
+  document.addEventListener("htmx:oobAfterSwap", function (evt) {
+    var t = evt.detail && evt.detail.target;
+    if (t) { renderTimes(t); trackCursor(t); }
+  });
+
+  // ---- confirm dialogs: action forms are fetched into #rl-dialog-body ------------------------
+  document.addEventListener("htmx:afterSwap", function (evt) {
+    if (evt.target && evt.target.id === "rl-dialog-body") {
+      var dlg = document.getElementById("rl-dialog");
+      if (dlg && !dlg.open) dlg.showModal();
+      var first = evt.target.querySelector("textarea, input:not([type=hidden]), select, button");
+      if (first) first.focus();
+    }
+  });
+  document.addEventListener("click", function (evt) {
+    var close = evt.target.closest && evt.target.closest("[data-close-dialog]");
+    if (close) {
+      evt.preventDefault();
+      var dlg = close.closest("dialog");
+      if (dlg) dlg.close();
+    }
+  });
+})();
