@@ -1,0 +1,6 @@
+"""Clients for the outside systems (Gong, Salesforce, LLM and embedding providers).
+
+These are the only modules in Runledger that do network IO. Every client raises errors
+derived from `ingest.sources.errors.SourceError`, which carry `retryable` and
+`retry_after` so a workflow step can decide between retrying and giving up.
+"""

@@ -1,0 +1,130 @@
+"""HTTP plumbing shared by the clients: timeouts, retry hints, a rate limiter.
+
+Pure helpers (header parsing, the limiter's slot arithmetic) take the clock as an argument
+so they are tested without waiting.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+
+import requests
+
+# (connect, read) seconds. Every request passes an explicit timeout: requests has none.
+Timeout = tuple[float, float]
+DEFAULT_TIMEOUT: Timeout = (5.0, 60.0)
+USER_AGENT = "runledger/0.1 (+ingestion pipelines)"
+
+Clock = Callable[[], float]
+Sleep = Callable[[float], None]
+
+
+def new_session() -> requests.Session:
+    session = requests.Session()
+    session.headers["User-Agent"] = USER_AGENT
+    return session
+
+
+def retry_after_seconds(headers: Mapping[str, str], *, now: datetime | None = None) -> float | None:
+    """Seconds to wait according to `retry-after-ms` or `Retry-After` (seconds or HTTP date)."""
+    lowered = {key.lower(): value for key, value in headers.items()}
+    millis = lowered.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return max(float(millis) / 1000.0, 0.0)
+        except ValueError:
+            pass
+    value = lowered.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max((when - (now or datetime.now(UTC))).total_seconds(), 0.0)
+
+
+def should_retry_hint(headers: Mapping[str, str]) -> bool | None:
+    """The `x-should-retry` header as a bool, or None when absent or unrecognised."""
+    lowered = {key.lower(): value for key, value in headers.items()}
+    value = lowered.get("x-should-retry", "").strip().lower()
+    return {"true": True, "false": False}.get(value)
+
+
+def body_excerpt(response: requests.Response, limit: int = 300) -> str:
+    text = response.text.strip().replace("\n", " ")
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+class RateLimiter:
+    """At most `rate` acquisitions in any window of `per` seconds, shared by threads.
+
+    Each caller reserves its slot under the lock and sleeps outside it, so waiting
+    threads do not block each other's bookkeeping and slots are handed out in order.
+    """
+
+    def __init__(
+        self,
+        rate: int,
+        per: float = 1.0,
+        *,
+        clock: Clock = time.monotonic,
+        sleep: Sleep = time.sleep,
+    ) -> None:
+        if rate < 1 or per <= 0:
+            raise ValueError(f"rate limiter needs rate >= 1 and per > 0, got {rate}/{per}s")
+        self.rate = rate
+        self.per = per
+        self._clock = clock
+        self._sleep = sleep
+        self._slots: deque[float] = deque()
+        self._lock = threading.Lock()
+
+    def reserve(self) -> float:
+        """Reserve the next slot; returns how many seconds the caller must wait for it."""
+        with self._lock:
+            now = self._clock()
+            while self._slots and self._slots[0] <= now - self.per:
+                self._slots.popleft()
+            slot = now
+            if len(self._slots) >= self.rate:
+                slot = max(now, self._slots[-self.rate] + self.per)
+            self._slots.append(slot)
+            return slot - now
+
+    def acquire(self) -> None:
+        wait = self.reserve()
+        if wait > 0:
+            self._sleep(wait)
+
+
+def wait_and_resend(
+    send: Callable[[], requests.Response],
+    *,
+    wait_for: Callable[[requests.Response], float | None],
+    retries: int,
+    sleep: Sleep,
+) -> requests.Response:
+    """Send; while `wait_for(response)` names a delay and retries remain, sleep and resend.
+
+    The last response is returned as is: the caller turns it into a result or an error.
+    """
+    response = send()
+    for _ in range(retries):
+        delay = wait_for(response)
+        if delay is None:
+            return response
+        sleep(delay)
+        response = send()
+    return response

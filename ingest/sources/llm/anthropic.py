@@ -1,0 +1,128 @@
+"""Anthropic Messages API (`POST /v1/messages`), asked for a JSON object."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import requests
+
+from ingest.extraction.values import LLMResult
+from ingest.pricing import Usage
+from ingest.sources.http import DEFAULT_TIMEOUT, Sleep, Timeout, new_session
+from ingest.sources.llm.common import (
+    ChatMessage,
+    LLMInvalidOutput,
+    error_for_response,
+    parse_json_object,
+    post_json,
+    response_json,
+)
+
+JSON_INSTRUCTION = "Answer with one JSON object only: no prose, no code fences."
+
+
+def usage_from_anthropic(usage: Mapping[str, Any] | None, *, model: str) -> Usage:
+    """Anthropic's `input_tokens` excludes cache reads and writes; ours includes them."""
+    usage = usage or {}
+    read = int(usage.get("cache_read_input_tokens") or 0)
+    written = int(usage.get("cache_creation_input_tokens") or 0)
+    return Usage(
+        service="anthropic",
+        model=model,
+        input_tokens=int(usage.get("input_tokens") or 0) + read + written,
+        cached_input_tokens=read,
+        output_tokens=int(usage.get("output_tokens") or 0),
+    )
+
+
+class AnthropicClient:
+    """Claude through the Messages API; system messages become the `system` parameter."""
+
+    def __init__(
+        self,
+        *,
+        api_key: str,
+        model: str = "claude-3-5-haiku-latest",
+        base_url: str = "https://api.anthropic.com",
+        version: str = "2023-06-01",
+        max_tokens: int = 4096,
+        timeout: Timeout = DEFAULT_TIMEOUT,
+        max_retries: int = 2,
+        max_inline_wait: float = 10.0,
+        session: requests.Session | None = None,
+        sleep: Sleep = time.sleep,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.version = version
+        self.max_tokens = max_tokens
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.max_inline_wait = max_inline_wait
+        self._api_key = api_key
+        self._session = session or new_session()
+        self._sleep = sleep
+
+    def _body(self, messages: Sequence[ChatMessage], max_tokens: int | None) -> dict[str, Any]:
+        system = [m["content"] for m in messages if m["role"] == "system"]
+        return {
+            "model": self.model,
+            "max_tokens": max_tokens or self.max_tokens,
+            "temperature": 0,
+            "system": "\n\n".join([*system, JSON_INSTRUCTION]),
+            "messages": [
+                {"role": m["role"], "content": m["content"]}
+                for m in messages
+                if m["role"] != "system"
+            ],
+        }
+
+    def complete_json(
+        self, messages: Sequence[ChatMessage], *, max_tokens: int | None = None
+    ) -> LLMResult:
+        """One message parsed as a JSON object; raises LLMError subclasses."""
+        response = post_json(
+            self._session,
+            f"{self.base_url}/v1/messages",
+            body=self._body(messages, max_tokens),
+            headers={
+                "x-api-key": self._api_key,
+                "anthropic-version": self.version,
+                "content-type": "application/json",
+            },
+            timeout=self.timeout,
+            retries=self.max_retries,
+            max_inline_wait=self.max_inline_wait,
+            sleep=self._sleep,
+            provider="anthropic",
+        )
+        if not response.ok:
+            raise error_for_response(
+                response, provider="anthropic", model=self.model, detail=_error_detail(response)
+            )
+        payload = response_json(response, provider="anthropic", model=self.model)
+        model = str(payload.get("model") or self.model)
+        if payload.get("stop_reason") == "max_tokens":
+            raise LLMInvalidOutput(
+                f"anthropic model {model!r} stopped at max_tokens, so its JSON is cut off; "
+                "raise max_tokens or shorten the input, then retry"
+            )
+        text = "".join(
+            block.get("text", "")
+            for block in payload.get("content") or []
+            if block.get("type") == "text"
+        )
+        usage = usage_from_anthropic(payload.get("usage"), model=model)
+        data = parse_json_object(text, provider="anthropic", model=model)
+        return LLMResult(data=data, usage=usage, model=model, raw_text=text)
+
+
+def _error_detail(response: requests.Response) -> str:
+    """`{"type": "error", "error": {"type": "rate_limit_error", "message": …}}` → text."""
+    try:
+        error = response.json().get("error") or {}
+    except (ValueError, AttributeError):
+        return ""
+    return f"{error.get('type', 'error')}: {error.get('message', '')}".strip()

@@ -1,0 +1,186 @@
+"""What the LLM clients share: errors, message shape, JSON parsing, retry-hint handling."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol, TypedDict
+
+import requests
+
+from ingest.extraction.values import LLMResult
+from ingest.sources.errors import SourceError
+from ingest.sources.http import (
+    Sleep,
+    body_excerpt,
+    retry_after_seconds,
+    should_retry_hint,
+    wait_and_resend,
+)
+
+
+class LLMError(SourceError):
+    """The LLM provider returned an unexpected answer."""
+
+
+class LLMRateLimited(LLMError):
+    """The LLM provider is rate limiting us; retry after the delay it asked for."""
+
+    retryable = True
+
+
+class LLMServerError(LLMError):
+    """The LLM provider failed (5xx or overloaded); retry later."""
+
+    retryable = True
+
+
+class LLMUnavailable(LLMError):
+    """The LLM provider could not be reached or did not answer in time; retry later."""
+
+    retryable = True
+
+
+class LLMAuthError(LLMError):
+    """The LLM provider refused our API key; fix the key in the settings."""
+
+
+class LLMRequestRejected(LLMError):
+    """The LLM provider rejected the request as invalid; fix the request, do not retry."""
+
+
+class LLMInvalidOutput(LLMError):
+    """The model answered with blank or non-JSON content; a new attempt may do better."""
+
+    retryable = True
+
+
+class ChatMessage(TypedDict):
+    role: str  # "system" | "user" | "assistant"
+    content: str
+
+
+class LLMClient(Protocol):
+    def complete_json(
+        self, messages: Sequence[ChatMessage], *, max_tokens: int | None = None
+    ) -> LLMResult: ...
+
+
+_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
+
+
+def parse_json_object(text: str | None, *, provider: str, model: str) -> dict[str, Any]:
+    """The JSON object in `text` (code fences tolerated), or LLMInvalidOutput."""
+    stripped = (text or "").strip()
+    if not stripped:
+        raise LLMInvalidOutput(
+            f"{provider} model {model!r} returned blank content; retry the step "
+            "(JSON mode can answer blank when the prompt does not mention JSON)"
+        )
+    fenced = _FENCE.match(stripped)
+    if fenced:
+        stripped = fenced.group(1)
+    try:
+        data = json.loads(stripped)
+    except json.JSONDecodeError as error:
+        raise LLMInvalidOutput(
+            f"{provider} model {model!r} returned content that is not JSON ({error.msg} at "
+            f"char {error.pos}): {stripped[:120]!r}; retry the step"
+        ) from error
+    if not isinstance(data, dict):
+        raise LLMInvalidOutput(
+            f"{provider} model {model!r} returned JSON {type(data).__name__}, not an object; "
+            "retry the step"
+        )
+    return data
+
+
+def _retryable_status(status: int) -> bool:
+    return status in (408, 409, 429) or status >= 500
+
+
+def error_for_response(
+    response: requests.Response, *, provider: str, model: str, detail: str = ""
+) -> LLMError:
+    """The error for a non-2xx answer, honouring `x-should-retry` and the retry hints."""
+    status = response.status_code
+    hint = should_retry_hint(response.headers)
+    retryable = _retryable_status(status) if hint is None else hint
+    retry_after = retry_after_seconds(response.headers) if retryable else None
+    what = (
+        f"{provider} answered HTTP {status} to model {model!r}: {detail or body_excerpt(response)}"
+    )
+    cls: type[LLMError]
+    if status == 429:
+        cls, advice = LLMRateLimited, "retry after the delay"
+    elif status in (401, 403):
+        cls, advice = LLMAuthError, "check the API key and the model's access"
+    elif status >= 500 or retryable:
+        cls, advice = LLMServerError, "retry later"
+    else:
+        cls, advice = LLMRequestRejected, "fix the request; retrying will not help"
+    if hint is False and _retryable_status(status):
+        advice = "the provider said not to retry (x-should-retry: false)"
+    return cls(f"{what} — {advice}", retryable=retryable, retry_after=retry_after, status=status)
+
+
+def post_json(
+    session: requests.Session,
+    url: str,
+    *,
+    body: Mapping[str, Any],
+    headers: Mapping[str, str],
+    timeout: tuple[float, float],
+    retries: int,
+    max_inline_wait: float,
+    sleep: Sleep,
+    provider: str,
+) -> requests.Response:
+    """POST, waiting in-process for short server-given retry delays (at most `retries` times).
+
+    Longer or missing hints are left to the engine: the caller raises a retryable error
+    with `retry_after`, and the step is retried later without holding a worker thread.
+    """
+
+    def send() -> requests.Response:
+        try:
+            return session.post(url, json=body, headers=dict(headers), timeout=timeout)
+        except requests.Timeout as error:
+            raise LLMUnavailable(
+                f"{provider} at {url} did not answer within {timeout[1]:g}s; retry later"
+            ) from error
+        except requests.RequestException as error:
+            raise LLMUnavailable(
+                f"{provider} at {url} is unreachable ({error}); retry later"
+            ) from error
+
+    return wait_and_resend(
+        send, wait_for=_inline_wait(max_inline_wait), retries=retries, sleep=sleep
+    )
+
+
+def _inline_wait(max_inline_wait: float) -> Callable[[requests.Response], float | None]:
+    def wait_for(response: requests.Response) -> float | None:
+        if response.ok:
+            return None
+        hint = should_retry_hint(response.headers)
+        if hint is False or (hint is None and not _retryable_status(response.status_code)):
+            return None
+        delay = retry_after_seconds(response.headers)
+        return delay if delay is not None and delay <= max_inline_wait else None
+
+    return wait_for
+
+
+def response_json(response: requests.Response, *, provider: str, model: str) -> dict[str, Any]:
+    try:
+        payload = response.json()
+    except ValueError as error:
+        raise LLMServerError(
+            f"{provider} answered HTTP {response.status_code} with a body that is not JSON "
+            f"for model {model!r}: {body_excerpt(response)}; retry later"
+        ) from error
+    if not isinstance(payload, dict):
+        raise LLMServerError(f"{provider} answered with JSON that is not an object; retry later")
+    return payload

@@ -1,0 +1,144 @@
+"""OpenAI-compatible chat completions (OpenAI, DeepSeek, vLLM, Ollama, …) in JSON mode."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, TypedDict
+
+import requests
+
+from ingest.extraction.values import LLMResult
+from ingest.pricing import Usage
+from ingest.sources.http import DEFAULT_TIMEOUT, Sleep, Timeout, new_session
+from ingest.sources.llm.common import (
+    ChatMessage,
+    LLMInvalidOutput,
+    error_for_response,
+    parse_json_object,
+    post_json,
+    response_json,
+)
+
+
+class OpenAIUsage(TypedDict, total=False):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    prompt_tokens_details: dict[str, int]
+    prompt_cache_hit_tokens: int  # DeepSeek
+    prompt_cache_miss_tokens: int  # DeepSeek
+
+
+def usage_from_openai(usage: Mapping[str, Any] | None, *, service: str, model: str) -> Usage:
+    """Usage from an OpenAI-style `usage` object, including cached-prompt counts.
+
+    OpenAI reports cached prompt tokens in `prompt_tokens_details.cached_tokens`; DeepSeek
+    reports `prompt_cache_hit_tokens` and `prompt_cache_miss_tokens` (hit + miss = prompt).
+    """
+    usage = usage or {}
+    hit = usage.get("prompt_cache_hit_tokens")
+    miss = usage.get("prompt_cache_miss_tokens")
+    details = usage.get("prompt_tokens_details") or {}
+    prompt = usage.get("prompt_tokens")
+    if prompt is None and (hit is not None or miss is not None):
+        prompt = int(hit or 0) + int(miss or 0)
+    cached = hit if hit is not None else details.get("cached_tokens", 0)
+    return Usage(
+        service=service,
+        model=model,
+        input_tokens=int(prompt or 0),
+        cached_input_tokens=int(cached or 0),
+        output_tokens=int(usage.get("completion_tokens") or 0),
+    )
+
+
+class OpenAIChatClient:
+    """`POST {base_url}/chat/completions` with `response_format: json_object`, temperature 0.
+
+    `base_url` includes the version prefix: `https://api.openai.com/v1`,
+    `https://api.deepseek.com/v1`, `http://localhost:8000/v1` (vLLM),
+    `http://localhost:11434/v1` (Ollama). `api_key=None` sends no Authorization header.
+    `service` names the provider in usage and cost rows ("openai", "deepseek", …).
+    """
+
+    def __init__(
+        self,
+        *,
+        base_url: str = "https://api.openai.com/v1",
+        api_key: str | None = None,
+        model: str = "gpt-4o-mini",
+        service: str = "openai",
+        json_mode: bool = True,
+        timeout: Timeout = DEFAULT_TIMEOUT,
+        max_retries: int = 2,
+        max_inline_wait: float = 10.0,
+        session: requests.Session | None = None,
+        sleep: Sleep = time.sleep,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.service = service
+        self.json_mode = json_mode
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.max_inline_wait = max_inline_wait
+        self._api_key = api_key
+        self._session = session or new_session()
+        self._sleep = sleep
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Content-Type": "application/json"}
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        return headers
+
+    def _body(self, messages: Sequence[ChatMessage], max_tokens: int | None) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": [dict(message) for message in messages],
+            "temperature": 0,
+        }
+        if self.json_mode:
+            body["response_format"] = {"type": "json_object"}
+        if max_tokens is not None:
+            body["max_tokens"] = max_tokens
+        return body
+
+    def complete_json(
+        self, messages: Sequence[ChatMessage], *, max_tokens: int | None = None
+    ) -> LLMResult:
+        """One chat completion parsed as a JSON object; raises LLMError subclasses."""
+        response = post_json(
+            self._session,
+            f"{self.base_url}/chat/completions",
+            body=self._body(messages, max_tokens),
+            headers=self._headers(),
+            timeout=self.timeout,
+            retries=self.max_retries,
+            max_inline_wait=self.max_inline_wait,
+            sleep=self._sleep,
+            provider=self.service,
+        )
+        if not response.ok:
+            raise error_for_response(response, provider=self.service, model=self.model)
+        payload = response_json(response, provider=self.service, model=self.model)
+        model = str(payload.get("model") or self.model)
+        text = _first_message_content(payload, provider=self.service, model=model)
+        usage = usage_from_openai(payload.get("usage"), service=self.service, model=model)
+        data = parse_json_object(text, provider=self.service, model=model)
+        return LLMResult(data=data, usage=usage, model=model, raw_text=text)
+
+
+def _first_message_content(payload: Mapping[str, Any], *, provider: str, model: str) -> str:
+    choices = payload.get("choices") or []
+    if not choices:
+        raise LLMInvalidOutput(f"{provider} model {model!r} returned no choices; retry the step")
+    choice = choices[0]
+    message = choice.get("message") or {}
+    if choice.get("finish_reason") == "length":
+        raise LLMInvalidOutput(
+            f"{provider} model {model!r} stopped at the token limit, so its JSON is cut off; "
+            "raise max_tokens or shorten the input, then retry"
+        )
+    return str(message.get("content") or "")
