@@ -1,7 +1,15 @@
-"""Routes of one page family (filled by its owner)."""
+"""/api/: signed route ingress, then the REST API (OpenAPI at /api/openapi.json, docs at /api/docs)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-urlpatterns: list[Any] = []
+from django.urls import path
+
+from dashboard.api.app import api
+from dashboard.api.ingress import route_ingress
+
+urlpatterns: list[Any] = [
+    path("routes/<str:route>", route_ingress, name="route-ingress"),
+    path("", api.urls),
+]

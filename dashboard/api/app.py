@@ -1,0 +1,86 @@
+"""The REST API for programs: one NinjaAPI, its routers, and the error envelope.
+
+django-ninja rather than Django REST framework: the request and response types are the schema
+(pydantic validation in, OpenAPI out, both from the same annotations), it is small, and function
+handlers fit the house style of thin views over services.
+"""
+
+from __future__ import annotations
+
+from django.http import Http404, HttpRequest, HttpResponse
+from ninja import NinjaAPI
+from ninja.errors import AuthenticationError, HttpError, ValidationError
+
+from dashboard.api import instances, operations, schedules, workflows
+from dashboard.api.auth import ApiTokenAuth
+from dashboard.api.errors import (
+    ApiProblem,
+    error_response,
+    from_engine_error,
+    from_trigger_error,
+    handle_problem,
+)
+from ingest.engine.errors import EngineError
+from ingest.triggers.errors import TriggerError
+
+api = NinjaAPI(
+    title="Runledger API",
+    version="1",
+    description=(
+        "Start and control workflow instances, publish events, redrive dead letters, read costs "
+        "and budgets, run schedules. Authenticate with `Authorization: Bearer <API token>`; a "
+        "token acts with its user's roles and sees only its user's tenants. Errors are "
+        '`{"error": {"code", "message"}}`. Signed ingress (`POST /api/routes/{route}`) is '
+        "documented in docs/triggers.md."
+    ),
+    auth=ApiTokenAuth(),
+    urls_namespace="api",
+)
+api.add_router("/workflows", workflows.router)
+api.add_router("/instances", instances.router)
+api.add_router("/schedules", schedules.router)
+api.add_router("", operations.router)
+
+
+@api.exception_handler(ApiProblem)
+def _problem(request: HttpRequest, exc: ApiProblem) -> HttpResponse:
+    return handle_problem(request, exc)
+
+
+@api.exception_handler(EngineError)
+def _engine(request: HttpRequest, exc: EngineError) -> HttpResponse:
+    return from_engine_error(exc)
+
+
+@api.exception_handler(TriggerError)
+def _trigger(request: HttpRequest, exc: TriggerError) -> HttpResponse:
+    return from_trigger_error(exc)
+
+
+@api.exception_handler(AuthenticationError)
+def _unauthenticated(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
+    response = error_response(401, "not_authenticated", "send Authorization: Bearer <API token>; "
+                              "the token is missing, unknown, expired or revoked")
+    response["WWW-Authenticate"] = "Bearer"
+    return response
+
+
+@api.exception_handler(ValidationError)
+def _invalid(request: HttpRequest, exc: ValidationError) -> HttpResponse:
+    details = [
+        {"loc": [str(p) for p in e.get("loc", [])], "msg": str(e.get("msg", ""))}
+        for e in exc.errors
+    ]
+    where = "; ".join(f"{'.'.join(d['loc'])}: {d['msg']}" for d in details[:5])
+    return error_response(422, "validation_error", f"the request is invalid: {where}",
+                          details=details)
+
+
+@api.exception_handler(HttpError)
+def _http(request: HttpRequest, exc: HttpError) -> HttpResponse:
+    return error_response(exc.status_code, "http_error", str(exc))
+
+
+@api.exception_handler(Http404)
+def _missing(request: HttpRequest, exc: Http404) -> HttpResponse:
+    return error_response(404, "not_found", str(exc) or "not found")

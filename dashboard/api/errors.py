@@ -1,0 +1,76 @@
+"""Every API error as `{"error": {"code", "message"}}` with a 4xx status; never a 500 for a
+known condition. Engine and trigger errors map by class; anything else is a real bug (500)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+from ingest.engine import errors as engine_errors
+from ingest.triggers.errors import RateLimited, TriggerError
+
+# Engine error class → (status, code). Subclasses not listed fall back to their nearest base.
+ENGINE_STATUS: dict[type[Exception], int] = {
+    engine_errors.InstanceNotFound: 404,
+    engine_errors.UnknownWorkflow: 404,
+    engine_errors.UnknownStep: 422,
+    engine_errors.InstanceAlreadyExists: 409,
+    engine_errors.InstanceFinished: 409,
+    engine_errors.InvalidTransition: 409,
+    engine_errors.DeadLetterError: 409,
+    engine_errors.ApprovalError: 409,
+    engine_errors.InvalidInstanceId: 422,
+    engine_errors.InvalidParams: 422,
+    engine_errors.InvalidDuration: 422,
+    engine_errors.BatchTooLarge: 422,
+    engine_errors.InvalidStepConfig: 422,
+}
+
+
+def snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def error_response(status: int, code: str, message: str, **extra: Any) -> JsonResponse:
+    body: dict[str, Any] = {"code": code, "message": message}
+    body.update({k: v for k, v in extra.items() if v is not None})
+    return JsonResponse({"error": body}, status=status)
+
+
+def engine_error_status(exc: Exception) -> int:
+    for cls in type(exc).__mro__:
+        if cls in ENGINE_STATUS:
+            return ENGINE_STATUS[cls]
+    return 400
+
+
+def from_engine_error(exc: engine_errors.EngineError) -> JsonResponse:
+    return error_response(engine_error_status(exc), snake(type(exc).__name__), str(exc))
+
+
+def from_trigger_error(exc: TriggerError) -> HttpResponse:
+    response = error_response(exc.status, exc.code, str(exc))
+    if isinstance(exc, RateLimited):
+        from ingest.triggers.buckets import retry_after_header
+
+        response["Retry-After"] = retry_after_header(exc.retry_after)
+    return response
+
+
+def not_found(what: str, key: str) -> JsonResponse:
+    return error_response(404, f"{what}_not_found", f"no {what.replace('_', ' ')} {key!r} is visible "
+                          "to this token; check the id and the token's tenants")
+
+
+class ApiProblem(Exception):
+    """Raised by API handlers to answer with an error envelope."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+
+
+def handle_problem(request: HttpRequest, exc: ApiProblem) -> JsonResponse:
+    return error_response(exc.status, exc.code, exc.message)

@@ -1,0 +1,101 @@
+"""`POST /api/routes/{route}`: signed HTTP ingress. Translates HTTP to `route_trigger` and back.
+
+Async by default: 202 with the instance id and its status URL. Sync with `?wait=30s` (or the
+route's `sync_default`): waits for the output by polling the ledger, outside any transaction,
+and answers 200 with it, or 202 if the instance has not finished in time.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils import timezone
+from django.views.decorators.csrf import csrf_exempt
+
+from dashboard.api.errors import error_response, from_engine_error, from_trigger_error
+from ingest.engine.errors import EngineError
+from ingest.triggers.errors import BodyTooLarge, InvalidWait, TriggerError
+from ingest.triggers.selectors import instance_outcome_wait
+from ingest.triggers.services import route_trigger
+from ingest.triggers.services.ingress import MAX_BODY_BYTES
+
+_WAIT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m)?\s*$")
+
+
+def max_wait() -> float:
+    return float(getattr(settings, "RUNLEDGER_INGRESS_MAX_WAIT_SECONDS", 60.0))
+
+
+def parse_wait(raw: str | None, *, default: float) -> float:
+    """`30s`, `30`, `1500ms`, `1m` → seconds, capped at the configured maximum."""
+    if raw is None:
+        return default
+    match = _WAIT.match(raw)
+    if not match:
+        raise InvalidWait(f"wait={raw[:40]!r} is not a duration; use e.g. wait=30s, wait=500ms "
+                          "or wait=0 for async")
+    value = float(match.group(1)) * {"ms": 0.001, "s": 1.0, "m": 60.0, None: 1.0}[match.group(2)]
+    if value > max_wait():
+        raise InvalidWait(f"wait={raw!r} is longer than the {max_wait():g} s maximum; poll the "
+                          "status URL for longer runs")
+    return value
+
+
+def _bearer(request: HttpRequest) -> str | None:
+    header = request.headers.get("Authorization", "")
+    scheme, _, token = header.partition(" ")
+    return token.strip() or None if scheme.lower() == "bearer" else None
+
+
+def _read_body(request: HttpRequest) -> bytes:
+    try:
+        declared = int(request.headers.get("Content-Length") or 0)
+    except ValueError:
+        declared = 0
+    if declared > MAX_BODY_BYTES:
+        raise BodyTooLarge(f"the body is {declared} bytes; ingress accepts at most {MAX_BODY_BYTES} "
+                           "bytes (1 MiB) — store large data elsewhere and send its reference")
+    # Read one byte past the limit: a chunked body without Content-Length is caught here too.
+    body = request.read(MAX_BODY_BYTES + 1)
+    if len(body) > MAX_BODY_BYTES:
+        raise BodyTooLarge(f"the body is over {MAX_BODY_BYTES} bytes (1 MiB); send less")
+    return body
+
+
+@csrf_exempt
+def route_ingress(request: HttpRequest, route: str) -> HttpResponse:
+    if request.method != "POST":
+        response = error_response(405, "method_not_allowed", "ingress routes take POST only")
+        response["Allow"] = "POST"
+        return response
+    try:
+        asked = parse_wait(request.GET.get("wait"), default=-1.0)  # validated before any write
+        body = _read_body(request)
+        triggered = route_trigger(
+            route=route, token=_bearer(request),
+            timestamp=request.headers.get("X-Runledger-Timestamp"),
+            signature=request.headers.get("X-Runledger-Signature"), body=body,
+            idempotency_key=request.headers.get("Idempotency-Key"), now=timezone.now(),
+        )
+        route_default = min(triggered.route.wait_seconds, max_wait()) if triggered.route.sync_default else 0.0
+        wait = route_default if asked < 0 else asked
+    except TriggerError as exc:
+        return from_trigger_error(exc)
+    except EngineError as exc:
+        return from_engine_error(exc)
+    status_url = f"/api/instances/{triggered.instance_id}"
+    data: dict[str, Any] = {"instance_id": triggered.instance_id, "created": triggered.created,
+                            "status_url": status_url}
+    outcome = instance_outcome_wait(instance_id=triggered.instance_id, timeout=wait)
+    if outcome is not None:
+        data["status"] = outcome.status
+        if outcome.finished:
+            data.update(output=outcome.output, error=outcome.error)
+    finished = outcome is not None and outcome.finished
+    code = 200 if finished or not triggered.created else 202
+    response = JsonResponse(data, status=code)
+    response["Location"] = status_url
+    return response

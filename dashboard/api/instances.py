@@ -1,0 +1,137 @@
+"""/api/instances: start, list, get, control, history, events. Thin over the engine services."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.http import HttpRequest
+from ninja import Query, Router, Schema
+
+from dashboard import access
+from dashboard.api import schemas as s
+from dashboard.api import selectors
+from dashboard.api.auth import actor, require_act
+from dashboard.api.errors import ApiProblem
+from ingest.engine import services as engine
+from ingest.engine.models import Instance
+
+router = Router(tags=["instances"])
+ERRORS: dict[int, Any] = {400: s.ErrorOut, 401: s.ErrorOut, 403: s.ErrorOut, 404: s.ErrorOut,
+                          409: s.ErrorOut, 422: s.ErrorOut}
+
+
+class InstanceFilters(Schema):
+    workflow: str | None = None
+    status: str | None = None
+    tenant: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    id_prefix: str | None = None
+    cursor: str | None = None
+    limit: int = 50
+
+
+def _visible(request: HttpRequest, instance_id: str) -> Instance:
+    instance = selectors.instance_visible(tenants=access.tenants_for(request.user),
+                                          instance_id=instance_id)
+    if instance is None:
+        raise ApiProblem(404, "instance_not_found", f"no instance {instance_id[:100]!r} is visible "
+                         "to this token; check the id and the token's tenants")
+    return instance
+
+
+def _acted(request: HttpRequest, instance_id: str) -> Instance:
+    instance = _visible(request, instance_id)
+    require_act(request.user, instance.tenant)
+    return instance
+
+
+def _ok(instance_id: str) -> dict[str, Any]:
+    status = Instance.objects.filter(pk=instance_id).values_list("status", flat=True).first()
+    return {"ok": True, "instance_id": instance_id, "status": status or ""}
+
+
+@router.post("", response={201: s.InstanceOut, **ERRORS}, summary="Start an instance")
+def instance_start(request: HttpRequest, body: s.InstanceIn) -> tuple[int, dict[str, Any]]:
+    require_act(request.user, body.tenant)
+    created = engine.instance_create(workflow=body.workflow, id=body.id, params=body.params,
+                                     tenant=body.tenant, priority=body.priority,
+                                     start_at=body.start_at, actor=actor(request.user))
+    return 201, selectors.instance_dict(Instance.objects.get(pk=created.id))
+
+
+@router.get("", response={200: s.InstancePage, **ERRORS}, summary="List instances, newest first")
+def instance_list(request: HttpRequest, filters: Query[InstanceFilters]) -> dict[str, Any]:
+    return selectors.instance_page(tenants=access.tenants_for(request.user), **filters.dict())
+
+
+@router.get("/{instance_id}", response={200: s.InstanceDetail, **ERRORS},
+            summary="An instance with its steps and attempts")
+def instance_get(request: HttpRequest, instance_id: str) -> dict[str, Any]:
+    return selectors.instance_detail(_visible(request, instance_id))
+
+
+@router.get("/{instance_id}/history", response={200: s.HistoryPage, **ERRORS})
+def instance_history(request: HttpRequest, instance_id: str, after: int | None = None,
+                     limit: int = 100) -> dict[str, Any]:
+    return selectors.history_page(instance=_visible(request, instance_id), after=after, limit=limit)
+
+
+@router.post("/{instance_id}/pause", response={200: s.OkOut, **ERRORS})
+def instance_pause(request: HttpRequest, instance_id: str, body: s.ReasonIn) -> dict[str, Any]:
+    _acted(request, instance_id)
+    engine.instance_pause(instance_id=instance_id, actor=actor(request.user), reason=body.reason)
+    return _ok(instance_id)
+
+
+@router.post("/{instance_id}/resume", response={200: s.OkOut, **ERRORS})
+def instance_resume(request: HttpRequest, instance_id: str, body: s.ReasonIn) -> dict[str, Any]:
+    _acted(request, instance_id)
+    engine.instance_resume(instance_id=instance_id, actor=actor(request.user), reason=body.reason)
+    return _ok(instance_id)
+
+
+@router.post("/{instance_id}/terminate", response={200: s.OkOut, **ERRORS})
+def instance_terminate(request: HttpRequest, instance_id: str, body: s.TerminateIn
+                       ) -> dict[str, Any]:
+    _acted(request, instance_id)
+    engine.instance_terminate(instance_id=instance_id, rollback=body.rollback,
+                              actor=actor(request.user), reason=body.reason)
+    return _ok(instance_id)
+
+
+@router.post("/{instance_id}/restart", response={200: s.OkOut, **ERRORS})
+def instance_restart(request: HttpRequest, instance_id: str, body: s.RestartIn) -> dict[str, Any]:
+    _acted(request, instance_id)
+    engine.instance_restart(instance_id=instance_id, from_step=body.from_step,
+                            actor=actor(request.user), reason=body.reason)
+    return _ok(instance_id)
+
+
+@router.post("/{instance_id}/retry", response={200: s.OkOut, **ERRORS},
+             summary="Retry an errored instance from its failed step")
+def instance_retry(request: HttpRequest, instance_id: str, body: s.ReasonIn) -> dict[str, Any]:
+    _acted(request, instance_id)
+    engine.instance_retry(instance_id=instance_id, actor=actor(request.user), reason=body.reason)
+    return _ok(instance_id)
+
+
+@router.post("/{instance_id}/replay", response={201: s.InstanceOut, **ERRORS},
+             summary="Replay as a new linked instance, with the same or edited params")
+def instance_replay(request: HttpRequest, instance_id: str, body: s.ReplayIn
+                    ) -> tuple[int, dict[str, Any]]:
+    _acted(request, instance_id)
+    new = engine.instance_replay(instance_id=instance_id, params=body.params,
+                                 actor=actor(request.user), reason=body.reason)
+    return 201, selectors.instance_dict(Instance.objects.get(pk=new.id))
+
+
+@router.post("/{instance_id}/events", response={202: s.OkOut, **ERRORS},
+             summary="Send an event to an instance (buffered until it waits for that type)")
+def instance_send_event(request: HttpRequest, instance_id: str, body: s.EventIn
+                        ) -> tuple[int, dict[str, Any]]:
+    _acted(request, instance_id)
+    engine.instance_send_event(instance_id=instance_id, type=body.type, payload=body.payload,
+                               actor=actor(request.user))
+    return 202, _ok(instance_id)

@@ -1,0 +1,123 @@
+"""/api/events, /api/dead-letters, /api/costs, /api/budgets."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.http import HttpRequest
+from django.utils import timezone
+from ninja import Query, Router, Schema
+
+from dashboard import access
+from dashboard.api import schemas as s
+from dashboard.api import selectors
+from dashboard.api.auth import actor, require_act
+from dashboard.api.errors import ApiProblem
+from ingest.engine import services as engine
+from ingest.engine.models import Budget, BudgetScope, DeadLetter, Instance
+from ingest.triggers.services import event_publish
+
+router = Router()
+E: dict[int, Any] = {400: s.ErrorOut, 401: s.ErrorOut, 403: s.ErrorOut, 404: s.ErrorOut,
+                     409: s.ErrorOut, 422: s.ErrorOut}
+
+
+@router.post("/events", response={202: s.PublishOut, **E}, tags=["events"],
+             summary="Publish a named event: starts subscribed workflows; idempotent by id")
+def event_publish_view(request: HttpRequest, body: s.PublishIn) -> tuple[int, dict[str, Any]]:
+    require_act(request.user, body.tenant)
+    if body.instance_id:
+        target = Instance.objects.filter(pk=body.instance_id).values_list("tenant", flat=True).first()
+        if target != body.tenant:
+            raise ApiProblem(404, "instance_not_found", f"no instance {body.instance_id!r} in "
+                             f"tenant {body.tenant!r}; events are delivered within one tenant")
+    published = event_publish(type=body.type, data=body.data, id=body.id, tenant=body.tenant,
+                              instance_id=body.instance_id, actor=actor(request.user),
+                              now=timezone.now())
+    return 202, {"event_id": published.event_id, "started": published.started,
+                 "delivered": published.delivered, "duplicate": published.duplicate}
+
+
+class DeadLetterFilters(Schema):
+    state: str | None = "open"
+    workflow: str | None = None
+    tenant: str | None = None
+    signature: str | None = None
+    limit: int = 50
+
+
+@router.get("/dead-letters", response={200: list[s.DeadLetterOut], **E}, tags=["dead letters"])
+def dead_letter_list(request: HttpRequest, filters: Query[DeadLetterFilters]
+                     ) -> list[DeadLetter]:
+    return selectors.dead_letter_list(tenants=access.tenants_for(request.user), **filters.dict())
+
+
+@router.post("/dead-letters/redrive", response={200: s.RedriveOut, **E}, tags=["dead letters"],
+             summary="Redrive dead letters matching the filters, at a capped rate")
+def dead_letter_redrive(request: HttpRequest, body: s.RedriveIn) -> dict[str, int]:
+    if body.tenant:
+        require_act(request.user, body.tenant)
+        tenants = [body.tenant]
+    else:
+        tenants = access.acting_tenants(request.user)
+        if not tenants:
+            raise ApiProblem(403, "forbidden", "redriving needs the operator role in a tenant")
+    ids = body.ids
+    if ids is not None:
+        # Only ids the caller may act on; others are silently out of scope, as in the dashboard.
+        ids = list(DeadLetter.objects.filter(pk__in=ids, tenant__in=tenants)
+                   .values_list("pk", flat=True))
+        if not ids:
+            return {"redriven": 0}
+    total = 0
+    for tenant in tenants:
+        total += engine.dead_letter_redrive(
+            workflow=body.workflow, step_name=body.step_name, signature=body.signature,
+            tenant=tenant, since=body.since, until=body.until, ids=ids,
+            rate_per_second=body.rate_per_second, actor=actor(request.user), reason=body.reason,
+        )
+    return {"redriven": total}
+
+
+class CostFilters(Schema):
+    since: datetime | None = None
+    until: datetime | None = None
+    tenant: str | None = None
+    service: str | None = None
+    workflow: str | None = None
+    instance_id: str | None = None
+    limit: int = 50
+
+
+@router.get("/costs", response={200: s.CostsOut, **E}, tags=["costs"],
+            summary="Spend: totals by service and the latest api_costs rows")
+def cost_list(request: HttpRequest, filters: Query[CostFilters]) -> dict[str, Any]:
+    return selectors.cost_summary(tenants=access.tenants_for(request.user), **filters.dict())
+
+
+@router.get("/budgets", response={200: list[s.BudgetOut], **E}, tags=["budgets"])
+def budget_list(request: HttpRequest) -> list[Budget]:
+    return selectors.budget_list(tenants=access.tenants_for(request.user))
+
+
+def _require_budget_write(request: HttpRequest, scope: str, key: str) -> None:
+    if scope == BudgetScope.TENANT:
+        require_act(request.user, key)
+    elif scope == BudgetScope.INSTANCE:
+        tenant = Instance.objects.filter(pk=key).values_list("tenant", flat=True).first()
+        if tenant is None or not access.can_read(request.user, tenant):
+            raise ApiProblem(404, "instance_not_found", f"no instance {key[:100]!r} is visible")
+        require_act(request.user, tenant)
+    elif not request.user.is_staff:
+        raise ApiProblem(403, "forbidden", f"{scope} budgets span every tenant; setting one needs "
+                         "an admin (staff) user")
+
+
+@router.put("/budgets", response={200: s.BudgetOut, **E}, tags=["budgets"],
+            summary="Create or change a budget (operators of its tenant; admins for global ones)")
+def budget_put(request: HttpRequest, body: s.BudgetIn) -> Budget:
+    _require_budget_write(request, body.scope, body.key)
+    engine.budget_upsert(scope=body.scope, key=body.key, period=body.period, limit=body.limit,
+                         policy=body.policy, actor=actor(request.user))
+    return Budget.objects.get(scope=body.scope, key=body.key, period=body.period)

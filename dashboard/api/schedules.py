@@ -1,0 +1,61 @@
+"""/api/schedules: list with next fire times, run now, enable and disable."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest
+from django.utils import timezone
+from ninja import Router
+
+from dashboard import access
+from dashboard.api import schemas as s
+from dashboard.api.auth import actor, require_act
+from dashboard.api.errors import ApiProblem
+from ingest.triggers import selectors
+from ingest.triggers.selectors import ScheduleRow
+from ingest.triggers.services import schedule_run_now, schedule_set_enabled
+
+router = Router(tags=["schedules"])
+E: dict[int, Any] = {401: s.ErrorOut, 403: s.ErrorOut, 404: s.ErrorOut}
+
+
+def _visible(request: HttpRequest, name: str) -> ScheduleRow:
+    row = selectors.schedule_get(name=name, now=timezone.now())
+    if row is None or not access.can_read(request.user, row.tenant):
+        raise ApiProblem(404, "schedule_not_found", f"no schedule {name[:100]!r} is visible to "
+                         "this token")
+    return row
+
+
+@router.get("", response={200: list[s.ScheduleOut], **E})
+def schedule_list(request: HttpRequest) -> list[ScheduleRow]:
+    return selectors.schedule_list(now=timezone.now(), tenants=access.tenants_for(request.user))
+
+
+@router.get("/{name}", response={200: s.ScheduleOut, **E}, summary="A schedule and its next 5 fires")
+def schedule_get(request: HttpRequest, name: str) -> ScheduleRow:
+    return _visible(request, name)
+
+
+@router.post("/{name}/run", response={201: s.RunNowOut, **E}, summary="Fire once now")
+def schedule_run(request: HttpRequest, name: str) -> tuple[int, dict[str, str]]:
+    require_act(request.user, _visible(request, name).tenant)
+    instance_id = schedule_run_now(name=name, now=timezone.now(), actor=actor(request.user))
+    return 201, {"instance_id": instance_id, "status_url": f"/api/instances/{instance_id}"}
+
+
+def _set(request: HttpRequest, name: str, enabled: bool) -> ScheduleRow:
+    require_act(request.user, _visible(request, name).tenant)
+    schedule_set_enabled(name=name, enabled=enabled, now=timezone.now())
+    return _visible(request, name)
+
+
+@router.post("/{name}/enable", response={200: s.ScheduleOut, **E})
+def schedule_enable(request: HttpRequest, name: str) -> ScheduleRow:
+    return _set(request, name, True)
+
+
+@router.post("/{name}/disable", response={200: s.ScheduleOut, **E})
+def schedule_disable(request: HttpRequest, name: str) -> ScheduleRow:
+    return _set(request, name, False)

@@ -1,0 +1,252 @@
+"""Request and response schemas of the REST API: the OpenAPI document is generated from these."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+from typing import Any, Literal
+
+from ninja import Field, Schema
+
+ID_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_-]*$"
+
+
+class ErrorBody(Schema):
+    code: str
+    message: str
+    details: list[dict[str, Any]] | None = None
+
+
+class ErrorOut(Schema):
+    error: ErrorBody
+
+
+class WorkflowOut(Schema):
+    name: str
+    is_async: bool
+    concurrency: int | None
+    concurrency_key: str | None
+    priority: int
+    counts: dict[str, int]
+
+
+class InstanceIn(Schema):
+    workflow: str = Field(..., min_length=1, max_length=200)
+    id: str | None = Field(None, max_length=100, pattern=ID_PATTERN)
+    params: dict[str, Any] = Field(default_factory=dict)
+    tenant: str = Field("default", min_length=1, max_length=100)
+    priority: int = Field(0, ge=-1000, le=1000)
+    start_at: datetime | None = None
+
+
+class ErrorInfo(Schema):
+    name: str
+    message: str
+
+
+class InstanceOut(Schema):
+    id: str
+    workflow: str
+    tenant: str
+    status: str
+    params: dict[str, Any]
+    output: Any = None
+    error: ErrorInfo | None = None
+    priority: int
+    created_at: datetime
+    updated_at: datetime
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    parent_id: str | None = None
+    replay_of_id: str | None = None
+    status_url: str
+
+
+class InstancePage(Schema):
+    items: list[InstanceOut]
+    next_cursor: str | None
+
+
+class AttemptOut(Schema):
+    number: int
+    started_at: datetime
+    ended_at: datetime | None
+    ok: bool
+    error: ErrorInfo | None
+    retry_delay_seconds: float | None
+
+
+class StepOut(Schema):
+    name: str
+    seq: int
+    position: int
+    kind: str
+    status: str
+    result: Any = None
+    error: ErrorInfo | None
+    attempts: list[AttemptOut]
+    started_at: datetime
+    ended_at: datetime | None
+    wake_at: datetime | None
+    sensitive: bool
+
+
+class InstanceDetail(InstanceOut):
+    steps: list[StepOut]
+
+
+class HistoryOut(Schema):
+    id: int
+    kind: str
+    step_name: str
+    status: str
+    data: dict[str, Any]
+    actor: str
+    reason: str
+    created_at: datetime
+
+
+class HistoryPage(Schema):
+    items: list[HistoryOut]
+    next_after: int | None
+
+
+class ReasonIn(Schema):
+    reason: str = Field("", max_length=2000)
+
+
+class TerminateIn(ReasonIn):
+    rollback: bool = False
+
+
+class RestartIn(ReasonIn):
+    from_step: str | None = Field(None, max_length=256)
+
+
+class ReplayIn(ReasonIn):
+    params: dict[str, Any] | None = None
+
+
+class EventIn(Schema):
+    type: str = Field(..., min_length=1, max_length=200)
+    payload: Any = None
+
+
+class PublishIn(Schema):
+    type: str = Field(..., min_length=1, max_length=200)
+    data: dict[str, Any] = Field(default_factory=dict)
+    id: str | None = Field(None, min_length=1, max_length=200)
+    tenant: str = Field("default", min_length=1, max_length=100)
+    instance_id: str | None = Field(None, max_length=100)
+
+
+class PublishOut(Schema):
+    event_id: str
+    started: list[str]
+    delivered: list[str]
+    duplicate: bool
+
+
+class OkOut(Schema):
+    ok: bool
+    instance_id: str
+    status: str
+
+
+class DeadLetterOut(Schema):
+    id: int
+    instance_id: str
+    workflow: str
+    tenant: str
+    step_name: str
+    error_name: str
+    error_message: str
+    signature: str
+    state: str
+    created_at: datetime
+    resolved_at: datetime | None
+    resolved_by: str
+
+
+class RedriveIn(Schema):
+    workflow: str | None = Field(None, max_length=200)
+    step_name: str | None = Field(None, max_length=300)
+    signature: str | None = Field(None, max_length=64)
+    tenant: str | None = Field(None, max_length=100)
+    since: datetime | None = None
+    until: datetime | None = None
+    ids: list[int] | None = Field(None, max_length=1000)
+    rate_per_second: float = Field(5.0, gt=0, le=100)
+    reason: str = Field(..., min_length=1, max_length=2000)
+
+
+class RedriveOut(Schema):
+    redriven: int
+
+
+class CostRow(Schema):
+    id: int
+    service: str
+    cost: Decimal
+    instance_id: str | None
+    workflow_type: str
+    step_name: str
+    attempt: int
+    success: bool
+    model: str
+    tenant: str
+    created_at: datetime
+
+
+class CostTotal(Schema):
+    service: str
+    cost: Decimal
+    calls: int
+
+
+class CostsOut(Schema):
+    total: Decimal
+    by_service: list[CostTotal]
+    items: list[CostRow]
+
+
+class BudgetOut(Schema):
+    id: int
+    scope: str
+    key: str
+    period: str
+    limit: Decimal
+    spent: Decimal
+    reserved: Decimal
+    period_start: datetime
+    policy: str
+    enabled: bool
+
+
+class BudgetIn(Schema):
+    scope: Literal["tenant", "workflow", "service", "instance"]
+    key: str = Field(..., min_length=1, max_length=200)
+    period: Literal["hour", "day", "month"]
+    limit: Decimal = Field(..., ge=0, max_digits=14, decimal_places=6)
+    policy: Literal["fail", "approval"] = "fail"
+
+
+class ScheduleOut(Schema):
+    name: str
+    workflow: str
+    cron: str
+    timezone: str
+    tenant: str
+    enabled: bool
+    params: dict[str, Any]
+    missed_fire_policy: str
+    catch_up_limit: int
+    last_fire_at: datetime | None
+    last_instance_id: str
+    last_error: str
+    next_fires: list[datetime]
+
+
+class RunNowOut(Schema):
+    instance_id: str
+    status_url: str

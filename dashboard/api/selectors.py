@@ -1,0 +1,183 @@
+"""Reads behind the REST API, scoped to the caller's tenants; plain dicts for the schemas."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Collection
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from django.db.models import Count, Q, Sum
+
+from dashboard.api.errors import ApiProblem
+from ingest.engine.models import ApiCost, Budget, BudgetScope, DeadLetter, History, Instance, Step
+
+MAX_LIMIT = 200
+
+
+def _error(name: str, message: str) -> dict[str, str] | None:
+    return {"name": name, "message": message} if name or message else None
+
+
+def instance_dict(i: Instance) -> dict[str, Any]:
+    return {
+        "id": i.id, "workflow": i.workflow, "tenant": i.tenant, "status": i.status,
+        "params": i.params if isinstance(i.params, dict) else {}, "output": i.output,
+        "error": _error(i.error_name, i.error_message), "priority": i.priority,
+        "created_at": i.created_at, "updated_at": i.updated_at, "started_at": i.started_at,
+        "ended_at": i.ended_at, "parent_id": i.parent_id, "replay_of_id": i.replay_of_id,
+        "status_url": f"/api/instances/{i.id}",
+    }
+
+
+def encode_cursor(created_at: datetime, instance_id: str) -> str:
+    raw = f"{created_at.isoformat()}|{instance_id}".encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, str]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        when, instance_id = raw.split("|", 1)
+        return datetime.fromisoformat(when), instance_id
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        raise ApiProblem(400, "invalid_cursor", "the cursor is not one this API returned; pass "
+                         "next_cursor from the previous page unchanged") from None
+
+
+def instance_page(
+    *, tenants: Collection[str], workflow: str | None = None, status: str | None = None,
+    tenant: str | None = None, since: datetime | None = None, until: datetime | None = None,
+    id_prefix: str | None = None, cursor: str | None = None, limit: int = 50,
+) -> dict[str, Any]:
+    """Newest first, keyset-paginated on (created_at, id) so pages stay stable under inserts."""
+    qs = Instance.objects.filter(tenant__in=list(tenants)).defer("output")
+    if workflow:
+        qs = qs.filter(workflow=workflow)
+    if status:
+        qs = qs.filter(status=status)
+    if tenant:
+        qs = qs.filter(tenant=tenant)
+    if since:
+        qs = qs.filter(created_at__gte=since)
+    if until:
+        qs = qs.filter(created_at__lt=until)
+    if id_prefix:
+        qs = qs.filter(id__startswith=id_prefix)
+    if cursor:
+        when, last_id = decode_cursor(cursor)
+        qs = qs.filter(Q(created_at__lt=when) | Q(created_at=when, id__lt=last_id))
+    limit = max(1, min(limit, MAX_LIMIT))
+    rows = list(qs.order_by("-created_at", "-id")[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return {
+        "items": [instance_dict(i) for i in rows],
+        "next_cursor": encode_cursor(rows[-1].created_at, rows[-1].id) if more else None,
+    }
+
+
+def instance_visible(*, tenants: Collection[str], instance_id: str) -> Instance | None:
+    return Instance.objects.filter(pk=instance_id, tenant__in=list(tenants)).first()
+
+
+def instance_detail(instance: Instance) -> dict[str, Any]:
+    steps = []
+    for s in (Step.objects.filter(instance=instance).order_by("position", "id")
+              .prefetch_related("attempt_rows")):
+        steps.append({
+            "name": s.name, "seq": s.seq, "position": s.position, "kind": s.kind,
+            "status": s.status, "result": None if s.sensitive else s.result,
+            "error": _error(s.error_name, s.error_message), "started_at": s.started_at,
+            "ended_at": s.ended_at, "wake_at": s.wake_at, "sensitive": s.sensitive,
+            "attempts": [
+                {"number": a.number, "started_at": a.started_at, "ended_at": a.ended_at,
+                 "ok": a.ok, "error": _error(a.error_name, a.error_message),
+                 "retry_delay_seconds": a.retry_delay_seconds}
+                for a in sorted(s.attempt_rows.all(), key=lambda a: a.number)
+            ],
+        })
+    return {**instance_dict(instance), "steps": steps}
+
+
+def history_page(*, instance: Instance, after: int | None, limit: int) -> dict[str, Any]:
+    limit = max(1, min(limit, 500))
+    qs = History.objects.filter(instance=instance).order_by("id")
+    if after:
+        qs = qs.filter(id__gt=after)
+    rows = list(qs[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return {
+        "items": [
+            {"id": h.id, "kind": h.kind, "step_name": h.step_name, "status": h.status,
+             "data": h.data if isinstance(h.data, dict) else {"value": h.data}, "actor": h.actor,
+             "reason": h.reason, "created_at": h.created_at}
+            for h in rows
+        ],
+        "next_after": rows[-1].id if more else None,
+    }
+
+
+def workflow_counts(*, tenants: Collection[str]) -> dict[str, dict[str, int]]:
+    counts: dict[str, dict[str, int]] = {}
+    for row in (Instance.objects.filter(tenant__in=list(tenants))
+                .values("workflow", "status").annotate(n=Count("id"))):
+        counts.setdefault(row["workflow"], {})[row["status"]] = row["n"]
+    return counts
+
+
+def dead_letter_list(*, tenants: Collection[str], state: str | None, workflow: str | None,
+                     tenant: str | None, signature: str | None, limit: int) -> list[DeadLetter]:
+    qs = DeadLetter.objects.filter(tenant__in=list(tenants))
+    if state:
+        qs = qs.filter(state=state)
+    if workflow:
+        qs = qs.filter(workflow=workflow)
+    if tenant:
+        qs = qs.filter(tenant=tenant)
+    if signature:
+        qs = qs.filter(signature=signature)
+    return list(qs.order_by("-created_at", "-id")[: max(1, min(limit, MAX_LIMIT))])
+
+
+def cost_summary(*, tenants: Collection[str], since: datetime | None, until: datetime | None,
+                 tenant: str | None, service: str | None, workflow: str | None,
+                 instance_id: str | None, limit: int) -> dict[str, Any]:
+    qs = ApiCost.objects.filter(tenant__in=list(tenants))
+    if since:
+        qs = qs.filter(created_at__gte=since)
+    if until:
+        qs = qs.filter(created_at__lt=until)
+    if tenant:
+        qs = qs.filter(tenant=tenant)
+    if service:
+        qs = qs.filter(service=service)
+    if workflow:
+        qs = qs.filter(workflow_type=workflow)
+    if instance_id:
+        qs = qs.filter(instance_id=instance_id)
+    by_service = [
+        {"service": r["service"], "cost": r["total"] or Decimal("0"), "calls": r["calls"]}
+        for r in qs.values("service").annotate(total=Sum("cost"), calls=Count("id")).order_by("-total")
+    ]
+    items = list(qs.order_by("-created_at", "-id")[: max(1, min(limit, MAX_LIMIT))])
+    return {
+        "total": sum((r["cost"] for r in by_service), Decimal("0")),
+        "by_service": by_service,
+        "items": items,
+    }
+
+
+def budget_list(*, tenants: Collection[str]) -> list[Budget]:
+    """Tenant budgets of the caller's tenants, plus the global ones (workflow and service)."""
+    instance_ids = Instance.objects.filter(tenant__in=list(tenants)).values("id")
+    return list(
+        Budget.objects.filter(
+            Q(scope=BudgetScope.TENANT, key__in=list(tenants))
+            | Q(scope__in=[BudgetScope.WORKFLOW, BudgetScope.SERVICE])
+            | Q(scope=BudgetScope.INSTANCE, key__in=instance_ids)
+        ).order_by("scope", "key", "period")
+    )

@@ -1,0 +1,143 @@
+"""Trigger errors. Each carries the HTTP status and the stable code the API answers with."""
+
+from __future__ import annotations
+
+
+class TriggerError(Exception):
+    """Unexpected trigger error."""
+
+    status = 400
+    code = "trigger_error"
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or self.__doc__)
+
+
+class RouteNotFound(TriggerError):
+    """No route has that name."""
+
+    status = 404
+    code = "route_not_found"
+
+
+class RouteDisabled(TriggerError):
+    """The route is disabled."""
+
+    status = 409
+    code = "route_disabled"
+
+
+class NotAuthenticated(TriggerError):
+    """The ingress token is missing or unknown."""
+
+    status = 401
+    code = "not_authenticated"
+
+
+class BadSignature(TriggerError):
+    """The request signature is missing or does not match the body."""
+
+    status = 401
+    code = "bad_signature"
+
+
+class StaleTimestamp(TriggerError):
+    """The request timestamp is outside the accepted window."""
+
+    status = 401
+    code = "stale_timestamp"
+
+
+class BodyTooLarge(TriggerError):
+    """The request body is over the size limit."""
+
+    status = 413
+    code = "body_too_large"
+
+
+class MalformedJson(TriggerError):
+    """The request body is not valid JSON."""
+
+    status = 400
+    code = "malformed_json"
+
+
+class InvalidPayload(TriggerError):
+    """The request body is JSON but not an object."""
+
+    status = 400
+    code = "invalid_payload"
+
+
+class InvalidWait(TriggerError):
+    """The wait parameter could not be understood."""
+
+    status = 400
+    code = "invalid_wait"
+
+
+class IdempotencyConflict(TriggerError):
+    """The idempotency key was already used with a different body."""
+
+    status = 409
+    code = "idempotency_conflict"
+
+
+class InvalidIdempotencyKey(TriggerError):
+    """Idempotency keys are 1 to 200 printable ASCII characters."""
+
+    status = 400
+    code = "invalid_idempotency_key"
+
+
+class RateLimited(TriggerError):
+    """Too many requests; retry after the given number of seconds."""
+
+    status = 429
+    code = "rate_limited"
+
+    def __init__(self, message: str | None = None, *, retry_after: float) -> None:
+        self.retry_after = retry_after
+        super().__init__(message)
+
+
+class InvalidCron(TriggerError):
+    """The cron expression could not be understood."""
+
+    status = 400
+    code = "invalid_cron"
+
+
+class InvalidTimezone(TriggerError):
+    """The time zone is not an IANA name such as Europe/Paris."""
+
+    status = 400
+    code = "invalid_timezone"
+
+
+class InvalidSchedule(TriggerError):
+    """The schedule is invalid."""
+
+    status = 400
+    code = "invalid_schedule"
+
+
+class ScheduleNotFound(TriggerError):
+    """No schedule has that name."""
+
+    status = 404
+    code = "schedule_not_found"
+
+
+class InvalidEvent(TriggerError):
+    """The event is invalid."""
+
+    status = 400
+    code = "invalid_event"
+
+
+class UnknownRateLimit(TriggerError):
+    """No token bucket has that key; configure it first or pass its rate."""
+
+    status = 404
+    code = "unknown_rate_limit"

@@ -1,0 +1,97 @@
+"""The cron scheduler: one leader across every process fires what is due, tick by tick.
+
+Leadership is a PostgreSQL session advisory lock (`pg_try_advisory_lock`) held on the scheduler
+thread's own connection: it is released when the process exits or its connection drops, and
+another process takes over at its next tick. On SQLite there is one process, so it leads. Even
+a split brain cannot double a fire: each schedule row is locked while it fires, and a fire's
+instance id is deterministic (`{schedule}-{scheduled time}`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+from django.db import connection
+from django.utils import timezone
+
+from ingest.triggers import selectors, sql
+from ingest.triggers.services import idempotency_keys_purge, schedule_fire_due
+
+log = logging.getLogger("runledger.scheduler")
+PURGE_EVERY = timedelta(minutes=5)
+
+
+class Scheduler:
+    """`tick(now)` fires what is due if this process leads; `run()` ticks until `stop()`."""
+
+    def __init__(self, *, interval: float = 1.0, lock_key: int = sql.SCHEDULER_LOCK_KEY) -> None:
+        self.interval = interval
+        self.lock_key = lock_key
+        self._leading = False
+        self._stop = threading.Event()
+        self._purged_at: datetime | None = None
+        self._thread: threading.Thread | None = None
+
+    def is_leader(self) -> bool:
+        """Take or confirm leadership; a reconnect loses the lock, so it is checked every tick."""
+        if connection.vendor != "postgresql":
+            return True
+        if self._leading and sql.advisory_held(self.lock_key):
+            return True
+        self._leading = sql.advisory_try_lock(self.lock_key)
+        if self._leading:
+            log.info("scheduler: this process leads")
+        return self._leading
+
+    def tick(self, now: datetime) -> list[str]:
+        """Fire every due schedule if this process leads; the instance ids fired."""
+        if not self.is_leader():
+            return []
+        fired: list[str] = []
+        for schedule_id in selectors.schedule_due_ids(now=now):
+            fired.extend(schedule_fire_due(schedule_id=schedule_id, now=now))
+        if self._purged_at is None or now - self._purged_at >= PURGE_EVERY:
+            idempotency_keys_purge(now=now)
+            self._purged_at = now
+        return fired
+
+    def resign(self) -> None:
+        if self._leading and connection.vendor == "postgresql":
+            sql.advisory_unlock(self.lock_key)
+        self._leading = False
+
+    def run(self, *, clock: Callable[[], datetime] = timezone.now) -> None:
+        """Tick every `interval` seconds until `stop()`; errors are logged, never fatal."""
+        try:
+            while not self._stop.is_set():
+                try:
+                    self.tick(clock())
+                except Exception:
+                    log.exception("scheduler tick failed; retrying")
+                    self._leading = False
+                    connection.close()  # a broken connection must not keep a stale leader
+                self._stop.wait(self.interval)
+        finally:
+            try:
+                self.resign()
+            finally:
+                connection.close()
+
+    def start(self) -> threading.Thread:
+        """Run in a daemon thread (the embedded `manage.py up`)."""
+        self._stop.clear()
+        self._thread = threading.Thread(target=self.run, name="runledger-scheduler", daemon=True)
+        self._thread.start()
+        return self._thread
+
+    def request_stop(self) -> None:
+        """Ask `run()` to return after the current tick (safe from a signal handler)."""
+        self._stop.set()
+
+    def stop(self, timeout: float | None = 10.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)

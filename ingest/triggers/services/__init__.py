@@ -1,0 +1,55 @@
+"""Writes of the triggers app, one module per concept; import them from here.
+
+Every function is `<entity>_<verb>` with keyword-only arguments.
+"""
+
+from __future__ import annotations
+
+from ingest.triggers.services.events import event_publish, subscription_create
+from ingest.triggers.services.ingress import (
+    Triggered,
+    idempotency_keys_purge,
+    ingress_secret_create,
+    route_trigger,
+    route_upsert,
+)
+from ingest.triggers.services.ratelimits import (
+    rate_limit_acquire,
+    rate_limit_configure,
+    rate_limit_penalize,
+    rate_limits_take,
+)
+from ingest.triggers.services.schedules import (
+    schedule_create,
+    schedule_fire_due,
+    schedule_run_now,
+    schedule_set_enabled,
+    schedule_update,
+)
+from ingest.triggers.services.tokens import (
+    api_token_authenticate,
+    api_token_create,
+    api_token_revoke,
+)
+
+__all__ = [
+    "Triggered",
+    "api_token_authenticate",
+    "api_token_create",
+    "api_token_revoke",
+    "event_publish",
+    "idempotency_keys_purge",
+    "ingress_secret_create",
+    "rate_limit_acquire",
+    "rate_limit_configure",
+    "rate_limit_penalize",
+    "rate_limits_take",
+    "route_trigger",
+    "route_upsert",
+    "schedule_create",
+    "schedule_fire_due",
+    "schedule_run_now",
+    "schedule_set_enabled",
+    "schedule_update",
+    "subscription_create",
+]

@@ -1,0 +1,206 @@
+"""HTTP ingress: authenticate, verify, rate-limit, deduplicate, start. Views only translate HTTP."""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import IntegrityError, transaction
+
+from ingest.engine import services as engine_services
+from ingest.triggers import signing
+from ingest.triggers.errors import (
+    IdempotencyConflict,
+    InvalidIdempotencyKey,
+    InvalidPayload,
+    MalformedJson,
+    NotAuthenticated,
+    RateLimited,
+    RouteDisabled,
+    RouteNotFound,
+)
+from ingest.triggers.models import IdempotencyKey, IngressSecret, Route
+from ingest.triggers.services.ratelimits import rate_limits_take
+
+MAX_BODY_BYTES = 1024 * 1024
+_KEY = re.compile(r"^[\x21-\x7e]{1,200}$")
+_ID_SAFE = re.compile(r"[^A-Za-z0-9_-]")
+
+
+@dataclass(frozen=True)
+class Triggered:
+    instance_id: str
+    created: bool  # False: an earlier request with the same idempotency key created it
+    route: Route
+
+
+def ingress_secret_create(
+    *, tenant: str, name: str = "default", rate_limit_per_minute: int | None = None
+) -> tuple[IngressSecret, str, str]:
+    """A tenant's ingress credentials: (row, bearer token, HMAC secret). Shown once; store them."""
+    token = "rli_" + secrets.token_urlsafe(32)
+    hmac_secret = "rls_" + secrets.token_urlsafe(32)
+    row = IngressSecret.objects.create(
+        tenant=tenant, name=name, token_hash=signing.token_hash(token), token_prefix=token[:10],
+        hmac_secret=hmac_secret, rate_limit_per_minute=rate_limit_per_minute,
+    )
+    return row, token, hmac_secret
+
+
+def route_upsert(*, name: str, workflow: str, tenant: str = "default", **fields: Any) -> Route:
+    """Define a route in code (the admin edits the same rows)."""
+    route, _ = Route.objects.update_or_create(
+        name=name, defaults={"workflow": workflow, "tenant": tenant, **fields}
+    )
+    return route
+
+
+def _route(name: str) -> Route:
+    route = Route.objects.filter(name=name).first()
+    if route is None:
+        raise RouteNotFound(f"no route is named {name[:100]!r}; routes are configured in the admin")
+    if not route.enabled:
+        raise RouteDisabled(
+            f"route {route.name!r} is disabled; an operator can enable it in the admin"
+        )
+    return route
+
+
+def _credential(route: Route, token: str | None) -> IngressSecret:
+    if not token:
+        raise NotAuthenticated(
+            f"route {route.name!r} needs an ingress token: send Authorization: Bearer <token>"
+        )
+    secret = IngressSecret.objects.filter(
+        token_hash=signing.token_hash(token), tenant=route.tenant, enabled=True
+    ).first()
+    if secret is None:
+        raise NotAuthenticated(
+            f"the ingress token is not valid for route {route.name!r}; use a token issued for "
+            "its tenant"
+        )
+    return secret
+
+
+def parse_payload(body: bytes) -> dict[str, Any]:
+    if not body.strip():
+        return {}
+    try:
+        payload = json.loads(body)
+    except UnicodeDecodeError as exc:
+        raise MalformedJson(f"the body is not UTF-8 JSON ({exc}); send a JSON object") from None
+    except json.JSONDecodeError as exc:
+        raise MalformedJson(
+            f"the body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}; "
+            "send a JSON object"
+        ) from None
+    except RecursionError:
+        raise MalformedJson("the body nests too deeply; send a flatter JSON object") from None
+    if not isinstance(payload, dict):
+        raise InvalidPayload(
+            f"the body is a JSON {type(payload).__name__}; the workflow's params must be a JSON "
+            "object, e.g. {\"account\": \"acme\"}"
+        )
+    return payload
+
+
+def _instance_id(route: Route) -> str:
+    base = _ID_SAFE.sub("-", route.name)[:60].lstrip("-") or "route"
+    return f"{base}-{uuid.uuid4().hex[:20]}"
+
+
+def _start(route: Route, payload: dict[str, Any], *, actor: str) -> str:
+    instance = engine_services.instance_create(
+        workflow=route.workflow, id=_instance_id(route), params=payload, tenant=route.tenant,
+        priority=route.priority, actor=actor,
+    )
+    return str(instance.id)
+
+
+def _start_once(
+    route: Route, payload: dict[str, Any], *, key: str, now: datetime, actor: str
+) -> Triggered:
+    """The first request with `key` starts the instance; the rest get its id.
+
+    The key row and the instance are inserted in one transaction: on PostgreSQL a concurrent
+    duplicate blocks on the unique index until the winner commits, then gets IntegrityError and
+    reads the winner's row, so exactly one instance exists whatever the interleaving.
+    """
+    digest = signing.body_hash(json.dumps(payload, sort_keys=True, separators=(",", ":")).encode())
+    for _ in range(5):
+        try:
+            with transaction.atomic():
+                instance_id = _instance_id(route)
+                IdempotencyKey.objects.create(
+                    tenant=route.tenant, route=route.name, key=key, body_sha256=digest,
+                    instance_id=instance_id, created_at=now,
+                    expires_at=now + timedelta(seconds=route.idempotency_ttl_seconds),
+                )
+                engine_services.instance_create(
+                    workflow=route.workflow, id=instance_id, params=payload, tenant=route.tenant,
+                    priority=route.priority, actor=actor,
+                )
+            return Triggered(instance_id, True, route)
+        except IntegrityError:
+            existing = IdempotencyKey.objects.filter(
+                tenant=route.tenant, route=route.name, key=key
+            ).first()
+            if existing is None:
+                continue  # an expired row was deleted under us: try to be first again
+            if existing.expires_at <= now:
+                IdempotencyKey.objects.filter(pk=existing.pk, expires_at__lte=now).delete()
+                continue
+            if existing.body_sha256 != digest:
+                raise IdempotencyConflict(
+                    f"Idempotency-Key {key!r} was used on route {route.name!r} with a different "
+                    f"body (instance {existing.instance_id}); use a new key for a new request"
+                ) from None
+            return Triggered(existing.instance_id, False, route)
+    raise IdempotencyConflict(
+        f"Idempotency-Key {key!r} on route {route.name!r} is contended; retry the request"
+    )
+
+
+def route_trigger(
+    *, route: str, token: str | None, timestamp: str | None, signature: str | None, body: bytes,
+    idempotency_key: str | None, now: datetime, actor: str = "",
+) -> Triggered:
+    """Start the route's workflow for a signed request, or raise a TriggerError saying why not.
+
+    Checks run cheapest first and nothing is written before they all pass; a request refused for
+    its rate limit took no token.
+    """
+    found = _route(route)
+    credential = _credential(found, token)
+    signing.verify(secrets=[credential.hmac_secret], timestamp=timestamp, signature=signature,
+                   body=body, now=now)
+    if idempotency_key is not None and not _KEY.match(idempotency_key):
+        raise InvalidIdempotencyKey(
+            f"Idempotency-Key {idempotency_key[:40]!r} is invalid; use 1 to 200 printable ASCII "
+            "characters, e.g. a UUID"
+        )
+    payload = parse_payload(body)
+    limits = [(f"ingress:route:{found.name}", found.rate_limit_per_minute)]
+    limits.append((f"ingress:tenant:{found.tenant}", credential.rate_limit_per_minute))
+    wait = rate_limits_take(limits=[(k, n) for k, n in limits if n], now=now)
+    if wait:
+        raise RateLimited(
+            f"route {found.name!r} (tenant {found.tenant!r}) is over its rate limit; retry after "
+            f"{wait:.1f} s",
+            retry_after=wait,
+        )
+    actor = actor or f"ingress:{credential.tenant}/{credential.name}"
+    if idempotency_key is None:
+        return Triggered(_start(found, payload, actor=actor), True, found)
+    return _start_once(found, payload, key=idempotency_key, now=now, actor=actor)
+
+
+def idempotency_keys_purge(*, now: datetime) -> int:
+    """Delete expired keys (the scheduler calls this); expired keys are also replaced on use."""
+    deleted, _ = IdempotencyKey.objects.filter(expires_at__lte=now).delete()
+    return deleted

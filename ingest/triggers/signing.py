@@ -1,0 +1,74 @@
+"""Ingress request signing: HMAC-SHA256 of `timestamp + "." + raw body`. Pure functions.
+
+Clients send `X-Runledger-Timestamp: <unix seconds>` and
+`X-Runledger-Signature: sha256=<hex>`; see docs/triggers.md for a client snippet.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from datetime import datetime
+
+from ingest.triggers.errors import BadSignature, StaleTimestamp
+
+WINDOW_SECONDS = 300
+SCHEME = "sha256="
+
+
+def sign(*, secret: str, timestamp: str, body: bytes) -> str:
+    """The `X-Runledger-Signature` header value for a body sent at `timestamp`."""
+    message = timestamp.encode("ascii") + b"." + body
+    return SCHEME + hmac.new(secret.encode("utf-8"), message, hashlib.sha256).hexdigest()
+
+
+def verify(
+    *, secrets: list[str], timestamp: str | None, signature: str | None, body: bytes, now: datetime,
+    window_seconds: int = WINDOW_SECONDS,
+) -> None:
+    """Raise unless `signature` signs `body` at `timestamp` with one of `secrets` within the window.
+
+    Every candidate is compared with `hmac.compare_digest`, so timing does not reveal how much of
+    a forged signature was right.
+    """
+    if not timestamp:
+        raise StaleTimestamp(
+            "the X-Runledger-Timestamp header is missing; send the unix time in seconds at which "
+            "the request was signed"
+        )
+    try:
+        sent = int(timestamp.strip())
+    except ValueError:
+        raise StaleTimestamp(
+            f"X-Runledger-Timestamp {timestamp[:40]!r} is not an integer; send unix seconds"
+        ) from None
+    skew = abs(now.timestamp() - sent)
+    if skew > window_seconds:
+        raise StaleTimestamp(
+            f"X-Runledger-Timestamp is {skew:.0f} s away from the server clock; requests are "
+            f"accepted within {window_seconds} s — sign with the current time (check the clock)"
+        )
+    if not signature:
+        raise BadSignature(
+            "the X-Runledger-Signature header is missing; send sha256=<hex HMAC-SHA256 of "
+            "timestamp + '.' + body> keyed with the tenant's ingress secret"
+        )
+    given = signature.strip().encode("ascii", errors="replace")
+    ok = False
+    for secret in secrets:
+        expected = sign(secret=secret, timestamp=timestamp.strip(), body=body).encode("ascii")
+        ok = hmac.compare_digest(expected, given) or ok
+    if not ok:
+        raise BadSignature(
+            "X-Runledger-Signature does not match the body; sign timestamp + '.' + the exact raw "
+            "body bytes with HMAC-SHA256 and the tenant's ingress secret"
+        )
+
+
+def token_hash(token: str) -> str:
+    """Tokens are stored as their SHA-256; looking one up by hash is safe against timing."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def body_hash(body: bytes) -> str:
+    return hashlib.sha256(body).hexdigest()
