@@ -4,9 +4,15 @@ from __future__ import annotations
 
 from django.urls import path
 
-from dashboard.views import auth
+from dashboard.views import auth, runs
 
 urlpatterns = [
     path("login/", auth.login, name="login"),
     path("logout/", auth.logout, name="logout"),
+    path("instances/", runs.instance_list, name="instance-list"),
+    path("instances/<str:instance_id>/", runs.instance_detail, name="instance-detail"),
+    path("instances/<str:instance_id>/actions/<slug:action>/", runs.instance_action_confirm,
+         name="instance-action"),
+    path("instances/<str:instance_id>/actions/<slug:action>/run/", runs.instance_action_run,
+         name="instance-action-run"),
 ]

@@ -8,7 +8,7 @@ server's UTC rendering stays readable.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
@@ -103,7 +103,7 @@ def reltime(value: datetime | None, fmt: str = "relative") -> SafeString:
     """`<time>` with ISO datetime; JS shows it relative (`3 min ago`) or absolute (fmt="absolute")."""
     if value is None:
         return format_html('<span class="muted">—</span>')
-    utc = value.astimezone(timezone.UTC) if timezone.is_aware(value) else value
+    utc = value.astimezone(UTC) if timezone.is_aware(value) else value
     return format_html(
         '<time datetime="{}" data-format="{}" title="{} UTC">{}</time>',
         utc.isoformat(),
@@ -173,3 +173,16 @@ def get_item(mapping: Any, key: Any) -> Any:
         return mapping[key]
     except (KeyError, IndexError, TypeError):
         return None
+
+
+@register.filter
+def params_inline(value: Any, limit: int = 120) -> str:
+    """`key=value · key=value` for a params object: what an operator scans for in a list."""
+    if not isinstance(value, dict):
+        return json_summary(value)
+    parts = []
+    for k, v in value.items():
+        shown = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, default=str)
+        parts.append(f"{k}={shown}")
+    text = " · ".join(parts) or "{}"
+    return text if len(text) <= limit else text[: limit - 1] + "…"

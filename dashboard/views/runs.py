@@ -1,0 +1,330 @@
+"""The runs pages: the instances ledger, one instance, and the operator actions on it.
+
+Views are thin: selectors read, `ingest.engine.services` writes (with `actor` = the user and the
+operator's reason), `dashboard.access` decides who may do what. Other tenants' instances are 404.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import json
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
+
+from django import forms
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+from django_htmx.middleware import HtmxDetails
+
+from dashboard import access, selectors
+from dashboard.models import Role
+from ingest.engine.models import FINISHED_STATUSES, Instance, Status
+
+
+class HtmxHttpRequest(HttpRequest):
+    htmx: HtmxDetails
+
+
+# ---- the ledger --------------------------------------------------------------------------
+
+
+@require_GET
+@access.require_role(Role.VIEWER)
+def instance_list(request: HtmxHttpRequest) -> HttpResponse:
+    filters = selectors.InstanceFilters.from_query(request.GET)
+    after = selectors.Cursor.decode(request.GET.get("after", ""))
+    before = selectors.Cursor.decode(request.GET.get("before", ""))
+    page = selectors.instance_list(user=request.user, filters=filters, after=after, before=before)
+    first_page = after is None and before is None
+    base = filters.querystring()
+    live: list[tuple[str, str]] = [("view", "instances"), ("after", str(selectors.history_cursor()))]
+    if first_page and page.newest is not None:
+        live.append(("newest", page.newest.encode()))
+    elif first_page:
+        live.append(("newest", "empty"))
+    live.append(("rows", ",".join(r.id for r in page.rows)))
+    live += filters.as_params()
+    context = {
+        "page": page,
+        "filters": filters,
+        "first_page": first_page,
+        "statuses": Status.choices,
+        "tenants": access.tenants_for(request.user),
+        "ranges": list(selectors.RANGES),
+        "workflows": selectors.workflow_names(user=request.user),
+        "next_url": f"?{_join(base, urlencode({'after': page.next_cursor.encode()}))}" if page.next_cursor else "",
+        "prev_url": f"?{_join(base, urlencode({'before': page.prev_cursor.encode()}))}" if page.prev_cursor else "",
+        "first_url": f"?{base}" if base else "?",
+        "live_query": urlencode(live),
+        "now_query": base,
+    }
+    template = "runs/instance_list.html"
+    if request.htmx and not request.htmx.boosted:
+        template += "#results"
+    return render(request, template, context)
+
+
+def _join(*parts: str) -> str:
+    return "&".join(p for p in parts if p)
+
+
+# ---- one instance ------------------------------------------------------------------------
+
+
+@require_GET
+@access.require_role(Role.VIEWER)
+def instance_detail(request: HtmxHttpRequest, instance_id: str) -> HttpResponse:
+    detail = selectors.instance_detail(user=request.user, instance_id=instance_id)
+    if detail is None:
+        raise Http404("no instance with that id in your tenants")
+    context = {
+        "d": detail,
+        "i": detail.instance,
+        "actions": _available_actions(detail.instance) if detail.can_act else [],
+        "live_query": urlencode({"view": "instance", "instance": instance_id, "after": detail.cursor}),
+    }
+    fragment = request.GET.get("fragment", "")
+    template = "runs/instance_detail.html"
+    if request.htmx and fragment in {"steps", "history", "dag", "waterfall", "header"}:
+        template += f"#{fragment}"
+    return render(request, template, context)
+
+
+# ---- actions -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Action:
+    name: str
+    label: str
+    explain: str  # what will happen, shown in the confirmation
+    danger: bool = False
+    when: frozenset[str] = frozenset(Status.values)
+
+
+_ACTIVE = frozenset(Status.values) - FINISHED_STATUSES
+ACTIONS: dict[str, Action] = {a.name: a for a in [
+    Action("pause", "Pause", "The instance stops after its running step ends (waitingForPause, then "
+           "paused). Sleep and retry timers are shifted by the paused time on resume.",
+           when=frozenset({Status.QUEUED, Status.RUNNING, Status.WAITING})),
+    Action("resume", "Resume", "The instance continues where it paused; nothing re-runs.",
+           when=frozenset({Status.PAUSED, Status.WAITING_FOR_PAUSE})),
+    Action("terminate", "Terminate", "The instance ends as terminated. Completed steps keep their "
+           "results. With rollback, the rollback handlers of completed steps run in reverse order.",
+           danger=True, when=_ACTIVE),
+    Action("restart", "Restart", "The instance runs again: from scratch, or keeping every step "
+           "result before the chosen step. Steps after that point run again (paid calls too).",
+           danger=True),
+    Action("retry", "Retry", "The errored instance runs again from its failed step; completed "
+           "steps are not re-run.", when=frozenset({Status.ERRORED})),
+    Action("replay", "Replay…", "A new instance of the same workflow starts with these params, "
+           "linked to this one (replay_of). This instance is not changed."),
+    Action("event", "Send event", "The event is delivered to the instance: a waiting "
+           "wait_for_event of that type receives it, otherwise it is buffered (first in, first out).",
+           when=_ACTIVE),
+]}
+
+
+def _available_actions(instance: Instance) -> list[Action]:
+    return [a for a in ACTIONS.values() if instance.status in a.when]
+
+
+def _json_field(raw: str, *, what: str) -> Any:
+    try:
+        return json.loads(raw) if raw.strip() else None
+    except json.JSONDecodeError as exc:
+        raise forms.ValidationError(f"{what} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
+
+
+class ActionForm(forms.Form):
+    reason = forms.CharField(
+        max_length=2000, widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Required. Recorded in the instance's history with your name.",
+    )
+
+    def __init__(self, *args: Any, instance: Instance, **kwargs: Any) -> None:
+        self.instance = instance
+        super().__init__(*args, **kwargs)
+
+    def engine_kwargs(self) -> dict[str, Any]:
+        return {}
+
+
+class TerminateForm(ActionForm):
+    rollback = forms.BooleanField(required=False, label="Run rollback handlers (saga) of completed steps")
+
+    def engine_kwargs(self) -> dict[str, Any]:
+        return {"rollback": self.cleaned_data["rollback"]}
+
+
+class RestartForm(ActionForm):
+    from_step = forms.ChoiceField(required=False, label="Restart from")
+
+    def __init__(self, *args: Any, steps: list[str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["from_step"].choices = [("", "the beginning (from scratch)")] + [(s, s) for s in steps]
+
+    def engine_kwargs(self) -> dict[str, Any]:
+        return {"from_step": self.cleaned_data["from_step"] or None}
+
+
+class ReplayForm(ActionForm):
+    params = forms.CharField(widget=forms.Textarea(attrs={"rows": 12, "spellcheck": "false"}),
+                             help_text="JSON object. Edit to replay with different params.")
+    confirm = forms.BooleanField(required=False, widget=forms.HiddenInput)
+
+    def clean_params(self) -> Any:
+        value = _json_field(self.cleaned_data["params"], what="params")
+        if not isinstance(value, dict):
+            raise forms.ValidationError("params must be a JSON object, e.g. {\"account\": \"acme\"}")
+        return value
+
+    def engine_kwargs(self) -> dict[str, Any]:
+        return {"params": self.cleaned_data["params"]}
+
+
+class EventForm(ActionForm):
+    type = forms.CharField(max_length=200, label="Event type")
+    payload = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 6, "spellcheck": "false"}),
+                              help_text="JSON (optional).")
+    reason = forms.CharField(max_length=2000, widget=forms.Textarea(attrs={"rows": 2}),
+                             help_text="Required. Recorded in the history with your name.")
+
+    def clean_payload(self) -> Any:
+        return _json_field(self.cleaned_data.get("payload", ""), what="payload")
+
+    def engine_kwargs(self) -> dict[str, Any]:
+        return {"type": self.cleaned_data["type"], "payload": self.cleaned_data["payload"]}
+
+
+FORMS: dict[str, type[ActionForm]] = {"terminate": TerminateForm, "restart": RestartForm,
+                                      "replay": ReplayForm, "event": EventForm}
+
+
+def _form(action: str, instance: Instance, data: Any = None) -> ActionForm:
+    cls = FORMS.get(action, ActionForm)
+    kwargs: dict[str, Any] = {"instance": instance}
+    if cls is RestartForm:
+        kwargs["steps"] = _restartable(instance)
+    if cls is ReplayForm and data is None:
+        kwargs["initial"] = {"params": json.dumps(instance.params, indent=2, sort_keys=True)}
+    return cls(data, **kwargs)
+
+
+def _restartable(instance: Instance) -> list[str]:
+    names = instance.steps.filter(kind="do").order_by("position").values_list("name", flat=True)
+    return list(dict.fromkeys(names))
+
+
+def _actionable(request: HttpRequest, instance_id: str, action: str) -> tuple[Instance, Action]:
+    spec = ACTIONS.get(action)
+    if spec is None:
+        raise Http404("no such action")
+    instance = selectors.instance_get(user=request.user, instance_id=instance_id)
+    if instance is None:
+        raise Http404("no instance with that id in your tenants")
+    if not access.can_act(request.user, instance.tenant):
+        raise PermissionDenied(f"you are not an operator of tenant {instance.tenant!r}")
+    return instance, spec
+
+
+def params_diff(before: Any, after: Any) -> list[tuple[str, str]]:
+    """Line diff of two JSON values, as (css class, line) pairs for the replay confirmation."""
+    a = json.dumps(before, indent=2, sort_keys=True, ensure_ascii=False).splitlines()
+    b = json.dumps(after, indent=2, sort_keys=True, ensure_ascii=False).splitlines()
+    lines: list[tuple[str, str]] = []
+    for line in difflib.unified_diff(a, b, "original params", "replay params", lineterm="", n=2):
+        css = "hdr" if line.startswith(("---", "+++", "@@")) else "add" if line.startswith("+") else "del" if line.startswith("-") else ""
+        lines.append((css, line))
+    return lines
+
+
+def _confirm(request: HtmxHttpRequest, instance: Instance, spec: Action, form: ActionForm,
+             *, status: int = 200, engine_error: str = "", diff: list[tuple[str, str]] | None = None) -> HttpResponse:
+    context = {"i": instance, "action": spec, "form": form, "engine_error": engine_error, "diff": diff,
+               "post_url": reverse("instance-action-run", args=[instance.id, spec.name]),
+               "applies": instance.status in spec.when}
+    template = "runs/instance_action.html"
+    if request.htmx:
+        template += "#dialog"
+    return render(request, template, context, status=status)
+
+
+@require_GET
+@access.require_role(Role.OPERATOR)
+def instance_action_confirm(request: HtmxHttpRequest, instance_id: str, action: str) -> HttpResponse:
+    instance, spec = _actionable(request, instance_id, action)
+    return _confirm(request, instance, spec, _form(action, instance))
+
+
+@require_POST
+@access.require_role(Role.OPERATOR)
+def instance_action_run(request: HtmxHttpRequest, instance_id: str, action: str) -> HttpResponse:
+    instance, spec = _actionable(request, instance_id, action)
+    form = _form(action, instance, request.POST)
+    if not form.is_valid():
+        return _confirm(request, instance, spec, form, status=400)
+    if isinstance(form, ReplayForm) and not form.cleaned_data["confirm"]:
+        # First submit of a replay shows what changes; the second one (confirm=1) runs it.
+        diff = params_diff(instance.params, form.cleaned_data["params"])
+        data = request.POST.copy()
+        data["confirm"] = "True"
+        data["params"] = json.dumps(form.cleaned_data["params"], indent=2, sort_keys=True)
+        return _confirm(request, instance, spec, _form(action, instance, data), diff=diff)
+    engine_error = ""
+    try:
+        result = _call_engine(spec.name, instance, form, actor=request.user.get_username())
+    except Exception as exc:
+        if not _is_engine_error(exc):
+            raise
+        engine_error = str(exc)
+    if engine_error:
+        return _confirm(request, instance, spec, form, status=409, engine_error=engine_error)
+    target = instance.id
+    if spec.name == "replay" and result is not None:
+        target = getattr(result, "id", target)
+        messages.success(request, f"Replay started as {target} (replay of {instance.id}).")
+    else:
+        messages.success(request, f"{spec.label.rstrip('…')} requested for {instance.id}.")
+    return HttpResponseRedirect(reverse("instance-detail", args=[target]), status=303)
+
+
+def _call_engine(action: str, instance: Instance, form: ActionForm, *, actor: str) -> Any:
+    from ingest.engine import services  # the engine is imported where it is used: see report
+
+    common: dict[str, Any] = {"instance_id": instance.id, "actor": actor}
+    reason = form.cleaned_data["reason"]
+    extra = form.engine_kwargs()
+    match action:
+        case "pause":
+            return services.instance_pause(**common, reason=reason)
+        case "resume":
+            return services.instance_resume(**common, reason=reason)
+        case "terminate":
+            return services.instance_terminate(**common, reason=reason, **extra)
+        case "restart":
+            return services.instance_restart(**common, reason=reason, **extra)
+        case "retry":
+            return services.instance_retry(**common, reason=reason)
+        case "replay":
+            return services.instance_replay(**common, reason=reason, **extra)
+        case "event":
+            # The contract's instance_send_event takes no reason; pass it when the engine accepts it.
+            if "reason" in inspect.signature(services.instance_send_event).parameters:
+                extra["reason"] = reason
+            return services.instance_send_event(**common, **extra)
+    raise Http404("no such action")
+
+
+def _is_engine_error(exc: Exception) -> bool:
+    try:
+        from ingest.engine.errors import EngineError
+    except ImportError:  # pragma: no cover - the engine always ships errors.py
+        return False
+    return isinstance(exc, EngineError)
