@@ -64,6 +64,7 @@ class Instance(models.Model):
     paused_at = models.DateTimeField(null=True, blank=True)
     # What the instance was before pause: resume restores it.
     paused_from = models.CharField(max_length=20, blank=True, default="")
+    paused_ready_at = models.DateTimeField(null=True, blank=True)
 
     lease_owner = models.CharField(max_length=100, blank=True, default="")
     lease_token = models.CharField(max_length=32, blank=True, default="")

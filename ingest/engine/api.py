@@ -1,0 +1,58 @@
+"""The instance API as Cloudflare Workflows offers it: create, create_batch, get, and a handle."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from ingest.engine import selectors, services
+from ingest.engine.errors import InstanceNotFound
+from ingest.engine.models import Instance
+
+
+class InstanceHandle:
+    """A reference to one instance; every method reads or writes the ledger afresh."""
+
+    def __init__(self, instance_id: str) -> None:
+        self.id = instance_id
+
+    def __repr__(self) -> str:
+        return f"InstanceHandle({self.id!r})"
+
+    def status(self) -> dict[str, Any]:
+        return selectors.instance_status(instance_id=self.id)
+
+    def pause(self, *, actor: str = "", reason: str = "") -> None:
+        services.instance_pause(instance_id=self.id, actor=actor, reason=reason)
+
+    def resume(self, *, actor: str = "", reason: str = "") -> None:
+        services.instance_resume(instance_id=self.id, actor=actor, reason=reason)
+
+    def terminate(self, *, rollback: bool = False, actor: str = "", reason: str = "") -> None:
+        services.instance_terminate(instance_id=self.id, rollback=rollback, actor=actor, reason=reason)
+
+    def restart(self, from_step: str | None = None, *, actor: str = "", reason: str = "") -> None:
+        services.instance_restart(instance_id=self.id, from_step=from_step, actor=actor, reason=reason)
+
+    def send_event(self, type: str, payload: Any = None, *, actor: str = "") -> None:
+        services.instance_send_event(instance_id=self.id, type=type, payload=payload, actor=actor)
+
+
+def create(workflow: str, *, id: str | None = None, params: Any = None, tenant: str = "default",
+           priority: int | None = None, start_at: datetime | None = None, actor: str = "") -> InstanceHandle:
+    """Create an instance of `workflow`. A duplicate id raises InstanceAlreadyExists."""
+    inst = services.instance_create(workflow=workflow, id=id, params=params, tenant=tenant,
+                                    priority=priority, start_at=start_at, actor=actor)
+    return InstanceHandle(inst.id)
+
+
+def create_batch(workflow: str, items: Iterable[dict[str, Any]], *, actor: str = "") -> list[InstanceHandle]:
+    """Create up to 100 instances in one transaction; items are {"id", "params", "tenant"} dicts."""
+    return [InstanceHandle(i.id) for i in services.instance_create_batch(workflow=workflow, items=items, actor=actor)]
+
+
+def get(instance_id: str) -> InstanceHandle:
+    if not Instance.objects.filter(id=instance_id).exists():
+        raise InstanceNotFound(instance_id)
+    return InstanceHandle(instance_id)

@@ -1,0 +1,117 @@
+"""Engine errors. One base class; one subclass per condition, carrying the facts a reader needs."""
+
+from __future__ import annotations
+
+
+class EngineError(Exception):
+    """Unexpected engine error."""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or self.__doc__)
+
+
+class NonRetryableError(Exception):
+    """Raised inside a step: end the step after this attempt, without retrying."""
+
+    def __init__(self, message: str = "", name: str | None = None) -> None:
+        super().__init__(message)
+        self.error_name = name or type(self).__name__
+
+
+class UnknownWorkflow(EngineError):
+    """No workflow is registered under that name."""
+
+
+class InvalidInstanceId(EngineError):
+    """Instance ids match ^[A-Za-z0-9_][A-Za-z0-9_-]*$ and are at most 100 characters."""
+
+
+class InstanceAlreadyExists(EngineError):
+    """An instance with that id already exists; treat it as already processed."""
+
+    def __init__(self, instance_id: str) -> None:
+        self.instance_id = instance_id
+        super().__init__(
+            f"instance {instance_id!r} already exists; a duplicate id means this work was already "
+            "started — treat it as already processed, or pick another id"
+        )
+
+
+class InstanceNotFound(EngineError):
+    """No instance has that id."""
+
+    def __init__(self, instance_id: str) -> None:
+        self.instance_id = instance_id
+        super().__init__(f"no instance has the id {instance_id!r}")
+
+
+class InstanceFinished(EngineError):
+    """The instance has finished; it takes no more events or control requests."""
+
+
+class InvalidTransition(EngineError):
+    """The instance is not in a status that allows this operation."""
+
+
+class UnknownStep(EngineError):
+    """The instance has no step with that name."""
+
+
+class InvalidStepConfig(EngineError):
+    """A step's configuration is invalid."""
+
+
+class InvalidDuration(EngineError):
+    """A duration could not be understood."""
+
+
+class InvalidParams(EngineError):
+    """Instance params must be a JSON object."""
+
+
+class BatchTooLarge(EngineError):
+    """create_batch takes at most 100 instances."""
+
+
+class NonDeterministicReplay(EngineError):
+    """Replay asked for a step that contradicts the recorded history."""
+
+
+class StepResultTooLarge(EngineError):
+    """A step returned more than 1 MiB."""
+
+
+class StepResultNotSerializable(EngineError):
+    """A step returned a value that is not JSON-serialisable."""
+
+
+class StepTimeout(Exception):
+    """A step attempt ran past its timeout."""
+
+
+class WaitForEventTimeout(Exception):
+    """`wait_for_event` reached its timeout before an event of the type arrived."""
+
+
+class ChildWorkflowFailed(Exception):
+    """A child workflow ended errored or terminated."""
+
+
+class StepFailed(Exception):
+    """A step failed with an exception class that could not be rebuilt on replay."""
+
+    def __init__(self, message: str = "", name: str = "Error") -> None:
+        super().__init__(message)
+        self.error_name = name
+
+
+class BudgetExceeded(NonRetryableError):
+    """A budget would be exceeded by this spend."""
+
+
+class ApprovalError(EngineError):
+    """The approval request cannot take this answer."""
+
+
+class DeadLetterError(EngineError):
+    """The dead letter cannot take this action."""

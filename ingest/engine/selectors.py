@@ -1,0 +1,48 @@
+"""Reads of the ledger the engine's API offers (the dashboard has its own selectors too)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ingest.engine.errors import InstanceNotFound
+from ingest.engine.models import Attempt, Instance, Step
+
+
+def instance_status(*, instance_id: str, include_results: bool = True) -> dict[str, Any]:
+    """Status as Cloudflare's `instance.status()`: status, output, error {name, message}, steps."""
+    try:
+        inst = Instance.objects.get(id=instance_id)
+    except Instance.DoesNotExist:
+        raise InstanceNotFound(instance_id) from None
+    steps = list(Step.objects.filter(instance_id=inst.id).order_by("position", "id"))
+    attempts: dict[int, list[dict[str, Any]]] = {}
+    for a in Attempt.objects.filter(step__instance_id=inst.id).order_by("step_id", "number"):
+        attempts.setdefault(a.step_id, []).append({
+            "number": a.number, "started_at": a.started_at, "ended_at": a.ended_at, "ok": a.ok,
+            "error": {"name": a.error_name, "message": a.error_message} if not a.ok else None,
+            "retry_delay_seconds": a.retry_delay_seconds,
+        })
+    return {
+        "id": inst.id,
+        "workflow": inst.workflow,
+        "tenant": inst.tenant,
+        "status": inst.status,
+        "params": inst.params,
+        "output": inst.output,
+        "error": {"name": inst.error_name, "message": inst.error_message} if inst.error_name else None,
+        "created_at": inst.created_at,
+        "started_at": inst.started_at,
+        "ended_at": inst.ended_at,
+        "replay_of": inst.replay_of_id,
+        "parent": inst.parent_id,
+        "steps": [
+            {
+                "name": s.name, "count": s.seq, "kind": s.kind, "status": s.status,
+                "result": (None if s.sensitive else s.result) if include_results else None,
+                "error": {"name": s.error_name, "message": s.error_message} if s.error_name and s.status == "errored" else None,
+                "started_at": s.started_at, "ended_at": s.ended_at, "wake_at": s.wake_at,
+                "attempts": attempts.get(s.id, []), "config": s.config,
+            }
+            for s in steps
+        ],
+    }

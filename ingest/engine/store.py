@@ -1,0 +1,333 @@
+"""What a worker writes while it runs an instance. Every write is guarded by the lease.
+
+One durable transaction per step outcome: the step row, its attempt, its history, and the lease
+check. A step's start marker commits without waiting for the WAL flush (sql.async_commit).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import transaction
+
+from ingest.engine import sql
+from ingest.engine.models import (
+    Attempt,
+    Control,
+    DeadLetter,
+    History,
+    HistoryKind,
+    Instance,
+    PendingEvent,
+    Status,
+    Step,
+    StepKind,
+    StepStatus,
+)
+from ingest.engine.signature import error_signature
+
+log = logging.getLogger("runledger.engine")
+
+
+class LeaseLost(BaseException):
+    """The worker no longer holds the instance (terminated, restarted, or lease expired)."""
+
+
+@dataclass
+class StepRecord:
+    id: int
+    name: str
+    seq: int
+    position: int
+    kind: str
+    status: str
+    result: Any = None
+    error_name: str = ""
+    error_message: str = ""
+    attempts: int = 0
+    wake_at: datetime | None = None
+    event_type: str = ""
+    child_id: str | None = None
+    started_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Failure:
+    name: str
+    message: str
+    traceback: str = ""
+
+
+@dataclass
+class InstanceStore:
+    instance_id: str
+    token: str
+    worker: str
+    workflow: str
+    tenant: str
+    lease: timedelta
+    control: str = ""
+    history_buffer: list[History] = field(default_factory=list)
+
+    # ---- reads -----------------------------------------------------------------------
+
+    def load_steps(self) -> list[StepRecord]:
+        rows = Step.objects.filter(instance_id=self.instance_id).order_by("position").values_list(
+            "id", "name", "seq", "position", "kind", "status", "result", "error_name",
+            "error_message", "attempts", "wake_at", "event_type", "child_id", "started_at",
+        )
+        return [StepRecord(*row) for row in rows]
+
+    # ---- the guard ---------------------------------------------------------------------
+
+    def _guard(self, now: datetime) -> None:
+        control = sql.guard(
+            instance_id=self.instance_id, token=self.token, now=now, lease_until=now + self.lease
+        )
+        if control is None:
+            raise LeaseLost(self.instance_id)
+        self.control = control
+
+    def _history(self, kind: str, now: datetime, *, step_name: str = "", status: str = "", **data: Any) -> History:
+        return History(
+            instance_id=self.instance_id, workflow=self.workflow, tenant=self.tenant, kind=kind,
+            step_name=step_name, status=status, data=data, created_at=now,
+        )
+
+    # ---- step.do ---------------------------------------------------------------------
+
+    def step_started(self, *, rec: StepRecord | None, name: str, seq: int, position: int,
+                     kind: str, config: dict[str, Any], attempt: int, now: datetime,
+                     sensitive: bool, has_rollback: bool) -> StepRecord:
+        with transaction.atomic():
+            sql.async_commit()
+            self._guard(now)
+            if rec is None:
+                step = Step.objects.create(
+                    instance_id=self.instance_id, name=name, seq=seq, position=position, kind=kind,
+                    status=StepStatus.RUNNING, config=config, attempts=attempt, sensitive=sensitive,
+                    has_rollback=has_rollback, started_at=now,
+                )
+                rec = StepRecord(id=step.id, name=name, seq=seq, position=position, kind=kind,
+                                 status=StepStatus.RUNNING, attempts=attempt, started_at=now)
+            else:
+                Step.objects.filter(id=rec.id).update(status=StepStatus.RUNNING, attempts=attempt, wake_at=None)
+                rec.status, rec.attempts, rec.wake_at = StepStatus.RUNNING, attempt, None
+            self._history(HistoryKind.STEP_STARTED, now, step_name=_label(name, seq), attempt=attempt).save()
+        return rec
+
+    def step_completed(self, rec: StepRecord, *, attempt: int, started: datetime, now: datetime,
+                       result: Any) -> None:
+        with transaction.atomic():
+            self._guard(now)
+            Step.objects.filter(id=rec.id).update(
+                status=StepStatus.COMPLETE, result=result, ended_at=now, attempts=attempt,
+                error_name="", error_message="", error_traceback="",
+            )
+            Attempt.objects.create(step_id=rec.id, number=attempt, started_at=started, ended_at=now,
+                                   ok=True, worker=self.worker)
+            self._history(HistoryKind.STEP_COMPLETED, now, step_name=_label(rec.name, rec.seq),
+                          attempt=attempt, ms=round((now - started).total_seconds() * 1000, 3)).save()
+        rec.status, rec.result = StepStatus.COMPLETE, result
+
+    def step_attempt_failed(self, rec: StepRecord, *, attempt: int, started: datetime, now: datetime,
+                            failure: Failure, retry_at: datetime | None) -> None:
+        """Record a failed attempt: a retry at `retry_at`, or the step's final failure."""
+        delay = None if retry_at is None else (retry_at - now).total_seconds()
+        with transaction.atomic():
+            self._guard(now)
+            Attempt.objects.create(
+                step_id=rec.id, number=attempt, started_at=started, ended_at=now, ok=False,
+                error_name=failure.name, error_message=failure.message,
+                error_traceback=failure.traceback, retry_delay_seconds=delay, worker=self.worker,
+            )
+            if retry_at is None:
+                Step.objects.filter(id=rec.id).update(
+                    status=StepStatus.ERRORED, ended_at=now, attempts=attempt,
+                    error_name=failure.name, error_message=failure.message,
+                    error_traceback=failure.traceback, wake_at=None,
+                )
+                self._history(HistoryKind.STEP_FAILED, now, step_name=_label(rec.name, rec.seq),
+                              attempt=attempt, error=failure.name, message=failure.message[:500]).save()
+            else:
+                Step.objects.filter(id=rec.id).update(attempts=attempt, wake_at=retry_at,
+                                                      error_name=failure.name, error_message=failure.message)
+                self._history(HistoryKind.STEP_RETRY, now, step_name=_label(rec.name, rec.seq),
+                              attempt=attempt, error=failure.name, message=failure.message[:500],
+                              delay=delay).save()
+        rec.attempts, rec.wake_at = attempt, retry_at
+        if retry_at is None:
+            rec.status, rec.error_name, rec.error_message = StepStatus.ERRORED, failure.name, failure.message
+
+    def uncounted_attempts(self, rec: StepRecord) -> int:
+        """Attempts that do not count against the retry limit (paused for a budget approval)."""
+        return Attempt.objects.filter(step_id=rec.id, error_name="AwaitingApproval").count()
+
+    def rollback_recorded(self, *, name: str, position: int, now: datetime, started: datetime,
+                          failure: Failure | None) -> None:
+        with transaction.atomic():
+            self._guard(now)
+            Step.objects.update_or_create(
+                instance_id=self.instance_id, name=name, seq=1,
+                defaults={
+                    "position": position, "kind": StepKind.ROLLBACK, "started_at": started,
+                    "ended_at": now, "attempts": 1,
+                    "status": StepStatus.ERRORED if failure else StepStatus.COMPLETE,
+                    "error_name": failure.name if failure else "",
+                    "error_message": failure.message if failure else "",
+                    "error_traceback": failure.traceback if failure else "",
+                },
+            )
+            kind = HistoryKind.STEP_FAILED if failure else HistoryKind.STEP_COMPLETED
+            extra = {"error": failure.name, "message": failure.message[:500]} if failure else {}
+            self._history(kind, now, step_name=name, rollback=True, **extra).save()
+
+    # ---- sleeps, events, children --------------------------------------------------------
+
+    def wait_started(self, *, name: str, seq: int, position: int, kind: str, now: datetime,
+                     wake_at: datetime | None, event_type: str = "", child_id: str | None = None,
+                     child: Instance | None = None) -> StepRecord:
+        status = StepStatus.SLEEPING if kind == StepKind.SLEEP else StepStatus.WAITING
+        with transaction.atomic():
+            self._guard(now)
+            if child is not None:
+                child.save(force_insert=True)
+                self._history_for_child(child, now)
+            step = Step.objects.create(
+                instance_id=self.instance_id, name=name, seq=seq, position=position, kind=kind,
+                status=status, started_at=now, wake_at=wake_at, event_type=event_type,
+                child_id=child_id,
+            )
+            hk = HistoryKind.STEP_SLEEP if kind == StepKind.SLEEP else HistoryKind.STEP_WAIT
+            self._history(hk, now, step_name=_label(name, seq), until=wake_at.isoformat() if wake_at else None,
+                          event_type=event_type, child=child_id).save()
+            if child is not None:
+                sql.notify_ready()
+        return StepRecord(id=step.id, name=name, seq=seq, position=position, kind=kind,
+                          status=status, wake_at=wake_at, event_type=event_type, child_id=child_id,
+                          started_at=now)
+
+    def _history_for_child(self, child: Instance, now: datetime) -> None:
+        History(instance_id=child.id, workflow=child.workflow, tenant=child.tenant,
+                kind=HistoryKind.INSTANCE_CREATED, status=Status.QUEUED,
+                data={"parent": self.instance_id}, created_at=now).save()
+
+    def wait_resolved(self, rec: StepRecord, *, now: datetime, result: Any = None,
+                      failure: Failure | None = None) -> None:
+        with transaction.atomic():
+            self._guard(now)
+            self._resolve(rec, now=now, result=result, failure=failure)
+
+    def _resolve(self, rec: StepRecord, *, now: datetime, result: Any, failure: Failure | None) -> None:
+        if failure is None:
+            Step.objects.filter(id=rec.id).update(status=StepStatus.COMPLETE, result=result, ended_at=now)
+            self._history(HistoryKind.STEP_COMPLETED, now, step_name=_label(rec.name, rec.seq)).save()
+            rec.status, rec.result = StepStatus.COMPLETE, result
+        else:
+            Step.objects.filter(id=rec.id).update(
+                status=StepStatus.ERRORED, ended_at=now, error_name=failure.name,
+                error_message=failure.message,
+            )
+            self._history(HistoryKind.STEP_FAILED, now, step_name=_label(rec.name, rec.seq),
+                          error=failure.name, message=failure.message).save()
+            rec.status, rec.error_name, rec.error_message = StepStatus.ERRORED, failure.name, failure.message
+
+    def consume_event(self, rec: StepRecord, *, now: datetime) -> dict[str, Any] | None:
+        """Take the oldest buffered event of the step's type, atomically with the step's result."""
+        with transaction.atomic():
+            self._guard(now)
+            event = (
+                PendingEvent.objects.select_for_update()
+                .filter(instance_id=self.instance_id, type=rec.event_type, consumed_at__isnull=True)
+                .order_by("id")
+                .first()
+            )
+            if event is None:
+                return None
+            result = {"type": event.type, "payload": event.payload,
+                      "timestamp": event.created_at.isoformat(), "id": event.id}
+            PendingEvent.objects.filter(id=event.id).update(consumed_at=now, consumed_by_id=rec.id)
+            self._resolve(rec, now=now, result=result, failure=None)
+            return result
+
+    # ---- the end of a turn -----------------------------------------------------------
+
+    def suspend(self, *, now: datetime, ready_at: datetime | None, status: str = Status.WAITING,
+                event_type: str = "", child_id: str = "") -> str:
+        """Release the instance until `ready_at` (None: until something outside wakes it).
+
+        The guard locks the instance row first, so an event or a child's completion that
+        committed before this transaction is seen by the checks below, and one that commits
+        after it finds the instance waiting and wakes it: no wake-up is lost.
+        """
+        with transaction.atomic():
+            self._guard(now)
+            control = self.control
+            if event_type and PendingEvent.objects.filter(
+                instance_id=self.instance_id, type=event_type, consumed_at__isnull=True
+            ).exists():
+                ready_at = now
+            if child_id and Instance.objects.filter(
+                id=child_id, status__in=[Status.COMPLETE, Status.ERRORED, Status.TERMINATED]
+            ).exists():
+                ready_at = now
+            fields: dict[str, Any] = {"lease_owner": "", "lease_token": "", "lease_expires_at": None,
+                                      "updated_at": now}
+            if control == Control.PAUSE:
+                fields.update(status=Status.PAUSED, paused_at=now, paused_from=status,
+                              paused_ready_at=ready_at, ready_at=None, control="")
+                status = Status.PAUSED
+            else:
+                fields.update(status=status, ready_at=ready_at)
+            Instance.objects.filter(id=self.instance_id).update(**fields)
+            self._history(HistoryKind.INSTANCE_STATUS, now, status=status,
+                          until=ready_at.isoformat() if ready_at else None).save()
+        return status
+
+    def finish(self, *, now: datetime, status: str, output: Any = None, failure: Failure | None = None,
+               failed_step: str = "", parent_id: str | None = None) -> None:
+        with transaction.atomic():
+            self._guard(now)
+            Instance.objects.filter(id=self.instance_id).update(
+                status=status, output=output, ended_at=now, updated_at=now, ready_at=None,
+                lease_owner="", lease_token="", lease_expires_at=None, control="",
+                error_name=failure.name if failure else "",
+                error_message=failure.message if failure else "",
+            )
+            data: dict[str, Any] = {}
+            if failure:
+                data = {"error": failure.name, "message": failure.message[:2000], "step": failed_step}
+            self._history(HistoryKind.INSTANCE_STATUS, now, status=status, **data).save()
+            if status == Status.ERRORED and failure is not None:
+                self._dead_letter(now=now, failure=failure, failed_step=failed_step)
+            if parent_id:
+                wake_parent(parent_id, now=now)
+                sql.notify_ready()
+
+    def _dead_letter(self, *, now: datetime, failure: Failure, failed_step: str) -> None:
+        signature, normalized = error_signature(
+            workflow=self.workflow, step_name=failed_step, error_name=failure.name, message=failure.message
+        )
+        DeadLetter.objects.update_or_create(
+            instance_id=self.instance_id,
+            defaults={
+                "workflow": self.workflow, "tenant": self.tenant, "step_name": failed_step,
+                "error_name": failure.name, "error_message": failure.message,
+                "error_traceback": failure.traceback, "signature": signature,
+                "normalized_message": normalized, "state": "open", "created_at": now,
+                "resolved_at": None, "resolved_by": "", "resolution": "",
+            },
+        )
+
+
+def wake_parent(parent_id: str, *, now: datetime) -> None:
+    """A child finished: make its waiting parent runnable now (paused parents wake on resume)."""
+    Instance.objects.filter(id=parent_id, status__in=[Status.WAITING, Status.RUNNING]).update(ready_at=now)
+    Instance.objects.filter(id=parent_id, status=Status.PAUSED).update(paused_ready_at=now)
+
+
+def _label(name: str, seq: int) -> str:
+    return name if seq == 1 else f"{name}#{seq}"

@@ -1,0 +1,232 @@
+"""Workers: claim runnable instances under a lease, run one turn each, release them.
+
+A worker holds a thread only for an instance that is executing a turn. Sleeping, waiting and
+backing-off instances are rows with a `ready_at`; the worker finds them again when they are
+due. On PostgreSQL, any number of workers on any number of machines share one database (claims
+use SKIP LOCKED; LISTEN/NOTIFY wakes idle workers at once). On SQLite one worker process runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import socket
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import close_old_connections, connection, transaction
+
+from ingest.engine import clock, flow, sql
+from ingest.engine.models import History, HistoryKind, Instance, Status
+from ingest.engine.runtime import Execution
+from ingest.engine.steps import AsyncStep, Step
+from ingest.engine.store import InstanceStore
+
+log = logging.getLogger("runledger.engine")
+
+
+def _make_step(execution: Execution, is_async: bool) -> Step:
+    return AsyncStep(execution) if is_async else Step(execution)
+
+
+def run_turn(instance_id: str, *, token: str, worker_id: str, lease: timedelta,
+             draining: threading.Event) -> str:
+    """Run one turn of a claimed instance. Returns the status it was left in."""
+    inst = Instance.objects.get(id=instance_id)
+    store = InstanceStore(instance_id=inst.id, token=token, worker=worker_id, workflow=inst.workflow,
+                          tenant=inst.tenant, lease=lease, control=inst.control)
+    return Execution(instance=inst, store=store, draining=draining).run_turn(_make_step)
+
+
+def claim_batch(*, worker_id: str, limit: int, lease: timedelta, now: datetime | None = None) -> tuple[str, list[str]]:
+    """Lease up to `limit` runnable instances; record their move to running in the history."""
+    now = now or clock.now()
+    token = secrets.token_hex(8)
+    with transaction.atomic():
+        claimed = sql.claim(owner=worker_id, token=token, limit=limit, now=now, lease_until=now + lease)
+        claimed = flow.admit(claimed, owner=worker_id, token=token, now=now)
+        moved = [c for c in claimed if c.previous_status in (Status.QUEUED, Status.WAITING)]
+        if moved:
+            rows = Instance.objects.filter(id__in=[c.id for c in moved]).values_list("id", "workflow", "tenant")
+            History.objects.bulk_create([
+                History(instance_id=i, workflow=w, tenant=t, kind=HistoryKind.INSTANCE_STATUS,
+                        status=Status.RUNNING, created_at=now)
+                for i, w, t in rows
+            ])
+    return token, [c.id for c in claimed]
+
+
+class Worker:
+    """Runs up to `concurrency` instances at once, in threads of this process."""
+
+    def __init__(self, *, concurrency: int = 8, worker_id: str | None = None,
+                 lease_seconds: float | None = None, poll_seconds: float | None = None) -> None:
+        self.concurrency = max(1, concurrency)
+        self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+        self.lease = timedelta(seconds=lease_seconds or settings.RUNLEDGER_LEASE_SECONDS)
+        self.poll = poll_seconds or settings.RUNLEDGER_POLL_SECONDS
+        self.draining = threading.Event()
+        self.stopped = threading.Event()
+        self.wake = threading.Event()
+        self._inflight: dict[str, str] = {}  # instance id -> lease token
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="runledger-turn")
+        self._threads: list[threading.Thread] = []
+        self.turns = 0
+
+    # ---- lifecycle -----------------------------------------------------------------------
+
+    def start(self) -> Worker:
+        """Start the claim loop, heartbeat and (on PostgreSQL) the NOTIFY listener in threads."""
+        for target, name in ((self._claim_loop, "claim"), (self._heartbeat_loop, "heartbeat")):
+            thread = threading.Thread(target=target, name=f"runledger-{name}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        if sql.is_postgres():
+            thread = threading.Thread(target=self._listen_loop, name="runledger-listen", daemon=True)
+            thread.start()
+        return self
+
+    def stop(self, *, timeout: float = 60.0) -> bool:
+        """Drain: claim nothing more; in-flight steps finish, then their instances are released.
+
+        Returns True when every turn ended within `timeout`.
+        """
+        self.draining.set()
+        self.wake.set()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                if not self._inflight:
+                    break
+            time.sleep(0.02)
+        self.stopped.set()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        with self._lock:
+            return not self._inflight
+
+    @property
+    def inflight(self) -> int:
+        with self._lock:
+            return len(self._inflight)
+
+    # ---- claiming --------------------------------------------------------------------------
+
+    def _claim_loop(self) -> None:
+        while not self.draining.is_set():
+            try:
+                claimed = self._claim_once()
+            except Exception:  # noqa: BLE001 - a lost connection must not kill the worker
+                log.exception("worker %s: claim failed; retrying", self.worker_id)
+                close_old_connections()
+                connection.close()
+                time.sleep(min(self.poll, 1.0))
+                continue
+            if claimed:
+                continue
+            self._idle_wait()
+        close_old_connections()
+
+    def _claim_once(self) -> int:
+        free = self.concurrency - self.inflight
+        if free <= 0:
+            self.wake.wait(self.poll)
+            self.wake.clear()
+            return 0
+        token, ids = claim_batch(worker_id=self.worker_id, limit=free, lease=self.lease)
+        for instance_id in ids:
+            with self._lock:
+                self._inflight[instance_id] = token
+            future = self._pool.submit(self._run, instance_id, token)
+            future.add_done_callback(self._done)
+        return len(ids)
+
+    def _idle_wait(self) -> None:
+        now = clock.now()
+        due = sql.next_due(now=now)
+        wait = self.poll if due is None else min(self.poll, max(0.0, (due - now).total_seconds()))
+        if wait > 0:
+            self.wake.wait(wait)
+        self.wake.clear()
+
+    def _run(self, instance_id: str, token: str) -> None:
+        try:
+            close_old_connections()
+            run_turn(instance_id, token=token, worker_id=self.worker_id, lease=self.lease, draining=self.draining)
+        except Exception:  # noqa: BLE001 - the lease expires and another turn retries it
+            log.exception("worker %s: turn of %s failed inside the engine", self.worker_id, instance_id)
+        finally:
+            with self._lock:
+                self._inflight.pop(instance_id, None)
+                self.turns += 1
+
+    def _done(self, future: Future[Any]) -> None:
+        self.wake.set()
+
+    # ---- heartbeat and notifications -------------------------------------------------------
+
+    def _heartbeat_loop(self) -> None:
+        interval = max(0.2, self.lease.total_seconds() / 3)
+        while not self.stopped.wait(interval):
+            with self._lock:
+                tokens = dict(self._inflight)
+            if not tokens:
+                continue
+            try:
+                with transaction.atomic():
+                    held = sql.heartbeat(owner=self.worker_id, tokens=tokens, lease_until=clock.now() + self.lease)
+            except Exception:  # noqa: BLE001
+                log.exception("worker %s: heartbeat failed", self.worker_id)
+                connection.close()
+                continue
+            lost = set(tokens) - set(held)
+            if lost:
+                log.info("worker %s: lost the lease of %s", self.worker_id, ", ".join(sorted(lost)))
+        close_old_connections()
+
+    def _listen_loop(self) -> None:
+        """LISTEN on its own connection; any NOTIFY wakes the claim loop at once."""
+        import psycopg
+
+        from ingest.engine.pg import connection_string
+
+        while not self.stopped.is_set():
+            try:
+                with psycopg.connect(connection_string(), autocommit=True) as conn:
+                    conn.execute(f"LISTEN {sql.READY_CHANNEL}")
+                    while not self.stopped.is_set():
+                        for _ in conn.notifies(timeout=1.0, stop_after=1):
+                            self.wake.set()
+            except Exception:  # noqa: BLE001 - polling covers the gap; reconnect shortly
+                log.warning("worker %s: LISTEN connection lost; polling until it is back", self.worker_id)
+                time.sleep(1.0)
+
+
+def run_until_idle(*, max_turns: int = 10_000, advance_clock: bool = False, worker_id: str = "inline",
+                   lease_seconds: float = 30.0) -> int:
+    """Run every runnable instance in this thread until none is due (tests and scripts).
+
+    With `advance_clock`, jump the engine's clock to the next wake-up whenever nothing is due,
+    so sleeps and retry delays pass instantly. Returns the number of turns run.
+    """
+    lease = timedelta(seconds=lease_seconds)
+    draining = threading.Event()
+    turns = 0
+    while turns < max_turns:
+        token, ids = claim_batch(worker_id=worker_id, limit=1, lease=lease)
+        if not ids:
+            if not advance_clock:
+                return turns
+            due = sql.next_due(now=clock.now())
+            if due is None:
+                return turns
+            clock.clock.advance(due - clock.now() + timedelta(microseconds=1))
+            continue
+        run_turn(ids[0], token=token, worker_id=worker_id, lease=lease, draining=draining)
+        turns += 1
+    return turns
