@@ -445,6 +445,16 @@ def failure_of(exc: BaseException) -> Failure:
                    traceback="".join(traceback.format_exception(exc))[-20000:])
 
 
+def _unrepr(text: str) -> str:
+    import ast
+
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+    return value if isinstance(value, str) else text
+
+
 def rebuild_error(name: str, message: str) -> BaseException:
     """The stored failure as an exception again, of its original class where it can be rebuilt."""
     module_name, _, cls_name = name.rpartition(".")
@@ -462,6 +472,8 @@ def rebuild_error(name: str, message: str) -> BaseException:
         candidates += [getattr(errors, name, None), getattr(builtins, name, None)]
     for cls in candidates:
         if isinstance(cls, type) and issubclass(cls, Exception):
+            if issubclass(cls, KeyError):
+                message = _unrepr(message)  # str(KeyError("k")) is "'k'"
             try:
                 return cls(message)  # type: ignore[no-any-return]
             except Exception:  # noqa: BLE001, S112 - a constructor with other arguments

@@ -1,0 +1,61 @@
+"""Shared test setup: service requirements (PostgreSQL, Redis), the engine's clock, workflows."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterator
+
+import pytest
+
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+PG_URL = os.environ.get("RUNLEDGER_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres")
+REDIS_URL = os.environ.get("RUNLEDGER_TEST_REDIS_URL", os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0")
+
+
+def _answers(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1.0):
+            return True
+    except OSError:
+        return False
+
+
+def postgres_available() -> bool:
+    from urllib.parse import urlparse
+
+    url = urlparse(PG_URL)
+    return _answers(url.hostname or "127.0.0.1", url.port or 5432)
+
+
+def redis_available() -> bool:
+    from urllib.parse import urlparse
+
+    url = urlparse(REDIS_URL)
+    return _answers(url.hostname or "127.0.0.1", url.port or 6379)
+
+
+def require(service: str, available: bool) -> None:
+    """Skip without the service on a laptop; under CI=true a missing service is a failure."""
+    if available:
+        return
+    if IN_CI:
+        pytest.fail(f"{service} is required under CI=true but does not answer", pytrace=False)
+    pytest.skip(f"{service} is not running here")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("postgres"):
+        require(f"PostgreSQL at {PG_URL}", postgres_available())
+    if item.get_closest_marker("redis"):
+        require(f"Redis at {REDIS_URL}", redis_available())
+
+
+@pytest.fixture(autouse=True)
+def _engine_clock() -> Iterator[None]:
+    """Every test starts with the real time and leaves it so."""
+    from ingest.engine.clock import clock
+
+    clock.reset()
+    yield
+    clock.reset()
