@@ -1,0 +1,328 @@
+"""Figures for the operations pages: pure functions of selector rows, no ORM.
+
+Plotly figures render as HTML fragments that load the locally served plotly.min.js; the
+workflow DAG is laid out with grandalf (Sugiyama layers) and drawn as SVG by the template.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+import plotly.graph_objects as go
+from grandalf.graphs import Edge, Graph, Vertex
+from grandalf.layouts import SugiyamaLayout
+
+OK, BAD, WARN, INK, MUTED = "#1f9d55", "#d64545", "#d99a1e", "#1f2933", "#7b8794"
+PALETTE = ["#3b6fd8", "#1f9d55", "#d99a1e", "#8e44ad", "#d64545", "#16a2b8", "#e67e22",
+           "#5d6d7e", "#c0392b", "#27ae60", "#2c3e50", "#f39c12"]
+_INDEXED = re.compile(r"-(\d+|\{i\})$")
+
+
+def _base_layout(fig: go.Figure, *, height: int = 300, title: str = "") -> go.Figure:
+    fig.update_layout(
+        template="plotly_white", height=height, margin={"l": 48, "r": 16, "t": 36 if title else 12, "b": 36},
+        title={"text": title, "font": {"size": 14}} if title else None,
+        legend={"orientation": "h", "y": -0.18}, font={"size": 12, "color": INK},
+        hovermode="x unified",
+    )
+    return fig
+
+
+def figure_html(fig: go.Figure) -> str:
+    """The figure as an HTML fragment; plotly.min.js is loaded once by the page, from static/."""
+    return fig.to_html(
+        full_html=False, include_plotlyjs=False,
+        config={"displayModeBar": False, "responsive": True},
+    )
+
+
+def throughput_figure(rows: Sequence[dict[str, Any]]) -> go.Figure:
+    """Finished instances per hour (stacked complete/errored) and the failure rate on the right."""
+    x = [r["bucket"] for r in rows]
+    ok = [r["complete"] for r in rows]
+    bad = [r["errored"] for r in rows]
+    rate = [(b / (o + b) * 100) if (o + b) else 0.0 for o, b in zip(ok, bad, strict=True)]
+    fig = go.Figure()
+    fig.add_bar(x=x, y=ok, name="complete", marker_color=OK)
+    fig.add_bar(x=x, y=bad, name="errored", marker_color=BAD)
+    fig.add_scatter(x=x, y=rate, name="failure rate %", yaxis="y2", mode="lines+markers",
+                    line={"color": INK, "width": 2})
+    fig.update_layout(barmode="stack", yaxis={"title": "instances / hour"},
+                      yaxis2={"title": "failure %", "overlaying": "y", "side": "right",
+                              "range": [0, 100], "showgrid": False})
+    return _base_layout(fig)
+
+
+def spend_series_figure(rows: Sequence[dict[str, Any]]) -> go.Figure:
+    """Stacked spend over time, one trace per key (service, workflow, step, tenant or model)."""
+    series: dict[str, dict[datetime, float]] = defaultdict(dict)
+    buckets: set[datetime] = set()
+    for r in rows:
+        series[r["key"] or "(none)"][r["bucket"]] = float(r["total"])
+        buckets.add(r["bucket"])
+    x = sorted(buckets)
+    totals = {k: sum(v.values()) for k, v in series.items()}
+    fig = go.Figure()
+    for i, key in enumerate(sorted(series, key=lambda k: -totals[k])):
+        fig.add_scatter(
+            x=x, y=[series[key].get(b, 0.0) for b in x], name=key, stackgroup="spend",
+            mode="lines", line={"width": 0.5, "color": PALETTE[i % len(PALETTE)]},
+            hovertemplate="%{y:$.4f}",
+        )
+    fig.update_layout(yaxis={"title": "USD", "tickprefix": "$"})
+    return _base_layout(fig, height=320)
+
+
+def spend_treemap_figure(rows: Sequence[dict[str, Any]]) -> go.Figure:
+    """service → workflow → step, sized by spend."""
+    ids, labels, parents, values = [], [], [], []
+    level1: dict[str, float] = defaultdict(float)
+    level2: dict[tuple[str, str], float] = defaultdict(float)
+    for r in rows:
+        v = float(r["total"])
+        level1[r["service"]] += v
+        level2[(r["service"], r["workflow"])] += v
+        ids.append(f"{r['service']}/{r['workflow']}/{r['step']}")
+        labels.append(r["step"])
+        parents.append(f"{r['service']}/{r['workflow']}")
+        values.append(v)
+    for (s, w), v in level2.items():
+        ids.append(f"{s}/{w}")
+        labels.append(w)
+        parents.append(s)
+        values.append(v)
+    for s, v in level1.items():
+        ids.append(s)
+        labels.append(s)
+        parents.append("")
+        values.append(v)
+    fig = go.Figure(go.Treemap(
+        ids=ids, labels=labels, parents=parents, values=values, branchvalues="total",
+        texttemplate="%{label}<br>$%{value:.4f}", hovertemplate="%{id}<br>$%{value:.6f}<extra></extra>",
+    ))
+    fig.update_layout(margin={"l": 4, "r": 4, "t": 4, "b": 4}, height=320, template="plotly_white")
+    return fig
+
+
+def burn_down_figure(budgets: Sequence[Any], burns: dict[int, Sequence[dict[str, Any]]], *,
+                     now: datetime) -> go.Figure:
+    """Remaining budget over the current period, and a dashed linear forecast to its end."""
+    fig = go.Figure()
+    for i, b in enumerate(budgets):
+        color = PALETTE[i % len(PALETTE)]
+        label = f"{b.scope}:{b.key}/{b.period}"
+        x, y, left = [b.period_start], [float(b.limit)], float(b.limit)
+        for r in burns.get(b.id, ()):
+            left -= float(r["total"])
+            x.append(r["bucket"])
+            y.append(left)
+        remaining_now = float(b.limit - b.spent)
+        x.append(now)
+        y.append(remaining_now)
+        fig.add_scatter(x=x, y=y, name=label, mode="lines", line={"color": color, "width": 2},
+                        hovertemplate="$%{y:.4f} left")
+        fc = b.forecast
+        end_x = fc.runs_out_at if fc.runs_out_at and fc.runs_out_at > now else b.period_end
+        end_y = 0.0 if fc.runs_out_at else float(b.limit - fc.projected)
+        fig.add_scatter(x=[now, end_x], y=[remaining_now, end_y], mode="lines", showlegend=False,
+                        line={"color": color, "dash": "dash", "width": 1.5},
+                        hovertemplate="forecast $%{y:.4f}<extra></extra>")
+    fig.add_hline(y=0, line={"color": BAD, "width": 1})
+    fig.update_layout(yaxis={"title": "remaining", "tickprefix": "$"})
+    return _base_layout(fig, height=300)
+
+
+def spend_bar_figure(rows: Sequence[dict[str, Any]]) -> go.Figure:
+    fig = go.Figure(go.Bar(
+        x=[float(r["total"]) for r in rows], y=[r["service"] for r in rows], orientation="h",
+        marker_color=PALETTE[0], hovertemplate="$%{x:.4f}<extra></extra>",
+    ))
+    fig.update_layout(xaxis={"tickprefix": "$"}, yaxis={"autorange": "reversed"})
+    return _base_layout(fig, height=max(160, 40 + 28 * len(rows)))
+
+
+# ---- workflow DAG ----------------------------------------------------------------------
+
+
+def step_shape(name: str) -> str:
+    return _INDEXED.sub("-{i}", name)
+
+
+@dataclass(frozen=True)
+class StepGraph:
+    nodes: list[str]  # step shapes, in order of first appearance
+    edges: dict[tuple[str, str], int]  # (from, to) → runs that took it
+
+
+def _levels(run: Sequence[dict[str, Any]]) -> list[list[str]]:
+    """Group a run's steps (position order) into levels: a step that started before every step
+    of the current level had ended ran concurrently with it (fan-out), so it joins that level."""
+    levels: list[list[str]] = []
+    level_end: datetime | None = None
+    open_level = False
+    for s in run:
+        concurrent = open_level and (level_end is None or s["started_at"] < level_end)
+        if concurrent:
+            levels[-1].append(step_shape(s["name"]))
+            if s["ended_at"] is None or (level_end is not None and s["ended_at"] < level_end):
+                level_end = s["ended_at"]
+        else:
+            levels.append([step_shape(s["name"])])
+            level_end = s["ended_at"]
+            open_level = True
+    merged: list[list[str]] = []
+    for lv in levels:
+        shapes = list(dict.fromkeys(lv))
+        if merged and merged[-1] == shapes:  # persist-facts-1, -2, -3 one after the other
+            continue
+        merged.append(shapes)
+    return merged
+
+
+def step_graph(runs: Iterable[Sequence[dict[str, Any]]]) -> StepGraph:
+    """The workflow's step graph from recorded runs: the union of each run's levels, with an edge
+    from every step of a level to every step of the next (consecutive positions)."""
+    order: dict[str, int] = {}
+    edges: dict[tuple[str, str], int] = defaultdict(int)
+    for run in runs:
+        levels = _levels(run)
+        for lv in levels:
+            for shape in lv:
+                order.setdefault(shape, len(order))
+        seen: set[tuple[str, str]] = set()
+        for a_level, b_level in zip(levels, levels[1:], strict=False):
+            for a in a_level:
+                for b in b_level:
+                    if a != b:
+                        seen.add((a, b))
+        for e in seen:
+            edges[e] += 1
+    return StepGraph(sorted(order, key=order.__getitem__), dict(edges))
+
+
+@dataclass(frozen=True)
+class NodeBox:
+    name: str
+    x: float  # top-left corner
+    y: float
+    w: float
+    h: float
+
+    @property
+    def cx(self) -> float:
+        return self.x + self.w / 2
+
+
+@dataclass(frozen=True)
+class EdgePath:
+    source: str
+    target: str
+    points: list[tuple[float, float]]
+    weight: int
+
+    @property
+    def d(self) -> str:
+        return "M " + " L ".join(f"{x:.1f} {y:.1f}" for x, y in self.points)
+
+
+@dataclass(frozen=True)
+class DagLayout:
+    width: float
+    height: float
+    nodes: list[NodeBox]
+    edges: list[EdgePath]
+
+
+class _View:
+    def __init__(self, w: float, h: float) -> None:
+        self.w, self.h = w, h
+        self.xy: tuple[float, float] = (0.0, 0.0)
+
+
+class _EdgeView:
+    def __init__(self) -> None:
+        self.points: list[tuple[float, float]] = []
+
+    def setpath(self, pts: list[tuple[float, float]]) -> None:
+        self.points = [(float(x), float(y)) for x, y in pts]
+
+
+def dag_layout(graph: StepGraph, *, node_w: float = 200, node_h: float = 70,
+               margin: float = 24) -> DagLayout:
+    """Sugiyama layout (grandalf) of the step graph, top to bottom, shifted to positive SVG space.
+    Disconnected parts are laid out separately and placed side by side."""
+    vertices = {name: Vertex(name) for name in graph.nodes}
+    for v in vertices.values():
+        v.view = _View(node_w, node_h)
+    gedges = []
+    for (a, b), n in graph.edges.items():
+        e = Edge(vertices[a], vertices[b], w=n)
+        e.view = _EdgeView()
+        gedges.append(e)
+    g = Graph(list(vertices.values()), gedges)
+    boxes: list[NodeBox] = []
+    paths: list[EdgePath] = []
+    offset_x, height = margin, 0.0
+    for comp in g.C:
+        sug = SugiyamaLayout(comp)
+        sug.xspace, sug.yspace = 36, 48
+        roots = [v for v in comp.sV if not v.e_in()]
+        sug.init_all(roots=roots or None)
+        sug.draw()
+        xs = [v.view.xy[0] for v in comp.sV]
+        ys = [v.view.xy[1] for v in comp.sV]
+        min_x, min_y = min(xs) - node_w / 2, min(ys) - node_h / 2
+        dx, dy = offset_x - min_x, margin - min_y
+        for v in comp.sV:
+            cx, cy = v.view.xy
+            boxes.append(NodeBox(v.data, cx - node_w / 2 + dx, cy - node_h / 2 + dy, node_w, node_h))
+        for e in comp.sE:
+            pts = [(x + dx, y + dy) for x, y in (e.view.points or [e.v[0].view.xy, e.v[1].view.xy])]
+            src, dst = e.v[0].data, e.v[1].data
+            if pts[0][1] > pts[-1][1]:  # grandalf reversed a cycle's edge: draw it as recorded
+                pts.reverse()
+            pts[0] = (pts[0][0], pts[0][1] + node_h / 2)
+            pts[-1] = (pts[-1][0], pts[-1][1] - node_h / 2)
+            paths.append(EdgePath(src, dst, pts, graph.edges.get((src, dst), 1)))
+        offset_x += max(xs) - min(xs) + node_w + 2 * margin
+        height = max(height, max(ys) - min(ys) + node_h + 2 * margin)
+    order = {n: i for i, n in enumerate(graph.nodes)}
+    boxes.sort(key=lambda b: order[b.name])
+    return DagLayout(max(offset_x - margin, 2 * margin), max(height, 2 * margin), boxes, paths)
+
+
+HEAT_METRICS = {
+    "retry_rate": "retry rate",
+    "p95": "p95 duration",
+    "cost": "cost",
+    "dead_letters": "dead letters",
+    "in_flight": "in flight",
+    "completed": "completed",
+}
+
+
+def heat_color(value: float, top: float) -> str:
+    """Green (cool) → amber → red (hot), by value relative to the hottest node."""
+    if top <= 0 or value <= 0:
+        return "#e8f5ec"
+    t = min(value / top, 1.0)
+    stops = [(0.0, (232, 245, 236)), (0.5, (253, 230, 170)), (1.0, (244, 150, 140))]
+    for (t0, c0), (t1, c1) in zip(stops, stops[1:], strict=False):
+        if t <= t1:
+            f = (t - t0) / (t1 - t0)
+            r, g, b = (round(a + (bb - a) * f) for a, bb in zip(c0, c1, strict=True))
+            return f"#{r:02x}{g:02x}{b:02x}"
+    return "#f4968c"
+
+
+def heat_value(node: dict[str, Any], metric: str) -> float:
+    v = node.get(metric)
+    if v is None:
+        return 0.0
+    return float(v) if isinstance(v, (int, float, Decimal)) else 0.0

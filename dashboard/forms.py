@@ -1,0 +1,154 @@
+"""Forms of the operations pages. The approval form is built at runtime from the request's schema."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from typing import Any
+
+from django import forms
+
+from ingest.engine.models import BreachPolicy, BudgetPeriod, BudgetScope
+
+FIELD_TYPES = ("text", "number", "boolean", "choice", "textarea")
+
+
+class ReasonForm(forms.Form):
+    """Every operator action says why; the reason lands in the history beside the user."""
+
+    reason = forms.CharField(
+        max_length=500, strip=True, widget=forms.TextInput(attrs={"size": 48}),
+        help_text="Why you are doing this: recorded in the history with your name.",
+    )
+
+
+class RedriveForm(ReasonForm):
+    rate_per_second = forms.FloatField(
+        min_value=0.1, max_value=50.0, initial=5.0,
+        help_text="Instances restarted per second, so a redrive does not stampede the providers.",
+    )
+
+
+def _choices(spec: dict[str, Any]) -> list[tuple[str, str]]:
+    out = []
+    for c in spec.get("choices") or []:
+        if isinstance(c, (list, tuple)) and len(c) == 2:
+            out.append((str(c[0]), str(c[1])))
+        elif isinstance(c, dict):
+            out.append((str(c.get("value", "")), str(c.get("label", c.get("value", "")))))
+        else:
+            out.append((str(c), str(c)))
+    return out
+
+
+def schema_field(spec: dict[str, Any]) -> forms.Field:
+    """One Django field for one entry of an approval's `fields` schema."""
+    kind = spec.get("type", "text")
+    common: dict[str, Any] = {
+        "label": spec.get("label") or spec.get("name"),
+        "required": bool(spec.get("required", False)),
+        "initial": spec.get("default"),
+        "help_text": spec.get("help", ""),
+    }
+    if kind == "number":
+        return forms.DecimalField(**common)
+    if kind == "boolean":
+        # A required checkbox would force "yes"; booleans are always optional yes/no.
+        common["required"] = False
+        return forms.BooleanField(**common)
+    if kind == "choice":
+        choices = _choices(spec)
+        if not common["required"]:
+            choices = [("", "—"), *choices]
+        return forms.ChoiceField(choices=choices, **common)
+    if kind == "textarea":
+        return forms.CharField(widget=forms.Textarea(attrs={"rows": 4}), **common)
+    return forms.CharField(max_length=2000, **common)
+
+
+class ApprovalAnswerForm(forms.Form):
+    """approve/reject, a comment, and the request's own fields (prefixed `f_` to avoid clashes)."""
+
+    decision = forms.ChoiceField(choices=[("approve", "Approve"), ("reject", "Reject")])
+    comment = forms.CharField(required=False, max_length=2000, widget=forms.Textarea(attrs={"rows": 3}))
+    schema: list[dict[str, Any]] = []
+
+    def schema_fields(self) -> list[forms.BoundField]:
+        return [self[f"f_{spec['name']}"] for spec in self.schema]
+
+    def values(self) -> dict[str, Any]:
+        """The validated values keyed by schema name, JSON-ready (numbers as int or float)."""
+        out: dict[str, Any] = {}
+        for spec in self.schema:
+            v = self.cleaned_data.get(f"f_{spec['name']}")
+            if isinstance(v, Decimal):
+                v = int(v) if v == v.to_integral_value() else float(v)
+            out[spec["name"]] = v
+        return out
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        # Rejecting needs no values: the schema describes what an approval carries.
+        if data.get("decision") == "reject":
+            for spec in self.schema:
+                key = f"f_{spec['name']}"
+                if key in self.errors and key not in data:
+                    del self.errors[key]
+        return data
+
+
+def approval_form_class(schema: list[dict[str, Any]]) -> type[ApprovalAnswerForm]:
+    """A Form class with one field per schema entry; unknown types read as text."""
+    valid = [s for s in schema if isinstance(s, dict) and s.get("name")]
+    attrs: dict[str, Any] = {f"f_{s['name']}": schema_field(s) for s in valid}
+    attrs["schema"] = valid
+    return type("ApprovalForm", (ApprovalAnswerForm,), attrs)
+
+
+class BudgetForm(forms.Form):
+    scope = forms.ChoiceField(choices=BudgetScope.choices)
+    key = forms.CharField(max_length=200, help_text="The tenant, workflow, service or instance id.")
+    period = forms.ChoiceField(choices=BudgetPeriod.choices)
+    limit = forms.DecimalField(max_digits=14, decimal_places=6, min_value=Decimal("0"))
+    policy = forms.ChoiceField(
+        choices=BreachPolicy.choices,
+        help_text="fail: the step fails as non-retryable. approval: the instance pauses for an operator.",
+    )
+
+    def __init__(self, *args: Any, allowed_scopes: list[str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        scope_field = self.fields["scope"]
+        assert isinstance(scope_field, forms.ChoiceField)
+        scope_field.choices = [c for c in BudgetScope.choices if c[0] in allowed_scopes]
+
+
+class ReplayForm(ReasonForm):
+    params = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 12, "spellcheck": "false"}),
+        help_text="The new instance's params as a JSON object. Leave as is to replay unchanged.",
+    )
+
+    def clean_params(self) -> dict[str, Any]:
+        raw = self.cleaned_data["params"]
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise forms.ValidationError(f"not valid JSON: {exc.msg} at line {exc.lineno}") from None
+        if not isinstance(value, dict):
+            raise forms.ValidationError("params must be a JSON object ({...})")
+        return value
+
+
+def params_diff(before: Any, after: Any) -> list[tuple[str, str]]:
+    """A line diff of two JSON values, pretty-printed with sorted keys: [(kind, line)]."""
+    import difflib
+
+    a = json.dumps(before, indent=2, sort_keys=True, ensure_ascii=False).splitlines()
+    b = json.dumps(after, indent=2, sort_keys=True, ensure_ascii=False).splitlines()
+    out: list[tuple[str, str]] = []
+    for line in difflib.unified_diff(a, b, "original", "edited", lineterm="", n=2):
+        if line.startswith(("---", "+++")):
+            continue
+        kind = {"@": "hdr", "+": "add", "-": "del"}.get(line[:1], "ctx")
+        out.append((kind, line))
+    return out
