@@ -35,9 +35,12 @@ def instance_outcome(*, instance_id: str) -> Outcome | None:
                    row["status"] in FINISHED_STATUSES)
 
 
+_sleep: Callable[[float], None] = time.sleep  # tests swap in a step of the worker
+
+
 def instance_outcome_wait(
     *, instance_id: str, timeout: float, poll: float = 0.05,
-    clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
 ) -> Outcome | None:
     """Poll the ledger until the instance finishes or `timeout` passes; the last outcome read.
 
@@ -47,7 +50,7 @@ def instance_outcome_wait(
     deadline = clock() + timeout
     outcome = instance_outcome(instance_id=instance_id)
     while outcome is not None and not outcome.finished and clock() < deadline:
-        sleep(min(poll, max(0.0, deadline - clock())))
+        _sleep(min(poll, max(0.0, deadline - clock())))
         poll = min(poll * 1.5, 0.5)
         outcome = instance_outcome(instance_id=instance_id)
     return outcome
