@@ -5,6 +5,7 @@ Pure functions of a mapping so they can be tested without touching os.environ.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -85,6 +86,9 @@ def database_config(env: Mapping[str, str], *, base_dir: Path) -> dict[str, Any]
         name = str(config.get("NAME", ""))
         if name and name != ":memory:":
             Path(name).parent.mkdir(parents=True, exist_ok=True)
+        # Tests get a file, not Django's shared-cache in-memory database: shared cache locks
+        # whole tables and ignores busy_timeout, which breaks tests where worker threads write.
+        config["TEST"] = {"NAME": str(base_dir / "var" / f"test-{os.getpid()}.sqlite3")}
     elif engine == "django.db.backends.postgresql":
         config.setdefault("OPTIONS", {})
     else:
@@ -93,7 +97,6 @@ def database_config(env: Mapping[str, str], *, base_dir: Path) -> dict[str, Any]
             "SQLite (embedded default) and PostgreSQL"
         )
     config["ATOMIC_REQUESTS"] = False
-    config.setdefault("TEST", {})
     return config
 
 

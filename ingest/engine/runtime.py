@@ -42,7 +42,7 @@ from ingest.engine.policy import (
     next_delay,
     resolve_config,
 )
-from ingest.engine.store import Failure, InstanceStore, LeaseLost, StepRecord
+from ingest.engine.store import EngineFault, Failure, InstanceStore, LeaseLost, StepRecord
 from ingest.engine.testing_hooks import Overrides, overrides_for
 from ingest.engine.watchdog import watchdog
 from ingest.engine.workflow import WorkflowEvent, get_workflow
@@ -80,7 +80,7 @@ class FailInstance(BaseException):
         self.error, self.step = error, step
 
 
-CONTROL_FLOW = (Suspend, Unwind, FailInstance, LeaseLost)
+CONTROL_FLOW = (Suspend, Unwind, FailInstance, LeaseLost, EngineFault)
 
 
 @dataclass
@@ -334,6 +334,10 @@ class Execution:
         except LeaseLost:
             log.info("instance %s: lease lost (terminated, restarted or expired); dropping the turn", inst.id)
             return "lost"
+        except EngineFault as fault:
+            log.error("instance %s: the ledger write failed (%s); the turn is retried when its lease expires",
+                      inst.id, fault)
+            return "fault"
         except FailInstance as fail:
             self.failed_step = fail.step
             return self._fail(Failure(type(fail.error).__name__, str(fail.error)))

@@ -6,12 +6,14 @@ check. A step's start marker commits without waiting for the WAL flush (sql.asyn
 
 from __future__ import annotations
 
+import functools
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
-from django.db import transaction
+from django.db import DatabaseError, transaction
 
 from ingest.engine import sql
 from ingest.engine.models import (
@@ -30,10 +32,31 @@ from ingest.engine.models import (
 from ingest.engine.signature import error_signature
 
 log = logging.getLogger("runledger.engine")
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 class LeaseLost(BaseException):
     """The worker no longer holds the instance (terminated, restarted, or lease expired)."""
+
+
+class EngineFault(BaseException):
+    """The ledger could not be written; the turn is abandoned and retried when the lease expires.
+
+    A BaseException so that neither user code nor the step's retry logic mistakes a failure of
+    the engine's own writes for a failure of the step.
+    """
+
+
+def _io(method: Callable[P, R]) -> Callable[P, R]:
+    @functools.wraps(method)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(*args, **kwargs)
+        except DatabaseError as exc:
+            raise EngineFault(f"{method.__name__}: {exc}") from exc
+
+    return wrapper
 
 
 @dataclass
@@ -74,6 +97,7 @@ class InstanceStore:
 
     # ---- reads -----------------------------------------------------------------------
 
+    @_io
     def load_steps(self) -> list[StepRecord]:
         rows = Step.objects.filter(instance_id=self.instance_id).order_by("position").values_list(
             "id", "name", "seq", "position", "kind", "status", "result", "error_name",
@@ -99,6 +123,7 @@ class InstanceStore:
 
     # ---- step.do ---------------------------------------------------------------------
 
+    @_io
     def step_started(self, *, rec: StepRecord | None, name: str, seq: int, position: int,
                      kind: str, config: dict[str, Any], attempt: int, now: datetime,
                      sensitive: bool, has_rollback: bool) -> StepRecord:
@@ -119,6 +144,7 @@ class InstanceStore:
             self._history(HistoryKind.STEP_STARTED, now, step_name=_label(name, seq), attempt=attempt).save()
         return rec
 
+    @_io
     def step_completed(self, rec: StepRecord, *, attempt: int, started: datetime, now: datetime,
                        result: Any) -> None:
         with transaction.atomic():
@@ -133,6 +159,7 @@ class InstanceStore:
                           attempt=attempt, ms=round((now - started).total_seconds() * 1000, 3)).save()
         rec.status, rec.result = StepStatus.COMPLETE, result
 
+    @_io
     def step_attempt_failed(self, rec: StepRecord, *, attempt: int, started: datetime, now: datetime,
                             failure: Failure, retry_at: datetime | None) -> None:
         """Record a failed attempt: a retry at `retry_at`, or the step's final failure."""
@@ -162,10 +189,12 @@ class InstanceStore:
         if retry_at is None:
             rec.status, rec.error_name, rec.error_message = StepStatus.ERRORED, failure.name, failure.message
 
+    @_io
     def uncounted_attempts(self, rec: StepRecord) -> int:
         """Attempts that do not count against the retry limit (paused for a budget approval)."""
         return Attempt.objects.filter(step_id=rec.id, error_name="AwaitingApproval").count()
 
+    @_io
     def rollback_recorded(self, *, name: str, position: int, now: datetime, started: datetime,
                           failure: Failure | None) -> None:
         with transaction.atomic():
@@ -187,6 +216,7 @@ class InstanceStore:
 
     # ---- sleeps, events, children --------------------------------------------------------
 
+    @_io
     def wait_started(self, *, name: str, seq: int, position: int, kind: str, now: datetime,
                      wake_at: datetime | None, event_type: str = "", child_id: str | None = None,
                      child: Instance | None = None) -> StepRecord:
@@ -215,6 +245,7 @@ class InstanceStore:
                 kind=HistoryKind.INSTANCE_CREATED, status=Status.QUEUED,
                 data={"parent": self.instance_id}, created_at=now).save()
 
+    @_io
     def wait_resolved(self, rec: StepRecord, *, now: datetime, result: Any = None,
                       failure: Failure | None = None) -> None:
         with transaction.atomic():
@@ -235,6 +266,7 @@ class InstanceStore:
                           error=failure.name, message=failure.message).save()
             rec.status, rec.error_name, rec.error_message = StepStatus.ERRORED, failure.name, failure.message
 
+    @_io
     def consume_event(self, rec: StepRecord, *, now: datetime) -> dict[str, Any] | None:
         """Take the oldest buffered event of the step's type, atomically with the step's result."""
         with transaction.atomic():
@@ -255,6 +287,7 @@ class InstanceStore:
 
     # ---- the end of a turn -----------------------------------------------------------
 
+    @_io
     def suspend(self, *, now: datetime, ready_at: datetime | None, status: str = Status.WAITING,
                 event_type: str = "", child_id: str = "") -> str:
         """Release the instance until `ready_at` (None: until something outside wakes it).
@@ -287,6 +320,7 @@ class InstanceStore:
                           until=ready_at.isoformat() if ready_at else None).save()
         return status
 
+    @_io
     def finish(self, *, now: datetime, status: str, output: Any = None, failure: Failure | None = None,
                failed_step: str = "", parent_id: str | None = None) -> None:
         with transaction.atomic():
