@@ -23,6 +23,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from dashboard import access
+from ingest.engine import workflow_names as workflow_names_registered
 from ingest.engine.models import (
     ApiCost,
     Attempt,
@@ -216,13 +217,8 @@ def instance_rows(*, user: Any, ids: list[str]) -> list[Instance]:
 
 
 def workflow_names(*, user: Any) -> list[str]:
-    """Workflow names for the filter's suggestions, from the registry when the engine has one."""
-    try:
-        from ingest.engine import registry  # type: ignore[attr-defined]
-
-        return sorted(registry.names())
-    except Exception:  # the registry is optional: the field still accepts any name
-        return []
+    """Registered workflow names, for the filter's suggestions (the field accepts any name)."""
+    return workflow_names_registered()
 
 
 # ---- one instance ------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from django_htmx.middleware import HtmxDetails
 
 from dashboard import access, selectors
 from dashboard.models import Role
+from ingest.engine import EngineError, services
 from ingest.engine.models import FINISHED_STATUSES, Instance, Status
 
 
@@ -280,9 +281,7 @@ def instance_action_run(request: HtmxHttpRequest, instance_id: str, action: str)
     engine_error = ""
     try:
         result = _call_engine(spec.name, instance, form, actor=request.user.get_username())
-    except Exception as exc:
-        if not _is_engine_error(exc):
-            raise
+    except EngineError as exc:
         engine_error = str(exc)
     if engine_error:
         return _confirm(request, instance, spec, form, status=409, engine_error=engine_error)
@@ -296,8 +295,6 @@ def instance_action_run(request: HtmxHttpRequest, instance_id: str, action: str)
 
 
 def _call_engine(action: str, instance: Instance, form: ActionForm, *, actor: str) -> Any:
-    from ingest.engine import services  # the engine is imported where it is used: see report
-
     common: dict[str, Any] = {"instance_id": instance.id, "actor": actor}
     reason = form.cleaned_data["reason"]
     extra = form.engine_kwargs()
@@ -321,10 +318,3 @@ def _call_engine(action: str, instance: Instance, form: ActionForm, *, actor: st
             return services.instance_send_event(**common, **extra)
     raise Http404("no such action")
 
-
-def _is_engine_error(exc: Exception) -> bool:
-    try:
-        from ingest.engine.errors import EngineError
-    except ImportError:  # pragma: no cover - the engine always ships errors.py
-        return False
-    return isinstance(exc, EngineError)

@@ -1,0 +1,114 @@
+"""The dashboard's websocket: `/ws/live/?view=...&instance=<id>&after=<last_event_id>`.
+
+Authenticated users only; subscribed to their own tenants' groups (or to one instance of theirs).
+On connect it replays what the browser missed since `after` from the history table. Pushes are
+throttled per socket: changes are coalesced and the page's fragments, rendered from the current
+state, are sent at most every MIN_INTERVAL seconds — a burst of 1,000 step events is one or two
+messages, not 1,000.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+
+from dashboard import selectors
+from dashboard.live.follower import ensure_follower_started
+from dashboard.live.render import Forbidden, Pending, Subscription, render_push, subscription_for
+
+MIN_INTERVAL = 0.25  # at most 4 pushes per second per socket
+RESUME_OVERLAP = 100  # ids re-read below `after`: a lower id may have committed after a higher one
+SEEN_IDS = 5000
+
+
+class LiveConsumer(AsyncWebsocketConsumer):
+    sub: Subscription
+    user: Any
+
+    async def connect(self) -> None:
+        self.user = self.scope.get("user")
+        self.pending = Pending()
+        self.seen: deque[int] = deque(maxlen=SEEN_IDS)
+        self.seen_set: set[int] = set()
+        self.last_push = 0.0
+        self.flush_task: asyncio.Task[None] | None = None
+        if self.user is None or not self.user.is_authenticated:
+            await self.close(code=4401)
+            return
+        query = self.scope.get("query_string", b"").decode("latin-1")
+        try:
+            self.sub = await database_sync_to_async(subscription_for)(self.user, query)
+        except Forbidden:
+            await self.close(code=4403)
+            return
+        for group in self.sub.groups:
+            await self.channel_layer.group_add(group, self.channel_name)
+        await self.accept()
+        ensure_follower_started()
+        if self.sub.after is not None:
+            missed = await database_sync_to_async(selectors.history_changes)(
+                tenants=self.sub.tenants, instance_id=self.sub.instance_id,
+                after=max(0, self.sub.after - RESUME_OVERLAP),
+            )
+            for change in missed:
+                self._note(change.__dict__, replay=True)
+            if any(c.id > self.sub.after for c in missed):
+                await self.flush()
+
+    async def disconnect(self, code: int) -> None:
+        if self.flush_task is not None:
+            self.flush_task.cancel()
+        for group in getattr(self, "sub", Subscription("page", [], [], None)).groups:
+            await self.channel_layer.group_discard(group, self.channel_name)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        """The page sends nothing we act on; htmx's ws-send is not used."""
+
+    # -- group messages ---------------------------------------------------------------------
+
+    async def history_batch(self, event: dict[str, Any]) -> None:
+        noted = False
+        for change in event["changes"]:
+            noted |= self._note(change)
+        if noted:
+            self._schedule()
+
+    def _note(self, change: dict[str, Any], *, replay: bool = False) -> bool:
+        cid = int(change["id"])
+        if cid in self.seen_set:  # several followers (channels-redis) send the same row
+            return False
+        if len(self.seen) == self.seen.maxlen:
+            self.seen_set.discard(self.seen[0])
+        self.seen.append(cid)
+        self.seen_set.add(cid)
+        if replay and self.sub.after is not None and cid <= self.sub.after:
+            # Already covered by the page, unless a late commit: still refresh what it touched.
+            self.pending.note({**change, "id": 0})
+            return True
+        self.pending.note(change)
+        return True
+
+    def _schedule(self) -> None:
+        if self.flush_task is not None and not self.flush_task.done():
+            return
+        loop = asyncio.get_running_loop()
+        delay = max(0.0, self.last_push + MIN_INTERVAL - loop.time())
+        self.flush_task = loop.create_task(self._flush_after(delay))
+
+    async def _flush_after(self, delay: float) -> None:
+        if delay:
+            await asyncio.sleep(delay)
+        await self.flush()
+
+    async def flush(self) -> None:
+        pending, self.pending = self.pending, Pending()
+        self.last_push = asyncio.get_running_loop().time()
+        if not pending:
+            return
+        html = await database_sync_to_async(render_push)(self.user, self.sub, pending)
+        if html:
+            await self.send(text_data=html)

@@ -1,0 +1,137 @@
+"""What a page receives when its changes are flushed: out-of-band htmx fragments, rendered from
+the ledger's current state (so a coalesced burst sends the latest state once, and a replayed or
+duplicated change is harmless)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qs, urlencode
+
+from django.http import QueryDict
+from django.template.loader import render_to_string
+from django.utils.html import format_html
+
+from dashboard import access, selectors
+from dashboard.live.groups import instance_group, tenant_group
+
+
+@dataclass
+class Subscription:
+    """What one socket asked for, after the access check."""
+
+    view: str  # "instance" | "instances" | any page name (cursor + registered renderers only)
+    tenants: list[str]
+    groups: list[str]
+    after: int | None
+    instance_id: str | None = None
+    filters: selectors.InstanceFilters = field(default_factory=selectors.InstanceFilters)
+    newest: selectors.Cursor | None = None
+    count_new: bool = False
+    rows: frozenset[str] = frozenset()
+    query: dict[str, list[str]] = field(default_factory=dict)
+
+
+@dataclass
+class Pending:
+    """Changes noted since the last push."""
+
+    cursor: int = 0
+    instances: set[str] = field(default_factory=set)
+    created: bool = False
+    kinds: set[str] = field(default_factory=set)
+
+    def note(self, change: dict[str, Any]) -> None:
+        self.cursor = max(self.cursor, int(change["id"]))
+        if change.get("instance_id"):
+            self.instances.add(change["instance_id"])
+        if change.get("kind") == "instance.created":
+            self.created = True
+        self.kinds.add(change.get("kind", ""))
+
+    def __bool__(self) -> bool:
+        return bool(self.cursor or self.instances or self.created)
+
+
+class Forbidden(Exception):
+    pass
+
+
+def subscription_for(user: Any, query_string: str) -> Subscription:
+    """Parse the socket's query and check access. Raises Forbidden for another tenant's instance."""
+    raw = parse_qs(query_string, keep_blank_values=False)
+    view = (raw.get("view") or ["page"])[0][:40]
+    tenants = access.tenants_for(user)
+    after_raw = (raw.get("after") or [""])[0]
+    after = int(after_raw) if after_raw.isdigit() else None
+    instance_id = (raw.get("instance") or [""])[0]
+    if view == "instance" or instance_id:
+        inst = selectors.instance_get(user=user, instance_id=instance_id)
+        if inst is None:
+            raise Forbidden(instance_id)
+        return Subscription("instance", [inst.tenant], [instance_group(inst.id)], after, instance_id=inst.id, query=raw)
+    qd = QueryDict(query_string)
+    filters = selectors.InstanceFilters.from_query(qd)
+    visible = [t for t in tenants if not filters.tenant or t == filters.tenant]
+    newest_raw = qd.get("newest", "")
+    rows = frozenset(r for r in qd.get("rows", "").split(",") if r)
+    return Subscription(
+        view, visible, [tenant_group(t) for t in visible], after, filters=filters,
+        newest=selectors.Cursor.decode(newest_raw) if newest_raw not in ("", "empty") else None,
+        count_new=bool(newest_raw), rows=rows, query=raw,
+    )
+
+
+def cursor_fragment(cursor: int) -> str:
+    return format_html('<div id="rl-live-cursor" hx-swap-oob="true" data-live-cursor="{}" hidden></div>', cursor)
+
+
+def render_instance(user: Any, sub: Subscription, pending: Pending) -> str:
+    from dashboard.views.runs import _available_actions  # the action table lives with the views
+
+    if not sub.instance_id or sub.instance_id not in pending.instances:
+        return ""
+    detail = selectors.instance_detail(user=user, instance_id=sub.instance_id)
+    if detail is None:
+        return ""
+    context = {"d": detail, "i": detail.instance,
+               "actions": _available_actions(detail.instance) if detail.can_act else []}
+    return render_to_string("runs/instance_detail.html#live", context)
+
+
+def render_instances(user: Any, sub: Subscription, pending: Pending) -> str:
+    parts: list[str] = []
+    if sub.count_new and pending.created:
+        n = selectors.instance_count_newer(user=user, filters=sub.filters, than=sub.newest)
+        if n:
+            label = "99+" if n >= 100 else str(n)
+            href = "?" + sub.filters.querystring()
+            parts.append(format_html(
+                '<a id="new-rows" class="new-rows" hx-swap-oob="true" href="{}" aria-live="polite">'
+                '{} new instance{} — show newest</a>', href, label, "" if n == 1 else "s"))
+    changed = [i for i in pending.instances if i in sub.rows]
+    if changed:
+        for inst in selectors.instance_rows(user=user, ids=changed):
+            parts.append(render_to_string("runs/instance_list.html#row", {"i": inst, "oob": True}))
+    return "".join(parts)
+
+
+Renderer = Callable[[Any, Subscription, Pending], str]
+RENDERERS: dict[str, Renderer] = {"instance": render_instance, "instances": render_instances}
+
+
+def register(view: str, renderer: Renderer) -> None:
+    """Other page families add their live fragments here (their page sets `view=<name>`)."""
+    RENDERERS[view] = renderer
+
+
+def render_push(user: Any, sub: Subscription, pending: Pending) -> str:
+    """The message for one flush: the page's fragments plus the cursor the browser resumes from."""
+    renderer = RENDERERS.get(sub.view)
+    body = renderer(user, sub, pending) if renderer else ""
+    return body + cursor_fragment(pending.cursor) if pending.cursor else body
+
+
+def live_query(**params: Any) -> str:
+    return urlencode({k: v for k, v in params.items() if v is not None})
