@@ -101,7 +101,7 @@ NEXT_STEP = re.compile(
     r"|\b[Ll]et'?s\s+(?P<what2>(?:schedule|set up|book|meet|reconvene|plan|regroup)\b[^.!?]*)"
 )
 APPROVER = re.compile(
-    r"\b(?:our|the|my)\s+(?P<role>CFO|CEO|CRO|COO|CTO|CIO|VP of [A-Z]\w+|[Hh]ead of [A-Z]?\w+)"
+    r"\b(?:[Oo]ur|[Tt]he|[Mm]y)\s+(?P<role>CFO|CEO|CRO|COO|CTO|CIO|VP of [A-Z]\w+|[Hh]ead of [A-Z]?\w+)"
     r"\s+(?:needs to|has to|will need to|will|must)\s+(?:sign off|approve)"
 )
 

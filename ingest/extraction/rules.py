@@ -116,10 +116,10 @@ class RuleExtractor:
     def _amounts(self, text: str, *, subject: str, competitors: list[str]) -> Iterator[Fact]:
         for match in p.AMOUNT.finditer(text):
             amount = normalize_amount(match)
-            if competitors:
-                yield Fact(competitors[0], "quoted_price", amount, 0.7, text)
-            elif p.BUDGET.search(text):
+            if p.BUDGET.search(text):
                 yield Fact(subject, "budget", amount, 0.85, text)
+            elif competitors:
+                yield Fact(competitors[0], "quoted_price", amount, 0.7, text)
             elif p.PRICING.search(text):
                 yield Fact(subject, "deal_amount", amount, 0.8, text)
             else:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
 from ingest.pricing import Usage
@@ -36,7 +36,13 @@ class Fact:
         return hashlib.sha256(text.encode()).hexdigest()[:32]
 
     def as_dict(self) -> FactDict:
-        return FactDict(**asdict(self))  # type: ignore[typeddict-item]
+        return FactDict(
+            subject=self.subject,
+            predicate=self.predicate,
+            object=self.object,
+            confidence=self.confidence,
+            evidence=self.evidence,
+        )
 
 
 @dataclass(frozen=True)

@@ -102,7 +102,7 @@ def _errors(response: requests.Response) -> list[ErrorDict]:
         return []
     if isinstance(body, list):
         return [e for e in body if isinstance(e, dict)]  # type: ignore[misc]
-    return [body] if isinstance(body, dict) and "errorCode" in body else []
+    return [body] if isinstance(body, dict) and "errorCode" in body else []  # type: ignore[list-item]
 
 
 class SalesforceClient:

@@ -37,7 +37,9 @@ def client_for(fake: FakeGong, clock: FakeClock | None = None, **kwargs: object)
     clock = clock or FakeClock()
     kwargs.setdefault("rate_limiter", RateLimiter(3, 1.0, clock=clock, sleep=clock.sleep))
     kwargs.setdefault("sleep", clock.sleep)
-    return GongClient(access_key="gong-key", access_key_secret="gong-secret", base_url=fake.url, **kwargs)  # type: ignore[arg-type]
+    return GongClient(
+        access_key="gong-key", access_key_secret="gong-secret", base_url=fake.url, **kwargs
+    )  # type: ignore[arg-type]
 
 
 def test_it_follows_the_cursor_until_the_last_page(fake_gong: FakeGong) -> None:
@@ -87,7 +89,9 @@ def test_it_honours_retry_after_on_429_and_then_succeeds(fake_gong: FakeGong) ->
     assert fake_gong.count("GET /v2/calls") == 2
 
 
-def test_it_raises_a_retryable_error_with_retry_after_when_429s_persist(fake_gong: FakeGong) -> None:
+def test_it_raises_a_retryable_error_with_retry_after_when_429s_persist(
+    fake_gong: FakeGong,
+) -> None:
     throttled = Planned(429, {"errors": ["Too many"]}, {"Retry-After": "5"})
     fake_gong.plan("GET /v2/calls", *[throttled] * 4)
 
@@ -157,7 +161,9 @@ def test_transcripts_follow_cursor_pages_in_the_body() -> None:
         transcripts = list(client_for(fake).iter_transcripts([c.id for c in calls]))
 
         assert [t.call_id for t in transcripts] == [c.id for c in calls]
-        assert [r.json().get("cursor") is None for r in fake.requests_to("POST /v2/calls/transcript")] == [True, False, False]
+        assert [
+            r.json().get("cursor") is None for r in fake.requests_to("POST /v2/calls/transcript")
+        ] == [True, False, False]
 
 
 def test_it_spaces_requests_to_three_per_second(fake_gong: FakeGong) -> None:

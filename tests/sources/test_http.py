@@ -42,15 +42,16 @@ def test_the_limiter_never_lets_threads_exceed_the_rate() -> None:
             stamps.append(time.monotonic())
 
     threads = [threading.Thread(target=worker) for _ in range(9)]
+    started = time.monotonic()
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
 
     stamps.sort()
-    # Lower bounds only: sleeping can be late, never early, so this cannot flake.
-    assert all(later - earlier >= 0.2 - 1e-3 for earlier, later in zip(stamps, stamps[3:], strict=False))
-    assert stamps[-1] - stamps[0] >= 0.4 - 1e-3
+    # Lower bounds only: every thread returns no earlier than its slot (slots k//3 * 0.2 s
+    # after the start), and sorting keeps that order, so a slow machine cannot flake this.
+    assert all(stamp - started >= (k // 3) * 0.2 - 1e-3 for k, stamp in enumerate(stamps))
 
 
 def test_retry_after_ms_wins_over_retry_after() -> None:
