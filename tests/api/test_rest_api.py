@@ -1,0 +1,158 @@
+"""The REST API from the outside: tokens, tenant scoping from three sides, engine errors → 4xx."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from ingest.engine import services as engine_services
+from ingest.engine.models import Instance
+from ingest.engine.worker import run_until_idle
+from ingest.triggers.services import schedule_create, subscription_create
+from tests.api.conftest import ApiClient
+
+pytestmark = [pytest.mark.db, pytest.mark.django_db]
+
+
+def code(response: Any) -> str:
+    return response.json()["error"]["code"]
+
+
+def start(client: ApiClient, **body: Any) -> Any:
+    return client.post("/api/instances", {"workflow": "test-echo", "tenant": "acme", **body})
+
+
+def test_no_token_or_a_bad_token_is_401(db: Any) -> None:
+    response = Client().get("/api/instances")
+    assert response.status_code == 401 and code(response) == "not_authenticated"
+    response = Client().get("/api/instances", headers={"Authorization": "Bearer nope"})
+    assert response.status_code == 401
+
+
+def test_an_operator_starts_gets_and_lists_instances(operator: ApiClient) -> None:
+    created = start(operator, id="order-1", params={"n": 1})
+    assert created.status_code == 201 and created.json()["status_url"] == "/api/instances/order-1"
+    run_until_idle()
+    detail = operator.get("/api/instances/order-1").json()
+    assert detail["status"] == "complete" and detail["output"] == {"got": {"n": 1}}
+    assert detail["steps"][0]["name"] == "echo" and detail["steps"][0]["attempts"][0]["ok"]
+    listed = operator.get("/api/instances", workflow="test-echo", status="complete").json()
+    assert [i["id"] for i in listed["items"]] == ["order-1"]
+    history = operator.get("/api/instances/order-1/history").json()["items"]
+    assert history[0]["kind"] == "instance.created" and history[0]["actor"] == "api:op"
+
+
+def test_the_list_pages_with_a_keyset_cursor_and_filters(operator: ApiClient) -> None:
+    for n in range(5):
+        start(operator, id=f"page-{n}")
+    start(operator, id="other-1")
+    first = operator.get("/api/instances", limit=2, id_prefix="page-").json()
+    second = operator.get("/api/instances", limit=2, id_prefix="page-",
+                          cursor=first["next_cursor"]).json()
+    third = operator.get("/api/instances", limit=2, id_prefix="page-",
+                         cursor=second["next_cursor"]).json()
+    ids = [i["id"] for page in (first, second, third) for i in page["items"]]
+    assert sorted(ids) == [f"page-{n}" for n in range(5)] and third["next_cursor"] is None
+    bad = operator.get("/api/instances", cursor="!!!")
+    assert bad.status_code == 400 and code(bad) == "invalid_cursor"
+
+
+def test_a_viewer_reads_but_cannot_act(operator: ApiClient, viewer: ApiClient) -> None:
+    start(operator, id="v-1")
+    assert viewer.get("/api/instances/v-1").status_code == 200
+    response = viewer.post("/api/instances/v-1/pause", {"reason": "no"})
+    assert response.status_code == 403 and code(response) == "forbidden"
+    assert start(viewer).status_code == 403
+
+
+def test_a_stranger_sees_nothing_of_another_tenant(operator: ApiClient, stranger: ApiClient) -> None:
+    start(operator, id="s-1")
+    assert stranger.get("/api/instances").json()["items"] == []
+    assert stranger.get("/api/instances/s-1").status_code == 404
+    response = stranger.post("/api/instances/s-1/terminate", {})
+    assert response.status_code == 404 and code(response) == "instance_not_found"
+    assert start(stranger).status_code == 404  # tenant acme is not visible to it
+
+
+def test_control_actions_and_engine_errors_become_4xx(operator: ApiClient) -> None:
+    start(operator, id="c-1", params={})
+    assert operator.post("/api/instances/c-1/pause", {"reason": "look"}).status_code == 200
+    assert Instance.objects.get(pk="c-1").status == "paused"
+    assert operator.post("/api/instances/c-1/resume", {}).status_code == 200
+    assert operator.post("/api/instances/c-1/terminate", {}).json()["status"] == "terminated"
+    again = operator.post("/api/instances/c-1/pause", {})
+    assert again.status_code == 409
+    duplicate = start(operator, id="c-1")
+    assert duplicate.status_code == 409 and code(duplicate) == "instance_already_exists"
+    unknown = operator.post("/api/instances", {"workflow": "nope", "tenant": "acme"})
+    assert unknown.status_code == 404 and code(unknown) == "unknown_workflow"
+    assert operator.post("/api/instances/c-1/replay", {"params": {"x": 1}}).status_code == 201
+    restart = operator.post("/api/instances/c-1/restart", {"from_step": "no-such-step"})
+    assert 400 <= restart.status_code < 500
+
+
+def test_schema_errors_are_422_with_details(operator: ApiClient) -> None:
+    response = operator.post("/api/instances", {"workflow": "test-echo", "id": "bad id!"})
+    assert response.status_code == 422 and code(response) == "validation_error"
+    assert "id" in response.json()["error"]["message"]
+
+
+def test_events_are_sent_and_published(operator: ApiClient, stranger: ApiClient) -> None:
+    engine_services.instance_create(workflow="test-waiter", id="w-1", tenant="acme")
+    sent = operator.post("/api/instances/w-1/events", {"type": "go", "payload": {"ok": True}})
+    assert sent.status_code == 202
+    run_until_idle()
+    assert Instance.objects.get(pk="w-1").status == "complete"
+    subscription_create(workflow="test-echo", pattern="user.*")
+    published = operator.post("/api/events", {"type": "user.created", "data": {"a": 1},
+                                               "tenant": "acme", "id": "e-1"}).json()
+    assert len(published["started"]) == 1 and published["duplicate"] is False
+    assert operator.post("/api/events", {"type": "user.created", "tenant": "acme",
+                                         "id": "e-1"}).json()["duplicate"] is True
+    assert stranger.post("/api/events", {"type": "user.created", "tenant": "acme"}
+                         ).status_code == 404
+
+
+def test_workflows_dead_letters_costs_budgets(operator: ApiClient, admin: ApiClient,
+                                              viewer: ApiClient) -> None:
+    names = [w["name"] for w in operator.get("/api/workflows").json()]
+    assert "test-echo" in names
+    assert operator.get("/api/workflows/test-echo").json()["name"] == "test-echo"
+    assert operator.get("/api/workflows/nope").status_code == 404
+    assert operator.get("/api/dead-letters").json() == []
+    assert operator.post("/api/dead-letters/redrive", {"reason": "fixed"}).json() == {"redriven": 0}
+    assert operator.get("/api/costs").json()["total"] in ("0", "0.000000", 0)
+    put = operator.put("/api/budgets", {"scope": "tenant", "key": "acme", "period": "day",
+                                        "limit": "12.5"})
+    assert put.status_code == 200 and put.json()["key"] == "acme"
+    assert viewer.put("/api/budgets", {"scope": "tenant", "key": "acme", "period": "day",
+                                       "limit": "1"}).status_code == 403
+    assert operator.put("/api/budgets", {"scope": "service", "key": "openai", "period": "day",
+                                         "limit": "1"}).status_code == 403
+    assert admin.put("/api/budgets", {"scope": "service", "key": "openai", "period": "day",
+                                      "limit": "1"}).status_code == 200
+    assert {b["key"] for b in viewer.get("/api/budgets").json()} == {"acme", "openai"}
+
+
+def test_schedules_list_run_now_and_toggle(operator: ApiClient, viewer: ApiClient,
+                                           stranger: ApiClient) -> None:
+    schedule_create(name="nightly", workflow="test-echo", cron_expression="0 3 * * *",
+                    tenant="acme", now=datetime(2026, 11, 22, tzinfo=UTC))
+    rows = operator.get("/api/schedules").json()
+    assert rows[0]["name"] == "nightly" and len(rows[0]["next_fires"]) == 3
+    assert stranger.get("/api/schedules").json() == []
+    assert viewer.post("/api/schedules/nightly/run").status_code == 403
+    ran = operator.post("/api/schedules/nightly/run")
+    assert ran.status_code == 201 and Instance.objects.filter(pk=ran.json()["instance_id"]).exists()
+    assert operator.post("/api/schedules/nightly/disable").json()["enabled"] is False
+    assert operator.post("/api/schedules/nightly/enable").json()["enabled"] is True
+    assert operator.get("/api/schedules/nope").status_code == 404
+
+
+def test_the_openapi_schema_is_served(db: Any) -> None:
+    schema = Client().get("/api/openapi.json").json()
+    assert schema["info"]["title"] == "Runledger API"
+    assert "/api/instances/{instance_id}/retry" in schema["paths"]
