@@ -116,6 +116,10 @@ WHITENOISE_USE_FINDERS = True
 # The engine's knobs (ingest.engine.conf reads these with their defaults).
 RUNLEDGER_LEASE_SECONDS = config.env_float(ENV, "RUNLEDGER_LEASE_SECONDS", 30.0, minimum=1.0)
 RUNLEDGER_POLL_SECONDS = config.env_float(ENV, "RUNLEDGER_POLL_SECONDS", 1.0, minimum=0.01)
+# Extra modules whose workflows every process registers (comma-separated), beside ingest.workflows.
+RUNLEDGER_WORKFLOW_MODULES = [m.strip() for m in ENV.get("RUNLEDGER_WORKFLOW_MODULES", "").split(",") if m.strip()]
+# Prices usage when a step records a cost without an amount (ingest.pricing, the pipelines' table).
+RUNLEDGER_PRICER = ENV.get("RUNLEDGER_PRICER", "")
 
 LOGGING = {
     "version": 1,

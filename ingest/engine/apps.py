@@ -1,7 +1,18 @@
+from __future__ import annotations
+
+import importlib
+
 from django.apps import AppConfig
+from django.conf import settings
 
 
 class EngineConfig(AppConfig):
     name = "ingest.engine"
     label = "engine"
     verbose_name = "Runledger engine"
+
+    def ready(self) -> None:
+        # Workflows register when their module is imported; these are imported at start-up in
+        # every process (web, worker, scheduler) so all of them know the same workflows.
+        for module in getattr(settings, "RUNLEDGER_WORKFLOW_MODULES", []):
+            importlib.import_module(module)

@@ -180,3 +180,86 @@ def async_commit() -> None:
     if is_postgres():
         with connection.cursor() as cursor:
             cursor.execute("SET LOCAL synchronous_commit TO OFF")
+
+
+# ---- the step hot path on PostgreSQL: one round trip per write --------------------------------
+#
+# Each statement below is the guard, the step row, its attempt and its history row in one
+# statement (data-modifying CTEs), run in autocommit: one implicit transaction, one round trip.
+# When the lease is lost the guard returns no row and nothing else is written.
+
+_GUARD = """
+    g AS (
+        UPDATE engine_instance SET lease_expires_at = %(until)s, updated_at = %(now)s
+        WHERE id = %(iid)s AND lease_token = %(token)s
+        RETURNING control, workflow, tenant
+    )"""
+
+_HISTORY = """
+    h AS (
+        INSERT INTO engine_history (instance_id, workflow, tenant, kind, step_name, status, data,
+                                    actor, reason, created_at)
+        SELECT %(iid)s, g.workflow, g.tenant, %(hkind)s, %(label)s, '', %(hdata)s::jsonb, '', '', %(now)s
+        FROM g
+    )"""
+
+
+def step_start_first(*, iid: str, token: str, now: datetime, until: datetime, name: str, seq: int,
+                     position: int, kind: str, config: str, attempt: int, sensitive: bool,
+                     has_rollback: bool, label: str, hdata: str, async_commit: bool) -> tuple[str, int] | None:
+    """Insert a step's row at its first attempt.
+
+    With `async_commit` (only when the statement is its own transaction) it commits without
+    waiting for the WAL flush: a start marker lost in a database crash costs nothing.
+    """
+    setting = "'off'" if async_commit else "current_setting('synchronous_commit')"
+    sql = f"""
+        WITH {_GUARD},
+        c AS (SELECT set_config('synchronous_commit', {setting}, true) AS v),
+        s AS (
+            INSERT INTO engine_step (instance_id, name, seq, position, kind, status, result, error_name,
+                error_message, error_traceback, config, attempts, sensitive, has_rollback, started_at,
+                ended_at, wake_at, event_type, child_id)
+            SELECT %(iid)s, %(name)s, %(seq)s, %(position)s, %(kind)s, 'running', NULL, '', '', '',
+                %(config)s::jsonb, %(attempt)s, %(sensitive)s, %(has_rollback)s, %(now)s, NULL, NULL, '', NULL
+            FROM g
+            RETURNING id
+        ),
+        {_HISTORY}
+        SELECT g.control, s.id, (SELECT v FROM c) FROM g CROSS JOIN s
+    """
+    params = {"iid": iid, "token": token, "now": now, "until": until, "name": name, "seq": seq,
+              "position": position, "kind": kind, "config": config, "attempt": attempt,
+              "sensitive": sensitive, "has_rollback": has_rollback, "label": label,
+              "hkind": "step.started", "hdata": hdata}
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    return None if row is None else (str(row[0]), int(row[1]))
+
+
+def step_complete(*, iid: str, token: str, now: datetime, until: datetime, step_id: int, attempt: int,
+                  started: datetime, result: str | None, worker: str, label: str, hdata: str) -> str | None:
+    """Store a step's result, its successful attempt and its history durably, in one statement."""
+    sql = f"""
+        WITH {_GUARD},
+        s AS (
+            UPDATE engine_step SET status = 'complete', result = %(result)s::jsonb, ended_at = %(now)s,
+                attempts = %(attempt)s, error_name = '', error_message = '', error_traceback = ''
+            WHERE id = %(sid)s AND EXISTS (SELECT 1 FROM g)
+        ),
+        a AS (
+            INSERT INTO engine_attempt (step_id, number, started_at, ended_at, ok, error_name,
+                error_message, error_traceback, retry_delay_seconds, worker)
+            SELECT %(sid)s, %(attempt)s, %(started)s, %(now)s, true, '', '', '', NULL, %(worker)s FROM g
+        ),
+        {_HISTORY}
+        SELECT g.control FROM g
+    """
+    params = {"iid": iid, "token": token, "now": now, "until": until, "sid": step_id, "attempt": attempt,
+              "started": started, "result": result, "worker": worker, "label": label,
+              "hkind": "step.completed", "hdata": hdata}
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    return None if row is None else str(row[0])

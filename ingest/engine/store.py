@@ -7,6 +7,7 @@ check. A step's start marker commits without waiting for the WAL flush (sql.asyn
 from __future__ import annotations
 
 import functools
+import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -127,6 +128,19 @@ class InstanceStore:
     def step_started(self, *, rec: StepRecord | None, name: str, seq: int, position: int,
                      kind: str, config: dict[str, Any], attempt: int, now: datetime,
                      sensitive: bool, has_rollback: bool) -> StepRecord:
+        if rec is None and sql.is_postgres():
+            got = sql.step_start_first(
+                async_commit=not transaction.get_connection().in_atomic_block,
+                iid=self.instance_id, token=self.token, now=now, until=now + self.lease, name=name,
+                seq=seq, position=position, kind=kind, config=json.dumps(config), attempt=attempt,
+                sensitive=sensitive, has_rollback=has_rollback, label=_label(name, seq),
+                hdata=json.dumps({"attempt": attempt}),
+            )
+            if got is None:
+                raise LeaseLost(self.instance_id)
+            self.control = got[0]
+            return StepRecord(id=got[1], name=name, seq=seq, position=position, kind=kind,
+                              status=StepStatus.RUNNING, attempts=attempt, started_at=now)
         with transaction.atomic():
             sql.async_commit()
             self._guard(now)
@@ -147,6 +161,19 @@ class InstanceStore:
     @_io
     def step_completed(self, rec: StepRecord, *, attempt: int, started: datetime, now: datetime,
                        result: Any) -> None:
+        if sql.is_postgres():
+            ms = round((now - started).total_seconds() * 1000, 3)
+            control = sql.step_complete(
+                iid=self.instance_id, token=self.token, now=now, until=now + self.lease, step_id=rec.id,
+                attempt=attempt, started=started, result=None if result is None else json.dumps(result),
+                worker=self.worker, label=_label(rec.name, rec.seq),
+                hdata=json.dumps({"attempt": attempt, "ms": ms}),
+            )
+            if control is None:
+                raise LeaseLost(self.instance_id)
+            self.control = control
+            rec.status, rec.result = StepStatus.COMPLETE, result
+            return
         with transaction.atomic():
             self._guard(now)
             Step.objects.filter(id=rec.id).update(
