@@ -31,7 +31,7 @@ api = NinjaAPI(
         "and budgets, run schedules. Authenticate with `Authorization: Bearer <API token>`; a "
         "token acts with its user's roles and sees only its user's tenants. Errors are "
         '`{"error": {"code", "message"}}`. Signed ingress (`POST /api/routes/{route}`) is '
-        "documented in docs/triggers.md."
+        "documented in ingest/triggers/README.md."
     ),
     auth=ApiTokenAuth(),
     urls_namespace="api",

@@ -1,7 +1,7 @@
 """Ingress request signing: HMAC-SHA256 of `timestamp + "." + raw body`. Pure functions.
 
 Clients send `X-Runledger-Timestamp: <unix seconds>` and
-`X-Runledger-Signature: sha256=<hex>`; see docs/triggers.md for a client snippet.
+`X-Runledger-Signature: sha256=<hex>`; see ingest/triggers/README.md for a client snippet.
 """
 
 from __future__ import annotations
