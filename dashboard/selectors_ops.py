@@ -54,6 +54,7 @@ from ingest.engine.models import (
 )
 
 ZERO = Decimal("0")
+MICRO = Decimal("0.000001")  # the ledger stores money with 6 decimals
 WINDOWS: dict[str, timedelta] = {
     "1h": timedelta(hours=1),
     "24h": timedelta(hours=24),
@@ -190,9 +191,9 @@ def budget_forecast(
     remaining = limit - spent
     used_pct = float(spent / limit * 100) if limit > 0 else 100.0
     elapsed_h = Decimal(max((now - period_start).total_seconds(), 1.0)) / Decimal(3600)
-    rate = spent / elapsed_h if spent > 0 else ZERO
     left_h = Decimal(max((period_end - now).total_seconds(), 0.0)) / Decimal(3600)
-    projected = spent + rate * left_h
+    rate = (spent / elapsed_h).quantize(MICRO) if spent > 0 else ZERO
+    projected = (spent * (elapsed_h + left_h) / elapsed_h).quantize(MICRO) if spent > 0 else ZERO
     if remaining <= 0:
         return Forecast(rate, remaining, used_pct, now, projected, "exhausted")
     if rate <= 0:
