@@ -10,6 +10,7 @@ messages, not 1,000.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
 from typing import Any
 
@@ -20,6 +21,7 @@ from dashboard import selectors
 from dashboard.live.follower import ensure_follower_started
 from dashboard.live.render import Forbidden, Pending, Subscription, render_push, subscription_for
 
+log = logging.getLogger("runledger.live")
 MIN_INTERVAL = 0.25  # at most 4 pushes per second per socket
 RESUME_OVERLAP = 100  # ids re-read below `after`: a lower id may have committed after a higher one
 SEEN_IDS = 5000
@@ -102,7 +104,10 @@ class LiveConsumer(AsyncWebsocketConsumer):
     async def _flush_after(self, delay: float) -> None:
         if delay:
             await asyncio.sleep(delay)
-        await self.flush()
+        try:
+            await self.flush()
+        except Exception:  # a failed render must not kill the socket; the next change retries
+            log.exception("live push failed for %s", getattr(self, "sub", None))
 
     async def flush(self) -> None:
         pending, self.pending = self.pending, Pending()

@@ -33,3 +33,37 @@ def test_the_detail_page_shows_the_run(operator):
     assert "sk-SECRET-VALUE" not in html and "Redacted" in html
     assert "customer asked" in html
     assert "$0.0375" in html  # 0.0125 + 0.025
+
+
+def test_the_waterfall_places_attempts_and_retry_gaps_by_time(operator):
+    from datetime import timedelta
+
+    from ledger_factories import T0
+
+    inst = make_instance("acme-wf", status="complete", created_at=T0)
+    steps = make_run(inst)
+    steps["secret"].ended_at = T0 + timedelta(seconds=100)  # the run spans exactly 100 s
+    steps["secret"].save()
+    html = operator.get("/instances/acme-wf/").content.decode()
+    # attempt 2 of fetch-calls starts at +11 s: 11 % of the axis; its delay gap runs 12 s → 31 s
+    assert 'class="wf-bar failed" style="left:11.000%;width:1.000%"' in html
+    assert 'class="wf-gap" style="left:12.000%;width:19.000%" title="retry delay 20.0s"' in html
+
+
+def test_parallel_steps_share_a_rank_in_the_run_graph(operator):
+    import re
+
+    inst = make_instance("acme-dag", status="complete")
+    make_run(inst)
+    html = operator.get("/instances/acme-dag/").content.decode()
+    dag = html[html.index('id="instance-dag"'):html.index('id="instance-waterfall"')]
+    ranks = [re.findall(r'<span class="n" title="([^"]+)"', r) for r in dag.split('class="dag-rank"')[1:]]
+    assert ranks == [["fetch-calls"], ["llm-extract-1", "llm-extract-2"], ["load-credentials"]]
+
+
+def test_htmx_fragment_requests_render_one_section(operator):
+    inst = make_instance("acme-frag", status="running")
+    make_run(inst)
+    r = operator.get("/instances/acme-frag/?fragment=history", HTTP_HX_REQUEST="true")
+    html = r.content.decode()
+    assert html.lstrip().startswith('<section id="instance-history"') and "<html" not in html

@@ -1,0 +1,223 @@
+"""The live path: the follower's gap bookkeeping, and the websocket consumer's access rules,
+resume from the last event id, and throttling."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.auth import AuthMiddlewareStack
+from channels.layers import get_channel_layer
+from channels.routing import URLRouter
+from channels.testing import WebsocketCommunicator
+from django.utils import timezone
+from ledger_factories import add_history, make_instance
+
+from dashboard.live.feed import FeedState, feed_advance
+from dashboard.live.follower import HistoryFollower
+from dashboard.routing import websocket_urlpatterns
+from ingest.engine.models import History, Instance
+
+CURSOR = re.compile(r'data-live-cursor="(\d+)"')
+
+
+# ---- pure: which ids are new ---------------------------------------------------------------
+
+
+@pytest.mark.pure
+def test_a_lower_id_that_commits_late_is_still_delivered():
+    state, fresh = feed_advance(FeedState(cursor=40), [41, 43], now=0.0)
+    assert fresh == [41, 43] and state.cursor == 43 and set(state.gaps) == {42}
+    state, fresh = feed_advance(state, [42, 44], now=1.0)
+    assert fresh == [42, 44] and state.gaps == {}
+
+
+@pytest.mark.pure
+def test_rows_already_seen_are_not_delivered_twice():
+    state, _ = feed_advance(FeedState(cursor=0), [1, 2, 3], now=0.0)
+    state, fresh = feed_advance(state, [2, 3, 4], now=0.1)
+    assert fresh == [4]
+
+
+@pytest.mark.pure
+def test_a_hole_left_by_a_rollback_is_forgotten_after_a_while():
+    state, _ = feed_advance(FeedState(cursor=0), [1, 3], now=0.0, keep_seconds=10)
+    assert 2 in state.gaps
+    state, _ = feed_advance(state, [], now=11.0, keep_seconds=10)
+    assert state.gaps == {}
+
+
+# ---- consumer ------------------------------------------------------------------------------
+
+pytestmark_db = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def live_settings(settings):
+    settings.RUNLEDGER_LIVE_FOLLOWER = False  # the tests drive the follower by hand
+    return settings
+
+
+@pytest.fixture
+def people(transactional_db, live_settings):
+    from django.contrib.auth import get_user_model
+
+    from dashboard.access import demo_users_ensure
+
+    demo_users_ensure()
+    return {u.username: u for u in get_user_model().objects.all()}
+
+
+async def _connect(user, query: str):
+    comm = WebsocketCommunicator(URLRouter(websocket_urlpatterns), f"/ws/live/?{query}")
+    comm.scope["user"] = user
+    connected, code = await comm.connect()
+    return comm, connected, code
+
+
+async def _drain(comm, seconds: float) -> list[str]:
+    out: list[str] = []
+    loop = asyncio.get_running_loop()
+    end = loop.time() + seconds
+    # Not receive_from(timeout=...): a timeout there cancels the consumer under test.
+    while loop.time() < end:
+        if comm.output_queue.empty():
+            await asyncio.sleep(0.01)
+            continue
+        out.append((await comm.receive_output())["text"])
+    return out
+
+
+@pytest.fixture
+async def layer():
+    layer = get_channel_layer()
+    await layer.flush()
+    yield layer
+    await layer.flush()
+
+
+@pytestmark_db
+async def test_anonymous_sockets_are_refused(people, layer):
+    comm = WebsocketCommunicator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)), "/ws/live/?view=instances")
+    connected, code = await comm.connect()
+    assert not connected and code == 4401
+
+
+@pytestmark_db
+async def test_a_stranger_cannot_subscribe_to_another_tenants_instance(people, layer):
+    await sync_to_async(make_instance)("acme-live-1", tenant="acme")
+    _, connected, code = await _connect(people["stranger"], "view=instance&instance=acme-live-1")
+    assert not connected and code == 4403
+
+
+@pytestmark_db
+async def test_tenant_events_reach_only_members_of_that_tenant(people, layer):
+    follower = HistoryFollower()
+    await follower.poll_once()
+    viewer, ok1, _ = await _connect(people["viewer"], "view=instances&newest=empty&after=0")
+    stranger, ok2, _ = await _connect(people["stranger"], "view=instances&newest=empty&after=0")
+    assert ok1 and ok2
+
+    def create() -> None:
+        inst = make_instance("acme-new-1", tenant="acme")
+        add_history(inst, "instance.created", status="queued")
+
+    await sync_to_async(create)()
+    assert await follower.poll_once() == 1
+    got = await _drain(viewer, 1.0)
+    assert len(got) == 1 and "1 new instance" in got[0] and 'id="new-rows"' in got[0]
+    assert await stranger.receive_nothing(timeout=0.4)
+    await viewer.disconnect()
+    await stranger.disconnect()
+
+
+@pytestmark_db
+async def test_visible_rows_are_refreshed_in_place(people, layer):
+    inst = await sync_to_async(make_instance)("acme-row-1", tenant="acme", status="running")
+    follower = HistoryFollower()
+    await follower.poll_once()
+    comm, ok, _ = await _connect(people["viewer"], "view=instances&rows=acme-row-1&after=0")
+    assert ok
+
+    def finish() -> None:
+        Instance.objects.filter(id=inst.id).update(status="complete", ended_at=timezone.now())
+        add_history(inst, "instance.status", status="complete")
+
+    await sync_to_async(finish)()
+    assert await follower.poll_once() == 1
+    (msg,) = await _drain(comm, 1.5)
+    assert '<tr id="row-acme-row-1" hx-swap-oob="true"' in msg and "status-complete" in msg
+    assert 'id="new-rows"' not in msg  # a status change is not a new row
+    await comm.disconnect()
+
+
+@pytestmark_db
+async def test_a_reconnecting_page_gets_what_it_missed_and_nothing_else(people, layer):
+    def seed() -> list[int]:
+        inst = make_instance("acme-resume", tenant="acme", status="running")
+        ids = [add_history(inst, "step.completed", step_name=f"s{n}").id for n in range(5)]
+        Instance.objects.filter(id=inst.id).update(status="complete")
+        return ids
+
+    ids = await sync_to_async(seed)()
+    # The page saw up to ids[1]: on reconnect it gets the current state and the newest cursor.
+    comm, ok, _ = await _connect(people["viewer"], f"view=instance&instance=acme-resume&after={ids[1]}")
+    assert ok
+    (msg,) = await _drain(comm, 1.5)
+    assert CURSOR.search(msg).group(1) == str(ids[-1])
+    assert 'id="instance-header" hx-swap-oob="true"' in msg and "status-complete" in msg
+    assert 'id="instance-history" class="card" hx-swap-oob="true"' in msg
+    assert await comm.receive_nothing(timeout=0.3)
+    await comm.disconnect()
+    # A page that saw everything gets nothing on reconnect.
+    comm, ok, _ = await _connect(people["viewer"], f"view=instance&instance=acme-resume&after={ids[-1]}")
+    assert ok and await comm.receive_nothing(timeout=0.4)
+    await comm.disconnect()
+
+
+@pytestmark_db
+async def test_a_burst_of_1000_step_events_is_coalesced_into_a_few_pushes(people, layer):
+    inst = await sync_to_async(make_instance)("acme-burst", tenant="acme", status="running")
+    follower = HistoryFollower()
+    await follower.poll_once()
+    comm, ok, _ = await _connect(people["operator"], "view=instance&instance=acme-burst&after=0")
+    assert ok
+    assert await comm.receive_nothing(timeout=0.1)
+
+    def burst(k: int) -> None:
+        now = timezone.now()
+        History.objects.bulk_create([
+            History(instance=inst, workflow=inst.workflow, tenant="acme", kind="step.completed",
+                    step_name=f"persist-facts-{k * 100 + n}", created_at=now) for n in range(100)])
+
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    for k in range(10):  # ten commits of 100 rows, read as they land
+        await sync_to_async(burst)(k)
+        await follower.poll_once()
+    pushes = await _drain(comm, 1.0)
+    elapsed = loop.time() - start
+    last_id = await sync_to_async(lambda: History.objects.order_by("-id").values_list("id", flat=True)[0])()
+    assert 1 <= len(pushes) <= int(elapsed / 0.25) + 2
+    assert len(pushes) < 10
+    assert CURSOR.search(pushes[-1]).group(1) == str(last_id)  # the latest state, not a backlog
+    await comm.disconnect()
+
+
+@pytestmark_db
+async def test_the_follower_only_wakes_groups_that_have_changes(people, layer):
+    follower = HistoryFollower()
+    await follower.poll_once()
+    comm, ok, _ = await _connect(people["operator"], "view=instances&newest=empty&after=0")
+    assert ok
+
+    def other_tenant() -> None:
+        inst = make_instance("initech-1", tenant="initech")
+        add_history(inst, "instance.created")
+
+    await sync_to_async(other_tenant)()
+    assert await follower.poll_once() == 1
+    assert await comm.receive_nothing(timeout=0.4)
+    await comm.disconnect()
