@@ -1,0 +1,9 @@
+"""The pipelines. Importing this package registers every workflow with the engine
+(IngestConfig.ready does so in every process: web, worker, scheduler)."""
+
+from __future__ import annotations
+
+from ingest.workflows.gong import GongIngest, gong_ingest_start
+from ingest.workflows.salesforce import SalesforceIngest, salesforce_ingest_start
+
+__all__ = ["GongIngest", "SalesforceIngest", "gong_ingest_start", "salesforce_ingest_start"]

@@ -1,0 +1,182 @@
+"""Writes to the pipelines' tables. Keyword-only arguments; each write is idempotent, because
+workflow steps run at least once (a step may run again after a crash or a retry)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+import numpy as np
+from django.db import connection, transaction
+from django.utils import timezone
+
+from ingest.extraction import Fact as ExtractedFact
+from ingest.models import (
+    Connection,
+    ConnectionKind,
+    Fact,
+    FactEmbedding,
+    KeywordList,
+    Price,
+    SignalEvaluation,
+    SourceAuthority,
+)
+
+# Predicates that hold one value at a time: a newer or more authoritative fact supersedes the
+# older one. Everything else (competitors, commitments, next steps…) accumulates.
+SINGLE_VALUED = frozenset({
+    "budget", "deal_amount", "seat_count", "headcount", "close_date", "go_live_date", "deal_stage",
+    "industry", "engagement",
+})
+# Higher wins a conflict; equal authority lets the newer observation win.
+AUTHORITY_RANK: dict[str, int] = {
+    SourceAuthority.GONG_ENGAGEMENT: 0,
+    SourceAuthority.GONG_CALL: 1,
+    SourceAuthority.SFDC_FREE_TEXT: 1,
+    SourceAuthority.SFDC_CUSTOM_FIELD: 2,
+    SourceAuthority.SFDC_OPPORTUNITY_STAGE: 3,
+}
+
+
+@dataclass(frozen=True)
+class FactWrite:
+    """What persisting one fact did: inserted (and won), superseded an older fact, lost to a
+    stronger one already stored ("outranked"), or found it already stored ("unchanged")."""
+
+    id: str
+    action: str
+    valid: bool
+    superseded: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "action": self.action, "valid": self.valid, "superseded": list(self.superseded)}
+
+
+def fact_id_for(*, tenant: str, source_ref: str, fact: ExtractedFact) -> str:
+    """ADR-026's deterministic id: hash of source|subject|predicate|object, the source being
+    tenant-qualified so two tenants never share a fact row."""
+    return fact.key(f"{tenant}:{source_ref}")
+
+
+def _is_single_valued(predicate: str, authority: str) -> bool:
+    return predicate in SINGLE_VALUED or authority in (
+        SourceAuthority.SFDC_CUSTOM_FIELD, SourceAuthority.SFDC_OPPORTUNITY_STAGE)
+
+
+def _rank(row: Fact) -> tuple[int, datetime, datetime, str]:
+    return (AUTHORITY_RANK.get(row.source_authority, 0), row.observed_at, row.created_at, row.id)
+
+
+def _lock_conflict_key(tenant: str, subject: str, predicate: str) -> None:
+    """Serialise writers of one (tenant, subject, predicate) on PostgreSQL.
+
+    Row locks cannot cover a row that does not exist yet: two steps inserting rival facts at
+    once would each see no rival and both stay valid. A transaction-scoped advisory lock on the
+    conflict key closes that gap. SQLite already serialises every writer.
+    """
+    if connection.vendor != "postgresql":
+        return
+    digest = hashlib.sha256(f"{tenant}|{subject.lower()}|{predicate}".encode()).digest()
+    key = int.from_bytes(digest[:8], "big", signed=True)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [key])
+
+
+def fact_insert_or_supersede(*, tenant: str, fact: ExtractedFact, source_ref: str, authority: str,
+                             observed_at: datetime, instance_id: str = "", obj: Any = None) -> FactWrite:
+    """Insert a fact by its deterministic id (a second insert changes nothing), then resolve the
+    conflict with the valid facts of the same subject and predicate (for single-valued ones):
+    the most authoritative, then most recently observed, fact stays valid; the others point
+    to it through `superseded_by`. `obj` overrides the stored JSON object (default: the text)."""
+    fact_id = fact_id_for(tenant=tenant, source_ref=source_ref, fact=fact)
+    now = timezone.now()
+    with transaction.atomic():
+        _lock_conflict_key(tenant, fact.subject, fact.predicate)
+        existing = Fact.objects.select_for_update().filter(id=fact_id).first()
+        if existing is not None:
+            return FactWrite(fact_id, "unchanged", existing.valid)
+        row = Fact.objects.create(
+            id=fact_id, tenant=tenant, subject=fact.subject[:300], predicate=fact.predicate[:100],
+            object=fact.object if obj is None else obj, confidence=fact.confidence,
+            source_authority=authority, source_ref=source_ref, evidence=fact.evidence, observed_at=observed_at,
+            valid=True, instance_id=instance_id, created_at=now, updated_at=now,
+        )
+        if not _is_single_valued(fact.predicate, authority):
+            return FactWrite(fact_id, "inserted", True)
+        rivals = list(
+            Fact.objects.select_for_update()
+            .filter(tenant=tenant, subject__iexact=fact.subject, predicate=fact.predicate, valid=True)
+            .exclude(id=fact_id)
+        )
+        if not rivals:
+            return FactWrite(fact_id, "inserted", True)
+        winner = max([*rivals, row], key=_rank)
+        losers = [r.id for r in [*rivals, row] if r.id != winner.id]
+        Fact.objects.filter(id__in=losers).update(valid=False, superseded_by=winner.id, updated_at=now)
+        if winner.id == fact_id:
+            return FactWrite(fact_id, "superseded", True, tuple(sorted(losers)))
+        return FactWrite(fact_id, "outranked", False)
+
+
+def signal_evaluation_record(*, instance_id: str, tenant: str, workflow: str, source_ref: str,
+                             fact_ids: Sequence[str]) -> SignalEvaluation:
+    """The one evaluation row of a batch (an instance); recording it again updates it."""
+    row, _ = SignalEvaluation.objects.update_or_create(
+        instance_id=instance_id,
+        defaults={"tenant": tenant, "workflow": workflow, "source_ref": source_ref,
+                  "fact_ids": list(fact_ids), "fact_count": len(fact_ids), "created_at": timezone.now()},
+    )
+    return row
+
+
+def fact_embeddings_store(*, tenant: str, model: str, items: Sequence[tuple[str, str, Sequence[float]]]) -> int:
+    """Store (fact id, text, vector) rows; an existing embedding of a fact is replaced."""
+    now = timezone.now()
+    count = 0
+    with transaction.atomic():
+        for fact_id, text, vector in items:
+            data = np.asarray(vector, dtype="<f4").tobytes()
+            FactEmbedding.objects.update_or_create(
+                fact_id=fact_id,
+                defaults={"tenant": tenant, "model": model, "dim": len(vector), "vector": data,
+                          "text": text, "created_at": now},
+            )
+            count += 1
+    return count
+
+
+def keyword_list_set(*, tenant: str, keywords: Sequence[str]) -> KeywordList:
+    cleaned = sorted({k.strip() for k in keywords if k and k.strip()}, key=str.lower)
+    row, _ = KeywordList.objects.update_or_create(
+        tenant=tenant, defaults={"keywords": cleaned, "updated_at": timezone.now()})
+    return row
+
+
+def connection_upsert(*, tenant: str, kind: str, base_url: str = "", key: str = "", secret: str = "",
+                      options: dict[str, Any] | None = None, webhook_key: str = "", enabled: bool = True) -> Connection:
+    if kind not in ConnectionKind.values:
+        raise ValueError(f"connection kind {kind!r} is not one of {', '.join(ConnectionKind.values)}")
+    row, _ = Connection.objects.update_or_create(
+        tenant=tenant, kind=kind,
+        defaults={"base_url": base_url, "key": key, "secret": secret, "options": options or {},
+                  "webhook_key": webhook_key, "enabled": enabled, "updated_at": timezone.now()},
+    )
+    return row
+
+
+def price_upsert(*, service: str, model: str = "", effective_from: datetime,
+                 input_per_million: Decimal | str = "0", cached_input_per_million: Decimal | str = "0",
+                 output_per_million: Decimal | str = "0", per_call: Decimal | str = "0",
+                 per_item: Decimal | str = "0", note: str = "") -> Price:
+    row, _ = Price.objects.update_or_create(
+        service=service, model=model, effective_from=effective_from,
+        defaults={"input_per_million": Decimal(str(input_per_million)),
+                  "cached_input_per_million": Decimal(str(cached_input_per_million)),
+                  "output_per_million": Decimal(str(output_per_million)),
+                  "per_call": Decimal(str(per_call)), "per_item": Decimal(str(per_item)), "note": note},
+    )
+    return row

@@ -1,0 +1,139 @@
+"""Step bodies both pipelines share: extraction with budget and cost, per-fact persistence,
+embeddings, the signal evaluation row. Each takes what it needs as arguments and returns JSON.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, TypedDict
+
+from ingest.engine import NonRetryableError
+from ingest.engine import clock as engine_clock
+from ingest.extraction import Fact, FactsMalformed, facts_from_result
+from ingest.pricing import PriceNotFound, Usage
+from ingest.selectors import llm_config_get
+from ingest.services import fact_embeddings_store, fact_insert_or_supersede, signal_evaluation_record
+from ingest.sources.errors import SourceError
+from ingest.workflows.providers import embedder, extractor_for, reservation, usage_meter
+
+log = logging.getLogger("runledger.ingest")
+
+# Retry presets (seed 004).
+QUICK_RETRIES = {"limit": 2, "delay": "1 second", "backoff": "constant"}
+DEFAULT_RETRIES = {"limit": 3, "delay": "5 seconds", "backoff": "exponential"}
+PATIENT_RETRIES = {"limit": 4, "delay": "10 seconds", "backoff": "exponential"}
+ID_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
+
+
+class FactItem(TypedDict):
+    subject: str
+    predicate: str
+    object: str
+    confidence: float
+    evidence: str
+    authority: str
+
+
+def id_part(value: str) -> str:
+    """A value made safe for an instance id (letters, digits, '_' and '-')."""
+    return ID_UNSAFE.sub("-", str(value)).strip("-") or "x"
+
+
+def source_error_step(error: SourceError) -> Exception:
+    """Retryable source errors propagate (the engine retries, honouring retry_after); the
+    others end the step, since retrying cannot help."""
+    if error.retryable:
+        return error
+    return NonRetryableError(str(error))
+
+
+def _record(ctx: Any, service: str, usages: Sequence[Usage], *, success: bool, metadata: dict[str, Any]) -> None:
+    for usage in usages:
+        ctx.track_cost(usage.service or service, success=success, metadata=metadata, **usage.as_track_cost_kwargs())
+
+
+def llm_extract(ctx: Any, *, tenant: str, text: str, subject: str, source: str, key: str,
+                authority: str) -> dict[str, Any]:
+    """One extraction call: reserve its most expensive outcome on the budgets, call, record
+    what every provider answer cost (failed ones too), return the facts."""
+    extractor = extractor_for(llm_config_get(tenant=tenant))
+    try:
+        estimate = reservation(extractor, text, at=engine_clock.now())
+    except PriceNotFound as error:
+        raise NonRetryableError(f"cannot reserve budget for step {ctx.step_label!r} of {ctx.instance_id}: {error}") from error
+    ctx.check_budget(extractor.service, estimate)
+    metadata = {"source": source, "key": key, "estimate": str(estimate)}
+    with usage_meter() as seen:
+        try:
+            result = extractor.extract(text, subject=subject, source=source, key=key, attempt=ctx.attempt)
+            facts = facts_from_result(result)
+        except (SourceError, FactsMalformed) as error:
+            spent = seen if extractor.metered else []
+            _record(ctx, extractor.service, spent, success=False, metadata={**metadata, "error": type(error).__name__})
+            if isinstance(error, SourceError):
+                raise source_error_step(error) from error
+            raise
+    spent = list(seen) if extractor.metered else [result.usage]
+    _record(ctx, extractor.service, spent, success=True, metadata={**metadata, "facts": len(facts)})
+    items = [FactItem(**fact.as_dict(), authority=authority) for fact in facts]  # type: ignore[typeddict-item]
+    return {"facts": items, "model": result.model, "service": extractor.service}
+
+
+def persist_fact(*, tenant: str, item: FactItem, source_ref: str, observed_at: str, instance_id: str) -> dict[str, Any]:
+    fact = Fact(item["subject"], item["predicate"], str(item["object"]), float(item["confidence"]), item["evidence"])
+    write = fact_insert_or_supersede(
+        tenant=tenant, fact=fact, source_ref=source_ref, authority=item["authority"],
+        observed_at=datetime.fromisoformat(observed_at), instance_id=instance_id,
+    )
+    return write.as_dict()
+
+
+def fact_text(item: FactItem) -> str:
+    return f"{item['subject']} {item['predicate'].replace('_', ' ')}: {item['object']}"
+
+
+def schedule_embeddings(ctx: Any, *, tenant: str, items: Sequence[tuple[str, FactItem]]) -> dict[str, Any]:
+    """Embed the committed facts. Fail-open (ADR-026): a failure is logged and reported in the
+    step's result, never fails the ingest; the facts are stored either way."""
+    if os.environ.get("RUNLEDGER_EMBEDDINGS", "wordllama") == "off" or not items:
+        return {"embedded": 0, "skipped": True}
+    try:
+        model = embedder()
+        texts = [fact_text(item) for _, item in items]
+        result = model.embed(texts)
+        count = fact_embeddings_store(tenant=tenant, model=result.model, items=[
+            (fact_id, text, vector) for (fact_id, _), text, vector in zip(items, texts, result.vectors, strict=True)
+        ])
+        ctx.track_cost(result.usage.service or "wordllama", metadata={"facts": count}, **result.usage.as_track_cost_kwargs())
+    except Exception as error:  # noqa: BLE001 - fail-open by design
+        log.warning("embedding facts of %s failed (fail-open, facts are kept): %s", ctx.instance_id, error)
+        return {"embedded": 0, "error": f"{type(error).__name__}: {error}"}
+    return {"embedded": count, "model": result.model}
+
+
+def persist_embed_and_emit(step: Any, *, tenant: str, instance_id: str, workflow: str, source_ref: str,
+                           observed_at: str, items: list[FactItem]) -> dict[str, Any]:
+    """`persist-facts-{i}` one step per fact, then `schedule-embeddings` and `emit-signal-eval`."""
+    writes: list[dict[str, Any]] = []
+    for i, item in enumerate(items):
+        writes.append(step.do(
+            f"persist-facts-{i}",
+            lambda ctx, item=item: persist_fact(tenant=tenant, item=item, source_ref=source_ref,
+                                                observed_at=observed_at, instance_id=instance_id),
+            retries=QUICK_RETRIES,
+        ))
+    committed = [w["id"] for w in writes]
+    embedded = step.do("schedule-embeddings", lambda ctx: schedule_embeddings(
+        ctx, tenant=tenant, items=list(zip(committed, items, strict=True))), retries=QUICK_RETRIES)
+    evaluation = step.do("emit-signal-eval", lambda ctx: {"id": signal_evaluation_record(
+        instance_id=instance_id, tenant=tenant, workflow=workflow, source_ref=source_ref, fact_ids=committed).id},
+        retries=QUICK_RETRIES)
+    return {
+        "source_ref": source_ref, "facts": len(committed), "fact_ids": committed,
+        "superseded": sum(len(w["superseded"]) for w in writes),
+        "embedded": embedded.get("embedded", 0), "signal_evaluation": evaluation["id"],
+    }

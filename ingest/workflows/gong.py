@@ -1,0 +1,194 @@
+"""`gong-ingest` (ADR-026): a Gong call's transcript becomes facts, step by step.
+
+    fetch-transcript        only when the params carry no transcript (webhooks): Gong API
+    keyword-prefilter       the tenant's keyword list (KeywordList table)
+    insert-engagement-only  no keyword hit: one low-confidence fact, and the instance ends
+    llm-extract             retries 3, exponential from 5 s; budget checked, cost recorded
+    persist-facts-{i}       one step per fact: insert-or-supersede by deterministic id
+    schedule-embeddings     fail-open
+    emit-signal-eval        one signal_evaluations row with the committed fact ids
+
+Instance id `gong-{tenant}-{call_id}`: a redelivered call hits the duplicate id and is
+acknowledged as already processed (`gong_ingest_start`).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ingest.engine import InstanceAlreadyExists, NonRetryableError, Workflow, WorkflowEvent, create
+from ingest.extraction import Fact
+from ingest.extraction.patterns import SPEAKER_LINE
+from ingest.models import SourceAuthority
+from ingest.selectors import gong_config_get, keyword_list_get
+from ingest.services import fact_insert_or_supersede
+from ingest.sources.errors import SourceError
+from ingest.sources.gong import GongCall, GongClient, GongExtensiveCall
+from ingest.sources.http import RateLimiter
+from ingest.workflows.common import (
+    DEFAULT_RETRIES,
+    PATIENT_RETRIES,
+    QUICK_RETRIES,
+    id_part,
+    llm_extract,
+    persist_embed_and_emit,
+    source_error_step,
+)
+
+WORKFLOW = "gong-ingest"
+ENGAGEMENT_CONFIDENCE = 0.2
+
+
+class TranscriptNotReady(SourceError):
+    """Gong has no transcript for the call yet (it is still processing); retry later."""
+
+    retryable = True
+
+
+def gong_instance_id(tenant: str, call_id: str) -> str:
+    return f"gong-{id_part(tenant)}-{id_part(call_id)}"
+
+
+def account_of(title: str, fallback: str) -> str:
+    """Gong titles read "Acme Logistics <> Northwind: Demo"; the account is before " <> "."""
+    head = re.split(r"\s+<>\s+|\s+[|/-]\s+", title or "", maxsplit=1)[0].strip()
+    return head or fallback
+
+
+# ---- the steps -----------------------------------------------------------------------------------
+
+_limiters: dict[str, RateLimiter] = {}
+_limiters_lock = threading.Lock()
+
+
+def gong_client(tenant: str) -> GongClient:
+    """A client for the tenant's Gong; clients sharing an access key share its 3 calls/s."""
+    config = gong_config_get(tenant=tenant)
+    with _limiters_lock:
+        limiter = _limiters.setdefault(config.access_key, RateLimiter(3, 1.0))
+    return GongClient(access_key=config.access_key, access_key_secret=config.secret,
+                      base_url=config.base_url, rate_limiter=limiter)
+
+
+def fetch_transcript(*, tenant: str, call_id: str) -> dict[str, Any]:
+    client = gong_client(tenant)
+    try:
+        extensive = next(client.iter_extensive([call_id]), None)
+        transcript = client.transcript(call_id)
+    except SourceError as error:
+        raise source_error_step(error) from error
+    if transcript is None:
+        raise TranscriptNotReady(f"Gong has no transcript for call {call_id} of tenant {tenant} yet; retrying later")
+    parties = extensive.parties if extensive else ()
+    result: dict[str, Any] = {"text": transcript.as_text(parties)}
+    if extensive is not None:
+        result |= {"title": extensive.call.title,
+                   "started": extensive.call.started.isoformat() if extensive.call.started else None}
+    return result
+
+
+def keyword_prefilter(*, tenant: str, call_id: str, transcript: Any) -> dict[str, Any]:
+    """Which of the tenant's keywords the call mentions. A transcript that is not speaker
+    lines cannot be extracted: that is non-retryable (fix the call data, then replay)."""
+    if not isinstance(transcript, str) or not any(SPEAKER_LINE.match(line.strip()) for line in transcript.splitlines()):
+        shown = repr(transcript)[:80]
+        raise NonRetryableError(
+            f"transcript of Gong call {call_id} (tenant {tenant}) is malformed: expected 'Speaker: text' "
+            f"lines, got {shown}; fix the call data and replay the instance with corrected params"
+        )
+    keywords = keyword_list_get(tenant=tenant)
+    if keywords is None:
+        return {"filtered": False, "hits": [], "keywords": 0}
+    lowered = transcript.lower()
+    hits = [k for k in keywords if k.lower() in lowered]
+    return {"filtered": True, "hits": hits, "keywords": len(keywords)}
+
+
+def insert_engagement_only(*, tenant: str, call_id: str, subject: str, title: str, observed_at: str,
+                           instance_id: str) -> dict[str, Any]:
+    from datetime import datetime
+
+    fact = Fact(subject, "engagement", f"gong call {call_id}", ENGAGEMENT_CONFIDENCE, title)
+    return fact_insert_or_supersede(
+        tenant=tenant, fact=fact, source_ref=f"gong:call:{call_id}", authority=SourceAuthority.GONG_ENGAGEMENT,
+        observed_at=datetime.fromisoformat(observed_at), instance_id=instance_id,
+    ).as_dict()
+
+
+# ---- the workflow --------------------------------------------------------------------------------
+
+
+class GongIngest(Workflow):
+    name = WORKFLOW
+
+    def run(self, event: WorkflowEvent, step: Any) -> dict[str, Any]:
+        p = event.payload
+        tenant, call_id = event.tenant, str(p["call_id"])
+        title, started = str(p.get("title") or ""), p.get("started")
+        transcript = p.get("transcript")
+        if transcript is None:
+            fetched = step.do("fetch-transcript", lambda ctx: fetch_transcript(tenant=tenant, call_id=call_id),
+                              retries=PATIENT_RETRIES, timeout="2 minutes")
+            transcript = fetched["text"]
+            title, started = title or fetched.get("title") or "", started or fetched.get("started")
+        subject = str(p.get("account") or account_of(title, f"call {call_id}"))
+        observed_at = started or event.timestamp.isoformat()
+        source_ref = f"gong:call:{call_id}"
+
+        prefilter = step.do("keyword-prefilter", lambda ctx: keyword_prefilter(
+            tenant=tenant, call_id=call_id, transcript=transcript), retries=QUICK_RETRIES)
+        if prefilter["filtered"] and not prefilter["hits"]:
+            write = step.do("insert-engagement-only", lambda ctx: insert_engagement_only(
+                tenant=tenant, call_id=call_id, subject=subject, title=title, observed_at=observed_at,
+                instance_id=event.instance_id), retries=QUICK_RETRIES)
+            return {"source_ref": source_ref, "engagement_only": True, "facts": 1, "fact_ids": [write["id"]]}
+
+        extracted = step.do("llm-extract", lambda ctx: llm_extract(
+            ctx, tenant=tenant, text=transcript, subject=subject, source="call transcript", key=call_id,
+            authority=SourceAuthority.GONG_CALL), retries=DEFAULT_RETRIES, timeout="2 minutes")
+        output = persist_embed_and_emit(step, tenant=tenant, instance_id=event.instance_id, workflow=WORKFLOW,
+                                        source_ref=source_ref, observed_at=observed_at, items=extracted["facts"])
+        return {**output, "keyword_hits": prefilter["hits"], "model": extracted["model"]}
+
+
+# ---- starting it ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Started:
+    instance_id: str
+    created: bool  # False: the id existed, so this was already processed
+
+
+def gong_params(call: GongCall | GongExtensiveCall | Mapping[str, Any], transcript: str | None) -> dict[str, Any]:
+    if isinstance(call, GongExtensiveCall):
+        call = call.call
+    if isinstance(call, GongCall):
+        params: dict[str, Any] = {"call_id": call.id, "title": call.title,
+                                  "started": call.started.isoformat() if call.started else None}
+    else:
+        params = {"call_id": str(call["call_id"] if "call_id" in call else call["id"]),
+                  **{k: call[k] for k in ("title", "started", "account") if call.get(k) is not None}}
+    if transcript is not None:
+        params["transcript"] = transcript
+    return params
+
+
+def gong_ingest_start(tenant: str, call: GongCall | GongExtensiveCall | Mapping[str, Any], *,
+                      transcript: str | None = None, actor: str = "") -> Started:
+    """Start `gong-ingest` for a call; a duplicate id means already processed (ADR-026).
+
+    Without `transcript` the instance fetches it from Gong in its first step.
+    """
+    params = gong_params(call, transcript)
+    params["tenant"] = tenant
+    instance_id = gong_instance_id(tenant, params["call_id"])
+    try:
+        create(WORKFLOW, id=instance_id, params=params, tenant=tenant, actor=actor)
+    except InstanceAlreadyExists:
+        return Started(instance_id, False)
+    return Started(instance_id, True)

@@ -1,0 +1,177 @@
+"""Which extractor and embedder a step uses, and what each call spent.
+
+The tenant's LLM connection (or the RUNLEDGER_LLM_* environment) picks the extractor: the
+offline rule extractor by default, an OpenAI-compatible or Anthropic client otherwise.
+Clients are built once per configuration and process and shared by steps in every thread.
+
+Spend is read off the wire: a `requests` response hook records the `usage` of every answer
+the provider sent, including answers the client then rejects (blank content, malformed JSON),
+because the provider bills those too. A step records one `api_costs` row per such answer.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, Protocol
+
+import requests
+
+from ingest.extraction.prompt import SYSTEM_PROMPT, LLMFactExtractor
+from ingest.extraction.rules import RuleExtractor
+from ingest.extraction.values import LLMResult
+from ingest.pricing import Usage
+from ingest.selectors import LLMConfig
+from ingest.sources.http import new_session
+from ingest.sources.llm import AnthropicClient, OpenAIChatClient, usage_from_openai
+from ingest.sources.llm.anthropic import usage_from_anthropic
+
+MAX_OUTPUT_TOKENS = 2048
+_meter = threading.local()
+
+
+class Extractor(Protocol):
+    service: str
+    model: str
+    metered: bool  # True when spend is read off HTTP answers (see module docstring)
+
+    def extract(self, text: str, *, subject: str, source: str, key: str, attempt: int) -> LLMResult: ...
+
+
+def token_estimate(text: str) -> int:
+    """Roughly 4 characters a token: enough for a reservation, settled with the real usage."""
+    return max(1, -(-len(text) // 4))
+
+
+@contextmanager
+def usage_meter() -> Iterator[list[Usage]]:
+    """Collect the usage of every provider answer received in this thread inside the block."""
+    seen: list[Usage] = []
+    stack: list[list[Usage]] = getattr(_meter, "stack", [])
+    _meter.stack = [*stack, seen]
+    try:
+        yield seen
+    finally:
+        _meter.stack = stack
+
+
+def _metering_session(parse: Any) -> requests.Session:
+    session = new_session()
+
+    def hook(response: requests.Response, *args: Any, **kwargs: Any) -> None:
+        stack = getattr(_meter, "stack", None)
+        if not stack or not response.ok:
+            return
+        try:
+            body = response.json()
+        except ValueError:
+            return
+        if isinstance(body, dict) and isinstance(body.get("usage"), dict):
+            stack[-1].append(parse(body))
+
+    session.hooks["response"].append(hook)
+    return session
+
+
+@dataclass
+class RulesExtractor:
+    """The offline default: no key, no network, zero cost (still recorded, as service "rules")."""
+
+    service: str = "rules"
+    model: str = "rules-v1"
+    metered: bool = False
+
+    def extract(self, text: str, *, subject: str, source: str, key: str, attempt: int) -> LLMResult:
+        return RuleExtractor().extract(text, subject=subject)
+
+
+class ClientExtractor:
+    """An LLM client behind the extraction prompt; spend metered off its HTTP answers."""
+
+    metered = True
+
+    def __init__(self, config: LLMConfig) -> None:
+        self.model = config.model
+        if config.provider == "anthropic":
+            self.service = config.service or "anthropic"
+            self.model = config.model or "claude-3-5-haiku-latest"
+            session = _metering_session(
+                lambda body: usage_from_anthropic(body["usage"], model=str(body.get("model") or self.model)))
+            client: Any = AnthropicClient(api_key=config.api_key, model=self.model,
+                                          base_url=config.base_url or "https://api.anthropic.com", session=session)
+        else:
+            self.service = config.service or "openai"
+            self.model = config.model or "gpt-4o-mini"
+            session = _metering_session(lambda body: usage_from_openai(
+                body["usage"], service=self.service, model=str(body.get("model") or self.model)))
+            client = OpenAIChatClient(base_url=config.base_url or "https://api.openai.com/v1",
+                                      api_key=config.api_key or None, model=self.model,
+                                      service=self.service, session=session)
+        self._extractor = LLMFactExtractor(client, max_tokens=MAX_OUTPUT_TOKENS)
+
+    def extract(self, text: str, *, subject: str, source: str, key: str, attempt: int) -> LLMResult:
+        return self._extractor.extract(text, subject=subject, source=source)
+
+
+_cache: dict[tuple[Any, ...], Extractor] = {}
+_cache_lock = threading.Lock()
+
+
+def extractor_for(config: LLMConfig) -> Extractor:
+    """The extractor for a configuration, built once per process."""
+    ident = (config.provider, config.base_url, config.api_key, config.model, config.service,
+             repr(sorted(config.options.items())))
+    with _cache_lock:
+        if ident not in _cache:
+            _cache[ident] = _build(config)
+        return _cache[ident]
+
+
+def _build(config: LLMConfig) -> Extractor:
+    if config.provider in ("", "rules"):
+        return RulesExtractor()
+    if config.provider == "demo":
+        from ingest.demo import DemoExtractor
+
+        return DemoExtractor(config)
+    if config.provider in ("openai", "anthropic"):
+        return ClientExtractor(config)
+    raise ValueError(
+        f"LLM provider {config.provider!r} is unknown; use rules, openai (any OpenAI-compatible "
+        "API), anthropic or demo in the tenant's LLM connection or RUNLEDGER_LLM_PROVIDER"
+    )
+
+
+def prompt_tokens(text: str) -> int:
+    return token_estimate(SYSTEM_PROMPT) + token_estimate(text) + 16
+
+
+def reservation(extractor: Extractor, text: str, *, at: Any) -> Decimal:
+    """The most one extraction call may cost: the whole prompt uncached, the longest answer."""
+    from ingest.pricing import estimate_usage_cost
+
+    if not extractor.metered and extractor.service == "rules":
+        return Decimal("0")
+    return estimate_usage_cost(extractor.service, extractor.model, input_tokens=prompt_tokens(text),
+                               output_tokens=MAX_OUTPUT_TOKENS, at=at)
+
+
+# ---- embeddings --------------------------------------------------------------------------------
+
+
+_embedder: Any = None
+_embedder_lock = threading.Lock()
+
+
+def embedder() -> Any:
+    """WordLlama (offline, 256 dimensions), loaded once per process."""
+    global _embedder
+    with _embedder_lock:
+        if _embedder is None:
+            from ingest.sources.embeddings import WordLlamaEmbedder
+
+            _embedder = WordLlamaEmbedder()
+        return _embedder
