@@ -336,7 +336,7 @@ def costs(request: HtmxHttpRequest) -> HttpResponse:
     tenants, now = _tenants(request), timezone.now()
     f, window = _cost_filters(request, now)
     by = request.GET.get("by", "service") if request.GET.get("by") in sel.COST_DIMENSIONS else "service"
-    daily = (f.until or now) - f.since > timedelta(days=3)
+    daily = (f.until or now) - f.since > timedelta(days=7)
     budgets = sel.budget_rows(budgets=list(sel.budgets_visible(tenants=tenants, see_global=_sees_global(request))), now=now)
     burn = sorted(budgets, key=lambda b: -b.forecast.used_pct)[:6]
     burns = {b.id: sel.budget_burn_rows(budget=b, tenants=tenants, see_global=_sees_global(request)) for b in burn}
