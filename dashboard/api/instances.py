@@ -57,7 +57,7 @@ def instance_start(request: HttpRequest, body: s.InstanceIn) -> tuple[int, dict[
     require_act(request.user, body.tenant)
     created = engine.instance_create(workflow=body.workflow, id=body.id, params=body.params,
                                      tenant=body.tenant, priority=body.priority,
-                                     start_at=body.start_at, actor=actor(request.user))
+                                     start_at=selectors.as_utc(body.start_at, what="start_at"), actor=actor(request.user))
     return 201, selectors.instance_dict(Instance.objects.get(pk=created.id))
 
 

@@ -74,7 +74,8 @@ def dead_letter_redrive(request: HttpRequest, body: s.RedriveIn) -> dict[str, in
     for tenant in tenants:
         total += engine.dead_letter_redrive(
             workflow=body.workflow, step_name=body.step_name, signature=body.signature,
-            tenant=tenant, since=body.since, until=body.until, ids=ids,
+            tenant=tenant, since=selectors.as_utc(body.since, what="since"),
+            until=selectors.as_utc(body.until, what="until"), ids=ids,
             rate_per_second=body.rate_per_second, actor=actor(request.user), reason=body.reason,
         )
     return {"redriven": total}

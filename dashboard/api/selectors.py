@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Collection
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -15,6 +15,17 @@ from dashboard.api.errors import ApiProblem
 from ingest.engine.models import ApiCost, Budget, BudgetScope, DeadLetter, History, Instance, Step
 
 MAX_LIMIT = 200
+
+
+def as_utc(value: datetime | None, *, what: str = "time") -> datetime | None:
+    """Aware UTC (naive means UTC). PostgreSQL refuses offsets beyond ±15:59, so none reach it."""
+    if value is None:
+        return None
+    try:
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    except (OverflowError, ValueError):
+        raise ApiProblem(400, "invalid_time", f"{what} {value.isoformat()} is out of range; send an "
+                         "ISO 8601 time such as 2026-11-22T03:00:00Z") from None
 
 
 def _error(name: str, message: str) -> dict[str, str] | None:
@@ -41,7 +52,9 @@ def decode_cursor(cursor: str) -> tuple[datetime, str]:
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
         when, instance_id = raw.split("|", 1)
-        return datetime.fromisoformat(when), instance_id
+        parsed = as_utc(datetime.fromisoformat(when), what="cursor")
+        assert parsed is not None
+        return parsed, instance_id
     except (ValueError, binascii.Error, UnicodeDecodeError):
         raise ApiProblem(400, "invalid_cursor", "the cursor is not one this API returned; pass "
                          "next_cursor from the previous page unchanged") from None
@@ -53,6 +66,7 @@ def instance_page(
     id_prefix: str | None = None, cursor: str | None = None, limit: int = 50,
 ) -> dict[str, Any]:
     """Newest first, keyset-paginated on (created_at, id) so pages stay stable under inserts."""
+    since, until = as_utc(since, what="since"), as_utc(until, what="until")
     qs = Instance.objects.filter(tenant__in=list(tenants)).defer("output")
     if workflow:
         qs = qs.filter(workflow=workflow)
@@ -146,6 +160,7 @@ def dead_letter_list(*, tenants: Collection[str], state: str | None, workflow: s
 def cost_summary(*, tenants: Collection[str], since: datetime | None, until: datetime | None,
                  tenant: str | None, service: str | None, workflow: str | None,
                  instance_id: str | None, limit: int) -> dict[str, Any]:
+    since, until = as_utc(since, what="since"), as_utc(until, what="until")
     qs = ApiCost.objects.filter(tenant__in=list(tenants))
     if since:
         qs = qs.filter(created_at__gte=since)
