@@ -114,6 +114,5 @@ class LiveConsumer(AsyncWebsocketConsumer):
         self.last_push = asyncio.get_running_loop().time()
         if not pending:
             return
-        html = await database_sync_to_async(render_push)(self.user, self.sub, pending)
-        if html:
+        for html in await database_sync_to_async(render_push)(self.user, self.sub, pending):
             await self.send(text_data=html)

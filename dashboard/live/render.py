@@ -100,7 +100,7 @@ def render_instance(user: Any, sub: Subscription, pending: Pending) -> str:
     return render_to_string("runs/instance_detail.html#live", context)
 
 
-def render_instances(user: Any, sub: Subscription, pending: Pending) -> str:
+def render_instances(user: Any, sub: Subscription, pending: Pending) -> list[str]:
     parts: list[str] = []
     if sub.count_new and pending.created:
         n = selectors.instance_count_newer(user=user, filters=sub.filters, than=sub.newest)
@@ -110,14 +110,17 @@ def render_instances(user: Any, sub: Subscription, pending: Pending) -> str:
             parts.append(format_html(
                 '<a id="new-rows" class="new-rows" hx-swap-oob="true" href="{}" aria-live="polite">'
                 '{} new instance{} — show newest</a>', href, label, "" if n == 1 else "s"))
+    messages = ["".join(parts)]
     changed = [i for i in pending.instances if i in sub.rows]
     if changed:
-        for inst in selectors.instance_rows(user=user, ids=changed):
-            parts.append(render_to_string("runs/instance_list.html#row", {"i": inst, "oob": True}))
-    return "".join(parts)
+        # Rows travel in a message of their own: an HTML fragment that starts with <tr> parses as
+        # table rows, while a <tr> after other elements is dropped by the parser.
+        rows = selectors.instance_rows(user=user, ids=changed)
+        messages.append("".join(render_to_string("runs/instance_list.html#row", {"i": r, "oob": True}) for r in rows))
+    return messages
 
 
-Renderer = Callable[[Any, Subscription, Pending], str]
+Renderer = Callable[[Any, Subscription, Pending], "str | list[str]"]
 RENDERERS: dict[str, Renderer] = {"instance": render_instance, "instances": render_instances}
 
 
@@ -126,11 +129,17 @@ def register(view: str, renderer: Renderer) -> None:
     RENDERERS[view] = renderer
 
 
-def render_push(user: Any, sub: Subscription, pending: Pending) -> str:
-    """The message for one flush: the page's fragments plus the cursor the browser resumes from."""
+def render_push(user: Any, sub: Subscription, pending: Pending) -> list[str]:
+    """The messages of one flush: the page's fragments, the first one stamped with the cursor the
+    browser resumes from. A renderer returns one HTML string or several (parsed separately)."""
     renderer = RENDERERS.get(sub.view)
-    body = renderer(user, sub, pending) if renderer else ""
-    return body + cursor_fragment(pending.cursor) if pending.cursor else body
+    out = renderer(user, sub, pending) if renderer else ""
+    messages = [out] if isinstance(out, str) else list(out)
+    if not messages:
+        messages = [""]
+    if pending.cursor:
+        messages[0] += cursor_fragment(pending.cursor)
+    return [m for m in messages if m.strip()]
 
 
 def live_query(**params: Any) -> str:

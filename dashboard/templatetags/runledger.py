@@ -186,3 +186,11 @@ def params_inline(value: Any, limit: int = 120) -> str:
         parts.append(f"{k}={shown}")
     text = " · ".join(parts) or "{}"
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+@register.filter
+def json_value(value: Any) -> str:
+    """A params value as an operator reads it: strings bare, everything else as compact JSON."""
+    if isinstance(value, str):
+        return value
+    return json_summary(value) if isinstance(value, (dict, list)) else json.dumps(value, default=str)
