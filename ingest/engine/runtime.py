@@ -355,10 +355,8 @@ class Execution:
     def _suspend(self, suspend: Suspend) -> str:
         if self.store.control == Control.TERMINATE_ROLLBACK:
             return self._terminate(rollback=True)
-        if suspend.pause:
-            self.store.control = Control.PAUSE
         return self.store.suspend(now=self.now(), ready_at=suspend.until, status=suspend.status,
-                                  event_type=suspend.event_type, child_id=suspend.child_id)
+                                  event_type=suspend.event_type, child_id=suspend.child_id, pause=suspend.pause)
 
     def _fail(self, failure: Failure) -> str:
         self._run_rollbacks()

@@ -479,25 +479,28 @@ def approval_answer(*, approval_id: int, approved: bool, values: dict[str, Any] 
             when = f" at {req.answered_at:%Y-%m-%d %H:%M} UTC" if req.answered_at else ""
             by = f" by {req.answered_by}" if req.answered_by else ""
             raise ApprovalError(f"approval request {req.id} was already {req.state}{by}{when}; it takes one answer")
-        if req.due_at is not None and req.due_at <= now:
-            req.state, req.answered_at = ApprovalState.EXPIRED, now
+        expired = req.due_at is not None and req.due_at <= now
+        if not expired:
+            answer = {"approved": bool(approved), "values": values or {}, "comment": comment, "by": actor}
+            req.state = ApprovalState.APPROVED if approved else ApprovalState.REJECTED
+            req.answer, req.answered_by, req.answered_at = answer, actor, now
             req.save()
-            raise ApprovalError(f"approval request {req.id} expired at {req.due_at:%Y-%m-%d %H:%M} UTC; it can no longer be answered")
-        answer = {"approved": bool(approved), "values": values or {}, "comment": comment, "by": actor}
-        req.state = ApprovalState.APPROVED if approved else ApprovalState.REJECTED
-        req.answer, req.answered_by, req.answered_at = answer, actor, now
-        req.save()
-        inst = Instance.objects.get(id=req.instance_id)
-        _operator(inst, action="approve" if approved else "reject", actor=actor, reason=comment, now=now,
-                  approval=req.id, values=values or {})
-        if req.kind == ApprovalKind.BUDGET:
-            _answer_budget(req, approved=approved, values=values or {}, actor=actor, now=now)
-    if req.kind == ApprovalKind.HUMAN:
-        instance_send_event(instance_id=req.instance_id, type=req.event_type, payload=answer, actor=actor)
-    else:
-        inst = Instance.objects.get(id=req.instance_id)
-        if inst.status in (Status.PAUSED, Status.WAITING_FOR_PAUSE):
-            instance_resume(instance_id=inst.id, actor=actor, reason=f"approval {req.id} answered")
+            inst = Instance.objects.get(id=req.instance_id)
+            _operator(inst, action="approve" if approved else "reject", actor=actor, reason=comment, now=now,
+                      approval=req.id, values=values or {})
+            # In the same transaction: an answer is recorded only if its instance gets it.
+            if req.kind == ApprovalKind.HUMAN:
+                instance_send_event(instance_id=req.instance_id, type=req.event_type, payload=answer, actor=actor)
+            else:
+                _answer_budget(req, approved=approved, values=values or {}, actor=actor, now=now)
+                if inst.status in (Status.PAUSED, Status.WAITING_FOR_PAUSE):
+                    instance_resume(instance_id=inst.id, actor=actor, reason=f"approval {req.id} answered")
+    if expired:
+        # Recorded outside the refused transaction, so the request shows as expired.
+        ApprovalRequest.objects.filter(id=req.id, state=ApprovalState.PENDING).update(
+            state=ApprovalState.EXPIRED, answered_at=now)
+        raise ApprovalError(
+            f"approval request {req.id} expired at {req.due_at:%Y-%m-%d %H:%M} UTC; it can no longer be answered")
     return req
 
 

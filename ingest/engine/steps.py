@@ -124,12 +124,18 @@ class Step:
             wake = until(now)
             if x.overrides is not None and x.overrides.skip_sleeps:
                 wake = now
+            if wake > now:
+                # The step row and the suspension commit together: one write per sleep.
+                x.store.waiting_step(name=name, seq=seq, position=position, kind=StepKind.SLEEP,
+                                     now=now, wake_at=wake)
+                raise Suspend(wake)
             rec = x.store.wait_started(name=name, seq=seq, position=position, kind=StepKind.SLEEP,
                                        now=now, wake_at=wake)
             x.by_key[(name, seq)] = x.by_pos[position] = rec
         assert rec.wake_at is not None
         if rec.wake_at <= now:
-            x.store.wait_resolved(rec, now=now, result=None)
+            # Replay re-creates this resolution if it is lost, so it rides on the next write.
+            x.store.wait_resolved(rec, now=now, result=None, deferred=True)
             return
         raise Suspend(rec.wake_at)
 
@@ -151,6 +157,10 @@ class Step:
         now = x.now()
         if rec is None:
             x.checkpoint()
+            if x.overrides is None and delta > timedelta(0) and not x.store.has_event(type):
+                x.store.waiting_step(name=name, seq=seq, position=position, kind=StepKind.WAIT_EVENT,
+                                     now=now, wake_at=now + delta, event_type=type)
+                raise Suspend(now + delta, event_type=type)
             rec = x.store.wait_started(name=name, seq=seq, position=position, kind=StepKind.WAIT_EVENT,
                                        now=now, wake_at=now + delta, event_type=type)
             x.by_key[(name, seq)] = x.by_pos[position] = rec

@@ -94,7 +94,7 @@ class InstanceStore:
     tenant: str
     lease: timedelta
     control: str = ""
-    history_buffer: list[History] = field(default_factory=list)
+    deferred: list[Callable[[], None]] = field(default_factory=list)
 
     # ---- reads -----------------------------------------------------------------------
 
@@ -109,12 +109,24 @@ class InstanceStore:
     # ---- the guard ---------------------------------------------------------------------
 
     def _guard(self, now: datetime) -> None:
+        """Check the lease (and extend it), then apply writes deferred to this transaction."""
         control = sql.guard(
             instance_id=self.instance_id, token=self.token, now=now, lease_until=now + self.lease
         )
         if control is None:
             raise LeaseLost(self.instance_id)
         self.control = control
+        deferred, self.deferred = self.deferred, []
+        for write in deferred:
+            write()
+
+    def defer(self, write: Callable[[], None]) -> None:
+        """Run `write` inside the next transaction this turn opens.
+
+        For writes whose loss in a crash is harmless because replay makes them again (a sleep
+        found due, say): they ride along with the next write instead of costing a commit.
+        """
+        self.deferred.append(write)
 
     def _history(self, kind: str, now: datetime, *, step_name: str = "", status: str = "", **data: Any) -> History:
         return History(
@@ -128,7 +140,7 @@ class InstanceStore:
     def step_started(self, *, rec: StepRecord | None, name: str, seq: int, position: int,
                      kind: str, config: dict[str, Any], attempt: int, now: datetime,
                      sensitive: bool, has_rollback: bool) -> StepRecord:
-        if rec is None and sql.is_postgres():
+        if rec is None and sql.is_postgres() and not self.deferred:
             got = sql.step_start_first(
                 async_commit=not transaction.get_connection().in_atomic_block,
                 iid=self.instance_id, token=self.token, now=now, until=now + self.lease, name=name,
@@ -161,7 +173,7 @@ class InstanceStore:
     @_io
     def step_completed(self, rec: StepRecord, *, attempt: int, started: datetime, now: datetime,
                        result: Any) -> None:
-        if sql.is_postgres():
+        if sql.is_postgres() and not self.deferred:
             ms = round((now - started).total_seconds() * 1000, 3)
             control = sql.step_complete(
                 iid=self.instance_id, token=self.token, now=now, until=now + self.lease, step_id=rec.id,
@@ -274,10 +286,33 @@ class InstanceStore:
 
     @_io
     def wait_resolved(self, rec: StepRecord, *, now: datetime, result: Any = None,
-                      failure: Failure | None = None) -> None:
+                      failure: Failure | None = None, deferred: bool = False) -> None:
+        if deferred:
+            self.defer(lambda: self._resolve(rec, now=now, result=result, failure=failure))
+            rec.status = StepStatus.ERRORED if failure else StepStatus.COMPLETE
+            return
         with transaction.atomic():
             self._guard(now)
             self._resolve(rec, now=now, result=result, failure=failure)
+
+    def waiting_step(self, *, name: str, seq: int, position: int, kind: str, now: datetime,
+                     wake_at: datetime | None, event_type: str = "") -> None:
+        """Record a sleep or an event wait in the same transaction as the suspension that follows."""
+        status = StepStatus.SLEEPING if kind == StepKind.SLEEP else StepStatus.WAITING
+        hk = HistoryKind.STEP_SLEEP if kind == StepKind.SLEEP else HistoryKind.STEP_WAIT
+
+        def write() -> None:
+            Step.objects.create(instance_id=self.instance_id, name=name, seq=seq, position=position, kind=kind,
+                                status=status, started_at=now, wake_at=wake_at, event_type=event_type)
+            self._history(hk, now, step_name=_label(name, seq), until=wake_at.isoformat() if wake_at else None,
+                          event_type=event_type).save()
+
+        self.defer(write)
+
+    @_io
+    def has_event(self, event_type: str) -> bool:
+        return PendingEvent.objects.filter(instance_id=self.instance_id, type=event_type,
+                                           consumed_at__isnull=True).exists()
 
     def _resolve(self, rec: StepRecord, *, now: datetime, result: Any, failure: Failure | None) -> None:
         if failure is None:
@@ -316,7 +351,7 @@ class InstanceStore:
 
     @_io
     def suspend(self, *, now: datetime, ready_at: datetime | None, status: str = Status.WAITING,
-                event_type: str = "", child_id: str = "") -> str:
+                event_type: str = "", child_id: str = "", pause: bool = False) -> str:
         """Release the instance until `ready_at` (None: until something outside wakes it).
 
         The guard locks the instance row first, so an event or a child's completion that
@@ -325,7 +360,7 @@ class InstanceStore:
         """
         with transaction.atomic():
             self._guard(now)
-            control = self.control
+            control = Control.PAUSE if pause else self.control
             if event_type and PendingEvent.objects.filter(
                 instance_id=self.instance_id, type=event_type, consumed_at__isnull=True
             ).exists():

@@ -186,7 +186,8 @@ class Worker:
                 continue
             lost = set(tokens) - set(held)
             if lost:
-                log.info("worker %s: lost the lease of %s", self.worker_id, ", ".join(sorted(lost)))
+                # Turns that ended between the snapshot and the update show up here too: debug only.
+                log.debug("worker %s: no longer holds %s", self.worker_id, ", ".join(sorted(lost)))
         close_old_connections()
 
     def _listen_loop(self) -> None:

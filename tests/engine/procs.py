@@ -1,0 +1,89 @@
+"""Real processes for the end-to-end tests: a throwaway PostgreSQL database and worker processes."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from urllib.parse import urlparse, urlunparse
+
+import psycopg
+
+ROOT = Path(__file__).resolve().parents[2]
+WORKFLOWS = "tests.engine.e2e_workflows"
+
+
+class Database:
+    """A fresh database on the test PostgreSQL server, migrated, dropped at the end."""
+
+    def __init__(self, server_url: str) -> None:
+        self.name = f"runledger_e2e_{secrets.token_hex(4)}"
+        parsed = urlparse(server_url)
+        self.admin_url = server_url
+        self.url = urlunparse(parsed._replace(path=f"/{self.name}"))
+
+    def __enter__(self) -> Database:
+        with psycopg.connect(self.admin_url, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{self.name}"')
+        manage(self, "migrate", "-v0")
+        from tests.engine.e2e_workflows import CREATE_EFFECTS
+
+        self.execute(CREATE_EFFECTS)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        with psycopg.connect(self.admin_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+
+    def execute(self, sql: str, params: tuple | list | None = None) -> list[tuple]:
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            cur = conn.execute(sql, params)
+            return cur.fetchall() if cur.description else []
+
+    def env(self, **extra: str) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(DATABASE_URL=self.url, RUNLEDGER_WORKFLOW_MODULES=WORKFLOWS, PYTHONUNBUFFERED="1", **extra)
+        return env
+
+
+def manage(db: Database, *args: str, timeout: float = 300, **extra: str) -> str:
+    result = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=db.env(**extra),
+                            capture_output=True, text=True, timeout=timeout)
+    if result.returncode != 0:
+        raise AssertionError(f"manage.py {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
+    return result.stdout
+
+
+def python(db: Database, code: str, timeout: float = 300) -> str:
+    """Run Django code in a fresh process against the test database (creating instances, say)."""
+    return manage(db, "shell", "-c", code, timeout=timeout)
+
+
+def start_worker(db: Database, *, concurrency: int = 8, lease: float = 3.0, poll: float = 0.2,
+                 log: Path | None = None) -> subprocess.Popen[bytes]:
+    out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115 - closed with the process
+    return subprocess.Popen(
+        [sys.executable, "manage.py", "worker", "--concurrency", str(concurrency), "--lease", str(lease),
+         "--poll", str(poll)],
+        cwd=ROOT, env=db.env(), stdout=out, stderr=subprocess.STDOUT,
+    )
+
+
+def stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM, timeout: float = 60) -> int:
+    if proc.poll() is None:
+        proc.send_signal(sig)
+    return proc.wait(timeout=timeout)
+
+
+def wait_for(check: Callable[[], bool], *, timeout: float, interval: float = 0.1, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")

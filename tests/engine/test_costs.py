@@ -1,0 +1,183 @@
+"""Costs per attempt, budget reservations, breaches and their approvals, human approvals."""
+
+from __future__ import annotations
+
+import threading
+from decimal import Decimal
+
+import pytest
+
+from ingest.engine import BudgetExceeded, Workflow, create
+from ingest.engine import services
+from ingest.engine.errors import ApprovalError
+from ingest.engine.models import ApiCost, ApprovalRequest, Budget, BudgetReservation, History
+
+pytestmark = pytest.mark.db
+PLAN: dict[str, list[str]] = {}
+
+
+class Spender(Workflow):
+    name = "t-spender"
+
+    def run(self, event, step):
+        def call_llm(ctx):
+            ctx.check_budget("openai", Decimal(event.payload.get("estimate", "0.01")))
+            outcome = PLAN.get(event.instance_id, ["ok"]).pop(0) if PLAN.get(event.instance_id) else "ok"
+            ctx.track_cost("openai", cost=event.payload.get("cost", "0.01"), model="gpt-4o-mini",
+                           tokens_in=1000, tokens_out=200, success=outcome == "ok")
+            if outcome != "ok":
+                raise ConnectionError("llm answered 503 after charging")
+            return "facts"
+        return step.do("llm-extract", call_llm, retries={"limit": 3, "delay": "5 seconds"})
+
+
+@pytest.fixture(autouse=True)
+def _plan():
+    PLAN.clear()
+
+
+@pytest.mark.django_db
+def test_every_attempt_records_its_cost_even_when_it_fails_after_spending(drain):
+    PLAN["c-1"] = ["fail", "fail", "ok"]
+    h = create("t-spender", id="c-1", tenant="acme")
+    drain(advance_clock=True)
+    assert h.status()["status"] == "complete"
+    rows = list(ApiCost.objects.filter(instance_id="c-1").order_by("attempt").values_list("attempt", "success", "cost", "tenant"))
+    assert rows == [(1, False, Decimal("0.01"), "acme"), (2, False, Decimal("0.01"), "acme"), (3, True, Decimal("0.01"), "acme")]
+    assert History.objects.filter(instance_id="c-1", kind="cost.recorded").count() == 3
+
+
+@pytest.mark.django_db
+def test_a_reservation_is_settled_with_the_real_cost(drain):
+    services.budget_upsert(scope="tenant", key="acme", period="day", limit="1.00", actor="ana")
+    create("t-spender", id="c-2", tenant="acme", params={"estimate": "0.05", "cost": "0.02"})
+    drain()
+    budget = Budget.objects.get(key="acme")
+    assert (budget.spent, budget.reserved) == (Decimal("0.02"), Decimal("0"))
+    assert list(BudgetReservation.objects.values_list("amount", "actual", "state")) == [
+        (Decimal("0.05"), Decimal("0.02"), "settled")]
+
+
+@pytest.mark.django_db
+def test_a_breach_with_the_fail_policy_fails_the_step_without_retrying(drain):
+    services.budget_upsert(scope="service", key="openai", period="hour", limit="0.015", actor="ana")
+    create("t-spender", id="c-3")
+    create("t-spender", id="c-4")
+    drain(advance_clock=True)
+    statuses = dict(Budget.objects.values_list("key", "spent"))
+    assert statuses == {"openai": Decimal("0.01")}
+    from ingest.engine.models import Instance
+
+    errored = Instance.objects.get(status="errored")
+    assert errored.error_name == "BudgetExceeded"
+    assert "budget service:openai (hour) has 0.015000" in errored.error_message
+    assert ApiCost.objects.filter(instance_id=errored.id).count() == 0  # refused before spending
+
+
+@pytest.mark.django_db
+def test_a_breach_with_the_approval_policy_pauses_until_an_operator_grants_it(drain):
+    services.budget_upsert(scope="tenant", key="globex", period="day", limit="0.01", policy="approval", actor="ana")
+    create("t-spender", id="c-5", tenant="globex")
+    create("t-spender", id="c-6", tenant="globex")
+    drain()
+    from ingest.engine.models import Instance
+
+    paused = Instance.objects.get(status="paused")
+    request = ApprovalRequest.objects.get(instance_id=paused.id)
+    assert (request.kind, request.state, request.requested_amount) == ("budget", "pending", Decimal("0.01"))
+    services.approval_answer(approval_id=request.id, approved=True, values={"amount": "0.01"}, actor="ana")
+    drain(advance_clock=True)
+    assert Instance.objects.get(id=paused.id).status == "complete"
+    budget = Budget.objects.get(key="globex")
+    assert (budget.spent, budget.limit) == (Decimal("0.02"), Decimal("0.02"))  # raised once, by the grant
+    with pytest.raises(ApprovalError, match="already approved by ana"):
+        services.approval_answer(approval_id=request.id, approved=False, actor="bo")
+
+
+@pytest.mark.django_db
+def test_a_denied_budget_approval_errors_the_instance(drain):
+    services.budget_upsert(scope="instance", key="c-7", period="month", limit="0", policy="approval", actor="ana")
+    create("t-spender", id="c-7")
+    drain()
+    request = ApprovalRequest.objects.get(instance_id="c-7")
+    services.approval_answer(approval_id=request.id, approved=False, comment="not worth it", actor="ana")
+    drain(advance_clock=True)
+    from ingest.engine.models import Instance
+
+    inst = Instance.objects.get(id="c-7")
+    assert inst.status == "errored" and inst.error_name == "BudgetExceeded" and "denied" in inst.error_message
+
+
+@pytest.mark.django_db(transaction=True)
+def test_fifty_concurrent_steps_cannot_overspend_a_budget_together():
+    from ingest.engine.context import StepContext
+
+    services.budget_upsert(scope="service", key="dataforseo", period="day", limit="0.25", actor="ana")
+    from ingest.engine import create_batch
+
+    create_batch("t-spender", [{"id": f"i{i}", "tenant": "acme"} for i in range(50)])
+    outcomes: list[str] = []
+
+    def spend(i: int) -> None:
+        from django.db import connection
+
+        ctx = StepContext(name="fetch", count=1, attempt=1, config={}, idempotency_key=f"k{i}", instance_id=f"i{i}",
+                          workflow="t-spender", tenant="acme", step_label="fetch")
+        try:
+            ctx.check_budget("dataforseo", Decimal("0.01"))
+            ctx.track_cost("dataforseo", cost=Decimal("0.01"))
+            outcomes.append("spent")
+        except BudgetExceeded:
+            outcomes.append("refused")
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=spend, args=(i,)) for i in range(50)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    budget = Budget.objects.get(key="dataforseo")
+    assert outcomes.count("spent") == 25 and outcomes.count("refused") == 25
+    assert budget.spent == Decimal("0.25") and budget.reserved == Decimal("0")
+    assert sum(ApiCost.objects.values_list("cost", flat=True)) == Decimal("0.25")
+
+
+class Approve(Workflow):
+    name = "t-approve"
+
+    def run(self, event, step):
+        answer = step.wait_for_approval("manager-approval", title="Spend $500 on ads?", timeout="2 hours",
+                                        fields=[{"name": "amount", "type": "number", "required": True}])
+        return answer
+
+
+@pytest.mark.django_db
+def test_a_human_approval_sends_the_answer_to_the_waiting_instance_once(drain):
+    h = create("t-approve", id="a-1")
+    drain()
+    request = ApprovalRequest.objects.get(instance_id="a-1")
+    assert (request.kind, request.state, request.title) == ("human", "pending", "Spend $500 on ads?")
+    services.approval_answer(approval_id=request.id, approved=True, values={"amount": 450}, comment="ok", actor="ana")
+    drain()
+    assert h.status()["output"] == {"approved": True, "values": {"amount": 450}, "comment": "ok", "by": "ana"}
+    with pytest.raises(ApprovalError, match="already approved"):
+        services.approval_answer(approval_id=request.id, approved=False, actor="bo")
+
+
+@pytest.mark.django_db
+def test_an_expired_approval_refuses_its_answer_and_stays_expired(drain):
+    from datetime import timedelta
+
+    from ingest.engine.clock import clock
+
+    h = create("t-approve", id="a-2")
+    drain()
+    request = ApprovalRequest.objects.get(instance_id="a-2")
+    clock.advance(timedelta(hours=3))
+    with pytest.raises(ApprovalError, match="expired"):
+        services.approval_answer(approval_id=request.id, approved=True, actor="ana")
+    request.refresh_from_db()
+    assert request.state == "expired"
+    drain()
+    assert h.status()["error"]["name"] == "WaitForEventTimeout"

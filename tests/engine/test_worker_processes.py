@@ -1,0 +1,117 @@
+"""Real worker processes on PostgreSQL: crashes, drains, many workers, many sleepers.
+
+These tests start `manage.py worker` processes against a throwaway database and read the ledger
+and the steps' side effects (`e2e_effects`) to prove what ran, how often, and where.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from tests.conftest import PG_URL
+from tests.engine.procs import Database, python, start_worker, stop, wait_for
+
+pytestmark = [pytest.mark.postgres, pytest.mark.e2e]
+
+
+@pytest.fixture
+def db():
+    with Database(PG_URL) as database:
+        yield database
+
+
+def status_counts(db: Database, workflow: str) -> dict[str, int]:
+    rows = db.execute("SELECT status, count(*) FROM engine_instance WHERE workflow = %s GROUP BY status", (workflow,))
+    return dict(rows)
+
+
+def test_a_worker_killed_inside_a_step_loses_nothing_and_reruns_only_that_step(db, tmp_path):
+    python(db, "from ingest.engine import create; create('e2e-crash-me', id='crash-1', params={'hold': 3.0})")
+    first = start_worker(db, lease=2.0, log=tmp_path / "w1.log")
+    wait_for(lambda: db.execute("SELECT 1 FROM e2e_effects WHERE step = 'slow'"), timeout=60, what="the slow step to start")
+    first.send_signal(signal.SIGKILL)
+    first.wait(timeout=10)
+    second = start_worker(db, lease=2.0, log=tmp_path / "w2.log")
+    try:
+        wait_for(lambda: db.execute("SELECT 1 FROM engine_instance WHERE id='crash-1' AND status='complete'"),
+                 timeout=60, what="the instance to complete on the second worker")
+    finally:
+        assert stop(second) == 0
+    runs = db.execute("SELECT step, count(*), count(DISTINCT pid), count(DISTINCT idempotency_key) "
+                      "FROM e2e_effects GROUP BY step ORDER BY step")
+    assert runs == [("after", 1, 1, 1), ("before-1", 1, 1, 1), ("before-2", 1, 1, 1), ("slow", 2, 2, 1)]
+    attempts = db.execute("SELECT a.number, a.ok, a.error_name FROM engine_attempt a JOIN engine_step s ON s.id = a.step_id "
+                          "WHERE s.name = 'slow' ORDER BY a.number")
+    assert attempts == [(1, False, "WorkerLost"), (2, True, "")]
+
+
+def test_sigterm_drains_the_running_step_then_exits_zero(db, tmp_path):
+    python(db, "from ingest.engine import create; create('e2e-crash-me', id='drain-1', params={'hold': 2.0})")
+    worker = start_worker(db, lease=30.0, log=tmp_path / "w.log")
+    wait_for(lambda: db.execute("SELECT 1 FROM e2e_effects WHERE step = 'slow'"), timeout=60, what="the slow step")
+    assert stop(worker, signal.SIGTERM, timeout=30) == 0
+    assert db.execute("SELECT ended IS NOT NULL FROM e2e_effects WHERE step = 'slow'") == [(True,)]
+    row = db.execute("SELECT status, lease_token, ready_at <= now() FROM engine_instance WHERE id = 'drain-1'")
+    assert row == [("running", "", True)]  # released, runnable at once by the next worker
+    assert db.execute("SELECT status FROM engine_step WHERE name = 'after'") == []
+    again = start_worker(db, log=tmp_path / "w2.log")
+    try:
+        wait_for(lambda: db.execute("SELECT 1 FROM engine_instance WHERE id='drain-1' AND status='complete'"),
+                 timeout=60, what="completion after the drain")
+    finally:
+        stop(again)
+    assert db.execute("SELECT count(*) FROM e2e_effects WHERE step = 'slow'") == [(1,)]
+
+
+def test_a_thousand_instances_through_four_workers_complete_once_each(db, tmp_path):
+    python(db, "from ingest.engine import create_batch\n"
+               "for b in range(10):\n"
+               "    create_batch('e2e-three-effects', [{'id': f'many-{b}-{i}', 'params': {'n': i}} for i in range(100)])")
+    workers = [start_worker(db, concurrency=8, lease=10.0, log=tmp_path / f"w{i}.log") for i in range(4)]
+    try:
+        wait_for(lambda: status_counts(db, "e2e-three-effects") == {"complete": 1000}, timeout=300, interval=0.5,
+                 what="1,000 instances to complete")
+    finally:
+        codes = [stop(w) for w in workers]
+    assert codes == [0, 0, 0, 0]
+    assert db.execute("SELECT count(*), count(DISTINCT (instance_id, step)) FROM e2e_effects") == [(3000, 3000)]
+    pids = db.execute("SELECT count(DISTINCT pid) FROM e2e_effects")[0][0]
+    assert pids == 4  # every worker took part
+    overlaps = db.execute(
+        "SELECT count(*) FROM e2e_effects a JOIN e2e_effects b ON a.instance_id = b.instance_id AND a.id < b.id "
+        "AND a.pid <> b.pid AND a.started < b.ended AND b.started < a.ended")
+    assert overlaps == [(0,)]
+
+
+def test_ten_thousand_sleepers_wake_within_a_second_of_their_due_time(db, tmp_path):
+    start = datetime.now(UTC) + timedelta(seconds=45)
+    python(db, "from datetime import datetime, timedelta\n"
+               "from ingest.engine import create_batch\n"
+               f"start = datetime.fromisoformat({start.isoformat()!r})\n"
+               "for b in range(100):\n"
+               "    create_batch('e2e-sleep-until', [{'id': f'sleep-{b}-{i}', 'params': "
+               "{'until': (start + timedelta(seconds=(b * 100 + i) * 0.003)).isoformat()}} for i in range(100)])",
+           timeout=600)
+    workers = [start_worker(db, concurrency=16, lease=30.0, poll=1.0, log=tmp_path / f"w{i}.log") for i in range(2)]
+    try:
+        wait_for(lambda: status_counts(db, "e2e-sleep-until") == {"complete": 10000}, timeout=240, interval=1.0,
+                 what="10,000 sleepers to wake and complete")
+    finally:
+        for w in workers:
+            stop(w)
+    sleeping_before_due = db.execute(
+        "SELECT count(*) FROM engine_history h JOIN engine_step s ON s.instance_id = h.instance_id AND s.name = 'nap' "
+        "WHERE h.kind = 'step.sleep' AND h.created_at < s.wake_at")
+    assert sleeping_before_due == [(10000,)]  # every one of them really slept
+    lags = [row[0] for row in db.execute(
+        "SELECT extract(epoch FROM ended_at - wake_at) FROM engine_step WHERE name = 'nap' ORDER BY 1")]
+    assert len(lags) == 10000
+    assert min(lags) >= 0
+    p99 = float(lags[int(len(lags) * 0.99)])
+    print(json.dumps({"wake_lag_p50_s": float(lags[5000]), "wake_lag_p99_s": p99, "wake_lag_max_s": float(lags[-1])}))
+    assert float(lags[-1]) < 1.0, f"the slowest wake-up was {float(lags[-1]):.3f} s late (p99 {p99:.3f} s)"
