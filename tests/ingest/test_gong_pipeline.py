@@ -40,3 +40,72 @@ def test_a_webhook_call_is_fetched_extracted_and_persisted_one_fact_per_step(
     assert facts.filter(subject="Acme Logistics", predicate="budget").exists()
     evaluation = SignalEvaluation.objects.get(instance_id=started.instance_id)
     assert evaluation.fact_ids == out["fact_ids"] and evaluation.fact_count == out["facts"]
+
+
+def test_a_call_without_keyword_hits_is_engagement_only_and_calls_no_llm(
+        openai_tenant: str, fake_openai: FakeOpenAI, drain) -> None:
+    keyword_list_set(tenant="acme", keywords=["blockchain"])
+    text = "Maya Chen: Just checking in.\nSam Okafor: All quiet here, talk next month."
+    started = gong_ingest_start("acme", {"id": "42", "title": "Acme Logistics <> Northwind: check-in"}, transcript=text)
+    drain()
+    status = get(started.instance_id).status()
+    assert status["status"] == "complete"
+    assert step_names(started.instance_id) == ["keyword-prefilter", "insert-engagement-only"]
+    assert status["output"]["engagement_only"] is True
+    fact = Fact.objects.get(tenant="acme", source_ref="gong:call:42")
+    assert (fact.predicate, fact.confidence, fact.source_authority) == ("engagement", 0.2, "GongEngagement")
+    assert fake_openai.count(CHAT) == 0
+
+
+def test_a_tenant_without_a_keyword_list_extracts_every_call(fake_openai: FakeOpenAI, drain) -> None:
+    text = "Dana Whitfield: Our budget is $50k.\nMaya Chen: Thanks."
+    started = gong_ingest_start("nolist", {"id": "7"}, transcript=text)
+    drain()
+    assert get(started.instance_id).status()["status"] == "complete"
+    assert "llm-extract" in step_names(started.instance_id)
+    assert Fact.objects.get(tenant="nolist", predicate="budget").object == "USD 50000"
+
+
+def test_a_redelivered_call_hits_the_duplicate_id_and_is_already_processed(openai_tenant: str, drain) -> None:
+    text = "Dana Whitfield: Our budget is $50k for pricing.\nMaya Chen: Noted."
+    first = gong_ingest_start("acme", {"id": "99"}, transcript=text)
+    drain()
+    again = gong_ingest_start("acme", {"id": "99"}, transcript=text)
+    assert first.created and not again.created and again.instance_id == first.instance_id
+    assert Instance.objects.filter(workflow="gong-ingest").count() == 1
+
+
+def test_a_malformed_transcript_fails_once_without_retrying_and_dead_letters(openai_tenant: str, drain) -> None:
+    started = gong_ingest_start("acme", {"id": "13"}, transcript="<<export failed>>")
+    drain()
+    status = get(started.instance_id).status()
+    assert status["status"] == "errored"
+    assert "malformed" in status["error"]["message"] and "replay" in status["error"]["message"]
+    prefilter = status["steps"][0]
+    assert prefilter["name"] == "keyword-prefilter" and len(prefilter["attempts"]) == 1
+    assert DeadLetter.objects.get(instance_id=started.instance_id).step_name == "keyword-prefilter"
+
+
+def test_gong_5xx_and_429_while_fetching_the_transcript_are_retried_by_the_engine(
+        gong_tenant: str, fake_gong: FakeGong, drain) -> None:
+    fake_gong.plan("POST /v2/calls/transcript", Planned(503, {"errors": ["unavailable"]}),
+                   Planned(429, {"errors": ["slow down"]}, {"Retry-After": "45"}))
+    call = fake_gong.calls[1]
+    started = gong_ingest_start("acme", {"id": call.id, "title": call.title})
+    drain()
+    status = get(started.instance_id).status()
+    assert status["status"] == "complete", status["error"]
+    fetch = status["steps"][0]
+    assert [a["ok"] for a in fetch["attempts"]] == [False, False, True]
+    assert fetch["attempts"][1]["retry_delay_seconds"] >= 45  # Gong's Retry-After, not the 20 s backoff
+
+
+def test_an_llm_key_that_is_refused_ends_the_step_without_retrying(openai_tenant: str, fake_openai: FakeOpenAI, drain) -> None:
+    fake_openai.plan(CHAT, Planned(401, {"error": {"message": "Incorrect API key provided"}}))
+    started = gong_ingest_start("acme", {"id": "5"}, transcript="Dana: Our budget is $50k.")
+    drain()
+    status = get(started.instance_id).status()
+    assert status["status"] == "errored"
+    assert status["error"]["name"] == "NonRetryableError" and "API key" in status["error"]["message"]
+    assert fake_openai.count(CHAT) == 1
+    assert not ApiCost.objects.filter(instance_id=started.instance_id).exists()  # a 401 bills nothing
