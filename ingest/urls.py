@@ -1,0 +1,15 @@
+"""Webhook routes; mounted under /hooks/ by dashboard/urls.py."""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from ingest import hooks
+
+app_name = "ingest"
+
+urlpatterns = [
+    path("gong/<str:key>", hooks.gong_webhook, name="gong-webhook"),
+    path("salesforce/<str:key>/cdc", hooks.salesforce_cdc, name="salesforce-cdc"),
+    path("salesforce/<str:key>/outbound", hooks.salesforce_outbound, name="salesforce-outbound"),
+]
