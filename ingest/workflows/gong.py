@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +27,7 @@ from ingest.models import SourceAuthority
 from ingest.selectors import gong_config_get, keyword_list_get
 from ingest.services import fact_insert_or_supersede
 from ingest.sources.errors import SourceError
-from ingest.sources.gong import GongCall, GongClient, GongExtensiveCall
+from ingest.sources.gong import GongCall, GongClient, GongExtensiveCall, GongParty, GongTranscript
 from ingest.sources.http import RateLimiter
 from ingest.workflows.common import (
     DEFAULT_RETRIES,
@@ -59,6 +59,16 @@ def account_of(title: str, fallback: str) -> str:
     return head or fallback
 
 
+def transcript_text(transcript: GongTranscript, parties: Sequence[GongParty] = ()) -> str:
+    """"Name: text" per monologue; an unnamed speaker reads "Speaker <id>", never a bare id,
+    so every line stays a speaker line for the prefilter and the extractor."""
+    names = {party.speaker_id: party.name for party in parties if party.speaker_id and party.name}
+    return "\n".join(
+        f"{names.get(m.speaker_id) or f'Speaker {m.speaker_id or 0}'}: " + " ".join(s.text for s in m.sentences)
+        for m in transcript.monologues
+    )
+
+
 # ---- the steps -----------------------------------------------------------------------------------
 
 _limiters: dict[str, RateLimiter] = {}
@@ -84,7 +94,7 @@ def fetch_transcript(*, tenant: str, call_id: str) -> dict[str, Any]:
     if transcript is None:
         raise TranscriptNotReady(f"Gong has no transcript for call {call_id} of tenant {tenant} yet; retrying later")
     parties = extensive.parties if extensive else ()
-    result: dict[str, Any] = {"text": transcript.as_text(parties)}
+    result: dict[str, Any] = {"text": transcript_text(transcript, parties)}
     if extensive is not None:
         result |= {"title": extensive.call.title,
                    "started": extensive.call.started.isoformat() if extensive.call.started else None}
