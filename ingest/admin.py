@@ -1,0 +1,92 @@
+"""Admin for the pipelines' tables. Prices, keyword lists and connections are edited here;
+facts, embeddings and signal evaluations are written by the workflows and shown read-only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+from django.http import HttpRequest
+
+from ingest import models
+
+
+class ReadOnly(admin.ModelAdmin):  # type: ignore[type-arg]
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(models.Price)
+class PriceAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    """A price change is a new row with a later `effective_from`: past costs keep their price."""
+
+    list_display = ("service", "model", "effective_from", "input_per_million", "cached_input_per_million",
+                    "output_per_million", "per_call", "per_item", "note")
+    list_filter = ("service",)
+    search_fields = ("service", "model")
+    ordering = ("service", "model", "-effective_from")
+
+
+@admin.register(models.KeywordList)
+class KeywordListAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    list_display = ("tenant", "keyword_count", "updated_at")
+    search_fields = ("tenant",)
+    readonly_fields = ("updated_at",)
+
+    @admin.display(description="keywords")
+    def keyword_count(self, obj: models.KeywordList) -> int:
+        return len(obj.keywords)
+
+    def save_model(self, request: HttpRequest, obj: models.KeywordList, form: Any, change: bool) -> None:
+        from ingest.services import keyword_list_set
+
+        saved = keyword_list_set(tenant=obj.tenant, keywords=[str(k) for k in obj.keywords])
+        obj.pk, obj.keywords, obj.updated_at = saved.pk, saved.keywords, saved.updated_at
+
+
+class ConnectionForm(forms.ModelForm):  # type: ignore[type-arg]
+    secret = forms.CharField(required=False, widget=forms.PasswordInput(render_value=True))
+
+    class Meta:
+        model = models.Connection
+        exclude = ("updated_at",)
+
+
+@admin.register(models.Connection)
+class ConnectionAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    form = ConnectionForm
+    list_display = ("tenant", "kind", "base_url", "enabled", "updated_at")
+    list_filter = ("kind", "enabled")
+    search_fields = ("tenant",)
+
+    def save_model(self, request: HttpRequest, obj: models.Connection, form: Any, change: bool) -> None:
+        from django.utils import timezone
+
+        obj.updated_at = timezone.now()
+        super().save_model(request, obj, form, change)
+
+
+@admin.register(models.Fact)
+class FactAdmin(ReadOnly):
+    list_display = ("subject", "predicate", "object", "confidence", "source_authority", "valid", "observed_at", "tenant")
+    list_filter = ("tenant", "source_authority", "valid", "predicate")
+    search_fields = ("subject", "id", "source_ref")
+    show_full_result_count = False
+
+
+@admin.register(models.SignalEvaluation)
+class SignalEvaluationAdmin(ReadOnly):
+    list_display = ("instance_id", "tenant", "workflow", "fact_count", "created_at")
+    list_filter = ("tenant", "workflow")
+    search_fields = ("instance_id", "source_ref")
+
+
+@admin.register(models.FactEmbedding)
+class FactEmbeddingAdmin(ReadOnly):
+    list_display = ("fact", "tenant", "model", "dim", "created_at")
+    list_filter = ("tenant", "model")
+    exclude = ("vector",)
