@@ -20,7 +20,7 @@ from typing import Any, TypedDict
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
-from django.db import close_old_connections, connection
+from django.db import close_old_connections, connection, connections
 from django.db.models import Max, Q
 
 from dashboard.live.feed import FeedState, feed_advance
@@ -30,6 +30,7 @@ from ingest.engine.models import History
 log = logging.getLogger("runledger.live")
 CHANNEL = "runledger_history"
 READ_LIMIT = 2000
+SAFETY_POLL_SECONDS = 1.0  # with LISTEN: re-read this often anyway (holes, a lost connection)
 
 
 class ChangeMsg(TypedDict):
@@ -123,8 +124,8 @@ class HistoryFollower:
             await conn.execute(f"LISTEN {CHANNEL}")
             await self.poll_once()
             while True:
-                # Wake on the first NOTIFY, or after 1 s to re-check holes (feed.py).
-                async for _ in conn.notifies(timeout=1.0, stop_after=1):
+                # Wake on the first NOTIFY, or after SAFETY_POLL_SECONDS to re-check holes (feed.py).
+                async for _ in conn.notifies(timeout=SAFETY_POLL_SECONDS, stop_after=1):
                     pass
                 await self.poll_once()
 
@@ -139,6 +140,7 @@ class HistoryFollower:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self.task
             self.task = None
+        await close_follower_connections()
 
 
 _follower: HistoryFollower | None = None
@@ -155,3 +157,8 @@ def ensure_follower_started() -> None:
     """Start this process's follower on the running event loop (daphne's) if not running."""
     if getattr(settings, "RUNLEDGER_LIVE_FOLLOWER", True):
         get_follower().ensure_started()
+
+
+async def close_follower_connections() -> None:
+    """Close the database connection the follower's thread holds (process shutdown, tests)."""
+    await _db(connections.close_all)()
