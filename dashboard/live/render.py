@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qs, urlencode
+from urllib.parse import parse_qs
 
 from django.http import QueryDict
 from django.template.loader import render_to_string
@@ -141,6 +141,3 @@ def render_push(user: Any, sub: Subscription, pending: Pending) -> list[str]:
         messages[0] += cursor_fragment(pending.cursor)
     return [m for m in messages if m.strip()]
 
-
-def live_query(**params: Any) -> str:
-    return urlencode({k: v for k, v in params.items() if v is not None})

@@ -142,9 +142,9 @@ def json_summary(value: Any) -> str:
         keys = list(value)
         shown = ", ".join(str(k) for k in keys[:5])
         more = f" +{len(keys) - 5}" if len(keys) > 5 else ""
-        return f"object · {len(keys)} keys: {shown}{more}"
+        return f"object · {len(keys)} key{'' if len(keys) == 1 else 's'}: {shown}{more}"
     if isinstance(value, list):
-        return f"list · {len(value)} items"
+        return f"list · {len(value)} item{'' if len(value) == 1 else 's'}"
     text = json.dumps(value, ensure_ascii=False, default=str)
     return text if len(text) <= 80 else text[:77] + "…"
 
