@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from ledger_factories import add_history, make_instance, make_run
 
 pytestmark = pytest.mark.db
