@@ -9,7 +9,8 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, ParamSpec, TypeVar
@@ -95,6 +96,7 @@ class InstanceStore:
     lease: timedelta
     control: str = ""
     deferred: list[Callable[[], None]] = field(default_factory=list)
+    _histories: list[History] = field(default_factory=list)
 
     # ---- reads -----------------------------------------------------------------------
 
@@ -128,11 +130,23 @@ class InstanceStore:
         """
         self.deferred.append(write)
 
+    @contextmanager
+    def _txn(self, now: datetime) -> Iterator[None]:
+        """A transaction that first checks the lease and ends by writing its history rows at once."""
+        with transaction.atomic():
+            self._guard(now)
+            yield
+            if self._histories:
+                rows, self._histories = self._histories, []
+                History.objects.bulk_create(rows)
+
     def _history(self, kind: str, now: datetime, *, step_name: str = "", status: str = "", **data: Any) -> History:
-        return History(
+        row = History(
             instance_id=self.instance_id, workflow=self.workflow, tenant=self.tenant, kind=kind,
             step_name=step_name, status=status, data=data, created_at=now,
         )
+        self._histories.append(row)
+        return row
 
     # ---- step.do ---------------------------------------------------------------------
 
@@ -153,9 +167,8 @@ class InstanceStore:
             self.control = got[0]
             return StepRecord(id=got[1], name=name, seq=seq, position=position, kind=kind,
                               status=StepStatus.RUNNING, attempts=attempt, started_at=now)
-        with transaction.atomic():
+        with self._txn(now):
             sql.async_commit()
-            self._guard(now)
             if rec is None:
                 step = Step.objects.create(
                     instance_id=self.instance_id, name=name, seq=seq, position=position, kind=kind,
@@ -167,7 +180,7 @@ class InstanceStore:
             else:
                 Step.objects.filter(id=rec.id).update(status=StepStatus.RUNNING, attempts=attempt, wake_at=None)
                 rec.status, rec.attempts, rec.wake_at = StepStatus.RUNNING, attempt, None
-            self._history(HistoryKind.STEP_STARTED, now, step_name=_label(name, seq), attempt=attempt).save()
+            self._history(HistoryKind.STEP_STARTED, now, step_name=_label(name, seq), attempt=attempt)
         return rec
 
     @_io
@@ -186,8 +199,7 @@ class InstanceStore:
             self.control = control
             rec.status, rec.result = StepStatus.COMPLETE, result
             return
-        with transaction.atomic():
-            self._guard(now)
+        with self._txn(now):
             Step.objects.filter(id=rec.id).update(
                 status=StepStatus.COMPLETE, result=result, ended_at=now, attempts=attempt,
                 error_name="", error_message="", error_traceback="",
@@ -195,7 +207,7 @@ class InstanceStore:
             Attempt.objects.create(step_id=rec.id, number=attempt, started_at=started, ended_at=now,
                                    ok=True, worker=self.worker)
             self._history(HistoryKind.STEP_COMPLETED, now, step_name=_label(rec.name, rec.seq),
-                          attempt=attempt, ms=round((now - started).total_seconds() * 1000, 3)).save()
+                          attempt=attempt, ms=round((now - started).total_seconds() * 1000, 3))
         rec.status, rec.result = StepStatus.COMPLETE, result
 
     @_io
@@ -203,8 +215,7 @@ class InstanceStore:
                             failure: Failure, retry_at: datetime | None) -> None:
         """Record a failed attempt: a retry at `retry_at`, or the step's final failure."""
         delay = None if retry_at is None else (retry_at - now).total_seconds()
-        with transaction.atomic():
-            self._guard(now)
+        with self._txn(now):
             Attempt.objects.create(
                 step_id=rec.id, number=attempt, started_at=started, ended_at=now, ok=False,
                 error_name=failure.name, error_message=failure.message,
@@ -217,13 +228,13 @@ class InstanceStore:
                     error_traceback=failure.traceback, wake_at=None,
                 )
                 self._history(HistoryKind.STEP_FAILED, now, step_name=_label(rec.name, rec.seq),
-                              attempt=attempt, error=failure.name, message=failure.message[:500]).save()
+                              attempt=attempt, error=failure.name, message=failure.message[:500])
             else:
                 Step.objects.filter(id=rec.id).update(attempts=attempt, wake_at=retry_at,
                                                       error_name=failure.name, error_message=failure.message)
                 self._history(HistoryKind.STEP_RETRY, now, step_name=_label(rec.name, rec.seq),
                               attempt=attempt, error=failure.name, message=failure.message[:500],
-                              delay=delay).save()
+                              delay=delay)
         rec.attempts, rec.wake_at = attempt, retry_at
         if retry_at is None:
             rec.status, rec.error_name, rec.error_message = StepStatus.ERRORED, failure.name, failure.message
@@ -236,8 +247,7 @@ class InstanceStore:
     @_io
     def rollback_recorded(self, *, name: str, position: int, now: datetime, started: datetime,
                           failure: Failure | None) -> None:
-        with transaction.atomic():
-            self._guard(now)
+        with self._txn(now):
             Step.objects.update_or_create(
                 instance_id=self.instance_id, name=name, seq=1,
                 defaults={
@@ -251,7 +261,7 @@ class InstanceStore:
             )
             kind = HistoryKind.STEP_FAILED if failure else HistoryKind.STEP_COMPLETED
             extra = {"error": failure.name, "message": failure.message[:500]} if failure else {}
-            self._history(kind, now, step_name=name, rollback=True, **extra).save()
+            self._history(kind, now, step_name=name, rollback=True, **extra)
 
     # ---- sleeps, events, children --------------------------------------------------------
 
@@ -260,8 +270,7 @@ class InstanceStore:
                      wake_at: datetime | None, event_type: str = "", child_id: str | None = None,
                      child: Instance | None = None) -> StepRecord:
         status = StepStatus.SLEEPING if kind == StepKind.SLEEP else StepStatus.WAITING
-        with transaction.atomic():
-            self._guard(now)
+        with self._txn(now):
             if child is not None:
                 child.save(force_insert=True)
                 self._history_for_child(child, now)
@@ -272,7 +281,7 @@ class InstanceStore:
             )
             hk = HistoryKind.STEP_SLEEP if kind == StepKind.SLEEP else HistoryKind.STEP_WAIT
             self._history(hk, now, step_name=_label(name, seq), until=wake_at.isoformat() if wake_at else None,
-                          event_type=event_type, child=child_id).save()
+                          event_type=event_type, child=child_id)
             if child is not None:
                 sql.notify_ready()
         return StepRecord(id=step.id, name=name, seq=seq, position=position, kind=kind,
@@ -291,8 +300,7 @@ class InstanceStore:
             self.defer(lambda: self._resolve(rec, now=now, result=result, failure=failure))
             rec.status = StepStatus.ERRORED if failure else StepStatus.COMPLETE
             return
-        with transaction.atomic():
-            self._guard(now)
+        with self._txn(now):
             self._resolve(rec, now=now, result=result, failure=failure)
 
     def waiting_step(self, *, name: str, seq: int, position: int, kind: str, now: datetime,
@@ -305,7 +313,7 @@ class InstanceStore:
             Step.objects.create(instance_id=self.instance_id, name=name, seq=seq, position=position, kind=kind,
                                 status=status, started_at=now, wake_at=wake_at, event_type=event_type)
             self._history(hk, now, step_name=_label(name, seq), until=wake_at.isoformat() if wake_at else None,
-                          event_type=event_type).save()
+                          event_type=event_type)
 
         self.defer(write)
 
@@ -317,7 +325,7 @@ class InstanceStore:
     def _resolve(self, rec: StepRecord, *, now: datetime, result: Any, failure: Failure | None) -> None:
         if failure is None:
             Step.objects.filter(id=rec.id).update(status=StepStatus.COMPLETE, result=result, ended_at=now)
-            self._history(HistoryKind.STEP_COMPLETED, now, step_name=_label(rec.name, rec.seq)).save()
+            self._history(HistoryKind.STEP_COMPLETED, now, step_name=_label(rec.name, rec.seq))
             rec.status, rec.result = StepStatus.COMPLETE, result
         else:
             Step.objects.filter(id=rec.id).update(
@@ -325,14 +333,13 @@ class InstanceStore:
                 error_message=failure.message,
             )
             self._history(HistoryKind.STEP_FAILED, now, step_name=_label(rec.name, rec.seq),
-                          error=failure.name, message=failure.message).save()
+                          error=failure.name, message=failure.message)
             rec.status, rec.error_name, rec.error_message = StepStatus.ERRORED, failure.name, failure.message
 
     @_io
     def consume_event(self, rec: StepRecord, *, now: datetime) -> dict[str, Any] | None:
         """Take the oldest buffered event of the step's type, atomically with the step's result."""
-        with transaction.atomic():
-            self._guard(now)
+        with self._txn(now):
             event = (
                 PendingEvent.objects.select_for_update()
                 .filter(instance_id=self.instance_id, type=rec.event_type, consumed_at__isnull=True)
@@ -358,8 +365,7 @@ class InstanceStore:
         committed before this transaction is seen by the checks below, and one that commits
         after it finds the instance waiting and wakes it: no wake-up is lost.
         """
-        with transaction.atomic():
-            self._guard(now)
+        with self._txn(now):
             control = Control.PAUSE if pause else self.control
             if event_type and PendingEvent.objects.filter(
                 instance_id=self.instance_id, type=event_type, consumed_at__isnull=True
@@ -379,14 +385,13 @@ class InstanceStore:
                 fields.update(status=status, ready_at=ready_at)
             Instance.objects.filter(id=self.instance_id).update(**fields)
             self._history(HistoryKind.INSTANCE_STATUS, now, status=status,
-                          until=ready_at.isoformat() if ready_at else None).save()
+                          until=ready_at.isoformat() if ready_at else None)
         return status
 
     @_io
     def finish(self, *, now: datetime, status: str, output: Any = None, failure: Failure | None = None,
                failed_step: str = "", parent_id: str | None = None) -> None:
-        with transaction.atomic():
-            self._guard(now)
+        with self._txn(now):
             Instance.objects.filter(id=self.instance_id).update(
                 status=status, output=output, ended_at=now, updated_at=now, ready_at=None,
                 lease_owner="", lease_token="", lease_expires_at=None, control="",
@@ -396,7 +401,7 @@ class InstanceStore:
             data: dict[str, Any] = {}
             if failure:
                 data = {"error": failure.name, "message": failure.message[:2000], "step": failed_step}
-            self._history(HistoryKind.INSTANCE_STATUS, now, status=status, **data).save()
+            self._history(HistoryKind.INSTANCE_STATUS, now, status=status, **data)
             if status == Status.ERRORED and failure is not None:
                 self._dead_letter(now=now, failure=failure, failed_step=failed_step)
             if parent_id:
