@@ -84,13 +84,14 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL]},
+            "CONFIG": {"hosts": [REDIS_URL], "capacity": 1000},
         }
     }
 else:
     # Web and worker processes never talk through the channel layer: live updates follow the
     # history table (see dashboard/live), so the in-memory layer is enough for one web process.
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    # Capacity above the default 100: a socket's queue must not drop a burst before it is coalesced.
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer", "CONFIG": {"capacity": 1000}}}
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
@@ -119,7 +120,7 @@ RUNLEDGER_POLL_SECONDS = config.env_float(ENV, "RUNLEDGER_POLL_SECONDS", 1.0, mi
 # Extra modules whose workflows every process registers (comma-separated), beside ingest.workflows.
 RUNLEDGER_WORKFLOW_MODULES = [m.strip() for m in ENV.get("RUNLEDGER_WORKFLOW_MODULES", "").split(",") if m.strip()]
 # Prices usage when a step records a cost without an amount (ingest.pricing, the pipelines' table).
-RUNLEDGER_PRICER = ENV.get("RUNLEDGER_PRICER", "")
+RUNLEDGER_PRICER = ENV.get("RUNLEDGER_PRICER", "ingest.pricing.price_usage")
 
 LOGGING = {
     "version": 1,
