@@ -35,6 +35,7 @@ class Fact(models.Model):
     source_ref = models.CharField(max_length=200, help_text="e.g. gong:call:7123… or sfdc:Opportunity:006…")
     evidence = models.TextField(blank=True, default="")
     observed_at = models.DateTimeField(help_text="when the source said it (call start, record change)")
+    ordinal = models.IntegerField(default=0, help_text="position in its batch: later wins a tie")
     valid = models.BooleanField(default=True)
     superseded_by = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="supersedes"

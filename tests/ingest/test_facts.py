@@ -26,7 +26,7 @@ def test_the_same_fact_from_the_same_source_is_stored_once() -> None:
     first, again = put("USD 50000", source="gong:call:1"), put("USD 50000", source="gong:call:1")
     assert first.id == again.id == fact_id_for(tenant="acme", source_ref="gong:call:1",
                                                fact=Extracted("acme", "budget", "usd 50000", 0.1))
-    assert (first.action, again.action) == ("inserted", "unchanged")
+    assert (first.action, again.action) == ("inserted", "unchanged")  # budget: single-valued
     assert Fact.objects.count() == 1
 
 
@@ -73,3 +73,12 @@ def test_committed_facts_are_embedded_and_found_by_similarity(openai_tenant: str
     assert "Clari" in best[0].text and best[0].score > best[-1].score
     assert fact_similar(tenant="globex", vector=query) == []
     assert started.created
+
+
+def test_within_one_call_the_later_statement_wins_whatever_order_the_facts_land_in(openai_tenant: str, drain) -> None:
+    gong_ingest_start("acme", {"id": "11", "account": "Acme"}, transcript=(
+        "Dana Whitfield: Our budget is $50k.\nSam Okafor: Correction, after the board meeting our budget is $65k."))
+    drain()
+    valid = Fact.objects.get(predicate="budget", valid=True)
+    assert valid.object == "USD 65000"
+    assert Fact.objects.get(predicate="budget", valid=False).superseded_by_id == valid.id

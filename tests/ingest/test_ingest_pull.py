@@ -43,7 +43,8 @@ def test_pulling_salesforce_follows_query_pages_and_starts_versioned_ingests(
     drain()
     statuses = {i.status for i in Instance.objects.filter(workflow="salesforce-ingest")}
     assert statuses == {"complete"}
-    assert Fact.objects.filter(source_authority="SfdcOpportunityStage").count() >= 3 * len(fake_salesforce.opportunities)
+    stage_facts = Fact.objects.filter(source_authority="SfdcOpportunityStage")
+    assert stage_facts.count() >= 3 * len(fake_salesforce.opportunities)
 
 
 def test_pulling_explains_bad_arguments_and_missing_credentials(db: None) -> None:
