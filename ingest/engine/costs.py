@@ -18,7 +18,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils.module_loading import import_string
 
-from ingest.engine import clock
+from ingest.engine import clock, notify
 from ingest.engine.errors import BudgetExceeded
 from ingest.engine.models import (
     ApiCost,
@@ -118,6 +118,7 @@ def _breach(*, ctx: StepContext, service: str, amount: Decimal, budget: Budget, 
         instance_id=ctx.instance_id, kind=ApprovalKind.BUDGET, budget=budget, step_name=ctx.step_label,
         state__in=[ApprovalState.REJECTED, ApprovalState.EXPIRED],
     ).exists()
+    notify.history()
     History.objects.create(
         instance_id=ctx.instance_id, workflow=ctx.workflow, tenant=ctx.tenant, kind=HistoryKind.BUDGET,
         step_name=ctx.step_label, data={"budget": budget.id, "service": service, "amount": str(amount),
@@ -169,6 +170,7 @@ def cost_record(*, ctx: StepContext, service: str, cost: Decimal | None, model: 
             metadata=metadata, tenant=ctx.tenant, created_at=now,
         )
         _settle(ctx=ctx, service=service, cost=cost, now=now)
+        notify.history()
         History.objects.create(
             instance_id=ctx.instance_id, workflow=ctx.workflow, tenant=ctx.tenant,
             kind=HistoryKind.COST_RECORDED, step_name=ctx.step_label,
@@ -221,6 +223,7 @@ def approval_request_create(*, instance_id: str, tenant: str, workflow: str, ste
             )
             existing.event_type = f"approval:{existing.id}"
             existing.save(update_fields=["event_type"])
+            notify.history()
             History.objects.create(instance_id=instance_id, workflow=workflow, tenant=tenant,
                                    kind=HistoryKind.APPROVAL, step_name=step_name,
                                    data={"approval": existing.id, "state": "pending", "title": title},

@@ -16,7 +16,7 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from ingest.engine import clock, sql
+from ingest.engine import clock, notify, sql
 from ingest.engine.errors import (
     ApprovalError,
     BatchTooLarge,
@@ -108,6 +108,7 @@ def _generated_id(workflow: str, now: datetime) -> str:
 
 
 def _created_history(inst: Instance, *, actor: str, reason: str = "", **data: Any) -> History:
+    notify.history()
     return History(instance_id=inst.id, workflow=inst.workflow, tenant=inst.tenant,
                    kind=HistoryKind.INSTANCE_CREATED, status=Status.QUEUED, actor=actor,
                    reason=reason, data=data, created_at=inst.created_at)
@@ -122,7 +123,7 @@ def instance_create(*, workflow: str, id: str | None = None, params: Any = None,
         with transaction.atomic():
             inst.save(force_insert=True)
             _created_history(inst, actor=actor).save()
-            sql.notify_ready()
+            notify.ready()
     except IntegrityError:
         if Instance.objects.filter(id=inst.id).exists():
             raise InstanceAlreadyExists(inst.id) from None
@@ -157,7 +158,7 @@ def instance_create_batch(*, workflow: str, items: Iterable[dict[str, Any]], act
             taken = Instance.objects.filter(id__in=ids).values_list("id", flat=True).first()
             raise InstanceAlreadyExists(taken or ids[0]) from None
         History.objects.bulk_create([_created_history(i, actor=actor) for i in instances])
-        sql.notify_ready()
+        notify.ready()
     return instances
 
 
@@ -172,6 +173,7 @@ def _locked(instance_id: str) -> Instance:
 
 
 def _operator(inst: Instance, *, action: str, actor: str, reason: str, now: datetime, **data: Any) -> None:
+    notify.history()
     History.objects.create(instance_id=inst.id, workflow=inst.workflow, tenant=inst.tenant,
                            kind=HistoryKind.OPERATOR, status=inst.status, actor=actor, reason=reason,
                            data={"action": action, **data}, created_at=now)
@@ -241,7 +243,7 @@ def instance_resume(*, instance_id: str, actor: str = "", reason: str = "") -> I
         inst.save()
         _operator(inst, action="resume", actor=actor, reason=reason, now=now, shifted_seconds=None)
         _status_change(inst, now=now, actor=actor)
-        sql.notify_ready()
+        notify.ready()
     return inst
 
 
@@ -277,7 +279,7 @@ def instance_terminate(*, instance_id: str, rollback: bool = False, actor: str =
                 from ingest.engine.store import wake_parent
 
                 wake_parent(inst.parent_id, now=now)
-        sql.notify_ready()
+        notify.ready()
     return inst
 
 
@@ -308,7 +310,7 @@ def instance_restart(*, instance_id: str, from_step: str | None = None, actor: s
         _status_change(inst, now=now, actor=actor)
         DeadLetter.objects.filter(instance_id=inst.id, state=DeadLetterState.OPEN).update(
             state=DeadLetterState.REDRIVEN, resolved_at=now, resolved_by=actor, resolution=f"restarted: {reason}")
-        sql.notify_ready()
+        notify.ready()
     return inst
 
 
@@ -337,7 +339,7 @@ def instance_retry(*, instance_id: str, actor: str = "", reason: str = "", start
         _status_change(inst, now=now, actor=actor)
         DeadLetter.objects.filter(instance_id=inst.id, state=DeadLetterState.OPEN).update(
             state=DeadLetterState.REDRIVEN, resolved_at=now, resolved_by=actor, resolution=reason or "retried")
-        sql.notify_ready()
+        notify.ready()
     return inst
 
 
@@ -365,7 +367,7 @@ def instance_replay(*, instance_id: str, params: Any = None, new_id: str | None 
         DeadLetter.objects.filter(instance_id=source.id, state=DeadLetterState.OPEN).update(
             state=DeadLetterState.REDRIVEN, resolved_at=now, resolved_by=actor,
             resolution=f"replayed as {inst.id}" + (f": {reason}" if reason else ""))
-        sql.notify_ready()
+        notify.ready()
     return inst
 
 
@@ -388,6 +390,7 @@ def instance_send_event(*, instance_id: str, type: str, payload: Any = None, act
                 f"cannot send event {type!r} to instance {inst.id}: it is {inst.status} and takes no more events"
             )
         event = PendingEvent.objects.create(instance=inst, type=type, payload=payload, created_at=now, sender=actor)
+        notify.history()
         History.objects.create(instance_id=inst.id, workflow=inst.workflow, tenant=inst.tenant,
                                kind=HistoryKind.EVENT_RECEIVED, actor=actor,
                                data={"type": type, "event": event.id}, created_at=now)
@@ -395,7 +398,7 @@ def instance_send_event(*, instance_id: str, type: str, payload: Any = None, act
                                       event_type=type).exists()
         if waiting and inst.status == Status.WAITING:
             Instance.objects.filter(id=inst.id).update(ready_at=now, updated_at=now)
-            sql.notify_ready()
+            notify.ready()
         elif waiting and inst.status == Status.PAUSED:
             Instance.objects.filter(id=inst.id).update(paused_ready_at=now)
     return event
@@ -547,6 +550,7 @@ def budget_upsert(*, scope: str, key: str, period: str, limit: Decimal | str | i
         if not created:
             budget.limit, budget.policy, budget.enabled, budget.updated_at = amount, policy, enabled, now
             budget.save()
+        notify.history()
         History.objects.create(kind=HistoryKind.BUDGET, tenant=key if scope == "tenant" else "",
                                workflow=key if scope == "workflow" else "", actor=actor,
                                data={"action": "created" if created else "updated", "budget": budget.id,

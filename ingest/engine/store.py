@@ -17,7 +17,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from django.db import DatabaseError, transaction
 
-from ingest.engine import sql
+from ingest.engine import notify, sql
 from ingest.engine.models import (
     Attempt,
     Control,
@@ -139,6 +139,7 @@ class InstanceStore:
             if self._histories:
                 rows, self._histories = self._histories, []
                 History.objects.bulk_create(rows)
+                notify.history()
 
     def _history(self, kind: str, now: datetime, *, step_name: str = "", status: str = "", **data: Any) -> History:
         row = History(
@@ -165,6 +166,7 @@ class InstanceStore:
             if got is None:
                 raise LeaseLost(self.instance_id)
             self.control = got[0]
+            notify.history()
             return StepRecord(id=got[1], name=name, seq=seq, position=position, kind=kind,
                               status=StepStatus.RUNNING, attempts=attempt, started_at=now)
         with self._txn(now):
@@ -197,6 +199,7 @@ class InstanceStore:
             if control is None:
                 raise LeaseLost(self.instance_id)
             self.control = control
+            notify.history()
             rec.status, rec.result = StepStatus.COMPLETE, result
             return
         with self._txn(now):
@@ -283,7 +286,7 @@ class InstanceStore:
             self._history(hk, now, step_name=_label(name, seq), until=wake_at.isoformat() if wake_at else None,
                           event_type=event_type, child=child_id)
             if child is not None:
-                sql.notify_ready()
+                notify.ready()
         return StepRecord(id=step.id, name=name, seq=seq, position=position, kind=kind,
                           status=status, wake_at=wake_at, event_type=event_type, child_id=child_id,
                           started_at=now)
@@ -406,7 +409,7 @@ class InstanceStore:
                 self._dead_letter(now=now, failure=failure, failed_step=failed_step)
             if parent_id:
                 wake_parent(parent_id, now=now)
-                sql.notify_ready()
+                notify.ready()
 
     def _dead_letter(self, *, now: datetime, failure: Failure, failed_step: str) -> None:
         signature, normalized = error_signature(

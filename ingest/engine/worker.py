@@ -21,7 +21,7 @@ from typing import Any
 from django.conf import settings
 from django.db import close_old_connections, connection, transaction
 
-from ingest.engine import clock, flow, sql
+from ingest.engine import clock, flow, notify, sql
 from ingest.engine.models import History, HistoryKind, Instance, Status
 from ingest.engine.runtime import Execution
 from ingest.engine.steps import AsyncStep, Step
@@ -53,6 +53,7 @@ def claim_batch(*, worker_id: str, limit: int, lease: timedelta, now: datetime |
         moved = [c for c in claimed if c.previous_status in (Status.QUEUED, Status.WAITING)]
         if moved:
             rows = Instance.objects.filter(id__in=[c.id for c in moved]).values_list("id", "workflow", "tenant")
+            notify.history()
             History.objects.bulk_create([
                 History(instance_id=i, workflow=w, tenant=t, kind=HistoryKind.INSTANCE_STATUS,
                         status=Status.RUNNING, created_at=now)

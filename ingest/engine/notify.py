@@ -1,0 +1,75 @@
+"""Wake-ups across processes on PostgreSQL: `runledger_ready` for workers, `runledger_history`
+for the dashboard's live feed.
+
+NOTIFY is sent after commit, from one thread per process with its own connection, at most once
+per 50 ms per channel. Sending it inside the writing transaction (a trigger, say) would make
+PostgreSQL hold its global notification lock through each commit's WAL flush, serialising every
+worker's commits; here the notifying transaction writes nothing and flushes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from django.db import transaction
+
+from ingest.engine import sql
+
+log = logging.getLogger("runledger.engine")
+COALESCE_SECONDS = 0.05
+
+
+class Notifier:
+    def __init__(self) -> None:
+        self._pending: set[str] = set()
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def request(self, channel: str) -> None:
+        with self._cond:
+            self._pending.add(channel)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="runledger-notify", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+
+    def _loop(self) -> None:
+        import psycopg
+
+        from ingest.engine.pg import connection_string
+
+        conn: psycopg.Connection[tuple[object, ...]] | None = None
+        while True:
+            with self._cond:
+                while not self._pending:
+                    self._cond.wait()
+                channels, self._pending = self._pending, set()
+            try:
+                if conn is None or conn.closed:
+                    conn = psycopg.connect(connection_string(), autocommit=True)
+                for channel in sorted(channels):
+                    conn.execute("SELECT pg_notify(%s, '')", (channel,))
+            except Exception:  # noqa: BLE001 - listeners also poll; a lost notification costs latency only
+                log.warning("could not NOTIFY %s; listeners will find the change by polling", ", ".join(channels))
+                conn = None
+            time.sleep(COALESCE_SECONDS)
+
+
+_notifier = Notifier()
+
+
+def _after_commit(channel: str) -> None:
+    if sql.is_postgres():
+        transaction.on_commit(lambda: _notifier.request(channel))
+
+
+def ready() -> None:
+    """Instances became runnable: wake idle workers (after this transaction commits)."""
+    _after_commit(sql.READY_CHANNEL)
+
+
+def history() -> None:
+    """History rows were written: wake the dashboards' followers (after this transaction commits)."""
+    _after_commit(sql.HISTORY_CHANNEL)
