@@ -1,0 +1,67 @@
+"""`manage.py up`: the whole app in one process — migrations, demo data, web, worker, scheduler."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+log = logging.getLogger("runledger")
+
+
+class Command(BaseCommand):
+    help = (
+        "Start Runledger in one process: apply migrations, create the demo users and (unless "
+        "--no-demo) ingest the demo data set, then serve the dashboard and API with daphne while an "
+        "in-process worker runs instances and the scheduler fires cron schedules. The embedded "
+        "default (SQLite); for production run daphne, `manage.py worker` and `manage.py scheduler` "
+        "as separate processes on PostgreSQL."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+        parser.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
+        parser.add_argument("--concurrency", type=int, default=4, help="instances in flight in the worker (default 4)")
+        parser.add_argument("--no-demo", action="store_true", help="do not ingest the demo data set")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if not 0 < options["port"] < 65536:
+            raise CommandError(f"--port must be between 1 and 65535; got {options['port']}")
+        call_command("migrate", interactive=False, verbosity=0)
+        from dashboard.access import demo_users_ensure
+
+        demo_users_ensure()
+        if not options["no_demo"]:
+            from ingest.demo import demo_seed
+
+            summary = demo_seed()
+            self.stdout.write(f"demo data: {summary.started} ingests started, {summary.already} already there")
+        from ingest.engine.worker import Worker
+        from ingest.triggers.scheduler import Scheduler
+
+        worker = Worker(concurrency=options["concurrency"]).start()
+        scheduler = Scheduler()
+        scheduler.start()
+        url = f"http://{options['host']}:{options['port']}/"
+        self.stdout.write(f"Runledger is up at {url} — log in as operator/operator (viewer/viewer reads only)")
+        self.stdout.flush()
+        try:
+            self._serve(options["host"], options["port"])
+        finally:
+            self.stdout.write("stopping: draining the worker")
+            scheduler.stop()
+            worker.stop(timeout=30)
+
+    def _serve(self, host: str, port: int) -> None:
+        from daphne.endpoints import build_endpoint_description_strings
+        from daphne.server import Server
+
+        from dashboard.asgi import application
+
+        Server(
+            application=application,
+            endpoints=build_endpoint_description_strings(host=host, port=port),
+            signal_handlers=True,
+        ).run()
