@@ -51,7 +51,7 @@ def next_delay(policy: RetryPolicy, *, attempt: int) -> timedelta | None:
         case "linear":
             return policy.delay * attempt
         case "exponential":
-            return policy.delay * 2 ** (attempt - 1)
+            return policy.delay * int(2 ** (attempt - 1))
     raise AssertionError(policy.backoff)
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from ingest.engine import clock
+from ingest.engine import clock, flow
 from ingest.engine.context import StepContext
 from ingest.engine.errors import (
     EngineError,
@@ -32,8 +32,9 @@ from ingest.engine.errors import (
     StepResultNotSerializable,
     StepResultTooLarge,
     StepTimeout,
+    WorkflowTimeout,
 )
-from ingest.engine.models import Control, Instance, Status, StepKind, StepStatus
+from ingest.engine.models import Control, History, HistoryKind, Instance, Status, StepKind, StepStatus
 from ingest.engine.policy import (
     MAX_RESULT_BYTES,
     StepConfig,
@@ -116,6 +117,7 @@ class Execution:
         self._lock = threading.Lock()
         self.rollbacks: list[tuple[int, str, Callable[..., Any], Any]] = []
         self.failed_step = ""
+        self.deadline: datetime | None = None  # the workflow-level timeout, set by run_turn
 
     # ---- identity and replay checks ----------------------------------------------------
 
@@ -147,7 +149,8 @@ class Execution:
         return seq, position, rec
 
     def checkpoint(self) -> None:
-        """Before new work: honour an operator's terminate or pause, or the worker's drain."""
+        """Before new work: honour an operator's terminate or pause, the worker's drain, the timeout."""
+        self.check_deadline()
         control = self.store.control
         if control in (Control.TERMINATE, Control.TERMINATE_ROLLBACK):
             raise Unwind(rollback=control == Control.TERMINATE_ROLLBACK)
@@ -320,6 +323,9 @@ class Execution:
         inst = self.instance
         try:
             workflow = get_workflow(inst.workflow)()
+            # Checked at the first new step and at suspension, after replay has registered the
+            # completed steps' rollbacks, so a timed-out instance unwinds like any failure.
+            self.deadline = _deadline(inst, workflow.__class__._timeout)
             event = WorkflowEvent(payload=inst.params, instance_id=inst.id, timestamp=inst.created_at,
                                   tenant=inst.tenant, workflow=inst.workflow,
                                   schedule=inst.params.get("_schedule") if isinstance(inst.params, dict) else None)
@@ -352,9 +358,29 @@ class Execution:
         self.store.finish(now=self.now(), status=Status.COMPLETE, output=output, parent_id=inst.parent_id)
         return Status.COMPLETE
 
+    def check_deadline(self) -> None:
+        """Past the workflow's timeout, the instance errors at this step boundary."""
+        error = self._timed_out()
+        if error is not None:
+            raise FailInstance(error, step="")
+
+    def _timed_out(self) -> WorkflowTimeout | None:
+        if not flow.timed_out(deadline=self.deadline, now=self.now()):
+            return None
+        timeout = get_workflow(self.instance.workflow)._timeout
+        assert self.deadline is not None and timeout is not None
+        return WorkflowTimeout(workflow=self.instance.workflow, instance_id=self.instance.id,
+                               timeout=timeout.total_seconds(),
+                               started_at=f"{self.deadline - timeout:%Y-%m-%d %H:%M:%S} UTC")
+
     def _suspend(self, suspend: Suspend) -> str:
         if self.store.control == Control.TERMINATE_ROLLBACK:
             return self._terminate(rollback=True)
+        timed_out = self._timed_out()  # a sleeper woken by its deadline replays to here
+        if timed_out is not None:
+            return self._fail(Failure(type(timed_out).__name__, str(timed_out)))
+        # A sleeper must wake by its deadline to fail, not sleep past it.
+        suspend.until = flow.cap_wake(suspend.until, deadline=self.deadline)
         return self.store.suspend(now=self.now(), ready_at=suspend.until, status=suspend.status,
                                   event_type=suspend.event_type, child_id=suspend.child_id, pause=suspend.pause)
 
@@ -412,6 +438,17 @@ def _arity(fn: Callable[..., Any]) -> int:
     except TypeError:
         pass
     return count
+
+
+def _deadline(inst: Instance, timeout: timedelta | None) -> datetime | None:
+    """The instance's deadline: its timeout from its start, or from the operator's last restart
+    or retry, which run it again and so start its clock again."""
+    if timeout is None or inst.started_at is None:
+        return None
+    rerun = (History.objects.filter(instance_id=inst.id, kind=HistoryKind.OPERATOR,
+                                    data__action__in=["restart", "retry"])
+             .order_by("-id").values_list("created_at", flat=True).first())
+    return flow.deadline(started_at=max(inst.started_at, rerun or inst.started_at), timeout=timeout)
 
 
 def _label(rec: StepRecord) -> str:
@@ -477,7 +514,7 @@ def rebuild_error(name: str, message: str) -> BaseException:
             if issubclass(cls, KeyError):
                 message = _unrepr(message)  # str(KeyError("k")) is "'k'"
             try:
-                return cls(message)  # type: ignore[no-any-return]
+                return cls(message)
             except Exception:  # noqa: BLE001, S112 - a constructor with other arguments
                 continue
     return StepFailed(message, name=name)

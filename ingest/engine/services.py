@@ -248,10 +248,11 @@ def instance_resume(*, instance_id: str, actor: str = "", reason: str = "") -> I
 
 
 def _shift_timers(instance_id: str, shift: timedelta) -> None:
-    for step in Step.objects.filter(instance_id=instance_id, wake_at__isnull=False).exclude(
+    from django.db.models import F
+
+    Step.objects.filter(instance_id=instance_id, wake_at__isnull=False).exclude(
         status__in=[StepStatus.COMPLETE, StepStatus.ERRORED]
-    ):
-        Step.objects.filter(id=step.id).update(wake_at=step.wake_at + shift)
+    ).update(wake_at=F("wake_at") + shift)
 
 
 def instance_terminate(*, instance_id: str, rollback: bool = False, actor: str = "", reason: str = "") -> Instance:

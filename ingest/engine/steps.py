@@ -247,7 +247,7 @@ class Step:
 class AsyncStep(Step):
     """The step API for `async def run`: the same methods, awaited."""
 
-    async def do(self, name: str, fn: Callable[..., Any], **options: Any) -> Any:  # type: ignore[override]
+    async def do(self, name: str, fn: Callable[..., Any], **options: Any) -> Any:
         p = self._x.prepare_do(name, options)  # before any await: positions follow call order
         return await self._run_async(p, fn)
 
@@ -297,7 +297,7 @@ class AsyncStep(Step):
         sync = Step(self._x)
         return await asyncio.to_thread(sync.wait_for_approval, name, **kwargs)
 
-    async def child(self, name: str, **kwargs: Any) -> Any:  # type: ignore[override]
+    async def child(self, name: str, **kwargs: Any) -> Any:
         return await asyncio.to_thread(super().child, name, **kwargs)
 
 
