@@ -185,7 +185,8 @@ def main() -> None:
     parser.add_argument("--instances", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=16, help="instances in flight per worker process")
     parser.add_argument("--sleepers", type=int, default=100_000)
-    parser.add_argument("--sleeper-rate", type=float, default=1000.0, help="sleepers created per second")
+    parser.add_argument("--sleeper-rate", type=float, default=300.0,
+                        help="sleepers created per second: their due times spread at this rate")
     parser.add_argument("--sleeper-repeats", type=int, default=1)
     parser.add_argument("--skip-dbos", action="store_true")
     args = parser.parse_args()

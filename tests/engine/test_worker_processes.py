@@ -90,13 +90,17 @@ def test_a_thousand_instances_through_four_workers_complete_once_each(db, tmp_pa
 def test_ten_thousand_sleepers_wake_within_a_second_of_their_due_time(db, tmp_path):
     workers = [start_worker(db, concurrency=16, lease=30.0, poll=1.0, log=tmp_path / f"w{i}.log") for i in range(2)]
     try:
-        # Created while the workers run, each due 20 s after its batch is created.
-        python(db, "from datetime import timedelta\n"
+        # Created while the workers run, 200 a second, each due 20 s after its batch is created:
+        # due times spread over 50 s, as sleepers' wake-ups are in a real deployment.
+        python(db, "import time\n"
+                   "from datetime import timedelta\n"
                    "from ingest.engine import create_batch\n"
                    "from ingest.engine.clock import now\n"
+                   "t0 = time.monotonic()\n"
                    "for b in range(100):\n"
                    "    until = (now() + timedelta(seconds=20)).isoformat()\n"
-                   "    create_batch('e2e-sleep-until', [{'id': f'sleep-{b}-{i}', 'params': {'until': until}} for i in range(100)])",
+                   "    create_batch('e2e-sleep-until', [{'id': f'sleep-{b}-{i}', 'params': {'until': until}} for i in range(100)])\n"
+                   "    time.sleep(max(0.0, (b + 1) * 0.5 - (time.monotonic() - t0)))",
                timeout=600)
         wait_for(lambda: status_counts(db, "e2e-sleep-until") == {"complete": 10000}, timeout=300, interval=1.0,
                  what="10,000 sleepers to wake and complete")
