@@ -1,6 +1,6 @@
 """Operations pages: overview, workflow DAG, dead letters, costs, budgets, approvals.
 
-Thin interfaces: reads come from `dashboard.selectors_ops`, figures from `dashboard.charts`,
+Thin interfaces: reads come from `dashboard.selectors` (its operations modules), figures from `dashboard.charts`,
 every write is an engine service called with `actor=request.user.username`. Objects of other
 tenants are 404 (selectors filter by the user's tenants); acting needs `access.can_act` on the
 object's tenant, checked here, server-side, whatever the template shows.
@@ -27,7 +27,7 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.middleware import HtmxDetails
 
 from dashboard import access, charts, forms
-from dashboard import selectors_ops as sel
+from dashboard import selectors as sel
 from ingest.engine.errors import EngineError
 from ingest.engine.models import ApprovalState, BudgetScope, DeadLetterState
 

@@ -10,7 +10,7 @@ from decimal import Decimal
 import pytest
 from test_ops_factories import budget, cost, make_instance, now, reservation
 
-from dashboard.selectors_ops import budget_forecast
+from dashboard.selectors import budget_forecast
 from ingest.engine.models import Budget, History
 
 pytestmark = pytest.mark.db

@@ -1,0 +1,112 @@
+"""Reads for the dashboard (HackSoft style: writes in services, reads in selectors).
+
+One module per page family; this package re-exports them all, so `from dashboard import
+selectors` and `selectors.instance_list(...)` keep working:
+
+- runs pages: `instances` (the ledger's filters and keyset pages), `instance_detail`,
+  `run_layout` (pure waterfall and DAG ranks), `history` (what the live feed reads);
+- operations pages: `overview`, `workflows` (DAG heat), `dead_letters`, `costs`, `budgets`,
+  `approvals`, with `common` (money, windows).
+
+Runs selectors take the requesting `user`; operations selectors take the caller's `tenants`.
+Either way no row outside the user's tenants is returned. Templates get plain data from here.
+"""
+
+from __future__ import annotations
+
+from dashboard.selectors.approvals import (  # noqa: F401
+    approval_get,
+    approvals_pending,
+    approvals_recent,
+)
+from dashboard.selectors.budgets import (  # noqa: F401
+    BudgetRow,
+    Forecast,
+    budget_burn_rows,
+    budget_events,
+    budget_forecast,
+    budget_get,
+    budget_rows,
+    budgets_visible,
+    period_end,
+    reservations_held,
+)
+from dashboard.selectors.common import (  # noqa: F401
+    MICRO,
+    WINDOWS,
+    ZERO,
+    window_start,
+)
+from dashboard.selectors.costs import (  # noqa: F401
+    COST_DIMENSIONS,
+    EXPORT_COLUMNS,
+    CostFilters,
+    cost_breakdown,
+    cost_by_dimension,
+    cost_by_instance,
+    cost_export_rows,
+    cost_filter_choices,
+    cost_series,
+    cost_total,
+)
+from dashboard.selectors.dead_letters import (  # noqa: F401
+    DeadLetterFilters,
+    DeadLetterGroup,
+    RedriveEstimate,
+    dead_letter_get,
+    dead_letter_groups,
+    dead_letter_items,
+    dead_letter_selection_ids,
+    redrive_estimate,
+    step_cost_per_attempt,
+)
+from dashboard.selectors.history import (  # noqa: F401
+    Change,
+    history_changes,
+    history_cursor,
+)
+from dashboard.selectors.instance_detail import (  # noqa: F401
+    HISTORY_LIMIT,
+    CostLine,
+    InstanceDetail,
+    Lineage,
+    StepView,
+    instance_detail,
+    instance_get,
+)
+from dashboard.selectors.instances import (  # noqa: F401
+    PAGE_SIZE,
+    RANGES,
+    Cursor,
+    InstanceFilters,
+    InstancePage,
+    instance_count_newer,
+    instance_list,
+    instance_rows,
+    workflow_names,
+)
+from dashboard.selectors.overview import (  # noqa: F401
+    approvals_pending_count,
+    dead_letters_open_count,
+    instance_status_counts,
+    spend_by_service,
+    steps_in_flight,
+    steps_in_flight_count,
+    throughput_rows,
+)
+from dashboard.selectors.run_layout import (  # noqa: F401
+    DagNode,
+    DagRank,
+    Segment,
+    WaterfallRow,
+    dag_ranks,
+    waterfall,
+)
+from dashboard.selectors.workflows import (  # noqa: F401
+    _empty_heat,
+    instance_tenant,
+    workflow_known,
+    workflow_step_heat,
+    workflow_step_runs,
+    workflow_summaries,
+)

@@ -1,0 +1,198 @@
+"""Dead letters grouped by error signature, their items, and the cost of a redrive."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from django.db.models import (
+    CharField,
+    Count,
+    F,
+    Max,
+    Min,
+    Q,
+    QuerySet,
+    Sum,
+    Value,
+)
+from django.db.models.functions import Cast, Concat
+from django.http import Http404
+
+from dashboard.charts import step_shape
+from dashboard.selectors.common import ZERO
+from ingest.engine.models import (
+    ApiCost,
+    DeadLetter,
+    DeadLetterState,
+)
+
+# ---- dead letters ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DeadLetterFilters:
+    state: str = DeadLetterState.OPEN
+    workflow: str = ""
+    step: str = ""
+    error: str = ""
+    tenant: str = ""
+    signature: str = ""
+    q: str = ""
+
+
+def _dead_letter_qs(*, tenants: Collection[str], f: DeadLetterFilters) -> QuerySet[DeadLetter]:
+    qs = DeadLetter.objects.filter(tenant__in=tenants)
+    if f.state:
+        qs = qs.filter(state=f.state)
+    if f.workflow:
+        qs = qs.filter(workflow=f.workflow)
+    if f.step:
+        qs = qs.filter(step_name=f.step)
+    if f.error:
+        qs = qs.filter(error_name=f.error)
+    if f.tenant:
+        qs = qs.filter(tenant=f.tenant)
+    if f.signature:
+        qs = qs.filter(signature=f.signature)
+    if f.q:
+        qs = qs.filter(Q(error_message__icontains=f.q) | Q(instance_id__startswith=f.q))
+    return qs
+
+
+@dataclass(frozen=True)
+class DeadLetterGroup:
+    signature: str
+    workflow: str
+    step_shape: str
+    error_name: str
+    normalized_message: str
+    count: int
+    first_seen: datetime
+    last_seen: datetime
+    tenants: list[str]
+    example: dict[str, Any]
+
+
+def dead_letter_groups(
+    *, tenants: Collection[str], filters: DeadLetterFilters, sort: str = "count", limit: int = 100
+) -> list[DeadLetterGroup]:
+    qs = _dead_letter_qs(tenants=tenants, f=filters)
+    order = {"count": "-n", "last": "-last", "first": "first"}.get(sort, "-n")
+    grouped = list(
+        qs.values("signature")
+        .annotate(
+            n=Count("id"), first=Min("created_at"), last=Max("created_at"), example_id=Max("id"),
+        )
+        .order_by(order, "signature")[:limit]
+    )
+    sigs = [g["signature"] for g in grouped]
+    tenants_hit: dict[str, list[str]] = defaultdict(list)
+    for sig, tenant in (
+        qs.filter(signature__in=sigs).values_list("signature", "tenant").distinct().order_by("tenant")
+    ):
+        tenants_hit[sig].append(tenant)
+    examples = {
+        d["id"]: d
+        for d in DeadLetter.objects.filter(id__in=[g["example_id"] for g in grouped]).values(
+            "id", "instance_id", "workflow", "step_name", "error_name", "error_message",
+            "normalized_message", "tenant", "created_at",
+        )
+    }
+    out = []
+    for g in grouped:
+        ex = examples[g["example_id"]]
+        out.append(
+            DeadLetterGroup(
+                g["signature"], ex["workflow"], step_shape(ex["step_name"]), ex["error_name"],
+                ex["normalized_message"], g["n"], g["first"], g["last"],
+                tenants_hit[g["signature"]], ex,
+            )
+        )
+    return out
+
+
+def dead_letter_items(
+    *, tenants: Collection[str], filters: DeadLetterFilters, limit: int = 200
+) -> list[dict[str, Any]]:
+    return list(
+        _dead_letter_qs(tenants=tenants, f=filters)
+        .order_by("-created_at", "-id")
+        .values("id", "instance_id", "workflow", "tenant", "step_name", "error_name",
+                "error_message", "state", "created_at", "resolved_by", "resolution")[:limit]
+    )
+
+
+def dead_letter_get(*, tenants: Collection[str], dead_letter_id: int) -> DeadLetter:
+    dl = (
+        DeadLetter.objects.select_related("instance")
+        .filter(tenant__in=tenants, id=dead_letter_id)
+        .first()
+    )
+    if dl is None:
+        raise Http404("no such dead letter")
+    return dl
+
+
+def dead_letter_selection_ids(
+    *, tenants: Collection[str], filters: DeadLetterFilters, ids: Collection[int] = ()
+) -> list[int]:
+    """Open dead letters a bulk action would touch: the filtered set, narrowed to `ids` if given."""
+    qs = _dead_letter_qs(tenants=tenants, f=filters).filter(state=DeadLetterState.OPEN)
+    if ids:
+        qs = qs.filter(id__in=ids)
+    return list(qs.order_by("id").values_list("id", flat=True))
+
+
+@dataclass(frozen=True)
+class RedriveEstimate:
+    instances: int
+    total: Decimal
+    lines: list[dict[str, Any]] = field(default_factory=list)  # per workflow+step
+
+
+def step_cost_per_attempt(*, pairs: Collection[tuple[str, str]]) -> dict[tuple[str, str], Decimal]:
+    """Average api_costs spend of one attempt of each (workflow, step), from its whole history."""
+    if not pairs:
+        return {}
+    cond = Q()
+    for wf, st in pairs:
+        cond |= Q(workflow_type=wf, step_name=st)
+    # An attempt may record several api_costs rows (one per service): count attempts, not rows.
+    attempt_key = Concat(
+        F("instance_id"), Value(":"), Cast("attempt", output_field=CharField()),
+        output_field=CharField(),
+    )
+    rows = (
+        ApiCost.objects.filter(cond)
+        .values("workflow_type", "step_name")
+        .annotate(total=Sum("cost"), attempts=Count(attempt_key, distinct=True))
+        .order_by()
+    )
+    return {
+        (r["workflow_type"], r["step_name"]): (r["total"] / r["attempts"] if r["attempts"] else ZERO)
+        for r in rows
+    }
+
+
+def redrive_estimate(*, dead_letter_ids: Collection[int]) -> RedriveEstimate:
+    """How many instances, and what re-running each failed step once is likely to cost."""
+    per_step = list(
+        DeadLetter.objects.filter(id__in=dead_letter_ids)
+        .values("workflow", "step_name")
+        .annotate(n=Count("id"))
+        .order_by("workflow", "step_name")
+    )
+    avg = step_cost_per_attempt(pairs=[(r["workflow"], r["step_name"]) for r in per_step])
+    lines, total, count = [], ZERO, 0
+    for r in per_step:
+        each = avg.get((r["workflow"], r["step_name"]), ZERO)
+        subtotal = each * r["n"]
+        lines.append({**r, "per_attempt": each, "subtotal": subtotal})
+        total += subtotal
+        count += r["n"]
+    return RedriveEstimate(count, total, lines)

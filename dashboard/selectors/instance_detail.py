@@ -1,0 +1,170 @@
+"""One instance as the detail page shows it: steps with attempts and costs, waterfall, DAG,
+events, lineage, history. Bounded: a run with thousands of steps shows its first and last ones."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from django.db.models import Sum
+from django.utils import timezone
+
+from dashboard import access
+from dashboard.selectors.history import history_cursor
+from dashboard.selectors.run_layout import DagRank, WaterfallRow, dag_ranks, waterfall
+from ingest.engine.models import (
+    ApiCost,
+    Attempt,
+    History,
+    Instance,
+    PendingEvent,
+    Step,
+)
+
+HISTORY_LIMIT = 300
+# A run can ask for thousands of steps (a fan-out over every call of a day). The page shows the
+# first and the last STEP_LIMIT // 2 and says how many it left out; costs are summed in the
+# database whatever the cap.
+STEP_LIMIT = 400
+COST_LINE_LIMIT = 2000
+
+
+# ---- one instance ------------------------------------------------------------------------
+
+
+def instance_get(*, user: Any, instance_id: str) -> Instance | None:
+    return access.scope(Instance.objects.filter(id=instance_id), user).first()
+
+
+@dataclass(frozen=True)
+class CostLine:
+    step_name: str
+    attempt: int
+    service: str
+    model: str
+    cost: Decimal
+    success: bool
+    tokens_in: int
+    tokens_out: int
+    items: int
+    created_at: datetime
+
+
+@dataclass
+class StepView:
+    step: Step
+    attempts: list[Attempt] = field(default_factory=list)
+    costs: list[CostLine] = field(default_factory=list)
+
+    @property
+    def cost_total(self) -> Decimal:
+        return sum((c.cost for c in self.costs), Decimal("0"))
+
+    @property
+    def retried(self) -> int:
+        return max(0, len(self.attempts) - 1)
+
+
+@dataclass(frozen=True)
+class Lineage:
+    replay_of: Instance | None
+    replays: list[Instance]
+    parent: Instance | None
+    children: list[Instance]
+
+
+@dataclass(frozen=True)
+class InstanceDetail:
+    instance: Instance
+    steps: list[StepView]
+    waterfall: list[WaterfallRow]
+    ticks: list[tuple[float, str]]
+    dag: list[DagRank]
+    events: list[PendingEvent]
+    costs_total: Decimal
+    costs_by_service: list[tuple[str, Decimal]]
+    lineage: Lineage
+    history: list[History]
+    history_truncated: bool
+    restartable_steps: list[str]
+    steps_hidden: int
+    can_act: bool
+    cursor: int
+
+
+def instance_detail(*, user: Any, instance_id: str, now: datetime | None = None) -> InstanceDetail | None:
+    now = now or timezone.now()
+    instance = instance_get(user=user, instance_id=instance_id)
+    if instance is None:
+        return None
+    steps, steps_hidden = _steps_capped(instance)
+    attempts: dict[int, list[Attempt]] = defaultdict(list)
+    for a in Attempt.objects.filter(step_id__in=[s.id for s in steps]).order_by("step_id", "number"):
+        attempts[a.step_id].append(a)
+    costs: dict[str, list[CostLine]] = defaultdict(list)
+    cost_rows = ApiCost.objects.filter(instance=instance)
+    by_service: dict[str, Decimal] = {
+        r["service"]: r["total"]
+        for r in cost_rows.values("service").annotate(total=Sum("cost")).order_by()
+    }
+    total = sum(by_service.values(), Decimal("0"))
+    shown = {s.name for s in steps}
+    for c in cost_rows.filter(step_name__in=shown).order_by("created_at", "id")[:COST_LINE_LIMIT]:
+        costs[c.step_name].append(CostLine(c.step_name, c.attempt, c.service, c.model, c.cost, c.success,
+                                           c.tokens_in, c.tokens_out, c.items, c.created_at))
+    views = [StepView(s, attempts.get(s.id, []), costs.get(s.name, []) if s.seq == 1 else []) for s in steps]
+    rows, ticks = waterfall(
+        [(v.step, v.attempts) for v in views], start=instance.started_at or instance.created_at, now=now
+    )
+    history_qs = History.objects.filter(instance=instance).order_by("-id")
+    history = list(history_qs[: HISTORY_LIMIT + 1])
+    truncated = len(history) > HISTORY_LIMIT
+    history = list(reversed(history[:HISTORY_LIMIT]))
+    tenants = access.tenants_for(user)
+    visible = Instance.objects.filter(tenant__in=tenants).only("id", "workflow", "status", "created_at", "tenant")
+    lineage = Lineage(
+        replay_of=visible.filter(id=instance.replay_of_id).first() if instance.replay_of_id else None,
+        replays=list(visible.filter(replay_of=instance).order_by("created_at")[:50]),
+        parent=visible.filter(id=instance.parent_id).first() if instance.parent_id else None,
+        children=list(visible.filter(parent=instance).order_by("created_at")[:100]),
+    )
+    seen: set[str] = set()
+    restartable = [s.name for s in steps if s.kind == "do" and not (s.name in seen or seen.add(s.name))]
+    if steps_hidden:
+        restartable = list(dict.fromkeys(
+            Step.objects.filter(instance=instance, kind="do").order_by("position").values_list("name", flat=True)
+        ))
+    return InstanceDetail(
+        instance=instance,
+        steps=views,
+        waterfall=rows,
+        ticks=ticks,
+        dag=dag_ranks([v.step for v in views if v.step.kind != "rollback"], now=now),
+        events=list(PendingEvent.objects.filter(instance=instance).order_by("id")[:200]),
+        costs_total=total,
+        costs_by_service=sorted(by_service.items(), key=lambda kv: kv[1], reverse=True),
+        lineage=lineage,
+        history=history,
+        history_truncated=truncated,
+        restartable_steps=restartable,
+        steps_hidden=steps_hidden,
+        can_act=access.can_act(user, instance.tenant),
+        cursor=history_cursor(),
+    )
+
+
+def _steps_capped(instance: Instance) -> tuple[list[Step], int]:
+    """The run's steps in order, or its first and last STEP_LIMIT // 2 and how many are left out."""
+    qs = Step.objects.filter(instance=instance)
+    head = list(qs.order_by("position", "id")[: STEP_LIMIT + 1])
+    if len(head) <= STEP_LIMIT:
+        return head, 0
+    half = STEP_LIMIT // 2
+    tail = list(qs.order_by("-position", "-id")[:half])[::-1]
+    hidden = qs.count() - half - len(tail)
+    first = head[:half]
+    keep = {s.id for s in first}
+    return first + [s for s in tail if s.id not in keep], max(hidden, 0)

@@ -1,0 +1,93 @@
+"""Overview counters: instances by status, throughput, steps in flight, what waits."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from datetime import datetime
+from typing import Any
+
+from django.db.models import (
+    Count,
+    F,
+    Q,
+    Sum,
+)
+from django.db.models.functions import TruncHour
+
+from ingest.engine.models import (
+    ApiCost,
+    ApprovalRequest,
+    ApprovalState,
+    DeadLetter,
+    DeadLetterState,
+    Instance,
+    Status,
+    Step,
+    StepStatus,
+)
+
+# ---- overview ----------------------------------------------------------------------------
+
+
+def instance_status_counts(*, tenants: Collection[str]) -> dict[str, int]:
+    rows = (
+        Instance.objects.filter(tenant__in=tenants)
+        .values("status")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    counts = {s.value: 0 for s in Status}
+    for row in rows:
+        counts[row["status"]] = row["n"]
+    return counts
+
+
+def throughput_rows(*, tenants: Collection[str], since: datetime) -> list[dict[str, Any]]:
+    """Finished instances per hour: [{"bucket", "complete", "errored"}], oldest first."""
+    rows = (
+        Instance.objects.filter(
+            tenant__in=tenants,
+            ended_at__gte=since,
+            status__in=[Status.COMPLETE, Status.ERRORED],
+        )
+        .annotate(bucket=TruncHour("ended_at"))
+        .values("bucket")
+        .annotate(
+            complete=Count("id", filter=Q(status=Status.COMPLETE)),
+            errored=Count("id", filter=Q(status=Status.ERRORED)),
+        )
+        .order_by("bucket")
+    )
+    return list(rows)
+
+
+def steps_in_flight(*, tenants: Collection[str], limit: int = 12) -> list[dict[str, Any]]:
+    return list(
+        Step.objects.filter(instance__tenant__in=tenants, status=StepStatus.RUNNING)
+        .order_by("started_at")
+        .values(
+            "instance_id", "name", "attempts", "started_at",
+            workflow=F("instance__workflow"), tenant=F("instance__tenant"),
+        )[:limit]
+    )
+
+
+def steps_in_flight_count(*, tenants: Collection[str]) -> int:
+    return Step.objects.filter(instance__tenant__in=tenants, status=StepStatus.RUNNING).count()
+
+
+def dead_letters_open_count(*, tenants: Collection[str]) -> int:
+    return DeadLetter.objects.filter(tenant__in=tenants, state=DeadLetterState.OPEN).count()
+
+
+def approvals_pending_count(*, tenants: Collection[str]) -> int:
+    return ApprovalRequest.objects.filter(tenant__in=tenants, state=ApprovalState.PENDING).count()
+
+
+def spend_by_service(*, tenants: Collection[str], since: datetime) -> list[dict[str, Any]]:
+    return list(
+        ApiCost.objects.filter(tenant__in=tenants, created_at__gte=since)
+        .values("service")
+        .annotate(total=Sum("cost"), calls=Count("id"))
+        .order_by("-total")
+    )

@@ -1,0 +1,112 @@
+"""Layout of one run (pure: plain values in, plain values out, `now` passed in): the waterfall
+of steps and attempts, and the DAG ranks of what ran in parallel."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from ingest.engine.models import (
+    Attempt,
+    Step,
+)
+
+# ---- layout of one run (pure: plain values in, plain values out, `now` passed in) ----------
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A span on the waterfall, in percent of the run's time axis."""
+
+    left: float
+    width: float
+    css: str  # ok | failed | running | sleep | wait | gap
+    label: str
+
+
+@dataclass(frozen=True)
+class WaterfallRow:
+    name: str
+    seq: int
+    kind: str
+    status: str
+    segments: list[Segment]
+    seconds: float | None
+
+
+def _pct(t: datetime, t0: datetime, span: float) -> float:
+    return max(0.0, min(100.0, (t - t0).total_seconds() / span * 100.0))
+
+
+def waterfall(
+    steps: list[tuple[Step, list[Attempt]]], *, start: datetime, now: datetime
+) -> tuple[list[WaterfallRow], list[tuple[float, str]]]:
+    """One row per step: a bar per attempt, and the retry delay between attempts as a gap.
+    Sleeps and event waits run until they end or, still open, until now."""
+    if not steps:
+        return [], []
+    t0 = min([start] + [s.started_at for s, _ in steps])
+    ends: list[datetime] = [now if s.ended_at is None else s.ended_at for s, _ in steps]
+    for _, atts in steps:
+        ends += [a.ended_at or now for a in atts]
+    t1 = max(ends)
+    span = max((t1 - t0).total_seconds(), 0.001)
+    rows: list[WaterfallRow] = []
+    for step, atts in steps:
+        segs: list[Segment] = []
+        if step.kind in ("sleep", "wait_event"):
+            end = step.ended_at or now
+            css = "sleep" if step.kind == "sleep" else "wait"
+            left = _pct(step.started_at, t0, span)
+            segs.append(Segment(left, max(_pct(end, t0, span) - left, 0.3), css, f"{step.kind} until {end:%H:%M:%S}"))
+        elif atts:
+            for i, a in enumerate(atts):
+                end = a.ended_at or now
+                css = "ok" if a.ok else ("running" if a.ended_at is None else "failed")
+                left = _pct(a.started_at, t0, span)
+                label = f"attempt {a.number}: " + ("ok" if a.ok else a.error_name or css)
+                segs.append(Segment(left, max(_pct(end, t0, span) - left, 0.3), css, label))
+                if i + 1 < len(atts) and a.ended_at is not None:
+                    nxt = atts[i + 1].started_at
+                    gl = _pct(a.ended_at, t0, span)
+                    delay = a.retry_delay_seconds if a.retry_delay_seconds is not None else (nxt - a.ended_at).total_seconds()
+                    segs.append(Segment(gl, max(_pct(nxt, t0, span) - gl, 0.0), "gap", f"retry delay {delay:.1f}s"))
+        else:
+            end = step.ended_at or now
+            left = _pct(step.started_at, t0, span)
+            css = {"complete": "ok", "errored": "failed"}.get(step.status, "running")
+            segs.append(Segment(left, max(_pct(end, t0, span) - left, 0.3), css, step.status))
+        seconds = ((step.ended_at or now) - step.started_at).total_seconds()
+        rows.append(WaterfallRow(step.name, step.seq, step.kind, step.status, segs, seconds))
+    ticks = [(p, f"+{span * p / 100:.1f}s" if span < 120 else f"+{span * p / 6000:.1f}m") for p in (0, 25, 50, 75, 100)]
+    return rows, ticks
+
+
+@dataclass(frozen=True)
+class DagNode:
+    name: str
+    seq: int
+    kind: str
+    status: str
+    attempts: int
+
+
+@dataclass(frozen=True)
+class DagRank:
+    nodes: list[DagNode]
+
+
+def dag_ranks(steps: list[Step], *, now: datetime) -> list[DagRank]:
+    """The run as the steps actually ran: a step that started before every step of the current
+    rank ended ran in parallel with them (all_settled fan-out) and joins that rank."""
+    ordered = sorted(steps, key=lambda s: (s.started_at, s.position))
+    ranks: list[list[Step]] = []
+    rank_end: datetime | None = None
+    for s in ordered:
+        if ranks and rank_end is not None and s.started_at < rank_end:
+            ranks[-1].append(s)
+            rank_end = min(rank_end, s.ended_at or now)
+        else:
+            ranks.append([s])
+            rank_end = s.ended_at or now
+    return [DagRank([DagNode(s.name, s.seq, s.kind, s.status, s.attempts) for s in r]) for r in ranks]
