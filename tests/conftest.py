@@ -51,6 +51,14 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         require(f"Redis at {REDIS_URL}", redis_available())
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _fast_password_hashing() -> None:
+    """PBKDF2's deliberate slowness costs seconds per persona login; tests need no such defence."""
+    from django.conf import settings
+
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture(autouse=True)
 def _engine_clock() -> Iterator[None]:
     """Every test starts with the real time and leaves it so."""
