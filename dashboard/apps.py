@@ -4,3 +4,10 @@ from django.apps import AppConfig
 class DashboardConfig(AppConfig):
     name = "dashboard"
     verbose_name = "Runledger dashboard"
+
+    def ready(self) -> None:
+        # The operations pages' live renderers join the registry in every process (web and tests),
+        # whichever of the URLconf or the websocket router is imported first.
+        from dashboard.live import ops_pages
+
+        ops_pages.register_all()

@@ -19,7 +19,14 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 
 from dashboard import selectors
 from dashboard.live.follower import ensure_follower_started
-from dashboard.live.render import Forbidden, Pending, Subscription, render_push, subscription_for
+from dashboard.live.render import (
+    MIN_INTERVALS,
+    Forbidden,
+    Pending,
+    Subscription,
+    render_push,
+    subscription_for,
+)
 
 log = logging.getLogger("runledger.live")
 MIN_INTERVAL = 0.25  # at most 4 pushes per second per socket
@@ -98,7 +105,8 @@ class LiveConsumer(AsyncWebsocketConsumer):
         if self.flush_task is not None and not self.flush_task.done():
             return
         loop = asyncio.get_running_loop()
-        delay = max(0.0, self.last_push + MIN_INTERVAL - loop.time())
+        interval = MIN_INTERVALS.get(self.sub.view, MIN_INTERVAL)
+        delay = max(0.0, self.last_push + interval - loop.time())
         self.flush_task = loop.create_task(self._flush_after(delay))
 
     async def _flush_after(self, delay: float) -> None:

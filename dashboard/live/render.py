@@ -124,9 +124,16 @@ Renderer = Callable[[Any, Subscription, Pending], "str | list[str]"]
 RENDERERS: dict[str, Renderer] = {"instance": render_instance, "instances": render_instances}
 
 
-def register(view: str, renderer: Renderer) -> None:
-    """Other page families add their live fragments here (their page sets `view=<name>`)."""
+# Seconds between two pushes to one socket, per view; views not listed use the consumer's default.
+MIN_INTERVALS: dict[str, float] = {}
+
+
+def register(view: str, renderer: Renderer, *, min_interval: float | None = None) -> None:
+    """Other page families add their live fragments here (their page sets `view=<name>`).
+    `min_interval` throttles pages whose render is costly (aggregates) below the default rate."""
     RENDERERS[view] = renderer
+    if min_interval is not None:
+        MIN_INTERVALS[view] = min_interval
 
 
 def render_push(user: Any, sub: Subscription, pending: Pending) -> list[str]:

@@ -28,8 +28,9 @@ from django_htmx.middleware import HtmxDetails
 
 from dashboard import access, charts, forms
 from dashboard import selectors as sel
+from dashboard.live import ops_pages as live_pages
 from ingest.engine.errors import EngineError
-from ingest.engine.models import ApprovalState, BudgetScope, DeadLetterState
+from ingest.engine.models import ApprovalState, BudgetScope
 
 
 class HtmxHttpRequest(HttpRequest):
@@ -55,7 +56,7 @@ def _tenants(request: HttpRequest) -> list[str]:
 
 
 def _sees_global(request: HttpRequest) -> bool:
-    return bool(request.user.is_superuser or request.user.is_staff)
+    return live_pages.sees_global(request.user)
 
 
 def _require_act(request: HttpRequest, tenant: str) -> None:
@@ -64,9 +65,7 @@ def _require_act(request: HttpRequest, tenant: str) -> None:
 
 
 def _query(request: HttpRequest, **overrides: Any) -> str:
-    params = {k: v for k, v in request.GET.items() if v}
-    params.update({k: v for k, v in overrides.items()})
-    return urlencode({k: v for k, v in params.items() if v not in (None, "")})
+    return live_pages.query_string(request.GET, **overrides)
 
 
 # ---- overview ----------------------------------------------------------------------------
@@ -75,33 +74,8 @@ def _query(request: HttpRequest, **overrides: Any) -> str:
 @require_GET
 @access.require_role()
 def overview(request: HtmxHttpRequest) -> HttpResponse:
-    tenants, now = _tenants(request), timezone.now()
-    window = request.GET.get("window", "24h") if request.GET.get("window") in {"24h", "7d"} else "24h"
-    today = now.astimezone(timezone.get_current_timezone()).replace(hour=0, minute=0, second=0, microsecond=0)
-    spend = sel.spend_by_service(tenants=tenants, since=today)
-    budgets = sel.budget_rows(
-        budgets=list(sel.budgets_visible(tenants=tenants, see_global=_sees_global(request))), now=now
-    )
-    counts = sel.instance_status_counts(tenants=tenants)
-    context = {
-        "window": window,
-        "counts": counts,
-        "total": sum(counts.values()),
-        "throughput_html": charts.figure_html(
-            charts.throughput_figure(sel.throughput_rows(tenants=tenants, since=sel.window_start(window, now=now)))
-        ),
-        "in_flight": sel.steps_in_flight(tenants=tenants),
-        "in_flight_count": sel.steps_in_flight_count(tenants=tenants),
-        "dead_letters": sel.dead_letters_open_count(tenants=tenants),
-        "dl_groups": sel.dead_letter_groups(tenants=tenants, filters=sel.DeadLetterFilters(), limit=5),
-        "approvals": sel.approvals_pending_count(tenants=tenants),
-        "approval_items": sel.approvals_pending(tenants=tenants)[:5],
-        "spend": spend,
-        "spend_total": sum((r["total"] for r in spend), Decimal("0")),
-        "budgets": sorted(budgets, key=lambda b: -b.forecast.used_pct)[:8],
-        "now": now,
-    }
-    return _page(request, "ops/overview.html", context, fragment="live")
+    return _page(request, "ops/overview.html", live_pages.overview_context(request.user, request.GET),
+                 fragment="live")
 
 
 # ---- workflow DAG ------------------------------------------------------------------------
@@ -124,58 +98,23 @@ def workflows(request: HtmxHttpRequest) -> HttpResponse:
 @require_GET
 @access.require_role()
 def workflow_dag(request: HtmxHttpRequest, name: str) -> HttpResponse:
-    tenants = _tenants(request)
-    if not sel.workflow_known(tenants=tenants, name=name):
+    context = live_pages.workflow_dag_context(request.user, request.GET, name=name)
+    if context is None:
         raise Http404("no runs of this workflow in your tenants")
-    window, now = _window(request), timezone.now()
-    metric = request.GET.get("metric", "retry_rate")
-    metric = metric if metric in charts.HEAT_METRICS else "retry_rate"
-    graph = charts.step_graph(sel.workflow_step_runs(tenants=tenants, name=name))
-    heat = sel.workflow_step_heat(tenants=tenants, name=name, since=sel.window_start(window, now=now))
-    extra = [shape for shape in heat if shape not in graph.nodes]
-    graph = charts.StepGraph(graph.nodes + sorted(extra), graph.edges)
-    layout = charts.dag_layout(graph)
-    top = max((charts.heat_value(h, metric) for h in heat.values()), default=0.0)
-    nodes = []
-    for box in layout.nodes:
-        h = heat.get(box.name) or sel._empty_heat() | {"p95": None, "retry_rate": 0.0}
-        h.pop("p95_parts", None)
-        nodes.append({"box": box, "heat": h, "fill": charts.heat_color(charts.heat_value(h, metric), top)})
-    context = {
-        "name": name, "window": window, "windows": ("1h", "24h", "7d"), "metric": metric,
-        "metrics": charts.HEAT_METRICS, "layout": layout, "nodes": nodes,
-    }
     return _page(request, "ops/workflow_dag.html", context, fragment="dag")
 
 
 # ---- dead letters --------------------------------------------------------------------------
 
 
-def _dl_filters(data: Any) -> sel.DeadLetterFilters:
-    state = data.get("state", DeadLetterState.OPEN)
-    return sel.DeadLetterFilters(
-        state=state if state in {*DeadLetterState.values, ""} else DeadLetterState.OPEN,
-        workflow=data.get("workflow", ""), step=data.get("step", ""), error=data.get("error", ""),
-        tenant=data.get("tenant", ""), signature=data.get("signature", ""), q=data.get("q", "").strip(),
-    )
+_dl_filters = live_pages.dead_letter_filters
 
 
 @require_GET
 @access.require_role()
 def dead_letters(request: HtmxHttpRequest) -> HttpResponse:
-    tenants = _tenants(request)
-    f = _dl_filters(request.GET)
-    sort = request.GET.get("sort", "count")
-    context: dict[str, Any] = {
-        "f": f, "sort": sort, "tenants": tenants, "states": DeadLetterState.values,
-        "can_act_any": bool(access.acting_tenants(request.user)),
-        "groups": sel.dead_letter_groups(tenants=tenants, filters=f, sort=sort),
-        "query": _query(request),
-    }
-    if f.signature:
-        context["items"] = sel.dead_letter_items(tenants=tenants, filters=f)
-        context["group"] = next(iter(context["groups"]), None)
-    return _page(request, "ops/dead_letters.html", context, fragment="results")
+    return _page(request, "ops/dead_letters.html", live_pages.dead_letters_context(request.user, request.GET),
+                 fragment="results")
 
 
 @require_GET
@@ -461,10 +400,7 @@ def budget_save(request: HtmxHttpRequest) -> HttpResponse:
 @require_GET
 @access.require_role()
 def approvals(request: HtmxHttpRequest) -> HttpResponse:
-    tenants = _tenants(request)
-    context = {"pending": sel.approvals_pending(tenants=tenants), "recent": sel.approvals_recent(tenants=tenants),
-               "now": timezone.now()}
-    return _page(request, "ops/approvals.html", context, fragment="inbox")
+    return _page(request, "ops/approvals.html", live_pages.approvals_context(request.user), fragment="inbox")
 
 
 def _approval_context(request: HttpRequest, req: Any, form: Any = None) -> dict[str, Any]:

@@ -50,10 +50,10 @@ def test_the_overview_draws_throughput_with_plotly_from_the_local_script(viewer)
     assert "Plotly.newPlot" in html and "failure rate %" in html
 
 
-def test_htmx_polls_get_only_the_live_fragment(viewer):
+def test_an_htmx_request_gets_only_the_live_fragments(viewer):
     r = viewer.get("/?window=7d", HTTP_HX_REQUEST="true")
     html = r.content.decode()
-    assert 'id="overview-live"' in html and "<html" not in html
+    assert 'id="overview-counters"' in html and 'hx-swap-oob="true"' in html and "<html" not in html
 
 
 def _indexed_run(tenant: str = "acme", workflow: str = "gong-ingest"):
