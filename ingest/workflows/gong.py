@@ -18,6 +18,7 @@ import re
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from ingest.engine import InstanceAlreadyExists, NonRetryableError, Workflow, WorkflowEvent, create
@@ -120,8 +121,6 @@ def keyword_prefilter(*, tenant: str, call_id: str, transcript: Any) -> dict[str
 
 def insert_engagement_only(*, tenant: str, call_id: str, subject: str, title: str, observed_at: str,
                            instance_id: str) -> dict[str, Any]:
-    from datetime import datetime
-
     fact = Fact(subject, "engagement", f"gong call {call_id}", ENGAGEMENT_CONFIDENCE, title)
     return fact_insert_or_supersede(
         tenant=tenant, fact=fact, source_ref=f"gong:call:{call_id}", authority=SourceAuthority.GONG_ENGAGEMENT,

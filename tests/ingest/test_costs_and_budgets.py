@@ -141,8 +141,8 @@ def test_an_operator_who_denies_the_approval_ends_the_call_without_spending(
 
 
 def test_the_reservation_covers_the_whole_prompt_and_the_longest_answer() -> None:
-    from ingest.workflows.providers import MAX_OUTPUT_TOKENS, ClientExtractor, reservation
     from ingest.selectors import LLMConfig
+    from ingest.workflows.providers import MAX_OUTPUT_TOKENS, ClientExtractor, reservation
 
     extractor = ClientExtractor(LLMConfig(provider="openai", base_url="http://127.0.0.1:9/v1", model="gpt-4o-mini"))
     estimate = reservation(extractor, TRANSCRIPT, at=datetime.now(UTC))

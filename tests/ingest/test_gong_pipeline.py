@@ -10,7 +10,7 @@ from ingest.models import Fact, SignalEvaluation, SourceAuthority
 from ingest.services import keyword_list_set
 from ingest.workflows import gong_ingest_start
 from tests.fakes import FakeGong, FakeOpenAI, Planned
-from tests.fakes.llm import CHAT, chat_completion
+from tests.fakes.llm import CHAT
 
 pytestmark = [pytest.mark.db, pytest.mark.django_db]
 
