@@ -115,3 +115,23 @@ class ApprovalError(EngineError):
 
 class DeadLetterError(EngineError):
     """The dead letter cannot take this action."""
+
+
+class WorkflowTimeout(EngineError):
+    """The instance ran past its workflow's timeout."""
+
+    def __init__(self, *, workflow: str, instance_id: str, timeout: float, started_at: str) -> None:
+        self.workflow, self.instance_id, self.timeout = workflow, instance_id, timeout
+        super().__init__(
+            f"instance {instance_id} of workflow {workflow!r} ran past the workflow's timeout of "
+            f"{_seconds(timeout)} (started {started_at}); it stopped at the next step boundary — "
+            "raise the workflow's `timeout` or split the work into child workflows"
+        )
+
+
+def _seconds(value: float) -> str:
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if value >= size and value % size == 0:
+            count = int(value // size)
+            return f"{count} {unit}{'s' if count != 1 else ''}"
+    return f"{value:g} seconds"

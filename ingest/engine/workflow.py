@@ -5,9 +5,10 @@ from __future__ import annotations
 import inspect
 import re
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
+from ingest.engine.durations import Duration, parse_duration
 from ingest.engine.errors import UnknownWorkflow
 
 NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]{0,199}$")
@@ -28,18 +29,27 @@ class WorkflowEvent:
 class Workflow:
     """Subclass with a `name` and a `run(event, step)` method (sync or async) to register it.
 
-    Optional class attributes for flow control: `concurrency` (max running instances of this
-    workflow), `concurrency_key` (a params key whose value partitions that limit, e.g.
-    "tenant"), `priority` (default for new instances).
+    Optional class attributes for flow control (docs/flow-control.md): `concurrency` (max
+    instances of this workflow running a turn at once), `concurrency_key` (a params key whose
+    value partitions that limit, e.g. "tenant"), `priority` (default for new instances, higher
+    first), `timeout` (a duration from the instance's start after which it errors with
+    WorkflowTimeout), `rate_limit` (`{"limit": 100, "period": "1 minute", "key": "tenant"}`:
+    at most `limit` starts per sliding `period`, per key value).
     """
 
     name: ClassVar[str] = ""
     concurrency: ClassVar[int | None] = None
     concurrency_key: ClassVar[str | None] = None
     priority: ClassVar[int] = 0
+    timeout: ClassVar[Duration | None] = None
+    rate_limit: ClassVar[dict[str, Any] | None] = None
+    # Parsed once at class creation, so a bad value fails at import, not in the claim loop.
+    _timeout: ClassVar[timedelta | None] = None
+    _rate: ClassVar[tuple[int, timedelta] | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        _check_flow(cls)
         if cls.__dict__.get("name"):
             register(cls)
 
@@ -49,6 +59,37 @@ class Workflow:
     @classmethod
     def is_async(cls) -> bool:
         return inspect.iscoroutinefunction(cls.run)
+
+
+def _check_flow(cls: type[Workflow]) -> None:
+    label = cls.__dict__.get("name") or cls.__name__
+    limit = cls.concurrency
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ValueError(f"concurrency of workflow {label!r} must be a whole number ≥ 1; got {limit!r}")
+    cls._timeout = None if cls.timeout is None else parse_duration(cls.timeout, what=f"timeout of workflow {label!r}")
+    cls._rate = None
+    rate = cls.rate_limit
+    if rate is None:
+        return
+    if not isinstance(rate, dict) or set(rate) - {"limit", "period", "key"} or not {"limit", "period"} <= set(rate):
+        raise ValueError(f"rate_limit of workflow {label!r} must be a dict with 'limit', 'period' and an "
+                         f"optional 'key', e.g. {{'limit': 100, 'period': '1 minute', 'key': 'tenant'}}; got {rate!r}")
+    count = rate["limit"]
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise ValueError(f"rate_limit.limit of workflow {label!r} must be a whole number ≥ 1; got {count!r}")
+    period = parse_duration(rate["period"], what=f"rate_limit.period of workflow {label!r}")
+    if period <= timedelta(0):
+        raise ValueError(f"rate_limit.period of workflow {label!r} must be longer than zero")
+    key = rate.get("key")
+    # Instances carry one partition key (`concurrency_key`); the claim locks and counts per
+    # (workflow, key), so a rate keyed differently from the concurrency limit could not be
+    # counted race-free under one lock.
+    if key is not None and cls.concurrency_key is None:
+        cls.concurrency_key = key
+    elif key != cls.concurrency_key:
+        raise ValueError(f"rate_limit.key of workflow {label!r} is {key!r} but its concurrency_key is "
+                         f"{cls.concurrency_key!r}; both limits partition by the same key — set them equal")
+    cls._rate = (count, period)
 
 
 _registry: dict[str, type[Workflow]] = {}
