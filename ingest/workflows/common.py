@@ -16,7 +16,11 @@ from ingest.engine import clock as engine_clock
 from ingest.extraction import Fact, FactsMalformed, facts_from_result
 from ingest.pricing import PriceNotFound, Usage
 from ingest.selectors import llm_config_get
-from ingest.services import fact_embeddings_store, fact_insert_or_supersede, signal_evaluation_record
+from ingest.services import (
+    fact_embeddings_store,
+    fact_insert_or_supersede,
+    signal_evaluation_record,
+)
 from ingest.sources.errors import SourceError
 from ingest.workflows.providers import embedder, extractor_for, reservation, usage_meter
 
@@ -79,7 +83,7 @@ def llm_extract(ctx: Any, *, tenant: str, text: str, subject: str, source: str, 
             raise
     spent = list(seen) if extractor.metered else [result.usage]
     _record(ctx, extractor.service, spent, success=True, metadata={**metadata, "facts": len(facts)})
-    items = [FactItem(**fact.as_dict(), authority=authority) for fact in facts]  # type: ignore[typeddict-item]
+    items = [FactItem(**fact.as_dict(), authority=authority) for fact in facts]
     return {"facts": items, "model": result.model, "service": extractor.service}
 
 
