@@ -336,15 +336,17 @@ def guard(*, instance_id: str, token: str, now: datetime, lease_until: datetime)
 
     Every write a worker makes for an instance runs this first, in the same transaction, so an
     operator's terminate or restart (which clears the lease) makes the worker's write a no-op.
+    An expired lease is not revived: its concurrency slot may already have gone to another
+    instance, so a worker that stalled past its lease gives the instance up.
     """
     with connection.cursor() as cursor:
         cursor.execute(
             """
             UPDATE engine_instance SET lease_expires_at = %s, updated_at = %s
-            WHERE id = %s AND lease_token = %s
+            WHERE id = %s AND lease_token = %s AND lease_expires_at > %s
             RETURNING control
             """,
-            [lease_until, now, instance_id, token],
+            [lease_until, now, instance_id, token, now],
         )
         row = cursor.fetchone()
     return None if row is None else str(row[0])
@@ -419,7 +421,7 @@ def async_commit() -> None:
 _GUARD = """
     g AS (
         UPDATE engine_instance SET lease_expires_at = %(until)s, updated_at = %(now)s
-        WHERE id = %(iid)s AND lease_token = %(token)s
+        WHERE id = %(iid)s AND lease_token = %(token)s AND lease_expires_at > %(now)s
         RETURNING control, workflow, tenant
     )"""
 

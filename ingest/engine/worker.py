@@ -210,11 +210,12 @@ class Worker:
 
 
 def run_until_idle(*, max_turns: int = 10_000, advance_clock: bool = False, worker_id: str = "inline",
-                   lease_seconds: float = 30.0) -> int:
+                   lease_seconds: float = 86_400.0) -> int:
     """Run every runnable instance in this thread until none is due (tests and scripts).
 
     With `advance_clock`, jump the engine's clock to the next wake-up whenever nothing is due,
-    so sleeps and retry delays pass instantly. Returns the number of turns run.
+    so sleeps and retry delays pass instantly. Returns the number of turns run. The lease is a
+    day long: no heartbeat runs here, and tests move the clock inside steps.
     """
     lease = timedelta(seconds=lease_seconds)
     draining = threading.Event()
