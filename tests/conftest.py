@@ -11,6 +11,7 @@ import pytest
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 PG_URL = os.environ.get("RUNLEDGER_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres")
 REDIS_URL = os.environ.get("RUNLEDGER_TEST_REDIS_URL", os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0")
+CHROMIUM = "/usr/bin/chromium"  # Debian's, installed by .ci/run; the browser tests drive it
 
 
 def _answers(host: str, port: int) -> bool:
@@ -33,6 +34,10 @@ def redis_available() -> bool:
 
     url = urlparse(REDIS_URL)
     return _answers(url.hostname or "127.0.0.1", url.port or 6379)
+
+
+def chromium_available() -> bool:
+    return os.access(CHROMIUM, os.X_OK)
 
 
 def require(service: str, available: bool) -> None:

@@ -1,0 +1,106 @@
+"""Browser tests: daphne and a worker process on a SQLite file, Chromium driven by Playwright.
+
+Skipped without /usr/bin/chromium on a laptop; under CI=true a missing Chromium fails.
+Screenshots of every page (1440×900) land in test-artifacts/screenshots/.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import CHROMIUM, chromium_available, require
+from tests.e2e.servers import ROOT, Stack
+
+SHOTS = ROOT / "test-artifacts" / "screenshots"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    require(f"Chromium at {CHROMIUM}", chromium_available())
+    base = tmp_path_factory.mktemp("e2e")
+    s = Stack(f"sqlite:///{base / 'runledger.sqlite3'}", logs=base / "logs").start()
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+@pytest.fixture(scope="session")
+def browser(stack: Stack) -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+class Session:
+    """A logged-in browser tab of one persona, with a screenshot helper."""
+
+    def __init__(self, page: Any, base: str) -> None:
+        self.page = page
+        self.base = base
+
+    def goto(self, path: str) -> Any:
+        return self.page.goto(self.base + path)
+
+    def shot(self, name: str, *, full_page: bool = False) -> Path:
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        path = SHOTS / f"{name}.png"
+        self.page.wait_for_timeout(150)  # let Plotly and the relative times settle
+        self.page.screenshot(path=str(path), full_page=full_page)
+        return path
+
+
+def login(browser: Any, stack: Stack, username: str) -> Session:
+    context = browser.new_context(viewport={"width": 1440, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    s = Session(page, stack.base_url)
+    s.goto("/login/")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", username)
+    page.click("button[type=submit]")
+    page.wait_for_url(lambda url: "/login/" not in url)
+    return s
+
+
+@pytest.fixture
+def operator(browser: Any, stack: Stack) -> Iterator[Session]:
+    s = login(browser, stack, "operator")
+    yield s
+    s.page.context.close()
+
+
+@pytest.fixture
+def viewer(browser: Any, stack: Stack) -> Iterator[Session]:
+    s = login(browser, stack, "viewer")
+    yield s
+    s.page.context.close()
+
+
+@pytest.fixture
+def stranger(browser: Any, stack: Stack) -> Iterator[Session]:
+    s = login(browser, stack, "stranger")
+    yield s
+    s.page.context.close()
+
+
+def create(stack: Stack, workflow: str, *, id: str, tenant: str = "acme", params: dict[str, Any] | None = None) -> str:
+    raw = json.dumps(params or {})
+    stack.python(f"import json; from ingest.engine import create; "
+                 f"create({workflow!r}, id={id!r}, tenant={tenant!r}, params=json.loads({raw!r}))")
+    return id
+
+
+def status(stack: Stack, instance_id: str) -> str:
+    return stack.python(
+        f"from ingest.engine.models import Instance; print(Instance.objects.get(id={instance_id!r}).status)"
+    ).strip()

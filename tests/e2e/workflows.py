@@ -1,0 +1,65 @@
+"""Workflows the browser tests run; the worker process registers them through
+RUNLEDGER_WORKFLOW_MODULES=tests.e2e.workflows."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ingest.engine import NonRetryableError, Workflow
+
+
+class LiveSteps(Workflow):
+    """Steps that each take `pause` seconds, so a page can watch them turn green one by one."""
+
+    name = "e2e-live-steps"
+
+    def run(self, event: Any, step: Any) -> Any:
+        n = int(event.payload.get("steps", 5))
+        pause = float(event.payload.get("pause", 0.6))
+
+        def work(ctx: Any) -> dict[str, Any]:
+            time.sleep(pause)
+            if ctx.name == "extract":
+                ctx.track_cost("openai", cost="0.012500", model="gpt-4o-mini", tokens_in=1800, tokens_out=240)
+            return {"done": ctx.name, "at": time.time()}
+
+        step.do("fetch", work)
+        step.do("extract", work)
+        for i in range(1, n - 1):
+            step.do(f"persist-facts-{i}", work)
+        return {"steps": n}
+
+
+class NeedsApproval(Workflow):
+    """Drafts, asks a person through the approvals inbox, then publishes what they decided."""
+
+    name = "e2e-needs-approval"
+
+    def run(self, event: Any, step: Any) -> Any:
+        draft = step.do("draft", lambda ctx: {"facts": 3, "account": event.payload.get("account", "acme")})
+        answer = step.wait_for_approval(
+            "publish-approval", title=f"Publish {draft['facts']} facts for {draft['account']}?",
+            description="Extracted from the Q3 renewal call.", timeout="1 hour",
+            fields=[{"name": "max_facts", "label": "Publish at most", "type": "number", "required": True,
+                     "default": 3}],
+            context={"account": draft["account"], "call": "Q3 renewal"}, escalation="sales-ops after 1 h",
+        )
+        step.do("publish", lambda ctx: {"approved": answer["approved"], "values": answer.get("values", {})})
+        return {"approved": answer["approved"]}
+
+
+class Flaky(Workflow):
+    """Fails for good unless its params say `fixed`: a dead letter an operator replays edited."""
+
+    name = "e2e-flaky"
+
+    def run(self, event: Any, step: Any) -> Any:
+        def fetch(ctx: Any) -> dict[str, Any]:
+            if not event.payload.get("fixed"):
+                raise NonRetryableError(f"upstream rejected account {event.payload.get('account')}: not fixed")
+            return {"ok": True}
+
+        step.do("fetch-account", fetch)
+        step.do("store", lambda ctx: {"stored": True})
+        return "ok"
