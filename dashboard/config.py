@@ -63,7 +63,9 @@ def database_config(env: Mapping[str, str], *, base_dir: Path) -> dict[str, Any]
     if not raw:
         raw = f"sqlite:///{base_dir / 'var' / 'runledger.sqlite3'}"
     try:
-        config: dict[str, Any] = dict(dj_database_url.parse(raw, conn_max_age=0))
+        # Persistent connections: a PostgreSQL backend per request or per worker turn would cost
+        # more than the work; health checks drop ones the server closed.
+        config: dict[str, Any] = dict(dj_database_url.parse(raw, conn_max_age=600, conn_health_checks=True))
     except (ValueError, KeyError) as exc:
         raise ImproperlyConfigured(
             f"DATABASE_URL={raw!r} is not a database URL Runledger understands ({exc}); "

@@ -8,6 +8,7 @@ from django.urls import include, path
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", include("dashboard.api.urls")),
+    path("hooks/", include("ingest.urls")),
     path("", include("dashboard.urls_ops")),
     path("", include("dashboard.urls_runs")),
 ]

@@ -302,14 +302,14 @@ class AsyncStep(Step):
 
 
 def _in_thread(run: Callable[[Prepared, Callable[..., Any]], Any], p: Prepared, fn: Callable[..., Any]) -> tuple[bool, Any]:
-    from django.db import close_old_connections
+    from ingest.engine.worker import drop_broken_connection
 
     try:
         return True, run(p, fn)
     except BaseException as exc:  # noqa: BLE001 - carried back to the caller's thread
         return False, exc
     finally:
-        close_old_connections()
+        drop_broken_connection()
 
 
 def _settle(outcomes: list[tuple[bool, Any]]) -> list[Settled]:

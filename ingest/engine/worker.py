@@ -30,6 +30,13 @@ from ingest.engine.store import InstanceStore
 log = logging.getLogger("runledger.engine")
 
 
+def drop_broken_connection() -> None:
+    """Keep this thread's connection across turns (a new PostgreSQL backend per turn costs more
+    than the turn), unless an error left it unusable."""
+    if connection.connection is not None and connection.errors_occurred and not connection.is_usable():
+        connection.close()
+
+
 def _make_step(execution: Execution, is_async: bool) -> Step:
     return AsyncStep(execution) if is_async else Step(execution)
 
@@ -157,7 +164,7 @@ class Worker:
 
     def _run(self, instance_id: str, token: str) -> None:
         try:
-            close_old_connections()
+            drop_broken_connection()
             run_turn(instance_id, token=token, worker_id=self.worker_id, lease=self.lease, draining=self.draining)
         except Exception:  # noqa: BLE001 - the lease expires and another turn retries it
             log.exception("worker %s: turn of %s failed inside the engine", self.worker_id, instance_id)
