@@ -42,25 +42,36 @@ def figure_html(fig: go.Figure) -> str:
     )
 
 
-def throughput_figure(rows: Sequence[dict[str, Any]]) -> go.Figure:
-    """Finished instances per hour (stacked complete/errored) and the failure rate on the right."""
+def throughput_figure(rows: Sequence[dict[str, Any]], *, since: datetime | None = None,
+                      until: datetime | None = None) -> go.Figure:
+    """Finished instances per hour (stacked complete/errored) and the failure rate on the right.
+
+    Bars are an hour wide and the axis spans the whole window: a single busy hour otherwise
+    fills the chart and Plotly labels its axis in fractions of a millisecond."""
     x = [r["bucket"] for r in rows]
     ok = [r["complete"] for r in rows]
     bad = [r["errored"] for r in rows]
     rate = [(b / (o + b) * 100) if (o + b) else 0.0 for o, b in zip(ok, bad, strict=True)]
     fig = go.Figure()
-    fig.add_bar(x=x, y=ok, name="complete", marker_color=OK)
-    fig.add_bar(x=x, y=bad, name="errored", marker_color=BAD)
+    hour_ms = 3_600_000
+    fig.add_bar(x=x, y=ok, name="complete", marker_color=OK, width=[hour_ms * 0.9] * len(x),
+                offset=0)
+    fig.add_bar(x=x, y=bad, name="errored", marker_color=BAD, width=[hour_ms * 0.9] * len(x),
+                offset=0)
     fig.add_scatter(x=x, y=rate, name="failure rate %", yaxis="y2", mode="lines+markers",
                     line={"color": INK, "width": 2})
     fig.update_layout(barmode="stack", yaxis={"title": "instances / hour"},
                       yaxis2={"title": "failure %", "overlaying": "y", "side": "right",
                               "range": [0, 100], "showgrid": False})
+    if since is not None and until is not None:
+        fig.update_xaxes(range=[since, until], type="date")
     return _base_layout(fig)
 
 
-def spend_series_figure(rows: Sequence[dict[str, Any]]) -> go.Figure:
-    """Stacked spend over time, one trace per key (service, workflow, step, tenant or model)."""
+def spend_series_figure(rows: Sequence[dict[str, Any]], *, since: datetime | None = None,
+                        until: datetime | None = None) -> go.Figure:
+    """Stacked spend over time, one trace per key (service, workflow, step, tenant or model).
+    The axis spans the whole window; with a bucket or two the points get markers (a line needs two)."""
     series: dict[str, dict[datetime, float]] = defaultdict(dict)
     buckets: set[datetime] = set()
     for r in rows:
@@ -72,10 +83,12 @@ def spend_series_figure(rows: Sequence[dict[str, Any]]) -> go.Figure:
     for i, key in enumerate(sorted(series, key=lambda k: -totals[k])):
         fig.add_scatter(
             x=x, y=[series[key].get(b, 0.0) for b in x], name=key, stackgroup="spend",
-            mode="lines", line={"width": 0.5, "color": PALETTE[i % len(PALETTE)]},
-            hovertemplate="%{y:$.4f}",
+            mode="lines+markers" if len(x) <= 2 else "lines",
+            line={"width": 0.5, "color": PALETTE[i % len(PALETTE)]}, hovertemplate="%{y:$.4f}",
         )
     fig.update_layout(yaxis={"title": "USD", "tickprefix": "$"})
+    if since is not None and until is not None:
+        fig.update_xaxes(range=[since, until], type="date")
     return _base_layout(fig, height=320)
 
 

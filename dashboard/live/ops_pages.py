@@ -63,7 +63,8 @@ def overview_context(user: Any, query: QueryDict) -> dict[str, Any]:
         "counts": counts,
         "total": sum(counts.values()),
         "throughput_html": charts.figure_html(
-            charts.throughput_figure(sel.throughput_rows(tenants=tenants, since=sel.window_start(window, now=now)))
+            charts.throughput_figure(sel.throughput_rows(tenants=tenants, since=sel.window_start(window, now=now)),
+                                     since=sel.window_start(window, now=now), until=now)
         ),
         "in_flight": sel.steps_in_flight(tenants=tenants),
         "in_flight_count": sel.steps_in_flight_count(tenants=tenants),
