@@ -10,6 +10,7 @@ holding no thread and no memory until then.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import inspect
 import json
@@ -34,7 +35,15 @@ from ingest.engine.errors import (
     StepTimeout,
     WorkflowTimeout,
 )
-from ingest.engine.models import Control, History, HistoryKind, Instance, Status, StepKind, StepStatus
+from ingest.engine.models import (
+    Control,
+    History,
+    HistoryKind,
+    Instance,
+    Status,
+    StepKind,
+    StepStatus,
+)
 from ingest.engine.policy import (
     MAX_RESULT_BYTES,
     StepConfig,
@@ -433,10 +442,8 @@ def _arity(fn: Callable[..., Any]) -> int:
         count = sum(1 for prm in params if prm.kind in (prm.POSITIONAL_ONLY, prm.POSITIONAL_OR_KEYWORD, prm.VAR_POSITIONAL))
     except (TypeError, ValueError):
         count = 1
-    try:
+    with contextlib.suppress(TypeError):  # unhashable callables are simply not cached
         _ARITY[key] = count
-    except TypeError:
-        pass
     return count
 
 
@@ -499,10 +506,8 @@ def rebuild_error(name: str, message: str) -> BaseException:
     module_name, _, cls_name = name.rpartition(".")
     candidates: list[Any] = []
     if module_name:
-        try:
+        with contextlib.suppress(ImportError, AttributeError):
             candidates.append(getattr(importlib.import_module(module_name), cls_name))
-        except (ImportError, AttributeError):
-            pass
     else:
         import builtins
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from ingest.engine import clock, notify, sql
+from ingest.engine import clock, notify
 from ingest.engine.errors import (
     ApprovalError,
     BatchTooLarge,

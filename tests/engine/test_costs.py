@@ -7,8 +7,7 @@ from decimal import Decimal
 
 import pytest
 
-from ingest.engine import BudgetExceeded, Workflow, create
-from ingest.engine import services
+from ingest.engine import BudgetExceeded, Workflow, create, services
 from ingest.engine.errors import ApprovalError
 from ingest.engine.models import ApiCost, ApprovalRequest, Budget, BudgetReservation, History
 

@@ -19,8 +19,8 @@ from ingest.engine import (
     create,
     create_batch,
     get,
+    services,
 )
-from ingest.engine import services
 from ingest.engine.clock import clock
 from ingest.engine.errors import BatchTooLarge, DeadLetterError, InvalidTransition
 from ingest.engine.models import DeadLetter, History, Instance, Step

@@ -106,7 +106,7 @@ def test_exhausted_retries_error_the_instance_and_write_a_dead_letter(drain):
     assert RAN["flaky"] == 4  # limit 3 = 3 retries after the first attempt
     letter = DeadLetter.objects.get(instance_id="flaky-2")
     assert (letter.step_name, letter.error_name, letter.state) == ("call-api", "ConnectionError", "open")
-    assert "upstream <n> on attempt <n>" == letter.normalized_message
+    assert letter.normalized_message == "upstream <n> on attempt <n>"
     assert "Traceback" in letter.error_traceback
 
 

@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from ingest.engine import Workflow, WaitForEventTimeout
+from ingest.engine import WaitForEventTimeout, Workflow
 from ingest.engine.testing import introspect_workflow, run_workflow
 
 pytestmark = pytest.mark.db
