@@ -255,7 +255,14 @@ async def test_on_postgresql_a_commit_wakes_the_follower_through_listen_notify(p
         assert ok
         loop = asyncio.get_running_loop()
         start = loop.time()
-        await sync_to_async(add_history)(inst, "step.completed", step_name="fetch")
+        def write() -> None:
+            # The engine NOTIFYs after its commits (ingest.engine.notify), no longer by trigger.
+            from ingest.engine import notify
+
+            add_history(inst, "step.completed", step_name="fetch")
+            notify.history()
+
+        await sync_to_async(write)()
         (msg,) = await _drain(comm, 5, until=1)
         assert loop.time() - start < 3  # woken by NOTIFY, not by the 30 s safety poll
         assert 'id="instance-history"' in msg and "fetch" in msg
