@@ -16,12 +16,6 @@ from ingest.engine import sql
 from ingest.engine.sql import Claimed, FlowGroup, FlowLimit
 from ingest.engine.workflow import Workflow, _registry
 
-
-def admit(claimed: list[Claimed], *, owner: str, token: str, now: datetime) -> list[Claimed]:
-    """Kept for the worker's claim path: every limit is already enforced inside `sql.claim`."""
-    return claimed
-
-
 # ---- pure decisions ----------------------------------------------------------------------
 
 

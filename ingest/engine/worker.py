@@ -21,7 +21,7 @@ from typing import Any
 from django.conf import settings
 from django.db import close_old_connections, connection, transaction
 
-from ingest.engine import clock, flow, notify, sql
+from ingest.engine import clock, notify, sql
 from ingest.engine.models import History, HistoryKind, Instance, Status
 from ingest.engine.runtime import Execution
 from ingest.engine.steps import AsyncStep, Step
@@ -56,7 +56,6 @@ def claim_batch(*, worker_id: str, limit: int, lease: timedelta, now: datetime |
     token = secrets.token_hex(8)
     with transaction.atomic():
         claimed = sql.claim(owner=worker_id, token=token, limit=limit, now=now, lease_until=now + lease)
-        claimed = flow.admit(claimed, owner=worker_id, token=token, now=now)
         moved = [c for c in claimed if c.previous_status in (Status.QUEUED, Status.WAITING)]
         if moved:
             rows = Instance.objects.filter(id__in=[c.id for c in moved]).values_list("id", "workflow", "tenant")
