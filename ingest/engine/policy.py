@@ -57,6 +57,21 @@ def next_delay(policy: RetryPolicy, *, attempt: int) -> timedelta | None:
 
 def resolve_config(step_name: str, *, retries: object, timeout: object) -> StepConfig:
     """Validate a step's config before it runs; unknown keys and bad values are refused."""
+    try:
+        key = (repr(retries), repr(timeout))
+        return _resolved[key]
+    except KeyError:
+        pass
+    config = _resolve(step_name, retries=retries, timeout=timeout)
+    if len(_resolved) < 4096:  # step configs are a handful of literals per workflow
+        _resolved[key] = config
+    return config
+
+
+_resolved: dict[tuple[str, str], StepConfig] = {}
+
+
+def _resolve(step_name: str, *, retries: object, timeout: object) -> StepConfig:
     return StepConfig(
         retries=_resolve_retries(step_name, retries),
         timeout=parse_duration(

@@ -44,11 +44,15 @@ class Watchdog:
                 # Disarmed entries wait for their deadline; drop them before they pile up.
                 self._heap = [entry for entry in self._heap if not entry[2].done]
                 heapq.heapify(self._heap)
+            earliest = self._heap[0][0] if self._heap else None
             heapq.heappush(self._heap, (arm.deadline, next(self._counter), arm))
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name="runledger-watchdog", daemon=True)
                 self._thread.start()
-            self._cond.notify()
+            if earliest is None or arm.deadline < earliest:
+                # Wake the watchdog only when its next deadline moves earlier: most steps arm a
+                # later deadline than one already waited for, and need no thread switch.
+                self._cond.notify()
         return arm
 
     def disarm(self, arm: _Arm) -> None:
