@@ -111,3 +111,16 @@ def redis_url(env: Mapping[str, str]) -> str | None:
             f"REDIS_URL={raw!r} must start with redis://, rediss:// or unix://"
         )
     return raw
+
+
+def channel_layers(redis: str | None) -> dict[str, Any]:
+    """channels-redis when REDIS_URL is set, else the in-process layer (see settings)."""
+    if redis:
+        # redis-py 8 reads with a 5 s socket timeout by default, shorter than the layer's
+        # blocking 5 s BZPOPMIN: every idle websocket consumer crashed after 5 s. 15 s is above
+        # the pop's timeout and still notices a dead server.
+        host = {"address": redis, "socket_timeout": 15, "socket_connect_timeout": 5}
+        return {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
+                            "CONFIG": {"hosts": [host], "capacity": 1000}}}
+    # Capacity above the default 100: a socket's queue must not drop a burst before it is coalesced.
+    return {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer", "CONFIG": {"capacity": 1000}}}

@@ -80,18 +80,9 @@ DATABASES = {"default": config.database_config(ENV, base_dir=BASE_DIR)}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = config.redis_url(ENV)
-if REDIS_URL:
-    CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "capacity": 1000},
-        }
-    }
-else:
-    # Web and worker processes never talk through the channel layer: live updates follow the
-    # history table (see dashboard/live), so the in-memory layer is enough for one web process.
-    # Capacity above the default 100: a socket's queue must not drop a burst before it is coalesced.
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer", "CONFIG": {"capacity": 1000}}}
+# Web and worker processes never talk through the channel layer: live updates follow the history
+# table (dashboard/live), so the in-memory layer serves one web process; Redis shares it.
+CHANNEL_LAYERS = config.channel_layers(REDIS_URL)
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

@@ -19,6 +19,7 @@ from ingest.engine import sql
 
 log = logging.getLogger("runledger.engine")
 COALESCE_SECONDS = 0.05
+IDLE_CLOSE_SECONDS = 2.0
 
 
 class Notifier:
@@ -44,7 +45,9 @@ class Notifier:
         while True:
             with self._cond:
                 while not self._pending:
-                    self._cond.wait()
+                    if not self._cond.wait(timeout=IDLE_CLOSE_SECONDS) and conn is not None:
+                        conn.close()  # idle: hold no connection (it would block dropping a database)
+                        conn = None
                 channels, self._pending = self._pending, set()
             try:
                 if conn is None or conn.closed:

@@ -31,8 +31,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         s.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser(stack: Stack) -> Iterator[Any]:
+    # Module scope: Playwright's sync API keeps an asyncio loop running in this thread while it
+    # is open, and Django refuses database calls from a thread with a running loop.
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:

@@ -46,3 +46,15 @@ def test_an_admin_sets_a_keyword_list_and_browses_the_pipeline_tables(admin_clie
     for page in ("price", "keywordlist", "connection", "fact", "signalevaluation", "factembedding"):
         assert admin_client.get(f"/admin/ingest/{page}/").status_code == 200, page
     assert admin_client.get("/admin/ingest/connection/add/").status_code == 200
+
+
+@pytest.mark.django_db  # price_usage reads the admin-edited price table first
+def test_the_engine_pricer_reads_track_cost_names() -> None:
+    cost = price_usage(
+        "anthropic",
+        "claude-sonnet-4-20250514",
+        {"tokens_in": 10_000, "tokens_cached": 0, "tokens_out": 1_000},
+        datetime(2025, 11, 1, tzinfo=UTC),
+    )
+
+    assert cost == Decimal("0.045000") and isinstance(cost, Decimal)
