@@ -84,6 +84,7 @@ class Worker:
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="runledger-turn")
         self._threads: list[threading.Thread] = []
+        self._claimed_at = clock.now()
         self.turns = 0
 
     # ---- lifecycle -----------------------------------------------------------------------
@@ -136,7 +137,7 @@ class Worker:
                 continue
             if claimed:
                 continue
-            self._idle_wait()
+            self._idle_wait(since=self._claimed_at)
         close_old_connections()
 
     def _claim_once(self) -> int:
@@ -145,7 +146,8 @@ class Worker:
             self.wake.wait(self.poll)
             self.wake.clear()
             return 0
-        token, ids = claim_batch(worker_id=self.worker_id, limit=free, lease=self.lease)
+        self._claimed_at = clock.now()
+        token, ids = claim_batch(worker_id=self.worker_id, limit=free, lease=self.lease, now=self._claimed_at)
         for instance_id in ids:
             with self._lock:
                 self._inflight[instance_id] = token
@@ -153,9 +155,12 @@ class Worker:
             future.add_done_callback(self._done)
         return len(ids)
 
-    def _idle_wait(self) -> None:
+    def _idle_wait(self, *, since: datetime) -> None:
+        # Due times are looked up after `since`, the instant the empty claim looked at: an
+        # instance that fell due in between is found (and waited for 0 s), not skipped until
+        # the next poll.
+        due = sql.next_due(now=since)
         now = clock.now()
-        due = sql.next_due(now=now)
         wait = self.poll if due is None else min(self.poll, max(0.0, (due - now).total_seconds()))
         if wait > 0:
             self.wake.wait(wait)
@@ -227,14 +232,17 @@ def run_until_idle(*, max_turns: int = 10_000, advance_clock: bool = False, work
     draining = threading.Event()
     turns = 0
     while turns < max_turns:
-        token, ids = claim_batch(worker_id=worker_id, limit=1, lease=lease)
+        claimed_at = clock.now()
+        token, ids = claim_batch(worker_id=worker_id, limit=1, lease=lease, now=claimed_at)
         if not ids:
-            if not advance_clock:
-                return turns
-            due = sql.next_due(now=clock.now())
+            # Looked up after the claim's own instant, so one that fell due since is not missed.
+            due = sql.next_due(now=claimed_at)
             if due is None:
                 return turns
-            clock.clock.advance(due - clock.now() + timedelta(microseconds=1))
+            if due > clock.now():
+                if not advance_clock:
+                    return turns
+                clock.clock.advance(due - clock.now() + timedelta(microseconds=1))
             continue
         run_turn(ids[0], token=token, worker_id=worker_id, lease=lease, draining=draining)
         turns += 1

@@ -65,13 +65,28 @@ def python(db: Database, code: str, timeout: float = 300) -> str:
 
 
 def start_worker(db: Database, *, concurrency: int = 8, lease: float = 3.0, poll: float = 0.2,
-                 log: Path | None = None) -> subprocess.Popen[bytes]:
-    out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115 - closed with the process
-    return subprocess.Popen(
+                 log: Path | None = None, ready_timeout: float = 60.0) -> subprocess.Popen[bytes]:
+    """Start `manage.py worker` and return once it says it started (its signal handlers are set:
+    a SIGTERM during Django's start-up would kill it instead of draining it)."""
+    if log is None:
+        import tempfile
+
+        log = Path(tempfile.mkstemp(prefix="runledger-worker-", suffix=".log")[1])
+    out = open(log, "ab")  # noqa: SIM115 - closed with the process
+    proc = subprocess.Popen(
         [sys.executable, "manage.py", "worker", "--concurrency", str(concurrency), "--lease", str(lease),
          "--poll", str(poll)],
         cwd=ROOT, env=db.env(), stdout=out, stderr=subprocess.STDOUT,
     )
+    deadline = time.monotonic() + ready_timeout
+    while b"started (concurrency" not in log.read_bytes():
+        if proc.poll() is not None:
+            raise AssertionError(f"worker exited with {proc.returncode} before starting:\n{log.read_text()}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(f"worker did not start within {ready_timeout:g} s:\n{log.read_text()}")
+        time.sleep(0.05)
+    return proc
 
 
 def stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM, timeout: float = 60) -> int:
