@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, Q, QuerySet, Sum
 
 from dashboard.api.errors import ApiProblem
 from ingest.engine.models import ApiCost, Budget, BudgetScope, DeadLetter, History, Instance, Step
@@ -26,6 +26,11 @@ def as_utc(value: datetime | None, *, what: str = "time") -> datetime | None:
     except (OverflowError, ValueError):
         raise ApiProblem(400, "invalid_time", f"{what} {value.isoformat()} is out of range; send an "
                          "ISO 8601 time such as 2026-11-22T03:00:00Z") from None
+
+
+def _given(qs: QuerySet[Any], **lookups: object) -> QuerySet[Any]:
+    """Filter on the lookups whose value was given (None or empty means no filter)."""
+    return qs.filter(**{k: v for k, v in lookups.items() if v})
 
 
 def _error(name: str, message: str) -> dict[str, str] | None:
@@ -67,19 +72,9 @@ def instance_page(
 ) -> dict[str, Any]:
     """Newest first, keyset-paginated on (created_at, id) so pages stay stable under inserts."""
     since, until = as_utc(since, what="since"), as_utc(until, what="until")
-    qs = Instance.objects.filter(tenant__in=list(tenants)).defer("output")
-    if workflow:
-        qs = qs.filter(workflow=workflow)
-    if status:
-        qs = qs.filter(status=status)
-    if tenant:
-        qs = qs.filter(tenant=tenant)
-    if since:
-        qs = qs.filter(created_at__gte=since)
-    if until:
-        qs = qs.filter(created_at__lt=until)
-    if id_prefix:
-        qs = qs.filter(id__startswith=id_prefix)
+    qs = _given(Instance.objects.filter(tenant__in=list(tenants)).defer("output"), workflow=workflow,
+                status=status, tenant=tenant, created_at__gte=since, created_at__lt=until,
+                id__startswith=id_prefix)
     if cursor:
         when, last_id = decode_cursor(cursor)
         qs = qs.filter(Q(created_at__lt=when) | Q(created_at=when, id__lt=last_id))
@@ -145,15 +140,8 @@ def workflow_counts(*, tenants: Collection[str]) -> dict[str, dict[str, int]]:
 
 def dead_letter_list(*, tenants: Collection[str], state: str | None, workflow: str | None,
                      tenant: str | None, signature: str | None, limit: int) -> list[DeadLetter]:
-    qs = DeadLetter.objects.filter(tenant__in=list(tenants))
-    if state:
-        qs = qs.filter(state=state)
-    if workflow:
-        qs = qs.filter(workflow=workflow)
-    if tenant:
-        qs = qs.filter(tenant=tenant)
-    if signature:
-        qs = qs.filter(signature=signature)
+    qs = _given(DeadLetter.objects.filter(tenant__in=list(tenants)), state=state, workflow=workflow,
+                tenant=tenant, signature=signature)
     return list(qs.order_by("-created_at", "-id")[: max(1, min(limit, MAX_LIMIT))])
 
 
@@ -161,19 +149,8 @@ def cost_summary(*, tenants: Collection[str], since: datetime | None, until: dat
                  tenant: str | None, service: str | None, workflow: str | None,
                  instance_id: str | None, limit: int) -> dict[str, Any]:
     since, until = as_utc(since, what="since"), as_utc(until, what="until")
-    qs = ApiCost.objects.filter(tenant__in=list(tenants))
-    if since:
-        qs = qs.filter(created_at__gte=since)
-    if until:
-        qs = qs.filter(created_at__lt=until)
-    if tenant:
-        qs = qs.filter(tenant=tenant)
-    if service:
-        qs = qs.filter(service=service)
-    if workflow:
-        qs = qs.filter(workflow_type=workflow)
-    if instance_id:
-        qs = qs.filter(instance_id=instance_id)
+    qs = _given(ApiCost.objects.filter(tenant__in=list(tenants)), created_at__gte=since, created_at__lt=until,
+                tenant=tenant, service=service, workflow_type=workflow, instance_id=instance_id)
     by_service = [
         {"service": r["service"], "cost": r["total"] or Decimal("0"), "calls": r["calls"]}
         for r in qs.values("service").annotate(total=Sum("cost"), calls=Count("id")).order_by("-total")

@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse, urlunparse
 
 import psycopg
@@ -65,9 +66,9 @@ def python(db: Database, code: str, timeout: float = 300) -> str:
 
 
 def start_worker(db: Database, *, concurrency: int = 8, lease: float = 3.0, poll: float = 0.2,
-                 log: Path | None = None, ready_timeout: float = 60.0) -> subprocess.Popen[bytes]:
-    """Start `manage.py worker` and return once it says it started (its signal handlers are set:
-    a SIGTERM during Django's start-up would kill it instead of draining it)."""
+                 log: Path | None = None, wait: bool = True) -> subprocess.Popen[bytes]:
+    """Start `manage.py worker`; with `wait`, return once it says it started (its signal
+    handlers are set: a SIGTERM during Django's start-up would kill it instead of draining)."""
     if log is None:
         import tempfile
 
@@ -78,15 +79,30 @@ def start_worker(db: Database, *, concurrency: int = 8, lease: float = 3.0, poll
          "--poll", str(poll)],
         cwd=ROOT, env=db.env(), stdout=out, stderr=subprocess.STDOUT,
     )
-    deadline = time.monotonic() + ready_timeout
-    while b"started (concurrency" not in log.read_bytes():
-        if proc.poll() is not None:
-            raise AssertionError(f"worker exited with {proc.returncode} before starting:\n{log.read_text()}")
-        if time.monotonic() > deadline:
-            proc.kill()
-            raise AssertionError(f"worker did not start within {ready_timeout:g} s:\n{log.read_text()}")
-        time.sleep(0.05)
+    proc.log_path = log  # type: ignore[attr-defined]
+    if wait:
+        wait_ready(proc)
     return proc
+
+
+def start_workers(db: Database, count: int, *, log_dir: Path, **options: Any) -> list[subprocess.Popen[bytes]]:
+    """Start `count` workers at once and return when all have started, so all share the work."""
+    procs = [start_worker(db, log=log_dir / f"w{i}.log", wait=False, **options) for i in range(count)]
+    return wait_ready(*procs)
+
+
+def wait_ready(*procs: subprocess.Popen[bytes], timeout: float = 60.0) -> list[subprocess.Popen[bytes]]:
+    deadline = time.monotonic() + timeout
+    for proc in procs:
+        log: Path = proc.log_path  # type: ignore[attr-defined]
+        while b"started (concurrency" not in log.read_bytes():
+            if proc.poll() is not None:
+                raise AssertionError(f"worker exited with {proc.returncode} before starting:\n{log.read_text()}")
+            if time.monotonic() > deadline:
+                proc.kill()
+                raise AssertionError(f"worker did not start within {timeout:g} s:\n{log.read_text()}")
+            time.sleep(0.05)
+    return list(procs)
 
 
 def stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM, timeout: float = 60) -> int:

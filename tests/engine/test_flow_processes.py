@@ -12,7 +12,15 @@ import time
 import pytest
 
 from tests.conftest import PG_URL
-from tests.engine.procs import WORKFLOWS, Database, python, start_worker, stop, wait_for
+from tests.engine.procs import (
+    WORKFLOWS,
+    Database,
+    python,
+    start_worker,
+    start_workers,
+    stop,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.postgres, pytest.mark.e2e]
 
@@ -58,7 +66,7 @@ def create_many(db: Database, workflow: str, items: str) -> None:
 def test_a_per_tenant_limit_holds_across_four_racing_worker_processes(db, tmp_path):
     create_many(db, "e2e-flow-tenant",
                 "[{'id': f'{t}-{i}', 'tenant': t, 'params': {'hold': 0.15}} for t in ('acme', 'blue', 'cyan') for i in range(20)]")
-    workers = [start_worker(db, concurrency=8, lease=10.0, poll=0.05, log=tmp_path / f"w{i}.log") for i in range(4)]
+    workers = start_workers(db, 4, log_dir=tmp_path, concurrency=8, lease=10.0, poll=0.05)
     try:
         wait_for(lambda: db.execute("SELECT count(*) FROM engine_instance WHERE status = 'complete'") == [(60,)],
                  timeout=240, interval=0.5, what="60 instances to complete")
@@ -73,7 +81,7 @@ def test_a_per_tenant_limit_holds_across_four_racing_worker_processes(db, tmp_pa
 def test_a_small_tenant_finishes_before_a_large_backlog_drains(db, tmp_path):
     create_many(db, "e2e-flow-tenant", "[{'id': f'a-{i:04}', 'tenant': 'acme'} for i in range(1000)]")
     create_many(db, "e2e-flow-tenant", "[{'id': f'b-{i:02}', 'tenant': 'blue'} for i in range(10)]")
-    workers = [start_worker(db, concurrency=4, lease=10.0, poll=0.05, log=tmp_path / f"w{i}.log") for i in range(2)]
+    workers = start_workers(db, 2, log_dir=tmp_path, concurrency=4, lease=10.0, poll=0.05)
     try:
         wait_for(lambda: db.execute("SELECT count(*) FROM engine_instance WHERE concurrency_key = 'blue' "
                                     "AND status = 'complete'") == [(10,)],
@@ -91,7 +99,7 @@ def test_starts_keep_to_the_rate_and_start_at_is_honoured_across_processes(db, t
     python(db, "from datetime import timedelta\nfrom ingest.engine import create\nfrom ingest.engine.clock import now\n"
                "create('e2e-flow-tenant', id='later', tenant='zeta', start_at=now() + timedelta(seconds=3))")
     began = time.time()
-    workers = [start_worker(db, concurrency=8, lease=10.0, poll=0.05, log=tmp_path / f"w{i}.log") for i in range(2)]
+    workers = start_workers(db, 2, log_dir=tmp_path, concurrency=8, lease=10.0, poll=0.05)
     try:
         wait_for(lambda: db.execute("SELECT count(*) FROM engine_instance WHERE status = 'complete'") == [(16,)],
                  timeout=120, interval=0.2, what="the rated instances and the delayed one to complete")

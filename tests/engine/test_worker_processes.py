@@ -12,7 +12,7 @@ import signal
 import pytest
 
 from tests.conftest import PG_URL
-from tests.engine.procs import Database, python, start_worker, stop, wait_for
+from tests.engine.procs import Database, python, start_worker, start_workers, stop, wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.e2e]
 
@@ -70,7 +70,7 @@ def test_a_thousand_instances_through_four_workers_complete_once_each(db, tmp_pa
     python(db, "from ingest.engine import create_batch\n"
                "for b in range(10):\n"
                "    create_batch('e2e-three-effects', [{'id': f'many-{b}-{i}', 'params': {'n': i}} for i in range(100)])")
-    workers = [start_worker(db, concurrency=8, lease=10.0, log=tmp_path / f"w{i}.log") for i in range(4)]
+    workers = start_workers(db, 4, log_dir=tmp_path, concurrency=8, lease=10.0)
     try:
         wait_for(lambda: status_counts(db, "e2e-three-effects") == {"complete": 1000}, timeout=300, interval=0.5,
                  what="1,000 instances to complete")
@@ -87,7 +87,7 @@ def test_a_thousand_instances_through_four_workers_complete_once_each(db, tmp_pa
 
 
 def test_ten_thousand_sleepers_wake_within_a_second_of_their_due_time(db, tmp_path):
-    workers = [start_worker(db, concurrency=16, lease=30.0, poll=1.0, log=tmp_path / f"w{i}.log") for i in range(2)]
+    workers = start_workers(db, 2, log_dir=tmp_path, concurrency=16, lease=30.0, poll=1.0)
     try:
         # All go to sleep first; their due times then spread over 60 s, starting 90 s from now.
         python(db, "from datetime import timedelta\n"
