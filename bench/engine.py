@@ -208,11 +208,13 @@ def main() -> None:
     for r in range(args.sleeper_repeats if args.sleepers else 0):
         sleepers.append(runledger_sleepers(args.sleepers, 2, lead_s=30.0, rate=args.sleeper_rate))
         print(f"[{r + 1}] runledger sleepers {json.dumps(sleepers[-1])}", flush=True)
-    summary: dict[str, object] = {
-        "runledger_step_overhead_p50_ms": median_of(seq, "p50_ms"),
-        "runledger_step_overhead_p99_ms": median_of(seq, "p99_ms"),
-        "runledger_steps_per_s": median_of(tp, "steps_per_s"),
-    }
+    summary: dict[str, object] = {}
+    if seq:
+        summary.update({
+            "runledger_step_overhead_p50_ms": median_of(seq, "p50_ms"),
+            "runledger_step_overhead_p99_ms": median_of(seq, "p99_ms"),
+            "runledger_steps_per_s": median_of(tp, "steps_per_s"),
+        })
     if dseq:
         summary.update({
             "dbos_step_overhead_p50_ms": median_of(dseq, "step_p50_ms"),
