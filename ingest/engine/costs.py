@@ -31,7 +31,6 @@ from ingest.engine.models import (
     BudgetReservation,
     History,
     HistoryKind,
-    Instance,
     ReservationState,
 )
 from ingest.engine.periods import period_start
@@ -235,7 +234,3 @@ def approval_expire(*, approval_id: int) -> dict[str, Any]:
     ApprovalRequest.objects.filter(id=approval_id, state=ApprovalState.PENDING).update(
         state=ApprovalState.EXPIRED, answered_at=clock.now())
     return {"id": approval_id, "state": "expired"}
-
-
-def instance_tenant(instance_id: str) -> str:
-    return Instance.objects.values_list("tenant", flat=True).get(id=instance_id)

@@ -52,7 +52,14 @@ from ingest.engine.policy import (
     next_delay,
     resolve_config,
 )
-from ingest.engine.store import EngineFault, Failure, InstanceStore, LeaseLost, StepRecord
+from ingest.engine.store import (
+    EngineFault,
+    Failure,
+    InstanceStore,
+    LeaseLost,
+    StepRecord,
+    step_label,
+)
 from ingest.engine.testing_hooks import Overrides, overrides_for
 from ingest.engine.watchdog import watchdog
 from ingest.engine.workflow import WorkflowEvent, get_workflow
@@ -106,7 +113,7 @@ class Prepared:
 
     @property
     def label(self) -> str:
-        return self.name if self.seq == 1 else f"{self.name}#{self.seq}"
+        return step_label(self.name, self.seq)
 
 
 class Execution:
@@ -142,11 +149,11 @@ class Execution:
             self._position += 1
         rec = self.by_key.get((name, seq))
         at_position = self.by_pos.get(position)
-        label = name if seq == 1 else f"{name}#{seq}"
+        label = step_label(name, seq)
         if at_position is not None and (at_position.name, at_position.seq) != (name, seq):
             raise FailInstance(NonDeterministicReplay(
                 f"instance {self.instance.id}: replay asked for step {label!r} at position "
-                f"{position}, but the history has step {_label(at_position)!r} there; code outside "
+                f"{position}, but the history has step {step_label(at_position.name, at_position.seq)!r} there; code outside "
                 "steps must be deterministic — restart the instance if the workflow changed"
             ), step=label)
         if rec is not None and (rec.position != position or rec.kind != kind):
@@ -456,10 +463,6 @@ def _deadline(inst: Instance, timeout: timedelta | None) -> datetime | None:
                                     data__action__in=["restart", "retry"])
              .order_by("-id").values_list("created_at", flat=True).first())
     return flow.deadline(started_at=max(inst.started_at, rerun or inst.started_at), timeout=timeout)
-
-
-def _label(rec: StepRecord) -> str:
-    return rec.name if rec.seq == 1 else f"{rec.name}#{rec.seq}"
 
 
 def check_result(label: str, instance_id: str, value: Any) -> Any:

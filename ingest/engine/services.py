@@ -186,10 +186,7 @@ def _status_change(inst: Instance, *, now: datetime, actor: str = "", reason: st
 
 
 def _finished(inst: Instance, action: str) -> InstanceFinished:
-    return InstanceFinished(
-        f"cannot {action} instance {inst.id}: it is {inst.status}"
-        + (" — restart or replay it to run it again" if inst.status != Status.COMPLETE or action != "send an event to" else "")
-    )
+    return InstanceFinished(f"cannot {action} instance {inst.id}: it is {inst.status} — restart or replay it to run it again")
 
 
 def _is_leased(inst: Instance, now: datetime) -> bool:

@@ -391,16 +391,6 @@ def next_due(*, now: datetime) -> datetime | None:
     return value if isinstance(value, datetime) else None
 
 
-def try_advisory_lock(key: int) -> bool:
-    """Session-level advisory lock (PostgreSQL); True on SQLite, where one process runs."""
-    if not is_postgres():
-        return True
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s)", [key])
-        row = cursor.fetchone()
-    return bool(row and row[0])
-
-
 def async_commit() -> None:
     """Let this transaction commit without waiting for the WAL flush (PostgreSQL).
 

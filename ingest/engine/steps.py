@@ -28,7 +28,6 @@ from ingest.engine.store import Failure
 from ingest.engine.workflow import get_workflow
 
 MAX_WAIT = timedelta(days=365)
-ID_PATTERN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]*$")
 _parallel = ThreadPoolExecutor(max_workers=32, thread_name_prefix="runledger-parallel")
 
 
@@ -368,6 +367,8 @@ def _child_instance(x: Execution, *, name: str, seq: int, workflow: str, params:
     child_id = id or f"{x.instance.id}-{slug}-{seq}"
     if x.instance.generation and id is None:
         child_id += f"-g{x.instance.generation}"
+    from ingest.engine.services import ID_PATTERN
+
     if len(child_id) > 100 or not ID_PATTERN.match(child_id):
         raise InvalidInstanceId(
             f"child id {child_id[:60]!r} for step {name!r} is not a valid instance id; pass id= "

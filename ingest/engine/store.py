@@ -160,7 +160,7 @@ class InstanceStore:
                 async_commit=not transaction.get_connection().in_atomic_block,
                 iid=self.instance_id, token=self.token, now=now, until=now + self.lease, name=name,
                 seq=seq, position=position, kind=kind, config=json.dumps(config), attempt=attempt,
-                sensitive=sensitive, has_rollback=has_rollback, label=_label(name, seq),
+                sensitive=sensitive, has_rollback=has_rollback, label=step_label(name, seq),
                 hdata=json.dumps({"attempt": attempt}),
             )
             if got is None:
@@ -182,7 +182,7 @@ class InstanceStore:
             else:
                 Step.objects.filter(id=rec.id).update(status=StepStatus.RUNNING, attempts=attempt, wake_at=None)
                 rec.status, rec.attempts, rec.wake_at = StepStatus.RUNNING, attempt, None
-            self._history(HistoryKind.STEP_STARTED, now, step_name=_label(name, seq), attempt=attempt)
+            self._history(HistoryKind.STEP_STARTED, now, step_name=step_label(name, seq), attempt=attempt)
         return rec
 
     @_io
@@ -193,7 +193,7 @@ class InstanceStore:
             control = sql.step_complete(
                 iid=self.instance_id, token=self.token, now=now, until=now + self.lease, step_id=rec.id,
                 attempt=attempt, started=started, result=None if result is None else json.dumps(result),
-                worker=self.worker, label=_label(rec.name, rec.seq),
+                worker=self.worker, label=step_label(rec.name, rec.seq),
                 hdata=json.dumps({"attempt": attempt, "ms": ms}),
             )
             if control is None:
@@ -209,7 +209,7 @@ class InstanceStore:
             )
             Attempt.objects.create(step_id=rec.id, number=attempt, started_at=started, ended_at=now,
                                    ok=True, worker=self.worker)
-            self._history(HistoryKind.STEP_COMPLETED, now, step_name=_label(rec.name, rec.seq),
+            self._history(HistoryKind.STEP_COMPLETED, now, step_name=step_label(rec.name, rec.seq),
                           attempt=attempt, ms=round((now - started).total_seconds() * 1000, 3))
         rec.status, rec.result = StepStatus.COMPLETE, result
 
@@ -230,12 +230,12 @@ class InstanceStore:
                     error_name=failure.name, error_message=failure.message,
                     error_traceback=failure.traceback, wake_at=None,
                 )
-                self._history(HistoryKind.STEP_FAILED, now, step_name=_label(rec.name, rec.seq),
+                self._history(HistoryKind.STEP_FAILED, now, step_name=step_label(rec.name, rec.seq),
                               attempt=attempt, error=failure.name, message=failure.message[:500])
             else:
                 Step.objects.filter(id=rec.id).update(attempts=attempt, wake_at=retry_at,
                                                       error_name=failure.name, error_message=failure.message)
-                self._history(HistoryKind.STEP_RETRY, now, step_name=_label(rec.name, rec.seq),
+                self._history(HistoryKind.STEP_RETRY, now, step_name=step_label(rec.name, rec.seq),
                               attempt=attempt, error=failure.name, message=failure.message[:500],
                               delay=delay)
         rec.attempts, rec.wake_at = attempt, retry_at
@@ -283,7 +283,7 @@ class InstanceStore:
                 child_id=child_id,
             )
             hk = HistoryKind.STEP_SLEEP if kind == StepKind.SLEEP else HistoryKind.STEP_WAIT
-            self._history(hk, now, step_name=_label(name, seq), until=wake_at.isoformat() if wake_at else None,
+            self._history(hk, now, step_name=step_label(name, seq), until=wake_at.isoformat() if wake_at else None,
                           event_type=event_type, child=child_id)
             if child is not None:
                 notify.ready()
@@ -315,7 +315,7 @@ class InstanceStore:
         def write() -> None:
             Step.objects.create(instance_id=self.instance_id, name=name, seq=seq, position=position, kind=kind,
                                 status=status, started_at=now, wake_at=wake_at, event_type=event_type)
-            self._history(hk, now, step_name=_label(name, seq), until=wake_at.isoformat() if wake_at else None,
+            self._history(hk, now, step_name=step_label(name, seq), until=wake_at.isoformat() if wake_at else None,
                           event_type=event_type)
 
         self.defer(write)
@@ -328,14 +328,14 @@ class InstanceStore:
     def _resolve(self, rec: StepRecord, *, now: datetime, result: Any, failure: Failure | None) -> None:
         if failure is None:
             Step.objects.filter(id=rec.id).update(status=StepStatus.COMPLETE, result=result, ended_at=now)
-            self._history(HistoryKind.STEP_COMPLETED, now, step_name=_label(rec.name, rec.seq))
+            self._history(HistoryKind.STEP_COMPLETED, now, step_name=step_label(rec.name, rec.seq))
             rec.status, rec.result = StepStatus.COMPLETE, result
         else:
             Step.objects.filter(id=rec.id).update(
                 status=StepStatus.ERRORED, ended_at=now, error_name=failure.name,
                 error_message=failure.message,
             )
-            self._history(HistoryKind.STEP_FAILED, now, step_name=_label(rec.name, rec.seq),
+            self._history(HistoryKind.STEP_FAILED, now, step_name=step_label(rec.name, rec.seq),
                           error=failure.name, message=failure.message)
             rec.status, rec.error_name, rec.error_message = StepStatus.ERRORED, failure.name, failure.message
 
@@ -433,5 +433,6 @@ def wake_parent(parent_id: str, *, now: datetime) -> None:
     Instance.objects.filter(id=parent_id, status=Status.PAUSED).update(paused_ready_at=now)
 
 
-def _label(name: str, seq: int) -> str:
+def step_label(name: str, seq: int) -> str:
+    """How a step is named in the history and on the dashboard: `name`, or `name#2` for its 2nd call."""
     return name if seq == 1 else f"{name}#{seq}"
