@@ -7,8 +7,10 @@
 Figures (each repeated, Runledger and DBOS interleaved, medians printed):
   (a) a 10-step no-op workflow run sequentially: engine overhead per step, p50 and p99, timed
       around each `step.do` call inside the workflow (the step itself does nothing);
-  (b) 2,000 instances x 10 no-op steps through 2 worker processes: steps/s, from the workers'
-      start to the last instance's end;
+  (b) 2,000 instances x 10 no-op steps through 2 worker processes: steps/s, measured as the
+      DBOS side is: the workers are started and ready, then the instances are created
+      (create_batch, 100 per call); wall time from just before the first create to the last
+      instance's end;
   (c) the same two with DBOS (bench/dbos_side.py: a queue polled every 0.05 s with
       worker_concurrency 10, and its sequential mode), and the ratios;
   (d) N sleeping instances (default 100,000): worker RSS and wake-up lag p99 (a sleep step's
@@ -77,18 +79,26 @@ def runledger_sequential(workflows: int) -> dict[str, float]:
             "samples": len(samples)}
 
 
-def workers(count: int, concurrency: int) -> list[subprocess.Popen[bytes]]:
+def workers(count: int, concurrency: int, *, ready: bool = False) -> list[subprocess.Popen[bytes]]:
+    """Start `count` worker processes; with `ready`, return once each says it has started."""
     env = os.environ.copy()
-    return [subprocess.Popen([sys.executable, "manage.py", "worker", "--concurrency", str(concurrency),
-                              "--poll", "0.5"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL) for _ in range(count)]
+    procs = [subprocess.Popen([sys.executable, "manage.py", "worker", "--concurrency", str(concurrency),
+                               "--poll", "0.5"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL) for _ in range(count)]
+    if ready:
+        for p in procs:
+            assert p.stdout is not None
+            line = p.stdout.readline()
+            if b"started" not in line:
+                raise RuntimeError(f"worker did not start: {line!r}")
+    return procs
 
 
 def stop(procs: list[subprocess.Popen[bytes]]) -> None:
     for p in procs:
         p.terminate()
     for p in procs:
-        p.wait(timeout=120)
+        p.communicate(timeout=120)
 
 
 def count_unfinished(workflow: str) -> int:
@@ -98,19 +108,21 @@ def count_unfinished(workflow: str) -> int:
 
 
 def runledger_throughput(instances: int, processes: int, concurrency: int) -> dict[str, float]:
+    """As bench/dbos_side.py measures DBOS: the workers are started and ready first; the wall time
+    runs from just before the first create (create_batch, 100 per call) to the last instance's end."""
     from django.db.models import Max
 
     from ingest.engine import create_batch
+    from ingest.engine.clock import now
     from ingest.engine.models import Instance
 
     reset()
-    for b in range(instances // 100):
-        create_batch("bench-ten-noops", [{"id": f"tp-{b}-{i}"} for i in range(100)])
-    from ingest.engine.clock import now
-
-    started = now()
-    procs = workers(processes, concurrency)
+    procs = workers(processes, concurrency, ready=True)
     try:
+        started = now()
+        for b in range(instances // 100):
+            create_batch("bench-ten-noops", [{"id": f"tp-{b}-{i}"} for i in range(100)])
+        created = (now() - started).total_seconds()
         while count_unfinished("bench-ten-noops"):
             time.sleep(0.2)
     finally:
@@ -118,7 +130,8 @@ def runledger_throughput(instances: int, processes: int, concurrency: int) -> di
     ended = Instance.objects.filter(workflow="bench-ten-noops").aggregate(m=Max("ended_at"))["m"]
     wall = (ended - started).total_seconds()
     errored = Instance.objects.filter(workflow="bench-ten-noops", status="errored").count()
-    return {"steps_per_s": instances * 10 / wall, "wall_s": wall, "errored": errored}
+    return {"steps_per_s": instances * 10 / wall, "wall_s": wall, "create_s": created, "errored": errored,
+            "loadavg_1m": os.getloadavg()[0]}
 
 
 def rss_mb(pid: int) -> float:

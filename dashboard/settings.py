@@ -1,7 +1,7 @@
 """Runledger settings. Everything that differs between deployments comes from the environment.
 
 Variables (all optional): DATABASE_URL, REDIS_URL, SECRET_KEY, DEBUG, ALLOWED_HOSTS, TIME_ZONE,
-RUNLEDGER_LEASE_SECONDS, RUNLEDGER_POLL_SECONDS. README.md ("Configuration") describes each.
+RUNLEDGER_LEASE_SECONDS, RUNLEDGER_POLL_SECONDS, RUNLEDGER_MARKER_MS. README.md ("Configuration") describes each.
 """
 
 from __future__ import annotations
@@ -109,6 +109,9 @@ WHITENOISE_USE_FINDERS = True
 # The engine's knobs (ingest.engine.conf reads these with their defaults).
 RUNLEDGER_LEASE_SECONDS = config.env_float(ENV, "RUNLEDGER_LEASE_SECONDS", 30.0, minimum=1.0)
 RUNLEDGER_POLL_SECONDS = config.env_float(ENV, "RUNLEDGER_POLL_SECONDS", 1.0, minimum=0.01)
+# A step still running after this many milliseconds gets its start marker written (PostgreSQL);
+# a quicker one is written once, complete (ingest/engine/markers.py).
+RUNLEDGER_MARKER_MS = config.env_float(ENV, "RUNLEDGER_MARKER_MS", 100.0, minimum=0.0)
 # Extra modules whose workflows every process registers (comma-separated), beside ingest.workflows.
 RUNLEDGER_WORKFLOW_MODULES = [m.strip() for m in ENV.get("RUNLEDGER_WORKFLOW_MODULES", "").split(",") if m.strip()]
 # Prices usage when a step records a cost without an amount (ingest.pricing, the pipelines' table).

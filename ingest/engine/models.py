@@ -74,12 +74,14 @@ class Instance(models.Model):
     run_count = models.IntegerField(default=0)  # how many times a worker picked it up
     concurrency_key = models.CharField(max_length=200, blank=True, default="")
 
+    # Most instances have neither a parent nor a replay origin: partial indexes (below) instead
+    # of Django's two full indexes per foreign key, which every claim's row update maintained.
     parent = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children"
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children", db_index=False
     )
     parent_step = models.CharField(max_length=300, blank=True, default="")
     replay_of = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="replays"
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="replays", db_index=False
     )
 
     class Meta:
@@ -90,10 +92,21 @@ class Instance(models.Model):
             models.Index(fields=["workflow", "-created_at"], name="instance_workflow"),
             models.Index(fields=["tenant", "-created_at"], name="instance_tenant"),
             models.Index(fields=["lease_owner"], name="instance_lease", condition=~Q(lease_owner="")),
+            models.Index(fields=["parent"], name="instance_parent", condition=Q(parent__isnull=False)),
+            models.Index(fields=["replay_of"], name="instance_replay_of", condition=Q(replay_of__isnull=False)),
         ]
 
     def __str__(self) -> str:
         return f"{self.workflow}/{self.id} ({self.status})"
+
+
+# HOT_PATH_REFERENCES. Step, Attempt and History rows are written several times per step, so
+# their references to Instance and Step are not checked by the database: a foreign-key check
+# is a locking lookup per row, and it locks the instance's row in a second mode beside the
+# guard's FOR SHARE, which makes PostgreSQL create a multixact per statement. The engine's
+# writes check the reference themselves (the guard finds the instance's row, or nothing is
+# written), deletes cascade through Django, and tests/engine/test_ledger_integrity.py looks for
+# orphans after every kind of run.
 
 
 class StepKind(models.TextChoices):
@@ -115,7 +128,10 @@ class StepStatus(models.TextChoices):
 class Step(models.Model):
     """One step of an instance, keyed by name and occurrence (the Nth call of that name)."""
 
-    instance = models.ForeignKey(Instance, on_delete=models.CASCADE, related_name="steps")
+    # Written only under the lease guard, which locks the instance's row in the same statement:
+    # no database-level reference check (see HOT_PATH_REFERENCES below). Indexed by step_occurrence.
+    instance = models.ForeignKey(Instance, on_delete=models.CASCADE, related_name="steps",
+                                 db_index=False, db_constraint=False)
     name = models.CharField(max_length=256)
     seq = models.IntegerField()  # 1-based occurrence of `name` in the run
     position = models.IntegerField()  # order in which the run asked for its steps
@@ -134,7 +150,7 @@ class Step(models.Model):
     wake_at = models.DateTimeField(null=True, blank=True)  # sleep end or event-wait deadline
     event_type = models.CharField(max_length=200, blank=True, default="")
     child = models.ForeignKey(
-        Instance, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        Instance, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
     )
 
     class Meta:
@@ -142,8 +158,9 @@ class Step(models.Model):
             models.UniqueConstraint(fields=["instance", "name", "seq"], name="step_occurrence"),
         ]
         indexes = [
-            models.Index(fields=["instance", "position"], name="step_position"),
-            models.Index(fields=["status", "started_at"], name="step_status"),
+            # Only running steps: a step inserted complete (most of them) adds no entry here.
+            models.Index(fields=["started_at"], name="step_running", condition=Q(status="running")),
+            models.Index(fields=["child"], name="step_child", condition=Q(child__isnull=False)),
         ]
 
     def __str__(self) -> str:
@@ -153,7 +170,9 @@ class Step(models.Model):
 class Attempt(models.Model):
     """Every attempt of a `step.do`: when it ran, how it ended, and the delay before the next."""
 
-    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="attempt_rows")
+    # Inserted in the same statement as its step (HOT_PATH_REFERENCES); indexed by attempt_number.
+    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="attempt_rows",
+                             db_index=False, db_constraint=False)
     number = models.IntegerField()
     started_at = models.DateTimeField()
     ended_at = models.DateTimeField(null=True, blank=True)
@@ -190,8 +209,11 @@ class History(models.Model):
     """Append-only log of everything that happened. Its ids order what the dashboard shows live."""
 
     id = models.BigAutoField(primary_key=True)
+    # Written under the lease guard or by services holding the instance's row (HOT_PATH_REFERENCES);
+    # indexed by history_instance.
     instance = models.ForeignKey(
-        Instance, null=True, blank=True, on_delete=models.CASCADE, related_name="history"
+        Instance, null=True, blank=True, on_delete=models.CASCADE, related_name="history",
+        db_index=False, db_constraint=False,
     )
     workflow = models.CharField(max_length=200, blank=True, default="")
     tenant = models.CharField(max_length=100, blank=True, default="")

@@ -73,6 +73,11 @@ def ready() -> None:
     _after_commit(sql.READY_CHANNEL)
 
 
+def request_history() -> None:
+    """History rows were committed by this thread's own connection: wake the followers now."""
+    _notifier.request(sql.HISTORY_CHANNEL)
+
+
 def history() -> None:
     """History rows were written: wake the dashboards' followers (after this transaction commits)."""
     _after_commit(sql.HISTORY_CHANNEL)

@@ -280,7 +280,7 @@ class Execution:
         self._release(ctx)
         now = self.now()
         try:
-            stored = check_result(p.label, self.instance.id, result)
+            stored, encoded = encode_result(p.label, self.instance.id, result)
         except EngineError as error:
             self.failed_step = p.label
             assert p.rec is not None
@@ -288,7 +288,8 @@ class Execution:
                                            failure=Failure(type(error).__name__, str(error)), retry_at=None)
             raise FailInstance(error, step=p.label) from None
         assert p.rec is not None
-        self.store.step_completed(p.rec, attempt=ctx.attempt, started=started, now=now, result=stored)
+        self.store.step_completed(p.rec, attempt=ctx.attempt, started=started, now=now, result=stored,
+                                  encoded=encoded)
         self._register_rollback(p, stored)
         return stored
 
@@ -467,6 +468,11 @@ def _deadline(inst: Instance, timeout: timedelta | None) -> datetime | None:
 
 def check_result(label: str, instance_id: str, value: Any) -> Any:
     """The value as it will be stored and replayed (JSON round trip); at most 1 MiB."""
+    return encode_result(label, instance_id, value)[0]
+
+
+def encode_result(label: str, instance_id: str, value: Any) -> tuple[Any, str]:
+    """The value as it will be stored and replayed (JSON round trip), and its JSON; at most 1 MiB."""
     try:
         text = json.dumps(value, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError) as exc:
@@ -480,7 +486,7 @@ def check_result(label: str, instance_id: str, value: Any) -> Any:
             f"step {label!r} of instance {instance_id} returned {size / 1048576:.1f} MiB; step "
             "results are limited to 1 MiB — store large data in a table and return its id"
         )
-    return json.loads(text)
+    return json.loads(text), text
 
 
 def failure_of(exc: BaseException) -> Failure:

@@ -17,7 +17,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from django.db import DatabaseError, transaction
 
-from ingest.engine import notify, sql
+from ingest.engine import markers, notify, sql
 from ingest.engine.models import (
     Attempt,
     Control,
@@ -77,6 +77,10 @@ class StepRecord:
     event_type: str = ""
     child_id: str | None = None
     started_at: datetime | None = None
+    # A first attempt on PostgreSQL whose row is not written yet (id 0): what to insert, and its
+    # start marker (markers.py).
+    row: sql.StepRow | None = None
+    marker: markers.Marker | None = None
 
 
 @dataclass(frozen=True)
@@ -156,19 +160,14 @@ class InstanceStore:
                      kind: str, config: dict[str, Any], attempt: int, now: datetime,
                      sensitive: bool, has_rollback: bool) -> StepRecord:
         if rec is None and sql.is_postgres() and not self.deferred:
-            got = sql.step_start_first(
-                async_commit=not transaction.get_connection().in_atomic_block,
-                iid=self.instance_id, token=self.token, now=now, until=now + self.lease, name=name,
-                seq=seq, position=position, kind=kind, config=json.dumps(config), attempt=attempt,
-                sensitive=sensitive, has_rollback=has_rollback, label=step_label(name, seq),
-                hdata=json.dumps({"attempt": attempt}),
-            )
-            if got is None:
-                raise LeaseLost(self.instance_id)
-            self.control = got[0]
-            notify.history()
-            return StepRecord(id=got[1], name=name, seq=seq, position=position, kind=kind,
-                              status=StepStatus.RUNNING, attempts=attempt, started_at=now)
+            # The first attempt writes nothing yet: its completion inserts the row, unless it
+            # runs long enough for its start marker to be written first (markers.py).
+            row = sql.StepRow(iid=self.instance_id, name=name, seq=seq, position=position, kind=kind,
+                              config=json.dumps(config), sensitive=sensitive, has_rollback=has_rollback,
+                              label=step_label(name, seq))
+            return StepRecord(id=0, name=name, seq=seq, position=position, kind=kind,
+                              status=StepStatus.RUNNING, attempts=attempt, started_at=now, row=row,
+                              marker=markers.schedule(row=row, token=self.token, started=now, attempt=attempt))
         with self._txn(now):
             sql.async_commit()
             if rec is None:
@@ -185,22 +184,59 @@ class InstanceStore:
             self._history(HistoryKind.STEP_STARTED, now, step_name=step_label(name, seq), attempt=attempt)
         return rec
 
+    def _settle_marker(self, rec: StepRecord) -> bool:
+        """End the attempt's start marker; True when the step's row was not written (so the
+        caller writes it, with its step.started history)."""
+        marker, rec.marker = rec.marker, None
+        if marker is None:
+            return False
+        if marker.settle():
+            assert marker.step_id is not None
+            rec.id = marker.step_id
+            return False
+        return True
+
+    def _materialize(self, rec: StepRecord) -> None:
+        """Make sure a first attempt's row exists before writing anything that refers to it."""
+        if not self._settle_marker(rec):
+            return
+        assert rec.started_at is not None and rec.row is not None
+        row = rec.row
+        with self._txn(rec.started_at):
+            step = Step.objects.create(
+                instance_id=self.instance_id, name=rec.name, seq=rec.seq, position=rec.position,
+                kind=rec.kind, status=StepStatus.RUNNING, config=json.loads(row.config),
+                attempts=rec.attempts, sensitive=row.sensitive, has_rollback=row.has_rollback,
+                started_at=rec.started_at,
+            )
+            self._history(HistoryKind.STEP_STARTED, rec.started_at, step_name=row.label, attempt=rec.attempts)
+        rec.id = step.id
+
     @_io
     def step_completed(self, rec: StepRecord, *, attempt: int, started: datetime, now: datetime,
-                       result: Any) -> None:
-        if sql.is_postgres() and not self.deferred:
-            ms = round((now - started).total_seconds() * 1000, 3)
-            control = sql.step_complete(
-                iid=self.instance_id, token=self.token, now=now, until=now + self.lease, step_id=rec.id,
-                attempt=attempt, started=started, result=None if result is None else json.dumps(result),
-                worker=self.worker, label=step_label(rec.name, rec.seq),
-                hdata=json.dumps({"attempt": attempt, "ms": ms}),
-            )
-            if control is None:
+                       result: Any, encoded: str | None = None) -> None:
+        """Store a successful attempt's result (`encoded`: its JSON, when the caller has it)."""
+        if sql.is_postgres():
+            with_start = self._settle_marker(rec)
+            row = rec.row or sql.StepRow(
+                iid=self.instance_id, name=rec.name, seq=rec.seq, position=rec.position, kind=rec.kind,
+                config="{}", sensitive=False, has_rollback=False, label=step_label(rec.name, rec.seq))
+            finish = functools.partial(
+                sql.step_finish, row=row, token=self.token, now=now, started=started, attempt=attempt,
+                result=None if result is None else (encoded if encoded is not None else json.dumps(result)),
+                worker=self.worker,
+                with_start=with_start)
+            if self.deferred:
+                with transaction.atomic():
+                    self._guard(now)  # applies the deferred writes in the same transaction
+                    got = finish()
+            else:
+                got = finish()
+            if got is None:
                 raise LeaseLost(self.instance_id)
-            self.control = control
+            self.control, rec.id = got
             notify.history()
-            rec.status, rec.result = StepStatus.COMPLETE, result
+            rec.status, rec.result, rec.row = StepStatus.COMPLETE, result, None
             return
         with self._txn(now):
             Step.objects.filter(id=rec.id).update(
@@ -217,6 +253,7 @@ class InstanceStore:
     def step_attempt_failed(self, rec: StepRecord, *, attempt: int, started: datetime, now: datetime,
                             failure: Failure, retry_at: datetime | None) -> None:
         """Record a failed attempt: a retry at `retry_at`, or the step's final failure."""
+        self._materialize(rec)
         delay = None if retry_at is None else (retry_at - now).total_seconds()
         with self._txn(now):
             Attempt.objects.create(
@@ -245,6 +282,8 @@ class InstanceStore:
     @_io
     def uncounted_attempts(self, rec: StepRecord) -> int:
         """Attempts that do not count against the retry limit (paused for a budget approval)."""
+        if rec.id == 0:  # a first attempt whose row is not written: no attempt recorded yet
+            return 0
         return Attempt.objects.filter(step_id=rec.id, error_name="AwaitingApproval").count()
 
     @_io
@@ -394,6 +433,12 @@ class InstanceStore:
     @_io
     def finish(self, *, now: datetime, status: str, output: Any = None, failure: Failure | None = None,
                failed_step: str = "", parent_id: str | None = None) -> None:
+        if status == Status.COMPLETE and not parent_id and not self.deferred and sql.is_postgres():
+            if not sql.instance_complete(iid=self.instance_id, token=self.token, now=now,
+                                         output=None if output is None else json.dumps(output)):
+                raise LeaseLost(self.instance_id)
+            notify.history()
+            return
         with self._txn(now):
             Instance.objects.filter(id=self.instance_id).update(
                 status=status, output=output, ended_at=now, updated_at=now, ready_at=None,

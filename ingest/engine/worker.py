@@ -58,13 +58,16 @@ def claim_batch(*, worker_id: str, limit: int, lease: timedelta, now: datetime |
         claimed = sql.claim(owner=worker_id, token=token, limit=limit, now=now, lease_until=now + lease)
         moved = [c for c in claimed if c.previous_status in (Status.QUEUED, Status.WAITING)]
         if moved:
-            rows = Instance.objects.filter(id__in=[c.id for c in moved]).values_list("id", "workflow", "tenant")
             notify.history()
-            History.objects.bulk_create([
-                History(instance_id=i, workflow=w, tenant=t, kind=HistoryKind.INSTANCE_STATUS,
-                        status=Status.RUNNING, created_at=now)
-                for i, w, t in rows
-            ])
+            if all(c.workflow for c in moved):
+                sql.history_running(claimed=moved, now=now)
+            else:  # SQLite: the claim did not return them
+                rows = Instance.objects.filter(id__in=[c.id for c in moved]).values_list("id", "workflow", "tenant")
+                History.objects.bulk_create([
+                    History(instance_id=i, workflow=w, tenant=t, kind=HistoryKind.INSTANCE_STATUS,
+                            status=Status.RUNNING, created_at=now)
+                    for i, w, t in rows
+                ])
     return token, [c.id for c in claimed]
 
 

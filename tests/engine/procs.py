@@ -66,7 +66,7 @@ def python(db: Database, code: str, timeout: float = 300) -> str:
 
 
 def start_worker(db: Database, *, concurrency: int = 8, lease: float = 3.0, poll: float = 0.2,
-                 log: Path | None = None, wait: bool = True) -> subprocess.Popen[bytes]:
+                 log: Path | None = None, wait: bool = True, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     """Start `manage.py worker`; with `wait`, return once it says it started (its signal
     handlers are set: a SIGTERM during Django's start-up would kill it instead of draining)."""
     if log is None:
@@ -77,7 +77,7 @@ def start_worker(db: Database, *, concurrency: int = 8, lease: float = 3.0, poll
     proc = subprocess.Popen(
         [sys.executable, "manage.py", "worker", "--concurrency", str(concurrency), "--lease", str(lease),
          "--poll", str(poll)],
-        cwd=ROOT, env=db.env(), stdout=out, stderr=subprocess.STDOUT,
+        cwd=ROOT, env=db.env(**(env or {})), stdout=out, stderr=subprocess.STDOUT,
     )
     proc.log_path = log  # type: ignore[attr-defined]
     if wait:

@@ -66,7 +66,8 @@ def create_many(db: Database, workflow: str, items: str) -> None:
 def test_a_per_tenant_limit_holds_across_four_racing_worker_processes(db, tmp_path):
     create_many(db, "e2e-flow-tenant",
                 "[{'id': f'{t}-{i}', 'tenant': t, 'params': {'hold': 0.15}} for t in ('acme', 'blue', 'cyan') for i in range(20)]")
-    workers = start_workers(db, 4, log_dir=tmp_path, concurrency=8, lease=10.0, poll=0.05)
+    # Two turns per process: the six slots (three tenants, two each) cannot all go to one worker.
+    workers = start_workers(db, 4, log_dir=tmp_path, concurrency=2, lease=10.0, poll=0.05)
     try:
         wait_for(lambda: db.execute("SELECT count(*) FROM engine_instance WHERE status = 'complete'") == [(60,)],
                  timeout=240, interval=0.5, what="60 instances to complete")
