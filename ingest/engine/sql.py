@@ -7,6 +7,7 @@ round trip, and LISTEN/NOTIFY.
 
 from __future__ import annotations
 
+import functools
 import json
 import weakref
 from collections.abc import Sequence
@@ -516,6 +517,18 @@ _FINISH_WITH_START = _FINISH_TEMPLATE.replace("{history}", f"""
 _generic_plans: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
+def _prepare_session(raw: Any) -> None:
+    import psycopg
+
+    if raw not in _generic_plans and raw.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+        raw.execute("SET plan_cache_mode TO force_generic_plan")
+        _generic_plans.add(raw)
+    if raw.prepare_threshold is None:
+        # Django turns preparation off for its connections (None). Its own cursors bind on the
+        # client and never prepare whatever this says; only the engine's cursors here do.
+        raw.prepare_threshold = 5
+
+
 def _prepared(raw: Any, statement: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
     """Run `statement` on a psycopg connection as a server-side prepared statement.
 
@@ -526,13 +539,7 @@ def _prepared(raw: Any, statement: str, params: dict[str, Any]) -> tuple[Any, ..
     """
     import psycopg
 
-    if raw not in _generic_plans and raw.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
-        raw.execute("SET plan_cache_mode TO force_generic_plan")
-        _generic_plans.add(raw)
-    if raw.prepare_threshold is None:
-        # Django turns preparation off for its connections (None). Its own cursors bind on the
-        # client and never prepare whatever this says; only the engine's cursors here do.
-        raw.prepare_threshold = 5
+    _prepare_session(raw)
     with psycopg.Cursor(raw) as cursor:
         cursor.execute(statement, params, prepare=True)
         return cursor.fetchone()
@@ -615,3 +622,33 @@ def instance_complete(*, iid: str, token: str, now: datetime, output: str | None
     one statement, whose UPDATE is the lease guard. False when the lease is lost."""
     return _on_django_connection(_COMPLETE_INSTANCE, {"iid": iid, "token": token, "now": now,
                                                       "output": output}) is not None
+
+
+def instance_row(iid: str, columns: Sequence[str]) -> tuple[Any, ...] | None:
+    """An instance's row (the given columns, in order), as a prepared statement."""
+    return _on_django_connection(_instance_select(tuple(columns)), {"iid": iid})
+
+
+@functools.cache
+def _instance_select(columns: tuple[str, ...]) -> str:
+    return f"SELECT {', '.join(columns)} FROM engine_instance WHERE id = %(iid)s"
+
+
+_STEP_ROWS = """
+    SELECT id, name, seq, position, kind, status, result, error_name, error_message, attempts, wake_at,
+        event_type, child_id, started_at
+    FROM engine_step WHERE instance_id = %(iid)s ORDER BY position
+"""
+
+
+def step_rows(iid: str) -> list[tuple[Any, ...]]:
+    """An instance's steps in the order the run asked for them (prepared; results as JSON text)."""
+    import psycopg
+
+    connection.ensure_connection()
+    with connection.wrap_database_errors:
+        raw = connection.connection
+        _prepare_session(raw)
+        with psycopg.Cursor(raw) as cursor:
+            cursor.execute(_STEP_ROWS, {"iid": iid}, prepare=True)
+            return cursor.fetchall()

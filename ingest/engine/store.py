@@ -106,6 +106,13 @@ class InstanceStore:
 
     @_io
     def load_steps(self) -> list[StepRecord]:
+        if sql.is_postgres():
+            # Prepared, without the ORM: this runs at every turn. jsonb arrives as text here.
+            return [StepRecord(id=r[0], name=r[1], seq=r[2], position=r[3], kind=r[4], status=r[5],
+                               result=None if r[6] is None else json.loads(r[6]), error_name=r[7],
+                               error_message=r[8], attempts=r[9], wake_at=r[10], event_type=r[11],
+                               child_id=r[12], started_at=r[13])
+                    for r in sql.step_rows(self.instance_id)]
         rows = Step.objects.filter(instance_id=self.instance_id).order_by("position").values_list(
             "id", "name", "seq", "position", "kind", "status", "result", "error_name",
             "error_message", "attempts", "wake_at", "event_type", "child_id", "started_at",
@@ -433,10 +440,17 @@ class InstanceStore:
     @_io
     def finish(self, *, now: datetime, status: str, output: Any = None, failure: Failure | None = None,
                failed_step: str = "", parent_id: str | None = None) -> None:
-        if status == Status.COMPLETE and not parent_id and not self.deferred and sql.is_postgres():
-            if not sql.instance_complete(iid=self.instance_id, token=self.token, now=now,
-                                         output=None if output is None else json.dumps(output)):
-                raise LeaseLost(self.instance_id)
+        if status == Status.COMPLETE and not parent_id and sql.is_postgres():
+            def complete() -> None:
+                if not sql.instance_complete(iid=self.instance_id, token=self.token, now=now,
+                                             output=None if output is None else json.dumps(output)):
+                    raise LeaseLost(self.instance_id)
+
+            if self.deferred:
+                with self._txn(now):  # the guard, then the writes deferred to this transaction
+                    complete()
+            else:
+                complete()
             notify.history()
             return
         with self._txn(now):

@@ -8,6 +8,7 @@ use SKIP LOCKED; LISTEN/NOTIFY wakes idle workers at once). On SQLite one worker
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import secrets
@@ -44,10 +45,25 @@ def _make_step(execution: Execution, is_async: bool) -> Step:
 def run_turn(instance_id: str, *, token: str, worker_id: str, lease: timedelta,
              draining: threading.Event) -> str:
     """Run one turn of a claimed instance. Returns the status it was left in."""
-    inst = Instance.objects.get(id=instance_id)
+    inst = load_instance(instance_id)
     store = InstanceStore(instance_id=inst.id, token=token, worker=worker_id, workflow=inst.workflow,
                           tenant=inst.tenant, lease=lease, control=inst.control)
     return Execution(instance=inst, store=store, draining=draining).run_turn(_make_step)
+
+
+_COLUMNS = [f.attname for f in Instance._meta.concrete_fields]
+_JSON_COLUMNS = {i for i, f in enumerate(Instance._meta.concrete_fields) if f.get_internal_type() == "JSONField"}
+
+
+def load_instance(instance_id: str) -> Instance:
+    """The claimed instance's row: on PostgreSQL a prepared statement (every turn starts here)."""
+    if not sql.is_postgres():
+        return Instance.objects.get(id=instance_id)
+    row = sql.instance_row(instance_id, _COLUMNS)
+    if row is None:
+        raise Instance.DoesNotExist(instance_id)
+    values = [json.loads(v) if i in _JSON_COLUMNS and v is not None else v for i, v in enumerate(row)]
+    return Instance.from_db(connection.alias, _COLUMNS, values)
 
 
 def claim_batch(*, worker_id: str, limit: int, lease: timedelta, now: datetime | None = None) -> tuple[str, list[str]]:
