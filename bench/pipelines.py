@@ -16,15 +16,28 @@ against the goal (1.3 × calls × delay ÷ total concurrency), the LLM calls the
 (exactly one per call when nothing fails), and how the workers' thread-time splits between the
 LLM calls, the rest of the step code (fact writes, budgets, costs) and the engine (claiming,
 replay, ledger writes, idle gaps between turns).
+
+The box is usually CPU-bound, so it also prints CPU seconds per call from /proc: the worker
+processes, the PostgreSQL backends serving this database (sampled while the run lasts, so a
+backend that exits is still counted), and this process (instance creation and the fake LLM,
+which runs the rule extractor to answer). With --profile, py-spy samples each worker and the
+report splits the workers' CPU by concern (engine; the pipeline's own steps: facts, prefilter,
+signal row; costs, budgets and pricing; the LLM client; other), with each concern's share of
+the busy threads and of the time spent waiting on PostgreSQL round trips. With --budgets the
+tenant and the workflow have budgets, so every extraction also reserves and settles on two.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import os
+import resource
+import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -59,6 +72,8 @@ def setup_django() -> None:
 
 
 def clear() -> None:
+    from django.db.models import Q
+
     from ingest.engine.models import ApiCost, Budget, DeadLetter, History, Instance
     from ingest.models import Fact, SignalEvaluation
 
@@ -68,7 +83,16 @@ def clear() -> None:
     Instance.objects.filter(tenant=TENANT).delete()
     Fact.objects.filter(tenant=TENANT).delete()
     SignalEvaluation.objects.filter(tenant=TENANT).delete()
-    Budget.objects.filter(key=TENANT).delete()
+    Budget.objects.filter(Q(scope="tenant", key=TENANT) | Q(scope="workflow", key="gong-ingest")).delete()
+
+
+def add_budgets() -> None:
+    """A day budget for the tenant and a month budget for the workflow, far above what the run
+    spends: every extraction reserves on both and settles both, as a metered tenant would."""
+    from ingest.engine.services import budget_upsert
+
+    budget_upsert(scope="tenant", key=TENANT, period="day", limit="1000", policy="fail")
+    budget_upsert(scope="workflow", key="gong-ingest", period="month", limit="1000", policy="fail")
 
 
 def start_workers(n: int, concurrency: int, env: dict[str, str]) -> list[subprocess.Popen[str]]:
@@ -106,17 +130,139 @@ def create_instances(calls: list[Any], run: int) -> None:
         create_batch("gong-ingest", items[i:i + 100])
 
 
-def wait_finished(total: int, timeout: float) -> None:
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU of a process (all its threads) so far, or None once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuMeter:
+    """CPU spent by the workers and by this database's PostgreSQL backends between `start`
+    and the last `sample`. Backends come and go (one per worker thread), so each is sampled
+    while the run lasts and counted from its first sighting (from 0 if it started since)."""
+
+    def __init__(self, workers: list[int]) -> None:
+        self.workers = workers
+        self.base: dict[str, dict[int, float]] = {"workers": {}, "postgres": {}}
+        self.last: dict[str, dict[int, float]] = {"workers": {}, "postgres": {}}
+        self.self_base = self.self_used = 0.0
+
+    def _backends(self) -> list[int]:
+        from django.db import connection
+
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                           "AND pid <> pg_backend_pid()")
+            return [pid for (pid,) in cursor.fetchall()]
+
+    def _own(self) -> float:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime + usage.ru_stime
+
+    def start(self) -> None:
+        self.self_base = self._own()
+        for kind, pids in (("workers", self.workers), ("postgres", self._backends())):
+            for pid in pids:
+                if (cpu := cpu_seconds(pid)) is not None:
+                    self.base[kind][pid] = self.last[kind][pid] = cpu
+
+    def sample(self) -> None:
+        for kind, pids in (("workers", self.workers), ("postgres", self._backends())):
+            for pid in pids:
+                if (cpu := cpu_seconds(pid)) is not None:
+                    self.last[kind][pid] = cpu
+        self.self_used = self._own() - self.self_base
+
+    def used(self, kind: str) -> float:
+        return sum(cpu - self.base[kind].get(pid, 0.0) for pid, cpu in self.last[kind].items())
+
+
+def wait_finished(total: int, timeout: float, meter: CpuMeter) -> None:
     from ingest.engine.models import Instance
 
     deadline = time.monotonic() + timeout
+    next_sample = 0.0
     while True:
         done = Instance.objects.filter(tenant=TENANT, status__in=["complete", "errored", "terminated"]).count()
+        if done >= total or time.monotonic() >= next_sample:
+            meter.sample()
+            next_sample = time.monotonic() + 0.5
         if done >= total:
             return
         if time.monotonic() > deadline:
             raise SystemExit(f"only {done} of {total} instances finished within {timeout:g} s")
         time.sleep(0.05)
+
+
+# ---- where the workers' time goes (py-spy) ------------------------------------------------------
+
+COSTS = ("ingest/engine/costs.py", "ingest/engine/context.py", "ingest/pricing.py",
+         "reservation (ingest/workflows/providers.py")
+LLM = ("ingest/sources/llm/", "hook (ingest/workflows/providers.py", "extract (ingest/workflows/providers.py")
+CONCERNS = ("engine: claim, replay, step ledger", "pipeline: facts, prefilter, signal row",
+            "costs, budgets, pricing", "LLM client", "other: idle loops, notify thread")
+
+
+def concern(stack: str) -> str:
+    """A sample's concern: costs when any frame is cost code (it runs inside the llm-extract
+    step and calls the pricer and the engine's history), else its innermost project frame's."""
+    if any(mark in stack for mark in COSTS):
+        return CONCERNS[2]
+    ours = [frame for frame in stack.split(";") if "(ingest/" in frame]
+    if not ours:
+        return CONCERNS[4]
+    if any(mark in ours[-1] for mark in LLM):
+        return CONCERNS[3]
+    return CONCERNS[0] if "(ingest/engine/" in ours[-1] else CONCERNS[1]
+
+
+def profile_start(pids: list[int], folder: str) -> list[subprocess.Popen[bytes]]:
+    """Two samplers per worker: `--gil` samples the thread holding the GIL (Python's CPU), the
+    other every thread that is not idle (running, or inside psycopg waiting for PostgreSQL)."""
+    spy = Path(sys.executable).parent / "py-spy"
+    return [subprocess.Popen([str(spy), "record", "--nonblocking", "-r", "100", "-f", "raw", "-p", str(pid), *gil,
+                              "-o", f"{folder}/{kind}-{pid}.raw"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for pid in pids for kind, gil in (("cpu", ["--gil"]), ("busy", []))]
+
+
+def profile_stop(spies: list[subprocess.Popen[bytes]]) -> None:
+    for spy in spies:
+        spy.send_signal(signal.SIGINT)
+    for spy in spies:
+        spy.wait(timeout=60)
+
+
+def profile_read(folder: str) -> dict[str, collections.Counter[str]]:
+    """Samples per concern: "cpu" (GIL holder), "busy" (non-idle threads) and "db" (busy
+    samples whose innermost frame is psycopg's: a round trip to PostgreSQL)."""
+    counts: dict[str, collections.Counter[str]] = {k: collections.Counter() for k in ("cpu", "busy", "db")}
+    for raw in Path(folder).glob("*.raw"):
+        kind = raw.name.split("-", 1)[0]
+        for line in raw.read_text().splitlines():
+            stack, _, n = line.rpartition(" ")
+            if not n.isdigit():
+                continue  # a line py-spy cut short when it was stopped
+            counts[kind][concern(stack)] += int(n)
+            if kind == "busy" and "(psycopg/" in stack.rsplit(";", 1)[-1]:
+                counts["db"][concern(stack)] += int(n)
+    return counts
+
+
+def profile_report(counts: dict[str, collections.Counter[str]], worker_cpu: float) -> str:
+    """The workers' CPU per call split by the GIL samples' shares (Python's CPU; the rest of
+    the process's CPU, psycopg's C code and the kernel's, is assumed to follow the same split)."""
+    cpu, busy = sum(counts["cpu"].values()) or 1, sum(counts["busy"].values()) or 1
+    lines = [f"  {'where the workers spend it':40} {'CPU/call':>9} {'CPU':>6} {'busy':>6} {'in DB':>6}"]
+    for name in CONCERNS:
+        share = counts["cpu"][name] / cpu
+        lines.append(f"  {name:40} {share * worker_cpu * 1000:6.1f} ms {share:6.1%} "
+                     f"{counts['busy'][name] / busy:6.1%} {counts['db'][name] / busy:6.1%}")
+    lines.append(f"  (CPU: py-spy --gil samples, {cpu}; busy: samples of non-idle threads, {busy}; in DB: "
+                 "of those, inside psycopg, i.e. waiting on a PostgreSQL round trip)")
+    return "\n".join(lines)
 
 
 def seconds(a: Any, b: Any) -> float:
@@ -155,6 +301,10 @@ def main() -> None:
     parser.add_argument("--delay", type=float, default=0.2, help="the fake LLM's answer time, seconds")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--embeddings", action="store_true", help="embed facts with WordLlama too")
+    parser.add_argument("--budgets", action="store_true",
+                        help="give the tenant and the workflow budgets, so every extraction reserves and settles")
+    parser.add_argument("--profile", action="store_true",
+                        help="sample the workers with py-spy and split their CPU by concern")
     args = parser.parse_args()
 
     url = os.environ.setdefault("DATABASE_URL", DEFAULT_URL)
@@ -182,28 +332,48 @@ def main() -> None:
                "RUNLEDGER_EMBEDDINGS": "wordllama" if args.embeddings else "off", "RUNLEDGER_LOG_LEVEL": "WARNING"}
         for run in range(1, args.runs + 1):
             clear()
+            if args.budgets:
+                add_budgets()
             connection.close()
             procs = start_workers(args.workers, args.concurrency, env)
+            meter = CpuMeter([p.pid for p in procs])
+            folder = tempfile.mkdtemp(prefix="bench-pipelines-") if args.profile else ""
+            spies = profile_start([p.pid for p in procs], folder) if args.profile else []
             try:
                 before = fake.count(CHAT)
+                load = os.getloadavg()[0]
+                meter.start()
                 create_instances(corpus, run)
-                wait_finished(args.calls, timeout=max(600.0, goal * 20))
+                wait_finished(args.calls, timeout=max(600.0, goal * 20), meter=meter)
             finally:
-                stop_workers(procs)
+                try:
+                    profile_stop(spies)
+                finally:
+                    stop_workers(procs)
             result = measure(args.calls, total)
-            result["llm_calls"] = fake.count(CHAT) - before
+            result |= {"llm_calls": fake.count(CHAT) - before, "load": load,
+                       "cpu_workers": meter.used("workers") / args.calls,
+                       "cpu_postgres": meter.used("postgres") / args.calls,
+                       "cpu_bench": meter.self_used / args.calls}
             results.append(result)
-            print(f"run {run}: wall {result['wall']:.2f} s ({result['wall'] / goal * 1.3:.2f}× ideal, goal "
-                  f"{'met' if result['wall'] <= goal else 'missed'}); LLM calls {result['llm_calls']:.0f} for "
-                  f"{args.calls} calls; errored {result['errored']:.0f}; {result['steps']:.1f} attempts/call; "
-                  f"thread-time: LLM {result['llm_share']:.0%}, other step code {result['steps_share']:.0%}, "
-                  f"engine+idle {result['engine_share']:.0%}")
+            print(f"run {run}: " + summary(result, goal, args.calls))
+            if args.profile:
+                print(profile_report(profile_read(folder), result["cpu_workers"]) + f"\n  (py-spy's raw stacks: {folder})")
     med = {k: statistics.median(r[k] for r in results) for k in results[0]}
-    print(f"median of {len(results)}: wall {med['wall']:.2f} s vs goal {goal:.2f} s "
-          f"({med['wall'] / (goal / 1.3):.2f}× ideal); LLM calls {med['llm_calls']:.0f}/{args.calls}; "
-          f"thread-time: LLM {med['llm_share']:.0%}, other step code {med['steps_share']:.0%}, "
-          f"engine+idle {med['engine_share']:.0%}")
+    print(f"median of {len(results)}: " + summary(med, goal, args.calls))
 
+
+def summary(r: dict[str, float], goal: float, calls: int) -> str:
+    return (
+        f"wall {r['wall']:.2f} s vs goal {goal:.2f} s ({r['wall'] / (goal / 1.3):.2f}× ideal, goal "
+        f"{'met' if r['wall'] <= goal else 'missed'}; load average {r['load']:.1f} at start); "
+        f"LLM calls {r['llm_calls']:.0f} for {calls} calls; errored {r['errored']:.0f}; "
+        f"{r['steps']:.1f} attempts/call\n"
+        f"  CPU per call: workers {r['cpu_workers'] * 1000:.1f} ms, PostgreSQL {r['cpu_postgres'] * 1000:.1f} ms, "
+        f"bench + fake LLM {r['cpu_bench'] * 1000:.1f} ms\n"
+        f"  thread-time: LLM step {r['llm_share']:.0%}, other steps {r['steps_share']:.0%}, "
+        f"engine + idle {r['engine_share']:.0%}"
+    )
 
 if __name__ == "__main__":
     main()
