@@ -4,6 +4,7 @@ workflow steps run at least once (a step may run again after a crash or a retry)
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -74,32 +75,33 @@ def _rank(row: Fact) -> tuple[int, datetime, int, str]:
     return (AUTHORITY_RANK.get(row.source_authority, 0), row.observed_at, row.ordinal, row.id)
 
 
-def _relaxed_commit() -> None:
-    """Let this transaction commit without waiting for its WAL flush (PostgreSQL).
-
-    Safe here because a fact write always precedes the engine's synchronous commit of the
-    step's completion: that flush covers this transaction's WAL too, so a fact can only be
-    lost together with its step's completion, and then the step runs again and rewrites it
-    (the id is deterministic). It saves one disk flush per fact.
-    """
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SET LOCAL synchronous_commit TO OFF")
-
-
-def _lock_conflict_key(tenant: str, subject: str, predicate: str) -> None:
-    """Serialise writers of one (tenant, subject, predicate) on PostgreSQL.
-
-    Row locks cannot cover a row that does not exist yet: two steps inserting rival facts at
-    once would each see no rival and both stay valid. A transaction-scoped advisory lock on the
-    conflict key closes that gap. SQLite already serialises every writer.
-    """
-    if connection.vendor != "postgresql":
-        return
+def _conflict_lock_key(tenant: str, subject: str, predicate: str) -> int:
+    """The advisory lock that serialises writers of one (tenant, subject, predicate) on
+    PostgreSQL: row locks cannot cover a rival that does not exist yet."""
     digest = hashlib.sha256(f"{tenant}|{subject.lower()}|{predicate}".encode()).digest()
-    key = int.from_bytes(digest[:8], "big", signed=True)
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+_AUTHORITIES = list(AUTHORITY_RANK)
+_RANKS = [AUTHORITY_RANK[a] for a in _AUTHORITIES]
+
+
+def _fact_put_postgres(v: dict[str, Any], *, single: bool) -> FactWrite:
+    """One round trip: `ingest_fact_put` (migration 0003) inserts the fact and, for a
+    single-valued predicate, resolves the conflict under the key's advisory lock, ranking as
+    `_rank` does. Run outside a transaction it is its own, committed without waiting for the
+    WAL flush (the step's completion, committed after it, flushes it)."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [key])
+        cursor.execute(
+            "SELECT action, is_valid, superseded FROM ingest_fact_put(%s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, "
+            "%s, %s, %s, %s, %s, %s::bigint, %s::text[], %s::integer[])",
+            [v["id"], v["tenant"], v["subject"], v["predicate"], json.dumps(v["object"]), v["confidence"],
+             v["source_authority"], v["source_ref"], v["evidence"], v["observed_at"], v["ordinal"],
+             v["instance_id"], v["created_at"], single, _conflict_lock_key(v["tenant"], v["subject"], v["predicate"]),
+             _AUTHORITIES, _RANKS],
+        )
+        action, valid, superseded = cursor.fetchone()
+    return FactWrite(v["id"], action, valid, tuple(superseded))
 
 
 def fact_insert_or_supersede(*, tenant: str, fact: ExtractedFact, source_ref: str, authority: str,
@@ -111,28 +113,28 @@ def fact_insert_or_supersede(*, tenant: str, fact: ExtractedFact, source_ref: st
     to it through `superseded_by`. `obj` overrides the stored JSON object (default: the text)."""
     fact_id = fact_id_for(tenant=tenant, source_ref=source_ref, fact=fact)
     now = timezone.now()
-    row = Fact(
-        id=fact_id, tenant=tenant, subject=fact.subject[:300], predicate=fact.predicate[:100],
-        object=fact.object if obj is None else obj, confidence=fact.confidence,
-        source_authority=authority, source_ref=source_ref, evidence=fact.evidence, observed_at=observed_at,
-        valid=True, instance_id=instance_id, ordinal=ordinal, created_at=now, updated_at=now,
-    )
-    if not _is_single_valued(fact.predicate, authority):
+    values: dict[str, Any] = {
+        "id": fact_id, "tenant": tenant, "subject": fact.subject[:300], "predicate": fact.predicate[:100],
+        "object": fact.object if obj is None else obj, "confidence": fact.confidence,
+        "source_authority": authority, "source_ref": source_ref, "evidence": fact.evidence,
+        "observed_at": observed_at, "instance_id": instance_id, "ordinal": ordinal, "created_at": now,
+    }
+    single = _is_single_valued(fact.predicate, authority)
+    if connection.vendor == "postgresql":
+        return _fact_put_postgres(values, single=single)
+    row = Fact(**values, valid=True, updated_at=now)
+    if not single:
         # Nothing to resolve: one INSERT … ON CONFLICT DO NOTHING (most facts take this path).
-        with transaction.atomic():
-            _relaxed_commit()
-            Fact.objects.bulk_create([row], ignore_conflicts=True)
+        Fact.objects.bulk_create([row], ignore_conflicts=True)
         return FactWrite(fact_id, "stored", True)
+    # SQLite serialises writers, so the check and the resolution need no lock of their own.
     with transaction.atomic():
-        _relaxed_commit()
-        _lock_conflict_key(tenant, fact.subject, fact.predicate)
         existing = Fact.objects.filter(id=fact_id).values_list("valid", flat=True).first()
         if existing is not None:
             return FactWrite(fact_id, "unchanged", existing)
         row.save(force_insert=True)
         rivals = list(
-            Fact.objects.select_for_update()
-            .filter(tenant=tenant, subject__iexact=fact.subject, predicate=fact.predicate, valid=True)
+            Fact.objects.filter(tenant=tenant, subject__iexact=fact.subject, predicate=fact.predicate, valid=True)
             .exclude(id=fact_id)
         )
         if not rivals:
@@ -147,11 +149,15 @@ def fact_insert_or_supersede(*, tenant: str, fact: ExtractedFact, source_ref: st
 
 def signal_evaluation_record(*, instance_id: str, tenant: str, workflow: str, source_ref: str,
                              fact_ids: Sequence[str]) -> SignalEvaluation:
-    """The one evaluation row of a batch (an instance); recording it again updates it."""
-    row, _ = SignalEvaluation.objects.update_or_create(
-        instance_id=instance_id,
-        defaults={"tenant": tenant, "workflow": workflow, "source_ref": source_ref,
-                  "fact_ids": list(fact_ids), "fact_count": len(fact_ids), "created_at": timezone.now()},
+    """The one evaluation row of a batch (an instance); recording it again updates it.
+
+    One INSERT … ON CONFLICT DO UPDATE (update_or_create took a transaction and three more
+    round trips), which also leaves no window for two writers to insert the row twice."""
+    row = SignalEvaluation(instance_id=instance_id, tenant=tenant, workflow=workflow, source_ref=source_ref,
+                           fact_ids=list(fact_ids), fact_count=len(fact_ids), created_at=timezone.now())
+    SignalEvaluation.objects.bulk_create(
+        [row], update_conflicts=True, unique_fields=["instance_id"],
+        update_fields=["tenant", "workflow", "source_ref", "fact_ids", "fact_count", "created_at"],
     )
     return row
 

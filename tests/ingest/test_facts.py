@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from ingest.extraction import Fact as Extracted
-from ingest.models import Fact, FactEmbedding
+from ingest.models import Fact, FactEmbedding, SignalEvaluation
 from ingest.selectors import fact_similar
-from ingest.services import fact_id_for, fact_insert_or_supersede
+from ingest.services import fact_id_for, fact_insert_or_supersede, signal_evaluation_record
 from ingest.workflows import gong_ingest_start
 from ingest.workflows.providers import embedder
 
@@ -82,3 +82,81 @@ def test_within_one_call_the_later_statement_wins_whatever_order_the_facts_land_
     valid = Fact.objects.get(predicate="budget", valid=True)
     assert valid.object == "USD 65000"
     assert Fact.objects.get(predicate="budget", valid=False).superseded_by_id == valid.id
+
+
+def test_a_newer_fact_names_the_facts_it_superseded_and_a_repeat_keeps_the_stored_validity() -> None:
+    older = put("USD 50000", source="gong:call:1", at=T0)
+    newer = put("USD 80000", source="gong:call:2", at=T0 + timedelta(days=7))
+    assert (newer.action, newer.valid, newer.superseded) == ("superseded", True, (older.id,))
+    again = put("USD 50000", source="gong:call:1", at=T0)
+    assert (again.action, again.valid, again.superseded) == ("unchanged", False, ())
+    assert Fact.objects.get(id=older.id).superseded_by_id == newer.id
+
+
+def test_a_tie_on_authority_and_time_goes_to_the_later_statement_of_the_batch() -> None:
+    first = fact_insert_or_supersede(tenant="acme", fact=Extracted("Acme", "budget", "USD 50000", 0.8, "said"),
+                                     source_ref="gong:call:5", authority="GongCall", observed_at=T0, ordinal=4)
+    later = fact_insert_or_supersede(tenant="acme", fact=Extracted("ACME", "budget", "USD 65000", 0.8, "said"),
+                                     source_ref="gong:call:5", authority="GongCall", observed_at=T0, ordinal=2)
+    assert (first.action, later.action) == ("inserted", "outranked")  # ordinal 4 beats 2; subjects match any case
+    assert Fact.objects.get(id=later.id).superseded_by_id == first.id
+
+
+def test_facts_of_other_tenants_subjects_or_multi_valued_predicates_are_no_rivals() -> None:
+    put("USD 50000", source="gong:call:1")
+    other_tenant = fact_insert_or_supersede(tenant="globex", fact=Extracted("Acme", "budget", "USD 1", 0.8),
+                                            source_ref="gong:call:1", authority="GongCall", observed_at=T0)
+    other_subject = fact_insert_or_supersede(tenant="acme", fact=Extracted("Initech", "budget", "USD 2", 0.8),
+                                             source_ref="gong:call:1", authority="GongCall", observed_at=T0)
+    many = put("Clari", source="gong:call:1", predicate="competitor_mentioned")
+    assert [w.action for w in (other_tenant, other_subject, many)] == ["inserted", "inserted", "stored"]
+    assert Fact.objects.filter(valid=True).count() == 4
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_rival_facts_written_at_once_leave_exactly_the_best_ranked_one_valid() -> None:
+    import threading
+
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("concurrent writers need PostgreSQL (set DATABASE_URL=postgres://…)")
+    writers = 24
+    start = threading.Barrier(writers)
+    writes: dict[int, object] = {}
+
+    def write(n: int) -> None:
+        try:
+            start.wait()
+            writes[n] = put(f"USD {n}000", source=f"gong:call:{n}", at=T0 + timedelta(hours=n))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    valid = list(Fact.objects.filter(tenant="acme", predicate="budget", valid=True))
+    assert [f.object for f in valid] == [f"USD {writers - 1}000"]  # the latest observation, whatever the order
+    # Each loser points to the fact that beat it, which may itself have lost later: every chain
+    # of superseded_by ends at the one valid fact.
+    superseded_by = dict(Fact.objects.filter(tenant="acme", predicate="budget", valid=False)
+                         .values_list("id", "superseded_by_id"))
+    assert len(superseded_by) == writers - 1 and len(writes) == writers
+    for loser in superseded_by:
+        end = loser
+        for _ in range(writers):  # bounded: a cycle would never reach the valid fact
+            end = superseded_by.get(end, end)
+        assert end == valid[0].id, loser
+
+
+def test_recording_a_batch_again_updates_its_one_signal_evaluation_row() -> None:
+    first = signal_evaluation_record(instance_id="gong-acme-1", tenant="acme", workflow="gong-ingest",
+                                     source_ref="gong:call:1", fact_ids=["f1"])
+    again = signal_evaluation_record(instance_id="gong-acme-1", tenant="acme", workflow="gong-ingest",
+                                     source_ref="gong:call:1", fact_ids=["f1", "f2"])
+    assert first.id is not None and again.id == first.id
+    row = SignalEvaluation.objects.get()
+    assert (row.id, row.fact_ids, row.fact_count) == (first.id, ["f1", "f2"], 2)
