@@ -162,13 +162,14 @@ def price_usage(service: str, model: str, usage: Mapping[str, Any], at: datetime
 
     The price table (`ingest.models.Price`, edited in the admin) wins; a usage none of its
     rows covers is priced with `DEFAULT_PRICES`. This is the one function here that reads the
-    database (lazily, so the rest of the module stays pure).
+    database (lazily, so the rest of the module stays pure), through the selectors' cache of
+    the table (`price_rows_cached`: the rows with their effective dates, re-read every 30 s).
     """
-    from ingest.selectors import price_rows
+    from ingest.selectors import price_rows_cached
 
     item = Usage.from_mapping(usage, service=service, model=model)
     if item.provider_cost is None:
-        rows = price_rows()
+        rows = price_rows_cached()
         if rows:
             try:
                 return price_for(item, rows, at).cost(item)

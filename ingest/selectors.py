@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from django.db.models.signals import post_delete, post_save
 
 from ingest.models import Connection, ConnectionKind, Fact, FactEmbedding, KeywordList, Price
 from ingest.pricing import PriceRow
@@ -112,6 +115,44 @@ def price_rows() -> list[PriceRow]:
             "output_per_million", "per_call", "per_item",
         )
     ]
+
+
+PRICE_CACHE_SECONDS = 30.0
+_prices: tuple[float, list[PriceRow]] | None = None
+_prices_lock = threading.Lock()
+
+
+def price_rows_cached() -> list[PriceRow]:
+    """`price_rows`, read again at most every PRICE_CACHE_SECONDS in a process.
+
+    Every extraction priced the table twice (its reservation and its cost), re-reading a
+    table that changes a few times a year. Caching the rows, not a resolved price, keeps the
+    effective dates exact: `price_for` picks the row in force at each usage's own time, so a
+    row dated ahead takes over at its moment from the cache. What the cache delays is an edit
+    reaching other processes, by at most PRICE_CACHE_SECONDS; the process that saves or
+    deletes a price row (the admin, `price_upsert`) drops its copy at once (`_price_edited`).
+    """
+    global _prices
+    with _prices_lock:
+        if _prices is None or time.monotonic() - _prices[0] > PRICE_CACHE_SECONDS:
+            _prices = (time.monotonic(), price_rows())
+        return _prices[1]
+
+
+def price_cache_clear() -> None:
+    global _prices
+    with _prices_lock:
+        _prices = None
+
+
+def _price_edited(**kwargs: Any) -> None:
+    # A signal rather than a call in each writer: the admin saves Price rows through the ORM,
+    # and a cache is not business logic. Queryset.update() sends no signal; nothing uses it.
+    price_cache_clear()
+
+
+post_save.connect(_price_edited, sender=Price, dispatch_uid="ingest.price_cache")
+post_delete.connect(_price_edited, sender=Price, dispatch_uid="ingest.price_cache")
 
 
 def fact_list(*, tenant: str, valid: bool | None = True, source_ref: str | None = None) -> list[Fact]:
