@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Case, F, Q, Value, When
+from django.db.models.functions import Greatest
 from django.utils.module_loading import import_string
 
 from ingest.engine import clock, notify
@@ -28,6 +29,7 @@ from ingest.engine.models import (
     BreachPolicy,
     Budget,
     BudgetGrant,
+    BudgetPeriod,
     BudgetReservation,
     History,
     HistoryKind,
@@ -55,37 +57,82 @@ def _covering(ctx: StepContext, service: str) -> Q:
     )
 
 
-def _roll(budget: Budget, now: datetime) -> None:
-    """Start a new period when the current one is over (spent resets, held money stays held)."""
+def _roll(budget: Budget, now: datetime) -> bool:
+    """Start a new period in memory when the current one is over (spent resets, held money
+    stays held); `_roll_columns` writes the same change. True when the period rolled."""
     start = period_start(budget.period, now)
     if budget.period_start < start:
         budget.period_start = start
         budget.spent = ZERO
-        budget.save(update_fields=["period_start", "spent"])
+        return True
+    return False
+
+
+def _current_start(now: datetime) -> Case:
+    """Each row's current period start, by its period, as a SQL expression."""
+    return Case(*[When(period=period, then=Value(period_start(period, now))) for period in BudgetPeriod.values],
+                default=F("period_start"), output_field=Budget._meta.get_field("period_start"))
+
+
+def _roll_columns(now: datetime, *, charged: Q | None = None, cost: Decimal = ZERO) -> dict[str, Any]:
+    """UPDATE columns that roll a budget's period like `_roll` and add `cost` to what it spent,
+    on the rows matching `charged` (every row when None). Computed from each row's values at
+    the moment it is written, so they are right whatever ran before."""
+    start, money = _current_start(now), Budget._meta.get_field("spent")
+    charged = charged if charged is not None else Q(pk__isnull=False)
+    return {
+        "spent": Case(When(charged & Q(period_start__lt=start), then=Value(cost)),
+                      When(charged, then=F("spent") + Value(cost)), default=F("spent"), output_field=money),
+        "period_start": Case(When(charged, then=Greatest(F("period_start"), start)), default=F("period_start"),
+                             output_field=Budget._meta.get_field("period_start")),
+        "updated_at": now,
+    }
+
+
+def _amounts(by_budget: dict[int, Decimal]) -> Case:
+    """Per budget id, the amount to take from `reserved` (0 for the others)."""
+    return Case(*[When(id=budget_id, then=Value(amount)) for budget_id, amount in by_budget.items()],
+                default=Value(ZERO), output_field=Budget._meta.get_field("reserved"))
+
+
+def _lock(budgets: Q) -> list[Budget]:
+    """Lock the budgets in id order, the one order every writer of budgets uses, so two
+    steps charging the same budgets cannot deadlock."""
+    return list(Budget.objects.select_for_update().filter(budgets).order_by("id"))
 
 
 def budget_reserve(*, ctx: StepContext, service: str, amount: Decimal) -> list[int]:
     """Hold `amount` on every covering budget; on a breach apply the budget's policy."""
+    covering = _covering(ctx, service) & Q(enabled=True)
+    # Most spends have no budget, and one plain read says so, where the locking transaction
+    # costs three round trips. A budget created after this read is charged when the cost is
+    # recorded (`_settle`), exactly as if it had been created a moment after the reservation.
+    if not Budget.objects.filter(covering).exists():
+        return []
     now = clock.now()
     breached: Budget | None = None
     ids: list[int] = []
     with transaction.atomic():
-        budgets = list(
-            Budget.objects.select_for_update().filter(_covering(ctx, service), enabled=True).order_by("id")
-        )
-        for budget in budgets:
-            _roll(budget, now)
-        over = [b for b in budgets if b.spent + b.reserved + amount > b.limit + _allowance(b, ctx)]
+        grants = _open_grants(ctx)  # before the lock: only an operator adds them, between attempts
+        budgets = _lock(covering)
+        rolled = [_roll(budget, now) for budget in budgets]
+        over = [b for b in budgets if b.spent + b.reserved + amount > b.limit + _amount(grants.get(b.id))]
         if over:
             breached = over[0]
-        else:
+            if any(rolled):
+                Budget.objects.filter(id__in=[b.id for b in budgets]).update(**_roll_columns(now))
+        elif budgets:
             for budget in budgets:
-                _use_grant(budget, ctx)
-                Budget.objects.filter(id=budget.id).update(reserved=budget.reserved + amount, updated_at=now)
-                ids.append(BudgetReservation.objects.create(
-                    budget=budget, instance_id=ctx.instance_id, step_name=ctx.step_label,
-                    attempt=ctx.attempt, service=service, amount=amount, created_at=now,
-                ).id)
+                _use_grant(budget, grants.get(budget.id))
+            # The rows are locked: one relative update rolls them and holds the amount on all.
+            Budget.objects.filter(id__in=[b.id for b in budgets]).update(
+                reserved=F("reserved") + amount, **_roll_columns(now))
+            held = BudgetReservation.objects.bulk_create([
+                BudgetReservation(budget=budget, instance_id=ctx.instance_id, step_name=ctx.step_label,
+                                  attempt=ctx.attempt, service=service, amount=amount, created_at=now)
+                for budget in budgets
+            ])
+            ids = [r.id for r in held]
     if breached is not None:
         # Outside the locking transaction: the breach's history and request must commit even
         # though the step is about to unwind.
@@ -93,16 +140,24 @@ def budget_reserve(*, ctx: StepContext, service: str, amount: Decimal) -> list[i
     return ids
 
 
-def _allowance(budget: Budget, ctx: StepContext) -> Decimal:
-    grant = BudgetGrant.objects.filter(budget=budget, instance_id=ctx.instance_id, used=False).first()
+def _open_grants(ctx: StepContext) -> dict[int, BudgetGrant]:
+    """The instance's unused grant per budget (the first one granted), in one query."""
+    grants: dict[int, BudgetGrant] = {}
+    for grant in BudgetGrant.objects.filter(instance_id=ctx.instance_id, used=False).order_by("id"):
+        grants.setdefault(grant.budget_id, grant)
+    return grants
+
+
+def _amount(grant: BudgetGrant | None) -> Decimal:
     return grant.amount if grant else ZERO
 
 
-def _use_grant(budget: Budget, ctx: StepContext) -> None:
-    """A grant raises the limit once: the spend it allowed becomes part of the limit."""
-    grant = BudgetGrant.objects.filter(budget=budget, instance_id=ctx.instance_id, used=False).first()
-    if grant is not None and budget.spent + budget.reserved > budget.limit - grant.amount:
-        BudgetGrant.objects.filter(id=grant.id).update(used=True)
+def _use_grant(budget: Budget, grant: BudgetGrant | None) -> None:
+    """A grant raises the limit once: the spend it allowed becomes part of the limit. It was
+    read before the lock, so it is claimed here with a guarded update: used once at most."""
+    if grant is None or budget.spent + budget.reserved <= budget.limit - grant.amount:
+        return
+    if BudgetGrant.objects.filter(id=grant.id, used=False).update(used=True):
         budget.limit += grant.amount
         Budget.objects.filter(id=budget.id).update(limit=budget.limit)
 
@@ -148,10 +203,16 @@ def reservations_release(*, ids: Iterable[int]) -> None:
     ids = list(ids)
     now = clock.now()
     with transaction.atomic():
-        for r in BudgetReservation.objects.select_for_update().filter(id__in=ids, state=ReservationState.HELD):
-            budget = Budget.objects.select_for_update().get(id=r.budget_id)
-            Budget.objects.filter(id=budget.id).update(reserved=budget.reserved - r.amount, updated_at=now)
-            BudgetReservation.objects.filter(id=r.id).update(state=ReservationState.RELEASED, settled_at=now)
+        held = list(BudgetReservation.objects.select_for_update().filter(id__in=ids, state=ReservationState.HELD))
+        if not held:
+            return
+        by_budget: dict[int, Decimal] = {}
+        for r in held:
+            by_budget[r.budget_id] = by_budget.get(r.budget_id, ZERO) + r.amount
+        _lock(Q(id__in=by_budget))
+        Budget.objects.filter(id__in=by_budget).update(reserved=F("reserved") - _amounts(by_budget), updated_at=now)
+        BudgetReservation.objects.filter(id__in=[r.id for r in held]).update(
+            state=ReservationState.RELEASED, settled_at=now)
 
 
 def cost_record(*, ctx: StepContext, service: str, cost: Decimal | None, model: str, tokens_in: int,
@@ -168,7 +229,6 @@ def cost_record(*, ctx: StepContext, service: str, cost: Decimal | None, model: 
             tokens_in=tokens_in, tokens_cached=tokens_cached, tokens_out=tokens_out, items=items,
             metadata=metadata, tenant=ctx.tenant, created_at=now,
         )
-        _settle(ctx=ctx, service=service, cost=cost, now=now)
         notify.history()
         History.objects.create(
             instance_id=ctx.instance_id, workflow=ctx.workflow, tenant=ctx.tenant,
@@ -176,21 +236,30 @@ def cost_record(*, ctx: StepContext, service: str, cost: Decimal | None, model: 
             data={"service": service, "cost": str(cost), "model": model, "attempt": ctx.attempt,
                   "success": success, "cost_id": row.id}, created_at=now,
         )
+        # Last, so the budget rows (shared by every step of a tenant) stay locked only for
+        # their update and the commit.
+        _settle(ctx=ctx, service=service, cost=cost, now=now)
     return cost
 
 
 def _settle(*, ctx: StepContext, service: str, cost: Decimal, now: datetime) -> None:
-    held = {r.budget_id: r for r in BudgetReservation.objects.select_for_update().filter(
-        id__in=ctx._reservations, service=service, state=ReservationState.HELD)}
-    for budget in Budget.objects.select_for_update().filter(_covering(ctx, service), enabled=True):
-        _roll(budget, now)
-        reservation = held.get(budget.id)
-        reserved = budget.reserved - (reservation.amount if reservation else ZERO)
-        Budget.objects.filter(id=budget.id).update(spent=budget.spent + cost, reserved=reserved, updated_at=now)
-        if reservation:
-            BudgetReservation.objects.filter(id=reservation.id).update(
-                state=ReservationState.SETTLED, actual=cost, settled_at=now)
-            ctx._reservations.remove(reservation.id)
+    """Charge `cost` to every covering budget and settle this attempt's reservations for the
+    service: each gives back its hold, also on a budget disabled since (its hold must not leak)."""
+    held: dict[int, BudgetReservation] = {}
+    if ctx._reservations:
+        for r in BudgetReservation.objects.select_for_update().filter(
+                id__in=ctx._reservations, service=service, state=ReservationState.HELD).order_by("id"):
+            held[r.budget_id] = r  # one per budget, as reserved
+        BudgetReservation.objects.filter(id__in=[r.id for r in held.values()]).update(
+            state=ReservationState.SETTLED, actual=cost, settled_at=now)
+    charged = _covering(ctx, service) & Q(enabled=True)
+    locked = [b.id for b in _lock(charged | Q(id__in=list(held)))]
+    if locked:
+        Budget.objects.filter(id__in=locked).update(
+            reserved=F("reserved") - _amounts({b: r.amount for b, r in held.items()}),
+            **_roll_columns(now, charged=charged, cost=cost))
+    for r in held.values():
+        ctx._reservations.remove(r.id)
 
 
 def price(*, service: str, model: str, usage: dict[str, int], at: datetime) -> Decimal:

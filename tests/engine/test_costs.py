@@ -180,3 +180,98 @@ def test_an_expired_approval_refuses_its_answer_and_stays_expired(drain):
     assert request.state == "expired"
     drain()
     assert h.status()["error"]["name"] == "WaitForEventTimeout"
+
+
+def _ctx(instance_id: str, *, tenant: str = "acme", label: str = "llm-extract"):
+    from ingest.engine.context import StepContext
+
+    return StepContext(name=label, count=1, attempt=1, config={}, idempotency_key=f"{instance_id}:{label}",
+                       instance_id=instance_id, workflow="t-spender", tenant=tenant, step_label=label)
+
+
+@pytest.mark.django_db
+def test_every_covering_budget_holds_the_estimate_and_is_settled_with_the_real_cost():
+    services.budget_upsert(scope="tenant", key="acme", period="day", limit="1.00", actor="ana")
+    services.budget_upsert(scope="service", key="openai", period="month", limit="5.00", actor="ana")
+    services.budget_upsert(scope="tenant", key="globex", period="day", limit="1.00", actor="ana")  # not covering
+    create("t-spender", id="c-8", tenant="acme")
+    ctx = _ctx("c-8")
+    ctx.check_budget("openai", Decimal("0.30"))
+    held = dict(Budget.objects.values_list("key", "reserved"))
+    assert held == {"acme": Decimal("0.30"), "openai": Decimal("0.30"), "globex": Decimal("0")}
+    assert BudgetReservation.objects.filter(state="held").count() == 2
+    ctx.track_cost("openai", cost="0.12")
+    rows = {b.key: (b.spent, b.reserved) for b in Budget.objects.all()}
+    assert rows == {"acme": (Decimal("0.12"), Decimal("0")), "openai": (Decimal("0.12"), Decimal("0")),
+                    "globex": (Decimal("0"), Decimal("0"))}
+    assert sorted(BudgetReservation.objects.values_list("state", "actual")) == [
+        ("settled", Decimal("0.12")), ("settled", Decimal("0.12"))]
+    assert ctx._reservations == []
+
+
+@pytest.mark.django_db
+def test_a_spend_without_a_covering_budget_holds_nothing_but_a_budget_created_before_the_cost_is_charged():
+    create("t-spender", id="c-9", tenant="acme")
+    ctx = _ctx("c-9")
+    ctx.check_budget("openai", Decimal("0.30"))
+    assert ctx._reservations == [] and not BudgetReservation.objects.exists()
+    services.budget_upsert(scope="tenant", key="acme", period="day", limit="1.00", actor="ana")
+    ctx.track_cost("openai", cost="0.07")
+    budget = Budget.objects.get(key="acme")
+    assert (budget.spent, budget.reserved) == (Decimal("0.07"), Decimal("0"))
+
+
+@pytest.mark.django_db
+def test_a_new_period_starts_from_nothing_spent_while_held_money_stays_held():
+    from datetime import UTC, datetime, timedelta
+
+    from ingest.engine.clock import clock
+
+    clock.freeze(datetime(2026, 3, 9, 22, 0, tzinfo=UTC))
+    services.budget_upsert(scope="tenant", key="acme", period="day", limit="1.00", actor="ana")
+    for i in ("c-10", "c-11", "c-12"):
+        create("t-spender", id=i, tenant="acme")
+    first, waiting, next_day = _ctx("c-10"), _ctx("c-11"), _ctx("c-12")
+    first.check_budget("openai", Decimal("0.30"))
+    first.track_cost("openai", cost="0.25")
+    waiting.check_budget("openai", Decimal("0.50"))
+    with pytest.raises(BudgetExceeded):  # 0.25 spent + 0.50 held + 0.40 is over today's 1.00
+        _ctx("c-12", label="early").check_budget("openai", Decimal("0.40"))
+    clock.advance(timedelta(hours=3))
+    next_day.check_budget("openai", Decimal("0.40"))  # a new day: nothing spent, 0.50 still held
+    budget = Budget.objects.get(key="acme")
+    assert (budget.period_start, budget.spent, budget.reserved) == (
+        datetime(2026, 3, 10, tzinfo=UTC), Decimal("0"), Decimal("0.90"))
+    waiting.track_cost("openai", cost="0.45")
+    next_day.track_cost("openai", cost="0.10")
+    budget.refresh_from_db()
+    assert (budget.spent, budget.reserved) == (Decimal("0.55"), Decimal("0"))
+
+
+@pytest.mark.django_db
+def test_an_attempt_that_fails_before_spending_gives_its_holds_back():
+    from ingest.engine.costs import reservations_release
+
+    services.budget_upsert(scope="tenant", key="acme", period="day", limit="1.00", actor="ana")
+    services.budget_upsert(scope="service", key="openai", period="day", limit="1.00", actor="ana")
+    create("t-spender", id="c-13", tenant="acme")
+    ctx = _ctx("c-13")
+    ctx.check_budget("openai", Decimal("0.30"))
+    ctx.check_budget("openai", Decimal("0.20"))
+    assert set(Budget.objects.values_list("reserved", flat=True)) == {Decimal("0.50")}
+    reservations_release(ids=ctx._reservations)
+    assert set(Budget.objects.values_list("reserved", flat=True)) == {Decimal("0")}
+    assert set(BudgetReservation.objects.values_list("state", flat=True)) == {"released"}
+
+
+@pytest.mark.django_db
+def test_a_hold_on_a_budget_disabled_before_the_cost_is_recorded_is_given_back():
+    services.budget_upsert(scope="tenant", key="acme", period="day", limit="1.00", actor="ana")
+    create("t-spender", id="c-14", tenant="acme")
+    ctx = _ctx("c-14")
+    ctx.check_budget("openai", Decimal("0.30"))
+    services.budget_upsert(scope="tenant", key="acme", period="day", limit="1.00", enabled=False, actor="ana")
+    ctx.track_cost("openai", cost="0.25")
+    budget = Budget.objects.get(key="acme")
+    assert (budget.spent, budget.reserved) == (Decimal("0"), Decimal("0"))  # not charged, nothing left held
+    assert ctx._reservations == []
