@@ -599,29 +599,97 @@ def step_finish(*, row: StepRow, token: str, now: datetime, started: datetime, a
     return None if got is None else (str(got[0]), int(got[1]))
 
 
-_COMPLETE_INSTANCE = """
+_RELEASE = "lease_owner = '', lease_token = '', lease_expires_at = NULL"
+_HELD = "id = %(iid)s AND lease_token = %(token)s AND lease_expires_at > %(now)s"
+_HISTORY_COLUMNS = """engine_history (instance_id, workflow, tenant, kind, step_name, status, data,
+                                    actor, reason, created_at)"""
+
+_COMPLETE_INSTANCE = f"""
     WITH u AS (
         UPDATE engine_instance SET status = 'complete', output = %(output)s::jsonb, ended_at = %(now)s,
-            updated_at = %(now)s, ready_at = NULL, lease_owner = '', lease_token = '',
-            lease_expires_at = NULL, control = '', error_name = '', error_message = ''
-        WHERE id = %(iid)s AND lease_token = %(token)s AND lease_expires_at > %(now)s
+            updated_at = %(now)s, ready_at = NULL, {_RELEASE}, control = '', error_name = '', error_message = ''
+        WHERE {_HELD}
         RETURNING workflow, tenant
     ),
     h AS (
-        INSERT INTO engine_history (instance_id, workflow, tenant, kind, step_name, status, data,
-                                    actor, reason, created_at)
-        SELECT %(iid)s, u.workflow, u.tenant, 'instance.status', '', 'complete', '{}'::jsonb, '', '', %(now)s
+        INSERT INTO {_HISTORY_COLUMNS}
+        SELECT %(iid)s, u.workflow, u.tenant, 'instance.status', '', 'complete', '{{}}'::jsonb, '', '', %(now)s
+        FROM u
+    )
+    SELECT 1 FROM u
+"""
+
+# The same, for a run whose last step was a sleep found due in this turn: the sleep's row
+# completes in the same statement.
+_WAKE_AND_COMPLETE_INSTANCE = f"""
+    WITH u AS (
+        UPDATE engine_instance SET status = 'complete', output = %(output)s::jsonb, ended_at = %(now)s,
+            updated_at = %(now)s, ready_at = NULL, {_RELEASE}, control = '', error_name = '', error_message = ''
+        WHERE {_HELD}
+        RETURNING workflow, tenant
+    ),
+    s AS (
+        UPDATE engine_step SET status = 'complete', result = NULL, ended_at = %(woke_at)s
+        WHERE id = %(sid)s AND EXISTS (SELECT 1 FROM u)
+    ),
+    h AS (
+        INSERT INTO {_HISTORY_COLUMNS}
+        SELECT %(iid)s, u.workflow, u.tenant, 'step.completed', %(label)s, '', '{{}}'::jsonb, '', '', %(woke_at)s
+        FROM u
+        UNION ALL
+        SELECT %(iid)s, u.workflow, u.tenant, 'instance.status', '', 'complete', '{{}}'::jsonb, '', '', %(now)s
         FROM u
     )
     SELECT 1 FROM u
 """
 
 
-def instance_complete(*, iid: str, token: str, now: datetime, output: str | None) -> bool:
+def instance_complete(*, iid: str, token: str, now: datetime, output: str | None,
+                      woke: tuple[int, str, datetime] | None = None) -> bool:
     """End an instance as complete with its output, releasing the lease, and write its history:
-    one statement, whose UPDATE is the lease guard. False when the lease is lost."""
-    return _on_django_connection(_COMPLETE_INSTANCE, {"iid": iid, "token": token, "now": now,
-                                                      "output": output}) is not None
+    one statement, whose UPDATE is the lease guard. `woke`: (step id, label, when) of a sleep
+    found due in this turn, completed in the same statement. False when the lease is lost."""
+    params: dict[str, Any] = {"iid": iid, "token": token, "now": now, "output": output}
+    if woke is None:
+        return _on_django_connection(_COMPLETE_INSTANCE, params) is not None
+    params.update(sid=woke[0], label=woke[1], woke_at=woke[2])
+    return _on_django_connection(_WAKE_AND_COMPLETE_INSTANCE, params) is not None
+
+
+_SLEEP_SUSPEND = f"""
+    WITH u AS (
+        UPDATE engine_instance SET status = 'waiting', ready_at = %(ready)s, updated_at = %(now)s, {_RELEASE}
+        WHERE {_HELD} AND control = ''
+        RETURNING workflow, tenant
+    ),
+    s AS (
+        INSERT INTO {_STEP_COLUMNS}
+        SELECT %(iid)s, %(name)s, %(seq)s, %(position)s, 'sleep', 'sleeping', NULL, '', '', '', '{{}}'::jsonb,
+            0, false, false, %(started)s, NULL, %(wake)s, '', NULL
+        FROM u
+    ),
+    h AS (
+        INSERT INTO {_HISTORY_COLUMNS}
+        SELECT %(iid)s, u.workflow, u.tenant, 'step.sleep', %(label)s, '', %(sdata)s::jsonb, '', '', %(started)s
+        FROM u
+        UNION ALL
+        SELECT %(iid)s, u.workflow, u.tenant, 'instance.status', '', 'waiting', %(idata)s::jsonb, '', '', %(now)s
+        FROM u
+    )
+    SELECT 1 FROM u
+"""
+
+
+def sleep_suspend(*, iid: str, token: str, now: datetime, ready_at: datetime | None, name: str, seq: int,
+                  position: int, started: datetime, wake_at: datetime | None, label: str) -> bool:
+    """A plain sleep's step row, the instance's suspension until `ready_at` and their history, in
+    one statement. False when it wrote nothing: the lease is gone or a control flag is set."""
+    return _on_django_connection(_SLEEP_SUSPEND, {
+        "iid": iid, "token": token, "now": now, "ready": ready_at, "name": name, "seq": seq,
+        "position": position, "started": started, "wake": wake_at, "label": label,
+        "sdata": json.dumps({"until": wake_at.isoformat() if wake_at else None, "event_type": ""}),
+        "idata": json.dumps({"until": ready_at.isoformat() if ready_at else None}),
+    }) is not None
 
 
 def instance_row(iid: str, columns: Sequence[str]) -> tuple[Any, ...] | None:

@@ -84,6 +84,20 @@ class StepRecord:
 
 
 @dataclass(frozen=True)
+class SleepWrite:
+    """A deferred write of a sleep step: its start ("start": the sleeping row and its history)
+    or its end ("end": the row completed)."""
+
+    kind: str
+    name: str
+    seq: int
+    position: int
+    at: datetime
+    wake_at: datetime | None = None
+    step_id: int = 0
+
+
+@dataclass(frozen=True)
 class Failure:
     name: str
     message: str
@@ -100,6 +114,7 @@ class InstanceStore:
     lease: timedelta
     control: str = ""
     deferred: list[Callable[[], None]] = field(default_factory=list)
+    _sleep_write: SleepWrite | None = None
     _histories: list[History] = field(default_factory=list)
 
     # ---- reads -----------------------------------------------------------------------
@@ -133,13 +148,22 @@ class InstanceStore:
         for write in deferred:
             write()
 
-    def defer(self, write: Callable[[], None]) -> None:
+    def defer(self, write: Callable[[], None], *, sleep: SleepWrite | None = None) -> None:
         """Run `write` inside the next transaction this turn opens.
 
         For writes whose loss in a crash is harmless because replay makes them again (a sleep
         found due, say): they ride along with the next write instead of costing a commit.
+        `sleep` says the same write as data, for the one-statement paths of a sleep's start
+        (suspend) and of its end (finish) on PostgreSQL.
         """
         self.deferred.append(write)
+        self._sleep_write = sleep if len(self.deferred) == 1 else None
+
+    def _only_sleep_write(self, kind: str) -> SleepWrite | None:
+        """The deferred write, when it is the only one and a sleep's `kind` ("start" or "end")."""
+        if len(self.deferred) == 1 and self._sleep_write is not None and self._sleep_write.kind == kind:
+            return self._sleep_write
+        return None
 
     @contextmanager
     def _txn(self, now: datetime) -> Iterator[None]:
@@ -346,7 +370,11 @@ class InstanceStore:
     def wait_resolved(self, rec: StepRecord, *, now: datetime, result: Any = None,
                       failure: Failure | None = None, deferred: bool = False) -> None:
         if deferred:
-            self.defer(lambda: self._resolve(rec, now=now, result=result, failure=failure))
+            sleep = None
+            if rec.kind == StepKind.SLEEP and failure is None and result is None and rec.id:
+                sleep = SleepWrite(kind="end", name=rec.name, seq=rec.seq, position=rec.position, at=now,
+                                   step_id=rec.id)
+            self.defer(lambda: self._resolve(rec, now=now, result=result, failure=failure), sleep=sleep)
             rec.status = StepStatus.ERRORED if failure else StepStatus.COMPLETE
             return
         with self._txn(now):
@@ -364,7 +392,10 @@ class InstanceStore:
             self._history(hk, now, step_name=step_label(name, seq), until=wake_at.isoformat() if wake_at else None,
                           event_type=event_type)
 
-        self.defer(write)
+        sleep = None
+        if kind == StepKind.SLEEP and not event_type:
+            sleep = SleepWrite(kind="start", name=name, seq=seq, position=position, at=now, wake_at=wake_at)
+        self.defer(write, sleep=sleep)
 
     @_io
     def has_event(self, event_type: str) -> bool:
@@ -414,6 +445,20 @@ class InstanceStore:
         committed before this transaction is seen by the checks below, and one that commits
         after it finds the instance waiting and wakes it: no wake-up is lost.
         """
+        sleep = self._only_sleep_write("start")
+        plain = (sleep is not None and status == Status.WAITING and not pause and not event_type
+                 and not child_id and not self.control and sql.is_postgres())
+        # A plain sleep: the step, the suspension and their history in one statement. It matches
+        # nothing if an operator's control flag appeared meanwhile (or the lease is gone); the
+        # full path below then deals with that.
+        if plain and sleep is not None and sql.sleep_suspend(
+            iid=self.instance_id, token=self.token, now=now, ready_at=ready_at, name=sleep.name,
+            seq=sleep.seq, position=sleep.position, started=sleep.at, wake_at=sleep.wake_at,
+            label=step_label(sleep.name, sleep.seq),
+        ):
+            self.deferred, self._sleep_write = [], None
+            notify.history()
+            return status
         with self._txn(now):
             control = Control.PAUSE if pause else self.control
             if event_type and PendingEvent.objects.filter(
@@ -441,12 +486,19 @@ class InstanceStore:
     def finish(self, *, now: datetime, status: str, output: Any = None, failure: Failure | None = None,
                failed_step: str = "", parent_id: str | None = None) -> None:
         if status == Status.COMPLETE and not parent_id and sql.is_postgres():
-            def complete() -> None:
-                if not sql.instance_complete(iid=self.instance_id, token=self.token, now=now,
-                                             output=None if output is None else json.dumps(output)):
+            def complete(woke: SleepWrite | None = None) -> None:
+                if not sql.instance_complete(
+                    iid=self.instance_id, token=self.token, now=now,
+                    output=None if output is None else json.dumps(output),
+                    woke=None if woke is None else (woke.step_id, step_label(woke.name, woke.seq), woke.at),
+                ):
                     raise LeaseLost(self.instance_id)
 
-            if self.deferred:
+            woke = self._only_sleep_write("end")
+            if woke is not None:
+                complete(woke)  # the sleep's end rides in the same statement
+                self.deferred, self._sleep_write = [], None
+            elif self.deferred:
                 with self._txn(now):  # the guard, then the writes deferred to this transaction
                     complete()
             else:
