@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 
 from ingest.engine import sql
 from ingest.engine.sql import Claimed, FlowGroup, FlowLimit
-from ingest.engine.workflow import Workflow, _registry
+from ingest.engine.workflow import Workflow, registered_workflows
 
 # ---- pure decisions ----------------------------------------------------------------------
 
@@ -79,7 +79,7 @@ def claim(*, owner: str, token: str, limit: int, now: datetime, lease_until: dat
     went first. The remaining slots go to the fast path, which skips limited workflows.
     """
     if limits is None:
-        limits = claim_limits(list(_registry.values()), now=now)
+        limits = claim_limits(registered_workflows(), now=now)
     if not limits:
         return sql.claim_unlimited(owner=owner, token=token, limit=limit, now=now, lease_until=lease_until)
     claimed: list[Claimed] = []

@@ -105,6 +105,48 @@ def _claim_postgres(*, owner: str, token: str, limit: int, now: datetime, lease_
         return [Claimed(*row) for row in cursor.fetchall()]
 
 
+_CLAIM_AND_RECORD = f"""
+    WITH picked AS (
+        SELECT id, status AS previous_status FROM engine_instance
+        WHERE ready_at <= %(now)s
+          AND (lease_expires_at IS NULL OR lease_expires_at < %(now)s)
+          AND status NOT IN {_FINISHED_OR_PAUSED}
+        ORDER BY priority DESC, ready_at
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    ),
+    u AS (
+        UPDATE engine_instance AS i
+        SET {{lease}}
+        FROM picked WHERE i.id = picked.id
+        RETURNING i.id, picked.previous_status, i.workflow, i.tenant
+    ),
+    h AS (
+        INSERT INTO engine_history (instance_id, workflow, tenant, kind, step_name, status, data,
+                                    actor, reason, created_at)
+        SELECT u.id, u.workflow, u.tenant, 'instance.status', '', 'running', '{{{{}}}}'::jsonb, '', '', %(now)s
+        FROM u WHERE u.previous_status IN ('queued', 'waiting')
+    )
+    SELECT id, previous_status, workflow, tenant FROM u
+"""
+
+
+def claim_and_record(*, owner: str, token: str, limit: int, now: datetime, lease_until: datetime) -> list[Claimed]:
+    """The claim when no workflow has flow limits (PostgreSQL): lease up to `limit` runnable
+    instances and write the history of those it moves to running, in one prepared statement
+    and its own transaction (nothing else needs to commit with it)."""
+    params = {"now": now, "limit": limit, "owner": owner, "token": token, "until": lease_until}
+    connection.ensure_connection()
+    with connection.wrap_database_errors:
+        import psycopg
+
+        raw = connection.connection
+        _prepare_session(raw)
+        with psycopg.Cursor(raw) as cursor:
+            cursor.execute(_CLAIM_AND_RECORD_SQL, params, prepare=True)
+            return [Claimed(*row) for row in cursor.fetchall()]
+
+
 def _claim_sqlite(*, owner: str, token: str, limit: int, now: datetime, lease_until: datetime,
                   exclude: Sequence[str] = ()) -> list[Claimed]:
     # One worker process on SQLite, and the transaction holds the write lock from BEGIN
@@ -141,6 +183,8 @@ _LEASE_SET = """lease_owner = %(owner)s, lease_token = %(token)s, lease_expires_
         run_count = i.run_count + 1, updated_at = %(now)s,
         started_at = COALESCE(i.started_at, %(now)s),
         status = CASE WHEN i.status IN ('queued', 'waiting') THEN 'running' ELSE i.status END"""
+
+_CLAIM_AND_RECORD_SQL = _CLAIM_AND_RECORD.format(lease=_LEASE_SET)
 
 _CLAIMABLE = f"""i.ready_at <= %s AND (i.lease_expires_at IS NULL OR i.lease_expires_at < %s)
     AND i.status NOT IN {_FINISHED_OR_PAUSED}"""

@@ -22,11 +22,12 @@ from typing import Any
 from django.conf import settings
 from django.db import close_old_connections, connection, transaction
 
-from ingest.engine import clock, notify, sql
+from ingest.engine import clock, flow, notify, sql
 from ingest.engine.models import History, HistoryKind, Instance, Status
 from ingest.engine.runtime import Execution
 from ingest.engine.steps import AsyncStep, Step
 from ingest.engine.store import InstanceStore
+from ingest.engine.workflow import registered_workflows
 
 log = logging.getLogger("runledger.engine")
 
@@ -70,6 +71,11 @@ def claim_batch(*, worker_id: str, limit: int, lease: timedelta, now: datetime |
     """Lease up to `limit` runnable instances; record their move to running in the history."""
     now = now or clock.now()
     token = secrets.token_hex(8)
+    if sql.is_postgres() and not flow.claim_limits(registered_workflows(), now=now):
+        claimed = sql.claim_and_record(owner=worker_id, token=token, limit=limit, now=now, lease_until=now + lease)
+        if any(c.previous_status in (Status.QUEUED, Status.WAITING) for c in claimed):
+            notify.request_history()  # committed already: the statement was its own transaction
+        return token, [c.id for c in claimed]
     with transaction.atomic():
         claimed = sql.claim(owner=worker_id, token=token, limit=limit, now=now, lease_until=now + lease)
         moved = [c for c in claimed if c.previous_status in (Status.QUEUED, Status.WAITING)]

@@ -115,5 +115,9 @@ def get_workflow(name: str) -> type[Workflow]:
         ) from None
 
 
+def registered_workflows() -> list[type[Workflow]]:
+    return list(_registry.values())
+
+
 def workflow_names() -> list[str]:
     return sorted(_registry)
