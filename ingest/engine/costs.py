@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Case, F, Q, Value, When
-from django.db.models.functions import Greatest
+from django.db.models import F, Q
 from django.utils.module_loading import import_string
 
 from ingest.engine import clock, notify
@@ -29,7 +28,6 @@ from ingest.engine.models import (
     BreachPolicy,
     Budget,
     BudgetGrant,
-    BudgetPeriod,
     BudgetReservation,
     History,
     HistoryKind,
@@ -57,48 +55,30 @@ def _covering(ctx: StepContext, service: str) -> Q:
     )
 
 
-def _roll(budget: Budget, now: datetime) -> bool:
-    """Start a new period in memory when the current one is over (spent resets, held money
-    stays held); `_roll_columns` writes the same change. True when the period rolled."""
+def _roll(budget: Budget, now: datetime) -> None:
+    """Start a new period when the current one is over (spent resets, held money stays held)."""
     start = period_start(budget.period, now)
     if budget.period_start < start:
         budget.period_start = start
         budget.spent = ZERO
-        return True
-    return False
-
-
-def _current_start(now: datetime) -> Case:
-    """Each row's current period start, by its period, as a SQL expression."""
-    return Case(*[When(period=period, then=Value(period_start(period, now))) for period in BudgetPeriod.values],
-                default=F("period_start"), output_field=Budget._meta.get_field("period_start"))
-
-
-def _roll_columns(now: datetime, *, charged: Q | None = None, cost: Decimal = ZERO) -> dict[str, Any]:
-    """UPDATE columns that roll a budget's period like `_roll` and add `cost` to what it spent,
-    on the rows matching `charged` (every row when None). Computed from each row's values at
-    the moment it is written, so they are right whatever ran before."""
-    start, money = _current_start(now), Budget._meta.get_field("spent")
-    charged = charged if charged is not None else Q(pk__isnull=False)
-    return {
-        "spent": Case(When(charged & Q(period_start__lt=start), then=Value(cost)),
-                      When(charged, then=F("spent") + Value(cost)), default=F("spent"), output_field=money),
-        "period_start": Case(When(charged, then=Greatest(F("period_start"), start)), default=F("period_start"),
-                             output_field=Budget._meta.get_field("period_start")),
-        "updated_at": now,
-    }
-
-
-def _amounts(by_budget: dict[int, Decimal]) -> Case:
-    """Per budget id, the amount to take from `reserved` (0 for the others)."""
-    return Case(*[When(id=budget_id, then=Value(amount)) for budget_id, amount in by_budget.items()],
-                default=Value(ZERO), output_field=Budget._meta.get_field("reserved"))
+        budget.save(update_fields=["period_start", "spent"])
 
 
 def _lock(budgets: Q) -> list[Budget]:
     """Lock the budgets in id order, the one order every writer of budgets uses, so two
     steps charging the same budgets cannot deadlock."""
     return list(Budget.objects.select_for_update().filter(budgets).order_by("id"))
+
+
+def _add(changes: dict[int, tuple[Decimal, Decimal]], now: datetime) -> None:
+    """Add (to spent, to reserved) per locked budget: one UPDATE per distinct pair, which is
+    one for all the budgets of a spend (they hold the same amount)."""
+    groups: dict[tuple[Decimal, Decimal], list[int]] = {}
+    for budget_id, change in changes.items():
+        groups.setdefault(change, []).append(budget_id)
+    for (spent, reserved), ids in groups.items():
+        Budget.objects.filter(id__in=ids).update(
+            spent=F("spent") + spent, reserved=F("reserved") + reserved, updated_at=now)
 
 
 def budget_reserve(*, ctx: StepContext, service: str, amount: Decimal) -> list[int]:
@@ -115,18 +95,15 @@ def budget_reserve(*, ctx: StepContext, service: str, amount: Decimal) -> list[i
     with transaction.atomic():
         grants = _open_grants(ctx)  # before the lock: only an operator adds them, between attempts
         budgets = _lock(covering)
-        rolled = [_roll(budget, now) for budget in budgets]
+        for budget in budgets:
+            _roll(budget, now)
         over = [b for b in budgets if b.spent + b.reserved + amount > b.limit + _amount(grants.get(b.id))]
         if over:
             breached = over[0]
-            if any(rolled):
-                Budget.objects.filter(id__in=[b.id for b in budgets]).update(**_roll_columns(now))
         elif budgets:
             for budget in budgets:
                 _use_grant(budget, grants.get(budget.id))
-            # The rows are locked: one relative update rolls them and holds the amount on all.
-            Budget.objects.filter(id__in=[b.id for b in budgets]).update(
-                reserved=F("reserved") + amount, **_roll_columns(now))
+            _add({b.id: (ZERO, amount) for b in budgets}, now)
             held = BudgetReservation.objects.bulk_create([
                 BudgetReservation(budget=budget, instance_id=ctx.instance_id, step_name=ctx.step_label,
                                   attempt=ctx.attempt, service=service, amount=amount, created_at=now)
@@ -210,7 +187,7 @@ def reservations_release(*, ids: Iterable[int]) -> None:
         for r in held:
             by_budget[r.budget_id] = by_budget.get(r.budget_id, ZERO) + r.amount
         _lock(Q(id__in=by_budget))
-        Budget.objects.filter(id__in=by_budget).update(reserved=F("reserved") - _amounts(by_budget), updated_at=now)
+        _add({budget_id: (ZERO, -amount) for budget_id, amount in by_budget.items()}, now)
         BudgetReservation.objects.filter(id__in=[r.id for r in held]).update(
             state=ReservationState.RELEASED, settled_at=now)
 
@@ -252,14 +229,22 @@ def _settle(*, ctx: StepContext, service: str, cost: Decimal, now: datetime) -> 
             held[r.budget_id] = r  # one per budget, as reserved
         BudgetReservation.objects.filter(id__in=[r.id for r in held.values()]).update(
             state=ReservationState.SETTLED, actual=cost, settled_at=now)
-    charged = _covering(ctx, service) & Q(enabled=True)
-    locked = [b.id for b in _lock(charged | Q(id__in=list(held)))]
-    if locked:
-        Budget.objects.filter(id__in=locked).update(
-            reserved=F("reserved") - _amounts({b: r.amount for b, r in held.items()}),
-            **_roll_columns(now, charged=charged, cost=cost))
+    changes: dict[int, tuple[Decimal, Decimal]] = {}
+    for budget in _lock((_covering(ctx, service) & Q(enabled=True)) | Q(id__in=list(held))):
+        charged = _covers(budget, ctx, service)
+        if charged:
+            _roll(budget, now)
+        release = held[budget.id].amount if budget.id in held else ZERO
+        changes[budget.id] = (cost if charged else ZERO, -release)
+    _add(changes, now)
     for r in held.values():
         ctx._reservations.remove(r.id)
+
+
+def _covers(budget: Budget, ctx: StepContext, service: str) -> bool:
+    """`_covering` for one budget row in memory (enabled ones only)."""
+    key = {"tenant": ctx.tenant, "workflow": ctx.workflow, "service": service, "instance": ctx.instance_id}
+    return budget.enabled and key.get(budget.scope) == budget.key
 
 
 def price(*, service: str, model: str, usage: dict[str, int], at: datetime) -> Decimal:
