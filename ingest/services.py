@@ -86,21 +86,40 @@ _AUTHORITIES = list(AUTHORITY_RANK)
 _RANKS = [AUTHORITY_RANK[a] for a in _AUTHORITIES]
 
 
+_FACT_PUT = (
+    "SELECT action, is_valid, superseded FROM ingest_fact_put(%s::varchar, %s::varchar, %s::varchar, %s::varchar, "
+    "%s::jsonb, %s::float8, %s::varchar, %s::varchar, %s::text, %s::timestamptz, %s::integer, %s::varchar, "
+    "%s::timestamptz, %s::boolean, %s::bigint, %s::text[], %s::integer[])"
+)
+
+
 def _fact_put_postgres(v: dict[str, Any], *, single: bool) -> FactWrite:
     """One round trip: `ingest_fact_put` (migration 0003) inserts the fact and, for a
     single-valued predicate, resolves the conflict under the key's advisory lock, ranking as
     `_rank` does. Run outside a transaction it is its own, committed without waiting for the
-    WAL flush (the step's completion, committed after it, flushes it)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT action, is_valid, superseded FROM ingest_fact_put(%s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, "
-            "%s, %s, %s, %s, %s, %s::bigint, %s::text[], %s::integer[])",
-            [v["id"], v["tenant"], v["subject"], v["predicate"], json.dumps(v["object"]), v["confidence"],
-             v["source_authority"], v["source_ref"], v["evidence"], v["observed_at"], v["ordinal"],
-             v["instance_id"], v["created_at"], single, _conflict_lock_key(v["tenant"], v["subject"], v["predicate"]),
-             _AUTHORITIES, _RANKS],
-        )
-        action, valid, superseded = cursor.fetchone()
+    WAL flush (the step's completion, committed after it, flushes it).
+
+    A prepared statement on the thread's connection (Django's cursors bind on the client and
+    never prepare): a call's 18 or so fact steps then skip the parse, the plan and Django's
+    cursor wrapper. Errors still go through Django's translation, so a broken connection is
+    noticed and replaced.
+    """
+    import psycopg
+
+    params = [v["id"], v["tenant"], v["subject"], v["predicate"], json.dumps(v["object"]), v["confidence"],
+              v["source_authority"], v["source_ref"], v["evidence"], v["observed_at"], v["ordinal"],
+              v["instance_id"], v["created_at"], single, _conflict_lock_key(v["tenant"], v["subject"], v["predicate"]),
+              _AUTHORITIES, _RANKS]
+    connection.ensure_connection()
+    with connection.wrap_database_errors:
+        raw = connection.connection
+        if raw.prepare_threshold is None:
+            raw.prepare_threshold = 5  # Django sets None, which would refuse prepare=True too
+        with psycopg.Cursor(raw) as cursor:
+            cursor.execute(_FACT_PUT, params, prepare=True)
+            row = cursor.fetchone()
+    assert row is not None  # the function returns exactly one row
+    action, valid, superseded = row
     return FactWrite(v["id"], action, valid, tuple(superseded))
 
 
