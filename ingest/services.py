@@ -146,7 +146,8 @@ def fact_insert_or_supersede(*, tenant: str, fact: ExtractedFact, source_ref: st
         # Nothing to resolve: one INSERT … ON CONFLICT DO NOTHING (most facts take this path).
         Fact.objects.bulk_create([row], ignore_conflicts=True)
         return FactWrite(fact_id, "stored", True)
-    # SQLite serialises writers, so the check and the resolution need no lock of their own.
+    # SQLite transactions take the write lock at BEGIN (transaction_mode IMMEDIATE, see
+    # dashboard/config.py): writers are serialised, so the resolution needs no lock of its own.
     with transaction.atomic():
         existing = Fact.objects.filter(id=fact_id).values_list("valid", flat=True).first()
         if existing is not None:
