@@ -183,19 +183,21 @@ def signal_evaluation_record(*, instance_id: str, tenant: str, workflow: str, so
 
 
 def fact_embeddings_store(*, tenant: str, model: str, items: Sequence[tuple[str, str, Sequence[float]]]) -> int:
-    """Store (fact id, text, vector) rows; an existing embedding of a fact is replaced."""
+    """Store (fact id, text, vector) rows; an existing embedding of a fact is replaced.
+
+    One INSERT … ON CONFLICT DO UPDATE for the batch (update_or_create took a locking read and
+    a write per fact)."""
     now = timezone.now()
-    count = 0
-    with transaction.atomic():
-        for fact_id, text, vector in items:
-            data = np.asarray(vector, dtype="<f4").tobytes()
-            FactEmbedding.objects.update_or_create(
-                fact_id=fact_id,
-                defaults={"tenant": tenant, "model": model, "dim": len(vector), "vector": data,
-                          "text": text, "created_at": now},
-            )
-            count += 1
-    return count
+    rows = {
+        fact_id: FactEmbedding(fact_id=fact_id, tenant=tenant, model=model, dim=len(vector),
+                               vector=np.asarray(vector, dtype="<f4").tobytes(), text=text, created_at=now)
+        for fact_id, text, vector in items
+    }
+    FactEmbedding.objects.bulk_create(
+        list(rows.values()), update_conflicts=True, unique_fields=["fact"],
+        update_fields=["tenant", "model", "dim", "vector", "text", "created_at"],
+    )
+    return len(rows)
 
 
 def keyword_list_set(*, tenant: str, keywords: Sequence[str]) -> KeywordList:

@@ -9,7 +9,12 @@ import pytest
 from ingest.extraction import Fact as Extracted
 from ingest.models import Fact, FactEmbedding, SignalEvaluation
 from ingest.selectors import fact_similar
-from ingest.services import fact_id_for, fact_insert_or_supersede, signal_evaluation_record
+from ingest.services import (
+    fact_embeddings_store,
+    fact_id_for,
+    fact_insert_or_supersede,
+    signal_evaluation_record,
+)
 from ingest.workflows import gong_ingest_start
 from ingest.workflows.providers import embedder
 
@@ -160,3 +165,14 @@ def test_recording_a_batch_again_updates_its_one_signal_evaluation_row() -> None
     assert first.id is not None and again.id == first.id
     row = SignalEvaluation.objects.get()
     assert (row.id, row.fact_ids, row.fact_count) == (first.id, ["f1", "f2"], 2)
+
+
+def test_storing_a_facts_embedding_again_replaces_it() -> None:
+    budget, competitor = put("USD 50000", source="gong:call:1"), put("Clari", source="gong:call:1",
+                                                                       predicate="competitor_mentioned")
+    assert fact_embeddings_store(tenant="acme", model="m1", items=[
+        (budget.id, "Acme budget: USD 50000", [1.0, 0.0]), (competitor.id, "Acme competitor: Clari", [0.0, 1.0])]) == 2
+    assert fact_embeddings_store(tenant="acme", model="m2", items=[(budget.id, "Acme budget: USD 50000", [0.6, 0.8, 0.0])]) == 1
+    rows = {e.fact_id: e for e in FactEmbedding.objects.all()}
+    assert (rows[budget.id].model, rows[budget.id].dim, rows[competitor.id].model) == ("m2", 3, "m1")
+    assert fact_similar(tenant="acme", vector=[0.6, 0.8, 0.0], limit=5)[0].fact_id == budget.id
