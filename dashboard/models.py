@@ -32,3 +32,162 @@ class Membership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user_id}@{self.tenant} ({self.role})"
+
+
+# ---- rollups: pre-aggregated ledger figures for the DAG and costs pages ----------------------
+#
+# Written only by dashboard.rollups.services (the roller), read by dashboard.rollups.reads, which
+# serves exact figures by reading these for settled hours and the ledger itself for the rest.
+# dashboard/rollups/__init__.py explains the scheme.
+
+
+class StepHourly(models.Model):
+    """Steps by the hour they started (UTC), workflow, tenant and step name: the DAG heat."""
+
+    hour = models.DateTimeField()
+    workflow = models.CharField(max_length=200)
+    tenant = models.CharField(max_length=100)
+    step_name = models.CharField(max_length=300)
+    n = models.IntegerField(default=0)
+    in_flight = models.IntegerField(default=0)
+    completed = models.IntegerField(default=0)
+    errored = models.IntegerField(default=0)
+    retried = models.IntegerField(default=0)
+    attempts = models.BigIntegerField(default=0)
+    # Durations of the completed steps: a packed histogram (dashboard.rollups.hist).
+    durations = models.JSONField(default=list)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["hour", "workflow", "tenant", "step_name"], name="step_hourly_key"),
+        ]
+        indexes = [models.Index(fields=["workflow", "hour"], name="step_hourly_workflow")]
+
+
+class StepDaily(models.Model):
+    """StepHourly summed per local day (settings.TIME_ZONE): the hours that start on that day."""
+
+    day = models.DateField()
+    workflow = models.CharField(max_length=200)
+    tenant = models.CharField(max_length=100)
+    step_name = models.CharField(max_length=300)
+    n = models.IntegerField(default=0)
+    in_flight = models.IntegerField(default=0)
+    completed = models.IntegerField(default=0)
+    errored = models.IntegerField(default=0)
+    retried = models.IntegerField(default=0)
+    attempts = models.BigIntegerField(default=0)
+    durations = models.JSONField(default=list)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["day", "workflow", "tenant", "step_name"], name="step_daily_key"),
+        ]
+        indexes = [models.Index(fields=["workflow", "day"], name="step_daily_workflow")]
+
+
+class CostHourly(models.Model):
+    """api_costs summed by the hour they were recorded (UTC) and every dimension the costs page
+    filters or groups on."""
+
+    hour = models.DateTimeField()
+    tenant = models.CharField(max_length=100)
+    service = models.CharField(max_length=100)
+    workflow_type = models.CharField(max_length=200)
+    step_name = models.CharField(max_length=300)
+    model = models.CharField(max_length=200)
+    total = models.DecimalField(max_digits=20, decimal_places=6)
+    calls = models.BigIntegerField()
+    failed = models.BigIntegerField()
+    tokens_in = models.BigIntegerField()
+    tokens_out = models.BigIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["hour", "tenant", "service", "workflow_type", "step_name", "model"], name="cost_hourly_key"
+            ),
+        ]
+        indexes = [models.Index(fields=["tenant", "hour"], name="cost_hourly_tenant")]
+
+
+class CostDaily(models.Model):
+    """CostHourly summed per local day (settings.TIME_ZONE): the hours that start on that day."""
+
+    day = models.DateField()
+    tenant = models.CharField(max_length=100)
+    service = models.CharField(max_length=100)
+    workflow_type = models.CharField(max_length=200)
+    step_name = models.CharField(max_length=300)
+    model = models.CharField(max_length=200)
+    total = models.DecimalField(max_digits=20, decimal_places=6)
+    calls = models.BigIntegerField()
+    failed = models.BigIntegerField()
+    tokens_in = models.BigIntegerField()
+    tokens_out = models.BigIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["day", "tenant", "service", "workflow_type", "step_name", "model"], name="cost_daily_key"
+            ),
+        ]
+        indexes = [models.Index(fields=["tenant", "day"], name="cost_daily_tenant")]
+
+
+class InstanceCost(models.Model):
+    """api_costs summed per instance over its whole life, with the span of its rows: the costs
+    page's per-instance table reads these for instances whose spend lies wholly in the window."""
+
+    instance_id = models.CharField(max_length=100)
+    tenant = models.CharField(max_length=100)
+    workflow_type = models.CharField(max_length=200)
+    first_at = models.DateTimeField()
+    last_at = models.DateTimeField()
+    total = models.DecimalField(max_digits=20, decimal_places=6)
+    calls = models.BigIntegerField()
+    failed = models.BigIntegerField()
+    tokens_in = models.BigIntegerField()
+    tokens_out = models.BigIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["instance_id", "tenant", "workflow_type"], name="instance_cost_key"),
+        ]
+        indexes = [
+            models.Index(fields=["first_at"], name="instance_cost_first"),
+            models.Index(fields=["-total", "instance_id"], name="instance_cost_total"),
+            models.Index(fields=["-last_at"], name="instance_cost_last"),
+        ]
+
+
+class RollupState(models.Model):
+    """Where the roller stands (one row). Every rollup row reflects the ledger as of `cursor`:
+    the history rows up to it (but the `gaps`) have been folded in, and every hour before
+    `closed_until` has been computed."""
+
+    name = models.CharField(max_length=20, primary_key=True)
+    cursor = models.BigIntegerField(default=0)
+    # History ids below `cursor` not yet seen (a transaction that took its id earlier may still
+    # commit): id -> the ledger's newest transaction id when the hole was first seen.
+    gaps = models.JSONField(default=dict)
+    closed_until = models.DateTimeField(null=True, blank=True)
+    instances_built = models.BooleanField(default=False)
+    # The time zone the daily rows' days are in; when settings.TIME_ZONE differs they are unused
+    # until the roller has computed them again.
+    day_zone = models.CharField(max_length=64, blank=True, default="")
+    updated_at = models.DateTimeField(null=True, blank=True)
+
+
+class StepHourIds(models.Model):
+    """For each UTC hour, the lowest and highest id of the steps that started in it.
+
+    The engine keeps no index on steps' start time (its hot path writes fewer indexes), but step
+    ids grow with insertion and a step is inserted when it starts or soon after. So the steps of
+    an hour lie in this id range of the primary key, and a few hours of steps are found without
+    scanning the table. Widened by the roller for every step it sees (dashboard/rollups/dirty.py
+    says how it sees them all); a step inserted long after it started widens its hour's range."""
+
+    hour = models.DateTimeField(primary_key=True)
+    min_id = models.BigIntegerField()
+    max_id = models.BigIntegerField()

@@ -1,4 +1,5 @@
-"""`manage.py up`: the whole app in one process — migrations, demo data, web, worker, scheduler."""
+"""`manage.py up`: the whole app in one process — migrations, demo data, web, worker, scheduler,
+and the dashboard's rollups."""
 
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ class Command(BaseCommand):
     help = (
         "Start Runledger in one process: apply migrations, create the demo users and (unless "
         "--no-demo) ingest the demo data set, then serve the dashboard and API with daphne while an "
-        "in-process worker runs instances and the scheduler fires cron schedules. The embedded "
-        "default (SQLite); for production run daphne, `manage.py worker` and `manage.py scheduler` "
-        "as separate processes on PostgreSQL."
+        "in-process worker runs instances, the scheduler fires cron schedules and the rollups "
+        "behind the DAG and costs pages catch up. The embedded default (SQLite); for production run "
+        "daphne, `manage.py worker`, `manage.py scheduler` and `manage.py rollup` as separate "
+        "processes on PostgreSQL."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -38,12 +40,15 @@ class Command(BaseCommand):
 
             summary = demo_seed()
             self.stdout.write(f"demo data: {summary.started} ingests started, {summary.already} already there")
+        from dashboard.rollups.runner import RollupRunner
         from ingest.engine.worker import Worker
         from ingest.triggers.scheduler import Scheduler
 
         worker = Worker(concurrency=options["concurrency"]).start()
         scheduler = Scheduler()
         scheduler.start()
+        rollups = RollupRunner()  # the DAG and costs pages' hourly rollups (dashboard/rollups)
+        rollups.start()
         url = f"http://{options['host']}:{options['port']}/"
         self.stdout.write(f"Runledger is up at {url} — log in as operator/operator (viewer/viewer reads only)")
         self.stdout.flush()
@@ -51,6 +56,7 @@ class Command(BaseCommand):
             self._serve(options["host"], options["port"])
         finally:
             self.stdout.write("stopping: draining the worker")
+            rollups.stop()
             scheduler.stop()
             worker.stop(timeout=30)
 

@@ -1,0 +1,82 @@
+"""Who runs the roller: `RollupRunner`, a loop of passes every few seconds.
+
+`manage.py rollup` runs it as a process of its own (production: start it beside the workers, on
+any number of machines); `manage.py up` runs it in a thread beside the embedded worker. Passes of
+several runners never overlap: each pass first takes a transaction-level PostgreSQL advisory lock
+and skips when another runner holds it (SQLite has one process). A crash in the middle of a pass
+rolls it back whole; the next pass does it again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from datetime import datetime
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from dashboard.rollups.services import PassResult, rollup_catch_up
+
+log = logging.getLogger("runledger.rollups")
+LOCK_KEY = 0x726F6C6C7570  # "rollup"
+INTERVAL_SECONDS = 5.0
+
+
+def rollup_pass_if_leader(*, now: datetime, max_hours: int = 24) -> PassResult | None:
+    """One pass, unless another runner is in the middle of one (then None)."""
+    with transaction.atomic():
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [LOCK_KEY])
+                if not cursor.fetchone()[0]:
+                    return None
+        return rollup_catch_up(now=now, max_hours=max_hours)
+
+
+class RollupRunner:
+    """`run()` passes until caught up, sleeps `interval`, and again, until `stop()`."""
+
+    def __init__(self, *, interval: float = INTERVAL_SECONDS) -> None:
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def catch_up(self, *, clock: Callable[[], datetime] = timezone.now) -> int:
+        """Passes until nothing is left to do (or another runner leads); how many ran."""
+        passes = 0
+        while not self._stop.is_set():
+            result = rollup_pass_if_leader(now=clock())
+            if result is None:
+                break
+            passes += 1
+            if result.caught_up:
+                break
+        return passes
+
+    def run(self, *, clock: Callable[[], datetime] = timezone.now) -> None:
+        try:
+            while not self._stop.is_set():
+                try:
+                    self.catch_up(clock=clock)
+                except Exception:
+                    log.exception("rollup pass failed; retrying in %.0f s", self.interval)
+                    connection.close()
+                self._stop.wait(self.interval)
+        finally:
+            connection.close()
+
+    def start(self) -> threading.Thread:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self.run, name="runledger-rollups", daemon=True)
+        self._thread.start()
+        return self._thread
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    def stop(self, timeout: float | None = 10.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
