@@ -1,4 +1,8 @@
-"""Spend from api_costs by service, workflow, step, tenant and model over time."""
+"""Spend from api_costs by service, workflow, step, tenant and model over time.
+
+Aggregates read the hourly rollups merged with the ledger (dashboard/rollups/reads.py): exact,
+and over millions of rows as cheap as over the rollup's few thousand. The CSV export streams the
+ledger's own rows."""
 
 from __future__ import annotations
 
@@ -7,20 +11,20 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
+from django.db import connection
 from django.db.models import (
     Count,
-    F,
     Max,
     Q,
     QuerySet,
     Sum,
-    Value,
 )
-from django.db.models.functions import Coalesce, TruncDay, TruncHour
 
 from dashboard.charts import step_shape
+from dashboard.models import InstanceCost
+from dashboard.rollups import reads
 from dashboard.selectors.common import ZERO
 from ingest.engine.models import (
     ApiCost,
@@ -60,75 +64,134 @@ def _cost_qs(*, tenants: Collection[str], f: CostFilters) -> QuerySet[ApiCost]:
     return qs
 
 
-def cost_total(*, tenants: Collection[str], filters: CostFilters) -> dict[str, Any]:
-    return _cost_qs(tenants=tenants, f=filters).aggregate(
-        total=Coalesce(Sum("cost"), Value(ZERO)), calls=Count("id")
-    )
+def _scope(*, tenants: Collection[str] | None, f: CostFilters) -> reads.CostScope:
+    equals = tuple((COST_DIMENSIONS[name], getattr(f, name)) for name in COST_DIMENSIONS if getattr(f, name))
+    return reads.CostScope(tenants=tenants, since=f.since, until=f.until, equals=equals)
+
+
+def cost_total(
+    *, tenants: Collection[str], filters: CostFilters, view: reads.RollupView | None = None
+) -> dict[str, Any]:
+    got = reads.cost_grouped(_scope(tenants=tenants, f=filters), by=(), measures=("total", "calls"), view=view)
+    row = got.get((), {"total": ZERO, "calls": 0})
+    return {"total": row["total"] or ZERO, "calls": row["calls"]}
 
 
 def cost_series(
-    *, tenants: Collection[str], filters: CostFilters, by: str, daily: bool
+    *, tenants: Collection[str], filters: CostFilters, by: str, daily: bool,
+    view: reads.RollupView | None = None,
 ) -> list[dict[str, Any]]:
-    """[{"bucket", "key", "total"}] per hour (or day) and per value of the `by` dimension."""
+    """[{"bucket", "key", "total"}] per hour (or day) and per value of the `by` dimension.
+
+    Buckets are built from UTC hours (what the rollups keep): a day collects the hours that start
+    on it in local time (identical to local days wherever the offset is whole hours)."""
     column = COST_DIMENSIONS.get(by, "service")
-    trunc = TruncDay("created_at") if daily else TruncHour("created_at")
-    rows = (
-        _cost_qs(tenants=tenants, f=filters)
-        .annotate(bucket=trunc, key=F(column))
-        .values("bucket", "key")
-        .annotate(total=Sum("cost"))
-        .order_by("bucket", "key")
-    )
-    if by != "step":
-        return list(rows)
-    merged: dict[tuple[Any, str], Decimal] = defaultdict(lambda: ZERO)
-    for r in rows:
-        merged[(r["bucket"], step_shape(r["key"]))] += r["total"]
+    got = reads.cost_grouped(_scope(tenants=tenants, f=filters), by=(reads.BUCKET, column),
+                             measures=("total",), bucket="day" if daily else "hour", view=view)
+    merged: dict[tuple[datetime, str], Decimal] = defaultdict(lambda: ZERO)
+    for (bucket, key), m in got.items():
+        merged[(bucket, step_shape(key) if by == "step" else key)] += m["total"]
     return [{"bucket": b, "key": k, "total": t} for (b, k), t in sorted(merged.items())]
 
 
-def cost_breakdown(*, tenants: Collection[str], filters: CostFilters) -> list[dict[str, Any]]:
+def cost_breakdown(
+    *, tenants: Collection[str], filters: CostFilters, view: reads.RollupView | None = None
+) -> list[dict[str, Any]]:
     """Spend per service → workflow → step (indexed steps merged): the treemap's rows."""
     merged: dict[tuple[str, str, str], Decimal] = defaultdict(lambda: ZERO)
-    for r in (
-        _cost_qs(tenants=tenants, f=filters)
-        .values("service", "workflow_type", "step_name")
-        .annotate(total=Sum("cost"))
-        .order_by()
-    ):
-        merged[(r["service"], r["workflow_type"] or "(none)", step_shape(r["step_name"]) or "(none)")] += r["total"]
+    got = reads.cost_grouped(_scope(tenants=tenants, f=filters), by=("service", "workflow_type", "step_name"),
+                             measures=("total",), view=view)
+    for (service, workflow, step), m in got.items():
+        merged[(service, workflow or "(none)", step_shape(step) or "(none)")] += m["total"]
     return [
         {"service": s, "workflow": w, "step": st, "total": t}
-        for (s, w, st), t in sorted(merged.items(), key=lambda kv: -kv[1])
+        for (s, w, st), t in sorted(merged.items(), key=lambda kv: (-kv[1], kv[0]))
     ]
 
 
 def cost_by_dimension(
-    *, tenants: Collection[str], filters: CostFilters, by: str, limit: int = 12
+    *, tenants: Collection[str], filters: CostFilters, by: str, limit: int = 12,
+    view: reads.RollupView | None = None,
 ) -> list[dict[str, Any]]:
     column = COST_DIMENSIONS.get(by, "service")
-    return list(
-        _cost_qs(tenants=tenants, f=filters)
-        .values(key=F(column))
-        .annotate(total=Sum("cost"), calls=Count("id"))
-        .order_by("-total")[:limit]
-    )
+    got = reads.cost_grouped(_scope(tenants=tenants, f=filters), by=(column,), measures=("total", "calls"), view=view)
+    rows = [{"key": key, "total": m["total"], "calls": m["calls"]} for (key,), m in got.items()]
+    return sorted(rows, key=lambda r: (-r["total"], r["key"]))[:limit]
+
+
+_INSTANCE_SORTS = {"-total": ("-total", True), "total": ("total", False), "-calls": ("-calls", True),
+                   "-last": ("-last", True)}
 
 
 def cost_by_instance(
-    *, tenants: Collection[str], filters: CostFilters, sort: str = "-total", limit: int = 50
+    *, tenants: Collection[str], filters: CostFilters, sort: str = "-total", limit: int = 50,
+    view: reads.RollupView | None = None,
 ) -> list[dict[str, Any]]:
-    order = sort if sort in {"-total", "total", "-calls", "-last"} else "-total"
-    return list(
-        _cost_qs(tenants=tenants, f=filters)
-        .exclude(instance_id=None)
-        .values("instance_id", "workflow_type", "tenant")
+    """The instances that spent most (or most calls, latest, least) in the selection.
+
+    From the per-instance rollup when the filters are ones an instance has as a whole (tenant,
+    workflow): an instance whose spend lies wholly inside the window is read from it; the few
+    whose spend straddles a window edge or changed since the roller's cursor are summed from
+    the ledger. Filters on service, step or model read the ledger."""
+    order = sort if sort in _INSTANCE_SORTS else "-total"
+    view = view or reads.rollup_view()
+    if filters.service or filters.step or filters.model or not (view.usable and view.instances_built):
+        rows = _instance_rows(_cost_qs(tenants=tenants, f=filters).exclude(instance_id=None), order, limit)
+        for r in rows:
+            r["total"] = reads.money(r["total"])
+        return rows
+    base = InstanceCost.objects.filter(tenant__in=list(tenants))
+    if filters.tenant:
+        base = base.filter(tenant=filters.tenant)
+    if filters.workflow:
+        base = base.filter(workflow_type=filters.workflow)
+    dirty = sorted(view.dirty.cost_instances)
+    if dirty:
+        base = base.exclude(instance_id__in=dirty)
+    inside = base.filter(first_at__gte=filters.since)
+    if filters.until:
+        inside = inside.filter(last_at__lt=filters.until)
+    field = order.lstrip("-").replace("last", "last_at")
+    top = [
+        {"instance_id": r["instance_id"], "workflow_type": r["workflow_type"], "tenant": r["tenant"],
+         "total": r["total"], "calls": r["calls"], "failed": r["failed"], "tokens_in": r["tokens_in"],
+         "tokens_out": r["tokens_out"], "last": r["last_at"]}
+        for r in inside.order_by(("-" if order.startswith("-") else "") + field, "instance_id")
+        .values("instance_id", "workflow_type", "tenant", "total", "calls", "failed", "tokens_in",
+                "tokens_out", "last_at")[:limit]
+    ]
+    edges = set(dirty)
+    for edge in [filters.since, filters.until]:
+        if edge is not None:
+            edges |= set(_straddling(base, edge).values_list("instance_id", flat=True))
+    partial = (_instance_rows(_cost_qs(tenants=tenants, f=filters).filter(instance_id__in=sorted(edges)), order, limit)
+               if edges else [])
+    key, descending = _INSTANCE_SORTS[order]
+    field = key.lstrip("-")
+    for r in top + partial:
+        r["total"] = reads.money(r["total"])
+    merged = sorted(top + partial, key=lambda r: r["instance_id"])
+    merged.sort(key=lambda r: r[field], reverse=descending)
+    return merged[:limit]
+
+
+def _straddling(base: QuerySet[InstanceCost], at: datetime) -> QuerySet[InstanceCost]:
+    """Instances with spend both before `at` and at or after it."""
+    if connection.vendor == "postgresql":
+        # Served by the GiST index instance_cost_span (dashboard/migrations/0002_rollups.py).
+        return base.extra(where=["tstzrange(first_at, last_at, '[]') @> %s::timestamptz"], params=[at])
+    return base.filter(first_at__lt=at, last_at__gte=at)
+
+
+def _instance_rows(qs: QuerySet[ApiCost], order: str, limit: int) -> list[dict[str, Any]]:
+    return cast("list[dict[str, Any]]", list(
+        qs.values("instance_id", "workflow_type", "tenant")
         .annotate(
             total=Sum("cost"), calls=Count("id"), failed=Count("id", filter=Q(success=False)),
             tokens_in=Sum("tokens_in"), tokens_out=Sum("tokens_out"), last=Max("created_at"),
         )
         .order_by(order, "instance_id")[:limit]
-    )
+    ))
 
 
 EXPORT_COLUMNS = (
@@ -147,10 +210,13 @@ def cost_export_rows(*, tenants: Collection[str], filters: CostFilters) -> Itera
     )
 
 
-def cost_filter_choices(*, tenants: Collection[str], since: datetime) -> dict[str, list[str]]:
-    qs = ApiCost.objects.filter(tenant__in=tenants, created_at__gte=since)
+def cost_filter_choices(
+    *, tenants: Collection[str], since: datetime, view: reads.RollupView | None = None
+) -> dict[str, list[str]]:
+    columns = {name: column for name, column in COST_DIMENSIONS.items() if name != "step"}
+    got = reads.cost_grouped(reads.CostScope(tenants=tenants, since=since), by=tuple(columns.values()),
+                             measures=("calls",), view=view)
     return {
-        name: sorted(v for v in qs.values_list(column, flat=True).distinct().order_by() if v)[:200]
-        for name, column in COST_DIMENSIONS.items()
-        if name != "step"
+        name: sorted({key[k] for key in got if key[k]})[:200]
+        for k, name in enumerate(columns)
     }

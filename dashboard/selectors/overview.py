@@ -10,12 +10,11 @@ from django.db.models import (
     Count,
     F,
     Q,
-    Sum,
 )
 from django.db.models.functions import TruncHour
 
+from dashboard.rollups import reads
 from ingest.engine.models import (
-    ApiCost,
     ApprovalRequest,
     ApprovalState,
     DeadLetter,
@@ -84,10 +83,10 @@ def approvals_pending_count(*, tenants: Collection[str]) -> int:
     return ApprovalRequest.objects.filter(tenant__in=tenants, state=ApprovalState.PENDING).count()
 
 
-def spend_by_service(*, tenants: Collection[str], since: datetime) -> list[dict[str, Any]]:
-    return list(
-        ApiCost.objects.filter(tenant__in=tenants, created_at__gte=since)
-        .values("service")
-        .annotate(total=Sum("cost"), calls=Count("id"))
-        .order_by("-total")
-    )
+def spend_by_service(
+    *, tenants: Collection[str], since: datetime, view: reads.RollupView | None = None
+) -> list[dict[str, Any]]:
+    got = reads.cost_grouped(reads.CostScope(tenants=tenants, since=since), by=("service",),
+                             measures=("total", "calls"), view=view)
+    rows = [{"service": service, "total": m["total"], "calls": m["calls"]} for (service,), m in got.items()]
+    return sorted(rows, key=lambda r: (-r["total"], r["service"]))

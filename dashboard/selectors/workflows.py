@@ -4,33 +4,24 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Collection
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import connection
 from django.db.models import (
-    Aggregate,
     Count,
-    DurationField,
-    ExpressionWrapper,
-    F,
     Max,
     Q,
-    Sum,
-    Value,
 )
-from django.db.models.functions import Coalesce
 
 from dashboard.charts import step_shape
+from dashboard.rollups import hist, reads
 from dashboard.selectors.common import ZERO
 from ingest.engine.models import (
-    ApiCost,
     DeadLetter,
     DeadLetterState,
     Instance,
     Status,
     Step,
-    StepStatus,
 )
 
 # ---- workflow DAG ----------------------------------------------------------------------
@@ -83,66 +74,26 @@ def workflow_step_runs(
     return list(runs.values())
 
 
-class _P95(Aggregate):
-    # PostgreSQL only; SQLite falls back to a bounded sample (see workflow_step_heat).
-    function = "percentile_cont"
-    template = "percentile_cont(0.95) WITHIN GROUP (ORDER BY %(expressions)s)"
-    output_field = DurationField()
-
-
-def _percentile(values: list[float], pct: float) -> float | None:
-    if not values:
-        return None
-    values = sorted(values)
-    k = (len(values) - 1) * pct
-    lo, hi = int(k), min(int(k) + 1, len(values) - 1)
-    return values[lo] + (values[hi] - values[lo]) * (k - lo)
-
-
 def workflow_step_heat(
-    *, tenants: Collection[str], name: str, since: datetime
+    *, tenants: Collection[str], name: str, since: datetime, view: reads.RollupView | None = None
 ) -> dict[str, dict[str, Any]]:
-    """Per node (step shape) over the window: in flight, completed, retry rate, p95, cost, DLs."""
-    steps = Step.objects.filter(
-        instance__workflow=name, instance__tenant__in=tenants, started_at__gte=since
-    )
-    duration = ExpressionWrapper(F("ended_at") - F("started_at"), output_field=DurationField())
-    agg: dict[str, Any] = {
-        "n": Count("id"),
-        "in_flight": Count("id", filter=Q(status__in=[StepStatus.RUNNING, StepStatus.SLEEPING, StepStatus.WAITING])),
-        "completed": Count("id", filter=Q(status=StepStatus.COMPLETE)),
-        "errored": Count("id", filter=Q(status=StepStatus.ERRORED)),
-        "retried": Count("id", filter=Q(attempts__gt=1)),
-        "attempts": Coalesce(Sum("attempts"), Value(0)),
-    }
-    pg = connection.vendor == "postgresql"
-    if pg:
-        agg["p95"] = _P95(duration, filter=Q(status=StepStatus.COMPLETE))
+    """Per node (step shape) over the window: in flight, completed, retry rate, p95, cost, DLs.
+
+    Steps count in the window they started in; p95 is the duration of completed steps, read from
+    histograms (dashboard/rollups/hist.py: within 4.5 %), per step name, and for a node merging
+    indexed steps the worst member's, the honest figure for the node."""
+    view = view or reads.rollup_view()
     heat: dict[str, dict[str, Any]] = {}
-    for r in steps.values("name").annotate(**agg).order_by():
-        node = heat.setdefault(step_shape(r["name"]), _empty_heat())
+    for step_name, f in reads.step_figures(workflow=name, tenants=tenants, since=since, view=view).items():
+        node = heat.setdefault(step_shape(step_name), _empty_heat())
         for k in ("n", "in_flight", "completed", "errored", "retried", "attempts"):
-            node[k] += r[k]
-        if pg and r["p95"] is not None:
-            node["p95_parts"].append(r["p95"].total_seconds())
-    if not pg:
-        samples: dict[str, list[float]] = defaultdict(list)
-        for step_name, d in (
-            steps.filter(status=StepStatus.COMPLETE, ended_at__isnull=False)
-            .annotate(d=duration)
-            .values_list("name", "d")
-            .order_by("-started_at")[:50000]
-        ):
-            samples[step_shape(step_name)].append(d.total_seconds())
-        for shape, values in samples.items():
-            heat.setdefault(shape, _empty_heat())["p95_parts"] = [_percentile(values, 0.95)]
-    for r in (
-        ApiCost.objects.filter(workflow_type=name, tenant__in=tenants, created_at__gte=since)
-        .values("step_name")
-        .annotate(total=Sum("cost"))
-        .order_by()
-    ):
-        heat.setdefault(step_shape(r["step_name"]), _empty_heat())["cost"] += r["total"]
+            node[k] += getattr(f, k)
+        p95 = hist.percentile(f.durations or {}, 0.95)
+        if p95 is not None:
+            node["p95_parts"].append(timedelta(milliseconds=p95).total_seconds())
+    scope = reads.CostScope(tenants=tenants, since=since, equals=(("workflow_type", name),))
+    for (step_name,), m in reads.cost_grouped(scope, by=("step_name",), measures=("total",), view=view).items():
+        heat.setdefault(step_shape(step_name), _empty_heat())["cost"] += m["total"]
     for r in (
         DeadLetter.objects.filter(workflow=name, tenant__in=tenants, state=DeadLetterState.OPEN)
         .values("step_name")
@@ -151,8 +102,7 @@ def workflow_step_heat(
     ):
         heat.setdefault(step_shape(r["step_name"]), _empty_heat())["dead_letters"] += r["n"]
     for node in heat.values():
-        parts = [p for p in node.pop("p95_parts") if p is not None]
-        # Indexed steps merged: the worst member's p95 is the honest figure for the node.
+        parts = node.pop("p95_parts")
         node["p95"] = max(parts) if parts else None
         node["retry_rate"] = node["retried"] / node["n"] if node["n"] else 0.0
     return heat

@@ -29,6 +29,7 @@ from django_htmx.middleware import HtmxDetails
 from dashboard import access, charts, forms
 from dashboard import selectors as sel
 from dashboard.live import ops_pages as live_pages
+from dashboard.rollups.reads import rollup_view
 from ingest.engine.errors import EngineError
 from ingest.engine.models import ApprovalState, BudgetScope
 
@@ -278,17 +279,21 @@ def costs(request: HtmxHttpRequest) -> HttpResponse:
     daily = (f.until or now) - f.since > timedelta(days=7)
     budgets = sel.budget_rows(budgets=list(sel.budgets_visible(tenants=tenants, see_global=_sees_global(request))), now=now)
     burn = sorted(budgets, key=lambda b: -b.forecast.used_pct)[:6]
-    burns = {b.id: sel.budget_burn_rows(budget=b, tenants=tenants, see_global=_sees_global(request)) for b in burn}
+    view = rollup_view()  # one read of the roller's state for every figure on the page
+    burns = {b.id: sel.budget_burn_rows(budget=b, tenants=tenants, see_global=_sees_global(request), view=view)
+             for b in burn}
+    series = sel.cost_series(tenants=tenants, filters=f, by=by, daily=daily, view=view)
     context = {
         "f": f, "window": window, "by": by, "dimensions": list(sel.COST_DIMENSIONS),
         "selected": {name: getattr(f, name) for name in sel.COST_DIMENSIONS},
-        "choices": sel.cost_filter_choices(tenants=tenants, since=f.since),
-        "total": sel.cost_total(tenants=tenants, filters=f),
-        "series_html": charts.figure_html(charts.spend_series_figure(sel.cost_series(tenants=tenants, filters=f, by=by, daily=daily),
-                                                                  since=f.since, until=f.until or now)),
-        "treemap_html": charts.figure_html(charts.spend_treemap_figure(sel.cost_breakdown(tenants=tenants, filters=f))),
-        "by_dimension": sel.cost_by_dimension(tenants=tenants, filters=f, by=by),
-        "instances": sel.cost_by_instance(tenants=tenants, filters=f, sort=request.GET.get("sort", "-total")),
+        "choices": sel.cost_filter_choices(tenants=tenants, since=f.since, view=view),
+        "total": sel.cost_total(tenants=tenants, filters=f, view=view),
+        "series_html": charts.figure_html(charts.spend_series_figure(series, since=f.since, until=f.until or now)),
+        "treemap_html": charts.figure_html(charts.spend_treemap_figure(sel.cost_breakdown(tenants=tenants, filters=f,
+                                                                                           view=view))),
+        "by_dimension": sel.cost_by_dimension(tenants=tenants, filters=f, by=by, view=view),
+        "instances": sel.cost_by_instance(tenants=tenants, filters=f, sort=request.GET.get("sort", "-total"),
+                                          view=view),
         "sort": request.GET.get("sort", "-total"),
         "budgets": budgets,
         "burn_html": charts.figure_html(charts.burn_down_figure(burn, burns, now=now)) if burn else "",
