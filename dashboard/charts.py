@@ -6,6 +6,7 @@ workflow DAG is laid out with grandalf (Sugiyama layers) and drawn as SVG by the
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -14,7 +15,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-import plotly.graph_objects as go
+import plotly.io as pio
 from grandalf.graphs import Edge, Graph, Vertex
 from grandalf.layouts import SugiyamaLayout
 
@@ -24,26 +25,45 @@ PALETTE = ["#3b6fd8", "#1f9d55", "#d99a1e", "#8e44ad", "#d64545", "#16a2b8", "#e
 _INDEXED = re.compile(r"-(\d+|\{i\})$")
 
 
-def _base_layout(fig: go.Figure, *, height: int = 300, title: str = "") -> go.Figure:
-    fig.update_layout(
-        template="plotly_white", height=height, margin={"l": 48, "r": 16, "t": 36 if title else 12, "b": 36},
-        title={"text": title, "font": {"size": 14}} if title else None,
-        legend={"orientation": "h", "y": -0.18}, font={"size": 12, "color": INK},
-        hovermode="x unified",
-    )
-    return fig
+Figure = dict[str, Any]  # a Plotly figure spec: {"data": [traces], "layout": {...}}
 
 
-def figure_html(fig: go.Figure) -> str:
-    """The figure as an HTML fragment; plotly.min.js is loaded once by the page, from static/."""
-    return fig.to_html(
-        full_html=False, include_plotlyjs=False,
+def _figure(data: list[dict[str, Any]], layout: dict[str, Any], *, height: int = 300, title: str = "") -> Figure:
+    """A figure with the pages' common layout. Built as a plain spec: Plotly's Python objects
+    validate and deep-copy every property, which cost tens of milliseconds per chart."""
+    base: dict[str, Any] = {
+        "height": height, "margin": {"l": 48, "r": 16, "t": 36 if title else 12, "b": 36},
+        "legend": {"orientation": "h", "y": -0.18}, "font": {"size": 12, "color": INK},
+        "hovermode": "x unified",
+    }
+    if title:
+        base["title"] = {"text": title, "font": {"size": 14}}
+    return {"data": data, "layout": {**layout, **base}}
+
+
+def _date_axis(layout: dict[str, Any], since: datetime | None, until: datetime | None) -> dict[str, Any]:
+    if since is not None and until is not None:
+        layout["xaxis"] = {**layout.get("xaxis", {}), "range": [since, until], "type": "date"}
+    return layout
+
+
+@functools.cache
+def _white_template() -> dict[str, Any]:
+    return pio.templates["plotly_white"].to_plotly_json()  # type: ignore[no-any-return]
+
+
+def figure_html(fig: Figure) -> str:
+    """The figure as an HTML fragment in the "plotly_white" template; plotly.min.js is loaded once
+    by the page, from static/. The template's JSON is computed once per process."""
+    spec = {"data": fig["data"], "layout": {**fig["layout"], "template": _white_template()}}
+    return str(pio.to_html(
+        spec, validate=False, full_html=False, include_plotlyjs=False,
         config={"displayModeBar": False, "responsive": True},
-    )
+    ))
 
 
 def throughput_figure(rows: Sequence[dict[str, Any]], *, since: datetime | None = None,
-                      until: datetime | None = None) -> go.Figure:
+                      until: datetime | None = None) -> Figure:
     """Finished instances per hour (stacked complete/errored) and the failure rate on the right.
 
     Bars are an hour wide and the axis spans the whole window: a single busy hour otherwise
@@ -52,24 +72,23 @@ def throughput_figure(rows: Sequence[dict[str, Any]], *, since: datetime | None 
     ok = [r["complete"] for r in rows]
     bad = [r["errored"] for r in rows]
     rate = [(b / (o + b) * 100) if (o + b) else 0.0 for o, b in zip(ok, bad, strict=True)]
-    fig = go.Figure()
     hour_ms = 3_600_000
-    fig.add_bar(x=x, y=ok, name="complete", marker_color=OK, width=[hour_ms * 0.9] * len(x),
-                offset=0)
-    fig.add_bar(x=x, y=bad, name="errored", marker_color=BAD, width=[hour_ms * 0.9] * len(x),
-                offset=0)
-    fig.add_scatter(x=x, y=rate, name="failure rate %", yaxis="y2", mode="lines+markers",
-                    line={"color": INK, "width": 2})
-    fig.update_layout(barmode="stack", yaxis={"title": "instances / hour"},
-                      yaxis2={"title": "failure %", "overlaying": "y", "side": "right",
-                              "range": [0, 100], "showgrid": False})
-    if since is not None and until is not None:
-        fig.update_xaxes(range=[since, until], type="date")
-    return _base_layout(fig)
+    data: list[dict[str, Any]] = [
+        {"type": "bar", "x": x, "y": ok, "name": "complete", "marker": {"color": OK},
+         "width": [hour_ms * 0.9] * len(x), "offset": 0},
+        {"type": "bar", "x": x, "y": bad, "name": "errored", "marker": {"color": BAD},
+         "width": [hour_ms * 0.9] * len(x), "offset": 0},
+        {"type": "scatter", "x": x, "y": rate, "name": "failure rate %", "yaxis": "y2",
+         "mode": "lines+markers", "line": {"color": INK, "width": 2}},
+    ]
+    layout = {"barmode": "stack", "yaxis": {"title": {"text": "instances / hour"}},
+              "yaxis2": {"title": {"text": "failure %"}, "overlaying": "y", "side": "right",
+                         "range": [0, 100], "showgrid": False}}
+    return _figure(data, _date_axis(layout, since, until))
 
 
 def spend_series_figure(rows: Sequence[dict[str, Any]], *, since: datetime | None = None,
-                        until: datetime | None = None) -> go.Figure:
+                        until: datetime | None = None) -> Figure:
     """Stacked spend over time, one trace per key (service, workflow, step, tenant or model).
     The axis spans the whole window; with a bucket or two the points get markers (a line needs two)."""
     series: dict[str, dict[datetime, float]] = defaultdict(dict)
@@ -79,20 +98,17 @@ def spend_series_figure(rows: Sequence[dict[str, Any]], *, since: datetime | Non
         buckets.add(r["bucket"])
     x = sorted(buckets)
     totals = {k: sum(v.values()) for k, v in series.items()}
-    fig = go.Figure()
-    for i, key in enumerate(sorted(series, key=lambda k: -totals[k])):
-        fig.add_scatter(
-            x=x, y=[series[key].get(b, 0.0) for b in x], name=key, stackgroup="spend",
-            mode="lines+markers" if len(x) <= 2 else "lines",
-            line={"width": 0.5, "color": PALETTE[i % len(PALETTE)]}, hovertemplate="%{y:$.4f}",
-        )
-    fig.update_layout(yaxis={"title": "USD", "tickprefix": "$"})
-    if since is not None and until is not None:
-        fig.update_xaxes(range=[since, until], type="date")
-    return _base_layout(fig, height=320)
+    data: list[dict[str, Any]] = [
+        {"type": "scatter", "x": x, "y": [series[key].get(b, 0.0) for b in x], "name": key,
+         "stackgroup": "spend", "mode": "lines+markers" if len(x) <= 2 else "lines",
+         "line": {"width": 0.5, "color": PALETTE[i % len(PALETTE)]}, "hovertemplate": "%{y:$.4f}"}
+        for i, key in enumerate(sorted(series, key=lambda k: -totals[k]))
+    ]
+    layout = {"yaxis": {"title": {"text": "USD"}, "tickprefix": "$"}}
+    return _figure(data, _date_axis(layout, since, until), height=320)
 
 
-def spend_treemap_figure(rows: Sequence[dict[str, Any]]) -> go.Figure:
+def spend_treemap_figure(rows: Sequence[dict[str, Any]]) -> Figure:
     """service → workflow → step, sized by spend."""
     ids, labels, parents, values = [], [], [], []
     level1: dict[str, float] = defaultdict(float)
@@ -115,18 +131,16 @@ def spend_treemap_figure(rows: Sequence[dict[str, Any]]) -> go.Figure:
         labels.append(s)
         parents.append("")
         values.append(v)
-    fig = go.Figure(go.Treemap(
-        ids=ids, labels=labels, parents=parents, values=values, branchvalues="total",
-        texttemplate="%{label}<br>$%{value:.4f}", hovertemplate="%{id}<br>$%{value:.6f}<extra></extra>",
-    ))
-    fig.update_layout(margin={"l": 4, "r": 4, "t": 4, "b": 4}, height=320, template="plotly_white")
-    return fig
+    data = [{"type": "treemap", "ids": ids, "labels": labels, "parents": parents, "values": values,
+             "branchvalues": "total", "texttemplate": "%{label}<br>$%{value:.4f}",
+             "hovertemplate": "%{id}<br>$%{value:.6f}<extra></extra>"}]
+    return {"data": data, "layout": {"margin": {"l": 4, "r": 4, "t": 4, "b": 4}, "height": 320}}
 
 
 def burn_down_figure(budgets: Sequence[Any], burns: dict[int, Sequence[dict[str, Any]]], *,
-                     now: datetime) -> go.Figure:
+                     now: datetime) -> Figure:
     """Remaining budget over the current period, and a dashed linear forecast to its end."""
-    fig = go.Figure()
+    data: list[dict[str, Any]] = []
     for i, b in enumerate(budgets):
         color = PALETTE[i % len(PALETTE)]
         label = f"{b.scope}:{b.key}/{b.period}"
@@ -138,29 +152,24 @@ def burn_down_figure(budgets: Sequence[Any], burns: dict[int, Sequence[dict[str,
         remaining_now = float(b.limit - b.spent)
         x.append(now)
         y.append(remaining_now)
-        fig.add_scatter(x=x, y=y, name=label, mode="lines", line={"color": color, "width": 2},
-                        hovertemplate="$%{y:.4f} left")
+        data.append({"type": "scatter", "x": x, "y": y, "name": label, "mode": "lines",
+                     "line": {"color": color, "width": 2}, "hovertemplate": "$%{y:.4f} left"})
         fc = b.forecast
         end_x = fc.runs_out_at if fc.runs_out_at and fc.runs_out_at > now else b.period_end
         end_y = 0.0 if fc.runs_out_at else float(b.limit - fc.projected)
-        fig.add_scatter(x=[now, end_x], y=[remaining_now, end_y], mode="lines", showlegend=False,
-                        line={"color": color, "dash": "dash", "width": 1.5},
-                        hovertemplate="forecast $%{y:.4f}<extra></extra>")
-    fig.add_hline(y=0, line={"color": BAD, "width": 1})
-    fig.update_layout(yaxis={"title": "remaining", "tickprefix": "$"})
-    return _base_layout(fig, height=300)
+        data.append({"type": "scatter", "x": [now, end_x], "y": [remaining_now, end_y], "mode": "lines",
+                     "showlegend": False, "line": {"color": color, "dash": "dash", "width": 1.5},
+                     "hovertemplate": "forecast $%{y:.4f}<extra></extra>"})
+    zero = {"type": "line", "xref": "x domain", "x0": 0, "x1": 1, "yref": "y", "y0": 0, "y1": 0,
+            "line": {"color": BAD, "width": 1}}
+    return _figure(data, {"yaxis": {"title": {"text": "remaining"}, "tickprefix": "$"}, "shapes": [zero]})
 
 
-def spend_bar_figure(rows: Sequence[dict[str, Any]]) -> go.Figure:
-    fig = go.Figure(go.Bar(
-        x=[float(r["total"]) for r in rows], y=[r["service"] for r in rows], orientation="h",
-        marker_color=PALETTE[0], hovertemplate="$%{x:.4f}<extra></extra>",
-    ))
-    fig.update_layout(xaxis={"tickprefix": "$"}, yaxis={"autorange": "reversed"})
-    return _base_layout(fig, height=max(160, 40 + 28 * len(rows)))
-
-
-# ---- workflow DAG ----------------------------------------------------------------------
+def spend_bar_figure(rows: Sequence[dict[str, Any]]) -> Figure:
+    data = [{"type": "bar", "x": [float(r["total"]) for r in rows], "y": [r["service"] for r in rows],
+             "orientation": "h", "marker": {"color": PALETTE[0]}, "hovertemplate": "$%{x:.4f}<extra></extra>"}]
+    layout = {"xaxis": {"tickprefix": "$"}, "yaxis": {"autorange": "reversed"}}
+    return _figure(data, layout, height=max(160, 40 + 28 * len(rows)))
 
 
 def step_shape(name: str) -> str:
