@@ -3,8 +3,8 @@
 Authenticated users only; subscribed to their own tenants' groups (or to one instance of theirs).
 On connect it replays what the browser missed since `after` from the history table. Pushes are
 throttled per socket: changes are coalesced and the page's fragments, rendered from the current
-state, are sent at most every MIN_INTERVAL seconds — a burst of 1,000 step events is one or two
-messages, not 1,000.
+state, are sent at most every MIN_INTERVAL seconds, and never more often than RENDER_SHARE times
+the last render took — a burst of 1,000 step events is a handful of messages, not 1,000.
 """
 
 from __future__ import annotations
@@ -29,7 +29,16 @@ from dashboard.live.render import (
 )
 
 log = logging.getLogger("runledger.live")
-MIN_INTERVAL = 0.25  # at most 4 pushes per second per socket
+# At most 10 pushes a second per socket. A step that completes soon after the previous push (the
+# next step's start, say) then waits at most 0.1 s for its own; at 0.25 s, as before, completions
+# of steps a few tenths of a second long mostly waited out the throttle (bench/dashboard.py).
+MIN_INTERVAL = 0.1
+# ...and a page that is costly to render is pushed less often: the gap after a push is at least
+# this many times its typical render (a moving average, so one slow render on a busy host does not
+# hold back the next push), so one socket keeps the server rendering a third of the time at most
+# however busy its instance is.
+RENDER_SHARE = 3.0
+RENDER_SMOOTHING = 0.3  # weight of the newest render in the average
 RESUME_OVERLAP = 100  # ids re-read below `after`: a lower id may have committed after a higher one
 SEEN_IDS = 5000
 
@@ -44,6 +53,7 @@ class LiveConsumer(AsyncWebsocketConsumer):
         self.seen: deque[int] = deque(maxlen=SEEN_IDS)
         self.seen_set: set[int] = set()
         self.last_push = 0.0
+        self.render_seconds: float | None = None  # moving average of this socket's renders
         self.flush_task: asyncio.Task[None] | None = None
         if self.user is None or not self.user.is_authenticated:
             await self.close(code=4401)
@@ -105,7 +115,7 @@ class LiveConsumer(AsyncWebsocketConsumer):
         if self.flush_task is not None and not self.flush_task.done():
             return
         loop = asyncio.get_running_loop()
-        interval = MIN_INTERVALS.get(self.sub.view, MIN_INTERVAL)
+        interval = max(MIN_INTERVALS.get(self.sub.view, MIN_INTERVAL), RENDER_SHARE * (self.render_seconds or 0.0))
         delay = max(0.0, self.last_push + interval - loop.time())
         self.flush_task = loop.create_task(self._flush_after(delay))
 
@@ -119,8 +129,14 @@ class LiveConsumer(AsyncWebsocketConsumer):
 
     async def flush(self) -> None:
         pending, self.pending = self.pending, Pending()
-        self.last_push = asyncio.get_running_loop().time()
+        loop = asyncio.get_running_loop()
+        self.last_push = loop.time()
         if not pending:
             return
-        for html in await database_sync_to_async(render_push)(self.user, self.sub, pending):
+        messages = await database_sync_to_async(render_push)(self.user, self.sub, pending)
+        took = loop.time() - self.last_push
+        # The first render also loads templates and opens a connection: it says little.
+        self.render_seconds = (0.0 if self.render_seconds is None
+                               else self.render_seconds + RENDER_SMOOTHING * (took - self.render_seconds))
+        for html in messages:
             await self.send(text_data=html)

@@ -45,6 +45,7 @@ class ChangeMsg(TypedDict):
     tenant: str
     kind: str
     status: str
+    step_name: str  # `name`, or `name#2` for a step's second call (the engine's history label)
 
 
 class BatchMsg(TypedDict):
@@ -70,8 +71,9 @@ def read_after(state: FeedState) -> list[ChangeMsg]:
     if state.gaps:
         q |= Q(id__in=list(state.gaps))
     rows = (History.objects.filter(q).order_by("id")
-            .values_list("id", "instance_id", "tenant", "kind", "status")[:READ_LIMIT])
-    return [ChangeMsg(id=r[0], instance_id=r[1], tenant=r[2], kind=r[3], status=r[4]) for r in rows]
+            .values_list("id", "instance_id", "tenant", "kind", "status", "step_name")[:READ_LIMIT])
+    return [ChangeMsg(id=r[0], instance_id=r[1], tenant=r[2], kind=r[3], status=r[4], step_name=r[5])
+            for r in rows]
 
 
 def batches_by_group(changes: list[ChangeMsg]) -> dict[str, list[ChangeMsg]]:

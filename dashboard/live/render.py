@@ -31,6 +31,10 @@ class Subscription:
     count_new: bool = False
     rows: frozenset[str] = frozenset()
     query: dict[str, list[str]] = field(default_factory=dict)
+    # The instance page as this socket's last push left it: its steps (history labels) and the
+    # newest history row it shows. None until the first push, which sends the page whole.
+    shown_steps: frozenset[str] | None = None
+    shown_history: int = 0
 
 
 @dataclass
@@ -41,6 +45,7 @@ class Pending:
     instances: set[str] = field(default_factory=set)
     created: bool = False
     kinds: set[str] = field(default_factory=set)
+    steps: set[str] = field(default_factory=set)  # history labels of the steps that changed
 
     def note(self, change: dict[str, Any]) -> None:
         self.cursor = max(self.cursor, int(change["id"]))
@@ -49,6 +54,8 @@ class Pending:
         if change.get("kind") == "instance.created":
             self.created = True
         self.kinds.add(change.get("kind", ""))
+        if change.get("step_name"):
+            self.steps.add(change["step_name"])
 
     def __bool__(self) -> bool:
         return bool(self.cursor or self.instances or self.created)
@@ -87,6 +94,18 @@ def cursor_fragment(cursor: int) -> str:
     return format_html('<div id="rl-live-cursor" hx-swap-oob="true" data-live-cursor="{}" hidden></div>', cursor)
 
 
+# Changes that touch some steps and nothing else: the instance page gets those steps' rows, not
+# every row again (a run of 50 steps re-sent whole was 160 KB a push, most of the render and of the
+# browser's work, for one step turning green).
+STEP_KINDS = frozenset({"step.started", "step.completed", "step.retry", "step.failed", "step.sleep",
+                        "step.wait", "cost.recorded"})
+
+
+def step_label(name: str, seq: int) -> str:
+    """A step as history rows name it (the engine's label): `name`, or `name#2` for its 2nd call."""
+    return name if seq == 1 else f"{name}#{seq}"
+
+
 def render_instance(user: Any, sub: Subscription, pending: Pending) -> str:
     from dashboard.views.runs import _available_actions  # the action table lives with the views
 
@@ -95,9 +114,27 @@ def render_instance(user: Any, sub: Subscription, pending: Pending) -> str:
     detail = selectors.instance_detail(user=user, instance_id=sub.instance_id)
     if detail is None:
         return ""
-    context = {"d": detail, "i": detail.instance,
-               "actions": _available_actions(detail.instance) if detail.can_act else []}
-    return render_to_string("runs/instance_detail.html#live", context)
+    context: dict[str, Any] = {"d": detail, "i": detail.instance,
+                               "actions": _available_actions(detail.instance) if detail.can_act else []}
+    labels = [step_label(v.step.name, v.step.seq) for v in detail.steps]
+    steps_now = frozenset(labels)
+    newest = max((h.id for h in detail.history), default=sub.shown_history)
+    shown = sub.shown_steps
+    # Steps that started since the last push come after the ones shown (steps are listed in the
+    # order the run asked for them): appended. Anything else (a step gone, one in the middle, the
+    # instance's own status changing) sends the page whole.
+    kept = len(shown) if shown is not None else 0
+    partial = (shown is not None and frozenset(labels[:kept]) == shown and not detail.steps_hidden
+               and pending.kinds <= STEP_KINDS and not pending.created and bool(shown))
+    if partial:
+        context.update(
+            changed_steps=[v for label, v in zip(labels[:kept], detail.steps, strict=False) if label in pending.steps],
+            added_steps=detail.steps[kept:],
+            costs_changed="cost.recorded" in pending.kinds,
+            new_history=[h for h in detail.history if h.id > sub.shown_history],
+        )
+    sub.shown_steps, sub.shown_history = steps_now, newest
+    return render_to_string(f"runs/instance_detail.html#{'live_steps' if partial else 'live'}", context)
 
 
 def render_instances(user: Any, sub: Subscription, pending: Pending) -> list[str]:

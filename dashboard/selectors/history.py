@@ -28,6 +28,7 @@ class Change:
     tenant: str
     kind: str
     status: str
+    step_name: str = ""
 
 
 def history_changes(
@@ -38,5 +39,5 @@ def history_changes(
     qs = History.objects.filter(id__gt=after, tenant__in=tenants)
     if instance_id is not None:
         qs = qs.filter(instance_id=instance_id)
-    rows = qs.order_by("id").values_list("id", "instance_id", "tenant", "kind", "status")[:limit]
+    rows = qs.order_by("id").values_list("id", "instance_id", "tenant", "kind", "status", "step_name")[:limit]
     return [Change(*row) for row in rows]

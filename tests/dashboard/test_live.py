@@ -15,6 +15,7 @@ from channels.testing import WebsocketCommunicator
 from django.utils import timezone
 from ledger_factories import add_history, make_instance
 
+from dashboard.consumers import MIN_INTERVAL
 from dashboard.live import follower as follower_module
 from dashboard.live.feed import FeedState, feed_advance
 from dashboard.live.follower import HistoryFollower, close_follower_connections
@@ -214,10 +215,11 @@ async def test_a_burst_of_1000_step_events_is_coalesced_into_a_few_pushes(people
         pushes += await _drain(comm, 0.05)
     elapsed = loop.time() - start
     pushes += await _drain(comm, 0.5)  # and nothing trails behind
-    assert 1 <= len(pushes) <= int(elapsed / 0.25) + 2  # at most ~4 pushes a second
+    assert 1 <= len(pushes) <= int(elapsed / MIN_INTERVAL) + 2  # at most ~10 pushes a second
     assert len(pushes) <= 20  # not 1,000
     assert CURSOR.search(pushes[-1]).group(1) == str(last_id)  # the latest state, not a backlog
-    assert "persist-facts-999" in pushes[-1]
+    # Every row was in the ledger before the first push, which sent them (later ones add nothing).
+    assert "persist-facts-999" in pushes[0]
     await comm.disconnect()
 
 
@@ -269,3 +271,102 @@ async def test_on_postgresql_a_commit_wakes_the_follower_through_listen_notify(p
         await comm.disconnect()
     finally:
         await follower.stop()
+
+
+@pytestmark_db
+async def test_a_page_that_is_slow_to_render_is_pushed_less_often(people, layer):
+    import time
+
+    from dashboard.consumers import RENDER_SHARE
+    from dashboard.live import render
+
+    def slow(user, sub, pending):
+        time.sleep(0.2)
+        return f"<div id='slow' hx-swap-oob='true'>{pending.cursor}</div>"
+
+    render.register("slow-test", slow)
+    try:
+        comm, ok, _ = await _connect(people["operator"], "view=slow-test&after=0")
+        assert ok
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        pushes: list[str] = []
+        for n in range(1, 31):  # a change every 0.1 s for 3 s
+            await layer.group_send("rl-t.acme", {"type": "history.batch", "changes": [
+                {"id": n, "instance_id": "acme-x", "tenant": "acme", "kind": "step.completed", "status": ""}]})
+            pushes += await _drain(comm, 0.1)
+        pushes += await _drain(comm, 1.5)
+        elapsed = loop.time() - start
+        # RENDER_SHARE (3) x 0.2 s: a push at most every 0.6 s. Without it a push would follow each
+        # 0.2 s render at once (~15 of them).
+        assert RENDER_SHARE == 3.0
+        assert 2 <= len(pushes) <= int(elapsed / 0.6) + 2
+        assert "30" in pushes[-1]  # the latest state arrives all the same
+        await comm.disconnect()
+    finally:
+        render.RENDERERS.pop("slow-test", None)
+
+
+@pytestmark_db
+async def test_a_step_that_changes_sends_its_own_row_and_the_summary_not_every_step(people, layer):
+    from datetime import timedelta
+
+    from ingest.engine.models import Step
+
+    def run() -> tuple[Instance, list[dict]]:
+        inst = make_instance("acme-rows", tenant="acme", status="running")
+        t = timezone.now() - timedelta(minutes=5)
+        for k in range(1, 6):
+            Step.objects.create(instance=inst, name=f"persist-facts-{k}", seq=1, position=k, status="running",
+                                attempts=1, started_at=t)
+        h = add_history(inst, "step.started", step_name="persist-facts-1")
+        return inst, [{"id": h.id, "instance_id": inst.id, "tenant": "acme", "kind": "step.started",
+                       "status": "", "step_name": "persist-facts-1"}]
+
+    inst, first = await sync_to_async(run)()
+    comm, ok, _ = await _connect(people["operator"], "view=instance&instance=acme-rows")
+    assert ok
+    await layer.group_send("rl-i.acme-rows", {"type": "history.batch", "changes": first})
+    whole = await _drain(comm, 2.0, until=1)
+    assert whole and 'id="instance-steps"' in whole[0]  # the first push: the page whole
+
+    def complete_third() -> list[dict]:
+        Step.objects.filter(instance=inst, name="persist-facts-3").update(status="complete", ended_at=timezone.now())
+        h = add_history(inst, "step.completed", step_name="persist-facts-3")
+        return [{"id": h.id, "instance_id": inst.id, "tenant": "acme", "kind": "step.completed", "status": "",
+                 "step_name": "persist-facts-3"}]
+
+    await asyncio.sleep(0.2)
+    await layer.group_send("rl-i.acme-rows", {"type": "history.batch", "changes": await sync_to_async(complete_third)()})
+    push = (await _drain(comm, 2.0, until=1))[0]
+    assert 'id="step-persist-facts-3-1" hx-swap-oob="true"' in push
+    assert "step-persist-facts-2-1" not in push.replace('href="#step-persist-facts-2-1"', "")  # only in the graph
+    assert 'id="instance-steps"' not in push and 'id="instance-dag"' in push
+    assert 'hx-swap-oob="beforeend:#instance-history-list"' in push and push.count("<li") == 1
+
+    def add_fourth_call() -> list[dict]:
+        Step.objects.create(instance=inst, name="persist-facts-3", seq=2, position=6, status="running", attempts=1,
+                            started_at=timezone.now())
+        h = add_history(inst, "step.started", step_name="persist-facts-3#2")
+        return [{"id": h.id, "instance_id": inst.id, "tenant": "acme", "kind": "step.started", "status": "",
+                 "step_name": "persist-facts-3#2"}]
+
+    await asyncio.sleep(0.2)
+    await layer.group_send("rl-i.acme-rows", {"type": "history.batch", "changes": await sync_to_async(add_fourth_call)()})
+    push = (await _drain(comm, 2.0, until=1))[0]
+    # A step that started since: appended after the others, the rest of the list not sent again.
+    assert 'hx-swap-oob="beforeend:#instance-steps-list"' in push and 'id="step-persist-facts-3-2"' in push
+    assert 'id="instance-steps"' not in push and 'id="step-persist-facts-1-1"' not in push
+    assert ">6 steps<" in push
+
+    def retry_deletes_one() -> list[dict]:
+        Step.objects.filter(instance=inst, name="persist-facts-2").delete()
+        h = add_history(inst, "operator", data={"action": "retry"})
+        return [{"id": h.id, "instance_id": inst.id, "tenant": "acme", "kind": "operator", "status": "",
+                 "step_name": ""}]
+
+    await asyncio.sleep(0.2)
+    await layer.group_send("rl-i.acme-rows", {"type": "history.batch", "changes": await sync_to_async(retry_deletes_one)()})
+    push = (await _drain(comm, 2.0, until=1))[0]
+    assert 'id="instance-steps"' in push and "step-persist-facts-2-1" not in push  # the page whole again
+    await comm.disconnect()

@@ -58,6 +58,13 @@ def test_steps_turn_green_live_without_a_reload(operator: Session, stack: Stack)
     assert page.evaluate("window.__noReload") == "still the same page"  # swapped in place
     assert seen_running  # the next step showed as running between the green ones
     assert page.locator("#instance-header").inner_text().count("complete") >= 1
+    # Rows arrive one step at a time (appended, then replaced in place): each once, each green.
+    page.wait_for_function("document.querySelectorAll('#instance-steps-list > details summary .status-complete')"
+                           f".length === {len(STEPS)}", timeout=10_000)
+    assert page.locator("#instance-steps-list > details").count() == len(STEPS)
+    assert page.locator("#instance-steps-count").inner_text() == f"{len(STEPS)} steps"
+    kinds = page.locator("#instance-history-list .k").all_inner_texts()
+    assert kinds.count("step.completed") == len(STEPS)  # history rows appended once each
     operator.shot("instance-detail-complete")
     operator.shot("instance-detail-full", full_page=True)
 
