@@ -29,6 +29,8 @@ class Notifier:
         self._thread: threading.Thread | None = None
 
     def request(self, channel: str) -> None:
+        if channel in self._pending:
+            return  # already due to be sent: a busy worker asks once per step, the thread sends once
         with self._cond:
             self._pending.add(channel)
             if self._thread is None:
@@ -65,7 +67,11 @@ _notifier = Notifier()
 
 def _after_commit(channel: str) -> None:
     if sql.is_postgres():
-        transaction.on_commit(lambda: _notifier.request(channel))
+        conn = transaction.get_connection()
+        if conn.in_atomic_block:
+            conn.on_commit(lambda: _notifier.request(channel))
+        else:  # autocommit: the statement that asked has committed already
+            _notifier.request(channel)
 
 
 def ready() -> None:

@@ -23,8 +23,15 @@ HISTORY_CHANNEL = "runledger_history"
 _FINISHED_OR_PAUSED = "('paused', 'complete', 'errored', 'terminated')"
 
 
+_vendor = ""
+
+
 def is_postgres() -> bool:
-    return connection.vendor == "postgresql"
+    # Asked several times per step; the default database's vendor cannot change in a process.
+    global _vendor
+    if not _vendor:
+        _vendor = connection.vendor
+    return _vendor == "postgresql"
 
 
 @dataclass(frozen=True)

@@ -258,9 +258,12 @@ class InstanceStore:
                 worker=self.worker,
                 with_start=with_start)
             if self.deferred:
-                with transaction.atomic():
-                    self._guard(now)  # applies the deferred writes in the same transaction
+                # The guard, the deferred writes and their history rows, then this statement: one
+                # transaction.
+                with self._txn(now):
                     got = finish()
+                    if got is None:
+                        raise LeaseLost(self.instance_id)
             else:
                 got = finish()
             if got is None:

@@ -10,7 +10,7 @@ import pytest
 
 from ingest.engine import InstanceFinished, InvalidDuration, WaitForEventTimeout, Workflow, create
 from ingest.engine.clock import clock
-from ingest.engine.models import Instance, PendingEvent
+from ingest.engine.models import History, Instance, PendingEvent, Step
 
 pytestmark = pytest.mark.db
 RAN: Counter[str] = Counter()
@@ -44,6 +44,50 @@ def test_a_sleeping_instance_waits_for_its_wake_up_time_without_a_thread(drain):
     clock.advance(timedelta(minutes=1, seconds=1))
     drain()
     assert h.status()["output"] == "awake"
+
+
+class SleepThenWork(Workflow):
+    name = "t-sleep-then-work"
+
+    def run(self, event, step):
+        step.do("before", lambda ctx: 1)
+        step.sleep("nap", "1 minute")
+        step.do("after", lambda ctx: 2)
+        if event.payload.get("second_nap"):
+            step.sleep("nap-2", "1 minute")
+        return "done"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("second_nap", [False, True])
+def test_a_sleep_leaves_its_whole_story_in_the_ledger_whatever_write_carries_its_end(drain, second_nap):
+    # The sleep's end is written with the next write of the turn: the next step's completion,
+    # or (when the sleep is the run's last step) the instance's completion. Either way the step
+    # row and the history have it, in order.
+    iid = f"sleep-story-{int(second_nap)}"
+    create("t-sleep-then-work", id=iid, params={"second_nap": second_nap})
+    drain()
+    clock.advance(timedelta(minutes=1, seconds=1))
+    drain()
+    clock.advance(timedelta(minutes=1, seconds=1))
+    drain()
+    assert Instance.objects.get(id=iid).status == "complete"
+    steps = list(Step.objects.filter(instance_id=iid).order_by("position").values_list("name", "kind", "status"))
+    expected = [("before", "do", "complete"), ("nap", "sleep", "complete"), ("after", "do", "complete")]
+    if second_nap:
+        expected.append(("nap-2", "sleep", "complete"))
+    assert steps == expected
+    story = list(History.objects.filter(instance_id=iid).exclude(kind="instance.status")
+                 .order_by("id").values_list("kind", "step_name"))
+    expected_story = [("instance.created", ""), ("step.started", "before"), ("step.completed", "before"),
+                      ("step.sleep", "nap"), ("step.completed", "nap"), ("step.started", "after"),
+                      ("step.completed", "after")]
+    if second_nap:
+        expected_story += [("step.sleep", "nap-2"), ("step.completed", "nap-2")]
+    assert story == expected_story
+    statuses = list(History.objects.filter(instance_id=iid, kind="instance.status").order_by("id")
+                    .values_list("status", flat=True))
+    assert statuses == ["running", "waiting", "running"] + (["waiting", "running"] if second_nap else []) + ["complete"]
 
 
 @pytest.mark.django_db
