@@ -264,6 +264,8 @@ def rollup_catch_up(*, now: datetime, max_hours: int = 24) -> PassResult:
             instances_built=built, day_zone=tz_name, updated_at=now,
         )
     hours_closed = int((target - closed_until).total_seconds() // 3600) if closing else 0
+    if not state.instances_built or hours_closed >= max_hours:  # a catch-up, not a routine pass
+        sql.rollups_analyze()
     result = PassResult(
         history_rows=len(touches),
         hours_recomputed=len(_hours_in([*step_ranges, *cost_ranges])),

@@ -268,6 +268,18 @@ def instance_costs_build_all() -> int:
         return int(cursor.rowcount)
 
 
+ROLLUP_TABLES = ("dashboard_stephourly", "dashboard_stepdaily", "dashboard_costhourly", "dashboard_costdaily",
+                 "dashboard_instancecost", "dashboard_stephourids")
+
+
+def rollups_analyze() -> None:
+    """Fresh planner statistics after a catch-up filled the tables (PostgreSQL). Without them the
+    planner, taking a million-row table for empty, scanned it for a top-50 an index answers."""
+    if _is_postgres():
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE " + ", ".join(ROLLUP_TABLES))
+
+
 def costs_first_at() -> datetime | None:
     first: datetime | None = ApiCost.objects.aggregate(m=Min("created_at"))["m"]
     return first

@@ -340,6 +340,35 @@ def test_spend_that_straddles_the_window_counts_only_inside_it(db):
     assert next(r for r in rows if r["instance_id"] == "rl-long")["total"] == Decimal("3")
 
 
+def expected_top(*, tenants: list[str], since: datetime, order: str, limit: int, **equals: str) -> list[tuple]:
+    per: dict[str, dict[str, Any]] = {}
+    for c in ApiCost.objects.filter(tenant__in=tenants, created_at__gte=since, instance__isnull=False, **equals):
+        r = per.setdefault(c.instance_id, {"total": Decimal(0), "calls": 0, "last": c.created_at})
+        r["total"] += c.cost
+        r["calls"] += 1
+        r["last"] = max(r["last"], c.created_at)
+    field = order.lstrip("-")
+    ranked = sorted(per.items(), key=lambda kv: kv[0])
+    ranked.sort(key=lambda kv: kv[1][field], reverse=order.startswith("-"))
+    return [(i, r[field]) for i, r in ranked[:limit]]
+
+
+def test_the_top_instances_by_every_sort_and_filter_are_the_ledgers(db):
+    now = timezone.now()
+    ledger(now, n=60)
+    catch_up(now)
+    since = now - timedelta(hours=30)
+    for equals in ({}, {"tenant": "globex"}, {"workflow": "crm-enrich"}, {"service": "openai"},
+                   {"model": "gpt-4o-mini"}, {"step": "embed"}):
+        f = sel.CostFilters(since=since, **equals)
+        for order in ("-total", "-calls", "-last", "total"):
+            got = sel.cost_by_instance(tenants=MINE, filters=f, sort=order, limit=7)
+            field = order.lstrip("-")
+            want = expected_top(tenants=MINE, since=since, order=order, limit=7,
+                                **{sel.COST_DIMENSIONS[k]: v for k, v in equals.items()})
+            assert [(r["instance_id"], r[field]) for r in got] == want, (equals, order)
+
+
 def test_each_user_sees_only_their_tenants_figures_from_the_rollups(operator, stranger):
     now = timezone.now()
     ledger(now)
