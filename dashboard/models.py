@@ -161,6 +161,35 @@ class InstanceCost(models.Model):
         ]
 
 
+class InstanceServiceCost(models.Model):
+    """api_costs summed per instance and service over the instance's whole life, with the span of
+    those rows: the per-instance table filtered by service reads these (as `InstanceCost` serves
+    it unfiltered) for instances whose whole spend lies inside the window."""
+
+    instance_id = models.CharField(max_length=100)
+    tenant = models.CharField(max_length=100)
+    workflow_type = models.CharField(max_length=200)
+    service = models.CharField(max_length=100)
+    first_at = models.DateTimeField()
+    last_at = models.DateTimeField()
+    total = models.DecimalField(max_digits=20, decimal_places=6)
+    calls = models.BigIntegerField()
+    failed = models.BigIntegerField()
+    tokens_in = models.BigIntegerField()
+    tokens_out = models.BigIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["instance_id", "tenant", "workflow_type", "service"],
+                                    name="instance_service_cost_key"),
+        ]
+        indexes = [
+            models.Index(fields=["service", "-total", "instance_id"], name="inst_service_cost_total"),
+            models.Index(fields=["service", "-last_at"], name="inst_service_cost_last"),
+            models.Index(fields=["service", "first_at"], name="inst_service_cost_first"),
+        ]
+
+
 class RollupState(models.Model):
     """Where the roller stands (one row). Every rollup row reflects the ledger as of `cursor`:
     the history rows up to it (but the `gaps`) have been folded in, and every hour before

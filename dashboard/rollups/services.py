@@ -28,6 +28,7 @@ from dashboard.models import (
     CostDaily,
     CostHourly,
     InstanceCost,
+    InstanceServiceCost,
     RollupState,
     StepDaily,
     StepHourIds,
@@ -165,6 +166,15 @@ def _write_instances(instance_ids: set[str]) -> None:
              for r in sql.instance_cost_rows(instance_ids=chunk)],
             batch_size=2000,
         )
+        InstanceServiceCost.objects.filter(instance_id__in=chunk).delete()
+        InstanceServiceCost.objects.bulk_create(
+            [InstanceServiceCost(instance_id=r["instance_id"], tenant=r["tenant"], workflow_type=r["workflow_type"],
+                                 service=r["service"], first_at=r["first_at"], last_at=r["last_at"], total=r["total"],
+                                 calls=r["calls"], failed=r["failed"], tokens_in=r["tokens_in"] or 0,
+                                 tokens_out=r["tokens_out"] or 0)
+             for r in sql.instance_service_cost_rows(instance_ids=chunk)],
+            batch_size=2000,
+        )
 
 
 @dataclass(frozen=True)
@@ -287,6 +297,7 @@ def rollup_rebuild(*, now: datetime) -> None:
         StepHourly.objects.all().delete()
         CostHourly.objects.all().delete()
         InstanceCost.objects.all().delete()
+        InstanceServiceCost.objects.all().delete()
         StepHourIds.objects.all().delete()
         StepDaily.objects.all().delete()
         CostDaily.objects.all().delete()

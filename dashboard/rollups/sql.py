@@ -254,6 +254,19 @@ def instance_cost_rows(*, instance_ids: Collection[str]) -> Iterable[dict[str, A
     return rows
 
 
+def instance_service_cost_rows(*, instance_ids: Collection[str]) -> Iterable[dict[str, Any]]:
+    """Per instance and service (and the tenant and workflow its rows carry): lifetime spend and span."""
+    rows = cast("Iterable[dict[str, Any]]", (
+        ApiCost.objects.filter(instance_id__in=list(instance_ids))
+        .values("instance_id", "tenant", "workflow_type", "service")
+        .annotate(first_at=Min("created_at"), last_at=Max("created_at"), total=Sum("cost"),
+                  calls=Count("id"), failed=Count("id", filter=Q(success=False)),
+                  tokens_in=Sum("tokens_in"), tokens_out=Sum("tokens_out"))
+        .order_by()
+    ))
+    return rows
+
+
 def instance_costs_build_all() -> int:
     """The per-instance table from scratch, in the database (one statement over api_costs)."""
     with connection.cursor() as cursor:
@@ -265,11 +278,20 @@ def instance_costs_build_all() -> int:
             "SUM(CASE WHEN success THEN 0 ELSE 1 END), SUM(tokens_in), SUM(tokens_out) "
             "FROM api_costs WHERE instance_id IS NOT NULL GROUP BY instance_id, tenant, workflow_type"
         )
-        return int(cursor.rowcount)
+        built = int(cursor.rowcount)
+        cursor.execute("DELETE FROM dashboard_instanceservicecost")
+        cursor.execute(
+            "INSERT INTO dashboard_instanceservicecost (instance_id, tenant, workflow_type, service, first_at, "
+            "last_at, total, calls, failed, tokens_in, tokens_out) "
+            "SELECT instance_id, tenant, workflow_type, service, MIN(created_at), MAX(created_at), SUM(cost), "
+            "COUNT(*), SUM(CASE WHEN success THEN 0 ELSE 1 END), SUM(tokens_in), SUM(tokens_out) "
+            "FROM api_costs WHERE instance_id IS NOT NULL GROUP BY instance_id, tenant, workflow_type, service"
+        )
+        return built
 
 
 ROLLUP_TABLES = ("dashboard_stephourly", "dashboard_stepdaily", "dashboard_costhourly", "dashboard_costdaily",
-                 "dashboard_instancecost", "dashboard_stephourids")
+                 "dashboard_instancecost", "dashboard_instanceservicecost", "dashboard_stephourids")
 
 
 def rollups_analyze() -> None:

@@ -23,7 +23,7 @@ from django.db.models import (
 )
 
 from dashboard.charts import step_shape
-from dashboard.models import InstanceCost
+from dashboard.models import InstanceCost, InstanceServiceCost
 from dashboard.rollups import reads
 from dashboard.selectors.common import ZERO
 from ingest.engine.models import (
@@ -135,22 +135,37 @@ def cost_by_instance(
 ) -> list[dict[str, Any]]:
     """The instances that spent most (or most calls, latest, least) in the selection.
 
-    From the per-instance rollup: an instance whose spend lies wholly inside the window is read
-    from it; the few whose spend straddles a window edge or changed since the roller's cursor are
-    summed from the ledger. Filtered by service, step or model, which an instance does not have as
-    a whole, the ledger ranks them all (0.6 s over a week of 10 M rows: docs/dashboard-rollups.md)."""
+    From the per-instance rollups (`InstanceCost`, or `InstanceServiceCost` under a service
+    filter): an instance whose whole spend lies inside the window is read from them; the few whose
+    spend straddles a window edge or changed since the roller's cursor are summed from the ledger.
+    Filtered by step or model, which the rollups do not split, the ledger ranks them all (0.6 s
+    over a week of 10 M rows: docs/dashboard-rollups.md)."""
     order = sort if sort in _INSTANCE_SORTS else "-total"
     view = view or reads.rollup_view()
     ledger = _cost_qs(tenants=tenants, f=filters).exclude(instance_id=None)
-    if filters.service or filters.step or filters.model or not (view.usable and view.instances_built):
+    if filters.step or filters.model or not (view.usable and view.instances_built):
         return _money(_instance_rows(ledger, order, limit))
-    base = InstanceCost.objects.filter(tenant__in=_visible(tenants, filters.tenant))
+    visible = _visible(tenants, filters.tenant)
+    base = InstanceCost.objects.filter(tenant__in=visible)
     if filters.workflow:
         base = base.filter(workflow_type=filters.workflow)
-    dirty = sorted(view.dirty.cost_instances)
-    if dirty:
-        base = base.exclude(instance_id__in=dirty)
-    inside = base.filter(first_at__gte=filters.since)
+    # From the ledger: the instances changed since the cursor, and those with spend on both sides
+    # of an edge (by their whole span: a service's span lies within it). Every other instance's
+    # spend is wholly inside the window or wholly outside it.
+    edges = set(view.dirty.cost_instances)
+    for edge in [filters.since, filters.until]:
+        if edge is not None:
+            edges |= set(_straddling(base, edge).values_list("instance_id", flat=True))
+    rolled: QuerySet[Any]
+    if filters.service:
+        rolled = InstanceServiceCost.objects.filter(tenant__in=visible, service=filters.service)
+        if filters.workflow:
+            rolled = rolled.filter(workflow_type=filters.workflow)
+    else:
+        rolled = base
+    if edges:
+        rolled = rolled.exclude(instance_id__in=sorted(edges))
+    inside = rolled.filter(first_at__gte=filters.since)
     if filters.until:
         inside = inside.filter(last_at__lt=filters.until)
     field = order.lstrip("-").replace("last", "last_at")
@@ -162,10 +177,6 @@ def cost_by_instance(
         .values("instance_id", "workflow_type", "tenant", "total", "calls", "failed", "tokens_in",
                 "tokens_out", "last_at")[:limit]
     ]
-    edges = set(dirty)
-    for edge in [filters.since, filters.until]:
-        if edge is not None:
-            edges |= set(_straddling(base, edge).values_list("instance_id", flat=True))
     partial = _instance_rows(ledger.filter(instance_id__in=sorted(edges)), order, limit) if edges else []
     return _ranked(top + partial, order, limit)
 

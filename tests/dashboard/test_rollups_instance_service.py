@@ -1,0 +1,122 @@
+"""The costs page's per-instance table under a service filter, read from `InstanceServiceCost`
+(plus the ledger for instances straddling an edge or changed since the roller's cursor), against
+rankings computed here in Python from the api_costs rows."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from dashboard import selectors as sel
+from dashboard.models import InstanceServiceCost
+from dashboard.rollups.reads import rollup_view
+from dashboard.rollups.services import rollup_catch_up
+from ingest.engine.models import ApiCost
+from tests.dashboard.ledger_factories import make_instance
+from tests.dashboard.test_rollups import MINE, add_cost, catch_up, ledger
+
+pytestmark = pytest.mark.db
+
+SERVICES = ["openai", "postgres", "gong", "openai-embeddings", "slack"]
+ORDERS = ("-total", "-calls", "-last", "total")
+
+
+def expected(*, tenants: list[str], since: datetime, until: datetime | None, order: str, limit: int,
+             **equals: str) -> list[tuple[str, Any]]:
+    per: dict[str, dict[str, Any]] = {}
+    rows = ApiCost.objects.filter(tenant__in=tenants, created_at__gte=since, instance__isnull=False, **equals)
+    if until is not None:
+        rows = rows.filter(created_at__lt=until)
+    for c in rows:
+        r = per.setdefault(c.instance_id, {"total": Decimal(0), "calls": 0, "last": c.created_at})
+        r["total"] += c.cost
+        r["calls"] += 1
+        r["last"] = max(r["last"], c.created_at)
+    field = order.lstrip("-")
+    ranked = sorted(per.items(), key=lambda kv: kv[0])
+    ranked.sort(key=lambda kv: kv[1][field], reverse=order.startswith("-"))
+    return [(i, r[field]) for i, r in ranked[:limit]]
+
+
+def assert_matches(now: datetime, *, limit: int = 7) -> int:
+    """Every service, window, tenant and workflow filter and sort; how many comparisons had rows."""
+    compared = 0
+    windows = [(now - timedelta(hours=30), None), (now - timedelta(hours=10), None),
+               (now - timedelta(hours=40), now - timedelta(hours=4)), (now - timedelta(hours=60), None)]
+    for service in SERVICES:
+        for since, until in windows:
+            for extra in ({}, {"tenant": "globex"}, {"workflow": "crm-enrich"}, {"tenant": "initech"}):
+                f = sel.CostFilters(since=since, until=until, service=service, **extra)
+                for order in ORDERS:
+                    got = sel.cost_by_instance(tenants=MINE, filters=f, sort=order, limit=limit)
+                    field = order.lstrip("-")
+                    equals = {sel.COST_DIMENSIONS[k]: v for k, v in extra.items() if k != "tenant"}
+                    tenants = [t for t in MINE if t == extra.get("tenant", t)]
+                    want = expected(tenants=tenants, since=since, until=until, order=order, limit=limit,
+                                    service=service, **equals)
+                    assert [(r["instance_id"], r[field]) for r in got] == want, (service, since, until, extra, order)
+                    assert all(r["tenant"] in MINE for r in got)
+                    compared += bool(want)
+    return compared
+
+
+def test_the_service_filtered_top_instances_are_the_ledgers(db):
+    now = timezone.now()
+    ledger(now, n=60)
+    catch_up(now)
+    view = rollup_view()
+    assert view.usable and view.instances_built
+    assert InstanceServiceCost.objects.filter(service="postgres").exists()
+    assert assert_matches(now) > 40
+
+
+def test_the_service_filter_reads_the_rollup(db):
+    """The rows above come from InstanceServiceCost, not the ledger: a wrong rollup row shows."""
+    now = timezone.now()
+    ledger(now, n=30)
+    catch_up(now)
+    since = now - timedelta(hours=60)
+    f = sel.CostFilters(since=since, service="openai")
+    top = sel.cost_by_instance(tenants=MINE, filters=f, limit=3)[0]
+    InstanceServiceCost.objects.filter(instance_id=top["instance_id"], service="openai").update(total=Decimal("99"))
+    assert sel.cost_by_instance(tenants=MINE, filters=f, limit=3)[0]["total"] == Decimal("99")
+
+
+def test_a_service_span_inside_the_window_of_an_instance_straddling_it_counts_once(db):
+    now = timezone.now()
+    ledger(now, n=5)
+    inst = make_instance("rl-two", tenant="acme", created_at=now - timedelta(hours=20))
+    add_cost(inst, at=now - timedelta(hours=20), amount="1.000000", service="gong", step="fetch-calls")
+    add_cost(inst, at=now - timedelta(hours=5), amount="2.000000", service="openai", step="llm-extract")
+    add_cost(inst, at=now - timedelta(hours=4), amount="3.000000", service="openai", step="llm-extract")
+    catch_up(now)
+    f = sel.CostFilters(since=now - timedelta(hours=10), service="openai")
+    row = next(r for r in sel.cost_by_instance(tenants=MINE, filters=f, limit=50) if r["instance_id"] == "rl-two")
+    assert (row["total"], row["calls"]) == (Decimal("5"), 2)
+    f = sel.CostFilters(since=now - timedelta(hours=10), until=now - timedelta(hours=4, minutes=30), service="openai")
+    row = next(r for r in sel.cost_by_instance(tenants=MINE, filters=f, limit=50) if r["instance_id"] == "rl-two")
+    assert (row["total"], row["calls"]) == (Decimal("2"), 1)
+    assert assert_matches(now) > 0
+
+
+def test_spend_recorded_after_the_roller_ran_counts_at_once_and_after_the_next_pass(db):
+    now = timezone.now()
+    ledger(now, n=30)
+    catch_up(now)
+    old = ApiCost.objects.filter(service="openai", instance__isnull=False).order_by("created_at").first()
+    assert old is not None
+    inst = old.instance
+    add_cost(inst, at=old.created_at + timedelta(minutes=1), amount="5.000000", service="openai",
+             step="llm-extract", logged=True)
+    add_cost(inst, at=old.created_at + timedelta(minutes=2), amount="0.500000", service="slack", logged=True)
+    assert inst.id in rollup_view().dirty.cost_instances
+    assert assert_matches(now) > 0  # the changed instance from the ledger
+    rollup_catch_up(now=now)
+    assert not rollup_view().dirty.cost_instances
+    rolled = InstanceServiceCost.objects.get(instance_id=inst.id, service="slack")
+    assert rolled.total == Decimal("0.5") and rolled.calls == 1
+    assert assert_matches(now) > 0
