@@ -259,8 +259,13 @@ def page_urls() -> list[tuple[str, str]]:
         ("costs (24h)", "/costs/?window=24h"),
         ("costs (30d by workflow)", "/costs/?window=30d&by=workflow"),
         ("costs (7d, tenant=acme by model)", "/costs/?tenant=acme&by=model"),
-        # Per-instance rows filtered by service come from the ledger (an instance has no one service).
+        # Per-instance rows filtered by service: the per-instance, per-service rollup.
         ("costs (7d, service=openai)", "/costs/?service=openai"),
+        ("costs (30d, service=postgres)", "/costs/?window=30d&service=postgres"),
+        ("costs (7d, service=openai, tenant=acme)", "/costs/?service=openai&tenant=acme"),
+        ("costs (7d, step=llm-extract)", "/costs/?step=llm-extract"),
+        ("costs (7d, model=gpt-4o-mini)", "/costs/?model=gpt-4o-mini"),
+        ("overview", "/"),
     ]
 
 
@@ -268,11 +273,13 @@ def _load() -> str:
     return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def measure_pages(runs: int) -> list[tuple[str, float]]:
+def measure_pages(runs: int, only: str = "") -> list[tuple[str, float]]:
     client = _operator_client()
     print(f"  ({_load()})", flush=True)
     results = []
     for label, url in page_urls():
+        if only and only not in label:
+            continue
         response = client.get(url)  # warm: caches, plans, the first query of each kind
         assert response.status_code == 200, (url, response.status_code)
         times = []
@@ -383,6 +390,7 @@ def main() -> None:
     parser.add_argument("--no-latency", action="store_true")
     parser.add_argument("--steps", type=int, default=52, help="steps of the latency run (default 52)")
     parser.add_argument("--pause", type=float, default=0.4, help="seconds each latency step takes")
+    parser.add_argument("--only", default="", help="measure only the pages whose label contains this")
     args = parser.parse_args()
     ensure_database(args.url)
     setup_django(args.url)
@@ -397,7 +405,7 @@ def main() -> None:
     if not args.latency_only:
         print(f"server time, median of {args.runs} (goal < {GOAL_MS:.0f} ms), as operator (acme, globex, default):",
               flush=True)
-        measure_pages(args.runs)
+        measure_pages(args.runs, args.only)
     if not args.no_latency:
         before = _load()
         p50, p99, n = measure_latency(args.url, steps=args.steps, pause=args.pause)

@@ -161,15 +161,16 @@ class InstanceCost(models.Model):
         ]
 
 
-class InstanceServiceCost(models.Model):
-    """api_costs summed per instance and service over the instance's whole life, with the span of
-    those rows: the per-instance table filtered by service reads these (as `InstanceCost` serves
-    it unfiltered) for instances whose whole spend lies inside the window."""
+class _InstancePartCost(models.Model):
+    """api_costs summed per instance and one value of a dimension (a service, a step, a model)
+    over the instance's whole life, with the span of those rows: the per-instance table filtered by
+    that dimension reads these (as `InstanceCost` serves it unfiltered) for the instances whose
+    whole spend lies inside the window. Rows whose value is empty are not kept (an empty value
+    filters nothing)."""
 
     instance_id = models.CharField(max_length=100)
     tenant = models.CharField(max_length=100)
     workflow_type = models.CharField(max_length=200)
-    service = models.CharField(max_length=100)
     first_at = models.DateTimeField()
     last_at = models.DateTimeField()
     total = models.DecimalField(max_digits=20, decimal_places=6)
@@ -177,6 +178,13 @@ class InstanceServiceCost(models.Model):
     failed = models.BigIntegerField()
     tokens_in = models.BigIntegerField()
     tokens_out = models.BigIntegerField()
+
+    class Meta:
+        abstract = True
+
+
+class InstanceServiceCost(_InstancePartCost):
+    service = models.CharField(max_length=100)
 
     class Meta:
         constraints = [
@@ -188,6 +196,42 @@ class InstanceServiceCost(models.Model):
             models.Index(fields=["service", "-last_at"], name="inst_service_cost_last"),
             models.Index(fields=["service", "first_at"], name="inst_service_cost_first"),
         ]
+
+
+class InstanceStepCost(_InstancePartCost):
+    step_name = models.CharField(max_length=300)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["instance_id", "tenant", "workflow_type", "step_name"],
+                                    name="instance_step_cost_key"),
+        ]
+        indexes = [
+            models.Index(fields=["step_name", "-total", "instance_id"], name="inst_step_cost_total"),
+            models.Index(fields=["step_name", "-last_at"], name="inst_step_cost_last"),
+            models.Index(fields=["step_name", "first_at"], name="inst_step_cost_first"),
+        ]
+
+
+class InstanceModelCost(_InstancePartCost):
+    model = models.CharField(max_length=200)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["instance_id", "tenant", "workflow_type", "model"],
+                                    name="instance_model_cost_key"),
+        ]
+        indexes = [
+            models.Index(fields=["model", "-total", "instance_id"], name="inst_model_cost_total"),
+            models.Index(fields=["model", "-last_at"], name="inst_model_cost_last"),
+            models.Index(fields=["model", "first_at"], name="inst_model_cost_first"),
+        ]
+
+
+# The per-instance rollups split by one api_costs column, by that column.
+INSTANCE_PART_COSTS: dict[str, type[_InstancePartCost]] = {
+    "service": InstanceServiceCost, "step_name": InstanceStepCost, "model": InstanceModelCost,
+}
 
 
 class RollupState(models.Model):

@@ -25,10 +25,10 @@ from django.db import transaction
 from django.db.models import Min, Q, Sum
 
 from dashboard.models import (
+    INSTANCE_PART_COSTS,
     CostDaily,
     CostHourly,
     InstanceCost,
-    InstanceServiceCost,
     RollupState,
     StepDaily,
     StepHourIds,
@@ -166,15 +166,16 @@ def _write_instances(instance_ids: set[str]) -> None:
              for r in sql.instance_cost_rows(instance_ids=chunk)],
             batch_size=2000,
         )
-        InstanceServiceCost.objects.filter(instance_id__in=chunk).delete()
-        InstanceServiceCost.objects.bulk_create(
-            [InstanceServiceCost(instance_id=r["instance_id"], tenant=r["tenant"], workflow_type=r["workflow_type"],
-                                 service=r["service"], first_at=r["first_at"], last_at=r["last_at"], total=r["total"],
-                                 calls=r["calls"], failed=r["failed"], tokens_in=r["tokens_in"] or 0,
-                                 tokens_out=r["tokens_out"] or 0)
-             for r in sql.instance_service_cost_rows(instance_ids=chunk)],
-            batch_size=2000,
-        )
+        for column, model in INSTANCE_PART_COSTS.items():
+            model.objects.filter(instance_id__in=chunk).delete()
+            model.objects.bulk_create(
+                [model(instance_id=r["instance_id"], tenant=r["tenant"], workflow_type=r["workflow_type"],
+                       first_at=r["first_at"], last_at=r["last_at"], total=r["total"], calls=r["calls"],
+                       failed=r["failed"], tokens_in=r["tokens_in"] or 0, tokens_out=r["tokens_out"] or 0,
+                       **{column: r[column]})
+                 for r in sql.instance_part_cost_rows(column, instance_ids=chunk)],
+                batch_size=2000,
+            )
 
 
 @dataclass(frozen=True)
@@ -297,7 +298,8 @@ def rollup_rebuild(*, now: datetime) -> None:
         StepHourly.objects.all().delete()
         CostHourly.objects.all().delete()
         InstanceCost.objects.all().delete()
-        InstanceServiceCost.objects.all().delete()
+        for model in INSTANCE_PART_COSTS.values():
+            model.objects.all().delete()
         StepHourIds.objects.all().delete()
         StepDaily.objects.all().delete()
         CostDaily.objects.all().delete()

@@ -18,6 +18,7 @@ from django.db.models import Count, F, Max, Min, Q, QuerySet, Sum
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import TruncHour
 
+from dashboard.models import INSTANCE_PART_COSTS
 from dashboard.rollups import hist
 from ingest.engine.models import ApiCost, History, Step, StepStatus
 
@@ -254,11 +255,12 @@ def instance_cost_rows(*, instance_ids: Collection[str]) -> Iterable[dict[str, A
     return rows
 
 
-def instance_service_cost_rows(*, instance_ids: Collection[str]) -> Iterable[dict[str, Any]]:
-    """Per instance and service (and the tenant and workflow its rows carry): lifetime spend and span."""
+def instance_part_cost_rows(column: str, *, instance_ids: Collection[str]) -> Iterable[dict[str, Any]]:
+    """Per instance and value of `column` (service, step_name or model; not empty), with the tenant
+    and workflow its rows carry: lifetime spend and span."""
     rows = cast("Iterable[dict[str, Any]]", (
-        ApiCost.objects.filter(instance_id__in=list(instance_ids))
-        .values("instance_id", "tenant", "workflow_type", "service")
+        ApiCost.objects.filter(instance_id__in=list(instance_ids)).exclude(**{column: ""})
+        .values("instance_id", "tenant", "workflow_type", column)
         .annotate(first_at=Min("created_at"), last_at=Max("created_at"), total=Sum("cost"),
                   calls=Count("id"), failed=Count("id", filter=Q(success=False)),
                   tokens_in=Sum("tokens_in"), tokens_out=Sum("tokens_out"))
@@ -279,19 +281,23 @@ def instance_costs_build_all() -> int:
             "FROM api_costs WHERE instance_id IS NOT NULL GROUP BY instance_id, tenant, workflow_type"
         )
         built = int(cursor.rowcount)
-        cursor.execute("DELETE FROM dashboard_instanceservicecost")
-        cursor.execute(
-            "INSERT INTO dashboard_instanceservicecost (instance_id, tenant, workflow_type, service, first_at, "
-            "last_at, total, calls, failed, tokens_in, tokens_out) "
-            "SELECT instance_id, tenant, workflow_type, service, MIN(created_at), MAX(created_at), SUM(cost), "
-            "COUNT(*), SUM(CASE WHEN success THEN 0 ELSE 1 END), SUM(tokens_in), SUM(tokens_out) "
-            "FROM api_costs WHERE instance_id IS NOT NULL GROUP BY instance_id, tenant, workflow_type, service"
-        )
+        for column, model in INSTANCE_PART_COSTS.items():
+            table = model._meta.db_table
+            cursor.execute(f"DELETE FROM {table}")
+            cursor.execute(
+                f"INSERT INTO {table} (instance_id, tenant, workflow_type, {column}, first_at, last_at, total, "
+                "calls, failed, tokens_in, tokens_out) "
+                f"SELECT instance_id, tenant, workflow_type, {column}, MIN(created_at), MAX(created_at), SUM(cost), "
+                "COUNT(*), SUM(CASE WHEN success THEN 0 ELSE 1 END), SUM(tokens_in), SUM(tokens_out) "
+                f"FROM api_costs WHERE instance_id IS NOT NULL AND {column} <> '' "
+                f"GROUP BY instance_id, tenant, workflow_type, {column}"
+            )
         return built
 
 
 ROLLUP_TABLES = ("dashboard_stephourly", "dashboard_stepdaily", "dashboard_costhourly", "dashboard_costdaily",
-                 "dashboard_instancecost", "dashboard_instanceservicecost", "dashboard_stephourids")
+                 "dashboard_instancecost", "dashboard_instanceservicecost", "dashboard_instancestepcost",
+                 "dashboard_instancemodelcost", "dashboard_stephourids")
 
 
 def rollups_analyze() -> None:

@@ -23,7 +23,7 @@ from django.db.models import (
 )
 
 from dashboard.charts import step_shape
-from dashboard.models import InstanceCost, InstanceServiceCost
+from dashboard.models import INSTANCE_PART_COSTS, InstanceCost
 from dashboard.rollups import reads
 from dashboard.selectors.common import ZERO
 from ingest.engine.models import (
@@ -135,15 +135,17 @@ def cost_by_instance(
 ) -> list[dict[str, Any]]:
     """The instances that spent most (or most calls, latest, least) in the selection.
 
-    From the per-instance rollups (`InstanceCost`, or `InstanceServiceCost` under a service
-    filter): an instance whose whole spend lies inside the window is read from them; the few whose
-    spend straddles a window edge or changed since the roller's cursor are summed from the ledger.
-    Filtered by step or model, which the rollups do not split, the ledger ranks them all (0.6 s
-    over a week of 10 M rows: docs/dashboard-rollups.md)."""
+    From the per-instance rollups (`InstanceCost`; under a service, step or model filter the one
+    split by it): an instance whose whole spend lies inside the window is read from them; the few
+    whose spend straddles a window edge or changed since the roller's cursor are summed from the
+    ledger. Filtered by two of service, step and model at once, which no rollup splits, the ledger
+    ranks them all (~1 s over a week of 10 M rows: docs/dashboard-rollups.md)."""
     order = sort if sort in _INSTANCE_SORTS else "-total"
     view = view or reads.rollup_view()
     ledger = _cost_qs(tenants=tenants, f=filters).exclude(instance_id=None)
-    if filters.step or filters.model or not (view.usable and view.instances_built):
+    split = [(column, getattr(filters, name)) for name, column in COST_DIMENSIONS.items()
+             if name in ("service", "step", "model") and getattr(filters, name)]
+    if len(split) > 1 or not (view.usable and view.instances_built):
         return _money(_instance_rows(ledger, order, limit))
     visible = _visible(tenants, filters.tenant)
     base = InstanceCost.objects.filter(tenant__in=visible)
@@ -157,8 +159,9 @@ def cost_by_instance(
         if edge is not None:
             edges |= set(_straddling(base, edge).values_list("instance_id", flat=True))
     rolled: QuerySet[Any]
-    if filters.service:
-        rolled = InstanceServiceCost.objects.filter(tenant__in=visible, service=filters.service)
+    if split:
+        column, value = split[0]
+        rolled = INSTANCE_PART_COSTS[column].objects.filter(tenant__in=visible, **{column: value})
         if filters.workflow:
             rolled = rolled.filter(workflow_type=filters.workflow)
     else:

@@ -1,6 +1,6 @@
-"""The costs page's per-instance table under a service filter, read from `InstanceServiceCost`
-(plus the ledger for instances straddling an edge or changed since the roller's cursor), against
-rankings computed here in Python from the api_costs rows."""
+"""The costs page's per-instance table under a service, step or model filter, read from the
+per-instance rollup split by it (plus the ledger for instances straddling an edge or changed since
+the roller's cursor), against rankings computed here in Python from the api_costs rows."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from django.db.models import Sum
 from django.utils import timezone
 
 from dashboard import selectors as sel
-from dashboard.models import InstanceServiceCost
+from dashboard.models import InstanceModelCost, InstanceServiceCost, InstanceStepCost
 from dashboard.rollups.reads import rollup_view
 from dashboard.rollups.services import rollup_catch_up
 from ingest.engine.models import ApiCost
@@ -21,7 +22,10 @@ from tests.dashboard.test_rollups import MINE, add_cost, catch_up, ledger
 
 pytestmark = pytest.mark.db
 
-SERVICES = ["openai", "postgres", "gong", "openai-embeddings", "slack"]
+SPLITS = [{"service": "openai"}, {"service": "postgres"}, {"service": "gong"}, {"service": "slack"},
+          {"step": "persist-facts-1"}, {"step": "llm-extract"}, {"step": "fetch-calls"},
+          {"model": "gpt-4o-mini"}, {"model": "text-embedding-3-small"},
+          {"service": "openai", "model": "gpt-4o-mini"}, {"service": "postgres", "step": "persist-facts-2"}]
 ORDERS = ("-total", "-calls", "-last", "total")
 
 
@@ -47,42 +51,48 @@ def assert_matches(now: datetime, *, limit: int = 7) -> int:
     compared = 0
     windows = [(now - timedelta(hours=30), None), (now - timedelta(hours=10), None),
                (now - timedelta(hours=40), now - timedelta(hours=4)), (now - timedelta(hours=60), None)]
-    for service in SERVICES:
+    for part in SPLITS:
         for since, until in windows:
             for extra in ({}, {"tenant": "globex"}, {"workflow": "crm-enrich"}, {"tenant": "initech"}):
-                f = sel.CostFilters(since=since, until=until, service=service, **extra)
+                f = sel.CostFilters(since=since, until=until, **part, **extra)
                 for order in ORDERS:
                     got = sel.cost_by_instance(tenants=MINE, filters=f, sort=order, limit=limit)
                     field = order.lstrip("-")
-                    equals = {sel.COST_DIMENSIONS[k]: v for k, v in extra.items() if k != "tenant"}
+                    equals = {sel.COST_DIMENSIONS[k]: v for k, v in {**part, **extra}.items() if k != "tenant"}
                     tenants = [t for t in MINE if t == extra.get("tenant", t)]
-                    want = expected(tenants=tenants, since=since, until=until, order=order, limit=limit,
-                                    service=service, **equals)
-                    assert [(r["instance_id"], r[field]) for r in got] == want, (service, since, until, extra, order)
+                    want = expected(tenants=tenants, since=since, until=until, order=order, limit=limit, **equals)
+                    assert [(r["instance_id"], r[field]) for r in got] == want, (part, since, until, extra, order)
                     assert all(r["tenant"] in MINE for r in got)
                     compared += bool(want)
     return compared
 
 
-def test_the_service_filtered_top_instances_are_the_ledgers(db):
+def test_the_filtered_top_instances_are_the_ledgers(db):
     now = timezone.now()
     ledger(now, n=60)
     catch_up(now)
     view = rollup_view()
     assert view.usable and view.instances_built
     assert InstanceServiceCost.objects.filter(service="postgres").exists()
-    assert assert_matches(now) > 40
+    assert InstanceStepCost.objects.filter(step_name="persist-facts-1").exists()
+    assert InstanceModelCost.objects.filter(model="gpt-4o-mini").exists()
+    assert not InstanceModelCost.objects.filter(model="").exists()
+    assert assert_matches(now) > 100
 
 
-def test_the_service_filter_reads_the_rollup(db):
-    """The rows above come from InstanceServiceCost, not the ledger: a wrong rollup row shows."""
+@pytest.mark.parametrize(("name", "model", "column", "value"), [
+    ("service", InstanceServiceCost, "service", "openai"),
+    ("step", InstanceStepCost, "step_name", "llm-extract"),
+    ("model", InstanceModelCost, "model", "gpt-4o-mini"),
+])
+def test_a_filter_by_service_step_or_model_reads_its_rollup(db, name, model, column, value):
+    """The rows above come from the rollups, not the ledger: a wrong rollup row shows."""
     now = timezone.now()
     ledger(now, n=30)
     catch_up(now)
-    since = now - timedelta(hours=60)
-    f = sel.CostFilters(since=since, service="openai")
+    f = sel.CostFilters(since=now - timedelta(hours=60), **{name: value})
     top = sel.cost_by_instance(tenants=MINE, filters=f, limit=3)[0]
-    InstanceServiceCost.objects.filter(instance_id=top["instance_id"], service="openai").update(total=Decimal("99"))
+    model.objects.filter(instance_id=top["instance_id"], **{column: value}).update(total=Decimal("99"))
     assert sel.cost_by_instance(tenants=MINE, filters=f, limit=3)[0]["total"] == Decimal("99")
 
 
@@ -119,4 +129,6 @@ def test_spend_recorded_after_the_roller_ran_counts_at_once_and_after_the_next_p
     assert not rollup_view().dirty.cost_instances
     rolled = InstanceServiceCost.objects.get(instance_id=inst.id, service="slack")
     assert rolled.total == Decimal("0.5") and rolled.calls == 1
+    step = InstanceStepCost.objects.get(instance_id=inst.id, step_name="llm-extract")
+    assert step.total == ApiCost.objects.filter(instance=inst, step_name="llm-extract").aggregate(t=Sum("cost"))["t"]
     assert assert_matches(now) > 0
