@@ -265,6 +265,7 @@ def page_urls() -> list[tuple[str, str]]:
         ("costs (7d, service=openai, tenant=acme)", "/costs/?service=openai&tenant=acme"),
         ("costs (7d, step=llm-extract)", "/costs/?step=llm-extract"),
         ("costs (7d, model=gpt-4o-mini)", "/costs/?model=gpt-4o-mini"),
+        ("costs (7d, service=openai, model=gpt-4o-mini)", "/costs/?service=openai&model=gpt-4o-mini"),
         ("overview", "/"),
     ]
 

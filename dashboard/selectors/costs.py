@@ -139,13 +139,18 @@ def cost_by_instance(
     split by it): an instance whose whole spend lies inside the window is read from them; the few
     whose spend straddles a window edge or changed since the roller's cursor are summed from the
     ledger. Filtered by two of service, step and model at once, which no rollup splits, the ledger
-    ranks them all (~1 s over a week of 10 M rows: docs/dashboard-rollups.md)."""
+    ranks them all (~1 s over a week of 10 M rows: docs/dashboard-rollups.md), unless one of them
+    implies the others in the window (`_implied`)."""
     order = sort if sort in _INSTANCE_SORTS else "-total"
     view = view or reads.rollup_view()
     ledger = _cost_qs(tenants=tenants, f=filters).exclude(instance_id=None)
     split = [(column, getattr(filters, name)) for name, column in COST_DIMENSIONS.items()
              if name in ("service", "step", "model") and getattr(filters, name)]
-    if len(split) > 1 or not (view.usable and view.instances_built):
+    if not (view.usable and view.instances_built):
+        return _money(_instance_rows(ledger, order, limit))
+    if len(split) > 1:
+        split = _implied(split, tenants=tenants, filters=filters, view=view)
+    if len(split) > 1:
         return _money(_instance_rows(ledger, order, limit))
     visible = _visible(tenants, filters.tenant)
     base = InstanceCost.objects.filter(tenant__in=visible)
@@ -182,6 +187,24 @@ def cost_by_instance(
     ]
     partial = _instance_rows(ledger.filter(instance_id__in=sorted(edges)), order, limit) if edges else []
     return _ranked(top + partial, order, limit)
+
+
+def _implied(
+    split: list[tuple[str, str]], *, tenants: Collection[str], filters: CostFilters, view: reads.RollupView
+) -> list[tuple[str, str]]:
+    """Of two or three of service/step/model, one whose rows in the window and scope all carry the
+    others' values too (a model is one service's, a step calls one service): it alone selects the
+    same rows, and its per-instance rollup answers. Checked on the hourly rollups, merged with the
+    ledger as every figure is; otherwise `split` unchanged."""
+    for column, value in split:
+        others = [(c, v) for c, v in split if c != column]
+        equals = ((column, value), *((("workflow_type", filters.workflow),) if filters.workflow else ()))
+        scope = reads.CostScope(tenants=_visible(tenants, filters.tenant), since=filters.since,
+                                until=filters.until, equals=equals)
+        got = reads.cost_grouped(scope, by=tuple(c for c, _ in others), measures=("calls",), view=view)
+        if all(key == tuple(v for _, v in others) for key in got):
+            return [(column, value)]
+    return split
 
 
 def _ranked(rows: list[dict[str, Any]], order: str, limit: int) -> list[dict[str, Any]]:

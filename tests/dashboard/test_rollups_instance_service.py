@@ -25,7 +25,8 @@ pytestmark = pytest.mark.db
 SPLITS = [{"service": "openai"}, {"service": "postgres"}, {"service": "gong"}, {"service": "slack"},
           {"step": "persist-facts-1"}, {"step": "llm-extract"}, {"step": "fetch-calls"},
           {"model": "gpt-4o-mini"}, {"model": "text-embedding-3-small"},
-          {"service": "openai", "model": "gpt-4o-mini"}, {"service": "postgres", "step": "persist-facts-2"}]
+          {"service": "openai", "model": "gpt-4o-mini"}, {"service": "postgres", "step": "persist-facts-2"},
+          {"service": "openai", "step": "llm-extract"}, {"step": "llm-extract", "model": "gpt-4o-mini"}]
 ORDERS = ("-total", "-calls", "-last", "total")
 
 
@@ -96,6 +97,19 @@ def test_a_filter_by_service_step_or_model_reads_its_rollup(db, name, model, col
     assert sel.cost_by_instance(tenants=MINE, filters=f, limit=3)[0]["total"] == Decimal("99")
 
 
+def test_two_filters_one_implying_the_other_read_its_rollup(db):
+    """In this ledger openai is only called with gpt-4o-mini: service=openai with model=gpt-4o-mini
+    reads one of their rollups."""
+    now = timezone.now()
+    ledger(now, n=30)
+    catch_up(now)
+    f = sel.CostFilters(since=now - timedelta(hours=60), service="openai", model="gpt-4o-mini")
+    top = sel.cost_by_instance(tenants=MINE, filters=f, limit=3)[0]
+    InstanceModelCost.objects.filter(instance_id=top["instance_id"], model="gpt-4o-mini").update(total=Decimal("99"))
+    InstanceServiceCost.objects.filter(instance_id=top["instance_id"], service="openai").update(total=Decimal("99"))
+    assert sel.cost_by_instance(tenants=MINE, filters=f, limit=3)[0]["total"] == Decimal("99")
+
+
 def test_a_service_span_inside_the_window_of_an_instance_straddling_it_counts_once(db):
     now = timezone.now()
     ledger(now, n=5)
@@ -103,13 +117,26 @@ def test_a_service_span_inside_the_window_of_an_instance_straddling_it_counts_on
     add_cost(inst, at=now - timedelta(hours=20), amount="1.000000", service="gong", step="fetch-calls")
     add_cost(inst, at=now - timedelta(hours=5), amount="2.000000", service="openai", step="llm-extract")
     add_cost(inst, at=now - timedelta(hours=4), amount="3.000000", service="openai", step="llm-extract")
+    # Neither filter implies the other any more: service=openai with step=llm-extract from the ledger.
+    add_cost(inst, at=now - timedelta(hours=4), amount="0.700000", service="anthropic", step="llm-extract")
+    add_cost(inst, at=now - timedelta(hours=4), amount="0.900000", service="openai", step="classify")
+    mix = make_instance("rl-mix", tenant="acme", created_at=now - timedelta(hours=8))
+    for service, step, amount in [("openai", "llm-extract", "1.000000"), ("anthropic", "llm-extract", "0.700000"),
+                                  ("openai", "classify", "0.900000")]:
+        add_cost(mix, at=now - timedelta(hours=8), amount=amount, service=service, step=step)
     catch_up(now)
+    f = sel.CostFilters(since=now - timedelta(hours=10), service="openai", step="llm-extract")
+    row = next(r for r in sel.cost_by_instance(tenants=MINE, filters=f, limit=50) if r["instance_id"] == "rl-mix")
+    assert (row["total"], row["calls"]) == (Decimal("1"), 1)
     f = sel.CostFilters(since=now - timedelta(hours=10), service="openai")
     row = next(r for r in sel.cost_by_instance(tenants=MINE, filters=f, limit=50) if r["instance_id"] == "rl-two")
-    assert (row["total"], row["calls"]) == (Decimal("5"), 2)
+    assert (row["total"], row["calls"]) == (Decimal("5.9"), 3)
     f = sel.CostFilters(since=now - timedelta(hours=10), until=now - timedelta(hours=4, minutes=30), service="openai")
     row = next(r for r in sel.cost_by_instance(tenants=MINE, filters=f, limit=50) if r["instance_id"] == "rl-two")
     assert (row["total"], row["calls"]) == (Decimal("2"), 1)
+    f = sel.CostFilters(since=now - timedelta(hours=10), service="openai", step="llm-extract")
+    row = next(r for r in sel.cost_by_instance(tenants=MINE, filters=f, limit=50) if r["instance_id"] == "rl-two")
+    assert (row["total"], row["calls"]) == (Decimal("5"), 2)
     assert assert_matches(now) > 0
 
 
