@@ -9,6 +9,8 @@ from __future__ import annotations
 from decimal import Decimal
 
 from django.db import models
+from django.db.models import F, Q
+from django.db.models.functions import Upper
 
 
 class SourceAuthority(models.TextChoices):
@@ -47,6 +49,10 @@ class Fact(models.Model):
     class Meta:
         indexes = [
             models.Index(fields=["tenant", "predicate", "valid"], name="fact_tenant_pred_valid"),
+            # The rivals of a new fact (same tenant, subject in any case, predicate, still valid):
+            # without it each persist scanned every valid fact of its predicate.
+            models.Index(F("tenant"), Upper("subject"), F("predicate"), name="fact_rivals",
+                         condition=Q(valid=True)),
             models.Index(fields=["tenant", "source_ref"], name="fact_tenant_source"),
         ]
 
