@@ -157,6 +157,7 @@ class InstanceCost(models.Model):
         indexes = [
             models.Index(fields=["first_at"], name="instance_cost_first"),
             models.Index(fields=["-total", "instance_id"], name="instance_cost_total"),
+            models.Index(fields=["-calls", "instance_id"], name="instance_cost_calls"),
             models.Index(fields=["-last_at"], name="instance_cost_last"),
         ]
 
@@ -193,6 +194,7 @@ class InstanceServiceCost(_InstancePartCost):
         ]
         indexes = [
             models.Index(fields=["service", "-total", "instance_id"], name="inst_service_cost_total"),
+            models.Index(fields=["service", "-calls", "instance_id"], name="inst_service_cost_calls"),
             models.Index(fields=["service", "-last_at"], name="inst_service_cost_last"),
             models.Index(fields=["service", "first_at"], name="inst_service_cost_first"),
         ]
@@ -208,6 +210,7 @@ class InstanceStepCost(_InstancePartCost):
         ]
         indexes = [
             models.Index(fields=["step_name", "-total", "instance_id"], name="inst_step_cost_total"),
+            models.Index(fields=["step_name", "-calls", "instance_id"], name="inst_step_cost_calls"),
             models.Index(fields=["step_name", "-last_at"], name="inst_step_cost_last"),
             models.Index(fields=["step_name", "first_at"], name="inst_step_cost_first"),
         ]
@@ -223,6 +226,7 @@ class InstanceModelCost(_InstancePartCost):
         ]
         indexes = [
             models.Index(fields=["model", "-total", "instance_id"], name="inst_model_cost_total"),
+            models.Index(fields=["model", "-calls", "instance_id"], name="inst_model_cost_calls"),
             models.Index(fields=["model", "-last_at"], name="inst_model_cost_last"),
             models.Index(fields=["model", "first_at"], name="inst_model_cost_first"),
         ]
