@@ -266,6 +266,9 @@ def page_urls() -> list[tuple[str, str]]:
         ("costs (7d, step=llm-extract)", "/costs/?step=llm-extract"),
         ("costs (7d, model=gpt-4o-mini)", "/costs/?model=gpt-4o-mini"),
         ("costs (7d, service=openai, model=gpt-4o-mini)", "/costs/?service=openai&model=gpt-4o-mini"),
+        ("costs (7d, instances by calls)", "/costs/?sort=-calls"),
+        ("costs (7d, service=openai, instances by calls)", "/costs/?service=openai&sort=-calls"),
+        ("costs (7d, step=persist-facts-1, latest instances)", "/costs/?step=persist-facts-1&sort=-last"),
         ("overview", "/"),
     ]
 
