@@ -644,30 +644,26 @@ _HELD = "id = %(iid)s AND lease_token = %(token)s AND lease_expires_at > %(now)s
 _HISTORY_COLUMNS = """engine_history (instance_id, workflow, tenant, kind, step_name, status, data,
                                     actor, reason, created_at)"""
 
-_COMPLETE_INSTANCE = f"""
-    WITH u AS (
+_COMPLETED = f"""
+    u AS (
         UPDATE engine_instance SET status = 'complete', output = %(output)s::jsonb, ended_at = %(now)s,
             updated_at = %(now)s, ready_at = NULL, {_RELEASE}, control = '', error_name = '', error_message = ''
         WHERE {_HELD}
         RETURNING workflow, tenant
-    ),
-    h AS (
-        INSERT INTO {_HISTORY_COLUMNS}
-        SELECT %(iid)s, u.workflow, u.tenant, 'instance.status', '', 'complete', '{{}}'::jsonb, '', '', %(now)s
-        FROM u
-    )
+    )"""
+_COMPLETED_HISTORY = """SELECT %(iid)s, u.workflow, u.tenant, 'instance.status', '', 'complete', '{}'::jsonb, '', '',
+            %(now)s FROM u"""
+
+_COMPLETE_INSTANCE = f"""
+    WITH {_COMPLETED},
+    h AS (INSERT INTO {_HISTORY_COLUMNS} {_COMPLETED_HISTORY})
     SELECT 1 FROM u
 """
 
 # The same, for a run whose last step was a sleep found due in this turn: the sleep's row
 # completes in the same statement.
 _WAKE_AND_COMPLETE_INSTANCE = f"""
-    WITH u AS (
-        UPDATE engine_instance SET status = 'complete', output = %(output)s::jsonb, ended_at = %(now)s,
-            updated_at = %(now)s, ready_at = NULL, {_RELEASE}, control = '', error_name = '', error_message = ''
-        WHERE {_HELD}
-        RETURNING workflow, tenant
-    ),
+    WITH {_COMPLETED},
     s AS (
         UPDATE engine_step SET status = 'complete', result = NULL, ended_at = %(woke_at)s
         WHERE id = %(sid)s AND EXISTS (SELECT 1 FROM u)
@@ -676,9 +672,7 @@ _WAKE_AND_COMPLETE_INSTANCE = f"""
         INSERT INTO {_HISTORY_COLUMNS}
         SELECT %(iid)s, u.workflow, u.tenant, 'step.completed', %(label)s, '', '{{}}'::jsonb, '', '', %(woke_at)s
         FROM u
-        UNION ALL
-        SELECT %(iid)s, u.workflow, u.tenant, 'instance.status', '', 'complete', '{{}}'::jsonb, '', '', %(now)s
-        FROM u
+        UNION ALL {_COMPLETED_HISTORY}
     )
     SELECT 1 FROM u
 """

@@ -28,25 +28,33 @@ def status_counts(db: Database, workflow: str) -> dict[str, int]:
     return dict(rows)
 
 
-def test_a_worker_killed_inside_a_step_loses_nothing_and_reruns_only_that_step(db, tmp_path):
-    python(db, "from ingest.engine import create; create('e2e-crash-me', id='crash-1', params={'hold': 3.0})")
-    first = start_worker(db, lease=2.0, log=tmp_path / "w1.log")
+def kill_inside_the_slow_step(db: Database, tmp_path, iid: str, *, before_kill, env=None) -> None:
+    """Start `e2e-crash-me` as `iid`, SIGKILL its worker inside the slow step (after
+    `before_kill()`), let a second worker finish it, and check that only the slow step ran
+    again, with the same idempotency key."""
+    python(db, f"from ingest.engine import create; create('e2e-crash-me', id={iid!r}, params={{'hold': 3.0}})")
+    first = start_worker(db, lease=2.0, log=tmp_path / "w1.log", env=env)
     wait_for(lambda: db.execute("SELECT 1 FROM e2e_effects WHERE step = 'slow'"), timeout=60, what="the slow step to start")
-    # A step still running after RUNLEDGER_MARKER_MS has its start marker written: the replay
-    # sees an attempt under way and records it as lost.
-    wait_for(lambda: db.execute("SELECT 1 FROM engine_step WHERE name = 'slow' AND status = 'running'"),
-             timeout=10, what="the slow step's start marker")
+    before_kill()
     first.send_signal(signal.SIGKILL)
     first.wait(timeout=10)
     second = start_worker(db, lease=2.0, log=tmp_path / "w2.log")
     try:
-        wait_for(lambda: db.execute("SELECT 1 FROM engine_instance WHERE id='crash-1' AND status='complete'"),
+        wait_for(lambda: db.execute("SELECT 1 FROM engine_instance WHERE id = %s AND status = 'complete'", (iid,)),
                  timeout=60, what="the instance to complete on the second worker")
     finally:
         assert stop(second) == 0
     runs = db.execute("SELECT step, count(*), count(DISTINCT pid), count(DISTINCT idempotency_key) "
                       "FROM e2e_effects GROUP BY step ORDER BY step")
     assert runs == [("after", 1, 1, 1), ("before-1", 1, 1, 1), ("before-2", 1, 1, 1), ("slow", 2, 2, 1)]
+
+
+def test_a_worker_killed_inside_a_step_loses_nothing_and_reruns_only_that_step(db, tmp_path):
+    # A step still running after RUNLEDGER_MARKER_MS has its start marker written: the replay
+    # sees an attempt under way and records it as lost.
+    kill_inside_the_slow_step(db, tmp_path, "crash-1", before_kill=lambda: wait_for(
+        lambda: db.execute("SELECT 1 FROM engine_step WHERE name = 'slow' AND status = 'running'"),
+        timeout=10, what="the slow step's start marker"))
     attempts = db.execute("SELECT a.number, a.ok, a.error_name FROM engine_attempt a JOIN engine_step s ON s.id = a.step_id "
                           "WHERE s.name = 'slow' ORDER BY a.number")
     assert attempts == [(1, False, "WorkerLost"), (2, True, "")]
@@ -54,23 +62,11 @@ def test_a_worker_killed_inside_a_step_loses_nothing_and_reruns_only_that_step(d
 
 def test_a_worker_killed_before_the_start_marker_reruns_the_step_as_its_first_attempt(db, tmp_path):
     # The start marker is not written yet (RUNLEDGER_MARKER_MS is a minute): nothing of the
-    # interrupted attempt is in the ledger, so the replay runs it again as attempt 1, with the
-    # same idempotency key, and the steps completed before it are not re-run.
-    python(db, "from ingest.engine import create; create('e2e-crash-me', id='crash-2', params={'hold': 3.0})")
-    first = start_worker(db, lease=2.0, log=tmp_path / "w1.log", env={"RUNLEDGER_MARKER_MS": "60000"})
-    wait_for(lambda: db.execute("SELECT 1 FROM e2e_effects WHERE step = 'slow'"), timeout=60, what="the slow step to start")
-    assert db.execute("SELECT count(*) FROM engine_step WHERE instance_id = 'crash-2' AND name = 'slow'") == [(0,)]
-    first.send_signal(signal.SIGKILL)
-    first.wait(timeout=10)
-    second = start_worker(db, lease=2.0, log=tmp_path / "w2.log")
-    try:
-        wait_for(lambda: db.execute("SELECT 1 FROM engine_instance WHERE id='crash-2' AND status='complete'"),
-                 timeout=60, what="the instance to complete on the second worker")
-    finally:
-        assert stop(second) == 0
-    runs = db.execute("SELECT step, count(*), count(DISTINCT pid), count(DISTINCT idempotency_key) "
-                      "FROM e2e_effects GROUP BY step ORDER BY step")
-    assert runs == [("after", 1, 1, 1), ("before-1", 1, 1, 1), ("before-2", 1, 1, 1), ("slow", 2, 2, 1)]
+    # interrupted attempt is in the ledger, so the replay runs it again as attempt 1.
+    def no_row_yet() -> None:
+        assert db.execute("SELECT count(*) FROM engine_step WHERE instance_id = 'crash-2' AND name = 'slow'") == [(0,)]
+
+    kill_inside_the_slow_step(db, tmp_path, "crash-2", before_kill=no_row_yet, env={"RUNLEDGER_MARKER_MS": "60000"})
     attempts = db.execute("SELECT a.number, a.ok FROM engine_attempt a JOIN engine_step s ON s.id = a.step_id "
                           "WHERE s.name = 'slow' ORDER BY a.number")
     assert attempts == [(1, True)]
