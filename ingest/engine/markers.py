@@ -8,9 +8,8 @@ the step.started history row) on its own connection, so the dashboard shows the 
 replay after a crash sees that an attempt was under way and counts it.
 
 What a crash loses: a step that dies before its marker is written is replayed as if it had never
-started; it runs again with the same idempotency key and the same attempt number. That is the
-same outcome a lost asynchronous-commit marker had before, and what the contract promises: a step
-is not complete until its completion has committed.
+started; it runs again with the same idempotency key and the same attempt number. No completed
+step is lost or run again: a step is complete only once its completion has committed.
 """
 
 from __future__ import annotations
@@ -31,8 +30,6 @@ log = logging.getLogger("runledger.engine")
 IDLE_CLOSE_SECONDS = 2.0
 
 PENDING, WRITING, WRITTEN, CANCELLED = "pending", "writing", "written", "cancelled"
-
-
 TICK_SECONDS = 0.01
 IDLE_AFTER_SECONDS = 1.0  # of an empty queue, before the thread waits to be woken instead of ticking
 
