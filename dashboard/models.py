@@ -184,52 +184,44 @@ class _InstancePartCost(models.Model):
         abstract = True
 
 
+def _part_key(column: str, short: str) -> list[models.BaseConstraint]:
+    """One row per instance and value of `column`."""
+    return [models.UniqueConstraint(fields=["instance_id", "tenant", "workflow_type", column],
+                                    name=f"instance_{short}_cost_key")]
+
+
+def _part_indexes(column: str, short: str) -> list[models.Index]:
+    """The per-instance table's sorts (spend, calls, latest, first) under a filter on `column`."""
+    return [
+        models.Index(fields=[column, "-total", "instance_id"], name=f"inst_{short}_cost_total"),
+        models.Index(fields=[column, "-calls", "instance_id"], name=f"inst_{short}_cost_calls"),
+        models.Index(fields=[column, "-last_at"], name=f"inst_{short}_cost_last"),
+        models.Index(fields=[column, "first_at"], name=f"inst_{short}_cost_first"),
+    ]
+
+
 class InstanceServiceCost(_InstancePartCost):
     service = models.CharField(max_length=100)
 
     class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["instance_id", "tenant", "workflow_type", "service"],
-                                    name="instance_service_cost_key"),
-        ]
-        indexes = [
-            models.Index(fields=["service", "-total", "instance_id"], name="inst_service_cost_total"),
-            models.Index(fields=["service", "-calls", "instance_id"], name="inst_service_cost_calls"),
-            models.Index(fields=["service", "-last_at"], name="inst_service_cost_last"),
-            models.Index(fields=["service", "first_at"], name="inst_service_cost_first"),
-        ]
+        constraints = _part_key("service", "service")
+        indexes = _part_indexes("service", "service")
 
 
 class InstanceStepCost(_InstancePartCost):
     step_name = models.CharField(max_length=300)
 
     class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["instance_id", "tenant", "workflow_type", "step_name"],
-                                    name="instance_step_cost_key"),
-        ]
-        indexes = [
-            models.Index(fields=["step_name", "-total", "instance_id"], name="inst_step_cost_total"),
-            models.Index(fields=["step_name", "-calls", "instance_id"], name="inst_step_cost_calls"),
-            models.Index(fields=["step_name", "-last_at"], name="inst_step_cost_last"),
-            models.Index(fields=["step_name", "first_at"], name="inst_step_cost_first"),
-        ]
+        constraints = _part_key("step_name", "step")
+        indexes = _part_indexes("step_name", "step")
 
 
 class InstanceModelCost(_InstancePartCost):
     model = models.CharField(max_length=200)
 
     class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["instance_id", "tenant", "workflow_type", "model"],
-                                    name="instance_model_cost_key"),
-        ]
-        indexes = [
-            models.Index(fields=["model", "-total", "instance_id"], name="inst_model_cost_total"),
-            models.Index(fields=["model", "-calls", "instance_id"], name="inst_model_cost_calls"),
-            models.Index(fields=["model", "-last_at"], name="inst_model_cost_last"),
-            models.Index(fields=["model", "first_at"], name="inst_model_cost_first"),
-        ]
+        constraints = _part_key("model", "model")
+        indexes = _part_indexes("model", "model")
 
 
 # The per-instance rollups split by one api_costs column, by that column.

@@ -49,6 +49,15 @@ def require(service: str, available: bool) -> None:
     pytest.skip(f"{service} is not running here")
 
 
+@pytest.fixture
+def require_postgres() -> None:
+    """For a test of a PostgreSQL feature: the suite's own database must be PostgreSQL (skipped
+    on the embedded SQLite default, a failure under CI=true)."""
+    from django.db import connection
+
+    require("PostgreSQL as the test database (DATABASE_URL=postgres://…)", connection.vendor == "postgresql")
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if item.get_closest_marker("postgres"):
         require(f"PostgreSQL at {PG_URL}", postgres_available())

@@ -242,11 +242,8 @@ async def test_the_follower_only_wakes_groups_that_have_changes(people, layer):
 
 @pytest.mark.postgres
 @pytestmark_db
-async def test_on_postgresql_a_commit_wakes_the_follower_through_listen_notify(people, layer, live_settings, monkeypatch):
-    from django.db import connection
-
-    if connection.vendor != "postgresql":
-        pytest.skip("LISTEN/NOTIFY needs PostgreSQL (set DATABASE_URL)")
+async def test_on_postgresql_a_commit_wakes_the_follower_through_listen_notify(people, layer, live_settings, monkeypatch,
+                                                                              require_postgres):
     monkeypatch.setattr(follower_module, "SAFETY_POLL_SECONDS", 30.0)  # only NOTIFY can wake it in time
     inst = await sync_to_async(make_instance)("acme-pg-1", tenant="acme", status="running")
     follower = HistoryFollower()

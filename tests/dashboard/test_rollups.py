@@ -271,11 +271,12 @@ def test_a_row_committed_late_below_the_cursor_is_found_through_the_hole_it_left
     now = timezone.now()
     ledger(now, n=20)
     inst = make_instance("rl-late", tenant="acme", workflow="gong-ingest", created_at=now - timedelta(hours=30))
-    # A transaction takes history id k, another commits k+1; the roller passes in between.
-    placeholder = history(inst, "instance.status", now - timedelta(hours=29))
+    # A transaction takes history id k, another commits k+1; the roller passes in between. The
+    # row written and deleted here is that first transaction's id, not yet visible.
+    uncommitted = history(inst, "instance.status", now - timedelta(hours=29))
     history(inst, "instance.status", now - timedelta(hours=29))
-    late_id = placeholder.id
-    placeholder.delete()
+    late_id = uncommitted.id
+    uncommitted.delete()
     catch_up(now)
     assert str(late_id) in RollupState.objects.get().gaps
     # The first transaction commits now: a step and a cost in an hour closed a day ago.
@@ -399,9 +400,7 @@ def test_the_command_catches_up_and_a_rebuild_starts_over(db):
 
 
 @pytest.mark.postgres
-def test_a_second_roller_skips_its_pass_while_another_holds_the_lock(db):
-    if connection.vendor != "postgresql":
-        pytest.skip("the rollers' lock is PostgreSQL's")
+def test_a_second_roller_skips_its_pass_while_another_holds_the_lock(db, require_postgres):
     import psycopg
 
     from dashboard.rollups.runner import LOCK_KEY, rollup_pass_if_leader

@@ -42,12 +42,6 @@ def _close_worker_connections() -> None:
                        "WHERE datname = current_database() AND pid <> pg_backend_pid()")
 
 
-@pytest.fixture
-def require_postgres() -> None:
-    if connection.vendor != "postgresql":
-        pytest.skip("needs PostgreSQL (set DATABASE_URL=postgres://…)")
-
-
 @pytest.mark.django_db(transaction=True)
 def test_fifty_concurrent_steps_cannot_overspend_one_budget(require_postgres: None) -> None:
     budget_upsert(scope="tenant", key="race", period="day", limit=LIMIT, policy="fail")

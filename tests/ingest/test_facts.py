@@ -120,13 +120,11 @@ def test_facts_of_other_tenants_subjects_or_multi_valued_predicates_are_no_rival
 
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
-def test_rival_facts_written_at_once_leave_exactly_the_best_ranked_one_valid() -> None:
+def test_rival_facts_written_at_once_leave_exactly_the_best_ranked_one_valid(require_postgres: None) -> None:
     import threading
 
     from django.db import connection
 
-    if connection.vendor != "postgresql":
-        pytest.skip("concurrent writers need PostgreSQL (set DATABASE_URL=postgres://…)")
     writers = 24
     start = threading.Barrier(writers)
     writes: dict[int, object] = {}

@@ -1,10 +1,8 @@
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import pytest
-from django.db import connection
 
 from ingest.triggers.services import ingress_secret_create, route_upsert
 from tests.triggers import support  # noqa: F401  (registers the test workflows)
@@ -21,9 +19,3 @@ def route(db: Any) -> Any:
     return route_upsert(name="orders", workflow="test-echo", tenant="acme")
 
 
-@pytest.fixture
-def require_postgres() -> None:
-    if connection.vendor != "postgresql":
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail("this test needs PostgreSQL; CI must set DATABASE_URL=postgres://…")
-        pytest.skip("needs PostgreSQL (set DATABASE_URL=postgres://…)")
