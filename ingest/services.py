@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -82,8 +83,10 @@ def _conflict_lock_key(tenant: str, subject: str, predicate: str) -> int:
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
-_AUTHORITIES = list(AUTHORITY_RANK)
-_RANKS = [AUTHORITY_RANK[a] for a in _AUTHORITIES]
+# The ranks as PostgreSQL array literals, built once: adapting two Python lists at every fact
+# write cost psycopg more than the rest of the statement's parameters together.
+_AUTHORITIES = "{" + ",".join(AUTHORITY_RANK) + "}"
+_RANKS = "{" + ",".join(str(rank) for rank in AUTHORITY_RANK.values()) + "}"
 
 
 _FACT_PUT = (
@@ -92,32 +95,49 @@ _FACT_PUT = (
     "%s::timestamptz, %s::boolean, %s::bigint, %s::text[], %s::integer[])"
 )
 
+_cursors = threading.local()
 
-def _fact_put_postgres(v: dict[str, Any], *, single: bool) -> FactWrite:
-    """One round trip: `ingest_fact_put` (migration 0003) inserts the fact and, for a
-    single-valued predicate, resolves the conflict under the key's advisory lock, ranking as
-    `_rank` does. Run outside a transaction it is its own, committed without waiting for the
-    WAL flush (the step's completion, committed after it, flushes it).
 
-    A prepared statement on the thread's connection (Django's cursors bind on the client and
-    never prepare): a call's 18 or so fact steps then skip the parse, the plan and Django's
-    cursor wrapper. Errors still go through Django's translation, so a broken connection is
-    noticed and replaced.
+def _prepared_row(statement: str, params: Sequence[Any]) -> tuple[Any, ...] | None:
+    """Run `statement` as a prepared statement on this thread's Django connection (in its
+    transaction if one is open) and return its first row.
+
+    Django's cursors bind on the client and never prepare; here PostgreSQL parses and plans
+    the statement once per connection. The cursor is kept per thread and statement: psycopg
+    keeps the dumpers it chose for the parameters' types in the cursor, so a fresh cursor per
+    call (or one cursor alternating statements) looks them up again every time. Errors still
+    go through Django's translation, so a broken connection is noticed and replaced.
     """
     import psycopg
 
-    params = [v["id"], v["tenant"], v["subject"], v["predicate"], json.dumps(v["object"]), v["confidence"],
-              v["source_authority"], v["source_ref"], v["evidence"], v["observed_at"], v["ordinal"],
-              v["instance_id"], v["created_at"], single, _conflict_lock_key(v["tenant"], v["subject"], v["predicate"]),
-              _AUTHORITIES, _RANKS]
     connection.ensure_connection()
     with connection.wrap_database_errors:
         raw = connection.connection
         if raw.prepare_threshold is None:
             raw.prepare_threshold = 5  # Django sets None, which would refuse prepare=True too
-        with psycopg.Cursor(raw) as cursor:
-            cursor.execute(_FACT_PUT, params, prepare=True)
-            row = cursor.fetchone()
+        held = getattr(_cursors, "held", None)
+        if held is None or held[0] is not raw:
+            held = _cursors.held = (raw, {})  # a new connection: the old one's cursors go with it
+        cursor = held[1].get(statement)
+        if cursor is None:
+            cursor = held[1][statement] = psycopg.Cursor(raw)
+        cursor.execute(statement, params, prepare=True)
+        return cursor.fetchone()
+
+
+def _fact_put_postgres(v: dict[str, Any], *, single: bool) -> FactWrite:
+    """One round trip: `ingest_fact_put` (migration 0003) inserts the fact and, for a
+    single-valued predicate, resolves the conflict under the key's advisory lock, ranking as
+    `_rank` does. Run outside a transaction it is its own, committed without waiting for the
+    WAL flush (the step's completion, committed after it, flushes it). Prepared
+    (`_prepared_row`): a call's 18 or so fact steps skip the parse, the plan and Django's
+    cursor wrapper.
+    """
+    params = [v["id"], v["tenant"], v["subject"], v["predicate"], json.dumps(v["object"]), v["confidence"],
+              v["source_authority"], v["source_ref"], v["evidence"], v["observed_at"], v["ordinal"],
+              v["instance_id"], v["created_at"], single, _conflict_lock_key(v["tenant"], v["subject"], v["predicate"]),
+              _AUTHORITIES, _RANKS]
+    row = _prepared_row(_FACT_PUT, params)
     assert row is not None  # the function returns exactly one row
     action, valid, superseded = row
     return FactWrite(v["id"], action, valid, tuple(superseded))
@@ -167,14 +187,31 @@ def fact_insert_or_supersede(*, tenant: str, fact: ExtractedFact, source_ref: st
         return FactWrite(fact_id, "outranked", False)
 
 
+_SIGNAL_EVALUATION_PUT = """
+    INSERT INTO ingest_signalevaluation (instance_id, tenant, workflow, source_ref, fact_ids, fact_count, created_at)
+    VALUES (%s, %s, %s, %s, %s::jsonb, %s, %s)
+    ON CONFLICT (instance_id) DO UPDATE SET tenant = EXCLUDED.tenant, workflow = EXCLUDED.workflow,
+        source_ref = EXCLUDED.source_ref, fact_ids = EXCLUDED.fact_ids, fact_count = EXCLUDED.fact_count,
+        created_at = EXCLUDED.created_at
+    RETURNING id
+"""
+
+
 def signal_evaluation_record(*, instance_id: str, tenant: str, workflow: str, source_ref: str,
                              fact_ids: Sequence[str]) -> SignalEvaluation:
     """The one evaluation row of a batch (an instance); recording it again updates it.
 
     One INSERT … ON CONFLICT DO UPDATE (update_or_create took a transaction and three more
-    round trips), which also leaves no window for two writers to insert the row twice."""
+    round trips), which also leaves no window for two writers to insert the row twice; on
+    PostgreSQL a prepared one (Django's bulk_create built the statement anew every time)."""
     row = SignalEvaluation(instance_id=instance_id, tenant=tenant, workflow=workflow, source_ref=source_ref,
                            fact_ids=list(fact_ids), fact_count=len(fact_ids), created_at=timezone.now())
+    if connection.vendor == "postgresql":
+        got = _prepared_row(_SIGNAL_EVALUATION_PUT, [instance_id, tenant, workflow, source_ref,
+                                                     json.dumps(row.fact_ids), row.fact_count, row.created_at])
+        assert got is not None  # an upsert with RETURNING returns its row
+        row.id = got[0]
+        return row
     SignalEvaluation.objects.bulk_create(
         [row], update_conflicts=True, unique_fields=["instance_id"],
         update_fields=["tenant", "workflow", "source_ref", "fact_ids", "fact_count", "created_at"],
