@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 from django.db.models.signals import post_delete, post_save
@@ -16,6 +16,46 @@ from ingest.models import Connection, ConnectionKind, Fact, FactEmbedding, Keywo
 from ingest.pricing import PriceRow
 
 ENV: Mapping[str, str] = os.environ
+
+# How long a process keeps the tables an operator edits a few times a year (keyword lists,
+# connections, prices) before reading them again. The process that saves or deletes a row
+# (the admin, the services) drops its copies at once; the others see the edit within this.
+CONFIG_CACHE_SECONDS = 30.0
+PRICE_CACHE_SECONDS = CONFIG_CACHE_SECONDS
+V = TypeVar("V")
+
+
+class TimedCache(Generic[V]):
+    """Values read from the database, kept per key for at most `seconds` in this process.
+
+    `clear()` (from the tables' save and delete signals) also voids a read that was in flight
+    when it was called, so a row saved in this process is never hidden by an older read that
+    finished after the save.
+    """
+
+    def __init__(self, seconds: Callable[[], float]) -> None:
+        self._seconds = seconds
+        self._entries: dict[Hashable, tuple[float, V]] = {}
+        self._generation = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable, load: Callable[[], V]) -> V:
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None and time.monotonic() - entry[0] <= self._seconds():
+                return entry[1]
+            generation = self._generation
+        read_at = time.monotonic()
+        value = load()  # outside the lock: a slow read must not hold up the other threads
+        with self._lock:
+            if generation == self._generation:
+                self._entries[key] = (read_at, value)
+        return value
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._generation += 1
 
 
 @dataclass(frozen=True)
@@ -47,14 +87,29 @@ class LLMConfig:
     options: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
 
 
+_keyword_lists: TimedCache[tuple[str, ...] | None] = TimedCache(lambda: CONFIG_CACHE_SECONDS)
+_connections: TimedCache[Connection | None] = TimedCache(lambda: CONFIG_CACHE_SECONDS)
+
+
 def keyword_list_get(*, tenant: str) -> list[str] | None:
-    """The tenant's keywords, or None when it has no list (then nothing is prefiltered out)."""
-    row = KeywordList.objects.filter(tenant=tenant).values_list("keywords", flat=True).first()
-    return None if row is None else [str(k) for k in row]
+    """The tenant's keywords, or None when it has no list (then nothing is prefiltered out).
+
+    Read through a cache: every call's prefilter asked for the same list. An edit applies at
+    once in the process that saved it and within CONFIG_CACHE_SECONDS elsewhere."""
+
+    def load() -> tuple[str, ...] | None:
+        row = KeywordList.objects.filter(tenant=tenant).values_list("keywords", flat=True).first()
+        return None if row is None else tuple(str(k) for k in row)
+
+    keywords = _keyword_lists.get(tenant, load)
+    return None if keywords is None else list(keywords)
 
 
 def _connection(tenant: str, kind: str) -> Connection | None:
-    return Connection.objects.filter(tenant=tenant, kind=kind, enabled=True).first()
+    """The tenant's enabled connection row of a kind, through a cache as `keyword_list_get`'s
+    (every extraction read its LLM connection). Callers only read the row."""
+    return _connections.get((tenant, kind), lambda: Connection.objects.filter(
+        tenant=tenant, kind=kind, enabled=True).first())
 
 
 def connection_by_webhook_key(*, kind: str, key: str) -> Connection | None:
@@ -117,9 +172,7 @@ def price_rows() -> list[PriceRow]:
     ]
 
 
-PRICE_CACHE_SECONDS = 30.0
-_prices: tuple[float, list[PriceRow]] | None = None
-_prices_lock = threading.Lock()
+_prices: TimedCache[list[PriceRow]] = TimedCache(lambda: PRICE_CACHE_SECONDS)
 
 
 def price_rows_cached() -> list[PriceRow]:
@@ -130,29 +183,32 @@ def price_rows_cached() -> list[PriceRow]:
     effective dates exact: `price_for` picks the row in force at each usage's own time, so a
     row dated ahead takes over at its moment from the cache. What the cache delays is an edit
     reaching other processes, by at most PRICE_CACHE_SECONDS; the process that saves or
-    deletes a price row (the admin, `price_upsert`) drops its copy at once (`_price_edited`).
+    deletes a price row (the admin, `price_upsert`) drops its copy at once (`_edited`).
     """
-    global _prices
-    with _prices_lock:
-        if _prices is None or time.monotonic() - _prices[0] > PRICE_CACHE_SECONDS:
-            _prices = (time.monotonic(), price_rows())
-        return _prices[1]
+    return _prices.get(None, price_rows)
 
 
 def price_cache_clear() -> None:
-    global _prices
-    with _prices_lock:
-        _prices = None
+    _prices.clear()
 
 
-def _price_edited(**kwargs: Any) -> None:
-    # A signal rather than a call in each writer: the admin saves Price rows through the ORM,
-    # and a cache is not business logic. Queryset.update() sends no signal; nothing uses it.
-    price_cache_clear()
+def config_cache_clear() -> None:
+    """Forget the cached keyword lists, connections and prices of this process."""
+    _keyword_lists.clear()
+    _connections.clear()
+    _prices.clear()
 
 
-post_save.connect(_price_edited, sender=Price, dispatch_uid="ingest.price_cache")
-post_delete.connect(_price_edited, sender=Price, dispatch_uid="ingest.price_cache")
+def _edited(sender: type, **kwargs: Any) -> None:
+    # A signal rather than a call in each writer: the admin saves these rows through the ORM,
+    # and a cache is not business logic. Queryset.update() and bulk_create() send no signal;
+    # nothing writes these tables that way (an edit made so is seen after the cache's limit).
+    {Price: _prices, KeywordList: _keyword_lists, Connection: _connections}[sender].clear()
+
+
+for _model in (Price, KeywordList, Connection):
+    post_save.connect(_edited, sender=_model, dispatch_uid=f"ingest.config_cache.{_model.__name__}")
+    post_delete.connect(_edited, sender=_model, dispatch_uid=f"ingest.config_cache.{_model.__name__}")
 
 
 def fact_list(*, tenant: str, valid: bool | None = True, source_ref: str | None = None) -> list[Fact]:

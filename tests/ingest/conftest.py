@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 
 from ingest.engine.worker import run_until_idle
-from ingest.selectors import price_cache_clear
+from ingest.selectors import config_cache_clear
 from ingest.services import connection_upsert, keyword_list_set
 from tests.fakes import FakeGong, FakeOpenAI, FakeSalesforce
 from tests.fakes.fixtures import fake_anthropic, fake_gong, fake_openai, fake_salesforce  # noqa: F401
@@ -21,12 +21,13 @@ def _pricer(settings: Any) -> None:
 
 
 @pytest.fixture(autouse=True)
-def _fresh_prices() -> Iterator[None]:
-    """Price rows a test writes roll back with it, but a worker thread may have cached them:
-    start and end every test with the process's price cache empty."""
-    price_cache_clear()
+def _fresh_config() -> Iterator[None]:
+    """Price rows, keyword lists and connections a test writes roll back with it (no delete
+    signal), but a worker thread may have cached them: start and end every test with the
+    process's caches empty."""
+    config_cache_clear()
     yield
-    price_cache_clear()
+    config_cache_clear()
 
 
 @pytest.fixture(autouse=True)
