@@ -203,7 +203,8 @@ def _edited(sender: type, **kwargs: Any) -> None:
     # A signal rather than a call in each writer: the admin saves these rows through the ORM,
     # and a cache is not business logic. Queryset.update() and bulk_create() send no signal;
     # nothing writes these tables that way (an edit made so is seen after the cache's limit).
-    {Price: _prices, KeywordList: _keyword_lists, Connection: _connections}[sender].clear()
+    caches: dict[type, TimedCache[Any]] = {Price: _prices, KeywordList: _keyword_lists, Connection: _connections}
+    caches[sender].clear()
 
 
 for _model in (Price, KeywordList, Connection):

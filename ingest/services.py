@@ -115,14 +115,15 @@ def _prepared_row(statement: str, params: Sequence[Any]) -> tuple[Any, ...] | No
         raw = connection.connection
         if raw.prepare_threshold is None:
             raw.prepare_threshold = 5  # Django sets None, which would refuse prepare=True too
-        held = getattr(_cursors, "held", None)
+        held: tuple[Any, dict[str, psycopg.Cursor[Any]]] | None = getattr(_cursors, "held", None)
         if held is None or held[0] is not raw:
             held = _cursors.held = (raw, {})  # a new connection: the old one's cursors go with it
         cursor = held[1].get(statement)
         if cursor is None:
             cursor = held[1][statement] = psycopg.Cursor(raw)
         cursor.execute(statement, params, prepare=True)
-        return cursor.fetchone()
+        row: tuple[Any, ...] | None = cursor.fetchone()
+        return row
 
 
 def _fact_put_postgres(v: dict[str, Any], *, single: bool) -> FactWrite:
