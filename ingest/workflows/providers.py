@@ -4,9 +4,10 @@ The tenant's LLM connection (or the RUNLEDGER_LLM_* environment) picks the extra
 offline rule extractor by default, an OpenAI-compatible or Anthropic client otherwise.
 Clients are built once per configuration and process and shared by steps in every thread.
 
-Spend is read off the wire: a `requests` response hook records the `usage` of every answer
-the provider sent, including answers the client then rejects (blank content, malformed JSON),
-because the provider bills those too. A step records one `api_costs` row per such answer.
+Spend is read off the wire: the client reports the `usage` of every answer the provider sent
+(`on_usage`), including answers it then rejects (blank content, malformed JSON), because the
+provider bills those too. A step records one `api_costs` row per such answer. (A `requests`
+response hook did this before, parsing every answer's JSON a second time.)
 """
 
 from __future__ import annotations
@@ -18,16 +19,13 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Protocol
 
-import requests
-
 from ingest.extraction.prompt import SYSTEM_PROMPT, LLMFactExtractor
 from ingest.extraction.rules import RuleExtractor
 from ingest.extraction.values import LLMResult
 from ingest.pricing import Usage
 from ingest.selectors import LLMConfig
 from ingest.sources.http import new_session
-from ingest.sources.llm import AnthropicClient, OpenAIChatClient, usage_from_openai
-from ingest.sources.llm.anthropic import usage_from_anthropic
+from ingest.sources.llm import AnthropicClient, OpenAIChatClient
 
 MAX_OUTPUT_TOKENS = 2048
 _meter = threading.local()
@@ -58,22 +56,11 @@ def usage_meter() -> Iterator[list[Usage]]:
         _meter.stack = stack
 
 
-def _metering_session(parse: Any) -> requests.Session:
-    session = new_session()
-
-    def hook(response: requests.Response, *args: Any, **kwargs: Any) -> None:
-        stack = getattr(_meter, "stack", None)
-        if not stack or not response.ok:
-            return
-        try:
-            body = response.json()
-        except ValueError:
-            return
-        if isinstance(body, dict) and isinstance(body.get("usage"), dict):
-            stack[-1].append(parse(body))
-
-    session.hooks["response"].append(hook)
-    return session
+def _metered(usage: Usage) -> None:
+    """`on_usage` of the clients: count an answer's usage in this thread's innermost meter."""
+    stack = getattr(_meter, "stack", None)
+    if stack:
+        stack[-1].append(usage)
 
 
 @dataclass
@@ -98,18 +85,15 @@ class ClientExtractor:
         if config.provider == "anthropic":
             self.service = config.service or "anthropic"
             self.model = config.model or "claude-3-5-haiku-latest"
-            session = _metering_session(
-                lambda body: usage_from_anthropic(body["usage"], model=str(body.get("model") or self.model)))
             client: Any = AnthropicClient(api_key=config.api_key, model=self.model,
-                                          base_url=config.base_url or "https://api.anthropic.com", session=session)
+                                          base_url=config.base_url or "https://api.anthropic.com",
+                                          session=new_session(), on_usage=_metered)
         else:
             self.service = config.service or "openai"
             self.model = config.model or "gpt-4o-mini"
-            session = _metering_session(lambda body: usage_from_openai(
-                body["usage"], service=self.service, model=str(body.get("model") or self.model)))
             client = OpenAIChatClient(base_url=config.base_url or "https://api.openai.com/v1",
                                       api_key=config.api_key or None, model=self.model,
-                                      service=self.service, session=session)
+                                      service=self.service, session=new_session(), on_usage=_metered)
         self._extractor = LLMFactExtractor(client, max_tokens=MAX_OUTPUT_TOKENS)
 
     def extract(self, text: str, *, subject: str, source: str, key: str, attempt: int) -> LLMResult:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import json
 
 import pytest
@@ -10,6 +11,7 @@ from ingest.pricing import Usage
 from ingest.sources.llm import (
     AnthropicClient,
     LLMAuthError,
+    LLMError,
     LLMInvalidOutput,
     LLMRateLimited,
     LLMServerError,
@@ -229,3 +231,46 @@ def test_anthropic_text_in_code_fences_is_still_parsed(fake_anthropic: FakeAnthr
     )
 
     assert result.data == {"facts": []} and result.model == "claude-3-5-haiku-20241022"
+
+
+@pytest.mark.parametrize("answer", [
+    chat_completion("", prompt_tokens=300, completion_tokens=7),
+    chat_completion('{"facts": [', prompt_tokens=300, completion_tokens=7),
+    chat_completion('{"facts": []}', prompt_tokens=300, completion_tokens=7, finish_reason="length"),
+    chat_completion('{"facts": []}', prompt_tokens=300, completion_tokens=7),
+])
+def test_every_answer_reporting_usage_is_passed_to_on_usage_also_when_its_content_is_rejected(
+    fake_openai: FakeOpenAI, answer: dict[str, object]
+) -> None:
+    """The provider bills answers the client rejects; the caller meters them through on_usage."""
+    seen: list[Usage] = []
+    fake_openai.plan(CHAT, Planned(200, answer))
+
+    with contextlib.suppress(LLMInvalidOutput):  # the blank, malformed and cut-off answers
+        openai_for(fake_openai, on_usage=seen.append).complete_json(extraction_messages(TRANSCRIPT, subject="A"))
+
+    assert seen == [Usage("openai", "gpt-4o-mini-2024-07-18", 300, 0, 7)]
+
+
+def test_answers_without_usage_or_refused_are_not_passed_to_on_usage(fake_openai: FakeOpenAI) -> None:
+    seen: list[Usage] = []
+    no_usage = {k: v for k, v in chat_completion('{"facts": []}').items() if k != "usage"}
+    fake_openai.plan(CHAT, Planned(200, no_usage), Planned(400, {"error": {"message": "bad"}}))
+    client = openai_for(fake_openai, on_usage=seen.append, max_retries=0)
+
+    assert client.complete_json(extraction_messages(TRANSCRIPT, subject="A")).data == {"facts": []}
+    with pytest.raises(LLMError):
+        client.complete_json(extraction_messages(TRANSCRIPT, subject="A"))
+    assert seen == []
+
+
+def test_an_anthropic_answer_cut_off_at_max_tokens_is_passed_to_on_usage(fake_anthropic: FakeAnthropic) -> None:
+    seen: list[Usage] = []
+    fake_anthropic.plan(MESSAGES, Planned(200, anthropic_message('{"facts": [', input_tokens=50, output_tokens=9,
+                                                                 cache_read=10, stop_reason="max_tokens")))
+    client = AnthropicClient(api_key="sk-ant-fake", base_url=fake_anthropic.url, on_usage=seen.append)
+
+    with pytest.raises(LLMInvalidOutput, match="max_tokens"):
+        client.complete_json(extraction_messages(TRANSCRIPT, subject="A"))
+
+    assert seen == [Usage("anthropic", "claude-3-5-haiku-20241022", 60, 10, 9)]

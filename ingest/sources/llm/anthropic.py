@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import requests
@@ -38,7 +38,11 @@ def usage_from_anthropic(usage: Mapping[str, Any] | None, *, model: str) -> Usag
 
 
 class AnthropicClient:
-    """Claude through the Messages API; system messages become the `system` parameter."""
+    """Claude through the Messages API; system messages become the `system` parameter.
+
+    `on_usage` is called with the usage of every answer that reports one, before its content
+    is checked: an answer cut off at max_tokens or not JSON is billed too.
+    """
 
     def __init__(
         self,
@@ -53,10 +57,12 @@ class AnthropicClient:
         max_inline_wait: float = 10.0,
         session: requests.Session | None = None,
         sleep: Sleep = time.sleep,
+        on_usage: Callable[[Usage], None] | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.version = version
+        self.on_usage = on_usage
         self.max_tokens = max_tokens
         self.timeout = timeout
         self.max_retries = max_retries
@@ -104,6 +110,9 @@ class AnthropicClient:
             )
         payload = response_json(response, provider="anthropic", model=self.model)
         model = str(payload.get("model") or self.model)
+        usage = usage_from_anthropic(payload.get("usage"), model=model)
+        if self.on_usage is not None and isinstance(payload.get("usage"), dict):
+            self.on_usage(usage)
         if payload.get("stop_reason") == "max_tokens":
             raise LLMInvalidOutput(
                 f"anthropic model {model!r} stopped at max_tokens, so its JSON is cut off; "
@@ -114,7 +123,6 @@ class AnthropicClient:
             for block in payload.get("content") or []
             if block.get("type") == "text"
         )
-        usage = usage_from_anthropic(payload.get("usage"), model=model)
         data = parse_json_object(text, provider="anthropic", model=model)
         return LLMResult(data=data, usage=usage, model=model, raw_text=text)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypedDict
 
 import requests
@@ -60,6 +60,8 @@ class OpenAIChatClient:
     `https://api.deepseek.com/v1`, `http://localhost:8000/v1` (vLLM),
     `http://localhost:11434/v1` (Ollama). `api_key=None` sends no Authorization header.
     `service` names the provider in usage and cost rows ("openai", "deepseek", …).
+    `on_usage` is called with the usage of every answer that reports one, before its content
+    is checked: a blank or malformed answer is billed too.
     """
 
     def __init__(
@@ -75,10 +77,12 @@ class OpenAIChatClient:
         max_inline_wait: float = 10.0,
         session: requests.Session | None = None,
         sleep: Sleep = time.sleep,
+        on_usage: Callable[[Usage], None] | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.service = service
+        self.on_usage = on_usage
         self.json_mode = json_mode
         self.timeout = timeout
         self.max_retries = max_retries
@@ -124,8 +128,10 @@ class OpenAIChatClient:
             raise error_for_response(response, provider=self.service, model=self.model)
         payload = response_json(response, provider=self.service, model=self.model)
         model = str(payload.get("model") or self.model)
-        text = _first_message_content(payload, provider=self.service, model=model)
         usage = usage_from_openai(payload.get("usage"), service=self.service, model=model)
+        if self.on_usage is not None and isinstance(payload.get("usage"), dict):
+            self.on_usage(usage)
+        text = _first_message_content(payload, provider=self.service, model=model)
         data = parse_json_object(text, provider=self.service, model=model)
         return LLMResult(data=data, usage=usage, model=model, raw_text=text)
 
