@@ -6,14 +6,19 @@ so they are tested without waiting.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
+from typing import Any
+from urllib.parse import urlsplit
 
 import requests
+from requests.sessions import merge_setting
+from requests.utils import get_environ_proxies, get_netrc_auth
 
 # (connect, read) seconds. Every request passes an explicit timeout: requests has none.
 Timeout = tuple[float, float]
@@ -24,8 +29,63 @@ Clock = Callable[[], float]
 Sleep = Callable[[float], None]
 
 
+class Session(requests.Session):
+    """A `requests.Session` that reads the environment once per scheme and host.
+
+    With `trust_env` (the default) requests reads the proxy variables, REQUESTS_CA_BUNDLE /
+    CURL_CA_BUNDLE and ~/.netrc again for every request: two scans of os.environ and up to
+    three file lookups, about a fifth of the client's CPU for an LLM call. A process's
+    environment does not change under it, so the answers are kept per scheme and host and
+    applied exactly as requests applies them (a request's own proxies, verify and auth still
+    win). Redirects re-read the environment as before; they are rare on these APIs.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._environment: dict[tuple[str, str], tuple[dict[str, str], str | None, Any]] = {}
+
+    def _environment_for(self, url: str) -> tuple[dict[str, str], str | None, Any]:
+        parts = urlsplit(url)
+        key = (parts.scheme, parts.netloc)
+        found = self._environment.get(key)
+        if found is None:  # two threads may both read it: the same answer, stored twice
+            bundle = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
+            found = self._environment[key] = (get_environ_proxies(url), bundle, get_netrc_auth(url))
+        return found
+
+    def prepare_request(self, request: requests.Request) -> requests.PreparedRequest:
+        if self.trust_env and not request.auth and not self.auth and request.url:
+            # requests would look the URL's host up in ~/.netrc here; give it the kept answer,
+            # or `_no_auth` (which leaves the request as it is) when there is none and the URL
+            # carries no user:password@ of its own for requests to use instead.
+            url = str(request.url)
+            netrc = self._environment_for(url)[2]
+            if netrc is not None:
+                request.auth = netrc
+            elif "@" not in urlsplit(url).netloc:
+                request.auth = _no_auth
+        return super().prepare_request(request)
+
+    def merge_environment_settings(self, url: Any, proxies: Any, stream: Any, verify: Any,
+                                   cert: Any) -> dict[str, Any]:
+        if not self.trust_env or (proxies and "no_proxy" in proxies):
+            return super().merge_environment_settings(url, proxies, stream, verify, cert)
+        env_proxies, bundle, _ = self._environment_for(str(url))
+        if proxies is not None:
+            for key, value in env_proxies.items():
+                proxies.setdefault(key, value)
+        if verify is True or verify is None:
+            verify = bundle or verify
+        return {"proxies": merge_setting(proxies, self.proxies), "stream": merge_setting(stream, self.stream),
+                "verify": merge_setting(verify, self.verify), "cert": merge_setting(cert, self.cert)}
+
+
+def _no_auth(request: Any) -> Any:
+    return request
+
+
 def new_session() -> requests.Session:
-    session = requests.Session()
+    session = Session()
     session.headers["User-Agent"] = USER_AGENT
     return session
 
