@@ -85,11 +85,13 @@ def _add(changes: dict[int, tuple[Decimal, Decimal]], now: datetime) -> None:
 
 def budget_reserve(*, ctx: StepContext, service: str, amount: Decimal) -> list[int]:
     """Hold `amount` on every covering budget; on a breach apply the budget's policy."""
+    if connection.vendor == "postgresql":
+        return _reserve_postgres(ctx=ctx, service=service, amount=amount)
     covering = _covering(ctx, service) & Q(enabled=True)
     # Most spends have no budget, and one plain read says so, where the locking transaction
     # costs three round trips. A budget created after this read is charged when the cost is
     # recorded (`_settle`), exactly as if it had been created a moment after the reservation.
-    if not _any_covering(ctx, service, covering):
+    if not Budget.objects.filter(covering).exists():
         return []
     now = clock.now()
     breached: Budget | None = None
@@ -269,14 +271,73 @@ def price(*, service: str, model: str, usage: dict[str, int], at: datetime) -> D
 # ---- PostgreSQL: one prepared statement each -----------------------------------------------
 #
 # Recording a cost took five round trips through the ORM (BEGIN, the api_costs row, its
-# history row, the budgets' lock, COMMIT) and checking for budgets one more, each statement
-# built anew by the ORM: a fifth of the workers' CPU in bench/pipelines.py. On PostgreSQL each
-# is one prepared statement; SQLite keeps the ORM code above, which does the same writes.
+# history row, the budgets' lock, COMMIT) and reserving one (no budget) to seven (BEGIN, the
+# grants, the lock, the update, the reservations, COMMIT), each statement built anew by the
+# ORM: a fifth of the workers' CPU in bench/pipelines.py without budgets, a third with them.
+# On PostgreSQL each is one prepared statement; SQLite keeps the ORM code above, which does
+# the same writes.
 
 _COVERING_SQL = """(scope = 'tenant' AND key = %(tenant)s OR scope = 'workflow' AND key = %(workflow)s
         OR scope = 'service' AND key = %(service)s OR scope = 'instance' AND key = %(iid)s)"""
 
-_ANY_COVERING = f"SELECT EXISTS (SELECT 1 FROM engine_budget WHERE enabled AND {_COVERING_SQL})"
+# `budget_reserve` in one statement, committed on its own outside a transaction. As the ORM
+# code: the instance's unused grants (the first per budget) read before the lock; the covering
+# budgets locked in id order, each rolled into its current period; if the amount fits every one
+# (with its grant), each holds it, a grant the hold needs raises its budget's limit once
+# (claimed with a guarded update) and a reservation row per budget is returned; if not, only
+# the rolls are written and the first budget breached (by id) is returned for `_breach`. No
+# covering budget: nothing is locked or written, and no reservation comes back.
+_RESERVE = f"""
+    WITH g AS (
+        SELECT DISTINCT ON (budget_id) id, budget_id, amount FROM engine_budgetgrant
+        WHERE instance_id = %(iid)s AND NOT used ORDER BY budget_id, id
+    ),
+    b AS MATERIALIZED (
+        SELECT id, scope, key, period, policy, "limit", reserved, spent, period_start,
+            CASE period WHEN 'hour' THEN %(hour)s::timestamptz WHEN 'day' THEN %(day)s::timestamptz
+                        WHEN 'month' THEN %(month)s::timestamptz END AS current_start
+        FROM engine_budget WHERE enabled AND {_COVERING_SQL}
+        ORDER BY id FOR UPDATE
+    ),
+    v AS MATERIALIZED (
+        SELECT b.id, b.scope, b.key, b.period, b.policy, b."limit", b.reserved,
+            b.period_start < b.current_start AS rolled,
+            CASE WHEN b.period_start < b.current_start THEN b.current_start ELSE b.period_start END AS period_start,
+            CASE WHEN b.period_start < b.current_start THEN 0 ELSE b.spent END AS spent,
+            g.id AS grant_id, coalesce(g.amount, 0) AS grant_amount
+        FROM b LEFT JOIN g ON g.budget_id = b.id
+    ),
+    fits AS (SELECT NOT coalesce(bool_or(spent + reserved + %(amount)s > "limit" + grant_amount), false) AS ok FROM v),
+    used AS (
+        UPDATE engine_budgetgrant x SET used = true
+        FROM v, fits
+        WHERE fits.ok AND x.id = v.grant_id AND NOT x.used AND v.spent + v.reserved > v."limit" - v.grant_amount
+        RETURNING x.budget_id, x.amount
+    ),
+    changed AS (
+        UPDATE engine_budget x SET
+            period_start = v.period_start, spent = v.spent,
+            "limit" = x."limit" + coalesce((SELECT u.amount FROM used u WHERE u.budget_id = x.id), 0),
+            reserved = x.reserved + CASE WHEN fits.ok THEN %(amount)s ELSE 0 END,
+            updated_at = CASE WHEN fits.ok THEN %(now)s ELSE x.updated_at END
+        FROM v, fits
+        WHERE x.id = v.id AND (fits.ok OR v.rolled)
+    ),
+    held AS (
+        INSERT INTO engine_budgetreservation (budget_id, instance_id, step_name, attempt, service, amount, actual,
+            state, created_at, settled_at)
+        SELECT v.id, %(iid)s, %(label)s, %(attempt)s, %(service)s, %(amount)s, NULL, 'held', %(now)s, NULL
+        FROM v, fits WHERE fits.ok
+        RETURNING id
+    )
+    SELECT ARRAY(SELECT id FROM held ORDER BY id), o.id, o.scope, o.key, o.period, o."limit", o.spent, o.reserved,
+        o.policy
+    FROM fits LEFT JOIN LATERAL (
+        SELECT * FROM v WHERE NOT fits.ok AND v.spent + v.reserved + %(amount)s > v."limit" + v.grant_amount
+        ORDER BY v.id LIMIT 1
+    ) o ON true
+"""
+
 
 # The writes of `cost_record` + `_settle` in one statement, committed on its own outside a
 # transaction. As `_settle`: this attempt's held reservations for the service (locked in id
@@ -335,12 +396,24 @@ _RECORD = f"""
 """
 
 
-def _any_covering(ctx: StepContext, service: str, covering: Q) -> bool:
-    if connection.vendor != "postgresql":
-        return Budget.objects.filter(covering).exists()
-    row = _prepared_row(_ANY_COVERING, {"tenant": ctx.tenant, "workflow": ctx.workflow, "service": service,
-                                        "iid": ctx.instance_id})
-    return bool(row and row[0])
+def _reserve_postgres(*, ctx: StepContext, service: str, amount: Decimal) -> list[int]:
+    from psycopg.types.numeric import Int4
+
+    now = clock.now()
+    row = _prepared_row(_RESERVE, {
+        "tenant": ctx.tenant, "workflow": ctx.workflow, "service": service, "iid": ctx.instance_id,
+        "label": ctx.step_label, "attempt": Int4(ctx.attempt), "amount": amount, "now": now,
+        "hour": period_start("hour", now), "day": period_start("day", now), "month": period_start("month", now),
+    })
+    assert row is not None  # one row: FROM a one-row CTE
+    held, breached = list(row[0]), row[1]
+    if breached is not None:
+        # Outside the reserving statement: the breach's history and request must commit even
+        # though the step is about to unwind.
+        budget = Budget(id=breached, scope=row[2], key=row[3], period=row[4], limit=row[5], spent=row[6],
+                        reserved=row[7], policy=row[8])
+        _breach(ctx=ctx, service=service, amount=amount, budget=budget, now=now)
+    return held
 
 
 def _record_postgres(*, ctx: StepContext, service: str, cost: Decimal, model: str, usage: dict[str, int],
