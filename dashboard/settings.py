@@ -112,6 +112,9 @@ RUNLEDGER_POLL_SECONDS = config.env_float(ENV, "RUNLEDGER_POLL_SECONDS", 1.0, mi
 # A step still running after this many milliseconds gets its start marker written (PostgreSQL);
 # a quicker one is written once, complete (ingest/engine/markers.py).
 RUNLEDGER_MARKER_MS = config.env_float(ENV, "RUNLEDGER_MARKER_MS", 100.0, minimum=0.0)
+# Concurrent instances' step and instance completions share one transaction per batch
+# (PostgreSQL; ingest/engine/commits.py). Off: one transaction per write, as on SQLite.
+RUNLEDGER_GROUP_COMMIT = config.env_bool(ENV, "RUNLEDGER_GROUP_COMMIT", True)
 # Extra modules whose workflows every process registers (comma-separated), beside ingest.workflows.
 RUNLEDGER_WORKFLOW_MODULES = [m.strip() for m in ENV.get("RUNLEDGER_WORKFLOW_MODULES", "").split(",") if m.strip()]
 # Prices usage when a step records a cost without an amount (ingest.pricing, the pipelines' table).

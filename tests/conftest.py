@@ -81,3 +81,21 @@ def _engine_clock() -> Iterator[None]:
     clock.reset()
     yield
     clock.reset()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _release_test_database(django_db_setup, django_db_blocker) -> Iterator[None]:
+    """At the end of the session, before the test database is dropped: close the engine's own
+    connections (group commit, start markers, notifications and the threads of in-process
+    workers hold connections of their own, which close only when idle) so the drop succeeds."""
+    yield
+    from django.db import connection
+
+    from ingest.engine.commits import group
+
+    group.close()
+    if connection.vendor != "postgresql":
+        return
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                       "WHERE datname = current_database() AND pid <> pg_backend_pid()")

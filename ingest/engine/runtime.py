@@ -119,12 +119,13 @@ class Prepared:
 class Execution:
     """One turn of one instance. Holds the replay state; `step` objects call into it."""
 
-    def __init__(self, *, instance: Instance, store: InstanceStore, draining: threading.Event) -> None:
+    def __init__(self, *, instance: Instance, store: InstanceStore, draining: threading.Event,
+                 has_steps: bool = True) -> None:
         self.instance = instance
         self.store = store
         self.draining = draining
         self.overrides: Overrides | None = overrides_for(instance.id, instance.workflow)
-        records = store.load_steps()
+        records = store.load_steps() if has_steps else []
         self.by_key = {(r.name, r.seq): r for r in records if r.kind != StepKind.ROLLBACK}
         self.by_pos = {r.position: r for r in records if r.kind != StepKind.ROLLBACK}
         self.rollback_done = {r.name for r in records if r.kind == StepKind.ROLLBACK}
@@ -471,10 +472,16 @@ def check_result(label: str, instance_id: str, value: Any) -> Any:
     return encode_result(label, instance_id, value)[0]
 
 
+_ENCODER = json.JSONEncoder(allow_nan=False, separators=(",", ":"))
+_SCALARS = (str, int, bool)  # their JSON round trip gives back the same value
+
+
 def encode_result(label: str, instance_id: str, value: Any) -> tuple[Any, str]:
     """The value as it will be stored and replayed (JSON round trip), and its JSON; at most 1 MiB."""
+    if value is None:
+        return None, "null"
     try:
-        text = json.dumps(value, allow_nan=False, separators=(",", ":"))
+        text = _ENCODER.encode(value)
     except (TypeError, ValueError) as exc:
         raise StepResultNotSerializable(
             f"step {label!r} of instance {instance_id} returned a value that is not "
@@ -486,7 +493,7 @@ def encode_result(label: str, instance_id: str, value: Any) -> tuple[Any, str]:
             f"step {label!r} of instance {instance_id} returned {size / 1048576:.1f} MiB; step "
             "results are limited to 1 MiB — store large data in a table and return its id"
         )
-    return json.loads(text), text
+    return (value if type(value) in _SCALARS else json.loads(text)), text
 
 
 def failure_of(exc: BaseException) -> Failure:

@@ -8,6 +8,7 @@ use SKIP LOCKED; LISTEN/NOTIFY wakes idle workers at once). On SQLite one worker
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -44,12 +45,18 @@ def _make_step(execution: Execution, is_async: bool) -> Step:
 
 
 def run_turn(instance_id: str, *, token: str, worker_id: str, lease: timedelta,
-             draining: threading.Event) -> str:
-    """Run one turn of a claimed instance. Returns the status it was left in."""
-    inst = load_instance(instance_id)
+             draining: threading.Event, claimed: sql.Claimed | None = None) -> str:
+    """Run one turn of a claimed instance. Returns the status it was left in. `claimed`: what the
+    claim returned of it; when that holds its row, the turn does not read the row again, nor its
+    steps when it has none."""
+    if claimed is not None and claimed.row is not None:
+        inst = _instance_from_row(claimed.row)
+    else:
+        inst = load_instance(instance_id)
     store = InstanceStore(instance_id=inst.id, token=token, worker=worker_id, workflow=inst.workflow,
                           tenant=inst.tenant, lease=lease, control=inst.control)
-    return Execution(instance=inst, store=store, draining=draining).run_turn(_make_step)
+    has_steps = claimed is None or claimed.row is None or claimed.has_steps
+    return Execution(instance=inst, store=store, draining=draining, has_steps=has_steps).run_turn(_make_step)
 
 
 _COLUMNS = [f.attname for f in Instance._meta.concrete_fields]
@@ -63,19 +70,33 @@ def load_instance(instance_id: str) -> Instance:
     row = sql.instance_row(instance_id, _COLUMNS)
     if row is None:
         raise Instance.DoesNotExist(instance_id)
+    return _instance_from_row(row)
+
+
+def _instance_from_row(row: tuple[Any, ...]) -> Instance:
     values = [json.loads(v) if i in _JSON_COLUMNS and v is not None else v for i, v in enumerate(row)]
     return Instance.from_db(connection.alias, _COLUMNS, values)
 
 
 def claim_batch(*, worker_id: str, limit: int, lease: timedelta, now: datetime | None = None) -> tuple[str, list[str]]:
     """Lease up to `limit` runnable instances; record their move to running in the history."""
+    token, claimed = claim(worker_id=worker_id, limit=limit, lease=lease, now=now)
+    return token, [c.id for c in claimed]
+
+
+def claim(*, worker_id: str, limit: int, lease: timedelta, now: datetime | None = None,
+          raw: Any = None) -> tuple[str, list[sql.Claimed]]:
+    """claim_batch, returning what the claim knows of each instance (on PostgreSQL without flow
+    limits: its row, so the turn starts without reading it). `raw`: the claiming thread's own
+    sql.engine_connection(), for that claim."""
     now = now or clock.now()
     token = secrets.token_hex(8)
     if sql.is_postgres() and not flow.claim_limits(registered_workflows(), now=now):
-        claimed = sql.claim_and_record(owner=worker_id, token=token, limit=limit, now=now, lease_until=now + lease)
+        claimed = sql.claim_and_record(owner=worker_id, token=token, limit=limit, now=now,
+                                       lease_until=now + lease, columns=_COLUMNS, raw=raw)
         if any(c.previous_status in (Status.QUEUED, Status.WAITING) for c in claimed):
             notify.request_history()  # committed already: the statement was its own transaction
-        return token, [c.id for c in claimed]
+        return token, claimed
     with transaction.atomic():
         claimed = sql.claim(owner=worker_id, token=token, limit=limit, now=now, lease_until=now + lease)
         moved = [c for c in claimed if c.previous_status in (Status.QUEUED, Status.WAITING)]
@@ -90,7 +111,7 @@ def claim_batch(*, worker_id: str, limit: int, lease: timedelta, now: datetime |
                             status=Status.RUNNING, created_at=now)
                     for i, w, t in rows
                 ])
-    return token, [c.id for c in claimed]
+    return token, claimed
 
 
 class Worker:
@@ -110,6 +131,7 @@ class Worker:
         self._pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="runledger-turn")
         self._threads: list[threading.Thread] = []
         self._claimed_at = clock.now()
+        self._claim_conn: Any = None  # the claim loop's engine connection (PostgreSQL)
         self.turns = 0
 
     # ---- lifecycle -----------------------------------------------------------------------
@@ -140,6 +162,11 @@ class Worker:
             time.sleep(0.02)
         self.stopped.set()
         self._pool.shutdown(wait=False, cancel_futures=True)
+        from ingest.engine.commits import group
+
+        if group.batches:
+            log.info("worker %s: %d writes committed in %d group transactions (%.1f per commit)",
+                     self.worker_id, group.writes, group.batches, group.writes / group.batches)
         with self._lock:
             return not self._inflight
 
@@ -158,12 +185,28 @@ class Worker:
                 log.exception("worker %s: claim failed; retrying", self.worker_id)
                 close_old_connections()
                 connection.close()
+                self._close_claim_connection()
                 time.sleep(min(self.poll, 1.0))
                 continue
             if claimed:
                 continue
             self._idle_wait(since=self._claimed_at)
         close_old_connections()
+        self._close_claim_connection()
+
+    def _claim_connection(self) -> Any:
+        """The claim loop's own engine connection (sql.engine_connection), on PostgreSQL."""
+        if not sql.is_postgres():
+            return None
+        if self._claim_conn is None or self._claim_conn.closed or self._claim_conn.broken:
+            self._claim_conn = sql.engine_connection()
+        return self._claim_conn
+
+    def _close_claim_connection(self) -> None:
+        conn, self._claim_conn = self._claim_conn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
 
     def _claim_once(self) -> int:
         free = self.concurrency - self.inflight
@@ -172,13 +215,14 @@ class Worker:
             self.wake.clear()
             return 0
         self._claimed_at = clock.now()
-        token, ids = claim_batch(worker_id=self.worker_id, limit=free, lease=self.lease, now=self._claimed_at)
-        for instance_id in ids:
+        token, claimed = claim(worker_id=self.worker_id, limit=free, lease=self.lease, now=self._claimed_at,
+                               raw=self._claim_connection())
+        for c in claimed:
             with self._lock:
-                self._inflight[instance_id] = token
-            future = self._pool.submit(self._run, instance_id, token)
+                self._inflight[c.id] = token
+            future = self._pool.submit(self._run, c, token)
             future.add_done_callback(self._done)
-        return len(ids)
+        return len(claimed)
 
     def _idle_wait(self, *, since: datetime) -> None:
         # Due times are looked up after `since`, the instant the empty claim looked at: an
@@ -191,10 +235,12 @@ class Worker:
             self.wake.wait(wait)
         self.wake.clear()
 
-    def _run(self, instance_id: str, token: str) -> None:
+    def _run(self, claimed: sql.Claimed, token: str) -> None:
+        instance_id = claimed.id
         try:
             drop_broken_connection()
-            run_turn(instance_id, token=token, worker_id=self.worker_id, lease=self.lease, draining=self.draining)
+            run_turn(instance_id, token=token, worker_id=self.worker_id, lease=self.lease, draining=self.draining,
+                     claimed=claimed)
         except Exception:  # noqa: BLE001 - the lease expires and another turn retries it
             log.exception("worker %s: turn of %s failed inside the engine", self.worker_id, instance_id)
         finally:
@@ -258,8 +304,8 @@ def run_until_idle(*, max_turns: int = 10_000, advance_clock: bool = False, work
     turns = 0
     while turns < max_turns:
         claimed_at = clock.now()
-        token, ids = claim_batch(worker_id=worker_id, limit=1, lease=lease, now=claimed_at)
-        if not ids:
+        token, claimed = claim(worker_id=worker_id, limit=1, lease=lease, now=claimed_at)
+        if not claimed:
             # Looked up after the claim's own instant, so one that fell due since is not missed.
             due = sql.next_due(now=claimed_at)
             if due is None:
@@ -269,6 +315,6 @@ def run_until_idle(*, max_turns: int = 10_000, advance_clock: bool = False, work
                     return turns
                 clock.clock.advance(due - clock.now() + timedelta(microseconds=1))
             continue
-        run_turn(ids[0], token=token, worker_id=worker_id, lease=lease, draining=draining)
+        run_turn(claimed[0].id, token=token, worker_id=worker_id, lease=lease, draining=draining, claimed=claimed[0])
         turns += 1
     return turns
