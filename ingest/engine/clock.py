@@ -7,32 +7,34 @@ from datetime import UTC, datetime, timedelta
 
 
 class Clock:
+    """Real time, optionally shifted or frozen (tests). `now` takes no lock: every thread of a
+    busy worker asks it several times per step, so writers swap in a new (frozen, offset) pair
+    under a lock and readers read the pair once."""
+
+    _ZERO = timedelta(0)
+
     def __init__(self) -> None:
-        self._offset = timedelta(0)
-        self._frozen: datetime | None = None
+        self._state: tuple[datetime | None, timedelta] = (None, self._ZERO)
         self._lock = threading.Lock()
 
     def now(self) -> datetime:
-        with self._lock:
-            if self._frozen is not None:
-                return self._frozen
-            return datetime.now(UTC) + self._offset
+        frozen, offset = self._state
+        if frozen is not None:
+            return frozen
+        return datetime.now(UTC) + offset if offset else datetime.now(UTC)
 
     def advance(self, delta: timedelta) -> None:
         with self._lock:
-            if self._frozen is not None:
-                self._frozen += delta
-            else:
-                self._offset += delta
+            frozen, offset = self._state
+            self._state = (frozen + delta, offset) if frozen is not None else (None, offset + delta)
 
     def freeze(self, at: datetime | None = None) -> None:
         with self._lock:
-            self._frozen = at or (datetime.now(UTC) + self._offset)
+            self._state = (at or datetime.now(UTC) + self._state[1], self._state[1])
 
     def reset(self) -> None:
         with self._lock:
-            self._offset = timedelta(0)
-            self._frozen = None
+            self._state = (None, self._ZERO)
 
 
 clock = Clock()
