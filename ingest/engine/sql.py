@@ -535,6 +535,12 @@ _RELEASE = "lease_owner = '', lease_token = '', lease_expires_at = NULL"
 _HISTORY_COLUMNS = """engine_history (instance_id, workflow, tenant, kind, step_name, status, data,
                                     actor, reason, created_at)"""
 
+# A completion's step row meets its start marker's (or an earlier attempt's): it becomes complete.
+_COMPLETE_ON_CONFLICT = """ON CONFLICT (instance_id, name, seq) DO UPDATE SET
+            status = 'complete', result = EXCLUDED.result, ended_at = EXCLUDED.ended_at,
+            attempts = EXCLUDED.attempts, error_name = '', error_message = '', error_traceback = '',
+            wake_at = NULL"""
+
 _MARK_STARTED = f"""
     WITH {_GUARD},
     c AS (SELECT set_config('synchronous_commit', 'off', true) AS v),
@@ -562,10 +568,7 @@ _FINISH_TEMPLATE = f"""
         SELECT %(iid)s, %(name)s, %(seq)s, %(position)s, %(kind)s, 'complete', %(result)s::jsonb, '', '', '',
             %(config)s::jsonb, %(attempt)s, %(sensitive)s, %(has_rollback)s, %(started)s, %(now)s, NULL, '', NULL
         FROM g
-        ON CONFLICT (instance_id, name, seq) DO UPDATE SET
-            status = 'complete', result = EXCLUDED.result, ended_at = EXCLUDED.ended_at,
-            attempts = EXCLUDED.attempts, error_name = '', error_message = '', error_traceback = '',
-            wake_at = NULL
+        {_COMPLETE_ON_CONFLICT}
         RETURNING id
     ),
     a AS (
@@ -722,10 +725,7 @@ _GROUP_TEMPLATE = f"""
         SELECT v.iid, v.name, v.seq, v.position, v.kind, 'complete', v.result, '', '', '',
             v.config, v.attempt, v.sensitive, v.has_rollback, v.started, v.now, NULL, '', NULL
         FROM v
-        ON CONFLICT (instance_id, name, seq) DO UPDATE SET
-            status = 'complete', result = EXCLUDED.result, ended_at = EXCLUDED.ended_at,
-            attempts = EXCLUDED.attempts, error_name = '', error_message = '', error_traceback = '',
-            wake_at = NULL
+        {_COMPLETE_ON_CONFLICT}
         RETURNING id, instance_id, name, seq
     ),
     a AS (
