@@ -214,7 +214,8 @@ def wait_finished(total: int, timeout: float, meter: CpuMeter) -> None:
 
 COSTS = ("ingest/engine/costs.py", "ingest/engine/context.py", "ingest/pricing.py",
          "reservation (ingest/workflows/providers.py")
-LLM = ("ingest/sources/llm/", "hook (ingest/workflows/providers.py", "extract (ingest/workflows/providers.py")
+LLM = ("ingest/sources/llm/", "ingest/sources/http.py", "_metered (ingest/workflows/providers.py",
+       "extract (ingest/workflows/providers.py")
 CONCERNS = ("engine: claim, replay, step ledger", "pipeline: facts, prefilter, signal row",
             "costs, budgets, pricing", "LLM client", "other: idle loops, notify thread")
 
