@@ -17,7 +17,7 @@ from ingest.triggers.selectors import ScheduleRow
 from ingest.triggers.services import schedule_run_now, schedule_set_enabled
 
 router = Router(tags=["schedules"])
-E: dict[int, Any] = {401: s.ErrorOut, 403: s.ErrorOut, 404: s.ErrorOut}
+E: dict[int, Any] = {400: s.ErrorOut, 401: s.ErrorOut, 403: s.ErrorOut, 404: s.ErrorOut}
 
 
 def _visible(request: HttpRequest, name: str) -> ScheduleRow:
