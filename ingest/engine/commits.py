@@ -118,7 +118,15 @@ class GroupCommit:
         self.batches += 1
         self.writes += len(batch)
         try:
-            _apply(self._connection(), batch)
+            conn = self._connection()
+            try:
+                _apply(conn, batch)
+            except psycopg.OperationalError:
+                if not conn.broken:
+                    raise
+                # The connection had died while idle (a restarted server, an administrator's
+                # terminate): the statement never ran there. Once more on a new connection.
+                _apply(self._connection(), batch)
         except psycopg.Error as exc:
             if len(batch) == 1:
                 batch[0].error = _django_error(exc)

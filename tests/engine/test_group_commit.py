@@ -211,3 +211,16 @@ def test_a_worker_runs_concurrent_instances_through_the_group_and_the_ledger_is_
     assert group.writes == 240
     assert 1 <= group.batches <= group.writes
     connection.close()
+
+
+def test_a_connection_terminated_while_idle_is_replaced_and_the_write_goes_through(group):
+    token, ids = leased(1)
+    assert group.finish(completion(ids[0], token, result="1", name="before")) is not None
+    pid = group._conn.info.backend_pid
+    with psycopg.connect(connection_string(), autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", [pid])
+    time.sleep(0.2)
+    got = group.finish(completion(ids[0], token, result="2", name="after"))
+    assert got is not None
+    assert group._conn.info.backend_pid != pid
+    assert Step.objects.get(instance_id=ids[0], name="after").result == 2
