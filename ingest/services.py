@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -16,6 +15,7 @@ import numpy as np
 from django.db import connection, transaction
 from django.utils import timezone
 
+from ingest.engine import sql
 from ingest.extraction import Fact as ExtractedFact
 from ingest.models import (
     Connection,
@@ -95,37 +95,6 @@ _FACT_PUT = (
     "%s::timestamptz, %s::boolean, %s::bigint, %s::text[], %s::integer[])"
 )
 
-_cursors = threading.local()
-
-
-def _prepared_row(statement: str, params: Sequence[Any]) -> tuple[Any, ...] | None:
-    """Run `statement` as a prepared statement on this thread's Django connection (in its
-    transaction if one is open) and return its first row.
-
-    Django's cursors bind on the client and never prepare; here PostgreSQL parses and plans
-    the statement once per connection. The cursor is kept per thread and statement: psycopg
-    keeps the dumpers it chose for the parameters' types in the cursor, so a fresh cursor per
-    call (or one cursor alternating statements) looks them up again every time. Errors still
-    go through Django's translation, so a broken connection is noticed and replaced.
-    """
-    import psycopg
-
-    connection.ensure_connection()
-    with connection.wrap_database_errors:
-        raw = connection.connection
-        if raw.prepare_threshold is None:
-            raw.prepare_threshold = 5  # Django sets None, which would refuse prepare=True too
-        held: tuple[Any, dict[str, psycopg.Cursor[Any]]] | None = getattr(_cursors, "held", None)
-        if held is None or held[0] is not raw:
-            held = _cursors.held = (raw, {})  # a new connection: the old one's cursors go with it
-        cursor = held[1].get(statement)
-        if cursor is None:
-            cursor = held[1][statement] = psycopg.Cursor(raw)
-        cursor.execute(statement, params, prepare=True)
-        row: tuple[Any, ...] | None = cursor.fetchone()
-        return row
-
-
 def _fact_put_postgres(v: dict[str, Any], *, single: bool) -> FactWrite:
     """One round trip: `ingest_fact_put` (migration 0003) inserts the fact and, for a
     single-valued predicate, resolves the conflict under the key's advisory lock, ranking as
@@ -138,7 +107,7 @@ def _fact_put_postgres(v: dict[str, Any], *, single: bool) -> FactWrite:
               v["source_authority"], v["source_ref"], v["evidence"], v["observed_at"], v["ordinal"],
               v["instance_id"], v["created_at"], single, _conflict_lock_key(v["tenant"], v["subject"], v["predicate"]),
               _AUTHORITIES, _RANKS]
-    row = _prepared_row(_FACT_PUT, params)
+    row = sql.prepared_row(_FACT_PUT, params)
     assert row is not None  # the function returns exactly one row
     action, valid, superseded = row
     return FactWrite(v["id"], action, valid, tuple(superseded))
@@ -208,7 +177,7 @@ def signal_evaluation_record(*, instance_id: str, tenant: str, workflow: str, so
     row = SignalEvaluation(instance_id=instance_id, tenant=tenant, workflow=workflow, source_ref=source_ref,
                            fact_ids=list(fact_ids), fact_count=len(fact_ids), created_at=timezone.now())
     if connection.vendor == "postgresql":
-        got = _prepared_row(_SIGNAL_EVALUATION_PUT, [instance_id, tenant, workflow, source_ref,
+        got = sql.prepared_row(_SIGNAL_EVALUATION_PUT, [instance_id, tenant, workflow, source_ref,
                                                      json.dumps(row.fact_ids), row.fact_count, row.created_at])
         assert got is not None  # an upsert with RETURNING returns its row
         row.id = got[0]

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from datetime import datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -20,7 +19,7 @@ from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils.module_loading import import_string
 
-from ingest.engine import clock, notify
+from ingest.engine import clock, notify, sql
 from ingest.engine.errors import BudgetExceeded
 from ingest.engine.models import (
     ApiCost,
@@ -400,7 +399,7 @@ def _reserve_postgres(*, ctx: StepContext, service: str, amount: Decimal) -> lis
     from psycopg.types.numeric import Int4
 
     now = clock.now()
-    row = _prepared_row(_RESERVE, {
+    row = sql.prepared_row(_RESERVE, {
         "tenant": ctx.tenant, "workflow": ctx.workflow, "service": service, "iid": ctx.instance_id,
         "label": ctx.step_label, "attempt": Int4(ctx.attempt), "amount": amount, "now": now,
         "hour": period_start("hour", now), "day": period_start("day", now), "month": period_start("month", now),
@@ -420,7 +419,7 @@ def _record_postgres(*, ctx: StepContext, service: str, cost: Decimal, model: st
                      metadata: dict[str, Any], success: bool, now: datetime) -> None:
     from psycopg.types.numeric import Int4
 
-    row = _prepared_row(_RECORD, {
+    row = sql.prepared_row(_RECORD, {
         "service": service, "cost": cost, "iid": ctx.instance_id, "workflow": ctx.workflow,
         "label": ctx.step_label, "success": success, "model": model, "metadata": json.dumps(metadata),
         "tenant": ctx.tenant, "now": now,
@@ -436,34 +435,6 @@ def _record_postgres(*, ctx: StepContext, service: str, cost: Decimal, model: st
     assert row is not None  # a SELECT without FROM returns one row
     for settled in row[0]:
         ctx._reservations.remove(settled)
-
-
-_cursors = threading.local()
-
-
-def _prepared_row(statement: str, params: dict[str, Any] | Sequence[Any]) -> tuple[Any, ...] | None:
-    """`statement` as a prepared statement on this thread's Django connection (in its
-    transaction if one is open), its first row back. The cursor is kept per thread and
-    statement: psycopg keeps the dumpers it picked for the parameters in the cursor, and a
-    fresh cursor looks them up again (ingest.services has the same helper for the facts; the
-    engine may not import the pipelines). Errors go through Django's translation, so a broken
-    connection is noticed and replaced."""
-    import psycopg
-
-    connection.ensure_connection()
-    with connection.wrap_database_errors:
-        raw = connection.connection
-        if raw.prepare_threshold is None:
-            raw.prepare_threshold = 5  # Django sets None, which would refuse prepare=True too
-        held: tuple[Any, dict[str, psycopg.Cursor[Any]]] | None = getattr(_cursors, "held", None)
-        if held is None or held[0] is not raw:
-            held = _cursors.held = (raw, {})  # a new connection: the old one's cursors go with it
-        cursor = held[1].get(statement)
-        if cursor is None:
-            cursor = held[1][statement] = psycopg.Cursor(raw)
-        cursor.execute(statement, params, prepare=True)
-        row: tuple[Any, ...] | None = cursor.fetchone()
-        return row
 
 
 # ---- approval requests ---------------------------------------------------------------

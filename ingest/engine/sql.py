@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -614,10 +615,9 @@ def engine_connection() -> Any:
     the life of the connection. On the benchmark, that was 40% of PostgreSQL's time per step.
     """
     import psycopg
+    from psycopg.types.string import TextLoader
 
     from ingest.engine.pg import connection_string
-
-    from psycopg.types.string import TextLoader
 
     raw = psycopg.connect(connection_string(), autocommit=True, prepare_threshold=5)
     for json_type in ("json", "jsonb"):
@@ -640,12 +640,37 @@ def _prepared(raw: Any, statement: str, params: dict[str, Any]) -> tuple[Any, ..
         return cursor.fetchone()
 
 
-def _on_django_connection(statement: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
-    """A prepared statement on this thread's Django connection, in its transaction if one is
-    open, with Django's error translation (so a broken connection is noticed and replaced)."""
+_cursors = threading.local()
+
+
+def prepared_row(statement: str, params: dict[str, Any] | Sequence[Any]) -> tuple[Any, ...] | None:
+    """`statement` as a prepared statement on this thread's Django connection (in its
+    transaction if one is open), its first row back.
+
+    Django's cursors bind on the client and never prepare; here PostgreSQL parses and plans the
+    statement once per connection. The cursor is kept per thread and statement: psycopg keeps
+    the dumpers it picked for the parameters in the cursor, and a fresh cursor per call looks
+    them up again. Errors go through Django's translation, so a broken connection is noticed and
+    replaced. The engine's hot statements and the pipelines' (costs, facts) all run here.
+    """
+    import psycopg
+
     connection.ensure_connection()
     with connection.wrap_database_errors:
-        return _prepared(connection.connection, statement, params)
+        raw = connection.connection
+        _prepare_session(raw)
+        held: tuple[Any, dict[str, psycopg.Cursor[Any]]] | None = getattr(_cursors, "held", None)
+        if held is None or held[0] is not raw:
+            held = _cursors.held = (raw, {})  # a new connection: the old one's cursors go with it
+        cursor = held[1].get(statement)
+        if cursor is None:
+            cursor = held[1][statement] = psycopg.Cursor(raw)
+        cursor.execute(statement, params, prepare=True)
+        row: tuple[Any, ...] | None = cursor.fetchone()
+        return row
+
+
+_on_django_connection = prepared_row
 
 
 @dataclass(frozen=True)
