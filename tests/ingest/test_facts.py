@@ -174,3 +174,26 @@ def test_storing_a_facts_embedding_again_replaces_it() -> None:
     rows = {e.fact_id: e for e in FactEmbedding.objects.all()}
     assert (rows[budget.id].model, rows[budget.id].dim, rows[competitor.id].model) == ("m2", 3, "m1")
     assert fact_similar(tenant="acme", vector=[0.6, 0.8, 0.0], limit=5)[0].fact_id == budget.id
+
+
+def test_the_fact_function_uses_its_indexes_on_a_table_the_planner_thinks_small(require_postgres) -> None:
+    """Migration 0005: on a fresh fact table the function's cached plans would scan it whole."""
+    from django.db import connection
+
+    def seq_scans() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT seq_scan FROM pg_stat_xact_user_tables WHERE relname = 'ingest_fact'")
+            return int(cursor.fetchone()[0])
+
+    def write(i: int) -> None:
+        fact_insert_or_supersede(tenant="acme", fact=Extracted(f"Deal {i}", "budget", f"USD {i}", 0.8, "said"),
+                                 source_ref=f"call-{i}", authority="GongCall", observed_at=T0)
+
+    write(0)
+    after_one = seq_scans()
+    for i in range(1, 300):
+        write(i)
+    assert seq_scans() == after_one  # no write scanned the table: each looked its fact and rivals up by index
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT proconfig FROM pg_proc WHERE proname = 'ingest_fact_put'")
+        assert cursor.fetchone()[0] == ["enable_seqscan=off"]
