@@ -165,8 +165,9 @@ class Worker:
         from ingest.engine.commits import group
 
         if group.batches:
-            log.info("worker %s: %d writes committed in %d group transactions (%.1f per commit)",
-                     self.worker_id, group.writes, group.batches, group.writes / group.batches)
+            log.info("worker %s stopped; this process committed %d writes in %d group transactions "
+                     "(%.1f per commit)", self.worker_id, group.writes, group.batches,
+                     group.writes / group.batches)
         with self._lock:
             return not self._inflight
 
