@@ -98,6 +98,9 @@ class GroupCommit:
             batch, self._queue = self._queue, []
         try:
             self._write(batch)
+        except Exception as exc:  # noqa: BLE001 - not the database's: every write of the batch fails with it
+            for item in batch:
+                item.error = item.error or _django_error(exc)
         finally:
             for item in batch:
                 if item.lead:

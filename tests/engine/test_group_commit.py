@@ -224,3 +224,15 @@ def test_a_connection_terminated_while_idle_is_replaced_and_the_write_goes_throu
     assert got is not None
     assert group._conn.info.backend_pid != pid
     assert Step.objects.get(instance_id=ids[0], name="after").result == 2
+
+
+def test_an_error_that_is_not_the_databases_fails_the_write_instead_of_passing_for_a_lost_lease(group, monkeypatch):
+    token, ids = leased(1)
+
+    def broken(conn, batch):
+        raise RuntimeError("a bug in the batch")
+
+    monkeypatch.setattr(commits, "_apply", broken)
+    with pytest.raises(DatabaseError, match="a bug in the batch"):
+        group.finish(completion(ids[0], token, result="1"))
+    assert not group._leading  # the lead was given up: the next write is not stuck
