@@ -7,6 +7,7 @@ round trip, and LISTEN/NOTIFY.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import threading
@@ -153,17 +154,14 @@ def claim_and_record(*, owner: str, token: str, limit: int, now: datetime, lease
     import psycopg
 
     params = {"now": now, "limit": limit, "owner": owner, "token": token, "until": lease_until}
+    errors: Any = contextlib.nullcontext()
     if raw is None:
         connection.ensure_connection()
-        with connection.wrap_database_errors:
-            _prepare_session(connection.connection)
-            with psycopg.Cursor(connection.connection) as cursor:
-                cursor.execute(_claim_and_record_sql(tuple(columns)), params, prepare=True)
-                rows = cursor.fetchall()
-    else:
-        with psycopg.Cursor(raw) as cursor:
-            cursor.execute(_claim_and_record_sql(tuple(columns)), params, prepare=True)
-            rows = cursor.fetchall()
+        raw, errors = connection.connection, connection.wrap_database_errors
+        _prepare_session(raw)
+    with errors, psycopg.Cursor(raw) as cursor:
+        cursor.execute(_claim_and_record_sql(tuple(columns)), params, prepare=True)
+        rows = cursor.fetchall()
     if not columns:
         return [Claimed(*row[:4], has_steps=row[4]) for row in rows]
     return [Claimed(*row[:4], has_steps=row[4], row=row[5:]) for row in rows]
@@ -464,7 +462,7 @@ def heartbeat(*, owner: str, tokens: dict[str, str], lease_until: datetime) -> d
     ids = sorted(tokens)
     marks = ", ".join(["%s"] * len(ids))
     # On PostgreSQL the rows are locked in id order first, as a group commit locks them
-    # (_FINISH_MANY), so the two never wait on each other in a cycle.
+    # (_GROUP_TEMPLATE), so the two never wait on each other in a cycle.
     locked = (f"SELECT id FROM engine_instance WHERE id IN ({marks}) ORDER BY id FOR UPDATE"
               if is_postgres() else marks)
     with connection.cursor() as cursor:
@@ -669,8 +667,6 @@ def prepared_row(statement: str, params: dict[str, Any] | Sequence[Any]) -> tupl
         row: tuple[Any, ...] | None = cursor.fetchone()
         return row
 
-
-_on_django_connection = prepared_row
 
 
 @dataclass(frozen=True)
@@ -948,9 +944,9 @@ def instance_complete(*, iid: str, token: str, now: datetime, output: str | None
 
         return group.complete(InstanceDone(iid=iid, token=token, now=now, output=output))
     if woke is None:
-        return _on_django_connection(_COMPLETE_INSTANCE, params) is not None
+        return prepared_row(_COMPLETE_INSTANCE, params) is not None
     params.update(sid=woke[0], label=woke[1], woke_at=woke[2])
-    return _on_django_connection(_WAKE_AND_COMPLETE_INSTANCE, params) is not None
+    return prepared_row(_WAKE_AND_COMPLETE_INSTANCE, params) is not None
 
 
 _SLEEP_SUSPEND = f"""
@@ -981,7 +977,7 @@ def sleep_suspend(*, iid: str, token: str, now: datetime, ready_at: datetime | N
                   position: int, started: datetime, wake_at: datetime | None, label: str) -> bool:
     """A plain sleep's step row, the instance's suspension until `ready_at` and their history, in
     one statement. False when it wrote nothing: the lease is gone or a control flag is set."""
-    return _on_django_connection(_SLEEP_SUSPEND, {
+    return prepared_row(_SLEEP_SUSPEND, {
         "iid": iid, "token": token, "now": now, "ready": ready_at, "name": name, "seq": seq,
         "position": position, "started": started, "wake": wake_at, "label": label,
         "sdata": json.dumps({"until": wake_at.isoformat() if wake_at else None, "event_type": ""}),
@@ -991,7 +987,7 @@ def sleep_suspend(*, iid: str, token: str, now: datetime, ready_at: datetime | N
 
 def instance_row(iid: str, columns: Sequence[str]) -> tuple[Any, ...] | None:
     """An instance's row (the given columns, in order), as a prepared statement."""
-    return _on_django_connection(_instance_select(tuple(columns)), {"iid": iid})
+    return prepared_row(_instance_select(tuple(columns)), {"iid": iid})
 
 
 @functools.cache
