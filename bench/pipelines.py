@@ -75,13 +75,14 @@ def clear() -> None:
     from django.db.models import Q
 
     from ingest.engine.models import ApiCost, Budget, DeadLetter, History, Instance
-    from ingest.models import Fact, SignalEvaluation
+    from ingest.models import Fact, FactHead, SignalEvaluation
 
     History.objects.filter(tenant=TENANT).delete()
     ApiCost.objects.filter(tenant=TENANT).delete()
     DeadLetter.objects.filter(tenant=TENANT).delete()
     Instance.objects.filter(tenant=TENANT).delete()
     Fact.objects.filter(tenant=TENANT).delete()
+    FactHead.objects.filter(tenant=TENANT).delete()
     SignalEvaluation.objects.filter(tenant=TENANT).delete()
     Budget.objects.filter(Q(scope="tenant", key=TENANT) | Q(scope="workflow", key="gong-ingest")).delete()
     # Each run writes the same deterministic fact ids again: without a vacuum every run found
@@ -96,7 +97,7 @@ def clear() -> None:
 
         with psycopg.connect(connection_string(), autocommit=True) as conn:
             conn.execute("VACUUM (ANALYZE) engine_instance, engine_step, engine_attempt, engine_history, "
-                         "api_costs, ingest_fact, ingest_signalevaluation")
+                         "api_costs, ingest_fact, ingest_facthead, ingest_signalevaluation")
 
 
 def add_budgets() -> None:

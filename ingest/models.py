@@ -39,6 +39,8 @@ class Fact(models.Model):
     observed_at = models.DateTimeField(help_text="when the source said it (call start, record change)")
     ordinal = models.IntegerField(default=0, help_text="position in its batch: later wins a tie")
     valid = models.BooleanField(default=True)
+    # On PostgreSQL the constraint is checked at once, not deferred to COMMIT (migration 0006);
+    # Django does not model that, so an AlterField here must re-apply it.
     superseded_by = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="supersedes"
     )
@@ -58,6 +60,33 @@ class Fact(models.Model):
 
     def __str__(self) -> str:
         return f"{self.subject} {self.predicate} {self.object}"
+
+
+class FactHead(models.Model):
+    """The fact that currently wins a single-valued (tenant, subject, predicate), with what it
+    is ranked by, so a new fact is ranked against one row found by its key.
+
+    Written only by `ingest.services.fact_insert_or_supersede`, which also locks this row to
+    serialise the writers of a key. A head whose fact is gone or no longer valid (deleted, or
+    edited by hand) is resolved again from the facts themselves by the next write of its key.
+    """
+
+    tenant = models.CharField(max_length=100)
+    subject_key = models.CharField(max_length=300, help_text="the subject in upper case: subjects match in any case")
+    predicate = models.CharField(max_length=100)
+    fact_id = models.CharField(max_length=32, help_text="the valid fact of the key")
+    source_authority = models.CharField(max_length=30, choices=SourceAuthority.choices)
+    observed_at = models.DateTimeField()
+    ordinal = models.IntegerField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "subject_key", "predicate"], name="fact_head_key"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.subject_key} {self.predicate} → {self.fact_id}"
 
 
 class KeywordList(models.Model):

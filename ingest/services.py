@@ -3,7 +3,6 @@ workflow steps run at least once (a step may run again after a crash or a retry)
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from ingest.models import (
     ConnectionKind,
     Fact,
     FactEmbedding,
+    FactHead,
     KeywordList,
     Price,
     SignalEvaluation,
@@ -76,13 +76,6 @@ def _rank(row: Fact) -> tuple[int, datetime, int, str]:
     return (AUTHORITY_RANK.get(row.source_authority, 0), row.observed_at, row.ordinal, row.id)
 
 
-def _conflict_lock_key(tenant: str, subject: str, predicate: str) -> int:
-    """The advisory lock that serialises writers of one (tenant, subject, predicate) on
-    PostgreSQL: row locks cannot cover a rival that does not exist yet."""
-    digest = hashlib.sha256(f"{tenant}|{subject.lower()}|{predicate}".encode()).digest()
-    return int.from_bytes(digest[:8], "big", signed=True)
-
-
 # The ranks as PostgreSQL array literals, built once: adapting two Python lists at every fact
 # write cost psycopg more than the rest of the statement's parameters together.
 _AUTHORITIES = "{" + ",".join(AUTHORITY_RANK) + "}"
@@ -92,21 +85,19 @@ _RANKS = "{" + ",".join(str(rank) for rank in AUTHORITY_RANK.values()) + "}"
 _FACT_PUT = (
     "SELECT action, is_valid, superseded FROM ingest_fact_put(%s::varchar, %s::varchar, %s::varchar, %s::varchar, "
     "%s::jsonb, %s::float8, %s::varchar, %s::varchar, %s::text, %s::timestamptz, %s::integer, %s::varchar, "
-    "%s::timestamptz, %s::boolean, %s::bigint, %s::text[], %s::integer[])"
+    "%s::timestamptz, %s::boolean, %s::text[], %s::integer[])"
 )
 
 def _fact_put_postgres(v: dict[str, Any], *, single: bool) -> FactWrite:
-    """One round trip: `ingest_fact_put` (migration 0003) inserts the fact and, for a
-    single-valued predicate, resolves the conflict under the key's advisory lock, ranking as
-    `_rank` does. Run outside a transaction it is its own, committed without waiting for the
+    """One round trip: `ingest_fact_put` (migrations 0003, 0007) inserts the fact and, for a
+    single-valued predicate, ranks it against its key's head row (locked) as `_rank` does. Run outside a transaction it is its own, committed without waiting for the
     WAL flush (the step's completion, committed after it, flushes it). Prepared
     (`_prepared_row`): a call's 18 or so fact steps skip the parse, the plan and Django's
     cursor wrapper.
     """
     params = [v["id"], v["tenant"], v["subject"], v["predicate"], json.dumps(v["object"]), v["confidence"],
               v["source_authority"], v["source_ref"], v["evidence"], v["observed_at"], v["ordinal"],
-              v["instance_id"], v["created_at"], single, _conflict_lock_key(v["tenant"], v["subject"], v["predicate"]),
-              _AUTHORITIES, _RANKS]
+              v["instance_id"], v["created_at"], single, _AUTHORITIES, _RANKS]
     row = sql.prepared_row(_FACT_PUT, params)
     assert row is not None  # the function returns exactly one row
     action, valid, superseded = row
@@ -138,23 +129,51 @@ def fact_insert_or_supersede(*, tenant: str, fact: ExtractedFact, source_ref: st
         return FactWrite(fact_id, "stored", True)
     # SQLite transactions take the write lock at BEGIN (transaction_mode IMMEDIATE, see
     # dashboard/config.py): writers are serialised, so the resolution needs no lock of its own.
+    # The same rules as `ingest_fact_put`: rank against the key's head, or, for a new key or a
+    # head whose fact is gone or no longer valid, against all the key's valid facts.
+    key = {"tenant": tenant, "subject_key": row.subject.upper(), "predicate": row.predicate}
     with transaction.atomic():
         existing = Fact.objects.filter(id=fact_id).values_list("valid", flat=True).first()
-        if existing is not None:
-            return FactWrite(fact_id, "unchanged", existing)
-        row.save(force_insert=True)
-        rivals = list(
-            Fact.objects.filter(tenant=tenant, subject__iexact=fact.subject, predicate=fact.predicate, valid=True)
-            .exclude(id=fact_id)
-        )
-        if not rivals:
-            return FactWrite(fact_id, "inserted", True)
-        winner = max([*rivals, row], key=_rank)
-        losers = [r.id for r in [*rivals, row] if r.id != winner.id]
+        head = FactHead.objects.filter(**key).first()
+        head_fact = Fact.objects.filter(id=head.fact_id, valid=True).first() if head is not None else None
+        if head_fact is not None:
+            if existing is not None:
+                return FactWrite(fact_id, "unchanged", existing)
+            if _rank(row) > _rank(head_fact):
+                row.save(force_insert=True)
+                _head_put(head, key, row, now)
+                Fact.objects.filter(id=head_fact.id).update(valid=False, superseded_by=fact_id, updated_at=now)
+                return FactWrite(fact_id, "superseded", True, (head_fact.id,))
+            row.valid, row.superseded_by_id = False, head_fact.id
+            row.save(force_insert=True)
+            return FactWrite(fact_id, "outranked", False)
+        if existing is None:
+            row.save(force_insert=True)
+        rivals = list(Fact.objects.filter(tenant=tenant, subject__iexact=row.subject, predicate=row.predicate, valid=True))
+        if not rivals:  # stored before and outranked by a fact deleted since
+            FactHead.objects.filter(**key).delete()
+            return FactWrite(fact_id, "unchanged", bool(existing))
+        winner = max(rivals, key=_rank)
+        _head_put(head, key, winner, now)
+        losers = sorted(r.id for r in rivals if r.id != winner.id)
         Fact.objects.filter(id__in=losers).update(valid=False, superseded_by=winner.id, updated_at=now)
+        if existing is not None:
+            return FactWrite(fact_id, "unchanged", winner.id == fact_id)
+        if not losers:
+            return FactWrite(fact_id, "inserted", True)
         if winner.id == fact_id:
-            return FactWrite(fact_id, "superseded", True, tuple(sorted(losers)))
+            return FactWrite(fact_id, "superseded", True, tuple(losers))
         return FactWrite(fact_id, "outranked", False)
+
+
+def _head_put(head: FactHead | None, key: dict[str, str], winner: Fact, now: datetime) -> None:
+    """Point the key's head at `winner` (SQLite path; PostgreSQL does this in the function)."""
+    values = {"fact_id": winner.id, "source_authority": winner.source_authority, "observed_at": winner.observed_at,
+              "ordinal": winner.ordinal, "updated_at": now}
+    if head is None:
+        FactHead.objects.create(**key, **values)
+    else:
+        FactHead.objects.filter(id=head.id).update(**values)
 
 
 _SIGNAL_EVALUATION_PUT = """

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from ingest.extraction import Fact as Extracted
-from ingest.models import Fact, FactEmbedding, SignalEvaluation
+from ingest.models import Fact, FactEmbedding, FactHead, SignalEvaluation
 from ingest.selectors import fact_similar
 from ingest.services import (
     fact_embeddings_store,
@@ -118,6 +118,48 @@ def test_facts_of_other_tenants_subjects_or_multi_valued_predicates_are_no_rival
     assert Fact.objects.filter(valid=True).count() == 4
 
 
+def head() -> tuple[str, str, str]:
+    row = FactHead.objects.get(tenant="acme", predicate="budget")
+    return row.subject_key, row.fact_id, row.source_authority
+
+
+def test_the_key_head_follows_the_winner_and_a_repeat_of_the_winner_changes_nothing() -> None:
+    first = put("USD 50000", source="gong:call:1", at=T0)
+    assert head() == ("ACME", first.id, "GongCall")
+    weaker = put("USD 10", source="gong:call:0", at=T0 - timedelta(days=1))
+    stronger = put("USD 90000", source="sfdc:Opportunity:1", authority="SfdcCustomField", at=T0 - timedelta(days=9))
+    assert (weaker.action, stronger.action, stronger.superseded) == ("outranked", "superseded", (first.id,))
+    assert head() == ("ACME", stronger.id, "SfdcCustomField")
+    again = put("USD 90000", source="sfdc:Opportunity:1", authority="SfdcCustomField", at=T0 - timedelta(days=9))
+    assert (again.action, again.valid) == ("unchanged", True)
+    assert list(Fact.objects.filter(valid=True).values_list("id", flat=True)) == [stronger.id]
+    assert Fact.objects.get(id=weaker.id).superseded_by_id == first.id  # outranked by the winner of its time
+
+
+def test_a_head_whose_fact_was_deleted_is_resolved_again_from_the_facts() -> None:
+    older = put("USD 50000", source="gong:call:1", at=T0)
+    newer = put("USD 80000", source="gong:call:2", at=T0 + timedelta(days=7))
+    Fact.objects.filter(id=newer.id).delete()  # the head now names a fact that is gone
+    assert not Fact.objects.filter(valid=True).exists()
+    late = put("USD 60000", source="gong:call:3", at=T0 + timedelta(days=1))
+    # Ranked against the stored facts, not the deleted head: it is the only valid one.
+    assert (late.action, late.valid) == ("inserted", True) and head()[1] == late.id
+    assert Fact.objects.get(id=older.id).valid is False
+
+
+def test_facts_stored_without_a_head_are_all_ranked_by_the_next_write_of_their_key() -> None:
+    """Facts stored before heads existed (or by hand) have no head: the first write resolves them all."""
+    put("USD 50000", source="gong:call:1", at=T0)
+    FactHead.objects.all().delete()
+    stray = Fact.objects.create(id="f" * 32, tenant="acme", subject="acme", predicate="budget", object="USD 70000",
+                                confidence=0.5, source_authority="GongCall", source_ref="gong:call:9",
+                                observed_at=T0 + timedelta(days=3), valid=True, created_at=T0, updated_at=T0)
+    new = put("USD 65000", source="gong:call:2", at=T0 + timedelta(days=2))
+    assert (new.action, new.valid) == ("outranked", False)
+    assert list(Fact.objects.filter(valid=True).values_list("id", flat=True)) == [stray.id]
+    assert head()[1] == stray.id
+
+
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_rival_facts_written_at_once_leave_exactly_the_best_ranked_one_valid(require_postgres: None) -> None:
@@ -197,3 +239,31 @@ def test_the_fact_function_uses_its_indexes_on_a_table_the_planner_thinks_small(
     with connection.cursor() as cursor:
         cursor.execute("SELECT proconfig FROM pg_proc WHERE proname = 'ingest_fact_put'")
         assert cursor.fetchone()[0] == ["enable_seqscan=off"]
+
+
+def test_a_superseding_write_checks_its_winner_at_once_by_index(require_postgres) -> None:
+    """Migration 0006: the reference is checked inside the function (by the primary key, under
+    its setting), not at COMMIT with a plan made while the table was small."""
+    from django.db import IntegrityError, connection, transaction
+
+    def seq_scans() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT seq_scan FROM pg_stat_xact_user_tables WHERE relname = 'ingest_fact'")
+            return int(cursor.fetchone()[0])
+
+    first = put("USD 0", source="call-0", at=T0)
+    before = seq_scans()
+    for i in range(1, 200):  # each newer budget supersedes the one before it
+        assert put(f"USD {i}", source=f"call-{i}", at=T0 + timedelta(minutes=i)).action == "superseded"
+    assert seq_scans() == before
+    assert Fact.objects.filter(valid=True).count() == 1 and Fact.objects.get(id=first.id).superseded_by_id
+
+    # Immediate: a dangling reference fails its own statement, inside the test's transaction
+    # (a deferred check would wait for a COMMIT this test never reaches).
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Fact.objects.filter(id=first.id).update(superseded_by_id="no-such-fact")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT condeferrable FROM pg_constraint WHERE conrelid = 'ingest_fact'::regclass "
+                       "AND contype = 'f' AND conkey = ARRAY[(SELECT attnum FROM pg_attribute WHERE "
+                       "attrelid = 'ingest_fact'::regclass AND attname = 'superseded_by_id')]")
+        assert cursor.fetchall() == [(False,)]
