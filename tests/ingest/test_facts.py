@@ -267,3 +267,20 @@ def test_a_superseding_write_checks_its_winner_at_once_by_index(require_postgres
                        "AND contype = 'f' AND conkey = ARRAY[(SELECT attnum FROM pg_attribute WHERE "
                        "attrelid = 'ingest_fact'::regclass AND attname = 'superseded_by_id')]")
         assert cursor.fetchall() == [(False,)]
+
+
+def test_each_fact_write_maintains_only_the_indexes_a_query_uses(require_postgres) -> None:
+    """Migration 0008: no single-column tenant index, no LIKE (varchar_pattern_ops) indexes;
+    every index on the fact table is one that a lookup or a listing uses."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indexdef FROM pg_indexes WHERE tablename = 'ingest_fact'")
+        definitions = sorted(d.split(" USING btree ", 1)[1] for (d,) in cursor.fetchall())
+    assert definitions == [
+        "(id)",  # the primary key
+        "(superseded_by_id)",  # what a deleted fact's SET NULL looks up
+        "(tenant, predicate, valid)",
+        "(tenant, source_ref)",
+        "(tenant, upper((subject)::text), predicate) WHERE valid",  # a key's facts, resolved without a head
+    ]
