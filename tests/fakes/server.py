@@ -60,7 +60,7 @@ class FakeServer:
         self._plans: dict[str, deque[Planned]] = {}
         self._lock = threading.Lock()
         self.requests: list[Recorded] = []
-        self.delay = 0.0  # added to every response, for benchmarks
+        self.delay = 0.0  # every answer's time from the request's arrival, for benchmarks
         self._httpd: ThreadingHTTPServer | None = None
 
     def route(self, method: str, pattern: str, handler: Handler) -> None:
@@ -137,9 +137,8 @@ def _handler_class(server: FakeServer) -> type[BaseHTTPRequestHandler]:
         def _serve(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else b""
+            arrived = time.monotonic()
             planned = server.respond(self.command, self.path, dict(self.headers), body)
-            if planned.delay or server.delay:
-                time.sleep(planned.delay + server.delay)
             payload = planned.body
             if isinstance(payload, (dict, list)):
                 data, ctype = json.dumps(payload).encode(), "application/json"
@@ -147,6 +146,11 @@ def _handler_class(server: FakeServer) -> type[BaseHTTPRequestHandler]:
                 data, ctype = payload.encode(), "text/plain; charset=utf-8"
             else:
                 data, ctype = payload or b"", "application/octet-stream"
+            if planned.delay or server.delay:
+                # The delay is the answer time counted from the request's arrival, as a remote
+                # API's latency would be: the fake's own work (the LLM fake runs the rule
+                # extractor) is part of it, not added to it.
+                time.sleep(max(0.0, arrived + planned.delay + server.delay - time.monotonic()))
             self.send_response(planned.status)
             headers = {"Content-Type": ctype, **planned.headers, "Content-Length": str(len(data))}
             for key, value in headers.items():
