@@ -13,9 +13,12 @@ all have finished.
 
 It prints, per run and as medians: the wall time from the first create to the last completion
 against the goal (1.3 × calls × delay ÷ total concurrency), the LLM calls the fake received
-(exactly one per call when nothing fails), and how the workers' thread-time splits between the
-LLM calls, the rest of the step code (fact writes, budgets, costs) and the engine (claiming,
-replay, ledger writes, idle gaps between turns).
+(exactly one per call when nothing fails), how long an instance holds its slot (from its first
+attempt to its end) split into the LLM step, the other steps' code and the time between steps
+(the engine: each step's commit, replay, the next step's start), how much of the wall time the
+slots were held, and how the workers' thread-time splits between the LLM calls, the rest of the
+step code (fact writes, budgets, costs) and the engine (claiming, replay, ledger writes, idle
+gaps between turns).
 
 The box is usually CPU-bound, so it also prints CPU seconds per call from /proc: the worker
 processes, the PostgreSQL backends serving this database (sampled while the run lasts, so a
@@ -208,7 +211,7 @@ def wait_finished(total: int, timeout: float, meter: CpuMeter) -> None:
             return
         if time.monotonic() > deadline:
             raise SystemExit(f"only {done} of {total} instances finished within {timeout:g} s")
-        time.sleep(0.05)
+        time.sleep(0.25)  # the wall time comes from the ledger's timestamps, not from this loop
 
 
 # ---- where the workers' time goes (py-spy) ------------------------------------------------------
@@ -292,20 +295,31 @@ def measure(calls: int, concurrency: int) -> dict[str, float]:
     instances = Instance.objects.filter(tenant=TENANT)
     span = instances.aggregate(first=Min("created_at"), last=Max("ended_at"))
     wall = seconds(span["first"], span["last"])
-    llm = other = 0.0
-    for name, started, ended in Attempt.objects.filter(step__instance__tenant=TENANT).values_list(
-            "step__name", "started_at", "ended_at"):
-        if ended is None:
-            continue
-        if name == "llm-extract":
-            llm += seconds(started, ended)
-        else:
-            other += seconds(started, ended)
+    ended = dict(instances.values_list("id", "ended_at"))
+    attempts: dict[str, list[tuple[Any, Any, str]]] = collections.defaultdict(list)
+    for instance_id, name, started, finished in Attempt.objects.filter(step__instance__tenant=TENANT).values_list(
+            "step__instance_id", "step__name", "started_at", "ended_at"):
+        if finished is not None:
+            attempts[instance_id].append((started, finished, name))
+    llm = other = gaps = held = 0.0
+    for instance_id, rows in attempts.items():
+        rows.sort()
+        held += seconds(rows[0][0], ended[instance_id])
+        for i, (started, finished, name) in enumerate(rows):
+            if name == "llm-extract":
+                llm += seconds(started, finished)
+            else:
+                other += seconds(started, finished)
+            if i:
+                gaps += seconds(rows[i - 1][1], started)
     thread_time = wall * concurrency
     errored = instances.exclude(status="complete").count()
+    n = len(attempts) or 1
     return {"wall": wall, "llm_share": llm / thread_time, "steps_share": other / thread_time,
             "engine_share": 1 - (llm + other) / thread_time, "errored": errored,
-            "steps": Attempt.objects.filter(step__instance__tenant=TENANT).count() / calls}
+            "steps": sum(len(rows) for rows in attempts.values()) / calls,
+            "held": held / n, "llm": llm / n, "other": other / n, "gaps": gaps / n,
+            "occupancy": held / thread_time}
 
 
 def main() -> None:
@@ -386,6 +400,10 @@ def summary(r: dict[str, float], goal: float, calls: int) -> str:
         f"{r['steps']:.1f} attempts/call\n"
         f"  CPU per call: workers {r['cpu_workers'] * 1000:.1f} ms, PostgreSQL {r['cpu_postgres'] * 1000:.1f} ms, "
         f"bench + fake LLM {r['cpu_bench'] * 1000:.1f} ms\n"
+        f"  per call, first attempt to end: {r['held'] * 1000:.0f} ms = LLM step {r['llm'] * 1000:.0f} + other steps "
+        f"{r['other'] * 1000:.0f} + between steps {r['gaps'] * 1000:.0f} (the engine: commits, replay) + "
+        f"{(r['held'] - r['llm'] - r['other'] - r['gaps']) * 1000:.0f} to the instance's end; slots held "
+        f"{r['occupancy']:.0%} of the wall time\n"
         f"  thread-time: LLM step {r['llm_share']:.0%}, other steps {r['steps_share']:.0%}, "
         f"engine + idle {r['engine_share']:.0%}"
     )
