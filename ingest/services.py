@@ -90,10 +90,10 @@ _FACT_PUT = (
 
 def _fact_put_postgres(v: dict[str, Any], *, single: bool) -> FactWrite:
     """One round trip: `ingest_fact_put` (migrations 0003, 0007) inserts the fact and, for a
-    single-valued predicate, ranks it against its key's head row (locked) as `_rank` does. Run outside a transaction it is its own, committed without waiting for the
-    WAL flush (the step's completion, committed after it, flushes it). Prepared
-    (`_prepared_row`): a call's 18 or so fact steps skip the parse, the plan and Django's
-    cursor wrapper.
+    single-valued predicate, ranks it against its key's head row (locked) as `_rank` does. Run
+    outside a transaction it is its own, committed without waiting for the WAL flush (the
+    step's completion, committed after it, flushes it). Prepared (`sql.prepared_row`): a
+    call's 18 or so fact steps skip the parse, the plan and Django's cursor wrapper.
     """
     params = [v["id"], v["tenant"], v["subject"], v["predicate"], json.dumps(v["object"]), v["confidence"],
               v["source_authority"], v["source_ref"], v["evidence"], v["observed_at"], v["ordinal"],
