@@ -195,6 +195,8 @@ def test_rival_facts_written_at_once_leave_exactly_the_best_ranked_one_valid(req
         for _ in range(writers):  # bounded: a cycle would never reach the valid fact
             end = superseded_by.get(end, end)
         assert end == valid[0].id, loser
+    # The writers raced to create the key's head: one row, naming the valid fact and its rank.
+    assert list(FactHead.objects.values_list("fact_id", "observed_at")) == [(valid[0].id, valid[0].observed_at)]
 
 
 def test_recording_a_batch_again_updates_its_one_signal_evaluation_row() -> None:
