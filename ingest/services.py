@@ -123,15 +123,26 @@ def fact_insert_or_supersede(*, tenant: str, fact: ExtractedFact, source_ref: st
     if connection.vendor == "postgresql":
         return _fact_put_postgres(values, single=single)
     row = Fact(**values, valid=True, updated_at=now)
+    key = {"tenant": tenant, "subject_key": row.subject.upper(), "predicate": row.predicate}
     if not single:
-        # Nothing to resolve: one INSERT … ON CONFLICT DO NOTHING (most facts take this path).
+        # Nothing to resolve: one INSERT … ON CONFLICT DO NOTHING (most facts take this path),
+        # unless a single-valued writer holds the key and its head outranks this fact.
+        head = FactHead.objects.filter(**key).first()
+        head_fact = Fact.objects.filter(id=head.fact_id, valid=True).first() if head is not None else None
+        if head_fact is not None and _rank(row) < _rank(head_fact):
+            with transaction.atomic():
+                existing = Fact.objects.filter(id=fact_id).values_list("valid", flat=True).first()
+                if existing is not None:
+                    return FactWrite(fact_id, "unchanged", existing)
+                row.valid, row.superseded_by_id = False, head_fact.id
+                row.save(force_insert=True)
+            return FactWrite(fact_id, "outranked", False)
         Fact.objects.bulk_create([row], ignore_conflicts=True)
         return FactWrite(fact_id, "stored", True)
     # SQLite transactions take the write lock at BEGIN (transaction_mode IMMEDIATE, see
     # dashboard/config.py): writers are serialised, so the resolution needs no lock of its own.
     # The same rules as `ingest_fact_put`: rank against the key's head, or, for a new key or a
     # head whose fact is gone or no longer valid, against all the key's valid facts.
-    key = {"tenant": tenant, "subject_key": row.subject.upper(), "predicate": row.predicate}
     with transaction.atomic():
         existing = Fact.objects.filter(id=fact_id).values_list("valid", flat=True).first()
         head = FactHead.objects.filter(**key).first()

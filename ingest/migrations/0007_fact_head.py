@@ -14,6 +14,9 @@ others wait on that insert), later writers lock it FOR UPDATE. A write compares 
 its fact valid or outranked, and, when it wins, updates the head and the loser by their keys.
 Every lookup has one index that fits it. A head whose fact is gone or no longer valid, and a
 new key, are resolved the old way, from the facts (the rivals query), under the head's lock.
+A multi-valued write to a key that has a head (a Salesforce field named like a predicate the
+LLM extracts as multi-valued) is ranked against the head: outranked, it is stored superseded
+by the head's fact, which is what the next single-valued write of the key used to do to it.
 Heads are created as keys are written; facts stored before this migration are ranked when
 their key is next written.
 """
@@ -51,6 +54,30 @@ BEGIN
     PERFORM set_config('synchronous_commit', 'off', true);
     superseded := '{{}}';
     IF NOT p_single THEN
+        -- Multi-valued facts accumulate, unless a single-valued writer holds the key (a
+        -- Salesforce field named like a predicate the LLM extracts): a fact its head outranks
+        -- is stored superseded by it, as the next single-valued write would have left it.
+        SELECT h.fact_id, h.source_authority, h.observed_at, h.ordinal INTO head
+          FROM ingest_facthead h WHERE {KEY};
+        IF FOUND THEN
+            SELECT f.valid INTO head_valid FROM ingest_fact f WHERE f.id = head.fact_id;
+        END IF;
+        IF head_valid
+           AND (coalesce(p_ranks[array_position(p_authorities, p_authority::text)], 0), p_observed_at, p_ordinal,
+                p_id COLLATE "C")
+             < (coalesce(p_ranks[array_position(p_authorities, head.source_authority::text)], 0), head.observed_at,
+                head.ordinal, head.fact_id COLLATE "C") THEN
+            INSERT INTO ingest_fact ({COLUMNS}) VALUES ({NEW_FACT}, false, head.fact_id, p_instance_id, p_now, p_now)
+                ON CONFLICT (id) DO NOTHING;
+            IF FOUND THEN
+                action := 'outranked';
+                is_valid := false;
+            ELSE
+                SELECT f.valid INTO is_valid FROM ingest_fact f WHERE f.id = p_id;
+                action := 'unchanged';
+            END IF;
+            RETURN;
+        END IF;
         INSERT INTO ingest_fact ({COLUMNS}) VALUES ({NEW_FACT}, true, NULL, p_instance_id, p_now, p_now)
             ON CONFLICT (id) DO NOTHING;
         action := 'stored';

@@ -136,6 +136,26 @@ def test_the_key_head_follows_the_winner_and_a_repeat_of_the_winner_changes_noth
     assert Fact.objects.get(id=weaker.id).superseded_by_id == first.id  # outranked by the winner of its time
 
 
+def test_a_key_a_salesforce_field_holds_outranks_the_same_predicate_extracted_as_multi_valued() -> None:
+    """`next_step` accumulates from calls, but a Salesforce field `Next_Step__c` makes it
+    single-valued for that account: once the field is stored, call facts rank below it."""
+    def call(obj: str, n: int):
+        return put(obj, source=f"gong:call:{n}", predicate="next_step", at=T0 + timedelta(days=n))
+
+    before = call("send the security review", 1)
+    field = put("Legal review", source="sfdc:Opportunity:1", predicate="next_step", authority="SfdcCustomField", at=T0)
+    after = call("book the onsite", 2)
+    assert (before.action, field.action, field.superseded) == ("stored", "superseded", (before.id,))
+    assert (after.action, after.valid) == ("outranked", False)
+    assert Fact.objects.get(id=after.id).superseded_by_id == field.id
+    assert list(Fact.objects.filter(valid=True).values_list("id", flat=True)) == [field.id]
+    assert call("book the onsite", 2).action == "unchanged"
+    # Without a field, the same predicate keeps accumulating for another account.
+    other = fact_insert_or_supersede(tenant="acme", fact=Extracted("Initech", "next_step", "demo", 0.8),
+                                     source_ref="gong:call:3", authority="GongCall", observed_at=T0)
+    assert (other.action, other.valid) == ("stored", True)
+
+
 def test_a_head_whose_fact_was_deleted_is_resolved_again_from_the_facts() -> None:
     older = put("USD 50000", source="gong:call:1", at=T0)
     newer = put("USD 80000", source="gong:call:2", at=T0 + timedelta(days=7))
