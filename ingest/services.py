@@ -127,8 +127,7 @@ def fact_insert_or_supersede(*, tenant: str, fact: ExtractedFact, source_ref: st
     if not single:
         # Nothing to resolve: one INSERT … ON CONFLICT DO NOTHING (most facts take this path),
         # unless a single-valued writer holds the key and its head outranks this fact.
-        head = FactHead.objects.filter(**key).first()
-        head_fact = Fact.objects.filter(id=head.fact_id, valid=True).first() if head is not None else None
+        _, head_fact = _key_winner(key)
         if head_fact is not None and _rank(row) < _rank(head_fact):
             with transaction.atomic():
                 existing = Fact.objects.filter(id=fact_id).values_list("valid", flat=True).first()
@@ -145,8 +144,7 @@ def fact_insert_or_supersede(*, tenant: str, fact: ExtractedFact, source_ref: st
     # head whose fact is gone or no longer valid, against all the key's valid facts.
     with transaction.atomic():
         existing = Fact.objects.filter(id=fact_id).values_list("valid", flat=True).first()
-        head = FactHead.objects.filter(**key).first()
-        head_fact = Fact.objects.filter(id=head.fact_id, valid=True).first() if head is not None else None
+        head, head_fact = _key_winner(key)
         if head_fact is not None:
             if existing is not None:
                 return FactWrite(fact_id, "unchanged", existing)
@@ -175,6 +173,12 @@ def fact_insert_or_supersede(*, tenant: str, fact: ExtractedFact, source_ref: st
         if winner.id == fact_id:
             return FactWrite(fact_id, "superseded", True, tuple(losers))
         return FactWrite(fact_id, "outranked", False)
+
+
+def _key_winner(key: dict[str, str]) -> tuple[FactHead | None, Fact | None]:
+    """The key's head and its fact, the fact only while it exists and is valid (SQLite path)."""
+    head = FactHead.objects.filter(**key).first()
+    return head, (Fact.objects.filter(id=head.fact_id, valid=True).first() if head is not None else None)
 
 
 def _head_put(head: FactHead | None, key: dict[str, str], winner: Fact, now: datetime) -> None:

@@ -28,10 +28,16 @@ from typing import Any
 from django.db import migrations, models
 
 
-COLUMNS = """id, tenant, subject, predicate, object, confidence, source_authority, source_ref, evidence,
-        observed_at, ordinal, valid, superseded_by_id, instance_id, created_at, updated_at"""
-NEW_FACT = """p_id, p_tenant, p_subject, p_predicate, p_object, p_confidence, p_authority, p_source_ref,
-        p_evidence, p_observed_at, p_ordinal"""
+# `INSERT_FACT` ends with the new fact's validity and what supersedes it: "{INSERT_FACT} true, NULL)".
+INSERT_FACT = """INSERT INTO ingest_fact (id, tenant, subject, predicate, object, confidence, source_authority,
+        source_ref, evidence, observed_at, ordinal, instance_id, created_at, updated_at, valid, superseded_by_id)
+    VALUES (p_id, p_tenant, p_subject, p_predicate, p_object, p_confidence, p_authority, p_source_ref, p_evidence,
+        p_observed_at, p_ordinal, p_instance_id, p_now, p_now,"""
+# What `_rank` (ingest/services.py) ranks by, for the new fact and for the key's head.
+RANK_NEW = """(coalesce(p_ranks[array_position(p_authorities, p_authority::text)], 0), p_observed_at, p_ordinal,
+                p_id COLLATE "C")"""
+RANK_HEAD = """(coalesce(p_ranks[array_position(p_authorities, head.source_authority::text)], 0), head.observed_at,
+                head.ordinal, head.fact_id COLLATE "C")"""
 KEY = "h.tenant = p_tenant AND h.subject_key = upper(p_subject) AND h.predicate = p_predicate"
 
 CREATE = f"""
@@ -62,12 +68,8 @@ BEGIN
         IF FOUND THEN
             SELECT f.valid INTO head_valid FROM ingest_fact f WHERE f.id = head.fact_id;
         END IF;
-        IF head_valid
-           AND (coalesce(p_ranks[array_position(p_authorities, p_authority::text)], 0), p_observed_at, p_ordinal,
-                p_id COLLATE "C")
-             < (coalesce(p_ranks[array_position(p_authorities, head.source_authority::text)], 0), head.observed_at,
-                head.ordinal, head.fact_id COLLATE "C") THEN
-            INSERT INTO ingest_fact ({COLUMNS}) VALUES ({NEW_FACT}, false, head.fact_id, p_instance_id, p_now, p_now)
+        IF head_valid AND {RANK_NEW} < {RANK_HEAD} THEN
+            {INSERT_FACT} false, head.fact_id)
                 ON CONFLICT (id) DO NOTHING;
             IF FOUND THEN
                 action := 'outranked';
@@ -78,7 +80,7 @@ BEGIN
             END IF;
             RETURN;
         END IF;
-        INSERT INTO ingest_fact ({COLUMNS}) VALUES ({NEW_FACT}, true, NULL, p_instance_id, p_now, p_now)
+        {INSERT_FACT} true, NULL)
             ON CONFLICT (id) DO NOTHING;
         action := 'stored';
         is_valid := true;
@@ -99,11 +101,8 @@ BEGIN
             is_valid := true;
             RETURN;
         ELSIF head_valid THEN
-            IF (coalesce(p_ranks[array_position(p_authorities, p_authority::text)], 0), p_observed_at, p_ordinal,
-                p_id COLLATE "C")
-             > (coalesce(p_ranks[array_position(p_authorities, head.source_authority::text)], 0), head.observed_at,
-                head.ordinal, head.fact_id COLLATE "C") THEN
-                INSERT INTO ingest_fact ({COLUMNS}) VALUES ({NEW_FACT}, true, NULL, p_instance_id, p_now, p_now)
+            IF {RANK_NEW} > {RANK_HEAD} THEN
+                {INSERT_FACT} true, NULL)
                     ON CONFLICT (id) DO NOTHING;
                 IF FOUND THEN
                     UPDATE ingest_facthead h SET fact_id = p_id, source_authority = p_authority,
@@ -117,7 +116,7 @@ BEGIN
                     RETURN;
                 END IF;
             ELSE
-                INSERT INTO ingest_fact ({COLUMNS}) VALUES ({NEW_FACT}, false, head.fact_id, p_instance_id, p_now, p_now)
+                {INSERT_FACT} false, head.fact_id)
                     ON CONFLICT (id) DO NOTHING;
                 IF FOUND THEN
                     action := 'outranked';
@@ -136,7 +135,7 @@ BEGIN
     SELECT f.valid INTO is_valid FROM ingest_fact f WHERE f.id = p_id;
     existed := FOUND;
     IF NOT existed THEN
-        INSERT INTO ingest_fact ({COLUMNS}) VALUES ({NEW_FACT}, true, NULL, p_instance_id, p_now, p_now);
+        {INSERT_FACT} true, NULL);
     END IF;
     SELECT f.id, f.source_authority, f.observed_at, f.ordinal INTO w FROM ingest_fact f
      WHERE f.tenant = p_tenant AND upper(f.subject) = upper(p_subject) AND f.predicate = p_predicate
