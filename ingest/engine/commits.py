@@ -16,6 +16,14 @@ commit. Should the batch fail as a whole (a broken connection, a deadlock with a
 transaction), each write of it is run again alone, so one bad write does not fail its
 neighbours, and an error reaches only the thread whose write caused it.
 
+A step run with `checkpoint="deferred"` does not wait: its completion is queued (`submit`) and
+its thread runs on, collecting the outcome later (`Pending.wait`, at the instance's next
+barrier, runtime.py). A batch whose first write nobody waits for is led by the process's
+committer thread instead. Writes commit in the order they were queued, and once a write of a
+turn has failed every later write of that turn (its instance and lease token) is refused unwritten, so an
+instance's history is always a prefix of what its turn did: its completion can be queued
+behind its deferred steps without waiting for them first.
+
 PostgreSQL only. The process has one connection for this, beside each turn thread's Django
 connection, opened on first use and closed when idle.
 """
@@ -34,21 +42,44 @@ from ingest.engine.sql import Completion, InstanceDone
 log = logging.getLogger("runledger.engine")
 
 IDLE_CLOSE_SECONDS = 2.0
+POISON_SECONDS = 3600.0  # far longer than any lease: a turn's token is dead long before
+
+
+class EarlierWriteFailed(DatabaseError):
+    """A write refused because an earlier write of the same turn failed."""
 
 
 class _Write:
     """One write waiting for its group transaction. `done` is held until that has committed (or
-    until this thread is to lead the next batch)."""
+    until this thread is to lead the next batch). A detached write's thread does not wait to
+    lead: the committer thread leads its batch."""
 
-    __slots__ = ("write", "done", "lead", "result", "error")
+    __slots__ = ("write", "done", "lead", "detached", "result", "error")
 
-    def __init__(self, write: Completion | InstanceDone) -> None:
+    def __init__(self, write: Completion | InstanceDone, *, detached: bool = False) -> None:
         self.write = write
         self.done = threading.Lock()
         self.done.acquire()
         self.lead = False
+        self.detached = detached
         self.result: Any = None
         self.error: BaseException | None = None
+
+
+class Pending:
+    """A queued completion (`GroupCommit.submit`); `wait` returns what `finish` would have."""
+
+    __slots__ = ("_item", "_settled")
+
+    def __init__(self, item: _Write) -> None:
+        self._item = item
+        self._settled = False
+
+    def wait(self) -> tuple[str, int] | None:
+        if not self._settled:
+            self._item.done.acquire()
+            self._settled = True
+        return _outcome(self._item)  # type: ignore[no-any-return]
 
 
 class GroupCommit:
@@ -59,6 +90,11 @@ class GroupCommit:
         self._conn: Any = None
         self._used_at = 0.0
         self._closer: threading.Thread | None = None
+        self._committer: threading.Thread | None = None
+        self._kick = threading.Event()
+        self._committer_lock = threading.Lock()
+        # (instance id, lease token) -> when one of that turn's writes failed
+        self._failed_turns: dict[tuple[str, str], float] = {}
         self.batches = 0
         self.writes = 0
 
@@ -66,6 +102,18 @@ class GroupCommit:
         """Store a step's successful attempt; once committed, return (control, step id), or None
         when the lease is lost. Raises Django's DatabaseError when the write fails."""
         return self._submit(completion)  # type: ignore[no-any-return]
+
+    def submit(self, completion: Completion) -> Pending:
+        """Queue a step's successful attempt and return at once; the committer thread leads its
+        batch when no batch is being written."""
+        item = _Write(completion, detached=True)
+        with self._lock:
+            self._queue.append(item)
+            if self._leading:
+                return Pending(item)
+            self._leading = True
+        self._wake_committer()
+        return Pending(item)
 
     def complete(self, done: InstanceDone) -> bool:
         """Complete an instance with its output, releasing its lease; False when the lease is lost."""
@@ -108,16 +156,22 @@ class GroupCommit:
                 else:
                     item.done.release()
             with self._lock:
-                if self._queue:
+                if not self._queue:
+                    self._leading = False
+                elif self._queue[0].detached:
+                    self._wake_committer()
+                else:
                     nxt = self._queue[0]
                     nxt.lead = True
                     nxt.done.release()
-                else:
-                    self._leading = False
 
     def _write(self, batch: list[_Write]) -> None:
         import psycopg
 
+        if self._failed_turns:
+            batch = self._refuse_after_failures(batch)
+            if not batch:
+                return
         self.batches += 1
         self.writes += len(batch)
         try:
@@ -132,14 +186,49 @@ class GroupCommit:
                 _apply(self._connection(), batch)
         except psycopg.Error as exc:
             if len(batch) == 1:
-                batch[0].error = _django_error(exc)
+                self._failed(batch[0], _django_error(exc))
                 return
             log.info("group commit of %d writes failed (%s); writing each alone", len(batch), exc)
             for item in batch:
+                if not self._refuse_after_failures([item]):
+                    continue
                 try:
                     _apply(self._connection(), [item])
                 except psycopg.Error as alone:
-                    item.error = _django_error(alone)
+                    self._failed(item, _django_error(alone))
+
+    def _failed(self, item: _Write, error: DatabaseError) -> None:
+        item.error = error
+        now = time.monotonic()
+        if len(self._failed_turns) > 1000:
+            self._failed_turns = {t: at for t, at in self._failed_turns.items() if now - at < POISON_SECONDS}
+        self._failed_turns[(item.write.iid, item.write.token)] = now
+
+    def _refuse_after_failures(self, batch: list[_Write]) -> list[_Write]:
+        """The writes of `batch` whose turn has had no failed write; the others get an error."""
+        kept = []
+        for item in batch:
+            if (item.write.iid, item.write.token) in self._failed_turns:
+                item.error = EarlierWriteFailed(
+                    f"not written: an earlier write of the same turn of instance {item.write.iid} failed")
+            else:
+                kept.append(item)
+        return kept
+
+    def _wake_committer(self) -> None:
+        if self._committer is None:
+            with self._committer_lock:  # not self._lock: the lead is handed over holding it
+                if self._committer is None:
+                    self._committer = threading.Thread(target=self._commit_forever, name="runledger-committer",
+                                                       daemon=True)
+                    self._committer.start()
+        self._kick.set()
+
+    def _commit_forever(self) -> None:
+        while True:
+            self._kick.wait()
+            self._kick.clear()
+            self._lead()
 
     def _connection(self) -> Any:
         from ingest.engine import sql

@@ -121,7 +121,8 @@ def check_step_name(name: object) -> str:
     return name
 
 
-STEP_OPTIONS = frozenset({"retries", "timeout", "rollback", "sensitive"})
+STEP_OPTIONS = frozenset({"retries", "timeout", "rollback", "sensitive", "checkpoint"})
+CHECKPOINTS = ("immediate", "deferred")
 
 
 def check_step_options(step_name: str, options: dict[str, Any]) -> None:
@@ -129,5 +130,11 @@ def check_step_options(step_name: str, options: dict[str, Any]) -> None:
     if unknown:
         raise InvalidStepConfig(
             f"step {step_name!r} has unknown config key(s) {', '.join(map(repr, unknown))}; "
-            "step.do takes retries, timeout, rollback and sensitive"
+            "step.do takes retries, timeout, rollback, sensitive and checkpoint"
+        )
+    checkpoint = options.get("checkpoint", "immediate")
+    if checkpoint not in CHECKPOINTS:
+        raise InvalidStepConfig(
+            f"checkpoint of step {step_name!r} is {checkpoint!r}; use 'immediate' (the default: the "
+            "step's completion is durable before the workflow runs on) or 'deferred'"
         )

@@ -110,6 +110,7 @@ class Prepared:
     config: StepConfig | None = None
     sensitive: bool = False
     rollback: Callable[..., Any] | None = None
+    deferred: bool = False  # checkpoint="deferred"
 
     @property
     def label(self) -> str:
@@ -188,7 +189,8 @@ class Execution:
             raise InvalidStepConfig(f"rollback of step {name!r} must be callable; got {rollback!r}")
         seq, position, rec = self.reserve(name, StepKind.DO)
         return Prepared(name=name, seq=seq, position=position, kind=StepKind.DO, rec=rec,
-                        config=config, sensitive=bool(options.get("sensitive", False)), rollback=rollback)
+                        config=config, sensitive=bool(options.get("sensitive", False)), rollback=rollback,
+                        deferred=options.get("checkpoint") == "deferred")
 
     def memo(self, p: Prepared) -> tuple[bool, Any]:
         """(True, result) for a completed step; raises its stored failure; (False, None) to run."""
@@ -204,6 +206,11 @@ class Execution:
         return False, None
 
     def start_attempt(self, p: Prepared) -> tuple[StepContext, datetime]:
+        if not p.deferred:
+            # The barrier: a step that may act outside the database starts only once every
+            # earlier step of this instance is durable, so nothing outside depends on a
+            # completion a crash could still lose.
+            self.store.settle()
         self.checkpoint()
         now = self.now()
         rec = p.rec
@@ -290,7 +297,7 @@ class Execution:
             raise FailInstance(error, step=p.label) from None
         assert p.rec is not None
         self.store.step_completed(p.rec, attempt=ctx.attempt, started=started, now=now, result=stored,
-                                  encoded=encoded)
+                                  encoded=encoded, deferred=p.deferred)
         self._register_rollback(p, stored)
         return stored
 
@@ -356,9 +363,11 @@ class Execution:
         except Unwind as unwind:
             return self._terminate(rollback=unwind.rollback)
         except LeaseLost:
+            self.store.settle_quietly()
             log.info("instance %s: lease lost (terminated, restarted or expired); dropping the turn", inst.id)
             return "lost"
         except EngineFault as fault:
+            self.store.settle_quietly()
             log.error("instance %s: the ledger write failed (%s); the turn is retried when its lease expires",
                       inst.id, fault)
             return "fault"

@@ -717,6 +717,18 @@ def step_finish(*, row: StepRow, token: str, now: datetime, started: datetime, a
         return completion.write_alone(connection.connection)
 
 
+def step_finish_deferred(*, row: StepRow, token: str, now: datetime, started: datetime, attempt: int,
+                         result: str | None, worker: str, with_start: bool) -> Any:
+    """Queue the same write on the group commit and return its `commits.Pending` at once; None
+    when completions are not grouped here (the caller then writes it with `step_finish`)."""
+    if not _grouped():
+        return None
+    from ingest.engine.commits import group
+
+    return group.submit(Completion(row=row, token=token, now=now, started=started, attempt=attempt,
+                                   result=result, worker=worker, with_start=with_start))
+
+
 # A group commit's writes in one statement (commits.py): the completions of several instances'
 # steps (the same writes as _FINISH / _FINISH_WITH_START) and the completions of instances (as
 # _COMPLETE_INSTANCE), each list sent as one JSON array of arrays (one json.dumps in C, where
@@ -810,6 +822,10 @@ class Completion:
     worker: str
     with_start: bool
 
+    @property
+    def iid(self) -> str:
+        return self.row.iid
+
     def element(self) -> str:
         """This completion as one element of _GROUP_WRITE's JSON array of steps."""
         row = self.row
@@ -866,6 +882,10 @@ def group_write(raw: Any, steps: Sequence[Completion], done: Sequence[InstanceDo
         rows = cursor.fetchall()
     written = {(r[0], r[1], r[2]): (str(r[3]), int(r[4])) for r in rows if r[1] is not None}
     return written, {r[0] for r in rows if r[1] is None}
+
+
+def grouped() -> bool:
+    return _grouped()
 
 
 def _grouped() -> bool:

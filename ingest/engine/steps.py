@@ -63,7 +63,9 @@ class Step:
         """Run `fn(ctx)` once, durably: its result is stored and returned on every replay.
 
         Options: `retries={"limit", "delay", "backoff"}`, `timeout`, `rollback(ctx, result)`,
-        `sensitive`. A failure after the last retry is raised here (and re-raised on replay).
+        `sensitive`, `checkpoint` ("immediate", the default, or "deferred": the workflow runs on
+        before this step's completion has committed; see docs/engine-contract.md). A failure
+        after the last retry is raised here (and re-raised on replay).
         """
         return self._run(self._x.prepare_do(name, options), fn)
 

@@ -2,13 +2,19 @@
 
 One durable transaction per step outcome: the step row, its attempt, its history, and the lease
 check. A step's start marker commits without waiting for the WAL flush (sql.async_commit).
+
+A step run with `checkpoint="deferred"` queues its completion on the group commit and returns;
+the queued completions are collected (`settle`) before any other write of the instance and
+before a step that is not deferred starts (runtime.py): that is the instance's barrier.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -116,6 +122,9 @@ class InstanceStore:
     deferred: list[Callable[[], None]] = field(default_factory=list)
     _sleep_write: SleepWrite | None = None
     _histories: list[History] = field(default_factory=list)
+    # Deferred completions not collected yet, oldest first, with the step they complete.
+    _pending: list[tuple[StepRecord, Any]] = field(default_factory=list)
+    _pending_lock: threading.Lock = field(default_factory=threading.Lock)
 
     # ---- reads -----------------------------------------------------------------------
 
@@ -133,6 +142,44 @@ class InstanceStore:
             "error_message", "attempts", "wake_at", "event_type", "child_id", "started_at",
         )
         return [StepRecord(*row) for row in rows]
+
+    # ---- the barrier -------------------------------------------------------------------
+
+    @property
+    def unsettled(self) -> int:
+        return len(self._pending)
+
+    @_io
+    def settle(self) -> None:
+        """Wait until every deferred completion of this turn has committed. Raises LeaseLost
+        when one found the lease gone, EngineFault when one could not be written; either way
+        after collecting all of them, so none is left in flight behind the turn."""
+        with self._pending_lock:
+            pending, self._pending = self._pending, []
+        if not pending:
+            return
+        lost = False
+        error: DatabaseError | None = None
+        for rec, handle in pending:
+            try:
+                got = handle.wait()
+            except DatabaseError as exc:
+                error = error or exc
+                continue
+            if got is None:
+                lost = True
+            else:
+                self.control, rec.id = got
+        notify.history()
+        if error is not None:
+            raise error
+        if lost:
+            raise LeaseLost(self.instance_id)
+
+    def settle_quietly(self) -> None:
+        """Collect what is still in flight at the end of an abandoned turn, raising nothing."""
+        with contextlib.suppress(LeaseLost, EngineFault):
+            self.settle()
 
     # ---- the guard ---------------------------------------------------------------------
 
@@ -168,6 +215,7 @@ class InstanceStore:
     @contextmanager
     def _txn(self, now: datetime) -> Iterator[None]:
         """A transaction that first checks the lease and ends by writing its history rows at once."""
+        self.settle()
         with transaction.atomic():
             self._guard(now)
             yield
@@ -245,9 +293,14 @@ class InstanceStore:
 
     @_io
     def step_completed(self, rec: StepRecord, *, attempt: int, started: datetime, now: datetime,
-                       result: Any, encoded: str | None = None) -> None:
-        """Store a successful attempt's result (`encoded`: its JSON, when the caller has it)."""
+                       result: Any, encoded: str | None = None, deferred: bool = False) -> None:
+        """Store a successful attempt's result (`encoded`: its JSON, when the caller has it).
+
+        `deferred`: queue the write and return before it commits (collected by `settle`); on
+        SQLite, or with writes deferred to this transaction, it is written at once."""
         if sql.is_postgres():
+            if not deferred:
+                self.settle()
             with_start = self._settle_marker(rec)
             row = rec.row or sql.StepRow(
                 iid=self.instance_id, name=rec.name, seq=rec.seq, position=rec.position, kind=rec.kind,
@@ -257,6 +310,12 @@ class InstanceStore:
                 result=None if result is None else (encoded if encoded is not None else json.dumps(result)),
                 worker=self.worker,
                 with_start=with_start)
+            handle = sql.step_finish_deferred(**finish.keywords) if deferred and not self.deferred else None
+            if handle is not None:
+                with self._pending_lock:
+                    self._pending.append((rec, handle))
+                rec.status, rec.result, rec.row = StepStatus.COMPLETE, result, None
+                return
             if self.deferred:
                 # The guard, the deferred writes and their history rows, then this statement: one
                 # transaction.
@@ -448,6 +507,7 @@ class InstanceStore:
         committed before this transaction is seen by the checks below, and one that commits
         after it finds the instance waiting and wakes it: no wake-up is lost.
         """
+        self.settle()
         sleep = self._only_sleep_write("start")
         plain = (sleep is not None and status == Status.WAITING and not pause and not event_type
                  and not child_id and not self.control and sql.is_postgres())
@@ -498,6 +558,13 @@ class InstanceStore:
                     raise LeaseLost(self.instance_id)
 
             woke = self._only_sleep_write("end")
+            if self._pending and woke is None and not self.deferred and sql.grouped():
+                # Queued behind this turn's deferred completions, and refused if one of them
+                # failed (commits.py): no need to wait for them first.
+                complete()
+                self.settle()
+                return
+            self.settle()
             if woke is not None:
                 complete(woke)  # the sleep's end rides in the same statement
                 self.deferred, self._sleep_write = [], None

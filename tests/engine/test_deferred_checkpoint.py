@@ -1,0 +1,213 @@
+"""`step.do(..., checkpoint="deferred")`: the workflow runs on before the step's completion has
+committed; the next immediate step, any other write of the instance and its completion come
+after it.
+
+The PostgreSQL tests run outside a test transaction (transaction=True), as the group commit's
+own connection must see what the test created and the test what it committed.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import timedelta
+
+import psycopg
+import pytest
+from django.db import DatabaseError, connection
+
+from ingest.engine import Workflow, commits, create, sql
+from ingest.engine.clock import now
+from ingest.engine.commits import EarlierWriteFailed
+from ingest.engine.models import History, Instance, Step
+from ingest.engine.pg import connection_string
+from ingest.engine.worker import claim, run_until_idle
+
+LEASE = timedelta(minutes=5)
+SEEN: dict[str, object] = {}
+
+
+class Ledger(Workflow):
+    """Five deferred steps, then an immediate one that looks, from another connection, at what
+    of this instance had committed when it started."""
+
+    name = "t-deferred-ledger"
+
+    def run(self, event, step):
+        total = 0
+        for i in range(5):
+            total += step.do(f"put-{i}", lambda ctx, i=i: _put(i), checkpoint="deferred")
+        committed = step.do("look", lambda ctx: _committed_steps(ctx.instance_id))
+        return {"total": total, "committed_before_look": committed}
+
+
+def _put(i: int) -> int:
+    if i == 4:
+        SEEN["reached-last-put"] = time.monotonic()
+        reached.set()
+    return i * 10
+
+
+def _committed_steps(instance_id: str) -> list[str]:
+    with psycopg.connect(connection_string(), autocommit=True) as other:
+        rows = other.execute("SELECT name FROM engine_step WHERE instance_id = %s AND status = 'complete' "
+                             "ORDER BY position", [instance_id]).fetchall()
+    return [r[0] for r in rows]
+
+
+class Idle(Workflow):
+    name = "t-deferred-idle"
+
+    def run(self, event, step):
+        return None
+
+
+class BadOption(Workflow):
+    name = "t-deferred-bad-option"
+
+    def run(self, event, step):
+        return step.do("s", lambda: 1, checkpoint="later")
+
+
+class Replayed(Workflow):
+    name = "t-deferred-replayed"
+
+    def run(self, event, step):
+        a = step.do("a", lambda: _count("a"), checkpoint="deferred")
+        step.sleep("nap", 60)
+        b = step.do("b", lambda: _count("b"), checkpoint="deferred")
+        return [a, b]
+
+
+def _count(name: str) -> int:
+    SEEN[name] = int(SEEN.get(name, 0)) + 1  # type: ignore[call-overload]
+    return len(name)
+
+
+reached = threading.Event()
+
+
+@pytest.fixture(autouse=True)
+def _reset():
+    SEEN.clear()
+    reached.clear()
+    yield
+    SEEN.clear()
+
+
+@pytest.fixture
+def group(monkeypatch):
+    fresh = commits.GroupCommit()
+    monkeypatch.setattr(commits, "group", fresh)
+    yield fresh
+    fresh.close()
+
+
+def hold_batches(monkeypatch, holds):
+    """Hold each batch for which `holds(batch)` is true inside its statement until released."""
+
+    class Gate:
+        entered = threading.Event()
+        release = threading.Event()
+        held: list[list[object]] = []
+
+    real = commits._apply
+
+    def apply(conn, batch):
+        if not Gate.release.is_set() and holds(batch):
+            Gate.held.append([item.write for item in batch])
+            Gate.entered.set()
+            assert Gate.release.wait(30)
+        return real(conn, batch)
+
+    monkeypatch.setattr(commits, "_apply", apply)
+    return Gate
+
+
+# ---- PostgreSQL: the group commit ------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("require_postgres")
+def test_the_workflow_runs_on_while_a_deferred_completion_commits_and_the_next_immediate_step_waits(
+        group, monkeypatch):
+    gate = hold_batches(monkeypatch, lambda batch: True)  # the first batch: put-0's completion
+    create("t-deferred-ledger", id="ledger-1")
+    turn = threading.Thread(target=run_until_idle)
+    turn.start()
+    try:
+        assert gate.entered.wait(30), "put-0's completion never reached the group commit"
+        # put-0 is not committed, yet the workflow went on to put-4.
+        assert reached.wait(10), "the workflow waited for a deferred completion to commit"
+        assert _committed_steps("ledger-1") == []
+    finally:
+        gate.release.set()
+        turn.join(60)
+    inst = Instance.objects.get(id="ledger-1")
+    assert inst.status == "complete"
+    # The immediate step started only once all five deferred completions had committed.
+    assert inst.output == {"total": 100, "committed_before_look": [f"put-{i}" for i in range(5)]}
+    steps = list(Step.objects.filter(instance_id="ledger-1").order_by("position").values_list("name", "status",
+                                                                                                "result"))
+    assert steps == [(f"put-{i}", "complete", i * 10) for i in range(5)] + [
+        ("look", "complete", [f"put-{i}" for i in range(5)])]
+    kinds = list(History.objects.filter(instance_id="ledger-1", kind="step.completed").values_list("step_name",
+                                                                                                  flat=True))
+    assert sorted(kinds) == sorted([f"put-{i}" for i in range(5)] + ["look"])
+    assert group.writes == 7  # six completions and the instance's, all through the group
+    connection.close()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("require_postgres")
+def test_after_a_failed_write_a_turns_later_writes_are_refused_and_the_instance_is_not_completed(group):
+    for instance_id in ("bad-1", "good-1"):
+        create("t-deferred-idle", id=instance_id)
+    token, claimed = claim(worker_id="test-worker", limit=2, lease=LEASE)
+    assert sorted(c.id for c in claimed) == ["bad-1", "good-1"]
+
+    def completion(instance_id, name, result):
+        t = now()
+        row = sql.StepRow(iid=instance_id, name=name, seq=1, position=0 if name == "first" else 1, kind="do",
+                          config="{}", sensitive=False, has_rollback=False, label=name)
+        return sql.Completion(row=row, token=token, now=t, started=t, attempt=1, result=result,
+                              worker="test-worker", with_start=True)
+
+    broken = group.submit(completion("bad-1", "first", "{not json"))
+    later = group.submit(completion("bad-1", "second", '"fine"'))
+    neighbour = group.submit(completion("good-1", "first", '"fine"'))
+    with pytest.raises(DatabaseError, match="json"):
+        broken.wait()
+    with pytest.raises(EarlierWriteFailed, match="bad-1"):
+        later.wait()
+    with pytest.raises(EarlierWriteFailed):
+        group.complete(sql.InstanceDone(iid="bad-1", token=token, now=now(), output=None))
+    assert neighbour.wait() is not None
+    assert group.complete(sql.InstanceDone(iid="good-1", token=token, now=now(), output='"ok"')) is True
+
+    assert not Step.objects.filter(instance_id="bad-1").exists()
+    assert Instance.objects.get(id="bad-1").status == "running"  # the lease expires; a new turn replays it
+    assert Step.objects.get(instance_id="good-1").result == "fine"
+    assert Instance.objects.get(id="good-1").status == "complete"
+    connection.close()
+
+
+# ---- any database ---------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_an_unknown_checkpoint_is_rejected_naming_the_choices(drain):
+    h = create("t-deferred-bad-option", id="bad-option")
+    drain()
+    error = h.status()["error"]
+    assert error["name"] == "InvalidStepConfig"
+    assert "'later'" in error["message"] and "'immediate'" in error["message"] and "'deferred'" in error["message"]
+
+
+@pytest.mark.django_db
+def test_deferred_steps_are_replayed_from_history_not_run_again(drain):
+    h = create("t-deferred-replayed", id="replayed")
+    drain(advance_clock=True)
+    assert h.status()["status"] == "complete"
+    assert h.status()["output"] == [1, 1]
+    assert SEEN == {"a": 1, "b": 1}  # "a" was replayed after the sleep, not run again
