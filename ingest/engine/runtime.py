@@ -121,10 +121,13 @@ class Execution:
     """One turn of one instance. Holds the replay state; `step` objects call into it."""
 
     def __init__(self, *, instance: Instance, store: InstanceStore, draining: threading.Event,
-                 has_steps: bool = True) -> None:
+                 has_steps: bool = True, ending: Callable[[], None] | None = None) -> None:
         self.instance = instance
         self.store = store
         self.draining = draining
+        # Called once the turn has nothing left to run but its last write: the worker claims
+        # the instance that takes this slot while that write commits.
+        self.ending = ending or _nothing
         self.overrides: Overrides | None = overrides_for(instance.id, instance.workflow)
         records = store.load_steps() if has_steps else []
         self.by_key = {(r.name, r.seq): r for r in records if r.kind != StepKind.ROLLBACK}
@@ -382,6 +385,7 @@ class Execution:
             output = check_result("output", inst.id, output)
         except EngineError as error:
             return self._fail(Failure(type(error).__name__, str(error)))
+        self.ending()
         self.store.finish(now=self.now(), status=Status.COMPLETE, output=output, parent_id=inst.parent_id)
         return Status.COMPLETE
 
@@ -408,11 +412,13 @@ class Execution:
             return self._fail(Failure(type(timed_out).__name__, str(timed_out)))
         # A sleeper must wake by its deadline to fail, not sleep past it.
         suspend.until = flow.cap_wake(suspend.until, deadline=self.deadline)
+        self.ending()
         return self.store.suspend(now=self.now(), ready_at=suspend.until, status=suspend.status,
                                   event_type=suspend.event_type, child_id=suspend.child_id, pause=suspend.pause)
 
     def _fail(self, failure: Failure) -> str:
         self._run_rollbacks()
+        self.ending()
         self.store.finish(now=self.now(), status=Status.ERRORED, failure=failure,
                           failed_step=self.failed_step, parent_id=self.instance.parent_id)
         return Status.ERRORED
@@ -420,6 +426,7 @@ class Execution:
     def _terminate(self, *, rollback: bool) -> str:
         if rollback:
             self._run_rollbacks()
+        self.ending()
         self.store.finish(now=self.now(), status=Status.TERMINATED, parent_id=self.instance.parent_id)
         return Status.TERMINATED
 
@@ -440,6 +447,10 @@ class Execution:
                 failure = failure_of(exc)
             self.store.rollback_recorded(name=name, position=ROLLBACK_POSITION + position, now=now,
                                          started=now, failure=failure)
+
+
+def _nothing() -> None:
+    pass
 
 
 def _call(fn: Callable[..., Any], ctx: StepContext) -> Any:

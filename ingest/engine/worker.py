@@ -9,6 +9,7 @@ use SKIP LOCKED; LISTEN/NOTIFY wakes idle workers at once). On SQLite one worker
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -16,6 +17,7 @@ import secrets
 import socket
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any
@@ -45,10 +47,11 @@ def _make_step(execution: Execution, is_async: bool) -> Step:
 
 
 def run_turn(instance_id: str, *, token: str, worker_id: str, lease: timedelta,
-             draining: threading.Event, claimed: sql.Claimed | None = None) -> str:
+             draining: threading.Event, claimed: sql.Claimed | None = None,
+             ending: Callable[[], None] | None = None) -> str:
     """Run one turn of a claimed instance. Returns the status it was left in. `claimed`: what the
     claim returned of it; when that holds its row, the turn does not read the row again, nor its
-    steps when it has none."""
+    steps when it has none. `ending`: called when only the turn's last write is left."""
     if claimed is not None and claimed.row is not None:
         inst = _instance_from_row(claimed.row)
     else:
@@ -56,7 +59,8 @@ def run_turn(instance_id: str, *, token: str, worker_id: str, lease: timedelta,
     store = InstanceStore(instance_id=inst.id, token=token, worker=worker_id, workflow=inst.workflow,
                           tenant=inst.tenant, lease=lease, control=inst.control)
     has_steps = claimed is None or claimed.row is None or claimed.has_steps
-    return Execution(instance=inst, store=store, draining=draining, has_steps=has_steps).run_turn(_make_step)
+    return Execution(instance=inst, store=store, draining=draining, has_steps=has_steps,
+                     ending=ending).run_turn(_make_step)
 
 
 _COLUMNS = [f.attname for f in Instance._meta.concrete_fields]
@@ -127,8 +131,11 @@ class Worker:
         self.stopped = threading.Event()
         self.wake = threading.Event()
         self._inflight: dict[str, str] = {}  # instance id -> lease token
+        # In flight, with nothing left but the turn's last write: their slots are claimed for
+        # again while that commits, and the pool has a thread for each of those newcomers.
+        self._ending: set[str] = set()
         self._lock = threading.Lock()
-        self._pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="runledger-turn")
+        self._pool = ThreadPoolExecutor(max_workers=2 * self.concurrency, thread_name_prefix="runledger-turn")
         self._threads: list[threading.Thread] = []
         self._claimed_at = clock.now()
         self._claim_conn: Any = None  # the claim loop's engine connection (PostgreSQL)
@@ -210,7 +217,8 @@ class Worker:
                 conn.close()
 
     def _claim_once(self) -> int:
-        free = self.concurrency - self.inflight
+        with self._lock:
+            free = self.concurrency - len(self._inflight) + len(self._ending)
         if free <= 0:
             self.wake.wait(self.poll)
             self.wake.clear()
@@ -241,13 +249,22 @@ class Worker:
         try:
             drop_broken_connection()
             run_turn(instance_id, token=token, worker_id=self.worker_id, lease=self.lease, draining=self.draining,
-                     claimed=claimed)
+                     claimed=claimed, ending=functools.partial(self._turn_ending, instance_id))
         except Exception:  # noqa: BLE001 - the lease expires and another turn retries it
             log.exception("worker %s: turn of %s failed inside the engine", self.worker_id, instance_id)
         finally:
             with self._lock:
                 self._inflight.pop(instance_id, None)
+                self._ending.discard(instance_id)
                 self.turns += 1
+
+    def _turn_ending(self, instance_id: str) -> None:
+        if self.draining.is_set():
+            return
+        with self._lock:
+            if instance_id in self._inflight:
+                self._ending.add(instance_id)
+        self.wake.set()
 
     def _done(self, future: Future[Any]) -> None:
         self.wake.set()

@@ -1,6 +1,6 @@
 """`step.do(..., checkpoint="deferred")`: the workflow runs on before the step's completion has
 committed; the next immediate step, any other write of the instance and its completion come
-after it.
+after it. And a worker claims for a slot whose turn has only its last write left.
 
 The PostgreSQL tests run outside a test transaction (transaction=True), as the group commit's
 own connection must see what the test created and the test what it committed.
@@ -21,7 +21,7 @@ from ingest.engine.clock import now
 from ingest.engine.commits import EarlierWriteFailed
 from ingest.engine.models import History, Instance, Step
 from ingest.engine.pg import connection_string
-from ingest.engine.worker import claim, run_until_idle
+from ingest.engine.worker import Worker, claim, run_until_idle
 
 LEASE = timedelta(minutes=5)
 SEEN: dict[str, object] = {}
@@ -189,6 +189,33 @@ def test_after_a_failed_write_a_turns_later_writes_are_refused_and_the_instance_
     assert Instance.objects.get(id="bad-1").status == "running"  # the lease expires; a new turn replays it
     assert Step.objects.get(instance_id="good-1").result == "fine"
     assert Instance.objects.get(id="good-1").status == "complete"
+    connection.close()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("require_postgres")
+def test_a_worker_claims_for_a_slot_whose_turn_has_only_its_last_write_left(group, monkeypatch):
+    gate = hold_batches(monkeypatch, lambda batch: any(isinstance(i.write, sql.InstanceDone) for i in batch))
+    create("t-deferred-idle", id="first")
+    worker = Worker(concurrency=1, poll_seconds=0.05).start()
+    try:
+        assert gate.entered.wait(30), "the first instance's completion never reached the group commit"
+        create("t-deferred-idle", id="second")
+        worker.wake.set()
+        deadline = time.monotonic() + 10
+        # With one slot, the second instance is claimed while the first one's completion is held.
+        while Instance.objects.get(id="second").lease_owner != worker.worker_id:
+            assert time.monotonic() < deadline, "the worker did not claim while the last write committed"
+            time.sleep(0.02)
+        assert Instance.objects.get(id="first").status == "running"
+    finally:
+        gate.release.set()
+        deadline = time.monotonic() + 30
+        while Instance.objects.filter(id__in=["first", "second"]).exclude(status="complete").exists():
+            assert time.monotonic() < deadline, "the instances did not complete"
+            time.sleep(0.02)
+        assert worker.stop(timeout=30)
+    assert worker.inflight == 0 and worker._ending == set()
     connection.close()
 
 
