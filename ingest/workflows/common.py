@@ -140,6 +140,13 @@ def persist_embed_and_emit(step: Any, *, tenant: str, instance_id: str, workflow
     The fact steps run one after another. Fanning them out with `step.all` was measured slower
     on PostgreSQL (each parallel step opened its own connection and they queued on the
     instance's row lock; see the bench notes), and conflicts resolve the same in any order.
+
+    All of these steps are `checkpoint="deferred"`: each acts on nothing outside this process
+    and this database (WordLlama embeds in-process), and each write is keyed by a deterministic
+    id (the fact's, the fact's embedding, the instance's evaluation row), so the workflow need
+    not wait for a completion's commit before the next step. A crash can lose the last few
+    completions, never a middle one, and replay runs those steps again: the same rows, written
+    again. The instance's completion is queued behind them.
     """
     items = unique_facts(items)
     writes: list[dict[str, Any]] = []
@@ -148,14 +155,15 @@ def persist_embed_and_emit(step: Any, *, tenant: str, instance_id: str, workflow
             f"persist-facts-{i}",
             lambda ctx, item=item, i=i: persist_fact(tenant=tenant, item=item, ordinal=i, source_ref=source_ref,
                                                      observed_at=observed_at, instance_id=instance_id),
-            retries=QUICK_RETRIES,
+            retries=QUICK_RETRIES, checkpoint="deferred",
         ))
     committed = [w["id"] for w in writes]
     embedded = step.do("schedule-embeddings", lambda ctx: schedule_embeddings(
-        ctx, tenant=tenant, items=list(zip(committed, items, strict=True))), retries=QUICK_RETRIES)
+        ctx, tenant=tenant, items=list(zip(committed, items, strict=True))), retries=QUICK_RETRIES,
+        checkpoint="deferred")
     evaluation = step.do("emit-signal-eval", lambda ctx: {"id": signal_evaluation_record(
         instance_id=instance_id, tenant=tenant, workflow=workflow, source_ref=source_ref, fact_ids=committed).id},
-        retries=QUICK_RETRIES)
+        retries=QUICK_RETRIES, checkpoint="deferred")
     return {
         "source_ref": source_ref, "facts": len(committed), "fact_ids": committed,
         "superseded": sum(len(w["superseded"]) for w in writes),
