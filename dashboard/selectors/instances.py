@@ -11,8 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
-from django.db.models import Q, QuerySet, TextField
-from django.db.models.functions import Cast
+from django.db.models import Q, QuerySet
 from django.http import QueryDict
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -151,7 +150,8 @@ def _filtered(user: Any, filters: InstanceFilters, *, now: datetime) -> QuerySet
     if filters.id_prefix:
         qs = qs.filter(id__startswith=filters.id_prefix)
     if filters.text:
-        qs = qs.annotate(params_text=Cast("params", TextField())).filter(params_text__icontains=filters.text)
+        # engine_instance_search: the params' text, kept by triggers, trigram-indexed (PostgreSQL)
+        qs = qs.filter(search__text__icontains=filters.text)
     return qs
 
 

@@ -145,10 +145,6 @@ class InstanceStore:
 
     # ---- the barrier -------------------------------------------------------------------
 
-    @property
-    def unsettled(self) -> int:
-        return len(self._pending)
-
     @_io
     def settle(self) -> None:
         """Wait until every deferred completion of this turn has committed. Raises LeaseLost

@@ -1,0 +1,122 @@
+"""The params search moves to its own table, written by triggers; api_costs loses two copies of
+its instance index.
+
+`instance_params_trgm` (0004) indexed the trigrams of every instance's params on
+`engine_instance` itself. Claims and completions update that row outside HOT (they change
+indexed columns: status, the lease), and PostgreSQL then writes a new entry in every index,
+this one too: all the trigrams of the params again, for every claim and every completion. On
+the pipeline benchmark (params carry a call transcript, 1.4 kB) a claim cost 1.24 ms and a group
+commit with instance completions 1.55 ms; without the trigram index 0.37 and 0.66 ms.
+
+`engine_instance_search` holds the params' text, written by a trigger on the instance's insert
+and on an update that sets params (nothing sets them after the insert today), so every path
+that creates instances (the services, children, the admin, tests' factories) is covered, on
+SQLite too. The trigram index is on that table.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import django.db.models.deletion
+from django.db import migrations, models
+
+PG_FORWARDS = """
+CREATE FUNCTION engine_instance_search_put() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO engine_instance_search (instance_id, text) VALUES (NEW.id, NEW.params::text)
+    ON CONFLICT (instance_id) DO UPDATE SET text = EXCLUDED.text;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER engine_instance_search_insert AFTER INSERT ON engine_instance
+    FOR EACH ROW EXECUTE FUNCTION engine_instance_search_put();
+CREATE TRIGGER engine_instance_search_update AFTER UPDATE OF params ON engine_instance
+    FOR EACH ROW WHEN (OLD.params IS DISTINCT FROM NEW.params) EXECUTE FUNCTION engine_instance_search_put();
+INSERT INTO engine_instance_search (instance_id, text) SELECT id, params::text FROM engine_instance;
+"""
+PG_BACKWARDS = """
+DROP TRIGGER IF EXISTS engine_instance_search_insert ON engine_instance;
+DROP TRIGGER IF EXISTS engine_instance_search_update ON engine_instance;
+DROP FUNCTION IF EXISTS engine_instance_search_put();
+"""
+# SQLite stores JSON with non-ASCII characters escaped (\u00fc): the text is the JSON followed by
+# its string values decoded, one per line, so "Müller" is found as it is written.
+SQLITE_TEXT = """{params} || char(10) || coalesce(
+    (SELECT group_concat(atom, char(10)) FROM json_tree({params}) WHERE type = 'text'), '')"""
+SQLITE_FORWARDS = [
+    f"""CREATE TRIGGER engine_instance_search_insert AFTER INSERT ON engine_instance BEGIN
+        INSERT OR REPLACE INTO engine_instance_search (instance_id, text)
+        VALUES (NEW.id, {SQLITE_TEXT.format(params="NEW.params")});
+    END""",
+    f"""CREATE TRIGGER engine_instance_search_update AFTER UPDATE OF params ON engine_instance
+    WHEN OLD.params IS NOT NEW.params BEGIN
+        INSERT OR REPLACE INTO engine_instance_search (instance_id, text)
+        VALUES (NEW.id, {SQLITE_TEXT.format(params="NEW.params")});
+    END""",
+    f"""INSERT INTO engine_instance_search (instance_id, text)
+        SELECT id, {SQLITE_TEXT.format(params="params")} FROM engine_instance""",
+]
+SQLITE_BACKWARDS = [
+    "DROP TRIGGER IF EXISTS engine_instance_search_insert",
+    "DROP TRIGGER IF EXISTS engine_instance_search_update",
+]
+TRGM = "SELECT 1 FROM pg_extension WHERE extname = 'pg_trgm'"
+
+
+def forwards(apps: Any, schema_editor: Any) -> None:
+    if schema_editor.connection.vendor == "sqlite":
+        for statement in SQLITE_FORWARDS:
+            schema_editor.execute(statement)
+        return
+    schema_editor.execute(PG_FORWARDS)
+    with schema_editor.connection.cursor() as cursor:
+        cursor.execute(TRGM)
+        trgm = cursor.fetchone() is not None
+    if trgm:  # 0004 created the extension where it could
+        schema_editor.execute("CREATE INDEX engine_instance_search_trgm ON engine_instance_search "
+                              "USING gin (UPPER(text) gin_trgm_ops)")
+    schema_editor.execute("DROP INDEX IF EXISTS instance_params_trgm")
+
+
+def backwards(apps: Any, schema_editor: Any) -> None:
+    if schema_editor.connection.vendor == "sqlite":
+        for statement in SQLITE_BACKWARDS:
+            schema_editor.execute(statement)
+        return
+    schema_editor.execute(PG_BACKWARDS)
+    with schema_editor.connection.cursor() as cursor:
+        cursor.execute(TRGM)
+        trgm = cursor.fetchone() is not None
+    if trgm:
+        schema_editor.execute("CREATE INDEX IF NOT EXISTS instance_params_trgm ON engine_instance "
+                              "USING gin ((UPPER((params)::text)) gin_trgm_ops)")
+
+
+class Migration(migrations.Migration):
+
+    dependencies = [
+        ("engine", "0005_hot_path_indexes"),
+    ]
+
+    operations = [
+        migrations.CreateModel(
+            name="InstanceSearch",
+            fields=[
+                ("instance", models.OneToOneField(db_constraint=False, on_delete=django.db.models.deletion.CASCADE,
+                                                  primary_key=True, related_name="search", serialize=False,
+                                                  to="engine.instance")),
+                ("text", models.TextField()),
+            ],
+            options={
+                "db_table": "engine_instance_search",
+            },
+        ),
+        migrations.RunPython(forwards, backwards),
+        migrations.AlterField(
+            model_name="apicost",
+            name="instance",
+            field=models.ForeignKey(blank=True, db_index=False, null=True,
+                                    on_delete=django.db.models.deletion.SET_NULL, related_name="costs",
+                                    to="engine.instance"),
+        ),
+    ]
