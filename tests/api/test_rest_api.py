@@ -32,6 +32,16 @@ def test_no_token_or_a_bad_token_is_401(db: Any) -> None:
     assert response.status_code == 401
 
 
+def test_an_invalid_host_header_is_a_json_400_on_the_api_and_an_html_400_elsewhere(db: Any) -> None:
+    # Found by the schema fuzzer: Django refuses the Host before any view, with its HTML page.
+    response = Client().get("/api/instances", headers={"Host": "0007_fact_head"})
+    assert response.status_code == 400
+    assert response["Content-Type"] == "application/json" and code(response) == "bad_request"
+    assert "0007_fact_head" not in response.content.decode()
+    page = Client().get("/instances/", headers={"Host": "0007_fact_head"})
+    assert page.status_code == 400 and page["Content-Type"].startswith("text/html")
+
+
 def test_an_operator_starts_gets_and_lists_instances(operator: ApiClient) -> None:
     created = start(operator, id="order-1", params={"n": 1})
     assert created.status_code == 201 and created.json()["status_url"] == "/api/instances/order-1"
