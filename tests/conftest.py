@@ -91,9 +91,10 @@ def _release_test_database(django_db_setup, django_db_blocker) -> Iterator[None]
     yield
     from django.db import connection
 
-    from ingest.engine.commits import group
+    from ingest.engine.commits import express, group
 
     group.close()
+    express.close()
     if connection.vendor != "postgresql":
         return
     with django_db_blocker.unblock(), connection.cursor() as cursor:

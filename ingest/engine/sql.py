@@ -709,9 +709,9 @@ def step_finish(*, row: StepRow, token: str, now: datetime, started: datetime, a
     completion = Completion(row=row, token=token, now=now, started=started, attempt=attempt, result=result,
                             worker=worker, with_start=with_start)
     if _grouped():
-        from ingest.engine.commits import group
+        from ingest.engine.commits import express
 
-        return group.finish(completion)
+        return express.finish(completion)
     connection.ensure_connection()
     with connection.wrap_database_errors:
         return completion.write_alone(connection.connection)

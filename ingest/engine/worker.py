@@ -169,12 +169,13 @@ class Worker:
             time.sleep(0.02)
         self.stopped.set()
         self._pool.shutdown(wait=False, cancel_futures=True)
-        from ingest.engine.commits import group
+        from ingest.engine.commits import express, group
 
-        if group.batches:
-            log.info("worker %s stopped; this process committed %d writes in %d group transactions "
-                     "(%.1f per commit)", self.worker_id, group.writes, group.batches,
-                     group.writes / group.batches)
+        for lane, commits in (("group", group), ("express", express)):
+            if commits.batches:
+                log.info("worker %s stopped; this process committed %d writes in %d %s transactions "
+                         "(%.1f per commit)", self.worker_id, commits.writes, commits.batches, lane,
+                         commits.writes / commits.batches)
         with self._lock:
             return not self._inflight
 

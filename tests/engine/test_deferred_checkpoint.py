@@ -96,11 +96,19 @@ def _reset():
 
 
 @pytest.fixture
-def group(monkeypatch):
-    fresh = commits.GroupCommit()
-    monkeypatch.setattr(commits, "group", fresh)
+def lanes(monkeypatch):
+    """Fresh group commits for this test: (group, express)."""
+    fresh = commits.GroupCommit(), commits.GroupCommit()
+    monkeypatch.setattr(commits, "group", fresh[0])
+    monkeypatch.setattr(commits, "express", fresh[1])
     yield fresh
-    fresh.close()
+    for lane in fresh:
+        lane.close()
+
+
+@pytest.fixture
+def group(lanes):
+    return lanes[0]
 
 
 def hold_batches(monkeypatch, holds):
@@ -154,7 +162,41 @@ def test_the_workflow_runs_on_while_a_deferred_completion_commits_and_the_next_i
     kinds = list(History.objects.filter(instance_id="ledger-1", kind="step.completed").values_list("step_name",
                                                                                                   flat=True))
     assert sorted(kinds) == sorted([f"put-{i}" for i in range(5)] + ["look"])
-    assert group.writes == 7  # six completions and the instance's, all through the group
+    assert group.writes == 6  # the five deferred completions and the instance's
+    assert commits.express.writes == 1  # "look", whose thread waited for it
+    connection.close()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("require_postgres")
+def test_a_completion_a_thread_waits_for_is_not_queued_behind_other_instances_deferred_writes(lanes, monkeypatch):
+    group, express = lanes
+    gate = hold_batches(monkeypatch, lambda batch: any(i.write.iid == "slow" for i in batch))
+    for instance_id in ("slow", "quick"):
+        create("t-deferred-idle", id=instance_id)
+    token, _ = claim(worker_id="test-worker", limit=2, lease=LEASE)
+
+    def completion(instance_id):
+        t = now()
+        row = sql.StepRow(iid=instance_id, name="work", seq=1, position=0, kind="do", config="{}",
+                          sensitive=False, has_rollback=False, label="work")
+        return sql.Completion(row=row, token=token, now=t, started=t, attempt=1, result='"done"',
+                              worker="test-worker", with_start=True)
+
+    held = group.submit(completion("slow"))
+    try:
+        assert gate.entered.wait(30)
+        started = time.monotonic()
+        got = sql.step_finish(**{f: getattr(completion("quick"), f) for f in (
+            "row", "token", "now", "started", "attempt", "result", "worker", "with_start")})
+        waited = time.monotonic() - started
+        assert got is not None and waited < 5, f"the waited completion took {waited:.1f} s"
+        assert Step.objects.get(instance_id="quick").result == "done"
+        assert not Step.objects.filter(instance_id="slow").exists()  # still held
+    finally:
+        gate.release.set()
+    assert held.wait() is not None
+    assert (group.writes, express.writes) == (1, 1)
     connection.close()
 
 

@@ -45,9 +45,11 @@ class Idle(Workflow):
 
 @pytest.fixture
 def group(monkeypatch):
-    """A fresh group for this test (the engine looks it up at each write), closed afterwards."""
+    """A fresh group for this test (the engine looks it up at each write), closed afterwards;
+    both lanes (waited completions, and the rest) are this one group here."""
     fresh = commits.GroupCommit()
     monkeypatch.setattr(commits, "group", fresh)
+    monkeypatch.setattr(commits, "express", fresh)
     yield fresh
     fresh.close()
 
