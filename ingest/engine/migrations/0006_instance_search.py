@@ -63,33 +63,32 @@ SQLITE_BACKWARDS = [
 TRGM = "SELECT 1 FROM pg_extension WHERE extname = 'pg_trgm'"
 
 
-def forwards(apps: Any, schema_editor: Any) -> None:
+def _run(schema_editor: Any, *, sqlite: list[str], postgresql: str, trgm_index: str) -> None:
+    """The vendor's statements; on PostgreSQL with pg_trgm (0004 created it where it could), the
+    trigram index too."""
     if schema_editor.connection.vendor == "sqlite":
-        for statement in SQLITE_FORWARDS:
+        for statement in sqlite:
             schema_editor.execute(statement)
         return
-    schema_editor.execute(PG_FORWARDS)
+    schema_editor.execute(postgresql)
     with schema_editor.connection.cursor() as cursor:
         cursor.execute(TRGM)
-        trgm = cursor.fetchone() is not None
-    if trgm:  # 0004 created the extension where it could
-        schema_editor.execute("CREATE INDEX engine_instance_search_trgm ON engine_instance_search "
-                              "USING gin (UPPER(text) gin_trgm_ops)")
-    schema_editor.execute("DROP INDEX IF EXISTS instance_params_trgm")
+        if cursor.fetchone() is not None:
+            schema_editor.execute(trgm_index)
+
+
+def forwards(apps: Any, schema_editor: Any) -> None:
+    _run(schema_editor, sqlite=SQLITE_FORWARDS, postgresql=PG_FORWARDS,
+         trgm_index="CREATE INDEX engine_instance_search_trgm ON engine_instance_search "
+                    "USING gin (UPPER(text) gin_trgm_ops)")
+    if schema_editor.connection.vendor == "postgresql":
+        schema_editor.execute("DROP INDEX IF EXISTS instance_params_trgm")
 
 
 def backwards(apps: Any, schema_editor: Any) -> None:
-    if schema_editor.connection.vendor == "sqlite":
-        for statement in SQLITE_BACKWARDS:
-            schema_editor.execute(statement)
-        return
-    schema_editor.execute(PG_BACKWARDS)
-    with schema_editor.connection.cursor() as cursor:
-        cursor.execute(TRGM)
-        trgm = cursor.fetchone() is not None
-    if trgm:
-        schema_editor.execute("CREATE INDEX IF NOT EXISTS instance_params_trgm ON engine_instance "
-                              "USING gin ((UPPER((params)::text)) gin_trgm_ops)")
+    _run(schema_editor, sqlite=SQLITE_BACKWARDS, postgresql=PG_BACKWARDS,
+         trgm_index="CREATE INDEX IF NOT EXISTS instance_params_trgm ON engine_instance "
+                    "USING gin ((UPPER((params)::text)) gin_trgm_ops)")
 
 
 class Migration(migrations.Migration):
