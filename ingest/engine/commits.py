@@ -20,9 +20,9 @@ A step run with `checkpoint="deferred"` does not wait: its completion is queued 
 its thread runs on, collecting the outcome later (`Pending.wait`, at the instance's next
 barrier, runtime.py). A batch whose first write nobody waits for is led by the process's
 committer thread instead. Writes commit in the order they were queued, and once a write of a
-turn has failed every later write of that turn (its instance and lease token) is refused unwritten, so an
-instance's history is always a prefix of what its turn did: its completion can be queued
-behind its deferred steps without waiting for them first.
+turn has failed, every later write of that turn (its instance and lease token) is refused
+unwritten: an instance's history is always a prefix of what its turn did, and its completion
+can be queued behind its deferred steps without waiting for them first.
 
 Two lanes, each a GroupCommit with its own connection: `group` takes deferred completions and
 instances' completions, `express` the completions a thread waits for. A waited completion is
