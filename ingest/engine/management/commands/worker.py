@@ -23,8 +23,9 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--concurrency", type=int, default=8, help="instances running steps at once (default 8); a slot whose turn has only its "
-                            "last write left is claimed for again meanwhile")
+        parser.add_argument("--concurrency", type=int, default=8,
+                            help="instances running steps at once (default 8); a slot whose turn has only "
+                                 "its last write left is claimed for again meanwhile")
         parser.add_argument("--lease", type=float, default=None,
                             help="lease seconds (default RUNLEDGER_LEASE_SECONDS, 30): how long a dead worker's "
                                  "instances wait before another worker takes them over")
