@@ -708,7 +708,7 @@ def step_finish(*, row: StepRow, token: str, now: datetime, started: datetime, a
     when the lease is lost."""
     completion = Completion(row=row, token=token, now=now, started=started, attempt=attempt, result=result,
                             worker=worker, with_start=with_start)
-    if _grouped():
+    if grouped():
         from ingest.engine.commits import express
 
         return express.finish(completion)
@@ -721,7 +721,7 @@ def step_finish_deferred(*, row: StepRow, token: str, now: datetime, started: da
                          result: str | None, worker: str, with_start: bool) -> Any:
     """Queue the same write on the group commit and return its `commits.Pending` at once; None
     when completions are not grouped here (the caller then writes it with `step_finish`)."""
-    if not _grouped():
+    if not grouped():
         return None
     from ingest.engine.commits import group
 
@@ -885,10 +885,6 @@ def group_write(raw: Any, steps: Sequence[Completion], done: Sequence[InstanceDo
 
 
 def grouped() -> bool:
-    return _grouped()
-
-
-def _grouped() -> bool:
     """Whether a completion may go through the process's group commit: on, and this thread has
     no transaction open (a step called inside the workflow's own atomic block commits with it)."""
     global _group_commit
@@ -959,7 +955,7 @@ def instance_complete(*, iid: str, token: str, now: datetime, output: str | None
     one statement, whose UPDATE is the lease guard. `woke`: (step id, label, when) of a sleep
     found due in this turn, completed in the same statement. False when the lease is lost."""
     params: dict[str, Any] = {"iid": iid, "token": token, "now": now, "output": output}
-    if woke is None and _grouped():
+    if woke is None and grouped():
         from ingest.engine.commits import group
 
         return group.complete(InstanceDone(iid=iid, token=token, now=now, output=output))
