@@ -554,21 +554,20 @@ class InstanceStore:
                     raise LeaseLost(self.instance_id)
 
             woke = self._only_sleep_write("end")
-            if self._pending and woke is None and not self.deferred and sql.grouped():
-                # Queued behind this turn's deferred completions, and refused if one of them
-                # failed (commits.py): no need to wait for them first.
-                complete()
-                self.settle()
-                return
-            self.settle()
             if woke is not None:
+                self.settle()
                 complete(woke)  # the sleep's end rides in the same statement
                 self.deferred, self._sleep_write = [], None
             elif self.deferred:
                 with self._txn(now):  # the guard, then the writes deferred to this transaction
                     complete()
             else:
+                # Through the group commit this is queued behind the turn's deferred completions
+                # and refused if one of them failed (commits.py): they are collected afterwards.
+                if not sql.grouped():
+                    self.settle()
                 complete()
+                self.settle()
             notify.history()
             return
         with self._txn(now):
