@@ -1,7 +1,8 @@
 """Runledger settings. Everything that differs between deployments comes from the environment.
 
 Variables (all optional): DATABASE_URL, REDIS_URL, SECRET_KEY, DEBUG, ALLOWED_HOSTS, TIME_ZONE,
-RUNLEDGER_LEASE_SECONDS, RUNLEDGER_POLL_SECONDS, RUNLEDGER_MARKER_MS, RUNLEDGER_DEFERRED_LANE.
+RUNLEDGER_LEASE_SECONDS, RUNLEDGER_POLL_SECONDS, RUNLEDGER_MARKER_MS, RUNLEDGER_DEFERRED_LANE,
+RUNLEDGER_PARALLEL_THREADS.
 README.md ("Configuration") describes each.
 """
 
@@ -120,6 +121,9 @@ RUNLEDGER_GROUP_COMMIT = config.env_bool(ENV, "RUNLEDGER_GROUP_COMMIT", True)
 # How many deferred steps (checkpoint="deferred") a process runs at once; 0: no limit
 # (ingest/engine/lane.py).
 RUNLEDGER_DEFERRED_LANE = config.env_int(ENV, "RUNLEDGER_DEFERRED_LANE", 1, minimum=0)
+# Threads per process that help run parallel groups of steps (step.all); each keeps a database
+# connection once it has run a step (docs/engine-contract.md, connection sizing).
+RUNLEDGER_PARALLEL_THREADS = config.env_int(ENV, "RUNLEDGER_PARALLEL_THREADS", 8, minimum=1)
 # Extra modules whose workflows every process registers (comma-separated), beside ingest.workflows.
 RUNLEDGER_WORKFLOW_MODULES = [m.strip() for m in ENV.get("RUNLEDGER_WORKFLOW_MODULES", "").split(",") if m.strip()]
 # Prices usage when a step records a cost without an amount (ingest.pricing, the pipelines' table).

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -28,7 +29,23 @@ from ingest.engine.store import Failure
 from ingest.engine.workflow import get_workflow
 
 MAX_WAIT = timedelta(days=365)
-_parallel = ThreadPoolExecutor(max_workers=32, thread_name_prefix="runledger-parallel")
+_pool: tuple[int, ThreadPoolExecutor] | None = None  # (size, pool): RUNLEDGER_PARALLEL_THREADS helpers
+_pool_lock = threading.Lock()
+
+
+def _helpers() -> tuple[int, ThreadPoolExecutor]:
+    """The process's pool of helper threads for parallel groups, made at first use (and again
+    when RUNLEDGER_PARALLEL_THREADS changed)."""
+    global _pool
+    from django.conf import settings
+
+    size = int(getattr(settings, "RUNLEDGER_PARALLEL_THREADS", 8))
+    with _pool_lock:
+        if _pool is None or _pool[0] != size:
+            if _pool is not None:
+                _pool[1].shutdown(wait=False)
+            _pool = (size, ThreadPoolExecutor(max_workers=size, thread_name_prefix="runledger-parallel"))
+        return _pool
 
 
 @dataclass(frozen=True)
@@ -90,16 +107,26 @@ class Step:
     def call(self, name: str, fn: Callable[..., Any], **options: Any) -> StepCall:
         return StepCall(name, fn, options)
 
-    def all_settled(self, calls: Sequence[StepCall]) -> list[Settled]:
-        """Run steps concurrently; each is memoised on its own, one failing loses no other's result."""
-        prepared = [self._x.prepare_do(c.name, c.options) for c in calls]
-        futures = [_parallel.submit(_in_thread, self._run, p, c.fn) for p, c in zip(prepared, calls, strict=True)]
-        outcomes = [f.result() for f in futures]
-        return _settle(outcomes)
+    def all_settled(self, calls: Sequence[StepCall], *, concurrency: int | None = None) -> list[Settled]:
+        """Run steps concurrently; each is memoised on its own, one failing loses no other's result.
 
-    def all(self, calls: Sequence[StepCall]) -> list[Any]:
+        The calling thread runs the group's steps itself, helped by the threads of the process's
+        parallel pool (RUNLEDGER_PARALLEL_THREADS, default 8) that are free: a group never waits
+        for a pool thread to make progress, and a busy pool makes it run narrower, not later.
+        `concurrency` caps how many of the group's steps run at once (default: the pool's size
+        plus the calling thread), for steps that share a rate limit or a connection budget.
+        """
+        if concurrency is not None and (isinstance(concurrency, bool) or not isinstance(concurrency, int)
+                                        or concurrency < 1):
+            raise InvalidStepConfig(f"concurrency of a parallel group must be a whole number of at least 1; "
+                                    f"got {concurrency!r}")
+        prepared = [self._x.prepare_do(c.name, c.options) for c in calls]
+        return _settle(_run_group(self._run, [(p, c.fn) for p, c in zip(prepared, calls, strict=True)],
+                                  width=len(calls) if concurrency is None else min(concurrency, len(calls))))
+
+    def all(self, calls: Sequence[StepCall], *, concurrency: int | None = None) -> list[Any]:
         """Like `all_settled`, but raise the first failure (after every step has settled)."""
-        results = self.all_settled(calls)
+        results = self.all_settled(calls, concurrency=concurrency)
         for r in results:
             if not r.ok:
                 assert r.error is not None
@@ -302,13 +329,43 @@ class AsyncStep(Step):
         return await asyncio.to_thread(super().child, name, **kwargs)
 
 
-def _in_thread(run: Callable[[Prepared, Callable[..., Any]], Any], p: Prepared, fn: Callable[..., Any]) -> tuple[bool, Any]:
+def _run_group(run: Callable[[Prepared, Callable[..., Any]], Any],
+               work: list[tuple[Prepared, Callable[..., Any]]], *, width: int) -> list[tuple[bool, Any]]:
+    """Run every (prepared, fn) of a parallel group; their outcomes in the group's order.
+
+    The steps are taken in order from one shared queue by the calling thread and by up to
+    `width - 1` helpers submitted to the pool (no more than it has threads). A helper the pool
+    has not started by the time the caller finds the queue empty is cancelled, not waited for."""
+    outcomes: list[tuple[bool, Any]] = [(False, None)] * len(work)
+    taken = iter(range(len(work)))
+    lock = threading.Lock()
+
+    def drain() -> None:
+        while True:
+            with lock:
+                i = next(taken, None)
+            if i is None:
+                return
+            p, fn = work[i]
+            try:
+                outcomes[i] = (True, run(p, fn))
+            except BaseException as exc:  # noqa: BLE001 - carried back to the caller's thread
+                outcomes[i] = (False, exc)
+
+    size, pool = _helpers()
+    helpers = [pool.submit(_helper, drain) for _ in range(min(width - 1, size))]
+    drain()
+    for helper in helpers:
+        if not helper.cancel():
+            helper.result()
+    return outcomes
+
+
+def _helper(drain: Callable[[], None]) -> None:
     from ingest.engine.worker import drop_broken_connection
 
     try:
-        return True, run(p, fn)
-    except BaseException as exc:  # noqa: BLE001 - carried back to the caller's thread
-        return False, exc
+        drain()
     finally:
         drop_broken_connection()
 
