@@ -21,11 +21,12 @@ its thread runs on, collecting the outcome later (`Pending.wait`, at the instanc
 barrier, runtime.py). A batch whose first write nobody waits for is led by the process's
 committer thread instead, which lets it gather for GATHER_SECONDS first, so the deferred writes
 of those milliseconds share its transaction, unless a thread comes to wait on it (a barrier, a
-waited write queued behind it). On the pipeline benchmark this took the transactions per call
-from 40 to 31 and PostgreSQL's CPU per call from 11.1 to 8.3 ms. Writes commit in the order they were queued, and once a write of a
-turn has failed, every later write of that turn (its instance and lease token) is refused
-unwritten: an instance's history is always a prefix of what its turn did, and its completion
-can be queued behind its deferred steps without waiting for them first.
+waited write queued behind it). On the pipeline benchmark, with the deferred lane (lane.py),
+that took the transactions per call from 40 to 31 and PostgreSQL's CPU per call from 11.1 to
+8.3 ms. Writes commit in the order they were queued, and once a write of a turn has failed,
+every later write of that turn (its instance and lease token) is refused unwritten: an
+instance's history is always a prefix of what its turn did, and its completion can be queued
+behind its deferred steps without waiting for them first.
 
 Two lanes, each a GroupCommit with its own connection: `group` takes deferred completions and
 instances' completions, `express` the completions a thread waits for. A waited completion is
@@ -90,8 +91,9 @@ class Pending:
 
     def wait(self) -> tuple[str, int] | None:
         if not self._settled:
-            self._hurry.set()  # someone waits now: the committer stops gathering
-            self._item.done.acquire()
+            if not self._item.done.acquire(blocking=False):
+                self._hurry.set()  # someone waits now: the committer stops gathering
+                self._item.done.acquire()
             self._settled = True
         return _outcome(self._item)  # type: ignore[no-any-return]
 
@@ -147,8 +149,12 @@ class GroupCommit:
             self._queue.append(item)
             lead = not self._leading
             self._leading = True
+            # Queued behind a write nobody waits for: the committer leads that batch, and may be
+            # gathering it now.
+            hurry = not lead and self._queue[0].detached
+        if hurry:
+            self._hurry.set()
         if not lead:
-            self._hurry.set()  # the committer may be gathering a batch this write now waits behind
             item.done.acquire()  # released once its batch has committed, or to lead the next one
             if not item.lead:
                 return _outcome(item)
