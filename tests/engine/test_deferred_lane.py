@@ -6,6 +6,7 @@ thread comes to wait on it.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from datetime import timedelta
@@ -101,8 +102,14 @@ def run_all(instance_ids: list[str], *, concurrency: int) -> None:
 LEFT: list[float] = []  # when the holder left the lane
 
 
-def hold_the_lane() -> tuple[threading.Event, threading.Event, threading.Thread]:
-    """A thread that holds the lane until released (or for 30 s): (holding, release, thread)."""
+def one_lane(settings, monkeypatch, *, wait: float) -> None:
+    settings.RUNLEDGER_DEFERRED_LANE = 1
+    monkeypatch.setattr(lane, "WAIT_SECONDS", wait)
+
+
+@contextlib.contextmanager
+def lane_held():
+    """Another thread holds the lane (for 30 s at most) until the block ends."""
     holding, release = threading.Event(), threading.Event()
     LEFT.clear()
 
@@ -113,10 +120,14 @@ def hold_the_lane() -> tuple[threading.Event, threading.Event, threading.Thread]
             release.wait(30)
         LEFT.append(time.monotonic())
 
-    thread = threading.Thread(target=hold)
-    thread.start()
+    holder = threading.Thread(target=hold)
+    holder.start()
     assert holding.wait(10)
-    return holding, release, thread
+    try:
+        yield
+    finally:
+        release.set()
+        holder.join(40)
 
 
 # ---- the lane ----------------------------------------------------------------------------------
@@ -124,8 +135,7 @@ def hold_the_lane() -> tuple[threading.Event, threading.Event, threading.Thread]
 
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_instances_run_their_deferred_steps_one_at_a_time(settings, monkeypatch):
-    settings.RUNLEDGER_DEFERRED_LANE = 1
-    monkeypatch.setattr(lane, "WAIT_SECONDS", 30.0)  # strictly one at a time, however slow the host
+    one_lane(settings, monkeypatch, wait=30.0)  # strictly one at a time, however slow the host
     ids = [f"book-{i}" for i in range(4)]
     for instance_id in ids:
         create("t-lane-bookkeeping", id=instance_id)
@@ -151,15 +161,10 @@ def test_with_the_lane_off_deferred_steps_of_two_instances_run_together(settings
 
 @pytest.mark.django_db(transaction=True)
 def test_a_deferred_step_that_waited_out_the_lane_runs_beside_the_one_holding_it(settings, monkeypatch):
-    settings.RUNLEDGER_DEFERRED_LANE = 1
-    monkeypatch.setattr(lane, "WAIT_SECONDS", 0.05)
-    holding, release, holder = hold_the_lane()
-    try:
+    one_lane(settings, monkeypatch, wait=0.05)
+    with lane_held():
         create("t-lane-bookkeeping", id="beside")
         run_all(["beside"], concurrency=1)
-    finally:
-        release.set()
-        holder.join(40)
     assert Instance.objects.get(id="beside").status == "complete"
     assert len(INTERVALS) == 3
     # All three ran while the holder still held the lane.
@@ -169,36 +174,26 @@ def test_a_deferred_step_that_waited_out_the_lane_runs_beside_the_one_holding_it
 
 @pytest.mark.django_db(transaction=True)
 def test_immediate_steps_do_not_wait_for_the_lane(settings, monkeypatch):
-    settings.RUNLEDGER_DEFERRED_LANE = 1
-    monkeypatch.setattr(lane, "WAIT_SECONDS", 30.0)
-    holding, release, holder = hold_the_lane()
-    try:
+    one_lane(settings, monkeypatch, wait=30.0)
+    with lane_held():
         create("t-lane-immediate", id="immediate")
         started = time.monotonic()
         run_all(["immediate"], concurrency=1)
         waited = time.monotonic() - started
         assert Instance.objects.get(id="immediate").output == "called"
         assert waited < 20, f"the immediate step waited {waited:.1f} s for the lane"
-    finally:
-        release.set()
-        holder.join(10)
     connection.close()
 
 
 @pytest.mark.django_db(transaction=True)
 def test_inside_an_atomic_block_a_deferred_step_does_not_wait_for_the_lane(settings, monkeypatch):
-    settings.RUNLEDGER_DEFERRED_LANE = 1
-    monkeypatch.setattr(lane, "WAIT_SECONDS", 30.0)
-    holding, release, holder = hold_the_lane()
-    try:
+    one_lane(settings, monkeypatch, wait=30.0)
+    with lane_held():
         started = time.monotonic()
         # The thread may hold row locks the step in the lane needs: it must not wait on it.
         with transaction.atomic(), lane.deferred_step() as held:
             assert held is False
         assert time.monotonic() - started < 20
-    finally:
-        release.set()
-        holder.join(10)
 
 
 # ---- the committer gathers deferred writes (PostgreSQL) ---------------------------------------
