@@ -9,10 +9,11 @@ after another, each sooner, and the rest of the worker with them: on the pipelin
 (2 workers × 8 slots, 2 cores) a call's slot time went from 246–249 ms to 234–236 ms, the 18 fact
 writes of a call from 26–27 ms to 21–22 ms (bench/pipelines.py; docs/pipelines.md).
 
-The lane is a priority, never a lock to wait on for long: a deferred step that has waited
-`WAIT_SECONDS` for the lane runs beside it. So a slow deferred step delays the others by at
-most that, and a worker whose deferred steps outgrow one lane runs them unthrottled, as without
-it. Steps inside the workflow's own `transaction.atomic()` never wait: the thread may hold row
+The lane is a priority, never a lock to wait on for long: once the step holding it has held it
+for `WAIT_SECONDS` (20 ms), the steps waiting for it, and those that come while it is still
+held, run beside it. So a slow deferred step (an embedding of many facts) delays the others by
+at most that in all, and a worker whose deferred steps outgrow one lane runs them unthrottled,
+as without it. Steps inside the workflow's own `transaction.atomic()` never wait: the thread may hold row
 locks the step in the lane needs. Nor do the coroutine step functions of an async workflow,
 which run on its event loop (its plain functions run on threads and take the lane).
 
@@ -22,17 +23,50 @@ which run on its event loop (its plain functions run on threads and take the lan
 from __future__ import annotations
 
 import contextlib
+import itertools
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
 WAIT_SECONDS = 0.02
 
+
+class Lane:
+    """`width` deferred steps at a time. A step waits while the lane is full, but only until the
+    step holding it longest has held it for WAIT_SECONDS: from then on the lane counts as
+    clogged by slow steps and newcomers run beside it at once, so one slow step delays the
+    others by WAIT_SECONDS in all, not each of them by that much."""
+
+    def __init__(self, width: int) -> None:
+        self.width = width
+        self._cond = threading.Condition(threading.Lock())
+        self._since: dict[int, float] = {}  # holder's key -> when it took the lane
+        self._keys = itertools.count()
+
+    def enter(self) -> int | None:
+        """The key to leave with, or None when the step runs beside a clogged lane."""
+        with self._cond:
+            while len(self._since) >= self.width:
+                left = min(self._since.values()) + WAIT_SECONDS - time.monotonic()
+                if left <= 0:
+                    return None
+                self._cond.wait(left)
+            key = next(self._keys)
+            self._since[key] = time.monotonic()
+            return key
+
+    def leave(self, key: int) -> None:
+        with self._cond:
+            del self._since[key]
+            self._cond.notify()
+
+
 _lock = threading.Lock()
-_lane: tuple[int, threading.Semaphore | None] | None = None
+_lane: tuple[Lane | None] | None = None
 
 
-def _semaphore() -> threading.Semaphore | None:
+def _current() -> Lane | None:
     global _lane
     if _lane is None:
         from django.conf import settings
@@ -40,24 +74,24 @@ def _semaphore() -> threading.Semaphore | None:
         with _lock:
             if _lane is None:
                 width = int(getattr(settings, "RUNLEDGER_DEFERRED_LANE", 1))
-                _lane = (width, threading.Semaphore(width) if width > 0 else None)
-    return _lane[1]
+                _lane = (Lane(width) if width > 0 else None,)
+    return _lane[0]
 
 
 @contextlib.contextmanager
 def deferred_step() -> Iterator[bool]:
     """Hold the lane while a deferred step's function runs; yields whether it got the lane
-    (False: the lane is off, the thread is in an atomic block, or the wait ran out)."""
-    semaphore = _semaphore()
-    if semaphore is None or _in_atomic_block():
+    (False: the lane is off, the thread is in an atomic block, or the lane is clogged)."""
+    current = _current()
+    if current is None or _in_atomic_block():
         yield False
         return
-    held = semaphore.acquire(timeout=WAIT_SECONDS)
+    key = current.enter()
     try:
-        yield held
+        yield key is not None
     finally:
-        if held:
-            semaphore.release()
+        if key is not None:
+            current.leave(key)
 
 
 def _in_atomic_block() -> bool:

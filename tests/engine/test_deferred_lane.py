@@ -173,6 +173,22 @@ def test_a_deferred_step_that_waited_out_the_lane_runs_beside_the_one_holding_it
 
 
 @pytest.mark.django_db(transaction=True)
+def test_once_the_holder_has_held_the_lane_for_its_wait_others_do_not_wait_at_all(settings, monkeypatch):
+    one_lane(settings, monkeypatch, wait=2.0)
+    with lane_held():
+        time.sleep(2.1)  # the holder is a slow step: the lane counts as clogged from now on
+        create("t-lane-bookkeeping", id="clogged")
+        started = time.monotonic()
+        run_all(["clogged"], concurrency=1)
+        took = time.monotonic() - started
+    assert Instance.objects.get(id="clogged").status == "complete"
+    # Three deferred steps, none of which waited its own 2 s (that would be 6 s at least).
+    assert took < 3, f"the deferred steps took {took:.1f} s"
+    assert LEFT and max(end for _, _, end in INTERVALS) < LEFT[0]
+    connection.close()
+
+
+@pytest.mark.django_db(transaction=True)
 def test_immediate_steps_do_not_wait_for_the_lane(settings, monkeypatch):
     one_lane(settings, monkeypatch, wait=30.0)
     with lane_held():
