@@ -78,8 +78,18 @@ def waterfall(
             segs.append(Segment(left, max(_pct(end, t0, span) - left, 0.3), css, step.status))
         seconds = ((step.ended_at or now) - step.started_at).total_seconds()
         rows.append(WaterfallRow(step.name, step.seq, step.kind, step.status, segs, seconds))
-    ticks = [(p, f"+{span * p / 100:.1f}s" if span < 120 else f"+{span * p / 6000:.1f}m") for p in (0, 25, 50, 75, 100)]
+    ticks = [(p, _tick(span * p / 100, span)) for p in (0, 25, 50, 75, 100)]
     return rows, ticks
+
+
+def _tick(seconds: float, span: float) -> str:
+    """An axis label in the unit the run's span calls for: a 7 ms run reads +0ms … +7ms, not
+    +0.0s five times."""
+    if span < 1:
+        return f"+{seconds * 1000:.0f}ms" if span >= 0.02 else f"+{seconds * 1000:.1f}ms"
+    if span < 120:
+        return f"+{seconds:.1f}s"
+    return f"+{seconds / 60:.1f}m"
 
 
 @dataclass(frozen=True)

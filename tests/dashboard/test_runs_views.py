@@ -49,6 +49,25 @@ def test_the_waterfall_places_attempts_and_retry_gaps_by_time(operator):
     assert 'class="wf-gap" style="left:12.000%;width:19.000%" title="retry delay 20.0s"' in html
 
 
+def test_the_waterfall_axis_reads_in_the_unit_of_the_runs_span():
+    from datetime import timedelta
+
+    from ledger_factories import T0
+
+    from dashboard.selectors.run_layout import waterfall
+    from ingest.engine.models import Step
+
+    def axis(seconds: float) -> list[str]:
+        step = Step(name="s", seq=1, kind="do", status="complete", started_at=T0,
+                    ended_at=T0 + timedelta(seconds=seconds))
+        return [label for _, label in waterfall([(step, [])], start=T0, now=T0)[1]]
+
+    assert axis(0.008) == ["+0.0ms", "+2.0ms", "+4.0ms", "+6.0ms", "+8.0ms"]
+    assert axis(0.4) == ["+0ms", "+100ms", "+200ms", "+300ms", "+400ms"]
+    assert axis(10) == ["+0.0s", "+2.5s", "+5.0s", "+7.5s", "+10.0s"]
+    assert axis(600) == ["+0.0m", "+2.5m", "+5.0m", "+7.5m", "+10.0m"]
+
+
 def test_parallel_steps_share_a_rank_in_the_run_graph(operator):
     import re
 
