@@ -78,7 +78,7 @@ def waterfall(
             segs.append(Segment(left, max(_pct(end, t0, span) - left, 0.3), css, step.status))
         seconds = ((step.ended_at or now) - step.started_at).total_seconds()
         rows.append(WaterfallRow(step.name, step.seq, step.kind, step.status, segs, seconds))
-    ticks = [(p, _tick(span * p / 100, span)) for p in (0, 25, 50, 75, 100)]
+    ticks: list[tuple[float, str]] = [(p, _tick(span * p / 100, span)) for p in (0, 25, 50, 75, 100)]
     return rows, ticks
 
 
