@@ -9,13 +9,14 @@ after another, each sooner, and the rest of the worker with them: on the pipelin
 (2 workers × 8 slots, 2 cores) a call's slot time went from 246–249 ms to 234–236 ms, the 18 fact
 writes of a call from 26–27 ms to 21–22 ms (bench/pipelines.py; docs/pipelines.md).
 
-The lane is a priority, never a lock to wait on for long: once the step holding it has held it
-for `WAIT_SECONDS` (20 ms), the steps waiting for it, and those that come while it is still
-held, run beside it. So a slow deferred step (an embedding of many facts) delays the others by
-at most that in all, and a worker whose deferred steps outgrow one lane runs them unthrottled,
-as without it. Steps inside the workflow's own `transaction.atomic()` never wait: the thread may hold row
-locks the step in the lane needs. Nor do the coroutine step functions of an async workflow,
-which run on its event loop (its plain functions run on threads and take the lane).
+The lane is a priority, never a lock to wait on for long. No step waits for it longer than
+`WAIT_SECONDS` (20 ms), and once the step holding it has held it that long, the steps waiting
+for it and those that come while it is still held run beside it: a slow deferred step (an
+embedding of many facts) delays the others by at most that in all, and a worker whose deferred
+steps outgrow one lane runs them unthrottled, as without it. Steps inside the workflow's own
+`transaction.atomic()` never wait: the thread may hold row locks the step in the lane needs.
+Nor do the coroutine step functions of an async workflow, which run on its event loop (its
+plain functions run on threads and take the lane).
 
 `RUNLEDGER_DEFERRED_LANE` sets the width (default 1; 0 turns the lane off).
 """
@@ -33,10 +34,11 @@ WAIT_SECONDS = 0.02
 
 
 class Lane:
-    """`width` deferred steps at a time. A step waits while the lane is full, but only until the
-    step holding it longest has held it for WAIT_SECONDS: from then on the lane counts as
-    clogged by slow steps and newcomers run beside it at once, so one slow step delays the
-    others by WAIT_SECONDS in all, not each of them by that much."""
+    """`width` deferred steps at a time. A step waits while the lane is full, for WAIT_SECONDS at
+    most, and only until the step holding it longest has held it for WAIT_SECONDS: from then on
+    the lane counts as clogged by a slow step and newcomers run beside it at once, so one slow
+    step delays the others by WAIT_SECONDS in all, not each of them by that much; and however
+    many short steps queue, none waits longer than that."""
 
     def __init__(self, width: int) -> None:
         self.width = width
@@ -46,9 +48,10 @@ class Lane:
 
     def enter(self) -> int | None:
         """The key to leave with, or None when the step runs beside a clogged lane."""
+        mine = time.monotonic() + WAIT_SECONDS
         with self._cond:
             while len(self._since) >= self.width:
-                left = min(self._since.values()) + WAIT_SECONDS - time.monotonic()
+                left = min(mine, min(self._since.values()) + WAIT_SECONDS) - time.monotonic()
                 if left <= 0:
                     return None
                 self._cond.wait(left)
