@@ -28,7 +28,7 @@ every later write of that turn (its instance and lease token) is refused unwritt
 instance's history is always a prefix of what its turn did, and its completion can be queued
 behind its deferred steps without waiting for them first.
 
-Two lanes, each a GroupCommit with its own connection: `group` takes deferred completions and
+Two group commits, each with its own connection: `group` takes deferred completions and
 instances' completions, `express` the completions a thread waits for. A waited completion is
 never queued behind a batch of other instances' deferred writes (on the pipeline benchmark such
 a batch held 5 writes on average, 13 at p90), and it needs no order with them: its own

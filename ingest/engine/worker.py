@@ -171,10 +171,10 @@ class Worker:
         self._pool.shutdown(wait=False, cancel_futures=True)
         from ingest.engine.commits import express, group
 
-        for lane, commits in (("group", group), ("express", express)):
+        for name, commits in (("group", group), ("express", express)):
             if commits.batches:
                 log.info("worker %s stopped; this process committed %d writes in %d %s transactions "
-                         "(%.1f per commit)", self.worker_id, commits.writes, commits.batches, lane,
+                         "(%.1f per commit)", self.worker_id, commits.writes, commits.batches, name,
                          commits.writes / commits.batches)
         with self._lock:
             return not self._inflight

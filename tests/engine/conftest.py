@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import pytest
 
+from ingest.engine import commits, sql
+from ingest.engine.clock import now
 from ingest.engine.worker import run_until_idle
 
 
@@ -13,3 +15,32 @@ def drain():
         return run_until_idle(advance_clock=advance_clock, max_turns=max_turns)
 
     return _drain
+
+
+@pytest.fixture
+def group_commits(monkeypatch):
+    """Fresh group commits for this test, (group, express), closed afterwards."""
+    fresh = commits.GroupCommit(), commits.GroupCommit()
+    monkeypatch.setattr(commits, "group", fresh[0])
+    monkeypatch.setattr(commits, "express", fresh[1])
+    yield fresh
+    for group_commit in fresh:
+        group_commit.close()
+
+
+@pytest.fixture
+def step_completion():
+    """Builds a step's first, successful attempt, started and ended now, as the group commit
+    takes it: `step_completion(instance_id, name, token=..., position=0, result=None)` (result:
+    its JSON; by default the step's name)."""
+
+    def build(instance_id: str, name: str, *, token: str, position: int = 0,
+              result: str | None = None) -> sql.Completion:
+        t = now()
+        row = sql.StepRow(iid=instance_id, name=name, seq=1, position=position, kind="do", config="{}",
+                          sensitive=False, has_rollback=False, label=name)
+        return sql.Completion(row=row, token=token, now=t, started=t, attempt=1,
+                              result=f'"{name}"' if result is None else result, worker="test-worker",
+                              with_start=True)
+
+    return build

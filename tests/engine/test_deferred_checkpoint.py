@@ -96,19 +96,8 @@ def _reset():
 
 
 @pytest.fixture
-def lanes(monkeypatch):
-    """Fresh group commits for this test: (group, express)."""
-    fresh = commits.GroupCommit(), commits.GroupCommit()
-    monkeypatch.setattr(commits, "group", fresh[0])
-    monkeypatch.setattr(commits, "express", fresh[1])
-    yield fresh
-    for lane in fresh:
-        lane.close()
-
-
-@pytest.fixture
-def group(lanes):
-    return lanes[0]
+def group(group_commits):
+    return group_commits[0]
 
 
 def hold_batches(monkeypatch, holds):
@@ -169,19 +158,16 @@ def test_the_workflow_runs_on_while_a_deferred_completion_commits_and_the_next_i
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("require_postgres")
-def test_a_completion_a_thread_waits_for_is_not_queued_behind_other_instances_deferred_writes(lanes, monkeypatch):
-    group, express = lanes
+def test_a_completion_a_thread_waits_for_is_not_queued_behind_other_instances_deferred_writes(
+        group_commits, step_completion, monkeypatch):
+    group, express = group_commits
     gate = hold_batches(monkeypatch, lambda batch: any(i.write.iid == "slow" for i in batch))
     for instance_id in ("slow", "quick"):
         create("t-deferred-idle", id=instance_id)
     token, _ = claim(worker_id="test-worker", limit=2, lease=LEASE)
 
     def completion(instance_id):
-        t = now()
-        row = sql.StepRow(iid=instance_id, name="work", seq=1, position=0, kind="do", config="{}",
-                          sensitive=False, has_rollback=False, label="work")
-        return sql.Completion(row=row, token=token, now=t, started=t, attempt=1, result='"done"',
-                              worker="test-worker", with_start=True)
+        return step_completion(instance_id, "work", token=token, result='"done"')
 
     held = group.submit(completion("slow"))
     try:
@@ -202,18 +188,16 @@ def test_a_completion_a_thread_waits_for_is_not_queued_behind_other_instances_de
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("require_postgres")
-def test_after_a_failed_write_a_turns_later_writes_are_refused_and_the_instance_is_not_completed(group):
+def test_after_a_failed_write_a_turns_later_writes_are_refused_and_the_instance_is_not_completed(
+        group, step_completion):
     for instance_id in ("bad-1", "good-1"):
         create("t-deferred-idle", id=instance_id)
     token, claimed = claim(worker_id="test-worker", limit=2, lease=LEASE)
     assert sorted(c.id for c in claimed) == ["bad-1", "good-1"]
 
     def completion(instance_id, name, result):
-        t = now()
-        row = sql.StepRow(iid=instance_id, name=name, seq=1, position=0 if name == "first" else 1, kind="do",
-                          config="{}", sensitive=False, has_rollback=False, label=name)
-        return sql.Completion(row=row, token=token, now=t, started=t, attempt=1, result=result,
-                              worker="test-worker", with_start=True)
+        return step_completion(instance_id, name, token=token, position=0 if name == "first" else 1,
+                               result=result)
 
     broken = group.submit(completion("bad-1", "first", "{not json"))
     later = group.submit(completion("bad-1", "second", '"fine"'))

@@ -228,13 +228,8 @@ def test_inside_an_atomic_block_a_deferred_step_does_not_wait_for_the_lane(setti
 
 
 @pytest.fixture
-def group(monkeypatch):
-    fresh = commits.GroupCommit(), commits.GroupCommit()
-    monkeypatch.setattr(commits, "group", fresh[0])
-    monkeypatch.setattr(commits, "express", fresh[1])
-    yield fresh[0]
-    for g in fresh:
-        g.close()
+def group(group_commits):
+    return group_commits[0]
 
 
 def claimed(*instance_ids: str) -> str:
@@ -245,23 +240,15 @@ def claimed(*instance_ids: str) -> str:
     return token
 
 
-def completion(instance_id: str, name: str, position: int, token: str) -> sql.Completion:
-    t = now()
-    row = sql.StepRow(iid=instance_id, name=name, seq=1, position=position, kind="do", config="{}",
-                      sensitive=False, has_rollback=False, label=name)
-    return sql.Completion(row=row, token=token, now=t, started=t, attempt=1, result=f'"{name}"',
-                          worker="test-worker", with_start=True)
-
-
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("require_postgres")
-def test_deferred_writes_that_follow_within_the_gathering_share_one_batch(group, monkeypatch):
+def test_deferred_writes_that_follow_within_the_gathering_share_one_batch(group, step_completion, monkeypatch):
     monkeypatch.setattr(commits, "GATHER_SECONDS", 1.0)
     token = claimed("gather-1", "gather-2")
-    first = group.submit(completion("gather-1", "a", 0, token))
+    first = group.submit(step_completion("gather-1", "a", position=0, token=token))
     time.sleep(0.2)  # without gathering, the committer would have written the first one alone by now
-    second = group.submit(completion("gather-1", "b", 1, token))
-    third = group.submit(completion("gather-2", "a", 0, token))
+    second = group.submit(step_completion("gather-1", "b", position=1, token=token))
+    third = group.submit(step_completion("gather-2", "a", position=0, token=token))
     assert all(p.wait() is not None for p in (first, second, third))
     assert (group.batches, group.writes) == (1, 3)
     assert sorted(Step.objects.values_list("instance_id", "name", "result")) == [
@@ -271,18 +258,18 @@ def test_deferred_writes_that_follow_within_the_gathering_share_one_batch(group,
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("require_postgres")
-def test_a_thread_that_comes_to_wait_ends_the_gathering(group, monkeypatch):
+def test_a_thread_that_comes_to_wait_ends_the_gathering(group, step_completion, monkeypatch):
     monkeypatch.setattr(commits, "GATHER_SECONDS", 30.0)
     token = claimed("hurry-1", "hurry-2")
     # A write queued behind a gathering batch (an instance's completion) is not kept waiting.
-    queued = group.submit(completion("hurry-1", "a", 0, token))
+    queued = group.submit(step_completion("hurry-1", "a", position=0, token=token))
     started = time.monotonic()
     assert group.complete(sql.InstanceDone(iid="hurry-2", token=token, now=now(), output='"ok"')) is True
     assert time.monotonic() - started < 20, "the waited write sat out the gathering"
     assert queued.wait() is not None
     assert Instance.objects.get(id="hurry-2").status == "complete"
     # Nor is a barrier that waits on a deferred write.
-    alone = group.submit(completion("hurry-1", "b", 1, token))
+    alone = group.submit(step_completion("hurry-1", "b", position=1, token=token))
     started = time.monotonic()
     assert alone.wait() is not None
     assert time.monotonic() - started < 20, "the barrier sat out the gathering"

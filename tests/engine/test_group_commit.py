@@ -46,7 +46,7 @@ class Idle(Workflow):
 @pytest.fixture
 def group(monkeypatch):
     """A fresh group for this test (the engine looks it up at each write), closed afterwards;
-    both lanes (waited completions, and the rest) are this one group here."""
+    both group commits (waited completions, and the rest) are this one here."""
     fresh = commits.GroupCommit()
     monkeypatch.setattr(commits, "group", fresh)
     monkeypatch.setattr(commits, "express", fresh)
