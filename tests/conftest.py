@@ -97,6 +97,21 @@ def _release_test_database(django_db_setup, django_db_blocker) -> Iterator[None]
     express.close()
     if connection.vendor != "postgresql":
         return
-    with django_db_blocker.unblock(), connection.cursor() as cursor:
+    with django_db_blocker.unblock():
+        end_other_sessions_of_test_database()
+
+
+def end_other_sessions_of_test_database() -> None:
+    """End the other sessions of the database this suite created, so it can be dropped.
+
+    Only ever that database: when the connection points elsewhere (no test used the test
+    database, or DATABASE_URL names a shared one), other people's sessions are left alone."""
+    from django.db import connection
+
+    test_name = connection.creation._get_test_db_name()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_database()")
+        if cursor.fetchone()[0] != test_name:
+            return
         cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                       "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+                       "WHERE datname = %s AND pid <> pg_backend_pid()", [test_name])

@@ -6,13 +6,13 @@ import time
 from decimal import Decimal
 
 import pytest
-from django.db import connection
 from django.db.models import Sum
 
 from ingest.engine import Workflow, create
 from ingest.engine.models import ApiCost, Budget, BudgetReservation, Instance
 from ingest.engine.services import budget_upsert
 from ingest.engine.worker import Worker
+from tests.conftest import end_other_sessions_of_test_database
 
 pytestmark = [pytest.mark.postgres, pytest.mark.db]
 STEPS = 50
@@ -37,9 +37,7 @@ def spend(ctx) -> str:
 def _close_worker_connections() -> None:
     """The worker's pool threads keep their connections to the test database; end them (only
     sessions of this test database) so it can be dropped at teardown."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                       "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+    end_other_sessions_of_test_database()
 
 
 @pytest.mark.django_db(transaction=True)
