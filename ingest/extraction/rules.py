@@ -16,7 +16,7 @@ from decimal import Decimal
 
 from ingest.extraction import patterns as p
 from ingest.extraction.values import Fact, LLMResult
-from ingest.pricing import Usage
+from ingest.pipelines.pricing import Usage
 
 MODEL = "rules-v1"
 

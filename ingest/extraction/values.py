@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
-from ingest.pricing import Usage
+from ingest.pipelines.pricing import Usage
 
 
 class FactDict(TypedDict):

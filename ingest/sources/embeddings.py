@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 import requests
 
-from ingest.pricing import Usage
+from ingest.pipelines.pricing import Usage
 from ingest.sources.errors import SourceError
 from ingest.sources.http import DEFAULT_TIMEOUT, Sleep, Timeout, new_session
 from ingest.sources.llm.common import LLMError, error_for_response, post_json, response_json

@@ -5,7 +5,7 @@ from decimal import Decimal
 
 import pytest
 
-from ingest.pricing import DEFAULT_PRICES, PriceNotFound, PriceRow, Usage, cost_for
+from ingest.pipelines.pricing import DEFAULT_PRICES, PriceNotFound, PriceRow, Usage, cost_for
 
 pytestmark = pytest.mark.pure
 

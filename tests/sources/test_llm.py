@@ -7,7 +7,7 @@ import pytest
 
 from ingest.extraction import facts_from_result
 from ingest.extraction.prompt import LLMFactExtractor, extraction_messages
-from ingest.pricing import Usage
+from ingest.pipelines.pricing import Usage
 from ingest.sources.llm import (
     AnthropicClient,
     LLMAuthError,

@@ -9,7 +9,7 @@ from typing import Any, TypedDict
 import requests
 
 from ingest.extraction.values import LLMResult
-from ingest.pricing import Usage
+from ingest.pipelines.pricing import Usage
 from ingest.sources.http import DEFAULT_TIMEOUT, Sleep, Timeout, new_session
 from ingest.sources.llm.common import (
     ChatMessage,

@@ -157,36 +157,6 @@ def cost_for(usage: Usage, prices: Iterable[PriceRow], at: datetime) -> Decimal:
     return price_for(usage, prices, at).cost(usage)
 
 
-def price_usage(service: str, model: str, usage: Mapping[str, Any], at: datetime) -> Decimal:
-    """`settings.RUNLEDGER_PRICER` entry point: prices the engine's usage dict.
-
-    The price table (`ingest.models.Price`, edited in the admin) wins; a usage none of its
-    rows covers is priced with `DEFAULT_PRICES`. This is the one function here that reads the
-    database (lazily, so the rest of the module stays pure), through the selectors' cache of
-    the table (`price_rows_cached`: the rows with their effective dates, re-read every 30 s).
-    """
-    from ingest.selectors import price_rows_cached
-
-    item = Usage.from_mapping(usage, service=service, model=model)
-    if item.provider_cost is None:
-        rows = price_rows_cached()
-        if rows:
-            try:
-                return price_for(item, rows, at).cost(item)
-            except PriceNotFound:
-                pass
-    return cost_for(item, DEFAULT_PRICES, at)
-
-
-def estimate_usage_cost(service: str, model: str, *, input_tokens: int, output_tokens: int,
-                        at: datetime) -> Decimal:
-    """What a call could cost at most (no cache hits): the amount a step reserves before it.
-
-    Raises PriceNotFound for a service or model without a price, before anything is spent.
-    """
-    return price_usage(service, model, {"tokens_in": input_tokens, "tokens_out": output_tokens}, at)
-
-
 # List prices (USD) as published by each provider; per-million-token prices for models,
 # per-call/per-item prices for APIs. Check the providers' pages before relying on them.
 # fmt: off
