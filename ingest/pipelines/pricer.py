@@ -12,8 +12,9 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from ingest.pipelines.pricing import DEFAULT_PRICES, PriceNotFound, Usage, cost_for, price_for
+from ingest.pipelines.pricing import DEFAULT_PRICES, PriceNotFound, cost_for, price_for
 from ingest.pipelines.selectors import price_rows_cached
+from ingest.sources.usage import Usage
 
 
 def price_usage(service: str, model: str, usage: Mapping[str, Any], at: datetime) -> Decimal:

@@ -1,4 +1,7 @@
-"""Pure cost code: usage values, price rows, and `cost_for` (Decimal only, no IO).
+"""Pure cost code: price rows, `cost_for(usage)` and the list prices (Decimal only, no IO).
+
+What a call consumed (`Usage`) is what the clients report, so it lives with them in
+`ingest.sources.usage`; this module prices it.
 
 A price row belongs to a service and optionally a model, and applies from its
 `effective_from` until a newer row for the same service and model takes over. Token prices
@@ -13,8 +16,9 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
+from ingest.sources.usage import Usage, cost_quantize
+
 MILLION = Decimal(1_000_000)
-QUANTUM = Decimal("0.000001")
 ZERO = Decimal(0)
 
 
@@ -27,48 +31,6 @@ class PricingError(Exception):
 
 class PriceNotFound(PricingError):
     """No price row matches the service, model and time of the usage."""
-
-
-@dataclass(frozen=True)
-class Usage:
-    """What one call consumed. `input_tokens` includes `cached_input_tokens`."""
-
-    service: str = ""
-    model: str = ""
-    input_tokens: int = 0
-    cached_input_tokens: int = 0
-    output_tokens: int = 0
-    calls: int = 1
-    items: int = 0
-    provider_cost: Decimal | None = None
-
-    @classmethod
-    def from_mapping(cls, data: Mapping[str, Any], *, service: str = "", model: str = "") -> Usage:
-        """From our field names or the engine's `track_cost` names (tokens_in, tokens_cached…)."""
-        cost = data.get("provider_cost", data.get("cost"))
-        return cls(
-            service=str(data.get("service", service)),
-            model=str(data.get("model", model)),
-            input_tokens=int(data.get("input_tokens", data.get("tokens_in", 0)) or 0),
-            cached_input_tokens=int(
-                data.get("cached_input_tokens", data.get("tokens_cached", 0)) or 0
-            ),
-            output_tokens=int(data.get("output_tokens", data.get("tokens_out", 0)) or 0),
-            calls=int(data.get("calls", 1)),
-            items=int(data.get("items", 0) or 0),
-            provider_cost=None if cost is None else Decimal(str(cost)),
-        )
-
-    def as_track_cost_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments for the engine's `ctx.track_cost(service, ...)`."""
-        return {
-            "model": self.model,
-            "tokens_in": self.input_tokens,
-            "tokens_cached": self.cached_input_tokens,
-            "tokens_out": self.output_tokens,
-            "items": self.items,
-            "cost": None if self.provider_cost is None else cost_quantize(self.provider_cost),
-        }
 
 
 @dataclass(frozen=True)
@@ -116,10 +78,6 @@ class PriceRow:
         ) / MILLION
         total += Decimal(usage.calls) * self.per_call + Decimal(usage.items) * self.per_item
         return cost_quantize(total)
-
-
-def cost_quantize(value: Decimal) -> Decimal:
-    return value.quantize(QUANTUM)
 
 
 def _model_matches(row_model: str, model: str) -> int:

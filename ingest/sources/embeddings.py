@@ -9,9 +9,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Unpack
 
-from ingest.pipelines.pricing import Usage
 from ingest.sources.errors import SourceError
 from ingest.sources.llm.common import JsonApi, LLMError, TransportOptions, bearer_headers
+from ingest.sources.usage import Usage
 
 
 class EmbeddingError(SourceError):

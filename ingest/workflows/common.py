@@ -14,7 +14,7 @@ from typing import Any, TypedDict
 from ingest.engine import NonRetryableError
 from ingest.engine import clock as engine_clock
 from ingest.extraction import Fact, FactsMalformed, facts_from_result
-from ingest.pipelines.pricing import PriceNotFound, Usage
+from ingest.pipelines.pricing import PriceNotFound
 from ingest.pipelines.selectors import llm_config_get
 from ingest.pipelines.services import (
     fact_embeddings_store,
@@ -22,6 +22,7 @@ from ingest.pipelines.services import (
     signal_evaluation_record,
 )
 from ingest.sources.errors import SourceError
+from ingest.sources.usage import Usage
 from ingest.workflows.providers import embedder, extractor_for, reservation, usage_meter
 
 log = logging.getLogger("runledger.ingest")

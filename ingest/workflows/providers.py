@@ -22,12 +22,12 @@ from typing import Any, Protocol
 
 from ingest.extraction.prompt import SYSTEM_PROMPT, LLMFactExtractor
 from ingest.extraction.rules import RuleExtractor
-from ingest.extraction.values import LLMResult
 from ingest.pipelines.pricer import estimate_usage_cost
-from ingest.pipelines.pricing import Usage
 from ingest.pipelines.selectors import LLMConfig
 from ingest.sources.http import new_session
 from ingest.sources.llm import AnthropicClient, LLMServerError, OpenAIChatClient
+from ingest.sources.llm.common import LLMResult
+from ingest.sources.usage import Usage
 
 MAX_OUTPUT_TOKENS = 2048
 _meter = threading.local()

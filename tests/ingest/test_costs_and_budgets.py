@@ -12,9 +12,10 @@ from ingest.engine import get
 from ingest.engine.models import ApiCost, ApprovalRequest, Budget
 from ingest.engine.services import approval_answer, budget_upsert
 from ingest.extraction.prompt import SYSTEM_PROMPT
-from ingest.pipelines.pricing import DEFAULT_PRICES, Usage, cost_for
+from ingest.pipelines.pricing import DEFAULT_PRICES, cost_for
 from ingest.pipelines.services import price_upsert
 from ingest.sources.llm import usage_from_openai
+from ingest.sources.usage import Usage
 from ingest.workflows import gong_ingest_start
 from tests.fakes import FakeOpenAI, Planned
 from tests.fakes.llm import CHAT, _facts_json, chat_completion, tokens

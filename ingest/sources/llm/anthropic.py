@@ -7,15 +7,15 @@ from typing import Any, Unpack
 
 import requests
 
-from ingest.extraction.values import LLMResult
-from ingest.pipelines.pricing import Usage
 from ingest.sources.llm.common import (
     ChatMessage,
     JsonApi,
     LLMInvalidOutput,
+    LLMResult,
     TransportOptions,
     parse_json_object,
 )
+from ingest.sources.usage import Usage
 
 JSON_INSTRUCTION = "Answer with one JSON object only: no prose, no code fences."
 

@@ -7,11 +7,11 @@ import json
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypedDict, Unpack
 
 import requests
 
-from ingest.extraction.values import LLMResult
 from ingest.sources.errors import SourceError
 from ingest.sources.http import (
     DEFAULT_TIMEOUT,
@@ -23,6 +23,7 @@ from ingest.sources.http import (
     should_retry_hint,
     wait_and_resend,
 )
+from ingest.sources.usage import Usage
 
 
 class LLMError(SourceError):
@@ -59,6 +60,16 @@ class LLMInvalidOutput(LLMError):
     """The model answered with blank or non-JSON content; a new attempt may do better."""
 
     retryable = True
+
+
+@dataclass(frozen=True)
+class LLMResult:
+    """One completion: the parsed JSON `data`, its `usage`, the answering model, raw text."""
+
+    data: dict[str, Any]
+    usage: Usage = field(default_factory=Usage)
+    model: str = ""
+    raw_text: str = ""
 
 
 class ChatMessage(TypedDict):

@@ -5,16 +5,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypedDict, Unpack
 
-from ingest.extraction.values import LLMResult
-from ingest.pipelines.pricing import Usage
 from ingest.sources.llm.common import (
     ChatMessage,
     JsonApi,
     LLMInvalidOutput,
+    LLMResult,
     TransportOptions,
     bearer_headers,
     parse_json_object,
 )
+from ingest.sources.usage import Usage
 
 
 class OpenAIUsage(TypedDict, total=False):
