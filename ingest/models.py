@@ -1,16 +1,5 @@
-"""Where Django looks for the app `ingest`'s models: the pipelines' tables, defined in
-`ingest.pipelines.models` (import them from there; this module exists for Django alone)."""
+"""Where Django looks for the app `ingest`'s models. The pipelines' tables are defined in
+`ingest.pipelines.models` (import them from there): importing that module here registers them
+under the app label `ingest`, so tables and migrations keep their names."""
 
-from __future__ import annotations
-
-from ingest.pipelines.models import (
-    Connection,
-    Fact,
-    FactEmbedding,
-    FactHead,
-    KeywordList,
-    Price,
-    SignalEvaluation,
-)
-
-__all__ = ["Connection", "Fact", "FactEmbedding", "FactHead", "KeywordList", "Price", "SignalEvaluation"]
+import ingest.pipelines.models  # noqa: F401
