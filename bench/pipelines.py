@@ -217,7 +217,8 @@ def wait_finished(total: int, timeout: float, meter: CpuMeter) -> None:
 # ---- where the workers' time goes (py-spy) ------------------------------------------------------
 
 COSTS = ("ingest/engine/costs.py", "ingest/engine/context.py", "ingest/pipelines/pricing.py",
-         "ingest/pipelines/pricer.py", "reservation (ingest/workflows/providers.py")
+         "ingest/pipelines/pricer.py", "ingest/sources/usage.py",
+         "reservation (ingest/workflows/providers.py")
 LLM = ("ingest/sources/llm/", "ingest/sources/http.py", "_metered (ingest/workflows/providers.py",
        "extract (ingest/workflows/providers.py")
 CONCERNS = ("engine: claim, replay, step ledger", "pipeline: facts, prefilter, signal row",
