@@ -8,6 +8,8 @@ of real-looking URLs on the platforms the URL rules know (YouTube, GitHub, Reddi
 Scripting:
 - `task_errors={"broke.example": 40200}`: that target's task fails inside a 200;
 - `latency=(2.0, 5.0)`: each answer takes a deterministic time in that range (the bench);
+- `calls_per_minute=2000`: past that many requests in the last 60 s it answers HTTP 429 with a
+  Retry-After saying when the oldest leaves the window;
 - `fake.plan(ROUTE_BACKLINKS, Planned(429, headers={"Retry-After": "1"}))`, or
   `Planned(200, envelope([task_json(...)]))` for any hand-made answer.
 `billed` sums every cost the fake reported, to reconcile a run's api_costs rows against it.
@@ -17,10 +19,12 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import math
 import random
 import re
 import threading
 import uuid
+from collections import deque
 from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
@@ -109,8 +113,11 @@ class FakeDataForSEO(FakeServer):
         password: str = "dfs-password",
         task_errors: Mapping[str, int] | None = None,
         latency: tuple[float, float] | None = None,
+        calls_per_minute: int | None = None,
     ) -> None:
         super().__init__()
+        self.calls_per_minute = calls_per_minute
+        self._window: deque[float] = deque()
         token = base64.b64encode(f"{login}:{password}".encode()).decode()
         self.expected_auth = f"Basic {token}"
         self.task_errors = dict(task_errors or {})
@@ -131,6 +138,10 @@ class FakeDataForSEO(FakeServer):
         path = request.path.removeprefix("/v3/")
         if request.header("Authorization") != self.expected_auth:
             return Planned(401, envelope([], code=40100) | {"tasks": None})
+        wait = self._over_limit(request.at)
+        if wait is not None:
+            return Planned(429, {"status_code": 40202, "status_message": MESSAGES[40202]},
+                           {"Retry-After": str(max(1, math.ceil(wait)))})  # fmt: skip
         try:
             body = request.json()
         except ValueError:
@@ -150,6 +161,18 @@ class FakeDataForSEO(FakeServer):
             self.billed += cost
         return Planned(200, envelope([task_json(path, data, cost=cost, result=[result])]),
                        delay=delay)  # fmt: skip
+
+    def _over_limit(self, now: float) -> float | None:
+        """Seconds until a slot frees when the per-minute limit is used up, else None (counted)."""
+        if self.calls_per_minute is None:
+            return None
+        with self._billing:
+            while self._window and self._window[0] <= now - 60.0:
+                self._window.popleft()
+            if len(self._window) >= self.calls_per_minute:
+                return self._window[0] + 60.0 - now
+            self._window.append(now)
+            return None
 
     def _delay(self, key: str) -> float:
         if self.latency is None:

@@ -10,7 +10,8 @@ the path (`/pricing` has prices, `/login` a password form…).
 
 Scripting: hosts in `protected` block the native fetch (a Cloudflare-style challenge), hosts in
 `premium_only` also make ZenRows basic fail with RESP001 (only premium gets through), hosts in
-`gone` answer 404; `latency=(lo, hi)` slows every answer deterministically; `fake.plan(ROUTE_API,
+`gone` answer 404; `latency=(lo, hi)` slows every answer deterministically; past
+`concurrency` requests in flight it answers 429 AUTH006 as ZenRows does; `fake.plan(ROUTE_API,
 Planned(429, error_body("AUTH006", 429), {"Retry-After": "1"}))` for anything else. `billed`
 sums every cost the fake reported.
 """
@@ -86,9 +87,12 @@ class FakeZenRows(FakeServer):
         premium_only: Iterable[str] = (),
         gone: Iterable[str] = (),
         latency: tuple[float, float] | None = None,
+        concurrency: int | None = None,
     ) -> None:
         super().__init__()
         self.api_key = api_key
+        self.concurrency = concurrency
+        self._busy_until: list[float] = []  # when each request in flight will have answered
         self.premium_only = set(premium_only)
         self.protected = set(protected) | self.premium_only
         self.gone = set(gone)
@@ -142,6 +146,10 @@ class FakeZenRows(FakeServer):
             return Planned(422, error_body("RESP001", 422), delay=delay)
         cost = COSTS["premium"] if premium else COSTS["js"] if js else COSTS["plain"]
         with self._billing:
+            self._busy_until = [t for t in self._busy_until if t > request.at]
+            if self.concurrency is not None and len(self._busy_until) >= self.concurrency:
+                return Planned(429, error_body("AUTH006", 429), {"Retry-After": "1"})
+            self._busy_until.append(request.at + delay)
             self.billed += cost
         headers = {
             "Content-Type": "text/html; charset=utf-8", "X-Request-Cost": str(cost),

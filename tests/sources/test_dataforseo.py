@@ -308,3 +308,14 @@ def test_the_fake_answers_each_target_within_its_latency_and_the_same_each_time(
 def test_estimates_reserve_the_seed_prices_before_a_call() -> None:
     assert DATAFORSEO_SPAM_SCORE.estimate(items=1000) == Decimal("0.02")
     assert DATAFORSEO_BACKLINKS.estimate(items=100) == Decimal("0.023")
+
+
+def test_the_fake_enforces_its_per_minute_limit_with_429s() -> None:
+    with FakeDataForSEO(calls_per_minute=2) as limited:
+        client = client_for(limited, max_rate_limit_retries=0)
+        client.backlinks("a.example", limit=1)
+        client.backlinks("b.example", limit=1)
+        with pytest.raises(DataForSEORateLimited) as raised:
+            client.backlinks("c.example", limit=1)
+
+    assert 58 <= (raised.value.retry_after or 0) <= 60 and raised.value.status == 429

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pickle
+import threading
 from collections.abc import Iterator
 from decimal import Decimal
 
@@ -230,3 +231,23 @@ def test_next_method_escalates_only_past_blocks_and_failures(
     result = FetchResult(url="https://a.example/", method=method, status=status, blocked=blocked)  # type: ignore[arg-type]
 
     assert next_method(result) == expected
+
+
+def test_the_fake_refuses_requests_past_its_concurrency_with_auth006() -> None:
+    with FakeZenRows(concurrency=1, latency=(0.4, 0.4)) as busy:
+        client = client_for(busy, max_rate_limit_retries=0)
+        outcomes: list[object] = []
+
+        def fetch(path: str) -> None:
+            try:
+                outcomes.append(client.fetch(f"https://acme.example/{path}").cost)
+            except ZenRowsRateLimited as error:
+                outcomes.append(error.code)
+
+        threads = [threading.Thread(target=fetch, args=(p,)) for p in ("a", "b")]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    assert sorted(map(str, outcomes)) == ["0.001000", "AUTH006"]
