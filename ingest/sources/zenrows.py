@@ -1,10 +1,11 @@
 """ZenRows (Universal Scraper API) and the native fetch the content cascade tries first.
 
 ZenRows: `GET https://api.zenrows.com/v1/?apikey=…&url=…&js_render=true&premium_proxy=true`.
-The body is the page; `X-Request-Cost` says what the request cost, `Zr-Final-Url` where
-redirects ended, `Concurrency-Remaining` the plan's headroom. Errors are JSON with a code
-(`AUTH004`, `RESP001`…) mapped below to retryable or not. ZenRows bills successful requests
-only, so a failed one costs nothing unless its answer says otherwise.
+The body is the page; `X-Request-Cost` says what the request cost in USD (0.001 for a basic
+request; recorded as reported, never recomputed), `Zr-Final-Url` where redirects ended,
+`Concurrency-Remaining` the plan's headroom. Errors are JSON with a code (`AUTH004`,
+`RESP001`…) mapped below to retryable or not. ZenRows bills successful requests only, so a
+failed one records no cost.
 
 The seed's tiers: basic is `js_render` (ZENROWS_BASIC), premium adds `premium_proxy`
 (ZENROWS_PREMIUM). `fetch_cascade` runs native → basic → premium as `page_fetch.next_method`
