@@ -141,7 +141,8 @@ class DataForSEOClient:
                 f"{MAX_SPAM_SCORE_TARGETS} — split them with spam_score_batches()"
             )
         task = {"targets": list(targets)}
-        return self.live(DATAFORSEO_SPAM_SCORE, task, target="", parse=SpamScore.from_json)
+        return self.live(DATAFORSEO_SPAM_SCORE, task, target="", parse=SpamScore.from_json,
+                         what=f"{len(targets)} targets")  # fmt: skip
 
     # -- transport ---------------------------------------------------------------------------
 
@@ -152,9 +153,11 @@ class DataForSEOClient:
         *,
         target: str,
         parse: Callable[[Mapping[str, Any]], T],
+        what: str = "",
     ) -> PaidCall[Listing[T]]:
-        """POST one task to `service`'s live endpoint; its listing costed as DataForSEO says."""
-        answer = self.post_task(service.model, task, what=target or f"{len(task)} fields")
+        """POST one task to `service`'s live endpoint; its listing costed as DataForSEO says.
+        `what` names the task in error messages (default: the target)."""
+        answer = self.post_task(service.model, task, what=what or target)
         found = listing(answer, target=target, parse=parse)
         reported = answer.get("cost")
         return paid_call(
@@ -231,7 +234,11 @@ class DataForSEOClient:
     def _raise_for_code(
         self, part: Mapping[str, Any], endpoint: str, *, what: str, cost: Decimal | None
     ) -> None:
-        code = int(part.get("status_code") or 0)
+        if part.get("status_code") is None:
+            raise DataForSEOServerError(
+                f"DataForSEO answered {endpoint} for {what!r} without a status_code; retry later"
+            )
+        code = int(part["status_code"])
         cls = error_class_for_status(code)
         if cls is None:
             return

@@ -319,3 +319,18 @@ def test_the_fake_enforces_its_per_minute_limit_with_429s() -> None:
             client.backlinks("c.example", limit=1)
 
     assert 58 <= (raised.value.retry_after or 0) <= 60 and raised.value.status == 429
+
+
+def test_an_answer_without_a_status_code_is_a_retryable_server_error(fake: FakeDataForSEO) -> None:
+    fake.plan(ROUTE_BACKLINKS, Planned(200, {"tasks": []}))
+
+    with pytest.raises(DataForSEOServerError, match="without a status_code"):
+        client_for(fake).backlinks("acme.example")
+
+
+def test_a_spam_score_task_error_names_how_many_targets_it_had(fake: FakeDataForSEO) -> None:
+    task = task_json("backlinks/bulk_spam_score/live", {"targets": ["a"]}, code=40200)
+    fake.plan(ROUTE_SPAM, Planned(200, envelope([task])))
+
+    with pytest.raises(DataForSEOPaymentRequired, match="'3 targets'"):
+        client_for(fake).bulk_spam_score(["a.example", "b.example", "c.example"])
