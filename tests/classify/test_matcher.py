@@ -135,3 +135,9 @@ def test_load_rules_reads_a_given_file(tmp_path: Path) -> None:
     path.write_text(json.dumps({"rules": [rule(id="only", path="^/", set={"page_type": "docs"})]}))
 
     assert [r.id for r in load_rules(path)] == ["only"]
+
+
+def test_a_subdomain_pattern_needs_a_domain_after_it() -> None:
+    assert rules_classify("https://dev.to/janedoe/my-first-post-3k2j").domain_type == "blog"
+    assert rules_classify("https://dev.acme.example/guide").domain_type == "documentation"
+    assert rules_classify("https://blog.acme.example/launch-week").page_type == "blog_post"
