@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Generic, TypeVar
 
-from ingest.pricing import Usage, cost_quantize
+from ingest.sources.usage import Usage, cost_quantize
 
 __all__ = [
     "ALL_SERVICES", "DATAFORSEO_BACKLINKS", "DATAFORSEO_KEYWORDS", "DATAFORSEO_REFERRING_DOMAINS",
