@@ -8,7 +8,7 @@ from dashboard.models import Membership
 
 
 @admin.register(Membership)
-class MembershipAdmin(admin.ModelAdmin):
+class MembershipAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # generic in django-stubs only: ModelAdmin[X] fails at runtime
     list_display = ("user", "tenant", "role", "created_at")
     list_filter = ("role", "tenant")
     search_fields = ("user__username", "tenant")

@@ -180,6 +180,10 @@ class _InstancePartCost(models.Model):
     tokens_in = models.BigIntegerField()
     tokens_out = models.BigIntegerField()
 
+    # Named here so code that picks one of the three tables at run time can query it (the type
+    # checker gives an abstract model no manager of its own); each table inherits it.
+    objects = models.Manager()
+
     class Meta:
         abstract = True
 

@@ -7,7 +7,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypedDict
 
 from django.db.models import (
     CharField,
@@ -64,6 +64,36 @@ def _dead_letter_qs(*, tenants: Collection[str], f: DeadLetterFilters) -> QueryS
     return qs
 
 
+class DeadLetterExample(TypedDict):
+    """The newest dead letter of a group, shown as its example."""
+
+    id: int
+    instance_id: str
+    workflow: str
+    step_name: str
+    error_name: str
+    error_message: str
+    normalized_message: str
+    tenant: str
+    created_at: datetime
+
+
+class DeadLetterItem(TypedDict):
+    """One dead letter in the list of a group."""
+
+    id: int
+    instance_id: str
+    workflow: str
+    tenant: str
+    step_name: str
+    error_name: str
+    error_message: str
+    state: str
+    created_at: datetime
+    resolved_by: str
+    resolution: str
+
+
 @dataclass(frozen=True)
 class DeadLetterGroup:
     signature: str
@@ -75,7 +105,7 @@ class DeadLetterGroup:
     first_seen: datetime
     last_seen: datetime
     tenants: list[str]
-    example: dict[str, Any]
+    example: DeadLetterExample
 
 
 def dead_letter_groups(
@@ -118,7 +148,7 @@ def dead_letter_groups(
 
 def dead_letter_items(
     *, tenants: Collection[str], filters: DeadLetterFilters, limit: int = 200
-) -> list[dict[str, Any]]:
+) -> list[DeadLetterItem]:
     return list(
         _dead_letter_qs(tenants=tenants, f=filters)
         .order_by("-created_at", "-id")

@@ -128,7 +128,9 @@ class RestartForm(ActionForm):
 
     def __init__(self, *args: Any, steps: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["from_step"].choices = [("", "the beginning (from scratch)")] + [(s, s) for s in steps]
+        from_step = self.fields["from_step"]
+        assert isinstance(from_step, forms.ChoiceField)
+        from_step.choices = [("", "the beginning (from scratch)")] + [(s, s) for s in steps]
 
     def engine_kwargs(self) -> dict[str, Any]:
         return {"from_step": self.cleaned_data["from_step"] or None}
