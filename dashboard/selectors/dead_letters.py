@@ -24,7 +24,7 @@ from django.db.models.functions import Cast, Concat
 from django.http import Http404
 
 from dashboard.charts import step_shape
-from dashboard.selectors.common import ZERO
+from dashboard.selectors.common import ZERO, filter_given
 from ingest.engine.models import (
     ApiCost,
     DeadLetter,
@@ -46,19 +46,10 @@ class DeadLetterFilters:
 
 
 def _dead_letter_qs(*, tenants: Collection[str], f: DeadLetterFilters) -> QuerySet[DeadLetter]:
-    qs = DeadLetter.objects.filter(tenant__in=tenants)
-    if f.state:
-        qs = qs.filter(state=f.state)
-    if f.workflow:
-        qs = qs.filter(workflow=f.workflow)
-    if f.step:
-        qs = qs.filter(step_name=f.step)
-    if f.error:
-        qs = qs.filter(error_name=f.error)
-    if f.tenant:
-        qs = qs.filter(tenant=f.tenant)
-    if f.signature:
-        qs = qs.filter(signature=f.signature)
+    qs = filter_given(DeadLetter.objects.filter(tenant__in=tenants), [
+        ("state", f.state), ("workflow", f.workflow), ("step_name", f.step), ("error_name", f.error),
+        ("tenant", f.tenant), ("signature", f.signature),
+    ])
     if f.q:
         qs = qs.filter(Q(error_message__icontains=f.q) | Q(instance_id__startswith=f.q))
     return qs
