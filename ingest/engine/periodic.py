@@ -12,6 +12,7 @@ keeps a session lock across rounds, the rollup runner takes a transaction lock p
 from __future__ import annotations
 
 import logging
+import signal
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -72,6 +73,19 @@ class Periodic(ABC):
                 self.at_exit()
             finally:
                 connection.close()
+
+    def run_until_signalled(self, *, clock: Clock = timezone.now) -> None:
+        """`run()` in this, the main, thread until SIGTERM or SIGINT (a management command's
+        loop); the signal handlers in place before are put back when it returns."""
+        signals = (signal.SIGTERM, signal.SIGINT)
+        before = {sig: signal.getsignal(sig) for sig in signals}
+        for sig in signals:
+            signal.signal(sig, lambda *_: self.request_stop())
+        try:
+            self.run(clock=clock)
+        finally:
+            for sig, handler in before.items():
+                signal.signal(sig, handler)
 
     def start(self) -> threading.Thread:
         """Run in a daemon thread (the embedded `manage.py up`)."""

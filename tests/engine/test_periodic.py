@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -39,6 +41,8 @@ class Recorder(Periodic):
                 raise RuntimeError(f"round {len(self.rounds)} broke")
             case "stop":
                 self.request_stop()
+            case "sigterm":
+                os.kill(os.getpid(), signal.SIGTERM)
 
     def after_error(self) -> None:
         self.errors_seen += 1
@@ -98,6 +102,15 @@ def test_it_waits_the_interval_between_rounds_and_a_stop_cuts_the_wait_short():
     loop.stop(timeout=5.0)  # well before the 30 s interval is over
     assert not thread.is_alive()
     assert len(loop.rounds) == 1
+
+
+def test_run_until_signalled_ends_after_the_round_in_which_sigterm_came_and_puts_the_handlers_back():
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    loop = Recorder(script={2: "sigterm"})
+    loop.run_until_signalled(clock=lambda: T0)
+    assert loop.rounds == [T0, T0]
+    assert loop.exits == 1
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
 
 
 def test_a_loop_without_a_round_cannot_be_built():
