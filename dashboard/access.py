@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from functools import wraps
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.views import redirect_to_login
@@ -85,7 +85,7 @@ def require_role(role: str = Role.VIEWER) -> Callable[[V], V]:
                 raise PermissionDenied(f"this page needs the {role} role in at least one tenant")
             return view(request, *args, **kwargs)
 
-        return wrapped  # type: ignore[return-value]
+        return cast(V, wrapped)
 
     return decorator
 
