@@ -1,12 +1,13 @@
 """Reads for the dashboard (HackSoft style: writes in services, reads in selectors).
 
-One module per page family; this package re-exports them all, so `from dashboard import
-selectors` and `selectors.instance_list(...)` keep working:
+One module per page family; this package re-exports them all (named in `__all__`, which the
+type checker reads as the package's public names), so `from dashboard import selectors` and
+`selectors.instance_list(...)` work:
 
 - runs pages: `instances` (the ledger's filters and keyset pages), `instance_detail`,
   `run_layout` (pure waterfall and DAG ranks), `history` (what the live feed reads);
 - operations pages: `overview`, `workflows` (DAG heat), `dead_letters`, `costs`, `budgets`,
-  `approvals`, with `common` (money, windows).
+  `approvals`, with `common` (money, windows, filter_given).
 
 Runs selectors take the requesting `user`; operations selectors take the caller's `tenants`.
 Either way no row outside the user's tenants is returned. Templates get plain data from here.
