@@ -1,4 +1,6 @@
-"""URL map. Each page family owns its own urls module; this file only mounts them."""
+"""The root URL map (ROOT_URLCONF): it mounts the admin, the API, the webhooks and the two page
+families' url modules beside this file (`ops`: the operations pages under the "ops" namespace;
+`runs`: login and the instances pages)."""
 
 from __future__ import annotations
 
@@ -13,8 +15,8 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", include("dashboard.api.urls")),
     path("hooks/", include("ingest.urls")),
-    path("", include("dashboard.urls_ops")),
-    path("", include("dashboard.urls_runs")),
+    path("", include("dashboard.urls.ops")),
+    path("", include("dashboard.urls.runs")),
 ]
 
 
