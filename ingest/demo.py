@@ -23,7 +23,7 @@ from typing import Any
 
 from ingest.demo_corpus import DemoCall, DemoOpportunity, demo_calls, demo_opportunities
 from ingest.engine.models import Budget
-from ingest.engine.services import budget_upsert
+from ingest.engine.services.budgets import budget_upsert
 from ingest.extraction.prompt import SYSTEM_PROMPT
 from ingest.extraction.rules import RuleExtractor
 from ingest.extraction.values import LLMResult

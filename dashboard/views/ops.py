@@ -13,7 +13,6 @@ import json
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from decimal import Decimal
-from types import ModuleType
 from typing import Any
 from urllib.parse import urlencode
 
@@ -32,17 +31,14 @@ from dashboard.live import ops_pages as live_pages
 from dashboard.rollups.reads import rollup_view
 from ingest.engine.errors import EngineError
 from ingest.engine.models import ApprovalState, BudgetScope
+from ingest.engine.services import approvals as engine_approvals
+from ingest.engine.services import budgets as engine_budgets
+from ingest.engine.services import control as engine_control
+from ingest.engine.services import dead_letters as engine_dead_letters
 
 
 class HtmxHttpRequest(HttpRequest):
     htmx: HtmxDetails
-
-
-def _services() -> ModuleType:
-    # Imported at call time: the engine's services module is the only writer of its tables.
-    from ingest.engine import services
-
-    return services
 
 
 def _page(request: HtmxHttpRequest, template: str, context: dict[str, Any], *,
@@ -147,7 +143,7 @@ def dead_letter_retry(request: HtmxHttpRequest, dl_id: int) -> HttpResponse:
     if not form.is_valid():
         messages.error(request, "Retry needs a reason.")
         return redirect("ops:dead_letter", dl_id=dl.id)
-    _engine_call(request, _services().instance_retry, f"Instance {dl.instance_id} retried from step {dl.step_name}.",
+    _engine_call(request, engine_control.instance_retry, f"Instance {dl.instance_id} retried from step {dl.step_name}.",
                  instance_id=dl.instance_id, reason=form.cleaned_data["reason"])
     return redirect("ops:dead_letter", dl_id=dl.id)
 
@@ -161,7 +157,7 @@ def dead_letter_discard(request: HtmxHttpRequest, dl_id: int) -> HttpResponse:
     if not form.is_valid():
         messages.error(request, "Discarding needs a reason.")
         return redirect("ops:dead_letter", dl_id=dl.id)
-    _engine_call(request, _services().dead_letter_discard, f"Dead letter of {dl.instance_id} discarded.",
+    _engine_call(request, engine_dead_letters.dead_letter_discard, f"Dead letter of {dl.instance_id} discarded.",
                  dead_letter_id=dl.id, reason=form.cleaned_data["reason"])
     return redirect("ops:dead_letter", dl_id=dl.id)
 
@@ -190,7 +186,7 @@ def dead_letter_replay(request: HtmxHttpRequest, dl_id: int) -> HttpResponse:
         return render(request, "ops/dead_letter_replay.html",
                       {"dl": dl, "form": form, "diff": diff, "preview": True, "edited": bool(diff)})
     new = _engine_call(
-        request, _services().instance_replay,
+        request, engine_control.instance_replay,
         f"Replayed {dl.instance_id} {'with edited params' if diff else 'with the same params'}.",
         instance_id=dl.instance_id, params=params if diff else None, reason=form.cleaned_data["reason"],
     )
@@ -239,7 +235,7 @@ def dead_letter_redrive(request: HtmxHttpRequest) -> HttpResponse:
                       {"f": f, "ids": ids, "explicit_ids": request.POST.getlist("ids"),
                        "estimate": estimate, "skipped": len(read_only), "form": form}, status=400)
     count = _engine_call(
-        request, _services().dead_letter_redrive, "Redrive started.",
+        request, engine_dead_letters.dead_letter_redrive, "Redrive started.",
         ids=ids, signature=f.signature or None, rate_per_second=form.cleaned_data["rate_per_second"],
         reason=form.cleaned_data["reason"],
     )
@@ -394,7 +390,7 @@ def budget_save(request: HtmxHttpRequest) -> HttpResponse:
     d = form.cleaned_data
     if not _may_edit_budget(request, d["scope"], d["key"]):
         raise PermissionDenied(f"you may not set a {d['scope']} budget for {d['key']!r}")
-    _engine_call(request, _services().budget_upsert,
+    _engine_call(request, engine_budgets.budget_upsert,
                  f"Budget {d['scope']}:{d['key']} set to {d['limit']:.2f} per {d['period']} ({d['policy']}).",
                  scope=d["scope"], key=d["key"], period=d["period"], limit=d["limit"], policy=d["policy"])
     return redirect("ops:budgets")
@@ -439,7 +435,7 @@ def approval_answer(request: HtmxHttpRequest, approval_id: int) -> HttpResponse:
     if not form.is_valid():
         return render(request, "ops/approval_detail.html", _approval_context(request, req, form), status=400)
     try:
-        _services().approval_answer(
+        engine_approvals.approval_answer(
             approval_id=req.id, approved=form.cleaned_data["decision"] == "approve", values=form.values(),
             comment=form.cleaned_data.get("comment", ""), actor=request.user.username,
         )
