@@ -216,7 +216,7 @@ def wait_finished(total: int, timeout: float, meter: CpuMeter) -> None:
 
 # ---- where the workers' time goes (py-spy) ------------------------------------------------------
 
-COSTS = ("ingest/engine/costs.py", "ingest/engine/context.py", "ingest/pricing.py",
+COSTS = ("ingest/engine/costs/", "ingest/engine/runtime/context.py", "ingest/pricing.py",
          "reservation (ingest/workflows/providers.py")
 LLM = ("ingest/sources/llm/", "ingest/sources/http.py", "_metered (ingest/workflows/providers.py",
        "extract (ingest/workflows/providers.py")

@@ -1,8 +1,8 @@
 """Flow control: concurrency limits per workflow and key, start rate limits, workflow timeouts.
 
 The limits are enforced inside the claim, so they hold across any number of worker processes:
-`claim` below runs the statements of `sql/flow.py` and `sql/claim.py` in the worker's claim transaction and decides,
-with the pure functions of this module, what to persist. Workflows without limits take the
+`claim` below runs the statements of sql/flow.py and sql/claim.py in the worker's claim
+transaction and decides, with the pure functions of this module, what to persist. Workflows without limits take the
 fast path (one statement, as before); only workflows that declare limits pay for the per-key
 ranking.
 """

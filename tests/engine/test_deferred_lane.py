@@ -1,5 +1,5 @@
-"""The deferred lane (ingest/engine/lane.py) and the committer's gathering of deferred writes
-(ingest/engine/commits.py): deferred steps take turns per process, a slow one delays the others by
+"""The deferred lane (ingest/engine/runtime/lane.py) and the committer's gathering of deferred writes
+(ingest/engine/writes/commits.py): deferred steps take turns per process, a slow one delays the others by
 at most the lane's wait, and a batch of deferred writes gathers for a few milliseconds unless a
 thread comes to wait on it.
 """

@@ -1,4 +1,4 @@
-"""Group commit (ingest/engine/commits.py): concurrent instances' writes share one transaction.
+"""Group commit (ingest/engine/writes/commits.py): concurrent instances' writes share one transaction.
 
 PostgreSQL only. The tests run outside a test transaction (transaction=True): the group's own
 connection must see the instances the test created, and the test must see what it committed.

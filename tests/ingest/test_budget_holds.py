@@ -1,5 +1,5 @@
 """Reserving and settling budget holds, step by step, on both databases: PostgreSQL runs each
-in one statement (ingest/engine/costs.py), SQLite through the ORM; the ledger must not differ."""
+in one statement (ingest/engine/sql/budgets.py), SQLite through the ORM; the ledger must not differ."""
 
 from __future__ import annotations
 

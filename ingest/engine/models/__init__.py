@@ -1,6 +1,6 @@
 """The run ledger: every table the engine owns. The single source of truth for the dashboard.
 
-Writes go through `ingest.engine.services` and the worker; nothing else updates these rows.
+Writes go through the services (`ingest.engine.services`) and the worker; nothing else updates these rows.
 Django loads an app's models from `<app>.models`, so this package gathers its modules' tables.
 """
 

@@ -1,7 +1,7 @@
 """The group commit's statement.
 
-A group commit's writes in one statement (worker/commits.py): the completions of several instances'
-steps (the same writes as _FINISH / _FINISH_WITH_START) and the completions of instances (as
+A group commit's writes in one statement (writes/commits.py): the completions of several
+instances' steps (the same writes as _FINISH / _FINISH_WITH_START) and the completions of instances (as
 COMPLETE_INSTANCE), each list sent as one JSON array of arrays (one json.dumps in C, where
 sixteen typed arrays cost a Python dumper per element: a third of the worker's time per step).
 Every instance row involved is locked first, in id order, as the heartbeat locks them, so two

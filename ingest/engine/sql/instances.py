@@ -68,7 +68,7 @@ def instance_complete(*, iid: str, token: str, now: datetime, output: str | None
 
 @dataclass(frozen=True)
 class InstanceDone:
-    """An instance's completion with its output, as a group commit stores it (commits.py)."""
+    """An instance's completion with its output, as a group commit stores it (writes/commits.py)."""
 
     iid: str
     token: str

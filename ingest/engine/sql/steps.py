@@ -131,7 +131,7 @@ def step_finish(*, row: StepRow, token: str, now: datetime, started: datetime, a
 
 @dataclass(frozen=True)
 class Completion:
-    """A step's successful attempt, as a group commit stores it (commits.py)."""
+    """A step's successful attempt, as a group commit stores it (writes/commits.py)."""
 
     row: StepRow
     token: str
