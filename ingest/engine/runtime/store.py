@@ -27,7 +27,7 @@ from typing import Any
 
 from django.db import DatabaseError, transaction
 
-from ingest.engine.models import Attempt, History, HistoryKind, Step, StepKind, StepStatus
+from ingest.engine.models import Attempt, History, HistoryKind, Step, StepStatus
 from ingest.engine.runtime import markers
 from ingest.engine.runtime.records import (
     EngineFault,
@@ -315,23 +315,3 @@ class InstanceStore:
         if rec.id == 0:  # a first attempt whose row is not written: no attempt recorded yet
             return 0
         return Attempt.objects.filter(step_id=rec.id, error_name="AwaitingApproval").count()
-
-    @ledger_io
-    def rollback_recorded(self, *, name: str, position: int, now: datetime, started: datetime,
-                          failure: Failure | None) -> None:
-        with self.txn(now):
-            Step.objects.update_or_create(
-                instance_id=self.instance_id, name=name, seq=1,
-                defaults={
-                    "position": position, "kind": StepKind.ROLLBACK, "started_at": started,
-                    "ended_at": now, "attempts": 1,
-                    "status": StepStatus.ERRORED if failure else StepStatus.COMPLETE,
-                    "error_name": failure.name if failure else "",
-                    "error_message": failure.message if failure else "",
-                    "error_traceback": failure.traceback if failure else "",
-                },
-            )
-            kind = HistoryKind.STEP_FAILED if failure else HistoryKind.STEP_COMPLETED
-            extra = {"error": failure.name, "message": failure.message[:500]} if failure else {}
-            self.history(kind, now, step_name=name, rollback=True, **extra)
-

@@ -8,7 +8,17 @@ import json
 from datetime import datetime
 from typing import Any
 
-from ingest.engine.models import Control, DeadLetter, HistoryKind, Instance, PendingEvent, Status
+from ingest.engine.models import (
+    Control,
+    DeadLetter,
+    HistoryKind,
+    Instance,
+    PendingEvent,
+    Status,
+    Step,
+    StepKind,
+    StepStatus,
+)
 from ingest.engine.runtime.records import (
     Failure,
     LeaseLost,
@@ -133,3 +143,24 @@ def _dead_letter(store: InstanceStore, *, now: datetime, failure: Failure, faile
             "resolved_at": None, "resolved_by": "", "resolution": "",
         },
     )
+
+
+@ledger_io
+def rollback_recorded(store: InstanceStore, *, name: str, position: int, now: datetime, started: datetime,
+                      failure: Failure | None) -> None:
+    """A rollback handler's run, as a step row of its own (kind rollback) and its history."""
+    with store.txn(now):
+        Step.objects.update_or_create(
+            instance_id=store.instance_id, name=name, seq=1,
+            defaults={
+                "position": position, "kind": StepKind.ROLLBACK, "started_at": started,
+                "ended_at": now, "attempts": 1,
+                "status": StepStatus.ERRORED if failure else StepStatus.COMPLETE,
+                "error_name": failure.name if failure else "",
+                "error_message": failure.message if failure else "",
+                "error_traceback": failure.traceback if failure else "",
+            },
+        )
+        kind = HistoryKind.STEP_FAILED if failure else HistoryKind.STEP_COMPLETED
+        extra = {"error": failure.name, "message": failure.message[:500]} if failure else {}
+        store.history(kind, now, step_name=name, rollback=True, **extra)

@@ -111,7 +111,7 @@ def _run_rollbacks(x: Execution) -> None:
             failure = None
         except Exception as exc:  # noqa: BLE001 - a failing rollback must not stop the others
             failure = failure_of(exc)
-        x.store.rollback_recorded(name=name, position=ROLLBACK_POSITION + position, now=now,
+        store_end.rollback_recorded(x.store, name=name, position=ROLLBACK_POSITION + position, now=now,
                                      started=now, failure=failure)
 
 
