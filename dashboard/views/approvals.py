@@ -15,9 +15,9 @@ from dashboard import access, forms
 from dashboard import selectors as sel
 from dashboard.live import ops_pages as live_pages
 from dashboard.views.common import HtmxHttpRequest, page, require_act, tenants
-from ingest.engine import services
 from ingest.engine.errors import EngineError
 from ingest.engine.models import ApprovalRequest, ApprovalState
+from ingest.engine.services import approvals as engine_approvals
 
 
 @require_GET
@@ -57,7 +57,7 @@ def approval_answer(request: HtmxHttpRequest, approval_id: int) -> HttpResponse:
     if not form.is_valid():
         return render(request, "ops/approval_detail.html", _approval_context(request, req, form), status=400)
     try:
-        services.approval_answer(
+        engine_approvals.approval_answer(
             approval_id=req.id, approved=form.cleaned_data["decision"] == "approve", values=form.values(),
             comment=form.cleaned_data.get("comment", ""), actor=request.user.username,
         )

@@ -14,8 +14,8 @@ from django.views.decorators.http import require_GET, require_POST
 from dashboard import access, forms
 from dashboard import selectors as sel
 from dashboard.views.common import HtmxHttpRequest, engine_call, page, sees_global, tenants
-from ingest.engine import services
 from ingest.engine.models import BudgetScope
+from ingest.engine.services import budgets as engine_budgets
 
 
 def _budget_scopes(request: HttpRequest) -> list[str]:
@@ -76,7 +76,7 @@ def budget_save(request: HtmxHttpRequest) -> HttpResponse:
     d = form.cleaned_data
     if not _may_edit_budget(request, d["scope"], d["key"]):
         raise PermissionDenied(f"you may not set a {d['scope']} budget for {d['key']!r}")
-    engine_call(request, services.budget_upsert,
+    engine_call(request, engine_budgets.budget_upsert,
                 f"Budget {d['scope']}:{d['key']} set to {d['limit']:.2f} per {d['period']} ({d['policy']}).",
                 scope=d["scope"], key=d["key"], period=d["period"], limit=d["limit"], policy=d["policy"])
     return redirect("ops:budgets")

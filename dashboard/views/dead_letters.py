@@ -18,8 +18,9 @@ from dashboard import access, forms
 from dashboard import selectors as sel
 from dashboard.live import ops_pages as live_pages
 from dashboard.views.common import HtmxHttpRequest, engine_call, page, query, require_act, tenants
-from ingest.engine import services
 from ingest.engine.models import DeadLetter
+from ingest.engine.services import control as engine_control
+from ingest.engine.services import dead_letters as engine_dead_letters
 
 
 @require_GET
@@ -55,7 +56,7 @@ def _act_with_reason(request: HttpRequest, dl_id: int, *, missing: str,
 @access.require_role()
 def dead_letter_retry(request: HtmxHttpRequest, dl_id: int) -> HttpResponse:
     return _act_with_reason(request, dl_id, missing="Retry needs a reason.", act=lambda dl, reason: engine_call(
-        request, services.instance_retry, f"Instance {dl.instance_id} retried from step {dl.step_name}.",
+        request, engine_control.instance_retry, f"Instance {dl.instance_id} retried from step {dl.step_name}.",
         instance_id=dl.instance_id, reason=reason))
 
 
@@ -63,7 +64,7 @@ def dead_letter_retry(request: HtmxHttpRequest, dl_id: int) -> HttpResponse:
 @access.require_role()
 def dead_letter_discard(request: HtmxHttpRequest, dl_id: int) -> HttpResponse:
     return _act_with_reason(request, dl_id, missing="Discarding needs a reason.", act=lambda dl, reason: engine_call(
-        request, services.dead_letter_discard, f"Dead letter of {dl.instance_id} discarded.",
+        request, engine_dead_letters.dead_letter_discard, f"Dead letter of {dl.instance_id} discarded.",
         dead_letter_id=dl.id, reason=reason))
 
 
@@ -91,7 +92,7 @@ def dead_letter_replay(request: HtmxHttpRequest, dl_id: int) -> HttpResponse:
         return render(request, "ops/dead_letter_replay.html",
                       {"dl": dl, "form": form, "diff": diff, "preview": True, "edited": bool(diff)})
     new = engine_call(
-        request, services.instance_replay,
+        request, engine_control.instance_replay,
         f"Replayed {dl.instance_id} {'with edited params' if diff else 'with the same params'}.",
         instance_id=dl.instance_id, params=params if diff else None, reason=form.cleaned_data["reason"],
     )
@@ -140,7 +141,7 @@ def dead_letter_redrive(request: HtmxHttpRequest) -> HttpResponse:
                       {"f": f, "ids": ids, "explicit_ids": request.POST.getlist("ids"),
                        "estimate": estimate, "skipped": len(read_only), "form": form}, status=400)
     count = engine_call(
-        request, services.dead_letter_redrive, "Redrive started.",
+        request, engine_dead_letters.dead_letter_redrive, "Redrive started.",
         ids=ids, signature=f.signature or None, rate_per_second=form.cleaned_data["rate_per_second"],
         reason=form.cleaned_data["reason"],
     )

@@ -24,8 +24,9 @@ from dashboard import access, selectors
 from dashboard.actions import ACTIONS, Action, available_actions
 from dashboard.models import Role
 from dashboard.views.common import HtmxHttpRequest
-from ingest.engine import EngineError, services
+from ingest.engine import EngineError
 from ingest.engine.models import Instance, Status
+from ingest.engine.services import control, instances
 
 # ---- the ledger --------------------------------------------------------------------------
 
@@ -261,21 +262,21 @@ def _call_engine(action: str, instance: Instance, form: ActionForm, *, actor: st
     extra = form.engine_kwargs()
     match action:
         case "pause":
-            return services.instance_pause(**common, reason=reason)
+            return control.instance_pause(**common, reason=reason)
         case "resume":
-            return services.instance_resume(**common, reason=reason)
+            return control.instance_resume(**common, reason=reason)
         case "terminate":
-            return services.instance_terminate(**common, reason=reason, **extra)
+            return control.instance_terminate(**common, reason=reason, **extra)
         case "restart":
-            return services.instance_restart(**common, reason=reason, **extra)
+            return control.instance_restart(**common, reason=reason, **extra)
         case "retry":
-            return services.instance_retry(**common, reason=reason)
+            return control.instance_retry(**common, reason=reason)
         case "replay":
-            return services.instance_replay(**common, reason=reason, **extra)
+            return control.instance_replay(**common, reason=reason, **extra)
         case "event":
             # The contract's instance_send_event takes no reason; pass it when the engine accepts it.
-            if "reason" in inspect.signature(services.instance_send_event).parameters:
+            if "reason" in inspect.signature(instances.instance_send_event).parameters:
                 extra["reason"] = reason
-            return services.instance_send_event(**common, **extra)
+            return instances.instance_send_event(**common, **extra)
     raise Http404("no such action")
 

@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from ingest.engine import Workflow, create_batch, services
-from ingest.engine.context import StepContext
+from ingest.engine import Workflow, create_batch
 from ingest.engine.models import ApiCost, Budget
+from ingest.engine.runtime.context import StepContext
+from ingest.engine.services.budgets import budget_upsert
 from ingest.sources.dataforseo import DataForSEOClient
 from ingest.sources.http import RateLimiter
 from ingest.sources.outbound import InProcess
@@ -47,7 +48,7 @@ def test_paid_calls_land_in_api_costs_as_reported_and_settle_the_provider_budget
 ) -> None:
     dfs, zr = fakes
     create_batch("t-seo-costs", [{"id": "seo-1", "tenant": "acme"}])
-    services.budget_upsert(scope="service", key="dataforseo", period="day", limit="10", actor="ana")
+    budget_upsert(scope="service", key="dataforseo", period="day", limit="10", actor="ana")
     client = DataForSEOClient(login="dfs-login", password="dfs-password", base_url=dfs.url,
                               limiter=InProcess(RateLimiter(100)))  # fmt: skip
     ctx = context("seo-1")

@@ -15,7 +15,8 @@ import time
 
 from django.db import transaction
 
-from ingest.engine import sql
+from ingest.engine.sql import channels as sql_channels
+from ingest.engine.sql.base import is_postgres
 
 log = logging.getLogger("runledger.engine")
 COALESCE_SECONDS = 0.05
@@ -55,7 +56,7 @@ class Notifier:
                 if conn is None or conn.closed:
                     conn = psycopg.connect(connection_string(), autocommit=True)
                 for channel in sorted(channels):
-                    conn.execute("SELECT pg_notify(%s, '')", (channel,))
+                    sql_channels.notify(conn, channel)
             except Exception:  # noqa: BLE001 - listeners also poll; a lost notification costs latency only
                 log.warning("could not NOTIFY %s; listeners will find the change by polling", ", ".join(channels))
                 conn = None
@@ -66,7 +67,7 @@ _notifier = Notifier()
 
 
 def _after_commit(channel: str) -> None:
-    if sql.is_postgres():
+    if is_postgres():
         conn = transaction.get_connection()
         if conn.in_atomic_block:
             conn.on_commit(lambda: _notifier.request(channel))
@@ -76,14 +77,14 @@ def _after_commit(channel: str) -> None:
 
 def ready() -> None:
     """Instances became runnable: wake idle workers (after this transaction commits)."""
-    _after_commit(sql.READY_CHANNEL)
+    _after_commit(sql_channels.READY_CHANNEL)
 
 
 def request_history() -> None:
     """History rows were committed by this thread's own connection: wake the followers now."""
-    _notifier.request(sql.HISTORY_CHANNEL)
+    _notifier.request(sql_channels.HISTORY_CHANNEL)
 
 
 def history() -> None:
     """History rows were written: wake the dashboards' followers (after this transaction commits)."""
-    _after_commit(sql.HISTORY_CHANNEL)
+    _after_commit(sql_channels.HISTORY_CHANNEL)

@@ -24,7 +24,8 @@ from typing import Any
 
 from django.conf import settings
 
-from ingest.engine import notify, sql
+from ingest.engine.sql import steps as sql_steps
+from ingest.engine.writes import notify
 
 log = logging.getLogger("runledger.engine")
 IDLE_CLOSE_SECONDS = 2.0
@@ -38,7 +39,7 @@ IDLE_AFTER_SECONDS = 1.0  # of an empty queue, before the thread waits to be wok
 class Marker:
     """One step's start marker, from its scheduling until it is written or no longer needed."""
 
-    row: sql.StepRow
+    row: sql_steps.StepRow
     token: str
     started: datetime
     attempt: int
@@ -75,7 +76,7 @@ class Markers:
         self._thread: threading.Thread | None = None
         self._connection_string = ""
 
-    def schedule(self, *, row: sql.StepRow, token: str, started: datetime, attempt: int) -> Marker:
+    def schedule(self, *, row: sql_steps.StepRow, token: str, started: datetime, attempt: int) -> Marker:
         marker = Marker(row=row, token=token, started=started, attempt=attempt,
                         due=time.monotonic() + settings.RUNLEDGER_MARKER_MS / 1000)
         with self.cond:
@@ -137,7 +138,7 @@ class Markers:
                 try:
                     if conn is None or conn.closed:
                         conn = psycopg.connect(self._connection_string, autocommit=True)
-                    marker.step_id = sql.step_mark_started(
+                    marker.step_id = sql_steps.step_mark_started(
                         conn, row=marker.row, token=marker.token, now=sql_now(), started=marker.started,
                         attempt=marker.attempt)
                     ok = marker.step_id is not None
@@ -163,6 +164,6 @@ def sql_now() -> datetime:
 _markers = Markers()
 
 
-def schedule(*, row: sql.StepRow, token: str, started: datetime, attempt: int) -> Marker:
+def schedule(*, row: sql_steps.StepRow, token: str, started: datetime, attempt: int) -> Marker:
     """Write this step's start marker if it is still running after RUNLEDGER_MARKER_MS."""
     return _markers.schedule(row=row, token=token, started=started, attempt=attempt)

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from ingest.engine.costs import budgets, record
+
 
 @dataclass
 class StepContext:
@@ -32,9 +34,7 @@ class StepContext:
         On a breach the budget's policy decides: `BudgetExceeded` (non-retryable) ends the step,
         or the instance pauses with an approval request an operator can grant or deny.
         """
-        from ingest.engine import costs
-
-        self._reservations.extend(costs.budget_reserve(ctx=self, service=service, amount=_money(estimate)))
+        self._reservations.extend(budgets.budget_reserve(ctx=self, service=service, amount=_money(estimate)))
 
     def track_cost(
         self,
@@ -53,9 +53,7 @@ class StepContext:
 
         With `cost=None` the usage is priced by `settings.RUNLEDGER_PRICER`. Returns the cost.
         """
-        from ingest.engine import costs
-
-        return costs.cost_record(
+        return record.cost_record(
             ctx=self, service=service, cost=None if cost is None else _money(cost), model=model,
             tokens_in=tokens_in, tokens_cached=tokens_cached, tokens_out=tokens_out, items=items,
             metadata=metadata or {}, success=success,

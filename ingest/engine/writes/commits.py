@@ -5,7 +5,7 @@ completed step), so each completion waits for a commit and its WAL flush. One tr
 step costs PostgreSQL a statement, a transaction and a commit record, and the worker a round
 trip; with a process running many instances at once these are shared. The first thread to
 arrive with no batch in flight leads: it sends every write queued by then as one statement
-(sql.group_write: step completions and instance completions, one transaction), while the
+(sql/group.py's group_write: step completions and instance completions, one transaction), while the
 threads that arrive meanwhile queue for the next batch, which the first of them leads. A thread
 returns only once the transaction holding its write has committed, so each step is exactly as
 durable as with a commit of its own; a batch of one costs what one statement did before.
@@ -18,10 +18,10 @@ neighbours, and an error reaches only the thread whose write caused it.
 
 A step run with `checkpoint="deferred"` does not wait: its completion is queued (`submit`) and
 its thread runs on, collecting the outcome later (`Pending.wait`, at the instance's next
-barrier, runtime.py). A batch whose first write nobody waits for is led by the process's
+barrier, runtime/store.py). A batch whose first write nobody waits for is led by the process's
 committer thread instead, which lets it gather for GATHER_SECONDS first, so the deferred writes
 of those milliseconds share its transaction, unless a thread comes to wait on it (a barrier, a
-waited write queued behind it). On the pipeline benchmark, with the deferred lane (lane.py),
+waited write queued behind it). On the pipeline benchmark, with the deferred lane (runtime/lane.py),
 that took the transactions per call from 40 to 31 and PostgreSQL's CPU per call from 11.1 to
 8.3 ms. Writes commit in the order they were queued, and once a write of a turn has failed,
 every later write of that turn (its instance and lease token) is refused unwritten: an
@@ -47,7 +47,10 @@ from typing import Any
 
 from django.db.utils import DatabaseError, OperationalError
 
-from ingest.engine.sql import Completion, InstanceDone
+from ingest.engine.sql.base import engine_connection
+from ingest.engine.sql.group import group_write
+from ingest.engine.sql.instances import InstanceDone
+from ingest.engine.sql.steps import Completion
 
 log = logging.getLogger("runledger.engine")
 
@@ -258,10 +261,8 @@ class GroupCommit:
             self._lead()
 
     def _connection(self) -> Any:
-        from ingest.engine import sql
-
         if self._conn is None or self._conn.closed or self._conn.broken:
-            self._conn = sql.engine_connection()
+            self._conn = engine_connection()
             if self._closer is None:
                 self._closer = threading.Thread(target=self._close_when_idle, name="runledger-commits", daemon=True)
                 self._closer.start()
@@ -276,15 +277,13 @@ class GroupCommit:
 
 
 def _apply(conn: Any, batch: list[_Write]) -> None:
-    from ingest.engine import sql
-
     if len(batch) == 1:
         item = batch[0]
         item.result = item.write.write_alone(conn)
         return
     steps = [item.write for item in batch if isinstance(item.write, Completion)]
     done = [item.write for item in batch if isinstance(item.write, InstanceDone)]
-    written, completed = sql.group_write(conn, steps, done)
+    written, completed = group_write(conn, steps, done)
     for item in batch:
         w = item.write
         if isinstance(w, Completion):
