@@ -102,6 +102,9 @@ def dead_letters_context(user: Any, query: QueryDict) -> dict[str, Any]:
         "can_act_any": bool(access.acting_tenants(user)),
         "groups": sel.dead_letter_groups(tenants=tenants, filters=f, sort=sort),
         "query": qs,
+        # A group's "Redrive…" keeps the list's filters: its preview counts what the list shows.
+        "group_query": query_string(query, signature=None, sort=None),
+        "filter_fields": [(k, v) for k, v in vars(f).items() if v],
         "live_query": "&".join(p for p in (urlencode([("view", "dead_letters"), ("after", str(sel.history_cursor()))]), qs) if p),
     }
     if f.signature:
