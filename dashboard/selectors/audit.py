@@ -46,9 +46,9 @@ def audit_visible(*, tenants: Collection[str], see_global: bool = False) -> Quer
     theirs = AuditTenant.objects.filter(entry=OuterRef("pk")).exclude(tenant__in=mine)
     any_tenant = AuditTenant.objects.filter(entry=OuterRef("pk"))
     in_mine = AuditTenant.objects.filter(entry=OuterRef("pk"), tenant__in=mine)
-    visible = Exists(in_mine) & ~Exists(theirs)
+    visible = Q(Exists(in_mine)) & ~Q(Exists(theirs))
     if see_global:
-        visible |= ~Exists(any_tenant)
+        visible |= ~Q(Exists(any_tenant))
     return AuditEntry.objects.filter(visible)
 
 
