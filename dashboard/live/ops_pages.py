@@ -146,6 +146,7 @@ def workflow_dag_context(user: Any, query: QueryDict, *, name: str) -> dict[str,
         h.pop("p95_parts", None)
         nodes.append({"box": box, "heat": h, "fill": charts.heat_color(charts.heat_value(h, metric), top)})
     return {
+        "retention": sel.workflow_retention(tenants=tenants, name=name, now=now),
         "name": name, "window": window, "windows": ("1h", "24h", "7d"), "metric": metric,
         "metrics": charts.HEAT_METRICS, "layout": layout, "nodes": nodes,
         "live_query": urlencode([("view", "workflow_dag"), ("workflow_dag", name), ("after", str(sel.history_cursor())),
