@@ -53,11 +53,13 @@ def test_an_empty_or_invalid_selection_is_a_400_that_changes_no_row(operator: Ap
     assert rows() == before
 
 
-def test_ids_that_do_not_parse_are_refused_as_json(operator: ApiClient) -> None:
-    dead_letter()
+@pytest.mark.parametrize("ids", [["abc"], [1, "abc"], ["1,abc"], [""]])
+def test_ids_that_do_not_parse_are_a_400_naming_them(operator: ApiClient, ids: Any) -> None:
+    a = dead_letter()
     before = rows()
-    r = operator.post("/api/dead-letters/redrive", {"ids": ["abc"], "reason": "r"})
-    assert r.status_code == 422 and code(r) == "validation_error"
+    r = operator.post("/api/dead-letters/redrive", {"ids": [a.id if i == 1 else i for i in ids], "reason": "r"})
+    assert r.status_code == 400 and code(r) == "invalid_selection"
+    assert "not a positive integer" in r.json()["error"]["message"]
     assert rows() == before
 
 
