@@ -110,6 +110,9 @@ def dead_letter_replay(request: HtmxHttpRequest, dl_id: int) -> HttpResponse:
     return redirect(f"/instances/{getattr(new, 'id', '')}/" if getattr(new, "id", None) else reverse("ops:dead_letter", args=[dl.id]))
 
 
+_REDRIVE = "dead_letters.redrive"  # the action's name in the audit log and in its preview token
+
+
 def _refuse(request: HttpRequest, message: str, *, status: int = 400) -> HttpResponse:
     return render(request, "ops/dead_letter_redrive.html",
                   {"error": message, "f": sel.DeadLetterFilters()}, status=status)
@@ -150,9 +153,6 @@ def _preview(request: HttpRequest, f: sel.DeadLetterFilters, ids: list[int] | No
         "back": urlencode({k: v for k, v in asdict(f).items() if v}),
     }
     return render(request, "ops/dead_letter_redrive.html", context, status=status)
-
-
-_REDRIVE = "dead_letters.redrive"
 
 
 @require_GET
@@ -203,4 +203,4 @@ def dead_letter_redrive(request: HtmxHttpRequest) -> HttpResponse:
     )
     if count is not None and count is not True:
         messages.info(request, f"{count} instance(s) queued at {rate:g}/s.")
-    return redirect(f"{reverse('ops:dead_letters')}?{urlencode({'signature': f.signature} if f.signature else {})}")
+    return redirect(f"{reverse('ops:dead_letters')}?{urlencode({k: v for k, v in asdict(f).items() if v})}")
