@@ -32,6 +32,7 @@ from dashboard.live import ops_pages as live_pages
 from dashboard.rollups.reads import rollup_view
 from ingest.engine.errors import EngineError
 from ingest.engine.models import ApprovalState, BudgetScope
+from ingest.triggers.limits import datetime_in_range as in_range
 
 
 class HtmxHttpRequest(HttpRequest):
@@ -181,7 +182,7 @@ def dead_letter_replay(request: HtmxHttpRequest, dl_id: int) -> HttpResponse:
     """Two steps: without `confirm` show the diff of the edit; with it, replay as a new instance."""
     dl = sel.dead_letter_get(tenants=_tenants(request), dead_letter_id=dl_id)
     _require_act(request, dl.tenant)
-    form = forms.ReplayForm(request.POST)
+    form = forms.ReplayForm(request.POST, original=dl.instance.params)
     if not form.is_valid():
         return render(request, "ops/dead_letter_replay.html", {"dl": dl, "form": form}, status=400)
     params = form.cleaned_data["params"]
@@ -257,10 +258,10 @@ def _cost_filters(request: HttpRequest, now: datetime) -> tuple[sel.CostFilters,
     since, until = sel.window_start(window, now=now), None
     try:
         if g.get("from"):
-            since = timezone.make_aware(datetime.fromisoformat(g["from"]))
+            since = timezone.make_aware(in_range(datetime.fromisoformat(g["from"]), what="from"))
             window = "custom"
         if g.get("to"):
-            until = timezone.make_aware(datetime.fromisoformat(g["to"])) + timedelta(days=1)
+            until = timezone.make_aware(in_range(datetime.fromisoformat(g["to"]), what="to")) + timedelta(days=1)
             window = "custom"
     except ValueError:
         pass

@@ -112,6 +112,12 @@ class LoneSurrogate(InputRejected):
     code = "invalid_unicode"
 
 
+class DateOutOfRange(InputRejected):
+    """A time in a filter lies outside the range a filter can name."""
+
+    code = "date_out_of_range"
+
+
 class ReservedParam(InputRejected):
     """The params set a key the engine owns."""
 

@@ -22,10 +22,12 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from ingest.triggers.errors import (
     BodyTooLarge,
+    DateOutOfRange,
     LoneSurrogate,
     MalformedJson,
     NestedTooDeeply,
@@ -39,6 +41,11 @@ from ingest.triggers.errors import (
 # Params keys that the engine and the triggers set on the instances they start; a caller who
 # could set them would forge a schedule fire (`event.schedule`) or an event delivery.
 RESERVED_PARAMS: tuple[str, ...] = ("_schedule", "_event")
+
+# Times a filter may name. Beyond them arithmetic at the calendar's edge overflows (9999-12-31
+# plus a day) and ranges span millions of hours that the rollup reads would walk.
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(3000, 1, 1, tzinfo=UTC)
 
 NUL = "\x00"
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -190,3 +197,16 @@ def reserved_params_check(params: Any, *, original: Mapping[str, Any] | None = N
                                   and original[key] == params[key]):
             raise ReservedParam(f"the params key {key!r} is reserved: the engine sets it on the "
                                 "instances it starts; rename it")
+
+
+def datetime_in_range(value: datetime, *, what: str) -> datetime:
+    """`value` if it lies between EARLIEST and LATEST (naive counts as UTC), else DateOutOfRange."""
+    try:
+        utc = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    except (OverflowError, ValueError):
+        utc = None
+    if utc is None or not EARLIEST <= utc < LATEST:
+        raise DateOutOfRange(f"{what}={value.isoformat()[:40]} is outside the times a filter can "
+                             f"name ({EARLIEST:%Y-%m-%d} to {LATEST:%Y-%m-%d}); leave it empty for "
+                             "no bound")
+    return value
