@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from django.apps import apps
@@ -37,7 +38,7 @@ def ledger_counts() -> tuple[int, ...]:
         return tuple(cursor.fetchone())
 
 
-def check_answer(suite: str, path: str, response: Any, before: tuple[int, ...]) -> None:
+def check_answer(suite: str, path: str, response: Any, before: tuple[int, ...], *, head: bool = False) -> None:
     """Assert the refusal contract for one request and count it in the tally."""
     tally[f"{suite}:cases"] += 1
     status = response.status_code
@@ -49,10 +50,26 @@ def check_answer(suite: str, path: str, response: Any, before: tuple[int, ...]) 
     assert status < 500, (path, status, response.content[:300])
     if status >= 400 and path.startswith(("/api/", "/hooks/")):
         assert response["Content-Type"].startswith("application/json"), (path, status, response.content[:200])
+        if head:  # HEAD answers carry headers only
+            return
         error = json.loads(response.content)["error"]
         assert isinstance(error["code"], str) and error["code"]
         assert isinstance(error["message"], str) and error["message"], error
     assert not changed, (path, status, response.content[:300])
+
+
+def answered(suite: str, path: str, send: Callable[[], Any], *, head: bool = False) -> Any:
+    """Send one request and assert the contract; an exception the view let out (the test
+    client re-raises it) counts as a 5xx before it fails the test."""
+    before = ledger_counts()
+    try:
+        response = send()
+    except Exception:
+        tally[f"{suite}:cases"] += 1
+        tally[f"{suite}:5xx"] += 1
+        raise
+    check_answer(suite, path, response, before, head=head)
+    return response
 
 
 def summary_lines() -> list[str]:

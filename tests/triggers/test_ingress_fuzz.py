@@ -14,12 +14,11 @@ from hypothesis import strategies as st
 from ingest.triggers import signing
 from ingest.triggers.models import Route
 from tests.fuzzing import (
-    check_answer,
+    answered,
     content_types,
     fuzz,
     hostile_body,
     json_values,
-    ledger_counts,
     raw_json,
 )
 
@@ -37,10 +36,7 @@ def _short_waits(settings: Any) -> None:
 
 
 def post(client: Client, path: str, body: bytes, content_type: str, headers: dict[str, str]) -> Any:
-    before = ledger_counts()
-    response = client.post(path, data=body, content_type=content_type, headers=headers)
-    check_answer("ingress", path, response, before)
-    return response
+    return answered("ingress", path, lambda: client.post(path, data=body, content_type=content_type, headers=headers))
 
 
 def signed(creds: dict[str, str], body: bytes, *, stamp: str | None = None, key: str | None = None) -> dict[str, str]:
