@@ -139,3 +139,34 @@ def test_history_paging_with_an_id_beyond_bigint_is_not_a_500(operator: ApiClien
     response = operator.client.get("/api/instances/hist-1/history?after=" + "9" * 30, headers=operator.headers)
     assert response.status_code == 200, response.content[:300]
     assert response.json()["items"] == []  # nothing comes after an id no table reaches
+
+
+def test_an_unauthenticated_deeply_nested_body_with_a_nul_is_a_400_not_a_500(db: Any) -> None:
+    body = b'{"a": ' + b"[" * 200_000 + b'"\\u0000"' + b"]" * 200_000 + b"}"
+    response = Client().post("/api/instances", data=body, content_type="application/json")
+    error = error_of(response, 400)
+    assert error["code"] == "too_deep"
+
+
+def test_an_unknown_host_is_refused_in_the_envelope_without_echoing_it(db: Any) -> None:
+    response = Client().get("/api/instances", HTTP_HOST="evil.example")
+    error = error_of(response, 400)
+    assert "Host header" in error["message"] and "evil" not in error["message"]
+
+
+def test_too_many_form_fields_are_a_400_that_says_so(db: Any) -> None:
+    fields = "&".join(f"f{i}=1" for i in range(1500))
+    response = Client().post("/login/", data=fields, content_type="application/x-www-form-urlencoded")
+    assert response.status_code == 400 and b"too many fields" in response.content
+
+
+def test_a_server_error_under_the_api_is_still_the_envelope(settings: Any) -> None:
+    from django.urls import path
+
+    def broken(request: Any) -> Any:
+        raise RuntimeError("boom")
+
+    settings.ROOT_URLCONF = type("urls", (), {"urlpatterns": [path("api/broken", broken)]})
+    response = Client(raise_request_exception=False).get("/api/broken")
+    error = error_of(response, 500)
+    assert error["code"] == "internal_error" and "boom" not in error["message"]

@@ -96,3 +96,11 @@ def test_a_form_body_over_the_size_limit_is_a_413(operator):
     inst = make_instance("acme-big", workflow=DEMO, status="errored")
     response = operator.post(f"/instances/{inst.id}/actions/pause/run/", {"reason": "x" * (1024 * 1024 + 10)})
     assert response.status_code == 413 and b"1,048,576 bytes" in response.content
+
+
+def test_the_dead_letter_search_finds_by_instance_id_prefix(operator):
+    dl = failed_instance(tenant="acme")
+    response = operator.get(f"/dead-letters/?q={dl.instance_id[:6]}")
+    assert response.status_code == 200
+    assert dl.signature in response.content.decode()
+    assert dl.signature not in operator.get("/dead-letters/?q=zzz-no-such").content.decode()
