@@ -9,6 +9,7 @@ changed no row in any table of the engine, triggers, ingest or dashboard apps.
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -19,6 +20,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 LEDGER_APPS = ("engine", "triggers", "ingest", "dashboard")
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 tally: Counter[str] = Counter()  # "<suite>:cases", "<suite>:5xx", "<suite>:rows_changed"
 
@@ -130,7 +132,9 @@ content_types = st.sampled_from(["application/json", "text/plain", "application/
 
 
 def fuzz(examples: int) -> settings:
-    """Hypothesis settings for a fuzz test: no deadline (the database sets the pace)."""
-    return settings(max_examples=examples, deadline=None,
+    """Hypothesis settings for a fuzz test: no deadline (the database sets the pace). Under CI
+    the examples are derandomized, so a submission's run is repeatable; a developer's runs
+    explore new ones (and keep failures in .hypothesis/ to replay)."""
+    return settings(max_examples=examples, deadline=None, derandomize=IN_CI,
                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                                            HealthCheck.data_too_large, HealthCheck.filter_too_much])

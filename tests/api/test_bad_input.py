@@ -170,3 +170,9 @@ def test_a_server_error_under_the_api_is_still_the_envelope(settings: Any) -> No
     response = Client(raise_request_exception=False).get("/api/broken")
     error = error_of(response, 500)
     assert error["code"] == "internal_error" and "boom" not in error["message"]
+
+
+def test_a_redrive_naming_an_id_beyond_64_bits_is_a_422(operator: ApiClient) -> None:
+    response = operator.post("/api/dead-letters/redrive", {"ids": [2**63], "reason": "x"})
+    error = error_of(response, 422)
+    assert "ids" in error["message"]
