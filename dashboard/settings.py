@@ -129,8 +129,8 @@ RUNLEDGER_DEFERRED_LANE = config.env_int(ENV, "RUNLEDGER_DEFERRED_LANE", 1, mini
 RUNLEDGER_PARALLEL_THREADS = config.env_int(ENV, "RUNLEDGER_PARALLEL_THREADS", 8, minimum=1)
 # Extra modules whose workflows every process registers (comma-separated), beside ingest.workflows.
 RUNLEDGER_WORKFLOW_MODULES = [m.strip() for m in ENV.get("RUNLEDGER_WORKFLOW_MODULES", "").split(",") if m.strip()]
-# Prices usage when a step records a cost without an amount (ingest.pricing, the pipelines' table).
-RUNLEDGER_PRICER = ENV.get("RUNLEDGER_PRICER", "ingest.pricing.price_usage")
+# Prices usage when a step records a cost without an amount (the pipelines' price table, then list prices).
+RUNLEDGER_PRICER = ENV.get("RUNLEDGER_PRICER", "ingest.pipelines.pricer.price_usage")
 
 # What one request may carry (ingest/triggers/limits.py; README "Configuration"). Checked
 # before parsing where possible, at every door: signed ingress, the REST API, webhooks, forms.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from ingest import hooks
+from ingest.workflows import hooks
 
 app_name = "ingest"
 

@@ -12,7 +12,7 @@ import pytest
 from django.test import Client
 
 from ingest.engine.models import Instance
-from ingest.services import connection_upsert
+from ingest.pipelines.services import connection_upsert
 from tests.fuzzing import ledger_counts
 from tests.sources.test_salesforce_events import CDC_MESSAGE, OUTBOUND
 

@@ -36,7 +36,7 @@ class Command(BaseCommand):
 
         demo_users_ensure()
         if not options["no_demo"]:
-            from ingest.demo import demo_seed
+            from ingest.demo.seed import demo_seed
 
             summary = demo_seed()
             self.stdout.write(f"demo data: {summary.started} ingests started, {summary.already} already there")

@@ -21,8 +21,8 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from ingest.engine.errors import EngineError
-from ingest.models import Connection, ConnectionKind
-from ingest.selectors import connection_by_webhook_key
+from ingest.pipelines.models import Connection, ConnectionKind
+from ingest.pipelines.selectors import connection_by_webhook_key
 from ingest.sources.gong import WebhookInvalid, parse_webhook
 from ingest.sources.salesforce_events import (
     OUTBOUND_ACK_CONTENT_TYPE,

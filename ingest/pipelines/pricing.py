@@ -1,4 +1,7 @@
-"""Pure cost code: usage values, price rows, and `cost_for` (Decimal only, no IO).
+"""Pure cost code: price rows, `cost_for(usage)` and the list prices (Decimal only, no IO).
+
+What a call consumed (`Usage`) is what the clients report, so it lives with them in
+`ingest.sources.usage`; this module prices it.
 
 A price row belongs to a service and optionally a model, and applies from its
 `effective_from` until a newer row for the same service and model takes over. Token prices
@@ -13,8 +16,9 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
+from ingest.sources.usage import Usage, cost_quantize
+
 MILLION = Decimal(1_000_000)
-QUANTUM = Decimal("0.000001")
 ZERO = Decimal(0)
 
 
@@ -27,48 +31,6 @@ class PricingError(Exception):
 
 class PriceNotFound(PricingError):
     """No price row matches the service, model and time of the usage."""
-
-
-@dataclass(frozen=True)
-class Usage:
-    """What one call consumed. `input_tokens` includes `cached_input_tokens`."""
-
-    service: str = ""
-    model: str = ""
-    input_tokens: int = 0
-    cached_input_tokens: int = 0
-    output_tokens: int = 0
-    calls: int = 1
-    items: int = 0
-    provider_cost: Decimal | None = None
-
-    @classmethod
-    def from_mapping(cls, data: Mapping[str, Any], *, service: str = "", model: str = "") -> Usage:
-        """From our field names or the engine's `track_cost` names (tokens_in, tokens_cached…)."""
-        cost = data.get("provider_cost", data.get("cost"))
-        return cls(
-            service=str(data.get("service", service)),
-            model=str(data.get("model", model)),
-            input_tokens=int(data.get("input_tokens", data.get("tokens_in", 0)) or 0),
-            cached_input_tokens=int(
-                data.get("cached_input_tokens", data.get("tokens_cached", 0)) or 0
-            ),
-            output_tokens=int(data.get("output_tokens", data.get("tokens_out", 0)) or 0),
-            calls=int(data.get("calls", 1)),
-            items=int(data.get("items", 0) or 0),
-            provider_cost=None if cost is None else Decimal(str(cost)),
-        )
-
-    def as_track_cost_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments for the engine's `ctx.track_cost(service, ...)`."""
-        return {
-            "model": self.model,
-            "tokens_in": self.input_tokens,
-            "tokens_cached": self.cached_input_tokens,
-            "tokens_out": self.output_tokens,
-            "items": self.items,
-            "cost": None if self.provider_cost is None else cost_quantize(self.provider_cost),
-        }
 
 
 @dataclass(frozen=True)
@@ -118,10 +80,6 @@ class PriceRow:
         return cost_quantize(total)
 
 
-def cost_quantize(value: Decimal) -> Decimal:
-    return value.quantize(QUANTUM)
-
-
 def _model_matches(row_model: str, model: str) -> int:
     """Match strength: exact 3, dated variant (`gpt-4o-mini-2024-07-18`) 2, catch-all 1."""
     if row_model == model:
@@ -155,36 +113,6 @@ def cost_for(usage: Usage, prices: Iterable[PriceRow], at: datetime) -> Decimal:
     if usage.provider_cost is not None:
         return cost_quantize(usage.provider_cost)
     return price_for(usage, prices, at).cost(usage)
-
-
-def price_usage(service: str, model: str, usage: Mapping[str, Any], at: datetime) -> Decimal:
-    """`settings.RUNLEDGER_PRICER` entry point: prices the engine's usage dict.
-
-    The price table (`ingest.models.Price`, edited in the admin) wins; a usage none of its
-    rows covers is priced with `DEFAULT_PRICES`. This is the one function here that reads the
-    database (lazily, so the rest of the module stays pure), through the selectors' cache of
-    the table (`price_rows_cached`: the rows with their effective dates, re-read every 30 s).
-    """
-    from ingest.selectors import price_rows_cached
-
-    item = Usage.from_mapping(usage, service=service, model=model)
-    if item.provider_cost is None:
-        rows = price_rows_cached()
-        if rows:
-            try:
-                return price_for(item, rows, at).cost(item)
-            except PriceNotFound:
-                pass
-    return cost_for(item, DEFAULT_PRICES, at)
-
-
-def estimate_usage_cost(service: str, model: str, *, input_tokens: int, output_tokens: int,
-                        at: datetime) -> Decimal:
-    """What a call could cost at most (no cache hits): the amount a step reserves before it.
-
-    Raises PriceNotFound for a service or model without a price, before anything is spent.
-    """
-    return price_usage(service, model, {"tokens_in": input_tokens, "tokens_out": output_tokens}, at)
 
 
 # List prices (USD) as published by each provider; per-million-token prices for models,

@@ -12,8 +12,15 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 from django.db.models.signals import post_delete, post_save
 
-from ingest.models import Connection, ConnectionKind, Fact, FactEmbedding, KeywordList, Price
-from ingest.pricing import PriceRow
+from ingest.pipelines.models import (
+    Connection,
+    ConnectionKind,
+    Fact,
+    FactEmbedding,
+    KeywordList,
+    Price,
+)
+from ingest.pipelines.pricing import PriceRow
 
 ENV: Mapping[str, str] = os.environ
 
@@ -77,7 +84,7 @@ class SalesforceConfig:
 @dataclass(frozen=True)
 class LLMConfig:
     """`provider`: "rules" (offline default), "openai" (any OpenAI-compatible API), "anthropic",
-    or "demo" (rules priced as the model would be, failing chosen keys once; see ingest.demo)."""
+    or "demo" (rules priced as the model would be, failing chosen keys once: `DemoExtractor` in ingest.workflows.providers)."""
 
     provider: str = "rules"
     base_url: str = ""

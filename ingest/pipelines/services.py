@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from ingest.engine import sql
 from ingest.extraction import Fact as ExtractedFact
-from ingest.models import (
+from ingest.pipelines.models import (
     Connection,
     ConnectionKind,
     Fact,

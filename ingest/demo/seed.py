@@ -2,14 +2,13 @@
 
 `demo_seed()` configures four tenants (keyword lists, connections with webhook keys, budgets)
 and starts `gong-ingest` for synthetic calls and `salesforce-ingest` for synthetic
-opportunities from `ingest.demo_corpus`, with `gong_ingest_start` / `salesforce_ingest_start`,
+opportunities from `ingest.demo.corpus`, with `gong_ingest_start` / `salesforce_ingest_start`,
 the functions the webhooks and `ingest_pull` call. A worker then runs them. It is idempotent:
 instance ids are deterministic, so a second run starts nothing new.
 
-The demo has no LLM key, so its tenants use the "demo" provider: the rule extractor, billed as
-if DeepSeek had answered (prompt and answer tokens estimated at 4 characters a token, priced by
-the price table like real usage), which fails the first attempt of a few chosen calls with a
-retryable 503 so retries show up. Other cases built in: short check-in calls with no keyword
+The demo has no LLM key, so its tenants use the "demo" provider (`DemoExtractor` in
+`ingest.workflows.providers`): the rule extractor, billed as if DeepSeek had answered, failing
+the first attempt of a few chosen calls with a retryable 503 so retries show up. Other cases built in: short check-in calls with no keyword
 hit (engagement only), one malformed transcript (dead letter), and one call under an
 instance budget with the approval policy (waits for an operator in the approvals inbox).
 """
@@ -21,19 +20,12 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from ingest.demo_corpus import DemoCall, DemoOpportunity, demo_calls, demo_opportunities
+from ingest.demo.corpus import DemoCall, DemoOpportunity, demo_calls, demo_opportunities
 from ingest.engine.models import Budget
 from ingest.engine.services import budget_upsert
-from ingest.extraction.prompt import SYSTEM_PROMPT
-from ingest.extraction.rules import RuleExtractor
-from ingest.extraction.values import LLMResult
-from ingest.models import ConnectionKind
-from ingest.pricing import Usage
-from ingest.selectors import LLMConfig
-from ingest.services import connection_upsert, keyword_list_set
-from ingest.sources.llm import LLMServerError
+from ingest.pipelines.models import ConnectionKind
+from ingest.pipelines.services import connection_upsert, keyword_list_set
 from ingest.workflows.gong import gong_ingest_start, gong_instance_id
-from ingest.workflows.providers import token_estimate
 from ingest.workflows.salesforce import salesforce_ingest_start
 
 log = logging.getLogger("runledger.ingest")
@@ -52,30 +44,6 @@ CHECK_IN = (
     "{rep}: Enjoy the break, talk in January."
 )
 MALFORMED = "<<transcript export failed: 0x00 0x00 0x00>>"
-
-
-class DemoExtractor:
-    """The rule extractor billed as the configured model would be; fails chosen keys once."""
-
-    metered = False
-
-    def __init__(self, config: LLMConfig) -> None:
-        self.service = config.service or "deepseek"
-        self.model = config.model or "deepseek-chat"
-        self.flaky = frozenset(str(k) for k in config.options.get("flaky", ()))
-        self.fail_attempts = int(config.options.get("fail_attempts", 1))
-
-    def extract(self, text: str, *, subject: str, source: str, key: str, attempt: int) -> LLMResult:
-        if key in self.flaky and attempt <= self.fail_attempts:
-            raise LLMServerError(
-                f"{self.service} answered HTTP 503 to model {self.model!r} (demo: attempt {attempt} of "
-                f"{key} fails on purpose) — retry later", retryable=True, status=503,
-            )
-        result = RuleExtractor().extract(text, subject=subject)
-        usage = Usage(service=self.service, model=self.model,
-                      input_tokens=token_estimate(SYSTEM_PROMPT) + token_estimate(text) + 16,
-                      output_tokens=token_estimate(result.raw_text))
-        return LLMResult(data=result.data, usage=usage, model=self.model, raw_text=result.raw_text)
 
 
 @dataclass
