@@ -66,7 +66,7 @@ def auth_headers(db: Any) -> dict[str, str]:
 
 
 @schema.parametrize()
-@settings(max_examples=40, deadline=None,
+@settings(max_examples=25, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                                  HealthCheck.filter_too_much])
 def test_the_api_never_answers_500_and_matches_its_schema(case: Any,

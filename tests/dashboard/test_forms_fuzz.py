@@ -60,7 +60,7 @@ def check(client: Any, method: str, path: str, data: Any = None) -> Any:
     return answered("forms", path, lambda: client.get(path) if method == "GET" else client.post(path, data or {}))
 
 
-@fuzz(500)
+@fuzz(400)
 @given(template=st.sampled_from(PAGES), query=st.lists(st.tuples(st.sampled_from(FILTER_KEYS), values), max_size=4),
        target=st.none() | st.sampled_from(["%00", "nope", "9" * 30, "a%00b", "x" * 300]))
 def test_every_page_with_hostile_filters_answers_cleanly(ledger: dict[str, Any], template: str,
@@ -75,7 +75,7 @@ FORMS = ["/instances/{inst}/actions/{action}/run/", "/dead-letters/{dl}/retry/",
 ACTIONS = ["pause", "resume", "terminate", "restart", "retry", "replay", "event", "nope"]
 
 
-@fuzz(700)
+@fuzz(500)
 @given(template=st.sampled_from(FORMS), action=st.sampled_from(ACTIONS),
        fields=st.fixed_dictionaries({}, optional=FORM_FIELDS))
 def test_every_form_with_hostile_fields_answers_cleanly(ledger: dict[str, Any], template: str, action: str,
