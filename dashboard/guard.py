@@ -81,6 +81,18 @@ def _check_fields(where: str, data: Any, bounds: limits.InputLimits) -> None:
             limits.text_check(value, bounds.string_chars, where=f"the request's {where} {shown!r}")
 
 
+def bad_cookies(request: HttpRequest, bounds: limits.InputLimits) -> list[str]:
+    """Cookies no lookup can use: a quoted cookie may carry `\\000`, which Django unquotes to
+    NUL, and a session key with a NUL fails in PostgreSQL, on every page."""
+    bad = []
+    for name, value in request.COOKIES.items():
+        try:
+            limits.text_check(name + value, bounds.string_chars, where="a cookie")
+        except InputRejected:
+            bad.append(name)
+    return bad
+
+
 def check_request(request: HttpRequest, bounds: limits.InputLimits) -> None:
     """Raise an InputRejected error for anything no endpoint accepts."""
     limits.text_check(request.path, MAX_PATH_CHARS, where="the URL path")
@@ -116,6 +128,13 @@ class InputGuardMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         bounds = limits.input_limits()
+        if cookies := bad_cookies(request, bounds):
+            response = rejection(request, InputRejected(
+                f"the cookie {cookies[0][:40]!r} holds a NUL character, a lone surrogate or too much "
+                "text; it has been deleted — reload the page"))
+            for name in cookies:
+                response.delete_cookie(name)
+            return response
         try:
             check_request(request, bounds)
         except InputRejected as exc:
@@ -184,9 +203,8 @@ def bad_request(request: HttpRequest, exception: Any) -> HttpResponse:
         return rejection(request, _too_big(bounds))
     if isinstance(exception, (TooManyFieldsSent, TooManyFilesSent)):
         return rejection(request, InputRejected("the request has more fields than accepted"))
-    if isinstance(exception, DisallowedHost):
-        return rejection(request, InputRejected("the Host header names a host this server does "
-                                                "not answer for (ALLOWED_HOSTS); nothing was done"))
     if answers_json(request):
-        return error_response(400, "bad_request", "the request is malformed; nothing was done")
+        told = ("the Host header names a host this server does not answer for (ALLOWED_HOSTS)"
+                if isinstance(exception, DisallowedHost) else "the request is malformed")
+        return error_response(400, "bad_request", f"{told}; nothing was done")
     return defaults.bad_request(request, exception)

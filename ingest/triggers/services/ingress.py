@@ -27,7 +27,6 @@ from ingest.triggers.errors import (
 from ingest.triggers.models import IdempotencyKey, IngressSecret, Route, SeenSignature
 from ingest.triggers.services.ratelimits import rate_limits_take
 
-MAX_BODY_BYTES = limits.InputLimits().body_bytes  # the default; settings may lower or raise it
 _KEY = re.compile(r"^[\x21-\x7e]{1,200}$")
 _ID_SAFE = re.compile(r"[^A-Za-z0-9_-]")
 
