@@ -32,6 +32,7 @@ from dashboard.live import ops_pages as live_pages
 from dashboard.rollups.reads import rollup_view
 from ingest.engine.errors import EngineError
 from ingest.engine.models import ApprovalState, BudgetScope
+from ingest.triggers.errors import InputRejected
 from ingest.triggers.limits import datetime_in_range as in_range
 
 
@@ -203,6 +204,9 @@ def dead_letter_replay(request: HtmxHttpRequest, dl_id: int) -> HttpResponse:
 def _selection(request: HttpRequest, data: Any) -> tuple[sel.DeadLetterFilters, list[int], list[int]]:
     """(filters, ids the user may act on, ids they may only see) for a bulk action."""
     f = _dl_filters(data)
+    if any(str(i).isdigit() and len(str(i)) > 18 for i in data.getlist("ids")):  # past 64 bits
+        raise InputRejected("ids holds a number too long to be a dead letter id; select dead letters "
+                            "from the list")
     ids = [int(i) for i in data.getlist("ids") if str(i).isdigit()]
     acting = access.acting_tenants(request.user)
     mine = sel.dead_letter_selection_ids(tenants=acting, filters=f, ids=ids)

@@ -104,3 +104,13 @@ def test_the_dead_letter_search_finds_by_instance_id_prefix(operator):
     assert response.status_code == 200
     assert dl.signature in response.content.decode()
     assert dl.signature not in operator.get("/dead-letters/?q=zzz-no-such").content.decode()
+
+
+@pytest.mark.parametrize("path", ["/dead-letters/redrive/run/", "/dead-letters/redrive/"])
+def test_a_dead_letter_id_of_thousands_of_digits_is_a_400(operator, path):
+    failed_instance(tenant="acme")
+    before = ledger_counts()
+    data = {"ids": "9" * 5000, "reason": "x", "rate_per_second": "1"}
+    response = operator.post(path, data) if path.endswith("run/") else operator.get(path, data)
+    assert response.status_code == 400 and b"too long to be a dead letter id" in response.content
+    assert ledger_counts() == before

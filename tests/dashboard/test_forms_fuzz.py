@@ -36,7 +36,7 @@ FORM_FIELDS = {
     "confirm": st.sampled_from(["True", "1", "", "\x00"]), "decision": st.sampled_from(["approve", "reject", "x"]),
     "comment": values, "f_facts": st.sampled_from(["9" * 5000, "1e999", "NaN", "-0", "4"]) | values,
     "scope": values, "key": values, "period": values, "limit": st.sampled_from(["9" * 5000, "1e20", "-1"]) | values,
-    "policy": values, "ids": st.sampled_from(["abc", "", "1,2", "9" * 30, "\x00"]) | values,
+    "policy": values, "ids": st.sampled_from(["abc", "", "1,2", "9" * 30, "9" * 5000, "\x00"]) | values,
     "username": values, "password": values,
 }
 
