@@ -168,9 +168,9 @@ def rung_of(module: str, rungs: list[list[str]]) -> int | None:
     best: tuple[int, int] | None = None
     for rank, names in enumerate(rungs):
         for name in names:
-            if module == name or module.startswith(name + "."):
-                if best is None or len(name) > best[1]:
-                    best = (rank, len(name))
+            holds = module == name or module.startswith(name + ".")
+            if holds and (best is None or len(name) > best[1]):
+                best = (rank, len(name))
     return None if best is None else best[0]
 
 
