@@ -106,7 +106,7 @@ def clear() -> None:
 def add_budgets() -> None:
     """A day budget for the tenant and a month budget for the workflow, far above what the run
     spends: every extraction reserves on both and settles both, as a metered tenant would."""
-    from ingest.engine.services import budget_upsert
+    from ingest.engine.services.budgets import budget_upsert
 
     budget_upsert(scope="tenant", key=TENANT, period="day", limit="1000", policy="fail")
     budget_upsert(scope="workflow", key="gong-ingest", period="month", limit="1000", policy="fail")
@@ -216,7 +216,7 @@ def wait_finished(total: int, timeout: float, meter: CpuMeter) -> None:
 
 # ---- where the workers' time goes (py-spy) ------------------------------------------------------
 
-COSTS = ("ingest/engine/costs.py", "ingest/engine/context.py", "ingest/pipelines/pricing.py",
+COSTS = ("ingest/engine/costs/", "ingest/engine/runtime/context.py", "ingest/pipelines/pricing.py",
          "ingest/pipelines/pricer.py", "ingest/sources/usage.py",
          "reservation (ingest/workflows/providers.py")
 LLM = ("ingest/sources/llm/", "ingest/sources/http.py", "_metered (ingest/workflows/providers.py",

@@ -22,7 +22,7 @@ from typing import Any
 
 from ingest.demo.corpus import DemoCall, DemoOpportunity, demo_calls, demo_opportunities
 from ingest.engine.models import Budget
-from ingest.engine.services import budget_upsert
+from ingest.engine.services.budgets import budget_upsert
 from ingest.pipelines.models import ConnectionKind
 from ingest.pipelines.services import connection_upsert, keyword_list_set
 from ingest.workflows.gong import gong_ingest_start, gong_instance_id

@@ -14,7 +14,7 @@ import numpy as np
 from django.db import connection, transaction
 from django.utils import timezone
 
-from ingest.engine import sql
+from ingest.engine.sql.base import prepared_row
 from ingest.extraction import Fact as ExtractedFact
 from ingest.pipelines.models import (
     Connection,
@@ -98,7 +98,7 @@ def _fact_put_postgres(v: dict[str, Any], *, single: bool) -> FactWrite:
     params = [v["id"], v["tenant"], v["subject"], v["predicate"], json.dumps(v["object"]), v["confidence"],
               v["source_authority"], v["source_ref"], v["evidence"], v["observed_at"], v["ordinal"],
               v["instance_id"], v["created_at"], single, _AUTHORITIES, _RANKS]
-    row = sql.prepared_row(_FACT_PUT, params)
+    row = prepared_row(_FACT_PUT, params)
     assert row is not None  # the function returns exactly one row
     action, valid, superseded = row
     return FactWrite(v["id"], action, valid, tuple(superseded))
@@ -211,7 +211,7 @@ def signal_evaluation_record(*, instance_id: str, tenant: str, workflow: str, so
     row = SignalEvaluation(instance_id=instance_id, tenant=tenant, workflow=workflow, source_ref=source_ref,
                            fact_ids=list(fact_ids), fact_count=len(fact_ids), created_at=timezone.now())
     if connection.vendor == "postgresql":
-        got = sql.prepared_row(_SIGNAL_EVALUATION_PUT, [instance_id, tenant, workflow, source_ref,
+        got = prepared_row(_SIGNAL_EVALUATION_PUT, [instance_id, tenant, workflow, source_ref,
                                                      json.dumps(row.fact_ids), row.fact_count, row.created_at])
         assert got is not None  # an upsert with RETURNING returns its row
         row.id = got[0]

@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from ingest.engine.worker import run_until_idle
+from ingest.engine.worker.turns import run_until_idle
 from ingest.pipelines.selectors import config_cache_clear
 from ingest.pipelines.services import connection_upsert, keyword_list_set
 from tests.fakes import FakeGong, FakeOpenAI, FakeSalesforce

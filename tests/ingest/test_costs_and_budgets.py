@@ -10,7 +10,8 @@ from django.db.models import Sum
 
 from ingest.engine import get
 from ingest.engine.models import ApiCost, ApprovalRequest, Budget
-from ingest.engine.services import approval_answer, budget_upsert
+from ingest.engine.services.approvals import approval_answer
+from ingest.engine.services.budgets import budget_upsert
 from ingest.extraction.prompt import SYSTEM_PROMPT
 from ingest.pipelines.pricing import DEFAULT_PRICES, cost_for
 from ingest.pipelines.services import price_upsert

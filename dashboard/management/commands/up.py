@@ -41,7 +41,7 @@ class Command(BaseCommand):
             summary = demo_seed()
             self.stdout.write(f"demo data: {summary.started} ingests started, {summary.already} already there")
         from dashboard.rollups.runner import RollupRunner
-        from ingest.engine.worker import Worker
+        from ingest.engine.worker.loop import Worker
         from ingest.triggers.scheduler import Scheduler
 
         worker = Worker(concurrency=options["concurrency"]).start()
