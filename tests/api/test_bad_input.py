@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from ingest.engine import services as engine_services
 from ingest.engine.models import Instance
+from ingest.engine.services import instances as engine_services
 from tests.api.conftest import ApiClient
 from tests.fuzzing import ledger_counts
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ingest.engine import services as engine_services
+from ingest.engine.services import instances as engine_services
 from tests.api.conftest import ApiClient
 from tests.fuzzing import (
     NASTY_TEXT,
