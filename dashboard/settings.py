@@ -2,7 +2,9 @@
 
 Variables (all optional): DATABASE_URL, REDIS_URL, SECRET_KEY, DEBUG, ALLOWED_HOSTS, TIME_ZONE,
 RUNLEDGER_LEASE_SECONDS, RUNLEDGER_POLL_SECONDS, RUNLEDGER_MARKER_MS, RUNLEDGER_DEFERRED_LANE,
-RUNLEDGER_PARALLEL_THREADS.
+RUNLEDGER_PARALLEL_THREADS, RUNLEDGER_MAX_BODY_BYTES, RUNLEDGER_MAX_JSON_DEPTH,
+RUNLEDGER_MAX_NUMBER_DIGITS, RUNLEDGER_MAX_STRING_CHARS, RUNLEDGER_MAX_JSON_ITEMS,
+RUNLEDGER_HOOK_MAX_RECORDS.
 README.md ("Configuration") describes each.
 """
 
@@ -49,10 +51,11 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "dashboard.guard.ErrorEnvelopeMiddleware",  # every error under /api/ and /hooks/ is JSON
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
-    "dashboard.nul.RejectNulMiddleware",  # PostgreSQL text holds no NUL: a 400, not a 500
+    "dashboard.guard.InputGuardMiddleware",  # size, NUL, media type, JSON limits: a 4xx, not a 500
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -128,6 +131,18 @@ RUNLEDGER_PARALLEL_THREADS = config.env_int(ENV, "RUNLEDGER_PARALLEL_THREADS", 8
 RUNLEDGER_WORKFLOW_MODULES = [m.strip() for m in ENV.get("RUNLEDGER_WORKFLOW_MODULES", "").split(",") if m.strip()]
 # Prices usage when a step records a cost without an amount (the pipelines' price table, then list prices).
 RUNLEDGER_PRICER = ENV.get("RUNLEDGER_PRICER", "ingest.pipelines.pricer.price_usage")
+
+# What one request may carry (ingest/triggers/limits.py; README "Configuration"). Checked
+# before parsing where possible, at every door: signed ingress, the REST API, webhooks, forms.
+RUNLEDGER_MAX_BODY_BYTES = config.env_int(ENV, "RUNLEDGER_MAX_BODY_BYTES", 1024 * 1024, minimum=1024)
+RUNLEDGER_MAX_JSON_DEPTH = config.env_int(ENV, "RUNLEDGER_MAX_JSON_DEPTH", 32, minimum=2)
+RUNLEDGER_MAX_NUMBER_DIGITS = config.env_int(ENV, "RUNLEDGER_MAX_NUMBER_DIGITS", 40, minimum=19)
+RUNLEDGER_MAX_STRING_CHARS = config.env_int(ENV, "RUNLEDGER_MAX_STRING_CHARS", 256 * 1024, minimum=256)
+RUNLEDGER_MAX_JSON_ITEMS = config.env_int(ENV, "RUNLEDGER_MAX_JSON_ITEMS", 10_000, minimum=100)
+# Records one webhook post may start (CDC recordIds across its events, Outbound notifications).
+RUNLEDGER_HOOK_MAX_RECORDS = config.env_int(ENV, "RUNLEDGER_HOOK_MAX_RECORDS", 200, minimum=1)
+# Django's own cap on a body read into memory: the same limit, so a form is refused as a 413 too.
+DATA_UPLOAD_MAX_MEMORY_SIZE = RUNLEDGER_MAX_BODY_BYTES
 
 LOGGING = {
     "version": 1,
