@@ -14,6 +14,7 @@ from pathlib import Path
 from django.core.exceptions import ImproperlyConfigured
 
 from dashboard import config
+from dashboard.observability import logconfig
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 ENV = os.environ
@@ -45,9 +46,11 @@ INSTALLED_APPS = [
     "ingest.triggers",
     "ingest",
     "dashboard",
+    "dashboard.observability",
 ]
 
 MIDDLEWARE = [
+    "dashboard.observability.ingress.IngressCountMiddleware",  # outermost: counts every ingress answer
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -129,12 +132,12 @@ RUNLEDGER_WORKFLOW_MODULES = [m.strip() for m in ENV.get("RUNLEDGER_WORKFLOW_MOD
 # Prices usage when a step records a cost without an amount (ingest.pricing, the pipelines' table).
 RUNLEDGER_PRICER = ENV.get("RUNLEDGER_PRICER", "ingest.pricing.price_usage")
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "loggers": {
-        "runledger": {"handlers": ["console"], "level": ENV.get("RUNLEDGER_LOG_LEVEL", "INFO")},
-    },
-}
+# /metrics: a bearer token, or client addresses allowed without one (docs/observability.md).
+RUNLEDGER_METRICS_TOKEN = ENV.get("RUNLEDGER_METRICS_TOKEN", "")
+RUNLEDGER_METRICS_ALLOW = [a.strip() for a in ENV.get("RUNLEDGER_METRICS_ALLOW", "127.0.0.1,::1").split(",") if a.strip()]
+# /readyz fails when instances are overdue this long with no worker seen; 0 turns that check off.
+RUNLEDGER_READY_WORKER_SECONDS = config.env_float(ENV, "RUNLEDGER_READY_WORKER_SECONDS", 60.0, minimum=0.0)
+
+# Plain lines by default; RUNLEDGER_LOG_FORMAT=json for JSON lines; secrets redacted in both
+# (dashboard/observability/logconfig.py, docs/observability.md).
+LOGGING = logconfig.logging_config(ENV)

@@ -11,6 +11,7 @@ from django.views import defaults
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("", include("dashboard.observability.urls")),  # /metrics, /healthz, /readyz
     path("api/", include("dashboard.api.urls")),
     path("hooks/", include("ingest.urls")),
     path("", include("dashboard.urls_ops")),
