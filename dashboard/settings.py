@@ -63,6 +63,18 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
 ]
 
+# Behind HTTPS in production (README "Running in production"): secure cookies, a redirect to
+# https (not for the probes and the scrape, which load balancers call over plain HTTP), HSTS.
+# Off by default: the embedded default serves http://127.0.0.1:8000.
+RUNLEDGER_HTTPS = config.env_bool(ENV, "RUNLEDGER_HTTPS", False)
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = SECURE_SSL_REDIRECT = RUNLEDGER_HTTPS
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
+SECURE_HSTS_SECONDS = config.env_int(ENV, "RUNLEDGER_HSTS_SECONDS", 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = config.env_bool(ENV, "RUNLEDGER_HSTS_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = config.env_bool(ENV, "RUNLEDGER_HSTS_PRELOAD", False)
+if config.env_bool(ENV, "RUNLEDGER_PROXY_SSL_HEADER", False):  # the proxy sets X-Forwarded-Proto
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
 ROOT_URLCONF = "dashboard.urls"
 ASGI_APPLICATION = "dashboard.asgi.application"
 WSGI_APPLICATION = None
