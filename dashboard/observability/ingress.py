@@ -52,6 +52,11 @@ class Counts:
                 key = ("unknown", status)
             self._counts[key] = self._counts.get(key, 0) + 1
 
+    def discard(self) -> None:
+        """Forget the counts not flushed yet (tests start from none)."""
+        with self._lock:
+            self._counts.clear()
+
     def due(self) -> bool:
         return time.monotonic() - self._flushed_at >= FLUSH_SECONDS
 
