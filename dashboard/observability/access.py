@@ -38,14 +38,14 @@ class AccessLogger:
                      extra={"path": path, "client": client, "ws": action})
 
 
-class RedactingServer(Server):
+class RedactingServer(Server):  # type: ignore[misc]  # daphne ships no types
     """daphne's server with its access log sent through `AccessLogger`."""
 
     def __init__(self, *args: Any, action_logger: Any = None, **kwargs: Any) -> None:
         super().__init__(*args, action_logger=AccessLogger() if action_logger else None, **kwargs)
 
 
-class RedactingCommandLineInterface(CommandLineInterface):
+class RedactingCommandLineInterface(CommandLineInterface):  # type: ignore[misc]
     server_class = RedactingServer
 
 

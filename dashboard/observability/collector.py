@@ -62,7 +62,7 @@ def counter_families(values: dict[Series, float]) -> Iterator[Metric]:
             family.add_metric(list(labels), value)
         yield family
     for key, name, doc, bounds in HISTOGRAMS:
-        family = HistogramMetricFamily(f"{PREFIX}_{name}", doc, labels=list(LABELS[f"{key}_sum"]))
+        histogram = HistogramMetricFamily(f"{PREFIX}_{name}", doc, labels=list(LABELS[f"{key}_sum"]))
         buckets: dict[tuple[str, ...], list[float]] = {}
         for labels, value in grouped.get(key, []):
             per = buckets.setdefault(labels[:-1], [0.0] * (len(bounds) + 1))
@@ -73,8 +73,8 @@ def counter_families(values: dict[Series, float]) -> Iterator[Metric]:
             for bound, n in zip([*map(_le, bounds), "+Inf"], counts, strict=True):
                 running += n
                 points.append((bound, running))
-            family.add_metric(list(labels), points, sum_value=sums.get(labels, 0.0))
-        yield family
+            histogram.add_metric(list(labels), points, sum_value=sums.get(labels, 0.0))
+        yield histogram
 
 
 def _gauge(name: str, doc: str, labels: list[str], rows: dict[tuple[str, ...], float]) -> GaugeMetricFamily:
@@ -100,7 +100,7 @@ def gauge_families(ledger: gauges.Ledger, *, now: datetime) -> Iterator[Metric]:
     yield _gauge("dead_letters_open", "Dead letters not yet redriven or discarded.", ["workflow"],
                  {(k,): float(v) for k, v in ledger.dead_letters.items()})
     yield _gauge("budget_used_ratio", "Spent / limit of each enabled budget's current period.",
-                 ["scope", "key", "period"], dict(ledger.budgets))
+                 ["scope", "key", "period"], {k: v for k, v in ledger.budgets.items()})
     yield GaugeMetricFamily(f"{PREFIX}_workers_live", "Workers holding a live lease on an instance.",
                             value=len(ledger.slots))
     yield _gauge("worker_slots_in_use", "Instances each live worker holds under a lease.", ["worker"],

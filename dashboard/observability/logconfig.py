@@ -47,7 +47,7 @@ class JsonFormatter(_JsonFormatter):
         super().add_fields(log_data, record, message_dict)
 
     def formatException(self, ei: Any) -> str:  # noqa: N802 - logging's name
-        return redact(super().formatException(ei))
+        return redact(str(super().formatException(ei)))
 
 
 class ConsoleFormatter(logging.Formatter):

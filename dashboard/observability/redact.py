@@ -13,14 +13,15 @@ import re
 MASK = "[redacted]"
 
 # Parameter names whose values are secrets wherever they appear as name=value (a query string,
-# a form body, a repr). Matched as whole names or with a prefix: api_key, access_token, x-signature.
+# a form body, a repr). Matched whole or after a prefix ending in _ . or - (api_key, x-signature),
+# not inside a word (monkey=1 stays).
 SECRET_NAMES = ("key", "token", "secret", "signature", "password", "passwd", "sig", "auth",
                 "authorization", "apikey", "api_key", "access_token", "refresh_token",
                 "client_secret")
 
 _NAME = "|".join(sorted((re.escape(n) for n in SECRET_NAMES), key=len, reverse=True))
 # name=value in a query string or a form body: the value runs to the next & ; space or quote.
-_PAIR = re.compile(rf"(?i)(\b[\w.-]*?(?:{_NAME})=)[^&;\s'\"]+")
+_PAIR = re.compile(rf"(?i)(\b(?:[\w.-]*[_.-])?(?:{_NAME})=)[^&;\s'\"]+")
 # "Authorization: Bearer abc", "authorization': 'Basic abc" (a repr of headers), X-Api-Key: ...
 _HEADER = re.compile(
     r"(?i)((?:authorization|proxy-authorization|x-api-key|x-runledger-signature|cookie)"

@@ -72,7 +72,8 @@ def _durations(*, tenants: Collection[str], since: datetime, until: datetime,
         qs = qs.filter(workflow=workflow)
     out: dict[str, list[float]] = {}
     for name, created, ended in qs.values_list("workflow", "created_at", "ended_at").iterator(chunk_size=5000):
-        out.setdefault(name, []).append(max(0.0, (ended - created).total_seconds()))
+        if ended is not None:  # the filter says so; the type does not
+            out.setdefault(name, []).append(max(0.0, (ended - created).total_seconds()))
     return out
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -15,7 +16,7 @@ from ingest.engine import create
 from ingest.engine.models import History, HistoryKind, Instance
 
 
-def test_healthz_answers_without_touching_the_database(db: object, django_assert_num_queries) -> None:
+def test_healthz_answers_without_touching_the_database(db: object, django_assert_num_queries: Any) -> None:
     with django_assert_num_queries(0):
         response = Client().get("/healthz")
     assert response.status_code == 200

@@ -6,6 +6,7 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from django.test import Client
 from django.utils import timezone
 
 from dashboard.observability import ingress, tally
@@ -28,7 +29,7 @@ def ledger(db: object) -> None:
     run_until_idle()
 
 
-def test_it_counts_instances_started_and_finished_by_workflow_and_outcome(ledger: None, web) -> None:
+def test_it_counts_instances_started_and_finished_by_workflow_and_outcome(ledger: None, web: Client) -> None:
     s = scrape(web)
     assert value(s, "runledger_instances_started_total", workflow="obs-flaky") == 2
     assert value(s, "runledger_instances_started_total", workflow="obs-broken") == 1
@@ -42,7 +43,7 @@ def test_it_counts_instances_started_and_finished_by_workflow_and_outcome(ledger
 
 
 def test_it_counts_step_attempts_retries_and_failures_with_numbered_steps_sharing_a_label(
-        ledger: None, web) -> None:
+        ledger: None, web: Client) -> None:
     s = scrape(web)
     # Per flaky instance: fetch-page-1 twice (a retry, then ok), fetch-page-2 once.
     assert value(s, "runledger_step_attempts_total", workflow="obs-flaky", step="fetch-page-N") == 6
@@ -55,13 +56,13 @@ def test_it_counts_step_attempts_retries_and_failures_with_numbered_steps_sharin
                  le="600") == 4
 
 
-def test_it_sums_cost_by_service_workflow_and_tenant(ledger: None, web) -> None:
+def test_it_sums_cost_by_service_workflow_and_tenant(ledger: None, web: Client) -> None:
     s = scrape(web)
     assert value(s, "runledger_cost_usd_total", service="openai", workflow="obs-flaky", tenant="acme") == 0.25
     assert value(s, "runledger_cost_usd_total", service="openai", workflow="obs-flaky", tenant="initech") == 0.25
 
 
-def test_it_reports_sleeping_dead_letters_and_active_instances(ledger: None, web) -> None:
+def test_it_reports_sleeping_dead_letters_and_active_instances(ledger: None, web: Client) -> None:
     s = scrape(web)
     assert value(s, "runledger_instances_sleeping", workflow="obs-napper") == 1
     assert value(s, "runledger_instances_active", workflow="obs-napper", status="waiting") == 1
@@ -70,7 +71,7 @@ def test_it_reports_sleeping_dead_letters_and_active_instances(ledger: None, web
     assert value(s, "runledger_runnable_oldest_age_seconds") == 0
 
 
-def test_it_reports_the_backlog_and_its_oldest_item_age(db: object, web) -> None:
+def test_it_reports_the_backlog_and_its_oldest_item_age(db: object, web: Client) -> None:
     create("obs-flaky", id="due-1", tenant="acme")
     Instance.objects.filter(id="due-1").update(ready_at=timezone.now() - timedelta(seconds=120))
     s = scrape(web)
@@ -78,7 +79,7 @@ def test_it_reports_the_backlog_and_its_oldest_item_age(db: object, web) -> None
     assert 120 <= value(s, "runledger_runnable_oldest_age_seconds") < 180  # type: ignore[operator]
 
 
-def test_it_reports_live_workers_and_their_slots(db: object, web) -> None:
+def test_it_reports_live_workers_and_their_slots(db: object, web: Client) -> None:
     create("obs-flaky", id="held-1", tenant="acme")
     create("obs-flaky", id="held-2", tenant="acme")
     Instance.objects.filter(id__startswith="held-").update(
@@ -88,7 +89,7 @@ def test_it_reports_live_workers_and_their_slots(db: object, web) -> None:
     assert value(s, "runledger_worker_slots_in_use", worker="host-a:41") == 2
 
 
-def test_it_reports_the_used_ratio_of_each_budget_in_its_current_period(db: object, web) -> None:
+def test_it_reports_the_used_ratio_of_each_budget_in_its_current_period(db: object, web: Client) -> None:
     now = timezone.now()
     Budget.objects.create(scope="tenant", key="acme", period="month", limit=Decimal("10"),
                           spent=Decimal("2.5"), period_start=now.replace(day=1, hour=0, minute=0, second=0,
@@ -104,7 +105,7 @@ def test_it_reports_the_used_ratio_of_each_budget_in_its_current_period(db: obje
     assert not [k for k in s if k[0] == "runledger_budget_used_ratio" and ("scope", "instance") in k[1]]
 
 
-def test_it_counts_ingress_requests_by_route_and_status(db: object, web) -> None:
+def test_it_counts_ingress_requests_by_route_and_status(db: object, web: Client) -> None:
     Route.objects.create(name="signup", workflow="obs-flaky", tenant="acme")
     web.post("/api/routes/signup", data=b"{}", content_type="application/json")  # no token: 401
     web.post("/api/routes/signup", data=b"{}", content_type="application/json")
@@ -118,7 +119,7 @@ def test_it_counts_ingress_requests_by_route_and_status(db: object, web) -> None
     assert not [k for k in s if "no-such-route-xyz" in str(k)]
 
 
-def test_stored_tally_and_live_fold_give_the_same_figures_and_keep_counting(ledger: None, web) -> None:
+def test_stored_tally_and_live_fold_give_the_same_figures_and_keep_counting(ledger: None, web: Client) -> None:
     live = scrape(web)
     folded = tally.tally_advance(now=timezone.now() + timedelta(hours=1))
     assert folded > 0
@@ -135,7 +136,7 @@ def test_stored_tally_and_live_fold_give_the_same_figures_and_keep_counting(ledg
     assert value(after, "runledger_cost_usd_total", service="openai", workflow="obs-flaky", tenant="acme") == 0.5
 
 
-def test_no_label_carries_an_instance_id(ledger: None, web) -> None:
+def test_no_label_carries_an_instance_id(ledger: None, web: Client) -> None:
     s = scrape(web)
     ids = set(Instance.objects.values_list("id", flat=True))
     assert ids
