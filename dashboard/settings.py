@@ -51,6 +51,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "dashboard.observability.ingress.IngressCountMiddleware",  # outermost: counts every ingress answer
+    "dashboard.observability.middleware.TraceContextMiddleware",  # log lines carry the traceparent's id
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",

@@ -155,3 +155,26 @@ def test_redaction_keeps_what_is_not_secret() -> None:
     assert redact("tokens_in=5 status_code=200 monkey=1") == "tokens_in=5 status_code=200 monkey=1"
     assert redact("/api/instances?workflow=gong-ingest") == "/api/instances?workflow=gong-ingest"
     assert redact("x-runledger-signature: abc") == "x-runledger-signature: [redacted]"
+
+
+def test_a_request_with_a_traceparent_logs_its_trace_id(capture: Any) -> None:
+    from django.http import HttpRequest, HttpResponse
+
+    from dashboard.observability.middleware import TraceContextMiddleware, trace_id_from
+
+    buffer, configure = capture
+    configure(RUNLEDGER_LOG_FORMAT="json")
+
+    def view(request: HttpRequest) -> HttpResponse:
+        logging.getLogger("runledger.api").info("handled")
+        return HttpResponse("ok")
+
+    request = HttpRequest()
+    request.META["HTTP_TRACEPARENT"] = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    TraceContextMiddleware(view)(request)
+    TraceContextMiddleware(view)(HttpRequest())
+    with_trace, without = lines(buffer)
+    assert with_trace["trace_id"] == "4bf92f3577b34da6a3ce929d0e0e4736"
+    assert "trace_id" not in without
+    assert trace_id_from("00-" + "0" * 32 + "-00f067aa0ba902b7-01") is None
+    assert trace_id_from("garbage") is None
