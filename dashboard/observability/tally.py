@@ -24,7 +24,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max
 
 from dashboard.observability.models import MetricTally
-from ingest.engine.models import History, HistoryKind
+from ingest.engine.models import History, HistoryKind, Instance
 
 SEP = "\x1f"
 SETTLE = timedelta(seconds=30)
@@ -166,10 +166,13 @@ def tally_read() -> tuple[int, dict[Series, float]]:
 
 def rows_after(cursor: int, *, limit: int) -> list[Row]:
     """The counted history rows after `cursor`, oldest first."""
-    qs = (History.objects.filter(id__gt=cursor, kind__in=KINDS).order_by("id")
-          .values_list("id", "kind", "status", "workflow", "tenant", "step_name", "data", "created_at",
-                       "instance__created_at")[:limit])
-    return [Row(*r) for r in qs]
+    rows = list(History.objects.filter(id__gt=cursor, kind__in=KINDS).order_by("id")
+                .values_list("id", "kind", "status", "workflow", "tenant", "step_name", "data", "created_at",
+                             "instance_id")[:limit])
+    # Only a finish needs its instance's creation time: one lookup for those, not a join per row.
+    finished = {r[8] for r in rows if r[1] == HistoryKind.INSTANCE_STATUS and r[2] in FINISHED}
+    created = dict(Instance.objects.filter(id__in=finished).values_list("id", "created_at")) if finished else {}
+    return [Row(*r[:8], created.get(r[8])) for r in rows]
 
 
 @dataclass(frozen=True)
