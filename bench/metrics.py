@@ -7,8 +7,10 @@
 Data (own database `runledger_bench_metrics`, or --url; migrated with `migrate`), written by
 `generate_series` INSERTs, one statement per table and chunk of 100,000 instances:
 - instances over 30 days: 5 workflows, 8 tenants; 90 % complete, 5 % errored (with an open dead
-  letter each), 1 % terminated, 2 % waiting (a sleeping or event-waiting step each), 1 % queued
-  and due (the backlog), 1 % running under a live lease of one of 4 workers;
+  letter each), 1 % terminated, 2 % waiting, 1 % queued
+  and due (the backlog), 1 % running under a live lease of one of 4 workers (a pessimistic mix:
+  10,000 leases, 50,000 open dead letters, 20,000 parked instances);
+- 9 finished steps per instance, and a sleeping or event-waiting one per waiting instance;
 - 10 api_costs rows per instance (11 services), each with its `cost.recorded` history row;
 - history: `instance.created` per instance, `instance.status` per finished one, two
   `step.completed` (with their duration) per instance and a `step.retry` for every 10th;
@@ -27,6 +29,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,6 +58,17 @@ CREATED = "(now() - interval '30 days' * (1 - i::float8 / %(n)s))"
 ENDED = f"({CREATED} + (i % 600) * interval '1 second')"
 
 
+def steps_sql(lo: int, hi: int, n: int) -> str:
+    """Nine finished steps per instance (the engine's step table at the dashboard bench's size)."""
+    created = CREATED % {"n": n}
+    return f"""INSERT INTO engine_step (instance_id, name, seq, position, kind, status, result, error_name,
+              error_message, error_traceback, config, attempts, sensitive, has_rollback, started_at, ended_at,
+              wake_at, event_type, child_id)
+            SELECT 'i' || i, 'step-' || k, 1, 1 + k, 'do', 'complete', '1'::jsonb, '', '', '', '{{}}'::jsonb, 1,
+              false, false, {created}, {created} + interval '1 second', NULL, '', NULL
+            FROM generate_series({lo}, {hi}) AS i, generate_series(1, 9) AS k"""
+
+
 def chunk_sql(lo: int, hi: int, n: int) -> list[str]:
     series = f"generate_series({lo}, {hi}) AS i"
     created, ended = CREATED % {"n": n}, ENDED.replace("%(n)s", str(n))
@@ -79,6 +93,7 @@ def chunk_sql(lo: int, hi: int, n: int) -> list[str]:
               CASE WHEN i % 2 = 0 THEN 'sleeping' ELSE 'waiting' END, NULL, '', '', '', '{{}}'::jsonb, 0,
               false, false, now(), NULL, now() + interval '1 hour', '', NULL
             FROM {series} WHERE i % 100 IN (96, 97)""",
+        steps_sql(lo, hi, n),
         f"""INSERT INTO engine_deadletter (instance_id, workflow, tenant, step_name, error_name, error_message,
               error_traceback, signature, normalized_message, state, created_at, resolved_at, resolved_by, resolution)
             SELECT 'i' || i, {W}, {T}, 'llm-extract', 'TimeoutError', 'read timed out', '', md5((i % 7)::text),
@@ -131,6 +146,7 @@ def fill(url: str, n: int) -> None:
         have = conn.execute("SELECT count(*) FROM engine_instance").fetchone()[0]  # type: ignore[index]
         if have >= n:
             print(f"fill: {have:,} instances already there; skipped")
+            _steps_missing(conn, n)
             return
         if have:
             raise SystemExit(f"the database holds {have:,} instances, not {n:,}: drop it or pass --skip-fill")
@@ -152,6 +168,18 @@ def fill(url: str, n: int) -> None:
                          [scope, key, period, k * 3, now, now])
         conn.execute("ANALYZE")
         print(f"fill: done in {time.monotonic() - started:.0f} s")
+
+
+def _steps_missing(conn: Any, n: int) -> None:
+    """A ledger filled before the nine steps per instance were part of the fill gets them now."""
+    if conn.execute("SELECT 1 FROM engine_step WHERE name = 'step-1' LIMIT 1").fetchone():
+        return
+    started = time.monotonic()
+    for lo in range(1, n + 1, CHUNK):
+        conn.execute(steps_sql(lo, min(n, lo + CHUNK - 1), n))
+        print(f"fill: steps of {min(n, lo + CHUNK - 1):,}/{n:,} instances ({time.monotonic() - started:.0f} s)",
+              flush=True)
+    conn.execute("ANALYZE engine_step")
 
 
 def counts(url: str) -> dict[str, int]:

