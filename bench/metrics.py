@@ -13,7 +13,8 @@ Data (own database `runledger_bench_metrics`, or --url; migrated with `migrate`)
 - 9 finished steps per instance, and a sleeping or event-waiting one per waiting instance;
 - 10 api_costs rows per instance (11 services), each with its `cost.recorded` history row;
 - history: `instance.created` per instance, `instance.status` per finished one, two
-  `step.completed` (with their duration) per instance and a `step.retry` for every 10th;
+  `step.completed` (with their duration) per instance, a `step.retry` for every 10th, and the
+  `step.sleep` or `step.wait` row of each waiting one;
 - 20 budgets.
 Then the metrics tally catches up over the whole history (`manage.py metrics_tally --once`, as
 after deploying onto an existing ledger: timed and printed), the tables are analysed, and
@@ -67,6 +68,16 @@ def steps_sql(lo: int, hi: int, n: int) -> str:
             SELECT 'i' || i, 'step-' || k, 1, 1 + k, 'do', 'complete', '1'::jsonb, '', '', '', '{{}}'::jsonb, 1,
               false, false, {created}, {created} + interval '1 second', NULL, '', NULL
             FROM generate_series({lo}, {hi}) AS i, generate_series(1, 9) AS k"""
+
+
+def parked_history_sql(lo: int, hi: int, n: int) -> str:
+    """Why each waiting instance waits, as the engine records it: a step.sleep or step.wait row."""
+    created = CREATED % {"n": n}
+    return f"""INSERT INTO engine_history (instance_id, workflow, tenant, kind, step_name, status, data, actor,
+              reason, created_at)
+            SELECT 'i' || i, {W}, {T}, CASE WHEN i % 2 = 0 THEN 'step.sleep' ELSE 'step.wait' END, 'pause', '',
+              '{{}}'::jsonb, '', '', {created} + interval '2 seconds'
+            FROM generate_series({lo}, {hi}) AS i WHERE i % 100 IN (96, 97)"""
 
 
 def chunk_sql(lo: int, hi: int, n: int) -> list[str]:
@@ -126,6 +137,7 @@ def chunk_sql(lo: int, hi: int, n: int) -> list[str]:
             SELECT 'i' || i, {W}, {T}, 'instance.status', '', {STATUS}, '{{}}'::jsonb, '', '', {ended}
             FROM {series} WHERE i % 100 <= 95
             ORDER BY 10""",
+        parked_history_sql(lo, hi, n),
     ]
 
 
@@ -171,7 +183,11 @@ def fill(url: str, n: int) -> None:
 
 
 def _steps_missing(conn: Any, n: int) -> None:
-    """A ledger filled before the nine steps per instance were part of the fill gets them now."""
+    """A ledger filled before the nine steps per instance and the parked instances' history rows
+    were part of the fill gets them now."""
+    if not conn.execute("SELECT 1 FROM engine_history WHERE kind = 'step.sleep' LIMIT 1").fetchone():
+        for lo in range(1, n + 1, CHUNK):
+            conn.execute(parked_history_sql(lo, min(n, lo + CHUNK - 1), n))
     if conn.execute("SELECT 1 FROM engine_step WHERE name = 'step-1' LIMIT 1").fetchone():
         return
     started = time.monotonic()

@@ -98,6 +98,8 @@ def gauge_families(ledger: gauges.Ledger, *, now: datetime) -> Iterator[Metric]:
                  {(k,): float(v) for k, v in ledger.sleeping.items()})
     yield _gauge("instances_waiting_event", "Instances waiting for an event or an approval.", ["workflow"],
                  {(k,): float(v) for k, v in ledger.waiting_event.items()})
+    yield _gauge("instances_retry_backoff", "Instances waiting out a step's retry delay.", ["workflow"],
+                 {(k,): float(v) for k, v in ledger.backing_off.items()})
     yield _gauge("dead_letters_open", "Dead letters not yet redriven or discarded.", ["workflow"],
                  {(k,): float(v) for k, v in ledger.dead_letters.items()})
     yield _gauge("budget_used_ratio", "Spent / limit of each enabled budget's current period.",

@@ -26,6 +26,8 @@ def ledger(db: object) -> None:
     create("obs-flaky", id="flaky-2", tenant="initech")
     create("obs-broken", id="broken-1", tenant="acme")
     create("obs-napper", id="napper-1", tenant="acme")
+    create("obs-waiter", id="waiter-1", tenant="acme")
+    create("obs-backing-off", id="backoff-1", tenant="acme")
     run_until_idle()
 
 
@@ -65,6 +67,10 @@ def test_it_sums_cost_by_service_workflow_and_tenant(ledger: None, web: Client) 
 def test_it_reports_sleeping_dead_letters_and_active_instances(ledger: None, web: Client) -> None:
     s = scrape(web)
     assert value(s, "runledger_instances_sleeping", workflow="obs-napper") == 1
+    assert value(s, "runledger_instances_waiting_event", workflow="obs-waiter") == 1
+    assert value(s, "runledger_instances_retry_backoff", workflow="obs-backing-off") == 1
+    assert value(s, "runledger_instances_sleeping", workflow="obs-waiter") is None
+    assert value(s, "runledger_instances_waiting_event", workflow="obs-napper") is None
     assert value(s, "runledger_instances_active", workflow="obs-napper", status="waiting") == 1
     assert value(s, "runledger_dead_letters_open", workflow="obs-broken") == 1
     assert value(s, "runledger_runnable_backlog", workflow="obs-napper") is None

@@ -42,3 +42,21 @@ class Napper(Workflow):
     def run(self, event: Any, step: Any) -> Any:
         step.sleep("nap", "1 hour")
         return "rested"
+
+
+class Waiter(Workflow):
+    name = "obs-waiter"
+
+    def run(self, event: Any, step: Any) -> Any:
+        return step.wait_for_event("go-signal", type="go", timeout="1 hour")
+
+
+def _always_fails(ctx: Any) -> None:
+    raise RuntimeError("the upstream is down")
+
+
+class BackingOff(Workflow):
+    name = "obs-backing-off"
+
+    def run(self, event: Any, step: Any) -> Any:
+        step.do("call-upstream", _always_fails, retries={"limit": 3, "delay": "1 hour", "backoff": "constant"})
