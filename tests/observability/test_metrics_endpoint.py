@@ -152,3 +152,18 @@ def test_no_label_carries_an_instance_id(ledger: None, web: Client) -> None:
 @pytest.fixture(autouse=True)
 def _fresh_ingress_counts() -> None:
     ingress.counts.discard()
+
+
+def test_past_the_exact_limit_the_reasons_are_estimated_from_a_stable_sample(
+        db: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dashboard.observability import gauges
+
+    for i in range(40):
+        create("obs-napper", id=f"nap-{i}", tenant="acme")
+        create("obs-waiter", id=f"wait-{i}", tenant="acme")
+    run_until_idle()
+    monkeypatch.setattr(gauges, "PARKED_EXACT", 20)  # PostgreSQL samples every 4th; SQLite stays exact
+    first = gauges.instance_gauges(now=timezone.now())
+    assert first.sleeping == {"obs-napper": 40}
+    assert first.waiting == {"obs-waiter": 40}
+    assert gauges.instance_gauges(now=timezone.now()) == first
