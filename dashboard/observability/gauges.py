@@ -100,7 +100,7 @@ class InstanceGauges:
 # history_instance index (instance_id, id), newest first, which finds it in a row or two; the
 # step table has no index on status, and scanning a waiting instance's steps for the parked one
 # cost 2.5 s on the 1 M-instance bench (the planner chose a sequential scan of 9 M steps).
-PARKED_EXACT = 5_000  # waiting instances whose reason is looked up one by one; past it, a sample
+PARKED_EXACT = 2_000  # waiting instances whose reason is looked up one by one; past it, a sample
 PARKED_BY = {HistoryKind.STEP_SLEEP: "sleep", HistoryKind.STEP_WAIT: "event", HistoryKind.STEP_RETRY: "retry"}
 
 
