@@ -67,7 +67,7 @@ def runledger_sequential(workflows: int) -> dict[str, float]:
     """One instance at a time, run to completion in this process; per-step time around step.do."""
     from bench.workflows import STEP_TIMES
     from ingest.engine import create
-    from ingest.engine.worker import run_until_idle
+    from ingest.engine.worker.turns import run_until_idle
 
     reset()
     STEP_TIMES.clear()

@@ -78,7 +78,7 @@ def clear() -> None:
     from django.db.models import Q
 
     from ingest.engine.models import ApiCost, Budget, DeadLetter, History, Instance
-    from ingest.models import Fact, FactHead, SignalEvaluation
+    from ingest.pipelines.models import Fact, FactHead, SignalEvaluation
 
     History.objects.filter(tenant=TENANT).delete()
     ApiCost.objects.filter(tenant=TENANT).delete()
@@ -106,7 +106,7 @@ def clear() -> None:
 def add_budgets() -> None:
     """A day budget for the tenant and a month budget for the workflow, far above what the run
     spends: every extraction reserves on both and settles both, as a metered tenant would."""
-    from ingest.engine.services import budget_upsert
+    from ingest.engine.services.budgets import budget_upsert
 
     budget_upsert(scope="tenant", key=TENANT, period="day", limit="1000", policy="fail")
     budget_upsert(scope="workflow", key="gong-ingest", period="month", limit="1000", policy="fail")
@@ -216,7 +216,8 @@ def wait_finished(total: int, timeout: float, meter: CpuMeter) -> None:
 
 # ---- where the workers' time goes (py-spy) ------------------------------------------------------
 
-COSTS = ("ingest/engine/costs.py", "ingest/engine/context.py", "ingest/pricing.py",
+COSTS = ("ingest/engine/costs/", "ingest/engine/runtime/context.py", "ingest/pipelines/pricing.py",
+         "ingest/pipelines/pricer.py", "ingest/sources/usage.py",
          "reservation (ingest/workflows/providers.py")
 LLM = ("ingest/sources/llm/", "ingest/sources/http.py", "_metered (ingest/workflows/providers.py",
        "extract (ingest/workflows/providers.py")
@@ -343,7 +344,7 @@ def main() -> None:
     setup_django()
     from django.db import connection
 
-    from ingest.demo_corpus import demo_calls
+    from ingest.demo.corpus import demo_calls
     from tests.fakes import FakeOpenAI
     from tests.fakes.llm import CHAT
 
@@ -357,7 +358,7 @@ def main() -> None:
         fake.delay = args.delay
         env = {**os.environ, "DATABASE_URL": url, "RUNLEDGER_LLM_PROVIDER": "openai",
                "RUNLEDGER_LLM_BASE_URL": f"{fake.url}/v1", "RUNLEDGER_LLM_API_KEY": fake.api_key or "",
-               "RUNLEDGER_LLM_MODEL": "gpt-4o-mini", "RUNLEDGER_PRICER": "ingest.pricing.price_usage",
+               "RUNLEDGER_LLM_MODEL": "gpt-4o-mini", "RUNLEDGER_PRICER": "ingest.pipelines.pricer.price_usage",
                "RUNLEDGER_EMBEDDINGS": "wordllama" if args.embeddings else "off", "RUNLEDGER_LOG_LEVEL": "WARNING"}
         for run in range(1, args.runs + 1):
             clear()

@@ -9,22 +9,23 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from functools import wraps
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.db.models import Model, QuerySet
+from django.http import HttpRequest
+from django.http.response import HttpResponseBase
 
 from dashboard.models import Membership, Role
 
 ROLE_RANK = {Role.VIEWER.value: 1, Role.OPERATOR.value: 2, Role.ADMIN.value: 3}
 _CACHE_ATTR = "_runledger_memberships"
 
-V = TypeVar("V", bound=Callable[..., HttpResponse])
-M = TypeVar("M")
+V = TypeVar("V", bound=Callable[..., HttpResponseBase])
+M = TypeVar("M", bound=Model)
 
 
 def memberships_for(user: Any) -> dict[str, str]:
@@ -76,7 +77,7 @@ def require_role(role: str = Role.VIEWER) -> Callable[[V], V]:
 
     def decorator(view: V) -> V:
         @wraps(view)
-        def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
             user = request.user
             if not user.is_authenticated:
                 return redirect_to_login(request.get_full_path())
@@ -84,7 +85,7 @@ def require_role(role: str = Role.VIEWER) -> Callable[[V], V]:
                 raise PermissionDenied(f"this page needs the {role} role in at least one tenant")
             return view(request, *args, **kwargs)
 
-        return wrapped  # type: ignore[return-value]
+        return cast(V, wrapped)
 
     return decorator
 

@@ -6,9 +6,12 @@ from django.contrib import admin
 
 from dashboard.models import Membership
 
+# ModelAdmin is generic only in django-stubs: ModelAdmin[Membership] would fail at run time (without
+# django-stubs-ext's monkeypatch, which is not a runtime dependency), hence the type-arg ignore.
+
 
 @admin.register(Membership)
-class MembershipAdmin(admin.ModelAdmin):
+class MembershipAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_display = ("user", "tenant", "role", "created_at")
     list_filter = ("role", "tenant")
     search_fields = ("user__username", "tenant")

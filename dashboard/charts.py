@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -62,7 +62,7 @@ def figure_html(fig: Figure) -> str:
     ))
 
 
-def throughput_figure(rows: Sequence[dict[str, Any]], *, since: datetime | None = None,
+def throughput_figure(rows: Sequence[Mapping[str, Any]], *, since: datetime | None = None,
                       until: datetime | None = None) -> Figure:
     """Finished instances per hour (stacked complete/errored) and the failure rate on the right.
 
@@ -87,7 +87,7 @@ def throughput_figure(rows: Sequence[dict[str, Any]], *, since: datetime | None 
     return _figure(data, _date_axis(layout, since, until))
 
 
-def spend_series_figure(rows: Sequence[dict[str, Any]], *, since: datetime | None = None,
+def spend_series_figure(rows: Sequence[Mapping[str, Any]], *, since: datetime | None = None,
                         until: datetime | None = None) -> Figure:
     """Stacked spend over time, one trace per key (service, workflow, step, tenant or model).
     The axis spans the whole window; with a bucket or two the points get markers (a line needs two)."""
@@ -108,7 +108,7 @@ def spend_series_figure(rows: Sequence[dict[str, Any]], *, since: datetime | Non
     return _figure(data, _date_axis(layout, since, until), height=320)
 
 
-def spend_treemap_figure(rows: Sequence[dict[str, Any]]) -> Figure:
+def spend_treemap_figure(rows: Sequence[Mapping[str, Any]]) -> Figure:
     """service → workflow → step, sized by spend."""
     ids, labels, parents, values = [], [], [], []
     level1: dict[str, float] = defaultdict(float)
@@ -137,7 +137,7 @@ def spend_treemap_figure(rows: Sequence[dict[str, Any]]) -> Figure:
     return {"data": data, "layout": {"margin": {"l": 4, "r": 4, "t": 4, "b": 4}, "height": 320}}
 
 
-def burn_down_figure(budgets: Sequence[Any], burns: dict[int, Sequence[dict[str, Any]]], *,
+def burn_down_figure(budgets: Sequence[Any], burns: Mapping[int, Sequence[Mapping[str, Any]]], *,
                      now: datetime) -> Figure:
     """Remaining budget over the current period, and a dashed linear forecast to its end."""
     data: list[dict[str, Any]] = []
@@ -165,7 +165,7 @@ def burn_down_figure(budgets: Sequence[Any], burns: dict[int, Sequence[dict[str,
     return _figure(data, {"yaxis": {"title": {"text": "remaining"}, "tickprefix": "$"}, "shapes": [zero]})
 
 
-def spend_bar_figure(rows: Sequence[dict[str, Any]]) -> Figure:
+def spend_bar_figure(rows: Sequence[Mapping[str, Any]]) -> Figure:
     data = [{"type": "bar", "x": [float(r["total"]) for r in rows], "y": [r["service"] for r in rows],
              "orientation": "h", "marker": {"color": PALETTE[0]}, "hovertemplate": "$%{x:.4f}<extra></extra>"}]
     layout = {"xaxis": {"tickprefix": "$"}, "yaxis": {"autorange": "reversed"}}
@@ -182,7 +182,7 @@ class StepGraph:
     edges: dict[tuple[str, str], int]  # (from, to) → runs that took it
 
 
-def _levels(run: Sequence[dict[str, Any]]) -> list[list[str]]:
+def _levels(run: Sequence[Mapping[str, Any]]) -> list[list[str]]:
     """Group a run's steps (position order) into levels: a step that started before every step
     of the current level had ended ran concurrently with it (fan-out), so it joins that level."""
     levels: list[list[str]] = []
@@ -207,7 +207,7 @@ def _levels(run: Sequence[dict[str, Any]]) -> list[list[str]]:
     return merged
 
 
-def step_graph(runs: Iterable[Sequence[dict[str, Any]]]) -> StepGraph:
+def step_graph(runs: Iterable[Sequence[Mapping[str, Any]]]) -> StepGraph:
     """The workflow's step graph from recorded runs: the union of each run's levels, with an edge
     from every step of a level to every step of the next (consecutive positions)."""
     order: dict[str, int] = {}
@@ -343,7 +343,7 @@ def heat_color(value: float, top: float) -> str:
     return "#f4968c"
 
 
-def heat_value(node: dict[str, Any], metric: str) -> float:
+def heat_value(node: Mapping[str, Any], metric: str) -> float:
     v = node.get(metric)
     if v is None:
         return 0.0

@@ -6,13 +6,14 @@ Pure functions of a mapping so they can be tested without touching os.environ.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+N = TypeVar("N", int, float)
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
@@ -32,26 +33,22 @@ def env_bool(env: Mapping[str, str], name: str, default: bool) -> bool:
 
 
 def env_float(env: Mapping[str, str], name: str, default: float, *, minimum: float = 0.0) -> float:
-    raw = env.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ImproperlyConfigured(f"{name}={raw!r} is not a number") from None
-    if value < minimum:
-        raise ImproperlyConfigured(f"{name}={raw!r} must be at least {minimum}")
-    return value
+    return _env_number(env, name, default, minimum=minimum, parse=float, kind="a number")
 
 
 def env_int(env: Mapping[str, str], name: str, default: int, *, minimum: int = 0) -> int:
+    return _env_number(env, name, default, minimum=minimum, parse=int, kind="an integer")
+
+
+def _env_number(env: Mapping[str, str], name: str, default: N, *, minimum: N, parse: Callable[[str], N],
+                kind: str) -> N:
     raw = env.get(name)
     if raw is None or raw.strip() == "":
         return default
     try:
-        value = int(raw)
+        value = parse(raw)
     except ValueError:
-        raise ImproperlyConfigured(f"{name}={raw!r} is not an integer") from None
+        raise ImproperlyConfigured(f"{name}={raw!r} is not {kind}") from None
     if value < minimum:
         raise ImproperlyConfigured(f"{name}={raw!r} must be at least {minimum}")
     return value

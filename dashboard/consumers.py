@@ -43,7 +43,7 @@ RESUME_OVERLAP = 100  # ids re-read below `after`: a lower id may have committed
 SEEN_IDS = 5000
 
 
-class LiveConsumer(AsyncWebsocketConsumer):
+class LiveConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels ships no type hints
     sub: Subscription
     user: Any
 

@@ -41,10 +41,9 @@ class Membership(models.Model):
 # dashboard/rollups/__init__.py explains the scheme.
 
 
-class StepHourly(models.Model):
-    """Steps by the hour they started (UTC), workflow, tenant and step name: the DAG heat."""
+class _StepFigures(models.Model):
+    """What the step rollups count per workflow, tenant and step name (per hour or per day)."""
 
-    hour = models.DateTimeField()
     workflow = models.CharField(max_length=200)
     tenant = models.CharField(max_length=100)
     step_name = models.CharField(max_length=300)
@@ -58,26 +57,25 @@ class StepHourly(models.Model):
     durations = models.JSONField(default=list)
 
     class Meta:
+        abstract = True
+
+
+class StepHourly(_StepFigures):
+    """Steps by the hour they started (UTC), workflow, tenant and step name: the DAG heat."""
+
+    hour = models.DateTimeField()
+
+    class Meta:
         constraints = [
             models.UniqueConstraint(fields=["hour", "workflow", "tenant", "step_name"], name="step_hourly_key"),
         ]
         indexes = [models.Index(fields=["workflow", "hour"], name="step_hourly_workflow")]
 
 
-class StepDaily(models.Model):
+class StepDaily(_StepFigures):
     """StepHourly summed per local day (settings.TIME_ZONE): the hours that start on that day."""
 
     day = models.DateField()
-    workflow = models.CharField(max_length=200)
-    tenant = models.CharField(max_length=100)
-    step_name = models.CharField(max_length=300)
-    n = models.IntegerField(default=0)
-    in_flight = models.IntegerField(default=0)
-    completed = models.IntegerField(default=0)
-    errored = models.IntegerField(default=0)
-    retried = models.IntegerField(default=0)
-    attempts = models.BigIntegerField(default=0)
-    durations = models.JSONField(default=list)
 
     class Meta:
         constraints = [
@@ -86,21 +84,37 @@ class StepDaily(models.Model):
         indexes = [models.Index(fields=["workflow", "day"], name="step_daily_workflow")]
 
 
-class CostHourly(models.Model):
-    """api_costs summed by the hour they were recorded (UTC) and every dimension the costs page
-    filters or groups on."""
+class _CostMeasures(models.Model):
+    """The sums every cost rollup keeps of the api_costs rows it covers."""
 
-    hour = models.DateTimeField()
-    tenant = models.CharField(max_length=100)
-    service = models.CharField(max_length=100)
-    workflow_type = models.CharField(max_length=200)
-    step_name = models.CharField(max_length=300)
-    model = models.CharField(max_length=200)
     total = models.DecimalField(max_digits=20, decimal_places=6)
     calls = models.BigIntegerField()
     failed = models.BigIntegerField()
     tokens_in = models.BigIntegerField()
     tokens_out = models.BigIntegerField()
+
+    class Meta:
+        abstract = True
+
+
+class _CostFigures(_CostMeasures):
+    """Every dimension the costs page filters or groups on, with the sums (per hour or per day)."""
+
+    tenant = models.CharField(max_length=100)
+    service = models.CharField(max_length=100)
+    workflow_type = models.CharField(max_length=200)
+    step_name = models.CharField(max_length=300)
+    model = models.CharField(max_length=200)
+
+    class Meta:
+        abstract = True
+
+
+class CostHourly(_CostFigures):
+    """api_costs summed by the hour they were recorded (UTC) and every dimension the costs page
+    filters or groups on."""
+
+    hour = models.DateTimeField()
 
     class Meta:
         constraints = [
@@ -111,20 +125,10 @@ class CostHourly(models.Model):
         indexes = [models.Index(fields=["tenant", "hour"], name="cost_hourly_tenant")]
 
 
-class CostDaily(models.Model):
+class CostDaily(_CostFigures):
     """CostHourly summed per local day (settings.TIME_ZONE): the hours that start on that day."""
 
     day = models.DateField()
-    tenant = models.CharField(max_length=100)
-    service = models.CharField(max_length=100)
-    workflow_type = models.CharField(max_length=200)
-    step_name = models.CharField(max_length=300)
-    model = models.CharField(max_length=200)
-    total = models.DecimalField(max_digits=20, decimal_places=6)
-    calls = models.BigIntegerField()
-    failed = models.BigIntegerField()
-    tokens_in = models.BigIntegerField()
-    tokens_out = models.BigIntegerField()
 
     class Meta:
         constraints = [
@@ -135,20 +139,22 @@ class CostDaily(models.Model):
         indexes = [models.Index(fields=["tenant", "day"], name="cost_daily_tenant")]
 
 
-class InstanceCost(models.Model):
-    """api_costs summed per instance over its whole life, with the span of its rows: the costs
-    page's per-instance table reads these for instances whose spend lies wholly in the window."""
+class _InstanceSpend(_CostMeasures):
+    """api_costs summed per instance over its whole life, with the span of those rows."""
 
     instance_id = models.CharField(max_length=100)
     tenant = models.CharField(max_length=100)
     workflow_type = models.CharField(max_length=200)
     first_at = models.DateTimeField()
     last_at = models.DateTimeField()
-    total = models.DecimalField(max_digits=20, decimal_places=6)
-    calls = models.BigIntegerField()
-    failed = models.BigIntegerField()
-    tokens_in = models.BigIntegerField()
-    tokens_out = models.BigIntegerField()
+
+    class Meta:
+        abstract = True
+
+
+class InstanceCost(_InstanceSpend):
+    """api_costs summed per instance over its whole life, with the span of its rows: the costs
+    page's per-instance table reads these for instances whose spend lies wholly in the window."""
 
     class Meta:
         constraints = [
@@ -162,23 +168,16 @@ class InstanceCost(models.Model):
         ]
 
 
-class _InstancePartCost(models.Model):
+class _InstancePartCost(_InstanceSpend):
     """api_costs summed per instance and one value of a dimension (a service, a step, a model)
     over the instance's whole life, with the span of those rows: the per-instance table filtered by
     that dimension reads these (as `InstanceCost` serves it unfiltered) for the instances whose
     whole spend lies inside the window. Rows whose value is empty are not kept (an empty value
     filters nothing)."""
 
-    instance_id = models.CharField(max_length=100)
-    tenant = models.CharField(max_length=100)
-    workflow_type = models.CharField(max_length=200)
-    first_at = models.DateTimeField()
-    last_at = models.DateTimeField()
-    total = models.DecimalField(max_digits=20, decimal_places=6)
-    calls = models.BigIntegerField()
-    failed = models.BigIntegerField()
-    tokens_in = models.BigIntegerField()
-    tokens_out = models.BigIntegerField()
+    # Named here so code that picks one of the three tables at run time can query it (the type
+    # checker gives an abstract model no manager of its own); each table inherits it.
+    objects = models.Manager()
 
     class Meta:
         abstract = True

@@ -129,21 +129,21 @@ WHITENOISE_USE_FINDERS = True
 RUNLEDGER_LEASE_SECONDS = config.env_float(ENV, "RUNLEDGER_LEASE_SECONDS", 30.0, minimum=1.0)
 RUNLEDGER_POLL_SECONDS = config.env_float(ENV, "RUNLEDGER_POLL_SECONDS", 1.0, minimum=0.01)
 # A step still running after this many milliseconds gets its start marker written (PostgreSQL);
-# a quicker one is written once, complete (ingest/engine/markers.py).
+# a quicker one is written once, complete (ingest/engine/runtime/markers.py).
 RUNLEDGER_MARKER_MS = config.env_float(ENV, "RUNLEDGER_MARKER_MS", 100.0, minimum=0.0)
 # Concurrent instances' step and instance completions share one transaction per batch
-# (PostgreSQL; ingest/engine/commits.py). Off: one transaction per write, as on SQLite.
+# (PostgreSQL; ingest/engine/writes/commits.py). Off: one transaction per write, as on SQLite.
 RUNLEDGER_GROUP_COMMIT = config.env_bool(ENV, "RUNLEDGER_GROUP_COMMIT", True)
 # How many deferred steps (checkpoint="deferred") a process runs at once; 0: no limit
-# (ingest/engine/lane.py).
+# (ingest/engine/runtime/lane.py).
 RUNLEDGER_DEFERRED_LANE = config.env_int(ENV, "RUNLEDGER_DEFERRED_LANE", 1, minimum=0)
 # Threads per process that help run parallel groups of steps (step.all); each keeps a database
 # connection once it has run a step (docs/engine-contract.md, connection sizing).
 RUNLEDGER_PARALLEL_THREADS = config.env_int(ENV, "RUNLEDGER_PARALLEL_THREADS", 8, minimum=1)
 # Extra modules whose workflows every process registers (comma-separated), beside ingest.workflows.
 RUNLEDGER_WORKFLOW_MODULES = [m.strip() for m in ENV.get("RUNLEDGER_WORKFLOW_MODULES", "").split(",") if m.strip()]
-# Prices usage when a step records a cost without an amount (ingest.pricing, the pipelines' table).
-RUNLEDGER_PRICER = ENV.get("RUNLEDGER_PRICER", "ingest.pricing.price_usage")
+# Prices usage when a step records a cost without an amount (the pipelines' price table, then list prices).
+RUNLEDGER_PRICER = ENV.get("RUNLEDGER_PRICER", "ingest.pipelines.pricer.price_usage")
 
 # /metrics: a bearer token, or client addresses allowed without one (docs/observability.md).
 RUNLEDGER_METRICS_TOKEN = ENV.get("RUNLEDGER_METRICS_TOKEN", "")

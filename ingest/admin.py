@@ -9,7 +9,7 @@ from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
-from ingest import models
+from ingest.pipelines import models
 
 
 class ReadOnly(admin.ModelAdmin):  # type: ignore[type-arg]
@@ -42,7 +42,7 @@ class KeywordListAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         return len(obj.keywords)
 
     def save_model(self, request: HttpRequest, obj: models.KeywordList, form: Any, change: bool) -> None:
-        from ingest.services import keyword_list_set
+        from ingest.pipelines.services import keyword_list_set
 
         saved = keyword_list_set(tenant=obj.tenant, keywords=[str(k) for k in obj.keywords])
         obj.pk, obj.keywords, obj.updated_at = saved.pk, saved.keywords, saved.updated_at

@@ -2,6 +2,8 @@ from django.apps import AppConfig
 
 
 class IngestConfig(AppConfig):
+    """The pipelines' Django app: label `ingest`, its tables in `ingest.pipelines.models`."""
+
     name = "ingest"
     verbose_name = "Ingestion pipelines"
 

@@ -1,10 +1,10 @@
-"""Webhook routes; mounted under /hooks/ by dashboard/urls.py."""
+"""Webhook routes; mounted under /hooks/ by dashboard/urls/__init__.py."""
 
 from __future__ import annotations
 
 from django.urls import path
 
-from ingest import hooks
+from ingest.workflows import hooks
 
 app_name = "ingest"
 

@@ -91,7 +91,7 @@ def _release_test_database(django_db_setup, django_db_blocker) -> Iterator[None]
     yield
     from django.db import connection
 
-    from ingest.engine.commits import express, group
+    from ingest.engine.writes.commits import express, group
 
     group.close()
     express.close()

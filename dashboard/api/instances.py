@@ -13,8 +13,9 @@ from dashboard.api import schemas as s
 from dashboard.api import selectors
 from dashboard.api.auth import actor, require_act
 from dashboard.api.errors import ApiProblem
-from ingest.engine import services as engine
 from ingest.engine.models import Instance
+from ingest.engine.services import control as engine_control
+from ingest.engine.services import instances as engine_instances
 
 router = Router(tags=["instances"])
 ERRORS: dict[int, Any] = {400: s.ErrorOut, 401: s.ErrorOut, 403: s.ErrorOut, 404: s.ErrorOut,
@@ -55,7 +56,7 @@ def _ok(instance_id: str) -> dict[str, Any]:
 @router.post("", response={201: s.InstanceOut, **ERRORS}, summary="Start an instance")
 def instance_start(request: HttpRequest, body: s.InstanceIn) -> tuple[int, dict[str, Any]]:
     require_act(request.user, body.tenant)
-    created = engine.instance_create(workflow=body.workflow, id=body.id, params=body.params,
+    created = engine_instances.instance_create(workflow=body.workflow, id=body.id, params=body.params,
                                      tenant=body.tenant, priority=body.priority,
                                      start_at=selectors.as_utc(body.start_at, what="start_at"), actor=actor(request.user))
     return 201, selectors.instance_dict(Instance.objects.get(pk=created.id))
@@ -81,14 +82,14 @@ def instance_history(request: HttpRequest, instance_id: str, after: int | None =
 @router.post("/{instance_id}/pause", response={200: s.OkOut, **ERRORS})
 def instance_pause(request: HttpRequest, instance_id: str, body: s.ReasonIn) -> dict[str, Any]:
     _acted(request, instance_id)
-    engine.instance_pause(instance_id=instance_id, actor=actor(request.user), reason=body.reason)
+    engine_control.instance_pause(instance_id=instance_id, actor=actor(request.user), reason=body.reason)
     return _ok(instance_id)
 
 
 @router.post("/{instance_id}/resume", response={200: s.OkOut, **ERRORS})
 def instance_resume(request: HttpRequest, instance_id: str, body: s.ReasonIn) -> dict[str, Any]:
     _acted(request, instance_id)
-    engine.instance_resume(instance_id=instance_id, actor=actor(request.user), reason=body.reason)
+    engine_control.instance_resume(instance_id=instance_id, actor=actor(request.user), reason=body.reason)
     return _ok(instance_id)
 
 
@@ -96,7 +97,7 @@ def instance_resume(request: HttpRequest, instance_id: str, body: s.ReasonIn) ->
 def instance_terminate(request: HttpRequest, instance_id: str, body: s.TerminateIn
                        ) -> dict[str, Any]:
     _acted(request, instance_id)
-    engine.instance_terminate(instance_id=instance_id, rollback=body.rollback,
+    engine_control.instance_terminate(instance_id=instance_id, rollback=body.rollback,
                               actor=actor(request.user), reason=body.reason)
     return _ok(instance_id)
 
@@ -104,7 +105,7 @@ def instance_terminate(request: HttpRequest, instance_id: str, body: s.Terminate
 @router.post("/{instance_id}/restart", response={200: s.OkOut, **ERRORS})
 def instance_restart(request: HttpRequest, instance_id: str, body: s.RestartIn) -> dict[str, Any]:
     _acted(request, instance_id)
-    engine.instance_restart(instance_id=instance_id, from_step=body.from_step,
+    engine_control.instance_restart(instance_id=instance_id, from_step=body.from_step,
                             actor=actor(request.user), reason=body.reason)
     return _ok(instance_id)
 
@@ -113,7 +114,7 @@ def instance_restart(request: HttpRequest, instance_id: str, body: s.RestartIn) 
              summary="Retry an errored instance from its failed step")
 def instance_retry(request: HttpRequest, instance_id: str, body: s.ReasonIn) -> dict[str, Any]:
     _acted(request, instance_id)
-    engine.instance_retry(instance_id=instance_id, actor=actor(request.user), reason=body.reason)
+    engine_control.instance_retry(instance_id=instance_id, actor=actor(request.user), reason=body.reason)
     return _ok(instance_id)
 
 
@@ -122,7 +123,7 @@ def instance_retry(request: HttpRequest, instance_id: str, body: s.ReasonIn) -> 
 def instance_replay(request: HttpRequest, instance_id: str, body: s.ReplayIn
                     ) -> tuple[int, dict[str, Any]]:
     _acted(request, instance_id)
-    new = engine.instance_replay(instance_id=instance_id, params=body.params,
+    new = engine_control.instance_replay(instance_id=instance_id, params=body.params,
                                  actor=actor(request.user), reason=body.reason)
     return 201, selectors.instance_dict(Instance.objects.get(pk=new.id))
 
@@ -132,6 +133,6 @@ def instance_replay(request: HttpRequest, instance_id: str, body: s.ReplayIn
 def instance_send_event(request: HttpRequest, instance_id: str, body: s.EventIn
                         ) -> tuple[int, dict[str, Any]]:
     _acted(request, instance_id)
-    engine.instance_send_event(instance_id=instance_id, type=body.type, payload=body.payload,
+    engine_instances.instance_send_event(instance_id=instance_id, type=body.type, payload=body.payload,
                                actor=actor(request.user))
     return 202, _ok(instance_id)

@@ -14,8 +14,9 @@ from dashboard.api import schemas as s
 from dashboard.api import selectors
 from dashboard.api.auth import actor, require_act
 from dashboard.api.errors import ApiProblem
-from ingest.engine import services as engine
 from ingest.engine.models import Budget, BudgetScope, DeadLetter, Instance
+from ingest.engine.services import budgets as engine_budgets
+from ingest.engine.services import dead_letters as engine_dead_letters
 from ingest.triggers.services import event_publish
 
 router = Router()
@@ -72,7 +73,7 @@ def dead_letter_redrive(request: HttpRequest, body: s.RedriveIn) -> dict[str, in
             return {"redriven": 0}
     total = 0
     for tenant in tenants:
-        total += engine.dead_letter_redrive(
+        total += engine_dead_letters.dead_letter_redrive(
             workflow=body.workflow, step_name=body.step_name, signature=body.signature,
             tenant=tenant, since=selectors.as_utc(body.since, what="since"),
             until=selectors.as_utc(body.until, what="until"), ids=ids,
@@ -119,6 +120,6 @@ def _require_budget_write(request: HttpRequest, scope: str, key: str) -> None:
             summary="Create or change a budget (operators of its tenant; admins for global ones)")
 def budget_put(request: HttpRequest, body: s.BudgetIn) -> Budget:
     _require_budget_write(request, body.scope, body.key)
-    engine.budget_upsert(scope=body.scope, key=body.key, period=body.period, limit=body.limit,
+    engine_budgets.budget_upsert(scope=body.scope, key=body.key, period=body.period, limit=body.limit,
                          policy=body.policy, actor=actor(request.user))
     return Budget.objects.get(scope=body.scope, key=body.key, period=body.period)

@@ -139,7 +139,7 @@ def workflow_dag_context(user: Any, query: QueryDict, *, name: str) -> dict[str,
     top = max((charts.heat_value(h, metric) for h in heat.values()), default=0.0)
     nodes = []
     for box in layout.nodes:
-        h = heat.get(box.name) or sel._empty_heat() | {"p95": None, "retry_rate": 0.0}
+        h = heat.get(box.name) or sel.empty_heat() | {"p95": None, "retry_rate": 0.0}
         h.pop("p95_parts", None)
         nodes.append({"box": box, "heat": h, "fill": charts.heat_color(charts.heat_value(h, metric), top)})
     return {

@@ -14,6 +14,7 @@ from django.template.loader import render_to_string
 from django.utils.html import format_html
 
 from dashboard import access, selectors
+from dashboard.actions import available_actions
 from dashboard.live.groups import instance_group, tenant_group
 
 
@@ -107,15 +108,13 @@ def step_label(name: str, seq: int) -> str:
 
 
 def render_instance(user: Any, sub: Subscription, pending: Pending) -> str:
-    from dashboard.views.runs import _available_actions  # the action table lives with the views
-
     if not sub.instance_id or sub.instance_id not in pending.instances:
         return ""
     detail = selectors.instance_detail(user=user, instance_id=sub.instance_id)
     if detail is None:
         return ""
     context: dict[str, Any] = {"d": detail, "i": detail.instance,
-                               "actions": _available_actions(detail.instance) if detail.can_act else []}
+                               "actions": available_actions(detail.instance) if detail.can_act else []}
     labels = [step_label(v.step.name, v.step.seq) for v in detail.steps]
     steps_now = frozenset(labels)
     newest = max((h.id for h in detail.history), default=sub.shown_history)

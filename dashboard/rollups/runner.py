@@ -10,7 +10,6 @@ rolls it back whole; the next pass does it again.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 from datetime import datetime
 
@@ -18,6 +17,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from dashboard.rollups.services import PassResult, rollup_catch_up
+from ingest.engine.periodic import Periodic
 
 log = logging.getLogger("runledger.rollups")
 LOCK_KEY = 0x726F6C6C7570  # "rollup"
@@ -35,18 +35,20 @@ def rollup_pass_if_leader(*, now: datetime, max_hours: int = 24) -> PassResult |
         return rollup_catch_up(now=now, max_hours=max_hours)
 
 
-class RollupRunner:
+class RollupRunner(Periodic):
     """`run()` passes until caught up, sleeps `interval`, and again, until `stop()`."""
 
+    thread_name = "runledger-rollups"
+    round_name = "rollup pass"
+    log = log
+
     def __init__(self, *, interval: float = INTERVAL_SECONDS) -> None:
-        self.interval = interval
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        super().__init__(interval=interval)
 
     def catch_up(self, *, clock: Callable[[], datetime] = timezone.now) -> int:
         """Passes until nothing is left to do (or another runner leads); how many ran."""
         passes = 0
-        while not self._stop.is_set():
+        while not self.stopping:
             result = rollup_pass_if_leader(now=clock())
             if result is None:
                 break
@@ -55,28 +57,5 @@ class RollupRunner:
                 break
         return passes
 
-    def run(self, *, clock: Callable[[], datetime] = timezone.now) -> None:
-        try:
-            while not self._stop.is_set():
-                try:
-                    self.catch_up(clock=clock)
-                except Exception:
-                    log.exception("rollup pass failed; retrying in %.0f s", self.interval)
-                    connection.close()
-                self._stop.wait(self.interval)
-        finally:
-            connection.close()
-
-    def start(self) -> threading.Thread:
-        self._stop.clear()
-        self._thread = threading.Thread(target=self.run, name="runledger-rollups", daemon=True)
-        self._thread.start()
-        return self._thread
-
-    def request_stop(self) -> None:
-        self._stop.set()
-
-    def stop(self, timeout: float | None = 10.0) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
+    def run_once(self, clock: Callable[[], datetime]) -> int:
+        return self.catch_up(clock=clock)

@@ -1,12 +1,13 @@
 """Reads for the dashboard (HackSoft style: writes in services, reads in selectors).
 
-One module per page family; this package re-exports them all, so `from dashboard import
-selectors` and `selectors.instance_list(...)` keep working:
+One module per page family; this package re-exports them all (named in `__all__`, which the
+type checker reads as the package's public names), so `from dashboard import selectors` and
+`selectors.instance_list(...)` work:
 
 - runs pages: `instances` (the ledger's filters and keyset pages), `instance_detail`,
   `run_layout` (pure waterfall and DAG ranks), `history` (what the live feed reads);
 - operations pages: `overview`, `workflows` (DAG heat), `dead_letters`, `costs`, `budgets`,
-  `approvals`, with `common` (money, windows).
+  `approvals`, with `common` (money, windows, filter_given).
 
 Runs selectors take the requesting `user`; operations selectors take the caller's `tenants`.
 Either way no row outside the user's tenants is returned. Templates get plain data from here.
@@ -14,12 +15,12 @@ Either way no row outside the user's tenants is returned. Templates get plain da
 
 from __future__ import annotations
 
-from dashboard.selectors.approvals import (  # noqa: F401
+from dashboard.selectors.approvals import (
     approval_get,
     approvals_pending,
     approvals_recent,
 )
-from dashboard.selectors.budgets import (  # noqa: F401
+from dashboard.selectors.budgets import (
     BudgetRow,
     Forecast,
     budget_burn_rows,
@@ -31,13 +32,13 @@ from dashboard.selectors.budgets import (  # noqa: F401
     period_end,
     reservations_held,
 )
-from dashboard.selectors.common import (  # noqa: F401
+from dashboard.selectors.common import (
     MICRO,
     WINDOWS,
     ZERO,
     window_start,
 )
-from dashboard.selectors.costs import (  # noqa: F401
+from dashboard.selectors.costs import (
     COST_DIMENSIONS,
     EXPORT_COLUMNS,
     CostFilters,
@@ -49,7 +50,7 @@ from dashboard.selectors.costs import (  # noqa: F401
     cost_series,
     cost_total,
 )
-from dashboard.selectors.dead_letters import (  # noqa: F401
+from dashboard.selectors.dead_letters import (
     DeadLetterFilters,
     DeadLetterGroup,
     RedriveEstimate,
@@ -60,12 +61,12 @@ from dashboard.selectors.dead_letters import (  # noqa: F401
     redrive_estimate,
     step_cost_per_attempt,
 )
-from dashboard.selectors.history import (  # noqa: F401
+from dashboard.selectors.history import (
     Change,
     history_changes,
     history_cursor,
 )
-from dashboard.selectors.instance_detail import (  # noqa: F401
+from dashboard.selectors.instance_detail import (
     HISTORY_LIMIT,
     CostLine,
     InstanceDetail,
@@ -74,7 +75,7 @@ from dashboard.selectors.instance_detail import (  # noqa: F401
     instance_detail,
     instance_get,
 )
-from dashboard.selectors.instances import (  # noqa: F401
+from dashboard.selectors.instances import (
     PAGE_SIZE,
     RANGES,
     Cursor,
@@ -85,7 +86,7 @@ from dashboard.selectors.instances import (  # noqa: F401
     instance_rows,
     workflow_names,
 )
-from dashboard.selectors.overview import (  # noqa: F401
+from dashboard.selectors.overview import (
     approvals_pending_count,
     dead_letters_open_count,
     instance_status_counts,
@@ -94,7 +95,7 @@ from dashboard.selectors.overview import (  # noqa: F401
     steps_in_flight_count,
     throughput_rows,
 )
-from dashboard.selectors.run_layout import (  # noqa: F401
+from dashboard.selectors.run_layout import (
     DagNode,
     DagRank,
     Segment,
@@ -102,11 +103,88 @@ from dashboard.selectors.run_layout import (  # noqa: F401
     dag_ranks,
     waterfall,
 )
-from dashboard.selectors.workflows import (  # noqa: F401
-    _empty_heat,
+from dashboard.selectors.workflows import (
+    empty_heat,
     instance_tenant,
     workflow_known,
     workflow_step_heat,
     workflow_step_runs,
     workflow_summaries,
 )
+
+__all__ = [
+    "BudgetRow",
+    "COST_DIMENSIONS",
+    "Change",
+    "CostFilters",
+    "CostLine",
+    "Cursor",
+    "DagNode",
+    "DagRank",
+    "DeadLetterFilters",
+    "DeadLetterGroup",
+    "EXPORT_COLUMNS",
+    "Forecast",
+    "HISTORY_LIMIT",
+    "InstanceDetail",
+    "InstanceFilters",
+    "InstancePage",
+    "Lineage",
+    "MICRO",
+    "PAGE_SIZE",
+    "RANGES",
+    "RedriveEstimate",
+    "Segment",
+    "StepView",
+    "WINDOWS",
+    "WaterfallRow",
+    "ZERO",
+    "approval_get",
+    "approvals_pending",
+    "approvals_pending_count",
+    "approvals_recent",
+    "budget_burn_rows",
+    "budget_events",
+    "budget_forecast",
+    "budget_get",
+    "budget_rows",
+    "budgets_visible",
+    "cost_breakdown",
+    "cost_by_dimension",
+    "cost_by_instance",
+    "cost_export_rows",
+    "cost_filter_choices",
+    "cost_series",
+    "cost_total",
+    "dag_ranks",
+    "dead_letter_get",
+    "dead_letter_groups",
+    "dead_letter_items",
+    "dead_letter_selection_ids",
+    "dead_letters_open_count",
+    "empty_heat",
+    "history_changes",
+    "history_cursor",
+    "instance_count_newer",
+    "instance_detail",
+    "instance_get",
+    "instance_list",
+    "instance_rows",
+    "instance_status_counts",
+    "instance_tenant",
+    "period_end",
+    "redrive_estimate",
+    "reservations_held",
+    "spend_by_service",
+    "step_cost_per_attempt",
+    "steps_in_flight",
+    "steps_in_flight_count",
+    "throughput_rows",
+    "waterfall",
+    "window_start",
+    "workflow_known",
+    "workflow_names",
+    "workflow_step_heat",
+    "workflow_step_runs",
+    "workflow_summaries",
+]

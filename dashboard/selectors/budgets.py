@@ -7,7 +7,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypedDict
 
 from django.db.models import (
     F,
@@ -102,6 +102,43 @@ def budget_forecast(
     return Forecast(rate, remaining, used_pct, runs_out, projected, "at-risk")
 
 
+class SpendBucket(TypedDict):
+    """Spend in one (local) hour of a budget's period."""
+
+    bucket: datetime
+    total: Decimal
+
+
+class ReservationRow(TypedDict):
+    """A reservation still held against a budget, with that budget's scope, key and period."""
+
+    id: int
+    instance_id: str
+    step_name: str
+    attempt: int
+    service: str
+    amount: Decimal
+    created_at: datetime
+    scope: str
+    key: str
+    period: str
+
+
+class BudgetEvent(TypedDict):
+    """A History row of kind "budget"; `breach` tells a refused or held spend from a limit change."""
+
+    id: int
+    instance_id: str
+    workflow: str
+    tenant: str
+    step_name: str
+    status: str
+    data: Any
+    actor: str
+    created_at: datetime
+    breach: bool
+
+
 @dataclass(frozen=True)
 class BudgetRow:
     id: int
@@ -142,7 +179,7 @@ _SCOPE_FILTER = {
 
 def budget_burn_rows(
     *, budget: BudgetRow, tenants: Collection[str], see_global: bool, view: reads.RollupView | None = None
-) -> list[dict[str, Any]]:
+) -> list[SpendBucket]:
     """Spend per hour inside the budget's current period: [{"bucket", "total"}], local hours."""
     column = _SCOPE_FILTER[BudgetScope(budget.scope)]
     if column == "instance_id":  # one instance's rows: few, and indexed (the rollups have no instance)
@@ -157,7 +194,7 @@ def budget_burn_rows(
     return [{"bucket": bucket, "total": m["total"]} for (bucket,), m in sorted(got.items())]
 
 
-def reservations_held(*, budget_ids: Collection[int], limit: int = 50) -> list[dict[str, Any]]:
+def reservations_held(*, budget_ids: Collection[int], limit: int = 50) -> list[ReservationRow]:
     return list(
         BudgetReservation.objects.filter(budget_id__in=budget_ids, state=ReservationState.HELD)
         .order_by("-created_at")
@@ -168,15 +205,13 @@ def reservations_held(*, budget_ids: Collection[int], limit: int = 50) -> list[d
     )
 
 
-def budget_events(*, tenants: Collection[str], limit: int = 30) -> list[dict[str, Any]]:
+def budget_events(*, tenants: Collection[str], limit: int = 30) -> list[BudgetEvent]:
     """Recent History rows of kind "budget": breaches (a spend refused or sent for approval) and
     limit changes (`data.action`), newest first, each marked with `breach`."""
-    rows = list(
+    rows = (
         History.objects.filter(tenant__in=tenants, kind=HistoryKind.BUDGET)
         .order_by("-id")
         .values("id", "instance_id", "workflow", "tenant", "step_name", "status", "data", "actor",
                 "created_at")[:limit]
     )
-    for r in rows:
-        r["breach"] = "action" not in (r["data"] or {})
-    return rows
+    return [{**r, "breach": "action" not in (r["data"] or {})} for r in rows]

@@ -7,7 +7,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypedDict
 
 from django.db.models import (
     CharField,
@@ -24,7 +24,7 @@ from django.db.models.functions import Cast, Concat
 from django.http import Http404
 
 from dashboard.charts import step_shape
-from dashboard.selectors.common import ZERO
+from dashboard.selectors.common import ZERO, filter_given
 from ingest.engine.models import (
     ApiCost,
     DeadLetter,
@@ -46,22 +46,43 @@ class DeadLetterFilters:
 
 
 def _dead_letter_qs(*, tenants: Collection[str], f: DeadLetterFilters) -> QuerySet[DeadLetter]:
-    qs = DeadLetter.objects.filter(tenant__in=tenants)
-    if f.state:
-        qs = qs.filter(state=f.state)
-    if f.workflow:
-        qs = qs.filter(workflow=f.workflow)
-    if f.step:
-        qs = qs.filter(step_name=f.step)
-    if f.error:
-        qs = qs.filter(error_name=f.error)
-    if f.tenant:
-        qs = qs.filter(tenant=f.tenant)
-    if f.signature:
-        qs = qs.filter(signature=f.signature)
+    qs = filter_given(DeadLetter.objects.filter(tenant__in=tenants), [
+        ("state", f.state), ("workflow", f.workflow), ("step_name", f.step), ("error_name", f.error),
+        ("tenant", f.tenant), ("signature", f.signature),
+    ])
     if f.q:
         qs = qs.filter(Q(error_message__icontains=f.q) | Q(instance_id__startswith=f.q))
     return qs
+
+
+class DeadLetterExample(TypedDict):
+    """The newest dead letter of a group, shown as its example."""
+
+    id: int
+    instance_id: str
+    workflow: str
+    step_name: str
+    error_name: str
+    error_message: str
+    normalized_message: str
+    tenant: str
+    created_at: datetime
+
+
+class DeadLetterItem(TypedDict):
+    """One dead letter in the list of a group."""
+
+    id: int
+    instance_id: str
+    workflow: str
+    tenant: str
+    step_name: str
+    error_name: str
+    error_message: str
+    state: str
+    created_at: datetime
+    resolved_by: str
+    resolution: str
 
 
 @dataclass(frozen=True)
@@ -75,7 +96,7 @@ class DeadLetterGroup:
     first_seen: datetime
     last_seen: datetime
     tenants: list[str]
-    example: dict[str, Any]
+    example: DeadLetterExample
 
 
 def dead_letter_groups(
@@ -118,7 +139,7 @@ def dead_letter_groups(
 
 def dead_letter_items(
     *, tenants: Collection[str], filters: DeadLetterFilters, limit: int = 200
-) -> list[dict[str, Any]]:
+) -> list[DeadLetterItem]:
     return list(
         _dead_letter_qs(tenants=tenants, f=filters)
         .order_by("-created_at", "-id")

@@ -131,8 +131,7 @@ def instance_detail(*, user: Any, instance_id: str, now: datetime | None = None)
         parent=visible.filter(id=instance.parent_id).first() if instance.parent_id else None,
         children=list(visible.filter(parent=instance).order_by("created_at")[:100]),
     )
-    seen: set[str] = set()
-    restartable = [s.name for s in steps if s.kind == "do" and not (s.name in seen or seen.add(s.name))]
+    restartable = list(dict.fromkeys(s.name for s in steps if s.kind == "do"))
     if steps_hidden:
         restartable = list(dict.fromkeys(
             Step.objects.filter(instance=instance, kind="do").order_by("position").values_list("name", flat=True)

@@ -17,6 +17,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from dashboard import access
+from dashboard.selectors.common import filter_given
 from ingest.engine import workflow_names as workflow_names_registered
 from ingest.engine.models import (
     Instance,
@@ -134,25 +135,17 @@ class InstancePage:
 
 
 def _filtered(user: Any, filters: InstanceFilters, *, now: datetime) -> QuerySet[Instance]:
-    qs = access.scope(Instance.objects.all(), user)
-    if filters.tenant:
-        qs = qs.filter(tenant=filters.tenant)
-    if filters.workflow:
-        qs = qs.filter(workflow=filters.workflow)
-    if filters.statuses:
-        qs = qs.filter(status__in=filters.statuses)
-    if filters.range:
-        qs = qs.filter(created_at__gte=now - RANGES[filters.range])
-    if filters.since:
-        qs = qs.filter(created_at__gte=filters.since)
-    if filters.until:
-        qs = qs.filter(created_at__lt=filters.until)
-    if filters.id_prefix:
-        qs = qs.filter(id__startswith=filters.id_prefix)
-    if filters.text:
+    return filter_given(access.scope(Instance.objects.all(), user), [
+        ("tenant", filters.tenant),
+        ("workflow", filters.workflow),
+        ("status__in", filters.statuses),
+        ("created_at__gte", now - RANGES[filters.range] if filters.range else None),
+        ("created_at__gte", filters.since),
+        ("created_at__lt", filters.until),
+        ("id__startswith", filters.id_prefix),
         # engine_instance_search: the params' text, kept by triggers, trigram-indexed (PostgreSQL)
-        qs = qs.filter(search__text__icontains=filters.text)
-    return qs
+        ("search__text__icontains", filters.text),
+    ])
 
 
 def _older(c: Cursor) -> Q:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from datetime import datetime
-from typing import Any
+from decimal import Decimal
+from typing import TypedDict
 
 from django.db.models import (
     Count,
@@ -28,6 +29,30 @@ from ingest.engine.models import (
 # ---- overview ----------------------------------------------------------------------------
 
 
+
+class ThroughputRow(TypedDict):
+    """Instances that finished in one hour, by outcome."""
+
+    bucket: datetime
+    complete: int
+    errored: int
+
+
+class StepInFlight(TypedDict):
+    instance_id: str
+    name: str
+    attempts: int
+    started_at: datetime
+    workflow: str
+    tenant: str
+
+
+class ServiceSpend(TypedDict):
+    service: str
+    total: Decimal
+    calls: int
+
+
 def instance_status_counts(*, tenants: Collection[str]) -> dict[str, int]:
     rows = (
         Instance.objects.filter(tenant__in=tenants)
@@ -41,7 +66,7 @@ def instance_status_counts(*, tenants: Collection[str]) -> dict[str, int]:
     return counts
 
 
-def throughput_rows(*, tenants: Collection[str], since: datetime) -> list[dict[str, Any]]:
+def throughput_rows(*, tenants: Collection[str], since: datetime) -> list[ThroughputRow]:
     """Finished instances per hour: [{"bucket", "complete", "errored"}], oldest first."""
     rows = (
         Instance.objects.filter(
@@ -60,7 +85,7 @@ def throughput_rows(*, tenants: Collection[str], since: datetime) -> list[dict[s
     return list(rows)
 
 
-def steps_in_flight(*, tenants: Collection[str], limit: int = 12) -> list[dict[str, Any]]:
+def steps_in_flight(*, tenants: Collection[str], limit: int = 12) -> list[StepInFlight]:
     return list(
         Step.objects.filter(instance__tenant__in=tenants, status=StepStatus.RUNNING)
         .order_by("started_at")
@@ -85,8 +110,8 @@ def approvals_pending_count(*, tenants: Collection[str]) -> int:
 
 def spend_by_service(
     *, tenants: Collection[str], since: datetime, view: reads.RollupView | None = None
-) -> list[dict[str, Any]]:
+) -> list[ServiceSpend]:
     got = reads.cost_grouped(reads.CostScope(tenants=tenants, since=since), by=("service",),
                              measures=("total", "calls"), view=view)
-    rows = [{"service": service, "total": m["total"], "calls": m["calls"]} for (service,), m in got.items()]
+    rows: list[ServiceSpend] = [{"service": service, "total": m["total"], "calls": m["calls"]} for (service,), m in got.items()]
     return sorted(rows, key=lambda r: (-r["total"], r["service"]))

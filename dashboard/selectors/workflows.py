@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Collection
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypedDict
 
 from django.db.models import (
     Count,
@@ -27,7 +27,28 @@ from ingest.engine.models import (
 # ---- workflow DAG ----------------------------------------------------------------------
 
 
-def workflow_summaries(*, tenants: Collection[str], since: datetime) -> list[dict[str, Any]]:
+class WorkflowSummary(TypedDict):
+    """One workflow type's instances created in the window, by state, and the latest one's time."""
+
+    workflow: str
+    total: int
+    running: int
+    complete: int
+    errored: int
+    last: datetime | None
+
+
+class StepRun(TypedDict):
+    """One step of a sampled run, as the DAG's layout reads it."""
+
+    instance_id: str
+    name: str
+    position: int
+    started_at: datetime
+    ended_at: datetime | None
+
+
+def workflow_summaries(*, tenants: Collection[str], since: datetime) -> list[WorkflowSummary]:
     return list(
         Instance.objects.filter(tenant__in=tenants, created_at__gte=since)
         .values("workflow")
@@ -56,7 +77,7 @@ def workflow_known(*, tenants: Collection[str], name: str) -> bool:
 
 def workflow_step_runs(
     *, tenants: Collection[str], name: str, sample: int = 40
-) -> list[list[dict[str, Any]]]:
+) -> list[list[StepRun]]:
     """Steps of the most recent runs (bounded sample), each run in position order."""
     ids = list(
         Instance.objects.filter(tenant__in=tenants, workflow=name)
@@ -64,7 +85,7 @@ def workflow_step_runs(
         .order_by("-created_at")
         .values_list("id", flat=True)[:sample]
     )
-    runs: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    runs: dict[str, list[StepRun]] = defaultdict(list)
     for row in (
         Step.objects.filter(instance_id__in=ids)
         .order_by("instance_id", "position")
@@ -85,7 +106,7 @@ def workflow_step_heat(
     view = view or reads.rollup_view()
     heat: dict[str, dict[str, Any]] = {}
     for step_name, f in reads.step_figures(workflow=name, tenants=tenants, since=since, view=view).items():
-        node = heat.setdefault(step_shape(step_name), _empty_heat())
+        node = heat.setdefault(step_shape(step_name), empty_heat())
         for k in ("n", "in_flight", "completed", "errored", "retried", "attempts"):
             node[k] += getattr(f, k)
         p95 = hist.percentile(f.durations or {}, 0.95)
@@ -93,14 +114,14 @@ def workflow_step_heat(
             node["p95_parts"].append(timedelta(milliseconds=p95).total_seconds())
     scope = reads.CostScope(tenants=tenants, since=since, equals=(("workflow_type", name),))
     for (step_name,), m in reads.cost_grouped(scope, by=("step_name",), measures=("total",), view=view).items():
-        heat.setdefault(step_shape(step_name), _empty_heat())["cost"] += m["total"]
+        heat.setdefault(step_shape(step_name), empty_heat())["cost"] += m["total"]
     for r in (
         DeadLetter.objects.filter(workflow=name, tenant__in=tenants, state=DeadLetterState.OPEN)
         .values("step_name")
         .annotate(n=Count("id"))
         .order_by()
     ):
-        heat.setdefault(step_shape(r["step_name"]), _empty_heat())["dead_letters"] += r["n"]
+        heat.setdefault(step_shape(r["step_name"]), empty_heat())["dead_letters"] += r["n"]
     for node in heat.values():
         parts = node.pop("p95_parts")
         node["p95"] = max(parts) if parts else None
@@ -108,6 +129,6 @@ def workflow_step_heat(
     return heat
 
 
-def _empty_heat() -> dict[str, Any]:
+def empty_heat() -> dict[str, Any]:
     return {"n": 0, "in_flight": 0, "completed": 0, "errored": 0, "retried": 0, "attempts": 0,
             "p95_parts": [], "cost": ZERO, "dead_letters": 0}

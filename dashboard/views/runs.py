@@ -9,7 +9,6 @@ from __future__ import annotations
 import difflib
 import inspect
 import json
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
@@ -20,17 +19,14 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
-from django_htmx.middleware import HtmxDetails
 
 from dashboard import access, selectors
+from dashboard.actions import ACTIONS, Action, available_actions
 from dashboard.models import Role
-from ingest.engine import EngineError, services
-from ingest.engine.models import FINISHED_STATUSES, Instance, Status
-
-
-class HtmxHttpRequest(HttpRequest):
-    htmx: HtmxDetails
-
+from dashboard.views.common import HtmxHttpRequest
+from ingest.engine import EngineError
+from ingest.engine.models import Instance, Status
+from ingest.engine.services import control, instances
 
 # ---- the ledger --------------------------------------------------------------------------
 
@@ -87,7 +83,7 @@ def instance_detail(request: HtmxHttpRequest, instance_id: str) -> HttpResponse:
     context = {
         "d": detail,
         "i": detail.instance,
-        "actions": _available_actions(detail.instance) if detail.can_act else [],
+        "actions": available_actions(detail.instance) if detail.can_act else [],
         "live_query": urlencode({"view": "instance", "instance": instance_id, "after": detail.cursor}),
     }
     fragment = request.GET.get("fragment", "")
@@ -98,42 +94,6 @@ def instance_detail(request: HtmxHttpRequest, instance_id: str) -> HttpResponse:
 
 
 # ---- actions -----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Action:
-    name: str
-    label: str
-    explain: str  # what will happen, shown in the confirmation
-    danger: bool = False
-    when: frozenset[str] = frozenset(Status.values)
-
-
-_ACTIVE = frozenset(Status.values) - FINISHED_STATUSES
-ACTIONS: dict[str, Action] = {a.name: a for a in [
-    Action("pause", "Pause", "The instance stops after its running step ends (waitingForPause, then "
-           "paused). Sleep and retry timers are shifted by the paused time on resume.",
-           when=frozenset({Status.QUEUED, Status.RUNNING, Status.WAITING})),
-    Action("resume", "Resume", "The instance continues where it paused; nothing re-runs.",
-           when=frozenset({Status.PAUSED, Status.WAITING_FOR_PAUSE})),
-    Action("terminate", "Terminate", "The instance ends as terminated. Completed steps keep their "
-           "results. With rollback, the rollback handlers of completed steps run in reverse order.",
-           danger=True, when=_ACTIVE),
-    Action("restart", "Restart", "The instance runs again: from scratch, or keeping every step "
-           "result before the chosen step. Steps after that point run again (paid calls too).",
-           danger=True),
-    Action("retry", "Retry", "The errored instance runs again from its failed step; completed "
-           "steps are not re-run.", when=frozenset({Status.ERRORED})),
-    Action("replay", "Replay…", "A new instance of the same workflow starts with these params, "
-           "linked to this one (replay_of). This instance is not changed."),
-    Action("event", "Send event", "The event is delivered to the instance: a waiting "
-           "wait_for_event of that type receives it, otherwise it is buffered (first in, first out).",
-           when=_ACTIVE),
-]}
-
-
-def _available_actions(instance: Instance) -> list[Action]:
-    return [a for a in ACTIONS.values() if instance.status in a.when]
 
 
 def _json_field(raw: str, *, what: str) -> Any:
@@ -169,7 +129,9 @@ class RestartForm(ActionForm):
 
     def __init__(self, *args: Any, steps: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["from_step"].choices = [("", "the beginning (from scratch)")] + [(s, s) for s in steps]
+        from_step = self.fields["from_step"]
+        assert isinstance(from_step, forms.ChoiceField)
+        from_step.choices = [("", "the beginning (from scratch)")] + [(s, s) for s in steps]
 
     def engine_kwargs(self) -> dict[str, Any]:
         return {"from_step": self.cleaned_data["from_step"] or None}
@@ -300,21 +262,21 @@ def _call_engine(action: str, instance: Instance, form: ActionForm, *, actor: st
     extra = form.engine_kwargs()
     match action:
         case "pause":
-            return services.instance_pause(**common, reason=reason)
+            return control.instance_pause(**common, reason=reason)
         case "resume":
-            return services.instance_resume(**common, reason=reason)
+            return control.instance_resume(**common, reason=reason)
         case "terminate":
-            return services.instance_terminate(**common, reason=reason, **extra)
+            return control.instance_terminate(**common, reason=reason, **extra)
         case "restart":
-            return services.instance_restart(**common, reason=reason, **extra)
+            return control.instance_restart(**common, reason=reason, **extra)
         case "retry":
-            return services.instance_retry(**common, reason=reason)
+            return control.instance_retry(**common, reason=reason)
         case "replay":
-            return services.instance_replay(**common, reason=reason, **extra)
+            return control.instance_replay(**common, reason=reason, **extra)
         case "event":
             # The contract's instance_send_event takes no reason; pass it when the engine accepts it.
-            if "reason" in inspect.signature(services.instance_send_event).parameters:
+            if "reason" in inspect.signature(instances.instance_send_event).parameters:
                 extra["reason"] = reason
-            return services.instance_send_event(**common, **extra)
+            return instances.instance_send_event(**common, **extra)
     raise Http404("no such action")
 

@@ -42,7 +42,7 @@ __all__ = [
     "workflow_names",
 ]
 
-_LAZY = {"create": "api", "create_batch": "api", "get": "api", "InstanceHandle": "api", "Settled": "steps"}
+_LAZY = {"create": "api", "create_batch": "api", "get": "api", "InstanceHandle": "api", "Settled": "runtime.parallel"}
 
 
 def __getattr__(name: str) -> Any:

@@ -6,9 +6,11 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from ingest.engine import selectors, services
+from ingest.engine import selectors
 from ingest.engine.errors import InstanceNotFound
 from ingest.engine.models import Instance
+from ingest.engine.services import control as svc_control
+from ingest.engine.services import instances as svc_instances
 
 
 class InstanceHandle:
@@ -24,32 +26,32 @@ class InstanceHandle:
         return selectors.instance_status(instance_id=self.id)
 
     def pause(self, *, actor: str = "", reason: str = "") -> None:
-        services.instance_pause(instance_id=self.id, actor=actor, reason=reason)
+        svc_control.instance_pause(instance_id=self.id, actor=actor, reason=reason)
 
     def resume(self, *, actor: str = "", reason: str = "") -> None:
-        services.instance_resume(instance_id=self.id, actor=actor, reason=reason)
+        svc_control.instance_resume(instance_id=self.id, actor=actor, reason=reason)
 
     def terminate(self, *, rollback: bool = False, actor: str = "", reason: str = "") -> None:
-        services.instance_terminate(instance_id=self.id, rollback=rollback, actor=actor, reason=reason)
+        svc_control.instance_terminate(instance_id=self.id, rollback=rollback, actor=actor, reason=reason)
 
     def restart(self, from_step: str | None = None, *, actor: str = "", reason: str = "") -> None:
-        services.instance_restart(instance_id=self.id, from_step=from_step, actor=actor, reason=reason)
+        svc_control.instance_restart(instance_id=self.id, from_step=from_step, actor=actor, reason=reason)
 
     def send_event(self, type: str, payload: Any = None, *, actor: str = "") -> None:
-        services.instance_send_event(instance_id=self.id, type=type, payload=payload, actor=actor)
+        svc_instances.instance_send_event(instance_id=self.id, type=type, payload=payload, actor=actor)
 
 
 def create(workflow: str, *, id: str | None = None, params: Any = None, tenant: str = "default",
            priority: int | None = None, start_at: datetime | None = None, actor: str = "") -> InstanceHandle:
     """Create an instance of `workflow`. A duplicate id raises InstanceAlreadyExists."""
-    inst = services.instance_create(workflow=workflow, id=id, params=params, tenant=tenant,
+    inst = svc_instances.instance_create(workflow=workflow, id=id, params=params, tenant=tenant,
                                     priority=priority, start_at=start_at, actor=actor)
     return InstanceHandle(inst.id)
 
 
 def create_batch(workflow: str, items: Iterable[dict[str, Any]], *, actor: str = "") -> list[InstanceHandle]:
     """Create up to 100 instances in one transaction; items are {"id", "params", "tenant"} dicts."""
-    return [InstanceHandle(i.id) for i in services.instance_create_batch(workflow=workflow, items=items, actor=actor)]
+    return [InstanceHandle(i.id) for i in svc_instances.instance_create_batch(workflow=workflow, items=items, actor=actor)]
 
 
 def get(instance_id: str) -> InstanceHandle:

@@ -1,8 +1,8 @@
 """Flow control: concurrency limits per workflow and key, start rate limits, workflow timeouts.
 
 The limits are enforced inside the claim, so they hold across any number of worker processes:
-`claim` below runs the statements of `sql.py` in the worker's claim transaction and decides,
-with the pure functions of this module, what to persist. Workflows without limits take the
+`claim` below runs the statements of sql/flow.py and sql/claim.py in the worker's claim
+transaction and decides, with the pure functions of this module, what to persist. Workflows without limits take the
 fast path (one statement, as before); only workflows that declare limits pay for the per-key
 ranking.
 """
@@ -12,8 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from ingest.engine import sql
-from ingest.engine.sql import Claimed, FlowGroup, FlowLimit
+from ingest.engine.sql import claim as sql_claim
+from ingest.engine.sql import flow as sql_flow
+from ingest.engine.sql.claim import Claimed
+from ingest.engine.sql.flow import FlowGroup, FlowLimit
 from ingest.engine.workflow import Workflow, registered_workflows
 
 # ---- pure decisions ----------------------------------------------------------------------
@@ -74,22 +76,24 @@ def claim(*, owner: str, token: str, limit: int, now: datetime, lease_until: dat
           limits: Sequence[FlowLimit] | None = None) -> list[Claimed]:
     """Lease up to `limit` runnable instances, honouring every workflow's flow limits.
 
-    Limited workflows first: their candidates are bounded by their limits, so they cannot
+    Runnable: due (`ready_at <= now`), not paused or finished, and holding no live lease — so an
+    instance whose worker died becomes runnable again when its lease expires. Call inside a
+    transaction. Limited workflows first: their candidates are bounded by their limits, so they cannot
     starve the others, while an unbounded backlog of unlimited work would starve them if it
     went first. The remaining slots go to the fast path, which skips limited workflows.
     """
     if limits is None:
         limits = claim_limits(registered_workflows(), now=now)
     if not limits:
-        return sql.claim_unlimited(owner=owner, token=token, limit=limit, now=now, lease_until=lease_until)
+        return sql_claim.claim_unlimited(owner=owner, token=token, limit=limit, now=now, lease_until=lease_until)
     claimed: list[Claimed] = []
-    groups = sql.claim_groups(limits=limits, now=now, max_groups=limit)
+    groups = sql_flow.claim_groups(limits=limits, now=now, max_groups=limit)
     if groups:
-        claimed = sql.claim_limited(groups=groups, limits=limits, owner=owner, token=token, limit=limit,
+        claimed = sql_flow.claim_limited(groups=groups, limits=limits, owner=owner, token=token, limit=limit,
                                     now=now, lease_until=lease_until)
         _defer_over_rate(groups, limits, now=now)
     if len(claimed) < limit:
-        claimed += sql.claim_unlimited(owner=owner, token=token, limit=limit - len(claimed), now=now,
+        claimed += sql_claim.claim_unlimited(owner=owner, token=token, limit=limit - len(claimed), now=now,
                                        lease_until=lease_until, exclude=[lim.workflow for lim in limits])
     return claimed
 
@@ -106,7 +110,7 @@ def _defer_over_rate(groups: Sequence[FlowGroup], limits: Sequence[FlowLimit], *
         lim = by_workflow[group.workflow]
         if lim.rate is None or lim.since is None:
             continue
-        starts = sql.rate_window_starts(workflow=group.workflow, key=group.key, since=lim.since)
+        starts = sql_flow.rate_window_starts(workflow=group.workflow, key=group.key, since=lim.since)
         until = rate_next_slot(starts, limit=lim.rate, period=now - lim.since, now=now)
         if until is not None:
-            sql.rate_defer(workflow=group.workflow, key=group.key, until=until, now=now)
+            sql_flow.rate_defer(workflow=group.workflow, key=group.key, until=until, now=now)

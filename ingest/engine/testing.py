@@ -26,7 +26,7 @@ from typing import Any
 from ingest.engine import testing_hooks
 from ingest.engine.api import create
 from ingest.engine.selectors import instance_status
-from ingest.engine.worker import run_until_idle
+from ingest.engine.worker.turns import run_until_idle
 
 
 class Introspector:

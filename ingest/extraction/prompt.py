@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from ingest.extraction.values import LLMResult
-
-if TYPE_CHECKING:
-    from ingest.sources.llm import ChatMessage, LLMClient
+from ingest.sources.llm import ChatMessage, LLMClient, LLMResult
 
 # Stable text first, so providers with prefix caching (OpenAI, DeepSeek) bill it as cached.
 SYSTEM_PROMPT = """You extract facts about a B2B sales deal from a sales-call transcript or CRM notes.

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from ingest.extraction import patterns as p
-from ingest.extraction.values import Fact, LLMResult
-from ingest.pricing import Usage
+from ingest.extraction.values import Fact
+from ingest.sources.llm.common import LLMResult
+from ingest.sources.usage import Usage
 
 MODEL = "rules-v1"
 

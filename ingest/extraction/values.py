@@ -1,13 +1,13 @@
-"""The values extraction produces: `Fact`, and `LLMResult` (what any extractor returns)."""
+"""The values extraction produces: `Fact`, read out of an `LLMResult` (what any extractor returns)."""
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypedDict
 
-from ingest.pricing import Usage
+from ingest.sources.llm.common import LLMResult
 
 
 class FactDict(TypedDict):
@@ -43,16 +43,6 @@ class Fact:
             confidence=self.confidence,
             evidence=self.evidence,
         )
-
-
-@dataclass(frozen=True)
-class LLMResult:
-    """One completion: the parsed JSON `data`, its `usage`, the answering model, raw text."""
-
-    data: dict[str, Any]
-    usage: Usage = field(default_factory=Usage)
-    model: str = ""
-    raw_text: str = ""
 
 
 class FactsMalformed(ValueError):

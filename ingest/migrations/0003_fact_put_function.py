@@ -8,7 +8,7 @@ while PostgreSQL works. Each statement in it takes a fresh snapshot (READ COMMIT
 rivals read after the lock include those committed by the writer that held it before: one
 statement with CTEs could not do that, its snapshot predates the lock.
 
-The Python side (`ingest.services.fact_insert_or_supersede`) passes the authority ranks, so
+The Python side (`ingest.pipelines.services.fact_insert_or_supersede`) passes the authority ranks, so
 the ranking rule is written once; SQLite runs the same rule through the ORM.
 """
 

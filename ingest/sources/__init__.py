@@ -2,5 +2,6 @@
 
 These are the only modules in Runledger that do network IO. Every client raises errors
 derived from `ingest.sources.errors.SourceError`, which carry `retryable` and
-`retry_after` so a workflow step can decide between retrying and giving up.
+`retry_after` so a workflow step can decide between retrying and giving up, and reports what
+each call consumed as a `Usage` (`ingest.sources.usage`).
 """

@@ -5,17 +5,13 @@ from __future__ import annotations
 import math
 import os
 import threading
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, Unpack
 
-import requests
-
-from ingest.pricing import Usage
 from ingest.sources.errors import SourceError
-from ingest.sources.http import DEFAULT_TIMEOUT, Sleep, Timeout, new_session
-from ingest.sources.llm.common import LLMError, error_for_response, post_json, response_json
+from ingest.sources.llm.common import JsonApi, LLMError, TransportOptions, bearer_headers
+from ingest.sources.usage import Usage
 
 
 class EmbeddingError(SourceError):
@@ -101,22 +97,13 @@ class OpenAIEmbeddings:
         model: str = "text-embedding-3-small",
         service: str = "openai",
         dimensions: int | None = None,
-        timeout: Timeout = DEFAULT_TIMEOUT,
-        max_retries: int = 2,
-        max_inline_wait: float = 10.0,
-        session: requests.Session | None = None,
-        sleep: Sleep = time.sleep,
+        **transport: Unpack[TransportOptions],
     ) -> None:
-        self.base_url = base_url.rstrip("/")
         self.model = model
         self.service = service
         self.dimensions = dimensions
-        self.timeout = timeout
-        self.max_retries = max_retries
-        self.max_inline_wait = max_inline_wait
         self._api_key = api_key
-        self._session = session or new_session()
-        self._sleep = sleep
+        self._api = JsonApi(provider=service, base_url=base_url, **transport)
 
     def embed(self, texts: Sequence[str]) -> EmbeddingResult:
         """Raises LLMError subclasses (they carry retryable and retry_after)."""
@@ -127,17 +114,9 @@ class OpenAIEmbeddings:
         }
         if self.dimensions:
             body["dimensions"] = self.dimensions
-        headers = {"Content-Type": "application/json"}
-        if self._api_key:
-            headers["Authorization"] = f"Bearer {self._api_key}"
-        response = post_json(
-            self._session, f"{self.base_url}/embeddings", body=body, headers=headers,
-            timeout=self.timeout, retries=self.max_retries, max_inline_wait=self.max_inline_wait,
-            sleep=self._sleep, provider=self.service,
-        )  # fmt: skip
-        if not response.ok:
-            raise error_for_response(response, provider=self.service, model=self.model)
-        payload = response_json(response, provider=self.service, model=self.model)
+        payload = self._api.post(
+            "/embeddings", body=body, headers=bearer_headers(self._api_key), model=self.model
+        )
         rows = sorted(payload.get("data") or [], key=lambda row: int(row.get("index", 0)))
         if len(rows) != len(texts):
             raise LLMError(

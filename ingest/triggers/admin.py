@@ -27,16 +27,19 @@ from ingest.triggers.models import (
 )
 from ingest.triggers.services import schedule_run_now, schedule_set_enabled
 
+# ModelAdmin is generic only in django-stubs: ModelAdmin[Route] would fail at run time (without
+# django-stubs-ext's monkeypatch, which is not a runtime dependency), hence the type-arg ignores.
+
 
 @admin.register(Route)
-class RouteAdmin(admin.ModelAdmin):
+class RouteAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_display = ("name", "workflow", "tenant", "enabled", "sync_default", "rate_limit_per_minute")
     list_filter = ("enabled", "tenant")
     search_fields = ("name", "workflow")
 
 
 @admin.register(IngressSecret)
-class IngressSecretAdmin(admin.ModelAdmin):
+class IngressSecretAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_display = ("tenant", "name", "token_prefix", "enabled", "rate_limit_per_minute", "created_at")
     list_filter = ("enabled", "tenant")
     # Secrets are minted with `ingress_secret_create` (it shows the token once); not typed in here.
@@ -47,13 +50,13 @@ class IngressSecretAdmin(admin.ModelAdmin):
 
 
 @admin.register(IdempotencyKey)
-class IdempotencyKeyAdmin(admin.ModelAdmin):
+class IdempotencyKeyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_display = ("tenant", "route", "key", "instance_id", "created_at", "expires_at")
     search_fields = ("key", "instance_id")
 
 
 @admin.register(Schedule)
-class ScheduleAdmin(admin.ModelAdmin):
+class ScheduleAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_display = ("name", "workflow", "cron", "timezone", "enabled", "next_fire_at", "last_fire_at")
     list_filter = ("enabled", "tenant")
     readonly_fields = ("last_fire_at", "last_instance_id", "next_fire_at", "checked_until",
@@ -92,24 +95,24 @@ class ScheduleAdmin(admin.ModelAdmin):
 
 
 @admin.register(Subscription)
-class SubscriptionAdmin(admin.ModelAdmin):
+class SubscriptionAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_display = ("pattern", "workflow", "tenant", "filters", "enabled")
     list_filter = ("enabled",)
 
 
 @admin.register(PublishedEvent)
-class PublishedEventAdmin(admin.ModelAdmin):
+class PublishedEventAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_display = ("id", "type", "tenant", "created_at")
     search_fields = ("id", "type")
 
 
 @admin.register(TokenBucket)
-class TokenBucketAdmin(admin.ModelAdmin):
+class TokenBucketAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_display = ("key", "capacity", "refill_per_second", "tokens", "blocked_until")
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(admin.ModelAdmin):
+class ApiTokenAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_display = ("name", "user", "token_prefix", "created_at", "last_used_at", "revoked_at")
     readonly_fields = ("token_hash", "token_prefix", "last_used_at")
 

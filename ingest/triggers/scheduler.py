@@ -10,13 +10,12 @@ instance id is deterministic (`{schedule}-{scheduled time}`).
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from django.db import connection
-from django.utils import timezone
 
+from ingest.engine.periodic import Periodic
 from ingest.triggers import selectors, sql
 from ingest.triggers.services import idempotency_keys_purge, schedule_fire_due
 
@@ -24,16 +23,18 @@ log = logging.getLogger("runledger.scheduler")
 PURGE_EVERY = timedelta(minutes=5)
 
 
-class Scheduler:
+class Scheduler(Periodic):
     """`tick(now)` fires what is due if this process leads; `run()` ticks until `stop()`."""
 
+    thread_name = "runledger-scheduler"
+    round_name = "scheduler tick"
+    log = log
+
     def __init__(self, *, interval: float = 1.0, lock_key: int = sql.SCHEDULER_LOCK_KEY) -> None:
-        self.interval = interval
+        super().__init__(interval=interval)
         self.lock_key = lock_key
         self._leading = False
-        self._stop = threading.Event()
         self._purged_at: datetime | None = None
-        self._thread: threading.Thread | None = None
 
     def is_leader(self) -> bool:
         """Take or confirm leadership; a reconnect loses the lock, so it is checked every tick."""
@@ -63,35 +64,12 @@ class Scheduler:
             sql.advisory_unlock(self.lock_key)
         self._leading = False
 
-    def run(self, *, clock: Callable[[], datetime] = timezone.now) -> None:
-        """Tick every `interval` seconds until `stop()`; errors are logged, never fatal."""
-        try:
-            while not self._stop.is_set():
-                try:
-                    self.tick(clock())
-                except Exception:
-                    log.exception("scheduler tick failed; retrying")
-                    self._leading = False
-                    connection.close()  # a broken connection must not keep a stale leader
-                self._stop.wait(self.interval)
-        finally:
-            try:
-                self.resign()
-            finally:
-                connection.close()
+    def run_once(self, clock: Callable[[], datetime]) -> list[str]:
+        return self.tick(clock())
 
-    def start(self) -> threading.Thread:
-        """Run in a daemon thread (the embedded `manage.py up`)."""
-        self._stop.clear()
-        self._thread = threading.Thread(target=self.run, name="runledger-scheduler", daemon=True)
-        self._thread.start()
-        return self._thread
+    def after_error(self) -> None:
+        # The failed tick may have lost the connection, and with it the session lock.
+        self._leading = False
 
-    def request_stop(self) -> None:
-        """Ask `run()` to return after the current tick (safe from a signal handler)."""
-        self._stop.set()
-
-    def stop(self, timeout: float | None = 10.0) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
+    def at_exit(self) -> None:
+        self.resign()

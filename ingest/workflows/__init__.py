@@ -1,5 +1,7 @@
-"""The pipelines. Importing this package registers every workflow with the engine
-(IngestConfig.ready does so in every process: web, worker, scheduler)."""
+"""The pipelines' workflows, one module each, with the steps they share (`common`), the
+extractor a tenant's LLM connection picks (`providers`) and the webhooks that start them
+(`hooks`). Importing this package registers every workflow with the engine (IngestConfig.ready
+does so in every process: web, worker, scheduler)."""
 
 from __future__ import annotations
 

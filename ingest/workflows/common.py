@@ -14,14 +14,15 @@ from typing import Any, TypedDict
 from ingest.engine import NonRetryableError
 from ingest.engine import clock as engine_clock
 from ingest.extraction import Fact, FactsMalformed, facts_from_result
-from ingest.pricing import PriceNotFound, Usage
-from ingest.selectors import llm_config_get
-from ingest.services import (
+from ingest.pipelines.pricing import PriceNotFound
+from ingest.pipelines.selectors import llm_config_get
+from ingest.pipelines.services import (
     fact_embeddings_store,
     fact_insert_or_supersede,
     signal_evaluation_record,
 )
 from ingest.sources.errors import SourceError
+from ingest.sources.usage import Usage
 from ingest.workflows.providers import embedder, extractor_for, reservation, usage_meter
 
 log = logging.getLogger("runledger.ingest")

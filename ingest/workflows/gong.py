@@ -24,9 +24,9 @@ from typing import Any
 from ingest.engine import InstanceAlreadyExists, NonRetryableError, Workflow, WorkflowEvent, create
 from ingest.extraction import Fact
 from ingest.extraction.patterns import SPEAKER_LINE
-from ingest.models import SourceAuthority
-from ingest.selectors import gong_config_get, keyword_list_get
-from ingest.services import fact_insert_or_supersede
+from ingest.pipelines.models import SourceAuthority
+from ingest.pipelines.selectors import gong_config_get, keyword_list_get
+from ingest.pipelines.services import fact_insert_or_supersede
 from ingest.sources.errors import SourceError
 from ingest.sources.gong import GongCall, GongClient, GongExtensiveCall, GongParty, GongTranscript
 from ingest.sources.http import RateLimiter

@@ -1,7 +1,8 @@
 """Which extractor and embedder a step uses, and what each call spent.
 
 The tenant's LLM connection (or the RUNLEDGER_LLM_* environment) picks the extractor: the
-offline rule extractor by default, an OpenAI-compatible or Anthropic client otherwise.
+offline rule extractor by default, an OpenAI-compatible or Anthropic client, or the "demo"
+provider (rules billed as a model would be).
 Clients are built once per configuration and process and shared by steps in every thread.
 
 Spend is read off the wire: the client reports the `usage` of every answer the provider sent
@@ -21,11 +22,12 @@ from typing import Any, Protocol
 
 from ingest.extraction.prompt import SYSTEM_PROMPT, LLMFactExtractor
 from ingest.extraction.rules import RuleExtractor
-from ingest.extraction.values import LLMResult
-from ingest.pricing import Usage
-from ingest.selectors import LLMConfig
+from ingest.pipelines.pricer import estimate_usage_cost
+from ingest.pipelines.selectors import LLMConfig
 from ingest.sources.http import new_session
-from ingest.sources.llm import AnthropicClient, OpenAIChatClient
+from ingest.sources.llm import AnthropicClient, LLMServerError, OpenAIChatClient
+from ingest.sources.llm.common import LLMResult
+from ingest.sources.usage import Usage
 
 MAX_OUTPUT_TOKENS = 2048
 _meter = threading.local()
@@ -75,6 +77,31 @@ class RulesExtractor:
         return RuleExtractor().extract(text, subject=subject)
 
 
+class DemoExtractor:
+    """The "demo" provider: the rule extractor billed as the configured model would be (prompt
+    and answer tokens estimated, priced like real usage), failing the first attempts of the
+    keys in `options["flaky"]` with a retryable 503 so a tenant without a key shows retries."""
+
+    metered = False
+
+    def __init__(self, config: LLMConfig) -> None:
+        self.service = config.service or "deepseek"
+        self.model = config.model or "deepseek-chat"
+        self.flaky = frozenset(str(k) for k in config.options.get("flaky", ()))
+        self.fail_attempts = int(config.options.get("fail_attempts", 1))
+
+    def extract(self, text: str, *, subject: str, source: str, key: str, attempt: int) -> LLMResult:
+        if key in self.flaky and attempt <= self.fail_attempts:
+            raise LLMServerError(
+                f"{self.service} answered HTTP 503 to model {self.model!r} (demo: attempt {attempt} of "
+                f"{key} fails on purpose) — retry later", retryable=True, status=503,
+            )
+        result = RuleExtractor().extract(text, subject=subject)
+        usage = Usage(service=self.service, model=self.model, input_tokens=prompt_tokens(text),
+                      output_tokens=token_estimate(result.raw_text))
+        return LLMResult(data=result.data, usage=usage, model=self.model, raw_text=result.raw_text)
+
+
 class ClientExtractor:
     """An LLM client behind the extraction prompt; spend metered off its HTTP answers."""
 
@@ -118,8 +145,6 @@ def _build(config: LLMConfig) -> Extractor:
     if config.provider in ("", "rules"):
         return RulesExtractor()
     if config.provider == "demo":
-        from ingest.demo import DemoExtractor
-
         return DemoExtractor(config)
     if config.provider in ("openai", "anthropic"):
         return ClientExtractor(config)
@@ -135,8 +160,6 @@ def prompt_tokens(text: str) -> int:
 
 def reservation(extractor: Extractor, text: str, *, at: Any) -> Decimal:
     """The most one extraction call may cost: the whole prompt uncached, the longest answer."""
-    from ingest.pricing import estimate_usage_cost
-
     if not extractor.metered and extractor.service == "rules":
         return Decimal("0")
     return estimate_usage_cost(extractor.service, extractor.model, input_tokens=prompt_tokens(text),

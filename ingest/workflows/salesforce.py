@@ -22,8 +22,8 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from ingest.engine import InstanceAlreadyExists, Workflow, WorkflowEvent, create
-from ingest.models import SourceAuthority
-from ingest.selectors import SalesforceConfig, salesforce_config_get
+from ingest.pipelines.models import SourceAuthority
+from ingest.pipelines.selectors import SalesforceConfig, salesforce_config_get
 from ingest.sources.errors import SourceError
 from ingest.sources.salesforce import ClientCredentials, RefreshToken, SalesforceClient
 from ingest.workflows.common import (

@@ -20,7 +20,7 @@ from schemathesis.checks import (
 
 from dashboard.access import user_ensure
 from dashboard.models import Role
-from ingest.engine import services as engine_services
+from ingest.engine.services import instances as engine_services
 from ingest.triggers.services import api_token_create, schedule_create
 
 pytestmark = [pytest.mark.db, pytest.mark.django_db]

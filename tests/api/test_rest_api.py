@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from ingest.engine import services as engine_services
 from ingest.engine.models import Instance
-from ingest.engine.worker import run_until_idle
+from ingest.engine.services import instances as engine_services
+from ingest.engine.worker.turns import run_until_idle
 from ingest.triggers.services import schedule_create, subscription_create
 from tests.api.conftest import ApiClient
 

@@ -255,8 +255,8 @@ async def test_on_postgresql_a_commit_wakes_the_follower_through_listen_notify(p
         loop = asyncio.get_running_loop()
         start = loop.time()
         def write() -> None:
-            # The engine NOTIFYs after its commits (ingest.engine.notify), no longer by trigger.
-            from ingest.engine import notify
+            # The engine NOTIFYs after its commits (ingest.engine.writes.notify), no longer by trigger.
+            from ingest.engine.writes import notify
 
             add_history(inst, "step.completed", step_name="fetch")
             notify.history()

@@ -169,7 +169,7 @@ def test_another_tenants_instance_is_refused_as_missing(stranger: Session, stack
 def test_every_page_reads_clearly(operator: Session, stack: Stack):
     """Screenshots (1440×900) of the pages the other tests did not already take."""
     create(stack, "e2e-live-steps", id="globex-shots-1", tenant="globex", params={"steps": 4, "pause": 0.1})
-    stack.python("from decimal import Decimal; from ingest.engine import services; "
+    stack.python("from decimal import Decimal; from ingest.engine.services import budgets as services; "
                  "services.budget_upsert(scope='tenant', key='acme', period='day', limit=Decimal('0.05'), "
                  "policy='approval', actor='operator')")
     wait_until(lambda: status(stack, "globex-shots-1") == "complete", timeout=30, what="globex-shots-1")

@@ -2,9 +2,10 @@ from __future__ import annotations
 
 import pytest
 
-from ingest.engine import commits, sql
 from ingest.engine.clock import now
-from ingest.engine.worker import run_until_idle
+from ingest.engine.sql import steps as sql_steps
+from ingest.engine.worker.turns import run_until_idle
+from ingest.engine.writes import commits
 
 
 @pytest.fixture
@@ -35,11 +36,11 @@ def step_completion():
     its JSON; by default the step's name)."""
 
     def build(instance_id: str, name: str, *, token: str, position: int = 0,
-              result: str | None = None) -> sql.Completion:
+              result: str | None = None) -> sql_steps.Completion:
         t = now()
-        row = sql.StepRow(iid=instance_id, name=name, seq=1, position=position, kind="do", config="{}",
+        row = sql_steps.StepRow(iid=instance_id, name=name, seq=1, position=position, kind="do", config="{}",
                           sensitive=False, has_rollback=False, label=name)
-        return sql.Completion(row=row, token=token, now=t, started=t, attempt=1,
+        return sql_steps.Completion(row=row, token=token, now=t, started=t, attempt=1,
                               result=f'"{name}"' if result is None else result, worker="test-worker",
                               with_start=True)
 

@@ -7,9 +7,10 @@ from decimal import Decimal
 
 import pytest
 
-from ingest.engine import BudgetExceeded, Workflow, create, services
+from ingest.engine import BudgetExceeded, Workflow, create
 from ingest.engine.errors import ApprovalError
 from ingest.engine.models import ApiCost, ApprovalRequest, Budget, BudgetReservation, History
+from ingest.engine.services import approvals, budgets
 
 pytestmark = pytest.mark.db
 PLAN: dict[str, list[str]] = {}
@@ -48,7 +49,7 @@ def test_every_attempt_records_its_cost_even_when_it_fails_after_spending(drain)
 
 @pytest.mark.django_db
 def test_a_reservation_is_settled_with_the_real_cost(drain):
-    services.budget_upsert(scope="tenant", key="acme", period="day", limit="1.00", actor="ana")
+    budgets.budget_upsert(scope="tenant", key="acme", period="day", limit="1.00", actor="ana")
     create("t-spender", id="c-2", tenant="acme", params={"estimate": "0.05", "cost": "0.02"})
     drain()
     budget = Budget.objects.get(key="acme")
@@ -59,7 +60,7 @@ def test_a_reservation_is_settled_with_the_real_cost(drain):
 
 @pytest.mark.django_db
 def test_a_breach_with_the_fail_policy_fails_the_step_without_retrying(drain):
-    services.budget_upsert(scope="service", key="openai", period="hour", limit="0.015", actor="ana")
+    budgets.budget_upsert(scope="service", key="openai", period="hour", limit="0.015", actor="ana")
     create("t-spender", id="c-3")
     create("t-spender", id="c-4")
     drain(advance_clock=True)
@@ -75,7 +76,7 @@ def test_a_breach_with_the_fail_policy_fails_the_step_without_retrying(drain):
 
 @pytest.mark.django_db
 def test_a_breach_with_the_approval_policy_pauses_until_an_operator_grants_it(drain):
-    services.budget_upsert(scope="tenant", key="globex", period="day", limit="0.01", policy="approval", actor="ana")
+    budgets.budget_upsert(scope="tenant", key="globex", period="day", limit="0.01", policy="approval", actor="ana")
     create("t-spender", id="c-5", tenant="globex")
     create("t-spender", id="c-6", tenant="globex")
     drain()
@@ -84,22 +85,22 @@ def test_a_breach_with_the_approval_policy_pauses_until_an_operator_grants_it(dr
     paused = Instance.objects.get(status="paused")
     request = ApprovalRequest.objects.get(instance_id=paused.id)
     assert (request.kind, request.state, request.requested_amount) == ("budget", "pending", Decimal("0.01"))
-    services.approval_answer(approval_id=request.id, approved=True, values={"amount": "0.01"}, actor="ana")
+    approvals.approval_answer(approval_id=request.id, approved=True, values={"amount": "0.01"}, actor="ana")
     drain(advance_clock=True)
     assert Instance.objects.get(id=paused.id).status == "complete"
     budget = Budget.objects.get(key="globex")
     assert (budget.spent, budget.limit) == (Decimal("0.02"), Decimal("0.02"))  # raised once, by the grant
     with pytest.raises(ApprovalError, match="already approved by ana"):
-        services.approval_answer(approval_id=request.id, approved=False, actor="bo")
+        approvals.approval_answer(approval_id=request.id, approved=False, actor="bo")
 
 
 @pytest.mark.django_db
 def test_a_denied_budget_approval_errors_the_instance(drain):
-    services.budget_upsert(scope="instance", key="c-7", period="month", limit="0", policy="approval", actor="ana")
+    budgets.budget_upsert(scope="instance", key="c-7", period="month", limit="0", policy="approval", actor="ana")
     create("t-spender", id="c-7")
     drain()
     request = ApprovalRequest.objects.get(instance_id="c-7")
-    services.approval_answer(approval_id=request.id, approved=False, comment="not worth it", actor="ana")
+    approvals.approval_answer(approval_id=request.id, approved=False, comment="not worth it", actor="ana")
     drain(advance_clock=True)
     from ingest.engine.models import Instance
 
@@ -109,9 +110,9 @@ def test_a_denied_budget_approval_errors_the_instance(drain):
 
 @pytest.mark.django_db(transaction=True)
 def test_fifty_concurrent_steps_cannot_overspend_a_budget_together():
-    from ingest.engine.context import StepContext
+    from ingest.engine.runtime.context import StepContext
 
-    services.budget_upsert(scope="service", key="dataforseo", period="day", limit="0.25", actor="ana")
+    budgets.budget_upsert(scope="service", key="dataforseo", period="day", limit="0.25", actor="ana")
     from ingest.engine import create_batch
 
     create_batch("t-spender", [{"id": f"i{i}", "tenant": "acme"} for i in range(50)])
@@ -157,11 +158,11 @@ def test_a_human_approval_sends_the_answer_to_the_waiting_instance_once(drain):
     drain()
     request = ApprovalRequest.objects.get(instance_id="a-1")
     assert (request.kind, request.state, request.title) == ("human", "pending", "Spend $500 on ads?")
-    services.approval_answer(approval_id=request.id, approved=True, values={"amount": 450}, comment="ok", actor="ana")
+    approvals.approval_answer(approval_id=request.id, approved=True, values={"amount": 450}, comment="ok", actor="ana")
     drain()
     assert h.status()["output"] == {"approved": True, "values": {"amount": 450}, "comment": "ok", "by": "ana"}
     with pytest.raises(ApprovalError, match="already approved"):
-        services.approval_answer(approval_id=request.id, approved=False, actor="bo")
+        approvals.approval_answer(approval_id=request.id, approved=False, actor="bo")
 
 
 @pytest.mark.django_db
@@ -175,7 +176,7 @@ def test_an_expired_approval_refuses_its_answer_and_stays_expired(drain):
     request = ApprovalRequest.objects.get(instance_id="a-2")
     clock.advance(timedelta(hours=3))
     with pytest.raises(ApprovalError, match="expired"):
-        services.approval_answer(approval_id=request.id, approved=True, actor="ana")
+        approvals.approval_answer(approval_id=request.id, approved=True, actor="ana")
     request.refresh_from_db()
     assert request.state == "expired"
     drain()
@@ -183,7 +184,7 @@ def test_an_expired_approval_refuses_its_answer_and_stays_expired(drain):
 
 
 def _ctx(instance_id: str, *, tenant: str = "acme", label: str = "llm-extract"):
-    from ingest.engine.context import StepContext
+    from ingest.engine.runtime.context import StepContext
 
     return StepContext(name=label, count=1, attempt=1, config={}, idempotency_key=f"{instance_id}:{label}",
                        instance_id=instance_id, workflow="t-spender", tenant=tenant, step_label=label)
@@ -191,9 +192,9 @@ def _ctx(instance_id: str, *, tenant: str = "acme", label: str = "llm-extract"):
 
 @pytest.mark.django_db
 def test_every_covering_budget_holds_the_estimate_and_is_settled_with_the_real_cost():
-    services.budget_upsert(scope="tenant", key="acme", period="day", limit="1.00", actor="ana")
-    services.budget_upsert(scope="service", key="openai", period="month", limit="5.00", actor="ana")
-    services.budget_upsert(scope="tenant", key="globex", period="day", limit="1.00", actor="ana")  # not covering
+    budgets.budget_upsert(scope="tenant", key="acme", period="day", limit="1.00", actor="ana")
+    budgets.budget_upsert(scope="service", key="openai", period="month", limit="5.00", actor="ana")
+    budgets.budget_upsert(scope="tenant", key="globex", period="day", limit="1.00", actor="ana")  # not covering
     create("t-spender", id="c-8", tenant="acme")
     ctx = _ctx("c-8")
     ctx.check_budget("openai", Decimal("0.30"))
@@ -215,7 +216,7 @@ def test_a_spend_without_a_covering_budget_holds_nothing_but_a_budget_created_be
     ctx = _ctx("c-9")
     ctx.check_budget("openai", Decimal("0.30"))
     assert ctx._reservations == [] and not BudgetReservation.objects.exists()
-    services.budget_upsert(scope="tenant", key="acme", period="day", limit="1.00", actor="ana")
+    budgets.budget_upsert(scope="tenant", key="acme", period="day", limit="1.00", actor="ana")
     ctx.track_cost("openai", cost="0.07")
     budget = Budget.objects.get(key="acme")
     assert (budget.spent, budget.reserved) == (Decimal("0.07"), Decimal("0"))
@@ -228,7 +229,7 @@ def test_a_new_period_starts_from_nothing_spent_while_held_money_stays_held():
     from ingest.engine.clock import clock
 
     clock.freeze(datetime(2026, 3, 9, 22, 0, tzinfo=UTC))
-    services.budget_upsert(scope="tenant", key="acme", period="day", limit="1.00", actor="ana")
+    budgets.budget_upsert(scope="tenant", key="acme", period="day", limit="1.00", actor="ana")
     for i in ("c-10", "c-11", "c-12"):
         create("t-spender", id=i, tenant="acme")
     first, waiting, next_day = _ctx("c-10"), _ctx("c-11"), _ctx("c-12")
@@ -250,10 +251,10 @@ def test_a_new_period_starts_from_nothing_spent_while_held_money_stays_held():
 
 @pytest.mark.django_db
 def test_an_attempt_that_fails_before_spending_gives_its_holds_back():
-    from ingest.engine.costs import reservations_release
+    from ingest.engine.costs.budgets import reservations_release
 
-    services.budget_upsert(scope="tenant", key="acme", period="day", limit="1.00", actor="ana")
-    services.budget_upsert(scope="service", key="openai", period="day", limit="1.00", actor="ana")
+    budgets.budget_upsert(scope="tenant", key="acme", period="day", limit="1.00", actor="ana")
+    budgets.budget_upsert(scope="service", key="openai", period="day", limit="1.00", actor="ana")
     create("t-spender", id="c-13", tenant="acme")
     ctx = _ctx("c-13")
     ctx.check_budget("openai", Decimal("0.30"))
@@ -266,11 +267,11 @@ def test_an_attempt_that_fails_before_spending_gives_its_holds_back():
 
 @pytest.mark.django_db
 def test_a_hold_on_a_budget_disabled_before_the_cost_is_recorded_is_given_back():
-    services.budget_upsert(scope="tenant", key="acme", period="day", limit="1.00", actor="ana")
+    budgets.budget_upsert(scope="tenant", key="acme", period="day", limit="1.00", actor="ana")
     create("t-spender", id="c-14", tenant="acme")
     ctx = _ctx("c-14")
     ctx.check_budget("openai", Decimal("0.30"))
-    services.budget_upsert(scope="tenant", key="acme", period="day", limit="1.00", enabled=False, actor="ana")
+    budgets.budget_upsert(scope="tenant", key="acme", period="day", limit="1.00", enabled=False, actor="ana")
     ctx.track_cost("openai", cost="0.25")
     budget = Budget.objects.get(key="acme")
     assert (budget.spent, budget.reserved) == (Decimal("0"), Decimal("0"))  # not charged, nothing left held

@@ -16,12 +16,16 @@ import psycopg
 import pytest
 from django.db import DatabaseError, connection
 
-from ingest.engine import Workflow, commits, create, sql
+from ingest.engine import Workflow, create
 from ingest.engine.clock import now
-from ingest.engine.commits import EarlierWriteFailed
+from ingest.engine.flow import claim
 from ingest.engine.models import History, Instance, Step
 from ingest.engine.pg import connection_string
-from ingest.engine.worker import Worker, claim, run_until_idle
+from ingest.engine.sql import instances as sql_instances
+from ingest.engine.worker.loop import Worker
+from ingest.engine.worker.turns import run_until_idle
+from ingest.engine.writes import commits, route
+from ingest.engine.writes.commits import EarlierWriteFailed
 
 LEASE = timedelta(minutes=5)
 SEEN: dict[str, object] = {}
@@ -173,7 +177,7 @@ def test_a_completion_a_thread_waits_for_is_not_queued_behind_other_instances_de
     try:
         assert gate.entered.wait(30)
         started = time.monotonic()
-        got = sql.step_finish(**{f: getattr(completion("quick"), f) for f in (
+        got = route.step_finish(**{f: getattr(completion("quick"), f) for f in (
             "row", "token", "now", "started", "attempt", "result", "worker", "with_start")})
         waited = time.monotonic() - started
         assert got is not None and waited < 5, f"the waited completion took {waited:.1f} s"
@@ -207,9 +211,9 @@ def test_after_a_failed_write_a_turns_later_writes_are_refused_and_the_instance_
     with pytest.raises(EarlierWriteFailed, match="bad-1"):
         later.wait()
     with pytest.raises(EarlierWriteFailed):
-        group.complete(sql.InstanceDone(iid="bad-1", token=token, now=now(), output=None))
+        group.complete(sql_instances.InstanceDone(iid="bad-1", token=token, now=now(), output=None))
     assert neighbour.wait() is not None
-    assert group.complete(sql.InstanceDone(iid="good-1", token=token, now=now(), output='"ok"')) is True
+    assert group.complete(sql_instances.InstanceDone(iid="good-1", token=token, now=now(), output='"ok"')) is True
 
     assert not Step.objects.filter(instance_id="bad-1").exists()
     assert Instance.objects.get(id="bad-1").status == "running"  # the lease expires; a new turn replays it
@@ -221,7 +225,7 @@ def test_after_a_failed_write_a_turns_later_writes_are_refused_and_the_instance_
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("require_postgres")
 def test_a_worker_claims_for_a_slot_whose_turn_has_only_its_last_write_left(group, monkeypatch):
-    gate = hold_batches(monkeypatch, lambda batch: any(isinstance(i.write, sql.InstanceDone) for i in batch))
+    gate = hold_batches(monkeypatch, lambda batch: any(isinstance(i.write, sql_instances.InstanceDone) for i in batch))
     create("t-deferred-idle", id="first")
     worker = Worker(concurrency=1, poll_seconds=0.05).start()
     try:

@@ -1,5 +1,5 @@
-"""The deferred lane (ingest/engine/lane.py) and the committer's gathering of deferred writes
-(ingest/engine/commits.py): deferred steps take turns per process, a slow one delays the others by
+"""The deferred lane (ingest/engine/runtime/lane.py) and the committer's gathering of deferred writes
+(ingest/engine/writes/commits.py): deferred steps take turns per process, a slow one delays the others by
 at most the lane's wait, and a batch of deferred writes gathers for a few milliseconds unless a
 thread comes to wait on it.
 """
@@ -14,10 +14,14 @@ from datetime import timedelta
 import pytest
 from django.db import connection, transaction
 
-from ingest.engine import Workflow, commits, create, lane, sql
+from ingest.engine import Workflow, create
 from ingest.engine.clock import now
+from ingest.engine.flow import claim
 from ingest.engine.models import Instance, Step
-from ingest.engine.worker import Worker, claim
+from ingest.engine.runtime import lane
+from ingest.engine.sql import instances as sql_instances
+from ingest.engine.worker.loop import Worker
+from ingest.engine.writes import commits
 
 LEASE = timedelta(minutes=5)
 INTERVALS: list[tuple[str, float, float]] = []
@@ -264,7 +268,7 @@ def test_a_thread_that_comes_to_wait_ends_the_gathering(group, step_completion, 
     # A write queued behind a gathering batch (an instance's completion) is not kept waiting.
     queued = group.submit(step_completion("hurry-1", "a", position=0, token=token))
     started = time.monotonic()
-    assert group.complete(sql.InstanceDone(iid="hurry-2", token=token, now=now(), output='"ok"')) is True
+    assert group.complete(sql_instances.InstanceDone(iid="hurry-2", token=token, now=now(), output='"ok"')) is True
     assert time.monotonic() - started < 20, "the waited write sat out the gathering"
     assert queued.wait() is not None
     assert Instance.objects.get(id="hurry-2").status == "complete"

@@ -11,12 +11,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from ingest.engine import Workflow, create, services
+from ingest.engine import Workflow, create
 from ingest.engine.clock import clock
 from ingest.engine.errors import InvalidDuration
 from ingest.engine.flow import cap_wake, deadline, rate_next_slot
 from ingest.engine.models import DeadLetter, Instance, Step
-from ingest.engine.worker import claim_batch, run_until_idle
+from ingest.engine.services import control, instances
+from ingest.engine.worker.turns import claim_batch, run_until_idle
 
 RAN: list[str] = []
 LEASE = timedelta(seconds=30)
@@ -182,9 +183,9 @@ def test_unlimited_workflows_are_claimed_beside_limited_ones():
 
 @pytest.mark.django_db
 def test_a_small_tenant_is_served_round_robin_beside_a_large_backlog():
-    services.instance_create_batch(workflow="t-flow-per-tenant",
+    instances.instance_create_batch(workflow="t-flow-per-tenant",
                                    items=[{"id": f"a-{i:02}", "tenant": "acme"} for i in range(60)])
-    services.instance_create_batch(workflow="t-flow-per-tenant",
+    instances.instance_create_batch(workflow="t-flow-per-tenant",
                                    items=[{"id": f"b-{i}", "tenant": "blue"} for i in range(10)])
     run_until_idle()
     assert len(RAN) == 70
@@ -282,7 +283,7 @@ def test_a_restart_after_a_timeout_gets_a_fresh_clock():
     run_until_idle(advance_clock=True)
     assert Instance.objects.get(id="late-3").error_name == "WorkflowTimeout"
     clock.advance(timedelta(days=1))
-    services.instance_restart(instance_id="late-3", actor="op")
+    control.instance_restart(instance_id="late-3", actor="op")
     run_until_idle()
     inst = Instance.objects.get(id="late-3")
     assert inst.status == "waiting" and inst.ready_at == clock.now() + timedelta(hours=1)

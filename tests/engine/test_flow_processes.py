@@ -57,7 +57,7 @@ def max_concurrent_by_key(db: Database, workflow: str) -> dict[str, int]:
 
 
 def create_many(db: Database, workflow: str, items: str) -> None:
-    python(db, "from ingest.engine import services\n"
+    python(db, "from ingest.engine.services import instances as services\n"
                f"items = {items}\n"
                "for b in range(0, len(items), 100):\n"
                f"    services.instance_create_batch(workflow={workflow!r}, items=items[b:b + 100])")

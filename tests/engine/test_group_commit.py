@@ -1,4 +1,4 @@
-"""Group commit (ingest/engine/commits.py): concurrent instances' writes share one transaction.
+"""Group commit (ingest/engine/writes/commits.py): concurrent instances' writes share one transaction.
 
 PostgreSQL only. The tests run outside a test transaction (transaction=True): the group's own
 connection must see the instances the test created, and the test must see what it committed.
@@ -15,11 +15,16 @@ import psycopg
 import pytest
 from django.db import DatabaseError, connection
 
-from ingest.engine import Workflow, commits, create, sql
+from ingest.engine import Workflow, create
 from ingest.engine.clock import now
+from ingest.engine.flow import claim
 from ingest.engine.models import Attempt, History, Instance, Step
 from ingest.engine.pg import connection_string
-from ingest.engine.worker import Worker, claim
+from ingest.engine.sql import group as sql_group
+from ingest.engine.sql import instances as sql_instances
+from ingest.engine.sql import steps as sql_steps
+from ingest.engine.worker.loop import Worker
+from ingest.engine.writes import commits, route
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("require_postgres")]
 
@@ -86,11 +91,11 @@ def leased(count: int, workflow: str = "t-group-idle") -> tuple[str, list[str]]:
     return token, ids
 
 
-def completion(instance_id: str, token: str, *, result: str | None, name: str = "work") -> sql.Completion:
+def completion(instance_id: str, token: str, *, result: str | None, name: str = "work") -> sql_steps.Completion:
     t = now()
-    row = sql.StepRow(iid=instance_id, name=name, seq=1, position=0, kind="do", config='{"timeout": 1.0}',
+    row = sql_steps.StepRow(iid=instance_id, name=name, seq=1, position=0, kind="do", config='{"timeout": 1.0}',
                       sensitive=False, has_rollback=False, label=name)
-    return sql.Completion(row=row, token=token, now=t, started=t - timedelta(milliseconds=3), attempt=1,
+    return sql_steps.Completion(row=row, token=token, now=t, started=t - timedelta(milliseconds=3), attempt=1,
                           result=result, worker="test-worker", with_start=True)
 
 
@@ -122,7 +127,7 @@ def in_threads(fns, gate) -> list:
 
 def test_writes_queued_behind_a_batch_commit_together_and_each_gets_its_own_outcome(group, gate):
     token, ids = leased(8)
-    fns = [lambda i=i: sql.step_finish(row=completion(ids[i], token, result=json.dumps({"n": i})).row,
+    fns = [lambda i=i: route.step_finish(row=completion(ids[i], token, result=json.dumps({"n": i})).row,
                                        token=token, now=now(), started=now(), attempt=1,
                                        result=json.dumps({"n": i}), worker="test-worker", with_start=True)
            for i in range(8)]
@@ -160,15 +165,15 @@ def test_a_lost_lease_writes_nothing_for_its_instance_and_the_rest_commit():
     token, ids = leased(3)
     Instance.objects.filter(id=ids[1]).update(lease_token="someone-else")
     with psycopg.connect(connection_string(), autocommit=True) as conn:
-        written, completed = sql.group_write(
+        written, completed = sql_group.group_write(
             conn,
             [completion(i, token, result='{"ok": true}') for i in ids],
             [],
         )
         assert set(written) == {(ids[0], "work", 1), (ids[2], "work", 1)}
         # The same instances now complete; the one whose lease is gone stays as it was.
-        written, completed = sql.group_write(
-            conn, [], [sql.InstanceDone(iid=i, token=token, now=now(), output='{"v": 1}') for i in ids])
+        written, completed = sql_group.group_write(
+            conn, [], [sql_instances.InstanceDone(iid=i, token=token, now=now(), output='{"v": 1}') for i in ids])
     assert written == {}
     assert completed == {ids[0], ids[2]}
     assert not Step.objects.filter(instance_id=ids[1]).exists()
@@ -181,7 +186,7 @@ def test_a_lost_lease_writes_nothing_for_its_instance_and_the_rest_commit():
 
 def test_a_write_is_committed_when_the_call_returns():
     token, ids = leased(1)
-    got = sql.step_finish(row=completion(ids[0], token, result="7").row, token=token, now=now(), started=now(),
+    got = route.step_finish(row=completion(ids[0], token, result="7").row, token=token, now=now(), started=now(),
                           attempt=1, result="7", worker="test-worker", with_start=False)
     assert got is not None
     # Another connection sees it at once: the write did not wait in an open transaction.

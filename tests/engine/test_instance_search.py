@@ -9,7 +9,7 @@ from django.db import connection
 
 from ingest.engine import Workflow, create, create_batch
 from ingest.engine.models import Instance, InstanceSearch, Status
-from ingest.engine.worker import run_until_idle
+from ingest.engine.worker.turns import run_until_idle
 
 
 class Quiet(Workflow):

@@ -19,11 +19,11 @@ from ingest.engine import (
     create,
     create_batch,
     get,
-    services,
 )
 from ingest.engine.clock import clock
 from ingest.engine.errors import BatchTooLarge, DeadLetterError, InvalidTransition
 from ingest.engine.models import DeadLetter, History, Instance, Step
+from ingest.engine.services import control, dead_letters
 
 pytestmark = pytest.mark.db
 RAN: Counter[str] = Counter()
@@ -189,7 +189,7 @@ def test_retry_runs_an_errored_instance_again_from_its_failed_step(drain):
     assert Instance.objects.get(id="e-1").status == "errored"
     assert RAN["transform"] == 6
     FIXED.add("e-1")  # the cause is fixed upstream
-    services.instance_retry(instance_id="e-1", actor="ana", reason="upstream fixed")
+    control.instance_retry(instance_id="e-1", actor="ana", reason="upstream fixed")
     assert DeadLetter.objects.get(instance_id="e-1").state == "redriven"
     drain(advance_clock=True)
     assert Instance.objects.get(id="e-1").status == "complete"
@@ -200,20 +200,20 @@ def test_retry_runs_an_errored_instance_again_from_its_failed_step(drain):
 def test_retry_refuses_an_instance_that_did_not_error(drain):
     create("t-pipeline", id="e-3")
     with pytest.raises(InvalidTransition, match="only errored"):
-        services.instance_retry(instance_id="e-3", actor="ana")
+        control.instance_retry(instance_id="e-3", actor="ana")
 
 
 @pytest.mark.django_db
 def test_replay_starts_a_linked_instance_with_edited_params(drain):
     create("t-pipeline", id="e-4", params={"fail": 1, "keep": "x"})
     drain(advance_clock=True)
-    new = services.instance_replay(instance_id="e-4", params={"keep": "x"}, actor="ana", reason="drop bad flag")
+    new = control.instance_replay(instance_id="e-4", params={"keep": "x"}, actor="ana", reason="drop bad flag")
     assert new.id == "e-4-replay-1" and new.replay_of_id == "e-4" and new.params == {"keep": "x"}
     drain(advance_clock=True)
     assert Instance.objects.get(id="e-4-replay-1").status == "complete"
     assert Instance.objects.get(id="e-4").status == "errored"
     assert DeadLetter.objects.get(instance_id="e-4").resolution == "replayed as e-4-replay-1: drop bad flag"
-    assert services.instance_replay(instance_id="e-4", actor="ana").id == "e-4-replay-2"
+    assert control.instance_replay(instance_id="e-4", actor="ana").id == "e-4-replay-2"
 
 
 @pytest.mark.django_db
@@ -222,10 +222,10 @@ def test_dead_letters_are_discarded_only_with_a_reason_and_only_once(drain):
     drain(advance_clock=True)
     letter = DeadLetter.objects.get(instance_id="d-1")
     with pytest.raises(DeadLetterError, match="reason"):
-        services.dead_letter_discard(dead_letter_id=letter.id, actor="ana", reason=" ")
-    services.dead_letter_discard(dead_letter_id=letter.id, actor="ana", reason="test data")
+        dead_letters.dead_letter_discard(dead_letter_id=letter.id, actor="ana", reason=" ")
+    dead_letters.dead_letter_discard(dead_letter_id=letter.id, actor="ana", reason="test data")
     with pytest.raises(DeadLetterError, match="already discarded"):
-        services.dead_letter_discard(dead_letter_id=letter.id, actor="bo", reason="again")
+        dead_letters.dead_letter_discard(dead_letter_id=letter.id, actor="bo", reason="again")
 
 
 @pytest.mark.django_db
@@ -235,7 +235,7 @@ def test_bulk_redrive_selects_by_filters_and_spaces_starts_at_the_capped_rate(dr
     drain(advance_clock=True)
     assert DeadLetter.objects.filter(state="open").count() == 6
     now = clock.now()
-    count = services.dead_letter_redrive(tenant="acme", step_name="transform", rate_per_second=2, actor="ana")
+    count = dead_letters.dead_letter_redrive(tenant="acme", step_name="transform", rate_per_second=2, actor="ana")
     assert count == 4
     ready = sorted(Instance.objects.filter(tenant="acme").values_list("ready_at", flat=True))
     offsets = [round((r - now).total_seconds() * 2) / 2 for r in ready]

@@ -9,7 +9,7 @@ import pytest
 
 ENGINE = Path(__file__).resolve().parents[2] / "ingest" / "engine"
 FORBIDDEN = ("dashboard", "ingest.workflows", "ingest.sources", "ingest.extraction", "ingest.triggers",
-             "ingest.models", "ingest.services", "ingest.selectors", "ingest.pricing", "ingest.demo")
+             "ingest.models", "ingest.pipelines", "ingest.demo")
 
 
 def imports_of(path: Path) -> list[str]:

@@ -12,8 +12,9 @@ import time
 import pytest
 from django.db import connection
 
-from ingest.engine import Workflow, create, steps
+from ingest.engine import Workflow, create
 from ingest.engine.models import Instance
+from ingest.engine.runtime import parallel
 
 RUNS: list[tuple[int, int, float, float]] = []  # (step index, thread, start, end)
 _runs_lock = threading.Lock()
@@ -120,7 +121,7 @@ def test_concurrency_narrows_one_group(settings, drain):
 @pytest.mark.django_db(transaction=True)
 def test_a_group_runs_on_the_workflows_thread_when_every_pool_thread_is_busy(settings, drain):
     settings.RUNLEDGER_PARALLEL_THREADS = 1
-    _, pool = steps._helpers()
+    _, pool = parallel._helpers()
     busy, release = threading.Event(), threading.Event()
 
     def occupy():

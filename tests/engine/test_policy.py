@@ -9,7 +9,7 @@ import pytest
 from ingest.engine.durations import parse_duration
 from ingest.engine.errors import InvalidDuration, InvalidStepConfig
 from ingest.engine.periods import period_end, period_start
-from ingest.engine.policy import RetryPolicy, check_step_name, next_delay, resolve_config
+from ingest.engine.runtime.policy import RetryPolicy, check_step_name, next_delay, resolve_config
 from ingest.engine.signature import error_signature, normalize_message
 
 pytestmark = pytest.mark.pure

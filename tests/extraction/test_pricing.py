@@ -5,7 +5,8 @@ from decimal import Decimal
 
 import pytest
 
-from ingest.pricing import DEFAULT_PRICES, PriceNotFound, PriceRow, Usage, cost_for
+from ingest.pipelines.pricing import DEFAULT_PRICES, PriceNotFound, PriceRow, cost_for
+from ingest.sources.usage import Usage
 
 pytestmark = pytest.mark.pure
 

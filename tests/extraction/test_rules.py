@@ -2,9 +2,10 @@ from __future__ import annotations
 
 import pytest
 
-from ingest.demo_corpus import demo_calls, demo_opportunities
-from ingest.extraction import Fact, FactsMalformed, LLMResult, facts_from_result
+from ingest.demo.corpus import demo_calls, demo_opportunities
+from ingest.extraction import Fact, FactsMalformed, facts_from_result
 from ingest.extraction.rules import RuleExtractor
+from ingest.sources.llm import LLMResult
 
 pytestmark = pytest.mark.pure
 

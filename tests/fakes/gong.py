@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Sequence
 from datetime import datetime
 
-from ingest.demo_corpus import COMPETITORS, DemoCall, demo_calls
+from ingest.demo.corpus import COMPETITORS, DemoCall, demo_calls
 from tests.fakes.server import FakeServer, Planned, Recorded
 
 NO_CALLS = "No calls found corresponding to the provided filters"

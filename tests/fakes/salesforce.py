@@ -14,7 +14,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from ingest.demo_corpus import DemoOpportunity, demo_opportunities
+from ingest.demo.corpus import DemoOpportunity, demo_opportunities
 from tests.fakes.server import FakeServer, Planned, Recorded
 
 API = r"/services/data/v[0-9.]+"

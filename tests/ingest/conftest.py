@@ -5,13 +5,13 @@ from typing import Any
 
 import pytest
 
-from ingest.engine.worker import run_until_idle
-from ingest.selectors import config_cache_clear
-from ingest.services import connection_upsert, keyword_list_set
+from ingest.engine.worker.turns import run_until_idle
+from ingest.pipelines.selectors import config_cache_clear
+from ingest.pipelines.services import connection_upsert, keyword_list_set
 from tests.fakes import FakeGong, FakeOpenAI, FakeSalesforce
 from tests.fakes.fixtures import fake_anthropic, fake_gong, fake_openai, fake_salesforce  # noqa: F401
 
-PRICER = "ingest.pricing.price_usage"
+PRICER = "ingest.pipelines.pricer.price_usage"
 
 
 @pytest.fixture(autouse=True)

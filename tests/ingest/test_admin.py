@@ -9,8 +9,8 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from ingest.models import KeywordList, Price
-from ingest.pricing import price_usage
+from ingest.pipelines.models import KeywordList, Price
+from ingest.pipelines.pricer import price_usage
 
 pytestmark = [pytest.mark.db, pytest.mark.django_db]
 

@@ -1,5 +1,5 @@
 """Reserving and settling budget holds, step by step, on both databases: PostgreSQL runs each
-in one statement (ingest/engine/costs.py), SQLite through the ORM; the ledger must not differ."""
+in one statement (ingest/engine/sql/budgets.py), SQLite through the ORM; the ledger must not differ."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 
 from ingest.engine import BudgetExceeded, Workflow, create
 from ingest.engine.clock import clock
-from ingest.engine.context import StepContext
 from ingest.engine.models import ApiCost, Budget, BudgetGrant, BudgetReservation, History
-from ingest.engine.services import budget_upsert
+from ingest.engine.runtime.context import StepContext
+from ingest.engine.services.budgets import budget_upsert
 
 pytestmark = [pytest.mark.db, pytest.mark.django_db]
 

@@ -10,8 +10,8 @@ from django.db.models import Sum
 
 from ingest.engine import Workflow, create
 from ingest.engine.models import ApiCost, Budget, BudgetReservation, Instance
-from ingest.engine.services import budget_upsert
-from ingest.engine.worker import Worker
+from ingest.engine.services.budgets import budget_upsert
+from ingest.engine.worker.loop import Worker
 from tests.conftest import end_other_sessions_of_test_database
 
 pytestmark = [pytest.mark.postgres, pytest.mark.db]
@@ -76,8 +76,8 @@ def test_costs_recorded_at_once_on_three_shared_budgets_add_up_without_deadlock(
 
     from django.db import connections
 
-    from ingest.engine.context import StepContext
     from ingest.engine.models import History
+    from ingest.engine.runtime.context import StepContext
 
     for scope, key in (("tenant", "race"), ("workflow", "t-ingest-budget-race"), ("service", "openai")):
         budget_upsert(scope=scope, key=key, period="day", limit="1000", policy="fail")

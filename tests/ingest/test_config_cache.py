@@ -7,11 +7,11 @@ import threading
 
 import pytest
 
-from ingest import selectors
 from ingest.engine import get
-from ingest.models import Connection, KeywordList
-from ingest.selectors import keyword_list_get, llm_config_get
-from ingest.services import connection_upsert, keyword_list_set
+from ingest.pipelines import selectors
+from ingest.pipelines.models import Connection, KeywordList
+from ingest.pipelines.selectors import keyword_list_get, llm_config_get
+from ingest.pipelines.services import connection_upsert, keyword_list_set
 from ingest.workflows import gong_ingest_start
 from tests.fakes import FakeOpenAI
 from tests.fakes.llm import CHAT

@@ -10,11 +10,13 @@ from django.db.models import Sum
 
 from ingest.engine import get
 from ingest.engine.models import ApiCost, ApprovalRequest, Budget
-from ingest.engine.services import approval_answer, budget_upsert
+from ingest.engine.services.approvals import approval_answer
+from ingest.engine.services.budgets import budget_upsert
 from ingest.extraction.prompt import SYSTEM_PROMPT
-from ingest.pricing import DEFAULT_PRICES, Usage, cost_for
-from ingest.services import price_upsert
+from ingest.pipelines.pricing import DEFAULT_PRICES, cost_for
+from ingest.pipelines.services import price_upsert
 from ingest.sources.llm import usage_from_openai
+from ingest.sources.usage import Usage
 from ingest.workflows import gong_ingest_start
 from tests.fakes import FakeOpenAI, Planned
 from tests.fakes.llm import CHAT, _facts_json, chat_completion, tokens
@@ -141,7 +143,7 @@ def test_an_operator_who_denies_the_approval_ends_the_call_without_spending(
 
 
 def test_the_reservation_covers_the_whole_prompt_and_the_longest_answer() -> None:
-    from ingest.selectors import LLMConfig
+    from ingest.pipelines.selectors import LLMConfig
     from ingest.workflows.providers import MAX_OUTPUT_TOKENS, ClientExtractor, reservation
 
     extractor = ClientExtractor(LLMConfig(provider="openai", base_url="http://127.0.0.1:9/v1", model="gpt-4o-mini"))

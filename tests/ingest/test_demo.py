@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from django.db.models import Sum
 
-from ingest.demo import demo_seed
+from ingest.demo.seed import demo_seed
 from ingest.engine import get
 from ingest.engine.models import ApiCost, ApprovalRequest, DeadLetter, Instance
-from ingest.models import Fact, SignalEvaluation
+from ingest.pipelines.models import Fact, SignalEvaluation
 
 pytestmark = [pytest.mark.db, pytest.mark.django_db]
 

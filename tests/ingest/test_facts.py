@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from ingest.extraction import Fact as Extracted
-from ingest.models import Fact, FactEmbedding, FactHead, SignalEvaluation
-from ingest.selectors import fact_similar
-from ingest.services import (
+from ingest.pipelines.models import Fact, FactEmbedding, FactHead, SignalEvaluation
+from ingest.pipelines.selectors import fact_similar
+from ingest.pipelines.services import (
     fact_embeddings_store,
     fact_id_for,
     fact_insert_or_supersede,

@@ -6,8 +6,8 @@ import pytest
 
 from ingest.engine import get
 from ingest.engine.models import ApiCost, DeadLetter, Instance
-from ingest.models import Fact, SignalEvaluation, SourceAuthority
-from ingest.services import keyword_list_set
+from ingest.pipelines.models import Fact, SignalEvaluation, SourceAuthority
+from ingest.pipelines.services import keyword_list_set
 from ingest.workflows import gong_ingest_start
 from tests.fakes import FakeGong, FakeOpenAI, Planned
 from tests.fakes.llm import CHAT

@@ -10,7 +10,7 @@ from django.urls import include, path
 
 from ingest.engine import get
 from ingest.engine.models import Instance
-from ingest.services import connection_upsert
+from ingest.pipelines.services import connection_upsert
 from tests.fakes import FakeGong
 from tests.fakes.gong import extensive_json
 from tests.sources.test_salesforce_events import CDC_MESSAGE, OUTBOUND

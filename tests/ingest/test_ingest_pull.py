@@ -9,7 +9,7 @@ from django.core.management import CommandError, call_command
 
 from ingest.engine import get
 from ingest.engine.models import Instance
-from ingest.models import Fact
+from ingest.pipelines.models import Fact
 from tests.fakes import FakeGong, FakeSalesforce
 
 pytestmark = [pytest.mark.db, pytest.mark.django_db]

@@ -7,10 +7,10 @@ from decimal import Decimal
 
 import pytest
 
-from ingest import selectors
-from ingest.models import Price
-from ingest.pricing import price_usage
-from ingest.services import price_upsert
+from ingest.pipelines import selectors
+from ingest.pipelines.models import Price
+from ingest.pipelines.pricer import price_usage
+from ingest.pipelines.services import price_upsert
 
 pytestmark = [pytest.mark.db, pytest.mark.django_db]
 MILLION_IN = {"tokens_in": 1_000_000, "tokens_out": 0}

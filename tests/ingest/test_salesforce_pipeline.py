@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ingest.demo import opportunity_record
+from ingest.demo.seed import opportunity_record
 from ingest.engine import get
-from ingest.models import Fact
+from ingest.pipelines.models import Fact
 from ingest.workflows import salesforce_ingest_start
 from ingest.workflows.salesforce import sfdc_instance_id, translate_fields, version_of
 from tests.fakes import FakeOpenAI, FakeSalesforce

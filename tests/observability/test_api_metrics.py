@@ -13,7 +13,7 @@ from dashboard.models import Role
 from dashboard.observability.summary import InvalidWindow, parse_window, percentile
 from ingest.engine import create
 from ingest.engine.models import Instance
-from ingest.engine.worker import run_until_idle
+from ingest.engine.worker.turns import run_until_idle
 from tests.api.conftest import ApiClient, persona
 
 

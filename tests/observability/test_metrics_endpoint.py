@@ -13,7 +13,7 @@ from dashboard.observability import ingress, tally
 from dashboard.observability.models import MetricTally
 from ingest.engine import create
 from ingest.engine.models import Budget, Instance
-from ingest.engine.worker import run_until_idle
+from ingest.engine.worker.turns import run_until_idle
 from ingest.triggers.models import Route
 from tests.observability.conftest import scrape, value
 

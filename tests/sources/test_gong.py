@@ -4,7 +4,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from ingest.demo_corpus import demo_calls
+from ingest.demo.corpus import demo_calls
 from ingest.sources.gong import (
     GongAuthError,
     GongClient,

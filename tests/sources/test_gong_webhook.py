@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from ingest.demo_corpus import demo_calls
+from ingest.demo.corpus import demo_calls
 from ingest.sources.gong import WebhookInvalid, parse_webhook
 from tests.fakes.gong import extensive_json
 

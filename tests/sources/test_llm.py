@@ -7,7 +7,6 @@ import pytest
 
 from ingest.extraction import facts_from_result
 from ingest.extraction.prompt import LLMFactExtractor, extraction_messages
-from ingest.pricing import Usage
 from ingest.sources.llm import (
     AnthropicClient,
     LLMAuthError,
@@ -19,6 +18,7 @@ from ingest.sources.llm import (
     OpenAIChatClient,
     usage_from_openai,
 )
+from ingest.sources.usage import Usage
 from tests.fakes import FakeAnthropic, FakeOpenAI, Planned
 from tests.fakes.llm import CHAT, MESSAGES, anthropic_message, chat_completion
 

@@ -60,7 +60,7 @@ def signed_post(
 @contextmanager
 def worker_thread(seconds: float = 10.0) -> Iterator[None]:
     """Drain runnable instances in a background thread (its own DB connection) while inside."""
-    from ingest.engine.worker import run_until_idle
+    from ingest.engine.worker.turns import run_until_idle
 
     stop = threading.Event()
 

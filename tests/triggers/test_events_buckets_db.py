@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from ingest.engine import services as engine_services
 from ingest.engine.models import Instance, PendingEvent
+from ingest.engine.services import instances as engine_services
 from ingest.triggers.errors import InvalidEvent, UnknownRateLimit
 from ingest.triggers.models import PublishedEvent
 from ingest.triggers.services import (

@@ -169,7 +169,7 @@ def test_the_tenant_rate_limit_spans_its_routes(client: Client) -> None:
 
 def test_sync_wait_returns_the_output(client: Client, route: Route, acme_creds: dict[str, str],
                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    from ingest.engine.worker import run_until_idle
+    from ingest.engine.worker.turns import run_until_idle
 
     # The waiter polls the ledger; between polls the worker runs (here: in the same thread).
     monkeypatch.setattr("ingest.triggers.selectors._sleep", lambda seconds: run_until_idle())

@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.db import connection
 
-from ingest.engine import services as engine_services
 from ingest.engine.models import Instance
+from ingest.engine.services import instances as engine_services
 from ingest.triggers.errors import InvalidCron, InvalidSchedule
 from ingest.triggers.models import Schedule
 from ingest.triggers.scheduler import Scheduler

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 import time
 from typing import Any
 
@@ -37,7 +36,5 @@ class Command(BaseCommand):
             passes = runner.catch_up()
             self.stdout.write(f"{passes} pass(es) in {time.monotonic() - t0:.1f} s")
             return
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: runner.request_stop())
         self.stdout.write("rollups running; Ctrl-C stops them")
-        runner.run()
+        runner.run_until_signalled()

@@ -36,12 +36,12 @@ class Command(BaseCommand):
 
         demo_users_ensure()
         if not options["no_demo"]:
-            from ingest.demo import demo_seed
+            from ingest.demo.seed import demo_seed
 
             summary = demo_seed()
             self.stdout.write(f"demo data: {summary.started} ingests started, {summary.already} already there")
         from dashboard.rollups.runner import RollupRunner
-        from ingest.engine.worker import Worker
+        from ingest.engine.worker.loop import Worker
         from ingest.triggers.scheduler import Scheduler
 
         worker = Worker(concurrency=options["concurrency"]).start()

@@ -4,7 +4,6 @@ Both clients offer `complete_json(messages, *, max_tokens=None) -> LLMResult` an
 `LLMError` subclasses that carry `retryable` and `retry_after`.
 """
 
-from ingest.extraction.values import LLMResult
 from ingest.sources.llm.anthropic import AnthropicClient
 from ingest.sources.llm.common import (
     ChatMessage,
@@ -14,6 +13,7 @@ from ingest.sources.llm.common import (
     LLMInvalidOutput,
     LLMRateLimited,
     LLMRequestRejected,
+    LLMResult,
     LLMServerError,
     LLMUnavailable,
     parse_json_object,

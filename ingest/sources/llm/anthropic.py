@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Unpack
 
 import requests
 
-from ingest.extraction.values import LLMResult
-from ingest.pricing import Usage
-from ingest.sources.http import DEFAULT_TIMEOUT, Sleep, Timeout, new_session
 from ingest.sources.llm.common import (
     ChatMessage,
+    JsonApi,
     LLMInvalidOutput,
-    error_for_response,
+    LLMResult,
+    TransportOptions,
     parse_json_object,
-    post_json,
-    response_json,
 )
+from ingest.sources.usage import Usage
 
 JSON_INSTRUCTION = "Answer with one JSON object only: no prose, no code fences."
 
@@ -52,24 +49,15 @@ class AnthropicClient:
         base_url: str = "https://api.anthropic.com",
         version: str = "2023-06-01",
         max_tokens: int = 4096,
-        timeout: Timeout = DEFAULT_TIMEOUT,
-        max_retries: int = 2,
-        max_inline_wait: float = 10.0,
-        session: requests.Session | None = None,
-        sleep: Sleep = time.sleep,
         on_usage: Callable[[Usage], None] | None = None,
+        **transport: Unpack[TransportOptions],
     ) -> None:
-        self.base_url = base_url.rstrip("/")
         self.model = model
         self.version = version
         self.on_usage = on_usage
         self.max_tokens = max_tokens
-        self.timeout = timeout
-        self.max_retries = max_retries
-        self.max_inline_wait = max_inline_wait
         self._api_key = api_key
-        self._session = session or new_session()
-        self._sleep = sleep
+        self._api = JsonApi(provider="anthropic", base_url=base_url, error_detail=_error_detail, **transport)
 
     def _body(self, messages: Sequence[ChatMessage], max_tokens: int | None) -> dict[str, Any]:
         system = [m["content"] for m in messages if m["role"] == "system"]
@@ -89,26 +77,16 @@ class AnthropicClient:
         self, messages: Sequence[ChatMessage], *, max_tokens: int | None = None
     ) -> LLMResult:
         """One message parsed as a JSON object; raises LLMError subclasses."""
-        response = post_json(
-            self._session,
-            f"{self.base_url}/v1/messages",
+        payload = self._api.post(
+            "/v1/messages",
             body=self._body(messages, max_tokens),
             headers={
                 "x-api-key": self._api_key,
                 "anthropic-version": self.version,
                 "content-type": "application/json",
             },
-            timeout=self.timeout,
-            retries=self.max_retries,
-            max_inline_wait=self.max_inline_wait,
-            sleep=self._sleep,
-            provider="anthropic",
+            model=self.model,
         )
-        if not response.ok:
-            raise error_for_response(
-                response, provider="anthropic", model=self.model, detail=_error_detail(response)
-            )
-        payload = response_json(response, provider="anthropic", model=self.model)
         model = str(payload.get("model") or self.model)
         usage = usage_from_anthropic(payload.get("usage"), model=model)
         if self.on_usage is not None and isinstance(payload.get("usage"), dict):

@@ -1,23 +1,29 @@
-"""What the LLM clients share: errors, message shape, JSON parsing, retry-hint handling."""
+"""What the LLM and embedding clients share: errors, message shape, JSON parsing, and `JsonApi`,
+the request, retry-hint and error plumbing of a provider's JSON endpoints."""
 
 from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol, TypedDict
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypedDict, Unpack
 
 import requests
 
-from ingest.extraction.values import LLMResult
 from ingest.sources.errors import SourceError
 from ingest.sources.http import (
+    DEFAULT_TIMEOUT,
     Sleep,
+    Timeout,
     body_excerpt,
+    new_session,
     retry_after_seconds,
     should_retry_hint,
     wait_and_resend,
 )
+from ingest.sources.usage import Usage
 
 
 class LLMError(SourceError):
@@ -54,6 +60,16 @@ class LLMInvalidOutput(LLMError):
     """The model answered with blank or non-JSON content; a new attempt may do better."""
 
     retryable = True
+
+
+@dataclass(frozen=True)
+class LLMResult:
+    """One completion: the parsed JSON `data`, its `usage`, the answering model, raw text."""
+
+    data: dict[str, Any]
+    usage: Usage = field(default_factory=Usage)
+    model: str = ""
+    raw_text: str = ""
 
 
 class ChatMessage(TypedDict):
@@ -184,3 +200,73 @@ def response_json(response: requests.Response, *, provider: str, model: str) -> 
     if not isinstance(payload, dict):
         raise LLMServerError(f"{provider} answered with JSON that is not an object; retry later")
     return payload
+
+
+def bearer_headers(api_key: str | None) -> dict[str, str]:
+    """JSON headers with `Authorization: Bearer <key>`, or none without a key (local servers)."""
+    headers = {"Content-Type": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    return headers
+
+
+class TransportOptions(TypedDict, total=False):
+    """How a client talks to its provider: the keywords every LLM and embedding client takes.
+
+    `timeout` (connect, read) per request; `max_retries` in-process resends when the provider
+    asks for a delay of at most `max_inline_wait` seconds (longer waits are the engine's);
+    `session` to share connections; `sleep` for tests.
+    """
+
+    timeout: Timeout
+    max_retries: int
+    max_inline_wait: float
+    session: requests.Session | None
+    sleep: Sleep
+
+
+class JsonApi:
+    """A provider's JSON API: POST a body, wait out short retry hints, map a non-2xx answer to
+    an `LLMError` subclass, return the answer's JSON object.
+
+    `error_detail` reads the provider's own error text out of a non-2xx answer (Anthropic's
+    `{"error": {...}}`); without it the error quotes the start of the body.
+    """
+
+    def __init__(
+        self,
+        *,
+        provider: str,
+        base_url: str,
+        error_detail: Callable[[requests.Response], str] | None = None,
+        **transport: Unpack[TransportOptions],
+    ) -> None:
+        self.provider = provider
+        self.base_url = base_url.rstrip("/")
+        self.timeout: Timeout = transport.get("timeout", DEFAULT_TIMEOUT)
+        self.max_retries = transport.get("max_retries", 2)
+        self.max_inline_wait = transport.get("max_inline_wait", 10.0)
+        self.session = transport.get("session") or new_session()
+        self.sleep: Sleep = transport.get("sleep", time.sleep)
+        self._error_detail = error_detail
+
+    def post(
+        self, path: str, *, body: Mapping[str, Any], headers: Mapping[str, str], model: str
+    ) -> dict[str, Any]:
+        """The JSON object the provider answered to `POST {base_url}{path}`; raises LLMError
+        subclasses (they carry retryable and retry_after)."""
+        response = post_json(
+            self.session,
+            f"{self.base_url}{path}",
+            body=body,
+            headers=headers,
+            timeout=self.timeout,
+            retries=self.max_retries,
+            max_inline_wait=self.max_inline_wait,
+            sleep=self.sleep,
+            provider=self.provider,
+        )
+        if not response.ok:
+            detail = self._error_detail(response) if self._error_detail else ""
+            raise error_for_response(response, provider=self.provider, model=model, detail=detail)
+        return response_json(response, provider=self.provider, model=model)

@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypedDict
+from typing import Any, TypedDict, Unpack
 
-import requests
-
-from ingest.extraction.values import LLMResult
-from ingest.pricing import Usage
-from ingest.sources.http import DEFAULT_TIMEOUT, Sleep, Timeout, new_session
 from ingest.sources.llm.common import (
     ChatMessage,
+    JsonApi,
     LLMInvalidOutput,
-    error_for_response,
+    LLMResult,
+    TransportOptions,
+    bearer_headers,
     parse_json_object,
-    post_json,
-    response_json,
 )
+from ingest.sources.usage import Usage
 
 
 class OpenAIUsage(TypedDict, total=False):
@@ -72,30 +68,15 @@ class OpenAIChatClient:
         model: str = "gpt-4o-mini",
         service: str = "openai",
         json_mode: bool = True,
-        timeout: Timeout = DEFAULT_TIMEOUT,
-        max_retries: int = 2,
-        max_inline_wait: float = 10.0,
-        session: requests.Session | None = None,
-        sleep: Sleep = time.sleep,
         on_usage: Callable[[Usage], None] | None = None,
+        **transport: Unpack[TransportOptions],
     ) -> None:
-        self.base_url = base_url.rstrip("/")
         self.model = model
         self.service = service
         self.on_usage = on_usage
         self.json_mode = json_mode
-        self.timeout = timeout
-        self.max_retries = max_retries
-        self.max_inline_wait = max_inline_wait
         self._api_key = api_key
-        self._session = session or new_session()
-        self._sleep = sleep
-
-    def _headers(self) -> dict[str, str]:
-        headers = {"Content-Type": "application/json"}
-        if self._api_key:
-            headers["Authorization"] = f"Bearer {self._api_key}"
-        return headers
+        self._api = JsonApi(provider=service, base_url=base_url, **transport)
 
     def _body(self, messages: Sequence[ChatMessage], max_tokens: int | None) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -113,20 +94,12 @@ class OpenAIChatClient:
         self, messages: Sequence[ChatMessage], *, max_tokens: int | None = None
     ) -> LLMResult:
         """One chat completion parsed as a JSON object; raises LLMError subclasses."""
-        response = post_json(
-            self._session,
-            f"{self.base_url}/chat/completions",
+        payload = self._api.post(
+            "/chat/completions",
             body=self._body(messages, max_tokens),
-            headers=self._headers(),
-            timeout=self.timeout,
-            retries=self.max_retries,
-            max_inline_wait=self.max_inline_wait,
-            sleep=self._sleep,
-            provider=self.service,
+            headers=bearer_headers(self._api_key),
+            model=self.model,
         )
-        if not response.ok:
-            raise error_for_response(response, provider=self.service, model=self.model)
-        payload = response_json(response, provider=self.service, model=self.model)
         model = str(payload.get("model") or self.model)
         usage = usage_from_openai(payload.get("usage"), service=self.service, model=model)
         if self.on_usage is not None and isinstance(payload.get("usage"), dict):

@@ -11,8 +11,8 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 
-from ingest.engine import services as engine_services
 from ingest.engine.errors import InstanceAlreadyExists
+from ingest.engine.services import instances as engine_services
 from ingest.triggers import patterns
 from ingest.triggers.errors import InvalidEvent
 from ingest.triggers.models import PublishedEvent, Subscription

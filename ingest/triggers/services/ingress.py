@@ -12,7 +12,7 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from ingest.engine import services as engine_services
+from ingest.engine.services import instances as engine_services
 from ingest.triggers import signing
 from ingest.triggers.errors import (
     IdempotencyConflict,

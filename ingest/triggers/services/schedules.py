@@ -9,8 +9,8 @@ from typing import Any
 
 from django.db import transaction
 
-from ingest.engine import services as engine_services
 from ingest.engine.errors import EngineError, InstanceAlreadyExists
+from ingest.engine.services import instances as engine_services
 from ingest.triggers import cron
 from ingest.triggers.errors import InvalidSchedule, ScheduleNotFound
 from ingest.triggers.models import MissedFirePolicy, Schedule

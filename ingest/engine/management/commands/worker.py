@@ -11,8 +11,8 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from ingest.engine import sql
-from ingest.engine.worker import Worker
+from ingest.engine.sql.base import is_postgres
+from ingest.engine.worker.loop import Worker
 
 
 class Command(BaseCommand):
@@ -57,7 +57,7 @@ class Command(BaseCommand):
             lock.close()
 
     def _single_sqlite_worker(self) -> Any:
-        if sql.is_postgres():
+        if is_postgres():
             return None
         name = Path(str(settings.DATABASES["default"]["NAME"]))
         handle = open(name.with_suffix(name.suffix + ".worker-lock"), "w")  # noqa: SIM115 - held for the process

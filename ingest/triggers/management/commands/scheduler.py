@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 from typing import Any
 
 from django.core.management.base import BaseCommand
@@ -25,7 +24,5 @@ class Command(BaseCommand):
             scheduler.resign()
             self.stdout.write(f"fired {len(fired)}: {' '.join(fired)}")
             return
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: scheduler.request_stop())
         self.stdout.write("scheduler running; Ctrl-C stops it")
-        scheduler.run()
+        scheduler.run_until_signalled()

@@ -1,0 +1,47 @@
+"""The operator actions on one instance: what each does, in which statuses it applies.
+
+Read by the instance page's view (its buttons and confirmations) and by the live renderer that
+re-draws those buttons when the instance's status changes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ingest.engine.models import FINISHED_STATUSES, Instance, Status
+
+
+@dataclass(frozen=True)
+class Action:
+    name: str
+    label: str
+    explain: str  # what will happen, shown in the confirmation
+    danger: bool = False
+    when: frozenset[str] = frozenset(Status.values)
+
+
+_ACTIVE = frozenset(Status.values) - FINISHED_STATUSES
+ACTIONS: dict[str, Action] = {a.name: a for a in [
+    Action("pause", "Pause", "The instance stops after its running step ends (waitingForPause, then "
+           "paused). Sleep and retry timers are shifted by the paused time on resume.",
+           when=frozenset({Status.QUEUED, Status.RUNNING, Status.WAITING})),
+    Action("resume", "Resume", "The instance continues where it paused; nothing re-runs.",
+           when=frozenset({Status.PAUSED, Status.WAITING_FOR_PAUSE})),
+    Action("terminate", "Terminate", "The instance ends as terminated. Completed steps keep their "
+           "results. With rollback, the rollback handlers of completed steps run in reverse order.",
+           danger=True, when=_ACTIVE),
+    Action("restart", "Restart", "The instance runs again: from scratch, or keeping every step "
+           "result before the chosen step. Steps after that point run again (paid calls too).",
+           danger=True),
+    Action("retry", "Retry", "The errored instance runs again from its failed step; completed "
+           "steps are not re-run.", when=frozenset({Status.ERRORED})),
+    Action("replay", "Replay…", "A new instance of the same workflow starts with these params, "
+           "linked to this one (replay_of). This instance is not changed."),
+    Action("event", "Send event", "The event is delivered to the instance: a waiting "
+           "wait_for_event of that type receives it, otherwise it is buffered (first in, first out).",
+           when=_ACTIVE),
+]}
+
+
+def available_actions(instance: Instance) -> list[Action]:
+    return [a for a in ACTIONS.values() if instance.status in a.when]

@@ -1,0 +1,103 @@
+"""The costs page: spend over time and by dimension, the costliest instances, the budgets' burn,
+and the CSV export of the same filtered rows."""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.utils import timezone
+from django.views.decorators.http import require_GET
+
+from dashboard import access, charts
+from dashboard import selectors as sel
+from dashboard.rollups.reads import rollup_view
+from dashboard.views.common import HtmxHttpRequest, page, query, sees_global, tenants
+
+
+def _cost_filters(request: HttpRequest, now: datetime) -> tuple[sel.CostFilters, str]:
+    g = request.GET
+    window = g.get("window", "7d") if g.get("window") in {"24h", "7d", "30d"} else "7d"
+    since, until = sel.window_start(window, now=now), None
+    try:
+        if g.get("from"):
+            since = timezone.make_aware(datetime.fromisoformat(g["from"]))
+            window = "custom"
+        if g.get("to"):
+            until = timezone.make_aware(datetime.fromisoformat(g["to"])) + timedelta(days=1)
+            window = "custom"
+    except ValueError:
+        pass
+    return sel.CostFilters(
+        since=since, until=until, service=g.get("service", ""), workflow=g.get("workflow", ""),
+        step=g.get("step", ""), tenant=g.get("tenant", ""), model=g.get("model", ""),
+    ), window
+
+
+@require_GET
+@access.require_role()
+def costs(request: HtmxHttpRequest) -> HttpResponse:
+    visible, now = tenants(request), timezone.now()
+    f, window = _cost_filters(request, now)
+    by = request.GET.get("by", "service") if request.GET.get("by") in sel.COST_DIMENSIONS else "service"
+    daily = (f.until or now) - f.since > timedelta(days=7)
+    budgets = sel.budget_rows(budgets=list(sel.budgets_visible(tenants=visible, see_global=sees_global(request))),
+                              now=now)
+    burn = sorted(budgets, key=lambda b: -b.forecast.used_pct)[:6]
+    view = rollup_view()  # one read of the roller's state for every figure on the page
+    burns = {b.id: sel.budget_burn_rows(budget=b, tenants=visible, see_global=sees_global(request), view=view)
+             for b in burn}
+    series = sel.cost_series(tenants=visible, filters=f, by=by, daily=daily, view=view)
+    context = {
+        "f": f, "window": window, "by": by, "dimensions": list(sel.COST_DIMENSIONS),
+        "selected": {name: getattr(f, name) for name in sel.COST_DIMENSIONS},
+        "choices": sel.cost_filter_choices(tenants=visible, since=f.since, view=view),
+        "total": sel.cost_total(tenants=visible, filters=f, view=view),
+        "series_html": charts.figure_html(charts.spend_series_figure(series, since=f.since, until=f.until or now)),
+        "treemap_html": charts.figure_html(charts.spend_treemap_figure(sel.cost_breakdown(tenants=visible, filters=f,
+                                                                                           view=view))),
+        "by_dimension": sel.cost_by_dimension(tenants=visible, filters=f, by=by, view=view),
+        "instances": sel.cost_by_instance(tenants=visible, filters=f, sort=request.GET.get("sort", "-total"),
+                                          view=view),
+        "sort": request.GET.get("sort", "-total"),
+        "budgets": budgets,
+        "burn_html": charts.figure_html(charts.burn_down_figure(burn, burns, now=now)) if burn else "",
+        "query": query(request),
+        "from_value": request.GET.get("from", ""), "to_value": request.GET.get("to", ""),
+    }
+    return page(request, "ops/costs.html", context, fragment="results")
+
+
+class _Echo:
+    """A file-like object for csv.writer that hands each written line back instead of storing it."""
+
+    def write(self, value: str) -> str:
+        return value
+
+
+@require_GET
+@access.require_role()
+def costs_export(request: HtmxHttpRequest) -> StreamingHttpResponse:
+    f, _ = _cost_filters(request, timezone.now())
+    rows = sel.cost_export_rows(tenants=tenants(request), filters=f)
+    writer = csv.writer(_Echo())
+
+    def lines() -> Iterator[str]:
+        yield writer.writerow(sel.EXPORT_COLUMNS)
+        for row in rows:
+            yield writer.writerow([_csv_cell(v) for v in row])
+
+    response = StreamingHttpResponse(lines(), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="api-costs-{timezone.now():%Y%m%d-%H%M}.csv"'
+    return response
+
+
+def _csv_cell(value: object) -> object:
+    if isinstance(value, Decimal):
+        return f"{value:.6f}"
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return "" if value is None else value

@@ -1,0 +1,1 @@
+"""Costs and budgets: reserve before spending (budgets.py), record after (record.py), and the approvals a step asks for."""

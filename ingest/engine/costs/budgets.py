@@ -1,0 +1,221 @@
+"""Budgets, as seen from inside a step: reserve before spending, give back what was not spent.
+
+A reservation holds money against every budget that covers a spend (tenant, workflow, service,
+instance) under a row lock, so concurrent steps cannot overspend a budget together: the check
+and the hold happen in one transaction. Recording the real cost (record.py) settles it. On
+PostgreSQL each is one prepared statement (sql/budgets.py); SQLite runs the ORM code here,
+which does the same writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from decimal import Decimal
+from typing import Protocol
+
+from django.db import connection, transaction
+from django.db.models import F, Q
+
+from ingest.engine import clock
+from ingest.engine.errors import BudgetExceeded
+from ingest.engine.models import (
+    ApprovalKind,
+    ApprovalRequest,
+    ApprovalState,
+    BreachPolicy,
+    Budget,
+    BudgetGrant,
+    BudgetReservation,
+    History,
+    HistoryKind,
+    ReservationState,
+)
+from ingest.engine.periods import period_start
+from ingest.engine.sql import budgets as sql_budgets
+from ingest.engine.writes import notify
+
+ZERO = Decimal("0")
+
+
+class StepSpend(Protocol):
+    """What a spend needs of its step (runtime/context.py's StepContext is one)."""
+
+    instance_id: str
+    workflow: str
+    tenant: str
+    step_label: str
+    attempt: int
+    _reservations: list[int]
+
+
+class AwaitApproval(BaseException):
+    """Raised inside a step when a budget breach waits for an operator's decision."""
+
+
+def covering_budgets(ctx: StepSpend, service: str) -> Q:
+    return (
+        Q(scope="tenant", key=ctx.tenant)
+        | Q(scope="workflow", key=ctx.workflow)
+        | Q(scope="service", key=service)
+        | Q(scope="instance", key=ctx.instance_id)
+    )
+
+
+def roll_period(budget: Budget, now: datetime) -> None:
+    """Start a new period when the current one is over (spent resets, held money stays held)."""
+    start = period_start(budget.period, now)
+    if budget.period_start < start:
+        budget.period_start = start
+        budget.spent = ZERO
+        budget.save(update_fields=["period_start", "spent"])
+
+
+def lock_budgets(budgets: Q) -> list[Budget]:
+    """Lock the budgets in id order, the one order every writer of budgets uses, so two
+    steps charging the same budgets cannot deadlock."""
+    return list(Budget.objects.select_for_update().filter(budgets).order_by("id"))
+
+
+def add_to_budgets(changes: dict[int, tuple[Decimal, Decimal]], now: datetime) -> None:
+    """Add (to spent, to reserved) per locked budget: one UPDATE per distinct pair, which is
+    one for all the budgets of a spend (they hold the same amount)."""
+    groups: dict[tuple[Decimal, Decimal], list[int]] = {}
+    for budget_id, change in changes.items():
+        groups.setdefault(change, []).append(budget_id)
+    for (spent, reserved), ids in groups.items():
+        Budget.objects.filter(id__in=ids).update(
+            spent=F("spent") + spent, reserved=F("reserved") + reserved, updated_at=now)
+
+
+def budget_reserve(*, ctx: StepSpend, service: str, amount: Decimal) -> list[int]:
+    """Hold `amount` on every covering budget; on a breach apply the budget's policy."""
+    if connection.vendor == "postgresql":
+        return _reserve_postgres(ctx=ctx, service=service, amount=amount)
+    covering = covering_budgets(ctx, service) & Q(enabled=True)
+    # Most spends have no budget, and one plain read says so, where the locking transaction
+    # costs three round trips. A budget created after this read is charged when the cost is
+    # recorded (`_settle`), exactly as if it had been created a moment after the reservation.
+    if not Budget.objects.filter(covering).exists():
+        return []
+    now = clock.now()
+    breached: Budget | None = None
+    ids: list[int] = []
+    with transaction.atomic():
+        grants = _open_grants(ctx)  # before the lock: only an operator adds them, between attempts
+        budgets = lock_budgets(covering)
+        for budget in budgets:
+            roll_period(budget, now)
+        over = [b for b in budgets if b.spent + b.reserved + amount > b.limit + _amount(grants.get(b.id))]
+        if over:
+            breached = over[0]
+        elif budgets:
+            for budget in budgets:
+                _use_grant(budget, grants.get(budget.id))
+            add_to_budgets({b.id: (ZERO, amount) for b in budgets}, now)
+            held = BudgetReservation.objects.bulk_create([
+                BudgetReservation(budget=budget, instance_id=ctx.instance_id, step_name=ctx.step_label,
+                                  attempt=ctx.attempt, service=service, amount=amount, created_at=now)
+                for budget in budgets
+            ])
+            ids = [r.id for r in held]
+    if breached is not None:
+        # Outside the locking transaction: the breach's history and request must commit even
+        # though the step is about to unwind.
+        _breach(ctx=ctx, service=service, amount=amount, budget=breached, now=now)
+    return ids
+
+
+def _open_grants(ctx: StepSpend) -> dict[int, BudgetGrant]:
+    """The instance's unused grant per budget (the first one granted), in one query."""
+    grants: dict[int, BudgetGrant] = {}
+    for grant in BudgetGrant.objects.filter(instance_id=ctx.instance_id, used=False).order_by("id"):
+        grants.setdefault(grant.budget_id, grant)
+    return grants
+
+
+def _amount(grant: BudgetGrant | None) -> Decimal:
+    return grant.amount if grant else ZERO
+
+
+def _use_grant(budget: Budget, grant: BudgetGrant | None) -> None:
+    """A grant raises the limit once: the spend it allowed becomes part of the limit. It was
+    read before the lock, so it is claimed here with a guarded update: used once at most."""
+    if grant is None or budget.spent + budget.reserved <= budget.limit - grant.amount:
+        return
+    if BudgetGrant.objects.filter(id=grant.id, used=False).update(used=True):
+        budget.limit += grant.amount
+        Budget.objects.filter(id=budget.id).update(limit=budget.limit)
+
+
+def _breach(*, ctx: StepSpend, service: str, amount: Decimal, budget: Budget, now: datetime) -> None:
+    facts = (
+        f"budget {budget.scope}:{budget.key} ({budget.period}) has {budget.limit} with "
+        f"{budget.spent} spent and {budget.reserved} held; step {ctx.step_label!r} of instance "
+        f"{ctx.instance_id} asked for {amount} on {service}"
+    )
+    denied = ApprovalRequest.objects.filter(
+        instance_id=ctx.instance_id, kind=ApprovalKind.BUDGET, budget=budget, step_name=ctx.step_label,
+        state__in=[ApprovalState.REJECTED, ApprovalState.EXPIRED],
+    ).exists()
+    notify.history()
+    History.objects.create(
+        instance_id=ctx.instance_id, workflow=ctx.workflow, tenant=ctx.tenant, kind=HistoryKind.BUDGET,
+        step_name=ctx.step_label, data={"budget": budget.id, "service": service, "amount": str(amount),
+                                        "limit": str(budget.limit), "spent": str(budget.spent),
+                                        "reserved": str(budget.reserved), "policy": budget.policy,
+                                        "denied": denied}, created_at=now,
+    )
+    if budget.policy == BreachPolicy.FAIL or denied:
+        raise BudgetExceeded(facts + ("; an operator denied raising it" if denied else "; raise the limit or wait for the next period"))
+    pending = ApprovalRequest.objects.filter(
+        instance_id=ctx.instance_id, kind=ApprovalKind.BUDGET, budget=budget, state=ApprovalState.PENDING
+    ).exists()
+    if not pending:
+        ApprovalRequest.objects.create(
+            instance_id=ctx.instance_id, tenant=ctx.tenant, workflow=ctx.workflow, kind=ApprovalKind.BUDGET,
+            step_name=ctx.step_label, title=f"Budget {budget.scope}:{budget.key} would be exceeded",
+            description=facts, budget=budget, requested_amount=amount,
+            fields=[{"name": "amount", "label": "Raise the limit once by", "type": "number",
+                     "required": True, "default": str(amount)}],
+            context={"service": service, "limit": str(budget.limit), "spent": str(budget.spent)},
+            created_at=now,
+        )
+    raise AwaitApproval(facts)
+
+
+def reservations_release(*, ids: Iterable[int]) -> None:
+    """Give back what an attempt held but did not record (it failed before spending)."""
+    ids = list(ids)
+    now = clock.now()
+    with transaction.atomic():
+        held = list(BudgetReservation.objects.select_for_update().filter(id__in=ids, state=ReservationState.HELD))
+        if not held:
+            return
+        by_budget: dict[int, Decimal] = {}
+        for r in held:
+            by_budget[r.budget_id] = by_budget.get(r.budget_id, ZERO) + r.amount
+        lock_budgets(Q(id__in=by_budget))
+        add_to_budgets({budget_id: (ZERO, -amount) for budget_id, amount in by_budget.items()}, now)
+        BudgetReservation.objects.filter(id__in=[r.id for r in held]).update(
+            state=ReservationState.RELEASED, settled_at=now)
+
+
+def _reserve_postgres(*, ctx: StepSpend, service: str, amount: Decimal) -> list[int]:
+    from psycopg.types.numeric import Int4
+
+    now = clock.now()
+    row = sql_budgets.budget_reserve_row({
+        "tenant": ctx.tenant, "workflow": ctx.workflow, "service": service, "iid": ctx.instance_id,
+        "label": ctx.step_label, "attempt": Int4(ctx.attempt), "amount": amount, "now": now,
+        "hour": period_start("hour", now), "day": period_start("day", now), "month": period_start("month", now),
+    })
+    assert row is not None  # one row: FROM a one-row CTE
+    held, breached = list(row[0]), row[1]
+    if breached is not None:
+        # Outside the reserving statement: the breach's history and request must commit even
+        # though the step is about to unwind.
+        budget = Budget(id=breached, scope=row[2], key=row[3], period=row[4], limit=row[5], spent=row[6],
+                        reserved=row[7], policy=row[8])
+        _breach(ctx=ctx, service=service, amount=amount, budget=budget, now=now)
+    return held

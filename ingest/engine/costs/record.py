@@ -1,0 +1,128 @@
+"""Costs, as seen from inside a step: record what an attempt spent and settle its reservations."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Q
+from django.utils.module_loading import import_string
+
+from ingest.engine import clock
+from ingest.engine.costs.budgets import (
+    ZERO,
+    StepSpend,
+    add_to_budgets,
+    covering_budgets,
+    lock_budgets,
+    roll_period,
+)
+from ingest.engine.models import (
+    ApiCost,
+    Budget,
+    BudgetReservation,
+    History,
+    HistoryKind,
+    ReservationState,
+)
+from ingest.engine.periods import period_start
+from ingest.engine.sql import budgets as sql_budgets
+from ingest.engine.writes import notify
+
+
+def cost_record(*, ctx: StepSpend, service: str, cost: Decimal | None, model: str, tokens_in: int,
+                tokens_cached: int, tokens_out: int, items: int, metadata: dict[str, Any],
+                success: bool) -> Decimal:
+    now = clock.now()
+    usage = {"tokens_in": tokens_in, "tokens_cached": tokens_cached, "tokens_out": tokens_out, "items": items}
+    if cost is None:
+        cost = price(service=service, model=model, usage=usage, at=now)
+    if connection.vendor == "postgresql":
+        _record_postgres(ctx=ctx, service=service, cost=cost, model=model, usage=usage, metadata=metadata,
+                         success=success, now=now)
+        return cost
+    with transaction.atomic():
+        row = ApiCost.objects.create(
+            service=service, cost=cost, instance_id=ctx.instance_id, workflow_type=ctx.workflow,
+            step_name=ctx.step_label, attempt=ctx.attempt, success=success, model=model,
+            tokens_in=tokens_in, tokens_cached=tokens_cached, tokens_out=tokens_out, items=items,
+            metadata=metadata, tenant=ctx.tenant, created_at=now,
+        )
+        notify.history()
+        History.objects.create(
+            instance_id=ctx.instance_id, workflow=ctx.workflow, tenant=ctx.tenant,
+            kind=HistoryKind.COST_RECORDED, step_name=ctx.step_label,
+            data=_history_data(ctx=ctx, service=service, cost=cost, model=model, success=success) | {"cost_id": row.id},
+            created_at=now,
+        )
+        # Last, so the budget rows (shared by every step of a tenant) stay locked only for
+        # their update and the commit.
+        _settle(ctx=ctx, service=service, cost=cost, now=now)
+    return cost
+
+
+def _history_data(*, ctx: StepSpend, service: str, cost: Decimal, model: str, success: bool) -> dict[str, Any]:
+    return {"service": service, "cost": str(cost), "model": model, "attempt": ctx.attempt, "success": success}
+
+
+def _settle(*, ctx: StepSpend, service: str, cost: Decimal, now: datetime) -> None:
+    """Charge `cost` to every covering budget and settle this attempt's reservations for the
+    service: each gives back its hold, also on a budget disabled since (its hold must not leak)."""
+    held: dict[int, BudgetReservation] = {}
+    if ctx._reservations:
+        for r in BudgetReservation.objects.select_for_update().filter(
+                id__in=ctx._reservations, service=service, state=ReservationState.HELD).order_by("id"):
+            held[r.budget_id] = r  # one per budget, as reserved
+        BudgetReservation.objects.filter(id__in=[r.id for r in held.values()]).update(
+            state=ReservationState.SETTLED, actual=cost, settled_at=now)
+    changes: dict[int, tuple[Decimal, Decimal]] = {}
+    for budget in lock_budgets((covering_budgets(ctx, service) & Q(enabled=True)) | Q(id__in=list(held))):
+        charged = _covers(budget, ctx, service)
+        if charged:
+            roll_period(budget, now)
+        release = held[budget.id].amount if budget.id in held else ZERO
+        changes[budget.id] = (cost if charged else ZERO, -release)
+    add_to_budgets(changes, now)
+    for r in held.values():
+        ctx._reservations.remove(r.id)
+
+
+def _covers(budget: Budget, ctx: StepSpend, service: str) -> bool:
+    """`covering_budgets` for one budget row in memory (enabled ones only)."""
+    key = {"tenant": ctx.tenant, "workflow": ctx.workflow, "service": service, "instance": ctx.instance_id}
+    return budget.enabled and key.get(budget.scope) == budget.key
+
+
+def price(*, service: str, model: str, usage: dict[str, int], at: datetime) -> Decimal:
+    """Price usage with the project's pricer (settings.RUNLEDGER_PRICER), or 0 without one."""
+    path = getattr(settings, "RUNLEDGER_PRICER", "")
+    if not path:
+        return ZERO
+    pricer = import_string(path)
+    return Decimal(pricer(service, model, usage, at)).quantize(Decimal("0.000001"))
+
+
+def _record_postgres(*, ctx: StepSpend, service: str, cost: Decimal, model: str, usage: dict[str, int],
+                     metadata: dict[str, Any], success: bool, now: datetime) -> None:
+    from psycopg.types.numeric import Int4
+
+    row = sql_budgets.cost_record_row({
+        "service": service, "cost": cost, "iid": ctx.instance_id, "workflow": ctx.workflow,
+        "label": ctx.step_label, "success": success, "model": model, "metadata": json.dumps(metadata),
+        "tenant": ctx.tenant, "now": now,
+        # Typed: psycopg sends a plain int as int2, int4 or int8 by its size, and each mix of
+        # types would be prepared as a statement of its own.
+        "attempt": Int4(ctx.attempt), **{key: Int4(value) for key, value in usage.items()},
+        "hdata": json.dumps(_history_data(ctx=ctx, service=service, cost=cost, model=model, success=success)),
+        # An array literal: adapting a Python list costs psycopg more than the other parameters.
+        "held": "{" + ",".join(str(r) for r in ctx._reservations) + "}",
+        "hour": period_start("hour", now), "day": period_start("day", now), "month": period_start("month", now),
+    })
+    notify.history()  # committed already, or at the commit of the transaction it joined
+    assert row is not None  # a SELECT without FROM returns one row
+    for settled in row[0]:
+        ctx._reservations.remove(settled)

@@ -1,0 +1,67 @@
+"""The run ledger: every table the engine owns. The single source of truth for the dashboard.
+
+Writes go through the services (`ingest.engine.services`) and the worker; nothing else updates these rows.
+Django loads an app's models from `<app>.models`, so this package gathers its modules' tables.
+"""
+
+from __future__ import annotations
+
+from ingest.engine.models.costs import (
+    ApiCost,
+    ApprovalKind,
+    ApprovalRequest,
+    ApprovalState,
+    BreachPolicy,
+    Budget,
+    BudgetGrant,
+    BudgetPeriod,
+    BudgetReservation,
+    BudgetScope,
+    ReservationState,
+)
+from ingest.engine.models.history import (
+    DeadLetter,
+    DeadLetterState,
+    History,
+    HistoryKind,
+    InstanceSearch,
+    PendingEvent,
+)
+from ingest.engine.models.instances import (
+    FINISHED_STATUSES,
+    Attempt,
+    Control,
+    Instance,
+    Status,
+    Step,
+    StepKind,
+    StepStatus,
+)
+
+__all__ = [
+    "FINISHED_STATUSES",
+    "ApiCost",
+    "ApprovalKind",
+    "ApprovalRequest",
+    "ApprovalState",
+    "Attempt",
+    "BreachPolicy",
+    "Budget",
+    "BudgetGrant",
+    "BudgetPeriod",
+    "BudgetReservation",
+    "BudgetScope",
+    "Control",
+    "DeadLetter",
+    "DeadLetterState",
+    "History",
+    "HistoryKind",
+    "Instance",
+    "InstanceSearch",
+    "PendingEvent",
+    "ReservationState",
+    "Status",
+    "Step",
+    "StepKind",
+    "StepStatus",
+]

@@ -1,0 +1,189 @@
+"""The instance and its steps: what a run is, where it stands, and each attempt of each step."""
+
+from __future__ import annotations
+
+import re
+
+from django.db import models
+from django.db.models import Q
+
+# What an instance id may be: letters, digits, "_" and "-", not starting with "-" (at most 100).
+ID_PATTERN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]*$")
+
+
+class Status(models.TextChoices):
+    """Instance statuses, spelled as Cloudflare Workflows spells them."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    PAUSED = "paused"
+    WAITING = "waiting"
+    WAITING_FOR_PAUSE = "waitingForPause"
+    COMPLETE = "complete"
+    ERRORED = "errored"
+    TERMINATED = "terminated"
+
+
+FINISHED_STATUSES = frozenset({Status.COMPLETE, Status.ERRORED, Status.TERMINATED})
+
+
+class Control(models.TextChoices):
+    """A request an operator left for the worker that holds the instance."""
+
+    NONE = ""
+    PAUSE = "pause"
+    TERMINATE = "terminate"
+    TERMINATE_ROLLBACK = "terminate_rollback"
+
+
+class Instance(models.Model):
+    """One workflow instance: the run ledger's row.
+
+    `ready_at` is the claim clock: an instance is claimable when `ready_at <= now` and it holds
+    no live lease. It is NULL when nothing can make progress without outside help (paused,
+    finished) and the wake-up time while sleeping, waiting for an event or backing off.
+    """
+
+    id = models.CharField(primary_key=True, max_length=100)
+    workflow = models.CharField(max_length=200)
+    tenant = models.CharField(max_length=100, default="default")
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    params = models.JSONField(default=dict)
+    output = models.JSONField(null=True, blank=True)
+    error_name = models.CharField(max_length=200, blank=True, default="")
+    error_message = models.TextField(blank=True, default="")
+
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    ready_at = models.DateTimeField(null=True, blank=True)
+    priority = models.IntegerField(default=0)
+    control = models.CharField(max_length=20, choices=Control.choices, default="", blank=True)
+    paused_at = models.DateTimeField(null=True, blank=True)
+    # What the instance was before pause: resume restores it.
+    paused_from = models.CharField(max_length=20, blank=True, default="")
+    paused_ready_at = models.DateTimeField(null=True, blank=True)
+
+    lease_owner = models.CharField(max_length=100, blank=True, default="")
+    lease_token = models.CharField(max_length=32, blank=True, default="")
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+
+    generation = models.IntegerField(default=0)  # bumped by restart: new idempotency keys
+    run_count = models.IntegerField(default=0)  # how many times a worker picked it up
+    concurrency_key = models.CharField(max_length=200, blank=True, default="")
+
+    # Most instances have neither a parent nor a replay origin: partial indexes (below) instead
+    # of Django's two full indexes per foreign key, which every claim's row update maintained.
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children", db_index=False
+    )
+    parent_step = models.CharField(max_length=300, blank=True, default="")
+    replay_of = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="replays", db_index=False
+    )
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["ready_at"], name="instance_claim", condition=Q(ready_at__isnull=False)),
+            models.Index(fields=["-created_at", "-id"], name="instance_recent"),
+            models.Index(fields=["status", "-created_at"], name="instance_status"),
+            models.Index(fields=["workflow", "-created_at"], name="instance_workflow"),
+            models.Index(fields=["tenant", "-created_at"], name="instance_tenant"),
+            models.Index(fields=["lease_owner"], name="instance_lease", condition=~Q(lease_owner="")),
+            models.Index(fields=["parent"], name="instance_parent", condition=Q(parent__isnull=False)),
+            models.Index(fields=["replay_of"], name="instance_replay_of", condition=Q(replay_of__isnull=False)),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.workflow}/{self.id} ({self.status})"
+
+
+# HOT_PATH_REFERENCES. Step, Attempt and History rows are written several times per step, so
+# their references to Instance and Step are not checked by the database: a foreign-key check
+# is a locking lookup per row, and it locks the instance's row in a second mode beside the
+# guard's FOR SHARE, which makes PostgreSQL create a multixact per statement. The engine's
+# writes check the reference themselves (the guard finds the instance's row, or nothing is
+# written), deletes cascade through Django, and tests/engine/test_ledger_integrity.py looks for
+# orphans after every kind of run.
+
+
+class StepKind(models.TextChoices):
+    DO = "do"
+    SLEEP = "sleep"
+    WAIT_EVENT = "wait_event"
+    CHILD = "child"
+    ROLLBACK = "rollback"
+
+
+class StepStatus(models.TextChoices):
+    RUNNING = "running"
+    COMPLETE = "complete"
+    ERRORED = "errored"
+    SLEEPING = "sleeping"
+    WAITING = "waiting"
+
+
+class Step(models.Model):
+    """One step of an instance, keyed by name and occurrence (the Nth call of that name)."""
+
+    # Written only under the lease guard, which locks the instance's row in the same statement:
+    # no database-level reference check (see HOT_PATH_REFERENCES below). Indexed by step_occurrence.
+    instance = models.ForeignKey(Instance, on_delete=models.CASCADE, related_name="steps",
+                                 db_index=False, db_constraint=False)
+    name = models.CharField(max_length=256)
+    seq = models.IntegerField()  # 1-based occurrence of `name` in the run
+    position = models.IntegerField()  # order in which the run asked for its steps
+    kind = models.CharField(max_length=12, choices=StepKind.choices, default=StepKind.DO)
+    status = models.CharField(max_length=12, choices=StepStatus.choices)
+    result = models.JSONField(null=True, blank=True)
+    error_name = models.CharField(max_length=200, blank=True, default="")
+    error_message = models.TextField(blank=True, default="")
+    error_traceback = models.TextField(blank=True, default="")
+    config = models.JSONField(default=dict)
+    attempts = models.IntegerField(default=0)
+    sensitive = models.BooleanField(default=False)
+    has_rollback = models.BooleanField(default=False)
+    started_at = models.DateTimeField()
+    ended_at = models.DateTimeField(null=True, blank=True)
+    wake_at = models.DateTimeField(null=True, blank=True)  # sleep end or event-wait deadline
+    event_type = models.CharField(max_length=200, blank=True, default="")
+    child = models.ForeignKey(
+        Instance, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
+    )
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["instance", "name", "seq"], name="step_occurrence"),
+        ]
+        indexes = [
+            # Only running steps: a step inserted complete (most of them) adds no entry here.
+            models.Index(fields=["started_at"], name="step_running", condition=Q(status="running")),
+            models.Index(fields=["child"], name="step_child", condition=Q(child__isnull=False)),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.instance_id}:{self.name}#{self.seq}"
+
+
+class Attempt(models.Model):
+    """Every attempt of a `step.do`: when it ran, how it ended, and the delay before the next."""
+
+    # Inserted in the same statement as its step (HOT_PATH_REFERENCES); indexed by attempt_number.
+    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="attempt_rows",
+                             db_index=False, db_constraint=False)
+    number = models.IntegerField()
+    started_at = models.DateTimeField()
+    ended_at = models.DateTimeField(null=True, blank=True)
+    ok = models.BooleanField(default=False)
+    error_name = models.CharField(max_length=200, blank=True, default="")
+    error_message = models.TextField(blank=True, default="")
+    error_traceback = models.TextField(blank=True, default="")
+    retry_delay_seconds = models.FloatField(null=True, blank=True)
+    worker = models.CharField(max_length=100, blank=True, default="")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["step", "number"], name="attempt_number"),
+        ]

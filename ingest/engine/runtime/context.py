@@ -1,0 +1,67 @@
+"""What a step function receives: its identity, its attempt, and the two cost calls."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from ingest.engine.costs import budgets, record
+
+
+@dataclass
+class StepContext:
+    """Passed to `fn(ctx)` of `step.do`.
+
+    `idempotency_key` is stable across every attempt and every replay of this step (it changes
+    only when the instance is restarted), so an outside system can deduplicate our calls.
+    """
+
+    name: str
+    count: int
+    attempt: int
+    config: dict[str, Any]
+    idempotency_key: str
+    instance_id: str
+    workflow: str
+    tenant: str
+    step_label: str
+    _reservations: list[int] = field(default_factory=list, repr=False)
+
+    def check_budget(self, service: str, estimate: Decimal | str | int | float) -> None:
+        """Reserve `estimate` against every budget that covers this spend, before spending.
+
+        On a breach the budget's policy decides: `BudgetExceeded` (non-retryable) ends the step,
+        or the instance pauses with an approval request an operator can grant or deny.
+        """
+        self._reservations.extend(budgets.budget_reserve(ctx=self, service=service, amount=_money(estimate)))
+
+    def track_cost(
+        self,
+        service: str,
+        *,
+        cost: Decimal | str | int | float | None = None,
+        model: str = "",
+        tokens_in: int = 0,
+        tokens_cached: int = 0,
+        tokens_out: int = 0,
+        items: int = 0,
+        metadata: dict[str, Any] | None = None,
+        success: bool = True,
+    ) -> Decimal:
+        """Record what this attempt spent (an `api_costs` row) and settle its reservation.
+
+        With `cost=None` the usage is priced by `settings.RUNLEDGER_PRICER`. Returns the cost.
+        """
+        return record.cost_record(
+            ctx=self, service=service, cost=None if cost is None else _money(cost), model=model,
+            tokens_in=tokens_in, tokens_cached=tokens_cached, tokens_out=tokens_out, items=items,
+            metadata=metadata or {}, success=success,
+        )
+
+
+def _money(value: Decimal | str | int | float) -> Decimal:
+    if isinstance(value, float):
+        # Floats carry binary noise; go through their shortest repr, then quantize.
+        value = repr(value)
+    return Decimal(value).quantize(Decimal("0.000001"))

@@ -1,0 +1,287 @@
+"""Durable execution by replay: one worker turn of one instance, step by step.
+
+`run(event, step)` executes from the top on every turn. A step whose result is in the ledger
+returns it without running; the first step without one runs. A turn ends when `run` returns or
+raises (the instance finishes), or when a step must wait (sleep, event, child, retry delay,
+pause, drain): then `Suspend` unwinds `run` and the instance is released with a wake-up time,
+holding no thread and no memory until then.
+
+`Execution` holds a turn's replay state and the life of one `step.do`; its collaborators run the
+rest: invoke.py runs the step function, outcomes.py says what a result or a failure is stored
+as, turn.py replays `run` and ends the turn, store.py and its siblings write the ledger.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from ingest.engine import clock, flow
+from ingest.engine.costs import budgets
+from ingest.engine.errors import (
+    EngineError,
+    NonDeterministicReplay,
+    NonRetryableError,
+    WorkflowTimeout,
+)
+from ingest.engine.models import Control, Instance, Status, StepKind, StepStatus
+from ingest.engine.runtime.context import StepContext
+from ingest.engine.runtime.outcomes import (
+    FailInstance,
+    Suspend,
+    Unwind,
+    encode_result,
+    failure_of,
+    rebuild_error,
+)
+from ingest.engine.runtime.policy import (
+    StepConfig,
+    check_step_name,
+    check_step_options,
+    next_delay,
+    resolve_config,
+)
+from ingest.engine.runtime.records import Failure, StepRecord, step_label
+from ingest.engine.runtime.store import InstanceStore
+from ingest.engine.testing_hooks import Overrides, overrides_for
+from ingest.engine.workflow import get_workflow
+
+log = logging.getLogger("runledger.engine")
+
+AWAITING_APPROVAL = "AwaitingApproval"
+WORKER_LOST = "WorkerLost"
+ROLLBACK_POSITION = 1_000_000
+
+
+@dataclass
+class Prepared:
+    name: str
+    seq: int
+    position: int
+    kind: str
+    rec: StepRecord | None
+    config: StepConfig | None = None
+    sensitive: bool = False
+    rollback: Callable[..., Any] | None = None
+    deferred: bool = False  # checkpoint="deferred"
+
+    @property
+    def label(self) -> str:
+        return step_label(self.name, self.seq)
+
+
+class Execution:
+    """One turn of one instance. Holds the replay state; `step` objects call into it."""
+
+    def __init__(self, *, instance: Instance, store: InstanceStore, draining: threading.Event,
+                 has_steps: bool = True, ending: Callable[[], None] | None = None) -> None:
+        self.instance = instance
+        self.store = store
+        self.draining = draining
+        # Called once the turn has nothing left to run but its last write: the worker claims
+        # the instance that takes this slot while that write commits.
+        self.ending = ending or _nothing
+        self.overrides: Overrides | None = overrides_for(instance.id, instance.workflow)
+        records = store.load_steps() if has_steps else []
+        self.by_key = {(r.name, r.seq): r for r in records if r.kind != StepKind.ROLLBACK}
+        self.by_pos = {r.position: r for r in records if r.kind != StepKind.ROLLBACK}
+        self.rollback_done = {r.name for r in records if r.kind == StepKind.ROLLBACK}
+        self._counts: dict[str, int] = defaultdict(int)
+        self._position = 0
+        self._lock = threading.Lock()
+        self.rollbacks: list[tuple[int, str, Callable[..., Any], Any]] = []
+        self.failed_step = ""
+        self.deadline: datetime | None = None  # the workflow-level timeout, set by run_turn
+
+    # ---- identity and replay checks ----------------------------------------------------
+
+    def now(self) -> datetime:
+        return clock.now()
+
+    def reserve(self, name: str, kind: str) -> tuple[int, int, StepRecord | None]:
+        """Give this call its occurrence and position, and find its record, checking replay order."""
+        check_step_name(name)
+        with self._lock:
+            self._counts[name] += 1
+            seq, position = self._counts[name], self._position
+            self._position += 1
+        rec = self.by_key.get((name, seq))
+        at_position = self.by_pos.get(position)
+        label = step_label(name, seq)
+        if at_position is not None and (at_position.name, at_position.seq) != (name, seq):
+            raise FailInstance(NonDeterministicReplay(
+                f"instance {self.instance.id}: replay asked for step {label!r} at position "
+                f"{position}, but the history has step {step_label(at_position.name, at_position.seq)!r} there; code outside "
+                "steps must be deterministic — restart the instance if the workflow changed"
+            ), step=label)
+        if rec is not None and (rec.position != position or rec.kind != kind):
+            raise FailInstance(NonDeterministicReplay(
+                f"instance {self.instance.id}: replay asked for {kind} step {label!r} at position "
+                f"{position}, but the history recorded it as a {rec.kind} step at position "
+                f"{rec.position}; code outside steps must be deterministic"
+            ), step=label)
+        return seq, position, rec
+
+    def checkpoint(self) -> None:
+        """Before new work: honour an operator's terminate or pause, the worker's drain, the timeout."""
+        self.check_deadline()
+        control = self.store.control
+        if control in (Control.TERMINATE, Control.TERMINATE_ROLLBACK):
+            raise Unwind(rollback=control == Control.TERMINATE_ROLLBACK)
+        if control == Control.PAUSE:
+            raise Suspend(self.now(), status=Status.RUNNING, pause=True)
+        if self.draining.is_set():
+            raise Suspend(self.now(), status=Status.RUNNING)
+
+    # ---- step.do -------------------------------------------------------------------------
+
+    def prepare_do(self, name: str, options: dict[str, Any]) -> Prepared:
+        check_step_options(name, options)
+        config = resolve_config(name, retries=options.get("retries"), timeout=options.get("timeout"))
+        rollback = options.get("rollback")
+        if rollback is not None and not callable(rollback):
+            from ingest.engine.errors import InvalidStepConfig
+
+            raise InvalidStepConfig(f"rollback of step {name!r} must be callable; got {rollback!r}")
+        seq, position, rec = self.reserve(name, StepKind.DO)
+        return Prepared(name=name, seq=seq, position=position, kind=StepKind.DO, rec=rec,
+                        config=config, sensitive=bool(options.get("sensitive", False)), rollback=rollback,
+                        deferred=options.get("checkpoint") == "deferred")
+
+    def memo(self, p: Prepared) -> tuple[bool, Any]:
+        """(True, result) for a completed step; raises its stored failure; (False, None) to run."""
+        rec = p.rec
+        if rec is None:
+            return False, None
+        if rec.status == StepStatus.COMPLETE:
+            self._register_rollback(p, rec.result)
+            return True, rec.result
+        if rec.status == StepStatus.ERRORED:
+            self.failed_step = p.label
+            raise rebuild_error(rec.error_name, rec.error_message)
+        return False, None
+
+    def start_attempt(self, p: Prepared) -> tuple[StepContext, datetime]:
+        if not p.deferred:
+            # The barrier: a step that may act outside the database starts only once every
+            # earlier step of this instance is durable, so nothing outside depends on a
+            # completion a crash could still lose.
+            self.store.settle()
+        self.checkpoint()
+        now = self.now()
+        rec = p.rec
+        attempt = 1
+        if rec is not None:
+            if rec.wake_at is not None and rec.wake_at > now:
+                raise Suspend(rec.wake_at)  # still backing off before the next attempt
+            if rec.status == StepStatus.RUNNING and rec.wake_at is None:
+                self._record_lost_attempt(p, now)  # the worker running it died mid-attempt
+            attempt = rec.attempts + 1
+        assert p.config is not None
+        p.rec = self.store.step_started(
+            rec=rec, name=p.name, seq=p.seq, position=p.position, kind=p.kind,
+            config=p.config.as_json(), attempt=attempt, now=now, sensitive=p.sensitive,
+            has_rollback=p.rollback is not None,
+        )
+        self.by_key[(p.name, p.seq)] = self.by_pos[p.position] = p.rec
+        key = f"{self.instance.id}:{p.name}:{p.seq}"
+        if self.instance.generation:
+            key += f":g{self.instance.generation}"
+        ctx = StepContext(
+            name=p.name, count=p.seq, attempt=attempt, config=p.config.as_json(), idempotency_key=key,
+            instance_id=self.instance.id, workflow=self.instance.workflow,
+            tenant=self.instance.tenant, step_label=p.label,
+        )
+        return ctx, now
+
+    def _record_lost_attempt(self, p: Prepared, now: datetime) -> None:
+        assert p.rec is not None
+        started = p.rec.started_at or now
+        self.store.step_attempt_failed(
+            p.rec, attempt=p.rec.attempts, started=started, now=now, retry_at=now,
+            failure=Failure(WORKER_LOST, "the worker running this attempt stopped before it "
+                            "finished (its lease expired); running the step again"),
+        )
+        p.rec.wake_at = None
+
+    def succeeded(self, p: Prepared, ctx: StepContext, started: datetime, result: Any) -> Any:
+        self._release(ctx)
+        now = self.now()
+        try:
+            stored, encoded = encode_result(p.label, self.instance.id, result)
+        except EngineError as error:
+            self.failed_step = p.label
+            assert p.rec is not None
+            self.store.step_attempt_failed(p.rec, attempt=ctx.attempt, started=started, now=now,
+                                           failure=Failure(type(error).__name__, str(error)), retry_at=None)
+            raise FailInstance(error, step=p.label) from None
+        assert p.rec is not None
+        self.store.step_completed(p.rec, attempt=ctx.attempt, started=started, now=now, result=stored,
+                                  encoded=encoded, deferred=p.deferred)
+        self._register_rollback(p, stored)
+        return stored
+
+    def failed(self, p: Prepared, ctx: StepContext, started: datetime, exc: BaseException) -> None:
+        """Record a failed attempt; return to retry now, raise Suspend to retry later, or re-raise."""
+        self._release(ctx)
+        now = self.now()
+        assert p.rec is not None and p.config is not None
+        failure = failure_of(exc)
+        if exc.__class__.__name__ == "AwaitApproval":
+            self.store.step_attempt_failed(p.rec, attempt=ctx.attempt, started=started, now=now,
+                                           failure=Failure(AWAITING_APPROVAL, str(exc)), retry_at=now)
+            raise Suspend(now, status=Status.RUNNING, pause=True) from None
+        delay = None
+        if not isinstance(exc, NonRetryableError):
+            counted = ctx.attempt - self.store.uncounted_attempts(p.rec)
+            delay = next_delay(p.config.retries, attempt=counted)
+            hint = getattr(exc, "retry_after", None)
+            if delay is not None and isinstance(hint, int | float) and hint > delay.total_seconds():
+                delay = timedelta(seconds=float(hint))
+            if delay is not None and self.overrides is not None and self.overrides.skip_retry_delays:
+                delay = timedelta(0)
+        retry_at = None if delay is None else now + delay
+        self.store.step_attempt_failed(p.rec, attempt=ctx.attempt, started=started, now=now,
+                                       failure=failure, retry_at=retry_at)
+        if retry_at is None:
+            self.failed_step = p.label
+            raise exc
+        if retry_at > now:
+            raise Suspend(retry_at)
+
+    def _release(self, ctx: StepContext) -> None:
+        if ctx._reservations:
+            budgets.reservations_release(ids=ctx._reservations)
+            ctx._reservations.clear()
+
+    def _register_rollback(self, p: Prepared, result: Any) -> None:
+        if p.rollback is not None:
+            with self._lock:
+                self.rollbacks.append((p.position, p.label, p.rollback, result))
+
+    # ---- the turn ----------------------------------------------------------------------
+
+    def check_deadline(self) -> None:
+        """Past the workflow's timeout, the instance errors at this step boundary."""
+        error = self.timed_out()
+        if error is not None:
+            raise FailInstance(error, step="")
+
+    def timed_out(self) -> WorkflowTimeout | None:
+        """The workflow's timeout as an error, once it has passed; None before."""
+        if not flow.timed_out(deadline=self.deadline, now=self.now()):
+            return None
+        timeout = get_workflow(self.instance.workflow)._timeout
+        assert self.deadline is not None and timeout is not None
+        return WorkflowTimeout(workflow=self.instance.workflow, instance_id=self.instance.id,
+                               timeout=timeout.total_seconds(),
+                               started_at=f"{self.deadline - timeout:%Y-%m-%d %H:%M:%S} UTC")
+
+
+def _nothing() -> None:
+    pass

@@ -1,0 +1,194 @@
+"""The `step` object a workflow's `run` receives: `do`, `sleep`, `wait_for_event` and friends.
+
+`Step` serves sync workflows; `AsyncStep` serves `async def run` with the same methods as
+coroutines. Both drive the same `Execution`; only the waiting differs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+from ingest.engine.costs import approvals
+from ingest.engine.durations import parse_duration
+from ingest.engine.errors import InvalidStepConfig, WaitForEventTimeout
+from ingest.engine.runtime import waits
+from ingest.engine.runtime.execution import Execution, Prepared
+from ingest.engine.runtime.invoke import invoke, invoke_async
+from ingest.engine.runtime.outcomes import CONTROL_FLOW
+from ingest.engine.runtime.parallel import Settled, StepCall, run_group, settle
+from ingest.engine.runtime.waits import as_datetime, checked_until, checked_wait
+
+
+class Step:
+    """The step API for synchronous workflows."""
+
+    def __init__(self, execution: Execution) -> None:
+        self._x = execution
+
+    def do(self, name: str, fn: Callable[..., Any], **options: Any) -> Any:
+        """Run `fn(ctx)` once, durably: its result is stored and returned on every replay.
+
+        Options: `retries={"limit", "delay", "backoff"}`, `timeout`, `rollback(ctx, result)`,
+        `sensitive`, `checkpoint` ("immediate", the default, or "deferred": the workflow runs on
+        before this step's completion has committed; see docs/engine-contract.md). A failure
+        after the last retry is raised here (and re-raised on replay).
+        """
+        return self._run(self._x.prepare_do(name, options), fn)
+
+    def _run(self, p: Prepared, fn: Callable[..., Any]) -> Any:
+        x = self._x
+        done, value = x.memo(p)
+        if done:
+            return value
+        while True:
+            ctx, started = x.start_attempt(p)
+            try:
+                result = invoke(fn, ctx, p, x.overrides)
+            except CONTROL_FLOW:
+                raise
+            except BaseException as exc:  # noqa: BLE001 - KeyboardInterrupt inside a step is its failure too
+                if isinstance(exc, KeyboardInterrupt | SystemExit):
+                    raise
+                x.failed(p, ctx, started, exc)  # raises, or returns to retry at once
+                continue
+            return x.succeeded(p, ctx, started, result)
+
+    def call(self, name: str, fn: Callable[..., Any], **options: Any) -> StepCall:
+        return StepCall(name, fn, options)
+
+    def all_settled(self, calls: Sequence[StepCall], *, concurrency: int | None = None) -> list[Settled]:
+        """Run steps concurrently; each is memoised on its own, one failing loses no other's result.
+
+        The calling thread runs the group's steps itself, helped by the threads of the process's
+        parallel pool (RUNLEDGER_PARALLEL_THREADS, default 8) that are free: a group never waits
+        for a pool thread to make progress, and a busy pool makes it run narrower, not later.
+        `concurrency` caps how many of the group's steps run at once (default: the pool's size
+        plus the calling thread), for steps that share a rate limit or a connection budget.
+        """
+        if concurrency is not None and (isinstance(concurrency, bool) or not isinstance(concurrency, int)
+                                        or concurrency < 1):
+            raise InvalidStepConfig(f"concurrency of a parallel group must be a whole number of at least 1; "
+                                    f"got {concurrency!r}")
+        prepared = [self._x.prepare_do(c.name, c.options) for c in calls]
+        return settle(run_group(self._run, [(p, c.fn) for p, c in zip(prepared, calls, strict=True)],
+                                 width=len(calls) if concurrency is None else min(concurrency, len(calls))))
+
+    def all(self, calls: Sequence[StepCall], *, concurrency: int | None = None) -> list[Any]:
+        """Like `all_settled`, but raise the first failure (after every step has settled)."""
+        results = self.all_settled(calls, concurrency=concurrency)
+        for r in results:
+            if not r.ok:
+                assert r.error is not None
+                raise r.error
+        return [r.value for r in results]
+
+    def sleep(self, name: str, duration: Any) -> None:
+        delta = checked_wait(parse_duration(duration, what=f"duration of sleep {name!r}"), name)
+        waits.sleep(self._x, name, lambda now: now + delta)
+
+    def sleep_until(self, name: str, when: datetime | str | float | int) -> None:
+        at = as_datetime(when, name)
+        waits.sleep(self._x, name, lambda now: checked_until(at, now, name))
+
+    def wait_for_event(self, name: str, *, type: str, timeout: Any = "24 hours") -> dict[str, Any]:
+        """Wait for an event of `type` sent to this instance; returns {type, payload, timestamp, id}.
+
+        Events sent before the wait are buffered per type and delivered first in, first out.
+        Raises WaitForEventTimeout after `timeout` (catch it to escalate).
+        """
+        if not isinstance(type, str) or not type.strip():
+            raise InvalidStepConfig(f"wait_for_event {name!r} needs a non-empty event type")
+        delta = checked_wait(parse_duration(timeout, what=f"timeout of wait_for_event {name!r}"), name)
+        return waits.wait_for_event(self._x, name, type=type, delta=delta)
+
+    def wait_for_approval(self, name: str, *, title: str, fields: list[dict[str, Any]] | None = None,
+                          timeout: Any = "24 hours", description: str = "",
+                          context: dict[str, Any] | None = None, escalation: str = "") -> dict[str, Any]:
+        """Ask a person: an approval request on the dashboard, answered through its form.
+
+        Returns {"approved": bool, "values": {...}, "comment": str, "by": str}; raises
+        WaitForEventTimeout when nobody answers in time (the request is marked expired).
+        """
+        delta = parse_duration(timeout, what=f"timeout of approval {name!r}")
+        x = self._x
+        inst = x.instance
+
+        def create_request(ctx: Any) -> dict[str, Any]:
+            return approvals.approval_request_create(
+                instance_id=inst.id, tenant=inst.tenant, workflow=inst.workflow, step_name=name,
+                title=title, description=description, fields=fields or [], context=context or {},
+                due_at=x.now() + delta, escalation=escalation, idempotency_key=ctx.idempotency_key,
+            )
+
+        request = self.do(f"{name}-request", create_request, retries={"limit": 3, "delay": "1 second"})
+        try:
+            event = self.wait_for_event(name, type=request["event_type"], timeout=delta)
+        except WaitForEventTimeout:
+            self.do(f"{name}-expired", lambda: approvals.approval_expire(approval_id=request["id"]))
+            raise
+        return event["payload"]  # type: ignore[no-any-return]
+
+    def child(self, name: str, *, workflow: str, params: dict[str, Any] | None = None,
+              id: str | None = None) -> Any:
+        """Start another workflow as a child and wait for its output (raises if it fails)."""
+        return waits.child(self._x, name, workflow=workflow, params=params, id=id)
+
+
+class AsyncStep(Step):
+    """The step API for `async def run`: the same methods, awaited."""
+
+    async def do(self, name: str, fn: Callable[..., Any], **options: Any) -> Any:
+        p = self._x.prepare_do(name, options)  # before any await: positions follow call order
+        return await self._run_async(p, fn)
+
+    async def _run_async(self, p: Prepared, fn: Callable[..., Any]) -> Any:
+        x = self._x
+        done, value = x.memo(p)
+        if done:
+            return value
+        while True:
+            ctx, started = await asyncio.to_thread(x.start_attempt, p)
+            try:
+                result = await invoke_async(fn, ctx, p, x.overrides)
+            except CONTROL_FLOW:
+                raise
+            except BaseException as exc:  # noqa: BLE001 - includes a budget's AwaitApproval
+                if isinstance(exc, KeyboardInterrupt | SystemExit | asyncio.CancelledError):
+                    raise
+                await asyncio.to_thread(x.failed, p, ctx, started, exc)
+                continue
+            return await asyncio.to_thread(x.succeeded, p, ctx, started, result)
+
+    async def all_settled(self, calls: Sequence[StepCall]) -> list[Settled]:  # type: ignore[override]
+        prepared = [self._x.prepare_do(c.name, c.options) for c in calls]
+        outcomes = await asyncio.gather(
+            *(self._run_async(p, c.fn) for p, c in zip(prepared, calls, strict=True)), return_exceptions=True
+        )
+        return settle([(not isinstance(o, BaseException), o) for o in outcomes])
+
+    async def all(self, calls: Sequence[StepCall]) -> list[Any]:  # type: ignore[override]
+        results = await self.all_settled(calls)
+        for r in results:
+            if not r.ok:
+                assert r.error is not None
+                raise r.error
+        return [r.value for r in results]
+
+    async def sleep(self, name: str, duration: Any) -> None:  # type: ignore[override]
+        await asyncio.to_thread(super().sleep, name, duration)
+
+    async def sleep_until(self, name: str, when: Any) -> None:  # type: ignore[override]
+        await asyncio.to_thread(super().sleep_until, name, when)
+
+    async def wait_for_event(self, name: str, *, type: str, timeout: Any = "24 hours") -> dict[str, Any]:  # type: ignore[override]
+        return await asyncio.to_thread(super().wait_for_event, name, type=type, timeout=timeout)
+
+    async def wait_for_approval(self, name: str, **kwargs: Any) -> dict[str, Any]:  # type: ignore[override]
+        sync = Step(self._x)
+        return await asyncio.to_thread(sync.wait_for_approval, name, **kwargs)
+
+    async def child(self, name: str, **kwargs: Any) -> Any:
+        return await asyncio.to_thread(super().child, name, **kwargs)

@@ -1,0 +1,317 @@
+"""What a worker writes while it runs an instance. Every write is guarded by the lease.
+
+`InstanceStore` holds a turn's write state (the lease, the barrier, the writes deferred to the
+next transaction) and the writes of `step.do`; store_waits.py writes the waits, store_end.py
+the end of the turn, through the same guard.
+
+One durable transaction per step outcome: the step row, its attempt, its history, and the lease
+check. A step's start marker commits without waiting for the WAL flush (sql/lease.py's async_commit).
+
+A step run with `checkpoint="deferred"` queues its completion on the group commit and returns;
+the queued completions are collected (`settle`) before any other write of the instance and
+before a step that is not deferred starts (execution.py): that is the instance's barrier.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import DatabaseError, transaction
+
+from ingest.engine.models import Attempt, History, HistoryKind, Step, StepStatus
+from ingest.engine.runtime import markers
+from ingest.engine.runtime.records import (
+    EngineFault,
+    Failure,
+    LeaseLost,
+    SleepWrite,
+    StepRecord,
+    ledger_io,
+    step_label,
+)
+from ingest.engine.sql import lease as sql_lease
+from ingest.engine.sql import steps as sql_steps
+from ingest.engine.sql.base import is_postgres
+from ingest.engine.sql.steps import StepRow
+from ingest.engine.writes import notify, route
+
+log = logging.getLogger("runledger.engine")
+
+
+@dataclass
+class InstanceStore:
+    instance_id: str
+    token: str
+    worker: str
+    workflow: str
+    tenant: str
+    lease: timedelta
+    control: str = ""
+    deferred: list[Callable[[], None]] = field(default_factory=list)
+    _sleep_write: SleepWrite | None = None
+    _histories: list[History] = field(default_factory=list)
+    # Deferred completions not collected yet, oldest first, with the step they complete.
+    _pending: list[tuple[StepRecord, Any]] = field(default_factory=list)
+    _pending_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    # ---- reads -----------------------------------------------------------------------
+
+    @ledger_io
+    def load_steps(self) -> list[StepRecord]:
+        if is_postgres():
+            # Prepared, without the ORM: this runs at every turn. jsonb arrives as text here.
+            return [StepRecord(id=r[0], name=r[1], seq=r[2], position=r[3], kind=r[4], status=r[5],
+                               result=None if r[6] is None else json.loads(r[6]), error_name=r[7],
+                               error_message=r[8], attempts=r[9], wake_at=r[10], event_type=r[11],
+                               child_id=r[12], started_at=r[13])
+                    for r in sql_steps.step_rows(self.instance_id)]
+        rows = Step.objects.filter(instance_id=self.instance_id).order_by("position").values_list(
+            "id", "name", "seq", "position", "kind", "status", "result", "error_name",
+            "error_message", "attempts", "wake_at", "event_type", "child_id", "started_at",
+        )
+        return [StepRecord(*row) for row in rows]
+
+    # ---- the barrier -------------------------------------------------------------------
+
+    @ledger_io
+    def settle(self) -> None:
+        """Wait until every deferred completion of this turn has committed. Raises LeaseLost
+        when one found the lease gone, EngineFault when one could not be written; either way
+        after collecting all of them, so none is left in flight behind the turn."""
+        with self._pending_lock:
+            pending, self._pending = self._pending, []
+        if not pending:
+            return
+        lost = False
+        error: DatabaseError | None = None
+        for rec, handle in pending:
+            try:
+                got = handle.wait()
+            except DatabaseError as exc:
+                error = error or exc
+                continue
+            if got is None:
+                lost = True
+            else:
+                self.control, rec.id = got
+        notify.history()
+        if error is not None:
+            raise error
+        if lost:
+            raise LeaseLost(self.instance_id)
+
+    def settle_quietly(self) -> None:
+        """Collect what is still in flight at the end of an abandoned turn, raising nothing."""
+        with contextlib.suppress(LeaseLost, EngineFault):
+            self.settle()
+
+    # ---- the guard ---------------------------------------------------------------------
+
+    def _guard(self, now: datetime) -> None:
+        """Check the lease (and extend it), then apply writes deferred to this transaction."""
+        control = sql_lease.guard(
+            instance_id=self.instance_id, token=self.token, now=now, lease_until=now + self.lease
+        )
+        if control is None:
+            raise LeaseLost(self.instance_id)
+        self.control = control
+        deferred, self.deferred = self.deferred, []
+        for write in deferred:
+            write()
+
+    def defer(self, write: Callable[[], None], *, sleep: SleepWrite | None = None) -> None:
+        """Run `write` inside the next transaction this turn opens.
+
+        For writes whose loss in a crash is harmless because replay makes them again (a sleep
+        found due, say): they ride along with the next write instead of costing a commit.
+        `sleep` says the same write as data, for the one-statement paths of a sleep's start
+        (suspend) and of its end (finish) on PostgreSQL.
+        """
+        self.deferred.append(write)
+        self._sleep_write = sleep if len(self.deferred) == 1 else None
+
+    def only_sleep_write(self, kind: str) -> SleepWrite | None:
+        """The deferred write, when it is the only one and a sleep's `kind` ("start" or "end")."""
+        if len(self.deferred) == 1 and self._sleep_write is not None and self._sleep_write.kind == kind:
+            return self._sleep_write
+        return None
+
+    def clear_deferred(self) -> None:
+        """Forget the deferred writes: a one-statement path has written them."""
+        self.deferred, self._sleep_write = [], None
+
+    @contextmanager
+    def txn(self, now: datetime) -> Iterator[None]:
+        """A transaction that first checks the lease and ends by writing its history rows at once."""
+        self.settle()
+        with transaction.atomic():
+            self._guard(now)
+            yield
+            if self._histories:
+                rows, self._histories = self._histories, []
+                History.objects.bulk_create(rows)
+                notify.history()
+
+    def history(self, kind: str, now: datetime, *, step_name: str = "", status: str = "", **data: Any) -> History:
+        row = History(
+            instance_id=self.instance_id, workflow=self.workflow, tenant=self.tenant, kind=kind,
+            step_name=step_name, status=status, data=data, created_at=now,
+        )
+        self._histories.append(row)
+        return row
+
+    # ---- step.do ---------------------------------------------------------------------
+
+    @ledger_io
+    def step_started(self, *, rec: StepRecord | None, name: str, seq: int, position: int,
+                     kind: str, config: dict[str, Any], attempt: int, now: datetime,
+                     sensitive: bool, has_rollback: bool) -> StepRecord:
+        if rec is None and is_postgres() and not self.deferred:
+            # The first attempt writes nothing yet: its completion inserts the row, unless it
+            # runs long enough for its start marker to be written first (markers.py).
+            row = StepRow(iid=self.instance_id, name=name, seq=seq, position=position, kind=kind,
+                              config=json.dumps(config), sensitive=sensitive, has_rollback=has_rollback,
+                              label=step_label(name, seq))
+            return StepRecord(id=0, name=name, seq=seq, position=position, kind=kind,
+                              status=StepStatus.RUNNING, attempts=attempt, started_at=now, row=row,
+                              marker=markers.schedule(row=row, token=self.token, started=now, attempt=attempt))
+        with self.txn(now):
+            sql_lease.async_commit()
+            if rec is None:
+                step = Step.objects.create(
+                    instance_id=self.instance_id, name=name, seq=seq, position=position, kind=kind,
+                    status=StepStatus.RUNNING, config=config, attempts=attempt, sensitive=sensitive,
+                    has_rollback=has_rollback, started_at=now,
+                )
+                rec = StepRecord(id=step.id, name=name, seq=seq, position=position, kind=kind,
+                                 status=StepStatus.RUNNING, attempts=attempt, started_at=now)
+            else:
+                Step.objects.filter(id=rec.id).update(status=StepStatus.RUNNING, attempts=attempt, wake_at=None)
+                rec.status, rec.attempts, rec.wake_at = StepStatus.RUNNING, attempt, None
+            self.history(HistoryKind.STEP_STARTED, now, step_name=step_label(name, seq), attempt=attempt)
+        return rec
+
+    def _settle_marker(self, rec: StepRecord) -> bool:
+        """End the attempt's start marker; True when the step's row was not written (so the
+        caller writes it, with its step.started history)."""
+        marker, rec.marker = rec.marker, None
+        if marker is None:
+            return False
+        if marker.settle():
+            assert marker.step_id is not None
+            rec.id = marker.step_id
+            return False
+        return True
+
+    def _materialize(self, rec: StepRecord) -> None:
+        """Make sure a first attempt's row exists before writing anything that refers to it."""
+        if not self._settle_marker(rec):
+            return
+        assert rec.started_at is not None and rec.row is not None
+        row = rec.row
+        with self.txn(rec.started_at):
+            step = Step.objects.create(
+                instance_id=self.instance_id, name=rec.name, seq=rec.seq, position=rec.position,
+                kind=rec.kind, status=StepStatus.RUNNING, config=json.loads(row.config),
+                attempts=rec.attempts, sensitive=row.sensitive, has_rollback=row.has_rollback,
+                started_at=rec.started_at,
+            )
+            self.history(HistoryKind.STEP_STARTED, rec.started_at, step_name=row.label, attempt=rec.attempts)
+        rec.id = step.id
+
+    @ledger_io
+    def step_completed(self, rec: StepRecord, *, attempt: int, started: datetime, now: datetime,
+                       result: Any, encoded: str | None = None, deferred: bool = False) -> None:
+        """Store a successful attempt's result (`encoded`: its JSON, when the caller has it).
+
+        `deferred`: queue the write and return before it commits (collected by `settle`); on
+        SQLite, or with writes deferred to this transaction, it is written at once."""
+        if is_postgres():
+            if not deferred:
+                self.settle()
+            with_start = self._settle_marker(rec)
+            row = rec.row or StepRow(
+                iid=self.instance_id, name=rec.name, seq=rec.seq, position=rec.position, kind=rec.kind,
+                config="{}", sensitive=False, has_rollback=False, label=step_label(rec.name, rec.seq))
+            finish = functools.partial(
+                route.step_finish, row=row, token=self.token, now=now, started=started, attempt=attempt,
+                result=None if result is None else (encoded if encoded is not None else json.dumps(result)),
+                worker=self.worker,
+                with_start=with_start)
+            handle = route.step_finish_deferred(**finish.keywords) if deferred and not self.deferred else None
+            if handle is not None:
+                with self._pending_lock:
+                    self._pending.append((rec, handle))
+                rec.status, rec.result, rec.row = StepStatus.COMPLETE, result, None
+                return
+            if self.deferred:
+                # The guard, the deferred writes and their history rows, then this statement: one
+                # transaction.
+                with self.txn(now):
+                    got = finish()
+                    if got is None:
+                        raise LeaseLost(self.instance_id)
+            else:
+                got = finish()
+            if got is None:
+                raise LeaseLost(self.instance_id)
+            self.control, rec.id = got
+            notify.history()
+            rec.status, rec.result, rec.row = StepStatus.COMPLETE, result, None
+            return
+        with self.txn(now):
+            Step.objects.filter(id=rec.id).update(
+                status=StepStatus.COMPLETE, result=result, ended_at=now, attempts=attempt,
+                error_name="", error_message="", error_traceback="",
+            )
+            Attempt.objects.create(step_id=rec.id, number=attempt, started_at=started, ended_at=now,
+                                   ok=True, worker=self.worker)
+            self.history(HistoryKind.STEP_COMPLETED, now, step_name=step_label(rec.name, rec.seq),
+                          attempt=attempt, ms=round((now - started).total_seconds() * 1000, 3))
+        rec.status, rec.result = StepStatus.COMPLETE, result
+
+    @ledger_io
+    def step_attempt_failed(self, rec: StepRecord, *, attempt: int, started: datetime, now: datetime,
+                            failure: Failure, retry_at: datetime | None) -> None:
+        """Record a failed attempt: a retry at `retry_at`, or the step's final failure."""
+        self._materialize(rec)
+        delay = None if retry_at is None else (retry_at - now).total_seconds()
+        with self.txn(now):
+            Attempt.objects.create(
+                step_id=rec.id, number=attempt, started_at=started, ended_at=now, ok=False,
+                error_name=failure.name, error_message=failure.message,
+                error_traceback=failure.traceback, retry_delay_seconds=delay, worker=self.worker,
+            )
+            if retry_at is None:
+                Step.objects.filter(id=rec.id).update(
+                    status=StepStatus.ERRORED, ended_at=now, attempts=attempt,
+                    error_name=failure.name, error_message=failure.message,
+                    error_traceback=failure.traceback, wake_at=None,
+                )
+                self.history(HistoryKind.STEP_FAILED, now, step_name=step_label(rec.name, rec.seq),
+                              attempt=attempt, error=failure.name, message=failure.message[:500])
+            else:
+                Step.objects.filter(id=rec.id).update(attempts=attempt, wake_at=retry_at,
+                                                      error_name=failure.name, error_message=failure.message)
+                self.history(HistoryKind.STEP_RETRY, now, step_name=step_label(rec.name, rec.seq),
+                              attempt=attempt, error=failure.name, message=failure.message[:500],
+                              delay=delay)
+        rec.attempts, rec.wake_at = attempt, retry_at
+        if retry_at is None:
+            rec.status, rec.error_name, rec.error_message = StepStatus.ERRORED, failure.name, failure.message
+
+    @ledger_io
+    def uncounted_attempts(self, rec: StepRecord) -> int:
+        """Attempts that do not count against the retry limit (paused for a budget approval)."""
+        if rec.id == 0:  # a first attempt whose row is not written: no attempt recorded yet
+            return 0
+        return Attempt.objects.filter(step_id=rec.id, error_name="AwaitingApproval").count()

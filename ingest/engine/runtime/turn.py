@@ -1,0 +1,126 @@
+"""A turn of an instance: replay `run` once, then end the turn as `run` left it (complete,
+suspended, failed with its rollbacks run, or terminated)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from ingest.engine import flow
+from ingest.engine.errors import EngineError
+from ingest.engine.models import Control, History, HistoryKind, Instance, Status
+from ingest.engine.runtime import store_end
+from ingest.engine.runtime.context import StepContext
+from ingest.engine.runtime.execution import ROLLBACK_POSITION, Execution
+from ingest.engine.runtime.invoke import arity
+from ingest.engine.runtime.outcomes import FailInstance, Suspend, Unwind, check_result, failure_of
+from ingest.engine.runtime.records import EngineFault, Failure, LeaseLost
+from ingest.engine.workflow import WorkflowEvent, get_workflow
+
+log = logging.getLogger("runledger.engine")
+
+
+def run_turn(x: Execution, make_step: Callable[[Execution, bool], Any]) -> str:
+    """Replay `run` once. Returns the status the instance is left in."""
+    inst = x.instance
+    try:
+        workflow = get_workflow(inst.workflow)()
+        # Checked at the first new step and at suspension, after replay has registered the
+        # completed steps' rollbacks, so a timed-out instance unwinds like any failure.
+        x.deadline = deadline_of(inst, workflow.__class__._timeout)
+        event = WorkflowEvent(payload=inst.params, instance_id=inst.id, timestamp=inst.created_at,
+                              tenant=inst.tenant, workflow=inst.workflow,
+                              schedule=inst.params.get("_schedule") if isinstance(inst.params, dict) else None)
+        if workflow.is_async():
+            output = asyncio.run(workflow.run(event, make_step(x, True)))
+        else:
+            output = workflow.run(event, make_step(x, False))
+    except Suspend as suspend:
+        return _suspend(x, suspend)
+    except Unwind as unwind:
+        return _terminate(x, rollback=unwind.rollback)
+    except LeaseLost:
+        x.store.settle_quietly()
+        log.info("instance %s: lease lost (terminated, restarted or expired); dropping the turn", inst.id)
+        return "lost"
+    except EngineFault as fault:
+        x.store.settle_quietly()
+        log.error("instance %s: the ledger write failed (%s); the turn is retried when its lease expires",
+                  inst.id, fault)
+        return "fault"
+    except FailInstance as fail:
+        x.failed_step = fail.step
+        return _fail(x, Failure(type(fail.error).__name__, str(fail.error)))
+    except Exception as exc:  # noqa: BLE001 - any failure of user code errors the instance
+        return _fail(x, failure_of(exc))
+    if x.store.control == Control.TERMINATE_ROLLBACK:
+        return _terminate(x, rollback=True)
+    try:
+        output = check_result("output", inst.id, output)
+    except EngineError as error:
+        return _fail(x, Failure(type(error).__name__, str(error)))
+    x.ending()
+    store_end.finish(x.store, now=x.now(), status=Status.COMPLETE, output=output, parent_id=inst.parent_id)
+    return Status.COMPLETE
+
+
+def _suspend(x: Execution, suspend: Suspend) -> str:
+    if x.store.control == Control.TERMINATE_ROLLBACK:
+        return _terminate(x, rollback=True)
+    timed_out = x.timed_out()  # a sleeper woken by its deadline replays to here
+    if timed_out is not None:
+        return _fail(x, Failure(type(timed_out).__name__, str(timed_out)))
+    # A sleeper must wake by its deadline to fail, not sleep past it.
+    suspend.until = flow.cap_wake(suspend.until, deadline=x.deadline)
+    x.ending()
+    return store_end.suspend(x.store, now=x.now(), ready_at=suspend.until, status=suspend.status,
+                              event_type=suspend.event_type, child_id=suspend.child_id, pause=suspend.pause)
+
+
+def _fail(x: Execution, failure: Failure) -> str:
+    _run_rollbacks(x)
+    x.ending()
+    store_end.finish(x.store, now=x.now(), status=Status.ERRORED, failure=failure,
+                      failed_step=x.failed_step, parent_id=x.instance.parent_id)
+    return Status.ERRORED
+
+
+def _terminate(x: Execution, *, rollback: bool) -> str:
+    if rollback:
+        _run_rollbacks(x)
+    x.ending()
+    store_end.finish(x.store, now=x.now(), status=Status.TERMINATED, parent_id=x.instance.parent_id)
+    return Status.TERMINATED
+
+
+def _run_rollbacks(x: Execution) -> None:
+    """Run registered rollback handlers in reverse order of their steps' start, once each."""
+    for position, label, handler, result in sorted(x.rollbacks, key=lambda r: r[0], reverse=True):
+        name = f"rollback:{label}"
+        if name in x.rollback_done:
+            continue
+        now = x.now()
+        ctx = StepContext(name=name, count=1, attempt=1, config={}, step_label=name,
+                          idempotency_key=f"{x.instance.id}:{name}", instance_id=x.instance.id,
+                          workflow=x.instance.workflow, tenant=x.instance.tenant)
+        try:
+            handler(ctx, result) if arity(handler) >= 2 else handler(ctx)
+            failure = None
+        except Exception as exc:  # noqa: BLE001 - a failing rollback must not stop the others
+            failure = failure_of(exc)
+        store_end.rollback_recorded(x.store, name=name, position=ROLLBACK_POSITION + position, now=now,
+                                     started=now, failure=failure)
+
+
+def deadline_of(inst: Instance, timeout: timedelta | None) -> datetime | None:
+    """The instance's deadline: its timeout from its start, or from the operator's last restart
+    or retry, which run it again and so start its clock again."""
+    if timeout is None or inst.started_at is None:
+        return None
+    rerun = (History.objects.filter(instance_id=inst.id, kind=HistoryKind.OPERATOR,
+                                    data__action__in=["restart", "retry"])
+             .order_by("-id").values_list("created_at", flat=True).first())
+    return flow.deadline(started_at=max(inst.started_at, rerun or inst.started_at), timeout=timeout)

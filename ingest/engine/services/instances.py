@@ -1,0 +1,115 @@
+"""Every write outside a worker's turn that starts or feeds an instance: creating instances (one
+or a batch) and sending an instance an event.
+
+Each function takes keyword-only arguments, checks the instance's status under a row lock, and
+writes its history row (who, why) in the same transaction. Interfaces (dashboard, API, admin,
+commands) call these services and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from django.db import IntegrityError, transaction
+
+from ingest.engine import clock
+from ingest.engine.errors import (
+    BatchTooLarge,
+    InstanceAlreadyExists,
+    InstanceFinished,
+    InvalidParams,
+)
+from ingest.engine.models import (
+    FINISHED_STATUSES,
+    History,
+    HistoryKind,
+    Instance,
+    PendingEvent,
+    Status,
+    Step,
+    StepKind,
+    StepStatus,
+)
+from ingest.engine.services.base import MAX_BATCH, created_history, locked, new_instance
+from ingest.engine.writes import notify
+
+
+def instance_create(*, workflow: str, id: str | None = None, params: Any = None, tenant: str = "default",
+                    priority: int | None = None, start_at: datetime | None = None, actor: str = "") -> Instance:
+    """Create an instance; a duplicate id raises InstanceAlreadyExists (treat as already processed)."""
+    inst = new_instance(workflow=workflow, id=id, params=params, tenant=tenant, priority=priority,
+                         start_at=start_at, now=clock.now())
+    try:
+        with transaction.atomic():
+            inst.save(force_insert=True)
+            created_history(inst, actor=actor).save()
+            notify.ready()
+    except IntegrityError:
+        if Instance.objects.filter(id=inst.id).exists():
+            raise InstanceAlreadyExists(inst.id) from None
+        raise
+    return inst
+
+
+def instance_create_batch(*, workflow: str, items: Iterable[dict[str, Any]], actor: str = "") -> list[Instance]:
+    """Create up to 100 instances at once, all or none; a duplicate id raises InstanceAlreadyExists."""
+    items = list(items)
+    if len(items) > MAX_BATCH:
+        raise BatchTooLarge(f"create_batch got {len(items)} instances; the limit is {MAX_BATCH} per call")
+    now = clock.now()
+    instances = [
+        new_instance(workflow=workflow, id=item.get("id"), params=item.get("params"),
+                      tenant=item.get("tenant", "default"), priority=item.get("priority"),
+                      start_at=item.get("start_at"), now=now)
+        for item in items
+    ]
+    ids = [i.id for i in instances]
+    duplicates = sorted({i for i in ids if ids.count(i) > 1})
+    if duplicates:
+        raise InstanceAlreadyExists(duplicates[0])
+    with transaction.atomic():
+        existing = list(Instance.objects.filter(id__in=ids).values_list("id", flat=True)[:1])
+        if existing:
+            raise InstanceAlreadyExists(existing[0])
+        try:
+            with transaction.atomic():
+                Instance.objects.bulk_create(instances)
+        except IntegrityError:
+            taken = Instance.objects.filter(id__in=ids).values_list("id", flat=True).first()
+            raise InstanceAlreadyExists(taken or ids[0]) from None
+        History.objects.bulk_create([created_history(i, actor=actor) for i in instances])
+        notify.ready()
+    return instances
+
+
+def instance_send_event(*, instance_id: str, type: str, payload: Any = None, actor: str = "") -> PendingEvent:
+    """Deliver an event; buffered per type until a wait_for_event of that type takes it (FIFO)."""
+    if not isinstance(type, str) or not type.strip() or len(type) > 200:
+        raise InvalidParams(f"event type {type!r} must be a non-empty string of at most 200 characters")
+    try:
+        json.dumps(payload, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidParams(f"event payload is not JSON-serialisable: {exc}") from None
+    now = clock.now()
+    with transaction.atomic():
+        inst = locked(instance_id)
+        if inst.status in FINISHED_STATUSES:
+            raise InstanceFinished(
+                f"cannot send event {type!r} to instance {inst.id}: it is {inst.status} and takes no more events"
+            )
+        event = PendingEvent.objects.create(instance=inst, type=type, payload=payload, created_at=now, sender=actor)
+        notify.history()
+        History.objects.create(instance_id=inst.id, workflow=inst.workflow, tenant=inst.tenant,
+                               kind=HistoryKind.EVENT_RECEIVED, actor=actor,
+                               data={"type": type, "event": event.id}, created_at=now)
+        waiting = Step.objects.filter(instance_id=inst.id, kind=StepKind.WAIT_EVENT, status=StepStatus.WAITING,
+                                      event_type=type).exists()
+        if waiting and inst.status == Status.WAITING:
+            Instance.objects.filter(id=inst.id).update(ready_at=now, updated_at=now)
+            notify.ready()
+        elif waiting and inst.status == Status.PAUSED:
+            Instance.objects.filter(id=inst.id).update(paused_ready_at=now)
+    return event

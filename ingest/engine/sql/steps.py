@@ -1,0 +1,187 @@
+"""The step hot path on PostgreSQL: one round trip per step.
+
+A step that finishes quickly costs one statement: the guard, the step row (inserted complete),
+its attempt and its history rows, as data-modifying CTEs in one implicit transaction. A step
+that runs longer gets a start marker first (runtime/markers.py), written by another thread; the
+completion then updates that row (ON CONFLICT). The statements are prepared on the server
+(their text never changes; only the parameters do), which spares PostgreSQL parsing and
+planning five CTEs per step. When the lease is lost the guard returns no row and nothing is
+written.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import connection
+
+from ingest.engine.sql.base import STEP_COLUMNS, prepare_session, prepared
+
+_GUARD = """
+    g AS (
+        SELECT control, workflow, tenant FROM engine_instance
+        WHERE id = %(iid)s AND lease_token = %(token)s AND lease_expires_at > %(now)s
+        FOR SHARE
+    )"""
+
+# A completion's step row meets its start marker's (or an earlier attempt's): it becomes complete.
+COMPLETE_ON_CONFLICT = """ON CONFLICT (instance_id, name, seq) DO UPDATE SET
+            status = 'complete', result = EXCLUDED.result, ended_at = EXCLUDED.ended_at,
+            attempts = EXCLUDED.attempts, error_name = '', error_message = '', error_traceback = '',
+            wake_at = NULL"""
+
+_MARK_STARTED = f"""
+    WITH {_GUARD},
+    c AS (SELECT set_config('synchronous_commit', 'off', true) AS v),
+    s AS (
+        INSERT INTO {STEP_COLUMNS}
+        SELECT %(iid)s, %(name)s, %(seq)s, %(position)s, %(kind)s, 'running', NULL, '', '', '',
+            %(config)s::jsonb, %(attempt)s, %(sensitive)s, %(has_rollback)s, %(started)s, NULL, NULL, '', NULL
+        FROM g
+        ON CONFLICT (instance_id, name, seq) DO NOTHING
+        RETURNING id
+    ),
+    h AS (
+        INSERT INTO engine_history (instance_id, workflow, tenant, kind, step_name, status, data,
+                                    actor, reason, created_at)
+        SELECT %(iid)s, g.workflow, g.tenant, 'step.started', %(label)s, '', %(hdata)s::jsonb, '', '', %(started)s
+        FROM g CROSS JOIN s
+    )
+    SELECT s.id, (SELECT v FROM c) FROM g CROSS JOIN s
+"""
+
+_FINISH_TEMPLATE = f"""
+    WITH {_GUARD},
+    s AS (
+        INSERT INTO {STEP_COLUMNS}
+        SELECT %(iid)s, %(name)s, %(seq)s, %(position)s, %(kind)s, 'complete', %(result)s::jsonb, '', '', '',
+            %(config)s::jsonb, %(attempt)s, %(sensitive)s, %(has_rollback)s, %(started)s, %(now)s, NULL, '', NULL
+        FROM g
+        {COMPLETE_ON_CONFLICT}
+        RETURNING id
+    ),
+    a AS (
+        INSERT INTO engine_attempt (step_id, number, started_at, ended_at, ok, error_name,
+            error_message, error_traceback, retry_delay_seconds, worker)
+        SELECT s.id, %(attempt)s, %(started)s, %(now)s, true, '', '', '', NULL, %(worker)s FROM s
+    ),
+    h AS (
+        INSERT INTO engine_history (instance_id, workflow, tenant, kind, step_name, status, data,
+                                    actor, reason, created_at)
+        {{history}}
+    )
+    SELECT g.control, s.id FROM g CROSS JOIN s
+"""
+
+
+_COMPLETED_ROW = """SELECT %(iid)s, g.workflow, g.tenant, 'step.completed', %(label)s, '', %(hdata)s::jsonb,
+            '', '', %(now)s FROM g"""
+# The completion of a step whose start marker was never written carries its step.started row too.
+_FINISH = _FINISH_TEMPLATE.replace("{history}", _COMPLETED_ROW)
+_FINISH_WITH_START = _FINISH_TEMPLATE.replace("{history}", f"""
+        SELECT %(iid)s, g.workflow, g.tenant, 'step.started', %(label)s, '', %(hstart)s::jsonb, '', '', %(started)s
+        FROM g
+        UNION ALL {_COMPLETED_ROW}""")
+
+@dataclass(frozen=True)
+class StepRow:
+    """What the hot-path statements need of a step, beside its outcome."""
+
+    iid: str
+    name: str
+    seq: int
+    position: int
+    kind: str
+    config: str  # JSON
+    sensitive: bool
+    has_rollback: bool
+    label: str
+
+    def params(self) -> dict[str, Any]:
+        return {"iid": self.iid, "name": self.name, "seq": self.seq, "position": self.position,
+                "kind": self.kind, "config": self.config, "sensitive": self.sensitive,
+                "has_rollback": self.has_rollback, "label": self.label}
+
+
+def step_mark_started(raw: Any, *, row: StepRow, token: str, now: datetime, started: datetime,
+                      attempt: int) -> int | None:
+    """Write a running step's start marker (its row and its step.started history) on `raw`, a
+    psycopg connection in autocommit, without waiting for the WAL flush: a marker lost in a
+    database crash costs nothing. Returns the step id, or None when nothing was written (the
+    lease is gone, or the step's row exists already)."""
+    got = prepared(raw, _MARK_STARTED, {**row.params(), "token": token, "now": now, "started": started,
+                                         "attempt": attempt, "hdata": json.dumps({"attempt": attempt})})
+    return None if got is None else int(got[0])
+
+def step_finish(*, row: StepRow, token: str, now: datetime, started: datetime, attempt: int,
+                result: str | None, worker: str, with_start: bool) -> tuple[str, int] | None:
+    """Store a step's successful attempt durably in one statement, by itself on this thread's
+    Django connection: its row (inserted, or updated when a start marker exists), the attempt
+    and the history (`with_start`: the step.started row too, for a step whose marker was never
+    written). Returns (control, step id), or None when the lease is lost."""
+    completion = Completion(row=row, token=token, now=now, started=started, attempt=attempt, result=result,
+                            worker=worker, with_start=with_start)
+    connection.ensure_connection()
+    with connection.wrap_database_errors:
+        return completion.write_alone(connection.connection)
+
+
+@dataclass(frozen=True)
+class Completion:
+    """A step's successful attempt, as a group commit stores it (writes/commits.py)."""
+
+    row: StepRow
+    token: str
+    now: datetime
+    started: datetime
+    attempt: int
+    result: str | None  # JSON
+    worker: str
+    with_start: bool
+
+    @property
+    def iid(self) -> str:
+        return self.row.iid
+
+    def element(self) -> str:
+        """This completion as one element of _GROUP_WRITE's JSON array of steps."""
+        row = self.row
+        ms = round((self.now - self.started).total_seconds() * 1000, 3)
+        head = json.dumps([row.iid, self.token, row.name, row.seq, row.position, row.kind, self.attempt,
+                           row.sensitive, row.has_rollback, self.started.isoformat(), self.now.isoformat(),
+                           row.label, ms, self.with_start, self.worker])
+        return f"{head[:-1]},{row.config},{'null' if self.result is None else self.result}]"
+
+    def write_alone(self, raw: Any) -> tuple[str, int] | None:
+        """This completion by itself, with the one-step statement (a lock on one row cannot
+        take part in a deadlock, and the statement is cheaper than a group's for one row)."""
+        ms = round((self.now - self.started).total_seconds() * 1000, 3)
+        params = {**self.row.params(), "token": self.token, "now": self.now, "started": self.started,
+                  "attempt": self.attempt, "result": self.result, "worker": self.worker,
+                  "hdata": json.dumps({"attempt": self.attempt, "ms": ms})}
+        if self.with_start:
+            params["hstart"] = json.dumps({"attempt": self.attempt})
+        got = prepared(raw, _FINISH_WITH_START if self.with_start else _FINISH, params)
+        return None if got is None else (str(got[0]), int(got[1]))
+
+_STEP_ROWS = """
+    SELECT id, name, seq, position, kind, status, result, error_name, error_message, attempts, wake_at,
+        event_type, child_id, started_at
+    FROM engine_step WHERE instance_id = %(iid)s ORDER BY position
+"""
+
+
+def step_rows(iid: str) -> list[tuple[Any, ...]]:
+    """An instance's steps in the order the run asked for them (prepared; results as JSON text)."""
+    import psycopg
+
+    connection.ensure_connection()
+    with connection.wrap_database_errors:
+        raw = connection.connection
+        prepare_session(raw)
+        with psycopg.Cursor(raw) as cursor:
+            cursor.execute(_STEP_ROWS, {"iid": iid}, prepare=True)
+            return cursor.fetchall()

@@ -1,0 +1,132 @@
+"""A worker's turns: claim runnable instances under a lease (recording their move to running),
+load each claimed instance, and run one turn of it; `run_until_idle` does all of it inline."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import threading
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import connection, transaction
+
+from ingest.engine import clock, flow
+from ingest.engine.models import History, HistoryKind, Instance, Status
+from ingest.engine.runtime import turn
+from ingest.engine.runtime.execution import Execution
+from ingest.engine.runtime.steps import AsyncStep, Step
+from ingest.engine.runtime.store import InstanceStore
+from ingest.engine.sql import claim as sql_claim
+from ingest.engine.sql import instances as sql_instances
+from ingest.engine.sql import lease as sql_lease
+from ingest.engine.sql.base import is_postgres
+from ingest.engine.sql.claim import Claimed
+from ingest.engine.workflow import registered_workflows
+from ingest.engine.writes import notify
+
+
+def _make_step(execution: Execution, is_async: bool) -> Step:
+    return AsyncStep(execution) if is_async else Step(execution)
+
+
+def run_turn(instance_id: str, *, token: str, worker_id: str, lease: timedelta,
+             draining: threading.Event, claimed: Claimed | None = None,
+             ending: Callable[[], None] | None = None) -> str:
+    """Run one turn of a claimed instance. Returns the status it was left in. `claimed`: what the
+    claim returned of it; when that holds its row, the turn does not read the row again, nor its
+    steps when it has none. `ending`: called when only the turn's last write is left."""
+    if claimed is not None and claimed.row is not None:
+        inst = _instance_from_row(claimed.row)
+    else:
+        inst = load_instance(instance_id)
+    store = InstanceStore(instance_id=inst.id, token=token, worker=worker_id, workflow=inst.workflow,
+                          tenant=inst.tenant, lease=lease, control=inst.control)
+    has_steps = claimed is None or claimed.row is None or claimed.has_steps
+    execution = Execution(instance=inst, store=store, draining=draining, has_steps=has_steps, ending=ending)
+    return turn.run_turn(execution, _make_step)
+
+
+_COLUMNS = [f.attname for f in Instance._meta.concrete_fields]
+_JSON_COLUMNS = {i for i, f in enumerate(Instance._meta.concrete_fields) if f.get_internal_type() == "JSONField"}
+
+
+def load_instance(instance_id: str) -> Instance:
+    """The claimed instance's row: on PostgreSQL a prepared statement (every turn starts here)."""
+    if not is_postgres():
+        return Instance.objects.get(id=instance_id)
+    row = sql_instances.instance_row(instance_id, _COLUMNS)
+    if row is None:
+        raise Instance.DoesNotExist(instance_id)
+    return _instance_from_row(row)
+
+
+def _instance_from_row(row: tuple[Any, ...]) -> Instance:
+    values = [json.loads(v) if i in _JSON_COLUMNS and v is not None else v for i, v in enumerate(row)]
+    return Instance.from_db(connection.alias, _COLUMNS, values)
+
+
+def claim_batch(*, worker_id: str, limit: int, lease: timedelta, now: datetime | None = None) -> tuple[str, list[str]]:
+    """Lease up to `limit` runnable instances; record their move to running in the history."""
+    token, claimed = claim(worker_id=worker_id, limit=limit, lease=lease, now=now)
+    return token, [c.id for c in claimed]
+
+
+def claim(*, worker_id: str, limit: int, lease: timedelta, now: datetime | None = None,
+          raw: Any = None) -> tuple[str, list[Claimed]]:
+    """claim_batch, returning what the claim knows of each instance (on PostgreSQL without flow
+    limits: its row, so the turn starts without reading it). `raw`: the claiming thread's own
+    sql/base.py's engine_connection(), for that claim."""
+    now = now or clock.now()
+    token = secrets.token_hex(8)
+    if is_postgres() and not flow.claim_limits(registered_workflows(), now=now):
+        claimed = sql_claim.claim_and_record(owner=worker_id, token=token, limit=limit, now=now,
+                                       lease_until=now + lease, columns=_COLUMNS, raw=raw)
+        if any(c.previous_status in (Status.QUEUED, Status.WAITING) for c in claimed):
+            notify.request_history()  # committed already: the statement was its own transaction
+        return token, claimed
+    with transaction.atomic():
+        claimed = flow.claim(owner=worker_id, token=token, limit=limit, now=now, lease_until=now + lease)
+        moved = [c for c in claimed if c.previous_status in (Status.QUEUED, Status.WAITING)]
+        if moved:
+            notify.history()
+            if all(c.workflow for c in moved):
+                sql_claim.history_running(claimed=moved, now=now)
+            else:  # SQLite: the claim did not return them
+                rows = Instance.objects.filter(id__in=[c.id for c in moved]).values_list("id", "workflow", "tenant")
+                History.objects.bulk_create([
+                    History(instance_id=i, workflow=w, tenant=t, kind=HistoryKind.INSTANCE_STATUS,
+                            status=Status.RUNNING, created_at=now)
+                    for i, w, t in rows
+                ])
+    return token, claimed
+
+
+def run_until_idle(*, max_turns: int = 10_000, advance_clock: bool = False, worker_id: str = "inline",
+                   lease_seconds: float = 86_400.0) -> int:
+    """Run every runnable instance in this thread until none is due (tests and scripts).
+
+    With `advance_clock`, jump the engine's clock to the next wake-up whenever nothing is due,
+    so sleeps and retry delays pass instantly. Returns the number of turns run. The lease is a
+    day long: no heartbeat runs here, and tests move the clock inside steps.
+    """
+    lease = timedelta(seconds=lease_seconds)
+    draining = threading.Event()
+    turns = 0
+    while turns < max_turns:
+        claimed_at = clock.now()
+        token, claimed = claim(worker_id=worker_id, limit=1, lease=lease, now=claimed_at)
+        if not claimed:
+            # Looked up after the claim's own instant, so one that fell due since is not missed.
+            due = sql_lease.next_due(now=claimed_at)
+            if due is None:
+                return turns
+            if due > clock.now():
+                if not advance_clock:
+                    return turns
+                clock.clock.advance(due - clock.now() + timedelta(microseconds=1))
+            continue
+        run_turn(claimed[0].id, token=token, worker_id=worker_id, lease=lease, draining=draining, claimed=claimed[0])
+        turns += 1
+    return turns

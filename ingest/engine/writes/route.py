@@ -1,0 +1,76 @@
+"""Which way a hot write goes: through the process's group commit (commits.py), or alone on this
+thread's connection (the sql/ statements). The choice is made here, above the statements, so
+the statements call nothing above them."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.db import connection
+
+from ingest.engine.sql import instances as sql_instances
+from ingest.engine.sql import steps as sql_steps
+from ingest.engine.sql.instances import InstanceDone
+from ingest.engine.sql.steps import Completion, StepRow
+from ingest.engine.writes.commits import Pending, express, group
+
+_group_commit: bool | None = None  # RUNLEDGER_GROUP_COMMIT, read once (asked at every step)
+
+
+def grouped() -> bool:
+    """Whether a completion may go through the process's group commit: on, and this thread has
+    no transaction open (a step called inside the workflow's own atomic block commits with it)."""
+    global _group_commit
+    if _group_commit is None:
+        from django.conf import settings
+
+        _group_commit = bool(settings.RUNLEDGER_GROUP_COMMIT)
+    return _group_commit and not connection.in_atomic_block
+
+
+def step_finish(*, row: StepRow, token: str, now: datetime, started: datetime, attempt: int,
+                result: str | None, worker: str, with_start: bool) -> tuple[str, int] | None:
+    """Store a step's successful attempt durably (sql/steps.py's statement), through the express
+    group commit when completions are grouped here. Returns (control, step id), or None when the
+    lease is lost."""
+    if grouped():
+        return express.finish(Completion(row=row, token=token, now=now, started=started, attempt=attempt,
+                                         result=result, worker=worker, with_start=with_start))
+    return sql_steps.step_finish(row=row, token=token, now=now, started=started, attempt=attempt,
+                                 result=result, worker=worker, with_start=with_start)
+
+
+def step_finish_deferred(*, row: StepRow, token: str, now: datetime, started: datetime, attempt: int,
+                         result: str | None, worker: str, with_start: bool) -> Pending | None:
+    """Queue the same write on the group commit and return its `Pending` at once; None when
+    completions are not grouped here (the caller then writes it with `step_finish`)."""
+    if not grouped():
+        return None
+    return group.submit(Completion(row=row, token=token, now=now, started=started, attempt=attempt,
+                                   result=result, worker=worker, with_start=with_start))
+
+
+def instance_complete(*, iid: str, token: str, now: datetime, output: str | None,
+                      woke: tuple[int, str, datetime] | None = None) -> bool:
+    """End an instance as complete with its output (sql/instances.py's statement), through the
+    group commit when completions are grouped and no due sleep completes with it. False when
+    the lease is lost."""
+    if woke is None and grouped():
+        return group.complete(InstanceDone(iid=iid, token=token, now=now, output=output))
+    return sql_instances.instance_complete(iid=iid, token=token, now=now, output=output, woke=woke)
+
+
+def _setting_changed(*, setting: str, **_: Any) -> None:
+    global _group_commit
+    if setting == "RUNLEDGER_GROUP_COMMIT":
+        _group_commit = None
+
+
+def _listen_for_setting_changes() -> None:
+    from django.core.signals import setting_changed
+
+    setting_changed.connect(_setting_changed, dispatch_uid="runledger-sql-settings")
+
+
+_listen_for_setting_changes()

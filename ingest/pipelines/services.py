@@ -1,0 +1,274 @@
+"""Writes to the pipelines' tables. Keyword-only arguments; each write is idempotent, because
+workflow steps run at least once (a step may run again after a crash or a retry)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+import numpy as np
+from django.db import connection, transaction
+from django.utils import timezone
+
+from ingest.engine.sql.base import prepared_row
+from ingest.extraction import Fact as ExtractedFact
+from ingest.pipelines.models import (
+    Connection,
+    ConnectionKind,
+    Fact,
+    FactEmbedding,
+    FactHead,
+    KeywordList,
+    Price,
+    SignalEvaluation,
+    SourceAuthority,
+)
+
+# Predicates that hold one value at a time: a newer or more authoritative fact supersedes the
+# older one. Everything else (competitors, commitments, next steps…) accumulates.
+SINGLE_VALUED = frozenset({
+    "budget", "deal_amount", "seat_count", "headcount", "close_date", "go_live_date", "deal_stage",
+    "industry", "engagement",
+})
+# Higher wins a conflict; equal authority lets the newer observation win.
+AUTHORITY_RANK: dict[str, int] = {
+    SourceAuthority.GONG_ENGAGEMENT: 0,
+    SourceAuthority.GONG_CALL: 1,
+    SourceAuthority.SFDC_FREE_TEXT: 1,
+    SourceAuthority.SFDC_CUSTOM_FIELD: 2,
+    SourceAuthority.SFDC_OPPORTUNITY_STAGE: 3,
+}
+
+
+@dataclass(frozen=True)
+class FactWrite:
+    """What persisting one fact did: inserted (and won), superseded an older fact, lost to a
+    stronger one already stored ("outranked"), found it already stored ("unchanged"), or
+    stored a fact of a multi-valued predicate, new or not ("stored")."""
+
+    id: str
+    action: str
+    valid: bool
+    superseded: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "action": self.action, "valid": self.valid, "superseded": list(self.superseded)}
+
+
+def fact_id_for(*, tenant: str, source_ref: str, fact: ExtractedFact) -> str:
+    """ADR-026's deterministic id: hash of source|subject|predicate|object, the source being
+    tenant-qualified so two tenants never share a fact row."""
+    return fact.key(f"{tenant}:{source_ref}")
+
+
+def _is_single_valued(predicate: str, authority: str) -> bool:
+    return predicate in SINGLE_VALUED or authority in (
+        SourceAuthority.SFDC_CUSTOM_FIELD, SourceAuthority.SFDC_OPPORTUNITY_STAGE)
+
+
+def _rank(row: Fact) -> tuple[int, datetime, int, str]:
+    """Authority, then observation time, then position in the batch (a call that revises an
+    amount states the new one later): the same winner whatever order the writes ran in."""
+    return (AUTHORITY_RANK.get(row.source_authority, 0), row.observed_at, row.ordinal, row.id)
+
+
+# The ranks as PostgreSQL array literals, built once: adapting two Python lists at every fact
+# write cost psycopg more than the rest of the statement's parameters together.
+_AUTHORITIES = "{" + ",".join(AUTHORITY_RANK) + "}"
+_RANKS = "{" + ",".join(str(rank) for rank in AUTHORITY_RANK.values()) + "}"
+
+
+_FACT_PUT = (
+    "SELECT action, is_valid, superseded FROM ingest_fact_put(%s::varchar, %s::varchar, %s::varchar, %s::varchar, "
+    "%s::jsonb, %s::float8, %s::varchar, %s::varchar, %s::text, %s::timestamptz, %s::integer, %s::varchar, "
+    "%s::timestamptz, %s::boolean, %s::text[], %s::integer[])"
+)
+
+def _fact_put_postgres(v: dict[str, Any], *, single: bool) -> FactWrite:
+    """One round trip: `ingest_fact_put` (migrations 0003, 0007) inserts the fact and, for a
+    single-valued predicate, ranks it against its key's head row (locked) as `_rank` does. Run
+    outside a transaction it is its own, committed without waiting for the WAL flush (the
+    step's completion, committed after it, flushes it). Prepared (`sql.prepared_row`): a
+    call's 18 or so fact steps skip the parse, the plan and Django's cursor wrapper.
+    """
+    params = [v["id"], v["tenant"], v["subject"], v["predicate"], json.dumps(v["object"]), v["confidence"],
+              v["source_authority"], v["source_ref"], v["evidence"], v["observed_at"], v["ordinal"],
+              v["instance_id"], v["created_at"], single, _AUTHORITIES, _RANKS]
+    row = prepared_row(_FACT_PUT, params)
+    assert row is not None  # the function returns exactly one row
+    action, valid, superseded = row
+    return FactWrite(v["id"], action, valid, tuple(superseded))
+
+
+def fact_insert_or_supersede(*, tenant: str, fact: ExtractedFact, source_ref: str, authority: str,
+                             observed_at: datetime, instance_id: str = "", obj: Any = None,
+                             ordinal: int = 0) -> FactWrite:
+    """Insert a fact by its deterministic id (a second insert changes nothing), then resolve the
+    conflict with the valid facts of the same subject and predicate (for single-valued ones):
+    the most authoritative, then most recently observed, fact stays valid; the others point
+    to it through `superseded_by`. `obj` overrides the stored JSON object (default: the text)."""
+    fact_id = fact_id_for(tenant=tenant, source_ref=source_ref, fact=fact)
+    now = timezone.now()
+    values: dict[str, Any] = {
+        "id": fact_id, "tenant": tenant, "subject": fact.subject[:300], "predicate": fact.predicate[:100],
+        "object": fact.object if obj is None else obj, "confidence": fact.confidence,
+        "source_authority": authority, "source_ref": source_ref, "evidence": fact.evidence,
+        "observed_at": observed_at, "instance_id": instance_id, "ordinal": ordinal, "created_at": now,
+    }
+    single = _is_single_valued(fact.predicate, authority)
+    if connection.vendor == "postgresql":
+        return _fact_put_postgres(values, single=single)
+    row = Fact(**values, valid=True, updated_at=now)
+    key = {"tenant": tenant, "subject_key": row.subject.upper(), "predicate": row.predicate}
+    if not single:
+        # Nothing to resolve: one INSERT … ON CONFLICT DO NOTHING (most facts take this path),
+        # unless a single-valued writer holds the key and its head outranks this fact.
+        _, head_fact = _key_winner(key)
+        if head_fact is not None and _rank(row) < _rank(head_fact):
+            with transaction.atomic():
+                existing = Fact.objects.filter(id=fact_id).values_list("valid", flat=True).first()
+                if existing is not None:
+                    return FactWrite(fact_id, "unchanged", existing)
+                row.valid, row.superseded_by_id = False, head_fact.id
+                row.save(force_insert=True)
+            return FactWrite(fact_id, "outranked", False)
+        Fact.objects.bulk_create([row], ignore_conflicts=True)
+        return FactWrite(fact_id, "stored", True)
+    # SQLite transactions take the write lock at BEGIN (transaction_mode IMMEDIATE, see
+    # dashboard/config.py): writers are serialised, so the resolution needs no lock of its own.
+    # The same rules as `ingest_fact_put`: rank against the key's head, or, for a new key or a
+    # head whose fact is gone or no longer valid, against all the key's valid facts.
+    with transaction.atomic():
+        existing = Fact.objects.filter(id=fact_id).values_list("valid", flat=True).first()
+        head, head_fact = _key_winner(key)
+        if head_fact is not None:
+            if existing is not None:
+                return FactWrite(fact_id, "unchanged", existing)
+            if _rank(row) > _rank(head_fact):
+                row.save(force_insert=True)
+                _head_put(head, key, row, now)
+                Fact.objects.filter(id=head_fact.id).update(valid=False, superseded_by=fact_id, updated_at=now)
+                return FactWrite(fact_id, "superseded", True, (head_fact.id,))
+            row.valid, row.superseded_by_id = False, head_fact.id
+            row.save(force_insert=True)
+            return FactWrite(fact_id, "outranked", False)
+        if existing is None:
+            row.save(force_insert=True)
+        rivals = list(Fact.objects.filter(tenant=tenant, subject__iexact=row.subject, predicate=row.predicate, valid=True))
+        if not rivals:  # stored before and outranked by a fact deleted since
+            FactHead.objects.filter(**key).delete()
+            return FactWrite(fact_id, "unchanged", bool(existing))
+        winner = max(rivals, key=_rank)
+        _head_put(head, key, winner, now)
+        losers = sorted(r.id for r in rivals if r.id != winner.id)
+        Fact.objects.filter(id__in=losers).update(valid=False, superseded_by=winner.id, updated_at=now)
+        if existing is not None:
+            return FactWrite(fact_id, "unchanged", winner.id == fact_id)
+        if not losers:
+            return FactWrite(fact_id, "inserted", True)
+        if winner.id == fact_id:
+            return FactWrite(fact_id, "superseded", True, tuple(losers))
+        return FactWrite(fact_id, "outranked", False)
+
+
+def _key_winner(key: dict[str, str]) -> tuple[FactHead | None, Fact | None]:
+    """The key's head and its fact, the fact only while it exists and is valid (SQLite path)."""
+    head = FactHead.objects.filter(**key).first()
+    return head, (Fact.objects.filter(id=head.fact_id, valid=True).first() if head is not None else None)
+
+
+def _head_put(head: FactHead | None, key: dict[str, str], winner: Fact, now: datetime) -> None:
+    """Point the key's head at `winner` (SQLite path; PostgreSQL does this in the function)."""
+    values = {"fact_id": winner.id, "source_authority": winner.source_authority, "observed_at": winner.observed_at,
+              "ordinal": winner.ordinal, "updated_at": now}
+    if head is None:
+        FactHead.objects.create(**key, **values)
+    else:
+        FactHead.objects.filter(id=head.id).update(**values)
+
+
+_SIGNAL_EVALUATION_PUT = """
+    INSERT INTO ingest_signalevaluation (instance_id, tenant, workflow, source_ref, fact_ids, fact_count, created_at)
+    VALUES (%s, %s, %s, %s, %s::jsonb, %s, %s)
+    ON CONFLICT (instance_id) DO UPDATE SET tenant = EXCLUDED.tenant, workflow = EXCLUDED.workflow,
+        source_ref = EXCLUDED.source_ref, fact_ids = EXCLUDED.fact_ids, fact_count = EXCLUDED.fact_count,
+        created_at = EXCLUDED.created_at
+    RETURNING id
+"""
+
+
+def signal_evaluation_record(*, instance_id: str, tenant: str, workflow: str, source_ref: str,
+                             fact_ids: Sequence[str]) -> SignalEvaluation:
+    """The one evaluation row of a batch (an instance); recording it again updates it.
+
+    One INSERT … ON CONFLICT DO UPDATE (update_or_create took a transaction and three more
+    round trips), which also leaves no window for two writers to insert the row twice; on
+    PostgreSQL a prepared one (Django's bulk_create built the statement anew every time)."""
+    row = SignalEvaluation(instance_id=instance_id, tenant=tenant, workflow=workflow, source_ref=source_ref,
+                           fact_ids=list(fact_ids), fact_count=len(fact_ids), created_at=timezone.now())
+    if connection.vendor == "postgresql":
+        got = prepared_row(_SIGNAL_EVALUATION_PUT, [instance_id, tenant, workflow, source_ref,
+                                                     json.dumps(row.fact_ids), row.fact_count, row.created_at])
+        assert got is not None  # an upsert with RETURNING returns its row
+        row.id = got[0]
+        return row
+    SignalEvaluation.objects.bulk_create(
+        [row], update_conflicts=True, unique_fields=["instance_id"],
+        update_fields=["tenant", "workflow", "source_ref", "fact_ids", "fact_count", "created_at"],
+    )
+    return row
+
+
+def fact_embeddings_store(*, tenant: str, model: str, items: Sequence[tuple[str, str, Sequence[float]]]) -> int:
+    """Store (fact id, text, vector) rows; an existing embedding of a fact is replaced.
+
+    One INSERT … ON CONFLICT DO UPDATE for the batch (update_or_create took a locking read and
+    a write per fact)."""
+    now = timezone.now()
+    rows = {
+        fact_id: FactEmbedding(fact_id=fact_id, tenant=tenant, model=model, dim=len(vector),
+                               vector=np.asarray(vector, dtype="<f4").tobytes(), text=text, created_at=now)
+        for fact_id, text, vector in items
+    }
+    FactEmbedding.objects.bulk_create(
+        list(rows.values()), update_conflicts=True, unique_fields=["fact"],
+        update_fields=["tenant", "model", "dim", "vector", "text", "created_at"],
+    )
+    return len(rows)
+
+
+def keyword_list_set(*, tenant: str, keywords: Sequence[str]) -> KeywordList:
+    cleaned = sorted({k.strip() for k in keywords if k and k.strip()}, key=str.lower)
+    row, _ = KeywordList.objects.update_or_create(
+        tenant=tenant, defaults={"keywords": cleaned, "updated_at": timezone.now()})
+    return row
+
+
+def connection_upsert(*, tenant: str, kind: str, base_url: str = "", key: str = "", secret: str = "",
+                      options: dict[str, Any] | None = None, webhook_key: str = "", enabled: bool = True) -> Connection:
+    if kind not in ConnectionKind.values:
+        raise ValueError(f"connection kind {kind!r} is not one of {', '.join(ConnectionKind.values)}")
+    row, _ = Connection.objects.update_or_create(
+        tenant=tenant, kind=kind,
+        defaults={"base_url": base_url, "key": key, "secret": secret, "options": options or {},
+                  "webhook_key": webhook_key, "enabled": enabled, "updated_at": timezone.now()},
+    )
+    return row
+
+
+def price_upsert(*, service: str, model: str = "", effective_from: datetime,
+                 input_per_million: Decimal | str = "0", cached_input_per_million: Decimal | str = "0",
+                 output_per_million: Decimal | str = "0", per_call: Decimal | str = "0",
+                 per_item: Decimal | str = "0", note: str = "") -> Price:
+    row, _ = Price.objects.update_or_create(
+        service=service, model=model, effective_from=effective_from,
+        defaults={"input_per_million": Decimal(str(input_per_million)),
+                  "cached_input_per_million": Decimal(str(cached_input_per_million)),
+                  "output_per_million": Decimal(str(output_per_million)),
+                  "per_call": Decimal(str(per_call)), "per_item": Decimal(str(per_item)), "note": note},
+    )
+    return row

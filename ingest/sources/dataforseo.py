@@ -1,0 +1,281 @@
+"""DataForSEO v3 client: backlinks, referring domains, ranked keywords, bulk spam scores.
+
+Basic auth with the API login and password; every call POSTs a JSON array holding one task to
+a live endpoint. Each method returns a `PaidCall`: the typed result, the cost DataForSEO
+reported for the task (`tasks[].cost`, never recomputed) and a `Usage` with `items_count`, so
+a workflow step records its api_costs row in one line:
+
+    listing, cost, usage = call = client.backlinks("example.com", limit=100)
+    ctx.track_cost(**call.track_cost_kwargs())
+
+DataForSEO allows 2,000 calls a minute per account: by default every client of one login
+shares a durable token bucket (`dataforseo:<login>`), so all workers together stay under it.
+A 429 is retried after its Retry-After a few times in-process and penalizes the bucket.
+Errors inside a 200 (per-task status codes) raise the same classes as HTTP errors; see
+`dataforseo_errors` for the mapping.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from decimal import Decimal
+from typing import Any, TypeVar
+
+import requests
+
+from ingest.sources.dataforseo_errors import (
+    RATE_LIMIT_WAIT,
+    DataForSEOAuthError,
+    DataForSEOError,
+    DataForSEONoResults,
+    DataForSEOPaymentRequired,
+    DataForSEORateLimited,
+    DataForSEORequestRejected,
+    DataForSEOServerError,
+    DataForSEOTooManyTargets,
+    DataForSEOUnavailable,
+    error_class_for_status,
+)
+from ingest.sources.dataforseo_values import (
+    Backlink,
+    Listing,
+    RankedKeyword,
+    ReferringDomain,
+    SpamScore,
+    listing,
+)
+from ingest.sources.http import (
+    DEFAULT_TIMEOUT,
+    Sleep,
+    Timeout,
+    body_excerpt,
+    new_session,
+    retry_after_seconds,
+    wait_and_resend,
+)
+from ingest.sources.outbound import OutboundLimiter, SharedBucket
+from ingest.sources.seo_services import (
+    DATAFORSEO_BACKLINKS,
+    DATAFORSEO_KEYWORDS,
+    DATAFORSEO_REFERRING_DOMAINS,
+    DATAFORSEO_SPAM_SCORE,
+    CostService,
+    PaidCall,
+    paid_call,
+)
+
+__all__ = [
+    "CALLS_PER_MINUTE", "MAX_SPAM_SCORE_TARGETS", "DataForSEOClient", "spam_score_batches",
+]  # fmt: skip
+
+T = TypeVar("T")
+CALLS_PER_MINUTE = 2000
+MAX_SPAM_SCORE_TARGETS = 1000
+
+
+def spam_score_batches(targets: Sequence[str]) -> list[list[str]]:
+    """`targets` cut into batches one bulk_spam_score task accepts (1,000 each), order kept."""
+    step = MAX_SPAM_SCORE_TARGETS
+    return [list(targets[i : i + step]) for i in range(0, len(targets), step)]
+
+
+class DataForSEOClient:
+    def __init__(
+        self,
+        *,
+        login: str,
+        password: str,
+        base_url: str = "https://api.dataforseo.com",
+        timeout: Timeout = DEFAULT_TIMEOUT,
+        limiter: OutboundLimiter | None = None,
+        max_rate_limit_retries: int = 2,
+        max_inline_wait: float = 10.0,
+        session: requests.Session | None = None,
+        sleep: Sleep = time.sleep,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
+        self.limiter = limiter or SharedBucket(
+            f"dataforseo:{login}", per_minute=CALLS_PER_MINUTE, burst=200, sleep=sleep
+        )
+        self.max_rate_limit_retries = max_rate_limit_retries
+        self.max_inline_wait = max_inline_wait
+        self._auth = (login, password)
+        self._session = session or new_session()
+        self._sleep = sleep
+
+    # -- endpoints ---------------------------------------------------------------------------
+
+    def backlinks(
+        self, target: str, *, limit: int = 100, mode: str = "as_is"
+    ) -> PaidCall[Listing[Backlink]]:
+        """`backlinks/backlinks/live`: up to `limit` backlinks pointing at `target`."""
+        task = {"target": target, "limit": limit, "mode": mode}
+        return self.live(DATAFORSEO_BACKLINKS, task, target=target, parse=Backlink.from_json)
+
+    def referring_domains(
+        self, target: str, *, limit: int = 100
+    ) -> PaidCall[Listing[ReferringDomain]]:
+        """`backlinks/referring_domains/live`: the domains linking to `target`."""
+        task = {"target": target, "limit": limit}
+        return self.live(
+            DATAFORSEO_REFERRING_DOMAINS, task, target=target, parse=ReferringDomain.from_json
+        )
+
+    def ranked_keywords(
+        self, target: str, *, limit: int = 100, location_code: int = 2840, language_code: str = "en"
+    ) -> PaidCall[Listing[RankedKeyword]]:
+        """`dataforseo_labs/google/ranked_keywords/live`: keywords `target` ranks for."""
+        task = {"target": target, "limit": limit, "location_code": location_code,
+                "language_code": language_code}  # fmt: skip
+        return self.live(DATAFORSEO_KEYWORDS, task, target=target, parse=RankedKeyword.from_json)
+
+    def bulk_spam_score(self, targets: Sequence[str]) -> PaidCall[Listing[SpamScore]]:
+        """`backlinks/bulk_spam_score/live` for at most 1,000 domains or URLs in one task."""
+        if not targets:
+            raise DataForSEORequestRejected("bulk_spam_score needs at least one target")
+        if len(targets) > MAX_SPAM_SCORE_TARGETS:
+            raise DataForSEOTooManyTargets(
+                f"bulk_spam_score got {len(targets)} targets; one task takes at most "
+                f"{MAX_SPAM_SCORE_TARGETS} — split them with spam_score_batches()"
+            )
+        task = {"targets": list(targets)}
+        return self.live(DATAFORSEO_SPAM_SCORE, task, target="", parse=SpamScore.from_json,
+                         what=f"{len(targets)} targets")  # fmt: skip
+
+    # -- transport ---------------------------------------------------------------------------
+
+    def live(
+        self,
+        service: CostService,
+        task: Mapping[str, Any],
+        *,
+        target: str,
+        parse: Callable[[Mapping[str, Any]], T],
+        what: str = "",
+    ) -> PaidCall[Listing[T]]:
+        """POST one task to `service`'s live endpoint; its listing costed as DataForSEO says.
+        `what` names the task in error messages (default: the target)."""
+        answer = self.post_task(service.model, task, what=what or target)
+        found = listing(answer, target=target, parse=parse)
+        reported = answer.get("cost")
+        return paid_call(
+            found,
+            service=service,
+            items=found.items_count,
+            reported=None if reported is None else Decimal(str(reported)),
+            metadata={"task_id": answer.get("id"), "endpoint": service.model, "target": target},
+        )
+
+    def post_task(self, endpoint: str, task: Mapping[str, Any], *, what: str) -> dict[str, Any]:
+        """The task object of DataForSEO's answer; raises on an HTTP, request or task error.
+
+        A task with no search results (40102) is returned as a task with an empty result.
+        """
+        url = f"{self.base_url}/v3/{endpoint}"
+        response = wait_and_resend(
+            lambda: self._send(url, [dict(task)]),
+            wait_for=self._wait_for,
+            retries=self.max_rate_limit_retries,
+            sleep=self._sleep,
+        )
+        if response.status_code != 200:
+            raise self._http_error(response, endpoint)
+        try:
+            payload = response.json()
+        except ValueError as error:
+            raise DataForSEOServerError(
+                f"DataForSEO answered {endpoint} with a body that is not JSON: "
+                f"{body_excerpt(response)}; retry later", status=200,
+            ) from error  # fmt: skip
+        self._raise_for_code(payload, endpoint, what=what, cost=None)
+        tasks = payload.get("tasks") or []
+        if not tasks:
+            raise DataForSEOServerError(
+                f"DataForSEO answered {endpoint} for {what!r} without a task; retry later"
+            )
+        answer = dict(tasks[0])
+        cost = answer.get("cost")
+        try:
+            self._raise_for_code(answer, endpoint, what=what,
+                                 cost=None if cost is None else Decimal(str(cost)))  # fmt: skip
+        except DataForSEONoResults:
+            answer["result"] = []
+        return answer
+
+    def _send(self, url: str, body: list[dict[str, Any]]) -> requests.Response:
+        wait = self.limiter.acquire()
+        if wait > 0:
+            raise DataForSEORateLimited(
+                f"the DataForSEO rate limit ({CALLS_PER_MINUTE} calls/min for this login) has no "
+                f"slot for {wait:.1f}s; the step retries then",
+                retry_after=wait,
+            )
+        try:
+            return self._session.post(url, json=body, auth=self._auth, timeout=self.timeout)
+        except requests.Timeout as error:
+            raise DataForSEOUnavailable(
+                f"DataForSEO POST {url} timed out after {self.timeout[1]:g}s; retry later"
+            ) from error
+        except requests.RequestException as error:
+            raise DataForSEOUnavailable(
+                f"DataForSEO POST {url} failed to connect ({error}); retry later"
+            ) from error
+
+    def _wait_for(self, response: requests.Response) -> float | None:
+        if response.status_code != 429:
+            return None
+        delay = retry_after_seconds(response.headers)
+        delay = 1.0 if delay is None else delay
+        self.limiter.penalize(delay)
+        return delay if delay <= self.max_inline_wait else None
+
+    def _raise_for_code(
+        self, part: Mapping[str, Any], endpoint: str, *, what: str, cost: Decimal | None
+    ) -> None:
+        if part.get("status_code") is None:
+            raise DataForSEOServerError(
+                f"DataForSEO answered {endpoint} for {what!r} without a status_code; retry later"
+            )
+        code = int(part["status_code"])
+        cls = error_class_for_status(code)
+        if cls is None:
+            return
+        said = f"DataForSEO {endpoint} for {what!r}: {code} {part.get('status_message')!r}"
+        retry_after = RATE_LIMIT_WAIT.get(code)
+        if retry_after is not None:
+            self.limiter.penalize(retry_after)
+        raise cls(f"{said} — {_advice(cls)}", status=200, code=code, cost=cost,
+                  retry_after=retry_after)  # fmt: skip
+
+    def _http_error(self, response: requests.Response, endpoint: str) -> DataForSEOError:
+        status = response.status_code
+        said = f"DataForSEO answered HTTP {status} to {endpoint}: {body_excerpt(response)}"
+        cls: type[DataForSEOError]
+        retry_after = retry_after_seconds(response.headers)
+        if status == 429:
+            retry_after = 1.0 if retry_after is None else retry_after
+            return DataForSEORateLimited(
+                f"{said} — still rate limited after in-process retries; retry after "
+                f"{retry_after:g}s", retry_after=retry_after, status=status,
+            )  # fmt: skip
+        if status in (401, 403):
+            cls = DataForSEOAuthError
+        elif status == 402:
+            cls = DataForSEOPaymentRequired
+        elif status >= 500:
+            cls = DataForSEOServerError
+        else:
+            cls = DataForSEORequestRejected
+        return cls(f"{said} — {_advice(cls)}", status=status, retry_after=retry_after)
+
+
+def _advice(cls: type[DataForSEOError]) -> str:
+    if cls is DataForSEOPaymentRequired:
+        return "an operator must top up or renew the DataForSEO account; retrying will not help"
+    if cls is DataForSEOAuthError:
+        return "check the DataForSEO API login and password"
+    if cls.retryable:
+        return "retry later"
+    return "fix the request; retrying will not help"

@@ -1,0 +1,89 @@
+"""Outbound rate limits for the clients: the shared token buckets, or an in-process limiter.
+
+`SharedBucket` puts a provider's per-account limit on the durable token buckets of
+`ingest.triggers` (one row per key, locked by every worker on every machine), so 100 domain
+onboardings on 2 workers together stay under DataForSEO's 2,000 calls a minute. A short wait
+is slept through inside the step; a longer one is handed back so the client raises an error
+with `retry_after` and the engine retries the step then, instead of a worker sleeping.
+`InProcess` adapts `ingest.sources.http.RateLimiter` (one process, tests).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import Protocol
+
+from django.utils import timezone
+
+from ingest.sources.http import RateLimiter, Sleep
+from ingest.triggers.services.ratelimits import rate_limit_acquire, rate_limit_penalize
+
+__all__ = ["InProcess", "OutboundLimiter", "SharedBucket", "per_minute_bucket"]
+
+
+class OutboundLimiter(Protocol):
+    def acquire(self) -> float:
+        """Wait for a call slot; 0.0 when the call may go, else the seconds still to wait."""
+
+    def penalize(self, retry_after: float) -> None:
+        """The provider said "too many": no call goes for `retry_after` seconds."""
+
+
+def per_minute_bucket(per_minute: int, *, burst: int) -> tuple[float, float]:
+    """(refill per second, capacity) so that no 60-second window passes `per_minute` calls.
+
+    A bucket lets through its capacity at once plus its refill over the window, so the refill
+    is what the window has left after the burst: 2,000/min with a burst of 200 refills 30/s.
+    """
+    if not 0 < burst < per_minute:
+        raise ValueError(f"burst must be between 1 and {per_minute - 1}, got {burst}")
+    return (per_minute - burst) / 60.0, float(burst)
+
+
+class SharedBucket:
+    """A durable token bucket shared by every worker: `key` is per provider account."""
+
+    def __init__(
+        self,
+        key: str,
+        *,
+        per_minute: int,
+        burst: int,
+        max_inline_wait: float = 2.0,
+        now: Callable[[], datetime] = timezone.now,
+        sleep: Sleep = time.sleep,
+    ) -> None:
+        self.key = key
+        self.per_second, self.burst = per_minute_bucket(per_minute, burst=burst)
+        self.max_inline_wait = max_inline_wait
+        self._now = now
+        self._sleep = sleep
+
+    def acquire(self) -> float:
+        while True:
+            wait = rate_limit_acquire(
+                key=self.key, now=self._now(), per_second=self.per_second, burst=self.burst
+            )
+            if wait == 0 or wait > self.max_inline_wait:
+                return wait
+            self._sleep(wait)
+
+    def penalize(self, retry_after: float) -> None:
+        rate_limit_penalize(key=self.key, retry_after=retry_after, now=self._now())
+
+
+class InProcess:
+    """`http.RateLimiter` behind the `OutboundLimiter` protocol: waits in this process only."""
+
+    def __init__(self, limiter: RateLimiter) -> None:
+        self.limiter = limiter
+
+    def acquire(self) -> float:
+        self.limiter.acquire()
+        return 0.0
+
+    def penalize(self, retry_after: float) -> None:
+        # The client already waits out the provider's Retry-After before resending.
+        return None

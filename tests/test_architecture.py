@@ -1,0 +1,202 @@
+"""The import graph is a ladder: no two modules of ingest/ or dashboard/ need each other.
+
+Every import counts, wherever it stands (module level, inside a function, under TYPE_CHECKING):
+an import tucked into a function to dodge a circle is still a circle a reader has to hold in
+mind. docs/architecture.md draws the ladder this test keeps true."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("ingest", "dashboard")
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def project_modules() -> dict[str, Path]:
+    return {
+        module_name(path): path
+        for package in PACKAGES
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if "migrations" not in path.parts
+    }
+
+
+def imported_names(path: Path, module: str) -> Iterator[str]:
+    """Every dotted name the module imports; `from a import b` yields `a.b` and `a`."""
+    is_package = path.name == "__init__.py"
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = module.split(".")
+                anchor = anchor if is_package else anchor[:-1]
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join([*anchor, base] if base else anchor)
+            for alias in node.names:
+                yield f"{base}.{alias.name}"
+            yield base
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the project modules it imports (a `from a import b` names the module `a.b`
+    when it exists, else the module `a`)."""
+    modules = project_modules()
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        for target in imported_names(path, name):
+            if target in modules and target != name:
+                graph[name].add(target)
+            elif (parent := target.rpartition(".")[0]) and parent in modules and parent != name \
+                    and f"{parent}." + target.rpartition(".")[2] not in modules:
+                graph[name].add(parent)
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    found: list[list[str]] = []
+    counter = 0
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work: list[tuple[str, Iterator[str]]] = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+@pytest.mark.pure
+def test_no_two_modules_of_ingest_or_dashboard_import_each_other():
+    graph = import_graph()
+    assert len(graph) > 100  # the walk really saw both packages
+    assert circles(graph) == []
+
+
+@pytest.mark.pure
+def test_the_circle_finder_finds_a_circle_of_three():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert circles(graph) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": set()}) == []
+
+
+@pytest.mark.pure
+def test_a_relative_import_resolves_to_the_module_it_names(tmp_path: Path):
+    source = tmp_path / "views.py"
+    source.write_text("from .forms import Form\nfrom ..engine import api\n")
+    assert set(imported_names(source, "dashboard.views.runs")) >= {
+        "dashboard.views.forms.Form", "dashboard.views.forms", "dashboard.engine.api"}
+
+
+@pytest.mark.pure
+def test_production_code_never_imports_the_demo_or_the_tests():
+    graph = import_graph()
+    offenders = sorted(
+        f"{name} imports {target}"
+        for name, targets in graph.items()
+        if ".demo" not in name and "management" not in name
+        for target in targets
+        if ".demo" in f".{target}" or target.startswith("tests")
+    )
+    assert offenders == []
+
+
+LADDER_DOC = ROOT / "docs" / "architecture.md"
+
+
+def ladder() -> list[list[str]]:
+    """The rungs of docs/architecture.md, top first; each a list of packages."""
+    text = LADDER_DOC.read_text()
+    block = text.split("<!-- ladder:start -->", 1)[1].split("<!-- ladder:end -->", 1)[0]
+    rungs = []
+    for line in block.strip().splitlines():
+        names = []
+        for word in line.split():
+            if not word.replace(".", "").replace("_", "").isalnum() or not word.startswith(PACKAGES):
+                break
+            names.append(word)
+        rungs.append(names)
+    return rungs
+
+
+def rung_of(module: str, rungs: list[list[str]]) -> int | None:
+    """The rung of the longest package on the ladder that holds the module."""
+    best: tuple[int, int] | None = None
+    for rank, names in enumerate(rungs):
+        for name in names:
+            holds = module == name or module.startswith(name + ".")
+            if holds and (best is None or len(name) > best[1]):
+                best = (rank, len(name))
+    return None if best is None else best[0]
+
+
+@pytest.mark.pure
+def test_every_module_stands_on_a_rung_of_the_documented_ladder():
+    rungs = ladder()
+    assert len(rungs) >= 8 and all(rungs)
+    homeless = sorted(m for m in project_modules() if rung_of(m, rungs) is None)
+    assert homeless == []
+
+
+@pytest.mark.pure
+def test_no_import_climbs_the_documented_ladder():
+    rungs = ladder()
+    climbs = sorted(
+        f"{name} imports {target}"
+        for name, targets in import_graph().items()
+        for target in targets
+        if (rung_of(target, rungs) or 0) < (rung_of(name, rungs) or 0)
+    )
+    assert climbs == []
+
+
+@pytest.mark.pure
+def test_the_ladder_check_catches_an_import_that_climbs():
+    rungs = [["dashboard"], ["ingest.workflows"], ["ingest.engine"]]
+    assert rung_of("ingest.engine.sql.claim", rungs) == 2
+    assert rung_of("dashboard.views.runs", rungs) == 0
+    assert rung_of("ingest.sources.gong", rungs) is None
