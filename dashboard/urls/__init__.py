@@ -9,6 +9,7 @@ from django.urls import include, path
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("", include("dashboard.observability.urls")),  # /metrics, /healthz, /readyz
     path("api/", include("dashboard.api.urls")),
     path("hooks/", include("ingest.urls")),
     path("", include("dashboard.urls.ops")),
