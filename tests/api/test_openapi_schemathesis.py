@@ -22,7 +22,7 @@ from dashboard.access import user_ensure
 from dashboard.models import Role
 from ingest.engine.services import instances as engine_services
 from ingest.triggers.services import api_token_create, schedule_create
-from tests.fuzzing import check_answer, ledger_counts
+from tests.fuzzing import IN_CI, check_answer, ledger_counts
 
 pytestmark = [pytest.mark.db, pytest.mark.django_db]
 
@@ -66,7 +66,7 @@ def auth_headers(db: Any) -> dict[str, str]:
 
 
 @schema.parametrize()
-@settings(max_examples=25, deadline=None,
+@settings(max_examples=25, deadline=None, derandomize=IN_CI,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                                  HealthCheck.filter_too_much])
 def test_the_api_never_answers_500_and_matches_its_schema(case: Any,
@@ -80,7 +80,7 @@ def test_the_api_never_answers_500_and_matches_its_schema(case: Any,
 
 
 @schema.parametrize()
-@settings(max_examples=8, deadline=None,
+@settings(max_examples=8, deadline=None, derandomize=IN_CI,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 def test_without_a_token_the_api_answers_401_not_500(case: Any, db: Any) -> None:
     before = ledger_counts()
