@@ -29,6 +29,7 @@ STATUS_LABELS = {
     "waitingForPause": "pausing",
     "complete": "complete",
     "errored": "errored",
+    "completed_with_errors": "with errors",
     "terminated": "terminated",
     # step statuses
     "sleeping": "sleeping",
