@@ -86,6 +86,13 @@ def format_duration(seconds: float | None) -> str:
 
 
 @register.filter
+def entries(value: Any) -> list[tuple[Any, Any]]:
+    """A dict's (key, value) pairs: `{% for k, v in d|entries %}`. `d.items` in a template is the
+    value under the key "items" when there is one (a fan-out's params often have it)."""
+    return list(value.items()) if isinstance(value, dict) else []
+
+
+@register.filter
 def duration(value: Any) -> str:
     """Seconds (number) or a timedelta as `850 ms`, `4.2 s`, `3m 05s`, `2h 10m`, `3d 4h`."""
     return format_duration(_as_seconds(value))

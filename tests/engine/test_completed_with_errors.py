@@ -52,7 +52,7 @@ class Onboard(Workflow):
         return WorkflowResult(success=not errors, metrics=metrics, errors=errors)
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)  # all_settled runs steps in threads
 def test_a_workflow_returning_errors_ends_completed_with_errors_with_them_in_its_output(drain):
     h = create("t-onboard-degrades", id="onboard-partial", params={"failing": ["keywords"]})
     drain()
@@ -71,7 +71,7 @@ def test_a_workflow_returning_errors_ends_completed_with_errors_with_them_in_its
     assert last is not None and last.status == "completed_with_errors" and last.data["errors"] == 1
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)  # all_settled runs steps in threads
 def test_a_workflow_result_without_errors_completes_as_complete(drain):
     h = create("t-onboard-degrades", id="onboard-clean", params={})
     drain()
@@ -80,7 +80,7 @@ def test_a_workflow_result_without_errors_completes_as_complete(drain):
     assert status["output"]["success"] is True and status["output"]["errors"] == []
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)  # all_settled runs steps in threads
 def test_an_instance_completed_with_errors_takes_no_more_control_requests(drain):
     create("t-onboard-degrades", id="onboard-done", params={"failing": ["brand"]})
     drain()
@@ -98,7 +98,7 @@ class DegradedParent(Workflow):
         return {"child_errors": out["errors"]}
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)  # all_settled runs steps in threads
 def test_a_child_that_completed_with_errors_hands_its_output_to_its_parent(drain):
     h = create("t-degraded-parent", id="degraded-parent")
     drain()
@@ -114,7 +114,7 @@ class AsyncDegrades(Workflow):
         return WorkflowResult(success=False, errors=["partial"], metrics={"one": 1}, duration_ms=5)
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)  # all_settled runs steps in threads
 def test_an_async_workflow_can_end_completed_with_errors_too(drain):
     h = create("t-async-degrades", id="async-degrades")
     drain()

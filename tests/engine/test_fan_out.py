@@ -225,7 +225,7 @@ class AsyncFans(Workflow):
         return [s.value for s in settled]
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)  # the async step API runs in a thread
 def test_an_async_workflow_awaits_its_fan_out_and_handlers_may_be_named(drain):
     h = create("t-fan-async", id="fan-async")
     drain()
