@@ -10,7 +10,9 @@ Figures:
       instance's steps are sequential), wall time and per item; the overhead of an item as its
       own durable unit is (a) per item minus (b) per item;
   (c) P concurrent fan-outs of M items each (default 100 x 100): wall time from the first
-      create to the last parent's completion, items/s.
+      create to the last parent's completion, items/s;
+  (d) for scale, N one-step instances of the items' workflow created directly (create_batch,
+      no parent): what an item costs as an instance alone, without a parent to count into.
 Every item is an instance of its own (claimed, leased, its step recorded, its result counted
 into the fan-out's aggregate row), so (a) measures that, not the no-op.
 """
@@ -123,6 +125,24 @@ def many_fan_outs(parents: int, per_parent: int, concurrency: int) -> dict[str, 
             "items_per_s": parents * per_parent / wall}
 
 
+def solo_instances(items: int, concurrency: int) -> dict[str, float]:
+    from ingest.engine import create_batch
+    from ingest.engine.clock import now
+
+    reset()
+    ids = [f"solo-{i}" for i in range(items)]
+    procs = base.workers(2, concurrency, ready=True)
+    try:
+        started = now()
+        for b in range(0, items, 100):
+            create_batch("fan-out.bench-noop", [{"id": i, "params": {"item": n}} for n, i in enumerate(ids[b:b + 100])])
+        wait_for(ids, limit_s=1800)
+    finally:
+        base.stop(procs)
+    wall = finished_in(ids, started)
+    return {"items": items, "wall_s": wall, "per_item_ms": wall / items * 1000, "items_per_s": items / wall}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--items", type=int, default=10_000)
@@ -137,11 +157,14 @@ def main() -> None:
     print(f"plain steps {json.dumps(plain)}", flush=True)
     many = many_fan_outs(args.parents, args.per_parent, args.concurrency)
     print(f"concurrent fan-outs {json.dumps(many)}", flush=True)
+    solo = solo_instances(args.items, args.concurrency)
+    print(f"one-step instances {json.dumps(solo)}", flush=True)
     print("SUMMARY " + json.dumps({
         "fan_out_wall_s": fan["wall_s"], "fan_out_per_item_ms": fan["per_item_ms"],
         "plain_steps_wall_s": plain["wall_s"], "plain_step_per_item_ms": plain["per_item_ms"],
         "overhead_per_item_ms": fan["per_item_ms"] - plain["per_item_ms"],
         "concurrent_wall_s": many["wall_s"], "concurrent_items_per_s": many["items_per_s"],
+        "one_step_instance_per_item_ms": solo["per_item_ms"],
         "loadavg_1m": os.getloadavg()[0],
     }, indent=2))
 
