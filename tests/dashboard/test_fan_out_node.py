@@ -9,7 +9,7 @@ import pytest
 from dashboard.selectors.run_layout import dag_ranks
 from ingest.engine import Workflow, create, fan_out_handler
 from ingest.engine.models import Step
-from ingest.engine.worker import run_until_idle
+from ingest.engine.worker.turns import run_until_idle
 
 pytestmark = pytest.mark.db
 

@@ -18,7 +18,7 @@ from ingest.engine import (
 from ingest.engine.clock import clock
 from ingest.engine.models import ApiCost, Attempt, DeadLetter, FanOut, FanOutItem, Instance, Step
 from ingest.engine.selectors import fan_out_list
-from ingest.engine.services import instance_retry
+from ingest.engine.services.control import instance_retry
 
 pytestmark = pytest.mark.db
 CALLS: Counter[str] = Counter()

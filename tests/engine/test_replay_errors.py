@@ -13,8 +13,8 @@ import pytest
 import ingest.engine
 from ingest.engine import StepFailed, Workflow, create
 from ingest.engine.clock import clock
-from ingest.engine.failures import failure_of, rebuild_error
 from ingest.engine.models import Step
+from ingest.engine.runtime.failures import failure_of, rebuild_error
 
 
 class Empty(Exception):

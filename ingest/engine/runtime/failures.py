@@ -16,24 +16,13 @@ import contextlib
 import importlib
 import json
 import traceback
-from dataclasses import dataclass
 from typing import Any
 
 from ingest.engine import errors
 from ingest.engine.errors import StepFailed
+from ingest.engine.runtime.records import Failure
 
 MAX_STATE_BYTES = 64 * 1024  # beyond this the attributes are dropped; args and message remain
-
-
-@dataclass(frozen=True)
-class Failure:
-    """A failed attempt as stored: the class's name (dotted unless builtin or the engine's),
-    its message, the traceback, and `state` ({"args": [...], "attrs": {...}}, or None)."""
-
-    name: str
-    message: str
-    traceback: str = ""
-    state: dict[str, Any] | None = None
 
 
 def failure_of(exc: BaseException) -> Failure:
