@@ -29,6 +29,7 @@ STATUS_LABELS = {
     "waitingForPause": "pausing",
     "complete": "complete",
     "errored": "errored",
+    "completed_with_errors": "with errors",
     "terminated": "terminated",
     # step statuses
     "sleeping": "sleeping",
@@ -82,6 +83,13 @@ def format_duration(seconds: float | None) -> str:
         return f"{hours}h {minutes:02d}m"
     days, hours = divmod(hours, 24)
     return f"{days}d {hours}h"
+
+
+@register.filter
+def entries(value: Any) -> list[tuple[Any, Any]]:
+    """A dict's (key, value) pairs: `{% for k, v in d|entries %}`. `d.items` in a template is the
+    value under the key "items" when there is one (a fan-out's params often have it)."""
+    return list(value.items()) if isinstance(value, dict) else []
 
 
 @register.filter

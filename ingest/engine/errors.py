@@ -97,6 +97,10 @@ class ChildWorkflowFailed(Exception):
     """A child workflow ended errored or terminated."""
 
 
+class FanOutItemMissing(Exception):
+    """A fan-out item had not finished when its fan-out timed out (the `error` of its Settled)."""
+
+
 class StepFailed(Exception):
     """A step failed with an exception class that could not be rebuilt on replay."""
 

@@ -31,13 +31,12 @@ from ingest.engine.errors import (
 )
 from ingest.engine.models import Control, Instance, Status, StepKind, StepStatus
 from ingest.engine.runtime.context import StepContext
+from ingest.engine.runtime.failures import failure_of, rebuild_error
 from ingest.engine.runtime.outcomes import (
     FailInstance,
     Suspend,
     Unwind,
     encode_result,
-    failure_of,
-    rebuild_error,
 )
 from ingest.engine.runtime.policy import (
     StepConfig,
@@ -163,7 +162,7 @@ class Execution:
             return True, rec.result
         if rec.status == StepStatus.ERRORED:
             self.failed_step = p.label
-            raise rebuild_error(rec.error_name, rec.error_message)
+            raise rebuild_error(rec.error_name, rec.error_message, rec.error_state)
         return False, None
 
     def start_attempt(self, p: Prepared) -> tuple[StepContext, datetime]:

@@ -115,10 +115,10 @@ def instance_terminate(*, instance_id: str, rollback: bool = False, actor: str =
         operator_history(inst, action="terminate", actor=actor, reason=reason, now=now, rollback=rollback)
         if not rollback:
             status_history(inst, now=now, actor=actor)
-            if inst.parent_id:
-                from ingest.engine.runtime.records import wake_parent
+            if inst.parent_id:  # a fan-out's item counts in as terminated; a child wakes its parent
+                from ingest.engine.runtime.fan_out_items import child_finished
 
-                wake_parent(inst.parent_id, now=now)
+                child_finished(instance_id=inst.id, parent_id=inst.parent_id, status=Status.TERMINATED, now=now)
         notify.ready()
     return inst
 
