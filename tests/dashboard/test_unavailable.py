@@ -14,13 +14,6 @@ from django.test import RequestFactory
 from dashboard.unavailable import DatabaseUnavailableMiddleware
 
 
-def failing(exc: Exception):
-    def view(request):
-        raise exc
-
-    return view
-
-
 def answer(path: str, exc: Exception) -> HttpResponse:
     request = RequestFactory().get(path)
     middleware = DatabaseUnavailableMiddleware(lambda r: HttpResponse("never"))
