@@ -28,6 +28,12 @@ class FaultDatabase(Database):
         return [row[0] for row in self.execute("SELECT DISTINCT lease_owner FROM engine_instance WHERE lease_owner <> ''")]
 
 
+def alter_database(db: Database, setting: str) -> None:
+    """`ALTER DATABASE <db> <setting>`, from the server's admin database (`db` may refuse it)."""
+    with psycopg.connect(db.admin_url, autocommit=True) as conn:
+        conn.execute(f'ALTER DATABASE "{db.name}" {setting}')
+
+
 def terminate_sessions(db: Database) -> int:
     """End every session of `db` (never another database's), as a server restart ends them."""
     with psycopg.connect(db.admin_url, autocommit=True) as conn:
@@ -37,8 +43,7 @@ def terminate_sessions(db: Database) -> int:
 
 
 def allow_connections(db: Database, allowed: bool) -> None:
-    with psycopg.connect(db.admin_url, autocommit=True) as conn:
-        conn.execute(f'ALTER DATABASE "{db.name}" ALLOW_CONNECTIONS {"true" if allowed else "false"}')
+    alter_database(db, f"ALLOW_CONNECTIONS {'true' if allowed else 'false'}")
 
 
 @contextlib.contextmanager

@@ -9,7 +9,12 @@ import pytest
 
 from ingest.engine.backoff import Backoff, FailureLog
 from tests.conftest import PG_URL
-from tests.engine.faults import FaultDatabase, completed_steps_rerun, terminate_sessions
+from tests.engine.faults import (
+    FaultDatabase,
+    alter_database,
+    completed_steps_rerun,
+    terminate_sessions,
+)
 from tests.engine.procs import python, start_workers, stop, wait_for
 
 
@@ -48,12 +53,12 @@ def test_workers_back_off_while_the_database_is_read_only_and_finish_the_work_af
                    "create_batch('e2e-five-steps', [{'id': f'ro-{i}', 'params': {'hold': 0.05}} for i in range(60)])")
         wait_for(lambda: db.execute("SELECT count(*) FROM e2e_effects")[0][0] >= 40, timeout=60,
                  what="the run to be under way")
-        db.execute(f'ALTER DATABASE "{db.name}" SET default_transaction_read_only = on')
+        alter_database(db, "SET default_transaction_read_only = on")
         terminate_sessions(db)  # new sessions are read-only: every write fails from now on
         before = [w.log_path.read_text().count("read-only") for w in workers]
         time.sleep(4.0)
         during = [w.log_path.read_text().count("read-only") - b for w, b in zip(workers, before, strict=True)]
-        db.execute(f'ALTER DATABASE "{db.name}" RESET default_transaction_read_only')
+        alter_database(db, "RESET default_transaction_read_only")
         wait_for(lambda: db.execute("SELECT count(*) FROM engine_instance WHERE status = 'complete'")[0][0] == 60,
                  timeout=120, interval=0.5, what="every instance to complete once writes are back")
     finally:

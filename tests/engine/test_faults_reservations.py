@@ -11,10 +11,10 @@ import pytest
 
 from ingest.engine import Workflow, create
 from ingest.engine.clock import now
-from ingest.engine.context import StepContext
-from ingest.engine.costs import budget_reserve, reservations_release_orphaned
+from ingest.engine.costs.budgets import budget_reserve, reservations_release_orphaned
 from ingest.engine.models import Budget, BudgetReservation, Instance, Status
 from ingest.engine.periods import period_start
+from ingest.engine.runtime.context import StepContext
 
 pytestmark = [pytest.mark.db, pytest.mark.django_db(transaction=True)]
 
