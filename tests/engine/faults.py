@@ -66,8 +66,11 @@ def restart(db: Database, *, down_seconds: float) -> float:
 
 
 def progress_lags(db: Database, *, ids: list[str], since: float) -> list[float]:
-    """For each instance of `ids`: seconds from `since` (epoch) to its first history row written
-    after it; instances that wrote none count as infinitely late."""
+    """For each instance of `ids` not finished by `since` (epoch): seconds from `since` to its
+    first history row written after it; instances that wrote none count as infinitely late."""
+    done = {row[0] for row in db.execute(
+        "SELECT id FROM engine_instance WHERE id = ANY(%s) AND ended_at <= to_timestamp(%s)", (ids, since))}
+    ids = [i for i in ids if i not in done]
     if not ids:
         return []
     rows = dict(db.execute(
@@ -75,6 +78,13 @@ def progress_lags(db: Database, *, ids: list[str], since: float) -> list[float]:
         "WHERE instance_id = ANY(%s) AND created_at > to_timestamp(%s) GROUP BY instance_id",
         (since, ids, since)))
     return sorted(float(rows[i]) if i in rows else float("inf") for i in ids)
+
+
+def in_flight(db: Database, workflow: str) -> list[str]:
+    """Instances a worker is running a turn of (a live lease): those a restart interrupts."""
+    return [row[0] for row in db.execute(
+        "SELECT id FROM engine_instance WHERE workflow = %s AND status = 'running' AND lease_owner <> '' "
+        "AND lease_expires_at > now()", (workflow,))]
 
 
 def unfinished(db: Database, workflow: str) -> list[str]:
