@@ -94,11 +94,13 @@ def unfinished(db: Database, workflow: str) -> list[str]:
 
 
 def overlapping_runs(db: Database) -> int:
-    """Runs of one step of one instance that overlapped in time in two processes."""
+    """Runs of one step of one instance that overlapped in time in two processes. A run without
+    an end (its process was killed inside it, or its own end could not be written) counts from
+    its start to its start: the run that took over after a kill does not overlap it."""
     return int(db.execute(
         "SELECT count(*) FROM e2e_effects a JOIN e2e_effects b ON a.instance_id = b.instance_id "
         "AND a.step = b.step AND a.id < b.id AND a.pid <> b.pid "
-        "AND a.started < coalesce(b.ended, 'infinity') AND b.started < coalesce(a.ended, 'infinity')")[0][0])
+        "AND a.started < coalesce(b.ended, b.started) AND b.started < coalesce(a.ended, a.started)")[0][0])
 
 
 def completed_steps_rerun(db: Database) -> int:

@@ -36,7 +36,7 @@ def leased_by(db: FaultDatabase, pid: int) -> list[str]:
 
 def test_a_killed_workers_instances_are_taken_over_within_five_seconds(db, tmp_path):
     python(db, "from ingest.engine import create_batch\n"
-               "create_batch('e2e-five-steps', [{'id': f'k-{i}', 'params': {'hold': 0.5}} for i in range(16)])")
+               "create_batch('e2e-five-steps', [{'id': f'k-{i}', 'params': {'hold': 1.5}} for i in range(16)])")
     victim = start_worker(db, concurrency=8, lease=LEASE, log=tmp_path / "victim.log")
     wait_for(lambda: len(leased_by(db, victim.pid)) == 8, timeout=60, what="the victim to hold 8 instances")
     # Room for the victim's instances beside its own share.
