@@ -50,7 +50,7 @@ def test_workers_back_off_while_the_database_is_read_only_and_finish_the_work_af
     workers = start_workers(db, 2, log_dir=tmp_path, concurrency=8, lease=30.0, poll=0.2)
     try:
         python(db, "from ingest.engine import create_batch\n"
-                   "create_batch('e2e-five-steps', [{'id': f'ro-{i}', 'params': {'hold': 0.05}} for i in range(60)])")
+                   "create_batch('e2e-five-steps', [{'id': f'ro-{i}', 'params': {'hold': 0.2}} for i in range(100)])")
         wait_for(lambda: db.execute("SELECT count(*) FROM e2e_effects")[0][0] >= 40, timeout=60,
                  what="the run to be under way")
         alter_database(db, "SET default_transaction_read_only = on")
@@ -59,7 +59,7 @@ def test_workers_back_off_while_the_database_is_read_only_and_finish_the_work_af
         time.sleep(4.0)
         during = [w.log_path.read_text().count("read-only") - b for w, b in zip(workers, before, strict=True)]
         alter_database(db, "RESET default_transaction_read_only")
-        wait_for(lambda: db.execute("SELECT count(*) FROM engine_instance WHERE status = 'complete'")[0][0] == 60,
+        wait_for(lambda: db.execute("SELECT count(*) FROM engine_instance WHERE status = 'complete'")[0][0] == 100,
                  timeout=120, interval=0.5, what="every instance to complete once writes are back")
     finally:
         codes = [stop(w) for w in workers]
@@ -72,5 +72,7 @@ def test_workers_back_off_while_the_database_is_read_only_and_finish_the_work_af
     assert db.execute("SELECT count(*) FROM engine_step s WHERE s.status = 'complete' AND NOT EXISTS "
                       "(SELECT 1 FROM engine_history h WHERE h.instance_id = s.instance_id "
                       "AND h.step_name = s.name AND h.kind = 'step.completed')") == [(0,)]
-    assert db.execute("SELECT count(*) FROM engine_step WHERE status = 'complete'") == [(300,)]
+    assert db.execute("SELECT count(*) FROM engine_step WHERE status = 'complete'") == [(500,)]
+    # The read-only spell held the run up: it was under way on both sides of it.
+    assert db.execute("SELECT count(*) FROM engine_instance WHERE ended_at > now() - interval '1 hour'") == [(100,)]
     assert completed_steps_rerun(db) == 0

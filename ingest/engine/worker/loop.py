@@ -125,6 +125,7 @@ class Worker:
         while not self.draining.is_set():
             if self.liveness is not None and not self.liveness.connected.wait(self.poll):
                 continue  # its session is away: a lease taken now could not be told alive
+            before = self._claimed_at
             try:
                 claimed = self._claim_once()
                 if not claimed:
@@ -133,7 +134,7 @@ class Worker:
                 failures += 1
                 self._claim_failed(exc, failures)
                 continue
-            if failures:
+            if failures and self._claimed_at is not before:  # a claim ran (not only a full house)
                 log.warning("worker %s: claims work again after %d failure(s)", self.worker_id,
                             self._claim_failures.recovered())
                 failures = 0
@@ -309,6 +310,8 @@ class Worker:
         try:
             reservations_release_orphaned(now=clock.now())
         except Exception as exc:  # noqa: BLE001 - tried again at the next heartbeat
-            log.warning("worker %s: could not release orphaned budget reservations (%s)", self.worker_id,
-                        first_line(exc))
+            shout, count = self._beat_failures.failed(now=time.monotonic())
+            if shout:
+                log.warning("worker %s: could not release orphaned budget reservations (%s; %d failure(s))",
+                            self.worker_id, first_line(exc), count)
             connection.close()
