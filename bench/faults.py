@@ -8,9 +8,10 @@ Each run uses a throwaway database on the server of RUNLEDGER_TEST_POSTGRES_URL 
 BENCH_PG_SERVER), dropped at the end; the faults touch that database only:
   (a) restart, busy: 2 workers run `--instances` five-step instances; mid-run every session of
       the database ends and new ones are refused for `--down` seconds (what clients see of a
-      restart). Figure: seconds from "database back" to "every runnable instance progressed"
-      (its first history row after that instant), the worst instance of each round; p50 and
-      max over `--rounds` rounds;
+      restart). Figure: seconds from "database back" to "every instance the restart interrupted
+      progressed" (its first history row after that instant; the queued ones behind them wait
+      for a free slot either way), the worst instance of each round; p50 and max over
+      `--rounds` rounds;
   (b) restart, idle: the workers are idle when their sessions end; 48 instances are created a
       second later. Figure: the slowest one's seconds from creation to completion;
   (c) kills: `--kills` SIGKILLs over `--kill-instances` five-step instances (steps of 0.2 s)
@@ -40,12 +41,12 @@ from tests.engine.faults import (  # noqa: E402 - the path above first
     FaultDatabase,
     completed_steps_rerun,
     held_reservations,
+    in_flight,
     overlapping_runs,
     percentile,
     progress_lags,
     restart,
     terminate_sessions,
-    unfinished,
 )
 from tests.engine.procs import python, start_worker, start_workers, stop, wait_for  # noqa: E402
 
@@ -74,13 +75,15 @@ def restart_busy(db: FaultDatabase, *, rounds: int, instances: int, down: float)
             prefix = f"busy{r}"
             create(db, "e2e-five-steps", prefix, instances, hold=0.05)
             wait_for(lambda p=prefix: count(db, p) >= instances // 5, timeout=300, what="the run to be under way")
+            # The instances the restart interrupts (their turns were running); those still queued
+            # behind them wait for a free slot, restart or not.
+            waiting = [i for i in in_flight(db, "e2e-five-steps") if i.startswith(prefix)]
             back = restart(db, down_seconds=down)
-            waiting = [i for i in unfinished(db, "e2e-five-steps") if i.startswith(prefix)]
             wait_for(lambda p=prefix: count(db, p) == instances, timeout=600, interval=0.5,
                      what="every instance to complete")
             lags = progress_lags(db, ids=waiting, since=back)
             worst.append(max(lags))
-            print(f"[restart {r + 1}] {len(waiting)} runnable at the restart; progressed after "
+            print(f"[restart {r + 1}] {len(lags)} instances interrupted; progressed after "
                   f"p50 {percentile(lags, 0.5):.3f} s, max {max(lags):.3f} s", flush=True)
     finally:
         for w in workers:
