@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from ingest.engine import clock, pg
@@ -55,7 +55,7 @@ class Liveness:
     whether its claims may take session-tied leases."""
 
     def __init__(self, *, worker_id: str, wake: threading.Event, stopped: threading.Event,
-                 released: Any = None) -> None:
+                 released: Callable[[], None] | None = None) -> None:
         self.worker_id = worker_id
         self.wake = wake
         self.stopped = stopped
