@@ -116,9 +116,14 @@ def kill_rounds(db: FaultDatabase, *, workflow: str, prefix: str, instances: int
     create(db, workflow, prefix, instances, hold=hold)
     workers = start_workers(db, 2, log_dir=LOGS, concurrency=8)
     victims: list[tuple[list[str], float]] = []  # what each victim held, and when it died
+    pids: dict[int, float] = {}  # victim pid -> when it died
     try:
         for k in range(kills):
-            time.sleep(interval)
+            # Spread over the run: kill k once k/(kills+1) of the instances are done, so the last
+            # kill comes near the end and the drain after it is the takeover, not the backlog.
+            wait_for(lambda k=k: count(db, prefix) >= instances * (k + 1) // (kills + 1), timeout=600,
+                     interval=0.05, what=f"progress before kill {k + 1}")
+            time.sleep(random.uniform(0, interval))
             victim = workers.pop(random.randrange(len(workers)))
             held = [row[0] for row in db.execute(
                 "SELECT id FROM engine_instance WHERE lease_owner LIKE %s AND lease_expires_at > now()",
@@ -126,7 +131,8 @@ def kill_rounds(db: FaultDatabase, *, workflow: str, prefix: str, instances: int
             victim.send_signal(signal.SIGKILL)
             victim.wait(timeout=10)
             victims.append((held, time.time()))
-            workers.append(start_worker(db, concurrency=8, log=LOGS / f"{prefix}-k{k}.log"))
+            pids[victim.pid] = victims[-1][1]
+            workers.append(start_worker(db, concurrency=8, log=LOGS / f"{prefix}-k{k}.log", wait=False))
         last_kill = victims[-1][1]
         wait_for(lambda: count(db, prefix) == instances, timeout=600, interval=0.1, what="the drain")
     finally:
@@ -137,12 +143,36 @@ def kill_rounds(db: FaultDatabase, *, workflow: str, prefix: str, instances: int
                             (f"{prefix}-%",))[0][0])
     # Per kill: until every instance the victim held moved again (a history row), its slowest.
     pickups = [max(lags) for held, killed_at in victims if (lags := progress_lags(db, ids=held, since=killed_at))]
-    print(f"[kills {prefix}] {kills} kills; takeover per kill p50 {percentile(pickups, 0.5):.3f} s, "
+    released = _released_after(pids)
+    print(f"[kills {prefix}] {kills} kills; a dead worker's leases ended after p50 {percentile(released, 0.5):.3f} s, "
+          f"max {max(released, default=0):.3f} s; its instances ran again after p50 {percentile(pickups, 0.5):.3f} s, "
           f"max {max(pickups, default=0):.3f} s; drain {done - last_kill:.3f} s after the last kill", flush=True)
-    return {"kills": kills, "instances": instances, "pickup_p50_s": percentile(pickups, 0.5),
+    return {"kills": kills, "instances": instances, "released_p50_s": percentile(released, 0.5),
+            "released_max_s": max(released, default=None), "pickup_p50_s": percentile(pickups, 0.5),
             "pickup_max_s": max(pickups, default=None), "drain_after_last_kill_s": done - last_kill,
             "lost": instances - count(db, prefix), "completed_steps_rerun": completed_steps_rerun(db),
             "runs_in_two_processes_at_once": overlapping_runs(db)}
+
+
+def _released_after(pids: dict[int, float]) -> list[float]:
+    """Seconds from each kill to the log line of the worker that ended the victim's leases
+    (worker/liveness.py), read from every worker's log."""
+    import re
+    from datetime import UTC, datetime
+
+    line = re.compile(r"^(\S+ \S+) WARNING runledger\.engine worker \S+: worker\(s\) (.+) lost their database session")
+    first: dict[int, float] = {}
+    for log in LOGS.glob("*.log"):
+        for text in log.read_text(errors="replace").splitlines():
+            m = line.match(text)
+            if not m:
+                continue
+            at = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").replace(tzinfo=UTC).timestamp()
+            for owner in m.group(2).split(", "):
+                pid = int(owner.split(":")[-2]) if owner.count(":") >= 2 else -1
+                if pid in pids and at >= pids[pid]:
+                    first[pid] = min(first.get(pid, at), at)
+    return sorted(first[pid] - pids[pid] for pid in first)
 
 
 def reservations_round(db: FaultDatabase) -> dict[str, object]:
@@ -165,7 +195,8 @@ def main() -> None:
     parser.add_argument("--down", type=float, default=1.0, help="seconds the database refuses connections")
     parser.add_argument("--kills", type=int, default=20)
     parser.add_argument("--kill-instances", type=int, default=1000)
-    parser.add_argument("--kill-interval", type=float, default=2.0)
+    parser.add_argument("--kill-interval", type=float, default=2.0,
+                        help="most seconds a kill waits, at random, once its share of the run is done")
     parser.add_argument("--skip", action="append", default=[], choices=["restart", "idle", "kill", "reservations"])
     args = parser.parse_args()
     LOGS.mkdir(parents=True, exist_ok=True)
