@@ -14,10 +14,13 @@ BENCH_PG_SERVER), dropped at the end; the faults touch that database only:
       `--rounds` rounds;
   (b) restart, idle: the workers are idle when their sessions end; 48 instances are created a
       second later. Figure: the slowest one's seconds from creation to completion;
-  (c) kills: `--kills` SIGKILLs over `--kill-instances` five-step instances (steps of 0.2 s)
-      with 2 worker processes, a new worker started after each kill. Figures: seconds until a
-      dead worker's instances were taken over (per kill: its slowest), the drain after the last
-      kill, instances lost, completed steps re-run, steps run in two processes at once;
+  (c) kills: `--kills` SIGKILLs over `--kill-instances` five-step instances (steps of 0.3 s)
+      with 2 worker processes, spread over the run (kill k once k/(kills+1) of it is done), a
+      new worker started after each kill. Figures: seconds from a kill until another worker
+      ended the victim's leases (its log line; liveness), until every instance it held ran again
+      (a history row; bounded by free slots: the survivor's are busy until the new worker is
+      up), the drain after the last kill, instances lost, completed steps re-run, steps run in
+      two processes at once;
   (d) reservations: 5 kills over 100 instances whose steps hold money on a budget. Figure:
       reservations still held once drained.
 """
