@@ -2,7 +2,7 @@
 
 Variables (all optional): DATABASE_URL, REDIS_URL, SECRET_KEY, DEBUG, ALLOWED_HOSTS, TIME_ZONE,
 RUNLEDGER_LEASE_SECONDS, RUNLEDGER_POLL_SECONDS, RUNLEDGER_MARKER_MS, RUNLEDGER_DEFERRED_LANE,
-RUNLEDGER_PARALLEL_THREADS, RUNLEDGER_MAX_BODY_BYTES, RUNLEDGER_MAX_JSON_DEPTH,
+RUNLEDGER_PARALLEL_THREADS, RUNLEDGER_MAX_STEPS, RUNLEDGER_MAX_BODY_BYTES, RUNLEDGER_MAX_JSON_DEPTH,
 RUNLEDGER_MAX_NUMBER_DIGITS, RUNLEDGER_MAX_STRING_CHARS, RUNLEDGER_MAX_JSON_ITEMS,
 RUNLEDGER_HOOK_MAX_RECORDS.
 README.md ("Configuration") describes each.
@@ -56,6 +56,7 @@ MIDDLEWARE = [
     "dashboard.observability.middleware.TraceContextMiddleware",  # log lines carry the traceparent's id
     "django.middleware.security.SecurityMiddleware",
     "dashboard.guard.ErrorEnvelopeMiddleware",  # every error under /api/ and /hooks/ is JSON
+    "dashboard.unavailable.DatabaseUnavailableMiddleware",  # the database failing: a 503, not a 500
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -143,6 +144,9 @@ RUNLEDGER_DEFERRED_LANE = config.env_int(ENV, "RUNLEDGER_DEFERRED_LANE", 1, mini
 # Threads per process that help run parallel groups of steps (step.all); each keeps a database
 # connection once it has run a step (docs/engine-contract.md, connection sizing).
 RUNLEDGER_PARALLEL_THREADS = config.env_int(ENV, "RUNLEDGER_PARALLEL_THREADS", 8, minimum=1)
+# Steps one instance may run (every step.do, sleep, wait and child counts); the next one fails
+# the instance with StepLimitExceeded. A runaway loop stops here instead of growing the ledger.
+RUNLEDGER_MAX_STEPS = config.env_int(ENV, "RUNLEDGER_MAX_STEPS", 10_000, minimum=1)
 # Extra modules whose workflows every process registers (comma-separated), beside ingest.workflows.
 RUNLEDGER_WORKFLOW_MODULES = [m.strip() for m in ENV.get("RUNLEDGER_WORKFLOW_MODULES", "").split(",") if m.strip()]
 # Prices usage when a step records a cost without an amount (the pipelines' price table, then list prices).

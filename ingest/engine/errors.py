@@ -77,6 +77,10 @@ class NonDeterministicReplay(EngineError):
     """Replay asked for a step that contradicts the recorded history."""
 
 
+class StepLimitExceeded(EngineError):
+    """The instance asked for more steps than RUNLEDGER_MAX_STEPS allows."""
+
+
 class StepResultTooLarge(EngineError):
     """A step returned more than 1 MiB."""
 

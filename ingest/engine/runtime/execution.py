@@ -21,12 +21,15 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
+
 from ingest.engine import clock, flow
 from ingest.engine.costs import budgets
 from ingest.engine.errors import (
     EngineError,
     NonDeterministicReplay,
     NonRetryableError,
+    StepLimitExceeded,
     WorkflowTimeout,
 )
 from ingest.engine.models import Control, Instance, Status, StepKind, StepStatus
@@ -55,6 +58,7 @@ log = logging.getLogger("runledger.engine")
 AWAITING_APPROVAL = "AwaitingApproval"
 WORKER_LOST = "WorkerLost"
 ROLLBACK_POSITION = 1_000_000
+DEFAULT_MAX_STEPS = 10_000  # RUNLEDGER_MAX_STEPS when the settings do not say
 
 
 @dataclass
@@ -92,6 +96,8 @@ class Execution:
         self.rollback_done = {r.name for r in records if r.kind == StepKind.ROLLBACK}
         self._counts: dict[str, int] = defaultdict(int)
         self._position = 0
+        # Every step call counts (do, sleep, wait, child): a runaway loop stops here.
+        self.max_steps = int(getattr(settings, "RUNLEDGER_MAX_STEPS", DEFAULT_MAX_STEPS))
         self._lock = threading.Lock()
         self.rollbacks: list[tuple[int, str, Callable[..., Any], Any]] = []
         self.failed_step = ""
@@ -109,6 +115,12 @@ class Execution:
             self._counts[name] += 1
             seq, position = self._counts[name], self._position
             self._position += 1
+        if position >= self.max_steps:
+            raise FailInstance(StepLimitExceeded(
+                f"instance {self.instance.id} asked for step {step_label(name, seq)!r} past its cap of "
+                f"{self.max_steps:,} steps (RUNLEDGER_MAX_STEPS); split the work into child workflows, "
+                "or raise RUNLEDGER_MAX_STEPS if the workflow really needs more"
+            ), step=step_label(name, seq))
         rec = self.by_key.get((name, seq))
         at_position = self.by_pos.get(position)
         label = step_label(name, seq)

@@ -25,7 +25,7 @@ class LeaseLost(BaseException):
 
 
 class EngineFault(BaseException):
-    """The ledger could not be written; the turn is abandoned and retried when the lease expires.
+    """The ledger could not be written; the turn is abandoned, and its worker retries it (worker/loop.py).
 
     A BaseException so that neither user code nor the step's retry logic mistakes a failure of
     the engine's own writes for a failure of the step.

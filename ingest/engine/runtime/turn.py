@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
 from ingest.engine import flow
+from ingest.engine.backoff import FailureLog
 from ingest.engine.errors import EngineError
 from ingest.engine.models import Control, History, HistoryKind, Instance, Status
 from ingest.engine.results import WorkflowResult
@@ -23,6 +25,7 @@ from ingest.engine.runtime.records import EngineFault, Failure, LeaseLost
 from ingest.engine.workflow import WorkflowEvent, get_workflow
 
 log = logging.getLogger("runledger.engine")
+_FAULTS = FailureLog()
 
 
 def run_turn(x: Execution, make_step: Callable[[Execution, bool], Any]) -> str:
@@ -50,8 +53,12 @@ def run_turn(x: Execution, make_step: Callable[[Execution, bool], Any]) -> str:
         return "lost"
     except EngineFault as fault:
         x.store.settle_quietly()
-        log.error("instance %s: the ledger write failed (%s); the turn is retried when its lease expires",
-                  inst.id, fault)
+        # A database that is away fails every turn of the process at once: say it once, then
+        # every 30 s (backoff.py). The worker retries the turn (worker/loop.py).
+        shout, count = _FAULTS.failed(now=time.monotonic())
+        (log.warning if shout else log.debug)(
+            "instance %s: the ledger write failed (%s); the turn is retried (%d such failure(s) in this "
+            "process)", inst.id, fault, count)
         return "fault"
     except FailInstance as fail:
         x.failed_step = fail.step
