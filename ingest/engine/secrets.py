@@ -137,6 +137,18 @@ def unseal_value(value: Any) -> Any:
     return json.loads(unseal(value[SEALED]))
 
 
+def seal_keys(params: dict[str, Any], names: tuple[str, ...] | list[str]) -> dict[str, Any]:
+    """`params` with the values of `names` sealed (a workflow's `sensitive_params`)."""
+    return {k: seal_value(v) if k in names and not is_sealed_value(v) else v for k, v in params.items()}
+
+
+def unseal_keys(params: Any) -> Any:
+    """The params a workflow's `run` sees: every sealed top-level value opened."""
+    if not isinstance(params, dict) or not any(is_sealed_value(v) for v in params.values()):
+        return params
+    return {k: unseal_value(v) for k, v in params.items()}
+
+
 def reseal_value(value: Any) -> Any:
     """Every sealed value inside a JSON document re-encrypted under the first key."""
     if is_sealed_value(value):

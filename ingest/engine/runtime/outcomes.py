@@ -19,6 +19,7 @@ from ingest.engine.errors import (
 from ingest.engine.models import Status
 from ingest.engine.runtime.policy import MAX_RESULT_BYTES
 from ingest.engine.runtime.records import EngineFault, Failure, LeaseLost
+from ingest.engine.secrets import REDACTED, is_sealed, seal, unseal
 
 
 class Suspend(BaseException):
@@ -79,8 +80,40 @@ def encode_result(label: str, instance_id: str, value: Any) -> tuple[Any, str]:
     return (value if type(value) in _SCALARS else json.loads(text)), text
 
 
+# Set on an exception raised by (or replayed from) a `sensitive=True` step, so the instance's
+# error it may become is stored sealed too.
+SENSITIVE_MARK = "_runledger_sensitive"
+
+
+def mark_sensitive(exc: BaseException) -> BaseException:
+    with contextlib.suppress(AttributeError, TypeError):
+        setattr(exc, SENSITIVE_MARK, True)
+    return exc
+
+
+def seal_failure(failure: Failure) -> Failure:
+    """A sensitive failure as stored: the message shows "redacted", and the message and the
+    traceback are kept encrypted in the traceback column (replay opens them: `open_failure`)."""
+    sealed = seal(json.dumps({"message": failure.message, "traceback": failure.traceback}))
+    return Failure(name=failure.name, message=REDACTED, traceback=sealed)
+
+
+def open_failure(message: str, traceback_text: str) -> tuple[str, str]:
+    """(message, traceback) in clear, from the columns `seal_failure` wrote (or plain ones)."""
+    if not is_sealed(traceback_text):
+        return message, traceback_text
+    opened = json.loads(unseal(traceback_text))
+    return str(opened.get("message", "")), str(opened.get("traceback", ""))
+
+
 def failure_of(exc: BaseException) -> Failure:
-    """The exception as stored: engine and builtin classes by name, others by dotted path."""
+    """The exception as stored: engine and builtin classes by name, others by dotted path; sealed
+    when it came from a sensitive step."""
+    failure = _failure_of(exc)
+    return seal_failure(failure) if getattr(exc, SENSITIVE_MARK, False) else failure
+
+
+def _failure_of(exc: BaseException) -> Failure:
     name = getattr(exc, "error_name", None)
     if not isinstance(name, str) or not name:
         cls = type(exc)

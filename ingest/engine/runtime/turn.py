@@ -18,6 +18,7 @@ from ingest.engine.runtime.execution import ROLLBACK_POSITION, Execution
 from ingest.engine.runtime.invoke import arity
 from ingest.engine.runtime.outcomes import FailInstance, Suspend, Unwind, check_result, failure_of
 from ingest.engine.runtime.records import EngineFault, Failure, LeaseLost
+from ingest.engine.secrets import unseal_keys
 from ingest.engine.workflow import WorkflowEvent, get_workflow
 
 log = logging.getLogger("runledger.engine")
@@ -31,7 +32,7 @@ def run_turn(x: Execution, make_step: Callable[[Execution, bool], Any]) -> str:
         # Checked at the first new step and at suspension, after replay has registered the
         # completed steps' rollbacks, so a timed-out instance unwinds like any failure.
         x.deadline = deadline_of(inst, workflow.__class__._timeout)
-        event = WorkflowEvent(payload=inst.params, instance_id=inst.id, timestamp=inst.created_at,
+        event = WorkflowEvent(payload=unseal_keys(inst.params), instance_id=inst.id, timestamp=inst.created_at,
                               tenant=inst.tenant, workflow=inst.workflow,
                               schedule=inst.params.get("_schedule") if isinstance(inst.params, dict) else None)
         if workflow.is_async():
