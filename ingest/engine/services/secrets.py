@@ -49,7 +49,7 @@ def _rewrite(qs: models.QuerySet[Any], change: Callable[[Any], dict[str, Any]]) 
             for row in rows:
                 values = change(row)
                 if values:
-                    type(row).objects.filter(pk=row.pk).update(**values)
+                    type(row)._default_manager.filter(pk=row.pk).update(**values)
                     count += 1
     return count
 
@@ -67,7 +67,7 @@ def secrets_rotate(*, hooks: dict[type[models.Model], Callable[[Any], dict[str, 
             out = {n: getattr(row, n) for n in names if getattr(row, n)}
             return {**out, **extra(row)} if extra else out
 
-        counts[model._meta.db_table] = _rewrite(model.objects.only("pk", *names), values)
+        counts[model._meta.db_table] = _rewrite(model._default_manager.only("pk", *names), values)
     counts.update(ledger_reseal())
     return counts
 
