@@ -80,7 +80,7 @@ def test_up_creates_a_private_key_file_and_says_where(tmp_path: Path, monkeypatc
         Command(stdout=out)._secret_key()
         from django.conf import settings
 
-        assert settings.RUNLEDGER_SECRET_KEYS == [key_file.read_text().strip()]
+        assert [key_file.read_text().strip()] == settings.RUNLEDGER_SECRET_KEYS
     assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
     assert str(key_file) in out.getvalue()
     Fernet(key_file.read_text().strip().encode())  # a real key
