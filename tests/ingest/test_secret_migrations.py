@@ -14,8 +14,8 @@ from ingest.triggers.models import IngressSecret
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-BEFORE = [("ingest", "0008_fact_fewer_indexes"), ("triggers", "0001_initial")]
-AFTER = [("ingest", "0009_connection_secrets_encrypted"), ("triggers", "0002_ingress_secret_encrypted")]
+BEFORE = [("ingest", "0008_fact_fewer_indexes"), ("triggers", "0002_seen_signature")]
+AFTER = [("ingest", "0009_connection_secrets_encrypted"), ("triggers", "0003_ingress_secret_encrypted")]
 
 
 def migrate(targets: list[tuple[str, str]]) -> None:

@@ -30,7 +30,7 @@ def backwards(apps: Any, schema_editor: Any) -> None:
 
 
 class Migration(migrations.Migration):
-    dependencies = [("triggers", "0001_initial")]
+    dependencies = [("triggers", "0002_seen_signature")]
 
     operations = [
         migrations.AlterField(
