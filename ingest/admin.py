@@ -72,6 +72,9 @@ class ConnectionAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
         obj.updated_at = timezone.now()
         obj.webhook_key_hash = lookup_hash(obj.webhook_key)
+        # A refresh token typed into the options (the old place) would be stored in clear.
+        if isinstance(obj.options, dict) and "refresh_token" in obj.options:
+            obj.refresh_token = str(obj.options.pop("refresh_token") or "") or obj.refresh_token
         super().save_model(request, obj, form, change)
 
 

@@ -118,3 +118,12 @@ def test_a_restarted_process_reuses_the_kept_salesforce_token(sfdc_tenant: str, 
     sf_workflow.fetch_record(tenant=sfdc_tenant, object_type="Opportunity", object_id=opp.id)
     assert len(fake_salesforce.requests_to(TOKEN_ROUTE)) == 2
     sf_workflow._clients.clear()
+
+
+def test_a_refresh_token_typed_into_the_admin_options_is_moved_to_its_encrypted_column(staff: Client) -> None:
+    row = connection_upsert(tenant="acme", kind="salesforce", key="client-1", secret="client-secret-1")
+    staff.post(f"/admin/ingest/connection/{row.pk}/change/",
+               _form(row, options='{"refresh_token": "typed-refresh", "organization_id": "00D"}'))
+    saved = Connection.objects.get(pk=row.pk)
+    assert saved.refresh_token == "typed-refresh" and saved.options == {"organization_id": "00D"}
+    assert "typed-refresh" not in raw("options", row.pk) and "typed-refresh" not in raw("refresh_token", row.pk)
