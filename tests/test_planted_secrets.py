@@ -194,6 +194,8 @@ def test_a_planted_marker_is_in_no_column_no_log_line_and_no_answer(
     print(f"planted marker found in clear: {found} (columns {in_columns}, answers {in_answers}, log lines "
           f"{in_logs[:3]}; {len(lines)} log lines and {len(answers)} answers scanned)")
     assert (in_columns, in_answers, in_logs) == ([], [], [])
+    # Nor is the ciphertext shown: pages and answers say "redacted" or show a mask.
+    assert [r.request["PATH_INFO"] for r in answers if b"enc:gAAAA" in r.content] == []
     # The capture saw the request cycle: the webhook's access line is there, its key redacted.
     assert any("/hooks/gong/" in line for line in lines)
 
