@@ -4,7 +4,8 @@ Variables (all optional): DATABASE_URL, REDIS_URL, SECRET_KEY, DEBUG, ALLOWED_HO
 RUNLEDGER_LEASE_SECONDS, RUNLEDGER_POLL_SECONDS, RUNLEDGER_MARKER_MS, RUNLEDGER_DEFERRED_LANE,
 RUNLEDGER_PARALLEL_THREADS, RUNLEDGER_MAX_STEPS, RUNLEDGER_MAX_BODY_BYTES, RUNLEDGER_MAX_JSON_DEPTH,
 RUNLEDGER_MAX_NUMBER_DIGITS, RUNLEDGER_MAX_STRING_CHARS, RUNLEDGER_MAX_JSON_ITEMS,
-RUNLEDGER_HOOK_MAX_RECORDS.
+RUNLEDGER_HOOK_MAX_RECORDS, RUNLEDGER_SECRET_KEYS,
+RUNLEDGER_SECRET_KEY_FILE.
 README.md ("Configuration") describes each.
 """
 
@@ -100,6 +101,13 @@ TEMPLATES = [
 ]
 
 DATABASES = {"default": config.database_config(ENV, base_dir=BASE_DIR)}
+# Keys that encrypt secrets at rest (ingest/engine/secrets.py; docs/secrets.md). In production
+# (RUNLEDGER_REQUIRE_SECRET_KEY=1) a missing RUNLEDGER_SECRET_KEYS stops the process here; the
+# embedded default reads the key file `manage.py up` creates.
+RUNLEDGER_SECRET_KEY_FILE = config.secret_key_file(ENV, DATABASES["default"], base_dir=BASE_DIR)
+RUNLEDGER_SECRET_KEYS = config.secret_keys(
+    ENV, key_file=RUNLEDGER_SECRET_KEY_FILE,
+    required=not DEBUG and config.env_bool(ENV, "RUNLEDGER_REQUIRE_SECRET_KEY", False))
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = config.redis_url(ENV)

@@ -26,6 +26,7 @@ from dashboard.models import Role
 from dashboard.views.common import HtmxHttpRequest
 from ingest.engine import EngineError
 from ingest.engine.models import Instance, Status
+from ingest.engine.secrets import public_value
 from ingest.engine.services import control, instances
 from ingest.triggers import limits
 from ingest.triggers.errors import InputRejected
@@ -182,7 +183,7 @@ def _form(action: str, instance: Instance, data: Any = None) -> ActionForm:
     if cls is RestartForm:
         kwargs["steps"] = _restartable(instance)
     if cls is ReplayForm and data is None:
-        kwargs["initial"] = {"params": json.dumps(instance.params, indent=2, sort_keys=True)}
+        kwargs["initial"] = {"params": json.dumps(public_value(instance.params), indent=2, sort_keys=True)}
     return cls(data, **kwargs)
 
 
@@ -241,7 +242,7 @@ def instance_action_run(request: HtmxHttpRequest, instance_id: str, action: str)
         return _confirm(request, instance, spec, form, status=400)
     if isinstance(form, ReplayForm) and not form.cleaned_data["confirm"]:
         # First submit of a replay shows what changes; the second one (confirm=1) runs it.
-        diff = params_diff(instance.params, form.cleaned_data["params"])
+        diff = params_diff(public_value(instance.params), form.cleaned_data["params"])
         data = request.POST.copy()
         data["confirm"] = "True"
         data["params"] = json.dumps(form.cleaned_data["params"], indent=2, sort_keys=True)

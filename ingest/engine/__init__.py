@@ -29,6 +29,7 @@ from ingest.engine.errors import (
     NonDeterministicReplay,
     NonRetryableError,
     StepFailed,
+    StepLimitExceeded,
     StepResultNotSerializable,
     StepResultTooLarge,
     StepTimeout,
@@ -45,13 +46,15 @@ __all__ = [
     "ApprovalError", "BatchTooLarge", "BudgetExceeded", "ChildWorkflowFailed", "DeadLetterError", "EngineError",
     "FanOutItemMissing", "InstanceAlreadyExists", "InstanceFinished", "InstanceHandle", "InstanceNotFound",
     "InvalidDuration", "InvalidInstanceId", "InvalidParams", "InvalidStepConfig", "InvalidTransition",
-    "NonDeterministicReplay", "NonRetryableError", "Settled", "StepFailed", "StepResultNotSerializable",
+    "NonDeterministicReplay", "NonRetryableError", "SecretKeysMissing", "SecretUnreadable", "SecretsError", "Settled", "StepFailed", "StepLimitExceeded",
+    "StepResultNotSerializable",
     "StepResultTooLarge", "StepTimeout", "UnknownStep", "UnknownWorkflow", "WaitForEventTimeout", "Workflow",
     "WorkflowEvent", "WorkflowResult", "WorkflowTimeout", "create", "create_batch", "fan_out_handler", "get",
     "get_workflow", "workflow_names",
 ]
 
-_LAZY = {"create": "api", "create_batch": "api", "get": "api", "InstanceHandle": "api", "Settled": "runtime.parallel"}
+_LAZY = {"create": "api", "create_batch": "api", "get": "api", "InstanceHandle": "api", "Settled": "runtime.parallel",
+         "SecretsError": "secrets", "SecretKeysMissing": "secrets", "SecretUnreadable": "secrets"}
 
 
 def __getattr__(name: str) -> Any:

@@ -4,7 +4,8 @@ A worker whose database is gone, read-only, full or timing out must neither spin
 (each try costs the server a connection attempt or a failed statement, and the log a line) nor
 wait long once the database is back: every runnable instance should move within two seconds of
 that. So the wait doubles from 50 ms up to a cap of one second, and a failure that repeats is
-logged when it starts, then once every 30 s with how many times it has happened, and once more
+logged when it starts, when its cause changes (a restart that leaves the database read-only is
+two pieces of news), then once every 30 s with how many times it has happened, and once more
 when it stops. Pure: the callers pass the time.
 """
 
@@ -33,19 +34,25 @@ class FailureLog:
         self.every = every
         self._count = 0
         self._logged_at: float | None = None
+        self._reason: str | None = None
         self._lock = threading.Lock()
 
-    def failed(self, *, now: float) -> tuple[bool, int]:
-        """Count a failure at `now` (monotonic seconds): (whether to log it, failures so far)."""
+    def failed(self, *, now: float, reason: str | None = None) -> tuple[bool, int]:
+        """Count a failure at `now` (monotonic seconds): (whether to log it, failures so far).
+
+        A `reason` (the error's first line) other than the last one logged is logged at once."""
         with self._lock:
             self._count += 1
-            if self._logged_at is None or now - self._logged_at >= self.every:
+            new_reason = reason is not None and reason != self._reason
+            if self._logged_at is None or new_reason or now - self._logged_at >= self.every:
                 self._logged_at = now
+                if reason is not None:
+                    self._reason = reason
                 return True, self._count
             return False, self._count
 
     def recovered(self) -> int:
         """The failures counted since the last success (0: nothing to report); starts afresh."""
         with self._lock:
-            count, self._count, self._logged_at = self._count, 0, None
+            count, self._count, self._logged_at, self._reason = self._count, 0, None, None
             return count

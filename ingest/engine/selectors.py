@@ -14,6 +14,7 @@ from ingest.engine.models import (
     Instance,
     Step,
 )
+from ingest.engine.secrets import public_value
 
 
 def instance_status(*, instance_id: str, include_results: bool = True) -> dict[str, Any]:
@@ -35,8 +36,8 @@ def instance_status(*, instance_id: str, include_results: bool = True) -> dict[s
         "workflow": inst.workflow,
         "tenant": inst.tenant,
         "status": inst.status,
-        "params": inst.params,
-        "output": inst.output,
+        "params": public_value(inst.params),
+        "output": public_value(inst.output),
         "error": {"name": inst.error_name, "message": inst.error_message} if inst.error_name else None,
         "created_at": inst.created_at,
         "started_at": inst.started_at,

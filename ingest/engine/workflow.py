@@ -35,6 +35,10 @@ class Workflow:
     first), `timeout` (a duration from the instance's start after which it errors with
     WorkflowTimeout), `rate_limit` (`{"limit": 100, "period": "1 minute", "key": "tenant"}`:
     at most `limit` starts per sliding `period`, per key value).
+
+    `sensitive_params` (e.g. `("password",)`): those params are encrypted at rest, shown as
+    "redacted" in every list, page and answer, and kept out of the search index; `run` sees them
+    in clear (docs/secrets.md).
     """
 
     name: ClassVar[str] = ""
@@ -43,6 +47,7 @@ class Workflow:
     priority: ClassVar[int] = 0
     timeout: ClassVar[Duration | None] = None
     rate_limit: ClassVar[dict[str, Any] | None] = None
+    sensitive_params: ClassVar[tuple[str, ...]] = ()
     # Parsed once at class creation, so a bad value fails at import, not in the claim loop.
     _timeout: ClassVar[timedelta | None] = None
     _rate: ClassVar[tuple[int, timedelta] | None] = None

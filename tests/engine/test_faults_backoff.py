@@ -38,6 +38,17 @@ def test_a_failure_that_repeats_is_logged_at_once_then_every_thirty_seconds():
     assert log.recovered() == 0
 
 
+@pytest.mark.pure
+def test_a_failure_whose_cause_changes_is_logged_again_at_once():
+    log = FailureLog(every=30.0)
+    assert log.failed(now=100.0, reason="terminating connection") == (True, 1)
+    assert log.failed(now=100.5, reason="terminating connection") == (False, 2)
+    assert log.failed(now=101.0, reason="read-only transaction") == (True, 3)  # news: a new cause
+    assert log.failed(now=102.0, reason="read-only transaction") == (False, 4)
+    assert log.recovered() == 4
+    assert log.failed(now=103.0, reason="read-only transaction") == (True, 1)  # a new outage
+
+
 @pytest.fixture
 def db():
     with FaultDatabase(PG_URL) as database:

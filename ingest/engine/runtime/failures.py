@@ -21,18 +21,51 @@ from typing import Any
 from ingest.engine import errors
 from ingest.engine.errors import StepFailed
 from ingest.engine.runtime.records import Failure
+from ingest.engine.secrets import REDACTED, is_sealed, seal, unseal
 
 MAX_STATE_BYTES = 64 * 1024  # beyond this the attributes are dropped; args and message remain
 
 
+# Set on an exception raised by (or replayed from) a `sensitive=True` step, so the instance's
+# error it may become is stored sealed too.
+SENSITIVE_MARK = "_runledger_sensitive"
+
+
 def failure_of(exc: BaseException) -> Failure:
-    """The exception as stored: engine and builtin classes by name, others by dotted path."""
+    """The exception as stored: engine and builtin classes by name, others by dotted path;
+    sealed when it came from a sensitive step."""
     name = getattr(exc, "error_name", None)  # NonRetryableError(name=...), StepFailed
     if not isinstance(name, str) or not name:
         name = error_class_name(type(exc))
-    return Failure(name=name, message=str(exc) or type(exc).__name__,
-                   traceback="".join(traceback.format_exception(exc))[-20000:],
-                   state=exception_state(exc))
+    failure = Failure(name=name, message=str(exc) or type(exc).__name__,
+                      traceback="".join(traceback.format_exception(exc))[-20000:],
+                      state=exception_state(exc))
+    return seal_failure(failure) if getattr(exc, SENSITIVE_MARK, False) else failure
+
+
+def mark_sensitive(exc: BaseException) -> BaseException:
+    with contextlib.suppress(AttributeError, TypeError):
+        setattr(exc, SENSITIVE_MARK, True)
+    return exc
+
+
+def seal_failure(failure: Failure) -> Failure:
+    """A sensitive failure as stored: the message shows "redacted"; the message, the traceback
+    and the state (its args repeat the message) are kept encrypted in the traceback column, and
+    replay opens them (`open_failure`)."""
+    sealed = seal(json.dumps({"message": failure.message, "traceback": failure.traceback,
+                              "state": failure.state}))
+    return Failure(name=failure.name, message=REDACTED, traceback=sealed, state=None)
+
+
+def open_failure(message: str, traceback_text: str) -> tuple[str, str, dict[str, Any] | None]:
+    """(message, traceback, state) in clear, from the columns `seal_failure` wrote (or plain ones)."""
+    if not is_sealed(traceback_text):
+        return message, traceback_text, None
+    opened = json.loads(unseal(traceback_text))
+    state = opened.get("state")
+    return (str(opened.get("message", "")), str(opened.get("traceback", "")),
+            state if isinstance(state, dict) else None)
 
 
 def error_class_name(cls: type[BaseException]) -> str:

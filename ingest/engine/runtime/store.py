@@ -81,6 +81,11 @@ class InstanceStore:
         )
         return [StepRecord(*row) for row in rows]
 
+    @ledger_io
+    def step_traceback(self, rec: StepRecord) -> str:
+        """The stored traceback of a step (where a sensitive step keeps its sealed failure)."""
+        return Step.objects.filter(id=rec.id).values_list("error_traceback", flat=True).first() or ""
+
     # ---- the barrier -------------------------------------------------------------------
 
     @ledger_io

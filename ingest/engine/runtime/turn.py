@@ -22,6 +22,7 @@ from ingest.engine.runtime.failures import failure_of
 from ingest.engine.runtime.invoke import arity
 from ingest.engine.runtime.outcomes import FailInstance, Suspend, Unwind, check_result
 from ingest.engine.runtime.records import EngineFault, Failure, LeaseLost
+from ingest.engine.secrets import unseal_keys
 from ingest.engine.workflow import WorkflowEvent, get_workflow
 
 log = logging.getLogger("runledger.engine")
@@ -36,7 +37,7 @@ def run_turn(x: Execution, make_step: Callable[[Execution, bool], Any]) -> str:
         # Checked at the first new step and at suspension, after replay has registered the
         # completed steps' rollbacks, so a timed-out instance unwinds like any failure.
         x.deadline = deadline_of(inst, workflow.__class__._timeout)
-        event = WorkflowEvent(payload=inst.params, instance_id=inst.id, timestamp=inst.created_at,
+        event = WorkflowEvent(payload=unseal_keys(inst.params), instance_id=inst.id, timestamp=inst.created_at,
                               tenant=inst.tenant, workflow=inst.workflow,
                               schedule=inst.params.get("_schedule") if isinstance(inst.params, dict) else None)
         if workflow.is_async():
@@ -55,7 +56,8 @@ def run_turn(x: Execution, make_step: Callable[[Execution, bool], Any]) -> str:
         x.store.settle_quietly()
         # A database that is away fails every turn of the process at once: say it once, then
         # every 30 s (backoff.py). The worker retries the turn (worker/loop.py).
-        shout, count = _FAULTS.failed(now=time.monotonic())
+        cause = str(fault).partition(": ")[2].partition("\n")[0]  # the database's words, not the write's
+        shout, count = _FAULTS.failed(now=time.monotonic(), reason=cause)
         (log.warning if shout else log.debug)(
             "instance %s: the ledger write failed (%s); the turn is retried (%d such failure(s) in this "
             "process)", inst.id, fault, count)

@@ -30,6 +30,7 @@ from ingest.engine.runtime.store_waits import (
     wait_started,
     waiting_step,
 )
+from ingest.engine.secrets import seal_keys
 from ingest.engine.workflow import get_workflow
 
 MAX_WAIT = timedelta(days=365)
@@ -168,6 +169,7 @@ def child_instance(x: Execution, *, name: str, seq: int, workflow: str, params: 
         )
     return Instance(
         id=child_id, workflow=workflow, tenant=x.instance.tenant, status=Status.QUEUED,
-        params=params or {}, created_at=now, updated_at=now, ready_at=now, priority=cls.priority,
+        params=seal_keys(params or {}, cls.sensitive_params), created_at=now, updated_at=now, ready_at=now,
+        priority=cls.priority,
         parent_id=x.instance.id, parent_step=name,
     )

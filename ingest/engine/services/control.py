@@ -26,6 +26,7 @@ from ingest.engine.models import (
     StepKind,
     StepStatus,
 )
+from ingest.engine.secrets import REDACTED, is_sealed_value
 from ingest.engine.services.base import (
     created_history,
     finished_error,
@@ -192,6 +193,10 @@ def instance_replay(*, instance_id: str, params: Any = None, new_id: str | None 
             while Instance.objects.filter(id=new_id).exists():
                 n += 1
                 new_id = f"{source.id[:88]}-replay-{n}"
+        if isinstance(params, dict) and isinstance(source.params, dict):
+            # A sensitive param shown as "redacted" (or left sealed) keeps the original's value.
+            params = {k: source.params[k] if k in source.params and is_sealed_value(source.params[k])
+                      and (v == REDACTED or is_sealed_value(v)) else v for k, v in params.items()}
         edited = params is not None and params != source.params
         inst = new_instance(workflow=source.workflow, id=new_id, tenant=source.tenant,
                              params=source.params if params is None else params, priority=source.priority,

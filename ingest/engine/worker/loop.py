@@ -142,7 +142,7 @@ class Worker:
         self._close_claim_connection()
 
     def _claim_failed(self, exc: Exception, failures: int) -> None:
-        shout, count = self._claim_failures.failed(now=time.monotonic())
+        shout, count = self._claim_failures.failed(now=time.monotonic(), reason=first_line(exc))
         if shout:
             log.warning("worker %s: claiming failed (%s); retrying with backoff (%d failure(s) so far)",
                         self.worker_id, first_line(exc), count, exc_info=count == 1)
@@ -289,7 +289,7 @@ class Worker:
                     held = sql_lease.heartbeat(owner=self.worker_id, tokens=tokens, lease_until=clock.now() + self.lease)
             except Exception as exc:  # noqa: BLE001 - retried soon: the leases must not lapse meanwhile
                 failures += 1
-                shout, count = self._beat_failures.failed(now=time.monotonic())
+                shout, count = self._beat_failures.failed(now=time.monotonic(), reason=first_line(exc))
                 if shout:
                     log.warning("worker %s: heartbeat failed (%s); retrying (%d failure(s) so far)",
                                 self.worker_id, first_line(exc), count)
