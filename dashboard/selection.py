@@ -34,6 +34,9 @@ def ids_parse(values: Iterable[str]) -> list[int]:
     for value in values:
         for piece in str(value).split(","):
             piece = piece.strip()
+            if len(piece) > 18 and piece.isascii() and piece.isdigit():
+                raise SelectionError(f"the id {piece[:20]}… is too long to be a dead letter id (ids are "
+                                     "64-bit); select items from the list; nothing was done")
             if not piece.isascii() or not piece.isdigit() or len(piece) > 18 or int(piece) == 0:
                 raise SelectionError(f"the id {piece[:40]!r} is not a positive integer; the selection "
                                      "must list ids such as ids=12&ids=15; nothing was done")

@@ -1,4 +1,4 @@
-"""Webhook routes; mounted under /hooks/ by dashboard/urls.py."""
+"""Webhook routes; mounted under /hooks/ by dashboard/urls/__init__.py."""
 
 from __future__ import annotations
 

@@ -12,6 +12,10 @@ IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 PG_URL = os.environ.get("RUNLEDGER_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres")
 REDIS_URL = os.environ.get("RUNLEDGER_TEST_REDIS_URL", os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0")
 CHROMIUM = "/usr/bin/chromium"  # Debian's, installed by .ci/run; the browser tests drive it
+# The key that encrypts secrets at rest in tests (a Fernet key made for them, never used elsewhere).
+# In the environment too, so the web and worker processes the e2e tests start share it.
+TEST_SECRET_KEY = "oxp6J3SoqUxkDRBOMrD0Ndq3v3b0dHd1Hk5uPEeQ7mw="
+os.environ.setdefault("RUNLEDGER_SECRET_KEYS", TEST_SECRET_KEY)
 
 
 def _answers(host: str, port: int) -> bool:
@@ -66,6 +70,15 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 @pytest.fixture(autouse=True, scope="session")
+def _secret_keys() -> None:
+    """Settings were read before this file: give them the tests' key unless one was configured."""
+    from django.conf import settings
+
+    if not settings.RUNLEDGER_SECRET_KEYS:
+        settings.RUNLEDGER_SECRET_KEYS = [os.environ["RUNLEDGER_SECRET_KEYS"]]
+
+
+@pytest.fixture(autouse=True, scope="session")
 def _fast_password_hashing() -> None:
     """PBKDF2's deliberate slowness costs seconds per persona login; tests need no such defence."""
     from django.conf import settings
@@ -115,3 +128,12 @@ def end_other_sessions_of_test_database() -> None:
             return
         cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                        "WHERE datname = %s AND pid <> pg_backend_pid()", [test_name])
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The fuzz suites' figures (tests/fuzzing.py): cases, 5xx answers, refused requests that
+    changed rows; bench/fuzz.py quotes them."""
+    from tests.fuzzing import summary_lines
+
+    for line in summary_lines():
+        terminalreporter.write_line(line)

@@ -143,3 +143,60 @@ def test_production_code_never_imports_the_demo_or_the_tests():
         if ".demo" in f".{target}" or target.startswith("tests")
     )
     assert offenders == []
+
+
+LADDER_DOC = ROOT / "docs" / "architecture.md"
+
+
+def ladder() -> list[list[str]]:
+    """The rungs of docs/architecture.md, top first; each a list of packages."""
+    text = LADDER_DOC.read_text()
+    block = text.split("<!-- ladder:start -->", 1)[1].split("<!-- ladder:end -->", 1)[0]
+    rungs = []
+    for line in block.strip().splitlines():
+        names = []
+        for word in line.split():
+            if not word.replace(".", "").replace("_", "").isalnum() or not word.startswith(PACKAGES):
+                break
+            names.append(word)
+        rungs.append(names)
+    return rungs
+
+
+def rung_of(module: str, rungs: list[list[str]]) -> int | None:
+    """The rung of the longest package on the ladder that holds the module."""
+    best: tuple[int, int] | None = None
+    for rank, names in enumerate(rungs):
+        for name in names:
+            holds = module == name or module.startswith(name + ".")
+            if holds and (best is None or len(name) > best[1]):
+                best = (rank, len(name))
+    return None if best is None else best[0]
+
+
+@pytest.mark.pure
+def test_every_module_stands_on_a_rung_of_the_documented_ladder():
+    rungs = ladder()
+    assert len(rungs) >= 8 and all(rungs)
+    homeless = sorted(m for m in project_modules() if rung_of(m, rungs) is None)
+    assert homeless == []
+
+
+@pytest.mark.pure
+def test_no_import_climbs_the_documented_ladder():
+    rungs = ladder()
+    climbs = sorted(
+        f"{name} imports {target}"
+        for name, targets in import_graph().items()
+        for target in targets
+        if (rung_of(target, rungs) or 0) < (rung_of(name, rungs) or 0)
+    )
+    assert climbs == []
+
+
+@pytest.mark.pure
+def test_the_ladder_check_catches_an_import_that_climbs():
+    rungs = [["dashboard"], ["ingest.workflows"], ["ingest.engine"]]
+    assert rung_of("ingest.engine.sql.claim", rungs) == 2
+    assert rung_of("dashboard.views.runs", rungs) == 0
+    assert rung_of("ingest.sources.gong", rungs) is None

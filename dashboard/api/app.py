@@ -20,6 +20,7 @@ from dashboard.api.errors import (
     from_trigger_error,
     handle_problem,
 )
+from dashboard.observability import api as metrics_api
 from ingest.engine.errors import EngineError
 from ingest.triggers.errors import TriggerError
 
@@ -42,6 +43,7 @@ api.add_router("/schedules", schedules.router)
 api.add_router("/dead-letters", dead_letters.router)
 api.add_router("/audit", audit.router)
 api.add_router("", operations.router)
+api.add_router("/metrics", metrics_api.router)  # seed 001 getMetrics (dashboard/observability)
 
 
 @api.exception_handler(ApiProblem)

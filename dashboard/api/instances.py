@@ -18,6 +18,7 @@ from dashboard.api.errors import ApiProblem
 from ingest.engine.models import Instance
 from ingest.engine.services import control as engine_control
 from ingest.engine.services import instances as engine_instances
+from ingest.triggers.limits import reserved_params_check
 
 R = TypeVar("R")
 router = Router(tags=["instances"])
@@ -65,6 +66,7 @@ def _ok(instance_id: str) -> dict[str, Any]:
 @router.post("", response={201: s.InstanceOut, **ERRORS}, summary="Start an instance")
 def instance_start(request: HttpRequest, body: s.InstanceIn) -> tuple[int, dict[str, Any]]:
     require_act(request.user, body.tenant)
+    reserved_params_check(body.params)
     created = acted(request, action="instance.start", tenants=[body.tenant],
                     selection={"workflow": body.workflow, "instance_id": body.id},
                     run=lambda: engine_instances.instance_create(
@@ -134,7 +136,9 @@ def instance_retry(request: HttpRequest, instance_id: str, body: s.ReasonIn) -> 
              summary="Replay as a new linked instance, with the same or edited params")
 def instance_replay(request: HttpRequest, instance_id: str, body: s.ReplayIn
                     ) -> tuple[int, dict[str, Any]]:
-    new = _audited(request, _acted(request, instance_id), "replay", body.reason, lambda: engine_control.instance_replay(
+    original = _acted(request, instance_id)
+    reserved_params_check(body.params, original=original.params)
+    new = _audited(request, original, "replay", body.reason, lambda: engine_control.instance_replay(
         instance_id=instance_id, params=body.params, actor=actor(request.user), reason=body.reason),
         edited=body.params is not None)
     return 201, selectors.instance_dict(Instance.objects.get(pk=new.id))

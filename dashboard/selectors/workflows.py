@@ -36,6 +36,7 @@ class WorkflowSummary(TypedDict):
     total: int
     running: int
     complete: int
+    with_errors: int  # completed_with_errors: finished, a warning, not a failure
     errored: int
     last: datetime | None
 
@@ -58,6 +59,7 @@ def workflow_summaries(*, tenants: Collection[str], since: datetime) -> list[Wor
             total=Count("id"),
             running=Count("id", filter=Q(status__in=[Status.RUNNING, Status.WAITING, Status.QUEUED])),
             complete=Count("id", filter=Q(status=Status.COMPLETE)),
+            with_errors=Count("id", filter=Q(status=Status.COMPLETED_WITH_ERRORS)),
             errored=Count("id", filter=Q(status=Status.ERRORED)),
             last=Max("created_at"),
         )

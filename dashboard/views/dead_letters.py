@@ -21,6 +21,7 @@ from dashboard.audit import Audit
 from dashboard.live import ops_pages as live_pages
 from dashboard.views.common import HtmxHttpRequest, engine_call, page, require_act, tenants
 from ingest.engine.models import DeadLetter
+from ingest.engine.secrets import public_value
 from ingest.engine.services import control as engine_control
 from ingest.engine.services import dead_letters as engine_dead_letters
 from ingest.engine.services.dead_letters import DeadLetterFilter
@@ -80,7 +81,7 @@ def dead_letter_discard(request: HtmxHttpRequest, dl_id: int) -> HttpResponse:
 def dead_letter_replay_form(request: HtmxHttpRequest, dl_id: int) -> HttpResponse:
     dl = sel.dead_letter_get(tenants=tenants(request), dead_letter_id=dl_id)
     require_act(request, dl.tenant)
-    form = forms.ReplayForm(initial={"params": json.dumps(dl.instance.params, indent=2, sort_keys=True)})
+    form = forms.ReplayForm(initial={"params": json.dumps(public_value(dl.instance.params), indent=2, sort_keys=True)})
     return render(request, "ops/dead_letter_replay.html", {"dl": dl, "form": form})
 
 
@@ -90,11 +91,11 @@ def dead_letter_replay(request: HtmxHttpRequest, dl_id: int) -> HttpResponse:
     """Two steps: without `confirm` show the diff of the edit; with it, replay as a new instance."""
     dl = sel.dead_letter_get(tenants=tenants(request), dead_letter_id=dl_id)
     require_act(request, dl.tenant)
-    form = forms.ReplayForm(request.POST)
+    form = forms.ReplayForm(request.POST, original=dl.instance.params)
     if not form.is_valid():
         return render(request, "ops/dead_letter_replay.html", {"dl": dl, "form": form}, status=400)
     params = form.cleaned_data["params"]
-    diff = forms.params_diff(dl.instance.params, params)
+    diff = forms.params_diff(public_value(dl.instance.params), params)
     if "confirm" not in request.POST:
         return render(request, "ops/dead_letter_replay.html",
                       {"dl": dl, "form": form, "diff": diff, "preview": True, "edited": bool(diff)})

@@ -27,7 +27,10 @@ from dashboard.models import Role
 from dashboard.views.common import HtmxHttpRequest
 from ingest.engine import EngineError
 from ingest.engine.models import Instance, Status
+from ingest.engine.secrets import public_value
 from ingest.engine.services import control, instances
+from ingest.triggers import limits
+from ingest.triggers.errors import InputRejected
 
 # ---- the ledger --------------------------------------------------------------------------
 
@@ -98,10 +101,10 @@ def instance_detail(request: HtmxHttpRequest, instance_id: str) -> HttpResponse:
 
 
 def _json_field(raw: str, *, what: str) -> Any:
-    try:
-        return json.loads(raw) if raw.strip() else None
-    except json.JSONDecodeError as exc:
-        raise forms.ValidationError(f"{what} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
+    try:  # within the input limits: no NUL, no 5,000-digit number, no RecursionError
+        return limits.json_parse(raw, limits=limits.input_limits(), what=what) if raw.strip() else None
+    except InputRejected as exc:
+        raise forms.ValidationError(str(exc)) from None
 
 
 class ActionForm(forms.Form):
@@ -147,6 +150,10 @@ class ReplayForm(ActionForm):
         value = _json_field(self.cleaned_data["params"], what="params")
         if not isinstance(value, dict):
             raise forms.ValidationError("params must be a JSON object, e.g. {\"account\": \"acme\"}")
+        try:
+            limits.reserved_params_check(value, original=self.instance.params)
+        except InputRejected as exc:
+            raise forms.ValidationError(str(exc)) from None
         return value
 
     def engine_kwargs(self) -> dict[str, Any]:
@@ -177,7 +184,7 @@ def _form(action: str, instance: Instance, data: Any = None) -> ActionForm:
     if cls is RestartForm:
         kwargs["steps"] = _restartable(instance)
     if cls is ReplayForm and data is None:
-        kwargs["initial"] = {"params": json.dumps(instance.params, indent=2, sort_keys=True)}
+        kwargs["initial"] = {"params": json.dumps(public_value(instance.params), indent=2, sort_keys=True)}
     return cls(data, **kwargs)
 
 
@@ -236,7 +243,7 @@ def instance_action_run(request: HtmxHttpRequest, instance_id: str, action: str)
         return _confirm(request, instance, spec, form, status=400)
     if isinstance(form, ReplayForm) and not form.cleaned_data["confirm"]:
         # First submit of a replay shows what changes; the second one (confirm=1) runs it.
-        diff = params_diff(instance.params, form.cleaned_data["params"])
+        diff = params_diff(public_value(instance.params), form.cleaned_data["params"])
         data = request.POST.copy()
         data["confirm"] = "True"
         data["params"] = json.dumps(form.cleaned_data["params"], indent=2, sort_keys=True)

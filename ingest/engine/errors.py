@@ -77,6 +77,10 @@ class NonDeterministicReplay(EngineError):
     """Replay asked for a step that contradicts the recorded history."""
 
 
+class StepLimitExceeded(EngineError):
+    """The instance asked for more steps than RUNLEDGER_MAX_STEPS allows."""
+
+
 class StepResultTooLarge(EngineError):
     """A step returned more than 1 MiB."""
 
@@ -95,6 +99,10 @@ class WaitForEventTimeout(Exception):
 
 class ChildWorkflowFailed(Exception):
     """A child workflow ended errored or terminated."""
+
+
+class FanOutItemMissing(Exception):
+    """A fan-out item had not finished when its fan-out timed out (the `error` of its Settled)."""
 
 
 class StepFailed(Exception):

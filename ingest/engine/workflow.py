@@ -36,6 +36,10 @@ class Workflow:
     WorkflowTimeout), `rate_limit` (`{"limit": 100, "period": "1 minute", "key": "tenant"}`:
     at most `limit` starts per sliding `period`, per key value). `retention_days` (default 30):
     finished instances older than that are archived and purged (ingest.engine.services.retention).
+
+    `sensitive_params` (e.g. `("password",)`): those params are encrypted at rest, shown as
+    "redacted" in every list, page and answer, and kept out of the search index; `run` sees them
+    in clear (docs/secrets.md).
     """
 
     name: ClassVar[str] = ""
@@ -45,6 +49,7 @@ class Workflow:
     timeout: ClassVar[Duration | None] = None
     rate_limit: ClassVar[dict[str, Any] | None] = None
     retention_days: ClassVar[int] = 30
+    sensitive_params: ClassVar[tuple[str, ...]] = ()
     # Parsed once at class creation, so a bad value fails at import, not in the claim loop.
     _timeout: ClassVar[timedelta | None] = None
     _rate: ClassVar[tuple[int, timedelta] | None] = None

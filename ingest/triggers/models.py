@@ -9,6 +9,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from ingest.engine.secrets import EncryptedTextField
+
 
 class Route(models.Model):
     """`POST /api/routes/{name}` starts `workflow` for `tenant`."""
@@ -38,15 +40,15 @@ class IngressSecret(models.Model):
     """A tenant's ingress credentials: the bearer token and the HMAC secret that signs bodies.
 
     A tenant may hold several (rotation): a request is accepted by any enabled one whose token
-    matches. The token is stored as its SHA-256 (it is only compared); the HMAC secret must be
-    stored as is, because verifying a signature needs it.
+    matches. The token is stored as its SHA-256 (it is only compared); the HMAC secret is needed
+    as is to verify a signature, so it is stored encrypted (ingest.engine.secrets).
     """
 
     tenant = models.CharField(max_length=100)
     name = models.CharField(max_length=100, default="default")
     token_hash = models.CharField(max_length=64, unique=True)
     token_prefix = models.CharField(max_length=16, blank=True, default="")
-    hmac_secret = models.CharField(max_length=200)
+    hmac_secret = EncryptedTextField()
     enabled = models.BooleanField(default=True)
     rate_limit_per_minute = models.PositiveIntegerField(
         null=True, blank=True, help_text="Requests per minute for the tenant across its routes."
@@ -78,6 +80,21 @@ class IdempotencyKey(models.Model):
             models.UniqueConstraint(fields=["tenant", "route", "key"], name="idempotency_key_unique"),
         ]
         indexes = [models.Index(fields=["expires_at"], name="idempotency_expiry")]
+
+
+class SeenSignature(models.Model):
+    """A signed ingress request accepted without an Idempotency-Key, remembered while its
+    timestamp is inside the signature window: the same bytes sent again cannot start a second
+    instance. In the database, so every web process sees it; expired rows are purged."""
+
+    digest = models.CharField(max_length=64, primary_key=True)  # SHA-256 of timestamp + signature
+    tenant = models.CharField(max_length=100)
+    route = models.CharField(max_length=100)
+    instance_id = models.CharField(max_length=100)
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["expires_at"], name="seen_signature_expiry")]
 
 
 class MissedFirePolicy(models.TextChoices):

@@ -43,7 +43,7 @@ def code(r: Any) -> str:
 @pytest.mark.parametrize("body", [
     {"reason": "r"},                      # no selection at all
     {"ids": [], "reason": "r"},           # an empty id list
-    {"ids": [0], "reason": "r"},          # not an id
+    {"ids": ["0"], "reason": "r"},        # not an id
 ])
 def test_an_empty_or_invalid_selection_is_a_400_that_changes_no_row(operator: ApiClient, body: Any) -> None:
     dead_letter(), dead_letter()

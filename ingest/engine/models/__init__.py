@@ -19,6 +19,7 @@ from ingest.engine.models.costs import (
     BudgetScope,
     ReservationState,
 )
+from ingest.engine.models.fan_out import FanOut, FanOutItem, FanOutItemState, FanOutState
 from ingest.engine.models.history import (
     DeadLetter,
     DeadLetterState,
@@ -56,6 +57,10 @@ __all__ = [
     "Control",
     "DeadLetter",
     "DeadLetterState",
+    "FanOut",
+    "FanOutItem",
+    "FanOutItemState",
+    "FanOutState",
     "History",
     "HistoryKind",
     "Instance",

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('engine', '0007_instance_search_pattern_index'),
+        ('engine', '0008_fan_out_and_completed_with_errors'),
     ]
 
     operations = [
