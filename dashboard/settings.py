@@ -158,6 +158,8 @@ RUNLEDGER_MAX_STEPS = config.env_int(ENV, "RUNLEDGER_MAX_STEPS", 10_000, minimum
 # Extra modules whose workflows every process registers (comma-separated), beside ingest.workflows.
 RUNLEDGER_WORKFLOW_MODULES = [m.strip() for m in ENV.get("RUNLEDGER_WORKFLOW_MODULES", "").split(",") if m.strip()]
 # Prices usage when a step records a cost without an amount (the pipelines' price table, then list prices).
+# Where retention writes archived instances (gzip JSON lines, one file per workflow and day).
+RUNLEDGER_ARCHIVE_DIR = Path(ENV.get("RUNLEDGER_ARCHIVE_DIR", "") or BASE_DIR / "var" / "archive")
 RUNLEDGER_PRICER = ENV.get("RUNLEDGER_PRICER", "ingest.pipelines.pricer.price_usage")
 
 # What one request may carry (ingest/triggers/limits.py; README "Configuration"). Checked

@@ -1,10 +1,10 @@
-"""Operations pages: overview, workflow DAG, dead letters, costs, budgets, approvals."""
+"""Operations pages: overview, workflow DAG, dead letters, costs, budgets, approvals, audit."""
 
 from __future__ import annotations
 
 from django.urls import path
 
-from dashboard.views import approvals, budgets, costs, dead_letters, overview, workflows
+from dashboard.views import approvals, audit, budgets, costs, dead_letters, overview, workflows
 
 app_name = "ops"
 
@@ -29,4 +29,5 @@ urlpatterns = [
     path("approvals/", approvals.approvals, name="approvals"),
     path("approvals/<int:approval_id>/", approvals.approval_detail, name="approval"),
     path("approvals/<int:approval_id>/answer/", approvals.approval_answer, name="approval_answer"),
+    path("audit/", audit.audit, name="audit"),
 ]

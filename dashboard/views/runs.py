@@ -22,6 +22,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from dashboard import access, selectors
 from dashboard.actions import ACTIONS, Action, available_actions
+from dashboard.audit import Audit, Origin, audited
 from dashboard.models import Role
 from dashboard.views.common import HtmxHttpRequest
 from ingest.engine import EngineError
@@ -249,7 +250,11 @@ def instance_action_run(request: HtmxHttpRequest, instance_id: str, action: str)
         return _confirm(request, instance, spec, _form(action, instance, data), diff=diff)
     engine_error = ""
     try:
-        result = _call_engine(spec.name, instance, form, actor=request.user.get_username())
+        result = audited(
+            user=request.user, origin=Origin.of_request(request),
+            audit=Audit(f"instance.{spec.name}", [instance.tenant], _audit_selection(instance, form),
+                        form.cleaned_data["reason"]),
+            run=lambda: _call_engine(spec.name, instance, form, actor=request.user.get_username()))
     except EngineError as exc:
         engine_error = str(exc)
     if engine_error:
@@ -261,6 +266,12 @@ def instance_action_run(request: HtmxHttpRequest, instance_id: str, action: str)
     else:
         messages.success(request, f"{spec.label.rstrip('…')} requested for {instance.id}.")
     return HttpResponseRedirect(reverse("instance-detail", args=[target]), status=303)
+
+
+def _audit_selection(instance: Instance, form: ActionForm) -> dict[str, Any]:
+    """The instance and the action's own arguments (a replay's params are left out: they may be large)."""
+    extra = {k: v for k, v in form.engine_kwargs().items() if k not in ("params", "payload")}
+    return {"instance_id": instance.id, **extra}
 
 
 def _call_engine(action: str, instance: Instance, form: ActionForm, *, actor: str) -> Any:

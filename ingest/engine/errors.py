@@ -125,6 +125,10 @@ class DeadLetterError(EngineError):
     """The dead letter cannot take this action."""
 
 
+class InvalidSelection(EngineError):
+    """A bulk action's selection is empty or not explicit; nothing was done."""
+
+
 class WorkflowTimeout(EngineError):
     """The instance ran past its workflow's timeout."""
 

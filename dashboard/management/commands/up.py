@@ -44,6 +44,7 @@ class Command(BaseCommand):
             summary = demo_seed()
             self.stdout.write(f"demo data: {summary.started} ingests started, {summary.already} already there")
         from dashboard.rollups.runner import RollupRunner
+        from ingest.engine.retention_runner import RetentionRunner
         from ingest.engine.worker.loop import Worker
         from ingest.triggers.scheduler import Scheduler
 
@@ -52,6 +53,8 @@ class Command(BaseCommand):
         scheduler.start()
         rollups = RollupRunner()  # the DAG and costs pages' hourly rollups (dashboard/rollups)
         rollups.start()
+        retention = RetentionRunner()  # finished instances past their retention_days, hourly
+        retention.start()
         url = f"http://{options['host']}:{options['port']}/"
         self.stdout.write(f"Runledger is up at {url} — log in as operator/operator (viewer/viewer reads only)")
         self.stdout.flush()
@@ -59,6 +62,7 @@ class Command(BaseCommand):
             self._serve(options["host"], options["port"])
         finally:
             self.stdout.write("stopping: draining the worker")
+            retention.stop()
             rollups.stop()
             scheduler.stop()
             worker.stop(timeout=30)

@@ -38,8 +38,10 @@ from ingest.engine.models.instances import (
     StepKind,
     StepStatus,
 )
+from ingest.engine.models.retention import RetentionBatch
 
 __all__ = [
+    "RetentionBatch",
     "FINISHED_STATUSES",
     "ApiCost",
     "ApprovalKind",
