@@ -24,6 +24,7 @@ from ingest.engine.errors import (
     InvalidDuration,
     InvalidInstanceId,
     InvalidParams,
+    InvalidSelection,
     InvalidStepConfig,
     InvalidTransition,
     NonDeterministicReplay,
@@ -45,7 +46,7 @@ from ingest.engine.workflow import Workflow, WorkflowEvent, get_workflow, workfl
 __all__ = [
     "ApprovalError", "BatchTooLarge", "BudgetExceeded", "ChildWorkflowFailed", "DeadLetterError", "EngineError",
     "FanOutItemMissing", "InstanceAlreadyExists", "InstanceFinished", "InstanceHandle", "InstanceNotFound",
-    "InvalidDuration", "InvalidInstanceId", "InvalidParams", "InvalidStepConfig", "InvalidTransition",
+    "InvalidDuration", "InvalidInstanceId", "InvalidParams", "InvalidSelection", "InvalidStepConfig", "InvalidTransition",
     "NonDeterministicReplay", "NonRetryableError", "SecretKeysMissing", "SecretUnreadable", "SecretsError", "Settled", "StepFailed", "StepLimitExceeded",
     "StepResultNotSerializable",
     "StepResultTooLarge", "StepTimeout", "UnknownStep", "UnknownWorkflow", "WaitForEventTimeout", "Workflow",
