@@ -43,6 +43,7 @@ INSTALLED_APPS = [
     "template_partials",
     "ingest.engine",
     "ingest.triggers",
+    "ingest.alerts",
     "ingest",
     "dashboard",
 ]
@@ -128,6 +129,15 @@ RUNLEDGER_PARALLEL_THREADS = config.env_int(ENV, "RUNLEDGER_PARALLEL_THREADS", 8
 RUNLEDGER_WORKFLOW_MODULES = [m.strip() for m in ENV.get("RUNLEDGER_WORKFLOW_MODULES", "").split(",") if m.strip()]
 # Prices usage when a step records a cost without an amount (the pipelines' price table, then list prices).
 RUNLEDGER_PRICER = ENV.get("RUNLEDGER_PRICER", "ingest.pipelines.pricer.price_usage")
+# Alerts and callbacks (ingest/alerts): links in messages, the sender, the delivery retries.
+# Email goes through Django's mail backend (EMAIL_BACKEND, EMAIL_HOST...) unless a channel
+# names its own SMTP server.
+RUNLEDGER_BASE_URL = ENV.get("RUNLEDGER_BASE_URL", "")
+RUNLEDGER_ALERT_SENDER = ENV.get("RUNLEDGER_ALERT_SENDER", "runledger@localhost")
+RUNLEDGER_DELIVERY_RETRY_DELAY = ENV.get("RUNLEDGER_DELIVERY_RETRY_DELAY", "2 seconds")
+EMAIL_BACKEND = ENV.get("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+EMAIL_HOST = ENV.get("EMAIL_HOST", "localhost")
+EMAIL_PORT = config.env_int(ENV, "EMAIL_PORT", 25, minimum=1)
 
 LOGGING = {
     "version": 1,

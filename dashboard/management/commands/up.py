@@ -41,6 +41,7 @@ class Command(BaseCommand):
             summary = demo_seed()
             self.stdout.write(f"demo data: {summary.started} ingests started, {summary.already} already there")
         from dashboard.rollups.runner import RollupRunner
+        from ingest.alerts.runner import AlertRunner
         from ingest.engine.worker.loop import Worker
         from ingest.triggers.scheduler import Scheduler
 
@@ -49,6 +50,8 @@ class Command(BaseCommand):
         scheduler.start()
         rollups = RollupRunner()  # the DAG and costs pages' hourly rollups (dashboard/rollups)
         rollups.start()
+        alerts = AlertRunner()  # alert rules, notifications and callbacks (ingest/alerts)
+        alerts.start()
         url = f"http://{options['host']}:{options['port']}/"
         self.stdout.write(f"Runledger is up at {url} — log in as operator/operator (viewer/viewer reads only)")
         self.stdout.flush()
@@ -56,6 +59,7 @@ class Command(BaseCommand):
             self._serve(options["host"], options["port"])
         finally:
             self.stdout.write("stopping: draining the worker")
+            alerts.stop()
             rollups.stop()
             scheduler.stop()
             worker.stop(timeout=30)

@@ -1,0 +1,125 @@
+"""The event-driven half of alerting: follow the history table, where the engine already writes
+every instance's end and every approval, and act on the rows that matter. Nothing is added to
+the step's hot path: the engine writes what it wrote before, and this reads it afterwards.
+
+History ids come from a sequence, so a transaction holding id 41 can commit after one holding 42;
+ids below the cursor that were missing are remembered for a while and read again (as the
+dashboard's live feed does). A round runs in one transaction holding the state row's lock, so
+two followers never act on the same rows, and a round that fails is rolled back whole.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Max, Q
+
+from ingest.alerts.callbacks import callback_start
+from ingest.alerts.conditions import COMPLETED_WITH_ERRORS, Clear, Signal, history_signals
+from ingest.alerts.delivery import delivery_failed
+from ingest.alerts.firing import clear_handle, signal_handle
+from ingest.alerts.models import Callback, Condition, FollowState
+from ingest.engine.models import DeadLetter, DeadLetterState, History
+
+log = logging.getLogger("runledger.alerts")
+BATCH = 2000
+GAP_SECONDS = 60.0
+MAX_GAPS = 1000
+ENDED = frozenset({"complete", "errored", "terminated", COMPLETED_WITH_ERRORS})
+DELIVERIES = frozenset({"alert-deliver", "callback-deliver"})
+
+
+@dataclass(frozen=True)
+class Advance:
+    cursor: int
+    gaps: dict[str, float]
+
+
+def advance(*, cursor: int, gaps: dict[str, float], seen: list[int], now: float) -> Advance:
+    """The new cursor and gaps after reading `seen` (sorted ids above the cursor or in the gaps).
+    Pure: ids skipped between cursor and the highest seen become gaps; gaps seen or older than
+    GAP_SECONDS are dropped."""
+    kept = {k: v for k, v in gaps.items() if int(k) not in set(seen) and now - v < GAP_SECONDS}
+    top = cursor
+    for i in seen:
+        if i > top:
+            for missing in range(top + 1, i):
+                kept[str(missing)] = now
+            top = i
+    if len(kept) > MAX_GAPS:
+        kept = dict(sorted(kept.items(), key=lambda kv: int(kv[0]))[-MAX_GAPS:])
+    return Advance(top, kept)
+
+
+def follow_start(*, now: datetime) -> FollowState:
+    """The state row, created at the history's end: alerts begin with what happens from now on."""
+    top = History.objects.aggregate(top=Max("id"))["top"] or 0
+    state, _ = FollowState.objects.get_or_create(id=1, defaults={"cursor": top, "updated_at": now})
+    return state
+
+
+def follow_round(*, now: datetime) -> int:
+    """Read the history rows since the last round and act on them; how many rows were read."""
+    follow_start(now=now)
+    with transaction.atomic():
+        state = FollowState.objects.select_for_update().get(id=1)
+        wanted = Q(id__gt=state.cursor)
+        if state.gaps:
+            wanted |= Q(id__in=[int(g) for g in state.gaps])
+        rows = list(History.objects.filter(wanted).order_by("id").values(
+            "id", "kind", "status", "workflow", "tenant", "instance_id", "step_name", "data")[:BATCH])
+        for row in rows:
+            if row["kind"] in ("instance.status", "approval"):
+                _act(row, now=now)
+        moved = advance(cursor=state.cursor, gaps=state.gaps, seen=[r["id"] for r in rows], now=now.timestamp())
+        FollowState.objects.filter(id=1).update(cursor=moved.cursor, gaps=moved.gaps, updated_at=now)
+    return len(rows)
+
+
+def _act(row: dict[str, Any], *, now: datetime) -> None:
+    try:
+        with transaction.atomic():  # one bad row must not undo the round's others
+            _act_on(row, now=now)
+    except Exception:
+        log.exception("alerts: history row %s (%s %s of %s) could not be handled",
+                      row["id"], row["kind"], row["status"], row["instance_id"])
+
+
+def _act_on(row: dict[str, Any], *, now: datetime) -> None:
+    ended = row["kind"] == "instance.status" and row["status"] in ENDED
+    if ended and row["workflow"] in DELIVERIES:
+        if row["status"] == "errored":
+            message = (row.get("data") or {}).get("message", "")
+            delivery_failed(workflow=row["workflow"], instance_id=row["instance_id"], message=message)
+        if row["workflow"] == "alert-deliver":
+            return
+    if ended and Callback.objects.filter(instance_id=row["instance_id"]).exists():
+        callback_start(instance_id=row["instance_id"])
+    for what in history_signals(row):
+        if isinstance(what, Clear):
+            clear_handle(what, now=now)
+        else:
+            signal_handle(what, now=now)
+    if ended and row["status"] == "errored":
+        new = _new_signature(row)
+        if new is not None:
+            signal_handle(new, now=now)
+
+
+def _new_signature(row: dict[str, Any]) -> Signal | None:
+    """A dead letter whose signature no other open dead letter of its tenant has."""
+    letter = DeadLetter.objects.filter(instance_id=row["instance_id"], state=DeadLetterState.OPEN).first()
+    if letter is None:
+        return None
+    others = DeadLetter.objects.filter(tenant=letter.tenant, signature=letter.signature,
+                                       state=DeadLetterState.OPEN).exclude(id=letter.id).exists()
+    if others:
+        return None
+    facts = {"instance": letter.instance_id, "step": letter.step_name, "error": letter.error_name,
+             "message": letter.error_message[:500], "signature": letter.signature}
+    return Signal(Condition.DEAD_LETTER_NEW_SIGNATURE, letter.tenant, f"signature:{letter.signature}",
+                  f"new error in {letter.workflow}: {letter.error_name}", letter.workflow, facts)
