@@ -11,7 +11,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
-from dashboard.api import instances, operations, schedules, workflows
+from dashboard.api import alerts, instances, operations, schedules, workflows
 from dashboard.api.auth import ApiTokenAuth
 from dashboard.api.errors import (
     ApiProblem,
@@ -20,6 +20,7 @@ from dashboard.api.errors import (
     from_trigger_error,
     handle_problem,
 )
+from ingest.alerts.errors import AlertError
 from ingest.engine.errors import EngineError
 from ingest.triggers.errors import TriggerError
 
@@ -40,6 +41,7 @@ api.add_router("/workflows", workflows.router)
 api.add_router("/instances", instances.router)
 api.add_router("/schedules", schedules.router)
 api.add_router("", operations.router)
+api.add_router("", alerts.router)
 
 
 @api.exception_handler(ApiProblem)
@@ -50,6 +52,11 @@ def _problem(request: HttpRequest, exc: ApiProblem) -> HttpResponse:
 @api.exception_handler(EngineError)
 def _engine(request: HttpRequest, exc: EngineError) -> HttpResponse:
     return from_engine_error(exc)
+
+
+@api.exception_handler(AlertError)
+def _alert(request: HttpRequest, exc: AlertError) -> HttpResponse:
+    return error_response(exc.status, exc.code, str(exc))
 
 
 @api.exception_handler(TriggerError)

@@ -16,6 +16,7 @@ from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 
 from dashboard.api.errors import error_response, from_engine_error, from_trigger_error
+from ingest.alerts.callbacks import route_callback_attach
 from ingest.engine.errors import EngineError
 from ingest.triggers.errors import BodyTooLarge, InvalidWait, TriggerError
 from ingest.triggers.selectors import instance_outcome_wait
@@ -82,6 +83,8 @@ def route_ingress(request: HttpRequest, route: str) -> HttpResponse:
         )
         route_default = min(triggered.route.wait_seconds, max_wait()) if triggered.route.sync_default else 0.0
         wait = route_default if asked < 0 else asked
+        if triggered.created:
+            route_callback_attach(route=route, instance_id=triggered.instance_id, now=timezone.now())
     except TriggerError as exc:
         return from_trigger_error(exc)
     except EngineError as exc:

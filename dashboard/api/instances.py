@@ -5,7 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from django.db import transaction
 from django.http import HttpRequest
+from django.utils import timezone
 from ninja import Query, Router, Schema
 
 from dashboard import access
@@ -13,6 +15,7 @@ from dashboard.api import schemas as s
 from dashboard.api import selectors
 from dashboard.api.auth import actor, require_act
 from dashboard.api.errors import ApiProblem
+from ingest.alerts.callbacks import callback_register
 from ingest.engine.models import Instance
 from ingest.engine.services import control as engine_control
 from ingest.engine.services import instances as engine_instances
@@ -56,9 +59,13 @@ def _ok(instance_id: str) -> dict[str, Any]:
 @router.post("", response={201: s.InstanceOut, **ERRORS}, summary="Start an instance")
 def instance_start(request: HttpRequest, body: s.InstanceIn) -> tuple[int, dict[str, Any]]:
     require_act(request.user, body.tenant)
-    created = engine_instances.instance_create(workflow=body.workflow, id=body.id, params=body.params,
-                                     tenant=body.tenant, priority=body.priority,
-                                     start_at=selectors.as_utc(body.start_at, what="start_at"), actor=actor(request.user))
+    with transaction.atomic():  # a refused callback URL starts nothing
+        created = engine_instances.instance_create(workflow=body.workflow, id=body.id, params=body.params,
+                                         tenant=body.tenant, priority=body.priority,
+                                         start_at=selectors.as_utc(body.start_at, what="start_at"), actor=actor(request.user))
+        if body.callback_url is not None:
+            callback_register(instance_id=created.id, tenant=body.tenant, url=body.callback_url,
+                              source="api", now=timezone.now())
     return 201, selectors.instance_dict(Instance.objects.get(pk=created.id))
 
 

@@ -93,3 +93,12 @@ def callback_start(*, instance_id: str) -> str | None:
     except InstanceAlreadyExists:
         pass
     return name
+
+
+def route_callback_attach(*, route: str, instance_id: str, now: datetime) -> Callback | None:
+    """The route's callback URL, if it has one, on an instance its request just started."""
+    url = route_callback_url(route)
+    tenant = Instance.objects.filter(id=instance_id).values_list("tenant", flat=True).first()
+    if not url or tenant is None:
+        return None
+    return callback_register(instance_id=instance_id, tenant=tenant, url=url, source=CallbackSource.ROUTE, now=now)

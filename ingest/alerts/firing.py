@@ -12,8 +12,15 @@ from django.db import transaction
 
 from ingest.alerts.conditions import Clear, Signal, may_send, rule_matches, summary_due
 from ingest.alerts.messages import AlertView, webhook_payload
-from ingest.alerts.models import Alert, AlertState, Channel, ChannelKind, Notification, NotificationKind, Rule
-from ingest.engine.errors import InstanceAlreadyExists
+from ingest.alerts.models import (
+    Alert,
+    AlertState,
+    Channel,
+    ChannelKind,
+    Notification,
+    NotificationKind,
+    Rule,
+)
 from ingest.engine.services.instances import instance_create
 
 DELIVER_WORKFLOW = "alert-deliver"
@@ -127,11 +134,8 @@ def notifications_create(*, alert: Alert | None, rule: Rule | None, kind: str, n
                 subject=payload["subject"], body=payload, created_at=now)
             note.instance_id = f"{DELIVER_WORKFLOW}-{note.id}"
             note.save(update_fields=["instance_id"])
-            try:
-                instance_create(workflow=DELIVER_WORKFLOW, id=note.instance_id, params={"notification": note.id},
-                                tenant=channel.tenant, actor="alerts")
-            except InstanceAlreadyExists:  # a notification id is never reused; a retried round is
-                pass
+            instance_create(workflow=DELIVER_WORKFLOW, id=note.instance_id, params={"notification": note.id},
+                            tenant=channel.tenant, actor="alerts")
             made.append(note)
     return made
 

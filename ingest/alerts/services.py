@@ -12,8 +12,9 @@ from django.db import IntegrityError, transaction
 
 from ingest.alerts.conditions import params_clean
 from ingest.alerts.errors import ChannelNotFound, InvalidChannel, InvalidRule, RuleNotFound
-from ingest.alerts.models import Channel, ChannelKind, Rule
+from ingest.alerts.models import Channel, ChannelKind, IngressError, Rule
 from ingest.sources.notify import address_problem, url_problem
+from ingest.triggers.models import Route
 
 MAX_RECIPIENTS = 50
 MIN_HMAC_KEY = 16
@@ -131,3 +132,9 @@ def channel_set_enabled(*, channel_id: int, tenant: str, enabled: bool, now: dat
     if not updated:
         raise ChannelNotFound(f"no channel {channel_id} in tenant {tenant!r}")
     return Channel.objects.get(id=channel_id)
+
+
+def ingress_error_record(*, route: str, status: int, now: datetime) -> None:
+    """A 5xx answered by signed ingress (the route's tenant, when the route exists)."""
+    tenant = Route.objects.filter(name=route).values_list("tenant", flat=True).first() or ""
+    IngressError.objects.create(route=route[:100], tenant=tenant, status=status, created_at=now)
