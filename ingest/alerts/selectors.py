@@ -13,7 +13,7 @@ def rule_row(rule: Rule) -> dict[str, Any]:
         "id": rule.id, "tenant": rule.tenant, "name": rule.name, "condition": rule.condition,
         "params": rule.params, "channel_ids": sorted(c.id for c in rule.channels.all()),
         "throttle_seconds": rule.throttle_seconds, "notify_resolved": rule.notify_resolved,
-        "enabled": rule.enabled, "created_by": rule.created_by, "updated_at": rule.updated_at.isoformat(),
+        "enabled": rule.enabled, "created_by": rule.created_by, "updated_at": rule.updated_at,
     }
 
 
@@ -54,8 +54,8 @@ def notification_row(note: Notification) -> dict[str, Any]:
     return {
         "id": note.id, "tenant": note.tenant, "kind": note.kind, "channel": note.channel.name if note.channel else "",
         "recipient": note.recipient, "subject": note.subject, "state": note.state, "attempts": note.attempts,
-        "last_error": note.last_error, "instance_id": note.instance_id, "created_at": note.created_at.isoformat(),
-        "delivered_at": note.delivered_at.isoformat() if note.delivered_at else None,
+        "last_error": note.last_error, "instance_id": note.instance_id, "created_at": note.created_at,
+        "delivered_at": note.delivered_at,
     }
 
 
@@ -76,7 +76,7 @@ def callback_row(callback: Callback) -> dict[str, Any]:
         "instance_id": callback.instance_id, "url": callback.url, "source": callback.source,
         "state": callback.state, "attempts": callback.attempts, "last_status": callback.last_status,
         "last_error": callback.last_error, "delivery_instance_id": callback.delivery_instance_id,
-        "delivered_at": callback.delivered_at.isoformat() if callback.delivered_at else None,
+        "delivered_at": callback.delivered_at,
     }
 
 
