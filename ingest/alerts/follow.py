@@ -111,12 +111,13 @@ def _act_on(row: dict[str, Any], *, now: datetime) -> None:
 
 
 def _new_signature(row: dict[str, Any]) -> Signal | None:
-    """A dead letter whose signature no other open dead letter of its tenant has."""
+    """A dead letter whose signature no earlier open dead letter of its tenant has (earlier:
+    by the time the follower reads the row, later letters of a storm may already be there)."""
     letter = DeadLetter.objects.filter(instance_id=row["instance_id"], state=DeadLetterState.OPEN).first()
     if letter is None:
         return None
     others = DeadLetter.objects.filter(tenant=letter.tenant, signature=letter.signature,
-                                       state=DeadLetterState.OPEN).exclude(id=letter.id).exists()
+                                       state=DeadLetterState.OPEN, id__lt=letter.id).exists()
     if others:
         return None
     facts = {"instance": letter.instance_id, "step": letter.step_name, "error": letter.error_name,

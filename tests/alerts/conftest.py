@@ -48,7 +48,8 @@ def email_channel(db, smtp):
 
 @pytest.fixture
 def drain():
-    def _drain() -> int:
-        return run_until_idle(advance_clock=True)
+    def _drain(*, advance_clock: bool = True) -> int:
+        """Everything due; with advance_clock, retry delays (and sleeps, and timeouts) pass at once."""
+        return run_until_idle(advance_clock=advance_clock)
 
     return _drain
