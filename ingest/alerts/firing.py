@@ -4,6 +4,7 @@ condition clears. Every notification is a row and an `alert-deliver` instance of
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 from urllib.parse import urlsplit
@@ -131,9 +132,8 @@ def notifications_create(*, alert: Alert | None, rule: Rule | None, kind: str, n
         for channel in targets:
             note = Notification.objects.create(
                 tenant=channel.tenant, alert=alert, channel=channel, kind=kind, recipient=recipient_of(channel),
-                subject=payload["subject"], body=payload, created_at=now)
-            note.instance_id = f"{DELIVER_WORKFLOW}-{note.id}"
-            note.save(update_fields=["instance_id"])
+                subject=payload["subject"], body=payload, created_at=now,
+                instance_id=f"{DELIVER_WORKFLOW}-{uuid.uuid4().hex[:20]}")
             instance_create(workflow=DELIVER_WORKFLOW, id=note.instance_id, params={"notification": note.id},
                             tenant=channel.tenant, actor="alerts")
             made.append(note)

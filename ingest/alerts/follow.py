@@ -19,14 +19,21 @@ from django.db import transaction
 from django.db.models import Max, Q
 
 from ingest.alerts.callbacks import callback_start
-from ingest.alerts.conditions import COMPLETED_WITH_ERRORS, Clear, Signal, history_signals
+from ingest.alerts.conditions import (
+    COMPLETED_WITH_ERRORS,
+    EVENT_CONDITIONS,
+    Clear,
+    Signal,
+    history_signals,
+)
 from ingest.alerts.delivery import delivery_failed
 from ingest.alerts.firing import clear_handle, signal_handle
-from ingest.alerts.models import Callback, Condition, FollowState
+from ingest.alerts.models import Callback, Condition, FollowState, Rule
 from ingest.engine.models import DeadLetter, DeadLetterState, History
 
 log = logging.getLogger("runledger.alerts")
-BATCH = 2000
+BATCH = 50  # rows acted on per round (a committed transaction each)
+SCAN = 5000  # history ids a round may pass over (steps, costs: rows no alert reads)
 GAP_SECONDS = 60.0
 MAX_GAPS = 1000
 ENDED = frozenset({"complete", "errored", "terminated", COMPLETED_WITH_ERRORS})
@@ -62,34 +69,62 @@ def follow_start(*, now: datetime) -> FollowState:
     return state
 
 
+@dataclass
+class Round:
+    """What a round looks up once: the enabled rules by (condition, tenant), the instances of the
+    batch that carry a callback."""
+
+    rules: dict[tuple[str, str], list[Rule]]
+    callbacks: set[str]
+
+    def rules_for(self, condition: str, tenant: str) -> list[Rule]:
+        return self.rules.get((condition, tenant), [])
+
+
+def _round_of(rows: list[dict[str, Any]]) -> Round:
+    rules: dict[tuple[str, str], list[Rule]] = {}
+    for rule in Rule.objects.filter(enabled=True, condition__in=list(EVENT_CONDITIONS)):
+        rules.setdefault((rule.condition, rule.tenant), []).append(rule)
+    ended = [r["instance_id"] for r in rows if r["kind"] == "instance.status" and r["status"] in ENDED]
+    callbacks = set(Callback.objects.filter(instance_id__in=ended).values_list("instance_id", flat=True)) if ended else set()
+    return Round(rules, callbacks)
+
+
 def follow_round(*, now: datetime) -> int:
-    """Read the history rows since the last round and act on them; how many rows were read."""
+    """Read the next history rows (at most BATCH) and act on them; how many rows were read.
+    Small batches, each committed, let the deliveries of a burst start while it is still read."""
     follow_start(now=now)
     with transaction.atomic():
         state = FollowState.objects.select_for_update().get(id=1)
         wanted = Q(id__gt=state.cursor)
         if state.gaps:
             wanted |= Q(id__in=[int(g) for g in state.gaps])
-        rows = list(History.objects.filter(wanted).order_by("id").values(
+        relevant = Q(kind="approval") | Q(kind="instance.status", status__in=list(ENDED))
+        rows = list(History.objects.filter(wanted & relevant).order_by("id").values(
             "id", "kind", "status", "workflow", "tenant", "instance_id", "step_name", "data")[:BATCH])
+        # Ids of the rows of other kinds count as seen: the filter's range is read whole.
+        seen = list(History.objects.filter(wanted).order_by("id").values_list("id", flat=True)[:SCAN])
+        limit = min(rows[-1]["id"] if len(rows) == BATCH else 2**63, seen[-1] if len(seen) == SCAN else 2**63)
+        rows = [r for r in rows if r["id"] <= limit]
+        seen = [i for i in seen if i <= limit]
+        found = _round_of(rows)
         for row in rows:
-            if row["kind"] in ("instance.status", "approval"):
-                _act(row, now=now)
-        moved = advance(cursor=state.cursor, gaps=state.gaps, seen=[r["id"] for r in rows], now=now.timestamp())
+            _act(row, found, now=now)
+        moved = advance(cursor=state.cursor, gaps=state.gaps, seen=seen, now=now.timestamp())
         FollowState.objects.filter(id=1).update(cursor=moved.cursor, gaps=moved.gaps, updated_at=now)
-    return len(rows)
+    return len(seen)
 
 
-def _act(row: dict[str, Any], *, now: datetime) -> None:
+def _act(row: dict[str, Any], found: Round, *, now: datetime) -> None:
     try:
         with transaction.atomic():  # one bad row must not undo the round's others
-            _act_on(row, now=now)
+            _act_on(row, found, now=now)
     except Exception:
         log.exception("alerts: history row %s (%s %s of %s) could not be handled",
                       row["id"], row["kind"], row["status"], row["instance_id"])
 
 
-def _act_on(row: dict[str, Any], *, now: datetime) -> None:
+def _act_on(row: dict[str, Any], found: Round, *, now: datetime) -> None:
     ended = row["kind"] == "instance.status" and row["status"] in ENDED
     if ended and row["workflow"] in DELIVERIES:
         if row["status"] == "errored":
@@ -97,17 +132,19 @@ def _act_on(row: dict[str, Any], *, now: datetime) -> None:
             delivery_failed(workflow=row["workflow"], instance_id=row["instance_id"], message=message)
         if row["workflow"] == "alert-deliver":
             return
-    if ended and Callback.objects.filter(instance_id=row["instance_id"]).exists():
+    if ended and row["instance_id"] in found.callbacks:
         callback_start(instance_id=row["instance_id"])
     for what in history_signals(row):
         if isinstance(what, Clear):
-            clear_handle(what, now=now)
-        else:
-            signal_handle(what, now=now)
+            if found.rules_for(what.condition, what.tenant):
+                clear_handle(what, now=now)
+        elif rules := found.rules_for(what.condition, what.tenant):
+            signal_handle(what, now=now, rules=rules)
     if ended and row["status"] == "errored":
-        new = _new_signature(row)
+        rules = found.rules_for(Condition.DEAD_LETTER_NEW_SIGNATURE, row["tenant"])
+        new = _new_signature(row) if rules else None
         if new is not None:
-            signal_handle(new, now=now)
+            signal_handle(new, now=now, rules=rules)
 
 
 def _new_signature(row: dict[str, Any]) -> Signal | None:

@@ -22,6 +22,7 @@ from ingest.engine.periodic import Periodic
 log = logging.getLogger("runledger.alerts")
 LOCK_KEY = 0x616C65727473  # "alerts"
 INTERVAL_SECONDS = 1.0
+MAX_BATCHES = 200  # per round, so the checks still run under a flood
 CHECK_EVERY = 10  # rounds: time-based conditions are minutes long, history events seconds
 
 
@@ -47,10 +48,10 @@ class AlertRunner(Periodic):
 
     def run_once(self, clock: Callable[[], datetime]) -> int:
         read = 0
-        while not self.stopping:  # catch up on a burst before the next pause
+        for _ in range(MAX_BATCHES):  # catch up on a burst, a small committed batch at a time
             count = follow_round(now=clock())
             read += count
-            if count < 2000:
+            if count == 0 or self.stopping:
                 break
         if self.rounds % self.check_every == 0:
             checks_if_leader(now=clock())

@@ -70,7 +70,7 @@ def test_send_test_queues_a_delivery_instance(operator, channel_id):
     answer = operator.post(f"/api/alerts/channels/{channel_id}/test")
     assert answer.status_code == 202
     note = Notification.objects.get()
-    assert answer.json()["instance_id"] == note.instance_id == f"alert-deliver-{note.id}"
+    assert answer.json()["instance_id"] == note.instance_id and note.instance_id.startswith("alert-deliver-")
     listed = operator.get("/api/alerts/notifications").json()
     assert [n["kind"] for n in listed] == ["test"]
 

@@ -85,7 +85,7 @@ def test_the_operator_disables_a_rule_and_queues_a_test_through_the_engine(opera
     assert rule.enabled is False
     assert operator.post(f"/alerts/channels/{hook.id}/test/").status_code == 302
     note = Notification.objects.get()
-    assert (note.kind, note.channel, note.instance_id) == ("test", hook, f"alert-deliver-{note.id}")
+    assert (note.kind, note.channel) == ("test", hook) and note.instance_id.startswith("alert-deliver-")
 
 
 def test_the_viewer_reads_but_may_not_change_or_test(viewer, rule, hook):
