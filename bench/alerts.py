@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         finally:
             runner.stop()
             worker.stop(timeout=30)
-        ended = {i: e.timestamp() for i, e in Instance.objects.filter(id__in=ids).values_list("id", "ended_at")}
+        ended = {i: e.timestamp() for i, e in Instance.objects.filter(id__in=ids).values_list("id", "ended_at") if e}
     seconds = [r.at - ended[r.json()["facts"]["instance"]] for r in got]
     # Where the time goes: failure → notification row (the follower), row → receiver (the delivery).
     noted = {r.json()["facts"]["instance"]: r for r in got}

@@ -77,7 +77,7 @@ def approval_overdue(rule: Rule, now: datetime) -> tuple[list[Signal], set[str]]
     if workflow:
         qs = qs.filter(workflow=workflow)
     signals = [Signal(rule.condition, rule.tenant, f"approval:{a.id}", f"approval overdue: {a.title}"[:300],
-                      a.workflow, {"instance": a.instance_id, "approval": a.id, "due_at": a.due_at.isoformat(),
+                      a.workflow, {"instance": a.instance_id, "approval": a.id, "due_at": a.due_at.isoformat() if a.due_at else "",
                                    "escalation": a.escalation})
                for a in qs.order_by("due_at")[:200]]
     looked = {s.group_key for s in signals} | _firing_groups(rule)

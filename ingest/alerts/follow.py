@@ -100,8 +100,9 @@ def follow_round(*, now: datetime) -> int:
         if state.gaps:
             wanted |= Q(id__in=[int(g) for g in state.gaps])
         relevant = Q(kind="approval") | Q(kind="instance.status", status__in=list(ENDED))
-        rows = list(History.objects.filter(wanted & relevant).order_by("id").values(
-            "id", "kind", "status", "workflow", "tenant", "instance_id", "step_name", "data")[:BATCH])
+        query = History.objects.filter(wanted & relevant).order_by("id").values(
+            "id", "kind", "status", "workflow", "tenant", "instance_id", "step_name", "data")[:BATCH]
+        rows: list[dict[str, Any]] = [dict(r) for r in query]
         # Ids of the rows of other kinds count as seen: the filter's range is read whole.
         seen = list(History.objects.filter(wanted).order_by("id").values_list("id", flat=True)[:SCAN])
         limit = min(rows[-1]["id"] if len(rows) == BATCH else 2**63, seen[-1] if len(seen) == SCAN else 2**63)
