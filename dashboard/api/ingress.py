@@ -17,6 +17,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from dashboard.api.errors import error_response, from_engine_error, from_trigger_error
 from ingest.alerts.callbacks import route_callback_attach
+from ingest.engine import tracing
 from ingest.engine.errors import EngineError
 from ingest.triggers.errors import BodyTooLarge, InvalidWait, TriggerError
 from ingest.triggers.selectors import instance_outcome_wait
@@ -75,12 +76,13 @@ def route_ingress(request: HttpRequest, route: str) -> HttpResponse:
     try:
         asked = parse_wait(request.GET.get("wait"), default=-1.0)  # validated before any write
         body = _read_body(request)
-        triggered = route_trigger(
-            route=route, token=_bearer(request),
-            timestamp=request.headers.get("X-Runledger-Timestamp"),
-            signature=request.headers.get("X-Runledger-Signature"), body=body,
-            idempotency_key=request.headers.get("Idempotency-Key"), now=timezone.now(),
-        )
+        with tracing.ingress_request(route, request.headers.get("traceparent")):
+            triggered = route_trigger(
+                route=route, token=_bearer(request),
+                timestamp=request.headers.get("X-Runledger-Timestamp"),
+                signature=request.headers.get("X-Runledger-Signature"), body=body,
+                idempotency_key=request.headers.get("Idempotency-Key"), now=timezone.now(),
+            )
         route_default = min(triggered.route.wait_seconds, max_wait()) if triggered.route.sync_default else 0.0
         wait = route_default if asked < 0 else asked
         if triggered.created:
