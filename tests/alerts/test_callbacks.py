@@ -117,3 +117,20 @@ def test_a_tenant_without_an_ingress_secret_cannot_sign_callbacks(db):
     with pytest.raises(InvalidCallback, match="has no enabled ingress secret"):
         callback_register(instance_id=inst.id, tenant="globex", url="http://127.0.0.1:9/x", now=timezone.now())
     assert not Callback.objects.exists()
+
+
+def test_the_instance_page_shows_its_trace_id_and_how_its_callback_went(following, acme_secret, callee, drain):
+    from dashboard.access import demo_users_ensure
+    from ingest.engine import tracing
+
+    demo_users_ensure()
+    client = Client()
+    assert client.login(username="operator", password="operator")
+    inst = instance_create(workflow="alerts-test-ok", params={"n": 4}, tenant="acme")
+    callback_register(instance_id=inst.id, tenant="acme", url=callee.url, source="instance", now=timezone.now())
+    drain()
+    follow_round(now=timezone.now())
+    drain()
+    html = client.get(f"/instances/{inst.id}/").content.decode()
+    assert tracing.trace_id_hex(inst.id) in html
+    assert "delivered" in html and "HTTP 200" in html and callee.url[:40] in html
