@@ -16,6 +16,7 @@ from datetime import datetime
 
 from django.db import IntegrityError, transaction
 
+from ingest.alerts.conditions import COMPLETED_WITH_ERRORS
 from ingest.alerts.errors import InvalidCallback
 from ingest.alerts.models import Callback, CallbackSource, DeliveryState, RouteCallback
 from ingest.engine.errors import InstanceAlreadyExists
@@ -74,7 +75,7 @@ def callback_register(*, instance_id: str, tenant: str, url: str, source: str = 
     except IntegrityError:
         raise InvalidCallback(f"instance {instance_id} has already ended and its callback was sent") from None
     status = Instance.objects.filter(id=instance_id).values_list("status", flat=True).first()
-    if status in FINISHED_STATUSES:
+    if status in FINISHED_STATUSES or status == COMPLETED_WITH_ERRORS:
         callback_start(instance_id=instance_id)
     return callback
 
