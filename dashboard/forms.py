@@ -9,6 +9,8 @@ from typing import Any
 from django import forms
 
 from ingest.engine.models import BreachPolicy, BudgetPeriod, BudgetScope
+from ingest.triggers import limits
+from ingest.triggers.errors import InputRejected
 
 FIELD_TYPES = ("text", "number", "boolean", "choice", "textarea")
 
@@ -51,7 +53,9 @@ def schema_field(spec: dict[str, Any]) -> forms.Field:
         "help_text": spec.get("help", ""),
     }
     if kind == "number":
-        return forms.DecimalField(**common)
+        # Bounded: an unbounded Decimal of 5,000 digits cannot become JSON (Python refuses to
+        # print ints past 4,300 digits).
+        return forms.DecimalField(max_digits=30, decimal_places=10, **common)
     if kind == "boolean":
         # A required checkbox would force "yes"; booleans are always optional yes/no.
         common["required"] = False
@@ -128,14 +132,19 @@ class ReplayForm(ReasonForm):
         help_text="The new instance's params as a JSON object. Leave as is to replay unchanged.",
     )
 
+    def __init__(self, *args: Any, original: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        self.original = original  # the replayed instance's params: reserved keys may stay as they were
+        super().__init__(*args, **kwargs)
+
     def clean_params(self) -> dict[str, Any]:
-        raw = self.cleaned_data["params"]
-        try:
-            value = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise forms.ValidationError(f"not valid JSON: {exc.msg} at line {exc.lineno}") from None
-        if not isinstance(value, dict):
-            raise forms.ValidationError("params must be a JSON object ({...})")
+        try:  # within the input limits: no NUL, no 5,000-digit number, no RecursionError
+            value = limits.json_parse(self.cleaned_data["params"], limits=limits.input_limits(),
+                                      what="params")
+            if not isinstance(value, dict):
+                raise forms.ValidationError("params must be a JSON object ({...})")
+            limits.reserved_params_check(value, original=self.original)
+        except InputRejected as exc:
+            raise forms.ValidationError(str(exc)) from None
         return value
 
 

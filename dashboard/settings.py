@@ -2,7 +2,9 @@
 
 Variables (all optional): DATABASE_URL, REDIS_URL, SECRET_KEY, DEBUG, ALLOWED_HOSTS, TIME_ZONE,
 RUNLEDGER_LEASE_SECONDS, RUNLEDGER_POLL_SECONDS, RUNLEDGER_MARKER_MS, RUNLEDGER_DEFERRED_LANE,
-RUNLEDGER_PARALLEL_THREADS.
+RUNLEDGER_PARALLEL_THREADS, RUNLEDGER_MAX_BODY_BYTES, RUNLEDGER_MAX_JSON_DEPTH,
+RUNLEDGER_MAX_NUMBER_DIGITS, RUNLEDGER_MAX_STRING_CHARS, RUNLEDGER_MAX_JSON_ITEMS,
+RUNLEDGER_HOOK_MAX_RECORDS.
 README.md ("Configuration") describes each.
 """
 
@@ -14,6 +16,7 @@ from pathlib import Path
 from django.core.exceptions import ImproperlyConfigured
 
 from dashboard import config
+from dashboard.observability import logconfig
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 ENV = os.environ
@@ -46,20 +49,36 @@ INSTALLED_APPS = [
     "ingest.alerts",
     "ingest",
     "dashboard",
+    "dashboard.observability",
 ]
 
 MIDDLEWARE = [
+    "dashboard.observability.ingress.IngressCountMiddleware",  # outermost: counts every ingress answer
+    "dashboard.observability.middleware.TraceContextMiddleware",  # log lines carry the traceparent's id
     "django.middleware.security.SecurityMiddleware",
+    "dashboard.guard.ErrorEnvelopeMiddleware",  # every error under /api/ and /hooks/ is JSON
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
-    "dashboard.nul.RejectNulMiddleware",  # PostgreSQL text holds no NUL: a 400, not a 500
+    "dashboard.guard.InputGuardMiddleware",  # size, NUL, media type, JSON limits: a 4xx, not a 500
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
 ]
+
+# Behind HTTPS in production (README "Running in production"): secure cookies, a redirect to
+# https (not for the probes and the scrape, which load balancers call over plain HTTP), HSTS.
+# Off by default: the embedded default serves http://127.0.0.1:8000.
+RUNLEDGER_HTTPS = config.env_bool(ENV, "RUNLEDGER_HTTPS", False)
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = SECURE_SSL_REDIRECT = RUNLEDGER_HTTPS
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
+SECURE_HSTS_SECONDS = config.env_int(ENV, "RUNLEDGER_HSTS_SECONDS", 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = config.env_bool(ENV, "RUNLEDGER_HSTS_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = config.env_bool(ENV, "RUNLEDGER_HSTS_PRELOAD", False)
+if config.env_bool(ENV, "RUNLEDGER_PROXY_SSL_HEADER", False):  # the proxy sets X-Forwarded-Proto
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 ROOT_URLCONF = "dashboard.urls"
 ASGI_APPLICATION = "dashboard.asgi.application"
@@ -139,12 +158,24 @@ EMAIL_BACKEND = ENV.get("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBa
 EMAIL_HOST = ENV.get("EMAIL_HOST", "localhost")
 EMAIL_PORT = config.env_int(ENV, "EMAIL_PORT", 25, minimum=1)
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "loggers": {
-        "runledger": {"handlers": ["console"], "level": ENV.get("RUNLEDGER_LOG_LEVEL", "INFO")},
-    },
-}
+# What one request may carry (ingest/triggers/limits.py; README "Configuration"). Checked
+# before parsing where possible, at every door: signed ingress, the REST API, webhooks, forms.
+RUNLEDGER_MAX_BODY_BYTES = config.env_int(ENV, "RUNLEDGER_MAX_BODY_BYTES", 1024 * 1024, minimum=1024)
+RUNLEDGER_MAX_JSON_DEPTH = config.env_int(ENV, "RUNLEDGER_MAX_JSON_DEPTH", 32, minimum=2)
+RUNLEDGER_MAX_NUMBER_DIGITS = config.env_int(ENV, "RUNLEDGER_MAX_NUMBER_DIGITS", 40, minimum=19)
+RUNLEDGER_MAX_STRING_CHARS = config.env_int(ENV, "RUNLEDGER_MAX_STRING_CHARS", 256 * 1024, minimum=256)
+RUNLEDGER_MAX_JSON_ITEMS = config.env_int(ENV, "RUNLEDGER_MAX_JSON_ITEMS", 10_000, minimum=100)
+# Records one webhook post may start (CDC recordIds across its events, Outbound notifications).
+RUNLEDGER_HOOK_MAX_RECORDS = config.env_int(ENV, "RUNLEDGER_HOOK_MAX_RECORDS", 200, minimum=1)
+# Django's own cap on a body read into memory: the same limit, so a form is refused as a 413 too.
+DATA_UPLOAD_MAX_MEMORY_SIZE = RUNLEDGER_MAX_BODY_BYTES
+
+# /metrics: a bearer token, or client addresses allowed without one (docs/observability.md).
+RUNLEDGER_METRICS_TOKEN = ENV.get("RUNLEDGER_METRICS_TOKEN", "")
+RUNLEDGER_METRICS_ALLOW = [a.strip() for a in ENV.get("RUNLEDGER_METRICS_ALLOW", "127.0.0.1,::1").split(",") if a.strip()]
+# /readyz fails when instances are overdue this long with no worker seen; 0 turns that check off.
+RUNLEDGER_READY_WORKER_SECONDS = config.env_float(ENV, "RUNLEDGER_READY_WORKER_SECONDS", 60.0, minimum=0.0)
+
+# Plain lines by default; RUNLEDGER_LOG_FORMAT=json for JSON lines; secrets redacted in both
+# (dashboard/observability/logconfig.py, docs/observability.md).
+LOGGING = logconfig.logging_config(ENV)

@@ -115,3 +115,12 @@ def end_other_sessions_of_test_database() -> None:
             return
         cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                        "WHERE datname = %s AND pid <> pg_backend_pid()", [test_name])
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The fuzz suites' figures (tests/fuzzing.py): cases, 5xx answers, refused requests that
+    changed rows; bench/fuzz.py quotes them."""
+    from tests.fuzzing import summary_lines
+
+    for line in summary_lines():
+        terminalreporter.write_line(line)

@@ -20,6 +20,7 @@ from dashboard.api.errors import (
     from_trigger_error,
     handle_problem,
 )
+from dashboard.observability import api as metrics_api
 from ingest.alerts.errors import AlertError
 from ingest.engine.errors import EngineError
 from ingest.triggers.errors import TriggerError
@@ -41,6 +42,7 @@ api.add_router("/workflows", workflows.router)
 api.add_router("/instances", instances.router)
 api.add_router("/schedules", schedules.router)
 api.add_router("", operations.router)
+api.add_router("/metrics", metrics_api.router)  # seed 001 getMetrics (dashboard/observability)
 api.add_router("", alerts.router)
 
 

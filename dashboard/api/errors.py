@@ -9,7 +9,7 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from ingest.engine import errors as engine_errors
-from ingest.triggers.errors import RateLimited, TriggerError
+from ingest.triggers.errors import RateLimited, ReplayedRequest, TriggerError
 
 # Engine error class → (status, code). Subclasses not listed fall back to their nearest base.
 ENGINE_STATUS: dict[type[Exception], int] = {
@@ -51,7 +51,8 @@ def from_engine_error(exc: engine_errors.EngineError) -> JsonResponse:
 
 
 def from_trigger_error(exc: TriggerError) -> HttpResponse:
-    response = error_response(exc.status, exc.code, str(exc))
+    replayed = exc.instance_id if isinstance(exc, ReplayedRequest) else None
+    response = error_response(exc.status, exc.code, str(exc), instance_id=replayed)
     if isinstance(exc, RateLimited):
         from ingest.triggers.buckets import retry_after_header
 

@@ -20,9 +20,9 @@ from ingest.alerts.callbacks import route_callback_attach
 from ingest.engine import tracing
 from ingest.engine.errors import EngineError
 from ingest.triggers.errors import BodyTooLarge, InvalidWait, TriggerError
+from ingest.triggers.limits import input_limits
 from ingest.triggers.selectors import instance_outcome_wait
 from ingest.triggers.services import route_trigger
-from ingest.triggers.services.ingress import MAX_BODY_BYTES
 
 _WAIT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m)?\s*$")
 
@@ -53,17 +53,18 @@ def _bearer(request: HttpRequest) -> str | None:
 
 
 def _read_body(request: HttpRequest) -> bytes:
+    most = input_limits().body_bytes  # RUNLEDGER_MAX_BODY_BYTES; the input guard checked it first
     try:
         declared = int(request.headers.get("Content-Length") or 0)
     except ValueError:
         declared = 0
-    if declared > MAX_BODY_BYTES:
-        raise BodyTooLarge(f"the body is {declared} bytes; ingress accepts at most {MAX_BODY_BYTES} "
-                           "bytes (1 MiB) — store large data elsewhere and send its reference")
+    if declared > most:
+        raise BodyTooLarge(f"the body is {declared:,} bytes; ingress accepts at most {most:,} "
+                           "bytes — store large data elsewhere and send its reference")
     # Read one byte past the limit: a chunked body without Content-Length is caught here too.
-    body = request.read(MAX_BODY_BYTES + 1)
-    if len(body) > MAX_BODY_BYTES:
-        raise BodyTooLarge(f"the body is over {MAX_BODY_BYTES} bytes (1 MiB); send less")
+    body = request.read(most + 1)
+    if len(body) > most:
+        raise BodyTooLarge(f"the body is over {most:,} bytes; send less")
     return body
 
 

@@ -19,6 +19,7 @@ from ingest.alerts.callbacks import callback_register
 from ingest.engine.models import Instance
 from ingest.engine.services import control as engine_control
 from ingest.engine.services import instances as engine_instances
+from ingest.triggers.limits import reserved_params_check
 
 router = Router(tags=["instances"])
 ERRORS: dict[int, Any] = {400: s.ErrorOut, 401: s.ErrorOut, 403: s.ErrorOut, 404: s.ErrorOut,
@@ -59,6 +60,7 @@ def _ok(instance_id: str) -> dict[str, Any]:
 @router.post("", response={201: s.InstanceOut, **ERRORS}, summary="Start an instance")
 def instance_start(request: HttpRequest, body: s.InstanceIn) -> tuple[int, dict[str, Any]]:
     require_act(request.user, body.tenant)
+    reserved_params_check(body.params)
     with transaction.atomic():  # a refused callback URL starts nothing
         created = engine_instances.instance_create(workflow=body.workflow, id=body.id, params=body.params,
                                          tenant=body.tenant, priority=body.priority,
@@ -129,7 +131,8 @@ def instance_retry(request: HttpRequest, instance_id: str, body: s.ReasonIn) -> 
              summary="Replay as a new linked instance, with the same or edited params")
 def instance_replay(request: HttpRequest, instance_id: str, body: s.ReplayIn
                     ) -> tuple[int, dict[str, Any]]:
-    _acted(request, instance_id)
+    original = _acted(request, instance_id)
+    reserved_params_check(body.params, original=original.params)
     new = engine_control.instance_replay(instance_id=instance_id, params=body.params,
                                  actor=actor(request.user), reason=body.reason)
     return 201, selectors.instance_dict(Instance.objects.get(pk=new.id))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from ninja import Field, Schema
 
@@ -177,7 +177,8 @@ class RedriveIn(Schema):
     tenant: str | None = Field(None, max_length=100)
     since: datetime | None = None
     until: datetime | None = None
-    ids: list[int] | None = Field(None, max_length=1000)
+    # Row ids are 64-bit: a larger one is a 422 here, not an overflow in the database driver.
+    ids: list[Annotated[int, Field(ge=1, le=2**63 - 1)]] | None = Field(None, max_length=1000)
     rate_per_second: float = Field(5.0, gt=0, le=100)
     reason: str = Field(..., min_length=1, max_length=2000)
 

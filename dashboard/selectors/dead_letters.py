@@ -51,7 +51,7 @@ def _dead_letter_qs(*, tenants: Collection[str], f: DeadLetterFilters) -> QueryS
         ("tenant", f.tenant), ("signature", f.signature),
     ])
     if f.q:
-        qs = qs.filter(Q(error_message__icontains=f.q) | Q(instance_id__startswith=f.q))
+        qs = qs.filter(Q(error_message__icontains=f.q) | Q(instance__id__startswith=f.q))  # the id, not the relation
     return qs
 
 

@@ -23,6 +23,7 @@ from ingest.engine.models import (
     Instance,
     Status,
 )
+from ingest.triggers.limits import datetime_in_range
 
 PAGE_SIZE = 50
 RANGES = {"15m": timedelta(minutes=15), "1h": timedelta(hours=1), "24h": timedelta(hours=24),
@@ -54,8 +55,8 @@ class InstanceFilters:
             statuses=statuses,
             tenant=query.get("tenant", "").strip()[:100],
             range=rng if rng in RANGES else "",
-            since=_parse_time(query.get("since", "")),
-            until=_parse_time(query.get("until", "")),
+            since=_parse_time(query.get("since", ""), what="since"),
+            until=_parse_time(query.get("until", ""), what="until"),
             id_prefix=query.get("id", "").strip()[:100],
             text=query.get("q", "").strip()[:200],
         )
@@ -82,7 +83,7 @@ class InstanceFilters:
         return bool(self.as_params())
 
 
-def _parse_time(raw: str) -> datetime | None:
+def _parse_time(raw: str, *, what: str) -> datetime | None:
     raw = raw.strip()
     if not raw:
         return None
@@ -92,6 +93,7 @@ def _parse_time(raw: str) -> datetime | None:
         return None
     if value is None:
         return None
+    value = datetime_in_range(value, what=what)  # 9999-12-31 overflows the ORM's conversion
     # datetime-local inputs carry no zone: the filter form labels them UTC.
     return timezone.make_aware(value, UTC) if timezone.is_naive(value) else value
 

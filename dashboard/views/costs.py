@@ -16,6 +16,7 @@ from dashboard import access, charts
 from dashboard import selectors as sel
 from dashboard.rollups.reads import rollup_view
 from dashboard.views.common import HtmxHttpRequest, page, query, sees_global, tenants
+from ingest.triggers.limits import datetime_in_range as in_range
 
 
 def _cost_filters(request: HttpRequest, now: datetime) -> tuple[sel.CostFilters, str]:
@@ -24,10 +25,10 @@ def _cost_filters(request: HttpRequest, now: datetime) -> tuple[sel.CostFilters,
     since, until = sel.window_start(window, now=now), None
     try:
         if g.get("from"):
-            since = timezone.make_aware(datetime.fromisoformat(g["from"]))
+            since = timezone.make_aware(in_range(datetime.fromisoformat(g["from"]), what="from"))
             window = "custom"
         if g.get("to"):
-            until = timezone.make_aware(datetime.fromisoformat(g["to"])) + timedelta(days=1)
+            until = timezone.make_aware(in_range(datetime.fromisoformat(g["to"]), what="to")) + timedelta(days=1)
             window = "custom"
     except ValueError:
         pass

@@ -21,6 +21,7 @@ from dashboard.views.common import HtmxHttpRequest, engine_call, page, query, re
 from ingest.engine.models import DeadLetter
 from ingest.engine.services import control as engine_control
 from ingest.engine.services import dead_letters as engine_dead_letters
+from ingest.triggers.errors import InputRejected
 
 
 @require_GET
@@ -83,7 +84,7 @@ def dead_letter_replay(request: HtmxHttpRequest, dl_id: int) -> HttpResponse:
     """Two steps: without `confirm` show the diff of the edit; with it, replay as a new instance."""
     dl = sel.dead_letter_get(tenants=tenants(request), dead_letter_id=dl_id)
     require_act(request, dl.tenant)
-    form = forms.ReplayForm(request.POST)
+    form = forms.ReplayForm(request.POST, original=dl.instance.params)
     if not form.is_valid():
         return render(request, "ops/dead_letter_replay.html", {"dl": dl, "form": form}, status=400)
     params = form.cleaned_data["params"]
@@ -104,6 +105,9 @@ def dead_letter_replay(request: HtmxHttpRequest, dl_id: int) -> HttpResponse:
 def _selection(request: HttpRequest, data: QueryDict) -> tuple[sel.DeadLetterFilters, list[int], list[int]]:
     """(filters, ids the user may act on, ids they may only see) for a bulk action."""
     f = live_pages.dead_letter_filters(data)
+    if any(str(i).isdigit() and len(str(i)) > 18 for i in data.getlist("ids")):  # past 64 bits
+        raise InputRejected("ids holds a number too long to be a dead letter id; select dead letters "
+                            "from the list")
     ids = [int(i) for i in data.getlist("ids") if str(i).isdigit()]
     acting = access.acting_tenants(request.user)
     mine = sel.dead_letter_selection_ids(tenants=acting, filters=f, ids=ids)

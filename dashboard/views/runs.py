@@ -28,6 +28,8 @@ from ingest.alerts.selectors import callback_for
 from ingest.engine import EngineError, tracing
 from ingest.engine.models import Instance, Status
 from ingest.engine.services import control, instances
+from ingest.triggers import limits
+from ingest.triggers.errors import InputRejected
 
 # ---- the ledger --------------------------------------------------------------------------
 
@@ -100,10 +102,10 @@ def instance_detail(request: HtmxHttpRequest, instance_id: str) -> HttpResponse:
 
 
 def _json_field(raw: str, *, what: str) -> Any:
-    try:
-        return json.loads(raw) if raw.strip() else None
-    except json.JSONDecodeError as exc:
-        raise forms.ValidationError(f"{what} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
+    try:  # within the input limits: no NUL, no 5,000-digit number, no RecursionError
+        return limits.json_parse(raw, limits=limits.input_limits(), what=what) if raw.strip() else None
+    except InputRejected as exc:
+        raise forms.ValidationError(str(exc)) from None
 
 
 class ActionForm(forms.Form):
@@ -149,6 +151,10 @@ class ReplayForm(ActionForm):
         value = _json_field(self.cleaned_data["params"], what="params")
         if not isinstance(value, dict):
             raise forms.ValidationError("params must be a JSON object, e.g. {\"account\": \"acme\"}")
+        try:
+            limits.reserved_params_check(value, original=self.instance.params)
+        except InputRejected as exc:
+            raise forms.ValidationError(str(exc)) from None
         return value
 
     def engine_kwargs(self) -> dict[str, Any]:

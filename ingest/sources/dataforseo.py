@@ -50,8 +50,10 @@ from ingest.sources.http import (
     Sleep,
     Timeout,
     body_excerpt,
+    inline_429_wait,
     new_session,
     retry_after_seconds,
+    send_or_unavailable,
     wait_and_resend,
 )
 from ingest.sources.outbound import OutboundLimiter, SharedBucket
@@ -212,24 +214,17 @@ class DataForSEOClient:
                 f"slot for {wait:.1f}s; the step retries then",
                 retry_after=wait,
             )
-        try:
-            return self._session.post(url, json=body, auth=self._auth, timeout=self.timeout)
-        except requests.Timeout as error:
-            raise DataForSEOUnavailable(
-                f"DataForSEO POST {url} timed out after {self.timeout[1]:g}s; retry later"
-            ) from error
-        except requests.RequestException as error:
-            raise DataForSEOUnavailable(
-                f"DataForSEO POST {url} failed to connect ({error}); retry later"
-            ) from error
+        return send_or_unavailable(
+            lambda: self._session.post(url, json=body, auth=self._auth, timeout=self.timeout),
+            unavailable=DataForSEOUnavailable, what=f"DataForSEO POST {url}",
+            read_timeout=self.timeout[1],
+        )
 
     def _wait_for(self, response: requests.Response) -> float | None:
-        if response.status_code != 429:
-            return None
-        delay = retry_after_seconds(response.headers)
-        delay = 1.0 if delay is None else delay
-        self.limiter.penalize(delay)
-        return delay if delay <= self.max_inline_wait else None
+        if response.status_code == 429:
+            # Every worker sharing the account's bucket backs off, not only this call.
+            self.limiter.penalize(retry_after_seconds(response.headers) or 1.0)
+        return inline_429_wait(response, max_inline_wait=self.max_inline_wait)
 
     def _raise_for_code(
         self, part: Mapping[str, Any], endpoint: str, *, what: str, cost: Decimal | None

@@ -32,8 +32,10 @@ from ingest.sources.http import (
     Sleep,
     Timeout,
     body_excerpt,
+    inline_429_wait,
     new_session,
     retry_after_seconds,
+    send_or_unavailable,
     wait_and_resend,
 )
 
@@ -197,25 +199,13 @@ class GongClient:
 
     def _send(self, method: str, url: str, **kwargs: Any) -> requests.Response:
         self.rate_limiter.acquire()
-        try:
-            return self._session.request(
-                method, url, auth=self._auth, timeout=self.timeout, **kwargs
-            )
-        except requests.Timeout as error:
-            raise GongUnavailable(
-                f"Gong {method} {url} timed out after {self.timeout[1]:g}s; retry later"
-            ) from error
-        except requests.RequestException as error:
-            raise GongUnavailable(
-                f"Gong {method} {url} failed to connect ({error}); retry later"
-            ) from error
+        return send_or_unavailable(
+            lambda: self._session.request(method, url, auth=self._auth, timeout=self.timeout, **kwargs),
+            unavailable=GongUnavailable, what=f"Gong {method} {url}", read_timeout=self.timeout[1],
+        )
 
     def _wait_for(self, response: requests.Response) -> float | None:
-        if response.status_code != 429:
-            return None
-        delay = retry_after_seconds(response.headers)
-        delay = 1.0 if delay is None else delay
-        return delay if delay <= self.max_inline_wait else None
+        return inline_429_wait(response, max_inline_wait=self.max_inline_wait)
 
     def _request(
         self, method: str, path: str, *, params: Mapping[str, str] | None = None, body: Any = None

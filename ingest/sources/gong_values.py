@@ -6,6 +6,7 @@ as floats (and in JavaScript), and Gong itself sends them as strings.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -179,13 +180,24 @@ class GongWebhook:
     is_test: bool
 
 
+_CALL_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
 def parse_webhook(body: Mapping[str, Any]) -> GongWebhook:
     call_data = body.get("callData")
     if not isinstance(call_data, Mapping):
-        raise WebhookInvalid(f"Gong webhook body has no 'callData' object (keys: {sorted(body)})")
+        raise WebhookInvalid(f"Gong webhook body has no 'callData' object (keys: {sorted(body)[:20]})")
     meta = call_data.get("metaData")
     if not isinstance(meta, Mapping) or not meta.get("id"):
         raise WebhookInvalid("Gong webhook 'callData' has no 'metaData.id'; cannot name the call")
-    return GongWebhook(
-        call=GongExtensiveCall.from_json(call_data), is_test=bool(body.get("isTest", False))
-    )
+    if not isinstance(meta["id"], str | int) or not _CALL_ID.match(str(meta["id"])):
+        raise WebhookInvalid(f"Gong webhook 'metaData.id' {str(meta['id'])[:40]!r} is not a call "
+                             "id (1 to 64 letters, digits, '_' or '-')")
+    try:
+        call = GongExtensiveCall.from_json(call_data)
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as error:
+        # Well-typed JSON in the wrong shape: a list where an object belongs, a date that is not
+        # one, a duration that is not a number.
+        raise WebhookInvalid(f"Gong webhook 'callData' is not in the shape of /v2/calls/extensive "
+                             f"({type(error).__name__}: {str(error)[:200]})") from None
+    return GongWebhook(call=call, is_test=bool(body.get("isTest", False)))

@@ -186,6 +186,33 @@ class RateLimiter:
             self._sleep(wait)
 
 
+def send_or_unavailable(
+    send: Callable[[], requests.Response],
+    *,
+    unavailable: Callable[[str], Exception],
+    what: str,
+    read_timeout: float,
+) -> requests.Response:
+    """`send()`, with a timeout or a connection failure raised as the source's retryable
+    `unavailable` error, whose message names `what` was sent ("Gong POST https://…")."""
+    try:
+        return send()
+    except requests.Timeout as error:
+        raise unavailable(f"{what} timed out after {read_timeout:g}s; retry later") from error
+    except requests.RequestException as error:
+        raise unavailable(f"{what} failed to connect ({error}); retry later") from error
+
+
+def inline_429_wait(response: requests.Response, *, max_inline_wait: float) -> float | None:
+    """The delay a 429 asks for (Retry-After, 1 s without one) when it is short enough to wait
+    in-process; None for any other answer, or a wait long enough to give the worker back."""
+    if response.status_code != 429:
+        return None
+    delay = retry_after_seconds(response.headers)
+    delay = 1.0 if delay is None else delay
+    return delay if delay <= max_inline_wait else None
+
+
 def wait_and_resend(
     send: Callable[[], requests.Response],
     *,

@@ -7,6 +7,7 @@ Pub/Sub API payload); Outbound Messages arrive as SOAP envelopes and must be ans
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -48,11 +49,37 @@ class ChangeEvent:
         return self.change_type.startswith("GAP_")
 
 
+# Salesforce ids are 15 or 18 characters; a wildcard ("*") stands for many in a gap event.
+_RECORD_ID = re.compile(r"^[A-Za-z0-9*]{1,18}$")
+MAX_RECORD_IDS = 200  # per event; the hooks cap the records a whole post may start too
+MAX_NOTIFICATIONS = 100  # Salesforce batches at most 100 notifications in one Outbound Message
+
+
 def _payload(message: Mapping[str, Any]) -> tuple[Mapping[str, Any], int | None]:
     data = message.get("data", message)
-    payload = data.get("payload", data)
-    replay = (data.get("event") or {}).get("replayId")
-    return payload, None if replay is None else int(replay)
+    payload = data.get("payload", data) if isinstance(data, Mapping) else None
+    if not isinstance(data, Mapping) or not isinstance(payload, Mapping):
+        raise SalesforceEventInvalid("CDC message 'data' and its 'payload' must be JSON objects")
+    event = data.get("event")
+    replay = event.get("replayId") if isinstance(event, Mapping) else None
+    try:
+        return payload, None if replay is None else int(replay)
+    except (TypeError, ValueError):
+        raise SalesforceEventInvalid(f"CDC event replayId {str(replay)[:40]!r} is not an integer") from None
+
+
+def _record_ids(header: Mapping[str, Any]) -> tuple[str, ...]:
+    ids = header.get("recordIds") or ()
+    if not isinstance(ids, list | tuple):
+        raise SalesforceEventInvalid(f"CDC recordIds is a {type(ids).__name__}; it is a list of ids")
+    if len(ids) > MAX_RECORD_IDS:
+        raise SalesforceEventInvalid(f"CDC event lists {len(ids):,} recordIds; at most "
+                                     f"{MAX_RECORD_IDS} are accepted per event")
+    for record_id in ids:
+        if not isinstance(record_id, str) or not _RECORD_ID.match(record_id):
+            raise SalesforceEventInvalid(f"CDC recordIds holds {str(record_id)[:40]!r}, which is "
+                                         "not a Salesforce id (15 or 18 letters and digits)")
+    return tuple(ids)
 
 
 def parse_change_event(message: Mapping[str, Any]) -> ChangeEvent:
@@ -61,7 +88,7 @@ def parse_change_event(message: Mapping[str, Any]) -> ChangeEvent:
     header = payload.get("ChangeEventHeader")
     if not isinstance(header, Mapping):
         raise SalesforceEventInvalid(
-            f"CDC event has no ChangeEventHeader (keys: {sorted(payload)}); "
+            f"CDC event has no ChangeEventHeader (keys: {sorted(map(str, payload))[:20]}); "
             "subscribe to a /data/…ChangeEvent channel"
         )
     try:
@@ -69,7 +96,7 @@ def parse_change_event(message: Mapping[str, Any]) -> ChangeEvent:
         return ChangeEvent(
             entity_name=str(header["entityName"]),
             change_type=str(header["changeType"]),
-            record_ids=tuple(str(i) for i in header.get("recordIds") or ()),
+            record_ids=_record_ids(header),
             changed_fields=tuple(header.get("changedFields") or ()),
             commit_timestamp=stamp,
             fields={k: v for k, v in payload.items() if k != "ChangeEventHeader"},
@@ -82,9 +109,10 @@ def parse_change_event(message: Mapping[str, Any]) -> ChangeEvent:
             change_origin=str(header.get("changeOrigin") or ""),
             replay_id=replay_id,
         )
-    except (KeyError, TypeError, ValueError) as error:
+    except (KeyError, TypeError, ValueError, OverflowError, OSError) as error:
+        # A commitTimestamp beyond the calendar overflows; a string where a list belongs.
         raise SalesforceEventInvalid(
-            f"CDC ChangeEventHeader is missing or has a bad {error}"
+            f"CDC ChangeEventHeader is missing or has a bad {type(error).__name__}: {str(error)[:200]}"
         ) from error
 
 
@@ -123,17 +151,24 @@ def _notification(node: ET.Element) -> OutboundNotification:
         nil = child.get(f"{{{XSI_NS}}}nil") == "true"
         fields[name] = None if nil else (child.text or "").strip()
     declared = sobject.get(f"{{{XSI_NS}}}type") or ""
+    record_id = fields.get("Id") or ""
+    if not _RECORD_ID.match(record_id) or "*" in record_id:
+        raise SalesforceEventInvalid(f"Outbound Message notification's sObject Id {record_id[:40]!r} "
+                                     "is not a Salesforce id (15 or 18 letters and digits)")
     return OutboundNotification(
         id=_text(node, "Id") or "",
         sobject_type=declared.rsplit(":", 1)[-1],
-        record_id=fields.get("Id") or "",
+        record_id=record_id,
         fields=fields,
     )
 
 
 def parse_outbound_message(body: bytes | str) -> OutboundMessage:
     """The notifications in an Outbound Message SOAP post."""
-    text = body.decode("utf-8") if isinstance(body, bytes) else body
+    try:
+        text = body.decode("utf-8") if isinstance(body, bytes) else body
+    except UnicodeDecodeError as error:
+        raise SalesforceEventInvalid(f"Outbound Message is not UTF-8 ({error.reason} at byte {error.start})") from None
     # Outbound Messages never carry a DTD; refusing one rules out entity-expansion attacks.
     if "<!DOCTYPE" in text or "<!ENTITY" in text:
         raise SalesforceEventInvalid("Outbound Message contains a DTD; refusing to parse it")
@@ -149,15 +184,17 @@ def parse_outbound_message(body: bytes | str) -> OutboundMessage:
             "SOAP body has no <notifications> element in the outbound namespace "
             f"{OUTBOUND_NS}; is this an Outbound Message?"
         )
+    found = notifications.findall("out:Notification", _NS)
+    if len(found) > MAX_NOTIFICATIONS:
+        raise SalesforceEventInvalid(f"Outbound Message carries {len(found):,} notifications; "
+                                     f"Salesforce sends at most {MAX_NOTIFICATIONS} per message")
     return OutboundMessage(
         organization_id=_text(notifications, "OrganizationId") or "",
         action_id=_text(notifications, "ActionId") or "",
         session_id=_text(notifications, "SessionId"),
         enterprise_url=_text(notifications, "EnterpriseUrl") or "",
         partner_url=_text(notifications, "PartnerUrl") or "",
-        notifications=tuple(
-            _notification(node) for node in notifications.findall("out:Notification", _NS)
-        ),
+        notifications=tuple(_notification(node) for node in found),
     )
 
 

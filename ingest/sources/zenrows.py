@@ -26,8 +26,10 @@ from ingest.sources.http import (
     Sleep,
     Timeout,
     body_excerpt,
+    inline_429_wait,
     new_session,
     retry_after_seconds,
+    send_or_unavailable,
     wait_and_resend,
 )
 from ingest.sources.page_fetch import FetchMethod, FetchResult, blocked_reason, next_method
@@ -198,23 +200,14 @@ class ZenRowsClient:
         )  # fmt: skip
 
     def _send(self, params: dict[str, str], url: str) -> requests.Response:
-        try:
-            return self._session.get(self.base_url, params=params, timeout=self.timeout)
-        except requests.Timeout as error:
-            raise ZenRowsUnavailable(
-                f"ZenRows timed out after {self.timeout[1]:g}s fetching {url}; retry later"
-            ) from error
-        except requests.RequestException as error:
-            raise ZenRowsUnavailable(
-                f"ZenRows could not be reached fetching {url} ({type(error).__name__}); retry later"
-            ) from error
+        return send_or_unavailable(
+            lambda: self._session.get(self.base_url, params=params, timeout=self.timeout),
+            unavailable=ZenRowsUnavailable, what=f"ZenRows fetching {url}",
+            read_timeout=self.timeout[1],
+        )
 
     def _wait_for(self, response: requests.Response) -> float | None:
-        if response.status_code != 429:
-            return None
-        delay = retry_after_seconds(response.headers)
-        delay = 1.0 if delay is None else delay
-        return delay if delay <= self.max_inline_wait else None
+        return inline_429_wait(response, max_inline_wait=self.max_inline_wait)
 
     def _error(self, response: requests.Response, url: str) -> ZenRowsError:
         try:

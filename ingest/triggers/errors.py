@@ -48,18 +48,91 @@ class StaleTimestamp(TriggerError):
     code = "stale_timestamp"
 
 
-class BodyTooLarge(TriggerError):
+class InputRejected(TriggerError):
+    """The request carries something no endpoint accepts (ingest/triggers/limits.py)."""
+
+    status = 400
+    code = "invalid_input"
+
+
+class BodyTooLarge(InputRejected):
     """The request body is over the size limit."""
 
     status = 413
     code = "body_too_large"
 
 
-class MalformedJson(TriggerError):
+class MalformedJson(InputRejected):
     """The request body is not valid JSON."""
 
     status = 400
     code = "malformed_json"
+
+
+class UnsupportedMediaType(InputRejected):
+    """The body's Content-Type is not one this endpoint reads."""
+
+    status = 415
+    code = "unsupported_media_type"
+
+
+class NestedTooDeeply(InputRejected):
+    """The JSON nests arrays and objects too deeply."""
+
+    code = "too_deep"
+
+
+class NumberTooLong(InputRejected):
+    """A number has more digits than accepted."""
+
+    code = "number_too_long"
+
+
+class StringTooLong(InputRejected):
+    """A string is longer than accepted."""
+
+    code = "string_too_long"
+
+
+class TooManyItems(InputRejected):
+    """An array or object holds more items than accepted."""
+
+    code = "too_many_items"
+
+
+class NulCharacter(InputRejected):
+    """Text contains U+0000, which PostgreSQL's text and jsonb cannot hold."""
+
+    code = "nul_character"
+
+
+class LoneSurrogate(InputRejected):
+    """Text contains a lone UTF-16 surrogate, which is not a character."""
+
+    code = "invalid_unicode"
+
+
+class DateOutOfRange(InputRejected):
+    """A time in a filter lies outside the range a filter can name."""
+
+    code = "date_out_of_range"
+
+
+class ReservedParam(InputRejected):
+    """The params set a key the engine owns."""
+
+    code = "reserved_param"
+
+
+class ReplayedRequest(TriggerError):
+    """This exact signed request was already accepted."""
+
+    status = 409
+    code = "replayed_request"
+
+    def __init__(self, message: str | None = None, *, instance_id: str = "") -> None:
+        self.instance_id = instance_id
+        super().__init__(message)
 
 
 class InvalidPayload(TriggerError):

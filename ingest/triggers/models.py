@@ -80,6 +80,21 @@ class IdempotencyKey(models.Model):
         indexes = [models.Index(fields=["expires_at"], name="idempotency_expiry")]
 
 
+class SeenSignature(models.Model):
+    """A signed ingress request accepted without an Idempotency-Key, remembered while its
+    timestamp is inside the signature window: the same bytes sent again cannot start a second
+    instance. In the database, so every web process sees it; expired rows are purged."""
+
+    digest = models.CharField(max_length=64, primary_key=True)  # SHA-256 of timestamp + signature
+    tenant = models.CharField(max_length=100)
+    route = models.CharField(max_length=100)
+    instance_id = models.CharField(max_length=100)
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["expires_at"], name="seen_signature_expiry")]
+
+
 class MissedFirePolicy(models.TextChoices):
     SKIP = "skip"  # fires missed while no scheduler ran are dropped
     CATCH_UP = "catch_up"  # the latest `catch_up_limit` missed fires run

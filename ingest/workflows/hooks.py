@@ -11,14 +11,16 @@ already processed.
 
 from __future__ import annotations
 
-import json
 import logging
+from datetime import UTC, datetime
 from typing import Any
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
+from ingest.engine.errors import EngineError
 from ingest.pipelines.models import Connection, ConnectionKind
 from ingest.pipelines.selectors import connection_by_webhook_key
 from ingest.sources.gong import WebhookInvalid, parse_webhook
@@ -29,21 +31,47 @@ from ingest.sources.salesforce_events import (
     parse_change_event,
     parse_outbound_message,
 )
+from ingest.triggers import limits
 from ingest.workflows.gong import Started, gong_ingest_start
 from ingest.workflows.salesforce import salesforce_ingest_start, version_of
 
 log = logging.getLogger("runledger.ingest")
 
 
+def _error(status: int, code: str, message: str) -> JsonResponse:
+    """The API's error envelope, so every client of Runledger reads one error shape."""
+    return JsonResponse({"error": {"code": code, "message": message}}, status=status)
+
+
 def _not_found() -> JsonResponse:
-    return JsonResponse({"error": "no such webhook"}, status=404)
+    return _error(404, "webhook_not_found", "no webhook has this key; check the URL")
+
+
+def _invalid(error: Exception) -> JsonResponse:
+    return _error(400, "invalid_webhook", str(error))
+
+
+def _max_records() -> int:
+    return int(getattr(settings, "RUNLEDGER_HOOK_MAX_RECORDS", 200))
+
+
+def _too_many(count: int) -> JsonResponse:
+    return _error(413, "too_many_records", f"this post names {count:,} records; one post may start "
+                  f"at most {_max_records()} — send them in smaller batches")
+
+
+def _refused(error: EngineError) -> JsonResponse:
+    # The engine refused what the push asked for (an id or params it cannot take): nothing
+    # started, and Salesforce or Gong should not see a server error to retry forever.
+    return _error(422, "refused_by_engine", str(error))
 
 
 def _json_body(request: HttpRequest) -> Any:
-    try:
-        return json.loads(request.body or b"null")
-    except (ValueError, UnicodeDecodeError) as error:
-        raise WebhookInvalid(f"body is not JSON ({error})") from error
+    """The body within the input limits (ingest/triggers/limits.py); a body that breaks them
+    raises an InputRejected error, which the input guard answers."""
+    if not request.body.strip():
+        raise WebhookInvalid("the body is empty; send the event as JSON")
+    return limits.json_parse(request.body, limits=limits.input_limits(), what="the body")
 
 
 def _summary(results: list[Started]) -> dict[str, Any]:
@@ -66,10 +94,13 @@ def gong_webhook(request: HttpRequest, key: str) -> HttpResponse:
             raise WebhookInvalid(f"body is a JSON {type(body).__name__}, not an object")
         hook = parse_webhook(body)
     except WebhookInvalid as error:
-        return JsonResponse({"error": str(error)}, status=400)
+        return _invalid(error)
     if hook.is_test:
         return JsonResponse({"status": "test", "call_id": hook.call.call.id})
-    started = gong_ingest_start(connection.tenant, hook.call, actor="gong-webhook")
+    try:
+        started = gong_ingest_start(connection.tenant, hook.call, actor="gong-webhook")
+    except EngineError as error:
+        return _refused(error)
     status = 202 if started.created else 200
     return JsonResponse({"status": "started" if started.created else "already processed",
                          "instance_id": started.instance_id}, status=status)
@@ -100,7 +131,16 @@ def salesforce_cdc(request: HttpRequest, key: str) -> HttpResponse:
     try:
         events = [parse_change_event(item) for item in _events(_json_body(request))]
     except (WebhookInvalid, SalesforceEventInvalid) as error:
-        return JsonResponse({"error": str(error)}, status=400)
+        return _invalid(error)
+    if (count := sum(len(event.record_ids) for event in events)) > _max_records():
+        return _too_many(count)  # checked before any start: one post cannot keep a web process busy
+    try:
+        return _cdc_start(connection, events)
+    except EngineError as error:
+        return _refused(error)
+
+
+def _cdc_start(connection: Connection, events: list[Any]) -> JsonResponse:
     results: list[Started] = []
     skipped = 0
     for event in events:
@@ -129,15 +169,34 @@ def salesforce_outbound(request: HttpRequest, key: str) -> HttpResponse:
         return _not_found()
     try:
         message = parse_outbound_message(request.body)
+        versions = [_outbound_version(note) for note in message.notifications]
     except SalesforceEventInvalid as error:
-        return HttpResponse(str(error), status=400, content_type="text/plain; charset=utf-8")
+        return _invalid(error)
+    if len(message.notifications) > _max_records():
+        return _too_many(len(message.notifications))
     expected_org = str(connection.options.get("organization_id") or "")
     if expected_org and message.organization_id[:15] != expected_org[:15]:
         log.warning("outbound message for org %s refused on the webhook of %s", message.organization_id, connection.tenant)
         return _not_found()
-    for note in message.notifications:
-        fields = {k: v for k, v in note.fields.items() if v is not None}
-        version = version_of(fields["LastModifiedDate"]) if fields.get("LastModifiedDate") else note.id
-        salesforce_ingest_start(connection.tenant, object_id=note.record_id, object_type=note.sobject_type or "Opportunity",
-                                record=fields, version=version, trigger="outbound-message", actor="salesforce-outbound")
+    try:
+        for note, version in zip(message.notifications, versions, strict=True):
+            fields = {k: v for k, v in note.fields.items() if v is not None}
+            salesforce_ingest_start(connection.tenant, object_id=note.record_id,
+                                    object_type=note.sobject_type or "Opportunity", record=fields,
+                                    version=version, trigger="outbound-message", actor="salesforce-outbound")
+    except EngineError as error:
+        return _refused(error)
     return HttpResponse(outbound_ack(True), content_type=OUTBOUND_ACK_CONTENT_TYPE)
+
+
+def _outbound_version(note: Any) -> str:
+    """The record's LastModifiedDate as a version (else the notification id), refusing a date
+    that is not one or lies at the calendar's edge (converting it to UTC would overflow)."""
+    modified = note.fields.get("LastModifiedDate")
+    if not modified:
+        return str(note.id)
+    try:
+        return version_of(datetime.fromisoformat(modified.replace("Z", "+00:00")).astimezone(UTC))
+    except (ValueError, OverflowError):
+        raise SalesforceEventInvalid(f"LastModifiedDate {modified[:40]!r} of record {note.record_id} "
+                                     "is not an ISO-8601 date Salesforce sends") from None

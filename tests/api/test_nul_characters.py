@@ -1,4 +1,4 @@
-"""A NUL character in a request is a 400 naming the field, never a database error (dashboard/nul.py)."""
+"""A NUL character in a request is a 400 naming the field, never a database error (dashboard/guard.py)."""
 
 from __future__ import annotations
 

@@ -18,12 +18,11 @@ from django.db import DatabaseError, connection
 
 from ingest.engine import Workflow, create
 from ingest.engine.clock import now
-from ingest.engine.flow import claim
 from ingest.engine.models import History, Instance, Step
 from ingest.engine.pg import connection_string
 from ingest.engine.sql import instances as sql_instances
 from ingest.engine.worker.loop import Worker
-from ingest.engine.worker.turns import run_until_idle
+from ingest.engine.worker.turns import claim, run_until_idle
 from ingest.engine.writes import commits, route
 from ingest.engine.writes.commits import EarlierWriteFailed
 

@@ -16,11 +16,11 @@ from django.db import connection, transaction
 
 from ingest.engine import Workflow, create
 from ingest.engine.clock import now
-from ingest.engine.flow import claim
 from ingest.engine.models import Instance, Step
 from ingest.engine.runtime import lane
 from ingest.engine.sql import instances as sql_instances
 from ingest.engine.worker.loop import Worker
+from ingest.engine.worker.turns import claim
 from ingest.engine.writes import commits
 
 LEASE = timedelta(minutes=5)

@@ -17,13 +17,13 @@ from django.db import DatabaseError, connection
 
 from ingest.engine import Workflow, create
 from ingest.engine.clock import now
-from ingest.engine.flow import claim
 from ingest.engine.models import Attempt, History, Instance, Step
 from ingest.engine.pg import connection_string
 from ingest.engine.sql import group as sql_group
 from ingest.engine.sql import instances as sql_instances
 from ingest.engine.sql import steps as sql_steps
 from ingest.engine.worker.loop import Worker
+from ingest.engine.worker.turns import claim
 from ingest.engine.writes import commits, route
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("require_postgres")]

@@ -152,9 +152,10 @@ def test_keys_live_for_the_route_ttl(client: Client, acme_creds: dict[str, str])
 def test_the_route_rate_limit_is_429_with_retry_after(client: Client,
                                                       acme_creds: dict[str, str]) -> None:
     route_upsert(name="limited", workflow="test-echo", tenant="acme", rate_limit_per_minute=2)
-    codes = [signed_post(client, "limited", {}, **acme_creds).status_code for _ in range(3)]
+    # Distinct bodies: the same signed bytes twice would be a replay (409), not a new request.
+    codes = [signed_post(client, "limited", {"n": n}, **acme_creds).status_code for n in range(3)]
     assert codes == [202, 202, 429]
-    refused = signed_post(client, "limited", {}, **acme_creds)
+    refused = signed_post(client, "limited", {"n": 3}, **acme_creds)
     assert error(refused)["code"] == "rate_limited" and int(refused["Retry-After"]) >= 1
     assert Instance.objects.count() == 2
 

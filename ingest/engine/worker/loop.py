@@ -29,7 +29,7 @@ from ingest.engine.sql import lease as sql_lease
 from ingest.engine.sql.base import drop_broken_connection, engine_connection, is_postgres
 from ingest.engine.sql.claim import Claimed
 from ingest.engine.worker.turns import claim, run_turn
-from ingest.engine.writes.commits import express, group
+from ingest.engine.writes import commits
 
 log = logging.getLogger("runledger.engine")
 
@@ -85,11 +85,11 @@ class Worker:
             time.sleep(0.02)
         self.stopped.set()
         self._pool.shutdown(wait=False, cancel_futures=True)
-        for name, commits in (("group", group), ("express", express)):
-            if commits.batches:
+        for name, committer in (("group", commits.group), ("express", commits.express)):
+            if committer.batches:
                 log.info("worker %s stopped; this process committed %d writes in %d %s transactions "
-                         "(%.1f per commit)", self.worker_id, commits.writes, commits.batches, name,
-                         commits.writes / commits.batches)
+                         "(%.1f per commit)", self.worker_id, committer.writes, committer.batches, name,
+                         committer.writes / committer.batches)
         with self._lock:
             return not self._inflight
 

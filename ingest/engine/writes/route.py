@@ -13,7 +13,7 @@ from ingest.engine.sql import instances as sql_instances
 from ingest.engine.sql import steps as sql_steps
 from ingest.engine.sql.instances import InstanceDone
 from ingest.engine.sql.steps import Completion, StepRow
-from ingest.engine.writes.commits import Pending, express, group
+from ingest.engine.writes import commits
 
 _group_commit: bool | None = None  # RUNLEDGER_GROUP_COMMIT, read once (asked at every step)
 
@@ -35,19 +35,20 @@ def step_finish(*, row: StepRow, token: str, now: datetime, started: datetime, a
     group commit when completions are grouped here. Returns (control, step id), or None when the
     lease is lost."""
     if grouped():
-        return express.finish(Completion(row=row, token=token, now=now, started=started, attempt=attempt,
+        # Looked up at each call, not bound at import: a test may swap in a fresh group commit.
+        return commits.express.finish(Completion(row=row, token=token, now=now, started=started, attempt=attempt,
                                          result=result, worker=worker, with_start=with_start))
     return sql_steps.step_finish(row=row, token=token, now=now, started=started, attempt=attempt,
                                  result=result, worker=worker, with_start=with_start)
 
 
 def step_finish_deferred(*, row: StepRow, token: str, now: datetime, started: datetime, attempt: int,
-                         result: str | None, worker: str, with_start: bool) -> Pending | None:
+                         result: str | None, worker: str, with_start: bool) -> commits.Pending | None:
     """Queue the same write on the group commit and return its `Pending` at once; None when
     completions are not grouped here (the caller then writes it with `step_finish`)."""
     if not grouped():
         return None
-    return group.submit(Completion(row=row, token=token, now=now, started=started, attempt=attempt,
+    return commits.group.submit(Completion(row=row, token=token, now=now, started=started, attempt=attempt,
                                    result=result, worker=worker, with_start=with_start))
 
 
@@ -57,7 +58,7 @@ def instance_complete(*, iid: str, token: str, now: datetime, output: str | None
     group commit when completions are grouped and no due sleep completes with it. False when
     the lease is lost."""
     if woke is None and grouped():
-        return group.complete(InstanceDone(iid=iid, token=token, now=now, output=output))
+        return commits.group.complete(InstanceDone(iid=iid, token=token, now=now, output=output))
     return sql_instances.instance_complete(iid=iid, token=token, now=now, output=output, woke=woke)
 
 

@@ -15,6 +15,7 @@ from ingest.engine.errors import InstanceAlreadyExists
 from ingest.engine.services import instances as engine_services
 from ingest.triggers import patterns
 from ingest.triggers.errors import InvalidEvent
+from ingest.triggers.limits import RESERVED_PARAMS
 from ingest.triggers.models import PublishedEvent, Subscription
 
 
@@ -44,8 +45,9 @@ def _validate(type: str, data: Any, event_id: str) -> None:
         )
     if not isinstance(data, dict):
         raise InvalidEvent(f"event {type!r}: data must be a JSON object, not {data.__class__.__name__}")
-    if "_event" in data:
-        raise InvalidEvent(f"event {type!r}: the data key '_event' is reserved; rename it")
+    for key in RESERVED_PARAMS:  # the data become the params of the instances it starts
+        if key in data:
+            raise InvalidEvent(f"event {type!r}: the data key {key!r} is reserved; rename it")
     if not event_id or len(event_id) > 200:
         raise InvalidEvent("an event id is 1 to 200 characters")
 

@@ -7,27 +7,26 @@ import re
 import secrets
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import IntegrityError, transaction
 
 from ingest.engine.services import instances as engine_services
-from ingest.triggers import signing
+from ingest.triggers import limits, signing
 from ingest.triggers.errors import (
     IdempotencyConflict,
     InvalidIdempotencyKey,
     InvalidPayload,
-    MalformedJson,
     NotAuthenticated,
     RateLimited,
+    ReplayedRequest,
     RouteDisabled,
     RouteNotFound,
 )
-from ingest.triggers.models import IdempotencyKey, IngressSecret, Route
+from ingest.triggers.models import IdempotencyKey, IngressSecret, Route, SeenSignature
 from ingest.triggers.services.ratelimits import rate_limits_take
 
-MAX_BODY_BYTES = 1024 * 1024
 _KEY = re.compile(r"^[\x21-\x7e]{1,200}$")
 _ID_SAFE = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -88,24 +87,16 @@ def _credential(route: Route, token: str | None) -> IngressSecret:
 
 
 def parse_payload(body: bytes) -> dict[str, Any]:
+    """The params in a request body: a JSON object within the input limits, no reserved key."""
     if not body.strip():
         return {}
-    try:
-        payload = json.loads(body)
-    except UnicodeDecodeError as exc:
-        raise MalformedJson(f"the body is not UTF-8 JSON ({exc}); send a JSON object") from None
-    except json.JSONDecodeError as exc:
-        raise MalformedJson(
-            f"the body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}; "
-            "send a JSON object"
-        ) from None
-    except RecursionError:
-        raise MalformedJson("the body nests too deeply; send a flatter JSON object") from None
+    payload = limits.json_parse(body, limits=limits.input_limits(), what="the body")
     if not isinstance(payload, dict):
         raise InvalidPayload(
             f"the body is a JSON {type(payload).__name__}; the workflow's params must be a JSON "
             "object, e.g. {\"account\": \"acme\"}"
         )
+    limits.reserved_params_check(payload)
     return payload
 
 
@@ -114,12 +105,41 @@ def _instance_id(route: Route) -> str:
     return f"{base}-{uuid.uuid4().hex[:20]}"
 
 
-def _start(route: Route, payload: dict[str, Any], *, actor: str) -> str:
-    instance = engine_services.instance_create(
-        workflow=route.workflow, id=_instance_id(route), params=payload, tenant=route.tenant,
-        priority=route.priority, actor=actor,
-    )
-    return str(instance.id)
+def _start_unreplayed(route: Route, payload: dict[str, Any], *, seen: SeenSignature,
+                      actor: str) -> str:
+    """Start the instance and remember the request's signature in one transaction.
+
+    Without an Idempotency-Key the signature is the request's identity: the same bytes sent
+    again inside the window hit the primary key (on PostgreSQL a concurrent twin blocks on it
+    until the first commits) and are refused, naming the instance the first one started.
+    """
+    for _ in range(3):
+        try:
+            with transaction.atomic():
+                seen.instance_id = _instance_id(route)
+                seen.save(force_insert=True)
+                engine_services.instance_create(
+                    workflow=route.workflow, id=seen.instance_id, params=payload,
+                    tenant=route.tenant, priority=route.priority, actor=actor,
+                )
+            return seen.instance_id
+        except IntegrityError:
+            first = SeenSignature.objects.filter(pk=seen.digest).first()
+            if first is None:
+                continue  # purged under us: be first again
+            raise ReplayedRequest(
+                f"this exact signed request was already accepted (instance {first.instance_id}); "
+                "a replay starts nothing — sign a new request with the current timestamp, or send "
+                "an Idempotency-Key to retry safely", instance_id=first.instance_id,
+            ) from None
+    raise ReplayedRequest("this signed request is contended by an identical one; retry it")
+
+
+def _seen(route: Route, *, timestamp: str | None, signature: str | None) -> SeenSignature:
+    stamp = (timestamp or "").strip()
+    digest = signing.body_hash(f"{stamp}.{(signature or '').strip()}".encode("ascii", "replace"))
+    expires = datetime.fromtimestamp(int(stamp) + signing.WINDOW_SECONDS, tz=UTC)
+    return SeenSignature(digest=digest, tenant=route.tenant, route=route.name, expires_at=expires)
 
 
 def _start_once(
@@ -196,11 +216,14 @@ def route_trigger(
         )
     actor = actor or f"ingress:{credential.tenant}/{credential.name}"
     if idempotency_key is None:
-        return Triggered(_start(found, payload, actor=actor), True, found)
+        seen = _seen(found, timestamp=timestamp, signature=signature)
+        return Triggered(_start_unreplayed(found, payload, seen=seen, actor=actor), True, found)
     return _start_once(found, payload, key=idempotency_key, now=now, actor=actor)
 
 
 def idempotency_keys_purge(*, now: datetime) -> int:
-    """Delete expired keys (the scheduler calls this); expired keys are also replaced on use."""
+    """Delete expired idempotency keys and remembered signatures (the scheduler calls this
+    every 5 minutes); expired rows are also replaced on use."""
     deleted, _ = IdempotencyKey.objects.filter(expires_at__lte=now).delete()
-    return deleted
+    signatures, _ = SeenSignature.objects.filter(expires_at__lte=now).delete()
+    return deleted + signatures

@@ -1,0 +1,55 @@
+"""GET /api/metrics: seed 001's getMetrics(workflowId?) for programs, in the caller's tenants."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from django.http import HttpRequest
+from django.utils import timezone
+from ninja import Router, Schema
+
+from dashboard import access
+from dashboard.api.errors import ApiProblem
+from dashboard.api.schemas import ErrorOut
+from dashboard.observability import summary
+from ingest.engine.workflow import workflow_names
+
+router = Router(tags=["metrics"])
+
+
+class WorkflowMetricsOut(Schema):
+    workflow: str
+    counts: dict[str, int]
+    started_per_minute: float
+    finished_per_minute: float
+    error_rate: float | None
+    p50_seconds: float | None
+    p95_seconds: float | None
+    cost_usd: Decimal
+    cost_calls: int
+
+
+class MetricsOut(Schema):
+    window: str
+    since: str
+    until: str
+    tenants: list[str]
+    workflows: list[WorkflowMetricsOut]
+
+
+@router.get("", response={200: MetricsOut, 400: ErrorOut, 401: ErrorOut, 404: ErrorOut},
+            summary="Per workflow over a window: counts by outcome, rates, p50/p95 durations, cost")
+def metrics_get(request: HttpRequest, workflow: str | None = None, window: str = "24h") -> dict[str, Any]:
+    try:
+        span = summary.parse_window(window)
+    except summary.InvalidWindow as exc:
+        raise ApiProblem(400, "invalid_window", str(exc)) from None
+    if workflow is not None and workflow not in workflow_names():
+        raise ApiProblem(404, "workflow_not_found", f"no workflow is registered as {workflow[:200]!r}; "
+                         "GET /api/workflows lists them")
+    tenants = access.tenants_for(request.user)
+    now = timezone.now()
+    figures = summary.workflow_metrics(tenants=tenants, now=now, window=span, workflow=workflow)
+    return {"window": window.strip(), "since": (now - span).isoformat(), "until": now.isoformat(),
+            "tenants": tenants, "workflows": [vars(f) for f in figures]}
