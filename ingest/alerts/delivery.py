@@ -34,7 +34,7 @@ def _send(note: Notification) -> Delivered:
     if channel.kind == ChannelKind.EMAIL:
         sender = str(getattr(settings, "RUNLEDGER_ALERT_SENDER", settings.DEFAULT_FROM_EMAIL))
         return mail_send(subject=note.subject, body=text(note.body, base_url=_base_url()),
-                         to=list(channel.config.get("to", [])), sender=sender,
+                         to=list(note.body.get("to") or channel.config.get("to", [])), sender=sender,
                          smtp=channel.config.get("smtp"), password=str(secrets.get("smtp_password", "")))
     if channel.kind == ChannelKind.SLACK:
         return webhook_post(url=secrets["url"], payload=slack_payload(note.body, base_url=_base_url()))

@@ -23,6 +23,7 @@ from ingest.alerts.models import (
     Rule,
 )
 from ingest.engine.services.instances import instance_create
+from ingest.sources.notify import address_problem
 
 DELIVER_WORKFLOW = "alert-deliver"
 
@@ -113,9 +114,19 @@ def view_of(alert: Alert | None, rule: Rule | None, *, now: datetime, tenant: st
                      alert.count, alert.unsent, alert.facts, now)
 
 
-def recipient_of(channel: Channel) -> str:
+def email_to(channel: Channel, alert: Alert | None) -> list[str]:
+    """An email channel's recipients; an overdue approval's also goes to the address the workflow
+    named as its escalation (seed 002's primary → senior), when it is one."""
+    to = list(channel.config.get("to", []))
+    escalation = str((alert.facts if alert else {}).get("escalation") or "").strip()
+    if escalation and address_problem(escalation) is None and escalation not in to:
+        to.append(escalation)
+    return to
+
+
+def recipient_of(channel: Channel, alert: Alert | None = None) -> str:
     if channel.kind == ChannelKind.EMAIL:
-        return ", ".join(channel.config.get("to", []))[:500]
+        return ", ".join(email_to(channel, alert))[:500]
     return f"{channel.kind}: {urlsplit(channel.secret_values().get('url', '')).hostname or '?'}"
 
 
@@ -130,9 +141,10 @@ def notifications_create(*, alert: Alert | None, rule: Rule | None, kind: str, n
     made = []
     with transaction.atomic():
         for channel in targets:
+            body = {**payload, "to": email_to(channel, alert)} if channel.kind == ChannelKind.EMAIL else payload
             note = Notification.objects.create(
-                tenant=channel.tenant, alert=alert, channel=channel, kind=kind, recipient=recipient_of(channel),
-                subject=payload["subject"], body=payload, created_at=now,
+                tenant=channel.tenant, alert=alert, channel=channel, kind=kind, recipient=recipient_of(channel, alert),
+                subject=payload["subject"], body=body, created_at=now,
                 instance_id=f"{DELIVER_WORKFLOW}-{uuid.uuid4().hex[:20]}")
             instance_create(workflow=DELIVER_WORKFLOW, id=note.instance_id, params={"notification": note.id},
                             tenant=channel.tenant, actor="alerts")

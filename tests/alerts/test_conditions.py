@@ -157,3 +157,16 @@ def test_a_failing_alert_delivery_ends_failed_and_never_alerts_about_itself(foll
     assert (note.state, note.attempts) == ("failed", 2) and "answered 500" in note.last_error
     assert DeadLetter.objects.filter(instance_id=note.instance_id).exists()
     assert Notification.objects.count() == 1  # the failed delivery raised no alert of its own
+
+
+def test_an_overdue_approval_is_emailed_to_the_escalation_the_workflow_named(following, email_channel, smtp, drain):
+    rule_save(tenant="acme", name="escalate", condition="approval_overdue", params={},
+              channel_ids=[email_channel.id], now=timezone.now())
+    instance_create(workflow="alerts-test-approval", params={}, tenant="acme")
+    drain(advance_clock=False)
+    checks_round(now=timezone.now() + timedelta(hours=2))
+    drain(advance_clock=False)
+    mail = smtp.wait_for(1)
+    assert sorted(mail[0][1]) == ["oncall@example.com", "senior@example.com"]
+    assert "[ALERT] approval overdue: Ship order 7" in mail[0][2]["Subject"]
+    assert Notification.objects.get().recipient == "oncall@example.com, senior@example.com"
