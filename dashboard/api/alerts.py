@@ -130,12 +130,26 @@ def notification_list(request: HttpRequest, limit: int = 100) -> list[dict[str, 
     return selectors.notification_rows(tenants=access.tenants_for(request.user), limit=min(max(limit, 1), 500))
 
 
-@router.put("/callbacks/instances/{instance_id}", response={200: dict[str, Any], **E})
-def instance_callback_set(request: HttpRequest, instance_id: str, body: CallbackIn) -> dict[str, Any]:
+def _instance_tenant(request: HttpRequest, instance_id: str) -> str:
     tenant = Instance.objects.filter(id=instance_id, tenant__in=access.tenants_for(request.user)
                                      ).values_list("tenant", flat=True).first()
     if tenant is None:
         raise ApiProblem(404, "instance_not_found", f"no instance {instance_id[:100]!r} is visible to this token")
+    return tenant
+
+
+@router.get("/callbacks/instances/{instance_id}", response={200: dict[str, Any], **E})
+def instance_callback_get(request: HttpRequest, instance_id: str) -> dict[str, Any]:
+    _instance_tenant(request, instance_id)
+    found = selectors.callback_for(instance_id=instance_id)
+    if found is None:
+        raise ApiProblem(404, "callback_not_found", f"instance {instance_id[:100]!r} carries no callback")
+    return found
+
+
+@router.put("/callbacks/instances/{instance_id}", response={200: dict[str, Any], **E})
+def instance_callback_set(request: HttpRequest, instance_id: str, body: CallbackIn) -> dict[str, Any]:
+    tenant = _instance_tenant(request, instance_id)
     require_act(request.user, tenant)
     found = callbacks.callback_register(instance_id=instance_id, tenant=tenant, url=body.url,
                                         source="instance", now=timezone.now())

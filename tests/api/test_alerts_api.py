@@ -81,6 +81,8 @@ def test_callbacks_are_set_on_an_instance_and_on_a_route(operator, stranger):
     answer = operator.put(f"/api/callbacks/instances/{inst.id}", {"url": "https://example.com/done"})
     assert answer.status_code == 200, answer.content
     assert Callback.objects.get(instance_id=inst.id).source == "instance"
+    shown = operator.get(f"/api/callbacks/instances/{inst.id}").json()
+    assert (shown["url"], shown["state"], shown["attempts"]) == ("https://example.com/done", "pending", 0)
     assert stranger.put(f"/api/callbacks/instances/{inst.id}", {"url": "https://evil.example/"}).status_code == 404
     route_upsert(name="orders", workflow="test-echo", tenant="acme")
     assert operator.put("/api/callbacks/routes/orders", {"url": "https://example.com/r"}).status_code == 200
