@@ -47,6 +47,7 @@ INSTALLED_APPS = [
     "template_partials",
     "ingest.engine",
     "ingest.triggers",
+    "ingest.alerts",
     "ingest",
     "dashboard",
     "dashboard.observability",
@@ -161,6 +162,15 @@ RUNLEDGER_WORKFLOW_MODULES = [m.strip() for m in ENV.get("RUNLEDGER_WORKFLOW_MOD
 # Where retention writes archived instances (gzip JSON lines, one file per workflow and day).
 RUNLEDGER_ARCHIVE_DIR = Path(ENV.get("RUNLEDGER_ARCHIVE_DIR", "") or BASE_DIR / "var" / "archive")
 RUNLEDGER_PRICER = ENV.get("RUNLEDGER_PRICER", "ingest.pipelines.pricer.price_usage")
+# Alerts and callbacks (ingest/alerts): links in messages, the sender, the delivery retries.
+# Email goes through Django's mail backend (EMAIL_BACKEND, EMAIL_HOST...) unless a channel
+# names its own SMTP server.
+RUNLEDGER_BASE_URL = ENV.get("RUNLEDGER_BASE_URL", "")
+RUNLEDGER_ALERT_SENDER = ENV.get("RUNLEDGER_ALERT_SENDER", "runledger@localhost")
+RUNLEDGER_DELIVERY_RETRY_DELAY = ENV.get("RUNLEDGER_DELIVERY_RETRY_DELAY", "2 seconds")
+EMAIL_BACKEND = ENV.get("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+EMAIL_HOST = ENV.get("EMAIL_HOST", "localhost")
+EMAIL_PORT = config.env_int(ENV, "EMAIL_PORT", 25, minimum=1)
 
 # What one request may carry (ingest/triggers/limits.py; README "Configuration"). Checked
 # before parsing where possible, at every door: signed ingress, the REST API, webhooks, forms.

@@ -11,7 +11,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
-from dashboard.api import audit, dead_letters, instances, operations, schedules, workflows
+from dashboard.api import alerts, audit, dead_letters, instances, operations, schedules, workflows
 from dashboard.api.auth import ApiTokenAuth
 from dashboard.api.errors import (
     ApiProblem,
@@ -21,6 +21,7 @@ from dashboard.api.errors import (
     handle_problem,
 )
 from dashboard.observability import api as metrics_api
+from ingest.alerts.errors import AlertError
 from ingest.engine.errors import EngineError
 from ingest.triggers.errors import TriggerError
 
@@ -44,6 +45,7 @@ api.add_router("/dead-letters", dead_letters.router)
 api.add_router("/audit", audit.router)
 api.add_router("", operations.router)
 api.add_router("/metrics", metrics_api.router)  # seed 001 getMetrics (dashboard/observability)
+api.add_router("", alerts.router)
 
 
 @api.exception_handler(ApiProblem)
@@ -54,6 +56,11 @@ def _problem(request: HttpRequest, exc: ApiProblem) -> HttpResponse:
 @api.exception_handler(EngineError)
 def _engine(request: HttpRequest, exc: EngineError) -> HttpResponse:
     return from_engine_error(exc)
+
+
+@api.exception_handler(AlertError)
+def _alert(request: HttpRequest, exc: AlertError) -> HttpResponse:
+    return error_response(exc.status, exc.code, str(exc))
 
 
 @api.exception_handler(TriggerError)

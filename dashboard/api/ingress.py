@@ -16,6 +16,8 @@ from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 
 from dashboard.api.errors import error_response, from_engine_error, from_trigger_error
+from ingest.alerts.callbacks import route_callback_attach
+from ingest.engine import tracing
 from ingest.engine.errors import EngineError
 from ingest.triggers.errors import BodyTooLarge, InvalidWait, TriggerError
 from ingest.triggers.limits import input_limits
@@ -75,14 +77,17 @@ def route_ingress(request: HttpRequest, route: str) -> HttpResponse:
     try:
         asked = parse_wait(request.GET.get("wait"), default=-1.0)  # validated before any write
         body = _read_body(request)
-        triggered = route_trigger(
-            route=route, token=_bearer(request),
-            timestamp=request.headers.get("X-Runledger-Timestamp"),
-            signature=request.headers.get("X-Runledger-Signature"), body=body,
-            idempotency_key=request.headers.get("Idempotency-Key"), now=timezone.now(),
-        )
+        with tracing.ingress_request(route, request.headers.get("traceparent")):
+            triggered = route_trigger(
+                route=route, token=_bearer(request),
+                timestamp=request.headers.get("X-Runledger-Timestamp"),
+                signature=request.headers.get("X-Runledger-Signature"), body=body,
+                idempotency_key=request.headers.get("Idempotency-Key"), now=timezone.now(),
+            )
         route_default = min(triggered.route.wait_seconds, max_wait()) if triggered.route.sync_default else 0.0
         wait = route_default if asked < 0 else asked
+        if triggered.created:
+            route_callback_attach(route=route, instance_id=triggered.instance_id, now=timezone.now())
     except TriggerError as exc:
         return from_trigger_error(exc)
     except EngineError as exc:

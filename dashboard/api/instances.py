@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from django.http import HttpRequest
+from django.utils import timezone
 from ninja import Query, Router, Schema
 
 from dashboard import access
@@ -15,6 +16,7 @@ from dashboard.api import selectors
 from dashboard.api.audit import acted
 from dashboard.api.auth import actor, require_act
 from dashboard.api.errors import ApiProblem
+from ingest.alerts.callbacks import callback_register
 from ingest.engine.models import Instance
 from ingest.engine.services import control as engine_control
 from ingest.engine.services import instances as engine_instances
@@ -67,12 +69,19 @@ def _ok(instance_id: str) -> dict[str, Any]:
 def instance_start(request: HttpRequest, body: s.InstanceIn) -> tuple[int, dict[str, Any]]:
     require_act(request.user, body.tenant)
     reserved_params_check(body.params)
+    def start() -> Any:
+        # One transaction with the audit entry: a refused callback URL starts nothing.
+        created = engine_instances.instance_create(
+            workflow=body.workflow, id=body.id, params=body.params, tenant=body.tenant,
+            priority=body.priority, start_at=selectors.as_utc(body.start_at, what="start_at"),
+            actor=actor(request.user))
+        if body.callback_url is not None:
+            callback_register(instance_id=created.id, tenant=body.tenant, url=body.callback_url,
+                              source="api", now=timezone.now())
+        return created
+
     created = acted(request, action="instance.start", tenants=[body.tenant],
-                    selection={"workflow": body.workflow, "instance_id": body.id},
-                    run=lambda: engine_instances.instance_create(
-                        workflow=body.workflow, id=body.id, params=body.params, tenant=body.tenant,
-                        priority=body.priority, start_at=selectors.as_utc(body.start_at, what="start_at"),
-                        actor=actor(request.user)))
+                    selection={"workflow": body.workflow, "instance_id": body.id}, run=start)
     return 201, selectors.instance_dict(Instance.objects.get(pk=created.id))
 
 

@@ -37,6 +37,8 @@ class InstanceIn(Schema):
     tenant: str = Field("default", min_length=1, max_length=100)
     priority: int = Field(0, ge=-1000, le=1000)
     start_at: datetime | None = None
+    callback_url: str | None = Field(None, max_length=2000,
+                                     description="POSTed the outcome when the instance ends, signed with the tenant's ingress secret")
 
 
 class ErrorInfo(Schema):

@@ -1,10 +1,19 @@
-"""Operations pages: overview, workflow DAG, dead letters, costs, budgets, approvals, audit."""
+"""Operations pages: overview, workflow DAG, dead letters, costs, budgets, approvals, audit, alerts."""
 
 from __future__ import annotations
 
 from django.urls import path
 
-from dashboard.views import approvals, audit, budgets, costs, dead_letters, overview, workflows
+from dashboard.views import (
+    alerts,
+    approvals,
+    audit,
+    budgets,
+    costs,
+    dead_letters,
+    overview,
+    workflows,
+)
 
 app_name = "ops"
 
@@ -30,4 +39,17 @@ urlpatterns = [
     path("approvals/<int:approval_id>/", approvals.approval_detail, name="approval"),
     path("approvals/<int:approval_id>/answer/", approvals.approval_answer, name="approval_answer"),
     path("audit/", audit.audit, name="audit"),
+    path("alerts/", alerts.alerts, name="alerts"),
+    path("alerts/notifications/", alerts.notifications, name="notifications"),
+    path("alerts/rules/new/", alerts.rule_form, name="alert_rule_new"),
+    path("alerts/rules/create/", alerts.rule_save, name="alert_rule_create"),
+    path("alerts/rules/<int:rule_id>/edit/", alerts.rule_form, name="alert_rule_edit"),
+    path("alerts/rules/<int:rule_id>/save/", alerts.rule_save, name="alert_rule_update"),
+    path("alerts/rules/<int:rule_id>/toggle/", alerts.rule_toggle, name="alert_rule_toggle"),
+    path("alerts/channels/new/", alerts.channel_form, name="alert_channel_new"),
+    path("alerts/channels/create/", alerts.channel_save, name="alert_channel_create"),
+    path("alerts/channels/<int:channel_id>/edit/", alerts.channel_form, name="alert_channel_edit"),
+    path("alerts/channels/<int:channel_id>/save/", alerts.channel_save, name="alert_channel_update"),
+    path("alerts/channels/<int:channel_id>/toggle/", alerts.channel_toggle, name="alert_channel_toggle"),
+    path("alerts/channels/<int:channel_id>/test/", alerts.channel_send_test, name="alert_channel_test"),
 ]

@@ -25,7 +25,8 @@ from dashboard.actions import ACTIONS, Action, available_actions
 from dashboard.audit import Audit, Origin, audited
 from dashboard.models import Role
 from dashboard.views.common import HtmxHttpRequest
-from ingest.engine import EngineError
+from ingest.alerts.selectors import callback_for
+from ingest.engine import EngineError, tracing
 from ingest.engine.models import Instance, Status
 from ingest.engine.secrets import public_value
 from ingest.engine.services import control, instances
@@ -89,6 +90,8 @@ def instance_detail(request: HtmxHttpRequest, instance_id: str) -> HttpResponse:
         "i": detail.instance,
         "actions": available_actions(detail.instance) if detail.can_act else [],
         "live_query": urlencode({"view": "instance", "instance": instance_id, "after": detail.cursor}),
+        "callback": callback_for(instance_id=instance_id),
+        "trace": {"id": tracing.trace_id_hex(instance_id), "on": tracing.ENABLED},
     }
     fragment = request.GET.get("fragment", "")
     template = "runs/instance_detail.html"

@@ -20,6 +20,8 @@ import requests
 from requests.sessions import merge_setting
 from requests.utils import get_environ_proxies, get_netrc_auth
 
+from ingest.engine import tracing
+
 # (connect, read) seconds. Every request passes an explicit timeout: requests has none.
 Timeout = tuple[float, float]
 DEFAULT_TIMEOUT: Timeout = (5.0, 60.0)
@@ -78,6 +80,21 @@ class Session(requests.Session):
             verify = bundle or verify
         return {"proxies": merge_setting(proxies, self.proxies), "stream": merge_setting(stream, self.stream),
                 "verify": merge_setting(verify, self.verify), "cert": merge_setting(cert, self.cert)}
+
+
+    def send(self, request: requests.PreparedRequest, **kwargs: Any) -> requests.Response:
+        if not tracing.ENABLED:
+            return super().send(request, **kwargs)
+        # The call as a CLIENT span under the step attempt's, its traceparent sent along.
+        with tracing.client_span(str(request.method), str(request.url)) as (span, headers):
+            request.headers.update(headers)
+            response = super().send(request, **kwargs)
+            span.set_attribute("http.response.status_code", response.status_code)
+            if response.status_code >= 500:
+                from opentelemetry.trace import StatusCode
+
+                span.set_status(StatusCode.ERROR, f"HTTP {response.status_code}")
+            return response
 
 
 def _no_auth(request: Any) -> Any:

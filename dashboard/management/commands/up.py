@@ -44,6 +44,7 @@ class Command(BaseCommand):
             summary = demo_seed()
             self.stdout.write(f"demo data: {summary.started} ingests started, {summary.already} already there")
         from dashboard.rollups.runner import RollupRunner
+        from ingest.alerts.runner import AlertRunner
         from ingest.engine.retention_runner import RetentionRunner
         from ingest.engine.worker.loop import Worker
         from ingest.triggers.scheduler import Scheduler
@@ -55,6 +56,8 @@ class Command(BaseCommand):
         rollups.start()
         retention = RetentionRunner()  # finished instances past their retention_days, hourly
         retention.start()
+        alerts = AlertRunner()  # alert rules, notifications and callbacks (ingest/alerts)
+        alerts.start()
         url = f"http://{options['host']}:{options['port']}/"
         self.stdout.write(f"Runledger is up at {url} — log in as operator/operator (viewer/viewer reads only)")
         self.stdout.flush()
@@ -63,6 +66,7 @@ class Command(BaseCommand):
         finally:
             self.stdout.write("stopping: draining the worker")
             retention.stop()
+            alerts.stop()
             rollups.stop()
             scheduler.stop()
             worker.stop(timeout=30)

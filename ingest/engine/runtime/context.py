@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from ingest.engine import tracing
 from ingest.engine.costs import budgets, record
 
 
@@ -53,11 +54,14 @@ class StepContext:
 
         With `cost=None` the usage is priced by `settings.RUNLEDGER_PRICER`. Returns the cost.
         """
-        return record.cost_record(
+        recorded = record.cost_record(
             ctx=self, service=service, cost=None if cost is None else _money(cost), model=model,
             tokens_in=tokens_in, tokens_cached=tokens_cached, tokens_out=tokens_out, items=items,
             metadata=metadata or {}, success=success,
         )
+        if tracing.ENABLED:
+            tracing.cost_tracked(recorded)
+        return recorded
 
 
 def _money(value: Decimal | str | int | float) -> Decimal:

@@ -9,6 +9,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+from ingest.engine import tracing
 from ingest.engine.errors import StepTimeout
 from ingest.engine.runtime import lane
 from ingest.engine.runtime.context import StepContext
@@ -23,6 +24,12 @@ def invoke(fn: Callable[..., Any], ctx: StepContext, p: Prepared, overrides: Ove
     mocked, value = _mocked(overrides, p.name)
     if mocked:
         return value
+    if tracing.ENABLED:
+        return tracing.step_attempt(ctx, lambda: _in_lane(fn, ctx, p))
+    return _in_lane(fn, ctx, p)
+
+
+def _in_lane(fn: Callable[..., Any], ctx: StepContext, p: Prepared) -> Any:
     if p.deferred:
         with lane.deferred_step():
             return _invoke(fn, ctx, p)
@@ -51,6 +58,8 @@ async def invoke_async(fn: Callable[..., Any], ctx: StepContext, p: Prepared, ov
     assert p.config is not None
     timeout = p.config.timeout.total_seconds()
     try:
+        if inspect.iscoroutinefunction(fn) and tracing.ENABLED:
+            return await tracing.step_attempt_async(ctx, lambda: asyncio.wait_for(call(fn, ctx), timeout))
         if inspect.iscoroutinefunction(fn):
             return await asyncio.wait_for(call(fn, ctx), timeout)
         return await asyncio.to_thread(invoke, fn, ctx, p, overrides)

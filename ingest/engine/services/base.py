@@ -7,6 +7,7 @@ import json
 from datetime import datetime
 from typing import Any
 
+from ingest.engine import tracing
 from ingest.engine.errors import (
     InstanceFinished,
     InstanceNotFound,
@@ -82,6 +83,8 @@ def generated_id(workflow: str, now: datetime) -> str:
 
 def created_history(inst: Instance, *, actor: str, reason: str = "", **data: Any) -> History:
     notify.history()
+    if (traceparent := tracing.incoming.get()) is not None:  # the ingress request that started it
+        data["traceparent"] = traceparent
     return History(instance_id=inst.id, workflow=inst.workflow, tenant=inst.tenant,
                    kind=HistoryKind.INSTANCE_CREATED, status=Status.QUEUED, actor=actor,
                    reason=reason, data=data, created_at=inst.created_at)

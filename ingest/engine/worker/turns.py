@@ -12,7 +12,7 @@ from typing import Any
 
 from django.db import connection, transaction
 
-from ingest.engine import clock, flow
+from ingest.engine import clock, flow, tracing
 from ingest.engine.models import History, HistoryKind, Instance, Status
 from ingest.engine.runtime import turn
 from ingest.engine.runtime.execution import Execution
@@ -46,7 +46,16 @@ def run_turn(instance_id: str, *, token: str, worker_id: str, lease: timedelta,
                           tenant=inst.tenant, lease=lease, control=inst.control)
     has_steps = claimed is None or claimed.row is None or claimed.has_steps
     execution = Execution(instance=inst, store=store, draining=draining, has_steps=has_steps, ending=ending)
+    if tracing.ENABLED:
+        return _traced(inst, worker_id, lambda: turn.run_turn(execution, _make_step))
     return turn.run_turn(execution, _make_step)
+
+
+def _traced(inst: Instance, worker_id: str, run: Callable[[], str]) -> str:
+    """The turn as a span (tracing on only): the ingress traceparent its creation kept, linked."""
+    created = (History.objects.filter(instance_id=inst.id, kind=HistoryKind.INSTANCE_CREATED)
+               .values_list("data", flat=True).first()) or {}
+    return tracing.traced_turn(inst, worker=worker_id, ingress=created.get("traceparent"), run=run)
 
 
 _COLUMNS = [f.attname for f in Instance._meta.concrete_fields]

@@ -1,0 +1,167 @@
+"""/api/alerts (rules, channels, notifications, the channel test) and /api/callbacks (an
+instance's or a route's callback URL). Thin over ingest.alerts' services and selectors; every
+write is scoped to a tenant the token's user operates, every read to the tenants it sees."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest
+from django.utils import timezone
+from ninja import Field, Router, Schema
+
+from dashboard import access
+from dashboard.api.auth import require_act
+from dashboard.api.errors import ApiProblem
+from dashboard.api.schemas import ErrorOut
+from ingest.alerts import callbacks, selectors, services
+from ingest.alerts.firing import channel_test
+from ingest.alerts.models import Channel, Rule
+from ingest.engine.models import Instance
+from ingest.triggers.models import Route
+
+router = Router(tags=["alerts"])
+E: dict[int, Any] = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 409: ErrorOut, 422: ErrorOut}
+
+
+class RuleIn(Schema):
+    tenant: str = Field("default", min_length=1, max_length=100)
+    name: str = Field(..., min_length=1, max_length=100)
+    condition: str
+    params: dict[str, Any] = Field(default_factory=dict)
+    channel_ids: list[int] = Field(..., min_length=1)
+    throttle_seconds: int = Field(600, ge=0, le=604800)
+    notify_resolved: bool = True
+    enabled: bool = True
+
+
+class ChannelIn(Schema):
+    tenant: str = Field("default", min_length=1, max_length=100)
+    name: str = Field(..., min_length=1, max_length=100)
+    kind: str
+    config: dict[str, Any] = Field(default_factory=dict)
+    secrets: dict[str, str] = Field(default_factory=dict, description="url, hmac_key, smtp_password; write-only")
+    enabled: bool = True
+
+
+class CallbackIn(Schema):
+    url: str = Field(..., min_length=1, max_length=2000)
+
+
+def _rule(request: HttpRequest, rule_id: int) -> Rule:
+    rule = Rule.objects.filter(id=rule_id, tenant__in=access.tenants_for(request.user)).first()
+    if rule is None:
+        raise ApiProblem(404, "rule_not_found", f"no alert rule {rule_id} is visible to this token")
+    return rule
+
+
+def _channel(request: HttpRequest, channel_id: int) -> Channel:
+    channel = Channel.objects.filter(id=channel_id, tenant__in=access.tenants_for(request.user)).first()
+    if channel is None:
+        raise ApiProblem(404, "channel_not_found", f"no channel {channel_id} is visible to this token")
+    return channel
+
+
+@router.get("/alerts/rules", response={200: list[dict[str, Any]], **E})
+def rule_list(request: HttpRequest) -> list[dict[str, Any]]:
+    return selectors.rule_rows(tenants=access.tenants_for(request.user))
+
+
+@router.post("/alerts/rules", response={201: dict[str, Any], **E})
+def rule_create(request: HttpRequest, body: RuleIn) -> tuple[int, dict[str, Any]]:
+    require_act(request.user, body.tenant)
+    rule = services.rule_save(**body.dict(), actor=request.user.username, now=timezone.now())
+    return 201, selectors.rule_row(rule)
+
+
+@router.put("/alerts/rules/{rule_id}", response={200: dict[str, Any], **E})
+def rule_update(request: HttpRequest, rule_id: int, body: RuleIn) -> dict[str, Any]:
+    rule = _rule(request, rule_id)
+    require_act(request.user, rule.tenant)
+    if body.tenant != rule.tenant:
+        raise ApiProblem(422, "invalid_rule", "a rule stays in its tenant; create a new one in the other tenant")
+    saved = services.rule_save(**body.dict(), rule_id=rule.id, actor=request.user.username, now=timezone.now())
+    return selectors.rule_row(saved)
+
+
+@router.post("/alerts/rules/{rule_id}/{action}", response={200: dict[str, Any], **E})
+def rule_toggle(request: HttpRequest, rule_id: int, action: str) -> dict[str, Any]:
+    if action not in ("enable", "disable"):
+        raise ApiProblem(404, "not_found", f"no action {action!r}; use enable or disable")
+    rule = _rule(request, rule_id)
+    require_act(request.user, rule.tenant)
+    saved = services.rule_set_enabled(rule_id=rule.id, tenant=rule.tenant, enabled=action == "enable",
+                                      now=timezone.now())
+    return selectors.rule_row(saved)
+
+
+@router.get("/alerts/channels", response={200: list[dict[str, Any]], **E})
+def channel_list(request: HttpRequest) -> list[dict[str, Any]]:
+    return selectors.channel_rows(tenants=access.tenants_for(request.user))
+
+
+@router.post("/alerts/channels", response={201: dict[str, Any], **E})
+def channel_create(request: HttpRequest, body: ChannelIn) -> tuple[int, dict[str, Any]]:
+    require_act(request.user, body.tenant)
+    channel = services.channel_save(**body.dict(), now=timezone.now())
+    return 201, selectors.channel_row(channel)
+
+
+@router.put("/alerts/channels/{channel_id}", response={200: dict[str, Any], **E})
+def channel_update(request: HttpRequest, channel_id: int, body: ChannelIn) -> dict[str, Any]:
+    channel = _channel(request, channel_id)
+    require_act(request.user, channel.tenant)
+    fields = body.dict(exclude={"tenant", "kind"})
+    saved = services.channel_save(**fields, tenant=channel.tenant, kind=channel.kind, channel_id=channel.id,
+                                  now=timezone.now())
+    return selectors.channel_row(saved)
+
+
+@router.post("/alerts/channels/{channel_id}/test", response={202: dict[str, Any], **E})
+def channel_send_test(request: HttpRequest, channel_id: int) -> tuple[int, dict[str, Any]]:
+    channel = _channel(request, channel_id)
+    require_act(request.user, channel.tenant)
+    note = channel_test(channel=channel, now=timezone.now())
+    return 202, selectors.notification_row(note)
+
+
+@router.get("/alerts/notifications", response={200: list[dict[str, Any]], **E})
+def notification_list(request: HttpRequest, limit: int = 100) -> list[dict[str, Any]]:
+    return selectors.notification_rows(tenants=access.tenants_for(request.user), limit=min(max(limit, 1), 500))
+
+
+def _instance_tenant(request: HttpRequest, instance_id: str) -> str:
+    tenant = Instance.objects.filter(id=instance_id, tenant__in=access.tenants_for(request.user)
+                                     ).values_list("tenant", flat=True).first()
+    if tenant is None:
+        raise ApiProblem(404, "instance_not_found", f"no instance {instance_id[:100]!r} is visible to this token")
+    return tenant
+
+
+@router.get("/callbacks/instances/{instance_id}", response={200: dict[str, Any], **E})
+def instance_callback_get(request: HttpRequest, instance_id: str) -> dict[str, Any]:
+    _instance_tenant(request, instance_id)
+    found = selectors.callback_for(instance_id=instance_id)
+    if found is None:
+        raise ApiProblem(404, "callback_not_found", f"instance {instance_id[:100]!r} carries no callback")
+    return found
+
+
+@router.put("/callbacks/instances/{instance_id}", response={200: dict[str, Any], **E})
+def instance_callback_set(request: HttpRequest, instance_id: str, body: CallbackIn) -> dict[str, Any]:
+    tenant = _instance_tenant(request, instance_id)
+    require_act(request.user, tenant)
+    found = callbacks.callback_register(instance_id=instance_id, tenant=tenant, url=body.url,
+                                        source="instance", now=timezone.now())
+    return selectors.callback_row(found)
+
+
+@router.put("/callbacks/routes/{route}", response={200: dict[str, Any], **E})
+def route_callback_set(request: HttpRequest, route: str, body: CallbackIn) -> dict[str, Any]:
+    tenant = Route.objects.filter(name=route, tenant__in=access.tenants_for(request.user)
+                                  ).values_list("tenant", flat=True).first()
+    if tenant is None:
+        raise ApiProblem(404, "route_not_found", f"no route {route[:100]!r} is visible to this token")
+    require_act(request.user, tenant)
+    callbacks.route_callback_set(route=route, url=body.url, now=timezone.now())
+    return {"route": route, "url": body.url.strip()}

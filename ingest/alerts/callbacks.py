@@ -1,0 +1,105 @@
+"""Instance callbacks (seed 001's webhooks out): a route, a REST start or an instance carries a
+URL; when the instance ends, its outcome and output are POSTed there, signed with the tenant's
+ingress secret exactly as our ingress verifies requests, by a `callback-deliver` instance.
+
+Registering and the instance's end may race (a sync route's instance can finish before its
+callback row commits). Both sides start the delivery under a deterministic instance id: the
+follower when it reads the end and finds the row, `callback_register` when it finds the
+instance already ended. Whichever comes second gets InstanceAlreadyExists; neither is missed,
+since the register commits its row before it reads the status.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime
+
+from django.db import IntegrityError, transaction
+
+from ingest.alerts.conditions import COMPLETED_WITH_ERRORS
+from ingest.alerts.errors import InvalidCallback
+from ingest.alerts.models import Callback, CallbackSource, DeliveryState, RouteCallback
+from ingest.engine.errors import InstanceAlreadyExists
+from ingest.engine.models import FINISHED_STATUSES, Instance
+from ingest.engine.services.instances import instance_create
+from ingest.sources.notify import url_problem
+from ingest.triggers.models import IngressSecret
+
+DELIVER_WORKFLOW = "callback-deliver"
+
+
+def tenant_signing_secret(tenant: str) -> str | None:
+    """The newest enabled ingress secret of the tenant: what its clients already verify with."""
+    return (IngressSecret.objects.filter(tenant=tenant, enabled=True).order_by("-created_at", "-id")
+            .values_list("hmac_secret", flat=True).first())
+
+
+def delivery_id(instance_id: str) -> str:
+    name = f"cb-{instance_id}"
+    return name if len(name) <= 100 else f"cb-{hashlib.sha256(instance_id.encode()).hexdigest()[:40]}"
+
+
+def url_checked(url: str) -> str:
+    if not isinstance(url, str) or len(url) > 2000 or (problem := url_problem(url)):
+        raise InvalidCallback(f"callback URL: {problem if isinstance(url, str) and len(url) <= 2000 else 'at most 2000 characters'}")
+    return url.strip()
+
+
+def route_callback_set(*, route: str, url: str | None, now: datetime) -> RouteCallback | None:
+    """Set (or with None clear) the callback URL every instance of the route carries."""
+    if not url:
+        RouteCallback.objects.filter(route=route).delete()
+        return None
+    found, _ = RouteCallback.objects.update_or_create(route=route, defaults={"url": url_checked(url), "created_at": now})
+    return found
+
+
+def route_callback_url(route: str) -> str | None:
+    return RouteCallback.objects.filter(route=route).values_list("url", flat=True).first()
+
+
+def callback_register(*, instance_id: str, tenant: str, url: str, source: str = CallbackSource.API,
+                      now: datetime) -> Callback:
+    """Attach a callback to an instance (one per instance; a second one replaces a pending one)."""
+    url = url_checked(url)
+    if source not in CallbackSource.values:
+        raise InvalidCallback(f"source {source!r} is unknown")
+    if tenant_signing_secret(tenant) is None:
+        raise InvalidCallback(f"tenant {tenant!r} has no enabled ingress secret to sign callbacks with; "
+                              "create one (ingress_secret_create) and verify callbacks with its HMAC secret")
+    try:
+        with transaction.atomic():
+            callback, _ = Callback.objects.update_or_create(
+                instance_id=instance_id, state=DeliveryState.PENDING, delivery_instance_id="",
+                defaults={"tenant": tenant, "url": url, "source": source, "created_at": now})
+    except IntegrityError:
+        raise InvalidCallback(f"instance {instance_id} has already ended and its callback was sent") from None
+    status = Instance.objects.filter(id=instance_id).values_list("status", flat=True).first()
+    if status in FINISHED_STATUSES or status == COMPLETED_WITH_ERRORS:
+        callback_start(instance_id=instance_id)
+    return callback
+
+
+def callback_start(*, instance_id: str) -> str | None:
+    """Start the delivery of an ended instance's callback, if it has one; its delivery id."""
+    callback = Callback.objects.filter(instance_id=instance_id).first()
+    if callback is None:
+        return None
+    name = delivery_id(instance_id)
+    try:
+        with transaction.atomic():
+            instance_create(workflow=DELIVER_WORKFLOW, id=name, params={"callback": callback.id},
+                            tenant=callback.tenant, actor="callbacks")
+            Callback.objects.filter(id=callback.id).update(delivery_instance_id=name)
+    except InstanceAlreadyExists:
+        pass
+    return name
+
+
+def route_callback_attach(*, route: str, instance_id: str, now: datetime) -> Callback | None:
+    """The route's callback URL, if it has one, on an instance its request just started."""
+    url = route_callback_url(route)
+    tenant = Instance.objects.filter(id=instance_id).values_list("tenant", flat=True).first()
+    if not url or tenant is None:
+        return None
+    return callback_register(instance_id=instance_id, tenant=tenant, url=url, source=CallbackSource.ROUTE, now=now)

@@ -1,0 +1,303 @@
+"""OpenTelemetry traces of instances: a trace per instance, a span per worker turn and per step
+attempt, outbound HTTP calls as their children, a link to the ingress request that started it.
+
+Off by default, and then free: `ENABLED` is decided once, at import, from the standard OTEL_*
+variables (an OTLP endpoint, or OTEL_TRACES_EXPORTER other than "none"; OTEL_SDK_DISABLED=true
+wins), and every hook in the engine is `if tracing.ENABLED:` around the code as it was. The
+SDK is imported only when tracing is on. The exporter is the OTLP one (HTTP/protobuf), reading
+its endpoint, headers and timeout from OTEL_EXPORTER_OTLP_*, and the resource from
+OTEL_SERVICE_NAME / OTEL_RESOURCE_ATTRIBUTES, as every OpenTelemetry SDK does.
+
+A trace per instance across processes and days without storing anything: the trace id and the
+root span id are derived from the instance id (SHA-256), so every turn of an instance, on any
+worker, is a child of the same root. The root span itself is written when the instance ends,
+with that id, from its creation to its end. A child instance's root links to its parent's; the
+ingress request's `traceparent` is kept in the instance's `instance.created` history row, and
+the root and each turn link to it (a link, not a parent: the request ended long before).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import hashlib
+import os
+import re
+import threading
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from datetime import datetime
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def enabled_by(env: Mapping[str, str]) -> bool:
+    """Whether the OTEL_* variables ask for traces (pure; tests pass their own mapping)."""
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    exporter = env.get("OTEL_TRACES_EXPORTER", "").strip().lower()
+    if exporter:
+        return exporter != "none"
+    return bool(env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
+
+
+#: Checked by every hook; decided once per process. `enable()` turns it on for tests and benches.
+ENABLED: bool = enabled_by(os.environ)
+
+TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
+#: The `traceparent` of the request creating instances in this context (ingress sets it).
+incoming: contextvars.ContextVar[str | None] = contextvars.ContextVar("runledger_incoming_traceparent", default=None)
+
+_provider: Any = None
+_tracer: Any = None
+_lock = threading.Lock()
+_next_ids = threading.local()  # ids the next span takes (the root span's derived ids)
+
+
+def valid_traceparent(value: str | None) -> str | None:
+    """The header if it is a W3C traceparent (version 00, ids not all zero), else None."""
+    if not value:
+        return None
+    found = TRACEPARENT.match(value.strip().lower())
+    if not found or set(found.group(1)) == {"0"} or set(found.group(2)) == {"0"}:
+        return None
+    return found.group(0)
+
+
+def instance_ids(instance_id: str) -> tuple[int, int]:
+    """(trace id, root span id) of an instance: the same on every process, for ever."""
+    digest = hashlib.sha256(f"runledger-instance:{instance_id}".encode()).digest()
+    return int.from_bytes(digest[:16], "big") or 1, int.from_bytes(digest[16:24], "big") or 1
+
+
+def trace_id_hex(instance_id: str) -> str:
+    """The instance's trace id as backends show it (32 hex digits)."""
+    return f"{instance_ids(instance_id)[0]:032x}"
+
+
+def enable(provider: Any = None) -> Any:
+    """Turn tracing on in this process with `provider` (a TracerProvider; default: the OTLP
+    exporter configured from OTEL_*). Returns the provider."""
+    global ENABLED, _provider, _tracer
+    with _lock:
+        if provider is not None:
+            provider.id_generator = id_generator()  # the tracer takes it from the provider
+        _provider = provider if provider is not None else _default_provider()
+        _tracer = _provider.get_tracer("runledger")
+        ENABLED = True
+    return _provider
+
+
+def disable() -> None:
+    global ENABLED, _provider, _tracer
+    ENABLED, _provider, _tracer = False, None, None
+
+
+def _default_provider() -> Any:
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
+
+    provider = TracerProvider(resource=Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", "runledger")}),
+                              id_generator=id_generator())
+    console = os.environ.get("OTEL_TRACES_EXPORTER", "").strip().lower() == "console"
+    provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter() if console else OTLPSpanExporter()))
+    return provider
+
+
+def id_generator() -> Any:
+    from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
+
+    class InstanceIds(RandomIdGenerator):
+        """Random ids, except for an instance's root span: its ids derive from the instance id."""
+
+        def generate_span_id(self) -> int:
+            preset = getattr(_next_ids, "span", None)
+            if preset is not None:
+                _next_ids.span = None
+                return int(preset)
+            return super().generate_span_id()
+
+        def generate_trace_id(self) -> int:
+            preset = getattr(_next_ids, "trace", None)
+            if preset is not None:
+                _next_ids.trace = None
+                return int(preset)
+            return super().generate_trace_id()
+
+    return InstanceIds()
+
+
+def tracer() -> Any:
+    if _tracer is None:  # ENABLED from the environment: the provider is made on first use
+        enable()
+    return _tracer
+
+
+def _link(traceparent: str | None) -> list[Any]:
+    from opentelemetry.trace import Link, SpanContext, TraceFlags
+
+    tp = valid_traceparent(traceparent)
+    if tp is None:
+        return []
+    _, trace_id, span_id, flags = tp.split("-")
+    return [Link(SpanContext(int(trace_id, 16), int(span_id, 16), is_remote=True,
+                             trace_flags=TraceFlags(int(flags, 16))), {"runledger.link": "ingress"})]
+
+
+def _instance_context(instance_id: str) -> Any:
+    from opentelemetry import trace
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+
+    trace_id, span_id = instance_ids(instance_id)
+    parent = SpanContext(trace_id, span_id, is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
+    return trace.set_span_in_context(NonRecordingSpan(parent))
+
+
+def _parent_link(parent_id: str | None) -> list[Any]:
+    from opentelemetry.trace import Link, SpanContext, TraceFlags
+
+    if not parent_id:
+        return []
+    trace_id, span_id = instance_ids(parent_id)
+    return [Link(SpanContext(trace_id, span_id, is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED)),
+                 {"runledger.link": "parent-instance", "runledger.parent_id": parent_id})]
+
+
+def instance_attributes(instance: Any) -> dict[str, Any]:
+    return {"runledger.instance_id": instance.id, "runledger.workflow": instance.workflow,
+            "runledger.tenant": instance.tenant}
+
+
+def traced_turn(instance: Any, *, worker: str, ingress: str | None, run: Callable[[], str]) -> str:
+    """A worker turn as a span under the instance's root; the root span itself once it ended."""
+    from opentelemetry.trace import SpanKind, StatusCode
+
+    links = _link(ingress) + _parent_link(instance.parent_id)
+    attributes = {**instance_attributes(instance), "runledger.worker": worker,
+                  "runledger.run_count": int(instance.run_count or 0)}
+    with tracer().start_as_current_span(f"turn {instance.workflow}", context=_instance_context(instance.id),
+                                        kind=SpanKind.CONSUMER, links=links, attributes=attributes) as span:
+        status = run()
+        span.set_attribute("runledger.outcome", status)
+        if status == "errored":
+            span.set_status(StatusCode.ERROR, f"instance {instance.id} errored")
+    if status in ("complete", "errored", "terminated", "completed_with_errors"):
+        _root_span(instance, status=status, links=links)
+    return status
+
+
+def _root_span(instance: Any, *, status: str, links: list[Any]) -> None:
+    from opentelemetry.context import Context
+    from opentelemetry.trace import StatusCode
+
+    trace_id, span_id = instance_ids(instance.id)
+    _next_ids.trace, _next_ids.span = trace_id, span_id
+    started = _ns(instance.created_at)
+    span = tracer().start_span(f"instance {instance.workflow}", context=Context(), links=links, start_time=started,
+                               attributes={**instance_attributes(instance), "runledger.outcome": status})
+    _next_ids.trace = _next_ids.span = None
+    if status == "errored":
+        span.set_status(StatusCode.ERROR, f"instance {instance.id} errored")
+    span.end()
+
+
+def _ns(when: datetime | None) -> int | None:
+    return None if when is None else int(when.timestamp() * 1_000_000_000)
+
+
+def step_attempt(ctx: Any, run: Callable[[], T]) -> T:
+    """A step attempt as a span under the current turn (or, in a parallel group's helper thread,
+    under the instance's root): attributes workflow, step, attempt, tenant, outcome and the cost
+    the attempt recorded."""
+    from opentelemetry import trace
+    from opentelemetry.trace import StatusCode
+
+    current = trace.get_current_span()
+    parent = None if current.get_span_context().is_valid else _instance_context(ctx.instance_id)
+    attributes = {"runledger.instance_id": ctx.instance_id, "runledger.workflow": ctx.workflow,
+                  "runledger.tenant": ctx.tenant, "runledger.step": ctx.name, "runledger.attempt": ctx.attempt}
+    with tracer().start_as_current_span(f"step {ctx.name}", context=parent, attributes=attributes,
+                                        record_exception=False, set_status_on_exception=False) as span:
+        try:
+            result = run()
+        except BaseException as exc:
+            span.set_attribute("runledger.outcome", type(exc).__name__)
+            span.set_status(StatusCode.ERROR, str(exc)[:500])
+            raise
+        span.set_attribute("runledger.outcome", "ok")
+        return result
+
+
+async def step_attempt_async(ctx: Any, run: Callable[[], Awaitable[T]]) -> T:
+    """`step_attempt` for a coroutine step of an async workflow."""
+    from opentelemetry.trace import StatusCode
+
+    attributes = {"runledger.instance_id": ctx.instance_id, "runledger.workflow": ctx.workflow,
+                  "runledger.tenant": ctx.tenant, "runledger.step": ctx.name, "runledger.attempt": ctx.attempt}
+    with tracer().start_as_current_span(f"step {ctx.name}", context=_instance_context(ctx.instance_id),
+                                        attributes=attributes, record_exception=False,
+                                        set_status_on_exception=False) as span:
+        try:
+            result = await run()
+        except BaseException as exc:
+            span.set_attribute("runledger.outcome", type(exc).__name__)
+            span.set_status(StatusCode.ERROR, str(exc)[:500])
+            raise
+        span.set_attribute("runledger.outcome", "ok")
+        return result
+
+
+def cost_tracked(amount: Any) -> None:
+    """Add a recorded cost (USD) to the current step attempt's span."""
+    from opentelemetry import trace
+
+    span = trace.get_current_span()
+    if span.is_recording():
+        before = getattr(span, "attributes", {}).get("runledger.cost_usd", 0.0)
+        span.set_attribute("runledger.cost_usd", round(float(before) + float(amount), 6))
+
+
+@contextlib.contextmanager
+def client_span(method: str, url: str) -> Iterator[tuple[Any, dict[str, str]]]:
+    """An outbound HTTP call as a CLIENT span; yields (span, headers to send: traceparent)."""
+    from urllib.parse import urlsplit
+
+    from opentelemetry import propagate
+    from opentelemetry.trace import SpanKind
+
+    parts = urlsplit(url)
+    attributes = {"http.request.method": method, "server.address": parts.hostname or "",
+                  "url.full": f"{parts.scheme}://{parts.netloc}{parts.path}"}
+    with tracer().start_as_current_span(f"{method} {parts.hostname}", kind=SpanKind.CLIENT,
+                                        attributes=attributes) as span:
+        carrier: dict[str, str] = {}
+        propagate.inject(carrier)
+        yield span, carrier
+
+
+@contextlib.contextmanager
+def ingress_request(route: str, traceparent: str | None) -> Iterator[None]:
+    """Around an ingress request: with tracing on, a SERVER span child of the caller's
+    traceparent, whose own traceparent the instances it creates keep; off, the caller's header
+    is kept as it came (validated), so turning tracing on later still links them."""
+    if not ENABLED:
+        token = incoming.set(valid_traceparent(traceparent))
+        try:
+            yield
+        finally:
+            incoming.reset(token)
+        return
+    from opentelemetry import propagate
+    from opentelemetry.trace import SpanKind
+
+    parent = propagate.extract({"traceparent": traceparent} if valid_traceparent(traceparent) else {})
+    with tracer().start_as_current_span(f"POST /api/routes/{route}", context=parent, kind=SpanKind.SERVER,
+                                        attributes={"http.route": "/api/routes/{route}", "runledger.route": route}) as span:
+        sc = span.get_span_context()
+        token = incoming.set(f"00-{sc.trace_id:032x}-{sc.span_id:016x}-{int(sc.trace_flags):02x}")
+        try:
+            yield
+        finally:
+            incoming.reset(token)
