@@ -74,6 +74,7 @@ class Worker:
         self._claim_epoch = 0  # pg.connections_epoch() when it was opened
         self._claim_failures = FailureLog()
         self._beat_failures = FailureLog()
+        self._renew_failures = FailureLog()  # turns whose lease cannot be taken back after a fault
         self.liveness = (Liveness(worker_id=self.worker_id, wake=self.wake, stopped=self.stopped,
                                   released=self._sweep) if is_postgres() else None)
         self.turns = 0
@@ -250,8 +251,14 @@ class Worker:
             try:
                 held = sql_liveness.renew(instance_id=instance_id, owner=self.worker_id, token=token,
                                           new_token=new, lease_until=clock.now() + self.lease)
-            except DatabaseError:
-                continue  # still away
+            except DatabaseError as exc:  # still away, or read-only: say so once per cause
+                shout, count = self._renew_failures.failed(now=time.monotonic(), reason=first_line(exc))
+                if shout:
+                    log.warning("worker %s: cannot take back the lease of %s after its turn failed (%s); "
+                                "retrying with backoff (%d failure(s) so far)", self.worker_id, instance_id,
+                                first_line(exc), count)
+                continue
+            self._renew_failures.recovered()
             if not held:
                 return None
             with self._lock:
