@@ -1,10 +1,14 @@
-"""Django admin (the admin role): manage who belongs to which tenant with which role."""
+"""Django admin (the admin role): manage who belongs to which tenant with which role; read the
+audit log (nobody edits or deletes it here)."""
 
 from __future__ import annotations
 
-from django.contrib import admin
+from typing import Any
 
-from dashboard.models import Membership
+from django.contrib import admin
+from django.http import HttpRequest
+
+from dashboard.models import AuditEntry, Membership
 
 # ModelAdmin is generic only in django-stubs: ModelAdmin[Membership] would fail at run time (without
 # django-stubs-ext's monkeypatch, which is not a runtime dependency), hence the type-arg ignore.
@@ -16,3 +20,19 @@ class MembershipAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_filter = ("role", "tenant")
     search_fields = ("user__username", "tenant")
     autocomplete_fields = ("user",)
+
+
+@admin.register(AuditEntry)
+class AuditEntryAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    list_display = ("created_at", "actor", "action", "affected", "source", "ip")
+    list_filter = ("action", "source")
+    search_fields = ("actor", "action", "reason")
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

@@ -64,17 +64,21 @@ def figure_html(fig: Figure) -> str:
 
 def throughput_figure(rows: Sequence[Mapping[str, Any]], *, since: datetime | None = None,
                       until: datetime | None = None) -> Figure:
-    """Finished instances per hour (stacked complete/errored) and the failure rate on the right.
+    """Finished instances per hour (stacked complete / with errors / errored) and the failure
+    rate on the right (completed_with_errors is a warning: it finished, so not a failure).
 
     Bars are an hour wide and the axis spans the whole window: a single busy hour otherwise
     fills the chart and Plotly labels its axis in fractions of a millisecond."""
     x = [r["bucket"] for r in rows]
     ok = [r["complete"] for r in rows]
+    warn = [r.get("with_errors", 0) for r in rows]
     bad = [r["errored"] for r in rows]
-    rate = [(b / (o + b) * 100) if (o + b) else 0.0 for o, b in zip(ok, bad, strict=True)]
+    rate = [(b / (o + w + b) * 100) if (o + w + b) else 0.0 for o, w, b in zip(ok, warn, bad, strict=True)]
     hour_ms = 3_600_000
     data: list[dict[str, Any]] = [
         {"type": "bar", "x": x, "y": ok, "name": "complete", "marker": {"color": OK},
+         "width": [hour_ms * 0.9] * len(x), "offset": 0},
+        {"type": "bar", "x": x, "y": warn, "name": "with errors", "marker": {"color": WARN},
          "width": [hour_ms * 0.9] * len(x), "offset": 0},
         {"type": "bar", "x": x, "y": bad, "name": "errored", "marker": {"color": BAD},
          "width": [hour_ms * 0.9] * len(x), "offset": 0},

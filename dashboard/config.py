@@ -121,3 +121,35 @@ def channel_layers(redis: str | None) -> dict[str, Any]:
                             "CONFIG": {"hosts": [host], "capacity": 1000}}}
     # Capacity above the default 100: a socket's queue must not drop a burst before it is coalesced.
     return {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer", "CONFIG": {"capacity": 1000}}}
+
+
+def secret_key_file(env: Mapping[str, str], database: Mapping[str, Any], *, base_dir: Path) -> Path:
+    """Where the embedded default keeps its secret key: RUNLEDGER_SECRET_KEY_FILE, else beside the
+    SQLite file, else var/ (`manage.py up` creates it; README "Configuration")."""
+    raw = env.get("RUNLEDGER_SECRET_KEY_FILE", "").strip()
+    if raw:
+        return Path(raw)
+    name = str(database.get("NAME") or "")
+    if database.get("ENGINE") == "django.db.backends.sqlite3" and name and name != ":memory:":
+        return Path(name).parent / "secret-keys"
+    return base_dir / "var" / "secret-keys"
+
+
+def secret_keys(env: Mapping[str, str], *, key_file: Path, required: bool) -> list[str]:
+    """RUNLEDGER_SECRET_KEYS (comma-separated Fernet keys, the first encrypts), else the key file.
+
+    `required` (production: RUNLEDGER_REQUIRE_SECRET_KEY=1) makes a missing key a startup error;
+    otherwise the first use of a secret raises one (ingest.engine.secrets), never plain text.
+    """
+    raw = env.get("RUNLEDGER_SECRET_KEYS", "").strip()
+    if not raw and not required and key_file.is_file():
+        raw = key_file.read_text().strip()
+    keys = [k.strip() for k in raw.replace("\n", ",").split(",") if k.strip()]
+    if not keys and required:
+        raise ImproperlyConfigured(
+            "RUNLEDGER_SECRET_KEYS is not set: secrets at rest (connection credentials, ingress HMAC "
+            "secrets, sensitive step results) are encrypted with it. Set one or more comma-separated "
+            "Fernet keys (the first encrypts); make one with `python -c 'from cryptography.fernet "
+            "import Fernet; print(Fernet.generate_key().decode())'`"
+        )
+    return keys

@@ -1,4 +1,5 @@
-"""The dashboard's own tables: who may see and act on which tenant."""
+"""The dashboard's own tables: who may see and act on which tenant, what operators did (the
+audit log), and the rollups behind the DAG and costs pages."""
 
 from __future__ import annotations
 
@@ -32,6 +33,56 @@ class Membership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user_id}@{self.tenant} ({self.role})"
+
+
+# ---- audit: one row per operator action, from any interface --------------------------------
+#
+# Written only by dashboard.audit (in the same transaction as the action), read by
+# dashboard.selectors.audit. The engine's History keeps its per-instance operator rows; these
+# add what History cannot hold: the bulk selection or filter, how many it touched, and where
+# the action came from.
+
+
+class AuditSource(models.TextChoices):
+    WEB = "web", "dashboard"
+    API = "api", "REST API"
+    CLI = "cli", "command line"
+
+
+class AuditEntry(models.Model):
+    """One operator action: who, what, on which selection or filter, how many, when, from where."""
+
+    created_at = models.DateTimeField()
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                             on_delete=models.SET_NULL, related_name="+")
+    actor = models.CharField(max_length=150)  # the username as it was when acting
+    action = models.CharField(max_length=60)  # "instance.pause", "dead_letters.redrive", ...
+    source = models.CharField(max_length=8, choices=AuditSource.choices)
+    ip = models.GenericIPAddressField(null=True, blank=True)
+    user_agent = models.CharField(max_length=300, blank=True)
+    tenants = models.JSONField(default=list)  # for display; AuditTenant rows scope reads
+    selection = models.JSONField(default=dict)  # the ids, the instance or the filter acted on
+    affected = models.IntegerField()
+    reason = models.TextField(blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["-created_at", "-id"], name="audit_newest"),
+                   models.Index(fields=["action", "-id"], name="audit_action")]
+
+    def __str__(self) -> str:
+        return f"{self.actor} {self.action} ({self.affected}) at {self.created_at:%Y-%m-%d %H:%M:%S}"
+
+
+class AuditTenant(models.Model):
+    """A tenant an audit entry touched. An entry is shown to a user who reads all of its tenants:
+    a bulk action over two tenants stays hidden from a member of only one."""
+
+    entry = models.ForeignKey(AuditEntry, on_delete=models.CASCADE, related_name="tenant_rows")
+    tenant = models.CharField(max_length=100)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["entry", "tenant"], name="audit_tenant_unique")]
+        indexes = [models.Index(fields=["tenant", "entry"], name="audit_tenant_entry")]
 
 
 # ---- rollups: pre-aggregated ledger figures for the DAG and costs pages ----------------------

@@ -2,9 +2,10 @@
 
 Variables (all optional): DATABASE_URL, REDIS_URL, SECRET_KEY, DEBUG, ALLOWED_HOSTS, TIME_ZONE,
 RUNLEDGER_LEASE_SECONDS, RUNLEDGER_POLL_SECONDS, RUNLEDGER_MARKER_MS, RUNLEDGER_DEFERRED_LANE,
-RUNLEDGER_PARALLEL_THREADS, RUNLEDGER_MAX_BODY_BYTES, RUNLEDGER_MAX_JSON_DEPTH,
+RUNLEDGER_PARALLEL_THREADS, RUNLEDGER_MAX_STEPS, RUNLEDGER_MAX_BODY_BYTES, RUNLEDGER_MAX_JSON_DEPTH,
 RUNLEDGER_MAX_NUMBER_DIGITS, RUNLEDGER_MAX_STRING_CHARS, RUNLEDGER_MAX_JSON_ITEMS,
-RUNLEDGER_HOOK_MAX_RECORDS.
+RUNLEDGER_HOOK_MAX_RECORDS, RUNLEDGER_SECRET_KEYS,
+RUNLEDGER_SECRET_KEY_FILE.
 README.md ("Configuration") describes each.
 """
 
@@ -57,6 +58,7 @@ MIDDLEWARE = [
     "dashboard.observability.middleware.TraceContextMiddleware",  # log lines carry the traceparent's id
     "django.middleware.security.SecurityMiddleware",
     "dashboard.guard.ErrorEnvelopeMiddleware",  # every error under /api/ and /hooks/ is JSON
+    "dashboard.unavailable.DatabaseUnavailableMiddleware",  # the database failing: a 503, not a 500
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -100,6 +102,13 @@ TEMPLATES = [
 ]
 
 DATABASES = {"default": config.database_config(ENV, base_dir=BASE_DIR)}
+# Keys that encrypt secrets at rest (ingest/engine/secrets.py; docs/secrets.md). In production
+# (RUNLEDGER_REQUIRE_SECRET_KEY=1) a missing RUNLEDGER_SECRET_KEYS stops the process here; the
+# embedded default reads the key file `manage.py up` creates.
+RUNLEDGER_SECRET_KEY_FILE = config.secret_key_file(ENV, DATABASES["default"], base_dir=BASE_DIR)
+RUNLEDGER_SECRET_KEYS = config.secret_keys(
+    ENV, key_file=RUNLEDGER_SECRET_KEY_FILE,
+    required=not DEBUG and config.env_bool(ENV, "RUNLEDGER_REQUIRE_SECRET_KEY", False))
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = config.redis_url(ENV)
@@ -144,9 +153,14 @@ RUNLEDGER_DEFERRED_LANE = config.env_int(ENV, "RUNLEDGER_DEFERRED_LANE", 1, mini
 # Threads per process that help run parallel groups of steps (step.all); each keeps a database
 # connection once it has run a step (docs/engine-contract.md, connection sizing).
 RUNLEDGER_PARALLEL_THREADS = config.env_int(ENV, "RUNLEDGER_PARALLEL_THREADS", 8, minimum=1)
+# Steps one instance may run (every step.do, sleep, wait and child counts); the next one fails
+# the instance with StepLimitExceeded. A runaway loop stops here instead of growing the ledger.
+RUNLEDGER_MAX_STEPS = config.env_int(ENV, "RUNLEDGER_MAX_STEPS", 10_000, minimum=1)
 # Extra modules whose workflows every process registers (comma-separated), beside ingest.workflows.
 RUNLEDGER_WORKFLOW_MODULES = [m.strip() for m in ENV.get("RUNLEDGER_WORKFLOW_MODULES", "").split(",") if m.strip()]
 # Prices usage when a step records a cost without an amount (the pipelines' price table, then list prices).
+# Where retention writes archived instances (gzip JSON lines, one file per workflow and day).
+RUNLEDGER_ARCHIVE_DIR = Path(ENV.get("RUNLEDGER_ARCHIVE_DIR", "") or BASE_DIR / "var" / "archive")
 RUNLEDGER_PRICER = ENV.get("RUNLEDGER_PRICER", "ingest.pipelines.pricer.price_usage")
 # Alerts and callbacks (ingest/alerts): links in messages, the sender, the delivery retries.
 # Email goes through Django's mail backend (EMAIL_BACKEND, EMAIL_HOST...) unless a channel

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
+from ingest.engine.secret_forms import WriteOnlySecretsForm
 from ingest.pipelines import models
 
 
@@ -48,16 +48,18 @@ class KeywordListAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         obj.pk, obj.keywords, obj.updated_at = saved.pk, saved.keywords, saved.updated_at
 
 
-class ConnectionForm(forms.ModelForm):  # type: ignore[type-arg]
-    secret = forms.CharField(required=False, widget=forms.PasswordInput(render_value=True))
+class ConnectionForm(WriteOnlySecretsForm):
+    secret_fields = ("key", "secret", "refresh_token", "webhook_key")
 
     class Meta:
         model = models.Connection
-        exclude = ("updated_at",)
+        exclude = ("updated_at", "webhook_key_hash", "access_token", "access_token_expires_at", "instance_url")
 
 
 @admin.register(models.Connection)
 class ConnectionAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    """Credentials are write-only (masked to their last 4 characters) and encrypted at rest."""
+
     form = ConnectionForm
     list_display = ("tenant", "kind", "base_url", "enabled", "updated_at")
     list_filter = ("kind", "enabled")
@@ -66,7 +68,13 @@ class ConnectionAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     def save_model(self, request: HttpRequest, obj: models.Connection, form: Any, change: bool) -> None:
         from django.utils import timezone
 
+        from ingest.engine.secrets import lookup_hash
+
         obj.updated_at = timezone.now()
+        obj.webhook_key_hash = lookup_hash(obj.webhook_key)
+        # A refresh token typed into the options (the old place) would be stored in clear.
+        if isinstance(obj.options, dict) and "refresh_token" in obj.options:
+            obj.refresh_token = str(obj.options.pop("refresh_token") or "") or obj.refresh_token
         super().save_model(request, obj, form, change)
 
 

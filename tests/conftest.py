@@ -12,6 +12,10 @@ IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 PG_URL = os.environ.get("RUNLEDGER_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres")
 REDIS_URL = os.environ.get("RUNLEDGER_TEST_REDIS_URL", os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0")
 CHROMIUM = "/usr/bin/chromium"  # Debian's, installed by .ci/run; the browser tests drive it
+# The key that encrypts secrets at rest in tests (a Fernet key made for them, never used elsewhere).
+# In the environment too, so the web and worker processes the e2e tests start share it.
+TEST_SECRET_KEY = "oxp6J3SoqUxkDRBOMrD0Ndq3v3b0dHd1Hk5uPEeQ7mw="
+os.environ.setdefault("RUNLEDGER_SECRET_KEYS", TEST_SECRET_KEY)
 
 
 def _answers(host: str, port: int) -> bool:
@@ -63,6 +67,15 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         require(f"PostgreSQL at {PG_URL}", postgres_available())
     if item.get_closest_marker("redis"):
         require(f"Redis at {REDIS_URL}", redis_available())
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _secret_keys() -> None:
+    """Settings were read before this file: give them the tests' key unless one was configured."""
+    from django.conf import settings
+
+    if not settings.RUNLEDGER_SECRET_KEYS:
+        settings.RUNLEDGER_SECRET_KEYS = [os.environ["RUNLEDGER_SECRET_KEYS"]]
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -11,7 +11,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
-from dashboard.api import alerts, instances, operations, schedules, workflows
+from dashboard.api import alerts, audit, dead_letters, instances, operations, schedules, workflows
 from dashboard.api.auth import ApiTokenAuth
 from dashboard.api.errors import (
     ApiProblem,
@@ -41,6 +41,8 @@ api = NinjaAPI(
 api.add_router("/workflows", workflows.router)
 api.add_router("/instances", instances.router)
 api.add_router("/schedules", schedules.router)
+api.add_router("/dead-letters", dead_letters.router)
+api.add_router("/audit", audit.router)
 api.add_router("", operations.router)
 api.add_router("/metrics", metrics_api.router)  # seed 001 getMetrics (dashboard/observability)
 api.add_router("", alerts.router)

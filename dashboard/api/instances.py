@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db import transaction
 from django.http import HttpRequest
@@ -13,6 +14,7 @@ from ninja import Query, Router, Schema
 from dashboard import access
 from dashboard.api import schemas as s
 from dashboard.api import selectors
+from dashboard.api.audit import acted
 from dashboard.api.auth import actor, require_act
 from dashboard.api.errors import ApiProblem
 from ingest.alerts.callbacks import callback_register
@@ -21,6 +23,7 @@ from ingest.engine.services import control as engine_control
 from ingest.engine.services import instances as engine_instances
 from ingest.triggers.limits import reserved_params_check
 
+R = TypeVar("R")
 router = Router(tags=["instances"])
 ERRORS: dict[int, Any] = {400: s.ErrorOut, 401: s.ErrorOut, 403: s.ErrorOut, 404: s.ErrorOut,
                           409: s.ErrorOut, 422: s.ErrorOut}
@@ -52,6 +55,12 @@ def _acted(request: HttpRequest, instance_id: str) -> Instance:
     return instance
 
 
+def _audited(request: HttpRequest, instance: Instance, action: str, reason: str, run: Callable[[], R],
+             **selection: Any) -> R:
+    return acted(request, action=f"instance.{action}", tenants=[instance.tenant], reason=reason,
+                 selection={"instance_id": instance.id, **selection}, run=run)
+
+
 def _ok(instance_id: str) -> dict[str, Any]:
     status = Instance.objects.filter(pk=instance_id).values_list("status", flat=True).first()
     return {"ok": True, "instance_id": instance_id, "status": status or ""}
@@ -62,9 +71,12 @@ def instance_start(request: HttpRequest, body: s.InstanceIn) -> tuple[int, dict[
     require_act(request.user, body.tenant)
     reserved_params_check(body.params)
     with transaction.atomic():  # a refused callback URL starts nothing
-        created = engine_instances.instance_create(workflow=body.workflow, id=body.id, params=body.params,
-                                         tenant=body.tenant, priority=body.priority,
-                                         start_at=selectors.as_utc(body.start_at, what="start_at"), actor=actor(request.user))
+        created = acted(request, action="instance.start", tenants=[body.tenant],
+                        selection={"workflow": body.workflow, "instance_id": body.id},
+                        run=lambda: engine_instances.instance_create(
+                            workflow=body.workflow, id=body.id, params=body.params, tenant=body.tenant,
+                            priority=body.priority, start_at=selectors.as_utc(body.start_at, what="start_at"),
+                            actor=actor(request.user)))
         if body.callback_url is not None:
             callback_register(instance_id=created.id, tenant=body.tenant, url=body.callback_url,
                               source="api", now=timezone.now())
@@ -90,40 +102,40 @@ def instance_history(request: HttpRequest, instance_id: str, after: int | None =
 
 @router.post("/{instance_id}/pause", response={200: s.OkOut, **ERRORS})
 def instance_pause(request: HttpRequest, instance_id: str, body: s.ReasonIn) -> dict[str, Any]:
-    _acted(request, instance_id)
-    engine_control.instance_pause(instance_id=instance_id, actor=actor(request.user), reason=body.reason)
+    _audited(request, _acted(request, instance_id), "pause", body.reason, lambda: engine_control.instance_pause(
+        instance_id=instance_id, actor=actor(request.user), reason=body.reason))
     return _ok(instance_id)
 
 
 @router.post("/{instance_id}/resume", response={200: s.OkOut, **ERRORS})
 def instance_resume(request: HttpRequest, instance_id: str, body: s.ReasonIn) -> dict[str, Any]:
-    _acted(request, instance_id)
-    engine_control.instance_resume(instance_id=instance_id, actor=actor(request.user), reason=body.reason)
+    _audited(request, _acted(request, instance_id), "resume", body.reason, lambda: engine_control.instance_resume(
+        instance_id=instance_id, actor=actor(request.user), reason=body.reason))
     return _ok(instance_id)
 
 
 @router.post("/{instance_id}/terminate", response={200: s.OkOut, **ERRORS})
 def instance_terminate(request: HttpRequest, instance_id: str, body: s.TerminateIn
                        ) -> dict[str, Any]:
-    _acted(request, instance_id)
-    engine_control.instance_terminate(instance_id=instance_id, rollback=body.rollback,
-                              actor=actor(request.user), reason=body.reason)
+    _audited(request, _acted(request, instance_id), "terminate", body.reason, lambda: engine_control.instance_terminate(
+        instance_id=instance_id, rollback=body.rollback, actor=actor(request.user), reason=body.reason),
+        rollback=body.rollback)
     return _ok(instance_id)
 
 
 @router.post("/{instance_id}/restart", response={200: s.OkOut, **ERRORS})
 def instance_restart(request: HttpRequest, instance_id: str, body: s.RestartIn) -> dict[str, Any]:
-    _acted(request, instance_id)
-    engine_control.instance_restart(instance_id=instance_id, from_step=body.from_step,
-                            actor=actor(request.user), reason=body.reason)
+    _audited(request, _acted(request, instance_id), "restart", body.reason, lambda: engine_control.instance_restart(
+        instance_id=instance_id, from_step=body.from_step, actor=actor(request.user), reason=body.reason),
+        from_step=body.from_step)
     return _ok(instance_id)
 
 
 @router.post("/{instance_id}/retry", response={200: s.OkOut, **ERRORS},
              summary="Retry an errored instance from its failed step")
 def instance_retry(request: HttpRequest, instance_id: str, body: s.ReasonIn) -> dict[str, Any]:
-    _acted(request, instance_id)
-    engine_control.instance_retry(instance_id=instance_id, actor=actor(request.user), reason=body.reason)
+    _audited(request, _acted(request, instance_id), "retry", body.reason, lambda: engine_control.instance_retry(
+        instance_id=instance_id, actor=actor(request.user), reason=body.reason))
     return _ok(instance_id)
 
 
@@ -133,8 +145,9 @@ def instance_replay(request: HttpRequest, instance_id: str, body: s.ReplayIn
                     ) -> tuple[int, dict[str, Any]]:
     original = _acted(request, instance_id)
     reserved_params_check(body.params, original=original.params)
-    new = engine_control.instance_replay(instance_id=instance_id, params=body.params,
-                                 actor=actor(request.user), reason=body.reason)
+    new = _audited(request, original, "replay", body.reason, lambda: engine_control.instance_replay(
+        instance_id=instance_id, params=body.params, actor=actor(request.user), reason=body.reason),
+        edited=body.params is not None)
     return 201, selectors.instance_dict(Instance.objects.get(pk=new.id))
 
 
@@ -142,7 +155,7 @@ def instance_replay(request: HttpRequest, instance_id: str, body: s.ReplayIn
              summary="Send an event to an instance (buffered until it waits for that type)")
 def instance_send_event(request: HttpRequest, instance_id: str, body: s.EventIn
                         ) -> tuple[int, dict[str, Any]]:
-    _acted(request, instance_id)
-    engine_instances.instance_send_event(instance_id=instance_id, type=body.type, payload=body.payload,
-                               actor=actor(request.user))
+    _audited(request, _acted(request, instance_id), "event", "", lambda: engine_instances.instance_send_event(
+        instance_id=instance_id, type=body.type, payload=body.payload, actor=actor(request.user)),
+        type=body.type)
     return 202, _ok(instance_id)

@@ -1,4 +1,4 @@
-"""/api/events, /api/dead-letters, /api/costs, /api/budgets."""
+"""/api/events, /api/costs, /api/budgets (dead letters: dead_letters.py)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from ninja import Query, Router, Schema
 from dashboard import access
 from dashboard.api import schemas as s
 from dashboard.api import selectors
+from dashboard.api.audit import acted
 from dashboard.api.auth import actor, require_act
 from dashboard.api.errors import ApiProblem
-from ingest.engine.models import Budget, BudgetScope, DeadLetter, Instance
+from ingest.engine.models import Budget, BudgetScope, Instance
 from ingest.engine.services import budgets as engine_budgets
-from ingest.engine.services import dead_letters as engine_dead_letters
 from ingest.triggers.services import event_publish
 
 router = Router()
@@ -33,53 +33,13 @@ def event_publish_view(request: HttpRequest, body: s.PublishIn) -> tuple[int, di
         if target != body.tenant:
             raise ApiProblem(404, "instance_not_found", f"no instance {body.instance_id!r} in "
                              f"tenant {body.tenant!r}; events are delivered within one tenant")
-    published = event_publish(type=body.type, data=body.data, id=body.id, tenant=body.tenant,
-                              instance_id=body.instance_id, actor=actor(request.user),
-                              now=timezone.now())
+    published = acted(request, action="event.publish", tenants=[body.tenant],
+                      selection={"type": body.type, "id": body.id, "instance_id": body.instance_id},
+                      run=lambda: event_publish(type=body.type, data=body.data, id=body.id,
+                                                tenant=body.tenant, instance_id=body.instance_id,
+                                                actor=actor(request.user), now=timezone.now()))
     return 202, {"event_id": published.event_id, "started": published.started,
                  "delivered": published.delivered, "duplicate": published.duplicate}
-
-
-class DeadLetterFilters(Schema):
-    state: str | None = "open"
-    workflow: str | None = None
-    tenant: str | None = None
-    signature: str | None = None
-    limit: int = 50
-
-
-@router.get("/dead-letters", response={200: list[s.DeadLetterOut], **E}, tags=["dead letters"])
-def dead_letter_list(request: HttpRequest, filters: Query[DeadLetterFilters]
-                     ) -> list[DeadLetter]:
-    return selectors.dead_letter_list(tenants=access.tenants_for(request.user), **filters.dict())
-
-
-@router.post("/dead-letters/redrive", response={200: s.RedriveOut, **E}, tags=["dead letters"],
-             summary="Redrive dead letters matching the filters, at a capped rate")
-def dead_letter_redrive(request: HttpRequest, body: s.RedriveIn) -> dict[str, int]:
-    if body.tenant:
-        require_act(request.user, body.tenant)
-        tenants = [body.tenant]
-    else:
-        tenants = access.acting_tenants(request.user)
-        if not tenants:
-            raise ApiProblem(403, "forbidden", "redriving needs the operator role in a tenant")
-    ids = body.ids
-    if ids is not None:
-        # Only ids the caller may act on; others are silently out of scope, as in the dashboard.
-        ids = list(DeadLetter.objects.filter(pk__in=ids, tenant__in=tenants)
-                   .values_list("pk", flat=True))
-        if not ids:
-            return {"redriven": 0}
-    total = 0
-    for tenant in tenants:
-        total += engine_dead_letters.dead_letter_redrive(
-            workflow=body.workflow, step_name=body.step_name, signature=body.signature,
-            tenant=tenant, since=selectors.as_utc(body.since, what="since"),
-            until=selectors.as_utc(body.until, what="until"), ids=ids,
-            rate_per_second=body.rate_per_second, actor=actor(request.user), reason=body.reason,
-        )
-    return {"redriven": total}
 
 
 class CostFilters(Schema):
@@ -103,23 +63,31 @@ def budget_list(request: HttpRequest) -> list[Budget]:
     return selectors.budget_list(tenants=access.tenants_for(request.user))
 
 
-def _require_budget_write(request: HttpRequest, scope: str, key: str) -> None:
+def _require_budget_write(request: HttpRequest, scope: str, key: str) -> list[str]:
+    """The budget's tenants (none for global scopes) once the caller may write it."""
     if scope == BudgetScope.TENANT:
         require_act(request.user, key)
-    elif scope == BudgetScope.INSTANCE:
+        return [key]
+    if scope == BudgetScope.INSTANCE:
         tenant = Instance.objects.filter(pk=key).values_list("tenant", flat=True).first()
         if tenant is None or not access.can_read(request.user, tenant):
             raise ApiProblem(404, "instance_not_found", f"no instance {key[:100]!r} is visible")
         require_act(request.user, tenant)
-    elif not request.user.is_staff:
+        return [tenant]
+    if not request.user.is_staff:
         raise ApiProblem(403, "forbidden", f"{scope} budgets span every tenant; setting one needs "
                          "an admin (staff) user")
+    return []
 
 
 @router.put("/budgets", response={200: s.BudgetOut, **E}, tags=["budgets"],
             summary="Create or change a budget (operators of its tenant; admins for global ones)")
 def budget_put(request: HttpRequest, body: s.BudgetIn) -> Budget:
-    _require_budget_write(request, body.scope, body.key)
-    engine_budgets.budget_upsert(scope=body.scope, key=body.key, period=body.period, limit=body.limit,
-                         policy=body.policy, actor=actor(request.user))
+    tenants = _require_budget_write(request, body.scope, body.key)
+    acted(request, action="budget.set", tenants=tenants,
+          selection={"scope": body.scope, "key": body.key, "period": body.period,
+                     "limit": str(body.limit), "policy": body.policy},
+          run=lambda: engine_budgets.budget_upsert(scope=body.scope, key=body.key, period=body.period,
+                                                   limit=body.limit, policy=body.policy,
+                                                   actor=actor(request.user)))
     return Budget.objects.get(scope=body.scope, key=body.key, period=body.period)

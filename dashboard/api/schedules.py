@@ -10,6 +10,7 @@ from ninja import Router
 
 from dashboard import access
 from dashboard.api import schemas as s
+from dashboard.api.audit import acted
 from dashboard.api.auth import actor, require_act
 from dashboard.api.errors import ApiProblem
 from ingest.triggers import selectors
@@ -40,14 +41,19 @@ def schedule_get(request: HttpRequest, name: str) -> ScheduleRow:
 
 @router.post("/{name}/run", response={201: s.RunNowOut, **E}, summary="Fire once now")
 def schedule_run(request: HttpRequest, name: str) -> tuple[int, dict[str, str]]:
-    require_act(request.user, _visible(request, name).tenant)
-    instance_id = schedule_run_now(name=name, now=timezone.now(), actor=actor(request.user))
+    tenant = _visible(request, name).tenant
+    require_act(request.user, tenant)
+    instance_id = acted(request, action="schedule.run", tenants=[tenant], selection={"schedule": name},
+                        run=lambda: schedule_run_now(name=name, now=timezone.now(), actor=actor(request.user)))
     return 201, {"instance_id": instance_id, "status_url": f"/api/instances/{instance_id}"}
 
 
 def _set(request: HttpRequest, name: str, enabled: bool) -> ScheduleRow:
-    require_act(request.user, _visible(request, name).tenant)
-    schedule_set_enabled(name=name, enabled=enabled, now=timezone.now())
+    tenant = _visible(request, name).tenant
+    require_act(request.user, tenant)
+    acted(request, action="schedule.enable" if enabled else "schedule.disable", tenants=[tenant],
+          selection={"schedule": name},
+          run=lambda: schedule_set_enabled(name=name, enabled=enabled, now=timezone.now()))
     return _visible(request, name)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from decimal import Decimal
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from ninja import Field, Schema
 
@@ -170,17 +170,15 @@ class DeadLetterOut(Schema):
     resolved_by: str
 
 
-class RedriveIn(Schema):
+class RedriveFilter(Schema):
+    """Every open dead letter that matches, in `tenant` or else in all the caller's acting tenants."""
+
     workflow: str | None = Field(None, max_length=200)
     step_name: str | None = Field(None, max_length=300)
     signature: str | None = Field(None, max_length=64)
     tenant: str | None = Field(None, max_length=100)
     since: datetime | None = None
     until: datetime | None = None
-    # Row ids are 64-bit: a larger one is a 422 here, not an overflow in the database driver.
-    ids: list[Annotated[int, Field(ge=1, le=2**63 - 1)]] | None = Field(None, max_length=1000)
-    rate_per_second: float = Field(5.0, gt=0, le=100)
-    reason: str = Field(..., min_length=1, max_length=2000)
 
 
 class RedriveOut(Schema):

@@ -13,6 +13,7 @@ from django.db.models import Count, Q, QuerySet, Sum
 
 from dashboard.api.errors import ApiProblem
 from ingest.engine.models import ApiCost, Budget, BudgetScope, DeadLetter, History, Instance, Step
+from ingest.engine.secrets import REDACTED, public_value
 
 MAX_LIMIT = 200
 
@@ -40,7 +41,8 @@ def _error(name: str, message: str) -> dict[str, str] | None:
 def instance_dict(i: Instance) -> dict[str, Any]:
     return {
         "id": i.id, "workflow": i.workflow, "tenant": i.tenant, "status": i.status,
-        "params": i.params if isinstance(i.params, dict) else {}, "output": i.output,
+        # A workflow's sensitive params are stored sealed and answered as "redacted".
+        "params": public_value(i.params) if isinstance(i.params, dict) else {}, "output": public_value(i.output),
         "error": _error(i.error_name, i.error_message), "priority": i.priority,
         "created_at": i.created_at, "updated_at": i.updated_at, "started_at": i.started_at,
         "ended_at": i.ended_at, "parent_id": i.parent_id, "replay_of_id": i.replay_of_id,
@@ -98,7 +100,7 @@ def instance_detail(instance: Instance) -> dict[str, Any]:
               .prefetch_related("attempt_rows")):
         steps.append({
             "name": s.name, "seq": s.seq, "position": s.position, "kind": s.kind,
-            "status": s.status, "result": None if s.sensitive else s.result,
+            "status": s.status, "result": (REDACTED if s.result is not None else None) if s.sensitive else s.result,
             "error": _error(s.error_name, s.error_message), "started_at": s.started_at,
             "ended_at": s.ended_at, "wake_at": s.wake_at, "sensitive": s.sensitive,
             "attempts": [

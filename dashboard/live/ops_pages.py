@@ -102,6 +102,9 @@ def dead_letters_context(user: Any, query: QueryDict) -> dict[str, Any]:
         "can_act_any": bool(access.acting_tenants(user)),
         "groups": sel.dead_letter_groups(tenants=tenants, filters=f, sort=sort),
         "query": qs,
+        # A group's "Redrive…" keeps the list's filters: its preview counts what the list shows.
+        "group_query": query_string(query, signature=None, sort=None),
+        "filter_fields": [(k, v) for k, v in vars(f).items() if v],
         "live_query": "&".join(p for p in (urlencode([("view", "dead_letters"), ("after", str(sel.history_cursor()))]), qs) if p),
     }
     if f.signature:
@@ -143,6 +146,7 @@ def workflow_dag_context(user: Any, query: QueryDict, *, name: str) -> dict[str,
         h.pop("p95_parts", None)
         nodes.append({"box": box, "heat": h, "fill": charts.heat_color(charts.heat_value(h, metric), top)})
     return {
+        "retention": sel.workflow_retention(tenants=tenants, name=name, now=now),
         "name": name, "window": window, "windows": ("1h", "24h", "7d"), "metric": metric,
         "metrics": charts.HEAT_METRICS, "layout": layout, "nodes": nodes,
         "live_query": urlencode([("view", "workflow_dag"), ("workflow_dag", name), ("after", str(sel.history_cursor())),

@@ -31,7 +31,7 @@ PREFIX = "runledger"
 # Counter families: (tally series, exposed name, help).
 COUNTERS = (
     ("started", "instances_started", "Workflow instances created."),
-    ("finished", "instances_finished", "Workflow instances that finished, by outcome (complete, errored, terminated)."),
+    ("finished", "instances_finished", "Workflow instances that finished, by outcome (complete, completed_with_errors, errored, terminated)."),
     ("attempts", "step_attempts", "Step attempts that ended (succeeded, retried or failed)."),
     ("failures", "step_failures", "Steps that failed for good (retries exhausted or non-retryable)."),
     ("retries", "step_retries", "Step attempts that failed and were scheduled to retry."),

@@ -117,7 +117,8 @@ def workflow_metrics(*, tenants: Collection[str], now: datetime, window: timedel
         fig = figures.setdefault(name, WorkflowFigures(name))
         fig.cost_usd, fig.cost_calls = Decimal(acc["total"]), int(acc["calls"])
     for name, fig in figures.items():
-        finished = sum(fig.counts.get(s, 0) for s in ("complete", "errored", "terminated"))
+        # completed_with_errors finished: a warning, so in `finished` but not in the error rate
+        finished = sum(fig.counts.get(s, 0) for s in ("complete", "completed_with_errors", "errored", "terminated"))
         fig.started_per_minute = round(sum(fig.counts.values()) / minutes, 6)
         fig.finished_per_minute = round(finished / minutes, 6)
         fig.error_rate = round(fig.counts.get("errored", 0) / finished, 6) if finished else None

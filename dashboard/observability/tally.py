@@ -36,7 +36,7 @@ STEP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 3
                 300.0, 600.0)
 INSTANCE_BUCKETS = (0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 10800.0,
                     21600.0, 86400.0)
-FINISHED = ("complete", "errored", "terminated")
+FINISHED = ("complete", "completed_with_errors", "errored", "terminated")
 KINDS = (HistoryKind.INSTANCE_CREATED, HistoryKind.INSTANCE_STATUS, HistoryKind.STEP_COMPLETED,
          HistoryKind.STEP_RETRY, HistoryKind.STEP_FAILED, HistoryKind.COST_RECORDED)
 

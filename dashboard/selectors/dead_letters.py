@@ -148,6 +148,15 @@ def dead_letter_items(
     )
 
 
+def dead_letter_ids_visible(*, tenants: Collection[str], ids: Collection[int]) -> set[int]:
+    """Which of `ids` exist in `tenants` (in any state)."""
+    return set(DeadLetter.objects.filter(tenant__in=tenants, id__in=list(ids)).values_list("id", flat=True))
+
+
+def dead_letter_tenants(*, ids: Collection[int]) -> list[str]:
+    return sorted(set(DeadLetter.objects.filter(id__in=list(ids)).values_list("tenant", flat=True)))
+
+
 def dead_letter_get(*, tenants: Collection[str], dead_letter_id: int) -> DeadLetter:
     dl = (
         DeadLetter.objects.select_related("instance")
@@ -160,12 +169,13 @@ def dead_letter_get(*, tenants: Collection[str], dead_letter_id: int) -> DeadLet
 
 
 def dead_letter_selection_ids(
-    *, tenants: Collection[str], filters: DeadLetterFilters, ids: Collection[int] = ()
+    *, tenants: Collection[str], filters: DeadLetterFilters, ids: Collection[int] | None = None
 ) -> list[int]:
-    """Open dead letters a bulk action would touch: the filtered set, narrowed to `ids` if given."""
+    """Open dead letters a bulk action would touch: the filtered set, narrowed to `ids` unless
+    `ids` is None. An empty `ids` selects nothing (never "everything")."""
     qs = _dead_letter_qs(tenants=tenants, f=filters).filter(state=DeadLetterState.OPEN)
-    if ids:
-        qs = qs.filter(id__in=ids)
+    if ids is not None:
+        qs = qs.filter(id__in=list(ids))
     return list(qs.order_by("id").values_list("id", flat=True))
 
 

@@ -23,6 +23,7 @@ from ingest.engine.models import (
     PendingEvent,
     Step,
 )
+from ingest.engine.selectors import fan_out_list
 
 HISTORY_LIMIT = 300
 # A run can ask for thousands of steps (a fan-out over every call of a day). The page shows the
@@ -94,6 +95,12 @@ class InstanceDetail:
     can_act: bool
     cursor: int
 
+    @property
+    def fan_out_open(self) -> bool:
+        """A fan-out still waits for items: the run graph refreshes itself while one does (its
+        items' ends are history rows of theirs, not of this instance, so no live event says so)."""
+        return any(n.fan_out is not None and n.fan_out.state == "open" for r in self.dag for n in r.nodes)
+
 
 def instance_detail(*, user: Any, instance_id: str, now: datetime | None = None) -> InstanceDetail | None:
     now = now or timezone.now()
@@ -141,7 +148,8 @@ def instance_detail(*, user: Any, instance_id: str, now: datetime | None = None)
         steps=views,
         waterfall=rows,
         ticks=ticks,
-        dag=dag_ranks([v.step for v in views if v.step.kind != "rollback"], now=now),
+        dag=dag_ranks([v.step for v in views if v.step.kind != "rollback"], now=now,
+                      fan_outs=_fan_outs(instance, views)),
         events=list(PendingEvent.objects.filter(instance=instance).order_by("id")[:200]),
         costs_total=total,
         costs_by_service=sorted(by_service.items(), key=lambda kv: kv[1], reverse=True),
@@ -153,6 +161,13 @@ def instance_detail(*, user: Any, instance_id: str, now: datetime | None = None)
         can_act=access.can_act(user, instance.tenant),
         cursor=history_cursor(),
     )
+
+
+def _fan_outs(instance: Instance, views: list[StepView]) -> dict[int, dict[str, Any]]:
+    """The run's fan-outs by step id, when it has any (one query otherwise none)."""
+    if not any(v.step.kind == "fan_out" for v in views):
+        return {}
+    return {f["step_id"]: f for f in fan_out_list(instance_id=instance.id)}
 
 
 def _steps_capped(instance: Instance) -> tuple[list[Step], int]:

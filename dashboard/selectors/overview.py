@@ -35,6 +35,7 @@ class ThroughputRow(TypedDict):
 
     bucket: datetime
     complete: int
+    with_errors: int
     errored: int
 
 
@@ -67,17 +68,19 @@ def instance_status_counts(*, tenants: Collection[str]) -> dict[str, int]:
 
 
 def throughput_rows(*, tenants: Collection[str], since: datetime) -> list[ThroughputRow]:
-    """Finished instances per hour: [{"bucket", "complete", "errored"}], oldest first."""
+    """Finished instances per hour: [{"bucket", "complete", "with_errors", "errored"}], oldest
+    first. `with_errors` (completed_with_errors) is a warning, not a failure."""
     rows = (
         Instance.objects.filter(
             tenant__in=tenants,
             ended_at__gte=since,
-            status__in=[Status.COMPLETE, Status.ERRORED],
+            status__in=[Status.COMPLETE, Status.COMPLETED_WITH_ERRORS, Status.ERRORED],
         )
         .annotate(bucket=TruncHour("ended_at"))
         .values("bucket")
         .annotate(
             complete=Count("id", filter=Q(status=Status.COMPLETE)),
+            with_errors=Count("id", filter=Q(status=Status.COMPLETED_WITH_ERRORS)),
             errored=Count("id", filter=Q(status=Status.ERRORED)),
         )
         .order_by("bucket")

@@ -3,8 +3,10 @@ of steps and attempts, and the DAG ranks of what ran in parallel."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from ingest.engine.models import (
     Attempt,
@@ -93,12 +95,28 @@ def _tick(seconds: float, span: float) -> str:
 
 
 @dataclass(frozen=True)
+class FanOutBar:
+    """A fan-out step's progress: one node with a received/expected bar, not N siblings."""
+
+    received: int
+    expected: int
+    failed: int
+    missing: int
+    state: str
+
+    @property
+    def percent(self) -> float:
+        return 100.0 if not self.expected else round(self.received / self.expected * 100, 1)
+
+
+@dataclass(frozen=True)
 class DagNode:
     name: str
     seq: int
     kind: str
     status: str
     attempts: int
+    fan_out: FanOutBar | None = None
 
 
 @dataclass(frozen=True)
@@ -106,9 +124,12 @@ class DagRank:
     nodes: list[DagNode]
 
 
-def dag_ranks(steps: list[Step], *, now: datetime) -> list[DagRank]:
+def dag_ranks(steps: list[Step], *, now: datetime,
+              fan_outs: Mapping[int, Mapping[str, Any]] | None = None) -> list[DagRank]:
     """The run as the steps actually ran: a step that started before every step of the current
-    rank ended ran in parallel with them (all_settled fan-out) and joins that rank."""
+    rank ended ran in parallel with them (all_settled fan-out) and joins that rank. A
+    `step.fan_out` is one node carrying its progress (`fan_outs`: engine's fan_out_list rows by
+    step id)."""
     ordered = sorted(steps, key=lambda s: (s.started_at, s.position))
     ranks: list[list[Step]] = []
     rank_end: datetime | None = None
@@ -119,4 +140,6 @@ def dag_ranks(steps: list[Step], *, now: datetime) -> list[DagRank]:
         else:
             ranks.append([s])
             rank_end = s.ended_at or now
-    return [DagRank([DagNode(s.name, s.seq, s.kind, s.status, s.attempts) for s in r]) for r in ranks]
+    bars = {step_id: FanOutBar(f["received"], f["expected"], f["failed"], f["missing"], f["state"])
+            for step_id, f in (fan_outs or {}).items()}
+    return [DagRank([DagNode(s.name, s.seq, s.kind, s.status, s.attempts, bars.get(s.id)) for s in r]) for r in ranks]

@@ -20,9 +20,11 @@ from ingest.engine.models import (
     DeadLetter,
     DeadLetterState,
     Instance,
+    RetentionBatch,
     Status,
     Step,
 )
+from ingest.engine.services.retention import retention_cutoff, retention_days, retention_due
 
 # ---- workflow DAG ----------------------------------------------------------------------
 
@@ -34,6 +36,7 @@ class WorkflowSummary(TypedDict):
     total: int
     running: int
     complete: int
+    with_errors: int  # completed_with_errors: finished, a warning, not a failure
     errored: int
     last: datetime | None
 
@@ -56,6 +59,7 @@ def workflow_summaries(*, tenants: Collection[str], since: datetime) -> list[Wor
             total=Count("id"),
             running=Count("id", filter=Q(status__in=[Status.RUNNING, Status.WAITING, Status.QUEUED])),
             complete=Count("id", filter=Q(status=Status.COMPLETE)),
+            with_errors=Count("id", filter=Q(status=Status.COMPLETED_WITH_ERRORS)),
             errored=Count("id", filter=Q(status=Status.ERRORED)),
             last=Max("created_at"),
         )
@@ -132,3 +136,16 @@ def workflow_step_heat(
 def empty_heat() -> dict[str, Any]:
     return {"n": 0, "in_flight": 0, "completed": 0, "errored": 0, "retried": 0, "attempts": 0,
             "p95_parts": [], "cost": ZERO, "dead_letters": 0}
+
+
+class WorkflowRetention(TypedDict):
+    days: int
+    due: int  # finished instances of the reader's tenants past the retention period
+    last_run: datetime | None  # the last purged batch of this workflow (any tenant)
+
+
+def workflow_retention(*, tenants: Collection[str], name: str, now: datetime) -> WorkflowRetention:
+    days = retention_days(name)
+    due = retention_due(workflow=name, cutoff=retention_cutoff(days=days, now=now)).filter(tenant__in=tenants)
+    last = RetentionBatch.objects.filter(workflow=name).order_by("-ran_at").values_list("ran_at", flat=True).first()
+    return {"days": days, "due": due.count(), "last_run": last}

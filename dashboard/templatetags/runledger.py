@@ -18,6 +18,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from dashboard import access
+from ingest.engine.secrets import public_text, public_value
 
 register = template.Library()
 
@@ -29,6 +30,7 @@ STATUS_LABELS = {
     "waitingForPause": "pausing",
     "complete": "complete",
     "errored": "errored",
+    "completed_with_errors": "with errors",
     "terminated": "terminated",
     # step statuses
     "sleeping": "sleeping",
@@ -85,6 +87,13 @@ def format_duration(seconds: float | None) -> str:
 
 
 @register.filter
+def entries(value: Any) -> list[tuple[Any, Any]]:
+    """A dict's (key, value) pairs: `{% for k, v in d|entries %}`. `d.items` in a template is the
+    value under the key "items" when there is one (a fan-out's params often have it)."""
+    return list(value.items()) if isinstance(value, dict) else []
+
+
+@register.filter
 def duration(value: Any) -> str:
     """Seconds (number) or a timedelta as `850 ms`, `4.2 s`, `3m 05s`, `2h 10m`, `3d 4h`."""
     return format_duration(_as_seconds(value))
@@ -129,13 +138,21 @@ def money(value: Any, currency: str = "$") -> str:
 
 
 @register.filter
+def public(value: Any) -> str:
+    """Stored text as it may be shown: a sealed secret (a sensitive step's failure) reads "redacted"."""
+    return public_text(str(value or ""))
+
+
+@register.filter
 def pretty_json(value: Any) -> str:
+    value = public_value(value)
     return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
 
 
 @register.filter
 def json_summary(value: Any) -> str:
     """One line describing a JSON value, so a step's output reads at a glance."""
+    value = public_value(value)
     if value is None:
         return "no output"
     if isinstance(value, dict):
@@ -178,6 +195,7 @@ def get_item(mapping: Any, key: Any) -> Any:
 @register.filter
 def params_inline(value: Any, limit: int = 120) -> str:
     """`key=value · key=value` for a params object: what an operator scans for in a list."""
+    value = public_value(value)
     if not isinstance(value, dict):
         return json_summary(value)
     parts = []
@@ -191,6 +209,7 @@ def params_inline(value: Any, limit: int = 120) -> str:
 @register.filter
 def json_value(value: Any) -> str:
     """A params value as an operator reads it: strings bare, everything else as compact JSON."""
+    value = public_value(value)
     if isinstance(value, str):
         return value
     return json_summary(value) if isinstance(value, (dict, list)) else json.dumps(value, default=str)

@@ -1,10 +1,19 @@
-"""Operations pages: overview, workflow DAG, dead letters, costs, budgets, approvals, alerts."""
+"""Operations pages: overview, workflow DAG, dead letters, costs, budgets, approvals, audit, alerts."""
 
 from __future__ import annotations
 
 from django.urls import path
 
-from dashboard.views import alerts, approvals, budgets, costs, dead_letters, overview, workflows
+from dashboard.views import (
+    alerts,
+    approvals,
+    audit,
+    budgets,
+    costs,
+    dead_letters,
+    overview,
+    workflows,
+)
 
 app_name = "ops"
 
@@ -29,6 +38,7 @@ urlpatterns = [
     path("approvals/", approvals.approvals, name="approvals"),
     path("approvals/<int:approval_id>/", approvals.approval_detail, name="approval"),
     path("approvals/<int:approval_id>/answer/", approvals.approval_answer, name="approval_answer"),
+    path("audit/", audit.audit, name="audit"),
     path("alerts/", alerts.alerts, name="alerts"),
     path("alerts/notifications/", alerts.notifications, name="notifications"),
     path("alerts/rules/new/", alerts.rule_form, name="alert_rule_new"),

@@ -13,6 +13,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from dashboard import access, forms
 from dashboard import selectors as sel
+from dashboard.audit import Audit, Origin, audited
 from dashboard.live import ops_pages as live_pages
 from dashboard.views.common import HtmxHttpRequest, page, require_act, tenants
 from ingest.engine.errors import EngineError
@@ -57,10 +58,14 @@ def approval_answer(request: HtmxHttpRequest, approval_id: int) -> HttpResponse:
     if not form.is_valid():
         return render(request, "ops/approval_detail.html", _approval_context(request, req, form), status=400)
     try:
-        engine_approvals.approval_answer(
-            approval_id=req.id, approved=form.cleaned_data["decision"] == "approve", values=form.values(),
-            comment=form.cleaned_data.get("comment", ""), actor=request.user.username,
-        )
+        decision = form.cleaned_data["decision"]
+        audited(user=request.user, origin=Origin.of_request(request),
+                audit=Audit(f"approval.{decision}", [req.tenant],
+                            {"approval_id": req.id, "instance_id": req.instance_id},
+                            form.cleaned_data.get("comment", "")),
+                run=lambda: engine_approvals.approval_answer(
+                    approval_id=req.id, approved=decision == "approve", values=form.values(),
+                    comment=form.cleaned_data.get("comment", ""), actor=request.user.username))
     except EngineError as exc:
         req.refresh_from_db()
         ctx = _approval_context(request, req, form)

@@ -13,6 +13,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from dashboard import access, forms
 from dashboard import selectors as sel
+from dashboard.audit import Audit
 from dashboard.views.common import HtmxHttpRequest, engine_call, page, sees_global, tenants
 from ingest.engine.models import BudgetScope
 from ingest.engine.services import budgets as engine_budgets
@@ -32,6 +33,16 @@ def _may_edit_budget(request: HttpRequest, scope: str, key: str) -> bool:
         tenant = sel.instance_tenant(instance_id=key, tenants=tenants(request))
         return tenant is not None and access.can_act(request.user, tenant)
     return sees_global(request) and bool(access.acting_tenants(request.user))
+
+
+def _budget_tenants(request: HttpRequest, scope: str, key: str) -> list[str]:
+    """The tenants a budget belongs to, for its audit entry: none for global scopes."""
+    if scope == BudgetScope.TENANT:
+        return [key]
+    if scope == BudgetScope.INSTANCE:
+        tenant = sel.instance_tenant(instance_id=key, tenants=tenants(request))
+        return [tenant] if tenant else []
+    return []
 
 
 @require_GET
@@ -78,5 +89,8 @@ def budget_save(request: HtmxHttpRequest) -> HttpResponse:
         raise PermissionDenied(f"you may not set a {d['scope']} budget for {d['key']!r}")
     engine_call(request, engine_budgets.budget_upsert,
                 f"Budget {d['scope']}:{d['key']} set to {d['limit']:.2f} per {d['period']} ({d['policy']}).",
+                audit=Audit("budget.set", _budget_tenants(request, d["scope"], d["key"]),
+                            {"scope": d["scope"], "key": d["key"], "period": d["period"],
+                             "limit": str(d["limit"]), "policy": d["policy"]}),
                 scope=d["scope"], key=d["key"], period=d["period"], limit=d["limit"], policy=d["policy"])
     return redirect("ops:budgets")

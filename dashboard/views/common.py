@@ -3,7 +3,8 @@ the tenant checks, and the call of an engine service whose refusal becomes a mes
 
 Objects of other tenants are 404 (selectors filter by the user's tenants); acting needs
 `access.can_act` on the object's tenant, checked in the view, server-side, whatever the template
-shows. Every write is an engine service called with `actor=request.user.username`.
+shows. Every write is an engine service called with `actor=request.user.username`, in one
+transaction with its audit entry (`dashboard.audit`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from django.shortcuts import render
 from django_htmx.middleware import HtmxDetails
 
 from dashboard import access
+from dashboard.audit import Audit, Origin, audited
 from dashboard.live import ops_pages as live_pages
 from ingest.engine.errors import EngineError
 
@@ -54,12 +56,15 @@ def query(request: HttpRequest, **overrides: Any) -> str:
     return live_pages.query_string(request.GET, **overrides)
 
 
-def engine_call(request: HttpRequest, fn: Callable[..., R], ok: str, **kwargs: Any) -> R | Literal[True] | None:
-    """Call an engine service; its refusals (EngineError) become a message, never a 500.
+def engine_call(request: HttpRequest, fn: Callable[..., R], ok: str, *, audit: Audit,
+                **kwargs: Any) -> R | Literal[True] | None:
+    """Call an engine service and write its audit entry (both or neither); its refusals
+    (EngineError) become a message, never a 500.
 
     None when the engine refused; True when the service succeeded and returned nothing."""
     try:
-        result = fn(actor=request.user.username, **kwargs)
+        result = audited(user=request.user, origin=Origin.of_request(request), audit=audit,
+                         run=lambda: fn(actor=request.user.username, **kwargs))
     except EngineError as exc:
         messages.error(request, str(exc))
         return None

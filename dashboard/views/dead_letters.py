@@ -5,23 +5,26 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import asdict
 from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse, QueryDict
+from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from dashboard import access, forms
+from dashboard import access, forms, selection
 from dashboard import selectors as sel
+from dashboard.audit import Audit
 from dashboard.live import ops_pages as live_pages
-from dashboard.views.common import HtmxHttpRequest, engine_call, page, query, require_act, tenants
+from dashboard.views.common import HtmxHttpRequest, engine_call, page, require_act, tenants
 from ingest.engine.models import DeadLetter
+from ingest.engine.secrets import public_value
 from ingest.engine.services import control as engine_control
 from ingest.engine.services import dead_letters as engine_dead_letters
-from ingest.triggers.errors import InputRejected
+from ingest.engine.services.dead_letters import DeadLetterFilter
 
 
 @require_GET
@@ -58,6 +61,8 @@ def _act_with_reason(request: HttpRequest, dl_id: int, *, missing: str,
 def dead_letter_retry(request: HtmxHttpRequest, dl_id: int) -> HttpResponse:
     return _act_with_reason(request, dl_id, missing="Retry needs a reason.", act=lambda dl, reason: engine_call(
         request, engine_control.instance_retry, f"Instance {dl.instance_id} retried from step {dl.step_name}.",
+        audit=Audit("dead_letter.retry", [dl.tenant], {"dead_letter_id": dl.id, "instance_id": dl.instance_id},
+                    reason),
         instance_id=dl.instance_id, reason=reason))
 
 
@@ -66,6 +71,8 @@ def dead_letter_retry(request: HtmxHttpRequest, dl_id: int) -> HttpResponse:
 def dead_letter_discard(request: HtmxHttpRequest, dl_id: int) -> HttpResponse:
     return _act_with_reason(request, dl_id, missing="Discarding needs a reason.", act=lambda dl, reason: engine_call(
         request, engine_dead_letters.dead_letter_discard, f"Dead letter of {dl.instance_id} discarded.",
+        audit=Audit("dead_letter.discard", [dl.tenant], {"dead_letter_id": dl.id, "instance_id": dl.instance_id},
+                    reason),
         dead_letter_id=dl.id, reason=reason))
 
 
@@ -74,7 +81,7 @@ def dead_letter_discard(request: HtmxHttpRequest, dl_id: int) -> HttpResponse:
 def dead_letter_replay_form(request: HtmxHttpRequest, dl_id: int) -> HttpResponse:
     dl = sel.dead_letter_get(tenants=tenants(request), dead_letter_id=dl_id)
     require_act(request, dl.tenant)
-    form = forms.ReplayForm(initial={"params": json.dumps(dl.instance.params, indent=2, sort_keys=True)})
+    form = forms.ReplayForm(initial={"params": json.dumps(public_value(dl.instance.params), indent=2, sort_keys=True)})
     return render(request, "ops/dead_letter_replay.html", {"dl": dl, "form": form})
 
 
@@ -88,13 +95,15 @@ def dead_letter_replay(request: HtmxHttpRequest, dl_id: int) -> HttpResponse:
     if not form.is_valid():
         return render(request, "ops/dead_letter_replay.html", {"dl": dl, "form": form}, status=400)
     params = form.cleaned_data["params"]
-    diff = forms.params_diff(dl.instance.params, params)
+    diff = forms.params_diff(public_value(dl.instance.params), params)
     if "confirm" not in request.POST:
         return render(request, "ops/dead_letter_replay.html",
                       {"dl": dl, "form": form, "diff": diff, "preview": True, "edited": bool(diff)})
     new = engine_call(
         request, engine_control.instance_replay,
         f"Replayed {dl.instance_id} {'with edited params' if diff else 'with the same params'}.",
+        audit=Audit("dead_letter.replay", [dl.tenant], {"dead_letter_id": dl.id, "instance_id": dl.instance_id,
+                                                         "edited": bool(diff)}, form.cleaned_data["reason"]),
         instance_id=dl.instance_id, params=params if diff else None, reason=form.cleaned_data["reason"],
     )
     if new is None:
@@ -102,53 +111,97 @@ def dead_letter_replay(request: HtmxHttpRequest, dl_id: int) -> HttpResponse:
     return redirect(f"/instances/{getattr(new, 'id', '')}/" if getattr(new, "id", None) else reverse("ops:dead_letter", args=[dl.id]))
 
 
-def _selection(request: HttpRequest, data: QueryDict) -> tuple[sel.DeadLetterFilters, list[int], list[int]]:
-    """(filters, ids the user may act on, ids they may only see) for a bulk action."""
+_REDRIVE = "dead_letters.redrive"  # the action's name in the audit log and in its preview token
+
+
+def _refuse(request: HttpRequest, message: str, *, status: int = 400) -> HttpResponse:
+    return render(request, "ops/dead_letter_redrive.html",
+                  {"error": message, "f": sel.DeadLetterFilters()}, status=status)
+
+
+def _requested(data: QueryDict) -> tuple[sel.DeadLetterFilters, list[int] | None]:
+    """The filters and the explicit ids (None: every open dead letter the filters match). Sending
+    `ids` at all, or mode=ids (the items list's form), asks for ids: empty or unparsable ones
+    raise SelectionError rather than fall back to the filtered set."""
     f = live_pages.dead_letter_filters(data)
-    if any(str(i).isdigit() and len(str(i)) > 18 for i in data.getlist("ids")):  # past 64 bits
-        raise InputRejected("ids holds a number too long to be a dead letter id; select dead letters "
-                            "from the list")
-    ids = [int(i) for i in data.getlist("ids") if str(i).isdigit()]
-    acting = access.acting_tenants(request.user)
-    mine = sel.dead_letter_selection_ids(tenants=acting, filters=f, ids=ids)
+    if "ids" in data or data.get("mode") == "ids":
+        return f, selection.ids_parse(data.getlist("ids"))
+    return f, None
+
+
+def _scoped(request: HttpRequest, f: sel.DeadLetterFilters, ids: list[int] | None) -> tuple[list[int], int]:
+    """(ids the user may act on, how many more match in tenants they only read). Explicit ids, or
+    a tenant filter, outside the user's tenants are 404: never a silent no-op."""
+    if f.tenant and not access.can_read(request.user, f.tenant):
+        raise Http404(f"no tenant {f.tenant[:100]!r} among yours")
+    if ids is not None:
+        missing = set(ids) - sel.dead_letter_ids_visible(tenants=tenants(request), ids=ids)
+        if missing:
+            raise Http404(f"no dead letter {', '.join(map(str, sorted(missing)[:5]))} in your tenants")
+    mine = sel.dead_letter_selection_ids(tenants=access.acting_tenants(request.user), filters=f, ids=ids)
     visible = sel.dead_letter_selection_ids(tenants=tenants(request), filters=f, ids=ids)
-    return f, mine, [i for i in visible if i not in set(mine)]
+    return mine, len(visible) - len(mine)
+
+
+def _preview(request: HttpRequest, f: sel.DeadLetterFilters, ids: list[int] | None, mine: list[int],
+             read_only: int, *, form: forms.RedriveForm | None = None, change: selection.Change | None = None,
+             status: int = 200) -> HttpResponse:
+    snapshot = selection.Snapshot(_REDRIVE, asdict(f), ids, mine)
+    context = {
+        "f": f, "ids": mine, "estimate": sel.redrive_estimate(dead_letter_ids=mine), "skipped": read_only,
+        "form": form or forms.RedriveForm(), "change": change,
+        "token": selection.token_issue(user_id=request.user.pk, snapshot=snapshot),
+        "back": urlencode({k: v for k, v in asdict(f).items() if v}),
+    }
+    return render(request, "ops/dead_letter_redrive.html", context, status=status)
 
 
 @require_GET
 @access.require_role()
 def dead_letter_redrive_preview(request: HtmxHttpRequest) -> HttpResponse:
-    f, ids, read_only = _selection(request, request.GET)
-    if not ids and read_only:
+    try:
+        f, ids = _requested(request.GET)
+    except selection.SelectionError as exc:
+        return _refuse(request, str(exc))
+    mine, read_only = _scoped(request, f, ids)
+    if not mine and read_only:
         raise PermissionDenied("redriving needs the operator role in these tenants")
-    estimate = sel.redrive_estimate(dead_letter_ids=ids)
-    context = {
-        "f": f, "ids": ids, "explicit_ids": request.GET.getlist("ids"), "estimate": estimate,
-        "skipped": len(read_only), "form": forms.RedriveForm(), "query": query(request),
-    }
-    return render(request, "ops/dead_letter_redrive.html", context)
+    return _preview(request, f, ids, mine, read_only)
 
 
 @require_POST
 @access.require_role()
 def dead_letter_redrive(request: HtmxHttpRequest) -> HttpResponse:
-    f, ids, read_only = _selection(request, request.POST)
-    if not ids:
-        if read_only:
-            raise PermissionDenied("redriving needs the operator role in these tenants")
-        messages.info(request, "Nothing to redrive: the selection has no open dead letters.")
-        return redirect("ops:dead_letters")
+    """Acts on exactly the set the preview counted, recomputed from the preview's token."""
+    if not access.acting_tenants(request.user):
+        raise PermissionDenied("redriving needs the operator role in a tenant")
+    try:
+        if "ids" in request.POST:  # said so it can be named; the token's ids are the ones used
+            selection.ids_parse(request.POST.getlist("ids"))
+        snap = selection.token_read(request.POST.get("token", ""), user_id=request.user.pk, action=_REDRIVE)
+    except selection.SelectionError as exc:
+        return _refuse(request, str(exc))
+    f, ids = sel.DeadLetterFilters(**snap.filters), snap.ids
+    mine, read_only = _scoped(request, f, ids)
+    if not mine and read_only:
+        raise PermissionDenied("redriving needs the operator role in these tenants")
     form = forms.RedriveForm(request.POST)
     if not form.is_valid():
-        estimate = sel.redrive_estimate(dead_letter_ids=ids)
-        return render(request, "ops/dead_letter_redrive.html",
-                      {"f": f, "ids": ids, "explicit_ids": request.POST.getlist("ids"),
-                       "estimate": estimate, "skipped": len(read_only), "form": form}, status=400)
+        return _preview(request, f, ids, mine, read_only, form=form, status=400)
+    change = selection.selection_change(snap.selected, mine)
+    if change is not None:
+        return _preview(request, f, ids, mine, read_only, form=form, change=change, status=409)
+    if not mine:
+        return _refuse(request, "the selection has no open dead letters; nothing was done")
+    rate, reason = form.cleaned_data["rate_per_second"], form.cleaned_data["reason"]
+    scope = DeadLetterFilter(tenants=tuple(access.acting_tenants(request.user)), workflow=f.workflow or None,
+                             step_name=f.step or None, signature=f.signature or None)
+    chosen = {"ids": mine} if ids is not None else {"filter": {k: v for k, v in snap.filters.items() if v}}
     count = engine_call(
         request, engine_dead_letters.dead_letter_redrive, "Redrive started.",
-        ids=ids, signature=f.signature or None, rate_per_second=form.cleaned_data["rate_per_second"],
-        reason=form.cleaned_data["reason"],
+        audit=Audit(_REDRIVE, sel.dead_letter_tenants(ids=mine), {**chosen, "rate_per_second": rate}, reason),
+        ids=mine, filter=scope, rate_per_second=rate, reason=reason,
     )
     if count is not None and count is not True:
-        messages.info(request, f"{count} instance(s) queued at {form.cleaned_data['rate_per_second']:g}/s.")
-    return redirect(f"{reverse('ops:dead_letters')}?{urlencode({'signature': f.signature} if f.signature else {})}")
+        messages.info(request, f"{count} instance(s) queued at {rate:g}/s.")
+    return redirect(f"{reverse('ops:dead_letters')}?{urlencode({k: v for k, v in asdict(f).items() if v})}")

@@ -22,11 +22,13 @@ from django.views.decorators.http import require_GET, require_POST
 
 from dashboard import access, selectors
 from dashboard.actions import ACTIONS, Action, available_actions
+from dashboard.audit import Audit, Origin, audited
 from dashboard.models import Role
 from dashboard.views.common import HtmxHttpRequest
 from ingest.alerts.selectors import callback_for
 from ingest.engine import EngineError, tracing
 from ingest.engine.models import Instance, Status
+from ingest.engine.secrets import public_value
 from ingest.engine.services import control, instances
 from ingest.triggers import limits
 from ingest.triggers.errors import InputRejected
@@ -185,7 +187,7 @@ def _form(action: str, instance: Instance, data: Any = None) -> ActionForm:
     if cls is RestartForm:
         kwargs["steps"] = _restartable(instance)
     if cls is ReplayForm and data is None:
-        kwargs["initial"] = {"params": json.dumps(instance.params, indent=2, sort_keys=True)}
+        kwargs["initial"] = {"params": json.dumps(public_value(instance.params), indent=2, sort_keys=True)}
     return cls(data, **kwargs)
 
 
@@ -244,14 +246,18 @@ def instance_action_run(request: HtmxHttpRequest, instance_id: str, action: str)
         return _confirm(request, instance, spec, form, status=400)
     if isinstance(form, ReplayForm) and not form.cleaned_data["confirm"]:
         # First submit of a replay shows what changes; the second one (confirm=1) runs it.
-        diff = params_diff(instance.params, form.cleaned_data["params"])
+        diff = params_diff(public_value(instance.params), form.cleaned_data["params"])
         data = request.POST.copy()
         data["confirm"] = "True"
         data["params"] = json.dumps(form.cleaned_data["params"], indent=2, sort_keys=True)
         return _confirm(request, instance, spec, _form(action, instance, data), diff=diff)
     engine_error = ""
     try:
-        result = _call_engine(spec.name, instance, form, actor=request.user.get_username())
+        result = audited(
+            user=request.user, origin=Origin.of_request(request),
+            audit=Audit(f"instance.{spec.name}", [instance.tenant], _audit_selection(instance, form),
+                        form.cleaned_data["reason"]),
+            run=lambda: _call_engine(spec.name, instance, form, actor=request.user.get_username()))
     except EngineError as exc:
         engine_error = str(exc)
     if engine_error:
@@ -263,6 +269,12 @@ def instance_action_run(request: HtmxHttpRequest, instance_id: str, action: str)
     else:
         messages.success(request, f"{spec.label.rstrip('…')} requested for {instance.id}.")
     return HttpResponseRedirect(reverse("instance-detail", args=[target]), status=303)
+
+
+def _audit_selection(instance: Instance, form: ActionForm) -> dict[str, Any]:
+    """The instance and the action's own arguments (a replay's params are left out: they may be large)."""
+    extra = {k: v for k, v in form.engine_kwargs().items() if k not in ("params", "payload")}
+    return {"instance_id": instance.id, **extra}
 
 
 def _call_engine(action: str, instance: Instance, form: ActionForm, *, actor: str) -> Any:

@@ -11,38 +11,51 @@ from __future__ import annotations
 from typing import Any
 
 from ingest.engine.errors import (
+    ApprovalError,
+    BatchTooLarge,
     BudgetExceeded,
     ChildWorkflowFailed,
+    DeadLetterError,
     EngineError,
+    FanOutItemMissing,
     InstanceAlreadyExists,
     InstanceFinished,
     InstanceNotFound,
     InvalidDuration,
     InvalidInstanceId,
     InvalidParams,
+    InvalidSelection,
     InvalidStepConfig,
     InvalidTransition,
     NonDeterministicReplay,
     NonRetryableError,
+    StepFailed,
+    StepLimitExceeded,
     StepResultNotSerializable,
     StepResultTooLarge,
     StepTimeout,
     UnknownStep,
     UnknownWorkflow,
     WaitForEventTimeout,
+    WorkflowTimeout,
 )
+from ingest.engine.handlers import fan_out_handler
+from ingest.engine.results import WorkflowResult
 from ingest.engine.workflow import Workflow, WorkflowEvent, get_workflow, workflow_names
 
 __all__ = [
-    "BudgetExceeded", "ChildWorkflowFailed", "EngineError", "InstanceAlreadyExists", "InstanceFinished",
-    "InstanceHandle", "InstanceNotFound", "InvalidDuration", "InvalidInstanceId", "InvalidParams",
-    "InvalidStepConfig", "InvalidTransition", "NonDeterministicReplay", "NonRetryableError", "Settled",
-    "StepResultNotSerializable", "StepResultTooLarge", "StepTimeout", "UnknownStep", "UnknownWorkflow",
-    "WaitForEventTimeout", "Workflow", "WorkflowEvent", "create", "create_batch", "get", "get_workflow",
-    "workflow_names",
+    "ApprovalError", "BatchTooLarge", "BudgetExceeded", "ChildWorkflowFailed", "DeadLetterError", "EngineError",
+    "FanOutItemMissing", "InstanceAlreadyExists", "InstanceFinished", "InstanceHandle", "InstanceNotFound",
+    "InvalidDuration", "InvalidInstanceId", "InvalidParams", "InvalidSelection", "InvalidStepConfig", "InvalidTransition",
+    "NonDeterministicReplay", "NonRetryableError", "SecretKeysMissing", "SecretUnreadable", "SecretsError", "Settled", "StepFailed", "StepLimitExceeded",
+    "StepResultNotSerializable",
+    "StepResultTooLarge", "StepTimeout", "UnknownStep", "UnknownWorkflow", "WaitForEventTimeout", "Workflow",
+    "WorkflowEvent", "WorkflowResult", "WorkflowTimeout", "create", "create_batch", "fan_out_handler", "get",
+    "get_workflow", "workflow_names",
 ]
 
-_LAZY = {"create": "api", "create_batch": "api", "get": "api", "InstanceHandle": "api", "Settled": "runtime.parallel"}
+_LAZY = {"create": "api", "create_batch": "api", "get": "api", "InstanceHandle": "api", "Settled": "runtime.parallel",
+         "SecretsError": "secrets", "SecretKeysMissing": "secrets", "SecretUnreadable": "secrets"}
 
 
 def __getattr__(name: str) -> Any:

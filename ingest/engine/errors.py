@@ -77,6 +77,10 @@ class NonDeterministicReplay(EngineError):
     """Replay asked for a step that contradicts the recorded history."""
 
 
+class StepLimitExceeded(EngineError):
+    """The instance asked for more steps than RUNLEDGER_MAX_STEPS allows."""
+
+
 class StepResultTooLarge(EngineError):
     """A step returned more than 1 MiB."""
 
@@ -97,6 +101,10 @@ class ChildWorkflowFailed(Exception):
     """A child workflow ended errored or terminated."""
 
 
+class FanOutItemMissing(Exception):
+    """A fan-out item had not finished when its fan-out timed out (the `error` of its Settled)."""
+
+
 class StepFailed(Exception):
     """A step failed with an exception class that could not be rebuilt on replay."""
 
@@ -115,6 +123,10 @@ class ApprovalError(EngineError):
 
 class DeadLetterError(EngineError):
     """The dead letter cannot take this action."""
+
+
+class InvalidSelection(EngineError):
+    """A bulk action's selection is empty or not explicit; nothing was done."""
 
 
 class WorkflowTimeout(EngineError):

@@ -5,7 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from ingest.engine.errors import InstanceNotFound
-from ingest.engine.models import Attempt, Instance, Step
+from ingest.engine.models import (
+    Attempt,
+    FanOut,
+    FanOutItem,
+    FanOutItemState,
+    FanOutState,
+    Instance,
+    Step,
+)
+from ingest.engine.secrets import public_value
 
 
 def instance_status(*, instance_id: str, include_results: bool = True) -> dict[str, Any]:
@@ -27,8 +36,8 @@ def instance_status(*, instance_id: str, include_results: bool = True) -> dict[s
         "workflow": inst.workflow,
         "tenant": inst.tenant,
         "status": inst.status,
-        "params": inst.params,
-        "output": inst.output,
+        "params": public_value(inst.params),
+        "output": public_value(inst.output),
         "error": {"name": inst.error_name, "message": inst.error_message} if inst.error_name else None,
         "created_at": inst.created_at,
         "started_at": inst.started_at,
@@ -46,3 +55,22 @@ def instance_status(*, instance_id: str, include_results: bool = True) -> dict[s
             for s in steps
         ],
     }
+
+
+def fan_out_list(*, instance_id: str, failed_limit: int = 20) -> list[dict[str, Any]]:
+    """An instance's fan-outs, oldest first, as the dashboard shows them: received/expected, how
+    many failed or are missing, and the first `failed_limit` failed items (index, instance, error)."""
+    out: list[dict[str, Any]] = []
+    for fo in FanOut.objects.filter(instance_id=instance_id).order_by("started_at", "id"):
+        failed = (FanOutItem.objects.filter(fan_out_id=fo.id, state__in=[FanOutItemState.ERRORED,
+                                                                          FanOutItemState.TERMINATED])
+                  .order_by("index").values("index", "instance_id", "state", "error_name", "error_message")[:failed_limit])
+        out.append({
+            "id": fo.id, "step_id": fo.step_id, "step": fo.step_name, "handler": fo.handler,
+            "handler_kind": fo.handler_kind, "item_workflow": fo.item_workflow, "state": fo.state,
+            "expected": fo.expected, "created": fo.created, "received": fo.received, "failed": fo.failed,
+            "missing": fo.expected - fo.received if fo.state == FanOutState.TIMED_OUT else 0,
+            "started_at": fo.started_at, "updated_at": fo.updated_at, "deadline": fo.deadline,
+            "closed_at": fo.closed_at, "failed_items": list(failed),
+        })
+    return out

@@ -34,7 +34,12 @@ class Workflow:
     value partitions that limit, e.g. "tenant"), `priority` (default for new instances, higher
     first), `timeout` (a duration from the instance's start after which it errors with
     WorkflowTimeout), `rate_limit` (`{"limit": 100, "period": "1 minute", "key": "tenant"}`:
-    at most `limit` starts per sliding `period`, per key value).
+    at most `limit` starts per sliding `period`, per key value). `retention_days` (default 30):
+    finished instances older than that are archived and purged (ingest.engine.services.retention).
+
+    `sensitive_params` (e.g. `("password",)`): those params are encrypted at rest, shown as
+    "redacted" in every list, page and answer, and kept out of the search index; `run` sees them
+    in clear (docs/secrets.md).
     """
 
     name: ClassVar[str] = ""
@@ -43,6 +48,8 @@ class Workflow:
     priority: ClassVar[int] = 0
     timeout: ClassVar[Duration | None] = None
     rate_limit: ClassVar[dict[str, Any] | None] = None
+    retention_days: ClassVar[int] = 30
+    sensitive_params: ClassVar[tuple[str, ...]] = ()
     # Parsed once at class creation, so a bad value fails at import, not in the claim loop.
     _timeout: ClassVar[timedelta | None] = None
     _rate: ClassVar[tuple[int, timedelta] | None] = None
@@ -63,6 +70,10 @@ class Workflow:
 
 def _check_flow(cls: type[Workflow]) -> None:
     label = cls.__dict__.get("name") or cls.__name__
+    days = cls.retention_days
+    if not isinstance(days, int) or isinstance(days, bool) or days < 1:
+        raise ValueError(f"retention_days of workflow {label!r} must be a whole number of days "
+                                f"of at least 1; got {days!r}")
     limit = cls.concurrency
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ValueError(f"concurrency of workflow {label!r} must be a whole number ≥ 1; got {limit!r}")

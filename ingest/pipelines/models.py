@@ -12,6 +12,8 @@ from django.db import models
 from django.db.models import F, Q
 from django.db.models.functions import Upper
 
+from ingest.engine.secrets import EncryptedTextField
+
 
 class SourceAuthority(models.TextChoices):
     """Where a fact came from, which decides who wins a conflict (ADR-026)."""
@@ -165,18 +167,28 @@ class Connection(models.Model):
     """How a tenant reaches an outside system, and the key its webhooks carry in the URL.
 
     gong: base_url, key (access key), secret; salesforce: base_url (login URL), key (client id),
-    secret (client secret), options.refresh_token, options.organization_id; llm: options.provider
+    secret (client secret), refresh_token, options.organization_id; llm: options.provider
     ("rules", "openai", "anthropic", "demo"), base_url, secret (API key), options.model,
     options.service. Without a row, the environment (GONG_*, SALESFORCE_*, RUNLEDGER_LLM_*) applies.
+
+    Credentials are encrypted at rest (ingest.engine.secrets, docs/secrets.md). The webhook key
+    arrives in a URL and is found by `webhook_key_hash` (its HMAC under the secret keys); the key
+    itself is kept encrypted so the admin can show its last characters. The Salesforce access
+    token is kept, encrypted, with its expiry, so a restarted process reuses it.
     """
 
     tenant = models.CharField(max_length=100)
     kind = models.CharField(max_length=20, choices=ConnectionKind.choices)
     base_url = models.CharField(max_length=300, blank=True, default="")
-    key = models.CharField(max_length=300, blank=True, default="")
-    secret = models.CharField(max_length=300, blank=True, default="")
+    key = EncryptedTextField(blank=True, default="")
+    secret = EncryptedTextField(blank=True, default="")
+    refresh_token = EncryptedTextField(blank=True, default="", help_text="Salesforce OAuth refresh token")
     options = models.JSONField(default=dict, blank=True)
-    webhook_key = models.CharField(max_length=100, blank=True, default="", db_index=True)
+    webhook_key = EncryptedTextField(blank=True, default="")
+    webhook_key_hash = models.CharField(max_length=64, blank=True, default="", db_index=True)
+    access_token = EncryptedTextField(blank=True, default="")
+    access_token_expires_at = models.DateTimeField(null=True, blank=True)
+    instance_url = models.CharField(max_length=300, blank=True, default="")
     enabled = models.BooleanField(default=True)
     updated_at = models.DateTimeField()
 

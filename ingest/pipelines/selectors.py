@@ -7,11 +7,13 @@ import threading
 import time
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 import numpy as np
 from django.db.models.signals import post_delete, post_save
 
+from ingest.engine.secrets import lookup_hashes
 from ingest.pipelines.models import (
     Connection,
     ConnectionKind,
@@ -120,9 +122,11 @@ def _connection(tenant: str, kind: str) -> Connection | None:
 
 
 def connection_by_webhook_key(*, kind: str, key: str) -> Connection | None:
+    """The enabled connection whose webhook key is `key`, found by its HMAC under any secret key
+    (the key itself is only stored encrypted)."""
     if not key:
         return None
-    return Connection.objects.filter(kind=kind, webhook_key=key, enabled=True).first()
+    return Connection.objects.filter(kind=kind, webhook_key_hash__in=lookup_hashes(key), enabled=True).first()
 
 
 def gong_config_get(*, tenant: str, base_url: str | None = None) -> GongConfig:
@@ -142,13 +146,28 @@ def salesforce_config_get(*, tenant: str, login_url: str | None = None) -> Sales
     if row is not None:
         return SalesforceConfig(
             login_url or row.base_url or "https://login.salesforce.com", row.key, row.secret,
-            str(row.options.get("refresh_token", "")), str(row.options.get("organization_id", "")),
+            row.refresh_token, str(row.options.get("organization_id", "")),
         )
     return SalesforceConfig(
         login_url or ENV.get("SALESFORCE_LOGIN_URL", "https://login.salesforce.com"),
         ENV.get("SALESFORCE_CLIENT_ID", ""), ENV.get("SALESFORCE_CLIENT_SECRET", ""),
         ENV.get("SALESFORCE_REFRESH_TOKEN", ""),
     )
+
+
+@dataclass(frozen=True)
+class StoredToken:
+    access_token: str
+    instance_url: str
+
+
+def connection_token_get(*, tenant: str, kind: str, now: datetime) -> StoredToken | None:
+    """The access token a process kept for the tenant's connection, while it is still valid."""
+    row = Connection.objects.filter(tenant=tenant, kind=kind, enabled=True).values_list(
+        "access_token", "instance_url", "access_token_expires_at").first()
+    if row is None or not row[0] or row[2] is None or row[2] <= now:
+        return None
+    return StoredToken(access_token=row[0], instance_url=row[1])
 
 
 def llm_config_get(*, tenant: str) -> LLMConfig:

@@ -14,6 +14,7 @@ import numpy as np
 from django.db import connection, transaction
 from django.utils import timezone
 
+from ingest.engine.secrets import lookup_hash
 from ingest.engine.sql.base import prepared_row
 from ingest.extraction import Fact as ExtractedFact
 from ingest.pipelines.models import (
@@ -249,15 +250,31 @@ def keyword_list_set(*, tenant: str, keywords: Sequence[str]) -> KeywordList:
 
 
 def connection_upsert(*, tenant: str, kind: str, base_url: str = "", key: str = "", secret: str = "",
-                      options: dict[str, Any] | None = None, webhook_key: str = "", enabled: bool = True) -> Connection:
+                      refresh_token: str = "", options: dict[str, Any] | None = None, webhook_key: str = "",
+                      enabled: bool = True) -> Connection:
+    """Create or replace a tenant's connection; credentials are encrypted by their fields, the
+    webhook key is also stored as its lookup hash (ingest.engine.secrets)."""
     if kind not in ConnectionKind.values:
         raise ValueError(f"connection kind {kind!r} is not one of {', '.join(ConnectionKind.values)}")
+    options = dict(options or {})
+    # An older caller's refresh token in the options would be stored in clear: take it out.
+    refresh_token = refresh_token or str(options.pop("refresh_token", "") or "")
     row, _ = Connection.objects.update_or_create(
         tenant=tenant, kind=kind,
-        defaults={"base_url": base_url, "key": key, "secret": secret, "options": options or {},
-                  "webhook_key": webhook_key, "enabled": enabled, "updated_at": timezone.now()},
+        defaults={"base_url": base_url, "key": key, "secret": secret, "refresh_token": refresh_token,
+                  "options": options, "webhook_key": webhook_key, "webhook_key_hash": lookup_hash(webhook_key),
+                  "enabled": enabled, "updated_at": timezone.now(),
+                  "access_token": "", "access_token_expires_at": None, "instance_url": ""},
     )
     return row
+
+
+def connection_token_store(*, tenant: str, kind: str, access_token: str, instance_url: str,
+                           expires_at: datetime) -> None:
+    """Keep a refreshed OAuth access token (encrypted) so another process or a restart reuses it
+    until `expires_at` instead of authenticating again."""
+    Connection.objects.filter(tenant=tenant, kind=kind).update(
+        access_token=access_token, instance_url=instance_url, access_token_expires_at=expires_at)
 
 
 def price_upsert(*, service: str, model: str = "", effective_from: datetime,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
@@ -105,6 +105,18 @@ def _errors(response: requests.Response) -> list[ErrorDict]:
     return [body] if isinstance(body, dict) and "errorCode" in body else []  # type: ignore[list-item]
 
 
+# Salesforce's token answer has no expiry (the session policy decides, 2 hours by default):
+# a kept token is trusted this long, and an INVALID_SESSION_ID before then refreshes it anyway.
+TOKEN_LIFETIME_SECONDS = 3600.0
+
+
+def _lifetime(token: Mapping[str, Any]) -> float:
+    try:
+        return float(token.get("expires_in") or TOKEN_LIFETIME_SECONDS)
+    except (TypeError, ValueError):
+        return TOKEN_LIFETIME_SECONDS
+
+
 class SalesforceClient:
     def __init__(
         self,
@@ -116,8 +128,12 @@ class SalesforceClient:
         instance_url: str | None = None,
         timeout: Timeout = DEFAULT_TIMEOUT,
         session: requests.Session | None = None,
+        on_token: Callable[[str, str, float], None] | None = None,
     ) -> None:
+        """`on_token(access_token, instance_url, lifetime_seconds)` is called after each token
+        refresh, so the caller can keep the token for other processes and restarts."""
         self.credentials = credentials
+        self.on_token = on_token
         self.login_url = login_url.rstrip("/")
         self.api_version = api_version
         self.timeout = timeout
@@ -159,6 +175,8 @@ class SalesforceClient:
             self._instance_url = str(
                 token.get("instance_url") or self._instance_url or self.login_url
             ).rstrip("/")
+            if self.on_token is not None:
+                self.on_token(self._access_token, self._instance_url, _lifetime(token))
             return self._access_token
 
     def _post_form(self, url: str, data: Mapping[str, str]) -> requests.Response:

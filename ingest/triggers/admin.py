@@ -13,6 +13,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
+from ingest.engine.secrets import mask
 from ingest.triggers import cron
 from ingest.triggers.errors import TriggerError
 from ingest.triggers.models import (
@@ -43,7 +44,13 @@ class IngressSecretAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_display = ("tenant", "name", "token_prefix", "enabled", "rate_limit_per_minute", "created_at")
     list_filter = ("enabled", "tenant")
     # Secrets are minted with `ingress_secret_create` (it shows the token once); not typed in here.
-    readonly_fields = ("token_hash", "token_prefix", "hmac_secret")
+    # The HMAC secret is encrypted at rest and shown masked, never in clear.
+    fields = ("tenant", "name", "token_hash", "token_prefix", "hmac_secret_masked", "enabled", "rate_limit_per_minute")
+    readonly_fields = ("token_hash", "token_prefix", "hmac_secret_masked")
+
+    @admin.display(description="HMAC secret")
+    def hmac_secret_masked(self, obj: IngressSecret) -> str:
+        return mask(obj.hmac_secret)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -9,6 +9,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from ingest.engine.secrets import EncryptedTextField
+
 
 class Route(models.Model):
     """`POST /api/routes/{name}` starts `workflow` for `tenant`."""
@@ -38,15 +40,15 @@ class IngressSecret(models.Model):
     """A tenant's ingress credentials: the bearer token and the HMAC secret that signs bodies.
 
     A tenant may hold several (rotation): a request is accepted by any enabled one whose token
-    matches. The token is stored as its SHA-256 (it is only compared); the HMAC secret must be
-    stored as is, because verifying a signature needs it.
+    matches. The token is stored as its SHA-256 (it is only compared); the HMAC secret is needed
+    as is to verify a signature, so it is stored encrypted (ingest.engine.secrets).
     """
 
     tenant = models.CharField(max_length=100)
     name = models.CharField(max_length=100, default="default")
     token_hash = models.CharField(max_length=64, unique=True)
     token_prefix = models.CharField(max_length=16, blank=True, default="")
-    hmac_secret = models.CharField(max_length=200)
+    hmac_secret = EncryptedTextField()
     enabled = models.BooleanField(default=True)
     rate_limit_per_minute = models.PositiveIntegerField(
         null=True, blank=True, help_text="Requests per minute for the tenant across its routes."

@@ -14,16 +14,20 @@ the same change delivered twice is already processed; a later change is a new in
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import threading
 from collections.abc import Mapping
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from django.utils import timezone
+
 from ingest.engine import InstanceAlreadyExists, Workflow, WorkflowEvent, create
-from ingest.pipelines.models import SourceAuthority
-from ingest.pipelines.selectors import SalesforceConfig, salesforce_config_get
+from ingest.pipelines.models import ConnectionKind, SourceAuthority
+from ingest.pipelines.selectors import SalesforceConfig, connection_token_get, salesforce_config_get
+from ingest.pipelines.services import connection_token_store
 from ingest.sources.errors import SourceError
 from ingest.sources.salesforce import ClientCredentials, RefreshToken, SalesforceClient
 from ingest.workflows.common import (
@@ -128,15 +132,27 @@ _clients_lock = threading.Lock()
 
 
 def salesforce_client(tenant: str) -> SalesforceClient:
-    """One client per connection and process, so its access token is reused across steps."""
+    """One client per connection and process, so its access token is reused across steps; a new
+    process starts from the token another one kept (encrypted, with its expiry) instead of
+    authenticating again."""
     config = salesforce_config_get(tenant=tenant)
     with _clients_lock:
         if config not in _clients:
             credentials: ClientCredentials | RefreshToken = (
                 RefreshToken(config.client_id, config.client_secret, config.refresh_token)
                 if config.refresh_token else ClientCredentials(config.client_id, config.client_secret))
-            _clients[config] = SalesforceClient(credentials=credentials, login_url=config.login_url)
+            kept = connection_token_get(tenant=tenant, kind=ConnectionKind.SALESFORCE, now=timezone.now())
+            _clients[config] = SalesforceClient(
+                credentials=credentials, login_url=config.login_url,
+                access_token=kept.access_token if kept else None, instance_url=kept.instance_url if kept else None,
+                on_token=functools.partial(_keep_token, tenant))
         return _clients[config]
+
+
+def _keep_token(tenant: str, access_token: str, instance_url: str, lifetime: float) -> None:
+    connection_token_store(tenant=tenant, kind=ConnectionKind.SALESFORCE, access_token=access_token,
+                           instance_url=instance_url,
+                           expires_at=timezone.now() + timedelta(seconds=lifetime))
 
 
 def fetch_record(*, tenant: str, object_type: str, object_id: str) -> dict[str, Any]:

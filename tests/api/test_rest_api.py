@@ -133,7 +133,12 @@ def test_workflows_dead_letters_costs_budgets(operator: ApiClient, admin: ApiCli
     assert operator.get("/api/workflows/test-echo").json()["name"] == "test-echo"
     assert operator.get("/api/workflows/nope").status_code == 404
     assert operator.get("/api/dead-letters").json() == []
-    assert operator.post("/api/dead-letters/redrive", {"reason": "fixed"}).json() == {"redriven": 0}
+    refused = operator.post("/api/dead-letters/redrive", {"reason": "fixed"})
+    assert refused.status_code == 400 and refused.json()["error"]["code"] == "empty_selection"
+    preview = operator.post("/api/dead-letters/redrive/preview", {"filter": {}}).json()
+    assert preview["count"] == 0
+    assert operator.post("/api/dead-letters/redrive", {"filter": {}, "token": preview["token"],
+                                                       "reason": "fixed"}).json() == {"redriven": 0}
     assert operator.get("/api/costs").json()["total"] in ("0", "0.000000", 0)
     put = operator.put("/api/budgets", {"scope": "tenant", "key": "acme", "period": "day",
                                         "limit": "12.5"})

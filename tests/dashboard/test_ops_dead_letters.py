@@ -172,10 +172,15 @@ def test_the_bulk_estimate_counts_instances_and_prices_one_attempt_of_the_failed
     assert 'id="redrive-count">3<' in html and 'id="redrive-cost">$0.0900<' in html
 
 
+def _confirmed(client, query, **form):
+    """Preview `query`, then confirm with the preview's token (as the page's form does)."""
+    token = client.get(f"/dead-letters/redrive/?{query}").context["token"]
+    return client.post("/dead-letters/redrive/run/", {"token": token, **form})
+
+
 def test_bulk_redrive_retries_the_selection_at_the_chosen_rate(operator):
     group_a, group_b = _two_groups()
-    r = operator.post("/dead-letters/redrive/run/", {"signature": group_a[0].signature, "rate_per_second": "2",
-                                                     "reason": "provider back"})
+    r = _confirmed(operator, f"signature={group_a[0].signature}", rate_per_second="2", reason="provider back")
     assert r.status_code == 302
     states = dict(DeadLetter.objects.values_list("id", "state"))
     assert all(states[d.id] == "redriven" for d in group_a)
@@ -189,8 +194,7 @@ def test_bulk_redrive_of_selected_items_touches_only_them(operator):
     pick = group_a[0]
     r = operator.get(f"/dead-letters/redrive/?signature={pick.signature}&ids={pick.id}")
     assert r.context["estimate"].instances == 1
-    operator.post("/dead-letters/redrive/run/", {"signature": pick.signature, "ids": [pick.id], "rate_per_second": "5",
-                                                 "reason": "one"})
+    _confirmed(operator, f"signature={pick.signature}&ids={pick.id}", rate_per_second="5", reason="one")
     assert DeadLetter.objects.get(id=pick.id).state == "redriven"
     assert DeadLetter.objects.get(id=group_a[2].id).state == "open"
 
@@ -206,5 +210,5 @@ def test_bulk_redrive_leaves_out_tenants_where_the_user_only_reads(db, users):
     group_a, _ = _two_groups()
     r = c.get(f"/dead-letters/redrive/?signature={group_a[0].signature}")
     assert r.context["estimate"].instances == 2 and r.context["skipped"] == 1
-    c.post("/dead-letters/redrive/run/", {"signature": group_a[0].signature, "rate_per_second": "5", "reason": "r"})
+    _confirmed(c, f"signature={group_a[0].signature}", rate_per_second="5", reason="r")
     assert DeadLetter.objects.get(id=group_a[1].id).state == "open"  # globex's

@@ -235,7 +235,8 @@ def test_bulk_redrive_selects_by_filters_and_spaces_starts_at_the_capped_rate(dr
     drain(advance_clock=True)
     assert DeadLetter.objects.filter(state="open").count() == 6
     now = clock.now()
-    count = dead_letters.dead_letter_redrive(tenant="acme", step_name="transform", rate_per_second=2, actor="ana")
+    count = dead_letters.dead_letter_redrive(
+        filter=dead_letters.DeadLetterFilter(tenants=("acme",), step_name="transform"), rate_per_second=2, actor="ana")
     assert count == 4
     ready = sorted(Instance.objects.filter(tenant="acme").values_list("ready_at", flat=True))
     offsets = [round((r - now).total_seconds() * 2) / 2 for r in ready]

@@ -4,6 +4,8 @@ and the dashboard's rollups."""
 from __future__ import annotations
 
 import logging
+import os
+from pathlib import Path
 from typing import Any
 
 from django.core.management import call_command
@@ -31,6 +33,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         if not 0 < options["port"] < 65536:
             raise CommandError(f"--port must be between 1 and 65535; got {options['port']}")
+        self._secret_key()
         call_command("migrate", interactive=False, verbosity=0)
         from dashboard.access import demo_users_ensure
 
@@ -42,6 +45,7 @@ class Command(BaseCommand):
             self.stdout.write(f"demo data: {summary.started} ingests started, {summary.already} already there")
         from dashboard.rollups.runner import RollupRunner
         from ingest.alerts.runner import AlertRunner
+        from ingest.engine.retention_runner import RetentionRunner
         from ingest.engine.worker.loop import Worker
         from ingest.triggers.scheduler import Scheduler
 
@@ -50,6 +54,8 @@ class Command(BaseCommand):
         scheduler.start()
         rollups = RollupRunner()  # the DAG and costs pages' hourly rollups (dashboard/rollups)
         rollups.start()
+        retention = RetentionRunner()  # finished instances past their retention_days, hourly
+        retention.start()
         alerts = AlertRunner()  # alert rules, notifications and callbacks (ingest/alerts)
         alerts.start()
         url = f"http://{options['host']}:{options['port']}/"
@@ -59,10 +65,34 @@ class Command(BaseCommand):
             self._serve(options["host"], options["port"])
         finally:
             self.stdout.write("stopping: draining the worker")
+            retention.stop()
             alerts.stop()
             rollups.stop()
             scheduler.stop()
             worker.stop(timeout=30)
+
+    def _secret_key(self) -> None:
+        """The embedded default's key for secrets at rest: RUNLEDGER_SECRET_KEYS when set, else
+        the key file (created here, readable by its owner only, on the first start)."""
+        from django.conf import settings
+
+        from ingest.engine.secrets import generate_key
+
+        path = Path(settings.RUNLEDGER_SECRET_KEY_FILE)
+        if os.environ.get("RUNLEDGER_SECRET_KEYS", "").strip():
+            self.stdout.write("secrets at rest: encrypted with the keys of RUNLEDGER_SECRET_KEYS")
+            return
+        if not settings.RUNLEDGER_SECRET_KEYS:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            # O_EXCL: never overwrite a key another process just wrote; 0600 from the first byte.
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as handle:
+                handle.write(generate_key() + "\n")
+            settings.RUNLEDGER_SECRET_KEYS = [path.read_text().strip()]
+            self.stdout.write(f"secrets at rest: created a key in {path} (mode 0600); keep it with "
+                              "the database — without it the stored secrets cannot be read")
+            return
+        self.stdout.write(f"secrets at rest: encrypted with the key in {path}")
 
     def _serve(self, host: str, port: int) -> None:
         from daphne.endpoints import build_endpoint_description_strings

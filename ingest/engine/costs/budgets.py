@@ -30,6 +30,7 @@ from ingest.engine.models import (
     History,
     HistoryKind,
     ReservationState,
+    Status,
 )
 from ingest.engine.periods import period_start
 from ingest.engine.sql import budgets as sql_budgets
@@ -199,6 +200,24 @@ def reservations_release(*, ids: Iterable[int]) -> None:
         add_to_budgets({budget_id: (ZERO, -amount) for budget_id, amount in by_budget.items()}, now)
         BudgetReservation.objects.filter(id__in=[r.id for r in held]).update(
             state=ReservationState.RELEASED, settled_at=now)
+
+
+def reservations_release_orphaned(*, now: datetime) -> int:
+    """Give back the money held by attempts that can no longer finish: their instance has ended
+    or holds no live lease (the worker died, stalled past its lease, or was fenced off). A living
+    attempt always runs under a live lease, which its worker's heartbeat keeps ahead of `now`.
+    Returns how many reservations were released."""
+    finished = [Status.COMPLETE, Status.ERRORED, Status.TERMINATED]
+    with transaction.atomic():
+        # SKIP LOCKED: another worker's sweep, or an attempt settling its own, has those rows.
+        ids = list(BudgetReservation.objects.select_for_update(skip_locked=True, of=("self",))
+                   .filter(state=ReservationState.HELD)
+                   .filter(Q(instance__isnull=True) | Q(instance__lease_token="")
+                           | Q(instance__lease_expires_at__lt=now) | Q(instance__status__in=finished))
+                   .values_list("id", flat=True))
+        if ids:
+            reservations_release(ids=ids)
+    return len(ids)
 
 
 def _reserve_postgres(*, ctx: StepSpend, service: str, amount: Decimal) -> list[int]:

@@ -19,6 +19,7 @@ from ingest.engine.models.costs import (
     BudgetScope,
     ReservationState,
 )
+from ingest.engine.models.fan_out import FanOut, FanOutItem, FanOutItemState, FanOutState
 from ingest.engine.models.history import (
     DeadLetter,
     DeadLetterState,
@@ -37,8 +38,10 @@ from ingest.engine.models.instances import (
     StepKind,
     StepStatus,
 )
+from ingest.engine.models.retention import RetentionBatch
 
 __all__ = [
+    "RetentionBatch",
     "FINISHED_STATUSES",
     "ApiCost",
     "ApprovalKind",
@@ -54,6 +57,10 @@ __all__ = [
     "Control",
     "DeadLetter",
     "DeadLetterState",
+    "FanOut",
+    "FanOutItem",
+    "FanOutItemState",
+    "FanOutState",
     "History",
     "HistoryKind",
     "Instance",

@@ -37,7 +37,7 @@ class History(models.Model):
     tenant = models.CharField(max_length=100, blank=True, default="")
     kind = models.CharField(max_length=40, choices=HistoryKind.choices)
     step_name = models.CharField(max_length=300, blank=True, default="")
-    status = models.CharField(max_length=20, blank=True, default="")
+    status = models.CharField(max_length=24, blank=True, default="")
     data = models.JSONField(default=dict)
     actor = models.CharField(max_length=150, blank=True, default="")
     reason = models.TextField(blank=True, default="")

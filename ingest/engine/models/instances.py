@@ -20,11 +20,13 @@ class Status(models.TextChoices):
     WAITING = "waiting"
     WAITING_FOR_PAUSE = "waitingForPause"
     COMPLETE = "complete"
+    # Finished, but degraded gracefully: the run returned a WorkflowResult with errors (results.py).
+    COMPLETED_WITH_ERRORS = "completed_with_errors"
     ERRORED = "errored"
     TERMINATED = "terminated"
 
 
-FINISHED_STATUSES = frozenset({Status.COMPLETE, Status.ERRORED, Status.TERMINATED})
+FINISHED_STATUSES = frozenset({Status.COMPLETE, Status.COMPLETED_WITH_ERRORS, Status.ERRORED, Status.TERMINATED})
 
 
 class Control(models.TextChoices):
@@ -47,7 +49,7 @@ class Instance(models.Model):
     id = models.CharField(primary_key=True, max_length=100)
     workflow = models.CharField(max_length=200)
     tenant = models.CharField(max_length=100, default="default")
-    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    status = models.CharField(max_length=24, choices=Status.choices, default=Status.QUEUED)
     params = models.JSONField(default=dict)
     output = models.JSONField(null=True, blank=True)
     error_name = models.CharField(max_length=200, blank=True, default="")
@@ -114,6 +116,7 @@ class StepKind(models.TextChoices):
     SLEEP = "sleep"
     WAIT_EVENT = "wait_event"
     CHILD = "child"
+    FAN_OUT = "fan_out"
     ROLLBACK = "rollback"
 
 
@@ -141,6 +144,8 @@ class Step(models.Model):
     error_name = models.CharField(max_length=200, blank=True, default="")
     error_message = models.TextField(blank=True, default="")
     error_traceback = models.TextField(blank=True, default="")
+    # The final failure's JSON-safe state ({"args", "attrs"}): replay rebuilds the exception from it.
+    error_state = models.JSONField(null=True, blank=True)
     config = models.JSONField(default=dict)
     attempts = models.IntegerField(default=0)
     sensitive = models.BooleanField(default=False)

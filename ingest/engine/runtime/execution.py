@@ -13,6 +13,7 @@ as, turn.py replays `run` and ends the turn, store.py and its siblings write the
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections import defaultdict
@@ -21,23 +22,25 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
+
 from ingest.engine import clock, flow
 from ingest.engine.costs import budgets
 from ingest.engine.errors import (
     EngineError,
     NonDeterministicReplay,
     NonRetryableError,
+    StepLimitExceeded,
     WorkflowTimeout,
 )
 from ingest.engine.models import Control, Instance, Status, StepKind, StepStatus
 from ingest.engine.runtime.context import StepContext
+from ingest.engine.runtime.failures import failure_of, mark_sensitive, open_failure, rebuild_error
 from ingest.engine.runtime.outcomes import (
     FailInstance,
     Suspend,
     Unwind,
     encode_result,
-    failure_of,
-    rebuild_error,
 )
 from ingest.engine.runtime.policy import (
     StepConfig,
@@ -48,6 +51,7 @@ from ingest.engine.runtime.policy import (
 )
 from ingest.engine.runtime.records import Failure, StepRecord, step_label
 from ingest.engine.runtime.store import InstanceStore
+from ingest.engine.secrets import REDACTED, seal_value, unseal_value
 from ingest.engine.testing_hooks import Overrides, overrides_for
 from ingest.engine.workflow import get_workflow
 
@@ -56,6 +60,7 @@ log = logging.getLogger("runledger.engine")
 AWAITING_APPROVAL = "AwaitingApproval"
 WORKER_LOST = "WorkerLost"
 ROLLBACK_POSITION = 1_000_000
+DEFAULT_MAX_STEPS = 10_000  # RUNLEDGER_MAX_STEPS when the settings do not say
 
 
 @dataclass
@@ -93,6 +98,8 @@ class Execution:
         self.rollback_done = {r.name for r in records if r.kind == StepKind.ROLLBACK}
         self._counts: dict[str, int] = defaultdict(int)
         self._position = 0
+        # Every step call counts (do, sleep, wait, child): a runaway loop stops here.
+        self.max_steps = int(getattr(settings, "RUNLEDGER_MAX_STEPS", DEFAULT_MAX_STEPS))
         self._lock = threading.Lock()
         self.rollbacks: list[tuple[int, str, Callable[..., Any], Any]] = []
         self.failed_step = ""
@@ -110,6 +117,12 @@ class Execution:
             self._counts[name] += 1
             seq, position = self._counts[name], self._position
             self._position += 1
+        if position >= self.max_steps:
+            raise FailInstance(StepLimitExceeded(
+                f"instance {self.instance.id} asked for step {step_label(name, seq)!r} past its cap of "
+                f"{self.max_steps:,} steps (RUNLEDGER_MAX_STEPS); split the work into child workflows, "
+                "or raise RUNLEDGER_MAX_STEPS if the workflow really needs more"
+            ), step=step_label(name, seq))
         rec = self.by_key.get((name, seq))
         at_position = self.by_pos.get(position)
         label = step_label(name, seq)
@@ -159,11 +172,15 @@ class Execution:
         if rec is None:
             return False, None
         if rec.status == StepStatus.COMPLETE:
-            self._register_rollback(p, rec.result)
-            return True, rec.result
+            result = unseal_value(rec.result)
+            self._register_rollback(p, result)
+            return True, result
         if rec.status == StepStatus.ERRORED:
             self.failed_step = p.label
-            raise rebuild_error(rec.error_name, rec.error_message)
+            if rec.error_message != REDACTED:
+                raise rebuild_error(rec.error_name, rec.error_message, rec.error_state)
+            message, _, state = open_failure(rec.error_message, self.store.step_traceback(rec))
+            raise mark_sensitive(rebuild_error(rec.error_name, message, state))
         return False, None
 
     def start_attempt(self, p: Prepared) -> tuple[StepContext, datetime]:
@@ -221,8 +238,15 @@ class Execution:
                                            failure=Failure(type(error).__name__, str(error)), retry_at=None)
             raise FailInstance(error, step=p.label) from None
         assert p.rec is not None
-        self.store.step_completed(p.rec, attempt=ctx.attempt, started=started, now=now, result=stored,
-                                  encoded=encoded, deferred=p.deferred)
+        if p.sensitive:
+            # Stored encrypted; this turn and the rollback keep the clear value in memory.
+            sealed = seal_value(stored)
+            self.store.step_completed(p.rec, attempt=ctx.attempt, started=started, now=now, result=sealed,
+                                      encoded=json.dumps(sealed), deferred=p.deferred)
+            p.rec.result = stored
+        else:
+            self.store.step_completed(p.rec, attempt=ctx.attempt, started=started, now=now, result=stored,
+                                      encoded=encoded, deferred=p.deferred)
         self._register_rollback(p, stored)
         return stored
 
@@ -231,6 +255,8 @@ class Execution:
         self._release(ctx)
         now = self.now()
         assert p.rec is not None and p.config is not None
+        if p.sensitive:
+            mark_sensitive(exc)
         failure = failure_of(exc)
         if exc.__class__.__name__ == "AwaitApproval":
             self.store.step_attempt_failed(p.rec, attempt=ctx.attempt, started=started, now=now,

@@ -24,10 +24,12 @@ from typing import Any
 
 from django.conf import settings
 
+from ingest.engine.backoff import FailureLog
 from ingest.engine.sql import steps as sql_steps
 from ingest.engine.writes import notify
 
 log = logging.getLogger("runledger.engine")
+_FAILURES = FailureLog()
 IDLE_CLOSE_SECONDS = 2.0
 
 PENDING, WRITING, WRITTEN, CANCELLED = "pending", "writing", "written", "cancelled"
@@ -142,10 +144,14 @@ class Markers:
                         conn, row=marker.row, token=marker.token, now=sql_now(), started=marker.started,
                         attempt=marker.attempt)
                     ok = marker.step_id is not None
-                except Exception:  # noqa: BLE001 - a marker is advisory; the completion writes the row anyway
-                    log.warning("could not write the start marker of step %s of %s", marker.row.label,
-                                marker.row.iid, exc_info=True)
-                    if conn is not None and conn.broken:
+                except Exception as exc:  # noqa: BLE001 - a marker is advisory; the completion writes the row anyway
+                    # Said once, then every 30 s: a database that is away fails every marker.
+                    shout, count = _FAILURES.failed(now=time.monotonic())
+                    if shout:
+                        log.warning("could not write the start marker of step %s of %s (%s; %d such failure(s) "
+                                    "in this process)", marker.row.label, marker.row.iid, exc, count)
+                    if conn is not None:
+                        conn.close()  # a new session next time (a restarted server, a database made writable)
                         conn = None
                 with self.cond:
                     marker.state = WRITTEN if ok else CANCELLED

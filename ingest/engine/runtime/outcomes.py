@@ -1,34 +1,30 @@
 """What a step or a turn comes to: the exceptions that unwind a turn (suspend, terminate, fail),
-a result checked and encoded as stored, and a failure stored and rebuilt on replay."""
+and a result checked and encoded as stored (a failure stored and rebuilt: runtime/failures.py)."""
 
 from __future__ import annotations
 
-import contextlib
-import importlib
 import json
-import traceback
 from datetime import datetime
 from typing import Any
 
 from ingest.engine.errors import (
     EngineError,
-    StepFailed,
     StepResultNotSerializable,
     StepResultTooLarge,
 )
 from ingest.engine.models import Status
 from ingest.engine.runtime.policy import MAX_RESULT_BYTES
-from ingest.engine.runtime.records import EngineFault, Failure, LeaseLost
+from ingest.engine.runtime.records import EngineFault, LeaseLost
 
 
 class Suspend(BaseException):
     """Unwinds `run` when the instance must wait. Not an Exception: user code won't catch it."""
 
     def __init__(self, until: datetime | None, *, status: str = Status.WAITING,
-                 event_type: str = "", child_id: str = "", pause: bool = False) -> None:
+                 event_type: str = "", child_id: str = "", pause: bool = False, fan_out: int = 0) -> None:
         super().__init__(until)
         self.until, self.status, self.event_type = until, status, event_type
-        self.child_id, self.pause = child_id, pause
+        self.child_id, self.pause, self.fan_out = child_id, pause, fan_out
 
 
 class Unwind(BaseException):
@@ -77,48 +73,3 @@ def encode_result(label: str, instance_id: str, value: Any) -> tuple[Any, str]:
             "results are limited to 1 MiB — store large data in a table and return its id"
         )
     return (value if type(value) in _SCALARS else json.loads(text)), text
-
-
-def failure_of(exc: BaseException) -> Failure:
-    """The exception as stored: engine and builtin classes by name, others by dotted path."""
-    name = getattr(exc, "error_name", None)
-    if not isinstance(name, str) or not name:
-        cls = type(exc)
-        short = cls.__module__ in ("builtins", "ingest.engine.errors")
-        name = cls.__name__ if short else f"{cls.__module__}.{cls.__qualname__}"
-    return Failure(name=name, message=str(exc) or type(exc).__name__,
-                   traceback="".join(traceback.format_exception(exc))[-20000:])
-
-
-def _unrepr(text: str) -> str:
-    import ast
-
-    try:
-        value = ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        return text
-    return value if isinstance(value, str) else text
-
-
-def rebuild_error(name: str, message: str) -> BaseException:
-    """The stored failure as an exception again, of its original class where it can be rebuilt."""
-    module_name, _, cls_name = name.rpartition(".")
-    candidates: list[Any] = []
-    if module_name:
-        with contextlib.suppress(ImportError, AttributeError):
-            candidates.append(getattr(importlib.import_module(module_name), cls_name))
-    else:
-        import builtins
-
-        from ingest.engine import errors
-
-        candidates += [getattr(errors, name, None), getattr(builtins, name, None)]
-    for cls in candidates:
-        if isinstance(cls, type) and issubclass(cls, Exception):
-            if issubclass(cls, KeyError):
-                message = _unrepr(message)  # str(KeyError("k")) is "'k'"
-            try:
-                return cls(message)
-            except Exception:  # noqa: BLE001, S112 - a constructor with other arguments
-                continue
-    return StepFailed(message, name=name)

@@ -25,7 +25,7 @@ class LeaseLost(BaseException):
 
 
 class EngineFault(BaseException):
-    """The ledger could not be written; the turn is abandoned and retried when the lease expires.
+    """The ledger could not be written; the turn is abandoned, and its worker retries it (worker/loop.py).
 
     A BaseException so that neither user code nor the step's retry logic mistakes a failure of
     the engine's own writes for a failure of the step.
@@ -59,6 +59,7 @@ class StepRecord:
     event_type: str = ""
     child_id: str | None = None
     started_at: datetime | None = None
+    error_state: dict[str, Any] | None = None  # the final failure's state (runtime/failures.py)
     # A first attempt on PostgreSQL whose row is not written yet (id 0): what to insert, and its
     # start marker (markers.py).
     row: StepRow | None = None
@@ -81,9 +82,14 @@ class SleepWrite:
 
 @dataclass(frozen=True)
 class Failure:
+    """A failed attempt as stored: the class's name (dotted unless builtin or the engine's), its
+    message, the traceback, and `state` ({"args": [...], "attrs": {...}} or None), from which
+    replay rebuilds the exception (runtime/failures.py)."""
+
     name: str
     message: str
     traceback: str = ""
+    state: dict[str, Any] | None = None
 
 
 def wake_parent(parent_id: str, *, now: datetime) -> None:

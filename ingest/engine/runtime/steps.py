@@ -14,7 +14,7 @@ from typing import Any
 from ingest.engine.costs import approvals
 from ingest.engine.durations import parse_duration
 from ingest.engine.errors import InvalidStepConfig, WaitForEventTimeout
-from ingest.engine.runtime import waits
+from ingest.engine.runtime import fan_out, waits
 from ingest.engine.runtime.execution import Execution, Prepared
 from ingest.engine.runtime.invoke import invoke, invoke_async
 from ingest.engine.runtime.outcomes import CONTROL_FLOW
@@ -136,6 +136,18 @@ class Step:
         """Start another workflow as a child and wait for its output (raises if it fails)."""
         return waits.child(self._x, name, workflow=workflow, params=params, id=id)
 
+    def fan_out(self, name: str, handler: Any, items: Sequence[Any], *, batch_size: int = 100,
+                timeout: Any = "10 minutes", retries: dict[str, Any] | None = None,
+                item_timeout: Any = None) -> list[Settled]:
+        """Run `handler` once per item, each item an instance of its own on any worker; return
+        one `Settled` per item, in input order, once the last has landed or `timeout` passed
+        (the items still out are then `FanOutItemMissing`). `handler`: a function registered
+        with `@fan_out_handler(name)` (called as `handler(ctx, item)` in a step with `retries`
+        and `item_timeout`), a Workflow subclass (each item, a dict, the params of an instance
+        of it), or the name of either. docs/engine-contract.md, "Fan-out"."""
+        return fan_out.run(self._x, name, handler, items, batch_size=batch_size, timeout=timeout,
+                           retries=retries, item_timeout=item_timeout)
+
 
 class AsyncStep(Step):
     """The step API for `async def run`: the same methods, awaited."""
@@ -192,3 +204,6 @@ class AsyncStep(Step):
 
     async def child(self, name: str, **kwargs: Any) -> Any:
         return await asyncio.to_thread(super().child, name, **kwargs)
+
+    async def fan_out(self, name: str, handler: Any, items: Sequence[Any], **kwargs: Any) -> list[Settled]:  # type: ignore[override]
+        return await asyncio.to_thread(super().fan_out, name, handler, items, **kwargs)

@@ -72,13 +72,19 @@ class InstanceStore:
             return [StepRecord(id=r[0], name=r[1], seq=r[2], position=r[3], kind=r[4], status=r[5],
                                result=None if r[6] is None else json.loads(r[6]), error_name=r[7],
                                error_message=r[8], attempts=r[9], wake_at=r[10], event_type=r[11],
-                               child_id=r[12], started_at=r[13])
+                               child_id=r[12], started_at=r[13],
+                               error_state=None if r[14] is None else json.loads(r[14]))
                     for r in sql_steps.step_rows(self.instance_id)]
         rows = Step.objects.filter(instance_id=self.instance_id).order_by("position").values_list(
             "id", "name", "seq", "position", "kind", "status", "result", "error_name",
-            "error_message", "attempts", "wake_at", "event_type", "child_id", "started_at",
+            "error_message", "attempts", "wake_at", "event_type", "child_id", "started_at", "error_state",
         )
         return [StepRecord(*row) for row in rows]
+
+    @ledger_io
+    def step_traceback(self, rec: StepRecord) -> str:
+        """The stored traceback of a step (where a sensitive step keeps its sealed failure)."""
+        return Step.objects.filter(id=rec.id).values_list("error_traceback", flat=True).first() or ""
 
     # ---- the barrier -------------------------------------------------------------------
 
@@ -295,7 +301,7 @@ class InstanceStore:
                 Step.objects.filter(id=rec.id).update(
                     status=StepStatus.ERRORED, ended_at=now, attempts=attempt,
                     error_name=failure.name, error_message=failure.message,
-                    error_traceback=failure.traceback, wake_at=None,
+                    error_traceback=failure.traceback, error_state=failure.state, wake_at=None,
                 )
                 self.history(HistoryKind.STEP_FAILED, now, step_name=step_label(rec.name, rec.seq),
                               attempt=attempt, error=failure.name, message=failure.message[:500])
@@ -308,6 +314,7 @@ class InstanceStore:
         rec.attempts, rec.wake_at = attempt, retry_at
         if retry_at is None:
             rec.status, rec.error_name, rec.error_message = StepStatus.ERRORED, failure.name, failure.message
+            rec.error_state = failure.state
 
     @ledger_io
     def uncounted_attempts(self, rec: StepRecord) -> int:

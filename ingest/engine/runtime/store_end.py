@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from ingest.engine.models import (
+    FINISHED_STATUSES,
     Control,
     DeadLetter,
     HistoryKind,
@@ -19,13 +20,13 @@ from ingest.engine.models import (
     StepKind,
     StepStatus,
 )
+from ingest.engine.runtime import fan_out_items
 from ingest.engine.runtime.records import (
     Failure,
     LeaseLost,
     SleepWrite,
     ledger_io,
     step_label,
-    wake_parent,
 )
 from ingest.engine.runtime.store import InstanceStore
 from ingest.engine.signature import error_signature
@@ -36,7 +37,7 @@ from ingest.engine.writes import notify, route
 
 @ledger_io
 def suspend(store: InstanceStore, *, now: datetime, ready_at: datetime | None, status: str = Status.WAITING,
-            event_type: str = "", child_id: str = "", pause: bool = False) -> str:
+            event_type: str = "", child_id: str = "", pause: bool = False, fan_out: int = 0) -> str:
     """Release the instance until `ready_at` (None: until something outside wakes it).
 
     The guard locks the instance row first, so an event or a child's completion that
@@ -46,7 +47,7 @@ def suspend(store: InstanceStore, *, now: datetime, ready_at: datetime | None, s
     store.settle()
     sleep = store.only_sleep_write("start")
     plain = (sleep is not None and status == Status.WAITING and not pause and not event_type
-             and not child_id and not store.control and is_postgres())
+             and not child_id and not fan_out and not store.control and is_postgres())
     # A plain sleep: the step, the suspension and their history in one statement. It matches
     # nothing if an operator's control flag appeared meanwhile (or the lease is gone); the
     # full path below then deals with that.
@@ -64,9 +65,9 @@ def suspend(store: InstanceStore, *, now: datetime, ready_at: datetime | None, s
             instance_id=store.instance_id, type=event_type, consumed_at__isnull=True
         ).exists():
             ready_at = now
-        if child_id and Instance.objects.filter(
-            id=child_id, status__in=[Status.COMPLETE, Status.ERRORED, Status.TERMINATED]
-        ).exists():
+        if child_id and Instance.objects.filter(id=child_id, status__in=FINISHED_STATUSES).exists():
+            ready_at = now
+        if fan_out and fan_out_items.all_landed(fan_out):  # the last item landed meanwhile
             ready_at = now
         fields: dict[str, Any] = {"lease_owner": "", "lease_token": "", "lease_expires_at": None,
                                   "updated_at": now}
@@ -121,12 +122,14 @@ def finish(store: InstanceStore, *, now: datetime, status: str, output: Any = No
         data: dict[str, Any] = {}
         if failure:
             data = {"error": failure.name, "message": failure.message[:2000], "step": failed_step}
+        elif status == Status.COMPLETED_WITH_ERRORS and isinstance(output, dict):
+            data = {"errors": len(output.get("errors") or [])}
         store.history(HistoryKind.INSTANCE_STATUS, now, status=status, **data)
         if status == Status.ERRORED and failure is not None:
             _dead_letter(store, now=now, failure=failure, failed_step=failed_step)
-        if parent_id:
-            wake_parent(parent_id, now=now)
-            notify.ready()
+        if parent_id:  # a fan-out's item counts itself in; the last one, or a child, wakes the parent
+            fan_out_items.child_finished(instance_id=store.instance_id, parent_id=parent_id, status=status,
+                                         output=output, failure=failure, now=now)
 
 
 def _dead_letter(store: InstanceStore, *, now: datetime, failure: Failure, failed_step: str) -> None:

@@ -5,22 +5,28 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
 from ingest.engine import flow
+from ingest.engine.backoff import FailureLog
 from ingest.engine.errors import EngineError
 from ingest.engine.models import Control, History, HistoryKind, Instance, Status
+from ingest.engine.results import WorkflowResult
 from ingest.engine.runtime import store_end
 from ingest.engine.runtime.context import StepContext
 from ingest.engine.runtime.execution import ROLLBACK_POSITION, Execution
+from ingest.engine.runtime.failures import failure_of
 from ingest.engine.runtime.invoke import arity
-from ingest.engine.runtime.outcomes import FailInstance, Suspend, Unwind, check_result, failure_of
+from ingest.engine.runtime.outcomes import FailInstance, Suspend, Unwind, check_result
 from ingest.engine.runtime.records import EngineFault, Failure, LeaseLost
+from ingest.engine.secrets import unseal_keys
 from ingest.engine.workflow import WorkflowEvent, get_workflow
 
 log = logging.getLogger("runledger.engine")
+_FAULTS = FailureLog()
 
 
 def run_turn(x: Execution, make_step: Callable[[Execution, bool], Any]) -> str:
@@ -31,7 +37,7 @@ def run_turn(x: Execution, make_step: Callable[[Execution, bool], Any]) -> str:
         # Checked at the first new step and at suspension, after replay has registered the
         # completed steps' rollbacks, so a timed-out instance unwinds like any failure.
         x.deadline = deadline_of(inst, workflow.__class__._timeout)
-        event = WorkflowEvent(payload=inst.params, instance_id=inst.id, timestamp=inst.created_at,
+        event = WorkflowEvent(payload=unseal_keys(inst.params), instance_id=inst.id, timestamp=inst.created_at,
                               tenant=inst.tenant, workflow=inst.workflow,
                               schedule=inst.params.get("_schedule") if isinstance(inst.params, dict) else None)
         if workflow.is_async():
@@ -48,8 +54,13 @@ def run_turn(x: Execution, make_step: Callable[[Execution, bool], Any]) -> str:
         return "lost"
     except EngineFault as fault:
         x.store.settle_quietly()
-        log.error("instance %s: the ledger write failed (%s); the turn is retried when its lease expires",
-                  inst.id, fault)
+        # A database that is away fails every turn of the process at once: say it once, then
+        # every 30 s (backoff.py). The worker retries the turn (worker/loop.py).
+        cause = str(fault).partition(": ")[2].partition("\n")[0]  # the database's words, not the write's
+        shout, count = _FAULTS.failed(now=time.monotonic(), reason=cause)
+        (log.warning if shout else log.debug)(
+            "instance %s: the ledger write failed (%s); the turn is retried (%d such failure(s) in this "
+            "process)", inst.id, fault, count)
         return "fault"
     except FailInstance as fail:
         x.failed_step = fail.step
@@ -58,13 +69,21 @@ def run_turn(x: Execution, make_step: Callable[[Execution, bool], Any]) -> str:
         return _fail(x, failure_of(exc))
     if x.store.control == Control.TERMINATE_ROLLBACK:
         return _terminate(x, rollback=True)
+    status = Status.COMPLETE
+    if isinstance(output, WorkflowResult):  # degraded gracefully: completed_with_errors (results.py)
+        status = Status.COMPLETED_WITH_ERRORS if output.degraded else Status.COMPLETE
+        output = output.as_output(duration_ms=_duration_ms(inst, x.now()))
     try:
         output = check_result("output", inst.id, output)
     except EngineError as error:
         return _fail(x, Failure(type(error).__name__, str(error)))
     x.ending()
-    store_end.finish(x.store, now=x.now(), status=Status.COMPLETE, output=output, parent_id=inst.parent_id)
-    return Status.COMPLETE
+    store_end.finish(x.store, now=x.now(), status=status, output=output, parent_id=inst.parent_id)
+    return status
+
+
+def _duration_ms(inst: Instance, now: datetime) -> int:
+    return max(0, round((now - (inst.started_at or inst.created_at)).total_seconds() * 1000))
 
 
 def _suspend(x: Execution, suspend: Suspend) -> str:
@@ -77,7 +96,8 @@ def _suspend(x: Execution, suspend: Suspend) -> str:
     suspend.until = flow.cap_wake(suspend.until, deadline=x.deadline)
     x.ending()
     return store_end.suspend(x.store, now=x.now(), ready_at=suspend.until, status=suspend.status,
-                              event_type=suspend.event_type, child_id=suspend.child_id, pause=suspend.pause)
+                              event_type=suspend.event_type, child_id=suspend.child_id, pause=suspend.pause,
+                              fan_out=suspend.fan_out)
 
 
 def _fail(x: Execution, failure: Failure) -> str:

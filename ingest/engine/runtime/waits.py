@@ -20,7 +20,8 @@ from ingest.engine.errors import (
 from ingest.engine.models import Instance, Status, StepKind, StepStatus
 from ingest.engine.models.instances import ID_PATTERN
 from ingest.engine.runtime.execution import Execution
-from ingest.engine.runtime.outcomes import Suspend, rebuild_error
+from ingest.engine.runtime.failures import rebuild_error
+from ingest.engine.runtime.outcomes import Suspend
 from ingest.engine.runtime.records import Failure
 from ingest.engine.runtime.store_waits import (
     consume_event,
@@ -29,6 +30,7 @@ from ingest.engine.runtime.store_waits import (
     wait_started,
     waiting_step,
 )
+from ingest.engine.secrets import seal_keys
 from ingest.engine.workflow import get_workflow
 
 MAX_WAIT = timedelta(days=365)
@@ -120,7 +122,7 @@ def child(x: Execution, name: str, *, workflow: str, params: dict[str, Any] | No
         error = ChildWorkflowFailed(f"child workflow {rec.child_id} of step {name!r} {why}")
         wait_resolved(x.store, rec, now=now, failure=Failure("ChildWorkflowFailed", str(error)))
         raise error
-    if row["status"] == Status.COMPLETE:
+    if row["status"] in (Status.COMPLETE, Status.COMPLETED_WITH_ERRORS):
         wait_resolved(x.store, rec, now=now, result=row["output"])
         return row["output"]
     raise Suspend(None, child_id=rec.child_id)
@@ -167,6 +169,7 @@ def child_instance(x: Execution, *, name: str, seq: int, workflow: str, params: 
         )
     return Instance(
         id=child_id, workflow=workflow, tenant=x.instance.tenant, status=Status.QUEUED,
-        params=params or {}, created_at=now, updated_at=now, ready_at=now, priority=cls.priority,
+        params=seal_keys(params or {}, cls.sensitive_params), created_at=now, updated_at=now, ready_at=now,
+        priority=cls.priority,
         parent_id=x.instance.id, parent_step=name,
     )

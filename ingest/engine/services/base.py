@@ -21,6 +21,7 @@ from ingest.engine.models import (
     Status,
 )
 from ingest.engine.models.instances import ID_PATTERN
+from ingest.engine.secrets import seal_keys
 from ingest.engine.workflow import get_workflow
 from ingest.engine.writes import notify
 
@@ -64,6 +65,8 @@ def new_instance(*, workflow: str, id: str | None, params: Any, tenant: str, pri
     key = ""
     if cls.concurrency_key:
         key = str(checked.get(cls.concurrency_key, tenant if cls.concurrency_key == "tenant" else ""))[:200]
+    if cls.sensitive_params:
+        checked = seal_keys(checked, cls.sensitive_params)
     return Instance(
         id=instance_id, workflow=workflow, tenant=tenant, status=Status.QUEUED, params=checked,
         created_at=now, updated_at=now, ready_at=max(start_at, now) if start_at else now,

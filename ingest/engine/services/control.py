@@ -26,6 +26,7 @@ from ingest.engine.models import (
     StepKind,
     StepStatus,
 )
+from ingest.engine.secrets import REDACTED, is_sealed_value
 from ingest.engine.services.base import (
     created_history,
     finished_error,
@@ -115,10 +116,10 @@ def instance_terminate(*, instance_id: str, rollback: bool = False, actor: str =
         operator_history(inst, action="terminate", actor=actor, reason=reason, now=now, rollback=rollback)
         if not rollback:
             status_history(inst, now=now, actor=actor)
-            if inst.parent_id:
-                from ingest.engine.runtime.records import wake_parent
+            if inst.parent_id:  # a fan-out's item counts in as terminated; a child wakes its parent
+                from ingest.engine.runtime.fan_out_items import child_finished
 
-                wake_parent(inst.parent_id, now=now)
+                child_finished(instance_id=inst.id, parent_id=inst.parent_id, status=Status.TERMINATED, now=now)
         notify.ready()
     return inst
 
@@ -192,6 +193,10 @@ def instance_replay(*, instance_id: str, params: Any = None, new_id: str | None 
             while Instance.objects.filter(id=new_id).exists():
                 n += 1
                 new_id = f"{source.id[:88]}-replay-{n}"
+        if isinstance(params, dict) and isinstance(source.params, dict):
+            # A sensitive param shown as "redacted" (or left sealed) keeps the original's value.
+            params = {k: source.params[k] if k in source.params and is_sealed_value(source.params[k])
+                      and (v == REDACTED or is_sealed_value(v)) else v for k, v in params.items()}
         edited = params is not None and params != source.params
         inst = new_instance(workflow=source.workflow, id=new_id, tenant=source.tenant,
                              params=source.params if params is None else params, priority=source.priority,

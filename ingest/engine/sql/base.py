@@ -11,7 +11,7 @@ from typing import Any
 
 from django.db import connection
 
-FINISHED_OR_PAUSED = "('paused', 'complete', 'errored', 'terminated')"
+FINISHED_OR_PAUSED = "('paused', 'complete', 'completed_with_errors', 'errored', 'terminated')"
 
 
 _vendor = ""

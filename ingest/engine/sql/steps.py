@@ -169,7 +169,7 @@ class Completion:
 
 _STEP_ROWS = """
     SELECT id, name, seq, position, kind, status, result, error_name, error_message, attempts, wake_at,
-        event_type, child_id, started_at
+        event_type, child_id, started_at, error_state
     FROM engine_step WHERE instance_id = %(iid)s ORDER BY position
 """
 

@@ -4,6 +4,13 @@ A worker holds a thread only for an instance that is executing a turn. Sleeping,
 backing-off instances are rows with a `ready_at`; the worker finds them again when they are
 due. On PostgreSQL, any number of workers on any number of machines share one database (claims
 use SKIP LOCKED; LISTEN/NOTIFY wakes idle workers at once). On SQLite one worker process runs.
+
+Faults: a turn whose write fails on the database (a restart, a read-only or full database, a
+timeout) is retried by this worker, which still holds its lease, as soon as the database
+answers again, instead of being left for the lease to expire; the claim loop and the heartbeat
+back off and log the same way (backoff.py). On PostgreSQL each worker's leases are tied to its
+own session (liveness.py): a worker killed with SIGKILL is noticed, and its instances taken
+over, within seconds.
 """
 
 from __future__ import annotations
@@ -21,17 +28,26 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import close_old_connections, connection, transaction
+from django.db import DatabaseError, close_old_connections, connection, transaction
 
-from ingest.engine import clock
-from ingest.engine.sql import channels
+from ingest.engine import clock, pg
+from ingest.engine.backoff import Backoff, FailureLog
+from ingest.engine.costs.budgets import reservations_release_orphaned
+from ingest.engine.runtime.records import EngineFault
 from ingest.engine.sql import lease as sql_lease
+from ingest.engine.sql import liveness as sql_liveness
 from ingest.engine.sql.base import drop_broken_connection, engine_connection, is_postgres
 from ingest.engine.sql.claim import Claimed
-from ingest.engine.worker.turns import claim, run_turn
+from ingest.engine.worker.liveness import Liveness, first_line
+from ingest.engine.worker.turns import claim, lease_token, run_turn
 from ingest.engine.writes import commits
 
 log = logging.getLogger("runledger.engine")
+
+BACKOFF = Backoff(first=0.05, cap=1.0)
+# A turn that fails again and again while the database answers (a write it refuses every time)
+# is given up after this many tries and left to its lease, as every failed turn once was.
+STRIKES = 10
 
 
 class Worker:
@@ -55,19 +71,23 @@ class Worker:
         self._threads: list[threading.Thread] = []
         self._claimed_at = clock.now()
         self._claim_conn: Any = None  # the claim loop's engine connection (PostgreSQL)
+        self._claim_epoch = 0  # pg.connections_epoch() when it was opened
+        self._claim_failures = FailureLog()
+        self._beat_failures = FailureLog()
+        self.liveness = (Liveness(worker_id=self.worker_id, wake=self.wake, stopped=self.stopped,
+                                  released=self._sweep) if is_postgres() else None)
         self.turns = 0
 
     # ---- lifecycle -----------------------------------------------------------------------
 
     def start(self) -> Worker:
-        """Start the claim loop, heartbeat and (on PostgreSQL) the NOTIFY listener in threads."""
+        """Start the claim loop, heartbeat and (on PostgreSQL) the worker's own session in threads."""
+        if self.liveness is not None:
+            threading.Thread(target=self.liveness.run, name="runledger-liveness", daemon=True).start()
         for target, name in ((self._claim_loop, "claim"), (self._heartbeat_loop, "heartbeat")):
             thread = threading.Thread(target=target, name=f"runledger-{name}", daemon=True)
             thread.start()
             self._threads.append(thread)
-        if is_postgres():
-            thread = threading.Thread(target=self._listen_loop, name="runledger-listen", daemon=True)
-            thread.start()
         return self
 
     def stop(self, *, timeout: float = 60.0) -> bool:
@@ -101,27 +121,46 @@ class Worker:
     # ---- claiming --------------------------------------------------------------------------
 
     def _claim_loop(self) -> None:
+        failures = 0
         while not self.draining.is_set():
+            if self.liveness is not None and not self.liveness.connected.wait(self.poll):
+                continue  # its session is away: a lease taken now could not be told alive
+            before = self._claimed_at
             try:
                 claimed = self._claim_once()
-            except Exception:  # noqa: BLE001 - a lost connection must not kill the worker
-                log.exception("worker %s: claim failed; retrying", self.worker_id)
-                close_old_connections()
-                connection.close()
-                self._close_claim_connection()
-                time.sleep(min(self.poll, 1.0))
+                if not claimed:
+                    self._idle_wait(since=self._claimed_at)
+            except Exception as exc:  # noqa: BLE001 - a lost connection must not kill the worker
+                failures += 1
+                self._claim_failed(exc, failures)
                 continue
-            if claimed:
-                continue
-            self._idle_wait(since=self._claimed_at)
+            if failures and self._claimed_at is not before:  # a claim ran (not only a full house)
+                log.warning("worker %s: claims work again after %d failure(s)", self.worker_id,
+                            self._claim_failures.recovered())
+                failures = 0
         close_old_connections()
         self._close_claim_connection()
+
+    def _claim_failed(self, exc: Exception, failures: int) -> None:
+        shout, count = self._claim_failures.failed(now=time.monotonic(), reason=first_line(exc))
+        if shout:
+            log.warning("worker %s: claiming failed (%s); retrying with backoff (%d failure(s) so far)",
+                        self.worker_id, first_line(exc), count, exc_info=count == 1)
+        close_old_connections()
+        connection.close()
+        self._close_claim_connection()
+        # Woken early when the worker's session is back (liveness.py): claim at once then.
+        self.wake.wait(BACKOFF.delay(failures))
+        self.wake.clear()
 
     def _claim_connection(self) -> Any:
         """The claim loop's own engine connection (sql/base.py's engine_connection), on PostgreSQL."""
         if not is_postgres():
             return None
-        if self._claim_conn is None or self._claim_conn.closed or self._claim_conn.broken:
+        conn = self._claim_conn
+        if conn is None or conn.closed or conn.broken or self._claim_epoch != pg.connections_epoch():
+            self._close_claim_connection()
+            self._claim_epoch = pg.connections_epoch()
             self._claim_conn = engine_connection()
         return self._claim_conn
 
@@ -138,9 +177,10 @@ class Worker:
             self.wake.wait(self.poll)
             self.wake.clear()
             return 0
+        pg.replace_stale_connection()
         self._claimed_at = clock.now()
         token, claimed = claim(worker_id=self.worker_id, limit=free, lease=self.lease, now=self._claimed_at,
-                               raw=self._claim_connection())
+                               raw=self._claim_connection(), tied=self._tied())
         for c in claimed:
             with self._lock:
                 self._inflight[c.id] = token
@@ -159,12 +199,31 @@ class Worker:
             self.wake.wait(wait)
         self.wake.clear()
 
+    def _tied(self) -> bool:
+        return self.liveness is not None and self.liveness.tied
+
     def _run(self, claimed: Claimed, token: str) -> None:
         instance_id = claimed.id
+        current: Claimed | None = claimed
         try:
-            drop_broken_connection()
-            run_turn(instance_id, token=token, worker_id=self.worker_id, lease=self.lease, draining=self.draining,
-                     claimed=claimed, ending=functools.partial(self._turn_ending, instance_id))
+            for strike in range(1, STRIKES + 1):
+                pg.replace_stale_connection()
+                drop_broken_connection()
+                try:
+                    status = run_turn(instance_id, token=token, worker_id=self.worker_id, lease=self.lease,
+                                      draining=self.draining, claimed=current,
+                                      ending=functools.partial(self._turn_ending, instance_id))
+                except (EngineFault, DatabaseError) as exc:  # before the turn could start: its reads
+                    log.debug("worker %s: turn of %s failed on the database: %s", self.worker_id, instance_id, exc)
+                    status = "fault"
+                if status != "fault":
+                    return
+                renewed = self._renew_after_fault(instance_id, token) if strike < STRIKES else None
+                if renewed is None:
+                    return
+                token, current = renewed, None  # the retry reads the instance as it is now
+            log.error("worker %s: the turn of %s failed on the database %d times in a row; leaving it to "
+                      "its lease", self.worker_id, instance_id, STRIKES)
         except Exception:  # noqa: BLE001 - the lease expires and another turn retries it
             log.exception("worker %s: turn of %s failed inside the engine", self.worker_id, instance_id)
         finally:
@@ -172,6 +231,34 @@ class Worker:
                 self._inflight.pop(instance_id, None)
                 self._ending.discard(instance_id)
                 self.turns += 1
+
+    def _renew_after_fault(self, instance_id: str, token: str) -> str | None:
+        """A write of the turn failed on the database, and this worker still holds the lease:
+        retry the turn here as soon as the database answers, not when the lease expires. The
+        lease gets a new token first, which fences off the failed turn's writes still in flight
+        (and the group commit refuses a turn's writes once one has failed). Returns the token,
+        or None to give the turn up (the worker drains, or the instance is no longer its own)."""
+        with self._lock:
+            self._ending.discard(instance_id)  # its slot is busy again
+        failures = 0
+        while not self.draining.is_set():
+            failures += 1
+            connection.close()  # this thread's: the next try opens a new session
+            if self.stopped.wait(BACKOFF.delay(failures)):
+                return None
+            new = lease_token(tied=self._tied())
+            try:
+                held = sql_liveness.renew(instance_id=instance_id, owner=self.worker_id, token=token,
+                                          new_token=new, lease_until=clock.now() + self.lease)
+            except DatabaseError:
+                continue  # still away
+            if not held:
+                return None
+            with self._lock:
+                if instance_id in self._inflight:
+                    self._inflight[instance_id] = new  # the heartbeat's
+            return new
+        return None
 
     def _turn_ending(self, instance_id: str) -> None:
         if self.draining.is_set():
@@ -188,37 +275,43 @@ class Worker:
 
     def _heartbeat_loop(self) -> None:
         interval = max(0.2, self.lease.total_seconds() / 3)
-        while not self.stopped.wait(interval):
+        wait, failures = interval, 0
+        while not self.stopped.wait(wait):
+            wait = interval
+            self._sweep()
             with self._lock:
                 tokens = dict(self._inflight)
             if not tokens:
                 continue
             try:
+                pg.replace_stale_connection()
                 with transaction.atomic():
                     held = sql_lease.heartbeat(owner=self.worker_id, tokens=tokens, lease_until=clock.now() + self.lease)
-            except Exception:  # noqa: BLE001
-                log.exception("worker %s: heartbeat failed", self.worker_id)
+            except Exception as exc:  # noqa: BLE001 - retried soon: the leases must not lapse meanwhile
+                failures += 1
+                shout, count = self._beat_failures.failed(now=time.monotonic(), reason=first_line(exc))
+                if shout:
+                    log.warning("worker %s: heartbeat failed (%s); retrying (%d failure(s) so far)",
+                                self.worker_id, first_line(exc), count)
                 connection.close()
+                wait = min(interval, BACKOFF.delay(failures))
                 continue
+            if failures:
+                self._beat_failures.recovered()
+                failures = 0
             lost = set(tokens) - set(held)
             if lost:
                 # Turns that ended between the snapshot and the update show up here too: debug only.
                 log.debug("worker %s: no longer holds %s", self.worker_id, ", ".join(sorted(lost)))
         close_old_connections()
 
-    def _listen_loop(self) -> None:
-        """LISTEN on its own connection; any NOTIFY wakes the claim loop at once."""
-        import psycopg
-
-        from ingest.engine.pg import connection_string
-
-        while not self.stopped.is_set():
-            try:
-                with psycopg.connect(connection_string(), autocommit=True) as conn:
-                    channels.listen(conn, channels.READY_CHANNEL)
-                    while not self.stopped.is_set():
-                        for _ in conn.notifies(timeout=1.0, stop_after=1):
-                            self.wake.set()
-            except Exception:  # noqa: BLE001 - polling covers the gap; reconnect shortly
-                log.warning("worker %s: LISTEN connection lost; polling until it is back", self.worker_id)
-                time.sleep(1.0)
+    def _sweep(self) -> None:
+        """Give back money held by attempts that can no longer finish (costs/budgets.py)."""
+        try:
+            reservations_release_orphaned(now=clock.now())
+        except Exception as exc:  # noqa: BLE001 - tried again at the next heartbeat
+            shout, count = self._beat_failures.failed(now=time.monotonic())
+            if shout:
+                log.warning("worker %s: could not release orphaned budget reservations (%s; %d failure(s))",
+                            self.worker_id, first_line(exc), count)
+            connection.close()

@@ -21,6 +21,7 @@ from ingest.engine.runtime.store import InstanceStore
 from ingest.engine.sql import claim as sql_claim
 from ingest.engine.sql import instances as sql_instances
 from ingest.engine.sql import lease as sql_lease
+from ingest.engine.sql import liveness as sql_liveness
 from ingest.engine.sql.base import is_postgres
 from ingest.engine.sql.claim import Claimed
 from ingest.engine.workflow import registered_workflows
@@ -83,12 +84,13 @@ def claim_batch(*, worker_id: str, limit: int, lease: timedelta, now: datetime |
 
 
 def claim(*, worker_id: str, limit: int, lease: timedelta, now: datetime | None = None,
-          raw: Any = None) -> tuple[str, list[Claimed]]:
+          raw: Any = None, tied: bool = False) -> tuple[str, list[Claimed]]:
     """claim_batch, returning what the claim knows of each instance (on PostgreSQL without flow
     limits: its row, so the turn starts without reading it). `raw`: the claiming thread's own
-    sql/base.py's engine_connection(), for that claim."""
+    sql/base.py's engine_connection(), for that claim. `tied`: the worker holds its liveness
+    lock, so these leases end with its session (sql/liveness.py)."""
     now = now or clock.now()
-    token = secrets.token_hex(8)
+    token = lease_token(tied=tied)
     if is_postgres() and not flow.claim_limits(registered_workflows(), now=now):
         claimed = sql_claim.claim_and_record(owner=worker_id, token=token, limit=limit, now=now,
                                        lease_until=now + lease, columns=_COLUMNS, raw=raw)
@@ -110,6 +112,11 @@ def claim(*, worker_id: str, limit: int, lease: timedelta, now: datetime | None 
                     for i, w, t in rows
                 ])
     return token, claimed
+
+
+def lease_token(*, tied: bool) -> str:
+    """A new lease token; a session-tied lease's says so (sql/liveness.py)."""
+    return (sql_liveness.LIVE_TOKEN if tied else "") + secrets.token_hex(8)
 
 
 def run_until_idle(*, max_turns: int = 10_000, advance_clock: bool = False, worker_id: str = "inline",

@@ -40,6 +40,7 @@ connection, opened on first use and closed when idle.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -47,6 +48,7 @@ from typing import Any
 
 from django.db.utils import DatabaseError, OperationalError
 
+from ingest.engine import pg
 from ingest.engine.sql.base import engine_connection
 from ingest.engine.sql.group import group_write
 from ingest.engine.sql.instances import InstanceDone
@@ -108,6 +110,7 @@ class GroupCommit:
         self._leading = False
         self._conn: Any = None
         self._used_at = 0.0
+        self._epoch = 0  # pg.connections_epoch() when the connection was opened
         self._closer: threading.Thread | None = None
         self._committer: threading.Thread | None = None
         self._kick = threading.Event()
@@ -210,6 +213,10 @@ class GroupCommit:
                 # terminate): the statement never ran there. Once more on a new connection.
                 _apply(self._connection(), batch)
         except psycopg.Error as exc:
+            if not isinstance(exc, psycopg.DataError | psycopg.IntegrityError):
+                # Not a write's own fault: the session's (a server gone, a read-only or full
+                # database, a timeout). The next write starts a new one.
+                self._drop_connection()
             if len(batch) == 1:
                 self._failed(batch[0], _django_error(exc))
                 return
@@ -260,8 +267,19 @@ class GroupCommit:
             self._hurry.clear()
             self._lead()
 
+    def _drop_connection(self) -> None:
+        """Close the connection at once (the leader only, which holds the lead: close() waits)."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
+
     def _connection(self) -> Any:
-        if self._conn is None or self._conn.closed or self._conn.broken:
+        conn = self._conn
+        if conn is None or conn.closed or conn.broken or self._epoch != pg.connections_epoch():
+            # Opened before the process counted its connections lost (a restart): presumed dead.
+            self._drop_connection()
+            self._epoch = pg.connections_epoch()
             self._conn = engine_connection()
             if self._closer is None:
                 self._closer = threading.Thread(target=self._close_when_idle, name="runledger-commits", daemon=True)

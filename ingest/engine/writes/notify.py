@@ -12,15 +12,19 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from typing import Any
 
 from django.db import transaction
 
+from ingest.engine import pg
+from ingest.engine.backoff import Backoff, FailureLog
 from ingest.engine.sql import channels as sql_channels
 from ingest.engine.sql.base import is_postgres
 
 log = logging.getLogger("runledger.engine")
 COALESCE_SECONDS = 0.05
 IDLE_CLOSE_SECONDS = 2.0
+BACKOFF = Backoff(first=0.05, cap=1.0)
 
 
 class Notifier:
@@ -28,6 +32,7 @@ class Notifier:
         self._pending: set[str] = set()
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
+        self._failures = FailureLog()
 
     def request(self, channel: str) -> None:
         if channel in self._pending:
@@ -40,11 +45,8 @@ class Notifier:
             self._cond.notify()
 
     def _loop(self) -> None:
-        import psycopg
-
-        from ingest.engine.pg import connection_string
-
-        conn: psycopg.Connection[tuple[object, ...]] | None = None
+        conn: Any = None
+        failures = 0
         while True:
             with self._cond:
                 while not self._pending:
@@ -53,14 +55,42 @@ class Notifier:
                         conn = None
                 channels, self._pending = self._pending, set()
             try:
-                if conn is None or conn.closed:
-                    conn = psycopg.connect(connection_string(), autocommit=True)
-                for channel in sorted(channels):
-                    sql_channels.notify(conn, channel)
-            except Exception:  # noqa: BLE001 - listeners also poll; a lost notification costs latency only
-                log.warning("could not NOTIFY %s; listeners will find the change by polling", ", ".join(channels))
+                conn = _send(conn, channels)
+            except Exception as exc:  # noqa: BLE001 - listeners also poll; a lost notification costs latency only
+                failures += 1
+                shout, count = self._failures.failed(now=time.monotonic())
+                if shout:
+                    log.warning("could not NOTIFY %s (%s); trying again, listeners poll meanwhile (%d failure(s))",
+                                ", ".join(sorted(channels)), str(exc).strip().split("\n")[0], count)
                 conn = None
+                with self._cond:
+                    self._pending |= channels  # sent once the database answers again
+                time.sleep(BACKOFF.delay(failures))
+                continue
+            if failures:
+                self._failures.recovered()
+                failures = 0
             time.sleep(COALESCE_SECONDS)
+
+
+def _send(conn: Any, channels: set[str]) -> Any:
+    """NOTIFY each channel on `conn` (a new connection when it is None, closed or presumed dead),
+    once more on a new one when it turns out to have died while idle (a restarted server)."""
+    import psycopg
+
+    for attempt in (1, 2):
+        if conn is None or conn.closed or conn.broken or getattr(conn, "_runledger_epoch", 0) != pg.connections_epoch():
+            conn = psycopg.connect(pg.connection_string(), autocommit=True)
+            conn._runledger_epoch = pg.connections_epoch()
+        try:
+            for channel in sorted(channels):
+                sql_channels.notify(conn, channel)
+            return conn
+        except psycopg.OperationalError:
+            if attempt == 2 or not conn.broken:
+                raise
+            conn = None
+    return conn
 
 
 _notifier = Notifier()

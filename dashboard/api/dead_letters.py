@@ -1,0 +1,150 @@
+"""/api/dead-letters: list, preview a redrive, redrive.
+
+A redrive names its selection explicitly: `ids` (each must be visible, else 404), or a `filter`
+previewed first — the preview's token is required to act on "all that match", and the redrive
+acts only when the set it recomputes is the one the preview counted (else 409, nothing done).
+An empty id list, or neither ids nor filter, is a 400: no selection never means everything.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from django.http import HttpRequest
+from ninja import Field, Query, Router, Schema
+
+from dashboard import access, selection
+from dashboard.api import schemas as s
+from dashboard.api import selectors
+from dashboard.api.audit import acted
+from dashboard.api.auth import actor, require_act
+from dashboard.api.errors import ApiProblem
+from ingest.engine.models import DeadLetter
+from ingest.engine.services import dead_letters as engine_dead_letters
+from ingest.engine.services.dead_letters import DeadLetterFilter
+
+router = Router(tags=["dead letters"])
+E: dict[int, Any] = {400: s.ErrorOut, 401: s.ErrorOut, 403: s.ErrorOut, 404: s.ErrorOut,
+                     409: s.ErrorOut, 422: s.ErrorOut}
+_ACTION = "dead_letters.redrive"
+
+
+class DeadLetterQuery(Schema):
+    state: str | None = "open"
+    workflow: str | None = None
+    tenant: str | None = None
+    signature: str | None = None
+    limit: int = 50
+
+
+@router.get("", response={200: list[s.DeadLetterOut], **E})
+def dead_letter_list(request: HttpRequest, filters: Query[DeadLetterQuery]) -> list[DeadLetter]:
+    return selectors.dead_letter_list(tenants=access.tenants_for(request.user), **filters.dict())
+
+
+class SelectionIn(Schema):
+    # Strings are let through the schema so that an id that does not parse ("abc") is this
+    # endpoint's 400 naming it, as in the dashboard, not a generic validation error.
+    # Row ids are 64-bit: a larger integer is a 422 here, not an overflow in the database driver.
+    ids: list[Annotated[int, Field(ge=1, le=2**63 - 1)] | str] | None = Field(None, max_length=1000)
+    filter: s.RedriveFilter | None = None
+
+
+class PreviewOut(Schema):
+    count: int
+    ids: list[int]
+    token: str
+
+
+def _scope(request: HttpRequest, body: SelectionIn) -> tuple[DeadLetterFilter | None, list[int]]:
+    """The engine filter (None for an id selection) and the open ids it selects, in the caller's
+    acting tenants. Raises 400 for an empty selection, 404 for ids or a tenant not visible."""
+    if body.ids is None and body.filter is None:
+        raise ApiProblem(400, "empty_selection", "name the dead letters to redrive: `ids` (a "
+                         "non-empty list) or a `filter` (`{}` for every open one in your tenants), "
+                         "previewed first; nothing was done")
+    if body.ids is not None:
+        try:
+            ids = selection.ids_parse(str(i) for i in body.ids)
+        except selection.SelectionError as exc:
+            raise ApiProblem(400, "invalid_selection", str(exc)) from None
+        visible = set(DeadLetter.objects.filter(id__in=ids, tenant__in=access.tenants_for(request.user))
+                      .values_list("tenant", "id"))
+        missing = set(ids) - {i for _, i in visible}
+        if missing:
+            raise ApiProblem(404, "dead_letter_not_found", f"no dead letter {sorted(missing)[:5]} is "
+                             "visible to this token; nothing was done")
+        for tenant in {t for t, _ in visible}:
+            require_act(request.user, tenant)
+        qs = engine_dead_letters.dead_letter_select(ids=ids)
+        return None, list(qs.values_list("id", flat=True))
+    f = body.filter
+    assert f is not None
+    if f.tenant:
+        require_act(request.user, f.tenant)
+    tenants = [f.tenant] if f.tenant else access.acting_tenants(request.user)
+    if not tenants:
+        raise ApiProblem(403, "forbidden", "redriving needs the operator role in a tenant")
+    scope = DeadLetterFilter(tenants=tuple(tenants), workflow=f.workflow, step_name=f.step_name,
+                             signature=f.signature, since=selectors.as_utc(f.since, what="since"),
+                             until=selectors.as_utc(f.until, what="until"))
+    return scope, list(engine_dead_letters.dead_letter_select(filter=scope).values_list("id", flat=True))
+
+
+def _snapshot(body: SelectionIn, ids: list[int]) -> selection.Snapshot:
+    chosen = body.filter.model_dump(mode="json") if body.filter is not None else {}
+    explicit = None if body.ids is None else selection.ids_parse(str(i) for i in body.ids)
+    return selection.Snapshot(_ACTION, chosen, explicit, sorted(ids))
+
+
+@router.post("/redrive/preview", response={200: PreviewOut, **E},
+             summary="Count a redrive's selection; its token confirms exactly this set")
+def dead_letter_redrive_preview(request: HttpRequest, body: SelectionIn) -> dict[str, Any]:
+    _, ids = _scope(request, body)
+    token = selection.token_issue(user_id=request.user.pk, snapshot=_snapshot(body, ids))
+    return {"count": len(ids), "ids": sorted(ids), "token": token}
+
+
+class RedriveIn(SelectionIn):
+    token: str | None = Field(None, max_length=200_000)
+    rate_per_second: float = Field(5.0, gt=0, le=100)
+    reason: str = Field(..., min_length=1, max_length=2000)
+
+
+def _check_token(request: HttpRequest, body: RedriveIn, ids: list[int]) -> None:
+    if body.filter is not None and not body.token:
+        raise ApiProblem(400, "preview_required", "a redrive by filter acts on the set its preview "
+                         "counted: POST the same selection to /api/dead-letters/redrive/preview and "
+                         "send its token; nothing was done")
+    if not body.token:
+        return
+    try:
+        snap = selection.token_read(body.token, user_id=request.user.pk, action=_ACTION)
+    except selection.SelectionError as exc:
+        raise ApiProblem(400, "invalid_token", str(exc)) from None
+    if (snap.filters, snap.ids) != (_snapshot(body, ids).filters, _snapshot(body, ids).ids):
+        raise ApiProblem(400, "token_mismatch", "the token was issued for another selection; "
+                         "preview this one; nothing was done")
+    change = selection.selection_change(snap.selected, ids)
+    if change is not None:
+        raise ApiProblem(409, "selection_changed", f"the selection changed since the preview: "
+                         f"{len(change.added)} added, {len(change.removed)} removed; preview again "
+                         "and confirm the new count; nothing was done")
+
+
+@router.post("/redrive", response={200: s.RedriveOut, **E},
+             summary="Redrive the selected dead letters at a capped rate")
+def dead_letter_redrive(request: HttpRequest, body: RedriveIn) -> dict[str, int]:
+    scope, ids = _scope(request, body)
+    _check_token(request, body, ids)
+    if not ids:
+        return {"redriven": 0}
+    chosen: dict[str, Any] = ({"ids": ids} if body.filter is None
+                              else {"filter": body.filter.model_dump(mode="json", exclude_none=True)})
+    tenants = DeadLetter.objects.filter(id__in=ids).values_list("tenant", flat=True).distinct()
+    count = acted(request, action=_ACTION, tenants=set(tenants),
+                  selection={**chosen, "rate_per_second": body.rate_per_second}, reason=body.reason,
+                  run=lambda: engine_dead_letters.dead_letter_redrive(
+                      ids=ids, filter=scope, rate_per_second=body.rate_per_second,
+                      actor=actor(request.user), reason=body.reason))
+    return {"redriven": count}

@@ -1,0 +1,153 @@
+"""`manage.py operate --as USER ...`: the operator actions from the command line, with the same
+tenant rules as the dashboard and one audit entry each (source "cli").
+
+    operate --as ana instance pause|resume|terminate|restart|retry ID --reason "..."
+    operate --as ana discard DEAD_LETTER_ID --reason "..."
+    operate --as ana redrive (--ids 4,7 | --all-matching [--tenant T --workflow W --step-name S
+                              --signature X]) --reason "..." [--rate 5] [--confirm DIGEST]
+
+A redrive without --confirm only previews: it prints the count and a digest of the selected ids;
+run it again with --confirm DIGEST to act, and it acts only if the selection is still that set.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from argparse import ArgumentParser
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+
+from dashboard import access, selection
+from dashboard.audit import Audit, Origin, audited
+from ingest.engine.errors import EngineError
+from ingest.engine.models import DeadLetter, Instance
+from ingest.engine.services import control
+from ingest.engine.services import dead_letters as engine_dead_letters
+from ingest.engine.services.dead_letters import DeadLetterFilter
+
+INSTANCE_ACTIONS = ("pause", "resume", "terminate", "restart", "retry")
+
+
+def selection_digest(ids: list[int]) -> str:
+    return hashlib.sha256(",".join(map(str, sorted(ids))).encode()).hexdigest()[:12]
+
+
+class Command(BaseCommand):
+    help = "Act on instances and dead letters as an operator (audited, tenant-checked)."
+
+    def add_arguments(self, parser: ArgumentParser) -> None:
+        parser.add_argument("--as", dest="username", required=True, help="the operator acting")
+        sub = parser.add_subparsers(dest="what", required=True)
+        inst = sub.add_parser("instance")
+        inst.add_argument("action", choices=INSTANCE_ACTIONS)
+        inst.add_argument("instance_id")
+        inst.add_argument("--reason", required=True)
+        inst.add_argument("--rollback", action="store_true")
+        inst.add_argument("--from-step", default=None)
+        discard = sub.add_parser("discard")
+        discard.add_argument("dead_letter_id", type=int)
+        discard.add_argument("--reason", required=True)
+        redrive = sub.add_parser("redrive")
+        redrive.add_argument("--ids", default=None, help="comma-separated dead letter ids")
+        redrive.add_argument("--all-matching", action="store_true",
+                             help="every open dead letter matching the filters below")
+        for name in ("tenant", "workflow", "step-name", "signature"):
+            redrive.add_argument(f"--{name}", default=None)
+        redrive.add_argument("--rate", type=float, default=5.0)
+        redrive.add_argument("--reason", required=True)
+        redrive.add_argument("--confirm", default="", help="the digest a preview printed")
+
+    def handle(self, *args: Any, **o: Any) -> None:
+        user = get_user_model().objects.filter(username=o["username"], is_active=True).first()
+        if user is None:
+            raise CommandError(f"no active user {o['username']!r}")
+        try:
+            match o["what"]:
+                case "instance":
+                    self._instance(user, o)
+                case "discard":
+                    self._discard(user, o)
+                case "redrive":
+                    self._redrive(user, o)
+        except EngineError as exc:
+            raise CommandError(str(exc)) from None
+
+    def _acting(self, user: Any, tenant: str, what: str) -> None:
+        if not access.can_read(user, tenant):
+            raise CommandError(f"no {what} in {user.get_username()}'s tenants; nothing was done")
+        if not access.can_act(user, tenant):
+            raise CommandError(f"{user.get_username()} is not an operator of tenant {tenant!r}")
+
+    def _instance(self, user: Any, o: dict[str, Any]) -> None:
+        tenant = Instance.objects.filter(pk=o["instance_id"]).values_list("tenant", flat=True).first()
+        self._acting(user, tenant or "", f"instance {o['instance_id']!r}")
+        kwargs: dict[str, Any] = {"instance_id": o["instance_id"], "actor": f"cli:{user.get_username()}",
+                                  "reason": o["reason"]}
+        if o["action"] == "terminate":
+            kwargs["rollback"] = o["rollback"]
+        if o["action"] == "restart":
+            kwargs["from_step"] = o["from_step"]
+        fn = getattr(control, f"instance_{o['action']}")
+        shown = {k: v for k, v in kwargs.items() if k not in ("actor", "reason")}
+        audited(user=user, origin=Origin.cli(), audit=Audit(f"instance.{o['action']}", [tenant or ""],
+                                                            shown, o["reason"]), run=lambda: fn(**kwargs))
+        self.stdout.write(f"{o['action']}: {o['instance_id']}")
+
+    def _discard(self, user: Any, o: dict[str, Any]) -> None:
+        dl = DeadLetter.objects.filter(pk=o["dead_letter_id"]).first()
+        self._acting(user, dl.tenant if dl else "", f"dead letter {o['dead_letter_id']}")
+        assert dl is not None
+        audited(user=user, origin=Origin.cli(),
+                audit=Audit("dead_letter.discard", [dl.tenant],
+                            {"dead_letter_id": dl.id, "instance_id": dl.instance_id}, o["reason"]),
+                run=lambda: engine_dead_letters.dead_letter_discard(
+                    dead_letter_id=dl.id, actor=f"cli:{user.get_username()}", reason=o["reason"]))
+        self.stdout.write(f"discarded: dead letter {dl.id}")
+
+    def _redrive(self, user: Any, o: dict[str, Any]) -> None:
+        if (o["ids"] is None) == (not o["all_matching"]):
+            raise CommandError("name the selection: --ids 4,7 or --all-matching (with filters); "
+                               "nothing was done")
+        ids: list[int] | None = None
+        if o["ids"] is not None:
+            try:
+                ids = selection.ids_parse([o["ids"]])
+            except selection.SelectionError as exc:
+                raise CommandError(str(exc)) from None
+            found = dict(DeadLetter.objects.filter(id__in=ids).values_list("id", "tenant"))
+            unseen = [i for i in ids if not access.can_read(user, found.get(i, ""))]
+            if unseen:
+                raise CommandError(f"no dead letter {unseen[:5]} in {user.get_username()}'s tenants; "
+                                   "nothing was done")
+            for tenant in set(found.values()):
+                self._acting(user, tenant, f"tenant {tenant!r}")
+        if o["tenant"]:
+            self._acting(user, o["tenant"], f"tenant {o['tenant']!r}")
+        tenants = [o["tenant"]] if o["tenant"] else access.acting_tenants(user)
+        scope = DeadLetterFilter(tenants=tuple(tenants), workflow=o["workflow"], step_name=o["step_name"],
+                                 signature=o["signature"])
+        chosen = list(engine_dead_letters.dead_letter_select(filter=scope, ids=ids).values_list("id", flat=True))
+        if not chosen:
+            self.stdout.write("0 open dead letters selected; nothing to redrive")
+            return
+        digest = selection_digest(chosen)
+        if o["confirm"] != digest:
+            if o["confirm"]:
+                raise CommandError(f"the selection changed since the preview: it is now {len(chosen)} "
+                                   f"dead letter(s), digest {digest}; nothing was done")
+            self.stdout.write(f"{len(chosen)} open dead letter(s) selected: {chosen[:50]}\n"
+                              f"to redrive exactly these, run again with --confirm {digest}")
+            return
+        filters = {k: o[k] for k in ("tenant", "workflow", "step_name", "signature") if o[k]}
+        count = audited(
+            user=user, origin=Origin.cli(),
+            audit=Audit("dead_letters.redrive", set(DeadLetter.objects.filter(id__in=chosen)
+                                                     .values_list("tenant", flat=True)),
+                        {**({"ids": chosen} if ids is not None else {"filter": filters}),
+                         "rate_per_second": o["rate"]}, o["reason"]),
+            run=lambda: engine_dead_letters.dead_letter_redrive(
+                ids=chosen, filter=scope, rate_per_second=o["rate"], actor=f"cli:{user.get_username()}",
+                reason=o["reason"]))
+        self.stdout.write(f"redriven: {count}")

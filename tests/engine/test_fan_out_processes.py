@@ -1,0 +1,50 @@
+"""A fan-out through real worker processes on PostgreSQL: a worker killed inside an item loses
+nothing, and no item is counted twice."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+
+from tests.conftest import PG_URL
+from tests.engine.procs import WORKFLOWS, Database, python, start_worker, stop, wait_for
+
+pytestmark = [pytest.mark.postgres, pytest.mark.e2e]
+
+
+class FanOutDatabase(Database):
+    def env(self, **extra: str) -> dict[str, str]:
+        env = super().env(**extra)
+        env["RUNLEDGER_WORKFLOW_MODULES"] = f"{WORKFLOWS},tests.engine.e2e_fan_out_workflows"
+        return env
+
+
+@pytest.fixture
+def db():
+    with FanOutDatabase(PG_URL) as database:
+        yield database
+
+
+def test_a_worker_killed_inside_an_item_loses_no_item_and_counts_none_twice(db, tmp_path):
+    items = [{"n": n, "hold": 3.0 if n == 7 else 0.0} for n in range(20)]
+    python(db, f"from ingest.engine import create; create('e2e-fan-out', id='fan-crash', params={{'items': {items!r}}})")
+    first = start_worker(db, lease=2.0, log=tmp_path / "w1.log")
+    wait_for(lambda: db.execute("SELECT 1 FROM e2e_effects WHERE instance_id = '_fo1-7'") != [],
+             timeout=60, what="item 7 to start")
+    first.send_signal(signal.SIGKILL)
+    first.wait(timeout=10)
+    second = start_worker(db, lease=2.0, log=tmp_path / "w2.log")
+    try:
+        wait_for(lambda: db.execute("SELECT 1 FROM engine_instance WHERE id = 'fan-crash' AND status = 'complete'"),
+                 timeout=90, what="the parent to complete on the second worker")
+    finally:
+        assert stop(second) == 0
+    [(output,)] = db.execute("SELECT output FROM engine_instance WHERE id = 'fan-crash'")
+    assert output == [n * 2 for n in range(20)]
+    assert db.execute("SELECT expected, received, failed, state FROM engine_fanout") == [(20, 20, 0, "complete")]
+    assert db.execute("SELECT count(*) FROM engine_fanoutitem WHERE state = 'complete'") == [(20,)]
+    # item 7 ran on both workers with one idempotency key; every item ran at least once
+    runs = dict(db.execute("SELECT instance_id, count(DISTINCT pid) FROM e2e_effects GROUP BY instance_id"))
+    assert len(runs) == 20 and runs["_fo1-7"] == 2
+    assert db.execute("SELECT count(DISTINCT idempotency_key) FROM e2e_effects WHERE instance_id = '_fo1-7'") == [(1,)]
