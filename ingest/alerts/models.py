@@ -8,6 +8,8 @@ from typing import Any
 from django.db import models
 from django.db.models import Q
 
+from ingest.engine.secrets import EncryptedTextField
+
 
 class ChannelKind(models.TextChoices):
     EMAIL = "email"
@@ -17,15 +19,16 @@ class ChannelKind(models.TextChoices):
 
 class Channel(models.Model):
     """Where notifications of a tenant go. Non-secret settings in `config` (email recipients);
-    every secret (a webhook URL, an HMAC key, an SMTP password) in `secrets`, one JSON text field,
-    so that storing them encrypted is a change of this one field's class."""
+    every secret (a webhook URL, an HMAC key, an SMTP password) in `secrets`, one JSON text field
+    encrypted at rest with the project's Fernet keys."""
 
     tenant = models.CharField(max_length=100)
     name = models.CharField(max_length=100)
     kind = models.CharField(max_length=10, choices=ChannelKind.choices)
     config = models.JSONField(default=dict, blank=True)
-    # SECRETS: a JSON object as text ({"url": ..., "hmac_key": ..., "smtp_password": ...}).
-    secrets = models.TextField(blank=True, default="{}")
+    # SECRETS: a JSON object as text ({"url": ..., "hmac_key": ..., "smtp_password": ...}),
+    # encrypted at rest (ingest.engine.secrets, RUNLEDGER_SECRET_KEYS).
+    secrets = EncryptedTextField(blank=True, default="{}")
     enabled = models.BooleanField(default=True)
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()

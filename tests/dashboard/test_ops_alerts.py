@@ -113,3 +113,13 @@ def test_the_notifications_page_shows_to_whom_and_whether_delivered(operator, ho
     html = operator.get("/alerts/notifications/?state=failed").content.decode()
     assert "webhook: 127.0.0.1" in html and "answered 503" in html and "failed" in html
     assert "answered 503" not in operator.get("/alerts/notifications/?state=delivered").content.decode()
+
+
+def test_a_channels_secrets_are_encrypted_at_rest(hook):
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT secrets FROM alerts_channel WHERE id = %s", [hook.id])
+        stored = cursor.fetchone()[0]
+    assert stored.startswith("enc:") and KEY not in stored and "127.0.0.1" not in stored
+    assert Channel.objects.get(id=hook.id).secret_values()["hmac_key"] == KEY
