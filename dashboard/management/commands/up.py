@@ -18,9 +18,11 @@ class Command(BaseCommand):
     help = (
         "Start Runledger in one process: apply migrations, create the demo users and (unless "
         "--no-demo) ingest the demo data set, then serve the dashboard and API with daphne while an "
-        "in-process worker runs instances, the scheduler fires cron schedules and the rollups "
-        "behind the DAG and costs pages catch up. The embedded default (SQLite); for production run "
-        "daphne, `manage.py worker`, `manage.py scheduler` and `manage.py rollup` as separate "
+        "in-process worker runs instances, the scheduler fires cron schedules, the rollups "
+        "behind the DAG and costs pages catch up, alert rules are evaluated and finished "
+        "instances past their retention are archived. The embedded default (SQLite, with a local "
+        "secrets key file it creates); for production run daphne, `manage.py worker`, `manage.py "
+        "scheduler`, `manage.py rollup`, `manage.py alerts` and `manage.py retention` as separate "
         "processes on PostgreSQL."
     )
 
