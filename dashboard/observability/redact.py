@@ -19,9 +19,24 @@ SECRET_NAMES = ("key", "token", "secret", "signature", "password", "passwd", "si
                 "authorization", "apikey", "api_key", "access_token", "refresh_token",
                 "client_secret")
 
-_NAME = "|".join(sorted((re.escape(n) for n in SECRET_NAMES), key=len, reverse=True))
 # name=value in a query string or a form body: the value runs to the next & ; space or quote.
-_PAIR = re.compile(rf"(?i)(\b(?:[\w.-]*[_.-])?(?:{_NAME})=)[^&;\s'\"]+")
+# The name is a whole run of [\w.-] (the lookbehind starts it only where a run starts), and
+# `_secret_name` judges it in Python: a pattern that tried every prefix inside the run took
+# seconds on a long header like "a.a.a.…" (quadratic backtracking), on every log line.
+_PAIR = re.compile(r"(?<![\w.-])([\w.-]+)=([^&;\s'\"]+)")
+_SECRET_NAMES = frozenset(SECRET_NAMES)
+
+
+def _secret_name(name: str) -> bool:
+    """Whole, or after a prefix ending in _ . or - (api_key, x-signature); not inside a word."""
+    name = name.lower()
+    if name in _SECRET_NAMES:
+        return True
+    return any(name.endswith(sep + secret) for secret in SECRET_NAMES for sep in "_.-")
+
+
+def _mask_pair(match: re.Match[str]) -> str:
+    return f"{match.group(1)}={MASK}" if _secret_name(match.group(1)) else match.group(0)
 # "Authorization: Bearer abc", "authorization': 'Basic abc" (a repr of headers), X-Api-Key: ...
 _HEADER = re.compile(
     r"(?i)((?:authorization|proxy-authorization|x-api-key|x-runledger-signature|cookie)"
@@ -36,7 +51,7 @@ def redact(text: str) -> str:
     if not text:
         return text
     text = _HEADER.sub(lambda m: m.group(1) + MASK, text)
-    text = _PAIR.sub(lambda m: m.group(1) + MASK, text)
+    text = _PAIR.sub(_mask_pair, text)
     return _HOOK.sub(lambda m: m.group(1) + MASK, text)
 
 
