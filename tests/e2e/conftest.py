@@ -25,10 +25,30 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     require(f"Chromium at {CHROMIUM}", chromium_available())
     base = tmp_path_factory.mktemp("e2e")
     s = Stack(f"sqlite:///{base / 'runledger.sqlite3'}", logs=base / "logs").start()
+    _STACKS.append(s)
     try:
         yield s
     finally:
+        _STACKS.remove(s)
         s.stop()
+
+
+_STACKS: list[Stack] = []
+LOG_TAIL = 120  # lines of each server process's log shown under a failed browser test
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A failed browser test shows what the worker and daphne logged: a timeout in the page alone
+    cannot say whether the engine, the live feed or the page was late."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.when != "call" or not report.failed:
+        return
+    for stack in _STACKS:
+        for log in sorted(stack.logs.glob("*.log")):
+            lines = log.read_text(errors="replace").splitlines()[-LOG_TAIL:]
+            report.sections.append((f"{log.name} (last {len(lines)} lines)", "\n".join(lines)))
 
 
 @pytest.fixture(scope="module")

@@ -88,6 +88,9 @@ def test_an_answered_approval_lets_the_instance_continue(operator: Session, stac
     page.click("button[value=approve]")
     page.wait_for_url(re.compile(r"/approvals/$"))
     assert "Approved" in page.locator(".messages").inner_text()
+    # The ledger first, then the page: a failure then says which of the two was late.
+    wait_until(lambda: status(stack, "acme-approve-1") == "complete", timeout=30, interval=0.5,
+               what="the approved instance to complete in the ledger")
     operator.goto("/instances/acme-approve-1/")
     _header_status(operator, "complete")
     assert page.locator('a.dag-node.st-complete[href="#step-publish-1"]').count() == 1
