@@ -86,7 +86,10 @@ def route_ingress(request: HttpRequest, route: str) -> HttpResponse:
             )
         route_default = min(triggered.route.wait_seconds, max_wait()) if triggered.route.sync_default else 0.0
         wait = route_default if asked < 0 else asked
-        if triggered.created:
+        joined = triggered.coalesced
+        if joined is not None:
+            wait = 0.0  # the window's instance starts later: nothing to wait for now
+        if triggered.created and (joined is None or joined.opened):
             route_callback_attach(route=route, instance_id=triggered.instance_id, now=timezone.now())
     except TriggerError as exc:
         return from_trigger_error(exc)
@@ -95,6 +98,9 @@ def route_ingress(request: HttpRequest, route: str) -> HttpResponse:
     status_url = f"/api/instances/{triggered.instance_id}"
     data: dict[str, Any] = {"instance_id": triggered.instance_id, "created": triggered.created,
                             "status_url": status_url}
+    if joined is not None:
+        data["coalesced"] = {"mode": joined.mode, "key": joined.key, "events": joined.count,
+                             "starts_at": joined.starts_at.isoformat(), "opened": joined.opened}
     outcome = instance_outcome_wait(instance_id=triggered.instance_id, timeout=wait)
     if outcome is not None:
         data["status"] = outcome.status

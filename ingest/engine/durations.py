@@ -25,7 +25,7 @@ _UNITS = {
     "month": 30 * 86400.0,
     "year": 365 * 86400.0,
 }
-_PATTERN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]+?)s?\s*$")
+_PATTERN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]+)\s*$")
 
 Duration = str | int | float | timedelta
 
@@ -52,9 +52,14 @@ def parse_duration(value: object, *, what: str = "duration") -> timedelta:
 
 def _parse_text(text: str, *, what: str) -> float:
     match = _PATTERN.match(text.lower())
-    if match is None or match.group(2) not in _UNITS:
+    # The unit as written, else without a plural s ("ms" is milliseconds, "mins" minutes; a lazy
+    # pattern once read "500 ms" as 500 minutes).
+    unit = match.group(2) if match is not None else ""
+    if unit not in _UNITS and unit.endswith("s"):
+        unit = unit[:-1]
+    if match is None or unit not in _UNITS:
         raise InvalidDuration(
             f"{what} {text!r} is not a duration; write a number and a unit such as "
             "'250 milliseconds', '5 seconds', '10 minutes', '1 hour', '2 days', '1 week'"
         )
-    return float(match.group(1)) * _UNITS[match.group(2)]
+    return float(match.group(1)) * _UNITS[unit]

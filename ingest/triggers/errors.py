@@ -214,3 +214,10 @@ class UnknownRateLimit(TriggerError):
 
     status = 404
     code = "unknown_rate_limit"
+
+
+class InvalidCoalesce(TriggerError):
+    """The coalesce (debounce or batch) setting of a route or subscription is invalid."""
+
+    status = 400
+    code = "invalid_coalesce"

@@ -40,7 +40,7 @@ from ingest.triggers.errors import (
 
 # Params keys that the engine and the triggers set on the instances they start; a caller who
 # could set them would forge a schedule fire (`event.schedule`) or an event delivery.
-RESERVED_PARAMS: tuple[str, ...] = ("_schedule", "_event")
+RESERVED_PARAMS: tuple[str, ...] = ("_schedule", "_event", "_debounce", "_batch")
 
 # Times a filter may name. Beyond them arithmetic at the calendar's edge overflows (9999-12-31
 # plus a day) and ranges span millions of hours that the rollup reads would walk.

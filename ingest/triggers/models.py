@@ -7,9 +7,12 @@ Writes go through `ingest.triggers.services`; reads through `ingest.triggers.sel
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 
 from ingest.engine.secrets import EncryptedTextField
+from ingest.triggers import coalesce
+from ingest.triggers.errors import InvalidCoalesce
 
 
 class Route(models.Model):
@@ -29,11 +32,19 @@ class Route(models.Model):
     idempotency_ttl_seconds = models.PositiveIntegerField(default=24 * 3600)
     priority = models.IntegerField(default=0)
     description = models.TextField(blank=True, default="")
+    coalesce = models.JSONField(
+        default=dict, blank=True,
+        help_text='Debounce or batch the events: {"debounce": {"key": "account", "period": "30 seconds"}} '
+                  'or {"batch": {"max_size": 100, "timeout": "10 seconds"}} (docs/engine-contract.md).',
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:
         return f"{self.name} → {self.workflow} ({self.tenant})"
+
+    def clean(self) -> None:
+        _clean_coalesce(self.coalesce)
 
 
 class IngressSecret(models.Model):
@@ -97,6 +108,13 @@ class SeenSignature(models.Model):
         indexes = [models.Index(fields=["expires_at"], name="seen_signature_expiry")]
 
 
+def _clean_coalesce(value: object) -> None:
+    try:
+        coalesce.parse(value)
+    except InvalidCoalesce as exc:
+        raise ValidationError({"coalesce": str(exc)}) from None
+
+
 class MissedFirePolicy(models.TextChoices):
     SKIP = "skip"  # fires missed while no scheduler ran are dropped
     CATCH_UP = "catch_up"  # the latest `catch_up_limit` missed fires run
@@ -142,10 +160,47 @@ class Subscription(models.Model):
         max_length=100, blank=True, default="", help_text="Only this tenant's events; empty: all."
     )
     enabled = models.BooleanField(default=True)
+    coalesce = models.JSONField(
+        default=dict, blank=True,
+        help_text='Debounce or batch the events: {"debounce": {"key": "account", "period": "30 seconds"}} '
+                  'or {"batch": {"max_size": 100, "timeout": "10 seconds"}} (docs/engine-contract.md).',
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:
         return f"{self.pattern} → {self.workflow}"
+
+    def clean(self) -> None:
+        _clean_coalesce(self.coalesce)
+
+
+class CoalesceWindow(models.Model):
+    """An open debounce or batch window: the queued instance its events go to, until it starts.
+
+    `source` is "route:<name>" or "subscription:<id>"; one open window per (source, key). The
+    instance exists from the window's first event (queued, starting at `starts_at`), so the
+    dashboard shows it and a worker starts it when due: no other process has to flush anything.
+    """
+
+    source = models.CharField(max_length=120)
+    key = models.CharField(max_length=210, blank=True, default="")
+    mode = models.CharField(max_length=10)
+    instance_id = models.CharField(max_length=100)
+    workflow = models.CharField(max_length=200)
+    tenant = models.CharField(max_length=100)
+    count = models.PositiveIntegerField(default=0)
+    payloads = models.JSONField(default=list, blank=True)  # batch: every payload so far
+    bytes = models.PositiveIntegerField(default=0)
+    first_at = models.DateTimeField()
+    last_at = models.DateTimeField()
+    starts_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["source", "key"], name="coalesce_window_source_key")]
+        indexes = [models.Index(fields=["tenant", "starts_at"], name="coalesce_window_tenant")]
+
+    def __str__(self) -> str:
+        return f"{self.source} [{self.key or '*'}] → {self.instance_id} ({self.count} events)"
 
 
 class PublishedEvent(models.Model):

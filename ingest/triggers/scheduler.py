@@ -17,7 +17,11 @@ from django.db import connection
 
 from ingest.engine.periodic import Periodic
 from ingest.triggers import selectors, sql
-from ingest.triggers.services import idempotency_keys_purge, schedule_fire_due
+from ingest.triggers.services import (
+    coalesce_windows_sweep,
+    idempotency_keys_purge,
+    schedule_fire_due,
+)
 
 log = logging.getLogger("runledger.scheduler")
 PURGE_EVERY = timedelta(minutes=5)
@@ -56,6 +60,7 @@ class Scheduler(Periodic):
             fired.extend(schedule_fire_due(schedule_id=schedule_id, now=now))
         if self._purged_at is None or now - self._purged_at >= PURGE_EVERY:
             idempotency_keys_purge(now=now)
+            coalesce_windows_sweep()
             self._purged_at = now
         return fired
 

@@ -19,6 +19,8 @@ pytestmark = pytest.mark.pure
     ("text", "seconds"),
     [("5 seconds", 5), ("1 second", 1), ("10 minutes", 600), ("1 hour", 3600), ("2 days", 172800),
      ("250 milliseconds", 0.25), ("1 week", 604800), ("1.5 minutes", 90), (3, 3), (0.5, 0.5),
+     # Abbreviations: "ms" is milliseconds (once read as minutes plus a plural s), "mins" minutes.
+     ("500 ms", 0.5), ("500ms", 0.5), ("2 mins", 120), ("3 secs", 3), ("4 hours", 14400), ("30s", 30),
      (timedelta(hours=2), 7200)],
 )
 def test_it_reads_durations_as_cloudflare_writes_them(text, seconds):

@@ -33,7 +33,15 @@ from ingest.engine.models import (
     StepKind,
     StepStatus,
 )
-from ingest.engine.services.base import MAX_BATCH, created_history, locked, new_instance
+from ingest.engine.secrets import seal_keys
+from ingest.engine.services.base import (
+    MAX_BATCH,
+    check_params,
+    created_history,
+    locked,
+    new_instance,
+)
+from ingest.engine.workflow import get_workflow
 from ingest.engine.writes import notify
 
 
@@ -52,6 +60,29 @@ def instance_create(*, workflow: str, id: str | None = None, params: Any = None,
             raise InstanceAlreadyExists(inst.id) from None
         raise
     return inst
+
+
+def instance_defer(*, instance_id: str, params: Any, start_at: datetime) -> bool:
+    """Give a queued instance that never ran new params and a new start time (the triggers'
+    debounce and batch windows feed their pending instance this way).
+
+    Under the instance's row lock: False, changing nothing, when a worker has claimed it
+    already (or it is gone); the caller then opens a new window. A worker's claim skips the
+    locked row, so an instance is either updated here or started, never both.
+    """
+    with transaction.atomic():
+        inst = Instance.objects.select_for_update().filter(id=instance_id).only(
+            "id", "workflow", "status", "started_at", "lease_owner").first()
+        if inst is None or inst.status != Status.QUEUED or inst.started_at is not None or inst.lease_owner:
+            return False
+        checked = check_params(params)
+        cls = get_workflow(inst.workflow)
+        if cls.sensitive_params:
+            checked = seal_keys(checked, cls.sensitive_params)
+        now = clock.now()
+        Instance.objects.filter(id=instance_id).update(params=checked, ready_at=max(start_at, now), updated_at=now)
+        notify.ready()
+    return True
 
 
 def instance_create_batch(*, workflow: str, items: Iterable[dict[str, Any]], actor: str = "") -> list[Instance]:

@@ -5,6 +5,7 @@ Every function is `<entity>_<verb>` with keyword-only arguments.
 
 from __future__ import annotations
 
+from ingest.triggers.services.coalesce import Coalesced, coalesce_add, coalesce_windows_sweep
 from ingest.triggers.services.events import event_publish, subscription_create
 from ingest.triggers.services.ingress import (
     Triggered,
@@ -33,6 +34,9 @@ from ingest.triggers.services.tokens import (
 )
 
 __all__ = [
+    "Coalesced",
+    "coalesce_add",
+    "coalesce_windows_sweep",
     "Triggered",
     "api_token_authenticate",
     "api_token_create",

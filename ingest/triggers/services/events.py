@@ -13,10 +13,12 @@ from django.db.models import Q
 
 from ingest.engine.errors import InstanceAlreadyExists
 from ingest.engine.services import instances as engine_services
+from ingest.triggers import coalesce as coalescing
 from ingest.triggers import patterns
 from ingest.triggers.errors import InvalidEvent
 from ingest.triggers.limits import RESERVED_PARAMS
 from ingest.triggers.models import PublishedEvent, Subscription
+from ingest.triggers.services.coalesce import coalesce_add
 
 
 @dataclass(frozen=True)
@@ -28,13 +30,14 @@ class Published:
 
 
 def subscription_create(*, workflow: str, pattern: str, filters: dict[str, Any] | None = None,
-                        tenant: str = "") -> Subscription:
+                        tenant: str = "", coalesce: dict[str, Any] | None = None) -> Subscription:
     if not pattern or len(pattern) > 200:
         raise InvalidEvent("a subscription pattern is a glob of 1 to 200 characters, e.g. user.*")
     if filters is not None and not isinstance(filters, dict):
         raise InvalidEvent('subscription filters are a JSON object such as {"plan": "pro"}')
+    coalescing.parse(coalesce)
     return Subscription.objects.create(workflow=workflow, pattern=pattern, filters=filters or {},
-                                       tenant=tenant)
+                                       tenant=tenant, coalesce=coalesce or {})
 
 
 def _validate(type: str, data: Any, event_id: str) -> None:
@@ -58,7 +61,7 @@ def _instance_id(event_id: str, subscription_id: int) -> str:
     return f"evt-{subscription_id}-{digest}"
 
 
-def _start_subscribers(row: PublishedEvent, *, actor: str) -> list[str]:
+def _start_subscribers(row: PublishedEvent, *, actor: str, now: datetime) -> list[str]:
     started = []
     subscriptions = Subscription.objects.filter(enabled=True).filter(
         Q(tenant="") | Q(tenant=row.tenant)
@@ -67,8 +70,13 @@ def _start_subscribers(row: PublishedEvent, *, actor: str) -> list[str]:
         if not (patterns.type_matches(sub.pattern, row.type)
                 and patterns.filters_match(sub.filters, row.data)):
             continue
-        instance_id = _instance_id(row.id, sub.pk)
         params = {**row.data, "_event": {"id": row.id, "type": row.type, "tenant": row.tenant}}
+        config = coalescing.parse(sub.coalesce)
+        if config is not None:  # debounced or batched: the event joins its key's window
+            started.append(coalesce_add(source=f"subscription:{sub.pk}", config=config, workflow=sub.workflow,
+                                        tenant=row.tenant, payload=params, now=now, actor=actor).instance_id)
+            continue
+        instance_id = _instance_id(row.id, sub.pk)
         try:
             with transaction.atomic():
                 engine_services.instance_create(workflow=sub.workflow, id=instance_id,
@@ -95,7 +103,7 @@ def event_publish(*, type: str, data: dict[str, Any] | None = None, id: str | No
             row = PublishedEvent.objects.create(id=event_id, type=type, tenant=tenant, data=data,
                                                 instance_id=instance_id or "", actor=actor,
                                                 created_at=now)
-            row.started = _start_subscribers(row, actor=actor or "event")
+            row.started = _start_subscribers(row, actor=actor or "event", now=now)
             if instance_id:
                 engine_services.instance_send_event(instance_id=instance_id, type=type,
                                                     payload=data, actor=actor or "event")

@@ -13,7 +13,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from ingest.engine.services import instances as engine_services
-from ingest.triggers import limits, signing
+from ingest.triggers import coalesce, limits, signing
 from ingest.triggers.errors import (
     IdempotencyConflict,
     InvalidIdempotencyKey,
@@ -25,6 +25,7 @@ from ingest.triggers.errors import (
     RouteNotFound,
 )
 from ingest.triggers.models import IdempotencyKey, IngressSecret, Route, SeenSignature
+from ingest.triggers.services.coalesce import Coalesced, coalesce_add
 from ingest.triggers.services.ratelimits import rate_limits_take
 
 _KEY = re.compile(r"^[\x21-\x7e]{1,200}$")
@@ -36,6 +37,9 @@ class Triggered:
     instance_id: str
     created: bool  # False: an earlier request with the same idempotency key created it
     route: Route
+    # The route debounces or batches: the request joined this window (its instance is queued
+    # until the window closes).
+    coalesced: Coalesced | None = None
 
 
 def ingress_secret_create(
@@ -53,6 +57,7 @@ def ingress_secret_create(
 
 def route_upsert(*, name: str, workflow: str, tenant: str = "default", **fields: Any) -> Route:
     """Define a route in code (the admin edits the same rows)."""
+    coalesce.parse(fields.get("coalesce"))
     route, _ = Route.objects.update_or_create(
         name=name, defaults={"workflow": workflow, "tenant": tenant, **fields}
     )
@@ -105,8 +110,22 @@ def _instance_id(route: Route) -> str:
     return f"{base}-{uuid.uuid4().hex[:20]}"
 
 
+def _start(route: Route, payload: dict[str, Any], *, actor: str, now: datetime) -> tuple[str, Coalesced | None]:
+    """Start the route's instance, or add the request to its debounce or batch window."""
+    config = coalesce.parse(route.coalesce)
+    if config is not None:
+        joined = coalesce_add(source=f"route:{route.name}", config=config, workflow=route.workflow,
+                              tenant=route.tenant, payload=payload, now=now, priority=route.priority,
+                              actor=actor)
+        return joined.instance_id, joined
+    instance_id = _instance_id(route)
+    engine_services.instance_create(workflow=route.workflow, id=instance_id, params=payload,
+                                    tenant=route.tenant, priority=route.priority, actor=actor)
+    return instance_id, None
+
+
 def _start_unreplayed(route: Route, payload: dict[str, Any], *, seen: SeenSignature,
-                      actor: str) -> str:
+                      actor: str, now: datetime) -> tuple[str, Coalesced | None]:
     """Start the instance and remember the request's signature in one transaction.
 
     Without an Idempotency-Key the signature is the request's identity: the same bytes sent
@@ -116,13 +135,9 @@ def _start_unreplayed(route: Route, payload: dict[str, Any], *, seen: SeenSignat
     for _ in range(3):
         try:
             with transaction.atomic():
-                seen.instance_id = _instance_id(route)
+                seen.instance_id, joined = _start(route, payload, actor=actor, now=now)
                 seen.save(force_insert=True)
-                engine_services.instance_create(
-                    workflow=route.workflow, id=seen.instance_id, params=payload,
-                    tenant=route.tenant, priority=route.priority, actor=actor,
-                )
-            return seen.instance_id
+            return seen.instance_id, joined
         except IntegrityError:
             first = SeenSignature.objects.filter(pk=seen.digest).first()
             if first is None:
@@ -155,17 +170,13 @@ def _start_once(
     for _ in range(5):
         try:
             with transaction.atomic():
-                instance_id = _instance_id(route)
+                instance_id, joined = _start(route, payload, actor=actor, now=now)
                 IdempotencyKey.objects.create(
                     tenant=route.tenant, route=route.name, key=key, body_sha256=digest,
                     instance_id=instance_id, created_at=now,
                     expires_at=now + timedelta(seconds=route.idempotency_ttl_seconds),
                 )
-                engine_services.instance_create(
-                    workflow=route.workflow, id=instance_id, params=payload, tenant=route.tenant,
-                    priority=route.priority, actor=actor,
-                )
-            return Triggered(instance_id, True, route)
+            return Triggered(instance_id, True, route, joined)
         except IntegrityError:
             existing = IdempotencyKey.objects.filter(
                 tenant=route.tenant, route=route.name, key=key
@@ -217,7 +228,8 @@ def route_trigger(
     actor = actor or f"ingress:{credential.tenant}/{credential.name}"
     if idempotency_key is None:
         seen = _seen(found, timestamp=timestamp, signature=signature)
-        return Triggered(_start_unreplayed(found, payload, seen=seen, actor=actor), True, found)
+        instance_id, joined = _start_unreplayed(found, payload, seen=seen, actor=actor, now=now)
+        return Triggered(instance_id, True, found, joined)
     return _start_once(found, payload, key=idempotency_key, now=now, actor=actor)
 
 
