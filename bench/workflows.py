@@ -41,3 +41,13 @@ class Sleeper(Workflow):
     def run(self, event, step):
         step.sleep_until("nap", event.payload["until"])
         return None
+
+
+class Noop(Workflow):
+    """One no-op step: what an event-started instance costs (bench/debounce.py)."""
+
+    name = "bench-noop"
+
+    def run(self, event, step):
+        step.do("noop", noop)
+        return None

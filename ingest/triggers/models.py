@@ -175,17 +175,19 @@ class Subscription(models.Model):
 
 
 class CoalesceWindow(models.Model):
-    """An open debounce or batch window: the queued instance its events go to, until it starts.
+    """The debounce or batch window of one key: the queued instance its events go to, until it starts.
 
-    `source` is "route:<name>" or "subscription:<id>"; one open window per (source, key). The
-    instance exists from the window's first event (queued, starting at `starts_at`), so the
-    dashboard shows it and a worker starts it when due: no other process has to flush anything.
+    `source` is "route:<name>" or "subscription:<id>"; one row per (source, key), reopened in
+    place for each window (`generation`). The instance exists from the window's first event
+    (queued, starting at `starts_at`), so the dashboard shows it and a worker starts it when due:
+    no other process has to flush anything. `instance_id` is empty once a full batch started.
     """
 
     source = models.CharField(max_length=120)
     key = models.CharField(max_length=210, blank=True, default="")
     mode = models.CharField(max_length=10)
-    instance_id = models.CharField(max_length=100)
+    instance_id = models.CharField(max_length=100, blank=True, default="")
+    generation = models.PositiveIntegerField(default=0)
     workflow = models.CharField(max_length=200)
     tenant = models.CharField(max_length=100)
     count = models.PositiveIntegerField(default=0)

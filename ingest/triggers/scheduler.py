@@ -60,7 +60,7 @@ class Scheduler(Periodic):
             fired.extend(schedule_fire_due(schedule_id=schedule_id, now=now))
         if self._purged_at is None or now - self._purged_at >= PURGE_EVERY:
             idempotency_keys_purge(now=now)
-            coalesce_windows_sweep()
+            coalesce_windows_sweep(now=now)
             self._purged_at = now
         return fired
 

@@ -155,14 +155,17 @@ def test_a_batch_starts_when_full_or_at_its_timeout_with_every_event_once(frozen
 
 
 @pytest.mark.django_db
-def test_windows_of_started_instances_are_swept(frozen: Any) -> None:
+def test_idle_keys_are_forgotten_once_their_instance_started(frozen: Any) -> None:
     subscription_create(workflow="test-echo", pattern="crm.*", coalesce=DEBOUNCE)
     publish("acme", 1)
     publish("globex", 1)
-    assert coalesce_windows_sweep() == 0
+    assert coalesce_windows_sweep(now=clock.now()) == 0
     frozen.advance(timedelta(seconds=11))
     run_until_idle()
-    assert coalesce_windows_sweep() == 2 and CoalesceWindow.objects.count() == 0
+    assert coalesce_windows_sweep(now=clock.now()) == 0  # started, but the keys were active today
+    frozen.advance(timedelta(days=1))
+    assert coalesce_windows_sweep(now=clock.now()) == 2 and CoalesceWindow.objects.count() == 0
+    assert publish("acme", 2) not in Instance.objects.filter(status=Status.COMPLETE).values_list("id", flat=True)
 
 
 # ---- ingress ----------------------------------------------------------------------------------

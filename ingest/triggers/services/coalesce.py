@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -25,6 +25,10 @@ from ingest.triggers.coalesce import BATCH, CoalesceConfig
 from ingest.triggers.models import CoalesceWindow
 
 _ID_SAFE = re.compile(r"[^A-Za-z0-9_-]")
+# Attempts of one event: only a key's first events can collide (inserting its row), and each
+# collision means another event got in, so a handful always suffices.
+MAX_TRIES = 10
+IDLE = timedelta(days=1)
 
 
 @dataclass(frozen=True)
@@ -42,24 +46,31 @@ class Coalesced:
 def coalesce_add(*, source: str, config: CoalesceConfig, workflow: str, tenant: str, payload: dict[str, Any],
                  now: datetime, priority: int | None = None, actor: str = "") -> Coalesced:
     """Add one event to its key's window of `source`; opens the window (and creates its queued
-    instance) when none is open. Runs in the caller's transaction when there is one."""
+    instance) when none is open. Runs in the caller's transaction when there is one.
+
+    Each (source, key) has one row for good, reopened in place window after window: events of a
+    key only ever queue on its row lock, and only a key's very first events race to insert it.
+    """
     key = coalesce.key_of(config, payload)
     size = len(json.dumps(payload, separators=(",", ":")))
-    for _ in range(5):
+    for _ in range(MAX_TRIES):
         try:
             with transaction.atomic():
                 window = CoalesceWindow.objects.select_for_update().filter(source=source, key=key).first()
-                if window is not None:
-                    # A window whose start time has come is closed even before a worker starts
-                    # its instance: the quiet period passed, or the timeout capped it.
-                    joined = _join(window, config, payload, size=size, now=now) if window.starts_at > now else None
+                if window is None:
+                    window = CoalesceWindow.objects.create(
+                        source=source, key=key, mode=config.mode, instance_id="", workflow=workflow,
+                        tenant=tenant, first_at=now, last_at=now, starts_at=now)
+                # A window whose start time has come is closed even before a worker starts its
+                # instance: the quiet period passed, or the timeout capped it.
+                if window.instance_id and window.starts_at > now:
+                    joined = _join(window, config, payload, size=size, now=now)
                     if joined is not None:
                         return joined
-                    window.delete()  # closed or started: this event opens the next window
-                return _open(source=source, key=key, config=config, workflow=workflow, tenant=tenant,
-                             payload=payload, size=size, now=now, priority=priority, actor=actor)
+                return _open(window, config=config, workflow=workflow, tenant=tenant, payload=payload,
+                             size=size, now=now, priority=priority, actor=actor)
         except IntegrityError:
-            continue  # a concurrent first event opened the window: join it
+            continue  # a concurrent first event of this key inserted its row: queue on it
     raise IntegrityError(f"the {config.mode} window {source} [{key}] is contended; retry the event")
 
 
@@ -83,34 +94,34 @@ def _join(window: CoalesceWindow, config: CoalesceConfig, payload: dict[str, Any
     starts = now if full else coalesce.starts_at(config, first_at=window.first_at, now=now)
     if not engine_services.instance_defer(instance_id=window.instance_id,
                                           params=_params(config, window, payload), start_at=starts):
-        return None
+        return None  # a worker started it: this event opens the next window
+    instance_id = window.instance_id
     window.starts_at = starts
-    if full:
-        window.delete()  # the batch is full: it starts now, the next event opens another
-    else:
-        window.save(update_fields=["count", "last_at", "bytes", "payloads", "starts_at"])
-    return Coalesced(window.instance_id, config.mode, window.key, window.count, starts, opened=False)
+    if full:  # the batch starts now; the next event opens another
+        window.instance_id, window.payloads = "", []
+    window.save(update_fields=["instance_id", "count", "last_at", "bytes", "payloads", "starts_at"])
+    return Coalesced(instance_id, config.mode, window.key, window.count, starts, opened=False)
 
 
-def _open(*, source: str, key: str, config: CoalesceConfig, workflow: str, tenant: str,
-          payload: dict[str, Any], size: int, now: datetime, priority: int | None, actor: str) -> Coalesced:
+def _open(window: CoalesceWindow, *, config: CoalesceConfig, workflow: str, tenant: str, payload: dict[str, Any],
+          size: int, now: datetime, priority: int | None, actor: str) -> Coalesced:
     starts = coalesce.starts_at(config, first_at=now, now=now)
-    window = CoalesceWindow.objects.create(
-        source=source, key=key, mode=config.mode, instance_id="", workflow=workflow, tenant=tenant, count=1,
-        payloads=[payload] if config.mode == BATCH else [], bytes=size, first_at=now, last_at=now, starts_at=starts,
-    )
-    # The window's row id makes the instance id: deterministic for the window, never reused.
-    window.instance_id = f"{_ID_SAFE.sub('-', source)[:60]}-{config.mode}-{window.pk}"
-    window.save(update_fields=["instance_id"])
+    window.generation += 1
+    # Row and generation make the instance id: deterministic for the window, never reused.
+    window.instance_id = f"{_ID_SAFE.sub('-', window.source)[:60]}-{config.mode}-{window.pk}-{window.generation}"
+    window.mode, window.workflow, window.tenant = config.mode, workflow, tenant
+    window.count, window.bytes, window.first_at, window.last_at, window.starts_at = 1, size, now, now, starts
+    window.payloads = [payload] if config.mode == BATCH else []
     engine_services.instance_create(workflow=workflow, id=window.instance_id,
                                     params=_params(config, window, payload), tenant=tenant,
                                     priority=priority, start_at=starts, actor=actor)
-    return Coalesced(window.instance_id, config.mode, key, 1, starts, opened=True)
+    window.save()
+    return Coalesced(window.instance_id, config.mode, window.key, 1, starts, opened=True)
 
 
-def coalesce_windows_sweep() -> int:
-    """Delete windows whose instance has started (or is gone); the next event would delete each
-    anyway. The scheduler calls this with its purge, so the open windows listed are open."""
+def coalesce_windows_sweep(*, now: datetime, idle: timedelta = IDLE) -> int:
+    """Forget the rows of keys that have had no event for `idle` and no pending instance (the
+    scheduler calls this with its purge); a key that comes back gets a new row."""
     pending = Instance.objects.filter(status=Status.QUEUED, started_at__isnull=True).values("id")
-    deleted, _ = CoalesceWindow.objects.exclude(instance_id__in=pending).delete()
+    deleted, _ = CoalesceWindow.objects.filter(last_at__lt=now - idle).exclude(instance_id__in=pending).delete()
     return deleted
