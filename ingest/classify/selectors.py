@@ -7,7 +7,12 @@ from typing import Any
 
 from django.db.models import Count, Q
 
-from ingest.classify.models import ClassificationSource, DomainClassification, DomainFetchMethod, UrlClassification
+from ingest.classify.models import (
+    ClassificationSource,
+    DomainClassification,
+    DomainFetchMethod,
+    UrlClassification,
+)
 from ingest.classify.result import DOMAIN_AXES, Candidate, candidate
 
 __all__ = ["ClassificationPage", "classification_list", "domain_cache_get", "fetch_method_get"]

@@ -11,7 +11,12 @@ from typing import Any
 import numpy as np
 from django.utils import timezone
 
-from ingest.classify.models import DomainClassification, DomainFetchMethod, UrlClassification, UrlVector
+from ingest.classify.models import (
+    DomainClassification,
+    DomainFetchMethod,
+    UrlClassification,
+    UrlVector,
+)
 from ingest.classify.result import AXIS_NAMES, DOMAIN_AXES, ClassificationResult
 
 __all__ = [

@@ -16,18 +16,24 @@ The output is the seed's ClassificationResult; domain-onboard fans out to this w
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
 from ingest.classify.matcher import split_url
 from ingest.classify.result import Candidate, ClassificationResult, classification_result, combine
-from ingest.classify.taxonomy import HIGH_CONFIDENCE, LLM_VERIFICATION_THRESHOLD, PIPELINE_MIN_CONFIDENCE
+from ingest.classify.taxonomy import (
+    HIGH_CONFIDENCE,
+    LLM_VERIFICATION_THRESHOLD,
+    PIPELINE_MIN_CONFIDENCE,
+)
 from ingest.engine import NonRetryableError, Workflow, WorkflowEvent, create
 from ingest.workflows.common import DEFAULT_RETRIES, PATIENT_RETRIES, QUICK_RETRIES
 from ingest.workflows.url_classify import stages
 
 WORKFLOW = "url-classify"
+_HOST = re.compile(r"[a-z0-9_-]+(\.[a-z0-9_-]+)*|\[?[0-9a-f:.]+\]?", re.IGNORECASE)
 LLM_BACKOFF = "30 seconds"
 DEFAULT_MAX_ROUNDS = 3
 
@@ -75,7 +81,7 @@ class UrlClassify(Workflow):
         p = event.payload
         url = str(p.get("url") or "").strip()
         host = split_url(url)[0] if url else ""
-        if not host:
+        if not _HOST.fullmatch(host):
             raise NonRetryableError(f"param 'url' must be a URL with a host, got {p.get('url')!r}")
         max_rounds = p.get("max_rounds", DEFAULT_MAX_ROUNDS)
         if not isinstance(max_rounds, int) or isinstance(max_rounds, bool) or not 1 <= max_rounds <= 10:
