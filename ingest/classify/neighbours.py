@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -43,7 +44,7 @@ class VectorIndex:
         self.labels: list[dict[str, object]] = []
         self.lock = threading.Lock()
 
-    def _append(self, rows: Sequence[tuple[int, str, str, int, bytes, dict[str, object]]]) -> None:
+    def _append(self, rows: Sequence[tuple[int, str, str, int, Any, Any]]) -> None:
         dim = rows[0][3]
         if self.size == 0:
             self.matrix = np.zeros((max(64, len(rows)), dim), dtype=np.float32)

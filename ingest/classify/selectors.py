@@ -52,9 +52,9 @@ def classification_list(
     if source:
         qs = qs.filter(classification_source=source)
     total = qs.count()
-    rows = list(qs.order_by("-updated_at", "-id").values(
+    rows: list[dict[str, Any]] = [dict(row) for row in qs.order_by("-updated_at", "-id").values(
         "id", "tenant", "host", "url", "confidence", "domain_type", "page_type", "tactic_type",
         "channel_bucket", "media_type", "modifiers", "classification_source", "stages_run", "round",
-        "cost_usd", "fetch_method", "instance_id", "updated_at")[offset : offset + limit])  # fmt: skip
+        "cost_usd", "fetch_method", "instance_id", "updated_at")[offset : offset + limit]]  # fmt: skip
     return ClassificationPage(rows=rows, total=total, by_source=counts)
 

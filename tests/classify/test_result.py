@@ -6,7 +6,13 @@ from __future__ import annotations
 import pytest
 
 from ingest.classify.llm_verify import SYSTEM_PROMPT, LLMAnswerInvalid, llm_answer, llm_messages
-from ingest.classify.result import Candidate, Neighbour, combine, content_candidate, similarity_candidate
+from ingest.classify.result import (
+    Candidate,
+    Neighbour,
+    combine,
+    content_candidate,
+    similarity_candidate,
+)
 from ingest.classify.signals import ContentSignals
 from ingest.classify.taxonomy import AXES
 

@@ -30,7 +30,16 @@ from ingest.classify.taxonomy import (
 )
 from ingest.engine import NonRetryableError, Workflow, WorkflowEvent, create
 from ingest.workflows.common import DEFAULT_RETRIES, PATIENT_RETRIES, QUICK_RETRIES
-from ingest.workflows.url_classify import stages
+from ingest.workflows.url_classify.stages import (
+    index_feedback,
+    llm_available,
+    stage_cache,
+    stage_content,
+    stage_llm,
+    stage_rules,
+    stage_similarity,
+    store_classification,
+)
 
 WORKFLOW = "url-classify"
 _HOST = re.compile(r"[a-z0-9_-]+(\.[a-z0-9_-]+)*|\[?[0-9a-f:.]+\]?", re.IGNORECASE)
@@ -93,7 +102,7 @@ class UrlClassify(Workflow):
         def confident() -> bool:
             return not force_llm and state.confidence >= PIPELINE_MIN_CONFIDENCE
 
-        cached = step.do("cache-check", lambda ctx: stages.stage_cache(tenant=tenant, host=host, url=url),
+        cached = step.do("cache-check", lambda ctx: stage_cache(tenant=tenant, host=host, url=url),
                          retries=QUICK_RETRIES, checkpoint="deferred")  # fmt: skip
         state.stages_run.append("cache")
         if cached["hit"]:
@@ -102,12 +111,12 @@ class UrlClassify(Workflow):
             self._free_and_paid_stages(step, state, tenant=tenant, host=host, url=url, skip_content=skip_content,
                                        confident=confident)  # fmt: skip
             wants_llm = force_llm or state.confidence < LLM_VERIFICATION_THRESHOLD
-            if wants_llm and not skip_llm and stages.llm_available(tenant):
+            if wants_llm and not skip_llm and llm_available(tenant):
                 self._llm_rounds(step, state, tenant=tenant, host=host, url=url, max_rounds=max_rounds)
 
         if state.decided is not None and state.confidence >= HIGH_CONFIDENCE and state.source != "cache":
-            fed = step.do("index-feedback", lambda ctx: stages.index_feedback(
-                ctx, tenant=tenant, host=host, url=url, decided=state.decided, source=state.source,  # type: ignore[arg-type]
+            fed = step.do("index-feedback", lambda ctx: index_feedback(
+                ctx, tenant=tenant, host=host, url=url, decided=state.decided, source=state.source,
                 vector=state.vector, model=state.vector_model), retries=QUICK_RETRIES)  # fmt: skip
             state.cost += Decimal(fed["cost"])
         url_id = p.get("url_id")
@@ -116,20 +125,20 @@ class UrlClassify(Workflow):
             source=state.source or "rules", stages_run=state.stages_run, rounds=state.rounds, cost=state.cost,
             fetch_method=state.fetch_method, signals=state.signals,
         )  # fmt: skip
-        step.do("store-classification", lambda ctx: stages.store_classification(
+        step.do("store-classification", lambda ctx: store_classification(
             tenant=tenant, host=host, result=result, instance_id=event.instance_id),
             retries=QUICK_RETRIES, checkpoint="deferred")  # fmt: skip
         return result
 
     def _free_and_paid_stages(self, step: Any, state: Progress, *, tenant: str, host: str, url: str,
                               skip_content: bool, confident: Any) -> None:  # fmt: skip
-        rules = step.do("rules", lambda ctx: stages.stage_rules(url=url), retries=QUICK_RETRIES,
+        rules = step.do("rules", lambda ctx: stage_rules(url=url), retries=QUICK_RETRIES,
                         checkpoint="deferred")  # fmt: skip
         state.stages_run.append("rules")
         state.propose("rules", rules["candidate"])
         if confident():
             return
-        similar = step.do("similarity", lambda ctx: stages.stage_similarity(ctx, tenant=tenant, host=host, url=url),
+        similar = step.do("similarity", lambda ctx: stage_similarity(ctx, tenant=tenant, host=host, url=url),
                           retries=DEFAULT_RETRIES)  # fmt: skip
         if similar["ran"]:
             state.stages_run.append("similarity")
@@ -140,7 +149,7 @@ class UrlClassify(Workflow):
         if skip_content:
             return
         prior = state.decided
-        content = step.do("content", lambda ctx: stages.stage_content(ctx, tenant=tenant, host=host, url=url,
+        content = step.do("content", lambda ctx: stage_content(ctx, tenant=tenant, host=host, url=url,
                                                                       prior=prior), retries=PATIENT_RETRIES,
                           timeout="5 minutes")  # fmt: skip
         state.stages_run.append("content")
@@ -159,7 +168,7 @@ class UrlClassify(Workflow):
         for round_no in range(1, max_rounds + 1):
             if round_no > 1:
                 step.sleep(f"llm-backoff-{round_no - 1}", LLM_BACKOFF)
-            answer = step.do(f"llm-verify-{round_no}", lambda ctx, n=round_no: stages.stage_llm(
+            answer = step.do(f"llm-verify-{round_no}", lambda ctx, n=round_no: stage_llm(
                 ctx, tenant=tenant, host=host, url=url, partial=partial, signals=signals, round_no=n),
                 retries=DEFAULT_RETRIES, timeout="2 minutes")  # fmt: skip
             state.rounds = round_no
