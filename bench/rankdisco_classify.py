@@ -71,7 +71,12 @@ def setup(database: str) -> None:
 
 
 def clear() -> None:
-    from ingest.classify.models import DomainClassification, DomainFetchMethod, UrlClassification, UrlVector
+    from ingest.classify.models import (
+        DomainClassification,
+        DomainFetchMethod,
+        UrlClassification,
+        UrlVector,
+    )
     from ingest.engine.models import ApiCost, History, Instance
 
     for model in (History, ApiCost, Instance, UrlClassification, DomainClassification, DomainFetchMethod, UrlVector):
