@@ -219,3 +219,44 @@ def test_an_approval_budget_pauses_the_llm_until_an_operator_grants_more(
     approval_answer(approval_id=request.id, approved=True, values={"amount": "0.05"}, actor="operator")
     drain()
     assert get(instance_id).status()["status"] == "complete" and fake_llm.count(CHAT) >= 1
+
+
+def test_a_configured_embedding_api_is_reserved_for_and_costed_from_its_usage(
+        classify_env: str, drain: Any, fake_llm: FakeClassifyLLM, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ingest.workflows.url_classify.clients import clients_clear
+    from tests.fakes.llm import EMBEDDINGS
+
+    monkeypatch.setenv("RUNLEDGER_EMBEDDINGS", "openai")
+    monkeypatch.setenv("RUNLEDGER_EMBEDDINGS_BASE_URL", f"{fake_llm.url}/v1")
+    monkeypatch.setenv("RUNLEDGER_EMBEDDINGS_API_KEY", "sk-fake")
+    clients_clear()
+    out = classify(classify_env, drain, "http://www.calm-meadow.com/a/b", skip_content=True, skip_llm=True)
+    [row] = [r for r in costs(out["_id"]) if r.metadata.get("stage") == "similarity"]
+    sent = fake_llm.requests_to(EMBEDDINGS)[0].json()
+    assert sent["input"] == ["calm meadow com a b"] and sent["model"] == "text-embedding-3-small"
+    assert (row.service, row.model, row.tokens_in) == ("openai", "text-embedding-3-small", 5)
+    from ingest.sources.usage import Usage
+
+    priced = cost_for(Usage("openai", "text-embedding-3-small", input_tokens=5), DEFAULT_PRICES, row.created_at)
+    assert row.cost == priced  # $0.02 per 1M tokens: under a millionth of a dollar, rounded to 0.000000
+    assert ApiCost.objects.filter(instance_id=out["_id"], service="wordllama").count() == 0
+
+
+def test_an_anthropic_connection_verifies_through_the_messages_api(
+        classify_env: str, drain: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ingest.pipelines.selectors import config_cache_clear
+    from ingest.pipelines.services import connection_upsert
+    from tests.fakes import FakeAnthropic
+    from tests.fakes.llm import MESSAGES, anthropic_message
+
+    with FakeAnthropic() as fake:
+        connection_upsert(tenant="acme", kind="llm", base_url=fake.url, secret="sk-ant-fake",
+                          options={"provider": "anthropic", "model": "claude-3-5-haiku-20241022"})
+        config_cache_clear()
+        answer = '{"domain_type": "saas", "page_type": "pricing", "confidence": 88}'
+        fake.plan(MESSAGES, Planned(200, anthropic_message(answer, input_tokens=900, output_tokens=30)))
+        out = classify(classify_env, drain, "http://www.calm-meadow.com/plans", skip_content=True)
+    assert (out["classification_source"], out["domain_type"], out["confidence"], out["round"]) == ("llm", "saas", 88, 1)
+    [row] = [r for r in costs(out["_id"]) if r.metadata.get("stage") == "llm"]
+    assert (row.service, row.tokens_in, row.tokens_out) == ("anthropic", 900, 30)
+    assert row.cost == Decimal("0.000840")  # 900 × $0.80/M + 30 × $4/M
