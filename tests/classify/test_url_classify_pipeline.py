@@ -99,7 +99,8 @@ def test_skip_content_fetches_nothing(classify_env: str, drain: Any, fake_web: F
 
 def test_skip_llm_leaves_a_low_confidence_result_unverified(
         classify_env: str, drain: Any, fake_llm: FakeClassifyLLM) -> None:
-    out = classify(classify_env, drain, "http://www.calm-meadow.com/a/b", skip_llm=True)
+    # skip_content too: the fake page's length (and so the content stage's confidence) varies.
+    out = classify(classify_env, drain, "http://www.calm-meadow.com/a/b", skip_llm=True, skip_content=True)
     assert out["confidence"] < 65 and "llm" not in out["stages_run"] and out["round"] == 0
     assert fake_llm.count() == 0
 
@@ -260,3 +261,10 @@ def test_an_anthropic_connection_verifies_through_the_messages_api(
     [row] = [r for r in costs(out["_id"]) if r.metadata.get("stage") == "llm"]
     assert (row.service, row.tokens_in, row.tokens_out) == ("anthropic", 900, 30)
     assert row.cost == Decimal("0.000840")  # 900 × $0.80/M + 30 × $4/M
+
+
+def test_a_tenant_without_an_llm_connection_stops_before_stage_4(
+        classify_env: str, drain: Any, fake_llm: FakeClassifyLLM, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RUNLEDGER_LLM_PROVIDER", raising=False)
+    out = classify("initech", drain, "http://www.calm-meadow.com/a/b", skip_content=True)
+    assert out["confidence"] < 65 and "llm" not in out["stages_run"] and fake_llm.count(CHAT) == 0

@@ -63,15 +63,19 @@ def _money(value: Decimal) -> str:
 
 def stage_cache(*, tenant: str, host: str, url: str) -> dict[str, Any]:
     """Stage 0: the host's domain-level classification, when known at >= 60. Its page type is
-    read off the URL's structure by the rules (free, no stage of its own)."""
+    read off the URL's structure by the rules (free, no stage of its own).
+
+    It also records whether the tenant has an LLM for stage 4, so a replay after the connection
+    changed takes the same path as the first run."""
+    llm = llm_choice(tenant) is not None
     known = domain_cache_get(tenant=tenant, host=host)
     if known is None or known.confidence < CACHE_MIN_CONFIDENCE:
-        return {"hit": False, "confidence": known.confidence if known else None}
+        return {"hit": False, "confidence": known.confidence if known else None, "llm": llm}
     labels = dict(known.labels)
     page = rules_classify(url).page_type
     if page:
         labels["page_type"] = page
-    return {"hit": True, "candidate": candidate(known.confidence, labels, known.modifiers).as_dict()}
+    return {"hit": True, "candidate": candidate(known.confidence, labels, known.modifiers).as_dict(), "llm": llm}
 
 
 def stage_rules(*, url: str) -> dict[str, Any]:
@@ -144,10 +148,6 @@ def stage_content(ctx: Any, *, tenant: str, host: str, url: str, prior: Candidat
         "fetched": True, "method": cascade.page.method, "attempts": tried, "cost": _money(cost),
         "signals": signals.as_dict(), "candidate": proposed.as_dict(),
     }  # fmt: skip
-
-
-def llm_available(tenant: str) -> bool:
-    return llm_choice(tenant) is not None
 
 
 def stage_llm(

@@ -32,7 +32,6 @@ from ingest.engine import NonRetryableError, Workflow, WorkflowEvent, create
 from ingest.workflows.common import DEFAULT_RETRIES, PATIENT_RETRIES, QUICK_RETRIES
 from ingest.workflows.url_classify.stages import (
     index_feedback,
-    llm_available,
     stage_cache,
     stage_content,
     stage_llm,
@@ -111,7 +110,7 @@ class UrlClassify(Workflow):
             self._free_and_paid_stages(step, state, tenant=tenant, host=host, url=url, skip_content=skip_content,
                                        confident=confident)  # fmt: skip
             wants_llm = force_llm or state.confidence < LLM_VERIFICATION_THRESHOLD
-            if wants_llm and not skip_llm and llm_available(tenant):
+            if wants_llm and not skip_llm and cached.get("llm", True):
                 self._llm_rounds(step, state, tenant=tenant, host=host, url=url, max_rounds=max_rounds)
 
         if state.decided is not None and state.confidence >= HIGH_CONFIDENCE and state.source != "cache":
