@@ -192,16 +192,16 @@ def _record(ctx: Any, service: str, usages: list[Any], metadata: dict[str, Any],
     return total
 
 
-def index_feedback(ctx: Any, *, tenant: str, host: str, url: str, decided: Candidate, source: str,
-                   vector: list[float] | None, model: str | None) -> dict[str, Any]:  # fmt: skip
-    """At >= 85: the URL joins the similarity index (embedded now if stage 2 did not run) and
-    its domain-level labels become the host's cached classification."""
+def index_feedback(ctx: Any, *, tenant: str, host: str, url: str, decided: Candidate, source: str) -> dict[str, Any]:
+    """At >= 85: the URL joins the similarity index and its domain-level labels become the
+    host's cached classification. The URL is embedded again rather than carried from stage 2:
+    most URLs that get here stopped at the rules and were never embedded, and a vector in a
+    step's stored result would cost the ledger kilobytes per URL to save a fraction of a cent."""
     cost = Decimal(0)
     added = False
     choice = embedder_choice()
     if choice is not None:
-        if vector is None or model != choice.model:
-            vector, cost = _embed(ctx, choice, url_text(url, host), stage="feedback", host=host)
+        vector, cost = _embed(ctx, choice, url_text(url, host), stage="feedback", host=host)
         labels: dict[str, Any] = {**decided.labels, "modifiers": list(decided.modifiers)}
         added = url_vector_add(tenant=tenant, model=choice.model, url=url, vector=vector, labels=labels,
                                confidence=decided.confidence)  # fmt: skip

@@ -57,8 +57,6 @@ class Progress:
     rounds: int = 0
     fetch_method: str | None = None
     signals: dict[str, Any] | None = None
-    vector: list[float] | None = None
-    vector_model: str | None = None
 
     def propose(self, stage: str, proposal: dict[str, Any] | None) -> None:
         """A stage's proposal joins the decision; the stage decides when its proposal is the
@@ -115,8 +113,7 @@ class UrlClassify(Workflow):
 
         if state.decided is not None and state.confidence >= HIGH_CONFIDENCE and state.source != "cache":
             fed = step.do("index-feedback", lambda ctx: index_feedback(
-                ctx, tenant=tenant, host=host, url=url, decided=state.decided, source=state.source,
-                vector=state.vector, model=state.vector_model), retries=QUICK_RETRIES)  # fmt: skip
+                ctx, tenant=tenant, host=host, url=url, decided=state.decided, source=state.source), retries=QUICK_RETRIES)  # fmt: skip
             state.cost += Decimal(fed["cost"])
         url_id = p.get("url_id")
         result = classification_result(
