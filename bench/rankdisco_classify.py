@@ -125,34 +125,35 @@ def main(argv: list[str] | None = None) -> None:
         elapsed = time.perf_counter() - started
 
         statuses = dict(Instance.objects.filter(tenant=TENANT).values_list("status").annotate(n=Count("id")))
-        rows = UrlClassification.objects.filter(tenant=TENANT)
-        decided = collections.Counter(rows.values_list("classification_source", flat=True))
-        ran: collections.Counter[str] = collections.Counter()
-        for stages in rows.values_list("stages_run", flat=True):
-            ran.update(stages)
+        # Every run's own result (a URL met twice has two; its UrlClassification row keeps the latest).
+        outputs = [o for o in Instance.objects.filter(tenant=TENANT).values_list("output", flat=True) if o]
+        decided = collections.Counter(o["classification_source"] for o in outputs)
+        ran: collections.Counter[str] = collections.Counter(s for o in outputs for s in o["stages_run"])
+        fetched = collections.Counter(o["fetch_method"] for o in outputs if o["fetch_method"])
+        results_total = sum((Decimal(str(o["cost_usd"])) for o in outputs), Decimal(0))
+        distinct = UrlClassification.objects.filter(tenant=TENANT).count()
         ledger = ApiCost.objects.filter(tenant=TENANT).aggregate(t=Sum("cost"))["t"] or Decimal(0)
         by_service = dict(ApiCost.objects.filter(tenant=TENANT).values_list("service").annotate(t=Sum("cost")))
-        outputs = rows.aggregate(t=Sum("cost_usd"))["t"] or Decimal(0)
         now = ApiCost.objects.filter(tenant=TENANT).latest("created_at").created_at
         llm_billed = sum((cost_for(usage_from_openai(u, service="openai", model="gpt-4o-mini"), DEFAULT_PRICES, now)
                           for u in llm.usages), Decimal(0))  # fmt: skip
         fakes = web.billed + llm_billed
 
     total = len(urls)
-    distinct = rows.count()
     print(f"database: {database.split('://')[0]}; load average before/after: {load_before} / {load_average()}")
     print(f"urls: {total:,} ({distinct:,} distinct), instances: {statuses}")
     print(f"throughput: {total / elapsed:,.1f} URLs/s ({elapsed:.1f} s, one process, one thread, "
           f"{1000 * elapsed / total:.2f} ms per URL)")  # fmt: skip
     print("decided by (classification_source): " + ", ".join(
-        f"{s} {decided[s] / distinct:.1%}" for s in ("cache", "rules", "similarity", "content", "llm")))
+        f"{s} {decided[s] / total:.1%}" for s in ("cache", "rules", "similarity", "content", "llm")))
     print("ran (stages_run): " + ", ".join(
-        f"{s} {ran[s] / distinct:.1%}" for s in ("cache", "rules", "similarity", "content", "llm")))
+        f"{s} {ran[s] / total:.1%}" for s in ("cache", "rules", "similarity", "content", "llm")))
+    print("fetched by: " + ", ".join(f"{m} {n}" for m, n in sorted(fetched.items())))
     print(f"cost: ${ledger:.6f} in api_costs (" + ", ".join(f"{k} ${v:.6f}" for k, v in sorted(by_service.items()))
           + f"); ${ledger / total:.6f} per URL")
     print(f"fakes reported: ${fakes:.6f} (ZenRows X-Request-Cost ${web.billed:.6f}, LLM usage priced ${llm_billed:.6f})")
     print(f"reconciled: ledger - fakes = ${ledger - fakes:.6f} ({'to the cent' if abs(ledger - fakes) < Decimal('0.005') else 'MISMATCH'}); "
-          f"sum of stored cost_usd ${outputs:.6f}")  # fmt: skip
+          f"results' cost_usd sum ${results_total:.6f}")  # fmt: skip
 
 
 load_before = load_average()
