@@ -49,6 +49,7 @@ INSTALLED_APPS = [
     "ingest.triggers",
     "ingest.alerts",
     "ingest",
+    "ingest.classify",
     "dashboard",
     "dashboard.observability",
 ]

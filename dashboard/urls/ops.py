@@ -1,4 +1,5 @@
-"""Operations pages: overview, workflow DAG, dead letters, costs, budgets, approvals, audit, alerts."""
+"""Operations pages: overview, workflow DAG, dead letters, costs, URL classifications,
+budgets, approvals, audit, alerts."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from dashboard.views import (
     approvals,
     audit,
     budgets,
+    classifications,
     costs,
     dead_letters,
     overview,
@@ -31,6 +33,7 @@ urlpatterns = [
     path("dead-letters/<int:dl_id>/replay/run/", dead_letters.dead_letter_replay, name="dead_letter_replay"),
     path("costs/", costs.costs, name="costs"),
     path("costs/export.csv", costs.costs_export, name="costs_export"),
+    path("classifications/", classifications.classifications, name="classifications"),
     path("budgets/", budgets.budgets, name="budgets"),
     path("budgets/new/", budgets.budget_form, name="budget_new"),
     path("budgets/<int:budget_id>/edit/", budgets.budget_form, name="budget_edit"),

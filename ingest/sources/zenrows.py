@@ -15,7 +15,7 @@ decides and returns every paid attempt with its cost, so each gets its api_costs
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
@@ -275,10 +275,14 @@ def fetch_cascade(
     native: NativeFetcher,
     zenrows: ZenRowsClient | None,
     start: FetchMethod = "native",
+    before_paid: Callable[[FetchMethod], None] | None = None,
 ) -> CascadeResult:
     """Fetch `url` the cheapest way that works, from `start` (the method that last worked on
     this domain). Without a ZenRows client the cascade stops after the native fetch. Errors only
-    an operator or a later retry can fix (auth, payment, rate limit) are raised."""
+    an operator or a later retry can fix (auth, payment, rate limit) are raised.
+
+    `before_paid(method)` runs before each ZenRows request (a step reserves its budget there;
+    raising stops the cascade before the spend)."""
     attempts: list[FetchResult] = []
     paid: list[PaidCall[FetchResult]] = []
     method: FetchMethod | None = start
@@ -288,6 +292,8 @@ def fetch_cascade(
         elif zenrows is None:
             break
         else:
+            if before_paid is not None:
+                before_paid(method)
             result = _zenrows_attempt(zenrows, url, method, paid)
         attempts.append(result)
         if result.ok:

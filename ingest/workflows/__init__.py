@@ -7,5 +7,9 @@ from __future__ import annotations
 
 from ingest.workflows.gong import GongIngest, gong_ingest_start
 from ingest.workflows.salesforce import SalesforceIngest, salesforce_ingest_start
+from ingest.workflows.url_classify import UrlClassify, url_classify_start
 
-__all__ = ["GongIngest", "SalesforceIngest", "gong_ingest_start", "salesforce_ingest_start"]
+__all__ = [
+    "GongIngest", "SalesforceIngest", "UrlClassify", "gong_ingest_start", "salesforce_ingest_start",
+    "url_classify_start",
+]  # fmt: skip
