@@ -5,7 +5,8 @@ does so in every process: web, worker, scheduler)."""
 
 from __future__ import annotations
 
+from ingest.workflows.domain_onboard import DomainOnboard, domain_onboard_start
 from ingest.workflows.gong import GongIngest, gong_ingest_start
 from ingest.workflows.salesforce import SalesforceIngest, salesforce_ingest_start
 
-__all__ = ["GongIngest", "SalesforceIngest", "gong_ingest_start", "salesforce_ingest_start"]
+__all__ = ["DomainOnboard", "GongIngest", "SalesforceIngest", "domain_onboard_start", "gong_ingest_start", "salesforce_ingest_start"]
