@@ -203,13 +203,17 @@ def classifications_store(*, domain_id: int, results: Sequence[Mapping[str, Any]
     with transaction.atomic():
         backlinks = list(Backlink.objects.filter(domain_id=domain_id, url_from__in=list(by_url)))
         keywords = list(RankedKeyword.objects.filter(domain_id=domain_id, url__in=list(by_url)))
-        for row in [*backlinks, *keywords]:
-            result = by_url[row.url_from if isinstance(row, Backlink) else row.url]
-            row.classification = dict(result)
-            row.classification_source = str(result.get("classification_source") or "")[:20]
+        for backlink in backlinks:
+            backlink.classification, backlink.classification_source = _classified(by_url[backlink.url_from])
+        for keyword in keywords:
+            keyword.classification, keyword.classification_source = _classified(by_url[keyword.url])
         Backlink.objects.bulk_update(backlinks, ["classification", "classification_source"], batch_size=BATCH)
         RankedKeyword.objects.bulk_update(keywords, ["classification", "classification_source"], batch_size=BATCH)
     return classification_summary(by_url.values())
+
+
+def _classified(result: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+    return dict(result), str(result.get("classification_source") or "")[:20]
 
 
 def classification_summary(results: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
