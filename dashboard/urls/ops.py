@@ -1,4 +1,4 @@
-"""Operations pages: overview, workflow DAG, dead letters, costs, budgets, approvals, audit, alerts."""
+"""Operations pages: overview, workflow DAG, dead letters, domains, costs, budgets, approvals, audit, alerts."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from dashboard.views import (
     budgets,
     costs,
     dead_letters,
+    domains,
     overview,
     workflows,
 )
@@ -29,6 +30,8 @@ urlpatterns = [
     path("dead-letters/<int:dl_id>/discard/", dead_letters.dead_letter_discard, name="dead_letter_discard"),
     path("dead-letters/<int:dl_id>/replay/", dead_letters.dead_letter_replay_form, name="dead_letter_replay_form"),
     path("dead-letters/<int:dl_id>/replay/run/", dead_letters.dead_letter_replay, name="dead_letter_replay"),
+    path("domains/", domains.domains, name="domains"),
+    path("domains/<int:domain_id>/", domains.domain_detail, name="domain"),
     path("costs/", costs.costs, name="costs"),
     path("costs/export.csv", costs.costs_export, name="costs_export"),
     path("budgets/", budgets.budgets, name="budgets"),
