@@ -35,7 +35,8 @@ from ingest.engine import (
     create,
     workflow_names,
 )
-from ingest.engine.models import ApiCost
+from ingest.engine.models import ApiCost, Budget
+from ingest.engine.services.budgets import budget_upsert
 from ingest.rankdisco import services
 from ingest.rankdisco.models import OnboardStatus
 from ingest.workflows.common import DEFAULT_RETRIES, PATIENT_RETRIES, QUICK_RETRIES, id_part
@@ -85,6 +86,18 @@ def onboard_params(raw: dict[str, Any]) -> dict[str, Any]:
     except ArithmeticError:
         raise InvalidParams(f"domain-onboard: max_cost_per_hour must be a number, got {cap!r}") from None
     return params
+
+
+DATAFORSEO_DAILY_LIMIT = Decimal("10.00")  # seed 004's budget:dataforseo:daily
+
+
+def dataforseo_budget_ensure(*, actor: str, limit: Decimal = DATAFORSEO_DAILY_LIMIT) -> bool:
+    """The seed's `dataforseo daily $10` budget (service scope, approval policy: a breach
+    pauses the onboarding for an operator), created once; True when created now."""
+    if Budget.objects.filter(scope="service", key="dataforseo", period="day").exists():
+        return False
+    budget_upsert(scope="service", key="dataforseo", period="day", limit=limit, policy="approval", actor=actor)
+    return True
 
 
 def _unique(urls: list[str]) -> list[str]:
