@@ -22,7 +22,12 @@ from tqdm import tqdm
 from ingest.engine.models import FINISHED_STATUSES, Instance
 from ingest.rankdisco.services import InvalidDomain, domain_name_normalize
 from ingest.workflows.domain_onboard import domain_onboard_start
-from ingest.workflows.domain_onboard.workflow import LIMITS, MAX_LIMIT, SKIPS, dataforseo_budget_ensure
+from ingest.workflows.domain_onboard.workflow import (
+    LIMITS,
+    MAX_LIMIT,
+    SKIPS,
+    dataforseo_budget_ensure,
+)
 
 
 def read_domains(names: list[str], file: str | None) -> list[str]:
