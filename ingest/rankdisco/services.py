@@ -166,15 +166,12 @@ def domain_counters_track(*, domain_id: int, urls_queued: int, keywords_queued: 
 
 
 def ranking_url_spam_scores_set(*, domain_id: int, scores: Mapping[str, int | None]) -> int:
-    """The spam score of each ranking URL onto the keywords ranking with it."""
-    updated = 0
-    with transaction.atomic():
-        by_score: dict[int | None, list[str]] = {}
-        for url, score in scores.items():
-            by_score.setdefault(score, []).append(url)
-        for score, urls in by_score.items():
-            updated += RankedKeyword.objects.filter(domain_id=domain_id, url__in=urls).update(url_spam_score=score)
-    return updated
+    """The spam score of each ranking URL onto the keywords ranking with it (one UPDATE a batch)."""
+    rows = list(RankedKeyword.objects.filter(domain_id=domain_id, url__in=list(scores)))
+    for row in rows:
+        row.url_spam_score = scores[row.url]
+    RankedKeyword.objects.bulk_update(rows, ["url_spam_score"], batch_size=BATCH)
+    return len(rows)
 
 
 def brand_properties_upsert(*, domain_id: int, found: Iterable[tuple[str, str]]) -> int:
