@@ -200,3 +200,12 @@ def test_skip_flags_skip_their_fetches(onboard_clients, dataforseo: FakeDataForS
     assert "fetch-keywords" not in names and "fetch-referring-domains" not in names
     assert "fetch-ranking-url-spam-scores" not in names and "discover-ranking-domain-properties" not in names
     assert dataforseo.count(ROUTE_KEYWORDS) == 0
+
+
+def test_the_instance_hourly_budget_pauses_an_onboarding_that_would_spend_past_it(onboard_clients, drain) -> None:
+    iid, _ = domain_onboard_start("acme", "acme.example", max_cost_per_hour="0.01", **SMALL)
+    drain()
+    assert get(iid).status()["status"] == "paused"
+    request = ApprovalRequest.objects.get(instance_id=iid, state="pending")
+    assert (request.budget.scope, request.budget.key, request.budget.period) == ("instance", iid, "hour")
+    assert not ApiCost.objects.filter(instance_id=iid).exists()  # nothing was spent past the limit
