@@ -48,6 +48,7 @@ INSTALLED_APPS = [
     "ingest.engine",
     "ingest.triggers",
     "ingest.alerts",
+    "ingest.rankdisco",
     "ingest",
     "ingest.classify",
     "dashboard",

@@ -41,6 +41,7 @@ from dashboard.selectors.common import (
 from dashboard.selectors.costs import (
     COST_DIMENSIONS,
     EXPORT_COLUMNS,
+    METADATA_DIMENSIONS,
     CostFilters,
     cost_breakdown,
     cost_by_dimension,
@@ -118,6 +119,7 @@ from dashboard.selectors.workflows import (
 __all__ = [
     "BudgetRow",
     "COST_DIMENSIONS",
+    "METADATA_DIMENSIONS",
     "Change",
     "CostFilters",
     "CostLine",

@@ -21,6 +21,7 @@ from django.db.models import (
     QuerySet,
     Sum,
 )
+from django.db.models.fields.json import KeyTextTransform
 
 from dashboard.charts import step_shape
 from dashboard.models import INSTANCE_PART_COSTS, InstanceCost
@@ -40,6 +41,9 @@ COST_DIMENSIONS = {
     "tenant": "tenant",
     "model": "model",
 }
+# Breakdowns by a key of the cost rows' metadata (the RankDisco pipelines write `stage` and
+# `domain`): no rollup splits by them, so they are summed from the ledger over the window.
+METADATA_DIMENSIONS = ("stage", "domain")
 
 
 @dataclass(frozen=True)
@@ -87,7 +91,7 @@ def cost_series(
 
     Buckets are built from UTC hours (what the rollups keep): a day collects the hours that start
     on it in local time (identical to local days wherever the offset is whole hours)."""
-    column = COST_DIMENSIONS.get(by, "service")
+    column = COST_DIMENSIONS.get(by, "service")  # a metadata breakdown charts by service
     got = reads.cost_grouped(_scope(tenants=tenants, f=filters), by=(reads.BUCKET, column),
                              measures=("total",), bucket="day" if daily else "hour", view=view)
     merged: dict[tuple[datetime, str], Decimal] = defaultdict(lambda: ZERO)
@@ -115,9 +119,18 @@ def cost_by_dimension(
     *, tenants: Collection[str], filters: CostFilters, by: str, limit: int = 12,
     view: reads.RollupView | None = None,
 ) -> list[dict[str, Any]]:
+    if by in METADATA_DIMENSIONS:
+        return _cost_by_metadata(tenants=tenants, filters=filters, key=by, limit=limit)
     column = COST_DIMENSIONS.get(by, "service")
     got = reads.cost_grouped(_scope(tenants=tenants, f=filters), by=(column,), measures=("total", "calls"), view=view)
     rows = [{"key": key, "total": m["total"], "calls": m["calls"]} for (key,), m in got.items()]
+    return sorted(rows, key=lambda r: (-r["total"], r["key"]))[:limit]
+
+
+def _cost_by_metadata(*, tenants: Collection[str], filters: CostFilters, key: str, limit: int) -> list[dict[str, Any]]:
+    grouped = (_cost_qs(tenants=tenants, f=filters).annotate(key=KeyTextTransform(key, "metadata"))
+               .values("key").annotate(total=Sum("cost"), calls=Count("id")))
+    rows = [{"key": r["key"] or "", "total": r["total"] or ZERO, "calls": r["calls"]} for r in grouped]
     return sorted(rows, key=lambda r: (-r["total"], r["key"]))[:limit]
 
 

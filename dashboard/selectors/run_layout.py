@@ -117,6 +117,7 @@ class DagNode:
     status: str
     attempts: int
     fan_out: FanOutBar | None = None
+    fallback: bool = False  # it failed and the run went on without it (an all_settled branch)
 
 
 @dataclass(frozen=True)
@@ -129,7 +130,7 @@ def dag_ranks(steps: list[Step], *, now: datetime,
     """The run as the steps actually ran: a step that started before every step of the current
     rank ended ran in parallel with them (all_settled fan-out) and joins that rank. A
     `step.fan_out` is one node carrying its progress (`fan_outs`: engine's fan_out_list rows by
-    step id)."""
+    step id). A step that failed while later steps ran is a fallback: the run degraded past it."""
     ordered = sorted(steps, key=lambda s: (s.started_at, s.position))
     ranks: list[list[Step]] = []
     rank_end: datetime | None = None
@@ -142,4 +143,7 @@ def dag_ranks(steps: list[Step], *, now: datetime,
             rank_end = s.ended_at or now
     bars = {step_id: FanOutBar(f["received"], f["expected"], f["failed"], f["missing"], f["state"])
             for step_id, f in (fan_outs or {}).items()}
-    return [DagRank([DagNode(s.name, s.seq, s.kind, s.status, s.attempts, bars.get(s.id)) for s in r]) for r in ranks]
+    last = len(ranks) - 1
+    return [DagRank([DagNode(s.name, s.seq, s.kind, s.status, s.attempts, bars.get(s.id),
+                             fallback=s.status == "errored" and i < last) for s in r])
+            for i, r in enumerate(ranks)]

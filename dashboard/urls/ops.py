@@ -1,4 +1,4 @@
-"""Operations pages: overview, workflow DAG, dead letters, costs, URL classifications,
+"""Operations pages: overview, workflow DAG, dead letters, domains, costs, URL classifications,
 budgets, approvals, audit, alerts."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from dashboard.views import (
     classifications,
     costs,
     dead_letters,
+    domains,
     overview,
     workflows,
 )
@@ -31,6 +32,8 @@ urlpatterns = [
     path("dead-letters/<int:dl_id>/discard/", dead_letters.dead_letter_discard, name="dead_letter_discard"),
     path("dead-letters/<int:dl_id>/replay/", dead_letters.dead_letter_replay_form, name="dead_letter_replay_form"),
     path("dead-letters/<int:dl_id>/replay/run/", dead_letters.dead_letter_replay, name="dead_letter_replay"),
+    path("domains/", domains.domains, name="domains"),
+    path("domains/<int:domain_id>/", domains.domain_detail, name="domain"),
     path("costs/", costs.costs, name="costs"),
     path("costs/export.csv", costs.costs_export, name="costs_export"),
     path("classifications/", classifications.classifications, name="classifications"),

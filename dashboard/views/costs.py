@@ -43,7 +43,8 @@ def _cost_filters(request: HttpRequest, now: datetime) -> tuple[sel.CostFilters,
 def costs(request: HtmxHttpRequest) -> HttpResponse:
     visible, now = tenants(request), timezone.now()
     f, window = _cost_filters(request, now)
-    by = request.GET.get("by", "service") if request.GET.get("by") in sel.COST_DIMENSIONS else "service"
+    breakdowns = [*sel.COST_DIMENSIONS, *sel.METADATA_DIMENSIONS]
+    by = request.GET.get("by", "service") if request.GET.get("by") in breakdowns else "service"
     daily = (f.until or now) - f.since > timedelta(days=7)
     budgets = sel.budget_rows(budgets=list(sel.budgets_visible(tenants=visible, see_global=sees_global(request))),
                               now=now)
@@ -53,7 +54,7 @@ def costs(request: HtmxHttpRequest) -> HttpResponse:
              for b in burn}
     series = sel.cost_series(tenants=visible, filters=f, by=by, daily=daily, view=view)
     context = {
-        "f": f, "window": window, "by": by, "dimensions": list(sel.COST_DIMENSIONS),
+        "f": f, "window": window, "by": by, "dimensions": breakdowns,
         "selected": {name: getattr(f, name) for name in sel.COST_DIMENSIONS},
         "choices": sel.cost_filter_choices(tenants=visible, since=f.since, view=view),
         "total": sel.cost_total(tenants=visible, filters=f, view=view),

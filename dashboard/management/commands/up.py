@@ -17,7 +17,8 @@ log = logging.getLogger("runledger")
 class Command(BaseCommand):
     help = (
         "Start Runledger in one process: apply migrations, create the demo users and (unless "
-        "--no-demo) ingest the demo data set, then serve the dashboard and API with daphne while an "
+        "--no-demo) ingest the demo data set and onboard a few RankDisco domains against offline "
+        "DataForSEO answers, then serve the dashboard and API with daphne while an "
         "in-process worker runs instances, the scheduler fires cron schedules, the rollups "
         "behind the DAG and costs pages catch up, alert rules are evaluated and finished "
         "instances past their retention are archived. The embedded default (SQLite, with a local "
@@ -45,6 +46,10 @@ class Command(BaseCommand):
 
             summary = demo_seed()
             self.stdout.write(f"demo data: {summary.started} ingests started, {summary.already} already there")
+            from ingest.demo.rankdisco import demo_onboard
+
+            onboarded, known = demo_onboard()
+            self.stdout.write(f"demo domains: {onboarded} onboardings started, {known} already there")
         from dashboard.rollups.runner import RollupRunner
         from ingest.alerts.runner import AlertRunner
         from ingest.engine.retention_runner import RetentionRunner

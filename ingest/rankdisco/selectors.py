@@ -1,0 +1,96 @@
+"""Reads of RankDisco's tables for the dashboard, always inside the caller's tenants: a domain
+of another tenant is not found."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from django.db.models import Count, Q, QuerySet, Sum
+from django.db.models.fields.json import KeyTextTransform
+
+from ingest.engine.models import ApiCost, Instance
+from ingest.rankdisco.models import (
+    Backlink,
+    BrandProperty,
+    Domain,
+    OnboardStatus,
+    RankedKeyword,
+    ReferringDomain,
+)
+
+ONBOARD_WORKFLOW = "domain-onboard"
+
+
+def domain_list(*, tenants: Collection[str], status: str = "", q: str = "", limit: int = 200) -> QuerySet[Domain]:
+    """The tenants' domains, last onboarded first; `status` one of OnboardStatus (else all)."""
+    qs = Domain.objects.filter(tenant__in=list(tenants))
+    if status in OnboardStatus.values:
+        qs = qs.filter(onboard_status=status)
+    if q.strip():
+        qs = qs.filter(name__icontains=q.strip()[:253])
+    return qs.order_by("-updated_at", "id")[:limit]
+
+
+def domain_status_counts(*, tenants: Collection[str]) -> dict[str, int]:
+    rows = Domain.objects.filter(tenant__in=list(tenants)).values("onboard_status").annotate(n=Count("id"))
+    return {r["onboard_status"]: r["n"] for r in rows}
+
+
+def domain_get(*, tenants: Collection[str], domain_id: int) -> Domain | None:
+    return Domain.objects.filter(id=domain_id, tenant__in=list(tenants)).first()
+
+
+@dataclass(frozen=True)
+class DomainDetail:
+    domain: Domain
+    by_source: list[tuple[str, int, int]]  # (classification source, backlinks, ranking URLs)
+    unclassified: int
+    cost_by_stage: list[dict[str, Any]]
+    cost_total: Decimal
+    backlinks: list[Backlink]
+    keywords: list[RankedKeyword]
+    referring: list[ReferringDomain]
+    properties: list[BrandProperty]
+    runs: list[Instance] = field(default_factory=list)
+
+
+def _sources(qs: QuerySet[Any]) -> dict[str, int]:
+    rows = qs.exclude(classification_source="").values("classification_source").annotate(n=Count("id"))
+    return {r["classification_source"]: r["n"] for r in rows}
+
+
+def domain_costs(*, domain: Domain) -> list[dict[str, Any]]:
+    """What was spent on the domain, by stage and service: every cost row of its tenant whose
+    metadata names it (its onboardings and the classifications of its URLs)."""
+    rows = (ApiCost.objects.filter(tenant=domain.tenant, metadata__domain=domain.name)
+            .annotate(stage=KeyTextTransform("stage", "metadata"))
+            .values("stage", "service", "workflow_type").annotate(total=Sum("cost"), calls=Count("id")))
+    return sorted(({**r, "stage": r["stage"] or ""} for r in rows), key=lambda r: (-r["total"], r["stage"]))
+
+
+def domain_detail(*, tenants: Collection[str], domain_id: int, rows: int = 25) -> DomainDetail | None:
+    domain = domain_get(tenants=tenants, domain_id=domain_id)
+    if domain is None:
+        return None
+    backlinks = Backlink.objects.filter(domain=domain)
+    keywords = RankedKeyword.objects.filter(domain=domain)
+    from_backlinks, from_keywords = _sources(backlinks), _sources(keywords)
+    by_source = [(s, from_backlinks.get(s, 0), from_keywords.get(s, 0))
+                 for s in sorted(set(from_backlinks) | set(from_keywords))]
+    costs = domain_costs(domain=domain)
+    runs = Instance.objects.filter(workflow=ONBOARD_WORKFLOW, tenant=domain.tenant).filter(
+        Q(params__domain=domain.name)).order_by("-created_at")[:10]
+    return DomainDetail(
+        domain=domain, by_source=by_source,
+        unclassified=backlinks.filter(classification_source="").count()
+        + keywords.filter(classification_source="").exclude(url="").count(),
+        cost_by_stage=costs, cost_total=sum((c["total"] for c in costs), Decimal(0)),
+        backlinks=list(backlinks.order_by("-domain_from_rank", "id")[:rows]),
+        keywords=list(keywords.order_by("-search_volume", "id")[:rows]),
+        referring=list(ReferringDomain.objects.filter(domain=domain).order_by("-rank", "id")[:rows]),
+        properties=list(BrandProperty.objects.filter(domain=domain).order_by("kind", "network", "url")),
+        runs=list(runs),
+    )

@@ -1,0 +1,250 @@
+"""`domain-onboard` (seed 004's DomainOnboardWorkflow): what DataForSEO knows about a domain,
+stored, scored, read for brand properties, and its URLs classified.
+
+    ensure-domain                       quick     the tenant's domain row (created when missing)
+    initialize                          quick     onboard_status in_progress; the instance's hourly budget
+    parallel-fetch-all                  patient   fetch-backlinks, fetch-keywords, fetch-referring-domains in
+                                                  parallel, all settled: a failed branch is recorded, the rest go on
+    parallel-store-all                  default   bulk upserts of every list fetched
+    track-all-queued                    quick     the domain's counters, what is queued for classification
+    fetch-ranking-url-spam-scores       default   bulk_spam_score, 1,000 ranking URLs a call
+    discover-ranking-domain-properties  quick     YouTube channels and social profiles the domain's pages link to
+    finalize                            default   onboard_status completed (or completed_with_errors), duration
+    queue-domain-classification         fan-out   backlink and ranking URLs, one `url-classify` instance each
+    store-classifications               default   the ClassificationResults onto the rows and the domain's metrics
+
+Outcome: a `WorkflowResult` with the seed's metrics; `completed_with_errors` when a branch
+failed. A 402xx (DataForSEO balance) pauses the instance for an operator; a budget breach
+pauses it with an approval request (the budgets' approval policy).
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from django.db.models import Sum
+
+from ingest.engine import (
+    InstanceAlreadyExists,
+    InvalidParams,
+    NonRetryableError,
+    Workflow,
+    WorkflowEvent,
+    WorkflowResult,
+    create,
+    workflow_names,
+)
+from ingest.engine.models import ApiCost, Budget
+from ingest.engine.services.budgets import budget_upsert
+from ingest.rankdisco import services
+from ingest.rankdisco.models import OnboardStatus
+from ingest.workflows.common import DEFAULT_RETRIES, PATIENT_RETRIES, QUICK_RETRIES, id_part
+from ingest.workflows.domain_onboard.steps import (
+    INSTANCE_HOURLY_LIMIT,
+    WORKFLOW,
+    brand_pages,
+    discover_properties,
+    failure_text,
+    fetch_backlinks,
+    fetch_keywords,
+    fetch_referring_domains,
+    instance_budget_ensure,
+    spam_scores,
+)
+
+CLASSIFIER = "url-classify"
+LIMITS = ("backlink_limit", "keyword_limit", "referring_domains_limit")
+SKIPS = ("skip_backlinks", "skip_keywords", "skip_referring_domains", "skip_brand_properties",
+         "skip_ranking_domain_properties")
+MAX_LIMIT = 1000  # one DataForSEO live task returns at most 1,000 items
+
+
+def onboard_params(raw: dict[str, Any]) -> dict[str, Any]:
+    """The seed's DomainOnboardParams with their defaults; InvalidParams says what is wrong."""
+    try:
+        domain = services.domain_name_normalize(str(raw.get("domain") or ""))
+    except services.InvalidDomain as error:
+        raise InvalidParams(f"domain-onboard: {error}") from None
+    params: dict[str, Any] = {"domain": domain, "domain_id": raw.get("domain_id")}
+    if params["domain_id"] is not None and (isinstance(params["domain_id"], bool)
+                                            or not isinstance(params["domain_id"], int)):
+        raise InvalidParams(f"domain-onboard: domain_id must be an integer, got {params['domain_id']!r}")
+    for name in LIMITS:
+        value = raw.get(name, 100)
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LIMIT:
+            raise InvalidParams(f"domain-onboard: {name} must be an integer from 1 to {MAX_LIMIT}, got {value!r}")
+        params[name] = value
+    for name in SKIPS:
+        value = raw.get(name, False)
+        if not isinstance(value, bool):
+            raise InvalidParams(f"domain-onboard: {name} must be true or false, got {value!r}")
+        params[name] = value
+    cap = raw.get("max_cost_per_hour", str(INSTANCE_HOURLY_LIMIT))
+    try:
+        params["max_cost_per_hour"] = str(Decimal(str(cap)).quantize(Decimal("0.01")))
+    except ArithmeticError:
+        raise InvalidParams(f"domain-onboard: max_cost_per_hour must be a number, got {cap!r}") from None
+    return params
+
+
+DATAFORSEO_DAILY_LIMIT = Decimal("10.00")  # seed 004's budget:dataforseo:daily
+
+
+def dataforseo_budget_ensure(*, actor: str, limit: Decimal = DATAFORSEO_DAILY_LIMIT) -> bool:
+    """The seed's `dataforseo daily $10` budget (service scope, approval policy: a breach
+    pauses the onboarding for an operator), created once; True when created now."""
+    if Budget.objects.filter(scope="service", key="dataforseo", period="day").exists():
+        return False
+    budget_upsert(scope="service", key="dataforseo", period="day", limit=limit, policy="approval", actor=actor)
+    return True
+
+
+def _unique(urls: list[str]) -> list[str]:
+    return list(dict.fromkeys(u for u in urls if u))
+
+
+def instance_spend(instance_id: str) -> Decimal:
+    return ApiCost.objects.filter(instance_id=instance_id).aggregate(total=Sum("cost"))["total"] or Decimal(0)
+
+
+class DomainOnboard(Workflow):
+    name = WORKFLOW
+
+    def run(self, event: WorkflowEvent, step: Any) -> WorkflowResult:
+        p = onboard_params(dict(event.payload))
+        tenant, iid, name = event.tenant, event.instance_id, p["domain"]
+        errors: list[str] = []
+        metrics: dict[str, int | float] = {}
+
+        def ensure(ctx: Any) -> int:
+            try:
+                return services.domain_ensure(tenant=tenant, name=name, domain_id=p["domain_id"]).id
+            except services.DomainNotFound as error:
+                raise NonRetryableError(f"{error}; start the onboarding without domain_id to create it") from None
+
+        domain_id: int = step.do("ensure-domain", ensure, retries=QUICK_RETRIES)
+
+        def initialize(ctx: Any) -> dict[str, Any]:
+            instance_budget_ensure(instance_id=iid, limit=Decimal(p["max_cost_per_hour"]))
+            return services.domain_onboard_begin(domain_id=domain_id, instance_id=iid)
+
+        step.do("initialize", initialize, retries=QUICK_RETRIES)
+
+        fetched = self.fetch_all(step, p, errors)
+        backlinks, keywords, referring = (fetched.get(k) for k in ("backlinks", "keywords", "referring_domains"))
+        metrics |= {f"{k}_fetched": len(v or []) for k, v in fetched.items()}
+
+        step.do("parallel-store-all", lambda ctx: services.onboard_data_store(
+            domain_id=domain_id, backlinks=backlinks, keywords=keywords, referring_domains=referring),
+            retries=DEFAULT_RETRIES)
+
+        backlink_urls = _unique([b["url_from"] for b in backlinks or []])
+        ranking_urls = _unique([k["url"] or "" for k in keywords or []])
+        classify = CLASSIFIER in workflow_names()  # until one is deployed, URLs are stored unclassified
+        step.do("track-all-queued", lambda ctx: services.domain_counters_track(
+            domain_id=domain_id, urls_queued=len(backlink_urls) if classify else 0,
+            keywords_queued=len(ranking_urls) if classify else 0), retries=QUICK_RETRIES)
+
+        if ranking_urls:
+            try:
+                scored = step.do("fetch-ranking-url-spam-scores", lambda ctx: spam_scores(
+                    ctx, domain_id=domain_id, domain=name, urls=ranking_urls), retries=DEFAULT_RETRIES)
+                metrics["ranking_urls_spam_scores"] = scored["scored"]
+            except Exception as error:  # noqa: BLE001 - allSettled: recorded, the rest go on
+                errors.append(f"Spam score fetch failed: {failure_text(error)}")
+
+        pages = brand_pages(name, ranking_urls, home=not p["skip_brand_properties"],
+                                  ranking=not p["skip_ranking_domain_properties"])
+        if pages:
+            try:
+                metrics |= step.do("discover-ranking-domain-properties", lambda ctx: discover_properties(
+                    ctx, domain_id=domain_id, domain=name, pages=pages), retries=QUICK_RETRIES)
+            except Exception as error:  # noqa: BLE001
+                errors.append(f"Brand property discovery failed: {failure_text(error)}")
+
+        step.do("finalize", lambda ctx: services.domain_finalize(
+            domain_id=domain_id, status=OnboardStatus.COMPLETED_WITH_ERRORS if errors else OnboardStatus.COMPLETED,
+            metrics=metrics, errors=errors, cost=instance_spend(iid), classified=False), retries=DEFAULT_RETRIES)
+
+        if classify and (backlink_urls or ranking_urls):
+            self.classify(step, domain_id=domain_id, urls=_unique(backlink_urls + ranking_urls),
+                          backlink_urls=set(backlink_urls), ranking_urls=set(ranking_urls), metrics=metrics,
+                          errors=errors, instance_id=iid)
+        return WorkflowResult(success=not errors, metrics=metrics, errors=errors)
+
+    def fetch_all(self, step: Any, p: dict[str, Any], errors: list[str]) -> dict[str, list[dict[str, Any]] | None]:
+        """parallel-fetch-all: the three DataForSEO lists at once, each its own step; a branch
+        that failed is None (recorded in `errors`), a skipped one is absent."""
+        name = p["domain"]
+        branches = [
+            ("backlinks", "fetch-backlinks", "skip_backlinks", "Backlink",
+             lambda ctx: fetch_backlinks(ctx, domain=name, limit=p["backlink_limit"])),
+            ("keywords", "fetch-keywords", "skip_keywords", "Keyword",
+             lambda ctx: fetch_keywords(ctx, domain=name, limit=p["keyword_limit"])),
+            ("referring_domains", "fetch-referring-domains", "skip_referring_domains", "Referring domain",
+             lambda ctx: fetch_referring_domains(ctx, domain=name, limit=p["referring_domains_limit"])),
+        ]
+        wanted = [b for b in branches if not p[b[2]]]
+        settled = step.all_settled([step.call(b[1], b[4], retries=PATIENT_RETRIES, timeout="2 minutes")
+                                    for b in wanted]) if wanted else []
+        fetched: dict[str, list[dict[str, Any]] | None] = {}
+        for (key, _, _, label, _), outcome in zip(wanted, settled, strict=True):
+            if outcome.ok:
+                fetched[key] = outcome.value
+            else:
+                fetched[key] = None
+                errors.append(f"{label} fetch failed: {failure_text(outcome.error)}")
+        return fetched
+
+    def classify(self, step: Any, *, domain_id: int, urls: list[str], backlink_urls: set[str],
+                 ranking_urls: set[str], metrics: dict[str, int | float], errors: list[str],
+                 instance_id: str) -> None:
+        """queue-domain-classification: one url-classify instance per URL (a fan-out); then
+        store-classifications: their ClassificationResults onto the rows, and into the
+        domain's metrics (counts by source stage, low confidence, LLM verified) and cost."""
+        items = [{"url": url, "domain_id": domain_id} for url in urls]
+        settled = step.fan_out("queue-domain-classification", CLASSIFIER, items, timeout="30 minutes")
+        results = [s.value for s in settled if s.ok and isinstance(s.value, dict)]
+        failed = [(url, s.error) for url, s in zip(urls, settled, strict=True) if not s.ok]
+        if failed:
+            errors.append(f"URL classification failed for {len(failed)} of {len(urls)} URLs, "
+                          f"first {failed[0][0]}: {failure_text(failed[0][1])}")
+        done = {str(r.get("url")) for r in results}
+        metrics |= {"backlinks_classified": len(done & backlink_urls), "keywords_classified": len(done & ranking_urls)}
+
+        def store(ctx: Any) -> dict[str, Any]:
+            summary = services.classifications_store(domain_id=domain_id, results=results)
+            metrics.update(classification_metrics(summary))
+            services.domain_finalize(
+                domain_id=domain_id, metrics=metrics, errors=errors, classified=True,
+                status=OnboardStatus.COMPLETED_WITH_ERRORS if errors else OnboardStatus.COMPLETED,
+                cost=instance_spend(instance_id) + Decimal(summary["cost_usd"]))
+            return summary
+
+        metrics.update(classification_metrics(step.do("store-classifications", store, retries=DEFAULT_RETRIES)))
+
+
+def classification_metrics(summary: dict[str, Any]) -> dict[str, int | float]:
+    return {"low_confidence_count": summary["low_confidence_count"],
+            "llm_verified_count": summary["llm_verified_count"],
+            "classification_cost_usd": float(summary["cost_usd"]),
+            **{f"classified_by_{source}": count for source, count in summary["by_source"].items()}}
+
+
+def onboard_instance_id(tenant: str, domain: str, *, run: str = "") -> str:
+    base = f"onboard-{id_part(tenant)}-{id_part(domain)}"
+    return f"{base}-{id_part(run)}"[:100] if run else base[:100]
+
+
+def domain_onboard_start(tenant: str, domain: str, *, run: str = "", actor: str = "",
+                         **options: Any) -> tuple[str, bool]:
+    """Start `domain-onboard` for a domain; (instance id, created). The same `run` twice is
+    already processed; a new `run` onboards the domain again (its rows are upserted)."""
+    params = onboard_params({"domain": domain, **options})
+    instance_id = onboard_instance_id(tenant, params["domain"], run=run)
+    try:
+        create(WORKFLOW, id=instance_id, params=params, tenant=tenant, actor=actor)
+    except InstanceAlreadyExists:
+        return instance_id, False
+    return instance_id, True
