@@ -9,11 +9,12 @@ process's counts, at most FLUSH_SECONDS late; a process killed loses its last un
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable
 
-from django.db import IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, InterfaceError, OperationalError, transaction
 from django.db.models import F
 from django.http import HttpRequest, HttpResponse
 
@@ -24,16 +25,23 @@ log = logging.getLogger("runledger.observability")
 FLUSH_SECONDS = 5.0
 MAX_KEYS = 500  # distinct (route, status) pairs one process keeps between flushes
 ROUTE_MAX = 100  # a route's name is a slug of at most 100 characters
+# A route's name is a slug; anything else in its place (a NUL, a space, 300 characters) names no
+# route and is counted as INVALID: a label must fit the table (PostgreSQL text refuses NUL) and a
+# caller must not be able to mint labels.
+_SLUG = re.compile(rf"[-a-zA-Z0-9_]{{1,{ROUTE_MAX}}}")
+_SOURCE = re.compile(r"[-a-zA-Z0-9_]{1,40}")
+INVALID = "invalid"
 
 
 def ingress_route(path: str) -> str | None:
     """The route label of an ingress path, or None for any other path: `/api/routes/<name>` is
-    `<name>`, `/hooks/<source>/...` is `hooks/<source>` (its key is a secret, never a label)."""
+    `<name>`, `/hooks/<source>/...` is `hooks/<source>` (its key is a secret, never a label);
+    a name that cannot be a route's is `invalid`."""
     parts = path.split("/")
     if path.startswith("/api/routes/") and len(parts) >= 4 and parts[3]:
-        return parts[3][:ROUTE_MAX]
+        return parts[3] if _SLUG.fullmatch(parts[3]) else INVALID
     if path.startswith("/hooks/") and len(parts) >= 3 and parts[2]:
-        return f"hooks/{parts[2][:40]}"
+        return f"hooks/{parts[2]}" if _SOURCE.fullmatch(parts[2]) else f"hooks/{INVALID}"
     return None
 
 
@@ -61,19 +69,28 @@ class Counts:
         return time.monotonic() - self._flushed_at >= FLUSH_SECONDS
 
     def flush(self) -> None:
-        """Add the counts to the table; on a database error they are kept for the next flush."""
+        """Add the counts to the table. When the database is away they are kept for the next
+        flush; a count the table refuses (it never should: labels are checked) is dropped, so
+        it cannot block every later flush. Each row is its own savepoint: a refused write never
+        breaks the transaction of the request that flushes."""
         with self._lock:
             counts, self._counts = self._counts, {}
             self._flushed_at = time.monotonic()
-        if not counts:
-            return
-        try:
-            for (route, status), n in sorted(counts.items()):
-                _add(route, status, n)
-        except Exception:  # noqa: BLE001 - counting must never fail a request
-            log.warning("ingress counts could not be stored; keeping them for the next flush", exc_info=True)
+        kept: dict[tuple[str, int], int] = {}
+        for (route, status), n in sorted(counts.items()):
+            try:
+                with transaction.atomic():
+                    _add(route, status, n)
+            except (OperationalError, InterfaceError):
+                kept[(route, status)] = n
+            except DatabaseError:
+                log.warning("ingress count for route %r status %s refused by the database; dropped",
+                            route[:40], status, exc_info=True)
+        if kept:
+            log.warning("ingress counts could not be stored (%d series); keeping them for the next flush",
+                        len(kept))
             with self._lock:
-                for key, n in counts.items():
+                for key, n in kept.items():
                     self._counts[key] = self._counts.get(key, 0) + n
 
 
