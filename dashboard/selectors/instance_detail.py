@@ -73,6 +73,8 @@ class StepView:
 class Lineage:
     replay_of: Instance | None
     replays: list[Instance]
+    fork_of: Instance | None
+    forks: list[Instance]  # each with its `fork_step`
     parent: Instance | None
     children: list[Instance]
 
@@ -135,6 +137,9 @@ def instance_detail(*, user: Any, instance_id: str, now: datetime | None = None)
     lineage = Lineage(
         replay_of=visible.filter(id=instance.replay_of_id).first() if instance.replay_of_id else None,
         replays=list(visible.filter(replay_of=instance).order_by("created_at")[:50]),
+        fork_of=visible.filter(id=instance.fork_of_id).first() if instance.fork_of_id else None,
+        forks=list(visible.filter(fork_of=instance).only("id", "workflow", "status", "created_at", "tenant",
+                                                        "fork_step").order_by("created_at")[:50]),
         parent=visible.filter(id=instance.parent_id).first() if instance.parent_id else None,
         children=list(visible.filter(parent=instance).order_by("created_at")[:100]),
     )

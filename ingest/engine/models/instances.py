@@ -87,12 +87,13 @@ class Instance(models.Model):
     )
     # The workflow's `version` when the instance started: replay keeps to that version's path
     # (docs/engine-contract.md, "Versions").
-    workflow_version = models.IntegerField(default=1)
+    # db_default too: raw inserts (benches, bulk loads) that name no version get 1, as old rows did.
+    workflow_version = models.IntegerField(default=1, db_default=1)
     # A fork (services/forks.py): the instance it was forked from and the step it starts at.
     fork_of = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="forks", db_index=False
     )
-    fork_step = models.CharField(max_length=300, blank=True, default="")
+    fork_step = models.CharField(max_length=300, blank=True, default="", db_default="")
 
     class Meta:
         indexes = [
