@@ -90,14 +90,15 @@ def workflow_versions(*, workflow: str, tenants: Collection[str]) -> list[dict[s
     from django.db.models import Count, Q
 
     current = get_workflow(workflow).version
-    rows = {r["workflow_version"]: r for r in (
+    rows: dict[int, dict[str, Any]] = {r["workflow_version"]: dict(r) for r in (
         Instance.objects.filter(workflow=workflow, tenant__in=list(tenants)).values("workflow_version")
         .annotate(instances=Count("id"), running=Count("id", filter=~Q(status__in=FINISHED_STATUSES)))
         .order_by())}
     retired = {r.version: r for r in RetiredVersion.objects.filter(workflow=workflow)}
     out = []
     for version in sorted(set(rows) | set(retired) | {current}, reverse=True):
-        row, gone = rows.get(version, {}), retired.get(version)
+        row = rows.get(version, {})
+        gone = retired.get(version)
         out.append({"version": version, "current": version == current, "instances": row.get("instances", 0),
                     "running": row.get("running", 0), "retired_at": gone.retired_at if gone else None,
                     "retired_by": gone.retired_by if gone else "",
