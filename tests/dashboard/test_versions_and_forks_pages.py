@@ -28,28 +28,28 @@ def test_the_workflow_page_lists_versions_with_counts_and_refuses_to_retire_a_ru
     make_instance("v1-running", workflow=DEMO, status="running", workflow_version=1)
     make_instance("v2-done", workflow=DEMO, status="complete", workflow_version=2)
     monkeypatch.setattr(DashDemo, "version", 2)
-    page = operator.get(f"/ops/workflows/{DEMO}/").content.decode()
+    page = operator.get(f"/workflows/{DEMO}/").content.decode()
     assert 'id="versions"' in page
     assert "<td class=\"mono\">v1</td>" in page and "<td class=\"mono\">v2</td>" in page
     assert "Retire v1" in page and "Retire v2" not in page and "<strong>current</strong>" in page
-    r = operator.post(f"/ops/workflows/{DEMO}/versions/1/retire/", {"reason": "moved on"})
+    r = operator.post(f"/workflows/{DEMO}/versions/1/retire/", {"reason": "moved on"})
     assert r.status_code == 409
     html = r.content.decode()
     assert "Version 1 was not retired" in html and "1 instance still runs on it (1 running)" in html
     assert not RetiredVersion.objects.exists() and not AuditEntry.objects.exists()
     Instance.objects.filter(id="v1-running").update(status="complete")
-    r = operator.post(f"/ops/workflows/{DEMO}/versions/1/retire/", {"reason": "moved on"})
+    r = operator.post(f"/workflows/{DEMO}/versions/1/retire/", {"reason": "moved on"})
     assert r.status_code == 303
     assert RetiredVersion.objects.get().retired_by == "operator"
     assert AuditEntry.objects.get().action == "workflow.version_retire"
-    assert "retired" in operator.get(f"/ops/workflows/{DEMO}/").content.decode()
+    assert "retired" in operator.get(f"/workflows/{DEMO}/").content.decode()
 
 
 def test_a_viewer_cannot_retire_and_sees_no_retire_button(viewer, monkeypatch):
     make_instance("v1-old", workflow=DEMO, status="complete", workflow_version=1)
     monkeypatch.setattr(DashDemo, "version", 2)
-    assert "Retire v1" not in viewer.get(f"/ops/workflows/{DEMO}/").content.decode()
-    assert viewer.post(f"/ops/workflows/{DEMO}/versions/1/retire/", {"reason": "x"}).status_code == 403
+    assert "Retire v1" not in viewer.get(f"/workflows/{DEMO}/").content.decode()
+    assert viewer.post(f"/workflows/{DEMO}/versions/1/retire/", {"reason": "x"}).status_code == 403
     assert not RetiredVersion.objects.exists()
 
 
