@@ -20,9 +20,13 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import time
+from pathlib import Path
 
-from bench.engine import percentile, reset, setup_django
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.engine import percentile, reset, setup_django  # noqa: E402 - after the path is set
 
 STEPS = 20
 TIMES: dict[str, list[float]] = {"plain": [], "guarded": []}
