@@ -231,3 +231,22 @@ def test_a_workflow_version_must_be_a_whole_number_of_at_least_one():
         class Bad(Workflow):
             name = "t-bad-version"
             version = 0
+
+
+@pytest.mark.django_db
+def test_a_bulk_redrive_skips_the_dead_letters_of_a_retired_version(drain, monkeypatch):
+    from ingest.engine.models import DeadLetter
+    from ingest.engine.services.dead_letters import dead_letter_redrive
+
+    CODE["fail"] = True
+    create("t-versioned", id="v-dl-old")
+    drain(advance_clock=True)
+    _ship_version_2(monkeypatch)
+    create("t-versioned", id="v-dl-new")
+    drain(advance_clock=True)
+    assert set(DeadLetter.objects.values_list("instance_id", flat=True)) == {"v-dl-old", "v-dl-new"}
+    workflow_version_retire(workflow="t-versioned", version=1)
+    ids = list(DeadLetter.objects.values_list("id", flat=True))
+    assert dead_letter_redrive(ids=ids, actor="ops") == 1
+    assert Instance.objects.get(id="v-dl-old").status == "errored"
+    assert Instance.objects.get(id="v-dl-new").status == "queued"
