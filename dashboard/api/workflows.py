@@ -19,6 +19,7 @@ from ingest.engine.services.versions import workflow_version_retire
 from ingest.engine.workflow import get_workflow, workflow_names
 
 router = Router(tags=["workflows"])
+MAX_VERSION = 2**31 - 1  # the column's range: a larger number is no version of anything
 
 
 def _out(name: str, counts: dict[str, int]) -> dict[str, Any]:
@@ -60,6 +61,9 @@ def version_list(request: HttpRequest, name: str) -> list[dict[str, Any]]:
              summary="Retire an old version once no instance runs on it (409 while some do)")
 def version_retire(request: HttpRequest, name: str, version: int, body: s.ReasonIn) -> dict[str, Any]:
     _known(name)
+    if not 1 <= version <= MAX_VERSION:
+        raise ApiProblem(422, "invalid_version", f"a workflow version is a whole number from 1 to {MAX_VERSION}; "
+                         f"got {version}")
     refusal = retire_refusal(request.user, workflow=name, version=version)
     if refusal is not None:
         raise ApiProblem(403, "forbidden", refusal)

@@ -67,6 +67,8 @@ def _versions_context(request: HttpRequest, name: str, *, form: RetireForm | Non
 @access.require_role(Role.OPERATOR)
 def workflow_version_retire_view(request: HtmxHttpRequest, name: str, version: int) -> HttpResponse:
     """Retire an old version; a refusal is shown in place on the workflow page (403/409)."""
+    if not 1 <= version <= 2**31 - 1:
+        raise Http404("no such version")
     context = live_pages.workflow_dag_context(request.user, request.GET, name=name)
     if context is None:
         raise Http404("no runs of this workflow in your tenants")

@@ -117,6 +117,13 @@ def test_retiring_is_refused_to_a_viewer_and_to_an_operator_of_only_some_tenants
     assert operator.post("/api/workflows/nope/versions/1/retire", {}).json()["error"]["code"] == "workflow_not_found"
 
 
+def test_a_version_out_of_range_is_a_json_error(operator: ApiClient) -> None:
+    for version in ("0", str(2**40)):
+        response = operator.post(f"/api/workflows/t-api-versioned/versions/{version}/retire", {})
+        assert response.status_code == 422 and response.json()["error"]["code"] == "invalid_version"
+    assert operator.post("/api/workflows/t-api-versioned/versions/-1/retire", {}).status_code in (404, 422)
+
+
 def test_retiring_the_current_version_is_a_json_conflict(operator: ApiClient) -> None:
     response = operator.post("/api/workflows/t-api-versioned/versions/1/retire", {})
     assert response.status_code == 409 and "the code is version 1" in response.json()["error"]["message"]
