@@ -31,19 +31,19 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVER = os.environ.get("BENCH_PG_SERVER", "postgres://postgres@127.0.0.1:5432")
-DB_NAME = "runledger_bench_engine"
+DB_NAME = os.environ.get("BENCH_PG_DB", "runledger_bench_engine")  # its own, so parallel runs do not collide
 
 
-def setup_django() -> None:
-    os.environ["DATABASE_URL"] = f"{SERVER}/{DB_NAME}"
+def setup_django(db_name: str = DB_NAME) -> None:
+    os.environ["DATABASE_URL"] = f"{SERVER}/{db_name}"
     os.environ["RUNLEDGER_WORKFLOW_MODULES"] = "bench.workflows"
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
     sys.path.insert(0, str(ROOT))
     import psycopg
 
     with psycopg.connect(f"{SERVER}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{DB_NAME}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{DB_NAME}"')
+        conn.execute(f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{db_name}"')
     subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, check=True, env=os.environ.copy())
     import django
 

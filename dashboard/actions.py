@@ -37,6 +37,9 @@ ACTIONS: dict[str, Action] = {a.name: a for a in [
            "steps are not re-run.", when=frozenset({Status.ERRORED})),
     Action("replay", "Replay…", "A new instance of the same workflow starts with these params, "
            "linked to this one (replay_of). This instance is not changed."),
+    Action("fork", "Fork…", "A new instance of the same workflow starts at the chosen step: the results "
+           "of every step before it are copied (not run again), that step and the rest run with these "
+           "params. Linked both ways to this one (fork of). This instance is not changed."),
     Action("event", "Send event", "The event is delivered to the instance: a waiting "
            "wait_for_event of that type receives it, otherwise it is buffered (first in, first out).",
            when=_ACTIVE),

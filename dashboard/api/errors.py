@@ -27,6 +27,8 @@ ENGINE_STATUS: dict[type[Exception], int] = {
     engine_errors.InvalidDuration: 422,
     engine_errors.BatchTooLarge: 422,
     engine_errors.InvalidStepConfig: 422,
+    engine_errors.VersionInUse: 409,
+    engine_errors.VersionRetired: 409,
 }
 
 

@@ -19,6 +19,7 @@ from dashboard.api.errors import ApiProblem
 from ingest.alerts.callbacks import callback_register
 from ingest.engine.models import Instance
 from ingest.engine.services import control as engine_control
+from ingest.engine.services import forks as engine_forks
 from ingest.engine.services import instances as engine_instances
 from ingest.triggers.limits import reserved_params_check
 
@@ -150,6 +151,18 @@ def instance_replay(request: HttpRequest, instance_id: str, body: s.ReplayIn
     new = _audited(request, original, "replay", body.reason, lambda: engine_control.instance_replay(
         instance_id=instance_id, params=body.params, actor=actor(request.user), reason=body.reason),
         edited=body.params is not None)
+    return 201, selectors.instance_dict(Instance.objects.get(pk=new.id))
+
+
+@router.post("/{instance_id}/fork", response={201: s.InstanceOut, **ERRORS},
+             summary="Fork: a new instance from a step of this one, the results before it copied")
+def instance_fork(request: HttpRequest, instance_id: str, body: s.ForkIn) -> tuple[int, dict[str, Any]]:
+    original = _acted(request, instance_id)
+    reserved_params_check(body.params, original=original.params)
+    new = _audited(request, original, "fork", body.reason, lambda: engine_forks.instance_fork(
+        instance_id=instance_id, from_step=body.from_step, params=body.params, new_id=body.id,
+        actor=actor(request.user), reason=body.reason),
+        from_step=body.from_step, edited=body.params is not None)
     return 201, selectors.instance_dict(Instance.objects.get(pk=new.id))
 
 

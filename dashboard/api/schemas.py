@@ -28,6 +28,7 @@ class WorkflowOut(Schema):
     concurrency_key: str | None
     priority: int
     counts: dict[str, int]
+    version: int = Field(..., description="The code's current version: new instances start on it")
 
 
 class InstanceIn(Schema):
@@ -61,6 +62,9 @@ class InstanceOut(Schema):
     ended_at: datetime | None = None
     parent_id: str | None = None
     replay_of_id: str | None = None
+    workflow_version: int = 1
+    fork_of_id: str | None = None
+    fork_step: str | None = None
     status_url: str
 
 
@@ -95,6 +99,7 @@ class StepOut(Schema):
 
 class InstanceDetail(InstanceOut):
     steps: list[StepOut]
+    forks: list[str] = Field(default_factory=list, description="Instances forked from this one, oldest first")
 
 
 class HistoryOut(Schema):
@@ -127,6 +132,23 @@ class RestartIn(ReasonIn):
 
 class ReplayIn(ReasonIn):
     params: dict[str, Any] | None = None
+
+
+class ForkIn(ReasonIn):
+    from_step: str = Field(..., min_length=1, max_length=300,
+                           description="The step to start at: its name, or name#2 for its second call")
+    params: dict[str, Any] | None = Field(None, description="The fork's params; default: the original's")
+    id: str | None = Field(None, max_length=100, pattern=ID_PATTERN)
+
+
+class VersionOut(Schema):
+    version: int
+    current: bool
+    instances: int = Field(..., description="Instances started on it, in the caller's tenants")
+    running: int = Field(..., description="Of those, how many have not finished")
+    retired_at: datetime | None
+    retired_by: str
+    retirable: bool
 
 
 class EventIn(Schema):

@@ -46,6 +46,7 @@ def instance_dict(i: Instance) -> dict[str, Any]:
         "error": _error(i.error_name, i.error_message), "priority": i.priority,
         "created_at": i.created_at, "updated_at": i.updated_at, "started_at": i.started_at,
         "ended_at": i.ended_at, "parent_id": i.parent_id, "replay_of_id": i.replay_of_id,
+        "workflow_version": i.workflow_version, "fork_of_id": i.fork_of_id, "fork_step": i.fork_step or None,
         "status_url": f"/api/instances/{i.id}",
     }
 
@@ -110,7 +111,9 @@ def instance_detail(instance: Instance) -> dict[str, Any]:
                 for a in sorted(s.attempt_rows.all(), key=lambda a: a.number)
             ],
         })
-    return {**instance_dict(instance), "steps": steps}
+    forks = list(Instance.objects.filter(fork_of_id=instance.id, tenant=instance.tenant)
+                 .order_by("created_at", "id").values_list("id", flat=True))
+    return {**instance_dict(instance), "steps": steps, "forks": forks}
 
 
 def history_page(*, instance: Instance, after: int | None, limit: int) -> dict[str, Any]:

@@ -59,6 +59,7 @@ class StepView:
     step: Step
     attempts: list[Attempt] = field(default_factory=list)
     costs: list[CostLine] = field(default_factory=list)
+    copied: bool = False  # a fork's step copied from its origin (it ran there, not here)
 
     @property
     def cost_total(self) -> Decimal:
@@ -73,6 +74,8 @@ class StepView:
 class Lineage:
     replay_of: Instance | None
     replays: list[Instance]
+    fork_of: Instance | None
+    forks: list[Instance]  # each with its `fork_step`
     parent: Instance | None
     children: list[Instance]
 
@@ -102,6 +105,17 @@ class InstanceDetail:
         return any(n.fan_out is not None and n.fan_out.state == "open" for r in self.dag for n in r.nodes)
 
 
+def _fork_position(instance: Instance, steps: list[Step]) -> int:
+    """A fork's steps below this position were copied from its origin (-1: none were)."""
+    if not instance.fork_of_id and not instance.fork_step:
+        return -1
+    name, sep, seq = instance.fork_step.rpartition("#")
+    if not sep or not seq.isdigit():  # a label is `name` or `name#2`; a name may hold "#" itself
+        name, seq = instance.fork_step, "1"
+    at = next((s.position for s in steps if s.name == name and s.seq == int(seq)), None)
+    return at if at is not None else max((s.position + 1 for s in steps), default=-1)
+
+
 def instance_detail(*, user: Any, instance_id: str, now: datetime | None = None) -> InstanceDetail | None:
     now = now or timezone.now()
     instance = instance_get(user=user, instance_id=instance_id)
@@ -122,7 +136,9 @@ def instance_detail(*, user: Any, instance_id: str, now: datetime | None = None)
     for c in cost_rows.filter(step_name__in=shown).order_by("created_at", "id")[:COST_LINE_LIMIT]:
         costs[c.step_name].append(CostLine(c.step_name, c.attempt, c.service, c.model, c.cost, c.success,
                                            c.tokens_in, c.tokens_out, c.items, c.created_at))
-    views = [StepView(s, attempts.get(s.id, []), costs.get(s.name, []) if s.seq == 1 else []) for s in steps]
+    copied_below = _fork_position(instance, steps)
+    views = [StepView(s, attempts.get(s.id, []), costs.get(s.name, []) if s.seq == 1 else [],
+                      copied=s.position < copied_below) for s in steps]
     rows, ticks = waterfall(
         [(v.step, v.attempts) for v in views], start=instance.started_at or instance.created_at, now=now
     )
@@ -135,6 +151,9 @@ def instance_detail(*, user: Any, instance_id: str, now: datetime | None = None)
     lineage = Lineage(
         replay_of=visible.filter(id=instance.replay_of_id).first() if instance.replay_of_id else None,
         replays=list(visible.filter(replay_of=instance).order_by("created_at")[:50]),
+        fork_of=visible.filter(id=instance.fork_of_id).first() if instance.fork_of_id else None,
+        forks=list(visible.filter(fork_of=instance).only("id", "workflow", "status", "created_at", "tenant",
+                                                        "fork_step").order_by("created_at")[:50]),
         parent=visible.filter(id=instance.parent_id).first() if instance.parent_id else None,
         children=list(visible.filter(parent=instance).order_by("created_at")[:100]),
     )

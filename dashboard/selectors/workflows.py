@@ -149,3 +149,9 @@ def workflow_retention(*, tenants: Collection[str], name: str, now: datetime) ->
     due = retention_due(workflow=name, cutoff=retention_cutoff(days=days, now=now)).filter(tenant__in=tenants)
     last = RetentionBatch.objects.filter(workflow=name).order_by("-ran_at").values_list("ran_at", flat=True).first()
     return {"days": days, "due": due.count(), "last_run": last}
+
+
+def version_tenants(*, workflow: str, version: int) -> set[str]:
+    """Every tenant with an instance (of any status) that started on this version of the workflow."""
+    return set(Instance.objects.filter(workflow=workflow, workflow_version=version)
+               .values_list("tenant", flat=True).distinct().order_by())

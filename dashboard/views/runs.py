@@ -29,7 +29,7 @@ from ingest.alerts.selectors import callback_for
 from ingest.engine import EngineError, tracing
 from ingest.engine.models import Instance, Status
 from ingest.engine.secrets import public_value
-from ingest.engine.services import control, instances
+from ingest.engine.services import control, forks, instances
 from ingest.triggers import limits
 from ingest.triggers.errors import InputRejected
 
@@ -163,6 +163,24 @@ class ReplayForm(ActionForm):
         return {"params": self.cleaned_data["params"]}
 
 
+class ForkForm(ReplayForm):
+    from_step = forms.ChoiceField(label="Fork from step", help_text="Steps before it keep their results; "
+                                  "it and every step after it run again.")
+    params = forms.CharField(widget=forms.Textarea(attrs={"rows": 10, "spellcheck": "false"}),
+                             help_text="JSON object: the fork's params. Edit them or leave them as they are.")
+    field_order = ["from_step", "params", "reason"]
+
+    def __init__(self, *args: Any, steps: list[str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        from_step = self.fields["from_step"]
+        assert isinstance(from_step, forms.ChoiceField)
+        from_step.choices = [("", "choose a step…")] + [(s, s) for s in steps]
+        self.order_fields(self.field_order)
+
+    def engine_kwargs(self) -> dict[str, Any]:
+        return {"from_step": self.cleaned_data["from_step"], "params": self.cleaned_data["params"]}
+
+
 class EventForm(ActionForm):
     type = forms.CharField(max_length=200, label="Event type")
     payload = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 6, "spellcheck": "false"}),
@@ -178,7 +196,7 @@ class EventForm(ActionForm):
 
 
 FORMS: dict[str, type[ActionForm]] = {"terminate": TerminateForm, "restart": RestartForm,
-                                      "replay": ReplayForm, "event": EventForm}
+                                      "replay": ReplayForm, "fork": ForkForm, "event": EventForm}
 
 
 def _form(action: str, instance: Instance, data: Any = None) -> ActionForm:
@@ -186,7 +204,9 @@ def _form(action: str, instance: Instance, data: Any = None) -> ActionForm:
     kwargs: dict[str, Any] = {"instance": instance}
     if cls is RestartForm:
         kwargs["steps"] = _restartable(instance)
-    if cls is ReplayForm and data is None:
+    if cls is ForkForm:
+        kwargs["steps"] = forks.fork_points(instance_id=instance.id)
+    if issubclass(cls, ReplayForm) and data is None:
         kwargs["initial"] = {"params": json.dumps(public_value(instance.params), indent=2, sort_keys=True)}
     return cls(data, **kwargs)
 
@@ -244,7 +264,7 @@ def instance_action_run(request: HtmxHttpRequest, instance_id: str, action: str)
     form = _form(action, instance, request.POST)
     if not form.is_valid():
         return _confirm(request, instance, spec, form, status=400)
-    if isinstance(form, ReplayForm) and not form.cleaned_data["confirm"]:
+    if type(form) is ReplayForm and not form.cleaned_data["confirm"]:
         # First submit of a replay shows what changes; the second one (confirm=1) runs it.
         diff = params_diff(public_value(instance.params), form.cleaned_data["params"])
         data = request.POST.copy()
@@ -266,6 +286,10 @@ def instance_action_run(request: HtmxHttpRequest, instance_id: str, action: str)
     if spec.name == "replay" and result is not None:
         target = getattr(result, "id", target)
         messages.success(request, f"Replay started as {target} (replay of {instance.id}).")
+    elif spec.name == "fork" and result is not None:
+        target = getattr(result, "id", target)
+        messages.success(request, f"Fork started as {target} (fork of {instance.id} from step "
+                                  f"{form.cleaned_data['from_step']}).")
     else:
         messages.success(request, f"{spec.label.rstrip('…')} requested for {instance.id}.")
     return HttpResponseRedirect(reverse("instance-detail", args=[target]), status=303)
@@ -294,6 +318,8 @@ def _call_engine(action: str, instance: Instance, form: ActionForm, *, actor: st
             return control.instance_retry(**common, reason=reason)
         case "replay":
             return control.instance_replay(**common, reason=reason, **extra)
+        case "fork":
+            return forks.instance_fork(**common, reason=reason, **extra)
         case "event":
             # The contract's instance_send_event takes no reason; pass it when the engine accepts it.
             if "reason" in inspect.signature(instances.instance_send_event).parameters:

@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
-from django.http import Http404, HttpRequest, HttpResponse
+from typing import Any
+
+from django import forms
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import reverse
 from django.utils import timezone
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_POST
 
 from dashboard import access
 from dashboard import selectors as sel
+from dashboard.audit import Audit, Origin, audited
 from dashboard.live import ops_pages as live_pages
+from dashboard.models import Role
+from dashboard.versions import retire_refusal
 from dashboard.views.common import HtmxHttpRequest, page, tenants
+from ingest.engine.errors import EngineError, UnknownWorkflow
+from ingest.engine.selectors import workflow_versions
+from ingest.engine.services.versions import workflow_version_retire
 
 WINDOWS = ("1h", "24h", "7d")
 
@@ -34,4 +45,50 @@ def workflow_dag(request: HtmxHttpRequest, name: str) -> HttpResponse:
     context = live_pages.workflow_dag_context(request.user, request.GET, name=name)
     if context is None:
         raise Http404("no runs of this workflow in your tenants")
-    return page(request, "ops/workflow_dag.html", context, fragment="dag")
+    return page(request, "ops/workflow_dag.html", {**context, **_versions_context(request, name)}, fragment="dag")
+
+
+class RetireForm(forms.Form):
+    reason = forms.CharField(max_length=2000, required=False,
+                             help_text="Recorded in the audit log with your name.")
+
+
+def _versions_context(request: HttpRequest, name: str, *, form: RetireForm | None = None,
+                      error: str = "", failed_version: int | None = None) -> dict[str, Any]:
+    try:
+        versions = workflow_versions(workflow=name, tenants=tenants(request))
+    except UnknownWorkflow:
+        versions = []  # runs of a workflow no code registers any more: nothing to retire
+    return {"versions": versions, "can_retire": bool(access.acting_tenants(request.user)),
+            "retire_form": form or RetireForm(), "retire_error": error, "failed_version": failed_version}
+
+
+@require_POST
+@access.require_role(Role.OPERATOR)
+def workflow_version_retire_view(request: HtmxHttpRequest, name: str, version: int) -> HttpResponse:
+    """Retire an old version; a refusal is shown in place on the workflow page (403/409)."""
+    if not 1 <= version <= 2**31 - 1:
+        raise Http404("no such version")
+    context = live_pages.workflow_dag_context(request.user, request.GET, name=name)
+    if context is None:
+        raise Http404("no runs of this workflow in your tenants")
+    form = RetireForm(request.POST)
+    status, error = 400, ""
+    if form.is_valid():
+        error = retire_refusal(request.user, workflow=name, version=version) or ""
+        status = 403
+        if not error:
+            reason = form.cleaned_data["reason"]
+            try:
+                audited(user=request.user, origin=Origin.of_request(request),
+                        audit=Audit("workflow.version_retire", access.acting_tenants(request.user),
+                                    {"workflow": name, "version": version}, reason),
+                        run=lambda: workflow_version_retire(workflow=name, version=version,
+                                                            actor=request.user.get_username(), reason=reason))
+            except (EngineError, ValueError) as exc:
+                error, status = str(exc), 409
+            else:
+                messages.success(request, f"Version {version} of {name} is retired.")
+                return HttpResponseRedirect(reverse("ops:workflow", args=[name]) + "#versions", status=303)
+    context.update(_versions_context(request, name, form=form, error=error, failed_version=version))
+    return page(request, "ops/workflow_dag.html", context, status=status)

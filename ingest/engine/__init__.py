@@ -36,6 +36,9 @@ from ingest.engine.errors import (
     StepTimeout,
     UnknownStep,
     UnknownWorkflow,
+    VersionInUse,
+    VersionMismatch,
+    VersionRetired,
     WaitForEventTimeout,
     WorkflowTimeout,
 )
@@ -49,7 +52,8 @@ __all__ = [
     "InvalidDuration", "InvalidInstanceId", "InvalidParams", "InvalidSelection", "InvalidStepConfig", "InvalidTransition",
     "NonDeterministicReplay", "NonRetryableError", "SecretKeysMissing", "SecretUnreadable", "SecretsError", "Settled", "StepFailed", "StepLimitExceeded",
     "StepResultNotSerializable",
-    "StepResultTooLarge", "StepTimeout", "UnknownStep", "UnknownWorkflow", "WaitForEventTimeout", "Workflow",
+    "StepResultTooLarge", "StepTimeout", "UnknownStep", "UnknownWorkflow", "VersionInUse", "VersionMismatch", "VersionRetired",
+    "WaitForEventTimeout", "Workflow",
     "WorkflowEvent", "WorkflowResult", "WorkflowTimeout", "create", "create_batch", "fan_out_handler", "get",
     "get_workflow", "workflow_names",
 ]

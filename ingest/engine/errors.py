@@ -77,6 +77,22 @@ class NonDeterministicReplay(EngineError):
     """Replay asked for a step that contradicts the recorded history."""
 
 
+class VersionMismatch(NonDeterministicReplay):
+    """Replay of an instance asked for a step its history contradicts, across a workflow version change."""
+
+    def __init__(self, message: str, *, workflow: str, started_on: int, code_version: int) -> None:
+        self.workflow, self.started_on, self.code_version = workflow, started_on, code_version
+        super().__init__(message)
+
+
+class VersionRetired(EngineError):
+    """The workflow version is retired: its instances cannot run again."""
+
+
+class VersionInUse(EngineError):
+    """The workflow version still has instances that may run; it cannot be retired."""
+
+
 class StepLimitExceeded(EngineError):
     """The instance asked for more steps than RUNLEDGER_MAX_STEPS allows."""
 

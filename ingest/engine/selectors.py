@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from ingest.engine.errors import InstanceNotFound
 from ingest.engine.models import (
+    FINISHED_STATUSES,
     Attempt,
     FanOut,
     FanOutItem,
     FanOutItemState,
     FanOutState,
     Instance,
+    RetiredVersion,
     Step,
 )
 from ingest.engine.secrets import public_value
+from ingest.engine.workflow import get_workflow
 
 
 def instance_status(*, instance_id: str, include_results: bool = True) -> dict[str, Any]:
@@ -44,6 +48,9 @@ def instance_status(*, instance_id: str, include_results: bool = True) -> dict[s
         "ended_at": inst.ended_at,
         "replay_of": inst.replay_of_id,
         "parent": inst.parent_id,
+        "version": inst.workflow_version,
+        "fork_of": inst.fork_of_id,
+        "fork_step": inst.fork_step or None,
         "steps": [
             {
                 "name": s.name, "count": s.seq, "kind": s.kind, "status": s.status,
@@ -73,4 +80,27 @@ def fan_out_list(*, instance_id: str, failed_limit: int = 20) -> list[dict[str, 
             "started_at": fo.started_at, "updated_at": fo.updated_at, "deadline": fo.deadline,
             "closed_at": fo.closed_at, "failed_items": list(failed),
         })
+    return out
+
+
+def workflow_versions(*, workflow: str, tenants: Collection[str]) -> list[dict[str, Any]]:
+    """The versions of `workflow`, newest first: the code's current one, every one an instance of
+    `tenants` started on, and every retired one; with that instance count and how many still run
+    (not finished), and when and by whom a retired one was retired."""
+    from django.db.models import Count, Q
+
+    current = get_workflow(workflow).version
+    rows: dict[int, dict[str, Any]] = {r["workflow_version"]: dict(r) for r in (
+        Instance.objects.filter(workflow=workflow, tenant__in=list(tenants)).values("workflow_version")
+        .annotate(instances=Count("id"), running=Count("id", filter=~Q(status__in=FINISHED_STATUSES)))
+        .order_by())}
+    retired = {r.version: r for r in RetiredVersion.objects.filter(workflow=workflow)}
+    out = []
+    for version in sorted(set(rows) | set(retired) | {current}, reverse=True):
+        row = rows.get(version, {})
+        gone = retired.get(version)
+        out.append({"version": version, "current": version == current, "instances": row.get("instances", 0),
+                    "running": row.get("running", 0), "retired_at": gone.retired_at if gone else None,
+                    "retired_by": gone.retired_by if gone else "",
+                    "retirable": version < current and gone is None})
     return out

@@ -24,6 +24,7 @@ class WorkflowEvent:
     tenant: str = "default"
     workflow: str = ""
     schedule: dict[str, Any] | None = field(default=None)
+    version: int = 1  # the workflow version the instance started on (docs/engine-contract.md, "Versions")
 
 
 class Workflow:
@@ -36,6 +37,10 @@ class Workflow:
     WorkflowTimeout), `rate_limit` (`{"limit": 100, "period": "1 minute", "key": "tenant"}`:
     at most `limit` starts per sliding `period`, per key value). `retention_days` (default 30):
     finished instances older than that are archived and purged (ingest.engine.services.retention).
+
+    `version` (default 1): bump it when a change moves, renames, adds or removes steps, and
+    guard the new path with `step.version_at_least(n)`. Each instance records the version it
+    started on and replays on that version's path; docs/engine-contract.md, "Versions".
 
     `sensitive_params` (e.g. `("password",)`): those params are encrypted at rest, shown as
     "redacted" in every list, page and answer, and kept out of the search index; `run` sees them
@@ -50,6 +55,7 @@ class Workflow:
     rate_limit: ClassVar[dict[str, Any] | None] = None
     retention_days: ClassVar[int] = 30
     sensitive_params: ClassVar[tuple[str, ...]] = ()
+    version: ClassVar[int] = 1
     # Parsed once at class creation, so a bad value fails at import, not in the claim loop.
     _timeout: ClassVar[timedelta | None] = None
     _rate: ClassVar[tuple[int, timedelta] | None] = None
@@ -70,6 +76,9 @@ class Workflow:
 
 def _check_flow(cls: type[Workflow]) -> None:
     label = cls.__dict__.get("name") or cls.__name__
+    version = cls.version
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise ValueError(f"version of workflow {label!r} must be a whole number of at least 1; got {version!r}")
     days = cls.retention_days
     if not isinstance(days, int) or isinstance(days, bool) or days < 1:
         raise ValueError(f"retention_days of workflow {label!r} must be a whole number of days "

@@ -39,6 +39,7 @@ from ingest.engine.models.instances import (
     StepStatus,
 )
 from ingest.engine.models.retention import RetentionBatch
+from ingest.engine.models.versions import RetiredVersion
 
 __all__ = [
     "RetentionBatch",
@@ -67,6 +68,7 @@ __all__ = [
     "InstanceSearch",
     "PendingEvent",
     "ReservationState",
+    "RetiredVersion",
     "Status",
     "Step",
     "StepKind",

@@ -85,6 +85,15 @@ class Instance(models.Model):
     replay_of = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="replays", db_index=False
     )
+    # The workflow's `version` when the instance started: replay keeps to that version's path
+    # (docs/engine-contract.md, "Versions").
+    # db_default too: raw inserts (benches, bulk loads) that name no version get 1, as old rows did.
+    workflow_version = models.IntegerField(default=1, db_default=1)
+    # A fork (services/forks.py): the instance it was forked from and the step it starts at.
+    fork_of = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="forks", db_index=False
+    )
+    fork_step = models.CharField(max_length=300, blank=True, default="", db_default="")
 
     class Meta:
         indexes = [
@@ -96,6 +105,9 @@ class Instance(models.Model):
             models.Index(fields=["lease_owner"], name="instance_lease", condition=~Q(lease_owner="")),
             models.Index(fields=["parent"], name="instance_parent", condition=Q(parent__isnull=False)),
             models.Index(fields=["replay_of"], name="instance_replay_of", condition=Q(replay_of__isnull=False)),
+            models.Index(fields=["fork_of"], name="instance_fork_of", condition=Q(fork_of__isnull=False)),
+            # Versions with their counts (workflow page) and the retire check's "any still running?".
+            models.Index(fields=["workflow", "workflow_version"], name="instance_workflow_version"),
         ]
 
     def __str__(self) -> str:

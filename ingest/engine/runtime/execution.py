@@ -28,9 +28,11 @@ from ingest.engine import clock, flow
 from ingest.engine.costs import budgets
 from ingest.engine.errors import (
     EngineError,
+    InvalidStepConfig,
     NonDeterministicReplay,
     NonRetryableError,
     StepLimitExceeded,
+    VersionMismatch,
     WorkflowTimeout,
 )
 from ingest.engine.models import Control, Instance, Status, StepKind, StepStatus
@@ -127,18 +129,34 @@ class Execution:
         at_position = self.by_pos.get(position)
         label = step_label(name, seq)
         if at_position is not None and (at_position.name, at_position.seq) != (name, seq):
-            raise FailInstance(NonDeterministicReplay(
+            raise FailInstance(self.replay_mismatch(
                 f"instance {self.instance.id}: replay asked for step {label!r} at position "
-                f"{position}, but the history has step {step_label(at_position.name, at_position.seq)!r} there; code outside "
-                "steps must be deterministic — restart the instance if the workflow changed"
+                f"{position}, but the history has step {step_label(at_position.name, at_position.seq)!r} there"
             ), step=label)
         if rec is not None and (rec.position != position or rec.kind != kind):
-            raise FailInstance(NonDeterministicReplay(
+            raise FailInstance(self.replay_mismatch(
                 f"instance {self.instance.id}: replay asked for {kind} step {label!r} at position "
-                f"{position}, but the history recorded it as a {rec.kind} step at position "
-                f"{rec.position}; code outside steps must be deterministic"
+                f"{position}, but the history recorded it as a {rec.kind} step at position {rec.position}"
             ), step=label)
         return seq, position, rec
+
+    def replay_mismatch(self, what: str) -> NonDeterministicReplay:
+        """The error for a replay that contradicts the history, naming both versions: the one the
+        instance started on and the one this code is. Only built on that path: a replay that
+        matches pays nothing for versions."""
+        return replay_mismatch(what, workflow=self.instance.workflow, started_on=self.instance.workflow_version,
+                               code_version=get_workflow(self.instance.workflow).version)
+
+    def version_at_least(self, version: int) -> bool:
+        """True when the instance started on `version` of its workflow or later (step.version_at_least)."""
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+            raise InvalidStepConfig(f"step.version_at_least takes a whole version number of at least 1; got {version!r}")
+        code = get_workflow(self.instance.workflow).version
+        if version > code:
+            raise InvalidStepConfig(
+                f"workflow {self.instance.workflow!r} guards a path with step.version_at_least({version}), but its "
+                f"`version` is {code}; set `version = {version}` on the class so new instances take that path")
+        return self.instance.workflow_version >= version
 
     def checkpoint(self) -> None:
         """Before new work: honour an operator's terminate or pause, the worker's drain, the timeout."""
@@ -158,8 +176,6 @@ class Execution:
         config = resolve_config(name, retries=options.get("retries"), timeout=options.get("timeout"))
         rollback = options.get("rollback")
         if rollback is not None and not callable(rollback):
-            from ingest.engine.errors import InvalidStepConfig
-
             raise InvalidStepConfig(f"rollback of step {name!r} must be callable; got {rollback!r}")
         seq, position, rec = self.reserve(name, StepKind.DO)
         return Prepared(name=name, seq=seq, position=position, kind=StepKind.DO, rec=rec,
@@ -311,3 +327,19 @@ class Execution:
 
 def _nothing() -> None:
     pass
+
+
+def replay_mismatch(what: str, *, workflow: str, started_on: int, code_version: int) -> NonDeterministicReplay:
+    """`what` went wrong, with both versions and what to do. Across versions a VersionMismatch
+    (a code change without a guard); within one version a NonDeterministicReplay (code outside
+    steps that is not deterministic, or a change made without bumping `version`)."""
+    if started_on != code_version:
+        return VersionMismatch(
+            f"{what}; the instance started on version {started_on} of workflow {workflow!r} and this code is "
+            f"version {code_version} — guard the changed steps with step.version_at_least({code_version}) so instances "
+            f"started on version {started_on} keep their path, or restart the instance",
+            workflow=workflow, started_on=started_on, code_version=code_version)
+    return NonDeterministicReplay(
+        f"{what}; the instance started on version {started_on} of workflow {workflow!r} and this code is also "
+        f"version {code_version} — code outside steps must be deterministic; if the workflow changed, set "
+        f"`version = {code_version + 1}` and guard the new steps with step.version_at_least({code_version + 1})")

@@ -24,7 +24,7 @@ from datetime import timedelta
 from typing import Any
 
 from ingest.engine.durations import parse_duration
-from ingest.engine.errors import InvalidParams, InvalidStepConfig, NonDeterministicReplay
+from ingest.engine.errors import InvalidParams, InvalidStepConfig
 from ingest.engine.handlers import Target, resolve_handler
 from ingest.engine.models import FanOut, FanOutState, StepKind, StepStatus
 from ingest.engine.runtime import store_fan_out
@@ -108,9 +108,9 @@ def run(x: Execution, name: str, handler: Any, items: Any, *, batch_size: Any, t
     if fan_out.created < fan_out.expected:
         checked = checked if checked is not None else checked_items(items, step=name, target=target)
         if len(checked) != fan_out.expected:
-            raise FailInstance(NonDeterministicReplay(
+            raise FailInstance(x.replay_mismatch(
                 f"instance {x.instance.id}: fan-out {rec.name!r} started with {fan_out.expected} items, but the "
-                f"replay passed {len(checked)}; code outside steps must be deterministic"), step=fan_out.step_name)
+                f"replay passed {len(checked)}"), step=fan_out.step_name)
         store_fan_out.fill(x.store, fan_out, parent=x.instance, items=checked, plan=p, now=now)
     if fan_out.state == FanOutState.OPEN and now >= fan_out.deadline:
         fan_out = store_fan_out.close(fan_out.id, now=now)

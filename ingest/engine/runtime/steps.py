@@ -56,6 +56,18 @@ class Step:
                 continue
             return x.succeeded(p, ctx, started, result)
 
+    @property
+    def version(self) -> int:
+        """The workflow version this instance started on (its class's `version` then)."""
+        return self._x.instance.workflow_version
+
+    def version_at_least(self, version: int) -> bool:
+        """Guard a changed code path: True for instances started on `version` or later, False for
+        older ones, on every replay, so an in-flight instance keeps the path it started on. Not a
+        step: it records nothing and takes no position. `version` may not exceed the class's own
+        `version` (docs/engine-contract.md, "Versions")."""
+        return self._x.version_at_least(version)
+
     def call(self, name: str, fn: Callable[..., Any], **options: Any) -> StepCall:
         return StepCall(name, fn, options)
 

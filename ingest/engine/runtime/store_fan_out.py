@@ -103,6 +103,7 @@ def _item_instance(fan_out: FanOut, *, parent: Instance, index: int, item: Any, 
     return Instance(id=item_id(fan_out.id, index), workflow=plan.target.workflow, tenant=parent.tenant,
                     status=Status.QUEUED, params=params, created_at=now, updated_at=now, ready_at=now,
                     priority=parent.priority, concurrency_key=key, parent_id=parent.id,
+                    workflow_version=cls.version,
                     parent_step=fan_out.step_name)
 
 

@@ -27,6 +27,7 @@ from ingest.engine.workflow import WorkflowEvent, get_workflow
 
 log = logging.getLogger("runledger.engine")
 _FAULTS = FailureLog()
+NEWER_VERSION_RETRY = timedelta(seconds=30)
 
 
 def run_turn(x: Execution, make_step: Callable[[Execution, bool], Any]) -> str:
@@ -34,12 +35,20 @@ def run_turn(x: Execution, make_step: Callable[[Execution, bool], Any]) -> str:
     inst = x.instance
     try:
         workflow = get_workflow(inst.workflow)()
+        if inst.workflow_version > workflow.version:
+            # A rolling deploy: this worker runs older code than the instance started on. It must
+            # not replay a path it does not have; a worker with the newer code will take it.
+            log.warning("instance %s started on version %d of workflow %r but this worker runs version %d; "
+                        "leaving it for a worker with the newer code (retried in %d s)", inst.id,
+                        inst.workflow_version, inst.workflow, workflow.version, NEWER_VERSION_RETRY.seconds)
+            raise Suspend(x.now() + NEWER_VERSION_RETRY)
         # Checked at the first new step and at suspension, after replay has registered the
         # completed steps' rollbacks, so a timed-out instance unwinds like any failure.
         x.deadline = deadline_of(inst, workflow.__class__._timeout)
         event = WorkflowEvent(payload=unseal_keys(inst.params), instance_id=inst.id, timestamp=inst.created_at,
                               tenant=inst.tenant, workflow=inst.workflow,
-                              schedule=inst.params.get("_schedule") if isinstance(inst.params, dict) else None)
+                              schedule=inst.params.get("_schedule") if isinstance(inst.params, dict) else None,
+                              version=inst.workflow_version)
         if workflow.is_async():
             output = asyncio.run(workflow.run(event, make_step(x, True)))
         else:

@@ -170,6 +170,6 @@ def child_instance(x: Execution, *, name: str, seq: int, workflow: str, params: 
     return Instance(
         id=child_id, workflow=workflow, tenant=x.instance.tenant, status=Status.QUEUED,
         params=seal_keys(params or {}, cls.sensitive_params), created_at=now, updated_at=now, ready_at=now,
-        priority=cls.priority,
+        priority=cls.priority, workflow_version=cls.version,
         parent_id=x.instance.id, parent_step=name,
     )

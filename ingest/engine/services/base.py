@@ -21,7 +21,7 @@ from ingest.engine.models import (
     Status,
 )
 from ingest.engine.models.instances import ID_PATTERN
-from ingest.engine.secrets import seal_keys
+from ingest.engine.secrets import REDACTED, is_sealed_value, seal_keys
 from ingest.engine.workflow import get_workflow
 from ingest.engine.writes import notify
 
@@ -55,7 +55,8 @@ def check_params(params: Any) -> dict[str, Any]:
 
 
 def new_instance(*, workflow: str, id: str | None, params: Any, tenant: str, priority: int | None,
-                  start_at: datetime | None, now: datetime, replay_of: str | None = None) -> Instance:
+                  start_at: datetime | None, now: datetime, replay_of: str | None = None,
+                  version: int | None = None) -> Instance:
     cls = get_workflow(workflow)
     instance_id = id if id is not None else generated_id(workflow, now)
     check_id(instance_id)
@@ -71,8 +72,25 @@ def new_instance(*, workflow: str, id: str | None, params: Any, tenant: str, pri
         id=instance_id, workflow=workflow, tenant=tenant, status=Status.QUEUED, params=checked,
         created_at=now, updated_at=now, ready_at=max(start_at, now) if start_at else now,
         priority=cls.priority if priority is None else priority, concurrency_key=key,
-        replay_of_id=replay_of,
+        replay_of_id=replay_of, workflow_version=cls.version if version is None else version,
     )
+
+
+def rerun_params(original: Any, params: Any) -> Any:
+    """The params of a replay or a fork: `params` as edited, where a sensitive param shown as
+    "redacted" (or left sealed) keeps the original's value."""
+    if isinstance(params, dict) and isinstance(original, dict):
+        return {k: original[k] if k in original and is_sealed_value(original[k])
+                and (v == REDACTED or is_sealed_value(v)) else v for k, v in params.items()}
+    return params
+
+
+def derived_id(source_id: str, kind: str, taken: Any) -> str:
+    """`<source>-<kind>-<n>` with the first n not `taken(id)`, within the 100-character limit."""
+    n = 1
+    while taken(candidate := f"{source_id[:88]}-{kind}-{n}"):
+        n += 1
+    return candidate
 
 
 def generated_id(workflow: str, now: datetime) -> str:

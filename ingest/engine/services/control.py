@@ -26,7 +26,6 @@ from ingest.engine.models import (
     StepKind,
     StepStatus,
 )
-from ingest.engine.secrets import REDACTED, is_sealed_value
 from ingest.engine.services.base import (
     created_history,
     finished_error,
@@ -34,8 +33,11 @@ from ingest.engine.services.base import (
     locked,
     new_instance,
     operator_history,
+    rerun_params,
     status_history,
 )
+from ingest.engine.services.versions import version_check_runnable
+from ingest.engine.workflow import get_workflow
 from ingest.engine.writes import notify
 
 
@@ -139,6 +141,11 @@ def instance_restart(*, instance_id: str, from_step: str | None = None, actor: s
                     + (", ".join(dict.fromkeys(names)) or "none yet")
                 )
             steps = steps.filter(position__gte=first.position)
+            version_check_runnable(workflow=inst.workflow, version=inst.workflow_version, action="restart",
+                                   instance_id=inst.id)
+        else:
+            # From scratch nothing of the old path is kept: it starts on the code's current version.
+            inst.workflow_version = get_workflow(inst.workflow).version
         steps.delete()
         Step.objects.filter(instance_id=inst.id, kind=StepKind.ROLLBACK).delete()
         _reset(inst, now=now)
@@ -167,6 +174,8 @@ def instance_retry(*, instance_id: str, actor: str = "", reason: str = "", start
         inst = locked(instance_id)
         if inst.status != Status.ERRORED:
             raise InvalidTransition(f"instance {inst.id} is {inst.status}; only errored instances can be retried")
+        version_check_runnable(workflow=inst.workflow, version=inst.workflow_version, action="retry",
+                               instance_id=inst.id)
         failed = Step.objects.filter(instance_id=inst.id, status=StepStatus.ERRORED).exclude(kind=StepKind.ROLLBACK)
         failed_names = list(failed.values_list("name", flat=True))
         failed.delete()  # their attempts go with them; the history keeps the record
@@ -193,10 +202,7 @@ def instance_replay(*, instance_id: str, params: Any = None, new_id: str | None 
             while Instance.objects.filter(id=new_id).exists():
                 n += 1
                 new_id = f"{source.id[:88]}-replay-{n}"
-        if isinstance(params, dict) and isinstance(source.params, dict):
-            # A sensitive param shown as "redacted" (or left sealed) keeps the original's value.
-            params = {k: source.params[k] if k in source.params and is_sealed_value(source.params[k])
-                      and (v == REDACTED or is_sealed_value(v)) else v for k, v in params.items()}
+        params = rerun_params(source.params, params)
         edited = params is not None and params != source.params
         inst = new_instance(workflow=source.workflow, id=new_id, tenant=source.tenant,
                              params=source.params if params is None else params, priority=source.priority,

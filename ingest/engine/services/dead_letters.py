@@ -14,6 +14,7 @@ from ingest.engine.errors import (
     DeadLetterError,
     InvalidSelection,
     InvalidTransition,
+    VersionRetired,
 )
 from ingest.engine.models import (
     DeadLetter,
@@ -98,7 +99,7 @@ def dead_letter_redrive(*, ids: Collection[int] | None = None, filter: DeadLette
         start_at = now + timedelta(seconds=i / rate_per_second)
         try:
             instance_retry(instance_id=instance_id, actor=actor, reason=reason or "bulk redrive", start_at=start_at)
-        except InvalidTransition:
-            continue  # retried or restarted meanwhile: nothing to redrive
+        except (InvalidTransition, VersionRetired):
+            continue  # retried or restarted meanwhile, or its version retired: nothing to redrive
         done += 1
     return done
