@@ -31,7 +31,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVER = os.environ.get("BENCH_PG_SERVER", "postgres://postgres@127.0.0.1:5432")
-DB_NAME = "runledger_bench_engine"
+DB_NAME = os.environ.get("BENCH_DB", "runledger_bench_engine")  # one per person sharing a server
 
 
 def setup_django() -> None:

@@ -6,6 +6,7 @@ Django loads an app's models from `<app>.models`, so this package gathers its mo
 
 from __future__ import annotations
 
+from ingest.engine.models.breakers import BreakerState, BreakerTransition, CircuitBreaker
 from ingest.engine.models.costs import (
     ApiCost,
     ApprovalKind,
@@ -41,6 +42,9 @@ from ingest.engine.models.instances import (
 from ingest.engine.models.retention import RetentionBatch
 
 __all__ = [
+    "BreakerState",
+    "BreakerTransition",
+    "CircuitBreaker",
     "RetentionBatch",
     "FINISHED_STATUSES",
     "ApiCost",
