@@ -7,7 +7,7 @@ against an in-memory task queue that turns a task ready after a number of checks
 from __future__ import annotations
 
 from collections import Counter
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import pytest
 

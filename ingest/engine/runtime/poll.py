@@ -59,7 +59,11 @@ def run(x: Execution, do: Callable[..., Any], name: str, check: Callable[..., An
         if at >= ends:
             raise PollDeadlineExceeded(name, n, ends.isoformat(), outcome["value"])
         wake = min(at + pause(n), ends)  # from the check's end, as recorded: the same on every replay
-        waits.sleep(x, f"{name}-wait", lambda now, wake=wake: max(now, wake))
+        waits.sleep(x, f"{name}-wait", _until(wake))
+
+
+def _until(wake: datetime) -> Callable[[datetime], datetime]:
+    return lambda now: max(now, wake)
 
 
 def _policy(name: str, *, initial: Any, factor: float, max_interval: Any) -> Callable[[int], timedelta]:

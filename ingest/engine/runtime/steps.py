@@ -216,7 +216,7 @@ class AsyncStep(Step):
     async def child(self, name: str, **kwargs: Any) -> Any:
         return await asyncio.to_thread(super().child, name, **kwargs)
 
-    async def poll(self, name: str, check: Callable[..., Any], **kwargs: Any) -> Any:  # type: ignore[override]
+    async def poll(self, name: str, check: Callable[..., Any], **kwargs: Any) -> Any:
         return await asyncio.to_thread(Step(self._x).poll, name, check, **kwargs)
 
     async def fan_out(self, name: str, handler: Any, items: Sequence[Any], **kwargs: Any) -> list[Settled]:  # type: ignore[override]
