@@ -37,6 +37,10 @@ class Workflow:
     at most `limit` starts per sliding `period`, per key value). `retention_days` (default 30):
     finished instances older than that are archived and purged (ingest.engine.services.retention).
 
+    `on_error(self, ctx, failure)` (optional): run as a durable step of an instance of its own
+    when an instance errors or is terminated (ingest/engine/hooks.py); `on_error_retries` and
+    `on_error_timeout` configure that step as `step.do`'s `retries` and `timeout`.
+
     `sensitive_params` (e.g. `("password",)`): those params are encrypted at rest, shown as
     "redacted" in every list, page and answer, and kept out of the search index; `run` sees them
     in clear (docs/secrets.md).
@@ -50,6 +54,8 @@ class Workflow:
     rate_limit: ClassVar[dict[str, Any] | None] = None
     retention_days: ClassVar[int] = 30
     sensitive_params: ClassVar[tuple[str, ...]] = ()
+    on_error_retries: ClassVar[dict[str, Any] | None] = None
+    on_error_timeout: ClassVar[Duration | None] = None
     # Parsed once at class creation, so a bad value fails at import, not in the claim loop.
     _timeout: ClassVar[timedelta | None] = None
     _rate: ClassVar[tuple[int, timedelta] | None] = None
