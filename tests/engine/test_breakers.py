@@ -7,10 +7,11 @@ from datetime import timedelta
 
 import pytest
 
+from ingest.engine import Workflow, create
 from ingest.engine.breaker import BreakerPolicy
 from ingest.engine.clock import clock
 from ingest.engine.errors import BreakerNotFound, CircuitOpen
-from ingest.engine.models import BreakerTransition, CircuitBreaker
+from ingest.engine.models import Attempt, BreakerTransition, CircuitBreaker
 from ingest.engine.services.breakers import breaker_admit, breaker_record, breaker_reset
 from ingest.sources.errors import SourceError
 from ingest.sources.outbound import Circuit
@@ -135,3 +136,26 @@ def test_the_outbound_circuit_counts_outages_only_and_fails_fast_once_open() -> 
     clock.advance(timedelta(seconds=31))
     assert circuit.call(lambda: "back") == "back"
     assert CircuitBreaker.objects.get(key="gong:acme").state == "closed"
+
+
+class CallsProvider(Workflow):
+    name = "t-breaker-calls"
+
+    def run(self, event, step):
+        circuit = Circuit("provider:down", threshold=1, window=60, cooldown=300)
+        return step.do("call", lambda ctx: circuit.call(lambda: "answer"),
+                       retries={"limit": 3, "delay": "1 second", "backoff": "constant"})
+
+
+def test_a_step_refused_by_an_open_breaker_retries_no_sooner_than_its_next_probe(drain):
+    breaker_record(breaker_admit(key="provider:down", policy=BreakerPolicy(threshold=1, cooldown=timedelta(seconds=300))),
+                   ok=False)
+    h = create("t-breaker-calls", id="refused-1")
+    drain()
+    attempt = Attempt.objects.get(step__instance_id="refused-1", number=1)
+    assert attempt.error_name == "CircuitOpen" and attempt.retry_delay_seconds == pytest.approx(300, abs=1)
+    assert h.status()["status"] == "waiting"
+    clock.advance(timedelta(seconds=301))
+    drain()
+    assert h.status()["output"] == "answer"  # the probe went through and closed the breaker
+    assert CircuitBreaker.objects.get(key="provider:down").state == "closed"

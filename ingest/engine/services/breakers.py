@@ -59,6 +59,8 @@ def breaker_admit(*, key: str, policy: BreakerPolicy, tenant: str = "", now: dat
 def breaker_record(ticket: Ticket, *, ok: bool, now: datetime | None = None, error: str = "") -> None:
     """Record how an admitted call went: a failure counts (and may open the breaker), a probe's
     success closes it. A closed breaker's success writes nothing."""
+    if ok and not ticket.probe:
+        return  # only a probe's success changes a state (breaker.succeeded): no read, no write
     now = now or clock.now()
     for _ in range(_ROUNDS):
         state = sql.breaker_state(ticket.key)
