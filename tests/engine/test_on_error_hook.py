@@ -136,3 +136,21 @@ def test_a_long_origin_id_still_gives_a_valid_hook_id():
     hid = hook_instance_id("x" * 100, 3)
     assert len(hid) <= 100 and hid != hook_instance_id("x" * 99 + "y", 3)
     assert hook_instance_id("a", 2) == "a-on-error-g2"
+
+
+@pytest.mark.django_db
+def test_the_origins_page_shows_the_hook_scheduled_and_its_outcome_linked(drain):
+    from django.test import Client
+
+    from dashboard.access import demo_users_ensure
+
+    demo_users_ensure()
+    client = Client()
+    assert client.login(username="operator", password="operator")
+    create("t-hook-charge", id="chg-page", tenant="acme")
+    drain()
+    hid = hook_instance_id("chg-page", 0)
+    page = client.get("/instances/chg-page/").content.decode()
+    assert "on_error hook scheduled" in page and "on_error hook complete" in page
+    assert f'href="/instances/{hid}/"' in page
+    assert client.get(f"/instances/{hid}/").status_code == 200
