@@ -19,6 +19,7 @@ The origin's ending is not delayed: it is errored or terminated at once. docs/en
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -47,9 +48,11 @@ def hook_instance_id(origin_id: str, generation: int) -> str:
 
 def hook_schedule(*, instance_id: str, workflow: str, tenant: str, generation: int, status: str,
                   error_name: str = "", error_message: str = "", failed_step: str = "",
-                  now: datetime) -> str | None:
+                  now: datetime, note: Callable[..., Any] | None = None) -> str | None:
     """Insert the hook's instance, inside the caller's transaction (the one that ends the
-    origin). Returns its id, or None when the workflow has no hook or it is already scheduled."""
+    origin). Returns its id, or None when the workflow has no hook or it is already scheduled.
+    `note(**data)` writes the origin's "scheduled" history row with the caller's own rows (so it
+    follows the status change); without it the row is written here."""
     try:
         cls = get_workflow(workflow)
     except UnknownWorkflow:
@@ -63,12 +66,15 @@ def hook_schedule(*, instance_id: str, workflow: str, tenant: str, generation: i
               "error": {"name": error_name, "message": error_message[:2000]} if error_name else None}
     Instance.objects.create(id=hid, workflow=HOOK_WORKFLOW, tenant=tenant, status=Status.QUEUED, params=params,
                             created_at=now, updated_at=now, ready_at=now, priority=cls.priority)
-    History.objects.bulk_create([
-        History(instance_id=hid, workflow=HOOK_WORKFLOW, tenant=tenant, kind=HistoryKind.INSTANCE_CREATED,
-                status=Status.QUEUED, data={"origin": instance_id}, created_at=now),
-        History(instance_id=instance_id, workflow=workflow, tenant=tenant, kind=HistoryKind.HOOK,
-                data={"hook": "on_error", "state": "scheduled", "instance": hid}, created_at=now),
-    ])
+    scheduled = {"hook": "on_error", "state": "scheduled", "instance": hid}
+    rows = [History(instance_id=hid, workflow=HOOK_WORKFLOW, tenant=tenant, kind=HistoryKind.INSTANCE_CREATED,
+                    status=Status.QUEUED, data={"origin": instance_id}, created_at=now)]
+    if note is None:
+        rows.append(History(instance_id=instance_id, workflow=workflow, tenant=tenant, kind=HistoryKind.HOOK,
+                            data=scheduled, created_at=now))
+    else:
+        note(**scheduled)
+    History.objects.bulk_create(rows)
     notify.ready()
     notify.history()
     return hid

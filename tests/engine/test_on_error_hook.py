@@ -70,6 +70,8 @@ def test_an_errored_instance_runs_its_hook_once_as_a_step_with_the_failure(drain
     assert (seen["status"], seen["error"]["name"], seen["failed_step"]) == ("errored", "NonRetryableError", "charge")
     assert seen["key"] == f"{hid}:on-error:1"  # a stable key for the hook's own outside calls
     assert hook_history("chg-1") == [("scheduled", hid), ("complete", hid)]
+    kinds = list(History.objects.filter(instance_id="chg-1").order_by("id").values_list("kind", "status"))
+    assert kinds[-3:] == [("instance.status", "errored"), ("hook", ""), ("hook", "complete")]
     assert "4242" not in str(hook.params)  # the sensitive param is read from the origin, not copied
     drain()
     assert CALLS["chg-1"] == 1

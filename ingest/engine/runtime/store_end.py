@@ -131,7 +131,8 @@ def finish(store: InstanceStore, *, now: datetime, status: str, output: Any = No
         if status in (Status.ERRORED, Status.TERMINATED):  # scheduled in the ending's own transaction
             hooks.hook_schedule(instance_id=store.instance_id, workflow=store.workflow, tenant=store.tenant,
                                 generation=generation, status=status, error_name=failure.name if failure else "",
-                                error_message=failure.message if failure else "", failed_step=failed_step, now=now)
+                                error_message=failure.message if failure else "", failed_step=failed_step, now=now,
+                                note=lambda **data: store.history(HistoryKind.HOOK, now, **data))
         if parent_id:  # a fan-out's item counts itself in; the last one, or a child, wakes the parent
             fan_out_items.child_finished(instance_id=store.instance_id, parent_id=parent_id, status=status,
                                          output=output, failure=failure, now=now)
