@@ -88,7 +88,7 @@ def probe_race(rounds: int, threads: int) -> dict[str, object]:
         outcome: list[str] = []
         lock = threading.Lock()
 
-        def caller() -> None:
+        def caller(barrier: threading.Barrier, outcome: list[str], lock: threading.Lock) -> None:
             barrier.wait()
             try:
                 ticket = breaker_admit(key="race", policy=policy)
@@ -98,7 +98,7 @@ def probe_race(rounds: int, threads: int) -> dict[str, object]:
             with lock:
                 outcome.append(result)
 
-        workers = [threading.Thread(target=caller) for _ in range(threads)]
+        workers = [threading.Thread(target=caller, args=(barrier, outcome, lock)) for _ in range(threads)]
         for w in workers:
             w.start()
         for w in workers:
