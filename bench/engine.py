@@ -31,7 +31,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVER = os.environ.get("BENCH_PG_SERVER", "postgres://postgres@127.0.0.1:5432")
-DB_NAME = os.environ.get("BENCH_PG_DB", "runledger_bench_engine")  # its own, so parallel runs do not collide
+DB_NAME = os.environ.get("BENCH_DB", "runledger_bench_engine")  # its own, so parallel runs do not collide
 
 
 def setup_django(db_name: str = DB_NAME) -> None:

@@ -1,7 +1,7 @@
 """Versions benchmark: what a version check costs per replayed step. Prints its figures; not a test.
 
     .venv/bin/python bench/versions.py                 # 3 interleaved repeats, medians
-    BENCH_PG_DB=my_bench .venv/bin/python bench/versions.py --instances 100
+    BENCH_DB=my_bench .venv/bin/python bench/versions.py --instances 100
 
 A replayed step is a `step.do` whose result is in the ledger: the turn after a sleep replays
 every step before it. Two workflows of 20 steps and a sleep, run in this process on PostgreSQL,
@@ -86,7 +86,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--instances", type=int, default=200, help="instances of each workflow per repeat")
     args = parser.parse_args()
-    setup_django(os.environ.get("BENCH_PG_DB", "runledger_bench_versions"))
+    setup_django(os.environ.get("BENCH_DB", "runledger_bench_versions"))
     register()
     rows = []
     for r in range(args.repeats + 1):  # repeat 0 warms connections, caches and prepared statements

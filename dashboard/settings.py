@@ -4,7 +4,7 @@ Variables (all optional): DATABASE_URL, REDIS_URL, SECRET_KEY, DEBUG, ALLOWED_HO
 RUNLEDGER_LEASE_SECONDS, RUNLEDGER_POLL_SECONDS, RUNLEDGER_MARKER_MS, RUNLEDGER_DEFERRED_LANE,
 RUNLEDGER_PARALLEL_THREADS, RUNLEDGER_MAX_STEPS, RUNLEDGER_MAX_BODY_BYTES, RUNLEDGER_MAX_JSON_DEPTH,
 RUNLEDGER_MAX_NUMBER_DIGITS, RUNLEDGER_MAX_STRING_CHARS, RUNLEDGER_MAX_JSON_ITEMS,
-RUNLEDGER_HOOK_MAX_RECORDS, RUNLEDGER_SECRET_KEYS,
+RUNLEDGER_HOOK_MAX_RECORDS, RUNLEDGER_SECRET_KEYS, RUNLEDGER_PROGRESS_SECONDS,
 RUNLEDGER_SECRET_KEY_FILE.
 README.md ("Configuration") describes each.
 """
@@ -146,6 +146,8 @@ RUNLEDGER_POLL_SECONDS = config.env_float(ENV, "RUNLEDGER_POLL_SECONDS", 1.0, mi
 # A step still running after this many milliseconds gets its start marker written (PostgreSQL);
 # a quicker one is written once, complete (ingest/engine/runtime/markers.py).
 RUNLEDGER_MARKER_MS = config.env_float(ENV, "RUNLEDGER_MARKER_MS", 100.0, minimum=0.0)
+# At most one `ctx.progress` report per step attempt this often (ingest/engine/runtime/progress.py).
+RUNLEDGER_PROGRESS_SECONDS = config.env_float(ENV, "RUNLEDGER_PROGRESS_SECONDS", 1.0, minimum=0.0)
 # Concurrent instances' step and instance completions share one transaction per batch
 # (PostgreSQL; ingest/engine/writes/commits.py). Off: one transaction per write, as on SQLite.
 RUNLEDGER_GROUP_COMMIT = config.env_bool(ENV, "RUNLEDGER_GROUP_COMMIT", True)

@@ -82,6 +82,14 @@ class AttemptOut(Schema):
     retry_delay_seconds: float | None
 
 
+class ProgressOut(Schema):
+    done: float
+    total: float | None = None
+    message: str = ""
+    attempt: int
+    at: datetime
+
+
 class StepOut(Schema):
     name: str
     seq: int
@@ -95,6 +103,7 @@ class StepOut(Schema):
     ended_at: datetime | None
     wake_at: datetime | None
     sensitive: bool
+    progress: ProgressOut | None = None
 
 
 class InstanceDetail(InstanceOut):

@@ -14,6 +14,7 @@ from django.db.models import Count, Q, QuerySet, Sum
 from dashboard.api.errors import ApiProblem
 from ingest.engine.models import ApiCost, Budget, BudgetScope, DeadLetter, History, Instance, Step
 from ingest.engine.secrets import REDACTED, public_value
+from ingest.engine.selectors import progress_of, step_progress
 
 MAX_LIMIT = 200
 
@@ -95,7 +96,14 @@ def instance_visible(*, tenants: Collection[str], instance_id: str) -> Instance 
     return Instance.objects.filter(pk=instance_id, tenant__in=list(tenants)).first()
 
 
+def _progress(report: dict[str, Any] | None, *, sensitive: bool) -> dict[str, Any] | None:
+    if report is None or not sensitive or not report.get("message"):
+        return report
+    return {**report, "message": REDACTED}  # a sensitive step's words stay out of every answer
+
+
 def instance_detail(instance: Instance) -> dict[str, Any]:
+    progress = step_progress(instance_id=instance.id)
     steps = []
     for s in (Step.objects.filter(instance=instance).order_by("position", "id")
               .prefetch_related("attempt_rows")):
@@ -104,6 +112,7 @@ def instance_detail(instance: Instance) -> dict[str, Any]:
             "status": s.status, "result": (REDACTED if s.result is not None else None) if s.sensitive else s.result,
             "error": _error(s.error_name, s.error_message), "started_at": s.started_at,
             "ended_at": s.ended_at, "wake_at": s.wake_at, "sensitive": s.sensitive,
+            "progress": _progress(progress_of(progress, s.name, s.seq), sensitive=s.sensitive),
             "attempts": [
                 {"number": a.number, "started_at": a.started_at, "ended_at": a.ended_at,
                  "ok": a.ok, "error": _error(a.error_name, a.error_message),

@@ -19,11 +19,12 @@ from ingest.engine.models import (
     ApiCost,
     Attempt,
     History,
+    HistoryKind,
     Instance,
     PendingEvent,
     Step,
 )
-from ingest.engine.selectors import fan_out_list
+from ingest.engine.selectors import fan_out_list, progress_of, step_progress
 
 HISTORY_LIMIT = 300
 # A run can ask for thousands of steps (a fan-out over every call of a day). The page shows the
@@ -60,6 +61,14 @@ class StepView:
     attempts: list[Attempt] = field(default_factory=list)
     costs: list[CostLine] = field(default_factory=list)
     copied: bool = False  # a fork's step copied from its origin (it ran there, not here)
+    progress: dict[str, Any] | None = None  # the step's latest ctx.progress report
+
+    @property
+    def percent(self) -> int | None:
+        p = self.progress
+        if not p or not p.get("total"):
+            return None
+        return max(0, min(100, round(100 * float(p["done"]) / float(p["total"]))))
 
     @property
     def cost_total(self) -> Decimal:
@@ -139,10 +148,14 @@ def instance_detail(*, user: Any, instance_id: str, now: datetime | None = None)
     copied_below = _fork_position(instance, steps)
     views = [StepView(s, attempts.get(s.id, []), costs.get(s.name, []) if s.seq == 1 else [],
                       copied=s.position < copied_below) for s in steps]
+    progress = step_progress(instance_id=instance.id)
+    views = [StepView(s, attempts.get(s.id, []), costs.get(s.name, []) if s.seq == 1 else [],
+                      _progress(progress_of(progress, s.name, s.seq), sensitive=s.sensitive)) for s in steps]
     rows, ticks = waterfall(
         [(v.step, v.attempts) for v in views], start=instance.started_at or instance.created_at, now=now
     )
-    history_qs = History.objects.filter(instance=instance).order_by("-id")
+    # Progress reports show on their step's row, not as a line each in the history.
+    history_qs = History.objects.filter(instance=instance).exclude(kind=HistoryKind.STEP_PROGRESS).order_by("-id")
     history = list(history_qs[: HISTORY_LIMIT + 1])
     truncated = len(history) > HISTORY_LIMIT
     history = list(reversed(history[:HISTORY_LIMIT]))
@@ -180,6 +193,12 @@ def instance_detail(*, user: Any, instance_id: str, now: datetime | None = None)
         can_act=access.can_act(user, instance.tenant),
         cursor=history_cursor(),
     )
+
+
+def _progress(report: dict[str, Any] | None, *, sensitive: bool) -> dict[str, Any] | None:
+    if report is None or not sensitive:
+        return report
+    return {**report, "message": ""}  # a sensitive step shows how far it got, not its words
 
 
 def _fan_outs(instance: Instance, views: list[StepView]) -> dict[int, dict[str, Any]]:

@@ -1,5 +1,5 @@
 """Operations pages: overview, workflow DAG, dead letters, domains, costs, URL classifications,
-budgets, approvals, audit, alerts."""
+budgets, circuit breakers, approvals, audit, alerts."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from dashboard.views import (
     alerts,
     approvals,
     audit,
+    breakers,
     budgets,
     classifications,
     costs,
@@ -43,6 +44,9 @@ urlpatterns = [
     path("budgets/new/", budgets.budget_form, name="budget_new"),
     path("budgets/<int:budget_id>/edit/", budgets.budget_form, name="budget_edit"),
     path("budgets/save/", budgets.budget_save, name="budget_save"),
+    path("breakers/", breakers.breakers, name="breakers"),
+    path("breakers/reset/", breakers.breaker_reset, name="breaker_reset"),
+    path("breakers/<path:key>/", breakers.breaker_detail, name="breaker"),
     path("approvals/", approvals.approvals, name="approvals"),
     path("approvals/<int:approval_id>/", approvals.approval_detail, name="approval"),
     path("approvals/<int:approval_id>/answer/", approvals.approval_answer, name="approval_answer"),

@@ -13,8 +13,10 @@ from typing import Any
 from ingest.engine.errors import (
     ApprovalError,
     BatchTooLarge,
+    BreakerNotFound,
     BudgetExceeded,
     ChildWorkflowFailed,
+    CircuitOpen,
     DeadLetterError,
     EngineError,
     FanOutItemMissing,
@@ -29,6 +31,7 @@ from ingest.engine.errors import (
     InvalidTransition,
     NonDeterministicReplay,
     NonRetryableError,
+    PollDeadlineExceeded,
     StepFailed,
     StepLimitExceeded,
     StepResultNotSerializable,
@@ -47,10 +50,10 @@ from ingest.engine.results import WorkflowResult
 from ingest.engine.workflow import Workflow, WorkflowEvent, get_workflow, workflow_names
 
 __all__ = [
-    "ApprovalError", "BatchTooLarge", "BudgetExceeded", "ChildWorkflowFailed", "DeadLetterError", "EngineError",
+    "ApprovalError", "BatchTooLarge", "BreakerNotFound", "BudgetExceeded", "ChildWorkflowFailed", "CircuitOpen", "DeadLetterError", "EngineError",
     "FanOutItemMissing", "InstanceAlreadyExists", "InstanceFinished", "InstanceHandle", "InstanceNotFound",
     "InvalidDuration", "InvalidInstanceId", "InvalidParams", "InvalidSelection", "InvalidStepConfig", "InvalidTransition",
-    "NonDeterministicReplay", "NonRetryableError", "SecretKeysMissing", "SecretUnreadable", "SecretsError", "Settled", "StepFailed", "StepLimitExceeded",
+    "NonDeterministicReplay", "NonRetryableError", "PollDeadlineExceeded", "SecretKeysMissing", "SecretUnreadable", "SecretsError", "Settled", "StepFailed", "StepLimitExceeded",
     "StepResultNotSerializable",
     "StepResultTooLarge", "StepTimeout", "UnknownStep", "UnknownWorkflow", "VersionInUse", "VersionMismatch", "VersionRetired",
     "WaitForEventTimeout", "Workflow",

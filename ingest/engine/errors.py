@@ -163,3 +163,30 @@ def _seconds(value: float) -> str:
             count = int(value // size)
             return f"{count} {unit}{'s' if count != 1 else ''}"
     return f"{value:g} seconds"
+
+
+class CircuitOpen(Exception):
+    """Raised inside a step when its outbound key's circuit breaker is open: the call was not made.
+
+    Retryable: the engine's step retry waits at least `retry_after` seconds (the breaker's next
+    probe), however short the step's own retry delay.
+    """
+
+    def __init__(self, key: str, retry_after: float, state: str = "open") -> None:
+        self.key, self.retry_after, self.state = key, retry_after, state
+        why = "is open" if state == "open" else "is half-open and another call is probing it"
+        super().__init__(f"circuit breaker {key!r} {why}; the call was not made — the step retries "
+                         f"in {retry_after:.1f} s, when the breaker lets a call through")
+
+
+class BreakerNotFound(EngineError):
+    """No circuit breaker has that key."""
+
+
+class PollDeadlineExceeded(Exception):
+    """`step.poll` reached its deadline before its check said done; `last` is the last check's value."""
+
+    def __init__(self, name: str, checks: int, deadline: str, last: object = None) -> None:
+        self.name, self.checks, self.deadline, self.last = name, checks, deadline, last
+        super().__init__(f"poll {name!r} was not done after {checks} check(s) by its deadline {deadline}; "
+                         "catch PollDeadlineExceeded to escalate, or give the poll a later deadline")

@@ -13,12 +13,29 @@ from ingest.engine.models import (
     FanOutItem,
     FanOutItemState,
     FanOutState,
+    History,
+    HistoryKind,
     Instance,
     RetiredVersion,
     Step,
 )
 from ingest.engine.secrets import public_value
 from ingest.engine.workflow import get_workflow
+
+
+def step_progress(*, instance_id: str) -> dict[str, dict[str, Any]]:
+    """The latest `ctx.progress` report of each step of the instance, by step label
+    (`name`, `name#2`): {done, total, message, attempt, at}."""
+    latest: dict[str, dict[str, Any]] = {}
+    rows = (History.objects.filter(instance_id=instance_id, kind=HistoryKind.STEP_PROGRESS)
+            .order_by("id").values_list("step_name", "data", "created_at"))
+    for label, data, at in rows:
+        latest[label] = {**data, "at": at}
+    return latest
+
+
+def progress_of(progress: dict[str, dict[str, Any]], name: str, seq: int) -> dict[str, Any] | None:
+    return progress.get(name if seq == 1 else f"{name}#{seq}")
 
 
 def instance_status(*, instance_id: str, include_results: bool = True) -> dict[str, Any]:
@@ -28,6 +45,7 @@ def instance_status(*, instance_id: str, include_results: bool = True) -> dict[s
     except Instance.DoesNotExist:
         raise InstanceNotFound(instance_id) from None
     steps = list(Step.objects.filter(instance_id=inst.id).order_by("position", "id"))
+    progress = step_progress(instance_id=inst.id)
     attempts: dict[int, list[dict[str, Any]]] = {}
     for a in Attempt.objects.filter(step__instance_id=inst.id).order_by("step_id", "number"):
         attempts.setdefault(a.step_id, []).append({
@@ -58,6 +76,7 @@ def instance_status(*, instance_id: str, include_results: bool = True) -> dict[s
                 "error": {"name": s.error_name, "message": s.error_message} if s.error_name and s.status == "errored" else None,
                 "started_at": s.started_at, "ended_at": s.ended_at, "wake_at": s.wake_at,
                 "attempts": attempts.get(s.id, []), "config": s.config,
+                "progress": progress_of(progress, s.name, s.seq),
             }
             for s in steps
         ],

@@ -42,6 +42,10 @@ class Workflow:
     guard the new path with `step.version_at_least(n)`. Each instance records the version it
     started on and replays on that version's path; docs/engine-contract.md, "Versions".
 
+    `on_error(self, ctx, failure)` (optional): run as a durable step of an instance of its own
+    when an instance errors or is terminated (ingest/engine/hooks.py); `on_error_retries` and
+    `on_error_timeout` configure that step as `step.do`'s `retries` and `timeout`.
+
     `sensitive_params` (e.g. `("password",)`): those params are encrypted at rest, shown as
     "redacted" in every list, page and answer, and kept out of the search index; `run` sees them
     in clear (docs/secrets.md).
@@ -56,6 +60,9 @@ class Workflow:
     retention_days: ClassVar[int] = 30
     sensitive_params: ClassVar[tuple[str, ...]] = ()
     version: ClassVar[int] = 1
+
+    on_error_retries: ClassVar[dict[str, Any] | None] = None
+    on_error_timeout: ClassVar[Duration | None] = None
     # Parsed once at class creation, so a bad value fails at import, not in the claim loop.
     _timeout: ClassVar[timedelta | None] = None
     _rate: ClassVar[tuple[int, timedelta] | None] = None

@@ -56,7 +56,7 @@ from ingest.sources.http import (
     send_or_unavailable,
     wait_and_resend,
 )
-from ingest.sources.outbound import OutboundLimiter, SharedBucket
+from ingest.sources.outbound import Circuit, OutboundLimiter, SharedBucket
 from ingest.sources.seo_services import (
     DATAFORSEO_BACKLINKS,
     DATAFORSEO_KEYWORDS,
@@ -91,6 +91,7 @@ class DataForSEOClient:
         base_url: str = "https://api.dataforseo.com",
         timeout: Timeout = DEFAULT_TIMEOUT,
         limiter: OutboundLimiter | None = None,
+        circuit: Circuit | None = None,
         max_rate_limit_retries: int = 2,
         max_inline_wait: float = 10.0,
         session: requests.Session | None = None,
@@ -101,6 +102,8 @@ class DataForSEOClient:
         self.limiter = limiter or SharedBucket(
             f"dataforseo:{login}", per_minute=CALLS_PER_MINUTE, burst=200, sleep=sleep
         )
+        # Optional: a breaker on the account, so an outage fails the steps fast (outbound.py).
+        self.circuit = circuit
         self.max_rate_limit_retries = max_rate_limit_retries
         self.max_inline_wait = max_inline_wait
         self._auth = (login, password)
@@ -174,7 +177,13 @@ class DataForSEOClient:
         """The task object of DataForSEO's answer; raises on an HTTP, request or task error.
 
         A task with no search results (40102) is returned as a task with an empty result.
+        With a `circuit`, the call goes through it: CircuitOpen when the breaker is open.
         """
+        if self.circuit is not None:
+            return self.circuit.call(lambda: self._post_task(endpoint, task, what=what))
+        return self._post_task(endpoint, task, what=what)
+
+    def _post_task(self, endpoint: str, task: Mapping[str, Any], *, what: str) -> dict[str, Any]:
         url = f"{self.base_url}/v3/{endpoint}"
         response = wait_and_resend(
             lambda: self._send(url, [dict(task)]),

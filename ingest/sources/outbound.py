@@ -6,21 +6,32 @@ onboardings on 2 workers together stay under DataForSEO's 2,000 calls a minute. 
 is slept through inside the step; a longer one is handed back so the client raises an error
 with `retry_after` and the engine retries the step then, instead of a worker sleeping.
 `InProcess` adapts `ingest.sources.http.RateLimiter` (one process, tests).
+
+`Circuit` puts a call behind the engine's circuit breaker for a key (one row per key, shared by
+every worker): an outage of the provider opens it after a few failures, and the calls that
+follow fail fast with `CircuitOpen` (retryable, with `retry_after`) instead of each waiting out
+its own timeout; one probe call per cooldown finds out whether the provider is back.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from datetime import datetime
-from typing import Protocol
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from typing import Protocol, TypeVar
 
 from django.utils import timezone
 
+from ingest.engine.breaker import BreakerPolicy
+from ingest.engine.services.breakers import Ticket, breaker_admit, breaker_record
+from ingest.sources.errors import SourceError
 from ingest.sources.http import RateLimiter, Sleep
 from ingest.triggers.services.ratelimits import rate_limit_acquire, rate_limit_penalize
 
-__all__ = ["InProcess", "OutboundLimiter", "SharedBucket", "per_minute_bucket"]
+__all__ = ["Circuit", "InProcess", "OutboundLimiter", "SharedBucket", "outage", "per_minute_bucket"]
+
+T = TypeVar("T")
 
 
 class OutboundLimiter(Protocol):
@@ -87,3 +98,51 @@ class InProcess:
     def penalize(self, retry_after: float) -> None:
         # The client already waits out the provider's Retry-After before resending.
         return None
+
+
+def outage(exc: BaseException) -> bool:
+    """The default of what trips a breaker: the provider is down or failing (network errors, 5xx,
+    a retryable answer), not that we asked wrongly (4xx) or too often (429, a rate limit)."""
+    if isinstance(exc, SourceError):
+        return exc.retryable and exc.status != 429 and "RateLimit" not in type(exc).__name__
+    return isinstance(exc, OSError | TimeoutError)
+
+
+class Circuit:
+    """A circuit breaker on `key`, shared by every worker through the database.
+
+        circuit = Circuit("dataforseo:main", threshold=5, window=60, cooldown=30)
+        answer = circuit.call(lambda: client.post_task(...))
+
+    Opens after `threshold` failures that `trips` counts (default `outage`) within `window`
+    seconds; then every call raises `CircuitOpen` (retryable; the step retries after
+    `retry_after`) until `cooldown` has passed and one call probes. `tenant` names whose key it
+    is, for the dashboard (blank: shared by every tenant). docs/engine-contract.md.
+    """
+
+    def __init__(self, key: str, *, threshold: int = 5, window: float = 60.0, cooldown: float = 30.0,
+                 probe_timeout: float = 60.0, tenant: str = "",
+                 trips: Callable[[BaseException], bool] = outage) -> None:
+        self.key, self.tenant, self.trips = key, tenant, trips
+        self.policy = BreakerPolicy(threshold=threshold, window=timedelta(seconds=window),
+                                    cooldown=timedelta(seconds=cooldown),
+                                    probe_timeout=timedelta(seconds=probe_timeout))
+
+    def call(self, fn: Callable[[], T]) -> T:
+        with self.guard():
+            return fn()
+
+    @contextmanager
+    def guard(self) -> Iterator[Ticket]:
+        """Admit the call (or raise CircuitOpen), then record how the block ended."""
+        ticket = breaker_admit(key=self.key, policy=self.policy, tenant=self.tenant)
+        try:
+            yield ticket
+        except BaseException as exc:
+            if self.trips(exc):
+                breaker_record(ticket, ok=False, error=f"{type(exc).__name__}: {exc}")
+            elif ticket.probe:
+                # The provider answered (a 4xx, a rate limit): it is up; the probe closes it.
+                breaker_record(ticket, ok=True)
+            raise
+        breaker_record(ticket, ok=True)

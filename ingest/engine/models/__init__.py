@@ -6,6 +6,7 @@ Django loads an app's models from `<app>.models`, so this package gathers its mo
 
 from __future__ import annotations
 
+from ingest.engine.models.breakers import BreakerState, BreakerTransition, CircuitBreaker
 from ingest.engine.models.costs import (
     ApiCost,
     ApprovalKind,
@@ -42,6 +43,9 @@ from ingest.engine.models.retention import RetentionBatch
 from ingest.engine.models.versions import RetiredVersion
 
 __all__ = [
+    "BreakerState",
+    "BreakerTransition",
+    "CircuitBreaker",
     "RetentionBatch",
     "FINISHED_STATUSES",
     "ApiCost",

@@ -16,6 +16,8 @@ class HistoryKind(models.TextChoices):
     STEP_FAILED = "step.failed"
     STEP_SLEEP = "step.sleep"
     STEP_WAIT = "step.wait"
+    STEP_PROGRESS = "step.progress"
+    HOOK = "hook"
     EVENT_RECEIVED = "event.received"
     COST_RECORDED = "cost.recorded"
     BUDGET = "budget"

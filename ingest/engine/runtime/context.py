@@ -8,6 +8,7 @@ from typing import Any
 
 from ingest.engine import tracing
 from ingest.engine.costs import budgets, record
+from ingest.engine.runtime import progress as progress_report
 
 
 @dataclass
@@ -28,6 +29,16 @@ class StepContext:
     tenant: str
     step_label: str
     _reservations: list[int] = field(default_factory=list, repr=False)
+    _throttle: progress_report.Throttle = field(default_factory=progress_report.Throttle, repr=False)
+
+    def progress(self, done: int | float, total: int | float | None = None, message: str = "") -> bool:
+        """Report how far this step has got (`done` of `total`, a short message) to the instance
+        page, live, and to the API. Throttled: call it per item if that is simplest; at most one
+        report a second is written (the first and the last, done == total, always are). True
+        when this one was written."""
+        return progress_report.report(throttle=self._throttle, instance_id=self.instance_id,
+                                      workflow=self.workflow, tenant=self.tenant, label=self.step_label,
+                                      attempt=self.attempt, done=done, total=total, message=message)
 
     def check_budget(self, service: str, estimate: Decimal | str | int | float) -> None:
         """Reserve `estimate` against every budget that covers this spend, before spending.

@@ -14,7 +14,7 @@ from typing import Any
 from ingest.engine.costs import approvals
 from ingest.engine.durations import parse_duration
 from ingest.engine.errors import InvalidStepConfig, WaitForEventTimeout
-from ingest.engine.runtime import fan_out, waits
+from ingest.engine.runtime import fan_out, poll, waits
 from ingest.engine.runtime.execution import Execution, Prepared
 from ingest.engine.runtime.invoke import invoke, invoke_async
 from ingest.engine.runtime.outcomes import CONTROL_FLOW
@@ -160,6 +160,17 @@ class Step:
         return fan_out.run(self._x, name, handler, items, batch_size=batch_size, timeout=timeout,
                            retries=retries, item_timeout=item_timeout)
 
+    def poll(self, name: str, check: Callable[..., Any], *, until: Callable[[Any], Any] | None = None,
+             initial: Any = "10 seconds", factor: float = 2, max_interval: Any = "5 minutes",
+             deadline: Any = "1 hour", retries: dict[str, Any] | None = None, timeout: Any = None) -> Any:
+        """Call `check(ctx)` as a step until `until(value)` (default: the value is truthy) and
+        return that value; between checks the instance sleeps `initial`, then `factor` times
+        longer each time, at most `max_interval`. Past `deadline` (from the first check) it
+        raises PollDeadlineExceeded (its `last` is the last value). Checks are steps named
+        `name`, pauses sleeps named `name-wait`. docs/engine-contract.md, "Polling"."""
+        return poll.run(self._x, self.do, name, check, until=until, initial=initial, factor=factor,
+                        max_interval=max_interval, deadline=deadline, retries=retries, timeout=timeout)
+
 
 class AsyncStep(Step):
     """The step API for `async def run`: the same methods, awaited."""
@@ -216,6 +227,9 @@ class AsyncStep(Step):
 
     async def child(self, name: str, **kwargs: Any) -> Any:
         return await asyncio.to_thread(super().child, name, **kwargs)
+
+    async def poll(self, name: str, check: Callable[..., Any], **kwargs: Any) -> Any:
+        return await asyncio.to_thread(Step(self._x).poll, name, check, **kwargs)
 
     async def fan_out(self, name: str, handler: Any, items: Sequence[Any], **kwargs: Any) -> list[Settled]:  # type: ignore[override]
         return await asyncio.to_thread(super().fan_out, name, handler, items, **kwargs)

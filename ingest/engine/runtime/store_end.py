@@ -8,6 +8,7 @@ import json
 from datetime import datetime
 from typing import Any
 
+from ingest.engine import hooks
 from ingest.engine.models import (
     FINISHED_STATUSES,
     Control,
@@ -85,7 +86,7 @@ def suspend(store: InstanceStore, *, now: datetime, ready_at: datetime | None, s
 
 @ledger_io
 def finish(store: InstanceStore, *, now: datetime, status: str, output: Any = None, failure: Failure | None = None,
-           failed_step: str = "", parent_id: str | None = None) -> None:
+           failed_step: str = "", parent_id: str | None = None, generation: int = 0) -> None:
     if status == Status.COMPLETE and not parent_id and is_postgres():
         def complete(woke: SleepWrite | None = None) -> None:
             if not route.instance_complete(
@@ -127,6 +128,11 @@ def finish(store: InstanceStore, *, now: datetime, status: str, output: Any = No
         store.history(HistoryKind.INSTANCE_STATUS, now, status=status, **data)
         if status == Status.ERRORED and failure is not None:
             _dead_letter(store, now=now, failure=failure, failed_step=failed_step)
+        if status in (Status.ERRORED, Status.TERMINATED):  # scheduled in the ending's own transaction
+            hooks.hook_schedule(instance_id=store.instance_id, workflow=store.workflow, tenant=store.tenant,
+                                generation=generation, status=status, error_name=failure.name if failure else "",
+                                error_message=failure.message if failure else "", failed_step=failed_step, now=now,
+                                note=lambda **data: store.history(HistoryKind.HOOK, now, **data))
         if parent_id:  # a fan-out's item counts itself in; the last one, or a child, wakes the parent
             fan_out_items.child_finished(instance_id=store.instance_id, parent_id=parent_id, status=status,
                                          output=output, failure=failure, now=now)

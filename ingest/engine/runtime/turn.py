@@ -113,7 +113,7 @@ def _fail(x: Execution, failure: Failure) -> str:
     _run_rollbacks(x)
     x.ending()
     store_end.finish(x.store, now=x.now(), status=Status.ERRORED, failure=failure,
-                      failed_step=x.failed_step, parent_id=x.instance.parent_id)
+                      failed_step=x.failed_step, parent_id=x.instance.parent_id, generation=x.instance.generation)
     return Status.ERRORED
 
 
@@ -121,7 +121,8 @@ def _terminate(x: Execution, *, rollback: bool) -> str:
     if rollback:
         _run_rollbacks(x)
     x.ending()
-    store_end.finish(x.store, now=x.now(), status=Status.TERMINATED, parent_id=x.instance.parent_id)
+    store_end.finish(x.store, now=x.now(), status=Status.TERMINATED, parent_id=x.instance.parent_id,
+                      generation=x.instance.generation)
     return Status.TERMINATED
 
 

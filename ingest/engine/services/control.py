@@ -9,7 +9,7 @@ from typing import Any
 
 from django.db import transaction
 
-from ingest.engine import clock
+from ingest.engine import clock, hooks
 from ingest.engine.errors import (
     InstanceAlreadyExists,
     InvalidTransition,
@@ -118,6 +118,8 @@ def instance_terminate(*, instance_id: str, rollback: bool = False, actor: str =
         operator_history(inst, action="terminate", actor=actor, reason=reason, now=now, rollback=rollback)
         if not rollback:
             status_history(inst, now=now, actor=actor)
+            hooks.hook_schedule(instance_id=inst.id, workflow=inst.workflow, tenant=inst.tenant,
+                                generation=inst.generation, status=Status.TERMINATED, now=now)
             if inst.parent_id:  # a fan-out's item counts in as terminated; a child wakes its parent
                 from ingest.engine.runtime.fan_out_items import child_finished
 
