@@ -147,3 +147,7 @@ def _seconds(value: float) -> str:
             count = int(value // size)
             return f"{count} {unit}{'s' if count != 1 else ''}"
     return f"{value:g} seconds"
+
+
+class InvalidSearchAttributes(EngineError):
+    """Search attributes are keys like `customer` with short text, number or boolean values."""

@@ -6,6 +6,8 @@ Django loads an app's models from `<app>.models`, so this package gathers its mo
 
 from __future__ import annotations
 
+from ingest.engine.models.attributes import InstanceAttributes
+from ingest.engine.models.batches import Batch, BatchItem, BatchItemState, BatchState
 from ingest.engine.models.costs import (
     ApiCost,
     ApprovalKind,
@@ -41,6 +43,11 @@ from ingest.engine.models.instances import (
 from ingest.engine.models.retention import RetentionBatch
 
 __all__ = [
+    "Batch",
+    "BatchItem",
+    "BatchItemState",
+    "BatchState",
+    "InstanceAttributes",
     "RetentionBatch",
     "FINISHED_STATUSES",
     "ApiCost",
