@@ -250,13 +250,28 @@ def instance_filtered(*, user: Any, filters: InstanceFilters, now: datetime | No
         qs = qs.filter(workflow=filters.workflow) if known else qs.filter(workflow__icontains=filters.workflow)
     if filters.step:
         qs = qs.filter(Exists(Step.objects.filter(instance_id=OuterRef("id"), name=filters.step)))
-    if filters.attrs:
-        if connection.vendor == "postgresql":  # one @> through the GIN index (migration 0010)
-            qs = qs.filter(attrs__attributes__contains=dict(filters.attrs))
-        else:
-            for key, value in filters.attrs:
-                qs = qs.filter(**{f"attrs__attributes__{key}": value})
+    return attributes_filter(qs, filters.attrs)
+
+
+def attributes_filter(qs: QuerySet[Instance], attrs: tuple[tuple[str, str], ...]) -> QuerySet[Instance]:
+    """Instances whose search attributes hold every (key, value)."""
+    if not attrs:
+        return qs
+    if connection.vendor == "postgresql":  # one @> through the GIN index (migration 0010)
+        return qs.filter(attrs__attributes__contains=dict(attrs))
+    for key, value in attrs:
+        qs = qs.filter(**{f"attrs__attributes__{key}": value})
     return qs
+
+
+def attributes_parse(values: list[str]) -> tuple[tuple[tuple[str, str], ...], list[str]]:
+    """(the `key:value` filters, the problems of those that do not parse)."""
+    problems: list[str] = []
+    return _parse_attrs(values, problems), problems
+
+
+def sort_valid(sort: str) -> bool:
+    return sort.lstrip("-") in SORTS or bool(_attr_sort_key(sort))
 
 
 def _filtered(user: Any, filters: InstanceFilters, *, now: datetime) -> QuerySet[Instance]:
@@ -266,6 +281,8 @@ def _filtered(user: Any, filters: InstanceFilters, *, now: datetime) -> QuerySet
 def instance_count(*, user: Any, filters: InstanceFilters, cap: int = COUNT_CAP) -> tuple[int, bool]:
     """(how many instances match, up to `cap`; whether more than `cap` do). One statement: a
     count over the capped subquery, so a million-row ledger stops counting at the cap."""
+    if filters.problems:
+        return 0, False
     sql, params = instance_filtered(user=user, filters=filters).order_by().values("id")[: cap + 1] \
         .query.sql_with_params()
     with connection.cursor() as cursor:
@@ -283,7 +300,7 @@ def _newer(c: Cursor) -> Q:
     return Q(created_at__gt=c.created_at) | Q(created_at=c.created_at, id__gt=c.id)
 
 
-def _ordered(qs: QuerySet[Instance], sort: str) -> QuerySet[Instance]:
+def instance_order(qs: QuerySet[Instance], sort: str) -> QuerySet[Instance]:
     desc = sort.startswith("-")
     key = sort.lstrip("-")
     attr = _attr_sort_key(sort)
@@ -315,7 +332,7 @@ def instance_list(
     qs = _filtered(user, filters, now=now).defer("output", "error_message")
     if not filters.keyset:
         page = max(1, min(page, MAX_PAGE))
-        rows = list(_ordered(qs, filters.sort)[(page - 1) * limit: page * limit + 1])
+        rows = list(instance_order(qs, filters.sort)[(page - 1) * limit: page * limit + 1])
         return InstancePage(rows=rows[:limit], next_cursor=None, prev_cursor=None, newest=None,
                             page_number=page, has_more=len(rows) > limit)
     if before is not None:
