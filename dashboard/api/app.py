@@ -11,7 +11,16 @@ from django.http import Http404, HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
-from dashboard.api import alerts, audit, bulk, dead_letters, instances, operations, schedules, workflows
+from dashboard.api import (
+    alerts,
+    audit,
+    bulk,
+    dead_letters,
+    instances,
+    operations,
+    schedules,
+    workflows,
+)
 from dashboard.api.auth import ApiTokenAuth
 from dashboard.api.errors import (
     ApiProblem,

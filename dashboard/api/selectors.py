@@ -19,7 +19,16 @@ from dashboard.selectors.instances import (
     instance_order,
     sort_valid,
 )
-from ingest.engine.models import ApiCost, Budget, BudgetScope, DeadLetter, History, Instance, Status, Step
+from ingest.engine.models import (
+    ApiCost,
+    Budget,
+    BudgetScope,
+    DeadLetter,
+    History,
+    Instance,
+    Status,
+    Step,
+)
 from ingest.engine.secrets import REDACTED, public_value
 
 MAX_LIMIT = 200
