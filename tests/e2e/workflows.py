@@ -63,3 +63,15 @@ class Flaky(Workflow):
         step.do("fetch-account", fetch)
         step.do("store", lambda ctx: {"stored": True})
         return "ok"
+
+
+class Tagged(Workflow):
+    """Tags itself with search attributes from its params, then waits for an event (so it stays
+    waiting for the list and bulk-action tests)."""
+
+    name = "e2e-tagged"
+
+    def run(self, event: Any, step: Any) -> Any:
+        step.set_search_attributes(customer=event.payload.get("customer", ""), domain=event.payload.get("domain", ""))
+        step.wait_for_event("go", type="go", timeout="1 hour")
+        return {"ok": True}

@@ -141,8 +141,10 @@ class Step:
 
         attributes_check(values)  # a bad key fails the run here, before anything is stored
         instance_id = self._x.instance.id
-        return self.do("search-attributes", lambda: attributes_set(instance_id=instance_id, values=values),
-                       retries={"limit": 3, "delay": "1 second"})  # type: ignore[no-any-return]
+        merged: dict[str, str] = self.do("search-attributes",
+                                         lambda: attributes_set(instance_id=instance_id, values=values),
+                                         retries={"limit": 3, "delay": "1 second"})
+        return merged
 
     def child(self, name: str, *, workflow: str, params: dict[str, Any] | None = None,
               id: str | None = None) -> Any:
