@@ -83,7 +83,7 @@ def list_urls() -> list[tuple[str, str]]:
         ("24h, sort duration", "/instances/?range=24h&sort=-duration"),
         ("step=llm-extract + workflow", "/instances/?workflow=gong-ingest&step=llm-extract"),
         ("7d + attr customer, sort cost", "/instances/?range=7d&attr=customer:cust-77&sort=-cost"),
-        ("no filter (count capped at 100,000)", "/instances/"),
+        ("no filter (count capped at 10,000)", "/instances/"),
     ]
 
 

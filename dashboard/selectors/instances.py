@@ -57,7 +57,7 @@ SORT_LABELS = {"-created": "newest first", "created": "oldest first", "-started"
                "updated": "updated, earliest first", "-duration": "longest first", "duration": "shortest first",
                "-cost": "costliest first", "cost": "cheapest first"}
 DEFAULT_SORT = "-created"
-COUNT_CAP = 100_000  # an exact count past this costs more than it tells: "100,000+"
+COUNT_CAP = 10_000  # an exact count past this costs more than it tells: "10000+"
 ATTR_KEY = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 MAX_ATTRS = 5
 

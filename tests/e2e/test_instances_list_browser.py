@@ -20,6 +20,7 @@ WIDTHS = [(1280, 860), (390, 844)]
 def _session(browser: Any, stack: Stack, width: int, height: int) -> Session:
     s = login(browser, stack, "operator")
     s.page.set_viewport_size({"width": width, "height": height})
+    s.page.set_default_timeout(30_000)  # a busy shared machine answers slowly
     return s
 
 
@@ -56,6 +57,7 @@ def test_back_restores_a_form_that_shows_the_listed_filters(browser, stack: Stac
     assert sorted(_rows(s)) == [f"{prefix}-alpha", f"{prefix}-beta", f"{prefix}-gamma"]
     # Several statuses at once, through the multi-select.
     p.click("details.multi summary")
+    s.shot(f"instances-status-menu-{width}")
     p.check("input[name=status][value=waiting]")
     p.wait_for_url(lambda u: "status=waiting" in u)
     p.check("input[name=status][value=queued]")
