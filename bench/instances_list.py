@@ -172,12 +172,14 @@ def main() -> None:
     parser.add_argument("--bulk", type=int, default=10_000, help="instances the bulk action matches (0: skip)")
     parser.add_argument("--skip-setup", action="store_true")
     parser.add_argument("--list-only", action="store_true")
+    parser.add_argument("--bulk-only", action="store_true")
     args = parser.parse_args()
     ensure_database(args.url)
     setup_django(args.url)
     if not args.skip_setup:
         attributes_setup(args.url)
-    measure_list(args.runs)
+    if not args.bulk_only:
+        measure_list(args.runs)
     if args.bulk and not args.list_only:
         measure_bulk(args.bulk)
 
