@@ -59,10 +59,11 @@ def _preview_query(preview: bulk.Preview) -> str:
 
 def _context(request: HtmxHttpRequest, batch: Batch, **extra: Any) -> dict[str, Any]:
     progress = batches.batch_progress(batch_id=batch.id)
+    item_tenants = sorted(set(BatchItem.objects.filter(batch=batch).values_list("tenant", flat=True)))
     context: dict[str, Any] = {
+        "item_tenants": item_tenants,
         "batch": batch, "progress": progress, "back": batch.query, "action": batch.action,
-        "instances": [batches.batch_instance_id(batch.id, t) for t in
-                      sorted(set(BatchItem.objects.filter(batch=batch).values_list("tenant", flat=True)))],
+        "instances": [batches.batch_instance_id(batch.id, t) for t in item_tenants],
         "sample": list(BatchItem.objects.filter(batch=batch).order_by("id").values_list("instance_id", flat=True)[:20]),
         "problems": list(BatchItem.objects.filter(batch=batch, state__in=[BatchItemState.SKIPPED, BatchItemState.FAILED])
                          .order_by("id").values("instance_id", "state", "detail")[:20]),
