@@ -11,7 +11,16 @@ from django.http import Http404, HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
-from dashboard.api import alerts, audit, dead_letters, instances, operations, schedules, workflows
+from dashboard.api import (
+    alerts,
+    audit,
+    bulk,
+    dead_letters,
+    instances,
+    operations,
+    schedules,
+    workflows,
+)
 from dashboard.api.auth import ApiTokenAuth
 from dashboard.api.errors import (
     ApiProblem,
@@ -40,6 +49,7 @@ api = NinjaAPI(
 )
 api.add_router("/workflows", workflows.router)
 api.add_router("/instances", instances.router)
+api.add_router("/bulk-actions", bulk.router)
 api.add_router("/schedules", schedules.router)
 api.add_router("/dead-letters", dead_letters.router)
 api.add_router("/audit", audit.router)

@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 from django.http import HttpRequest
 from django.utils import timezone
-from ninja import Query, Router, Schema
+from ninja import Field, Query, Router, Schema
 
 from dashboard import access
 from dashboard.api import schemas as s
@@ -38,6 +38,10 @@ class InstanceFilters(Schema):
     id_prefix: str | None = None
     cursor: str | None = None
     limit: int = 50
+    attr: list[str] = Field(default_factory=list, description="search attributes, key:value (repeatable)")
+    sort: str | None = Field(None, description="created, started, updated, duration, cost or attr.<key>; "
+                             "- for descending (default -created, keyset pages)")
+    page: int = 1
 
 
 def _visible(request: HttpRequest, instance_id: str) -> Instance:

@@ -68,9 +68,14 @@ class InstanceOut(Schema):
     status_url: str
 
 
+class InstanceListed(InstanceOut):
+    search_attributes: dict[str, str] = {}
+
+
 class InstancePage(Schema):
-    items: list[InstanceOut]
+    items: list[InstanceListed]
     next_cursor: str | None
+    next_page: int | None = None
 
 
 class AttemptOut(Schema):

@@ -12,7 +12,23 @@ from typing import Any
 from django.db.models import Count, Q, QuerySet, Sum
 
 from dashboard.api.errors import ApiProblem
-from ingest.engine.models import ApiCost, Budget, BudgetScope, DeadLetter, History, Instance, Step
+from dashboard.selectors.instances import (
+    attributes_filter,
+    attributes_parse,
+    instance_attributes,
+    instance_order,
+    sort_valid,
+)
+from ingest.engine.models import (
+    ApiCost,
+    Budget,
+    BudgetScope,
+    DeadLetter,
+    History,
+    Instance,
+    Status,
+    Step,
+)
 from ingest.engine.secrets import REDACTED, public_value
 from ingest.engine.selectors import progress_of, step_progress
 
@@ -73,23 +89,47 @@ def instance_page(
     *, tenants: Collection[str], workflow: str | None = None, status: str | None = None,
     tenant: str | None = None, since: datetime | None = None, until: datetime | None = None,
     id_prefix: str | None = None, cursor: str | None = None, limit: int = 50,
+    attr: list[str] | None = None, sort: str | None = None, page: int = 1,
 ) -> dict[str, Any]:
-    """Newest first, keyset-paginated on (created_at, id) so pages stay stable under inserts."""
+    """Newest first, keyset-paginated on (created_at, id) so pages stay stable under inserts.
+    `status` may list several (comma-separated); `attr` filters by search attributes
+    (`customer:acme`, repeatable); another `sort` pages by number (`page`)."""
     since, until = as_utc(since, what="since"), as_utc(until, what="until")
+    statuses = [s.strip() for s in (status or "").split(",") if s.strip()]
+    unknown = [s for s in statuses if s not in Status.values]
+    if unknown:
+        raise ApiProblem(400, "invalid_filter", f"status {unknown[0][:40]!r} is not one of {', '.join(Status.values)}")
+    attrs, problems = attributes_parse(attr or [])
+    if problems:
+        raise ApiProblem(400, "invalid_filter", "; ".join(problems))
+    if sort and not sort_valid(sort):
+        raise ApiProblem(400, "invalid_filter", f"sort {sort[:40]!r} is not one of created, started, updated, "
+                         "duration, cost or attr.<key> (a leading - for descending)")
     qs = _given(Instance.objects.filter(tenant__in=list(tenants)).defer("output"), workflow=workflow,
-                status=status, tenant=tenant, created_at__gte=since, created_at__lt=until,
+                status__in=statuses, tenant=tenant, created_at__gte=since, created_at__lt=until,
                 id__startswith=id_prefix)
+    qs = attributes_filter(qs, attrs)
+    limit = max(1, min(limit, MAX_LIMIT))
+    if sort and sort != "-created":
+        page = max(1, min(page, 1000))
+        rows = list(instance_order(qs, sort)[(page - 1) * limit: page * limit + 1])
+        return {"items": _with_attributes(rows[:limit]), "next_cursor": None,
+                "next_page": page + 1 if len(rows) > limit else None}
     if cursor:
         when, last_id = decode_cursor(cursor)
         qs = qs.filter(Q(created_at__lt=when) | Q(created_at=when, id__lt=last_id))
-    limit = max(1, min(limit, MAX_LIMIT))
     rows = list(qs.order_by("-created_at", "-id")[: limit + 1])
     more = len(rows) > limit
     rows = rows[:limit]
     return {
-        "items": [instance_dict(i) for i in rows],
+        "items": _with_attributes(rows),
         "next_cursor": encode_cursor(rows[-1].created_at, rows[-1].id) if more else None,
     }
+
+
+def _with_attributes(rows: list[Instance]) -> list[dict[str, Any]]:
+    attrs = instance_attributes(ids=[r.id for r in rows])
+    return [{**instance_dict(i), "search_attributes": attrs.get(i.id, {})} for i in rows]
 
 
 def instance_visible(*, tenants: Collection[str], instance_id: str) -> Instance | None:

@@ -81,10 +81,14 @@ from dashboard.selectors.instance_detail import (
 from dashboard.selectors.instances import (
     PAGE_SIZE,
     RANGES,
+    SORT_LABELS,
     Cursor,
     InstanceFilters,
     InstancePage,
+    instance_attributes,
+    instance_count,
     instance_count_newer,
+    instance_filtered,
     instance_list,
     instance_rows,
     workflow_names,
@@ -117,6 +121,10 @@ from dashboard.selectors.workflows import (
 )
 
 __all__ = [
+    "SORT_LABELS",
+    "instance_attributes",
+    "instance_count",
+    "instance_filtered",
     "BudgetRow",
     "COST_DIMENSIONS",
     "METADATA_DIMENSIONS",

@@ -6,26 +6,43 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
-from django.db.models import Q, QuerySet
+from django.db import connection
+from django.db.models import (
+    DurationField,
+    Exists,
+    ExpressionWrapper,
+    F,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+)
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Coalesce, Now
 from django.http import QueryDict
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from dashboard import access
+from dashboard.models import InstanceCost
 from dashboard.selectors.common import filter_given
 from ingest.engine import workflow_names as workflow_names_registered
 from ingest.engine.models import (
     Instance,
+    InstanceAttributes,
     Status,
+    Step,
 )
 from ingest.triggers.limits import datetime_in_range
 
 PAGE_SIZE = 50
+MAX_PAGE = 200  # numbered pages (orders other than newest first) stop here: narrow the filters
 RANGES = {"15m": timedelta(minutes=15), "1h": timedelta(hours=1), "24h": timedelta(hours=24),
           "7d": timedelta(days=7), "30d": timedelta(days=30)}
 
@@ -33,9 +50,25 @@ RANGES = {"15m": timedelta(minutes=15), "1h": timedelta(hours=1), "24h": timedel
 # ---- the instances ledger ----------------------------------------------------------------
 
 
+SORTS = {"created": "created_at", "started": "started_at", "updated": "updated_at", "duration": "duration",
+         "cost": "cost"}
+SORT_LABELS = {"-created": "newest first", "created": "oldest first", "-started": "started, latest first",
+               "started": "started, earliest first", "-updated": "updated, latest first",
+               "updated": "updated, earliest first", "-duration": "longest first", "duration": "shortest first",
+               "-cost": "costliest first", "cost": "cheapest first"}
+DEFAULT_SORT = "-created"
+COUNT_CAP = 10_000  # an exact count past this costs more than it tells: "10000+"
+ATTR_KEY = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+MAX_ATTRS = 5
+
+
 @dataclass(frozen=True)
 class InstanceFilters:
-    """The list's filters, parsed from and written back to the URL query."""
+    """The list's filters, parsed from and written back to the URL query.
+
+    `problems` names every value that did not parse (an unknown status, a bad attribute, an
+    unknown sort): the page says so and shows nothing rather than a wider list, and a bulk action
+    refuses to start from it."""
 
     workflow: str = ""
     statuses: tuple[str, ...] = ()
@@ -45,34 +78,60 @@ class InstanceFilters:
     until: datetime | None = None
     id_prefix: str = ""
     text: str = ""
+    step: str = ""
+    attrs: tuple[tuple[str, str], ...] = ()
+    sort: str = DEFAULT_SORT
+    problems: tuple[str, ...] = ()
 
     @classmethod
     def from_query(cls, query: QueryDict) -> InstanceFilters:
-        statuses = tuple(s for s in query.getlist("status") if s in Status.values)
+        problems: list[str] = []
+        statuses: list[str] = []
+        for raw in query.getlist("status"):
+            for value in (v.strip() for v in raw.split(",")):
+                if value in Status.values:
+                    statuses.append(value)
+                elif value:
+                    problems.append(f"status {value[:40]!r} is not a status (one of {', '.join(Status.values)})")
         rng = query.get("range", "")
+        if rng and rng not in RANGES:
+            problems.append(f"range {rng[:20]!r} is not one of {', '.join(RANGES)}")
+        sort = query.get("sort", "").strip() or DEFAULT_SORT
+        if sort.lstrip("-") not in SORTS and not _attr_sort_key(sort):
+            problems.append(f"sort {sort[:40]!r} is not one of {', '.join(SORT_LABELS)} or attr.<key>")
+            sort = DEFAULT_SORT
+        attrs = _parse_attrs(query.getlist("attr"), problems)
         return cls(
             workflow=query.get("workflow", "").strip()[:200],
-            statuses=statuses,
+            statuses=tuple(dict.fromkeys(statuses)),
             tenant=query.get("tenant", "").strip()[:100],
             range=rng if rng in RANGES else "",
             since=_parse_time(query.get("since", ""), what="since"),
             until=_parse_time(query.get("until", ""), what="until"),
             id_prefix=query.get("id", "").strip()[:100],
             text=query.get("q", "").strip()[:200],
+            step=query.get("step", "").strip()[:256],
+            attrs=attrs,
+            sort=sort,
+            problems=tuple(problems),
         )
 
-    def as_params(self) -> list[tuple[str, str]]:
+    def as_params(self, *, sort: bool = True) -> list[tuple[str, str]]:
         pairs: list[tuple[str, str]] = []
         if self.workflow:
             pairs.append(("workflow", self.workflow))
         pairs += [("status", s) for s in self.statuses]
-        for key, value in (("tenant", self.tenant), ("range", self.range), ("id", self.id_prefix), ("q", self.text)):
+        for key, value in (("tenant", self.tenant), ("range", self.range), ("id", self.id_prefix), ("q", self.text),
+                           ("step", self.step)):
             if value:
                 pairs.append((key, value))
         if self.since:
             pairs.append(("since", self.since.strftime("%Y-%m-%dT%H:%M")))
         if self.until:
             pairs.append(("until", self.until.strftime("%Y-%m-%dT%H:%M")))
+        pairs += [("attr", f"{k}:{v}") for k, v in self.attrs]
+        if sort and self.sort != DEFAULT_SORT:
+            pairs.append(("sort", self.sort))
         return pairs
 
     def querystring(self) -> str:
@@ -80,7 +139,38 @@ class InstanceFilters:
 
     @property
     def active(self) -> bool:
-        return bool(self.as_params())
+        return bool(self.as_params(sort=False))
+
+    @property
+    def keyset(self) -> bool:
+        """The default order pages by keyset; every other order by page number."""
+        return self.sort == DEFAULT_SORT
+
+    @property
+    def attr_text(self) -> str:
+        return " ".join(f"{k}:{v}" for k, v in self.attrs)
+
+
+def _attr_sort_key(sort: str) -> str:
+    key = sort.lstrip("-").removeprefix("attr.") if sort.lstrip("-").startswith("attr.") else ""
+    return key if ATTR_KEY.match(key) else ""
+
+
+def _parse_attrs(values: list[str], problems: list[str]) -> tuple[tuple[str, str], ...]:
+    """`attr=customer:acme` (repeatable, or several separated by spaces in one field)."""
+    out: list[tuple[str, str]] = []
+    for raw in values:
+        for piece in raw.split():
+            key, sep, value = piece.partition(":")
+            if not sep or not ATTR_KEY.match(key) or not value or len(value) > 200:
+                problems.append(f"attribute filter {piece[:60]!r} is not key:value (e.g. customer:acme; keys are "
+                                "lower-case letters, digits and _)")
+                continue
+            out.append((key, value))
+    if len(out) > MAX_ATTRS:
+        problems.append(f"{len(out)} attribute filters; at most {MAX_ATTRS}")
+        return ()
+    return tuple(out)
 
 
 def _parse_time(raw: str, *, what: str) -> datetime | None:
@@ -134,12 +224,18 @@ class InstancePage:
     next_cursor: Cursor | None  # older rows
     prev_cursor: Cursor | None  # newer rows (None on the first page)
     newest: Cursor | None  # the first row shown: "N new" counts rows above it
+    page_number: int = 1  # orders other than newest first page by number
+    has_more: bool = False
 
 
-def _filtered(user: Any, filters: InstanceFilters, *, now: datetime) -> QuerySet[Instance]:
-    return filter_given(access.scope(Instance.objects.all(), user), [
+def instance_filtered(*, user: Any, filters: InstanceFilters, now: datetime | None = None) -> QuerySet[Instance]:
+    """Every instance of the user's tenants the filters match (unordered). A filter with problems
+    matches nothing: a value that did not parse never widens the list."""
+    if filters.problems:
+        return Instance.objects.none()
+    now = now or timezone.now()
+    qs = filter_given(access.scope(Instance.objects.all(), user), [
         ("tenant", filters.tenant),
-        ("workflow", filters.workflow),
         ("status__in", filters.statuses),
         ("created_at__gte", now - RANGES[filters.range] if filters.range else None),
         ("created_at__gte", filters.since),
@@ -148,6 +244,52 @@ def _filtered(user: Any, filters: InstanceFilters, *, now: datetime) -> QuerySet
         # engine_instance_search: the params' text, kept by triggers, trigram-indexed (PostgreSQL)
         ("search__text__icontains", filters.text),
     ])
+    if filters.workflow:
+        # A known name is matched exactly (its index); anything else is a part of a name.
+        known = filters.workflow in workflow_names_registered()
+        qs = qs.filter(workflow=filters.workflow) if known else qs.filter(workflow__icontains=filters.workflow)
+    if filters.step:
+        qs = qs.filter(Exists(Step.objects.filter(instance_id=OuterRef("id"), name=filters.step)))
+    return attributes_filter(qs, filters.attrs)
+
+
+def attributes_filter(qs: QuerySet[Instance], attrs: tuple[tuple[str, str], ...]) -> QuerySet[Instance]:
+    """Instances whose search attributes hold every (key, value)."""
+    if not attrs:
+        return qs
+    if connection.vendor == "postgresql":  # one @> through the GIN index (migration 0010)
+        return qs.filter(attrs__attributes__contains=dict(attrs))
+    for key, value in attrs:
+        qs = qs.filter(**{f"attrs__attributes__{key}": value})
+    return qs
+
+
+def attributes_parse(values: list[str]) -> tuple[tuple[tuple[str, str], ...], list[str]]:
+    """(the `key:value` filters, the problems of those that do not parse)."""
+    problems: list[str] = []
+    return _parse_attrs(values, problems), problems
+
+
+def sort_valid(sort: str) -> bool:
+    return sort.lstrip("-") in SORTS or bool(_attr_sort_key(sort))
+
+
+def _filtered(user: Any, filters: InstanceFilters, *, now: datetime) -> QuerySet[Instance]:
+    return instance_filtered(user=user, filters=filters, now=now)
+
+
+def instance_count(*, user: Any, filters: InstanceFilters, cap: int = COUNT_CAP) -> tuple[int, bool]:
+    """(how many instances match, up to `cap`; whether more than `cap` do). One statement: a
+    count over the capped subquery, so a million-row ledger stops counting at the cap."""
+    if filters.problems:
+        return 0, False
+    sql, params = instance_filtered(user=user, filters=filters).order_by().values("id")[: cap + 1] \
+        .query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT count(*) FROM ({sql}) capped", params)  # noqa: S608 - compiled by the ORM
+        row = cursor.fetchone()
+    n = int(row[0]) if row else 0
+    return min(n, cap), n > cap
 
 
 def _older(c: Cursor) -> Q:
@@ -158,14 +300,41 @@ def _newer(c: Cursor) -> Q:
     return Q(created_at__gt=c.created_at) | Q(created_at=c.created_at, id__gt=c.id)
 
 
+def instance_order(qs: QuerySet[Instance], sort: str) -> QuerySet[Instance]:
+    desc = sort.startswith("-")
+    key = sort.lstrip("-")
+    attr = _attr_sort_key(sort)
+    if attr:
+        qs = qs.annotate(sort_value=KeyTextTransform(attr, "attrs__attributes"))
+        expr: Any = F("sort_value")
+    elif key == "duration":
+        qs = qs.annotate(sort_value=ExpressionWrapper(Coalesce(F("ended_at"), Now()) - F("started_at"),
+                                                       output_field=DurationField()))
+        expr = F("sort_value")
+    elif key == "cost":
+        spend = InstanceCost.objects.filter(instance_id=OuterRef("id")).values("total")[:1]
+        qs = qs.annotate(sort_value=Subquery(spend))
+        expr = F("sort_value")
+    else:
+        expr = F(SORTS[key])
+    first = expr.desc(nulls_last=True) if desc else expr.asc(nulls_last=True)
+    return qs.order_by(first, "-created_at", "-id")
+
+
 def instance_list(
     *, user: Any, filters: InstanceFilters, after: Cursor | None = None,
-    before: Cursor | None = None, limit: int = PAGE_SIZE, now: datetime | None = None,
+    before: Cursor | None = None, limit: int = PAGE_SIZE, now: datetime | None = None, page: int = 1,
 ) -> InstancePage:
-    """One page of the ledger, newest first, by keyset on (created_at, id): no OFFSET, so page
-    1,000 costs what page 1 costs. `after` pages towards older rows, `before` towards newer."""
+    """One page of the ledger. Newest first by keyset on (created_at, id): no OFFSET, so page
+    1,000 costs what page 1 costs; `after` pages towards older rows, `before` towards newer.
+    Any other `filters.sort` pages by number (`page`, at most MAX_PAGE)."""
     now = now or timezone.now()
     qs = _filtered(user, filters, now=now).defer("output", "error_message")
+    if not filters.keyset:
+        page = max(1, min(page, MAX_PAGE))
+        rows = list(instance_order(qs, filters.sort)[(page - 1) * limit: page * limit + 1])
+        return InstancePage(rows=rows[:limit], next_cursor=None, prev_cursor=None, newest=None,
+                            page_number=page, has_more=len(rows) > limit)
     if before is not None:
         rows = list(qs.filter(_newer(before)).order_by("created_at", "id")[: limit + 1])
         has_newer = len(rows) > limit
@@ -184,7 +353,13 @@ def instance_list(
         next_cursor=Cursor.of(rows[-1]) if has_older and rows else None,
         prev_cursor=Cursor.of(rows[0]) if after is not None and rows else None,
         newest=Cursor.of(rows[0]) if rows else None,
+        has_more=has_older,
     )
+
+
+def instance_attributes(*, ids: list[str]) -> dict[str, dict[str, str]]:
+    """The search attributes of the given instances (the rows shown), by id."""
+    return dict(InstanceAttributes.objects.filter(instance_id__in=ids).values_list("instance_id", "attributes"))
 
 
 def instance_count_newer(*, user: Any, filters: InstanceFilters, than: Cursor | None, cap: int = 100) -> int:

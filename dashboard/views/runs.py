@@ -23,6 +23,7 @@ from django.views.decorators.http import require_GET, require_POST
 from dashboard import access, selectors
 from dashboard.actions import ACTIONS, Action, available_actions
 from dashboard.audit import Audit, Origin, audited
+from dashboard.bulk import BULK_ACTIONS
 from dashboard.models import Role
 from dashboard.views.common import HtmxHttpRequest
 from ingest.alerts.selectors import callback_for
@@ -42,34 +43,55 @@ def instance_list(request: HtmxHttpRequest) -> HttpResponse:
     filters = selectors.InstanceFilters.from_query(request.GET)
     after = selectors.Cursor.decode(request.GET.get("after", ""))
     before = selectors.Cursor.decode(request.GET.get("before", ""))
-    page = selectors.instance_list(user=request.user, filters=filters, after=after, before=before)
-    first_page = after is None and before is None
+    number = _page_number(request.GET.get("page", ""))
+    page = selectors.instance_list(user=request.user, filters=filters, after=after, before=before, page=number)
+    count, count_more = selectors.instance_count(user=request.user, filters=filters)
+    first_page = after is None and before is None and page.page_number == 1
     base = filters.querystring()
     live: list[tuple[str, str]] = [("view", "instances"), ("after", str(selectors.history_cursor()))]
-    if first_page and page.newest is not None:
+    if first_page and page.newest is not None and filters.keyset:
         live.append(("newest", page.newest.encode()))
     elif first_page:
         live.append(("newest", "empty"))
     live.append(("rows", ",".join(r.id for r in page.rows)))
     live += filters.as_params()
+    attr_sort = ""
+    if filters.sort.lstrip("-").startswith("attr."):
+        attr_sort = f"attribute {filters.sort.lstrip('-')[5:]}, {'Z→A' if filters.sort.startswith('-') else 'A→Z'}"
     context = {
         "page": page,
         "filters": filters,
+        "filter_params": filters.as_params(),
         "first_page": first_page,
+        "count": count,
+        "count_more": count_more,
         "statuses": Status.choices,
+        "sorts": list(selectors.SORT_LABELS.items()),
+        "sort_label": selectors.SORT_LABELS.get(filters.sort, attr_sort),
+        "attr_sort": attr_sort,
+        "attributes": selectors.instance_attributes(ids=[r.id for r in page.rows]),
         "tenants": access.tenants_for(request.user),
         "ranges": list(selectors.RANGES),
         "workflows": selectors.workflow_names(user=request.user),
+        "can_bulk": bool(access.acting_tenants(request.user)),
+        "bulk_actions": BULK_ACTIONS,
         "next_url": f"?{_join(base, urlencode({'after': page.next_cursor.encode()}))}" if page.next_cursor else "",
         "prev_url": f"?{_join(base, urlencode({'before': page.prev_cursor.encode()}))}" if page.prev_cursor else "",
+        "page_next_url": f"?{_join(base, urlencode({'page': page.page_number + 1}))}" if page.has_more and not filters.keyset else "",
+        "page_prev_url": f"?{_join(base, urlencode({'page': page.page_number - 1}))}" if page.page_number > 1 else "",
         "first_url": f"?{base}" if base else "?",
         "live_query": urlencode(live),
         "now_query": base,
     }
     template = "runs/instance_list.html"
-    if request.htmx and not request.htmx.boosted:
+    # A history restore that missed htmx's cache asks for the whole page, not the fragment.
+    if request.htmx and not request.htmx.boosted and not request.htmx.history_restore_request:
         template += "#results"
-    return render(request, template, context)
+    return render(request, template, context, status=400 if filters.problems else 200)
+
+
+def _page_number(raw: str) -> int:
+    return int(raw) if raw.isascii() and raw.isdigit() and 0 < len(raw) < 5 else 1
 
 
 def _join(*parts: str) -> str:

@@ -15,5 +15,6 @@ class EngineConfig(AppConfig):
         # Workflows register when their module is imported; these are imported at start-up in
         # every process (web, worker, scheduler) so all of them know the same workflows.
         importlib.import_module("ingest.engine.hooks")  # registers the on_error hook's workflow
+        importlib.import_module("ingest.engine.batch_workflow")  # bulk actions run as instances
         for module in getattr(settings, "RUNLEDGER_WORKFLOW_MODULES", []):
             importlib.import_module(module)

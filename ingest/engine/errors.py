@@ -190,3 +190,7 @@ class PollDeadlineExceeded(Exception):
         self.name, self.checks, self.deadline, self.last = name, checks, deadline, last
         super().__init__(f"poll {name!r} was not done after {checks} check(s) by its deadline {deadline}; "
                          "catch PollDeadlineExceeded to escalate, or give the poll a later deadline")
+
+
+class InvalidSearchAttributes(EngineError):
+    """Search attributes are keys like `customer` with short text, number or boolean values."""

@@ -3,7 +3,9 @@ estimate; from the operator, viewer and stranger sides. Actions go through the e
 
 from __future__ import annotations
 
+import html
 import json
+import re
 from decimal import Decimal
 
 import pytest
@@ -212,3 +214,17 @@ def test_bulk_redrive_leaves_out_tenants_where_the_user_only_reads(db, users):
     assert r.context["estimate"].instances == 2 and r.context["skipped"] == 1
     _confirmed(c, f"signature={group_a[0].signature}", rate_per_second="5", reason="r")
     assert DeadLetter.objects.get(id=group_a[1].id).state == "open"  # globex's
+
+
+def test_a_groups_redrive_link_keeps_the_lists_filters_through_preview_and_confirm(operator):
+    group_a, _ = _two_groups()  # group a spans acme (2) and globex (1)
+    page = operator.get("/dead-letters/?tenant=globex&q=429").content.decode()
+    link = html.unescape(re.search(r'href="(/dead-letters/redrive/\?[^"]*signature=[^"]+)"[^>]*>Redrive…', page).group(1))
+    assert "tenant=globex" in link and "q=429" in link
+    preview = operator.get(link)
+    assert preview.context["estimate"].instances == 1  # what the filtered list shows, not the whole group
+    r = operator.post("/dead-letters/redrive/run/", {"token": preview.context["token"], "rate_per_second": "5",
+                                                     "reason": "globex only"})
+    assert r.status_code == 302
+    states = {d.id: DeadLetter.objects.get(id=d.id).state for d in group_a}
+    assert [states[d.id] for d in group_a] == ["open", "redriven", "open"]

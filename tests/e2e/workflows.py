@@ -85,3 +85,15 @@ class RulesOnlyUrlClassify(Workflow):
         return {"url": url, "confidence": rules["confidence"], "domain_type": rules["domain_type"],
                 "page_type": rules["page_type"], "modifiers": rules["modifiers"],
                 "classification_source": source, "stages_run": ["rules"], "round": 0, "cost_usd": 0.0}
+
+
+class Tagged(Workflow):
+    """Tags itself with search attributes from its params, then waits for an event (so it stays
+    waiting for the list and bulk-action tests)."""
+
+    name = "e2e-tagged"
+
+    def run(self, event: Any, step: Any) -> Any:
+        step.set_search_attributes(customer=event.payload.get("customer", ""), domain=event.payload.get("domain", ""))
+        step.wait_for_event("go", type="go", timeout="1 hour")
+        return {"ok": True}

@@ -6,6 +6,8 @@ Django loads an app's models from `<app>.models`, so this package gathers its mo
 
 from __future__ import annotations
 
+from ingest.engine.models.attributes import InstanceAttributes
+from ingest.engine.models.batches import Batch, BatchItem, BatchItemState, BatchState
 from ingest.engine.models.breakers import BreakerState, BreakerTransition, CircuitBreaker
 from ingest.engine.models.costs import (
     ApiCost,
@@ -46,6 +48,11 @@ __all__ = [
     "BreakerState",
     "BreakerTransition",
     "CircuitBreaker",
+    "Batch",
+    "BatchItem",
+    "BatchItemState",
+    "BatchState",
+    "InstanceAttributes",
     "RetentionBatch",
     "FINISHED_STATUSES",
     "ApiCost",

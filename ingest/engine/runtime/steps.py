@@ -143,6 +143,21 @@ class Step:
             raise
         return event["payload"]  # type: ignore[no-any-return]
 
+    def set_search_attributes(self, **values: Any) -> dict[str, str]:
+        """Tag this instance for the operators' search: `step.set_search_attributes(customer="acme",
+        domain="acme.com")`. Values are stored as text (numbers and booleans too); None removes a
+        key. Durable and replay-safe: it is a step of its own (`search-attributes`, memoised like
+        any `do`), so a replay does not write again; checked before it is recorded. Returns the
+        instance's attributes after the merge."""
+        from ingest.engine.services.attributes import attributes_check, attributes_set
+
+        attributes_check(values)  # a bad key fails the run here, before anything is stored
+        instance_id = self._x.instance.id
+        merged: dict[str, str] = self.do("search-attributes",
+                                         lambda: attributes_set(instance_id=instance_id, values=values),
+                                         retries={"limit": 3, "delay": "1 second"})
+        return merged
+
     def child(self, name: str, *, workflow: str, params: dict[str, Any] | None = None,
               id: str | None = None) -> Any:
         """Start another workflow as a child and wait for its output (raises if it fails)."""
@@ -224,6 +239,15 @@ class AsyncStep(Step):
     async def wait_for_approval(self, name: str, **kwargs: Any) -> dict[str, Any]:  # type: ignore[override]
         sync = Step(self._x)
         return await asyncio.to_thread(sync.wait_for_approval, name, **kwargs)
+
+    async def set_search_attributes(self, **values: Any) -> dict[str, str]:  # type: ignore[override]
+        from ingest.engine.services.attributes import attributes_check, attributes_set
+
+        attributes_check(values)
+        instance_id = self._x.instance.id
+        return await self.do("search-attributes",  # type: ignore[no-any-return]
+                             lambda: attributes_set(instance_id=instance_id, values=values),
+                             retries={"limit": 3, "delay": "1 second"})
 
     async def child(self, name: str, **kwargs: Any) -> Any:
         return await asyncio.to_thread(super().child, name, **kwargs)
