@@ -32,6 +32,7 @@ rounds, against the goals (≥ 60 % of the ceiling's requests/s, p99 ≤ 2× the
 from __future__ import annotations
 
 import argparse
+import base64
 import http.client
 import json
 import os
@@ -335,10 +336,9 @@ def main() -> None:
     args = parser.parse_args()
     if not os.environ.get("DATABASE_URL", "").startswith("postgres"):
         raise SystemExit("set DATABASE_URL=postgres://postgres@127.0.0.1:5432/rl_bench_ingress")
-    if not os.environ.get("RUNLEDGER_SECRET_KEYS"):  # the connections' keys are encrypted at rest
-        from cryptography.fernet import Fernet
-
-        os.environ["RUNLEDGER_SECRET_KEYS"] = Fernet.generate_key().decode()
+    # The connections' webhook keys are encrypted at rest: a fixed bench key (its rows hold
+    # nothing secret), the same every run so the previous run's rows can be read and replaced.
+    os.environ.setdefault("RUNLEDGER_SECRET_KEYS", base64.urlsafe_b64encode(b"runledger-bench-ingress-32-bytes").decode())
     targets = ["noop", *[t for t in args.targets.split(",") if t in TARGETS and t != "noop"]]
     sys.path.insert(0, str(ROOT))
     token, secret = setup_database()
