@@ -273,9 +273,42 @@ def client(load: Load, port: int, until: float, seed: int) -> None:
     conn.close()
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process so far (0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def backends() -> list[int]:
+    """This database's PostgreSQL backends other than ours (the web processes' connections)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                       "AND pid <> pg_backend_pid()")
+        return [pid for (pid,) in cursor.fetchall()]
+
+
+def cpu_now(servers: list[int]) -> dict[str, dict[int, float]]:
+    return {"web": {pid: cpu_seconds(pid) for pid in servers},
+            "postgres": {pid: cpu_seconds(pid) for pid in backends()}}
+
+
+def cpu_used(before: dict[str, dict[int, float]], after: dict[str, dict[int, float]], kind: str
+             ) -> float:
+    """CPU between two samples; a backend that started since counts from 0 (one that started and
+    ended between the samples is missed: with a connection per request most of PostgreSQL's
+    CPU would be, which is why the web processes pool their connections)."""
+    return sum(cpu - before[kind].get(pid, 0.0) for pid, cpu in after[kind].items())
+
+
 def run_once(target: str, token: str, secret: str, *, seconds: float, threads: int,
-             repeat: float) -> dict[str, Any]:
+             repeat: float, servers: list[int]) -> dict[str, Any]:
     before_instances = count_created(target)
+    cpu_before = cpu_now(servers)
     load = Load(target, token, secret, repeat)
     until = time.monotonic() + seconds
     workers = [threading.Thread(target=client, args=(load, PORTS[i % 2], until, i))
@@ -286,6 +319,7 @@ def run_once(target: str, token: str, secret: str, *, seconds: float, threads: i
     for w in workers:
         w.join()
     elapsed = time.monotonic() - started
+    cpu_after = cpu_now(servers)
     created = count_created(target) - before_instances
     lat = sorted(load.latencies)
     named = {i for ids in load.ids_by_key.values() for i in ids}
@@ -296,6 +330,8 @@ def run_once(target: str, token: str, secret: str, *, seconds: float, threads: i
         "rps": len(lat) / elapsed,
         "p50_ms": 1000 * lat[len(lat) // 2] if lat else 0.0,
         "p99_ms": 1000 * lat[min(len(lat) - 1, int(len(lat) * 0.99))] if lat else 0.0,
+        "cpu_web_ms": 1000 * cpu_used(cpu_before, cpu_after, "web") / max(1, len(lat)),
+        "cpu_pg_ms": 1000 * cpu_used(cpu_before, cpu_after, "postgres") / max(1, len(lat)),
         "statuses": dict(sorted(load.statuses.items())),
         "distinct_keys": len({k for k, _ in load.sent}),
         "instances_created": created,
@@ -306,7 +342,7 @@ def run_once(target: str, token: str, secret: str, *, seconds: float, threads: i
 
 def report(results: list[dict[str, Any]], *, threads: int, seconds: float) -> None:
     by_target = {t: [r for r in results if r["target"] == t] for t in TARGETS}
-    med = {t: {k: statistics.median(r[k] for r in rs) for k in ("rps", "p50_ms", "p99_ms", "load")}
+    med = {t: {k: statistics.median(r[k] for r in rs) for k in ("rps", "p50_ms", "p99_ms", "load", "cpu_web_ms", "cpu_pg_ms")}
            for t, rs in by_target.items() if rs}
     ceiling = med["noop"]
     print(f"medians of {len(by_target['noop'])} interleaved rounds, 2 daphne processes, {threads} "
@@ -314,7 +350,8 @@ def report(results: list[dict[str, Any]], *, threads: int, seconds: float) -> No
     for target, m in med.items():
         rs = by_target[target]
         line = (f"  {target:10} {m['rps']:7.1f} req/s  p50 {m['p50_ms']:6.1f} ms  p99 "
-                f"{m['p99_ms']:6.1f} ms  (load average {m['load']:.1f})")
+                f"{m['p99_ms']:6.1f} ms  CPU/request web {m['cpu_web_ms']:.2f} ms + PostgreSQL "
+                f"{m['cpu_pg_ms']:.2f} ms  (load average {m['load']:.1f})")
         if target != "noop":
             share, times = m["rps"] / ceiling["rps"], m["p99_ms"] / ceiling["p99_ms"]
             dupes = sum(r["duplicates_created"] + r["keys_with_two_ids"] for r in rs)
@@ -348,7 +385,8 @@ def main() -> None:
         for n in range(args.runs):
             for target in targets[n % len(targets):] + targets[:n % len(targets)]:
                 result = run_once(target, token, secret, seconds=args.seconds,
-                                  threads=args.threads, repeat=args.repeat)
+                                  threads=args.threads, repeat=args.repeat,
+                                  servers=[p.pid for p in procs])
                 results.append(result)
                 print(f"round {n + 1}: {json.dumps(result)}", flush=True)
     finally:
