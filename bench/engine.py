@@ -31,7 +31,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVER = os.environ.get("BENCH_PG_SERVER", "postgres://postgres@127.0.0.1:5432")
-DB_NAME = os.environ.get("BENCH_DB", "runledger_bench_engine")  # its own, so parallel runs do not collide
+# Dropped and created anew by each run: BENCH_DB names another when several run on one server.
+DB_NAME = os.environ.get("BENCH_DB", "runledger_bench_engine")
 
 
 def setup_django(db_name: str = DB_NAME) -> None:

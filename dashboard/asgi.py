@@ -7,7 +7,16 @@ import os
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+# A web process pools its PostgreSQL connections (dashboard/config.py says why). Only here:
+# the worker and the scheduler keep one persistent connection per thread, which also carries
+# their session-level advisory locks; so the default is not left in the environment for the
+# processes this one starts. `manage.py up` has loaded its settings before this line.
+_POOL_DEFAULTED = "RUNLEDGER_DB_POOL" not in os.environ
+if _POOL_DEFAULTED:
+    os.environ["RUNLEDGER_DB_POOL"] = "20"
 django_asgi_app = get_asgi_application()
+if _POOL_DEFAULTED:
+    del os.environ["RUNLEDGER_DB_POOL"]
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402

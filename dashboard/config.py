@@ -90,6 +90,15 @@ def database_config(env: Mapping[str, str], *, base_dir: Path) -> dict[str, Any]
         config["TEST"] = {"NAME": str(base_dir / "var" / f"test-{os.getpid()}.sqlite3")}
     elif engine == "django.db.backends.postgresql":
         config.setdefault("OPTIONS", {})
+        pool = env_int(env, "RUNLEDGER_DB_POOL", 0, minimum=0)
+        if pool:
+            # Web processes (dashboard/asgi.py turns this on): daphne runs each request's sync
+            # code on a thread of its own, so a thread-local persistent connection is never
+            # reused and every request paid for a new PostgreSQL backend (about 2/3 of an
+            # ingress request's cost). The pool hands a connection to each request and takes it
+            # back when the request ends (CONN_MAX_AGE must be 0 with a pool).
+            config["CONN_MAX_AGE"] = 0
+            config["OPTIONS"]["pool"] = {"min_size": min(2, pool), "max_size": pool, "timeout": 10.0}
     else:
         raise ImproperlyConfigured(
             f"DATABASE_URL={raw!r} names the {engine or 'unknown'} backend; Runledger supports "

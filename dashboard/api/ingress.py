@@ -19,9 +19,10 @@ from dashboard.api.errors import error_response, from_engine_error, from_trigger
 from ingest.alerts.callbacks import route_callback_attach
 from ingest.engine import tracing
 from ingest.engine.errors import EngineError
+from ingest.engine.models import Status
 from ingest.triggers.errors import BodyTooLarge, InvalidWait, TriggerError
 from ingest.triggers.limits import input_limits
-from ingest.triggers.selectors import instance_outcome_wait
+from ingest.triggers.selectors import Outcome, instance_outcome_wait
 from ingest.triggers.services import route_trigger
 
 _WAIT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m)?\s*$")
@@ -101,7 +102,12 @@ def route_ingress(request: HttpRequest, route: str) -> HttpResponse:
     if joined is not None:
         data["coalesced"] = {"mode": joined.mode, "key": joined.key, "events": joined.count,
                              "starts_at": joined.starts_at.isoformat(), "opened": joined.opened}
-    outcome = instance_outcome_wait(instance_id=triggered.instance_id, timeout=wait)
+    if wait <= 0 and triggered.created:
+        # Asynchronous, and this request inserted the instance queued: what a read would say
+        # (a worker may claim it at any moment; the status URL tells what it is now).
+        outcome: Outcome | None = Outcome(triggered.instance_id, Status.QUEUED, None, None, False)
+    else:
+        outcome = instance_outcome_wait(instance_id=triggered.instance_id, timeout=wait)
     if outcome is not None:
         data["status"] = outcome.status
         if outcome.finished:

@@ -99,7 +99,9 @@ def callback_start(*, instance_id: str) -> str | None:
 def route_callback_attach(*, route: str, instance_id: str, now: datetime) -> Callback | None:
     """The route's callback URL, if it has one, on an instance its request just started."""
     url = route_callback_url(route)
+    if not url:
+        return None  # most routes: one query per request, not two
     tenant = Instance.objects.filter(id=instance_id).values_list("tenant", flat=True).first()
-    if not url or tenant is None:
+    if tenant is None:
         return None
     return callback_register(instance_id=instance_id, tenant=tenant, url=url, source=CallbackSource.ROUTE, now=now)

@@ -126,7 +126,10 @@ def connection_by_webhook_key(*, kind: str, key: str) -> Connection | None:
     (the key itself is only stored encrypted)."""
     if not key:
         return None
-    return Connection.objects.filter(kind=kind, webhook_key_hash__in=lookup_hashes(key), enabled=True).first()
+    # Only what a webhook reads: the credentials are encrypted, and decrypting five of them on
+    # every post was a good share of a webhook's CPU (any other field still loads on access).
+    return (Connection.objects.filter(kind=kind, webhook_key_hash__in=lookup_hashes(key), enabled=True)
+            .only("id", "tenant", "kind", "options", "enabled").first())
 
 
 def gong_config_get(*, tenant: str, base_url: str | None = None) -> GongConfig:

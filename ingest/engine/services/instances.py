@@ -9,7 +9,7 @@ commands) call these services and nothing else.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
@@ -46,12 +46,20 @@ from ingest.engine.writes import notify
 
 
 def instance_create(*, workflow: str, id: str | None = None, params: Any = None, tenant: str = "default",
-                    priority: int | None = None, start_at: datetime | None = None, actor: str = "") -> Instance:
-    """Create an instance; a duplicate id raises InstanceAlreadyExists (treat as already processed)."""
+                    priority: int | None = None, start_at: datetime | None = None, actor: str = "",
+                    first: Callable[[], object] | None = None) -> Instance:
+    """Create an instance; a duplicate id raises InstanceAlreadyExists (treat as already processed).
+
+    `first` runs inside the instance's transaction before the insert (a caller's own row that
+    must exist with the instance or not at all, e.g. an idempotency key): one transaction, no
+    savepoint. An IntegrityError it raises rolls everything back and reaches the caller.
+    """
     inst = new_instance(workflow=workflow, id=id, params=params, tenant=tenant, priority=priority,
                          start_at=start_at, now=clock.now())
     try:
         with transaction.atomic():
+            if first is not None:
+                first()
             inst.save(force_insert=True)
             created_history(inst, actor=actor).save()
             notify.ready()

@@ -6,6 +6,7 @@ import json
 import re
 import secrets
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -14,6 +15,7 @@ from django.db import IntegrityError, transaction
 
 from ingest.engine.services import instances as engine_services
 from ingest.triggers import coalesce, limits, signing
+from ingest.triggers import sql as trigger_sql
 from ingest.triggers.errors import (
     IdempotencyConflict,
     InvalidIdempotencyKey,
@@ -64,31 +66,27 @@ def route_upsert(*, name: str, workflow: str, tenant: str = "default", **fields:
     return route
 
 
-def _route(name: str) -> Route:
-    route = Route.objects.filter(name=name).first()
-    if route is None:
+def _route_and_credential(name: str, token: str | None) -> tuple[Route, IngressSecret]:
+    """The route and the caller's credential (one query), or the error that says which is wrong."""
+    found = trigger_sql.route_with_secret(
+        name=name, token_hash=signing.token_hash(token) if token else "")
+    if found is None:
         raise RouteNotFound(f"no route is named {name[:100]!r}; routes are configured in the admin")
+    route, secret = found
     if not route.enabled:
         raise RouteDisabled(
             f"route {route.name!r} is disabled; an operator can enable it in the admin"
         )
-    return route
-
-
-def _credential(route: Route, token: str | None) -> IngressSecret:
     if not token:
         raise NotAuthenticated(
             f"route {route.name!r} needs an ingress token: send Authorization: Bearer <token>"
         )
-    secret = IngressSecret.objects.filter(
-        token_hash=signing.token_hash(token), tenant=route.tenant, enabled=True
-    ).first()
     if secret is None:
         raise NotAuthenticated(
             f"the ingress token is not valid for route {route.name!r}; use a token issued for "
             "its tenant"
         )
-    return secret
+    return route, secret
 
 
 def parse_payload(body: bytes) -> dict[str, Any]:
@@ -110,18 +108,40 @@ def _instance_id(route: Route) -> str:
     return f"{base}-{uuid.uuid4().hex[:20]}"
 
 
-def _start(route: Route, payload: dict[str, Any], *, actor: str, now: datetime) -> tuple[str, Coalesced | None]:
-    """Start the route's instance, or add the request to its debounce or batch window."""
+def _start(route: Route, payload: dict[str, Any], *, actor: str, now: datetime,
+           first: Callable[[str], object], instance_id: str | None = None) -> tuple[str, Coalesced | None]:
+    """Start the route's instance, or add the request to its debounce or batch window.
+
+    `first(instance_id)` writes the caller's own row (the remembered signature or the
+    idempotency key) in the same transaction: both exist or neither does.
+    """
     config = coalesce.parse(route.coalesce)
     if config is not None:
-        joined = coalesce_add(source=f"route:{route.name}", config=config, workflow=route.workflow,
-                              tenant=route.tenant, payload=payload, now=now, priority=route.priority,
-                              actor=actor)
+        with transaction.atomic():
+            joined = coalesce_add(source=f"route:{route.name}", config=config, workflow=route.workflow,
+                                  tenant=route.tenant, payload=payload, now=now, priority=route.priority,
+                                  actor=actor)
+            first(joined.instance_id)
         return joined.instance_id, joined
-    instance_id = _instance_id(route)
+    instance_id = instance_id or _instance_id(route)
     engine_services.instance_create(workflow=route.workflow, id=instance_id, params=payload,
-                                    tenant=route.tenant, priority=route.priority, actor=actor)
+                                    tenant=route.tenant, priority=route.priority, actor=actor,
+                                    first=lambda: first(instance_id))
     return instance_id, None
+
+
+def _remember(seen: SeenSignature) -> Callable[[str], object]:
+    def save(instance_id: str) -> None:
+        seen.instance_id = instance_id
+        seen.save(force_insert=True)
+    return save
+
+
+def _keep(row: IdempotencyKey) -> Callable[[str], object]:
+    def save(instance_id: str) -> None:
+        row.instance_id = instance_id
+        row.save(force_insert=True)
+    return save
 
 
 def _start_unreplayed(route: Route, payload: dict[str, Any], *, seen: SeenSignature,
@@ -134,9 +154,7 @@ def _start_unreplayed(route: Route, payload: dict[str, Any], *, seen: SeenSignat
     """
     for _ in range(3):
         try:
-            with transaction.atomic():
-                seen.instance_id, joined = _start(route, payload, actor=actor, now=now)
-                seen.save(force_insert=True)
+            seen.instance_id, joined = _start(route, payload, actor=actor, now=now, first=_remember(seen))
             return seen.instance_id, joined
         except IntegrityError:
             first = SeenSignature.objects.filter(pk=seen.digest).first()
@@ -168,14 +186,16 @@ def _start_once(
     """
     digest = signing.body_hash(json.dumps(payload, sort_keys=True, separators=(",", ":")).encode())
     for _ in range(5):
+        instance_id = _instance_id(route)
+        row = IdempotencyKey(
+            tenant=route.tenant, route=route.name, key=key, body_sha256=digest,
+            instance_id=instance_id, created_at=now,
+            expires_at=now + timedelta(seconds=route.idempotency_ttl_seconds),
+        )
         try:
-            with transaction.atomic():
-                instance_id, joined = _start(route, payload, actor=actor, now=now)
-                IdempotencyKey.objects.create(
-                    tenant=route.tenant, route=route.name, key=key, body_sha256=digest,
-                    instance_id=instance_id, created_at=now,
-                    expires_at=now + timedelta(seconds=route.idempotency_ttl_seconds),
-                )
+            # The key row first, in the instance's own transaction (no savepoint: two round
+            # trips fewer), so a duplicate key stops before the instance is inserted.
+            instance_id, joined = _start(route, payload, actor=actor, now=now, first=_keep(row), instance_id=instance_id)
             return Triggered(instance_id, True, route, joined)
         except IntegrityError:
             existing = IdempotencyKey.objects.filter(
@@ -206,8 +226,7 @@ def route_trigger(
     Checks run cheapest first and nothing is written before they all pass; a request refused for
     its rate limit took no token.
     """
-    found = _route(route)
-    credential = _credential(found, token)
+    found, credential = _route_and_credential(route, token)
     signing.verify(secrets=[credential.hmac_secret], timestamp=timestamp, signature=signature,
                    body=body, now=now)
     if idempotency_key is not None and not _KEY.match(idempotency_key):
