@@ -131,9 +131,9 @@ class LedgerCollector(Collector):
                 # estimates (a correlated EXISTS per unfinished instance) pass jit_above_cost: JIT
                 # compiling them took 600 ms on the 1 M-instance bench, parallel workers' start-up
                 # more than they saved. Both off for this transaction only.
-                with connection.cursor() as cursor:
-                    cursor.execute("SET LOCAL jit = off")
-                    cursor.execute("SET LOCAL max_parallel_workers_per_gather = 0")
+                with connection.cursor() as cursor:  # one round trip for both
+                    cursor.execute("SELECT set_config('jit', 'off', true), "
+                                   "set_config('max_parallel_workers_per_gather', '0', true)")
             snapshot = tally.tally_snapshot()
             ledger = gauges.ledger_read(now=now)
         yield from counter_families(snapshot.values)
