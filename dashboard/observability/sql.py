@@ -19,14 +19,15 @@ from typing import Any
 from django.db import connection
 
 _GAUGES = """
-WITH waiting AS (
-    SELECT CASE WHEN count(*) > %(parked_exact)s THEN ceil(count(*) / %(parked_exact)s::numeric)::int ELSE 1 END AS k
-    FROM engine_instance WHERE status = 'waiting'
+WITH active AS MATERIALIZED (
+    SELECT workflow, status, count(*) AS n FROM engine_instance WHERE status = ANY(%(active)s) GROUP BY 1, 2
+), waiting AS (
+    -- The sampling step, from the counts just made (not a second pass over the waiting rows).
+    SELECT CASE WHEN w > %(parked_exact)s THEN ceil(w / %(parked_exact)s::numeric)::int ELSE 1 END AS k
+    FROM (SELECT coalesce(sum(n), 0) AS w FROM active WHERE status = 'waiting') t
 )
 SELECT
-  (SELECT coalesce(json_agg(json_build_array(workflow, status, n)), '[]')
-     FROM (SELECT workflow, status, count(*) AS n FROM engine_instance
-           WHERE status = ANY(%(active)s) GROUP BY 1, 2) a),
+  (SELECT coalesce(json_agg(json_build_array(workflow, status, n)), '[]') FROM active),
   (SELECT coalesce(json_agg(json_build_array(workflow, n)), '[]')
      FROM (SELECT workflow, count(*) AS n FROM engine_instance
            WHERE ready_at <= %(now)s AND (lease_expires_at IS NULL OR lease_expires_at <= %(now)s)
