@@ -11,7 +11,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from dashboard.observability import collector, guard, health, tally
 from dashboard.observability.ingress import counts
@@ -46,7 +46,7 @@ def metrics(request: HttpRequest) -> HttpResponse:
         return response
     counts.flush()
     _advance()
-    return HttpResponse(generate_latest(collector.registry()), content_type=CONTENT_TYPE_LATEST)
+    return HttpResponse(collector.exposition(), content_type=CONTENT_TYPE_LATEST)
 
 
 @require_GET

@@ -1,11 +1,17 @@
 from __future__ import annotations
 
+import io
+import json
+import logging
+import logging.config
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
+from dashboard.observability.logconfig import logging_config
 from tests.observability import workflows  # noqa: F401  (registers the test workflows)
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -34,3 +40,26 @@ def scrape(client: Client, **headers: Any) -> Samples:
 @pytest.fixture
 def web() -> Client:
     return Client()
+
+
+@pytest.fixture
+def capture() -> Iterator[tuple[io.StringIO, dict[str, str]]]:
+    """Configure logging as settings would (env chosen by the test) into a buffer; restore after."""
+    buffer, env = io.StringIO(), {}
+    saved = {name: (lg.handlers[:], lg.level, lg.propagate) for name, lg in
+             [(n, logging.getLogger(n)) for n in ("", "runledger", "daphne")]}
+
+    def configure(**variables: str) -> None:
+        env.update(variables)
+        config = logging_config(env)
+        config["handlers"]["console"]["stream"] = buffer
+        logging.config.dictConfig(config)
+
+    yield buffer, configure  # type: ignore[misc]
+    for name, (handlers, level, propagate) in saved.items():
+        logger = logging.getLogger(name)
+        logger.handlers, logger.level, logger.propagate = handlers, level, propagate
+
+
+def lines(buffer: io.StringIO) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in buffer.getvalue().splitlines() if line.strip()]

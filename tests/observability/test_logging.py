@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import logging.config
@@ -12,7 +11,6 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,31 +20,9 @@ from dashboard.observability import context
 from dashboard.observability.access import AccessLogger
 from dashboard.observability.logconfig import logging_config
 from dashboard.observability.redact import redact
+from tests.observability.conftest import lines
 
 pytestmark = pytest.mark.pure
-
-
-@pytest.fixture
-def capture() -> Iterator[tuple[io.StringIO, dict[str, str]]]:
-    """Configure logging as settings would (env chosen by the test) into a buffer; restore after."""
-    buffer, env = io.StringIO(), {}
-    saved = {name: (lg.handlers[:], lg.level, lg.propagate) for name, lg in
-             [(n, logging.getLogger(n)) for n in ("", "runledger", "daphne")]}
-
-    def configure(**variables: str) -> None:
-        env.update(variables)
-        config = logging_config(env)
-        config["handlers"]["console"]["stream"] = buffer
-        logging.config.dictConfig(config)
-
-    yield buffer, configure  # type: ignore[misc]
-    for name, (handlers, level, propagate) in saved.items():
-        logger = logging.getLogger(name)
-        logger.handlers, logger.level, logger.propagate = handlers, level, propagate
-
-
-def lines(buffer: io.StringIO) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in buffer.getvalue().splitlines() if line.strip()]
 
 
 def test_a_json_line_has_timestamp_level_event_and_the_bound_context(capture: Any) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
 from typing import Any
 
 from ingest.engine import NonRetryableError, Workflow
@@ -60,3 +62,37 @@ class BackingOff(Workflow):
 
     def run(self, event: Any, step: Any) -> Any:
         step.do("call-upstream", _always_fails, retries={"limit": 3, "delay": "1 hour", "backoff": "constant"})
+
+
+logged = logging.getLogger("runledger.ingest")
+
+
+def _fetch_logged(ctx: Any) -> str:
+    logged.info("fetching page %d", ctx.attempt)
+    if ctx.attempt == 1:
+        raise RuntimeError("the first fetch times out")
+    return "page"
+
+
+def _part(n: int) -> Any:
+    def run(ctx: Any) -> int:
+        logged.info("part %d", n)
+        return n
+    return run
+
+
+def _use_secret(ctx: Any) -> None:
+    raise NonRetryableError("login refused for key sk-live-123456")
+
+
+class Logged(Workflow):
+    """Steps that log: a retried one, a parallel group, and a sensitive one that fails."""
+
+    name = "obs-logged"
+
+    def run(self, event: Any, step: Any) -> Any:
+        step.do("fetch", _fetch_logged, retries={"limit": 1, "delay": 0, "backoff": "constant"})
+        step.all([step.call(f"part-{n}", _part(n)) for n in range(4)], concurrency=4)
+        with contextlib.suppress(NonRetryableError):
+            step.do("use-secret", _use_secret, sensitive=True)
+        return "done"

@@ -290,6 +290,7 @@ class Execution:
         retry_at = None if delay is None else now + delay
         self.store.step_attempt_failed(p.rec, attempt=ctx.attempt, started=started, now=now,
                                        failure=failure, retry_at=retry_at)
+        _log_failed(p, ctx.attempt, failure, retry_at=retry_at, now=now)
         if retry_at is None:
             self.failed_step = p.label
             raise exc
@@ -323,6 +324,17 @@ class Execution:
         return WorkflowTimeout(workflow=self.instance.workflow, instance_id=self.instance.id,
                                timeout=timeout.total_seconds(),
                                started_at=f"{self.deadline - timeout:%Y-%m-%d %H:%M:%S} UTC")
+
+
+def _log_failed(p: Prepared, attempt: int, failure: Failure, *, retry_at: datetime | None, now: datetime) -> None:
+    """One line per failed attempt (the log context names instance, step and attempt). A
+    sensitive step's message is left out: it may hold what the step was trusted with."""
+    what = failure.name if p.sensitive else f"{failure.name}: {failure.message[:300]}"
+    if retry_at is None:
+        log.warning("step %s failed for good on attempt %d (%s)", p.label, attempt, what)
+    else:
+        log.info("step %s attempt %d failed (%s); retrying in %.1f s", p.label, attempt, what,
+                 (retry_at - now).total_seconds())
 
 
 def _nothing() -> None:

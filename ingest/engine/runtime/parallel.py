@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from ingest.engine import logcontext
 from ingest.engine.runtime.execution import Prepared
 from ingest.engine.runtime.outcomes import CONTROL_FLOW, Suspend
 from ingest.engine.sql.base import drop_broken_connection
@@ -78,7 +79,9 @@ def run_group(run: Callable[[Prepared, Callable[..., Any]], Any],
                 outcomes[i] = (False, exc)
 
     size, pool = _helpers()
-    helpers = [pool.submit(_helper, drain) for _ in range(min(width - 1, size))]
+    # Helper threads do not inherit the caller's contextvars: they log with its context too.
+    fields = logcontext.current()
+    helpers = [pool.submit(_helper, drain, fields) for _ in range(min(width - 1, size))]
     drain()
     for helper in helpers:
         if not helper.cancel():
@@ -86,9 +89,10 @@ def run_group(run: Callable[[Prepared, Callable[..., Any]], Any],
     return outcomes
 
 
-def _helper(drain: Callable[[], None]) -> None:
+def _helper(drain: Callable[[], None], fields: dict[str, Any]) -> None:
     try:
-        drain()
+        with logcontext.bind(**fields):
+            drain()
     finally:
         drop_broken_connection()
 

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
+from ingest.engine import logcontext
 from ingest.engine.costs import approvals
 from ingest.engine.durations import parse_duration
 from ingest.engine.errors import InvalidStepConfig, WaitForEventTimeout
@@ -45,16 +46,17 @@ class Step:
             return value
         while True:
             ctx, started = x.start_attempt(p)
-            try:
-                result = invoke(fn, ctx, p, x.overrides)
-            except CONTROL_FLOW:
-                raise
-            except BaseException as exc:  # noqa: BLE001 - KeyboardInterrupt inside a step is its failure too
-                if isinstance(exc, KeyboardInterrupt | SystemExit):
+            with logcontext.bind(step=p.label, attempt=ctx.attempt):
+                try:
+                    result = invoke(fn, ctx, p, x.overrides)
+                except CONTROL_FLOW:
                     raise
-                x.failed(p, ctx, started, exc)  # raises, or returns to retry at once
-                continue
-            return x.succeeded(p, ctx, started, result)
+                except BaseException as exc:  # noqa: BLE001 - KeyboardInterrupt inside a step is its failure too
+                    if isinstance(exc, KeyboardInterrupt | SystemExit):
+                        raise
+                    x.failed(p, ctx, started, exc)  # raises, or returns to retry at once
+                    continue
+                return x.succeeded(p, ctx, started, result)
 
     @property
     def version(self) -> int:
@@ -201,16 +203,19 @@ class AsyncStep(Step):
             return value
         while True:
             ctx, started = await asyncio.to_thread(x.start_attempt, p)
-            try:
-                result = await invoke_async(fn, ctx, p, x.overrides)
-            except CONTROL_FLOW:
-                raise
-            except BaseException as exc:  # noqa: BLE001 - includes a budget's AwaitApproval
-                if isinstance(exc, KeyboardInterrupt | SystemExit | asyncio.CancelledError):
+            # Each step of a gather runs in its own task (a copy of the context): the binding
+            # is that step's alone; to_thread carries it into the thread.
+            with logcontext.bind(step=p.label, attempt=ctx.attempt):
+                try:
+                    result = await invoke_async(fn, ctx, p, x.overrides)
+                except CONTROL_FLOW:
                     raise
-                await asyncio.to_thread(x.failed, p, ctx, started, exc)
-                continue
-            return await asyncio.to_thread(x.succeeded, p, ctx, started, result)
+                except BaseException as exc:  # noqa: BLE001 - includes a budget's AwaitApproval
+                    if isinstance(exc, KeyboardInterrupt | SystemExit | asyncio.CancelledError):
+                        raise
+                    await asyncio.to_thread(x.failed, p, ctx, started, exc)
+                    continue
+                return await asyncio.to_thread(x.succeeded, p, ctx, started, result)
 
     async def all_settled(self, calls: Sequence[StepCall]) -> list[Settled]:  # type: ignore[override]
         prepared = [self._x.prepare_do(c.name, c.options) for c in calls]

@@ -23,6 +23,7 @@ import secrets
 import socket
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any
@@ -30,7 +31,7 @@ from typing import Any
 from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connection, transaction
 
-from ingest.engine import clock, pg
+from ingest.engine import clock, logcontext, pg
 from ingest.engine.backoff import Backoff, FailureLog
 from ingest.engine.costs.budgets import reservations_release_orphaned
 from ingest.engine.runtime.records import EngineFault
@@ -84,12 +85,19 @@ class Worker:
     def start(self) -> Worker:
         """Start the claim loop, heartbeat and (on PostgreSQL) the worker's own session in threads."""
         if self.liveness is not None:
-            threading.Thread(target=self.liveness.run, name="runledger-liveness", daemon=True).start()
+            threading.Thread(target=self._bound(self.liveness.run), name="runledger-liveness", daemon=True).start()
         for target, name in ((self._claim_loop, "claim"), (self._heartbeat_loop, "heartbeat")):
-            thread = threading.Thread(target=target, name=f"runledger-{name}", daemon=True)
+            thread = threading.Thread(target=self._bound(target), name=f"runledger-{name}", daemon=True)
             thread.start()
             self._threads.append(thread)
         return self
+
+    def _bound(self, target: Callable[..., None]) -> Callable[..., None]:
+        """`target` with this worker's id in the log context of the thread that runs it."""
+        def run(*args: Any) -> None:
+            with logcontext.bind(worker=self.worker_id):
+                target(*args)
+        return run
 
     def stop(self, *, timeout: float = 60.0) -> bool:
         """Drain: claim nothing more; in-flight steps finish, then their instances are released.
@@ -185,7 +193,7 @@ class Worker:
         for c in claimed:
             with self._lock:
                 self._inflight[c.id] = token
-            future = self._pool.submit(self._run, c, token)
+            future = self._pool.submit(self._bound(self._run), c, token)
             future.add_done_callback(self._done)
         return len(claimed)
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from django.db import connection, transaction
 
-from ingest.engine import clock, flow, tracing
+from ingest.engine import clock, flow, logcontext, tracing
 from ingest.engine.models import History, HistoryKind, Instance, Status
 from ingest.engine.runtime import turn
 from ingest.engine.runtime.execution import Execution
@@ -46,9 +46,12 @@ def run_turn(instance_id: str, *, token: str, worker_id: str, lease: timedelta,
                           tenant=inst.tenant, lease=lease, control=inst.control)
     has_steps = claimed is None or claimed.row is None or claimed.has_steps
     execution = Execution(instance=inst, store=store, draining=draining, has_steps=has_steps, ending=ending)
-    if tracing.ENABLED:
-        return _traced(inst, worker_id, lambda: turn.run_turn(execution, _make_step))
-    return turn.run_turn(execution, _make_step)
+    # Every line logged during the turn (engine, workflow, source clients) names the instance.
+    with logcontext.bind(instance=inst.id, workflow=inst.workflow, tenant=inst.tenant, worker=worker_id,
+                         trace_id=tracing.trace_id_hex(inst.id)):
+        if tracing.ENABLED:
+            return _traced(inst, worker_id, lambda: turn.run_turn(execution, _make_step))
+        return turn.run_turn(execution, _make_step)
 
 
 def _traced(inst: Instance, worker_id: str, run: Callable[[], str]) -> str:
