@@ -57,7 +57,8 @@ def overview_context(user: Any, query: QueryDict) -> dict[str, Any]:
     today = now.astimezone(timezone.get_current_timezone()).replace(hour=0, minute=0, second=0, microsecond=0)
     spend = sel.spend_by_service(tenants=tenants, since=today)
     budgets = sel.budget_rows(budgets=list(sel.budgets_visible(tenants=tenants, see_global=sees_global(user))), now=now)
-    counts = sel.instance_status_counts(tenants=tenants)
+    # The tiles count what their link lists: instances created in the window (`range=` of the list).
+    counts = sel.instance_status_counts(tenants=tenants, since=sel.window_start(window, now=now))
     return {
         "window": window,
         "counts": counts,

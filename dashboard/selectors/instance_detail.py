@@ -14,16 +14,31 @@ from django.utils import timezone
 
 from dashboard import access
 from dashboard.selectors.history import history_cursor
-from dashboard.selectors.run_layout import DagRank, WaterfallRow, dag_ranks, waterfall
+from dashboard.selectors.run_layout import (
+    AxisBreak,
+    DagRank,
+    WaterfallRow,
+    dag_ranks,
+    waterfall_layout,
+)
 from ingest.engine.models import (
     ApiCost,
+    ApprovalRequest,
+    ApprovalState,
     Attempt,
     History,
     Instance,
     PendingEvent,
+    Status,
     Step,
+    StepStatus,
 )
 from ingest.engine.selectors import fan_out_list
+
+# While an instance is paused (by an operator, or by a budget gate waiting for an approval) the
+# step it stopped in keeps the `running` status in the ledger until the instance resumes; the page
+# shows it as paused so nothing looks like it is still running.
+_STEPS_RUN_WHILE = frozenset({Status.RUNNING, Status.WAITING_FOR_PAUSE})
 
 HISTORY_LIMIT = 300
 # A run can ask for thousands of steps (a fan-out over every call of a day). The page shows the
@@ -83,6 +98,7 @@ class InstanceDetail:
     steps: list[StepView]
     waterfall: list[WaterfallRow]
     ticks: list[tuple[float, str]]
+    breaks: list[AxisBreak]
     dag: list[DagRank]
     events: list[PendingEvent]
     costs_total: Decimal
@@ -94,6 +110,7 @@ class InstanceDetail:
     steps_hidden: int
     can_act: bool
     cursor: int
+    approvals: list[ApprovalRequest] = field(default_factory=list)  # pending ones: what would release it
 
     @property
     def fan_out_open(self) -> bool:
@@ -108,6 +125,10 @@ def instance_detail(*, user: Any, instance_id: str, now: datetime | None = None)
     if instance is None:
         return None
     steps, steps_hidden = _steps_capped(instance)
+    if instance.status not in _STEPS_RUN_WHILE:
+        for s in steps:
+            if s.status == StepStatus.RUNNING:
+                s.status = Status.PAUSED if instance.status == Status.PAUSED else instance.status
     attempts: dict[int, list[Attempt]] = defaultdict(list)
     for a in Attempt.objects.filter(step_id__in=[s.id for s in steps]).order_by("step_id", "number"):
         attempts[a.step_id].append(a)
@@ -123,7 +144,7 @@ def instance_detail(*, user: Any, instance_id: str, now: datetime | None = None)
         costs[c.step_name].append(CostLine(c.step_name, c.attempt, c.service, c.model, c.cost, c.success,
                                            c.tokens_in, c.tokens_out, c.items, c.created_at))
     views = [StepView(s, attempts.get(s.id, []), costs.get(s.name, []) if s.seq == 1 else []) for s in steps]
-    rows, ticks = waterfall(
+    laid = waterfall_layout(
         [(v.step, v.attempts) for v in views], start=instance.started_at or instance.created_at, now=now
     )
     history_qs = History.objects.filter(instance=instance).order_by("-id")
@@ -146,8 +167,9 @@ def instance_detail(*, user: Any, instance_id: str, now: datetime | None = None)
     return InstanceDetail(
         instance=instance,
         steps=views,
-        waterfall=rows,
-        ticks=ticks,
+        waterfall=laid.rows,
+        ticks=laid.ticks,
+        breaks=laid.breaks,
         dag=dag_ranks([v.step for v in views if v.step.kind != "rollback"], now=now,
                       fan_outs=_fan_outs(instance, views)),
         events=list(PendingEvent.objects.filter(instance=instance).order_by("id")[:200]),
@@ -160,6 +182,8 @@ def instance_detail(*, user: Any, instance_id: str, now: datetime | None = None)
         steps_hidden=steps_hidden,
         can_act=access.can_act(user, instance.tenant),
         cursor=history_cursor(),
+        approvals=list(ApprovalRequest.objects.filter(instance=instance, state=ApprovalState.PENDING)
+                       .order_by("created_at")[:5]),
     )
 
 

@@ -54,9 +54,14 @@ class ServiceSpend(TypedDict):
     calls: int
 
 
-def instance_status_counts(*, tenants: Collection[str]) -> dict[str, int]:
+def instance_status_counts(*, tenants: Collection[str], since: datetime | None = None) -> dict[str, int]:
+    """Instances by status; with `since`, those created since then (the instances list's
+    `range=` filter, so a tile's count is the count of the list it links to)."""
+    found = Instance.objects.filter(tenant__in=tenants)
+    if since is not None:
+        found = found.filter(created_at__gte=since)
     rows = (
-        Instance.objects.filter(tenant__in=tenants)
+        found
         .values("status")
         .annotate(n=Count("id"))
         .order_by()
@@ -88,9 +93,14 @@ def throughput_rows(*, tenants: Collection[str], since: datetime) -> list[Throug
     return list(rows)
 
 
+# A paused instance (a budget gate waiting for an approval) keeps its step `running` in the
+# ledger; only steps of instances that run now are in flight.
+_IN_FLIGHT = (Status.RUNNING, Status.WAITING_FOR_PAUSE)
+
+
 def steps_in_flight(*, tenants: Collection[str], limit: int = 12) -> list[StepInFlight]:
     return list(
-        Step.objects.filter(instance__tenant__in=tenants, status=StepStatus.RUNNING)
+        Step.objects.filter(instance__tenant__in=tenants, status=StepStatus.RUNNING, instance__status__in=_IN_FLIGHT)
         .order_by("started_at")
         .values(
             "instance_id", "name", "attempts", "started_at",
@@ -100,7 +110,8 @@ def steps_in_flight(*, tenants: Collection[str], limit: int = 12) -> list[StepIn
 
 
 def steps_in_flight_count(*, tenants: Collection[str]) -> int:
-    return Step.objects.filter(instance__tenant__in=tenants, status=StepStatus.RUNNING).count()
+    return Step.objects.filter(instance__tenant__in=tenants, status=StepStatus.RUNNING,
+                               instance__status__in=_IN_FLIGHT).count()
 
 
 def dead_letters_open_count(*, tenants: Collection[str]) -> int:
