@@ -13,6 +13,7 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from dashboard import access
+from dashboard.actions import failed_for_good
 from dashboard.selectors.history import history_cursor
 from dashboard.selectors.run_layout import (
     AxisBreak,
@@ -111,6 +112,7 @@ class InstanceDetail:
     can_act: bool
     cursor: int
     approvals: list[ApprovalRequest] = field(default_factory=list)  # pending ones: what would release it
+    failed_for_good: Step | None = None  # the errored step a retry would fail again (NonRetryableError)
 
     @property
     def fan_out_open(self) -> bool:
@@ -184,7 +186,17 @@ def instance_detail(*, user: Any, instance_id: str, now: datetime | None = None)
         cursor=history_cursor(),
         approvals=list(ApprovalRequest.objects.filter(instance=instance, state=ApprovalState.PENDING)
                        .order_by("created_at")[:5]),
+        failed_for_good=instance_failed_for_good(instance, steps) if instance.status == Status.ERRORED else None,
     )
+
+
+def instance_failed_for_good(instance: Instance, steps: list[Step] | None = None) -> Step | None:
+    """The errored step of an errored instance that a retry would run into again unchanged."""
+    candidates = steps if steps is not None else list(instance.steps.filter(status=StepStatus.ERRORED))
+    for s in candidates:
+        if failed_for_good(status=s.status, error_name=s.error_name, attempts=s.attempts, config=s.config):
+            return s
+    return None
 
 
 def _fan_outs(instance: Instance, views: list[StepView]) -> dict[int, dict[str, Any]]:

@@ -16,6 +16,7 @@ from django.db.models.functions import TruncHour
 
 from dashboard.rollups import reads
 from ingest.engine.models import (
+    FINISHED_STATUSES,
     ApprovalRequest,
     ApprovalState,
     DeadLetter,
@@ -55,20 +56,20 @@ class ServiceSpend(TypedDict):
 
 
 def instance_status_counts(*, tenants: Collection[str], since: datetime | None = None) -> dict[str, int]:
-    """Instances by status; with `since`, those created since then (the instances list's
-    `range=` filter, so a tile's count is the count of the list it links to)."""
-    found = Instance.objects.filter(tenant__in=tenants)
-    if since is not None:
-        found = found.filter(created_at__gte=since)
-    rows = (
-        found
-        .values("status")
-        .annotate(n=Count("id"))
-        .order_by()
-    )
+    """Instances by status. With `since`, finished statuses count only instances created since
+    then (the instances list's `range=` filter, so a tile's count is the count of the list it
+    links to); live statuses (queued, running, paused, waiting) count every instance in them now."""
+    found = Instance.objects.filter(tenant__in=tenants).values("status").order_by()
+    if since is None:
+        rows = found.annotate(n=Count("id"))
+    else:
+        rows = found.annotate(all=Count("id"), recent=Count("id", filter=Q(created_at__gte=since)))
     counts = {s.value: 0 for s in Status}
     for row in rows:
-        counts[row["status"]] = row["n"]
+        if since is None:
+            counts[row["status"]] = row["n"]
+        else:
+            counts[row["status"]] = row["recent"] if row["status"] in FINISHED_STATUSES else row["all"]
     return counts
 
 

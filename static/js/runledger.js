@@ -135,6 +135,16 @@
       if (first) first.focus();
     }
   });
+  // A refused action (400: the form is invalid; 409: the engine said no) comes back as the
+  // dialog with its errors: swap it in like a success, so the dialog keeps its instance and action.
+  document.addEventListener("htmx:beforeSwap", function (evt) {
+    var t = evt.detail.target;
+    var code = evt.detail.xhr && evt.detail.xhr.status;
+    if (t && t.id === "rl-dialog-body" && (code === 400 || code === 409 || code === 422)) {
+      evt.detail.shouldSwap = true;
+      evt.detail.isError = false;
+    }
+  });
   document.addEventListener("click", function (evt) {
     var close = evt.target.closest && evt.target.closest("[data-close-dialog]");
     if (close) {
