@@ -199,7 +199,9 @@ def burn_down_figure(budgets: Sequence[Any], burns: Mapping[int, Sequence[Mappin
                      "hovertemplate": "forecast $%{y:.4f}<extra>" + label + "</extra>"})
         layout[f"xaxis{axis}"] = {"range": [b.period_start, b.period_end], "type": "date", "nticks": 4}
         layout[f"yaxis{axis}"] = {"range": [min(0.0, min(y)) * 1.05, float(b.limit) * 1.08], "tickprefix": "$",
-                                  "nticks": 4, "zeroline": True, "zerolinecolor": BAD}
+                                  "nticks": 4, "zeroline": True, "zerolinecolor": BAD,
+                                  # dollars, not SI: a $0.0001 budget reads $0.0001, not $100µ
+                                  "tickformat": ",.4~f" if b.limit < 1 else ",.2~f"}
         annotations.append({"text": f"<b>{label}</b>", "showarrow": False, "xref": f"x{axis} domain",
                             "yref": f"y{axis} domain", "x": 0, "y": 1.0, "xanchor": "left", "yanchor": "bottom",
                             "font": {"size": 11}})

@@ -294,30 +294,37 @@ def step_family(name: str) -> str:
     return _FAMILY.sub("", name) or name
 
 
+def _family_of(rank: DagRank) -> str | None:
+    families = {step_family(n.name) for n in rank.nodes}
+    return families.pop() if len(families) == 1 else None
+
+
 def _grouped(ranks: list[DagRank]) -> list[DagRank]:
+    """Consecutive ranks whose steps all belong to one family (a fan-out that ran 9 at a time
+    makes three ranks of `persist-facts-*`; a loop makes one rank per step) become one group node
+    when they hold more than GROUP_OVER steps; a wide rank of mixed steps becomes one too."""
     out: list[DagRank] = []
-    run: list[DagNode] = []  # consecutive one-step ranks of one family
+    block: list[DagRank] = []
 
     def flush() -> None:
-        if len(run) > GROUP_OVER:
-            out.append(DagRank(list(run), DagGroup(step_family(run[0].name), list(run), parallel=False)))
+        nodes = [n for r in block for n in r.nodes]
+        if len(nodes) > GROUP_OVER:
+            family = _family_of(block[0]) or "steps"
+            out.append(DagRank(nodes, DagGroup(family, nodes, parallel=any(len(r.nodes) > 1 for r in block))))
         else:
-            out.extend(DagRank([n]) for n in run)
-        run.clear()
+            out.extend(block)
+        block.clear()
 
     for rank in ranks:
-        if len(rank.nodes) == 1:
-            if run and step_family(run[0].name) != step_family(rank.nodes[0].name):
-                flush()
-            run.append(rank.nodes[0])
+        family = _family_of(rank)
+        if family is None:
+            flush()
+            wide = len(rank.nodes) > GROUP_OVER
+            out.append(DagRank(rank.nodes, DagGroup("parallel steps", rank.nodes, parallel=True)) if wide else rank)
             continue
-        flush()
-        if len(rank.nodes) > GROUP_OVER:
-            families = {step_family(n.name) for n in rank.nodes}
-            family = families.pop() if len(families) == 1 else "parallel steps"
-            out.append(DagRank(rank.nodes, DagGroup(family, rank.nodes, parallel=True)))
-        else:
-            out.append(rank)
+        if block and _family_of(block[0]) != family:
+            flush()
+        block.append(rank)
     flush()
     return out
 
