@@ -59,17 +59,18 @@ def instance_status_counts(*, tenants: Collection[str], since: datetime | None =
     """Instances by status. With `since`, finished statuses count only instances created since
     then (the instances list's `range=` filter, so a tile's count is the count of the list it
     links to); live statuses (queued, running, paused, waiting) count every instance in them now."""
-    found = Instance.objects.filter(tenant__in=tenants).values("status").order_by()
-    if since is None:
-        rows = found.annotate(n=Count("id"))
-    else:
-        rows = found.annotate(all=Count("id"), recent=Count("id", filter=Q(created_at__gte=since)))
+    # One query either way: with `since`, the recent count is a filtered aggregate beside the total.
+    recent = Count("id", filter=Q(created_at__gte=since)) if since is not None else Count("id")
+    rows = (
+        Instance.objects.filter(tenant__in=tenants)
+        .values("status")
+        .annotate(n=Count("id"), recent=recent)
+        .order_by()
+    )
     counts = {s.value: 0 for s in Status}
     for row in rows:
-        if since is None:
-            counts[row["status"]] = row["n"]
-        else:
-            counts[row["status"]] = row["recent"] if row["status"] in FINISHED_STATUSES else row["all"]
+        windowed = since is not None and row["status"] in FINISHED_STATUSES
+        counts[row["status"]] = row["recent"] if windowed else row["n"]
     return counts
 
 
