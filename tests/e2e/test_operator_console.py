@@ -29,6 +29,7 @@ def width(request: pytest.FixtureRequest) -> int:
 @pytest.fixture
 def op(browser: Any, stack: Stack, width: int) -> Iterator[Session]:
     s = login(browser, stack, "operator", width=width, height=900 if width > 500 else 844)
+    s.page.set_default_timeout(45_000)  # a loaded CI machine renders a Plotly page in seconds
     yield s
     s.page.context.close()
 
