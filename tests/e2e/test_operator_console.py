@@ -28,8 +28,7 @@ def width(request: pytest.FixtureRequest) -> int:
 
 @pytest.fixture
 def op(browser: Any, stack: Stack, width: int) -> Iterator[Session]:
-    s = login(browser, stack, "operator", width=width, height=900 if width > 500 else 844)
-    s.page.set_default_timeout(45_000)  # a loaded CI machine renders a Plotly page in seconds
+    s = login(browser, stack, "operator", width=width, height=900 if width > 500 else 844, timeout=45_000)
     yield s
     s.page.context.close()
 
@@ -77,7 +76,7 @@ def test_the_demo_shows_its_dead_letter_and_approval_to_operator(browser: Any, s
     wait_until(lambda: status(stack, dead) == "errored" and status(stack, approval) == "paused",
                timeout=90, what="the demo's dead letter and approval")
     for persona in ("operator", "viewer"):
-        s = login(browser, stack, persona, width=1280)
+        s = login(browser, stack, persona, width=1280, timeout=45_000)
         s.goto("/dead-letters/")
         s.page.locator("#dl-groups tr", has_text="keyword-prefilter").wait_for(timeout=10_000)
         s.goto("/approvals/")
@@ -89,7 +88,7 @@ def test_the_demo_shows_its_dead_letter_and_approval_to_operator(browser: Any, s
 
 
 def test_admin_has_every_permission_in_the_django_admin(browser: Any, stack: Stack):
-    s = login(browser, stack, "admin", width=1280)
+    s = login(browser, stack, "admin", width=1280, timeout=45_000)
     s.goto("/admin/")
     text = s.page.locator("#content").inner_text()
     assert "You don’t have permission" not in text and "Users" in text
@@ -116,7 +115,7 @@ def test_error_pages_wear_the_layout_and_the_api_keeps_json(op: Session, stack: 
 
 def test_the_viewer_is_refused_inside_the_layout(browser: Any, stack: Stack, width: int):
     create(stack, "e2e-live-steps", id=f"acme-refused-{width}", params={"steps": 3, "pause": 0.05})
-    s = login(browser, stack, "viewer", width=width)
+    s = login(browser, stack, "viewer", width=width, timeout=45_000)
     assert s.goto(f"/instances/acme-refused-{width}/actions/pause/").status == 403
     assert "Not allowed" in s.page.locator("h1").inner_text() and s.page.locator(".mainnav").count() == 1
     _fits(s)
@@ -130,7 +129,7 @@ def test_every_page_fits_both_widths_for_every_persona(browser: Any, stack: Stac
     pages = ["/", "/workflows/", "/workflows/e2e-live-steps/", "/dead-letters/", "/costs/", "/budgets/",
              "/approvals/", "/audit/", "/alerts/", f"/instances/acme-fit-{width}/"]
     for persona in ("operator", "viewer", "stranger", "admin"):
-        s = login(browser, stack, persona, width=width, height=900 if width > 500 else 844)
+        s = login(browser, stack, persona, width=width, height=900 if width > 500 else 844, timeout=45_000)
         for path in pages:
             response = s.goto(path)
             assert response.status in (200, 404), (persona, path, response.status)
