@@ -91,14 +91,17 @@ def require_role(role: str = Role.VIEWER) -> Callable[[V], V]:
 
 
 def user_ensure(
-    *, username: str, password: str, memberships: Iterable[tuple[str, str]], staff: bool = False
+    *, username: str, password: str, memberships: Iterable[tuple[str, str]], staff: bool = False,
+    superuser: bool = False,
 ) -> Any:
-    """Create or update a user with exactly these (tenant, role) memberships. Used for demo data."""
+    """Create or update a user with exactly these (tenant, role) memberships. Used for demo data.
+    A superuser holds every permission in the Django admin; staff alone only lets one log in there."""
     User = get_user_model()
     with transaction.atomic():
         user, _ = User.objects.get_or_create(username=username)
         user.set_password(password)
-        user.is_staff = staff or any(role == Role.ADMIN for _, role in memberships)
+        user.is_staff = staff or superuser or any(role == Role.ADMIN for _, role in memberships)
+        user.is_superuser = superuser
         user.is_active = True
         user.save()
         wanted = dict(memberships)
@@ -113,7 +116,7 @@ DEMO_USERS: list[dict[str, Any]] = [
      "memberships": [("acme", Role.OPERATOR), ("globex", Role.OPERATOR), ("default", Role.OPERATOR)]},
     {"username": "viewer", "password": "viewer", "memberships": [("acme", Role.VIEWER)]},
     {"username": "stranger", "password": "stranger", "memberships": [("initech", Role.OPERATOR)]},
-    {"username": "admin", "password": "admin", "staff": True,
+    {"username": "admin", "password": "admin", "staff": True, "superuser": True,
      "memberships": [("acme", Role.ADMIN), ("globex", Role.ADMIN), ("default", Role.ADMIN), ("initech", Role.ADMIN)]},
 ]
 

@@ -48,3 +48,16 @@ ACTIONS: dict[str, Action] = {a.name: a for a in [
 
 def available_actions(instance: Instance) -> list[Action]:
     return [a for a in ACTIONS.values() if instance.status in a.when]
+
+
+def failed_for_good(*, status: str, error_name: str, attempts: int, config: dict[str, object]) -> bool:
+    """A step that failed without using its retries: it raised NonRetryableError (or a subclass,
+    or one given another name), so a retry runs the same code on the same input and fails the
+    same way. Only a replay with changed params can go another way."""
+    if status != "errored":
+        return False
+    if error_name.rsplit(".", 1)[-1] in {"NonRetryableError", "BudgetExceeded"}:
+        return True
+    retries = config.get("retries")
+    limit = retries.get("limit") if isinstance(retries, dict) else None
+    return isinstance(limit, int) and attempts <= limit

@@ -31,6 +31,7 @@ if not SECRET_KEY:
     SECRET_KEY = "runledger-dev-insecure-key-set-SECRET_KEY-in-production"
 
 ALLOWED_HOSTS = [h.strip() for h in ENV.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver").split(",") if h.strip()]
+CSRF_FAILURE_VIEW = "dashboard.views.errors.csrf_failure"  # the app's layout, not Django's bare page
 CSRF_TRUSTED_ORIGINS = [o.strip() for o in ENV.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()]
 
 INSTALLED_APPS = [

@@ -20,7 +20,7 @@ from django.utils import timezone
 from dashboard import access, charts
 from dashboard import selectors as sel
 from dashboard.live import render
-from ingest.engine.models import DeadLetterState
+from ingest.engine.models import FINISHED_STATUSES, DeadLetterState
 
 # History kinds that can change what each page shows (everything else is skipped unrendered).
 OVERVIEW_KINDS = frozenset({"instance.created", "instance.status", "step.started", "step.completed",
@@ -57,10 +57,12 @@ def overview_context(user: Any, query: QueryDict) -> dict[str, Any]:
     today = now.astimezone(timezone.get_current_timezone()).replace(hour=0, minute=0, second=0, microsecond=0)
     spend = sel.spend_by_service(tenants=tenants, since=today)
     budgets = sel.budget_rows(budgets=list(sel.budgets_visible(tenants=tenants, see_global=sees_global(user))), now=now)
-    counts = sel.instance_status_counts(tenants=tenants)
+    # The tiles count what their link lists: finished ones created in the window (`range=` of the list).
+    counts = sel.instance_status_counts(tenants=tenants, since=sel.window_start(window, now=now))
     return {
         "window": window,
         "counts": counts,
+        "finished": FINISHED_STATUSES,
         "total": sum(counts.values()),
         "throughput_html": charts.figure_html(
             charts.throughput_figure(sel.throughput_rows(tenants=tenants, since=sel.window_start(window, now=now)),

@@ -50,6 +50,7 @@ from dashboard.selectors.costs import (
     cost_filter_choices,
     cost_series,
     cost_total,
+    treemap_levels,
 )
 from dashboard.selectors.dead_letters import (
     DeadLetterFilters,
@@ -76,6 +77,7 @@ from dashboard.selectors.instance_detail import (
     Lineage,
     StepView,
     instance_detail,
+    instance_failed_for_good,
     instance_get,
 )
 from dashboard.selectors.instances import (
@@ -163,6 +165,7 @@ __all__ = [
     "budget_rows",
     "budgets_visible",
     "cost_breakdown",
+    "treemap_levels",
     "cost_by_dimension",
     "cost_by_instance",
     "cost_export_rows",
@@ -182,6 +185,7 @@ __all__ = [
     "history_cursor",
     "instance_count_newer",
     "instance_detail",
+    "instance_failed_for_good",
     "instance_get",
     "instance_list",
     "instance_rows",

@@ -100,19 +100,35 @@ def cost_series(
     return [{"bucket": b, "key": k, "total": t} for (b, k), t in sorted(merged.items())]
 
 
+TREEMAP_LEVELS = ("service", "workflow", "step")
+
+
+def treemap_levels(by: str) -> tuple[str, ...]:
+    """The treemap's levels for the chosen breakdown: that dimension first, then what is left of
+    service → workflow → step (three levels at most)."""
+    first = by if by in COST_DIMENSIONS else "service"
+    return (first, *[d for d in TREEMAP_LEVELS if d != first])[:3]
+
+
 def cost_breakdown(
-    *, tenants: Collection[str], filters: CostFilters, view: reads.RollupView | None = None
+    *, tenants: Collection[str], filters: CostFilters, by: str = "service",
+    view: reads.RollupView | None = None,
 ) -> list[dict[str, Any]]:
-    """Spend per service → workflow → step (indexed steps merged): the treemap's rows."""
-    merged: dict[tuple[str, str, str], Decimal] = defaultdict(lambda: ZERO)
-    got = reads.cost_grouped(_scope(tenants=tenants, f=filters), by=("service", "workflow_type", "step_name"),
+    """Spend per `treemap_levels(by)` (indexed steps merged): the treemap's rows, each
+    {"path": (level values…), "total"} and, for the default levels, service/workflow/step too."""
+    levels = treemap_levels(by)
+    merged: dict[tuple[str, ...], Decimal] = defaultdict(lambda: ZERO)
+    got = reads.cost_grouped(_scope(tenants=tenants, f=filters), by=tuple(COST_DIMENSIONS[d] for d in levels),
                              measures=("total",), view=view)
-    for (service, workflow, step), m in got.items():
-        merged[(service, workflow or "(none)", step_shape(step) or "(none)")] += m["total"]
-    return [
-        {"service": s, "workflow": w, "step": st, "total": t}
-        for (s, w, st), t in sorted(merged.items(), key=lambda kv: (-kv[1], kv[0]))
-    ]
+    for key, m in got.items():
+        path = tuple((step_shape(v) if d == "step" else v) or "(none)" for d, v in zip(levels, key, strict=True))
+        merged[path] += m["total"]
+    rows: list[dict[str, Any]] = []
+    for path, total in sorted(merged.items(), key=lambda kv: (-kv[1], kv[0])):
+        row: dict[str, Any] = {"path": path, "total": total}
+        row.update(zip(levels, path, strict=True))
+        rows.append(row)
+    return rows
 
 
 def cost_by_dimension(

@@ -13,18 +13,34 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from dashboard import access
+from dashboard.actions import failed_for_good
 from dashboard.selectors.history import history_cursor
-from dashboard.selectors.run_layout import DagRank, WaterfallRow, dag_ranks, waterfall
+from dashboard.selectors.run_layout import (
+    AxisBreak,
+    DagRank,
+    WaterfallRow,
+    dag_ranks,
+    waterfall_layout,
+)
 from ingest.engine.models import (
     ApiCost,
+    ApprovalRequest,
+    ApprovalState,
     Attempt,
     History,
     HistoryKind,
     Instance,
     PendingEvent,
+    Status,
     Step,
+    StepStatus,
 )
 from ingest.engine.selectors import fan_out_list, progress_of, step_progress
+
+# While an instance is paused (by an operator, or by a budget gate waiting for an approval) the
+# step it stopped in keeps the `running` status in the ledger until the instance resumes; the page
+# shows it as paused so nothing looks like it is still running.
+_STEPS_RUN_WHILE = frozenset({Status.RUNNING, Status.WAITING_FOR_PAUSE})
 
 HISTORY_LIMIT = 300
 # A run can ask for thousands of steps (a fan-out over every call of a day). The page shows the
@@ -95,6 +111,7 @@ class InstanceDetail:
     steps: list[StepView]
     waterfall: list[WaterfallRow]
     ticks: list[tuple[float, str]]
+    breaks: list[AxisBreak]
     dag: list[DagRank]
     events: list[PendingEvent]
     costs_total: Decimal
@@ -106,6 +123,8 @@ class InstanceDetail:
     steps_hidden: int
     can_act: bool
     cursor: int
+    approvals: list[ApprovalRequest] = field(default_factory=list)  # pending ones: what would release it
+    failed_for_good: Step | None = None  # the errored step a retry would fail again (NonRetryableError)
 
     @property
     def fan_out_open(self) -> bool:
@@ -131,6 +150,10 @@ def instance_detail(*, user: Any, instance_id: str, now: datetime | None = None)
     if instance is None:
         return None
     steps, steps_hidden = _steps_capped(instance)
+    if instance.status not in _STEPS_RUN_WHILE:
+        for s in steps:
+            if s.status == StepStatus.RUNNING:
+                s.status = Status.PAUSED if instance.status == Status.PAUSED else instance.status
     attempts: dict[int, list[Attempt]] = defaultdict(list)
     for a in Attempt.objects.filter(step_id__in=[s.id for s in steps]).order_by("step_id", "number"):
         attempts[a.step_id].append(a)
@@ -146,12 +169,12 @@ def instance_detail(*, user: Any, instance_id: str, now: datetime | None = None)
         costs[c.step_name].append(CostLine(c.step_name, c.attempt, c.service, c.model, c.cost, c.success,
                                            c.tokens_in, c.tokens_out, c.items, c.created_at))
     copied_below = _fork_position(instance, steps)
-    views = [StepView(s, attempts.get(s.id, []), costs.get(s.name, []) if s.seq == 1 else [],
-                      copied=s.position < copied_below) for s in steps]
     progress = step_progress(instance_id=instance.id)
     views = [StepView(s, attempts.get(s.id, []), costs.get(s.name, []) if s.seq == 1 else [],
-                      _progress(progress_of(progress, s.name, s.seq), sensitive=s.sensitive)) for s in steps]
-    rows, ticks = waterfall(
+                      copied=s.position < copied_below,
+                      progress=_progress(progress_of(progress, s.name, s.seq), sensitive=s.sensitive))
+             for s in steps]
+    laid = waterfall_layout(
         [(v.step, v.attempts) for v in views], start=instance.started_at or instance.created_at, now=now
     )
     # Progress reports show on their step's row, not as a line each in the history.
@@ -178,8 +201,9 @@ def instance_detail(*, user: Any, instance_id: str, now: datetime | None = None)
     return InstanceDetail(
         instance=instance,
         steps=views,
-        waterfall=rows,
-        ticks=ticks,
+        waterfall=laid.rows,
+        ticks=laid.ticks,
+        breaks=laid.breaks,
         dag=dag_ranks([v.step for v in views if v.step.kind != "rollback"], now=now,
                       fan_outs=_fan_outs(instance, views)),
         events=list(PendingEvent.objects.filter(instance=instance).order_by("id")[:200]),
@@ -192,6 +216,9 @@ def instance_detail(*, user: Any, instance_id: str, now: datetime | None = None)
         steps_hidden=steps_hidden,
         can_act=access.can_act(user, instance.tenant),
         cursor=history_cursor(),
+        approvals=list(ApprovalRequest.objects.filter(instance=instance, state=ApprovalState.PENDING)
+                       .order_by("created_at")[:5]),
+        failed_for_good=instance_failed_for_good(instance, steps) if instance.status == Status.ERRORED else None,
     )
 
 
@@ -199,6 +226,15 @@ def _progress(report: dict[str, Any] | None, *, sensitive: bool) -> dict[str, An
     if report is None or not sensitive:
         return report
     return {**report, "message": ""}  # a sensitive step shows how far it got, not its words
+
+
+def instance_failed_for_good(instance: Instance, steps: list[Step] | None = None) -> Step | None:
+    """The errored step of an errored instance that a retry would run into again unchanged."""
+    candidates = steps if steps is not None else list(instance.steps.filter(status=StepStatus.ERRORED))
+    for s in candidates:
+        if failed_for_good(status=s.status, error_name=s.error_name, attempts=s.attempts, config=s.config):
+            return s
+    return None
 
 
 def _fan_outs(instance: Instance, views: list[StepView]) -> dict[int, dict[str, Any]]:

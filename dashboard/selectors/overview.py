@@ -16,6 +16,7 @@ from django.db.models.functions import TruncHour
 
 from dashboard.rollups import reads
 from ingest.engine.models import (
+    FINISHED_STATUSES,
     ApprovalRequest,
     ApprovalState,
     DeadLetter,
@@ -54,16 +55,22 @@ class ServiceSpend(TypedDict):
     calls: int
 
 
-def instance_status_counts(*, tenants: Collection[str]) -> dict[str, int]:
+def instance_status_counts(*, tenants: Collection[str], since: datetime | None = None) -> dict[str, int]:
+    """Instances by status. With `since`, finished statuses count only instances created since
+    then (the instances list's `range=` filter, so a tile's count is the count of the list it
+    links to); live statuses (queued, running, paused, waiting) count every instance in them now."""
+    # One query either way: with `since`, the recent count is a filtered aggregate beside the total.
+    recent = Count("id", filter=Q(created_at__gte=since)) if since is not None else Count("id")
     rows = (
         Instance.objects.filter(tenant__in=tenants)
         .values("status")
-        .annotate(n=Count("id"))
+        .annotate(n=Count("id"), recent=recent)
         .order_by()
     )
     counts = {s.value: 0 for s in Status}
     for row in rows:
-        counts[row["status"]] = row["n"]
+        windowed = since is not None and row["status"] in FINISHED_STATUSES
+        counts[row["status"]] = row["recent"] if windowed else row["n"]
     return counts
 
 
@@ -88,9 +95,14 @@ def throughput_rows(*, tenants: Collection[str], since: datetime) -> list[Throug
     return list(rows)
 
 
+# A paused instance (a budget gate waiting for an approval) keeps its step `running` in the
+# ledger; only steps of instances that run now are in flight.
+_IN_FLIGHT = (Status.RUNNING, Status.WAITING_FOR_PAUSE)
+
+
 def steps_in_flight(*, tenants: Collection[str], limit: int = 12) -> list[StepInFlight]:
     return list(
-        Step.objects.filter(instance__tenant__in=tenants, status=StepStatus.RUNNING)
+        Step.objects.filter(instance__tenant__in=tenants, status=StepStatus.RUNNING, instance__status__in=_IN_FLIGHT)
         .order_by("started_at")
         .values(
             "instance_id", "name", "attempts", "started_at",
@@ -100,7 +112,8 @@ def steps_in_flight(*, tenants: Collection[str], limit: int = 12) -> list[StepIn
 
 
 def steps_in_flight_count(*, tenants: Collection[str]) -> int:
-    return Step.objects.filter(instance__tenant__in=tenants, status=StepStatus.RUNNING).count()
+    return Step.objects.filter(instance__tenant__in=tenants, status=StepStatus.RUNNING,
+                               instance__status__in=_IN_FLIGHT).count()
 
 
 def dead_letters_open_count(*, tenants: Collection[str]) -> int:

@@ -56,6 +56,12 @@ def status_pill(status: str, label: str = "") -> SafeString:
     )
 
 
+@register.simple_tag
+def status_label(status: str) -> str:
+    """The word a status pill spells, without the pill."""
+    return STATUS_LABELS.get(status, status or "unknown")
+
+
 def _as_seconds(value: Any) -> float | None:
     if value is None or value == "":
         return None

@@ -18,3 +18,6 @@ urlpatterns = [
 
 
 handler400 = "dashboard.guard.bad_request"
+handler403 = "dashboard.views.errors.permission_denied"
+handler404 = "dashboard.views.errors.page_not_found"
+handler500 = "dashboard.views.errors.server_error"

@@ -19,6 +19,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import HttpResponseClientRedirect
 
 from dashboard import access, selectors
 from dashboard.actions import ACTIONS, Action, available_actions
@@ -265,9 +266,12 @@ def _confirm(request: HtmxHttpRequest, instance: Instance, spec: Action, form: A
              *, status: int = 200, engine_error: str = "", diff: list[tuple[str, str]] | None = None) -> HttpResponse:
     context = {"i": instance, "action": spec, "form": form, "engine_error": engine_error, "diff": diff,
                "post_url": reverse("instance-action-run", args=[instance.id, spec.name]),
-               "applies": instance.status in spec.when}
+               "applies": instance.status in spec.when, "in_dialog": bool(request.htmx),
+               "failed_for_good": selectors.instance_failed_for_good(instance) if spec.name == "retry" else None}
     template = "runs/instance_action.html"
     if request.htmx:
+        # The dialog posts back into itself (hx-post): an invalid form comes back here, with the
+        # instance and the action in its title, instead of leaving the instance's page.
         template += "#dialog"
     return render(request, template, context, status=status)
 
@@ -314,6 +318,8 @@ def instance_action_run(request: HtmxHttpRequest, instance_id: str, action: str)
                                   f"{form.cleaned_data['from_step']}).")
     else:
         messages.success(request, f"{spec.label.rstrip('…')} requested for {instance.id}.")
+    if request.htmx:  # posted from the dialog: the whole page goes to the instance, not the dialog
+        return HttpResponseClientRedirect(reverse("instance-detail", args=[target]))
     return HttpResponseRedirect(reverse("instance-detail", args=[target]), status=303)
 
 

@@ -10,7 +10,8 @@ The demo has no LLM key, so its tenants use the "demo" provider (`DemoExtractor`
 `ingest.workflows.providers`): the rule extractor, billed as if DeepSeek had answered, failing
 the first attempt of a few chosen calls with a retryable 503 so retries show up. Other cases built in: short check-in calls with no keyword
 hit (engagement only), one malformed transcript (dead letter), and one call under an
-instance budget with the approval policy (waits for an operator in the approvals inbox).
+instance budget with the approval policy (waits for an operator in the approvals inbox); both
+of the last in acme, a tenant of the `operator` and `viewer` personas.
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ from ingest.workflows.salesforce import salesforce_ingest_start
 log = logging.getLogger("runledger.ingest")
 
 TENANTS = ("acme", "globex", "initech", "default")
+# The tenant of the built-in cases an operator must see (the dead letter, the approval): the
+# README sends a newcomer in as `operator`, a member of acme, and `viewer` reads acme too.
+SHOWCASE = "acme"
 KEYWORDS = {
     "acme": ["budget", "pricing", "price", "proposal", "Clari", "Outreach", "Salesloft"],
     "globex": ["budget", "procurement", "MSA", "CFO"],
@@ -102,8 +106,9 @@ def demo_seed(*, seed: int = 7, calls: int = 24, opportunities: int = 12) -> Dem
     _configure(summary.flaky_calls)
 
     # A long call with an instance budget below its cost: it waits for an operator's approval.
-    pricey = corpus[2]
-    summary.approval_instance = gong_instance_id(TENANTS[2], pricey.id)
+    # Calls go to the tenants in turn; take one of the second round that lands in the showcase tenant.
+    pricey = corpus[len(TENANTS) + TENANTS.index(SHOWCASE)]
+    summary.approval_instance = gong_instance_id(SHOWCASE, pricey.id)
     _budget_once(scope="instance", key=summary.approval_instance, period="day", limit="0.0001", policy="approval")
 
     for index, call in enumerate(corpus):
@@ -120,8 +125,8 @@ def demo_seed(*, seed: int = 7, calls: int = 24, opportunities: int = 12) -> Dem
 
     broken = {"call_id": f"{seed}990000000000000013", "title": "Hooli <> Northwind Analytics: Demo",
               "started": (base.started + timedelta(days=1)).isoformat(), "account": "Hooli"}
-    summary.dead_letter_instance = gong_instance_id("initech", broken["call_id"])
-    _start(summary, gong_ingest_start("initech", broken, transcript=MALFORMED, actor="demo"))
+    summary.dead_letter_instance = gong_instance_id(SHOWCASE, broken["call_id"])
+    _start(summary, gong_ingest_start(SHOWCASE, broken, transcript=MALFORMED, actor="demo"))
 
     for index, opp in enumerate(demo_opportunities(seed=seed, count=opportunities)):
         tenant = TENANTS[index % len(TENANTS)]

@@ -21,12 +21,34 @@
     return "";
   }
 
+  // "Show exact times": every relative time on the page reads absolute, with its time zone;
+  // the choice is kept for the next pages (localStorage), the hover shows the other form.
+  var EXACT_KEY = "runledger.exactTimes";
+  function exactTimes() {
+    try { return localStorage.getItem(EXACT_KEY) === "1"; } catch (e) { return false; }
+  }
+  function syncToggles() {
+    var on = exactTimes();
+    document.querySelectorAll("[data-time-toggle]").forEach(function (b) {
+      b.setAttribute("aria-pressed", on ? "true" : "false");
+      b.textContent = on ? "Show relative times" : "Show exact times";
+    });
+  }
+  document.addEventListener("click", function (evt) {
+    var b = evt.target.closest && evt.target.closest("[data-time-toggle]");
+    if (!b) return;
+    try { localStorage.setItem(EXACT_KEY, exactTimes() ? "0" : "1"); } catch (e) { /* private mode */ }
+    syncToggles();
+    renderTimes(document);
+  });
+
   function renderTimes(root) {
+    var exact = exactTimes();
     (root || document).querySelectorAll("time[datetime]").forEach(function (el) {
       var d = new Date(el.getAttribute("datetime"));
       if (isNaN(d)) return;
       var absolute = abs.format(d);
-      if (el.dataset.format === "absolute") {
+      if (el.dataset.format === "absolute" || exact) {
         el.textContent = absolute;
         el.title = relative(d);
       } else {
@@ -75,6 +97,7 @@
   }
 
   document.addEventListener("DOMContentLoaded", function () {
+    syncToggles();
     renderTimes(document);
     var live = document.getElementById("rl-live");
     if (live) {
@@ -97,10 +120,10 @@
     }
   });
   document.addEventListener("htmx:wsAfterMessage", function () { renderTimes(document); });
-  document.addEventListener("htmx:afterSwap", function (evt) { renderTimes(evt.target); });
+  document.addEventListener("htmx:afterSwap", function (evt) { syncToggles(); renderTimes(evt.target); });
   document.addEventListener("htmx:oobAfterSwap", function (evt) {
     var t = evt.detail && evt.detail.target;
-    if (t) { renderTimes(t); trackCursor(t); }
+    if (t) { syncToggles(); renderTimes(t); trackCursor(t); }
   });
 
   // ---- confirm dialogs: action forms are fetched into #rl-dialog-body ------------------------
@@ -110,6 +133,16 @@
       if (dlg && !dlg.open) dlg.showModal();
       var first = evt.target.querySelector("textarea, input:not([type=hidden]), select, button");
       if (first) first.focus();
+    }
+  });
+  // A refused action (400: the form is invalid; 409: the engine said no) comes back as the
+  // dialog with its errors: swap it in like a success, so the dialog keeps its instance and action.
+  document.addEventListener("htmx:beforeSwap", function (evt) {
+    var t = evt.detail.target;
+    var code = evt.detail.xhr && evt.detail.xhr.status;
+    if (t && t.id === "rl-dialog-body" && (code === 400 || code === 409 || code === 422)) {
+      evt.detail.shouldSwap = true;
+      evt.detail.isError = false;
     }
   });
   document.addEventListener("click", function (evt) {

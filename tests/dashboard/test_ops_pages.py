@@ -20,8 +20,9 @@ def test_anonymous_users_are_sent_to_log_in_from_every_ops_page(client, db):
 
 def test_the_overview_counts_instances_by_status_in_my_tenants_only(operator, stranger):
     make_instance(tenant="acme", status="running")
-    make_instance(tenant="acme", status="complete", ended_at=now())
-    make_instance(tenant="initech", status="errored", ended_at=now())
+    make_instance(tenant="acme", status="complete", created_at=now(), ended_at=now())
+    make_instance(tenant="initech", status="errored", created_at=now(), ended_at=now())
+    make_instance(tenant="acme", status="complete", created_at=now() - timedelta(days=2))  # before the 24 h window
     failed_instance(tenant="acme")
     approval(tenant="acme")
     budget(key="acme", limit="10", spent="7.5")
@@ -31,6 +32,9 @@ def test_the_overview_counts_instances_by_status_in_my_tenants_only(operator, st
     ctx = r.context
     assert ctx["counts"]["running"] == 1 and ctx["counts"]["waiting"] == 1
     assert ctx["counts"]["errored"] == 1  # acme's dead-lettered one; initech's is not counted
+    assert ctx["counts"]["complete"] == 1  # finished ones count inside the window, as the tile's link lists
+    assert 'href="/instances/?status=complete&amp;range=24h"' in r.content.decode()
+    assert 'href="/instances/?status=running"' in r.content.decode()  # live ones: every one running now
     assert ctx["dead_letters"] == 1 and ctx["approvals"] == 1
     assert ctx["spend_total"] == ctx["spend"][0]["total"]
     html = r.content.decode()

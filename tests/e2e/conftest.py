@@ -81,10 +81,11 @@ class Session:
         return path
 
 
-def login(browser: Any, stack: Stack, username: str) -> Session:
-    context = browser.new_context(viewport={"width": 1440, "height": 900})
+def login(browser: Any, stack: Stack, username: str, *, width: int = 1440, height: int = 900,
+          timeout: float = 15_000) -> Session:
+    context = browser.new_context(viewport={"width": width, "height": height})
     page = context.new_page()
-    page.set_default_timeout(15_000)
+    page.set_default_timeout(timeout)
     s = Session(page, stack.base_url)
     s.goto("/login/")
     page.fill("input[name=username]", username)

@@ -97,3 +97,35 @@ class Tagged(Workflow):
         step.set_search_attributes(customer=event.payload.get("customer", ""), domain=event.payload.get("domain", ""))
         step.wait_for_event("go", type="go", timeout="1 hour")
         return {"ok": True}
+
+
+class FanOut22(Workflow):
+    """22 parallel steps of one family (the pool runs them a few at a time), then a sleep long
+    beside the steps' milliseconds: the run graph groups them, the timeline cuts the sleep short."""
+
+    name = "e2e-fan-out"
+
+    def run(self, event: Any, step: Any) -> Any:
+        step.do("fetch", lambda ctx: {"items": 22})
+        n = int(event.payload.get("items", 22))
+        step.all_settled([step.call(f"persist-facts-{i}", lambda ctx: {"ok": ctx.name}) for i in range(1, n + 1)])
+        step.sleep("cool-down", float(event.payload.get("sleep", 3)))
+        step.do("publish", lambda ctx: {"published": n})
+        return {"items": n}
+
+
+class Budgeted(Workflow):
+    """Asks its budget before a paid call: under an instance budget with the approval policy it
+    pauses for an operator's answer in the approvals inbox."""
+
+    name = "e2e-budgeted"
+
+    def run(self, event: Any, step: Any) -> Any:
+        step.do("prepare", lambda ctx: {"ready": True})
+
+        def paid(ctx: Any) -> dict[str, Any]:
+            ctx.check_budget("openai", "0.50")
+            ctx.track_cost("openai", cost="0.50", model="gpt-4o")
+            return {"paid": True}
+
+        return step.do("llm-extract", paid)

@@ -37,6 +37,12 @@ def test_the_demo_ingests_retries_dead_letters_waits_for_approval_and_runs_once(
     assert ApiCost.objects.aggregate(total=Sum("cost"))["total"] > 0
     assert SignalEvaluation.objects.count() == len(others) - len(engagement)
 
+    # the README's newcomer signs in as `operator`: the dead letter and the approval are in its tenants
+    from dashboard.access import DEMO_USERS
+    operator = dict(next(u for u in DEMO_USERS if u["username"] == "operator")["memberships"])
+    assert {Instance.objects.get(id=summary.dead_letter_instance).tenant,
+            Instance.objects.get(id=summary.approval_instance).tenant} <= set(operator)
+
     facts, instances = Fact.objects.count(), Instance.objects.count()
     again = demo_seed(seed=7, calls=12, opportunities=4)
     assert (again.started, again.already) == (0, len(summary.instances))
