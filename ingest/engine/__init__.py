@@ -26,6 +26,7 @@ from ingest.engine.errors import (
     InvalidDuration,
     InvalidInstanceId,
     InvalidParams,
+    InvalidSearchAttributes,
     InvalidSelection,
     InvalidStepConfig,
     InvalidTransition,
@@ -52,7 +53,7 @@ from ingest.engine.workflow import Workflow, WorkflowEvent, get_workflow, workfl
 __all__ = [
     "ApprovalError", "BatchTooLarge", "BreakerNotFound", "BudgetExceeded", "ChildWorkflowFailed", "CircuitOpen", "DeadLetterError", "EngineError",
     "FanOutItemMissing", "InstanceAlreadyExists", "InstanceFinished", "InstanceHandle", "InstanceNotFound",
-    "InvalidDuration", "InvalidInstanceId", "InvalidParams", "InvalidSelection", "InvalidStepConfig", "InvalidTransition",
+    "InvalidDuration", "InvalidInstanceId", "InvalidParams", "InvalidSearchAttributes", "InvalidSelection", "InvalidStepConfig", "InvalidTransition",
     "NonDeterministicReplay", "NonRetryableError", "PollDeadlineExceeded", "SecretKeysMissing", "SecretUnreadable", "SecretsError", "Settled", "StepFailed", "StepLimitExceeded",
     "StepResultNotSerializable",
     "StepResultTooLarge", "StepTimeout", "UnknownStep", "UnknownWorkflow", "VersionInUse", "VersionMismatch", "VersionRetired",

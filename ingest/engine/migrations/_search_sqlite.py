@@ -1,0 +1,26 @@
+"""SQLite's params-search triggers (as 0006 created them), for migrations that must put them
+back after a table rebuild dropped them (0013)."""
+
+from __future__ import annotations
+
+SQLITE_TEXT = """{params} || char(10) || coalesce(
+    (SELECT group_concat(atom, char(10)) FROM json_tree({params}) WHERE type = 'text'), '')"""
+CREATE = [
+    f"""CREATE TRIGGER engine_instance_search_insert AFTER INSERT ON engine_instance BEGIN
+        INSERT OR REPLACE INTO engine_instance_search (instance_id, text)
+        VALUES (NEW.id, {SQLITE_TEXT.format(params="NEW.params")});
+    END""",
+    f"""CREATE TRIGGER engine_instance_search_update AFTER UPDATE OF params ON engine_instance
+    WHEN OLD.params IS NOT NEW.params BEGIN
+        INSERT OR REPLACE INTO engine_instance_search (instance_id, text)
+        VALUES (NEW.id, {SQLITE_TEXT.format(params="NEW.params")});
+    END""",
+]
+
+REBUILD = [
+    "DROP TRIGGER IF EXISTS engine_instance_search_insert",
+    "DROP TRIGGER IF EXISTS engine_instance_search_update",
+    *CREATE,
+    f"""INSERT OR IGNORE INTO engine_instance_search (instance_id, text)
+        SELECT id, {SQLITE_TEXT.format(params="params")} FROM engine_instance""",
+]
