@@ -42,6 +42,21 @@
     renderTimes(document);
   });
 
+  // The navigation's "More" menu closes on a click elsewhere and on Escape.
+  document.addEventListener("click", function (evt) {
+    document.querySelectorAll("details.navmore[open]").forEach(function (d) {
+      if (!d.contains(evt.target)) d.removeAttribute("open");
+    });
+  });
+  document.addEventListener("keydown", function (evt) {
+    if (evt.key !== "Escape") return;
+    document.querySelectorAll("details.navmore[open]").forEach(function (d) {
+      d.removeAttribute("open");
+      var s = d.querySelector("summary");
+      if (s) s.focus();
+    });
+  });
+
   function renderTimes(root) {
     var exact = exactTimes();
     (root || document).querySelectorAll("time[datetime]").forEach(function (el) {

@@ -41,6 +41,11 @@ def _fits(s: Session) -> None:
     # the navigation is one row: every link at the same height, none wrapped onto two lines
     tops = page.eval_on_selector_all(".mainnav a", "els => els.map(e => [e.offsetTop, e.offsetHeight])")
     assert len({t for t, _ in tops}) == 1 and max(h for _, h in tops) < 40, tops
+    if width > 900:  # ...and on a laptop every link of that row shows, none hidden past its edge
+        clipped = page.evaluate("""(() => { const nav = document.querySelector('.mainnav').getBoundingClientRect();
+            return [...document.querySelectorAll('.mainnav a')].filter(a => a.getBoundingClientRect().right > nav.right + 1)
+                .map(a => a.textContent); })()""")
+        assert clipped == [], clipped
 
 
 def _budget(stack: Stack, instance_id: str) -> None:
