@@ -14,7 +14,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Protocol
 
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Q
 
 from ingest.engine import clock
@@ -173,16 +173,25 @@ def _breach(*, ctx: StepSpend, service: str, amount: Decimal, budget: Budget, no
         instance_id=ctx.instance_id, kind=ApprovalKind.BUDGET, budget=budget, state=ApprovalState.PENDING
     ).exists()
     if not pending:
-        ApprovalRequest.objects.create(
-            instance_id=ctx.instance_id, tenant=ctx.tenant, workflow=ctx.workflow, kind=ApprovalKind.BUDGET,
-            step_name=ctx.step_label, title=f"Budget {budget.scope}:{budget.key} would be exceeded",
-            description=facts, budget=budget, requested_amount=amount,
-            fields=[{"name": "amount", "label": "Raise the limit once by", "type": "number",
-                     "required": True, "default": str(amount)}],
-            context={"service": service, "limit": str(budget.limit), "spent": str(budget.spent)},
-            created_at=now,
-        )
+        _ask(ctx=ctx, service=service, amount=amount, budget=budget, facts=facts, now=now)
     raise AwaitApproval(facts)
+
+
+def _ask(*, ctx: StepSpend, service: str, amount: Decimal, budget: Budget, facts: str, now: datetime) -> None:
+    """The operator's question; a parallel step of the instance that asked first already did."""
+    try:
+        with transaction.atomic():
+            ApprovalRequest.objects.create(
+                instance_id=ctx.instance_id, tenant=ctx.tenant, workflow=ctx.workflow, kind=ApprovalKind.BUDGET,
+                step_name=ctx.step_label, title=f"Budget {budget.scope}:{budget.key} would be exceeded",
+                description=facts, budget=budget, requested_amount=amount,
+                fields=[{"name": "amount", "label": "Raise the limit once by", "type": "number",
+                         "required": True, "default": str(amount)}],
+                context={"service": service, "limit": str(budget.limit), "spent": str(budget.spent)},
+                created_at=now,
+            )
+    except IntegrityError:
+        pass  # approval_one_pending_per_budget: one request answers every step waiting on it
 
 
 def reservations_release(*, ids: Iterable[int]) -> None:
