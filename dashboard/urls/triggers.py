@@ -1,0 +1,18 @@
+"""Trigger pages: cron schedules, HTTP routes, event subscriptions, and the workers page."""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from dashboard.views import schedules
+
+app_name = "triggers"
+
+urlpatterns = [
+    path("schedules/", schedules.schedules, name="schedules"),
+    path("schedules/<str:name>/", schedules.schedule_detail, name="schedule"),
+    path("schedules/<str:name>/save/", schedules.schedule_save, name="schedule_save"),
+    path("schedules/<str:name>/enable/", schedules.schedule_enable, name="schedule_enable"),
+    path("schedules/<str:name>/disable/", schedules.schedule_disable, name="schedule_disable"),
+    path("schedules/<str:name>/run/", schedules.schedule_run, name="schedule_run"),
+]
