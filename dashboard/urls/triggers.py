@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from dashboard.views import schedules
+from dashboard.views import routes, schedules
 
 app_name = "triggers"
 
@@ -15,4 +15,13 @@ urlpatterns = [
     path("schedules/<str:name>/enable/", schedules.schedule_enable, name="schedule_enable"),
     path("schedules/<str:name>/disable/", schedules.schedule_disable, name="schedule_disable"),
     path("schedules/<str:name>/run/", schedules.schedule_run, name="schedule_run"),
+]
+
+urlpatterns += [
+    path("routes/", routes.routes, name="routes"),
+    path("routes/<slug:name>/", routes.route_detail, name="route"),
+    path("routes/<slug:name>/coalesce/", routes.route_coalesce, name="route_coalesce"),
+    path("subscriptions/<int:sub_id>/", routes.subscription_detail, name="subscription"),
+    path("subscriptions/<int:sub_id>/coalesce/", routes.subscription_coalesce, name="subscription_coalesce"),
+    path("credentials/<str:tenant>/<str:name>/rotate/", routes.credential_rotate, name="credential_rotate"),
 ]
