@@ -28,7 +28,7 @@ from ingest.triggers.services import (
 )
 
 router = Router(tags=["routes"])
-E: dict[int, Any] = {400: s.ErrorOut, 401: s.ErrorOut, 403: s.ErrorOut, 404: s.ErrorOut}
+E: dict[int, Any] = {400: s.ErrorOut, 401: s.ErrorOut, 403: s.ErrorOut, 404: s.ErrorOut, 422: s.ErrorOut}
 
 
 class DeliveryOut(Schema):
