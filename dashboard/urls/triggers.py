@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from dashboard.views import routes, schedules
+from dashboard.views import routes, schedules, workers
 
 app_name = "triggers"
 
@@ -25,3 +25,5 @@ urlpatterns += [
     path("subscriptions/<int:sub_id>/coalesce/", routes.subscription_coalesce, name="subscription_coalesce"),
     path("credentials/<str:tenant>/<str:name>/rotate/", routes.credential_rotate, name="credential_rotate"),
 ]
+
+urlpatterns += [path("workers/", workers.workers, name="workers")]
