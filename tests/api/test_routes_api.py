@@ -11,7 +11,12 @@ from django.utils import timezone
 
 from dashboard.models import AuditEntry
 from ingest.triggers.models import Route
-from ingest.triggers.services import event_publish, ingress_secret_create, route_upsert, subscription_create
+from ingest.triggers.services import (
+    event_publish,
+    ingress_secret_create,
+    route_upsert,
+    subscription_create,
+)
 from tests.api.conftest import ApiClient
 from tests.triggers.support import signed_post
 

@@ -14,7 +14,12 @@ from django.utils import timezone
 
 from dashboard.models import AuditEntry
 from ingest.triggers.models import IngressSecret, Route, Subscription
-from ingest.triggers.services import event_publish, ingress_secret_create, route_upsert, subscription_create
+from ingest.triggers.services import (
+    event_publish,
+    ingress_secret_create,
+    route_upsert,
+    subscription_create,
+)
 from tests.triggers.support import signed_post
 
 pytestmark = [pytest.mark.db, pytest.mark.django_db]
