@@ -38,6 +38,20 @@
       "main input[type=search], main input[name=q], main form[method=get] input[type=text], main form[role=search] input");
   }
 
+  /* A table that scrolls sideways (phone widths) and holds nothing focusable cannot be scrolled
+     from the keyboard: give it a tab stop of its own (WCAG 2.1.1; axe "scrollable-region-focusable"). */
+  function scrollablesFocusable() {
+    Array.prototype.forEach.call(document.querySelectorAll("main table.data, main .table-wrap"), function (el) {
+      var scrolls = el.scrollWidth > el.clientWidth + 1 && getComputedStyle(el).overflowX !== "visible";
+      if (scrolls && !el.querySelector("a[href], button, input, select, textarea, [tabindex]")) {
+        el.setAttribute("tabindex", "0");
+      }
+    });
+  }
+  document.addEventListener("DOMContentLoaded", scrollablesFocusable);
+  document.addEventListener("htmx:afterSettle", scrollablesFocusable);
+  window.addEventListener("resize", scrollablesFocusable);
+
   document.addEventListener("keydown", function (ev) {
     if (ev.ctrlKey || ev.altKey || ev.metaKey || typing(ev.target)) return;
     if (document.querySelector("dialog[open]")) return;
