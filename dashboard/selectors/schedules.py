@@ -27,3 +27,9 @@ def schedule_page_rows(*, tenants: list[str], now: datetime, upcoming: int = 5) 
 def schedule_page_get(*, name: str, tenants: list[str], now: datetime) -> ScheduleRow | None:
     row = trigger_selectors.schedule_get(name=name, now=now)
     return row if row is not None and row.tenant in tenants else None
+
+
+def instance_status(*, instance_id: str) -> str:
+    if not instance_id:
+        return ""
+    return Instance.objects.filter(pk=instance_id).values_list("status", flat=True).first() or ""

@@ -40,7 +40,8 @@ def schedules(request: HtmxHttpRequest) -> HttpResponse:
 
 
 def _detail(request: HtmxHttpRequest, row: ScheduleRow, form: ScheduleForm, *, status: int = 200) -> HttpResponse:
-    context: dict[str, Any] = {"s": row, "form": form, "can_act": access.can_act(request.user, row.tenant)}
+    context: dict[str, Any] = {"s": row, "form": form, "can_act": access.can_act(request.user, row.tenant),
+                               "last_status": sel.instance_status(instance_id=row.last_instance_id)}
     return page(request, "triggers/schedule_detail.html", context, status=status)
 
 
