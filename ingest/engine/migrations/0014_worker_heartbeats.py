@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('engine', '0012_search_attributes_and_batches'),
+        ('engine', '0013_instance_search_triggers_on_sqlite'),
     ]
 
     operations = [
