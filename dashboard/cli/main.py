@@ -73,17 +73,21 @@ def cmd_tail(api: Client, out: Console, a: argparse.Namespace) -> int:
                   TimeElapsedColumn(), console=out, transient=False) as bar:
         task = bar.add_task(a.instance_id, total=None)
         while True:
+            # The state first, the history after it: a finished state's last lines are then
+            # always printed before the loop ends.
+            detail = api.get(f"/instances/{_id(a.instance_id)}")
             history = api.get(f"/instances/{_id(a.instance_id)}/history", after=after, limit=200)
             for line in history["items"]:
                 after = line["id"]
                 step = f" {line['step_name']}" if line["step_name"] else ""
                 bar.console.print(f"{line['created_at'][11:19]} {line['kind']}{step} {line['status']} "
                                   f"[dim]{line['actor']}[/]".rstrip())
-            detail = api.get(f"/instances/{_id(a.instance_id)}")
             done = sum(s["status"] == "complete" for s in detail["steps"])
             finished = detail["status"] in FINISHED
             bar.update(task, completed=done, total=done if finished else None,
                        description=f"{a.instance_id} {detail['status']}")
+            if history["next_after"] is not None:
+                continue  # more history than one page: read on before sleeping
             if finished:
                 break
             if deadline is not None and time.monotonic() >= deadline:

@@ -70,7 +70,14 @@ def test_list_and_show_print_tables_of_the_tokens_tenants_only(live_server: Any,
 
 def test_tail_follows_an_instance_to_its_end_with_its_history(live_server: Any, tokens: dict[str, str]) -> None:
     engine_services.instance_create(workflow="test-echo", id="cli-tail-1", params={}, tenant="acme")
-    threading.Timer(0.8, run_until_idle).start()
+    def work() -> None:  # the worker, a little after the tail has started following
+        time.sleep(0.8)
+        deadline = time.monotonic() + 15
+        while Instance.objects.get(pk="cli-tail-1").status != "complete" and time.monotonic() < deadline:
+            run_until_idle()
+            time.sleep(0.1)
+
+    threading.Thread(target=work, daemon=True).start()
     started = time.monotonic()
     code, out = run(live_server, tokens["viewer"], "tail", "cli-tail-1", "--interval", "0.2", "--timeout", "20")
     assert code == 0, out
