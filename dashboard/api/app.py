@@ -19,6 +19,7 @@ from dashboard.api import (
     instances,
     operations,
     schedules,
+    triggers,
     workflows,
 )
 from dashboard.api.auth import ApiTokenAuth
@@ -56,6 +57,7 @@ api.add_router("/audit", audit.router)
 api.add_router("", operations.router)
 api.add_router("/metrics", metrics_api.router)  # seed 001 getMetrics (dashboard/observability)
 api.add_router("", alerts.router)
+api.add_router("", triggers.router)
 
 
 @api.exception_handler(ApiProblem)

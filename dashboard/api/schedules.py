@@ -1,4 +1,4 @@
-"""/api/schedules: list with next fire times, run now, enable and disable."""
+"""/api/schedules: list with next fire times, edit, run now, enable and disable."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 from django.http import HttpRequest
 from django.utils import timezone
-from ninja import Router
+from ninja import Field, Router, Schema
 
 from dashboard import access
 from dashboard.api import schemas as s
@@ -15,10 +15,20 @@ from dashboard.api.auth import actor, require_act
 from dashboard.api.errors import ApiProblem
 from ingest.triggers import selectors
 from ingest.triggers.selectors import ScheduleRow
-from ingest.triggers.services import schedule_run_now, schedule_set_enabled
+from ingest.triggers.services import schedule_run_now, schedule_set_enabled, schedule_update
 
 router = Router(tags=["schedules"])
-E: dict[int, Any] = {400: s.ErrorOut, 401: s.ErrorOut, 403: s.ErrorOut, 404: s.ErrorOut}
+E: dict[int, Any] = {400: s.ErrorOut, 401: s.ErrorOut, 403: s.ErrorOut, 404: s.ErrorOut, 422: s.ErrorOut}
+
+
+class ScheduleEditIn(Schema):
+    """The fields to change; the others keep their value. A refusal changes none of them."""
+
+    cron: str | None = Field(None, max_length=200)
+    timezone: str | None = Field(None, max_length=64)
+    missed_fire_policy: str | None = Field(None, max_length=20)
+    catch_up_limit: int | None = Field(None, ge=1, le=100)
+    params: dict[str, Any] | None = None
 
 
 def _visible(request: HttpRequest, name: str) -> ScheduleRow:
@@ -36,6 +46,21 @@ def schedule_list(request: HttpRequest) -> list[ScheduleRow]:
 
 @router.get("/{name}", response={200: s.ScheduleOut, **E}, summary="A schedule and its next 5 fires")
 def schedule_get(request: HttpRequest, name: str) -> ScheduleRow:
+    return _visible(request, name)
+
+
+@router.patch("/{name}", response={200: s.ScheduleOut, **E}, summary="Edit a schedule (validated; nothing changes on a refusal)")
+def schedule_edit(request: HttpRequest, name: str, body: ScheduleEditIn) -> ScheduleRow:
+    tenant = _visible(request, name).tenant
+    require_act(request.user, tenant)
+    fields = body.model_dump(exclude_none=True)
+    if "cron" in fields:
+        fields["cron_expression"] = fields.pop("cron")
+    if not fields:
+        raise ApiProblem(400, "nothing_to_change", "send at least one of cron, timezone, missed_fire_policy, "
+                         "catch_up_limit, params")
+    acted(request, action="schedule.update", tenants=[tenant], selection={"schedule": name, **body.model_dump(exclude_none=True)},
+          run=lambda: schedule_update(name=name, now=timezone.now(), **fields))
     return _visible(request, name)
 
 

@@ -1,6 +1,6 @@
 """The root URL map (ROOT_URLCONF): it mounts the admin, the API, the webhooks and the two page
 families' url modules beside this file (`ops`: the operations pages under the "ops" namespace;
-`runs`: login and the instances pages)."""
+`triggers`: schedules, routes, subscriptions and workers; `runs`: login and the instances pages)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ urlpatterns = [
     path("api/", include("dashboard.api.urls")),
     path("hooks/", include("ingest.urls")),
     path("", include("dashboard.urls.ops")),
+    path("", include("dashboard.urls.triggers")),
     path("", include("dashboard.urls.runs")),
 ]
 

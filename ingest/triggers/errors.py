@@ -221,3 +221,17 @@ class InvalidCoalesce(TriggerError):
 
     status = 400
     code = "invalid_coalesce"
+
+
+class IngressSecretNotFound(TriggerError):
+    """No ingress credential has that tenant and name."""
+
+    status = 404
+    code = "ingress_secret_not_found"
+
+
+class SubscriptionNotFound(TriggerError):
+    """No subscription has that id."""
+
+    status = 404
+    code = "subscription_not_found"

@@ -132,7 +132,8 @@ def test_every_page_fits_both_widths_for_every_persona(browser: Any, stack: Stac
     create(stack, "e2e-live-steps", id=f"acme-fit-{width}", params={"steps": 4, "pause": 0.05})
     wait_until(lambda: status(stack, f"acme-fit-{width}") == "complete", timeout=30, what="acme-fit")
     pages = ["/", "/workflows/", "/workflows/e2e-live-steps/", "/dead-letters/", "/costs/", "/budgets/",
-             "/approvals/", "/audit/", "/alerts/", f"/instances/acme-fit-{width}/"]
+             "/approvals/", "/audit/", "/alerts/", f"/instances/acme-fit-{width}/", "/schedules/", "/routes/",
+             "/workers/"]
     for persona in ("operator", "viewer", "stranger", "admin"):
         s = login(browser, stack, persona, width=width, height=900 if width > 500 else 844, timeout=45_000)
         for path in pages:

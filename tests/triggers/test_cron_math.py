@@ -107,3 +107,72 @@ def test_next_fires_never_returns_a_time_after_now_or_before_after() -> None:
     fires = cron.next_fires(spec, after=after, now=now)
     assert fires == sorted(fires) and all(after < f <= now for f in fires)
     assert len(fires) <= 50 + int(cron.GRACE / timedelta(minutes=7)) + 1
+
+
+# Cloudflare's Quartz extensions, as the seeds write them (seed 001: `59 23 LW * *`).
+
+def test_it_accepts_every_expression_the_seeds_write() -> None:
+    for expression in ("* * * * *", "*/30 * * * *", "0 17 * * sun", "59 23 LW * *"):
+        assert cron.validate_cron(expression) == expression
+
+
+def test_lw_fires_on_the_last_weekday_of_each_month() -> None:
+    # 2026: January ends on a Saturday, May on a Sunday, March on a Tuesday, February on a Saturday.
+    fires = cron.upcoming(cron.Spec("59 23 LW * *"), now=at(2026, 1, 1), count=5)
+    assert fires == [at(2026, 1, 30, 23, 59), at(2026, 2, 27, 23, 59), at(2026, 3, 31, 23, 59),
+                     at(2026, 4, 30, 23, 59), at(2026, 5, 29, 23, 59)]
+
+
+def test_lw_fires_the_missed_last_weekday_when_catching_up() -> None:
+    # The on-time fire of 31 March, plus the one missed fire the limit keeps (27 Feb, not 30 Jan).
+    spec = cron.Spec("59 23 LW * *", missed_fire_policy="catch_up", catch_up_limit=1)
+    fires = cron.next_fires(spec, after=at(2026, 1, 1), now=at(2026, 3, 31, 23, 59, 30))
+    assert fires == [at(2026, 2, 27, 23, 59), at(2026, 3, 31, 23, 59)]
+
+
+def test_lw_in_a_time_zone_uses_the_local_calendar() -> None:
+    # 23:59 in Tokyo on Friday 30 January 2026 is 14:59 UTC the same day.
+    fires = cron.upcoming(cron.Spec("59 23 LW * *", timezone="Asia/Tokyo"), now=at(2026, 1, 1), count=1)
+    assert fires == [at(2026, 1, 30, 14, 59)]
+
+
+def test_l_fires_on_the_last_day_of_the_month() -> None:
+    fires = cron.upcoming(cron.Spec("0 9 L * *"), now=at(2026, 1, 1), count=3)
+    assert fires == [at(2026, 1, 31, 9), at(2026, 2, 28, 9), at(2026, 3, 31, 9)]
+
+
+def test_w_fires_on_the_weekday_nearest_the_day_without_leaving_the_month() -> None:
+    # 15 Feb 2026 is a Sunday -> Monday 16th; 1 Aug 2026 is a Saturday -> Monday 3rd, not July.
+    assert cron.upcoming(cron.Spec("0 9 15W * *"), now=at(2026, 2, 1), count=1) == [at(2026, 2, 16, 9)]
+    assert cron.upcoming(cron.Spec("0 9 1W * *"), now=at(2026, 7, 31), count=1) == [at(2026, 8, 3, 9)]
+
+
+def test_hash_fires_on_the_nth_weekday_of_the_month() -> None:
+    fires = cron.upcoming(cron.Spec("0 9 * * 5#3"), now=at(2026, 1, 1), count=2)
+    assert fires == [at(2026, 1, 16, 9), at(2026, 2, 20, 9)]
+    assert cron.upcoming(cron.Spec("0 9 * * FRI#3"), now=at(2026, 1, 1), count=2) == fires
+
+
+def test_quartz_nl_fires_on_the_last_given_weekday_of_the_month() -> None:
+    fires = cron.upcoming(cron.Spec("0 9 * * 5L"), now=at(2026, 1, 1), count=2)
+    assert fires == [at(2026, 1, 30, 9), at(2026, 2, 27, 9)]
+    assert cron.upcoming(cron.Spec("0 9 * * friL"), now=at(2026, 1, 1), count=2) == fires
+    assert cron.validate_cron("0 9 * * 5L") == "0 9 * * 5L"
+
+
+@pytest.mark.parametrize("expression, says", [
+    ("59 23 LW * 1", "combines LW with a day of week"),
+    ("59 23 1,LW * *", "LW stands alone"),
+    ("59 23 XW * *", "is invalid"),
+    ("0 9 * * 9#1", "is invalid"),
+])
+def test_it_refuses_malformed_quartz_extensions_with_a_message(expression: str, says: str) -> None:
+    with pytest.raises(InvalidCron, match=says):
+        cron.validate_cron(expression)
+
+
+def test_last_weekday_is_pure_calendar_arithmetic() -> None:
+    from datetime import date
+    assert cron.last_weekday(date(2026, 5, 29)) and not cron.last_weekday(date(2026, 5, 31))
+    assert cron.last_weekday(date(2026, 2, 27)) and not cron.last_weekday(date(2026, 2, 28))
+    assert cron.last_weekday(date(2026, 3, 31))

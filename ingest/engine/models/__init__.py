@@ -43,6 +43,7 @@ from ingest.engine.models.instances import (
 )
 from ingest.engine.models.retention import RetentionBatch
 from ingest.engine.models.versions import RetiredVersion
+from ingest.engine.models.workers import WorkerHeartbeat
 
 __all__ = [
     "BreakerState",
@@ -84,4 +85,5 @@ __all__ = [
     "Step",
     "StepKind",
     "StepStatus",
+    "WorkerHeartbeat",
 ]

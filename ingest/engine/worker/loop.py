@@ -37,6 +37,7 @@ from ingest.engine.costs.budgets import reservations_release_orphaned
 from ingest.engine.runtime.records import EngineFault
 from ingest.engine.sql import lease as sql_lease
 from ingest.engine.sql import liveness as sql_liveness
+from ingest.engine.sql import workers as sql_workers
 from ingest.engine.sql.base import drop_broken_connection, engine_connection, is_postgres
 from ingest.engine.sql.claim import Claimed
 from ingest.engine.worker.liveness import Liveness, first_line
@@ -84,6 +85,7 @@ class Worker:
 
     def start(self) -> Worker:
         """Start the claim loop, heartbeat and (on PostgreSQL) the worker's own session in threads."""
+        self._beat(first=True)
         if self.liveness is not None:
             threading.Thread(target=self._bound(self.liveness.run), name="runledger-liveness", daemon=True).start()
         for target, name in ((self._claim_loop, "claim"), (self._heartbeat_loop, "heartbeat")):
@@ -114,6 +116,8 @@ class Worker:
             time.sleep(0.02)
         self.stopped.set()
         self._pool.shutdown(wait=False, cancel_futures=True)
+        with contextlib.suppress(Exception), transaction.atomic():  # the page says "stopped", not "silent"
+            sql_workers.worker_stopped(worker_id=self.worker_id, now=clock.now())
         for name, committer in (("group", commits.group), ("express", commits.express)):
             if committer.batches:
                 log.info("worker %s stopped; this process committed %d writes in %d %s transactions "
@@ -288,12 +292,28 @@ class Worker:
 
     # ---- heartbeat and notifications -------------------------------------------------------
 
+    def _beat(self, *, first: bool = False) -> None:
+        """The workers page's row for this process. Never in the way of the leases: a failed beat
+        is only logged (the lease heartbeat right after it reports the database's state)."""
+        try:
+            now = clock.now()
+            with transaction.atomic():  # a savepoint when the caller (a test) holds a transaction
+                if first:
+                    sql_workers.workers_forget(now=now)
+                sql_workers.worker_beat(worker_id=self.worker_id, host=socket.gethostname(), pid=os.getpid(),
+                                        slots=self.concurrency, now=now)
+        except Exception as exc:  # noqa: BLE001 - the page's row must never stop a worker
+            log.debug("worker %s: its heartbeat row was not written (%s)", self.worker_id, first_line(exc))
+            if not first:  # the heartbeat thread's own connection; never the caller's
+                connection.close()
+
     def _heartbeat_loop(self) -> None:
         interval = max(0.2, self.lease.total_seconds() / 3)
         wait, failures = interval, 0
         while not self.stopped.wait(wait):
             wait = interval
             self._sweep()
+            self._beat()
             with self._lock:
                 tokens = dict(self._inflight)
             if not tokens:

@@ -6,11 +6,17 @@ Every function is `<entity>_<verb>` with keyword-only arguments.
 from __future__ import annotations
 
 from ingest.triggers.services.coalesce import Coalesced, coalesce_add, coalesce_windows_sweep
-from ingest.triggers.services.events import event_publish, subscription_create
+from ingest.triggers.services.events import (
+    event_publish,
+    subscription_coalesce_set,
+    subscription_create,
+)
 from ingest.triggers.services.ingress import (
     Triggered,
     idempotency_keys_purge,
     ingress_secret_create,
+    ingress_secret_rotate,
+    route_coalesce_set,
     route_trigger,
     route_upsert,
 )
@@ -44,10 +50,12 @@ __all__ = [
     "event_publish",
     "idempotency_keys_purge",
     "ingress_secret_create",
+    "ingress_secret_rotate",
     "rate_limit_acquire",
     "rate_limit_configure",
     "rate_limit_penalize",
     "rate_limits_take",
+    "route_coalesce_set",
     "route_trigger",
     "route_upsert",
     "schedule_create",
@@ -55,5 +63,6 @@ __all__ = [
     "schedule_run_now",
     "schedule_set_enabled",
     "schedule_update",
+    "subscription_coalesce_set",
     "subscription_create",
 ]

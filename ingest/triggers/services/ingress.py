@@ -18,6 +18,7 @@ from ingest.triggers import coalesce, limits, signing
 from ingest.triggers import sql as trigger_sql
 from ingest.triggers.errors import (
     IdempotencyConflict,
+    IngressSecretNotFound,
     InvalidIdempotencyKey,
     InvalidPayload,
     NotAuthenticated,
@@ -55,6 +56,35 @@ def ingress_secret_create(
         hmac_secret=hmac_secret, rate_limit_per_minute=rate_limit_per_minute,
     )
     return row, token, hmac_secret
+
+
+def ingress_secret_rotate(*, tenant: str, name: str) -> tuple[IngressSecret, str, str]:
+    """New bearer token and HMAC secret for a credential, in place: the old pair stops working at
+    once. Returns (row, token, secret); they are shown once and never readable again."""
+    token = "rli_" + secrets.token_urlsafe(32)
+    hmac_secret = "rls_" + secrets.token_urlsafe(32)
+    with transaction.atomic():
+        row = IngressSecret.objects.select_for_update().filter(tenant=tenant, name=name).first()
+        if row is None:
+            raise IngressSecretNotFound(f"tenant {tenant[:100]!r} has no ingress credential named {name[:100]!r}")
+        row.token_hash, row.token_prefix = signing.token_hash(token), token[:10]
+        row.hmac_secret = hmac_secret
+        row.save(update_fields=["token_hash", "token_prefix", "hmac_secret"])
+    return row, token, hmac_secret
+
+
+def route_coalesce_set(*, name: str, coalesce_setting: dict[str, Any] | None) -> Route:
+    """Set (or, with None or {}, clear) a route's debounce or batch; InvalidCoalesce changes nothing.
+
+    Windows already open keep the setting they opened with until they close."""
+    config = coalesce.parse(coalesce_setting)
+    with transaction.atomic():
+        route = Route.objects.select_for_update().filter(name=name).first()
+        if route is None:
+            raise RouteNotFound(f"no route is named {name[:100]!r}")
+        route.coalesce = coalesce_setting if config is not None and coalesce_setting else {}
+        route.save(update_fields=["coalesce", "updated_at"])
+    return route
 
 
 def route_upsert(*, name: str, workflow: str, tenant: str = "default", **fields: Any) -> Route:

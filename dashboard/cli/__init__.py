@@ -1,0 +1,22 @@
+"""`runledger`: the operators' command-line client. It speaks the REST API over HTTP with an API
+token, so it runs from any machine and has exactly the token's permissions (a viewer's token
+lists and shows; acting needs an operator's). It imports nothing of Django.
+
+    runledger [--url URL] [--token TOKEN] list [--status S] [--workflow W] [--tenant T] [--limit N]
+    runledger show ID
+    runledger tail ID [--interval 1] [--timeout 0]
+    runledger retry ID --reason R
+    runledger replay ID --reason R [--params JSON]
+    runledger terminate ID --reason R [--rollback]
+    runledger redrive (--ids 4,7 | [--workflow W --tenant T --step-name S --signature X]) --reason R
+                      [--rate 5] [--yes]
+
+URL and token default to $RUNLEDGER_URL and $RUNLEDGER_TOKEN. Exit status: 0 done, 1 the API
+refused (its message is printed), 2 bad usage.
+"""
+
+from __future__ import annotations
+
+from dashboard.cli.main import main
+
+__all__ = ["main"]

@@ -1,0 +1,209 @@
+"""The CLI's commands: argument parsing and rich output over dashboard/cli/client.py."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+from urllib.parse import quote
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from dashboard.cli.client import ApiRefused, Client
+
+FINISHED = {"complete", "errored", "terminated", "completed_with_errors"}
+STATUS_STYLE = {"complete": "green", "errored": "red", "terminated": "dim", "running": "cyan",
+                "queued": "yellow", "paused": "magenta", "waiting": "blue", "sleeping": "blue",
+                "completed_with_errors": "yellow"}
+
+
+def _styled(status: str) -> str:
+    return f"[{STATUS_STYLE.get(status, 'white')}]{status}[/]"
+
+
+def _id(instance_id: str) -> str:
+    return quote(instance_id, safe="")
+
+
+def cmd_list(api: Client, out: Console, a: argparse.Namespace) -> int:
+    page = api.get("/instances", status=a.status, workflow=a.workflow, tenant=a.tenant, limit=a.limit)
+    table = Table(title=f"{len(page['items'])} instance(s)", header_style="bold")
+    for column in ("id", "workflow", "tenant", "status", "created"):
+        table.add_column(column, overflow="fold")
+    for item in page["items"]:
+        table.add_row(item["id"], item["workflow"], item["tenant"], _styled(item["status"]), item["created_at"])
+    out.print(table)
+    return 0
+
+
+def _steps_table(detail: dict[str, Any]) -> Table:
+    table = Table(title="steps", header_style="bold")
+    for column in ("#", "step", "kind", "status", "attempts", "error"):
+        table.add_column(column, overflow="fold")
+    for step in detail["steps"]:
+        error = step.get("error") or {}
+        table.add_row(str(step["position"]), step["name"], step["kind"], _styled(step["status"]),
+                      str(len(step["attempts"])), error.get("message", "") if error else "")
+    return table
+
+
+def cmd_show(api: Client, out: Console, a: argparse.Namespace) -> int:
+    detail = api.get(f"/instances/{_id(a.instance_id)}")
+    out.print(f"[bold]{detail['id']}[/] {detail['workflow']} · tenant {detail['tenant']} · {_styled(detail['status'])}")
+    out.print(f"params: {json.dumps(detail['params'], sort_keys=True)}")
+    if detail.get("error"):
+        out.print(f"[red]error[/]: {detail['error'].get('name', '')}: {detail['error'].get('message', '')}")
+    if detail.get("output") is not None:
+        out.print(f"output: {json.dumps(detail['output'], sort_keys=True)[:2000]}")
+    out.print(_steps_table(detail))
+    return 0
+
+
+def cmd_tail(api: Client, out: Console, a: argparse.Namespace) -> int:
+    """Follow an instance: a progress bar of its steps and every history line as it happens."""
+    after: int | None = None
+    deadline = time.monotonic() + a.timeout if a.timeout else None
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:.0f} step(s) done"),
+                  TimeElapsedColumn(), console=out, transient=False) as bar:
+        task = bar.add_task(a.instance_id, total=None)
+        while True:
+            # The state first, the history after it: a finished state's last lines are then
+            # always printed before the loop ends.
+            detail = api.get(f"/instances/{_id(a.instance_id)}")
+            history = api.get(f"/instances/{_id(a.instance_id)}/history", after=after, limit=200)
+            for line in history["items"]:
+                after = line["id"]
+                step = f" {line['step_name']}" if line["step_name"] else ""
+                bar.console.print(f"{line['created_at'][11:19]} {line['kind']}{step} {line['status']} "
+                                  f"[dim]{line['actor']}[/]".rstrip())
+            done = sum(s["status"] == "complete" for s in detail["steps"])
+            finished = detail["status"] in FINISHED
+            bar.update(task, completed=done, total=done if finished else None,
+                       description=f"{a.instance_id} {detail['status']}")
+            if history["next_after"] is not None:
+                continue  # more history than one page: read on before sleeping
+            if finished:
+                break
+            if deadline is not None and time.monotonic() >= deadline:
+                out.print(f"still {detail['status']} after {a.timeout:g} s; stopped following")
+                return 3
+            time.sleep(a.interval)
+    out.print(f"{a.instance_id} ended {_styled(detail['status'])}")
+    return 0 if detail["status"] == "complete" else 4
+
+
+def cmd_retry(api: Client, out: Console, a: argparse.Namespace) -> int:
+    api.post(f"/instances/{_id(a.instance_id)}/retry", {"reason": a.reason})
+    out.print(f"retried {a.instance_id} from its failed step")
+    return 0
+
+
+def cmd_replay(api: Client, out: Console, a: argparse.Namespace) -> int:
+    body: dict[str, Any] = {"reason": a.reason}
+    if a.params is not None:
+        try:
+            body["params"] = json.loads(a.params)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"--params is not valid JSON ({exc.msg}); give an object such as '{{\"a\": 1}}'") from None
+    new = api.post(f"/instances/{_id(a.instance_id)}/replay", body)
+    out.print(f"replayed {a.instance_id} as {new['id']} ({_styled(new['status'])})")
+    return 0
+
+
+def cmd_terminate(api: Client, out: Console, a: argparse.Namespace) -> int:
+    api.post(f"/instances/{_id(a.instance_id)}/terminate", {"reason": a.reason, "rollback": a.rollback})
+    out.print(f"terminated {a.instance_id}")
+    return 0
+
+
+def cmd_redrive(api: Client, out: Console, a: argparse.Namespace) -> int:
+    """Preview, confirm, then redrive exactly the previewed set (the API refuses a changed one)."""
+    selection: dict[str, Any] = {}
+    if a.ids:
+        selection["ids"] = [i.strip() for i in a.ids.split(",") if i.strip()]
+    else:
+        chosen = {k: getattr(a, k) for k in ("workflow", "tenant", "step_name", "signature") if getattr(a, k)}
+        if not chosen:
+            raise UsageError("name the selection: --ids 4,7 or at least one filter (--workflow, --tenant, "
+                             "--step-name, --signature); nothing was done")
+        selection["filter"] = chosen
+    preview = api.post("/dead-letters/redrive/preview", selection)
+    out.print(f"{preview['count']} open dead letter(s) selected: {preview['ids'][:20]}")
+    if not preview["count"]:
+        return 0
+    if not a.yes and (not sys.stdin.isatty() or input("redrive exactly these? [y/N] ").strip().lower() != "y"):
+        out.print("nothing was done (confirm with --yes)")
+        return 0
+    done = api.post("/dead-letters/redrive", {**selection, "token": preview["token"],
+                                              "rate_per_second": a.rate, "reason": a.reason})
+    out.print(f"redriven: {done['redriven']} at most {a.rate:g} per second")
+    return 0
+
+
+class UsageError(Exception):
+    """The command line is wrong."""
+
+
+COMMANDS: dict[str, Callable[[Client, Console, argparse.Namespace], int]] = {
+    "list": cmd_list, "show": cmd_show, "tail": cmd_tail, "retry": cmd_retry, "replay": cmd_replay,
+    "terminate": cmd_terminate, "redrive": cmd_redrive,
+}
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="runledger", description="Operate Runledger over its REST API.")
+    p.add_argument("--url", default=os.environ.get("RUNLEDGER_URL", "http://127.0.0.1:8000"),
+                   help="the dashboard's base URL (default $RUNLEDGER_URL or http://127.0.0.1:8000)")
+    p.add_argument("--token", default=os.environ.get("RUNLEDGER_TOKEN", ""),
+                   help="an API token (default $RUNLEDGER_TOKEN)")
+    sub = p.add_subparsers(dest="command", required=True)
+    ls = sub.add_parser("list", help="instances, newest first")
+    for name in ("status", "workflow", "tenant"):
+        ls.add_argument(f"--{name}")
+    ls.add_argument("--limit", type=int, default=20)
+    for name, text in (("show", "an instance and its steps"), ("tail", "follow an instance live")):
+        one = sub.add_parser(name, help=text)
+        one.add_argument("instance_id")
+    tail = sub.choices["tail"]
+    tail.add_argument("--interval", type=float, default=1.0, help="seconds between polls")
+    tail.add_argument("--timeout", type=float, default=0.0, help="stop following after this many seconds (0: never)")
+    for name in ("retry", "replay", "terminate"):
+        act = sub.add_parser(name, help=f"{name} an instance")
+        act.add_argument("instance_id")
+        act.add_argument("--reason", required=True, help="recorded in the history and the audit log")
+    sub.choices["replay"].add_argument("--params", help="edited params, a JSON object")
+    sub.choices["terminate"].add_argument("--rollback", action="store_true")
+    redrive = sub.add_parser("redrive", help="redrive dead letters (preview, then confirm)")
+    redrive.add_argument("--ids", help="comma-separated dead letter ids")
+    for name in ("workflow", "tenant", "step-name", "signature"):
+        redrive.add_argument(f"--{name}")
+    redrive.add_argument("--rate", type=float, default=5.0, help="instances restarted per second")
+    redrive.add_argument("--reason", required=True)
+    redrive.add_argument("--yes", action="store_true", help="do not ask before acting")
+    return p
+
+
+def main(argv: Sequence[str] | None = None, *, console: Console | None = None) -> int:
+    args = parser().parse_args(argv)
+    out = console or Console()
+    if not args.token:
+        out.print("[red]no API token[/]: pass --token or set RUNLEDGER_TOKEN (create one in the admin, API tokens)")
+        return 2
+    try:
+        return COMMANDS[args.command](Client(url=args.url, token=args.token), out, args)
+    except ApiRefused as exc:
+        out.print(f"[red]refused[/]: {exc.message} [dim]({exc.code}, HTTP {exc.status})[/]")
+        return 1
+    except UsageError as exc:
+        out.print(f"[red]usage[/]: {exc}")
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

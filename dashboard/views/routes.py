@@ -1,0 +1,146 @@
+"""The routes and subscriptions pages: what starts which workflow, recent deliveries, the
+coalesce setting and its open windows, and the ingress credentials, rotated write-only: the new
+token and secret are in the answer to the rotation and nowhere else, ever."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpResponse
+from django.shortcuts import redirect
+from django.utils import timezone
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET, require_POST
+
+from dashboard import access
+from dashboard.audit import Audit, Origin, audited
+from dashboard.selectors import routes as sel
+from dashboard.trigger_forms import CoalesceForm
+from dashboard.views.common import HtmxHttpRequest, page, require_act, sees_global, tenants
+from ingest.triggers.errors import TriggerError
+from ingest.triggers.services import (
+    ingress_secret_rotate,
+    route_coalesce_set,
+    subscription_coalesce_set,
+)
+
+
+def _may_act_subscription(request: HtmxHttpRequest, tenant: str) -> bool:
+    # A subscription for every tenant ("") is a global setting: staff who operate somewhere.
+    if tenant:
+        return access.can_act(request.user, tenant)
+    return sees_global(request) and bool(access.acting_tenants(request.user))
+
+
+@require_GET
+@access.require_role()
+def routes(request: HtmxHttpRequest) -> HttpResponse:
+    now, visible = timezone.now(), tenants(request)
+    context = {
+        "routes": sel.route_rows(tenants=visible, now=now),
+        "subscriptions": sel.subscription_rows(tenants=visible, see_global=sees_global(request), now=now),
+        "credentials": sel.credentials(tenants=visible),
+        "acting": set(access.acting_tenants(request.user)),
+    }
+    return page(request, "triggers/routes.html", context)
+
+
+def _route(request: HtmxHttpRequest, name: str) -> sel.RouteRow:
+    row = sel.route_page_get(name=name, tenants=tenants(request), now=timezone.now())
+    if row is None:
+        raise Http404(f"no route {name[:100]!r} in your tenants")
+    return row
+
+
+def _route_page(request: HtmxHttpRequest, row: sel.RouteRow, form: CoalesceForm, status: int = 200) -> HttpResponse:
+    context: dict[str, Any] = {"r": row, "form": form, "can_act": access.can_act(request.user, row.tenant)}
+    return page(request, "triggers/route_detail.html", context, status=status)
+
+
+@require_GET
+@access.require_role()
+def route_detail(request: HtmxHttpRequest, name: str) -> HttpResponse:
+    row = _route(request, name)
+    return _route_page(request, row, CoalesceForm(initial={"coalesce": row.coalesce or ""}))
+
+
+@require_POST
+@access.require_role()
+def route_coalesce(request: HtmxHttpRequest, name: str) -> HttpResponse:
+    row = _route(request, name)
+    require_act(request, row.tenant)
+    form = CoalesceForm(request.POST)
+    if form.is_valid():
+        setting = form.cleaned_data["coalesce"]
+        try:
+            audited(user=request.user, origin=Origin.of_request(request),
+                    audit=Audit("route.coalesce", [row.tenant], {"route": name, "coalesce": setting}),
+                    run=lambda: route_coalesce_set(name=name, coalesce_setting=setting))
+        except TriggerError as exc:
+            form.add_error("coalesce", str(exc))
+    if form.errors:
+        return _route_page(request, row, form, status=400)
+    messages.success(request, f"Route {name}: coalesce {'set' if setting else 'turned off'}.")
+    return redirect("triggers:route", name=name)
+
+
+def _subscription(request: HtmxHttpRequest, sub_id: int) -> sel.SubscriptionRow:
+    row = sel.subscription_page_get(subscription_id=sub_id, tenants=tenants(request),
+                                    see_global=sees_global(request), now=timezone.now())
+    if row is None:
+        raise Http404(f"no subscription {sub_id} visible to you")
+    return row
+
+
+def _sub_page(request: HtmxHttpRequest, row: sel.SubscriptionRow, form: CoalesceForm, status: int = 200) -> HttpResponse:
+    context: dict[str, Any] = {"sub": row, "form": form, "can_act": _may_act_subscription(request, row.tenant)}
+    return page(request, "triggers/subscription_detail.html", context, status=status)
+
+
+@require_GET
+@access.require_role()
+def subscription_detail(request: HtmxHttpRequest, sub_id: int) -> HttpResponse:
+    row = _subscription(request, sub_id)
+    return _sub_page(request, row, CoalesceForm(initial={"coalesce": row.coalesce or ""}))
+
+
+@require_POST
+@access.require_role()
+def subscription_coalesce(request: HtmxHttpRequest, sub_id: int) -> HttpResponse:
+    row = _subscription(request, sub_id)
+    if not _may_act_subscription(request, row.tenant):
+        raise PermissionDenied("changing this subscription needs the operator role in its tenant")
+    form = CoalesceForm(request.POST)
+    if form.is_valid():
+        setting = form.cleaned_data["coalesce"]
+        try:
+            audited(user=request.user, origin=Origin.of_request(request),
+                    audit=Audit("subscription.coalesce", [row.tenant] if row.tenant else [],
+                                {"subscription": sub_id, "coalesce": setting}),
+                    run=lambda: subscription_coalesce_set(subscription_id=sub_id, coalesce_setting=setting))
+        except TriggerError as exc:
+            form.add_error("coalesce", str(exc))
+    if form.errors:
+        return _sub_page(request, row, form, status=400)
+    messages.success(request, f"Subscription {sub_id}: coalesce {'set' if setting else 'turned off'}.")
+    return redirect("triggers:subscription", sub_id=sub_id)
+
+
+@never_cache
+@require_POST
+@access.require_role()
+def credential_rotate(request: HtmxHttpRequest, tenant: str, name: str) -> HttpResponse:
+    """Rotate and show the new pair once, in this answer (never cached, never redirected to)."""
+    if tenant not in tenants(request):
+        raise Http404(f"no ingress credential {tenant[:100]}/{name[:100]} in your tenants")
+    require_act(request, tenant)
+    try:
+        _, token, secret = audited(user=request.user, origin=Origin.of_request(request),
+                                   audit=Audit("ingress_secret.rotate", [tenant], {"tenant": tenant, "name": name}),
+                                   run=lambda: ingress_secret_rotate(tenant=tenant, name=name))
+    except TriggerError as exc:
+        raise Http404(str(exc)) from None
+    return page(request, "triggers/credential_rotated.html", {"tenant": tenant, "name": name,
+                                                              "token": token, "secret": secret})

@@ -1,0 +1,127 @@
+"""The `runledger` CLI against a live test server over HTTP, with API tokens of the three personas:
+tables, tail to the end, retry, replay, terminate, redrive (preview then confirm), and the API's
+refusals printed with a non-zero status and no row changed."""
+
+from __future__ import annotations
+
+import io
+import threading
+import time
+from typing import Any
+
+import pytest
+from django.utils import timezone
+from rich.console import Console
+
+from dashboard.access import user_ensure
+from dashboard.cli import main
+from dashboard.models import AuditEntry, Role
+from ingest.engine.models import DeadLetter, Instance
+from ingest.engine.services import instances as engine_services
+from ingest.engine.signature import error_signature
+from ingest.engine.worker.turns import run_until_idle
+from ingest.triggers.services import api_token_create
+from tests.triggers import support  # noqa: F401  (registers test-echo)
+
+pytestmark = [pytest.mark.db, pytest.mark.django_db(transaction=True)]
+
+
+def _token(username: str, memberships: list[tuple[str, str]]) -> str:
+    user = user_ensure(username=username, password="pw-" + username, memberships=memberships)
+    return api_token_create(user=user, name=f"{username}-cli")[1]
+
+
+@pytest.fixture
+def tokens(transactional_db: Any) -> dict[str, str]:
+    return {"operator": _token("cli-op", [("acme", Role.OPERATOR)]),
+            "viewer": _token("cli-view", [("acme", Role.VIEWER)]),
+            "stranger": _token("cli-strange", [("initech", Role.OPERATOR)])}
+
+
+def run(live_server: Any, token: str, *argv: str) -> tuple[int, str]:
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=200, force_terminal=False, color_system=None)
+    code = main(["--url", live_server.url, "--token", token, *argv], console=console)
+    return code, buffer.getvalue()
+
+
+def errored(instance_id: str, tenant: str = "acme") -> DeadLetter:
+    now = timezone.now()
+    inst = Instance.objects.create(id=instance_id, workflow="test-echo", tenant=tenant, status="errored",
+                                   params={"n": 1}, created_at=now, updated_at=now, error_name="Boom",
+                                   error_message="boom")
+    sig, normalized = error_signature(workflow="test-echo", step_name="echo", error_name="Boom", message="boom")
+    return DeadLetter.objects.create(instance=inst, workflow="test-echo", tenant=tenant, step_name="echo",
+                                     error_name="Boom", error_message="boom", signature=sig,
+                                     normalized_message=normalized, created_at=now)
+
+
+def test_list_and_show_print_tables_of_the_tokens_tenants_only(live_server: Any, tokens: dict[str, str]) -> None:
+    engine_services.instance_create(workflow="test-echo", id="cli-acme-1", params={"a": 1}, tenant="acme")
+    engine_services.instance_create(workflow="test-echo", id="cli-initech-1", params={}, tenant="initech")
+    run_until_idle()
+    code, out = run(live_server, tokens["viewer"], "list")
+    assert code == 0 and "cli-acme-1" in out and "cli-initech-1" not in out and "complete" in out
+    code, out = run(live_server, tokens["viewer"], "show", "cli-acme-1")
+    assert code == 0 and "echo" in out and '"got"' in out
+    code, out = run(live_server, tokens["operator"], "show", "cli-initech-1")
+    assert code == 1 and "instance_not_found" in out and "HTTP 404" in out
+
+
+def test_tail_follows_an_instance_to_its_end_with_its_history(live_server: Any, tokens: dict[str, str]) -> None:
+    engine_services.instance_create(workflow="test-echo", id="cli-tail-1", params={}, tenant="acme")
+    def work() -> None:  # the worker, a little after the tail has started following
+        time.sleep(0.8)
+        deadline = time.monotonic() + 15
+        while Instance.objects.get(pk="cli-tail-1").status != "complete" and time.monotonic() < deadline:
+            run_until_idle()
+            time.sleep(0.1)
+
+    threading.Thread(target=work, daemon=True).start()
+    started = time.monotonic()
+    code, out = run(live_server, tokens["viewer"], "tail", "cli-tail-1", "--interval", "0.2", "--timeout", "20")
+    assert code == 0, out
+    assert "ended complete" in out and "echo" in out and time.monotonic() - started < 20
+    assert "1 step(s) done" in out
+
+
+def test_an_operator_retries_replays_and_terminates_each_audited(live_server: Any, tokens: dict[str, str]) -> None:
+    errored("cli-err-1")
+    code, out = run(live_server, tokens["operator"], "retry", "cli-err-1", "--reason", "provider back")
+    assert code == 0 and Instance.objects.get(pk="cli-err-1").status != "errored"
+    code, out = run(live_server, tokens["operator"], "replay", "cli-err-1", "--reason", "edited",
+                    "--params", '{"n": 2}')
+    replay = Instance.objects.get(replay_of_id="cli-err-1")
+    assert code == 0 and replay.id in out and replay.params == {"n": 2}
+    code, out = run(live_server, tokens["operator"], "terminate", replay.id, "--reason", "not needed")
+    assert code == 0 and Instance.objects.get(pk=replay.id).status == "terminated"
+    assert list(AuditEntry.objects.order_by("id").values_list("action", "source")) == [
+        ("instance.retry", "api"), ("instance.replay", "api"), ("instance.terminate", "api")]
+
+
+def test_a_viewer_and_a_stranger_are_refused_and_nothing_changes(live_server: Any, tokens: dict[str, str]) -> None:
+    errored("cli-err-2")
+    code, out = run(live_server, tokens["viewer"], "retry", "cli-err-2", "--reason", "x")
+    assert code == 1 and "forbidden" in out
+    code, out = run(live_server, tokens["stranger"], "terminate", "cli-err-2", "--reason", "x")
+    assert code == 1 and "HTTP 404" in out
+    code, out = run(live_server, tokens["operator"], "replay", "cli-err-2", "--reason", "x", "--params", "{bad")
+    assert code == 2 and "not valid JSON" in out
+    code, out = run(live_server, "rla_not-a-token", "list")
+    assert code == 1 and "not_authenticated" in out
+    assert Instance.objects.get(pk="cli-err-2").status == "errored" and not AuditEntry.objects.exists()
+
+
+def test_redrive_previews_then_acts_on_exactly_that_set(live_server: Any, tokens: dict[str, str]) -> None:
+    letters = [errored(f"cli-dl-{n}") for n in range(3)]
+    errored("cli-dl-initech", tenant="initech")
+    code, out = run(live_server, tokens["operator"], "redrive", "--workflow", "test-echo", "--reason", "fixed")
+    assert code == 0 and "3 open dead letter(s)" in out and "nothing was done" in out
+    assert DeadLetter.objects.filter(state="open").count() == 4
+    code, out = run(live_server, tokens["operator"], "redrive", "--workflow", "test-echo", "--reason", "fixed",
+                    "--rate", "50", "--yes")
+    assert code == 0 and "redriven: 3" in out
+    assert set(DeadLetter.objects.filter(state="open").values_list("instance_id", flat=True)) == {"cli-dl-initech"}
+    assert {d.pk for d in letters}.isdisjoint(DeadLetter.objects.filter(state="open").values_list("pk", flat=True))
+    code, out = run(live_server, tokens["operator"], "redrive", "--reason", "no selection")
+    assert code == 2 and "name the selection" in out
