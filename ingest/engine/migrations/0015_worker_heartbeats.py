@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('engine', '0013_instance_search_triggers_on_sqlite'),
+        ('engine', '0014_one_pending_budget_approval'),
     ]
 
     operations = [
