@@ -65,26 +65,12 @@ class Flaky(Workflow):
         return "ok"
 
 
-# domain-onboard in the browser tests reads the demo's offline DataForSEO and web pages; until a
-# url-classify is deployed (registered after this module, it then replaces this one), its URLs
-# fan out to a rules-only stand-in so the run graph shows the fan-out node.
-from ingest.classify.matcher import rules_classify  # noqa: E402
+# domain-onboard in the browser tests reads the demo's offline DataForSEO and web pages (as the
+# demo of `manage.py up` does); its URLs fan out to the real url-classify.
 from ingest.demo.rankdisco import demo_clients  # noqa: E402
 from ingest.workflows.domain_onboard import clients_install  # noqa: E402
 
 clients_install(demo_clients)
-
-
-class RulesOnlyUrlClassify(Workflow):
-    name = "url-classify"
-
-    def run(self, event: Any, step: Any) -> Any:
-        url = str(event.payload["url"])
-        rules = step.do("rules", lambda ctx: rules_classify(url).as_dict())
-        source = "rules" if rules["confidence"] >= 70 else "unclassified"
-        return {"url": url, "confidence": rules["confidence"], "domain_type": rules["domain_type"],
-                "page_type": rules["page_type"], "modifiers": rules["modifiers"],
-                "classification_source": source, "stages_run": ["rules"], "round": 0, "cost_usd": 0.0}
 
 
 class Tagged(Workflow):
