@@ -21,6 +21,8 @@ from typing import Any
 import django.db.models.deletion
 from django.db import migrations, models
 
+from ingest.engine.migrations import _search_sqlite
+
 PG_FORWARDS = """
 CREATE FUNCTION engine_instance_search_put() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -39,22 +41,12 @@ DROP TRIGGER IF EXISTS engine_instance_search_insert ON engine_instance;
 DROP TRIGGER IF EXISTS engine_instance_search_update ON engine_instance;
 DROP FUNCTION IF EXISTS engine_instance_search_put();
 """
-# SQLite stores JSON with non-ASCII characters escaped (\u00fc): the text is the JSON followed by
-# its string values decoded, one per line, so "Müller" is found as it is written.
-SQLITE_TEXT = """{params} || char(10) || coalesce(
-    (SELECT group_concat(atom, char(10)) FROM json_tree({params}) WHERE type = 'text'), '')"""
+# SQLite's triggers live in _search_sqlite.py, shared with 0013, which puts them back after a
+# table rebuild dropped them.
 SQLITE_FORWARDS = [
-    f"""CREATE TRIGGER engine_instance_search_insert AFTER INSERT ON engine_instance BEGIN
-        INSERT OR REPLACE INTO engine_instance_search (instance_id, text)
-        VALUES (NEW.id, {SQLITE_TEXT.format(params="NEW.params")});
-    END""",
-    f"""CREATE TRIGGER engine_instance_search_update AFTER UPDATE OF params ON engine_instance
-    WHEN OLD.params IS NOT NEW.params BEGIN
-        INSERT OR REPLACE INTO engine_instance_search (instance_id, text)
-        VALUES (NEW.id, {SQLITE_TEXT.format(params="NEW.params")});
-    END""",
+    *_search_sqlite.CREATE,
     f"""INSERT INTO engine_instance_search (instance_id, text)
-        SELECT id, {SQLITE_TEXT.format(params="params")} FROM engine_instance""",
+        SELECT id, {_search_sqlite.SQLITE_TEXT.format(params="params")} FROM engine_instance""",
 ]
 SQLITE_BACKWARDS = [
     "DROP TRIGGER IF EXISTS engine_instance_search_insert",

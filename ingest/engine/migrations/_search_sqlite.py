@@ -1,8 +1,10 @@
-"""SQLite's params-search triggers (as 0006 created them), for migrations that must put them
-back after a table rebuild dropped them (0013)."""
+"""SQLite's params-search triggers: 0006 creates them, and 0013 puts them back after a table
+rebuild dropped them."""
 
 from __future__ import annotations
 
+# SQLite stores JSON with non-ASCII characters escaped (\u00fc): the text is the JSON followed by
+# its string values decoded, one per line, so "Müller" is found as it is written.
 SQLITE_TEXT = """{params} || char(10) || coalesce(
     (SELECT group_concat(atom, char(10)) FROM json_tree({params}) WHERE type = 'text'), '')"""
 CREATE = [
