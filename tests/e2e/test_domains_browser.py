@@ -49,7 +49,7 @@ def test_an_onboarded_domain_shows_its_counters_classifications_and_run_graph(
     wait_until(lambda: "ended" in stack.python(
         f"from ingest.engine.models import Instance; i = Instance.objects.get(id={iid!r}); "
         "print('ended' if i.status in ('complete', 'completed_with_errors', 'errored') else i.status)"),
-        timeout=120, what="the onboarding to end")
+        timeout=300, what="the onboarding to end")  # ~60 URLs through the real url-classify
 
     operator.goto("/domains/")
     row = page.locator("table.data tbody tr", has_text="hooli.example")
