@@ -120,7 +120,7 @@ def test_workers_page_shows_the_live_worker_with_its_slots(op: Session, stack: S
     wait_until(lambda: "live" in (op.goto("/workers/") and page.locator("#workers").inner_text()),
                timeout=20, what="the stack's worker to show live")
     row = page.locator("tr[data-worker]").first
-    assert "/ 4" in row.inner_text() and int(row.locator("[data-age]").get_attribute("data-age")) <= 10
+    assert f"/ {stack.concurrency}" in row.inner_text() and int(row.locator("[data-age]").get_attribute("data-age")) <= 10
     fits(op)
     assert axe(op) == []
     op.shot(f"consoles-workers-{width}", full_page=True)
