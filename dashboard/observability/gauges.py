@@ -113,9 +113,10 @@ class InstanceGauges:
 
 
 # Why a waiting instance waits: the newest of these rows in its history. Read through the
-# history_instance index (instance_id, id), newest first, which finds it in a row or two; the
-# step table has no index on status, and scanning a waiting instance's steps for the parked one
-# cost 2.5 s on the 1 M-instance bench (the planner chose a sequential scan of 9 M steps).
+# history_parked index (instance_id, id, with kind; only these rows), newest first: one
+# index-only probe, no history page read. The step table has no index on status, and scanning a
+# waiting instance's steps for the parked one cost 2.5 s on the 1 M-instance bench (the planner
+# chose a sequential scan of 9 M steps).
 PARKED_EXACT = 2_000  # waiting instances whose reason is looked up one by one; past it, a sample
 PARKED_BY: dict[str, str] = {HistoryKind.STEP_SLEEP: "sleep", HistoryKind.STEP_WAIT: "event", HistoryKind.STEP_RETRY: "retry"}
 
