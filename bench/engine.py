@@ -204,8 +204,17 @@ def main() -> None:
                         help="sleepers created per second: their due times spread at this rate")
     parser.add_argument("--sleeper-repeats", type=int, default=1)
     parser.add_argument("--skip-dbos", action="store_true")
+    parser.add_argument("--drop-index", default="",
+                        help="indexes to drop after migrating, comma-separated: what an index costs the "
+                             "write path (e.g. instance_unfinished,deadletter_open,history_parked)")
     args = parser.parse_args()
     setup_django()
+    if args.drop_index:
+        from django.db import connection
+
+        with connection.cursor() as cursor:
+            cursor.execute("DROP INDEX " + ", ".join(n.strip() for n in args.drop_index.split(",")))
+        print(f"dropped indexes: {args.drop_index}", flush=True)
     seq, tp, dseq, dtp = [], [], [], []
     for r in range(args.repeats):
         seq.append(runledger_sequential(args.sequential_workflows))

@@ -12,42 +12,62 @@ two agree.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from django.db import connection
 
-_GAUGES = """
-WITH active AS MATERIALIZED (
-    SELECT workflow, status, count(*) AS n FROM engine_instance WHERE status = ANY(%(active)s) GROUP BY 1, 2
+from ingest.engine.models import PARKED_KINDS, UNFINISHED_STATUSES, Status
+
+# What a claim takes (ingest/engine/sql/claim.py: not finished, not paused) once it is due and
+# no live lease holds it: the runnable backlog.
+CLAIMABLE_STATUSES = tuple(s for s in UNFINISHED_STATUSES if s != Status.PAUSED)
+
+def _in(values: Sequence[str]) -> str:
+    # Literals, not parameters: the partial indexes' conditions are proved from them at planning
+    # time. They are the engine's own constants (statuses, history kinds), never user input.
+    return "(" + ", ".join("'" + v.replace("'", "''") + "'" for v in values) + ")"
+
+
+# The unfinished instances are read once, index-only (instance_unfinished: status and workflow,
+# with ready_at, lease_owner, lease_expires_at and id), into a few hundred groups at most
+# (workflow x status x live lease holder): the status counts, the backlog, its oldest item and
+# the slots in use all come from them, not from three scans of scattered heap pages.
+_GAUGES = f"""
+WITH unfinished AS MATERIALIZED (
+    SELECT workflow, status,
+           CASE WHEN lease_owner <> '' AND lease_expires_at > %(now)s THEN lease_owner ELSE '' END AS holder,
+           count(*) AS n,
+           count(*) FILTER (WHERE {{runnable}}) AS due,
+           min(ready_at) FILTER (WHERE {{runnable}}) AS oldest
+    FROM engine_instance WHERE status IN {_in(UNFINISHED_STATUSES)}
+    GROUP BY 1, 2, 3
 ), waiting AS (
     -- The sampling step, from the counts just made (not a second pass over the waiting rows).
     SELECT CASE WHEN w > %(parked_exact)s THEN ceil(w / %(parked_exact)s::numeric)::int ELSE 1 END AS k
-    FROM (SELECT coalesce(sum(n), 0) AS w FROM active WHERE status = 'waiting') t
+    FROM (SELECT coalesce(sum(n), 0) AS w FROM unfinished WHERE status = 'waiting') t
 )
 SELECT
-  (SELECT coalesce(json_agg(json_build_array(workflow, status, n)), '[]') FROM active),
+  (SELECT coalesce(json_agg(json_build_array(workflow, status, n)), '[]')
+     FROM (SELECT workflow, status, sum(n)::bigint AS n FROM unfinished GROUP BY 1, 2) a),
   (SELECT coalesce(json_agg(json_build_array(workflow, n)), '[]')
-     FROM (SELECT workflow, count(*) AS n FROM engine_instance
-           WHERE ready_at <= %(now)s AND (lease_expires_at IS NULL OR lease_expires_at <= %(now)s)
-           GROUP BY 1) b),
-  (SELECT min(ready_at) FROM engine_instance
-     WHERE ready_at <= %(now)s AND (lease_expires_at IS NULL OR lease_expires_at <= %(now)s)),
+     FROM (SELECT workflow, sum(due)::bigint AS n FROM unfinished WHERE due > 0 GROUP BY 1) b),
+  (SELECT min(oldest) FROM unfinished),
   (SELECT k FROM waiting),
   (SELECT coalesce(json_agg(json_build_array(workflow, reason, n)), '[]')
      FROM (SELECT i.workflow,
                   (SELECT h.kind FROM engine_history h
-                   WHERE h.instance_id = i.id AND h.kind = ANY(%(parked)s) ORDER BY h.id DESC LIMIT 1) AS reason,
+                   WHERE h.instance_id = i.id AND h.kind IN {_in(PARKED_KINDS)} ORDER BY h.id DESC LIMIT 1) AS reason,
                   count(*) AS n
            FROM engine_instance i, waiting w
            WHERE i.status = 'waiting' AND (w.k = 1 OR abs(hashtext(i.id)::bigint) %% w.k = 0)
            GROUP BY 1, 2) p),
   (SELECT coalesce(json_agg(json_build_array(workflow, n)), '[]')
      FROM (SELECT workflow, count(*) AS n FROM engine_deadletter WHERE state = 'open' GROUP BY 1) d),
-  (SELECT coalesce(json_agg(json_build_array(lease_owner, n)), '[]')
-     FROM (SELECT lease_owner, count(*) AS n FROM engine_instance
-           WHERE lease_owner <> '' AND lease_expires_at > %(now)s GROUP BY 1) s),
+  (SELECT coalesce(json_agg(json_build_array(holder, n)), '[]')
+     FROM (SELECT holder, sum(n)::bigint AS n FROM unfinished WHERE holder <> '' GROUP BY 1) s),
   (SELECT created_at FROM engine_history
      WHERE created_at >= %(claim_since)s AND created_at <= %(now)s AND kind = 'instance.status'
        AND status = 'running'
@@ -56,7 +76,8 @@ SELECT
      FROM engine_budget WHERE enabled AND scope <> 'instance'),
   (SELECT coalesce(json_agg(name), '[]') FROM triggers_route),
   (SELECT coalesce(json_agg(json_build_array(route, status, n)), '[]') FROM observability_ingresstally)
-"""
+""".replace("{runnable}", f"""status IN {_in(CLAIMABLE_STATUSES)} AND ready_at <= %(now)s
+                                      AND (lease_expires_at IS NULL OR lease_expires_at <= %(now)s)""")
 
 
 @dataclass(frozen=True)
@@ -81,12 +102,10 @@ def _rows(value: Any) -> list[Any]:
     return [tuple(r) if isinstance(r, list) else r for r in data]
 
 
-def gauges_read(*, now: datetime, claim_since: datetime, active: list[str], parked_kinds: list[str],
-                parked_exact: int) -> GaugeRows:
+def gauges_read(*, now: datetime, claim_since: datetime, parked_exact: int) -> GaugeRows:
     """Every gauge's rows in one statement."""
     with connection.cursor() as cursor:
-        cursor.execute(_GAUGES, {"now": now, "claim_since": claim_since, "active": active,
-                                 "parked": parked_kinds, "parked_exact": parked_exact})
+        cursor.execute(_GAUGES, {"now": now, "claim_since": claim_since, "parked_exact": parked_exact})
         row = cursor.fetchone()
     assert row is not None
     return GaugeRows(

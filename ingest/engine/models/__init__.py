@@ -24,6 +24,7 @@ from ingest.engine.models.costs import (
 )
 from ingest.engine.models.fan_out import FanOut, FanOutItem, FanOutItemState, FanOutState
 from ingest.engine.models.history import (
+    PARKED_KINDS,
     DeadLetter,
     DeadLetterState,
     History,
@@ -33,6 +34,7 @@ from ingest.engine.models.history import (
 )
 from ingest.engine.models.instances import (
     FINISHED_STATUSES,
+    UNFINISHED_STATUSES,
     Attempt,
     Control,
     Instance,
@@ -56,6 +58,8 @@ __all__ = [
     "InstanceAttributes",
     "RetentionBatch",
     "FINISHED_STATUSES",
+    "UNFINISHED_STATUSES",
+    "PARKED_KINDS",
     "ApiCost",
     "ApprovalKind",
     "ApprovalRequest",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.db import models
+from django.db.models import Q
 
 from ingest.engine.models.instances import Instance, Step
 
@@ -23,6 +24,10 @@ class HistoryKind(models.TextChoices):
     BUDGET = "budget"
     APPROVAL = "approval"
     OPERATOR = "operator"
+
+
+# The rows that say why an instance waits (indexed by history_parked).
+PARKED_KINDS = (HistoryKind.STEP_SLEEP, HistoryKind.STEP_WAIT, HistoryKind.STEP_RETRY)
 
 
 class History(models.Model):
@@ -50,6 +55,11 @@ class History(models.Model):
             models.Index(fields=["instance", "id"], name="history_instance"),
             models.Index(fields=["tenant", "id"], name="history_tenant"),
             models.Index(fields=["created_at"], name="history_time"),
+            # A waiting instance's newest parking row (why it waits: sleep, event, retry), for
+            # the /metrics gauges: an index-only probe into a small index. Only these rows'
+            # inserts add an entry (a few per parked instance, none per completed step).
+            models.Index(fields=["instance", "id"], name="history_parked", include=["kind"],
+                         condition=Q(kind__in=PARKED_KINDS)),
         ]
 
 
@@ -117,6 +127,8 @@ class DeadLetter(models.Model):
         indexes = [
             models.Index(fields=["state", "signature"], name="deadletter_group"),
             models.Index(fields=["state", "-created_at"], name="deadletter_recent"),
+            # Open dead letters by workflow (/metrics): index-only, no heap page per letter.
+            models.Index(fields=["workflow"], name="deadletter_open", condition=Q(state=DeadLetterState.OPEN)),
         ]
 
 
