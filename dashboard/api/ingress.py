@@ -106,6 +106,8 @@ def route_ingress(request: HttpRequest, route: str) -> HttpResponse:
         # Asynchronous, and this request inserted the instance queued: what a read would say
         # (a worker may claim it at any moment; the status URL tells what it is now).
         outcome: Outcome | None = Outcome(triggered.instance_id, Status.QUEUED, None, None, False)
+    elif wait <= 0 and triggered.outcome is not None:
+        outcome = triggered.outcome  # a replay: read with its key, in the same statement
     else:
         outcome = instance_outcome_wait(instance_id=triggered.instance_id, timeout=wait)
     if outcome is not None:

@@ -38,9 +38,12 @@ from ingest.engine.services.base import (
     MAX_BATCH,
     check_params,
     created_history,
+    created_history_row,
     locked,
     new_instance,
 )
+from ingest.engine.sql import create as sql_create
+from ingest.engine.sql.base import is_postgres
 from ingest.engine.workflow import get_workflow
 from ingest.engine.writes import notify
 
@@ -56,6 +59,14 @@ def instance_create(*, workflow: str, id: str | None = None, params: Any = None,
     """
     inst = new_instance(workflow=workflow, id=id, params=params, tenant=tenant, priority=priority,
                          start_at=start_at, now=clock.now())
+    if first is None and is_postgres() and not transaction.get_connection().in_atomic_block:
+        # One statement, its own transaction: a duplicate id inserts nothing instead of failing.
+        inserted, _ = sql_create.instance_insert(inst, created_history_row(inst, actor=actor))
+        if not inserted:
+            raise InstanceAlreadyExists(inst.id)
+        notify.history()
+        notify.ready()
+        return inst
     try:
         with transaction.atomic():
             if first is not None:
@@ -68,6 +79,21 @@ def instance_create(*, workflow: str, id: str | None = None, params: Any = None,
             raise InstanceAlreadyExists(inst.id) from None
         raise
     return inst
+
+
+def instance_create_behind(*, lead: sql_create.Lead, workflow: str, id: str, params: Any, tenant: str,
+                           priority: int | None, actor: str) -> tuple[bool, tuple[Any, ...]]:
+    """Create an instance behind the caller's own insert `lead` (PostgreSQL only), in one
+    statement: the instance and its history are written only if the lead's insert returned a
+    row. (created, the lead's probe row). A duplicate instance id raises IntegrityError and
+    writes nothing."""
+    inst = new_instance(workflow=workflow, id=id, params=params, tenant=tenant, priority=priority,
+                         start_at=None, now=clock.now())
+    created, probe = sql_create.instance_insert(inst, created_history_row(inst, actor=actor), lead=lead)
+    if created:
+        notify.history()
+        notify.ready()
+    return created, probe
 
 
 def instance_defer(*, instance_id: str, params: Any, start_at: datetime) -> bool:
