@@ -21,7 +21,7 @@ from ingest.engine import tracing
 from ingest.engine.errors import EngineError
 from ingest.engine.models import Status
 from ingest.triggers.errors import BodyTooLarge, InvalidWait, TriggerError
-from ingest.triggers.limits import input_limits
+from ingest.triggers.limits import input_limits, parsed_body
 from ingest.triggers.selectors import Outcome, instance_outcome_wait
 from ingest.triggers.services import route_trigger
 
@@ -84,6 +84,7 @@ def route_ingress(request: HttpRequest, route: str) -> HttpResponse:
                 timestamp=request.headers.get("X-Runledger-Timestamp"),
                 signature=request.headers.get("X-Runledger-Signature"), body=body,
                 idempotency_key=request.headers.get("Idempotency-Key"), now=timezone.now(),
+                parsed=parsed_body(request),
             )
         route_default = min(triggered.route.wait_seconds, max_wait()) if triggered.route.sync_default else 0.0
         wait = route_default if asked < 0 else asked

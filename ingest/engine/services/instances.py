@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime
 from typing import Any
 
@@ -59,9 +60,10 @@ def instance_create(*, workflow: str, id: str | None = None, params: Any = None,
     """
     inst = new_instance(workflow=workflow, id=id, params=params, tenant=tenant, priority=priority,
                          start_at=start_at, now=clock.now())
-    if first is None and is_postgres() and not transaction.get_connection().in_atomic_block:
-        # One statement, its own transaction: a duplicate id inserts nothing instead of failing.
-        inserted, _ = sql_create.instance_insert(inst, created_history_row(inst, actor=actor))
+    if first is None and is_postgres():
+        # One statement: a duplicate id inserts nothing instead of failing.
+        with _contained():
+            inserted, _ = sql_create.instance_insert(inst, created_history_row(inst, actor=actor))
         if not inserted:
             raise InstanceAlreadyExists(inst.id)
         notify.history()
@@ -81,6 +83,13 @@ def instance_create(*, workflow: str, id: str | None = None, params: Any = None,
     return inst
 
 
+def _contained() -> AbstractContextManager[object]:
+    """Outside a transaction a statement is its own (one round trip); inside the caller's, a
+    savepoint, so a failing statement leaves the caller's transaction usable, as the ORM's
+    nested atomic did."""
+    return transaction.atomic() if transaction.get_connection().in_atomic_block else nullcontext()
+
+
 def instance_create_behind(*, lead: sql_create.Lead, workflow: str, id: str, params: Any, tenant: str,
                            priority: int | None, actor: str) -> tuple[bool, tuple[Any, ...]]:
     """Create an instance behind the caller's own insert `lead` (PostgreSQL only), in one
@@ -89,7 +98,8 @@ def instance_create_behind(*, lead: sql_create.Lead, workflow: str, id: str, par
     writes nothing."""
     inst = new_instance(workflow=workflow, id=id, params=params, tenant=tenant, priority=priority,
                          start_at=None, now=clock.now())
-    created, probe = sql_create.instance_insert(inst, created_history_row(inst, actor=actor), lead=lead)
+    with _contained():
+        created, probe = sql_create.instance_insert(inst, created_history_row(inst, actor=actor), lead=lead)
     if created:
         notify.history()
         notify.ready()

@@ -13,8 +13,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import DEFAULT_DB_ALIAS, connection, connections
-from django.db import models
+from django.db import DEFAULT_DB_ALIAS, connection, connections, models
 from django.db.models import AutoField, BigAutoField, Field, Model
 
 from ingest.engine.models import History, Instance
@@ -45,7 +44,7 @@ def _values(model: type[Model], prefix: str) -> tuple[str, str]:
     """`"col", ...` and `%(<prefix>0)s::type, ...` of the model's insertable columns."""
     fields = _insertable(model)
     quote = connection.ops.quote_name
-    columns = ", ".join(quote(f.column) for f in fields)
+    columns = ", ".join(quote(str(f.column)) for f in fields)
     values = ", ".join(f"%({prefix}{n})s::{f.cast_db_type(connection)}" for n, f in enumerate(fields))
     return columns, values
 

@@ -124,11 +124,12 @@ def _route_and_credential(name: str, token: str | None) -> tuple[Route, IngressS
     return route, secret
 
 
-def parse_payload(body: bytes) -> dict[str, Any]:
-    """The params in a request body: a JSON object within the input limits, no reserved key."""
+def parse_payload(body: bytes, *, parsed: Any = None) -> dict[str, Any]:
+    """The params in a request body: a JSON object within the input limits, no reserved key.
+    `parsed`: the body already parsed within the limits (the input guard's), else None."""
     if not body.strip():
         return {}
-    payload = limits.json_parse(body, limits=limits.input_limits(), what="the body")
+    payload = parsed if parsed is not None else limits.json_parse(body, limits=limits.input_limits(), what="the body")
     if not isinstance(payload, dict):
         raise InvalidPayload(
             f"the body is a JSON {type(payload).__name__}; the workflow's params must be a JSON "
@@ -211,7 +212,7 @@ def _seen(route: Route, *, timestamp: str | None, signature: str | None) -> Seen
 def _one_statement(route: Route) -> bool:
     """Whether the request's own row and the instance go in one statement (PostgreSQL, a route
     that neither debounces nor batches): one round trip where the ORM took five."""
-    return is_postgres() and not route.coalesce and not transaction.get_connection().in_atomic_block
+    return is_postgres() and not route.coalesce
 
 
 def _replayed(instance_id: str) -> ReplayedRequest:
@@ -327,12 +328,12 @@ def _start_once(
 
 def route_trigger(
     *, route: str, token: str | None, timestamp: str | None, signature: str | None, body: bytes,
-    idempotency_key: str | None, now: datetime, actor: str = "",
+    idempotency_key: str | None, now: datetime, actor: str = "", parsed: Any = None,
 ) -> Triggered:
     """Start the route's workflow for a signed request, or raise a TriggerError saying why not.
 
     Checks run cheapest first and nothing is written before they all pass; a request refused for
-    its rate limit took no token.
+    its rate limit took no token. `parsed`: the body as the input guard parsed it, if it did.
     """
     found, credential = _route_and_credential(route, token)
     signing.verify(secrets=[credential.hmac_secret], timestamp=timestamp, signature=signature,
@@ -342,7 +343,7 @@ def route_trigger(
             f"Idempotency-Key {idempotency_key[:40]!r} is invalid; use 1 to 200 printable ASCII "
             "characters, e.g. a UUID"
         )
-    payload = parse_payload(body)
+    payload = parse_payload(body, parsed=parsed)
     limits = [(f"ingress:route:{found.name}", found.rate_limit_per_minute)]
     limits.append((f"ingress:tenant:{found.tenant}", credential.rate_limit_per_minute))
     wait = rate_limits_take(limits=[(k, n) for k, n in limits if n], now=now)
