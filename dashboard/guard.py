@@ -114,7 +114,8 @@ def check_request(request: HttpRequest, bounds: limits.InputLimits) -> None:
         return
     _check_media_type(request, kind)
     if kind == "json":
-        limits.json_parse(body, limits=bounds, what="the JSON body")
+        value = limits.json_parse(body, limits=bounds, what="the JSON body")
+        setattr(request, limits.PARSED_BODY, value)
 
 
 def _too_big(bounds: limits.InputLimits) -> BodyTooLarge:

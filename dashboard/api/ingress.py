@@ -21,7 +21,7 @@ from ingest.engine import tracing
 from ingest.engine.errors import EngineError
 from ingest.engine.models import Status
 from ingest.triggers.errors import BodyTooLarge, InvalidWait, TriggerError
-from ingest.triggers.limits import input_limits
+from ingest.triggers.limits import input_limits, parsed_body
 from ingest.triggers.selectors import Outcome, instance_outcome_wait
 from ingest.triggers.services import route_trigger
 
@@ -84,6 +84,7 @@ def route_ingress(request: HttpRequest, route: str) -> HttpResponse:
                 timestamp=request.headers.get("X-Runledger-Timestamp"),
                 signature=request.headers.get("X-Runledger-Signature"), body=body,
                 idempotency_key=request.headers.get("Idempotency-Key"), now=timezone.now(),
+                parsed=parsed_body(request),
             )
         route_default = min(triggered.route.wait_seconds, max_wait()) if triggered.route.sync_default else 0.0
         wait = route_default if asked < 0 else asked
@@ -106,6 +107,8 @@ def route_ingress(request: HttpRequest, route: str) -> HttpResponse:
         # Asynchronous, and this request inserted the instance queued: what a read would say
         # (a worker may claim it at any moment; the status URL tells what it is now).
         outcome: Outcome | None = Outcome(triggered.instance_id, Status.QUEUED, None, None, False)
+    elif wait <= 0 and triggered.outcome is not None:
+        outcome = triggered.outcome  # a replay: read with its key, in the same statement
     else:
         outcome = instance_outcome_wait(instance_id=triggered.instance_id, timeout=wait)
     if outcome is not None:

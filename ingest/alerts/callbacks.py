@@ -22,6 +22,7 @@ from ingest.alerts.models import Callback, CallbackSource, DeliveryState, RouteC
 from ingest.engine.errors import InstanceAlreadyExists
 from ingest.engine.models import FINISHED_STATUSES, Instance
 from ingest.engine.services.instances import instance_create
+from ingest.engine.sql.base import is_postgres, prepared_row
 from ingest.sources.notify import url_problem
 from ingest.triggers.models import IngressSecret
 
@@ -54,7 +55,14 @@ def route_callback_set(*, route: str, url: str | None, now: datetime) -> RouteCa
     return found
 
 
+_ROUTE_CALLBACK = f"SELECT url FROM {RouteCallback._meta.db_table} WHERE route = %s"
+
+
 def route_callback_url(route: str) -> str | None:
+    # Asked on every request a route starts an instance for (the route is unique).
+    if is_postgres():
+        row = prepared_row(_ROUTE_CALLBACK, [route])
+        return None if row is None else str(row[0])
     return RouteCallback.objects.filter(route=route).values_list("url", flat=True).first()
 
 

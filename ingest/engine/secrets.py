@@ -19,6 +19,7 @@ The first key encrypts, every key decrypts: rotate by putting a new key first, r
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import hmac
 import json
@@ -103,6 +104,14 @@ def unseal(text: str) -> str:
     if not is_sealed(text):
         raise SecretUnreadable("a secret column holds plain text; run the migrations (they encrypt "
                                "existing rows) — plain text is never used as a secret")
+    return _opened(text, configured_keys())
+
+
+@functools.lru_cache(maxsize=256)
+def _opened(text: str, keys: tuple[str, ...]) -> str:
+    # A token's clear text never changes under the same keys: each signed ingress request and
+    # webhook read decrypts its credential, and Fernet's check and AES were a measurable share of
+    # the request. A rotated or re-encrypted secret is a new token (a miss); a failure is not kept.
     try:
         return _cipher()[0].decrypt(text[len(PREFIX):].encode()).decode()
     except InvalidToken:

@@ -14,6 +14,7 @@ import numpy as np
 from django.db.models.signals import post_delete, post_save
 
 from ingest.engine.secrets import lookup_hashes
+from ingest.pipelines import sql as pipelines_sql
 from ingest.pipelines.models import (
     Connection,
     ConnectionKind,
@@ -126,10 +127,7 @@ def connection_by_webhook_key(*, kind: str, key: str) -> Connection | None:
     (the key itself is only stored encrypted)."""
     if not key:
         return None
-    # Only what a webhook reads: the credentials are encrypted, and decrypting five of them on
-    # every post was a good share of a webhook's CPU (any other field still loads on access).
-    return (Connection.objects.filter(kind=kind, webhook_key_hash__in=lookup_hashes(key), enabled=True)
-            .only("id", "tenant", "kind", "options", "enabled").first())
+    return pipelines_sql.connection_by_webhook_hashes(kind=kind, hashes=lookup_hashes(key))
 
 
 def gong_config_get(*, tenant: str, base_url: str | None = None) -> GongConfig:

@@ -97,6 +97,17 @@ def json_depth_over(raw: bytes, limit: int) -> bool:
     return False
 
 
+# The input guard keeps the JSON body it parsed and checked on the request under this name, so
+# the view does not parse and check it again. A view takes it only once: it is the view's to change.
+PARSED_BODY = "runledger_json_body"
+
+
+def parsed_body(request: Any) -> Any:
+    """The request's JSON body as the input guard parsed it (within the limits in force), or
+    None when it did not parse one; taken off the request."""
+    return request.__dict__.pop(PARSED_BODY, None)
+
+
 def json_parse(raw: bytes | str, *, limits: InputLimits, what: str = "the body") -> Any:
     """Parse JSON within `limits`, or raise an InputRejected subclass that says what is wrong."""
     data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
@@ -146,6 +157,41 @@ def _constant_refused(what: str) -> Any:
 
 def json_check(value: Any, *, limits: InputLimits, what: str = "the body") -> None:
     """Check an already-parsed JSON value's strings, keys and containers, without recursion."""
+    if not _json_ok(value, limits):
+        _json_refusal(value, limits=limits, what=what)
+
+
+def _text_ok(text: str, max_chars: int) -> bool:
+    return len(text) <= max_chars and NUL not in text and _SURROGATE.search(text) is None
+
+
+def _json_ok(value: Any, limits: InputLimits) -> bool:
+    """Whether the value passes every check; says nothing about where it fails. Every request
+    body is checked: the path of each value and the message it would need are built only once
+    this has found a fault, by `_json_refusal`."""
+    stack = [value]
+    strings, keys, items = limits.string_chars, limits.key_chars, limits.items
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if not _text_ok(item, strings):
+                return False
+        elif isinstance(item, Mapping):
+            if len(item) > items:
+                return False
+            for key, child in item.items():
+                if not _text_ok(str(key), keys):
+                    return False
+                stack.append(child)
+        elif isinstance(item, list | tuple):
+            if len(item) > items:
+                return False
+            stack.extend(item)
+    return True
+
+
+def _json_refusal(value: Any, *, limits: InputLimits, what: str) -> None:
+    """Raise the InputRejected error naming where `value` breaks the limits."""
     stack: list[tuple[Any, tuple[str, ...]]] = [(value, ())]
     while stack:
         item, path = stack.pop()

@@ -1,18 +1,25 @@
 """Every raw SQL query of the triggers app, one typed function each: the advisory locks
 (PostgreSQL only; callers check `connection.vendor` first, SQLite runs a single scheduler) and
-the ingress lookup of a route with the caller's credential (both databases).
+the ingress lookup of a route with the caller's credential (both databases), and the ingress
+writes that share one statement with the instance they start (PostgreSQL only).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from functools import cache
 from typing import Any
 
 from django.db import connection
 from django.db.models import Field, Model
 
-from ingest.triggers.models import IngressSecret, Route
+from ingest.engine.models import Instance
+from ingest.engine.sql.base import aware, prepared_row
+from ingest.engine.sql.create import Lead
+from ingest.triggers.models import IdempotencyKey, IngressSecret, Route, SeenSignature
 
 # Arbitrary but fixed: every scheduler process must ask for the same number.
 SCHEDULER_LOCK_KEY = 0x52554E4C_53434844  # "RUNLSCHD"
@@ -73,17 +80,95 @@ def route_with_secret(*, name: str, token_hash: str) -> tuple[Route, IngressSecr
     `token_hash` (None when there is none), in one round trip; None when no route has the name."""
     route_cols, route_names, _ = _columns(Route, "r")
     secret_cols, _, _ = _columns(IngressSecret, "s")
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT {route_cols}, {secret_cols} FROM {Route._meta.db_table} r"
-            f" LEFT JOIN {IngressSecret._meta.db_table} s ON s.token_hash = %s"
-            " AND s.tenant = r.tenant AND s.enabled WHERE r.name = %s",
-            [token_hash, name],
-        )
-        row = cursor.fetchone()
+    statement = (f"SELECT {route_cols}, {secret_cols} FROM {Route._meta.db_table} r"
+                 f" LEFT JOIN {IngressSecret._meta.db_table} s ON s.token_hash = %s"
+                 " AND s.tenant = r.tenant AND s.enabled WHERE r.name = %s")
+    if connection.vendor == "postgresql":
+        row = prepared_row(statement, [token_hash, name])  # planned once per connection
+    else:
+        with connection.cursor() as cursor:
+            cursor.execute(statement, [token_hash, name])
+            row = cursor.fetchone()
     if row is None:
         return None
     split = len(route_names)
     route = _build(Route, "r", row[:split])
     secret = _build(IngressSecret, "s", row[split:]) if row[split] is not None else None
     return route, secret
+
+
+# The idempotency key ahead of its instance (engine/sql/create.py runs it first in the statement
+# that inserts the instance): a new key inserts; an expired one is replaced in place (its old
+# instance is no longer the answer); a live one returns nothing and the probe reads it, with its
+# instance's outcome, on the statement's snapshot. A concurrent twin's insert waits on the
+# unique index until the first commits, then returns nothing too; its probe cannot see that row
+# (it committed after the snapshot), so the caller reads it again (`idempotency_key_read`).
+_KEY_TABLE = IdempotencyKey._meta.db_table
+_KEY_LEAD = f"""
+    INSERT INTO {_KEY_TABLE} (tenant, route, key, body_sha256, instance_id, created_at, expires_at)
+    VALUES (%(k_tenant)s, %(k_route)s, %(k_key)s, %(k_digest)s, %(k_instance)s, %(k_now)s, %(k_expires)s)
+    ON CONFLICT (tenant, route, key) DO UPDATE SET body_sha256 = EXCLUDED.body_sha256,
+        instance_id = EXCLUDED.instance_id, created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
+    WHERE {_KEY_TABLE}.expires_at <= EXCLUDED.created_at
+    RETURNING 1"""
+_KEY_READ = f"""
+    SELECT k.instance_id, k.body_sha256, k.expires_at, i.status, i.output, i.error_name, i.error_message
+    FROM {_KEY_TABLE} k LEFT JOIN {Instance._meta.db_table} i ON i.id = k.instance_id
+    WHERE k.tenant = %(k_tenant)s AND k.route = %(k_route)s AND k.key = %(k_key)s"""
+
+
+@dataclass(frozen=True)
+class KeptKey:
+    """An idempotency key's row and what its instance is now (status None: the instance is gone)."""
+
+    instance_id: str
+    body_sha256: str
+    expires_at: datetime
+    status: str | None
+    output: Any
+    error_name: str
+    error_message: str
+
+
+def _kept(row: Sequence[Any]) -> KeptKey | None:
+    if row[0] is None:
+        return None
+    output = json.loads(row[4]) if isinstance(row[4], str) else row[4]  # jsonb arrives as text
+    return KeptKey(row[0], row[1], aware(row[2]), row[3], output, row[5] or "", row[6] or "")
+
+
+def idempotency_key_lead(*, tenant: str, route: str, key: str, digest: str, instance_id: str, now: datetime,
+                         expires_at: datetime) -> Lead:
+    return Lead(_KEY_LEAD, {"k_tenant": tenant, "k_route": route, "k_key": key, "k_digest": digest,
+                            "k_instance": instance_id, "k_now": now, "k_expires": expires_at}, _KEY_READ)
+
+
+def idempotency_key_kept(probe: Sequence[Any]) -> KeptKey | None:
+    """The key row a lead's probe read (None: not visible to the statement)."""
+    return _kept(probe)
+
+
+def idempotency_key_read(*, tenant: str, route: str, key: str) -> KeptKey | None:
+    row = prepared_row(_KEY_READ, {"k_tenant": tenant, "k_route": route, "k_key": key})
+    return None if row is None else _kept(row)
+
+
+# A signed request without an Idempotency-Key: its signature's digest ahead of its instance. A
+# replay inserts nothing; the probe names the instance the first one started.
+_SEEN_TABLE = SeenSignature._meta.db_table
+_SEEN_LEAD = f"""
+    INSERT INTO {_SEEN_TABLE} (digest, tenant, route, instance_id, expires_at)
+    VALUES (%(s_digest)s, %(s_tenant)s, %(s_route)s, %(s_instance)s, %(s_expires)s)
+    ON CONFLICT (digest) DO NOTHING
+    RETURNING 1"""
+_SEEN_READ = f"SELECT instance_id FROM {_SEEN_TABLE} WHERE digest = %(s_digest)s"
+
+
+def seen_signature_lead(seen: SeenSignature) -> Lead:
+    return Lead(_SEEN_LEAD, {"s_digest": seen.digest, "s_tenant": seen.tenant, "s_route": seen.route,
+                             "s_instance": seen.instance_id, "s_expires": seen.expires_at}, _SEEN_READ)
+
+
+def seen_signature_read(*, digest: str) -> str | None:
+    row = prepared_row(_SEEN_READ, {"s_digest": digest})
+    return None if row is None else str(row[0])

@@ -71,6 +71,9 @@ def _json_body(request: HttpRequest) -> Any:
     raises an InputRejected error, which the input guard answers."""
     if not request.body.strip():
         raise WebhookInvalid("the body is empty; send the event as JSON")
+    parsed = limits.parsed_body(request)
+    if parsed is not None:
+        return parsed  # the input guard's parse of this body (a JSON null is parsed here again)
     return limits.json_parse(request.body, limits=limits.input_limits(), what="the body")
 
 

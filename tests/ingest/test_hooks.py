@@ -83,3 +83,40 @@ def test_an_outbound_message_from_another_org_is_refused(client: Client, sfdc_te
     connection_upsert(tenant="acme", kind="salesforce", webhook_key="hook-sf-acme", options={"organization_id": "00DOTHER"})
     response = client.post("/hooks/salesforce/hook-sf-acme/outbound", OUTBOUND, content_type="text/xml")
     assert response.status_code == 404 and not Instance.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)  # as in production: no transaction around the request
+def test_a_gong_post_is_parsed_once_and_a_redelivery_writes_nothing_in_two_statements(
+        client: Client, gong_tenant: str, fake_gong: FakeGong, monkeypatch: pytest.MonkeyPatch) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from ingest.engine.models import History
+    from ingest.triggers import limits
+
+    parses = []
+    real_parse = limits.json_parse
+    monkeypatch.setattr(limits, "json_parse", lambda *a, **k: parses.append(1) or real_parse(*a, **k))
+    body = json.dumps({"callData": extensive_json(fake_gong.calls[0], fake_gong.url), "isTest": False})
+    first = client.post("/hooks/gong/hook-acme-123", body, content_type="application/json")
+    assert first.status_code == 202 and len(parses) == 1  # the input guard's parse, used by the view
+    from dashboard.observability.ingress import counts
+
+    monkeypatch.setattr(counts, "due", lambda: False)  # the ingress counters' flush is not the request's
+    with CaptureQueriesContext(connection) as queries:
+        again = client.post("/hooks/gong/hook-acme-123", body, content_type="application/json")
+    assert again.status_code == 200 and again.json()["status"] == "already processed"
+    if connection.vendor == "postgresql":  # the connection, and the create that inserts nothing
+        assert len(queries.captured_queries) == 2, [q["sql"] for q in queries.captured_queries]
+    assert Instance.objects.count() == 1
+    assert History.objects.filter(kind="instance.created").count() == 1
+
+
+def test_a_disabled_connection_stops_its_webhook_at_once(client: Client, gong_tenant: str,
+                                                         fake_gong: FakeGong) -> None:
+    from ingest.pipelines.models import Connection
+
+    body = json.dumps({"callData": extensive_json(fake_gong.calls[0], fake_gong.url), "isTest": True})
+    assert client.post("/hooks/gong/hook-acme-123", body, content_type="application/json").status_code == 200
+    Connection.objects.filter(kind="gong").update(enabled=False)
+    assert client.post("/hooks/gong/hook-acme-123", body, content_type="application/json").status_code == 404

@@ -101,6 +101,12 @@ def generated_id(workflow: str, now: datetime) -> str:
 
 def created_history(inst: Instance, *, actor: str, reason: str = "", **data: Any) -> History:
     notify.history()
+    return created_history_row(inst, actor=actor, reason=reason, **data)
+
+
+def created_history_row(inst: Instance, *, actor: str, reason: str = "", **data: Any) -> History:
+    """The creation's history row, unannounced: the caller calls notify.history() once it is
+    written (in autocommit, an announcement before the write could be read before it)."""
     if (traceparent := tracing.incoming.get()) is not None:  # the ingress request that started it
         data["traceparent"] = traceparent
     return History(instance_id=inst.id, workflow=inst.workflow, tenant=inst.tenant,

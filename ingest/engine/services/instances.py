@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime
 from typing import Any
 
@@ -38,9 +39,12 @@ from ingest.engine.services.base import (
     MAX_BATCH,
     check_params,
     created_history,
+    created_history_row,
     locked,
     new_instance,
 )
+from ingest.engine.sql import create as sql_create
+from ingest.engine.sql.base import is_postgres
 from ingest.engine.workflow import get_workflow
 from ingest.engine.writes import notify
 
@@ -56,6 +60,15 @@ def instance_create(*, workflow: str, id: str | None = None, params: Any = None,
     """
     inst = new_instance(workflow=workflow, id=id, params=params, tenant=tenant, priority=priority,
                          start_at=start_at, now=clock.now())
+    if first is None and is_postgres():
+        # One statement: a duplicate id inserts nothing instead of failing.
+        with _contained():
+            inserted, _ = sql_create.instance_insert(inst, created_history_row(inst, actor=actor))
+        if not inserted:
+            raise InstanceAlreadyExists(inst.id)
+        notify.history()
+        notify.ready()
+        return inst
     try:
         with transaction.atomic():
             if first is not None:
@@ -68,6 +81,29 @@ def instance_create(*, workflow: str, id: str | None = None, params: Any = None,
             raise InstanceAlreadyExists(inst.id) from None
         raise
     return inst
+
+
+def _contained() -> AbstractContextManager[object]:
+    """Outside a transaction a statement is its own (one round trip); inside the caller's, a
+    savepoint, so a failing statement leaves the caller's transaction usable, as the ORM's
+    nested atomic did."""
+    return transaction.atomic() if transaction.get_connection().in_atomic_block else nullcontext()
+
+
+def instance_create_behind(*, lead: sql_create.Lead, workflow: str, id: str, params: Any, tenant: str,
+                           priority: int | None, actor: str) -> tuple[bool, tuple[Any, ...]]:
+    """Create an instance behind the caller's own insert `lead` (PostgreSQL only), in one
+    statement: the instance and its history are written only if the lead's insert returned a
+    row. (created, the lead's probe row). A duplicate instance id raises IntegrityError and
+    writes nothing."""
+    inst = new_instance(workflow=workflow, id=id, params=params, tenant=tenant, priority=priority,
+                         start_at=None, now=clock.now())
+    with _contained():
+        created, probe = sql_create.instance_insert(inst, created_history_row(inst, actor=actor), lead=lead)
+    if created:
+        notify.history()
+        notify.ready()
+    return created, probe
 
 
 def instance_defer(*, instance_id: str, params: Any, start_at: datetime) -> bool:

@@ -121,6 +121,8 @@ def prepared_row(statement: str, params: dict[str, Any] | Sequence[Any]) -> tupl
         cursor = held[1].get(statement)
         if cursor is None:
             cursor = held[1][statement] = psycopg.Cursor(raw)
+        if connection.queries_logged:  # DEBUG or a test's CaptureQueriesContext: count it too
+            connection.queries_log.append({"sql": statement, "time": "0.000"})
         cursor.execute(statement, params, prepare=True)
         row: tuple[Any, ...] | None = cursor.fetchone()
         return row

@@ -13,7 +13,9 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
+from ingest.engine.models import FINISHED_STATUSES
 from ingest.engine.services import instances as engine_services
+from ingest.engine.sql.base import is_postgres
 from ingest.triggers import coalesce, limits, signing
 from ingest.triggers import sql as trigger_sql
 from ingest.triggers.errors import (
@@ -28,6 +30,7 @@ from ingest.triggers.errors import (
     RouteNotFound,
 )
 from ingest.triggers.models import IdempotencyKey, IngressSecret, Route, SeenSignature
+from ingest.triggers.selectors import Outcome
 from ingest.triggers.services.coalesce import Coalesced, coalesce_add
 from ingest.triggers.services.ratelimits import rate_limits_take
 
@@ -43,6 +46,8 @@ class Triggered:
     # The route debounces or batches: the request joined this window (its instance is queued
     # until the window closes).
     coalesced: Coalesced | None = None
+    # Not created: the instance's outcome, read with the key (None: not read, or it is gone).
+    outcome: Outcome | None = None
 
 
 def ingress_secret_create(
@@ -119,11 +124,12 @@ def _route_and_credential(name: str, token: str | None) -> tuple[Route, IngressS
     return route, secret
 
 
-def parse_payload(body: bytes) -> dict[str, Any]:
-    """The params in a request body: a JSON object within the input limits, no reserved key."""
+def parse_payload(body: bytes, *, parsed: Any = None) -> dict[str, Any]:
+    """The params in a request body: a JSON object within the input limits, no reserved key.
+    `parsed`: the body already parsed within the limits (the input guard's), else None."""
     if not body.strip():
         return {}
-    payload = limits.json_parse(body, limits=limits.input_limits(), what="the body")
+    payload = parsed if parsed is not None else limits.json_parse(body, limits=limits.input_limits(), what="the body")
     if not isinstance(payload, dict):
         raise InvalidPayload(
             f"the body is a JSON {type(payload).__name__}; the workflow's params must be a JSON "
@@ -182,6 +188,8 @@ def _start_unreplayed(route: Route, payload: dict[str, Any], *, seen: SeenSignat
     again inside the window hit the primary key (on PostgreSQL a concurrent twin blocks on it
     until the first commits) and are refused, naming the instance the first one started.
     """
+    if _one_statement(route):
+        return _start_unreplayed_at_once(route, payload, seen=seen, actor=actor), None
     for _ in range(3):
         try:
             seen.instance_id, joined = _start(route, payload, actor=actor, now=now, first=_remember(seen))
@@ -190,11 +198,7 @@ def _start_unreplayed(route: Route, payload: dict[str, Any], *, seen: SeenSignat
             first = SeenSignature.objects.filter(pk=seen.digest).first()
             if first is None:
                 continue  # purged under us: be first again
-            raise ReplayedRequest(
-                f"this exact signed request was already accepted (instance {first.instance_id}); "
-                "a replay starts nothing — sign a new request with the current timestamp, or send "
-                "an Idempotency-Key to retry safely", instance_id=first.instance_id,
-            ) from None
+            raise _replayed(first.instance_id) from None
     raise ReplayedRequest("this signed request is contended by an identical one; retry it")
 
 
@@ -203,6 +207,82 @@ def _seen(route: Route, *, timestamp: str | None, signature: str | None) -> Seen
     digest = signing.body_hash(f"{stamp}.{(signature or '').strip()}".encode("ascii", "replace"))
     expires = datetime.fromtimestamp(int(stamp) + signing.WINDOW_SECONDS, tz=UTC)
     return SeenSignature(digest=digest, tenant=route.tenant, route=route.name, expires_at=expires)
+
+
+def _one_statement(route: Route) -> bool:
+    """Whether the request's own row and the instance go in one statement (PostgreSQL, a route
+    that neither debounces nor batches): one round trip where the ORM took five."""
+    return is_postgres() and not route.coalesce
+
+
+def _replayed(instance_id: str) -> ReplayedRequest:
+    return ReplayedRequest(
+        f"this exact signed request was already accepted (instance {instance_id}); "
+        "a replay starts nothing — sign a new request with the current timestamp, or send "
+        "an Idempotency-Key to retry safely", instance_id=instance_id,
+    )
+
+
+def _start_unreplayed_at_once(route: Route, payload: dict[str, Any], *, seen: SeenSignature,
+                              actor: str) -> str:
+    """`_start_unreplayed` in one statement: the signature's row leads, the instance follows."""
+    for _ in range(3):
+        seen.instance_id = _instance_id(route)
+        try:
+            created, probe = engine_services.instance_create_behind(
+                lead=trigger_sql.seen_signature_lead(seen), workflow=route.workflow, id=seen.instance_id,
+                params=payload, tenant=route.tenant, priority=route.priority, actor=actor)
+        except IntegrityError:
+            continue  # the instance id is taken (nothing was written): another one
+        if created:
+            return seen.instance_id
+        first = probe[0] or trigger_sql.seen_signature_read(digest=seen.digest)
+        if first is not None:
+            raise _replayed(first)
+        # purged under us: be first again
+    raise ReplayedRequest("this signed request is contended by an identical one; retry it")
+
+
+def _start_once_at_once(route: Route, payload: dict[str, Any], *, key: str, digest: str, now: datetime,
+                        actor: str) -> Triggered:
+    """`_start_once` in one statement: the key's row leads, the instance and its history follow
+    only if the key was new (or expired); a replay reads the first request's key and its
+    instance's outcome in the same statement."""
+    expires = now + timedelta(seconds=route.idempotency_ttl_seconds)
+    for _ in range(5):
+        instance_id = _instance_id(route)
+        lead = trigger_sql.idempotency_key_lead(tenant=route.tenant, route=route.name, key=key, digest=digest,
+                                                instance_id=instance_id, now=now, expires_at=expires)
+        try:
+            created, probe = engine_services.instance_create_behind(
+                lead=lead, workflow=route.workflow, id=instance_id, params=payload, tenant=route.tenant,
+                priority=route.priority, actor=actor)
+        except IntegrityError:
+            continue  # the instance id is taken (nothing was written): another one
+        if created:
+            return Triggered(instance_id, True, route)
+        kept = trigger_sql.idempotency_key_kept(probe) or trigger_sql.idempotency_key_read(
+            tenant=route.tenant, route=route.name, key=key)
+        if kept is None or kept.expires_at <= now:
+            continue  # deleted or expired under us: try to be first again
+        if kept.body_sha256 != digest:
+            raise _conflict(route, key, kept.instance_id)
+        outcome = None
+        if kept.status is not None:
+            error = ({"name": kept.error_name, "message": kept.error_message}
+                     if kept.error_name or kept.error_message else None)
+            outcome = Outcome(kept.instance_id, kept.status, kept.output, error, kept.status in FINISHED_STATUSES)
+        return Triggered(kept.instance_id, False, route, outcome=outcome)
+    raise IdempotencyConflict(
+        f"Idempotency-Key {key!r} on route {route.name!r} is contended; retry the request"
+    )
+
+
+def _conflict(route: Route, key: str, instance_id: str) -> IdempotencyConflict:
+    return IdempotencyConflict(
+        f"Idempotency-Key {key!r} was used on route {route.name!r} with a different "
+        f"body (instance {instance_id}); use a new key for a new request"
+    )
 
 
 def _start_once(
@@ -215,6 +295,8 @@ def _start_once(
     reads the winner's row, so exactly one instance exists whatever the interleaving.
     """
     digest = signing.body_hash(json.dumps(payload, sort_keys=True, separators=(",", ":")).encode())
+    if _one_statement(route):
+        return _start_once_at_once(route, payload, key=key, digest=digest, now=now, actor=actor)
     for _ in range(5):
         instance_id = _instance_id(route)
         row = IdempotencyKey(
@@ -237,10 +319,7 @@ def _start_once(
                 IdempotencyKey.objects.filter(pk=existing.pk, expires_at__lte=now).delete()
                 continue
             if existing.body_sha256 != digest:
-                raise IdempotencyConflict(
-                    f"Idempotency-Key {key!r} was used on route {route.name!r} with a different "
-                    f"body (instance {existing.instance_id}); use a new key for a new request"
-                ) from None
+                raise _conflict(route, key, existing.instance_id) from None
             return Triggered(existing.instance_id, False, route)
     raise IdempotencyConflict(
         f"Idempotency-Key {key!r} on route {route.name!r} is contended; retry the request"
@@ -249,12 +328,12 @@ def _start_once(
 
 def route_trigger(
     *, route: str, token: str | None, timestamp: str | None, signature: str | None, body: bytes,
-    idempotency_key: str | None, now: datetime, actor: str = "",
+    idempotency_key: str | None, now: datetime, actor: str = "", parsed: Any = None,
 ) -> Triggered:
     """Start the route's workflow for a signed request, or raise a TriggerError saying why not.
 
     Checks run cheapest first and nothing is written before they all pass; a request refused for
-    its rate limit took no token.
+    its rate limit took no token. `parsed`: the body as the input guard parsed it, if it did.
     """
     found, credential = _route_and_credential(route, token)
     signing.verify(secrets=[credential.hmac_secret], timestamp=timestamp, signature=signature,
@@ -264,7 +343,7 @@ def route_trigger(
             f"Idempotency-Key {idempotency_key[:40]!r} is invalid; use 1 to 200 printable ASCII "
             "characters, e.g. a UUID"
         )
-    payload = parse_payload(body)
+    payload = parse_payload(body, parsed=parsed)
     limits = [(f"ingress:route:{found.name}", found.rate_limit_per_minute)]
     limits.append((f"ingress:tenant:{found.tenant}", credential.rate_limit_per_minute))
     wait = rate_limits_take(limits=[(k, n) for k, n in limits if n], now=now)

@@ -1,0 +1,49 @@
+"""The one-statement create (PostgreSQL): its columns come from the models, each value prepared
+as the ORM prepares it; a value only the ORM can write (a database default) is refused loudly."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.db.models.expressions import DatabaseDefault
+from django.utils import timezone
+
+from ingest.engine import InstanceAlreadyExists
+from ingest.engine.models import History, Instance
+from ingest.engine.services.instances import instance_create
+from ingest.engine.sql import create as sql_create
+
+pytestmark = [pytest.mark.db, pytest.mark.django_db]
+
+
+def test_a_database_default_value_is_refused_before_anything_is_sent() -> None:
+    field = Instance._meta.get_field("workflow_version")
+    inst = Instance(id="x-1", workflow="w", tenant="t", created_at=timezone.now(), updated_at=timezone.now(),
+                    workflow_version=DatabaseDefault(field.db_default, output_field=field))
+    with pytest.raises(TypeError, match="workflow_version"):
+        sql_create._params(inst, "i")
+
+
+@pytest.mark.django_db(transaction=True)  # as the webhooks call it: no transaction around it
+def test_a_create_writes_every_column_as_the_orm_would_and_a_duplicate_writes_nothing(
+        require_postgres: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.engine.test_create_statement_support import Plain  # noqa: F401  (registers the workflow)
+
+    statements: list[Any] = []
+    real = sql_create.prepared_row
+    monkeypatch.setattr(sql_create, "prepared_row", lambda s, p: statements.append(s) or real(s, p))
+    made = instance_create(workflow="plain-create", id="plain-1", params={"a": [1, "é"]}, tenant="acme",
+                           priority=3, actor="tester")
+    assert len(statements) == 1 and connection.vendor == "postgresql"
+    row = Instance.objects.get(pk="plain-1")
+    assert (row.params, row.tenant, row.priority, row.status, row.created_at) == (
+        {"a": [1, "é"]}, "acme", 3, "queued", made.created_at)
+    assert row.workflow_version == made.workflow_version
+    history = History.objects.get(instance_id="plain-1")
+    assert (history.kind, history.actor, history.status) == ("instance.created", "tester", "queued")
+    with pytest.raises(InstanceAlreadyExists):
+        instance_create(workflow="plain-create", id="plain-1", params={"b": 2}, tenant="acme")
+    assert Instance.objects.get(pk="plain-1").params == {"a": [1, "é"]}
+    assert History.objects.filter(instance_id="plain-1").count() == 1
