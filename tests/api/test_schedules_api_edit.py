@@ -58,3 +58,14 @@ def test_a_viewer_gets_403_and_a_stranger_404(viewer: ApiClient, stranger: ApiCl
     assert patch(viewer, {"cron": "0 4 * * *"}).status_code == 403
     assert patch(stranger, {"cron": "0 4 * * *"}).json()["error"]["code"] == "schedule_not_found"
     assert Schedule.objects.get(name="nightly").cron == "0 3 * * *"
+
+
+@pytest.mark.parametrize("raw", [b"", b"{", b"[1, 2]", b"null"])
+def test_a_missing_or_malformed_body_is_a_json_error_that_changes_no_row(operator: ApiClient, nightly: Schedule,
+                                                                        raw: bytes) -> None:
+    """What the REST fuzz found: a PATCH with no body (or not an object) is refused, not obeyed."""
+    before = Schedule.objects.filter(name="nightly").values().get()
+    answer = operator.client.generic("PATCH", "/api/schedules/nightly", raw, content_type="application/json",
+                                     headers=operator.headers)
+    assert answer.status_code in (400, 422) and answer.json()["error"]["message"]
+    assert Schedule.objects.filter(name="nightly").values().get() == before and not AuditEntry.objects.exists()
