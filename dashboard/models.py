@@ -214,7 +214,7 @@ class InstanceCost(_InstanceSpend):
         indexes = [
             models.Index(fields=["first_at"], name="instance_cost_first"),
             models.Index(fields=["-total", "instance_id"], name="instance_cost_total"),
-            models.Index(fields=["-calls", "instance_id"], name="instance_cost_calls"),
+            models.Index(fields=["-calls", "-last_at", "instance_id"], name="instance_cost_calls_last"),
             models.Index(fields=["-last_at"], name="instance_cost_last"),
         ]
 
@@ -244,7 +244,7 @@ def _part_indexes(column: str, short: str) -> list[models.Index]:
     """The per-instance table's sorts (spend, calls, latest, first) under a filter on `column`."""
     return [
         models.Index(fields=[column, "-total", "instance_id"], name=f"inst_{short}_cost_total"),
-        models.Index(fields=[column, "-calls", "instance_id"], name=f"inst_{short}_cost_calls"),
+        models.Index(fields=[column, "-calls", "-last_at", "instance_id"], name=f"inst_{short}_calls_last"),
         models.Index(fields=[column, "-last_at"], name=f"inst_{short}_cost_last"),
         models.Index(fields=[column, "first_at"], name=f"inst_{short}_cost_first"),
     ]
