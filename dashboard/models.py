@@ -214,7 +214,7 @@ class InstanceCost(_InstanceSpend):
         indexes = [
             models.Index(fields=["first_at"], name="instance_cost_first"),
             models.Index(fields=["-total", "instance_id"], name="instance_cost_total"),
-            models.Index(fields=["-calls", "instance_id"], name="instance_cost_calls"),
+            models.Index(fields=["-calls", "-last_at", "instance_id"], name="instance_cost_calls_last"),
             models.Index(fields=["-last_at"], name="instance_cost_last"),
         ]
 
@@ -244,7 +244,7 @@ def _part_indexes(column: str, short: str) -> list[models.Index]:
     """The per-instance table's sorts (spend, calls, latest, first) under a filter on `column`."""
     return [
         models.Index(fields=[column, "-total", "instance_id"], name=f"inst_{short}_cost_total"),
-        models.Index(fields=[column, "-calls", "instance_id"], name=f"inst_{short}_cost_calls"),
+        models.Index(fields=[column, "-calls", "-last_at", "instance_id"], name=f"inst_{short}_calls_last"),
         models.Index(fields=[column, "-last_at"], name=f"inst_{short}_cost_last"),
         models.Index(fields=[column, "first_at"], name=f"inst_{short}_cost_first"),
     ]
@@ -280,6 +280,80 @@ INSTANCE_PART_COSTS: dict[str, type[_InstancePartCost]] = {
 }
 
 
+# ---- instance counts: the overview's tiles, throughput and steps in flight -------------------
+#
+# Written by dashboard.rollups.instance_counts (the roller), read by dashboard.rollups.instance_reads,
+# which applies the instances changed since the roller's cursor to them (exact and current).
+
+
+class InstanceState(models.Model):
+    """Each instance as the roller last saw it (as of its cursor): the columns the counts group
+    by, and how many of its steps were running. The roller's own copy, indexed on created and ended
+    time (the engine indexes no ended time: its hot path writes few indexes): it says which hours an
+    instance counted in before it changed, and answers the window's partial edge hour."""
+
+    instance_id = models.CharField(max_length=100, primary_key=True)
+    tenant = models.CharField(max_length=100)
+    workflow = models.CharField(max_length=200)
+    status = models.CharField(max_length=24)
+    created_at = models.DateTimeField()
+    ended_at = models.DateTimeField(null=True, blank=True)
+    running_steps = models.IntegerField(default=0)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["created_at"], name="instance_state_created"),
+            models.Index(fields=["ended_at"], name="instance_state_ended", condition=models.Q(ended_at__isnull=False)),
+            models.Index(fields=["workflow", "ended_at"], name="instance_state_wf_ended"),
+        ]
+
+
+class _InstanceCounts(models.Model):
+    tenant = models.CharField(max_length=100)
+    workflow = models.CharField(max_length=200)
+    status = models.CharField(max_length=24)
+    n = models.IntegerField(default=0)
+    running_steps = models.IntegerField(default=0)  # of these instances' steps, how many run
+
+    class Meta:
+        abstract = True
+
+
+class InstanceHourly(_InstanceCounts):
+    """Instances by the UTC hour they were created, tenant, workflow and status (now)."""
+
+    hour = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["hour", "tenant", "workflow", "status"],
+                                               name="instance_hourly_key")]
+
+
+class InstanceDaily(_InstanceCounts):
+    """InstanceHourly summed per local day (days.py), like StepDaily and CostDaily."""
+
+    day = models.DateField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["day", "tenant", "workflow", "status"],
+                                               name="instance_daily_key")]
+        indexes = [models.Index(fields=["status", "tenant"], name="instance_daily_status")]
+
+
+class InstanceEndedHourly(models.Model):
+    """Finished instances by the UTC hour they ended, tenant, workflow and status: throughput."""
+
+    hour = models.DateTimeField()
+    tenant = models.CharField(max_length=100)
+    workflow = models.CharField(max_length=200)
+    status = models.CharField(max_length=24)
+    n = models.IntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["hour", "tenant", "workflow", "status"],
+                                               name="instance_ended_hourly_key")]
+
+
 class RollupState(models.Model):
     """Where the roller stands (one row). Every rollup row reflects the ledger as of `cursor`:
     the history rows up to it (but the `gaps`) have been folded in, and every hour before
@@ -295,6 +369,10 @@ class RollupState(models.Model):
     # The time zone the daily rows' days are in; when settings.TIME_ZONE differs they are unused
     # until the roller has computed them again.
     day_zone = models.CharField(max_length=64, blank=True, default="")
+    # InstanceState and the instance counts have been built from the ledger (then kept by the
+    # history); RetentionBatch ids up to `retention_seen` have been applied to them.
+    instance_counts_built = models.BooleanField(default=False)
+    retention_seen = models.BigIntegerField(default=0)
     updated_at = models.DateTimeField(null=True, blank=True)
 
 

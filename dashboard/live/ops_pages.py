@@ -58,18 +58,16 @@ def overview_context(user: Any, query: QueryDict) -> dict[str, Any]:
     spend = sel.spend_by_service(tenants=tenants, since=today)
     budgets = sel.budget_rows(budgets=list(sel.budgets_visible(tenants=tenants, see_global=sees_global(user))), now=now)
     # The tiles count what their link lists: finished ones created in the window (`range=` of the list).
-    counts = sel.instance_status_counts(tenants=tenants, since=sel.window_start(window, now=now))
+    since = sel.window_start(window, now=now)
+    figures = sel.overview_figures(tenants=tenants, since=since)
     return {
         "window": window,
-        "counts": counts,
+        "counts": figures.counts,
         "finished": FINISHED_STATUSES,
-        "total": sum(counts.values()),
-        "throughput_html": charts.figure_html(
-            charts.throughput_figure(sel.throughput_rows(tenants=tenants, since=sel.window_start(window, now=now)),
-                                     since=sel.window_start(window, now=now), until=now)
-        ),
+        "total": sum(figures.counts.values()),
+        "throughput_html": charts.figure_html(charts.throughput_figure(figures.throughput, since=since, until=now)),
         "in_flight": sel.steps_in_flight(tenants=tenants),
-        "in_flight_count": sel.steps_in_flight_count(tenants=tenants),
+        "in_flight_count": figures.in_flight_count,
         "dead_letters": sel.dead_letters_open_count(tenants=tenants),
         "dl_groups": sel.dead_letter_groups(tenants=tenants, filters=sel.DeadLetterFilters(), limit=5),
         "approvals": sel.approvals_pending_count(tenants=tenants),

@@ -5,6 +5,10 @@ step: counts and a duration histogram), `CostHourly` (api_costs by UTC hour, ten
 workflow, step, model), `InstanceCost` (lifetime spend per instance), `RollupState` (the roller's
 history cursor, the holes below it, and `closed_until`: every earlier hour has been computed).
 
+The overview's counts (instances by created hour and day, by ended hour, with running steps) are
+kept exact as of the roller's cursor through `InstanceState`, each instance as the roller last saw
+it (`instance_counts.py`), and read corrected by the instances changed since (`instance_reads.py`).
+
 Maintained by the roller (`services.rollup_catch_up`), which follows the history table the way
 the live feed does: every engine write to steps or api_costs writes a history row in the same
 transaction, so the rows after the cursor say which hours and instances to recompute from the

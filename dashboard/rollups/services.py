@@ -29,12 +29,16 @@ from dashboard.models import (
     CostDaily,
     CostHourly,
     InstanceCost,
+    InstanceDaily,
+    InstanceEndedHourly,
+    InstanceHourly,
+    InstanceState,
     RollupState,
     StepDaily,
     StepHourIds,
     StepHourly,
 )
-from dashboard.rollups import days, hist, sql
+from dashboard.rollups import days, hist, instance_counts, sql
 from dashboard.rollups import dirty as dirty_mod
 
 log = logging.getLogger("runledger.rollups")
@@ -74,7 +78,7 @@ def _state_locked(now: datetime) -> RollupState:
     closed_until = dirty_mod.hour_of(min(starts)) if starts else dirty_mod.hour_of(now)
     state, _ = RollupState.objects.update_or_create(name=STATE, defaults={
         "cursor": cursor, "gaps": dirty_mod.holes_to_json(holes), "closed_until": closed_until,
-        "instances_built": False, "updated_at": now,
+        "instances_built": False, "instance_counts_built": False, "updated_at": now,
     })
     return RollupState.objects.select_for_update().get(name=STATE)
 
@@ -230,6 +234,19 @@ def _hour_ids_extend(pairs: Iterable[tuple[int, datetime]]) -> None:
             StepHourIds.objects.filter(hour=hour).update(min_id=min(lo, have[hour][0]), max_id=max(hi, have[hour][1]))
 
 
+def _instance_counts_pass(state: RollupState, touched: Collection[str], *, tz_changed: bool) -> int:
+    """The instance counts' part of a pass (instance_counts.py); the retention batches seen."""
+    batches = sql.retention_batches_after(max(0, state.retention_seen - instance_counts.RETENTION_RECHECK))
+    seen = max([state.retention_seen, *(b[0] for b in batches)])
+    if not state.instance_counts_built:
+        instance_counts.build_all()
+        return seen
+    instance_counts.refresh({*touched, *instance_counts.purged(batches)})
+    if tz_changed:
+        instance_counts.all_days_rewrite()
+    return seen
+
+
 def rollup_catch_up(*, now: datetime, max_hours: int = 24) -> PassResult:
     """One pass of the roller (see the module docstring). Call until `caught_up`."""
     with transaction.atomic():
@@ -270,9 +287,11 @@ def rollup_catch_up(*, now: datetime, max_hours: int = 24) -> PassResult:
         if not built:
             sql.instance_costs_build_all()
             built = True
+        retention_seen = _instance_counts_pass(state, dirty.step_instances, tz_changed=state.day_zone != tz_name)
         RollupState.objects.filter(name=STATE).update(
             cursor=cursor, gaps=dirty_mod.holes_to_json(holes), closed_until=max(target, closed_until),
-            instances_built=built, day_zone=tz_name, updated_at=now,
+            instances_built=built, day_zone=tz_name, updated_at=now, instance_counts_built=True,
+            retention_seen=retention_seen,
         )
     hours_closed = int((target - closed_until).total_seconds() // 3600) if closing else 0
     if not state.instances_built or hours_closed >= max_hours:  # a catch-up, not a routine pass
@@ -303,3 +322,5 @@ def rollup_rebuild(*, now: datetime) -> None:
         StepHourIds.objects.all().delete()
         StepDaily.objects.all().delete()
         CostDaily.objects.all().delete()
+        for table in (InstanceState, InstanceHourly, InstanceDaily, InstanceEndedHourly):
+            table.objects.all().delete()

@@ -20,7 +20,7 @@ from django.db.models.functions import TruncHour
 
 from dashboard.models import INSTANCE_PART_COSTS
 from dashboard.rollups import hist
-from ingest.engine.models import ApiCost, History, Step, StepStatus
+from ingest.engine.models import ApiCost, History, Instance, RetentionBatch, Step, StepStatus
 
 Range = tuple[datetime, datetime | None]  # [start, end); end None: open
 
@@ -297,7 +297,8 @@ def instance_costs_build_all() -> int:
 
 ROLLUP_TABLES = ("dashboard_stephourly", "dashboard_stepdaily", "dashboard_costhourly", "dashboard_costdaily",
                  "dashboard_instancecost", "dashboard_instanceservicecost", "dashboard_instancestepcost",
-                 "dashboard_instancemodelcost", "dashboard_stephourids")
+                 "dashboard_instancemodelcost", "dashboard_stephourids", "dashboard_instancestate",
+                 "dashboard_instancehourly", "dashboard_instancedaily", "dashboard_instanceendedhourly")
 
 
 def rollups_analyze() -> None:
@@ -314,3 +315,44 @@ def costs_first_at() -> datetime | None:
 
 
 ZERO = Decimal("0")
+
+
+# ---- instances: the overview's counts -------------------------------------------------------
+
+INSTANCE_STATE_FIELDS = ("instance_id", "tenant", "workflow", "status", "created_at", "ended_at", "running_steps")
+
+
+def instance_states(*, instance_ids: Collection[str]) -> list[dict[str, Any]]:
+    """These instances as the ledger holds them now (absent ones are missing), with how many of
+    their steps run (the engine's step_occurrence index leads with the instance)."""
+    ids = list(instance_ids)
+    running = dict(
+        Step.objects.filter(instance_id__in=ids, status=StepStatus.RUNNING).values("instance_id")
+        .annotate(n=Count("id")).order_by().values_list("instance_id", "n")
+    )
+    return [
+        {"instance_id": i, "tenant": t, "workflow": w, "status": s, "created_at": c, "ended_at": e,
+         "running_steps": running.get(i, 0)}
+        for i, t, w, s, c, e in Instance.objects.filter(id__in=ids).values_list(
+            "id", "tenant", "workflow", "status", "created_at", "ended_at")
+    ]
+
+
+def instance_states_build_all() -> int:
+    """InstanceState from scratch, in the database: one statement over the instances and the
+    running steps (the step_running partial index)."""
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM dashboard_instancestate")
+        cursor.execute(
+            "INSERT INTO dashboard_instancestate (instance_id, tenant, workflow, status, created_at, ended_at, "
+            "running_steps) "
+            "SELECT i.id, i.tenant, i.workflow, i.status, i.created_at, i.ended_at, COALESCE(r.n, 0) "
+            "FROM engine_instance i LEFT JOIN (SELECT instance_id, COUNT(*) AS n FROM engine_step "
+            "WHERE status = 'running' GROUP BY instance_id) r ON r.instance_id = i.id"
+        )
+        return int(cursor.rowcount)
+
+
+def retention_batches_after(after: int) -> list[tuple[int, str, datetime]]:
+    """(id, workflow, cutoff) of the retention batches with id > `after`."""
+    return list(RetentionBatch.objects.filter(id__gt=after).order_by("id").values_list("id", "workflow", "cutoff"))

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
-from datetime import datetime
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import TypedDict
 
@@ -14,7 +15,7 @@ from django.db.models import (
 )
 from django.db.models.functions import TruncHour
 
-from dashboard.rollups import reads
+from dashboard.rollups import instance_reads, reads
 from ingest.engine.models import (
     FINISHED_STATUSES,
     ApprovalRequest,
@@ -76,23 +77,45 @@ def instance_status_counts(*, tenants: Collection[str], since: datetime | None =
 
 def throughput_rows(*, tenants: Collection[str], since: datetime) -> list[ThroughputRow]:
     """Finished instances per hour: [{"bucket", "complete", "with_errors", "errored"}], oldest
-    first. `with_errors` (completed_with_errors) is a warning, not a failure."""
+    first. `with_errors` (completed_with_errors) is a warning, not a failure. A bucket is a UTC
+    hour shown in local time (as the rollups keep them: the local hour wherever the zone's offset
+    is whole hours)."""
     rows = (
-        Instance.objects.filter(
-            tenant__in=tenants,
-            ended_at__gte=since,
-            status__in=[Status.COMPLETE, Status.COMPLETED_WITH_ERRORS, Status.ERRORED],
-        )
-        .annotate(bucket=TruncHour("ended_at"))
-        .values("bucket")
-        .annotate(
-            complete=Count("id", filter=Q(status=Status.COMPLETE)),
-            with_errors=Count("id", filter=Q(status=Status.COMPLETED_WITH_ERRORS)),
-            errored=Count("id", filter=Q(status=Status.ERRORED)),
-        )
-        .order_by("bucket")
+        Instance.objects.filter(tenant__in=tenants, ended_at__gte=since, status__in=instance_reads.THROUGHPUT)
+        .annotate(hour=TruncHour("ended_at", tzinfo=UTC))
+        .values("hour", "status")
+        .annotate(n=Count("id"))
+        .order_by()
     )
-    return list(rows)
+    return _throughput(((r["hour"], r["status"]), r["n"]) for r in rows)
+
+
+def _throughput(counts: Iterable[tuple[tuple[datetime, str], int]]) -> list[ThroughputRow]:
+    column = {Status.COMPLETE: "complete", Status.COMPLETED_WITH_ERRORS: "with_errors", Status.ERRORED: "errored"}
+    out: dict[datetime, ThroughputRow] = {}
+    for (hour, status), n in counts:
+        row = out.setdefault(hour, {"bucket": instance_reads.local_hour(hour), "complete": 0, "with_errors": 0,
+                                    "errored": 0})
+        row[column[Status(status)]] += n  # type: ignore[literal-required]
+    return [out[h] for h in sorted(out)]
+
+
+@dataclass(frozen=True)
+class OverviewFigures:
+    counts: dict[str, int]
+    throughput: list[ThroughputRow]
+    in_flight_count: int
+
+
+def overview_figures(*, tenants: Collection[str], since: datetime) -> OverviewFigures:
+    """The tiles' counts (as `instance_status_counts`), the throughput (as `throughput_rows`) and the
+    steps in flight (as `steps_in_flight_count`): from the instance rollups, exact and current
+    (dashboard/rollups/instance_reads.py), or from the ledger when there are none to read."""
+    got = instance_reads.overview_counts(tenants=tenants, since=since)
+    if got is None:
+        return OverviewFigures(instance_status_counts(tenants=tenants, since=since),
+                               throughput_rows(tenants=tenants, since=since), steps_in_flight_count(tenants=tenants))
+    return OverviewFigures(got.by_status, _throughput(got.ended.items()), got.running_steps)
 
 
 # A paused instance (a budget gate waiting for an approval) keeps its step `running` in the

@@ -350,6 +350,8 @@ def expected_top(*, tenants: list[str], since: datetime, order: str, limit: int,
         r["last"] = max(r["last"], c.created_at)
     field = order.lstrip("-")
     ranked = sorted(per.items(), key=lambda kv: kv[0])
+    if order == "-calls":  # equal calls: the latest spend first
+        ranked.sort(key=lambda kv: kv[1]["last"], reverse=True)
     ranked.sort(key=lambda kv: kv[1][field], reverse=order.startswith("-"))
     return [(i, r[field]) for i, r in ranked[:limit]]
 

@@ -14,7 +14,7 @@ from dashboard.rollups.services import rollup_rebuild
 
 class Command(BaseCommand):
     help = (
-        "Maintain the hourly rollups the workflow DAG and costs pages read (dashboard/rollups). "
+        "Maintain the rollups the workflow DAG, costs and overview pages read (dashboard/rollups). "
         "Runs until stopped; start one or more beside the workers (one leads at a time). Pages stay "
         "exact without it, only slower."
     )
