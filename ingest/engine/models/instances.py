@@ -102,6 +102,8 @@ class Instance(models.Model):
             models.Index(fields=["status", "-created_at"], name="instance_status"),
             models.Index(fields=["workflow", "-created_at"], name="instance_workflow"),
             models.Index(fields=["tenant", "-created_at"], name="instance_tenant"),
+            # The instances list sorted by updated (either way): a page stops after its rows.
+            models.Index(fields=["updated_at"], name="instance_updated"),
             models.Index(fields=["lease_owner"], name="instance_lease", condition=~Q(lease_owner="")),
             models.Index(fields=["parent"], name="instance_parent", condition=Q(parent__isnull=False)),
             models.Index(fields=["replay_of"], name="instance_replay_of", condition=Q(replay_of__isnull=False)),
