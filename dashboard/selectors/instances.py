@@ -408,7 +408,8 @@ def _page_ids_of_capped(user: Any, filters: InstanceFilters, *, offset: int, lim
     (then the count is not known from here)."""
     sort = filters.sort if not filters.keyset else "created"  # the keyset's value is created_at
     qs, nullable = _sort_value(_filtered(user, filters, now=now).order_by(), sort)
-    sql, params = qs.values("id", "created_at", "sort_value")[: cap + 1].query.sql_with_params()
+    columns = ("id", "created_at", "sort_value")  # sort_value: annotated by _sort_value
+    sql, params = qs.values(*columns)[: cap + 1].query.sql_with_params()
     if filters.keyset:
         order = "m.created_at DESC, m.id DESC"
     else:
