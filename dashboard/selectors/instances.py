@@ -390,22 +390,19 @@ def instance_list_counted(
     if after is None and before is None:
         page = 1 if filters.keyset else max(1, min(page, MAX_PAGE))
         ids, total = _page_ids_of_capped(user, filters, offset=(page - 1) * limit, limit=limit + 1, cap=cap, now=now)
-        if total is not None and total <= cap:
+        if total <= cap:
             return CountedPage(_page_of(user, filters, ids, limit=limit, page=page), total, False)
-        if total is not None:  # more than cap match: the count is known, the page is read on its own
-            rows = instance_list(user=user, filters=filters, limit=limit, now=now, page=page)
-            return CountedPage(rows, cap, True)
+        # More than cap match: the count is known, the page is read on its own.
+        return CountedPage(instance_list(user=user, filters=filters, limit=limit, now=now, page=page), cap, True)
     count, more = instance_count(user=user, filters=filters, cap=cap, now=now)
     rows = instance_list(user=user, filters=filters, after=after, before=before, limit=limit, now=now, page=page)
     return CountedPage(rows, count, more)
 
 
 def _page_ids_of_capped(user: Any, filters: InstanceFilters, *, offset: int, limit: int, cap: int,
-                        now: datetime) -> tuple[list[str], int | None]:
+                        now: datetime) -> tuple[list[str], int]:
     """(the ids of the page, in the list's order; how many match, up to cap + 1) out of one read of
-    at most `cap + 1` matches. The ids are only right when the count is at most `cap`: with
-    more, some matches were not read. None for the count when the page lies past the matches
-    (then the count is not known from here)."""
+    at most `cap + 1` matches. With more than `cap`, some matches were not read: no ids then."""
     sort = filters.sort if not filters.keyset else "created"  # the keyset's value is created_at
     qs, nullable = _sort_value(_filtered(user, filters, now=now).order_by(), sort)
     columns = ("id", "created_at", "sort_value")  # sort_value: annotated by _sort_value
@@ -417,14 +414,18 @@ def _page_ids_of_capped(user: Any, filters: InstanceFilters, *, offset: int, lim
         order = f"m.sort_value {direction}{' NULLS LAST' if nullable else ''}, m.created_at DESC, m.id DESC"
     hint = "MATERIALIZED " if connection.vendor == "postgresql" else ""
     with connection.cursor() as cursor:
-        # count(*) OVER () is taken over every row of m (the capped matches) before the LIMIT.
-        cursor.execute(f"WITH m (id, created_at, sort_value) AS {hint}({sql}) "  # noqa: S608 - compiled by the ORM
-                       f"SELECT m.id, count(*) OVER () FROM m ORDER BY {order} LIMIT %s OFFSET %s",
-                       [*params, limit, offset])
+        # c counts m (the capped matches); the page is sorted out of m only when c says m holds
+        # every match, so a broad filter pays for its count and not for sorting 10,001 rows it
+        # will not use. rn keeps the page's order through the join.
+        cursor.execute(f"WITH m (id, created_at, sort_value) AS {hint}({sql}), "  # noqa: S608 - compiled by the ORM
+                       f"c (n) AS {hint}(SELECT count(*) FROM m) "
+                       "SELECT c.n, p.id, p.rn FROM c LEFT JOIN ("
+                       f"SELECT m.id, row_number() OVER (ORDER BY {order}) AS rn FROM m "
+                       f"WHERE (SELECT n FROM c) <= %s ORDER BY {order} LIMIT %s OFFSET %s) p ON 1 = 1",
+                       [*params, cap, limit, offset])
         got = cursor.fetchall()
-    if not got:
-        return [], (0 if offset == 0 else None)
-    return [str(r[0]) for r in got], int(got[0][1])
+    page = sorted((int(r[2]), str(r[1])) for r in got if r[1] is not None)
+    return [i for _, i in page], int(got[0][0])
 
 
 def _page_of(user: Any, filters: InstanceFilters, ids: list[str], *, limit: int, page: int) -> InstancePage:
