@@ -92,6 +92,7 @@ from dashboard.selectors.instances import (
     instance_count_newer,
     instance_filtered,
     instance_list,
+    instance_list_counted,
     instance_rows,
     workflow_names,
 )
@@ -127,6 +128,7 @@ __all__ = [
     "SORT_LABELS",
     "instance_attributes",
     "instance_count",
+    "instance_list_counted",
     "instance_filtered",
     "BudgetRow",
     "COST_DIMENSIONS",

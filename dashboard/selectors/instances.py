@@ -278,12 +278,13 @@ def _filtered(user: Any, filters: InstanceFilters, *, now: datetime) -> QuerySet
     return instance_filtered(user=user, filters=filters, now=now)
 
 
-def instance_count(*, user: Any, filters: InstanceFilters, cap: int = COUNT_CAP) -> tuple[int, bool]:
+def instance_count(*, user: Any, filters: InstanceFilters, cap: int = COUNT_CAP,
+                   now: datetime | None = None) -> tuple[int, bool]:
     """(how many instances match, up to `cap`; whether more than `cap` do). One statement: a
     count over the capped subquery, so a million-row ledger stops counting at the cap."""
     if filters.problems:
         return 0, False
-    sql, params = instance_filtered(user=user, filters=filters).order_by().values("id")[: cap + 1] \
+    sql, params = instance_filtered(user=user, filters=filters, now=now).order_by().values("id")[: cap + 1] \
         .query.sql_with_params()
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT count(*) FROM ({sql}) capped", params)  # noqa: S608 - compiled by the ORM
@@ -300,24 +301,31 @@ def _newer(c: Cursor) -> Q:
     return Q(created_at__gt=c.created_at) | Q(created_at=c.created_at, id__gt=c.id)
 
 
-def instance_order(qs: QuerySet[Instance], sort: str) -> QuerySet[Instance]:
-    desc = sort.startswith("-")
+def _sort_value(qs: QuerySet[Instance], sort: str) -> tuple[QuerySet[Instance], bool]:
+    """`qs` annotated with the sort's value as `sort_value`, and whether that value can be NULL."""
     key = sort.lstrip("-")
     attr = _attr_sort_key(sort)
     if attr:
-        qs = qs.annotate(sort_value=KeyTextTransform(attr, "attrs__attributes"))
-        expr: Any = F("sort_value")
-    elif key == "duration":
-        qs = qs.annotate(sort_value=ExpressionWrapper(Coalesce(F("ended_at"), Now()) - F("started_at"),
-                                                       output_field=DurationField()))
-        expr = F("sort_value")
-    elif key == "cost":
+        return qs.annotate(sort_value=KeyTextTransform(attr, "attrs__attributes")), True
+    if key == "duration":
+        return qs.annotate(sort_value=ExpressionWrapper(Coalesce(F("ended_at"), Now()) - F("started_at"),
+                                                        output_field=DurationField())), True
+    if key == "cost":
         spend = InstanceCost.objects.filter(instance_id=OuterRef("id")).values("total")[:1]
-        qs = qs.annotate(sort_value=Subquery(spend))
-        expr = F("sort_value")
+        return qs.annotate(sort_value=Subquery(spend)), True
+    return qs.annotate(sort_value=F(SORTS[key])), key == "started"
+
+
+def instance_order(qs: QuerySet[Instance], sort: str) -> QuerySet[Instance]:
+    qs, nullable = _sort_value(qs, sort)
+    expr = F("sort_value")
+    desc = sort.startswith("-")
+    # created_at and updated_at are never NULL: no NULLS LAST, so the order is the one their
+    # indexes (instance_recent, instance_updated) give and a LIMIT stops early on them.
+    if nullable:
+        first = expr.desc(nulls_last=True) if desc else expr.asc(nulls_last=True)
     else:
-        expr = F(SORTS[key])
-    first = expr.desc(nulls_last=True) if desc else expr.asc(nulls_last=True)
+        first = expr.desc() if desc else expr.asc()
     return qs.order_by(first, "-created_at", "-id")
 
 
@@ -355,6 +363,81 @@ def instance_list(
         newest=Cursor.of(rows[0]) if rows else None,
         has_more=has_older,
     )
+
+
+@dataclass(frozen=True)
+class CountedPage:
+    page: InstancePage
+    count: int  # exact up to the cap
+    count_more: bool  # more than `count` match
+
+
+def instance_list_counted(
+    *, user: Any, filters: InstanceFilters, after: Cursor | None = None, before: Cursor | None = None,
+    limit: int = PAGE_SIZE, page: int = 1, cap: int = COUNT_CAP, now: datetime | None = None,
+) -> CountedPage:
+    """A page of the ledger and how many instances match (exact up to `cap`), as
+    `instance_list` and `instance_count` give them, in fewer passes over the matches.
+
+    The capped count reads at most `cap + 1` matches; when that is all of them (the usual case
+    for a search attribute or a rare status), the first or numbered page is sorted out of those
+    same rows, so the matches are read once instead of once for the count and again for the
+    page. When more than `cap` match, the page is read as `instance_list` reads it (a LIMIT over
+    the sort's index)."""
+    now = now or timezone.now()
+    if filters.problems:
+        return CountedPage(instance_list(user=user, filters=filters, limit=limit, now=now), 0, False)
+    if after is None and before is None:
+        page = 1 if filters.keyset else max(1, min(page, MAX_PAGE))
+        ids, total = _page_ids_of_capped(user, filters, offset=(page - 1) * limit, limit=limit + 1, cap=cap, now=now)
+        if total <= cap:
+            return CountedPage(_page_of(user, filters, ids, limit=limit, page=page), total, False)
+        # More than cap match: the count is known, the page is read on its own.
+        return CountedPage(instance_list(user=user, filters=filters, limit=limit, now=now, page=page), cap, True)
+    count, more = instance_count(user=user, filters=filters, cap=cap, now=now)
+    rows = instance_list(user=user, filters=filters, after=after, before=before, limit=limit, now=now, page=page)
+    return CountedPage(rows, count, more)
+
+
+def _page_ids_of_capped(user: Any, filters: InstanceFilters, *, offset: int, limit: int, cap: int,
+                        now: datetime) -> tuple[list[str], int]:
+    """(the ids of the page, in the list's order; how many match, up to cap + 1) out of one read of
+    at most `cap + 1` matches. With more than `cap`, some matches were not read: no ids then."""
+    sort = filters.sort if not filters.keyset else "created"  # the keyset's value is created_at
+    qs, nullable = _sort_value(_filtered(user, filters, now=now).order_by(), sort)
+    columns = ("id", "created_at", "sort_value")  # sort_value: annotated by _sort_value
+    sql, params = qs.values(*columns)[: cap + 1].query.sql_with_params()
+    if filters.keyset:
+        order = "m.created_at DESC, m.id DESC"
+    else:
+        direction = "DESC" if filters.sort.startswith("-") else "ASC"
+        order = f"m.sort_value {direction}{' NULLS LAST' if nullable else ''}, m.created_at DESC, m.id DESC"
+    hint = "MATERIALIZED " if connection.vendor == "postgresql" else ""
+    with connection.cursor() as cursor:
+        # c counts m (the capped matches); the page is sorted out of m only when c says m holds
+        # every match, so a broad filter pays for its count and not for sorting 10,001 rows it
+        # will not use. rn keeps the page's order through the join.
+        cursor.execute(f"WITH m (id, created_at, sort_value) AS {hint}({sql}), "  # noqa: S608 - compiled by the ORM
+                       f"c (n) AS {hint}(SELECT count(*) FROM m) "
+                       "SELECT c.n, p.id, p.rn FROM c LEFT JOIN ("
+                       f"SELECT m.id, row_number() OVER (ORDER BY {order}) AS rn FROM m "
+                       f"WHERE (SELECT n FROM c) <= %s ORDER BY {order} LIMIT %s OFFSET %s) p ON 1 = 1",
+                       [*params, cap, limit, offset])
+        got = cursor.fetchall()
+    page = sorted((int(r[2]), str(r[1])) for r in got if r[1] is not None)
+    return [i for _, i in page], int(got[0][0])
+
+
+def _page_of(user: Any, filters: InstanceFilters, ids: list[str], *, limit: int, page: int) -> InstancePage:
+    by_id = {r.id: r for r in access.scope(Instance.objects.filter(id__in=ids), user).defer("output", "error_message")}
+    rows = [by_id[i] for i in ids if i in by_id]
+    more = len(rows) > limit
+    rows = rows[:limit]
+    if not filters.keyset:
+        return InstancePage(rows=rows, next_cursor=None, prev_cursor=None, newest=None, page_number=page,
+                            has_more=more)
+    return InstancePage(rows=rows, next_cursor=Cursor.of(rows[-1]) if more and rows else None, prev_cursor=None,
+                        newest=Cursor.of(rows[0]) if rows else None, has_more=more)
 
 
 def instance_attributes(*, ids: list[str]) -> dict[str, dict[str, str]]:

@@ -45,8 +45,9 @@ def instance_list(request: HtmxHttpRequest) -> HttpResponse:
     after = selectors.Cursor.decode(request.GET.get("after", ""))
     before = selectors.Cursor.decode(request.GET.get("before", ""))
     number = _page_number(request.GET.get("page", ""))
-    page = selectors.instance_list(user=request.user, filters=filters, after=after, before=before, page=number)
-    count, count_more = selectors.instance_count(user=request.user, filters=filters)
+    counted = selectors.instance_list_counted(user=request.user, filters=filters, after=after, before=before,
+                                              page=number)
+    page, count, count_more = counted.page, counted.count, counted.count_more
     first_page = after is None and before is None and page.page_number == 1
     base = filters.querystring()
     live: list[tuple[str, str]] = [("view", "instances"), ("after", str(selectors.history_cursor()))]

@@ -127,3 +127,42 @@ def test_the_api_previews_and_confirms_the_same_way(operator, running):
     assert _statuses()["late"] == "running"
     empty = api.post("/api/bulk-actions/preview", {"action": "terminate", "query": ""})
     assert empty.status_code == 400 and empty.json()["error"]["code"] == "bulk_refused"
+
+
+def test_a_chunk_acts_on_each_item_of_a_group_alone_and_writes_every_outcome(users, monkeypatch):
+    """One transaction per group of items: a refused item, an item that left the tenant and an
+    item whose action fails halfway (after the instance row was written) each end alone; the
+    others of the same group are acted on, and the failed one's writes are undone."""
+    from django.utils import timezone
+
+    from ingest.engine.services import base, batches
+
+    for n in range(5):
+        make_instance(f"g{n}", status="running")
+    make_instance("finished", status="complete")
+    batch = Batch.objects.create(action="pause", actor="op", user_id="1", query="status=running", tenants=["acme"],
+                                 created_at=timezone.now(), state="running", reason="why")
+    ids = ["g0", "finished", "g1", "gone", "g2", "breaks", "g3", "g4"]
+    make_instance("breaks", status="running")
+    BatchItem.objects.bulk_create([BatchItem(batch=batch, instance_id=i, tenant="acme") for i in ids])
+    real = base.status_history
+
+    def status_history(inst, **kw):
+        if inst.id == "breaks":
+            raise RuntimeError("disk full")
+        return real(inst, **kw)
+
+    monkeypatch.setattr("ingest.engine.services.control.status_history", status_history)
+    r = batches.batch_chunk(batch_id=batch.id, tenant="acme", rate_per_second=1000, sleep=lambda s: None)
+    assert r == {"done": 5, "skipped": 2, "failed": 1, "remaining": 0}
+    items = {i.instance_id: (i.state, i.detail) for i in BatchItem.objects.filter(batch=batch)}
+    assert items["finished"][0] == "skipped" and "complete" in items["finished"][1]
+    assert items["gone"] == ("skipped", "no longer in this tenant")
+    assert items["breaks"] == ("failed", "RuntimeError: disk full")
+    assert all(items[f"g{n}"] == ("done", "") for n in range(5))
+    statuses = _statuses()
+    assert [statuses[f"g{n}"] for n in range(5)] == ["paused"] * 5
+    assert statuses["breaks"] == "running"  # its update was undone with its savepoint
+    assert not History.objects.filter(instance_id="breaks", kind="operator").exists()
+    assert History.objects.filter(instance_id="g3", kind="operator", reason__contains="why").count() == 1
+    assert not BatchItem.objects.filter(batch=batch, done_at__isnull=True).exists()

@@ -104,6 +104,12 @@ class Instance(models.Model):
             models.Index(fields=["status", "-created_at"], name="instance_status"),
             models.Index(fields=["workflow", "-created_at"], name="instance_workflow"),
             models.Index(fields=["tenant", "-created_at"], name="instance_tenant"),
+            # The instances list sorted by updated (either way): a page stops after its rows.
+            # Partial: a queued or running instance, whose row each claim, heartbeat and step
+            # updates, has no entry, so the engine's write path does not maintain it; a filter
+            # on the other statuses (errored, paused, waiting…) implies the condition.
+            models.Index(fields=["updated_at"], name="instance_updated",
+                         condition=~Q(status__in=["queued", "running", "waitingForPause"])),
             models.Index(fields=["lease_owner"], name="instance_lease", condition=~Q(lease_owner="")),
             models.Index(fields=["parent"], name="instance_parent", condition=Q(parent__isnull=False)),
             models.Index(fields=["replay_of"], name="instance_replay_of", condition=Q(replay_of__isnull=False)),
