@@ -158,6 +158,25 @@ def cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def context_switches(pid: int) -> int | None:
+    """Voluntary and involuntary context switches of a process's live threads so far, or None
+    once it is gone: how often its threads gave up or lost a core (a thread wake-up each)."""
+    total = 0
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return None
+    for task in tasks:
+        try:
+            text = (task / "status").read_text()
+        except OSError:
+            continue  # a thread that ended just now
+        for line in text.splitlines():
+            if "ctxt_switches:" in line:
+                total += int(line.rsplit(None, 1)[1])
+    return total
+
+
 class CpuMeter:
     """CPU spent by the workers and by this database's PostgreSQL backends between `start`
     and the last `sample`. Backends come and go (one per worker thread), so each is sampled
@@ -168,6 +187,8 @@ class CpuMeter:
         self.base: dict[str, dict[int, float]] = {"workers": {}, "postgres": {}}
         self.last: dict[str, dict[int, float]] = {"workers": {}, "postgres": {}}
         self.self_base = self.self_used = 0.0
+        self.switch_base: dict[int, int] = {}
+        self.switch_last: dict[int, int] = {}
 
     def _backends(self) -> list[int]:
         from django.db import connection
@@ -187,13 +208,22 @@ class CpuMeter:
             for pid in pids:
                 if (cpu := cpu_seconds(pid)) is not None:
                     self.base[kind][pid] = self.last[kind][pid] = cpu
+        for pid in self.workers:
+            if (switches := context_switches(pid)) is not None:
+                self.switch_base[pid] = self.switch_last[pid] = switches
 
     def sample(self) -> None:
         for kind, pids in (("workers", self.workers), ("postgres", self._backends())):
             for pid in pids:
                 if (cpu := cpu_seconds(pid)) is not None:
                     self.last[kind][pid] = cpu
+        for pid in self.workers:
+            if (switches := context_switches(pid)) is not None:
+                self.switch_last[pid] = switches
         self.self_used = self._own() - self.self_base
+
+    def switches(self) -> int:
+        return sum(n - self.switch_base.get(pid, 0) for pid, n in self.switch_last.items())
 
     def used(self, kind: str) -> float:
         return sum(cpu - self.base[kind].get(pid, 0.0) for pid, cpu in self.last[kind].items())
@@ -388,7 +418,7 @@ def main() -> None:
             result |= {"llm_calls": fake.count(CHAT) - before, "load": load,
                        "cpu_workers": meter.used("workers") / args.calls,
                        "cpu_postgres": meter.used("postgres") / args.calls,
-                       "cpu_bench": meter.self_used / args.calls}
+                       "cpu_bench": meter.self_used / args.calls, "switches": meter.switches() / args.calls}
             results.append(result)
             print(f"run {run}: " + summary(result, goal, args.calls))
             if args.profile:
@@ -411,7 +441,8 @@ def summary(r: dict[str, float], goal: float, calls: int) -> str:
         f"LLM calls {r['llm_calls']:.0f} for {calls} calls; errored {r['errored']:.0f}; "
         f"{r['steps']:.1f} attempts/call\n"
         f"  CPU per call: workers {r['cpu_workers'] * 1000:.1f} ms, PostgreSQL {r['cpu_postgres'] * 1000:.1f} ms, "
-        f"bench + fake LLM {r['cpu_bench'] * 1000:.1f} ms\n"
+        f"bench + fake LLM {r['cpu_bench'] * 1000:.1f} ms; the workers' threads switched {r['switches']:.0f} times "
+        "per call\n"
         f"  per call, first attempt to end: {r['held'] * 1000:.0f} ms = LLM step {r['llm'] * 1000:.0f} + other steps "
         f"{r['other'] * 1000:.0f} + between steps {r['gaps'] * 1000:.0f} (the engine: commits, replay) + "
         f"{(r['held'] - r['llm'] - r['other'] - r['gaps']) * 1000:.0f} to the instance's end; slots held "

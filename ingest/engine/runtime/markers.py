@@ -33,8 +33,7 @@ _FAILURES = FailureLog()
 IDLE_CLOSE_SECONDS = 2.0
 
 PENDING, WRITING, WRITTEN, CANCELLED = "pending", "writing", "written", "cancelled"
-TICK_SECONDS = 0.01
-IDLE_AFTER_SECONDS = 1.0  # of an empty queue, before the thread waits to be woken instead of ticking
+TICK_SECONDS = 0.01  # how late past its due time a marker may be written, to write several at once
 
 
 @dataclass(eq=False)
@@ -65,16 +64,17 @@ class Markers:
     """A queue of markers in due order and the thread that writes those that fall due.
 
     Scheduling a marker costs a push under a lock: the thread is woken only when it is idle
-    (nothing queued for IDLE_AFTER_SECONDS). Otherwise it looks every TICK_SECONDS, so a marker is
-    written between RUNLEDGER_MARKER_MS and RUNLEDGER_MARKER_MS + TICK_SECONDS after its step
-    started, and a busy worker does not pay a thread wake-up per step.
+    (nothing queued). Otherwise it sleeps until the first marker still wanted falls due, plus
+    TICK_SECONDS to write those falling due meanwhile in the same pass (`sleep_seconds`), so a
+    marker is written between RUNLEDGER_MARKER_MS and RUNLEDGER_MARKER_MS + TICK_SECONDS after
+    its step started, and a busy worker pays neither a thread wake-up per step nor one per tick:
+    most steps settle their marker long before it falls due, and the thread sleeps past them.
     """
 
     def __init__(self) -> None:
         self.cond = threading.Condition(threading.Lock())
         self._queue: collections.deque[Marker] = collections.deque()  # due order: one fixed delay
         self._idle = False
-        self._busy_at = 0.0
         self._thread: threading.Thread | None = None
         self._connection_string = ""
 
@@ -99,33 +99,31 @@ class Markers:
             while True:
                 queue = self._queue
                 now = time.monotonic()
-                if queue:
-                    self._busy_at = now
-                while queue and queue[0].state != PENDING:
-                    queue.popleft()  # settled before it fell due: nothing to write
-                if not queue and now - self._busy_at > IDLE_AFTER_SECONDS:
-                    self._idle = True
-                    woken = self.cond.wait(timeout=IDLE_CLOSE_SECONDS)
-                    self._idle = False
-                    if not woken and not self._queue:
-                        return None
-                    self._busy_at = time.monotonic()
+                wait = sleep_seconds(queue, now)
+                if wait == 0.0:
+                    due = []
+                    while queue and queue[0].due <= now:
+                        marker = queue.popleft()
+                        if marker.state == PENDING:
+                            marker.state = WRITING
+                            due.append(marker)
+                    return due
+                if wait is not None:
+                    # A marker scheduled meanwhile falls due later (one fixed delay): no wake-up.
+                    self.cond.wait(timeout=wait)
                     continue
-                if not queue or queue[0].due > now:
-                    break
-                due = []
-                while queue and queue[0].due <= now:
-                    marker = queue.popleft()
-                    if marker.state == PENDING:
-                        marker.state = WRITING
-                        due.append(marker)
-                return due
-        time.sleep(TICK_SECONDS)
-        return []
+                self._idle = True
+                woken = self.cond.wait(timeout=IDLE_CLOSE_SECONDS)
+                self._idle = False
+                if not woken and not self._queue:
+                    return None
 
-    def _loop(self) -> None:
+    def _connect(self) -> Any:
         import psycopg
 
+        return psycopg.connect(self._connection_string, autocommit=True)
+
+    def _loop(self) -> None:
         conn: Any = None
         while True:
             due = self._due()
@@ -139,7 +137,7 @@ class Markers:
                 ok = False
                 try:
                     if conn is None or conn.closed:
-                        conn = psycopg.connect(self._connection_string, autocommit=True)
+                        conn = self._connect()
                     marker.step_id = sql_steps.step_mark_started(
                         conn, row=marker.row, token=marker.token, now=sql_now(), started=marker.started,
                         attempt=marker.attempt)
@@ -159,6 +157,20 @@ class Markers:
                 written = written or ok
             if written:
                 notify.request_history()
+
+
+def sleep_seconds(queue: collections.deque[Marker], now: float) -> float | None:
+    """How long the markers' thread sleeps, at `now`: 0 when the first marker still wanted has
+    fallen due (write it), until it falls due plus TICK_SECONDS otherwise, None when none is
+    queued (until a step schedules one). Drops from the head the markers that no longer need
+    writing (their step settled them first)."""
+    while queue and queue[0].state != PENDING:
+        queue.popleft()
+    if not queue:
+        return None
+    if queue[0].due <= now:
+        return 0.0
+    return queue[0].due - now + TICK_SECONDS
 
 
 def sql_now() -> datetime:
