@@ -12,9 +12,7 @@ along and binds it there (runtime/parallel.py).
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
-from collections.abc import Iterator
 from typing import Any
 
 # The context fields, in the order a JSON line shows them.
@@ -29,14 +27,33 @@ def current() -> dict[str, Any]:
     return dict(_context.get() or {})
 
 
-@contextlib.contextmanager
-def bind(**fields: Any) -> Iterator[None]:
-    """Add fields to the log context inside the block; the previous context comes back after."""
-    unknown = set(fields) - set(FIELDS)
-    if unknown:
-        raise ValueError(f"unknown log context field(s) {sorted(unknown)}; known: {', '.join(FIELDS)}")
-    token = _context.set({**(_context.get() or {}), **{k: v for k, v in fields.items() if v is not None}})
-    try:
-        yield
-    finally:
-        _context.reset(token)
+_KNOWN = frozenset(FIELDS)
+
+
+class bind:  # noqa: N801 - used as the function it was: `with logcontext.bind(...)`
+    """Add fields to the log context inside the block; the previous context comes back after.
+
+    A plain context manager, not a generator one: a step attempt binds its step and attempt
+    through it, so it is on every step's path (one dict and one contextvar set and reset).
+    """
+
+    __slots__ = ("_fields", "_token")
+
+    def __init__(self, **fields: Any) -> None:
+        if not _KNOWN.issuperset(fields):
+            unknown = set(fields) - _KNOWN
+            raise ValueError(f"unknown log context field(s) {sorted(unknown)}; known: {', '.join(FIELDS)}")
+        self._fields = fields
+        self._token: contextvars.Token[dict[str, Any] | None] | None = None
+
+    def __enter__(self) -> None:
+        context = dict(_context.get() or ())
+        for key, value in self._fields.items():
+            if value is not None:
+                context[key] = value
+        self._token = _context.set(context)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._token is not None:
+            _context.reset(self._token)
+            self._token = None

@@ -13,6 +13,7 @@ as, turn.py replays `run` and ends the turn, store.py and its siblings write the
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
@@ -77,8 +78,8 @@ class Prepared:
     rollback: Callable[..., Any] | None = None
     deferred: bool = False  # checkpoint="deferred"
 
-    @property
-    def label(self) -> str:
+    @functools.cached_property
+    def label(self) -> str:  # asked several times per step; name and seq never change
         return step_label(self.name, self.seq)
 
 
@@ -127,13 +128,14 @@ class Execution:
             ), step=step_label(name, seq))
         rec = self.by_key.get((name, seq))
         at_position = self.by_pos.get(position)
-        label = step_label(name, seq)
         if at_position is not None and (at_position.name, at_position.seq) != (name, seq):
+            label = step_label(name, seq)
             raise FailInstance(self.replay_mismatch(
                 f"instance {self.instance.id}: replay asked for step {label!r} at position "
                 f"{position}, but the history has step {step_label(at_position.name, at_position.seq)!r} there"
             ), step=label)
         if rec is not None and (rec.position != position or rec.kind != kind):
+            label = step_label(name, seq)
             raise FailInstance(self.replay_mismatch(
                 f"instance {self.instance.id}: replay asked for {kind} step {label!r} at position "
                 f"{position}, but the history recorded it as a {rec.kind} step at position {rec.position}"

@@ -141,7 +141,9 @@ class Worker:
             before = self._claimed_at
             try:
                 claimed = self._claim_once()
-                if not claimed:
+                # A full house (None) has waited for a slot already: claim again at once, with
+                # no lookup of the next wake-up (one round trip per freed slot, and its wait).
+                if claimed == 0:
                     self._idle_wait(since=self._claimed_at)
             except Exception as exc:  # noqa: BLE001 - a lost connection must not kill the worker
                 failures += 1
@@ -183,13 +185,15 @@ class Worker:
             with contextlib.suppress(Exception):
                 conn.close()
 
-    def _claim_once(self) -> int:
+    def _claim_once(self) -> int | None:
+        """Claim for the free slots; the number claimed, or None when none was free (it waited
+        for one to free up, up to a poll, and claimed nothing)."""
         with self._lock:
             free = self.concurrency - len(self._inflight) + len(self._ending)
         if free <= 0:
             self.wake.wait(self.poll)
             self.wake.clear()
-            return 0
+            return None
         pg.replace_stale_connection()
         self._claimed_at = clock.now()
         token, claimed = claim(worker_id=self.worker_id, limit=free, lease=self.lease, now=self._claimed_at,
