@@ -19,7 +19,7 @@ from django.db.models import Field, Model
 from ingest.engine.models import Instance
 from ingest.engine.sql.base import aware, prepared_row
 from ingest.engine.sql.create import Lead
-from ingest.triggers.models import IdempotencyKey, IngressSecret, Route, SeenSignature
+from ingest.triggers.models import IdempotencyKey, IngressSecret, Route, SeenSignature, TokenBucket
 
 # Arbitrary but fixed: every scheduler process must ask for the same number.
 SCHEDULER_LOCK_KEY = 0x52554E4C_53434844  # "RUNLSCHD"
@@ -235,3 +235,27 @@ def seen_signature_lead(seen: SeenSignature, *, current: Current, also: str | No
 def seen_signature_read(*, digest: str) -> str | None:
     row = prepared_row(_SEEN_READ, {"s_digest": digest})
     return None if row is None else str(row[0])
+
+
+# A request's token from one ingress bucket in one statement (PostgreSQL): the row is created
+# full on first use, else refilled for the time since it was last written and a token taken, all
+# under the row lock ON CONFLICT takes, so concurrent requests queue on the row and each sees
+# the one before. The arithmetic is `buckets.take`'s (a changed rate applies from now on, as
+# `_locked` then `take` did). Nothing is written when the bucket is blocked or short of a token:
+# no row comes back and the caller asks the locked path how long to wait.
+_BUCKET_TABLE = TokenBucket._meta.db_table
+_REFILLED = ("least(EXCLUDED.capacity, b.tokens + greatest(0, extract(epoch FROM EXCLUDED.updated_at - b.updated_at)"
+             "::float8) * EXCLUDED.refill_per_second)")
+_TAKE_ONE = f"""
+    INSERT INTO {_BUCKET_TABLE} AS b (key, capacity, refill_per_second, tokens, updated_at, blocked_until)
+    VALUES (%(key)s, %(capacity)s, %(refill)s, %(capacity)s - 1, %(now)s, NULL)
+    ON CONFLICT (key) DO UPDATE SET capacity = EXCLUDED.capacity, refill_per_second = EXCLUDED.refill_per_second,
+        tokens = {_REFILLED} - 1, updated_at = greatest(EXCLUDED.updated_at, b.updated_at), blocked_until = NULL
+    WHERE (b.blocked_until IS NULL OR b.blocked_until <= EXCLUDED.updated_at) AND {_REFILLED} >= 1
+    RETURNING 1"""
+
+
+def bucket_take_one(*, key: str, capacity: float, refill: float, now: datetime) -> bool:
+    """Take one token from bucket `key` (created full with `capacity` and `refill` per second if
+    new; its rates set to these if not): True when taken, False when nothing was written."""
+    return prepared_row(_TAKE_ONE, {"key": key, "capacity": capacity, "refill": refill, "now": now}) is not None
