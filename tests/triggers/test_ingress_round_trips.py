@@ -92,6 +92,19 @@ def test_a_change_to_the_route_or_credential_refuses_the_next_request_of_the_sam
 
 
 @pytest.mark.django_db(transaction=True)
+def test_a_debouncing_route_disabled_between_two_requests_refuses_the_second(
+        client: Client, acme_creds: dict[str, str]) -> None:
+    from ingest.triggers.services import route_upsert
+
+    route_upsert(name="orders", workflow="test-echo", tenant="acme",
+                 coalesce={"debounce": {"key": "account", "period": "1 minute"}})
+    assert signed_post(client, "orders", {"account": "a"}, **acme_creds, key="k-1").status_code == 202
+    Route.objects.update(enabled=False)
+    refused = signed_post(client, "orders", {"account": "a"}, **acme_creds, key="k-2")
+    assert refused.status_code == 409 and refused.json()["error"]["code"] == "route_disabled"
+
+
+@pytest.mark.django_db(transaction=True)
 def test_a_change_that_refuses_nothing_is_seen_by_the_next_request(
         client: Client, route: Route, acme_creds: dict[str, str]) -> None:
     # The route's workflow and priority changed between two requests: the second request's

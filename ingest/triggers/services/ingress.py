@@ -394,7 +394,9 @@ def route_trigger(
                 _KEPT.pop((route, token_hash), None)  # a refusal is given from fresh rows only
                 continue
             raise
-        if checked.current is not None and checked is not kept:
+        # A debouncing or batching route joins its window without the guarded statement: kept
+        # only if its creating statement checks it.
+        if checked.current is not None and checked is not kept and _one_statement(checked.route):
             if len(_KEPT) >= _KEPT_MOST:
                 _KEPT.clear()
             _KEPT[(route, token_hash)] = checked
