@@ -16,7 +16,7 @@ from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 
 from dashboard.api.errors import error_response, from_engine_error, from_trigger_error
-from ingest.alerts.callbacks import route_callback_attach
+from ingest.alerts.callbacks import ROUTE_CALLBACK_ALSO, route_callback_attach
 from ingest.engine import tracing
 from ingest.engine.errors import EngineError
 from ingest.engine.models import Status
@@ -84,7 +84,7 @@ def route_ingress(request: HttpRequest, route: str) -> HttpResponse:
                 timestamp=request.headers.get("X-Runledger-Timestamp"),
                 signature=request.headers.get("X-Runledger-Signature"), body=body,
                 idempotency_key=request.headers.get("Idempotency-Key"), now=timezone.now(),
-                parsed=parsed_body(request),
+                parsed=parsed_body(request), also=ROUTE_CALLBACK_ALSO,
             )
         route_default = min(triggered.route.wait_seconds, max_wait()) if triggered.route.sync_default else 0.0
         wait = route_default if asked < 0 else asked
@@ -92,7 +92,8 @@ def route_ingress(request: HttpRequest, route: str) -> HttpResponse:
         if joined is not None:
             wait = 0.0  # the window's instance starts later: nothing to wait for now
         if triggered.created and (joined is None or joined.opened):
-            route_callback_attach(route=route, instance_id=triggered.instance_id, now=timezone.now())
+            route_callback_attach(route=route, instance_id=triggered.instance_id, now=timezone.now(),
+                                  url=triggered.also, url_read=triggered.also_read)
     except TriggerError as exc:
         return from_trigger_error(exc)
     except EngineError as exc:

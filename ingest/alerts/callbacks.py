@@ -56,6 +56,9 @@ def route_callback_set(*, route: str, url: str | None, now: datetime) -> RouteCa
 
 
 _ROUTE_CALLBACK = f"SELECT url FROM {RouteCallback._meta.db_table} WHERE route = %s"
+# The same, for the ingress's creating statement to read with the instance it inserts
+# (`route_trigger(also=...)`): no query of its own per request.
+ROUTE_CALLBACK_ALSO = f"SELECT url FROM {RouteCallback._meta.db_table} WHERE route = %(g_name)s"
 
 
 def route_callback_url(route: str) -> str | None:
@@ -104,9 +107,12 @@ def callback_start(*, instance_id: str) -> str | None:
     return name
 
 
-def route_callback_attach(*, route: str, instance_id: str, now: datetime) -> Callback | None:
-    """The route's callback URL, if it has one, on an instance its request just started."""
-    url = route_callback_url(route)
+def route_callback_attach(*, route: str, instance_id: str, now: datetime, url: str | None = None,
+                          url_read: bool = False) -> Callback | None:
+    """The route's callback URL, if it has one, on an instance its request just started
+    (`url_read`: `url` is the route's, read with the instance, else it is asked for)."""
+    if not url_read:
+        url = route_callback_url(route)
     if not url:
         return None  # most routes: one query per request, not two
     tenant = Instance.objects.filter(id=instance_id).values_list("tenant", flat=True).first()

@@ -27,6 +27,13 @@ class RouteDisabled(TriggerError):
     code = "route_disabled"
 
 
+class RouteChanged(TriggerError):
+    """The route or its credential kept changing while the request was handled."""
+
+    status = 409
+    code = "route_changed"
+
+
 class NotAuthenticated(TriggerError):
     """The ingress token is missing or unknown."""
 

@@ -19,7 +19,7 @@ from django.db.models import Field, Model
 from ingest.engine.models import Instance
 from ingest.engine.sql.base import aware, prepared_row
 from ingest.engine.sql.create import Lead
-from ingest.triggers.models import IdempotencyKey, IngressSecret, Route, SeenSignature
+from ingest.triggers.models import IdempotencyKey, IngressSecret, Route, SeenSignature, TokenBucket
 
 # Arbitrary but fixed: every scheduler process must ask for the same number.
 SCHEDULER_LOCK_KEY = 0x52554E4C_53434844  # "RUNLSCHD"
@@ -75,26 +75,85 @@ def _build(model: type[Model], alias: str, values: Sequence[Any]) -> Any:
     return model.from_db(connection.alias, attnames, converted)
 
 
-def route_with_secret(*, name: str, token_hash: str) -> tuple[Route, IngressSecret | None] | None:
+@dataclass(frozen=True)
+class Current:
+    """The route and credential rows as a lookup read them (ids and a digest of each whole row,
+    PostgreSQL only): the creating statement writes nothing unless both rows are still exactly
+    these, so a caller may keep them between requests (a rotated, disabled, edited or deleted
+    route or credential is noticed by the next statement, whatever changed it)."""
+
+    route_id: int
+    route_digest: str
+    secret_id: int
+    secret_digest: str
+
+
+@dataclass(frozen=True)
+class Found:
+    route: Route
+    secret: IngressSecret | None
+    current: Current | None  # None: SQLite, or no credential matched
+
+
+def route_with_secret(*, name: str, token_hash: str) -> Found | None:
     """The route `name` and the enabled ingress secret of its tenant whose token hashes to
     `token_hash` (None when there is none), in one round trip; None when no route has the name."""
     route_cols, route_names, _ = _columns(Route, "r")
     secret_cols, _, _ = _columns(IngressSecret, "s")
-    statement = (f"SELECT {route_cols}, {secret_cols} FROM {Route._meta.db_table} r"
-                 f" LEFT JOIN {IngressSecret._meta.db_table} s ON s.token_hash = %s"
-                 " AND s.tenant = r.tenant AND s.enabled WHERE r.name = %s")
+    table = f"{Route._meta.db_table} r LEFT JOIN {IngressSecret._meta.db_table} s ON s.token_hash = %s"
+    where = " AND s.tenant = r.tenant AND s.enabled WHERE r.name = %s"
     if connection.vendor == "postgresql":
-        row = prepared_row(statement, [token_hash, name])  # planned once per connection
+        # md5 of each row's text: what the creating statement compares (_GUARD).
+        row = prepared_row(f"SELECT {route_cols}, {secret_cols}, md5(r::text), md5(s::text) FROM {table}{where}",
+                           [token_hash, name])  # planned once per connection
+        if row is None:
+            return None
+        row, digests = row[:-2], row[-2:]
     else:
         with connection.cursor() as cursor:
-            cursor.execute(statement, [token_hash, name])
-            row = cursor.fetchone()
+            cursor.execute(f"SELECT {route_cols}, {secret_cols} FROM {table}{where}", [token_hash, name])
+            row, digests = cursor.fetchone(), (None, None)
     if row is None:
         return None
     split = len(route_names)
     route = _build(Route, "r", row[:split])
     secret = _build(IngressSecret, "s", row[split:]) if row[split] is not None else None
-    return route, secret
+    current = (Current(route.pk, digests[0], secret.pk, digests[1])
+               if secret is not None and digests[1] is not None else None)
+    return Found(route, secret, current)
+
+
+# What every creating statement below checks before it inserts anything: the route and the
+# credential rows are still those the request was checked against (on the statement's snapshot).
+_GUARD = (f"EXISTS (SELECT 1 FROM {Route._meta.db_table} r WHERE r.id = %(g_route)s"
+          " AND md5(r::text) = %(g_route_digest)s)"
+          f" AND EXISTS (SELECT 1 FROM {IngressSecret._meta.db_table} s WHERE s.id = %(g_secret)s"
+          " AND md5(s::text) = %(g_secret_digest)s)")
+
+
+def _guard_params(current: Current, route_name: str) -> dict[str, Any]:
+    return {"g_route": current.route_id, "g_route_digest": current.route_digest,
+            "g_secret": current.secret_id, "g_secret_digest": current.secret_digest, "g_name": route_name}
+
+
+def _probe(read: str, also: str | None) -> str:
+    """The lead's probe: whether the guard held, the caller's `also` (one value, a scalar
+    subquery that may use %(g_name)s, the route's name), then `read`'s row or NULLs."""
+    return (f"SELECT ({_GUARD}) AS current, ({also or 'SELECT NULL'}) AS also, kept.*"
+            f" FROM (SELECT 1) one LEFT JOIN LATERAL ({read}) kept ON true")
+
+
+@dataclass(frozen=True)
+class Probed:
+    """What a guarded lead's statement read besides its insert."""
+
+    current: bool  # False: the route or credential changed; nothing was written
+    also: Any
+    rest: tuple[Any, ...]
+
+
+def probed(probe: Sequence[Any]) -> Probed:
+    return Probed(bool(probe[0]), probe[1], tuple(probe[2:]))
 
 
 # The idempotency key ahead of its instance (engine/sql/create.py runs it first in the statement
@@ -106,7 +165,8 @@ def route_with_secret(*, name: str, token_hash: str) -> tuple[Route, IngressSecr
 _KEY_TABLE = IdempotencyKey._meta.db_table
 _KEY_LEAD = f"""
     INSERT INTO {_KEY_TABLE} (tenant, route, key, body_sha256, instance_id, created_at, expires_at)
-    VALUES (%(k_tenant)s, %(k_route)s, %(k_key)s, %(k_digest)s, %(k_instance)s, %(k_now)s, %(k_expires)s)
+    SELECT %(k_tenant)s, %(k_route)s, %(k_key)s, %(k_digest)s, %(k_instance)s, %(k_now)s, %(k_expires)s
+    WHERE {_GUARD}
     ON CONFLICT (tenant, route, key) DO UPDATE SET body_sha256 = EXCLUDED.body_sha256,
         instance_id = EXCLUDED.instance_id, created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
     WHERE {_KEY_TABLE}.expires_at <= EXCLUDED.created_at
@@ -138,14 +198,15 @@ def _kept(row: Sequence[Any]) -> KeptKey | None:
 
 
 def idempotency_key_lead(*, tenant: str, route: str, key: str, digest: str, instance_id: str, now: datetime,
-                         expires_at: datetime) -> Lead:
+                         expires_at: datetime, current: Current, also: str | None = None) -> Lead:
     return Lead(_KEY_LEAD, {"k_tenant": tenant, "k_route": route, "k_key": key, "k_digest": digest,
-                            "k_instance": instance_id, "k_now": now, "k_expires": expires_at}, _KEY_READ)
+                            "k_instance": instance_id, "k_now": now, "k_expires": expires_at,
+                            **_guard_params(current, route)}, _probe(_KEY_READ, also))
 
 
-def idempotency_key_kept(probe: Sequence[Any]) -> KeptKey | None:
-    """The key row a lead's probe read (None: not visible to the statement)."""
-    return _kept(probe)
+def idempotency_key_kept(rest: Sequence[Any]) -> KeptKey | None:
+    """The key row a lead's probe read (`Probed.rest`; None: not visible to the statement)."""
+    return _kept(rest)
 
 
 def idempotency_key_read(*, tenant: str, route: str, key: str) -> KeptKey | None:
@@ -158,17 +219,43 @@ def idempotency_key_read(*, tenant: str, route: str, key: str) -> KeptKey | None
 _SEEN_TABLE = SeenSignature._meta.db_table
 _SEEN_LEAD = f"""
     INSERT INTO {_SEEN_TABLE} (digest, tenant, route, instance_id, expires_at)
-    VALUES (%(s_digest)s, %(s_tenant)s, %(s_route)s, %(s_instance)s, %(s_expires)s)
+    SELECT %(s_digest)s, %(s_tenant)s, %(s_route)s, %(s_instance)s, %(s_expires)s
+    WHERE {_GUARD}
     ON CONFLICT (digest) DO NOTHING
     RETURNING 1"""
 _SEEN_READ = f"SELECT instance_id FROM {_SEEN_TABLE} WHERE digest = %(s_digest)s"
 
 
-def seen_signature_lead(seen: SeenSignature) -> Lead:
+def seen_signature_lead(seen: SeenSignature, *, current: Current, also: str | None = None) -> Lead:
     return Lead(_SEEN_LEAD, {"s_digest": seen.digest, "s_tenant": seen.tenant, "s_route": seen.route,
-                             "s_instance": seen.instance_id, "s_expires": seen.expires_at}, _SEEN_READ)
+                             "s_instance": seen.instance_id, "s_expires": seen.expires_at,
+                             **_guard_params(current, seen.route)}, _probe(_SEEN_READ, also))
 
 
 def seen_signature_read(*, digest: str) -> str | None:
     row = prepared_row(_SEEN_READ, {"s_digest": digest})
     return None if row is None else str(row[0])
+
+
+# A request's token from one ingress bucket in one statement (PostgreSQL): the row is created
+# full on first use, else refilled for the time since it was last written and a token taken, all
+# under the row lock ON CONFLICT takes, so concurrent requests queue on the row and each sees
+# the one before. The arithmetic is `buckets.take`'s (a changed rate applies from now on, as
+# `_locked` then `take` did). Nothing is written when the bucket is blocked or short of a token:
+# no row comes back and the caller asks the locked path how long to wait.
+_BUCKET_TABLE = TokenBucket._meta.db_table
+_REFILLED = ("least(EXCLUDED.capacity, b.tokens + greatest(0, extract(epoch FROM EXCLUDED.updated_at - b.updated_at)"
+             "::float8) * EXCLUDED.refill_per_second)")
+_TAKE_ONE = f"""
+    INSERT INTO {_BUCKET_TABLE} AS b (key, capacity, refill_per_second, tokens, updated_at, blocked_until)
+    VALUES (%(key)s, %(capacity)s, %(refill)s, %(capacity)s - 1, %(now)s, NULL)
+    ON CONFLICT (key) DO UPDATE SET capacity = EXCLUDED.capacity, refill_per_second = EXCLUDED.refill_per_second,
+        tokens = {_REFILLED} - 1, updated_at = greatest(EXCLUDED.updated_at, b.updated_at), blocked_until = NULL
+    WHERE (b.blocked_until IS NULL OR b.blocked_until <= EXCLUDED.updated_at) AND {_REFILLED} >= 1
+    RETURNING 1"""
+
+
+def bucket_take_one(*, key: str, capacity: float, refill: float, now: datetime) -> bool:
+    """Take one token from bucket `key` (created full with `capacity` and `refill` per second if
+    new; its rates set to these if not): True when taken, False when nothing was written."""
+    return prepared_row(_TAKE_ONE, {"key": key, "capacity": capacity, "refill": refill, "now": now}) is not None

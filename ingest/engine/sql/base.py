@@ -4,6 +4,7 @@ fragments several statement families share."""
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Sequence
 from datetime import datetime
@@ -82,18 +83,53 @@ def engine_connection() -> Any:
     return raw
 
 
+@functools.lru_cache(maxsize=512)
+def _converted(query: bytes, encoding: str) -> Any:
+    from psycopg import _queries
+
+    return _queries._query2pg_nocache(query, encoding)
+
+
+@functools.cache
+def _cursor_class() -> Any:
+    """psycopg's cursor, converting each statement's `%(name)s` placeholders to `$n` once per
+    process. psycopg keeps that conversion only for statements under 4,096 bytes and 50
+    parameters (`MAX_CACHED_STATEMENT_LENGTH`): the creating statements are longer and have more,
+    and their conversion (a tokenizer over the whole text) on every call was the largest share of
+    an ingress request's web CPU after the round trip itself. The statements here are a fixed set
+    (module constants and cached builds), so the cache stays small. Built on psycopg's internals
+    (`psycopg._queries`, psycopg 3.3, pinned): tests/engine/test_sql_base.py checks the result
+    against psycopg's own conversion."""
+    import psycopg
+    from psycopg import _queries
+
+    class KeptQuery(_queries.PostgresQuery):
+        def convert(self, query: Any, vars: Any) -> None:
+            if vars is None or not isinstance(query, str | bytes):
+                super().convert(query, vars)
+                return
+            converted = _converted(self._ensure_bytes(query), self._tx.encoding)
+            self.query, self._want_formats, self._order, self._parts = converted
+            self.dump(vars)
+
+    class KeptCursor(psycopg.Cursor[Any]):
+        _query_cls = KeptQuery
+
+    return KeptCursor
+
+
 def prepared(raw: Any, statement: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
     """Run `statement` on a psycopg connection as a server-side prepared statement: parsed and
     analysed once per connection instead of at every step (a quarter of PostgreSQL's time on
     the step path when each statement was sent as text). PostgreSQL's own plan cache decides
     between custom and generic plans (plan_cache_mode auto); forcing generic plans measured no
     faster and would pin plans made while the tables were still empty."""
-    import psycopg
 
     prepare_session(raw)
-    with psycopg.Cursor(raw) as cursor:
+    with _cursor_class()(raw) as cursor:
         cursor.execute(statement, params, prepare=True)
-        return cursor.fetchone()
+        row: tuple[Any, ...] | None = cursor.fetchone()
+        return row
 
 
 _cursors = threading.local()
@@ -120,7 +156,7 @@ def prepared_row(statement: str, params: dict[str, Any] | Sequence[Any]) -> tupl
             held = _cursors.held = (raw, {})  # a new connection: the old one's cursors go with it
         cursor = held[1].get(statement)
         if cursor is None:
-            cursor = held[1][statement] = psycopg.Cursor(raw)
+            cursor = held[1][statement] = _cursor_class()(raw)
         if connection.queries_logged:  # DEBUG or a test's CaptureQueriesContext: count it too
             connection.queries_log.append({"sql": statement, "time": "0.000"})
         cursor.execute(statement, params, prepare=True)

@@ -26,8 +26,10 @@ from ingest.triggers.errors import (
     NotAuthenticated,
     RateLimited,
     ReplayedRequest,
+    RouteChanged,
     RouteDisabled,
     RouteNotFound,
+    TriggerError,
 )
 from ingest.triggers.models import IdempotencyKey, IngressSecret, Route, SeenSignature
 from ingest.triggers.selectors import Outcome
@@ -48,6 +50,32 @@ class Triggered:
     coalesced: Coalesced | None = None
     # Not created: the instance's outcome, read with the key (None: not read, or it is gone).
     outcome: Outcome | None = None
+    # The caller's `also` query's value, read in the creating statement (`also_read` False: not
+    # read, the caller asks itself).
+    also: Any = None
+    also_read: bool = False
+
+
+class _Stale(Exception):
+    """The route or credential a request was checked against changed before its statement."""
+
+
+@dataclass(frozen=True)
+class _Checked:
+    """A route and the caller's credential as a lookup found them (`current`: what the creating
+    statement checks they still are; None on SQLite)."""
+
+    route: Route
+    credential: IngressSecret
+    current: trigger_sql.Current | None
+
+
+# (route name, token hash) → what the last lookup found, per process: a request whose route and
+# credential are here takes no lookup. Nothing here is trusted on its own: the creating statement
+# writes nothing unless both rows are unchanged, and then the request is checked afresh, so a
+# rotated, disabled or deleted credential or route is refused at once, with no expiry window.
+_KEPT: dict[tuple[str, str], _Checked] = {}
+_KEPT_MOST = 1024
 
 
 def ingress_secret_create(
@@ -101,13 +129,12 @@ def route_upsert(*, name: str, workflow: str, tenant: str = "default", **fields:
     return route
 
 
-def _route_and_credential(name: str, token: str | None) -> tuple[Route, IngressSecret]:
+def _route_and_credential(name: str, token: str | None, token_hash: str) -> _Checked:
     """The route and the caller's credential (one query), or the error that says which is wrong."""
-    found = trigger_sql.route_with_secret(
-        name=name, token_hash=signing.token_hash(token) if token else "")
+    found = trigger_sql.route_with_secret(name=name, token_hash=token_hash)
     if found is None:
         raise RouteNotFound(f"no route is named {name[:100]!r}; routes are configured in the admin")
-    route, secret = found
+    route, secret = found.route, found.secret
     if not route.enabled:
         raise RouteDisabled(
             f"route {route.name!r} is disabled; an operator can enable it in the admin"
@@ -121,7 +148,7 @@ def _route_and_credential(name: str, token: str | None) -> tuple[Route, IngressS
             f"the ingress token is not valid for route {route.name!r}; use a token issued for "
             "its tenant"
         )
-    return route, secret
+    return _Checked(route, secret, found.current)
 
 
 def parse_payload(body: bytes, *, parsed: Any = None) -> dict[str, Any]:
@@ -181,19 +208,20 @@ def _keep(row: IdempotencyKey) -> Callable[[str], object]:
 
 
 def _start_unreplayed(route: Route, payload: dict[str, Any], *, seen: SeenSignature,
-                      actor: str, now: datetime) -> tuple[str, Coalesced | None]:
+                      actor: str, now: datetime, current: trigger_sql.Current | None,
+                      also: str | None) -> Triggered:
     """Start the instance and remember the request's signature in one transaction.
 
     Without an Idempotency-Key the signature is the request's identity: the same bytes sent
     again inside the window hit the primary key (on PostgreSQL a concurrent twin blocks on it
     until the first commits) and are refused, naming the instance the first one started.
     """
-    if _one_statement(route):
-        return _start_unreplayed_at_once(route, payload, seen=seen, actor=actor), None
+    if current is not None and _one_statement(route):
+        return _start_unreplayed_at_once(route, payload, seen=seen, actor=actor, current=current, also=also)
     for _ in range(3):
         try:
             seen.instance_id, joined = _start(route, payload, actor=actor, now=now, first=_remember(seen))
-            return seen.instance_id, joined
+            return Triggered(seen.instance_id, True, route, joined)
         except IntegrityError:
             first = SeenSignature.objects.filter(pk=seen.digest).first()
             if first is None:
@@ -224,19 +252,22 @@ def _replayed(instance_id: str) -> ReplayedRequest:
 
 
 def _start_unreplayed_at_once(route: Route, payload: dict[str, Any], *, seen: SeenSignature,
-                              actor: str) -> str:
+                              actor: str, current: trigger_sql.Current, also: str | None) -> Triggered:
     """`_start_unreplayed` in one statement: the signature's row leads, the instance follows."""
     for _ in range(3):
         seen.instance_id = _instance_id(route)
         try:
-            created, probe = engine_services.instance_create_behind(
-                lead=trigger_sql.seen_signature_lead(seen), workflow=route.workflow, id=seen.instance_id,
-                params=payload, tenant=route.tenant, priority=route.priority, actor=actor)
+            created, row = engine_services.instance_create_behind(
+                lead=trigger_sql.seen_signature_lead(seen, current=current, also=also), workflow=route.workflow,
+                id=seen.instance_id, params=payload, tenant=route.tenant, priority=route.priority, actor=actor)
         except IntegrityError:
             continue  # the instance id is taken (nothing was written): another one
+        probe = trigger_sql.probed(row)
         if created:
-            return seen.instance_id
-        first = probe[0] or trigger_sql.seen_signature_read(digest=seen.digest)
+            return Triggered(seen.instance_id, True, route, also=probe.also, also_read=True)
+        if not probe.current:
+            raise _Stale
+        first = probe.rest[0] or trigger_sql.seen_signature_read(digest=seen.digest)
         if first is not None:
             raise _replayed(first)
         # purged under us: be first again
@@ -244,7 +275,7 @@ def _start_unreplayed_at_once(route: Route, payload: dict[str, Any], *, seen: Se
 
 
 def _start_once_at_once(route: Route, payload: dict[str, Any], *, key: str, digest: str, now: datetime,
-                        actor: str) -> Triggered:
+                        actor: str, current: trigger_sql.Current, also: str | None) -> Triggered:
     """`_start_once` in one statement: the key's row leads, the instance and its history follow
     only if the key was new (or expired); a replay reads the first request's key and its
     instance's outcome in the same statement."""
@@ -252,16 +283,20 @@ def _start_once_at_once(route: Route, payload: dict[str, Any], *, key: str, dige
     for _ in range(5):
         instance_id = _instance_id(route)
         lead = trigger_sql.idempotency_key_lead(tenant=route.tenant, route=route.name, key=key, digest=digest,
-                                                instance_id=instance_id, now=now, expires_at=expires)
+                                                instance_id=instance_id, now=now, expires_at=expires,
+                                                current=current, also=also)
         try:
-            created, probe = engine_services.instance_create_behind(
+            created, row = engine_services.instance_create_behind(
                 lead=lead, workflow=route.workflow, id=instance_id, params=payload, tenant=route.tenant,
                 priority=route.priority, actor=actor)
         except IntegrityError:
             continue  # the instance id is taken (nothing was written): another one
+        probe = trigger_sql.probed(row)
         if created:
-            return Triggered(instance_id, True, route)
-        kept = trigger_sql.idempotency_key_kept(probe) or trigger_sql.idempotency_key_read(
+            return Triggered(instance_id, True, route, also=probe.also, also_read=True)
+        if not probe.current:
+            raise _Stale  # a replay is not answered either: the credential may be revoked
+        kept = trigger_sql.idempotency_key_kept(probe.rest) or trigger_sql.idempotency_key_read(
             tenant=route.tenant, route=route.name, key=key)
         if kept is None or kept.expires_at <= now:
             continue  # deleted or expired under us: try to be first again
@@ -286,7 +321,8 @@ def _conflict(route: Route, key: str, instance_id: str) -> IdempotencyConflict:
 
 
 def _start_once(
-    route: Route, payload: dict[str, Any], *, key: str, now: datetime, actor: str
+    route: Route, payload: dict[str, Any], *, key: str, now: datetime, actor: str,
+    current: trigger_sql.Current | None, also: str | None,
 ) -> Triggered:
     """The first request with `key` starts the instance; the rest get its id.
 
@@ -295,8 +331,9 @@ def _start_once(
     reads the winner's row, so exactly one instance exists whatever the interleaving.
     """
     digest = signing.body_hash(json.dumps(payload, sort_keys=True, separators=(",", ":")).encode())
-    if _one_statement(route):
-        return _start_once_at_once(route, payload, key=key, digest=digest, now=now, actor=actor)
+    if current is not None and _one_statement(route):
+        return _start_once_at_once(route, payload, key=key, digest=digest, now=now, actor=actor,
+                                   current=current, also=also)
     for _ in range(5):
         instance_id = _instance_id(route)
         row = IdempotencyKey(
@@ -329,13 +366,48 @@ def _start_once(
 def route_trigger(
     *, route: str, token: str | None, timestamp: str | None, signature: str | None, body: bytes,
     idempotency_key: str | None, now: datetime, actor: str = "", parsed: Any = None,
+    also: str | None = None,
 ) -> Triggered:
     """Start the route's workflow for a signed request, or raise a TriggerError saying why not.
 
     Checks run cheapest first and nothing is written before they all pass; a request refused for
     its rate limit took no token. `parsed`: the body as the input guard parsed it, if it did.
+    `also`: a scalar SELECT the creating statement runs too, on PostgreSQL (%(g_name)s is the
+    route's name); its value comes back in `Triggered.also` when `also_read`.
+
+    The route and credential a previous request of this process found are used without a lookup;
+    the creating statement checks they are unchanged, and when they are not the request is
+    checked again from a fresh lookup (a rate-limited route's token was then taken twice).
     """
-    found, credential = _route_and_credential(route, token)
+    token_hash = signing.token_hash(token) if token else ""
+    kept = _KEPT.get((route, token_hash)) if token else None
+    for attempt in range(3):
+        checked = kept if kept is not None and attempt == 0 else _route_and_credential(route, token, token_hash)
+        try:
+            triggered = _trigger(checked, token=token, timestamp=timestamp, signature=signature, body=body,
+                                 idempotency_key=idempotency_key, now=now, actor=actor, parsed=parsed, also=also)
+        except _Stale:
+            _KEPT.pop((route, token_hash), None)
+            continue
+        except TriggerError:
+            if checked is kept:
+                _KEPT.pop((route, token_hash), None)  # a refusal is given from fresh rows only
+                continue
+            raise
+        # A debouncing or batching route joins its window without the guarded statement: kept
+        # only if its creating statement checks it.
+        if checked.current is not None and checked is not kept and _one_statement(checked.route):
+            if len(_KEPT) >= _KEPT_MOST:
+                _KEPT.clear()
+            _KEPT[(route, token_hash)] = checked
+        return triggered
+    raise RouteChanged(f"route {route[:100]!r} or its credential changed while the request was handled; "
+                       "retry it")
+
+
+def _trigger(checked: _Checked, *, token: str | None, timestamp: str | None, signature: str | None, body: bytes,
+             idempotency_key: str | None, now: datetime, actor: str, parsed: Any, also: str | None) -> Triggered:
+    found, credential = checked.route, checked.credential
     signing.verify(secrets=[credential.hmac_secret], timestamp=timestamp, signature=signature,
                    body=body, now=now)
     if idempotency_key is not None and not _KEY.match(idempotency_key):
@@ -356,9 +428,8 @@ def route_trigger(
     actor = actor or f"ingress:{credential.tenant}/{credential.name}"
     if idempotency_key is None:
         seen = _seen(found, timestamp=timestamp, signature=signature)
-        instance_id, joined = _start_unreplayed(found, payload, seen=seen, actor=actor, now=now)
-        return Triggered(instance_id, True, found, joined)
-    return _start_once(found, payload, key=idempotency_key, now=now, actor=actor)
+        return _start_unreplayed(found, payload, seen=seen, actor=actor, now=now, current=checked.current, also=also)
+    return _start_once(found, payload, key=idempotency_key, now=now, actor=actor, current=checked.current, also=also)
 
 
 def idempotency_keys_purge(*, now: datetime) -> int:

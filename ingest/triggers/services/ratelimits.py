@@ -16,7 +16,9 @@ from datetime import datetime, timedelta
 
 from django.db import IntegrityError, transaction
 
+from ingest.engine.sql.base import is_postgres
 from ingest.triggers import buckets
+from ingest.triggers import sql as trigger_sql
 from ingest.triggers.errors import UnknownRateLimit
 from ingest.triggers.models import TokenBucket
 
@@ -107,9 +109,16 @@ def rate_limits_take(*, limits: list[tuple[str, int]], now: datetime) -> float:
     """Take one request from every `(key, per_minute)` bucket, or from none: the longest wait.
 
     Rows are locked in key order so two requests that need the same buckets cannot deadlock.
+    One bucket on PostgreSQL (a route's or a credential's limit): one statement takes the token;
+    only a refusal asks the locked path below for the wait (which takes the token if one came
+    in between).
     """
     if not limits:
         return 0.0
+    if len(limits) == 1 and is_postgres():
+        key, per_minute = limits[0]
+        if trigger_sql.bucket_take_one(key=key, capacity=float(per_minute), refill=per_minute / 60.0, now=now):
+            return 0.0
     with transaction.atomic():
         takes = []
         for key, per_minute in sorted(limits):
