@@ -9,7 +9,7 @@ class Migration(migrations.Migration):
     the page's 341 ms, docs/bulk-actions.md "Instances list figures")."""
 
     dependencies = [
-        ('engine', '0015_worker_heartbeats'),
+        ('engine', '0016_metrics_covering_indexes'),
     ]
 
     operations = [
