@@ -24,7 +24,10 @@ pytestmark = pytest.mark.db
 
 STATUSES = ["errored", "running", "complete", "paused", "waiting", "queued", "terminated"]
 FILTERS = ["", "status=errored&status=paused", "workflow=ingest", "attr=domain:a.com", "step=llm-extract",
-           "since=2026-01-01T00:10&until=2026-01-01T00:40", "tenant=globex&status=complete"]
+           "since=2026-01-01T00:10&until=2026-01-01T00:40", "tenant=globex&status=complete",
+           # statuses with an attribute, and three statuses: the shapes instance_status covers
+           "attr=domain:a.com&status=errored&status=paused&status=complete",
+           "status=errored&status=paused&status=waiting"]
 SORTS = [*SORT_LABELS, "attr.customer", "-attr.customer"]
 
 
