@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +21,12 @@ SHOTS = ROOT / "test-artifacts" / "screenshots"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 
 
-@pytest.fixture(scope="session")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+@contextmanager
+def started_stack(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[Stack]:
+    """A stack on a SQLite ledger of its own, with 8 worker slots (earlier tests' bulk batches and
+    rate-capped redrives may still hold some), whose logs a failed test prints."""
     require(f"Chromium at {CHROMIUM}", chromium_available())
-    base = tmp_path_factory.mktemp("e2e")
-    # 8 slots: by the time the domain test fans out its URLs, earlier tests' bulk batches and
-    # rate-capped redrives may still hold some (4 left the onboarding queued past its wait in CI).
+    base = tmp_path_factory.mktemp(name)
     s = Stack(f"sqlite:///{base / 'runledger.sqlite3'}", logs=base / "logs", worker_concurrency=8).start()
     _STACKS.append(s)
     try:
@@ -33,6 +34,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     finally:
         _STACKS.remove(s)
         s.stop()
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    with started_stack(tmp_path_factory, "e2e") as s:
+        yield s
 
 
 _STACKS: list[Stack] = []

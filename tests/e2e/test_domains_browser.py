@@ -9,8 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.conftest import CHROMIUM, chromium_available, require
-from tests.e2e.conftest import _STACKS, Session
+from tests.e2e.conftest import Session, started_stack
 from tests.e2e.servers import Stack, wait_until
 
 pytestmark = pytest.mark.e2e
@@ -20,15 +19,8 @@ pytestmark = pytest.mark.e2e
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     """A stack of its own: on the shared one, instances earlier browser tests left behind queued
     ahead of this onboarding's ~60 url-classify items for minutes (alone it ends in seconds)."""
-    require(f"Chromium at {CHROMIUM}", chromium_available())
-    base = tmp_path_factory.mktemp("e2e-domains")
-    s = Stack(f"sqlite:///{base / 'runledger.sqlite3'}", logs=base / "logs", worker_concurrency=8).start()
-    _STACKS.append(s)
-    try:
+    with started_stack(tmp_path_factory, "e2e-domains") as s:
         yield s
-    finally:
-        _STACKS.remove(s)
-        s.stop()
 
 
 def login_patiently(browser, stack: Stack, username: str) -> Session:  # type: ignore[no-untyped-def]
