@@ -22,9 +22,9 @@ from datetime import datetime
 from typing import Any
 
 from ingest.engine import InstanceAlreadyExists, NonRetryableError, Workflow, WorkflowEvent, create
+from ingest.engine.sql.create import Guard
 from ingest.extraction import Fact
 from ingest.extraction.patterns import SPEAKER_LINE
-from ingest.engine.sql.create import Guard
 from ingest.pipelines.models import SourceAuthority
 from ingest.pipelines.selectors import gong_config_get, keyword_list_get
 from ingest.pipelines.services import fact_insert_or_supersede
