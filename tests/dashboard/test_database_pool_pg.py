@@ -17,7 +17,7 @@ def test_a_pooled_connection_the_server_dropped_while_idle_is_replaced_before_a_
     from dashboard import db_pool
     from tests.conftest import PG_URL
 
-    pool = ConnectionPool(PG_URL, min_size=1, max_size=1, check=db_pool.check_unless_recent,
+    pool = ConnectionPool(PG_URL, min_size=1, max_size=1, check=db_pool.check_unless_recent, open=True,
                           kwargs={"autocommit": True})
     try:
         with pool.connection() as conn:

@@ -62,10 +62,10 @@ def instance_create(*, workflow: str, id: str | None = None, params: Any = None,
     it does not hold, nothing is written and CheckedRowsChanged is raised (before a duplicate id
     is reported: a duplicate is only "already processed" for a caller whose check still holds).
     """
-    inst = new_instance(workflow=workflow, id=id, params=params, tenant=tenant, priority=priority,
-                         start_at=start_at, now=clock.now())
     if guard is not None and (first is not None or not is_postgres()):
         raise ValueError("a guard is checked by the one-statement create: PostgreSQL, without `first`")
+    inst = new_instance(workflow=workflow, id=id, params=params, tenant=tenant, priority=priority,
+                         start_at=start_at, now=clock.now())
     if first is None and is_postgres():
         # One statement: a duplicate id inserts nothing instead of failing.
         with _contained():
