@@ -97,6 +97,10 @@ def database_config(env: Mapping[str, str], *, base_dir: Path) -> dict[str, Any]
             # reused and every request paid for a new PostgreSQL backend (about 2/3 of an
             # ingress request's cost). The pool hands a connection to each request and takes it
             # back when the request ends (CONN_MAX_AGE must be 0 with a pool).
+            # The pool checks a connection it hands out unless it served a request in the last
+            # half second (dashboard/db_pool.py, through the backend dashboard/postgres): Django's
+            # check is a round trip per request.
+            config["ENGINE"] = "dashboard.postgres"
             config["CONN_MAX_AGE"] = 0
             config["OPTIONS"]["pool"] = {"min_size": min(2, pool), "max_size": pool, "timeout": 10.0}
     else:

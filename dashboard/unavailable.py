@@ -9,7 +9,10 @@ rendering a template would run context processors, which read the session from t
 that just failed.
 
 Django's persistent connections check their health at each request (CONN_HEALTH_CHECKS in
-dashboard/config.py), so once the database is back the next request works.
+dashboard/config.py), so once the database is back the next request works. A web process's pool
+checks a connection that has not served a request in the last 0.5 s (dashboard/db_pool.py): a
+connection the server dropped within that window fails the one request that gets it, and the
+pool discards it.
 """
 
 from __future__ import annotations

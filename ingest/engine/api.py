@@ -11,6 +11,7 @@ from ingest.engine.errors import InstanceNotFound
 from ingest.engine.models import Instance
 from ingest.engine.services import control as svc_control
 from ingest.engine.services import instances as svc_instances
+from ingest.engine.sql.create import Guard
 
 
 class InstanceHandle:
@@ -42,10 +43,14 @@ class InstanceHandle:
 
 
 def create(workflow: str, *, id: str | None = None, params: Any = None, tenant: str = "default",
-           priority: int | None = None, start_at: datetime | None = None, actor: str = "") -> InstanceHandle:
-    """Create an instance of `workflow`. A duplicate id raises InstanceAlreadyExists."""
+           priority: int | None = None, start_at: datetime | None = None, actor: str = "",
+           guard: Guard | None = None) -> InstanceHandle:
+    """Create an instance of `workflow`. A duplicate id raises InstanceAlreadyExists.
+
+    `guard` (PostgreSQL): a condition the insert is made under (`ingest.engine.sql.create.Guard`);
+    when it does not hold nothing is written and CheckedRowsChanged is raised."""
     inst = svc_instances.instance_create(workflow=workflow, id=id, params=params, tenant=tenant,
-                                    priority=priority, start_at=start_at, actor=actor)
+                                         priority=priority, start_at=start_at, actor=actor, guard=guard)
     return InstanceHandle(inst.id)
 
 

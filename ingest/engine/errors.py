@@ -26,6 +26,11 @@ class InvalidInstanceId(EngineError):
     """Instance ids match ^[A-Za-z0-9_][A-Za-z0-9_-]*$ and are at most 100 characters."""
 
 
+class CheckedRowsChanged(EngineError):
+    """The rows the caller checked before creating an instance changed first; nothing was
+    written — check them again."""
+
+
 class InstanceAlreadyExists(EngineError):
     """An instance with that id already exists; treat it as already processed."""
 

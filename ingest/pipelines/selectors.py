@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 import time
@@ -24,6 +25,7 @@ from ingest.pipelines.models import (
     Price,
 )
 from ingest.pipelines.pricing import PriceRow
+from ingest.pipelines.sql import WebhookConnection
 
 ENV: Mapping[str, str] = os.environ
 
@@ -128,6 +130,41 @@ def connection_by_webhook_key(*, kind: str, key: str) -> Connection | None:
     if not key:
         return None
     return pipelines_sql.connection_by_webhook_hashes(kind=kind, hashes=lookup_hashes(key))
+
+
+# (kind, sha256 of the webhook key) → the connection the last lookup found, per process
+# (PostgreSQL only). Nothing here is trusted on its own: a webhook creates its instances under
+# the entry's guard, which holds only while the row is unchanged, and any answer that no guarded
+# statement confirmed is given again from a fresh lookup (`ingest/workflows/hooks.py`), so a
+# disabled, re-keyed, re-tenanted or deleted connection is refused at its next post.
+_KEPT_WEBHOOKS: dict[tuple[str, str], WebhookConnection] = {}
+_KEPT_WEBHOOKS_MOST = 1024
+
+
+def _kept_key(kind: str, key: str) -> tuple[str, str]:
+    return kind, hashlib.sha256(key.encode()).hexdigest()
+
+
+def webhook_connection_get(*, kind: str, key: str, kept: bool = True) -> tuple[WebhookConnection | None, bool]:
+    """(the connection whose webhook key is `key` with its guard, whether it came from this
+    process's keep rather than a lookup just now). `kept=False`: look it up, whatever is kept."""
+    if not key:
+        return None, False
+    if kept and (found := _KEPT_WEBHOOKS.get(_kept_key(kind, key))) is not None:
+        return found, True
+    found = pipelines_sql.webhook_connection_by_hashes(kind=kind, hashes=lookup_hashes(key))
+    if found is None or found.guard is None:
+        _KEPT_WEBHOOKS.pop(_kept_key(kind, key), None)
+        return found, False
+    if len(_KEPT_WEBHOOKS) >= _KEPT_WEBHOOKS_MOST:
+        _KEPT_WEBHOOKS.clear()
+    _KEPT_WEBHOOKS[_kept_key(kind, key)] = found
+    return found, False
+
+
+def webhook_connection_forget(*, kind: str, key: str) -> None:
+    """Drop what this process keeps for the webhook key `key` (its guard did not hold)."""
+    _KEPT_WEBHOOKS.pop(_kept_key(kind, key), None)
 
 
 def gong_config_get(*, tenant: str, base_url: str | None = None) -> GongConfig:

@@ -22,6 +22,7 @@ from datetime import datetime
 from typing import Any
 
 from ingest.engine import InstanceAlreadyExists, NonRetryableError, Workflow, WorkflowEvent, create
+from ingest.engine.sql.create import Guard
 from ingest.extraction import Fact
 from ingest.extraction.patterns import SPEAKER_LINE
 from ingest.pipelines.models import SourceAuthority
@@ -188,7 +189,7 @@ def gong_params(call: GongCall | GongExtensiveCall | Mapping[str, Any], transcri
 
 
 def gong_ingest_start(tenant: str, call: GongCall | GongExtensiveCall | Mapping[str, Any], *,
-                      transcript: str | None = None, actor: str = "") -> Started:
+                      transcript: str | None = None, actor: str = "", guard: Guard | None = None) -> Started:
     """Start `gong-ingest` for a call; a duplicate id means already processed (ADR-026).
 
     Without `transcript` the instance fetches it from Gong in its first step.
@@ -197,7 +198,7 @@ def gong_ingest_start(tenant: str, call: GongCall | GongExtensiveCall | Mapping[
     params["tenant"] = tenant
     instance_id = gong_instance_id(tenant, params["call_id"])
     try:
-        create(WORKFLOW, id=instance_id, params=params, tenant=tenant, actor=actor)
+        create(WORKFLOW, id=instance_id, params=params, tenant=tenant, actor=actor, guard=guard)
     except InstanceAlreadyExists:
         return Started(instance_id, False)
     return Started(instance_id, True)

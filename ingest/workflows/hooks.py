@@ -12,6 +12,7 @@ already processed.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,9 +21,10 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
-from ingest.engine.errors import EngineError
-from ingest.pipelines.models import Connection, ConnectionKind
-from ingest.pipelines.selectors import connection_by_webhook_key
+from ingest.engine.errors import CheckedRowsChanged, EngineError
+from ingest.pipelines.models import ConnectionKind
+from ingest.pipelines.selectors import webhook_connection_forget, webhook_connection_get
+from ingest.pipelines.sql import WebhookConnection
 from ingest.sources.gong import WebhookInvalid, parse_webhook
 from ingest.sources.salesforce_events import (
     OUTBOUND_ACK_CONTENT_TYPE,
@@ -84,33 +86,60 @@ def _summary(results: list[Started]) -> dict[str, Any]:
     }
 
 
+Handled = tuple[HttpResponse, bool]  # the answer, and whether a guarded statement confirmed the connection
+
+
+def _hooked(kind: str, key: str, handle: Callable[[WebhookConnection], Handled]) -> HttpResponse:
+    """Answer a post with the connection its key names, kept per process between posts.
+
+    A kept connection is trusted only by the statements that create instances under its guard:
+    a guard that no longer holds (the row was disabled, re-keyed or edited by any process)
+    writes nothing and the post is handled again from a fresh lookup; an answer that no guarded
+    statement confirmed (a test post, a refused body, nothing to start) is given again from a
+    fresh lookup too, so a revoked key never learns more than a 404.
+    """
+    for attempt in range(3):
+        found, kept = webhook_connection_get(kind=kind, key=key, kept=attempt == 0)
+        if found is None:
+            return _not_found()
+        try:
+            response, confirmed = handle(found)
+        except CheckedRowsChanged:
+            webhook_connection_forget(kind=kind, key=key)
+            continue
+        if kept and not confirmed:
+            continue
+        return response
+    return _error(409, "connection_changed", "the webhook's connection changed while the post was handled; "
+                  "retry it")
+
+
 @csrf_exempt
 @require_POST
 def gong_webhook(request: HttpRequest, key: str) -> HttpResponse:
     """`POST /hooks/gong/<key>` with `{"callData": {...}, "isTest": bool}`."""
-    connection = connection_by_webhook_key(kind=ConnectionKind.GONG, key=key)
-    if connection is None:
-        return _not_found()
+    return _hooked(ConnectionKind.GONG, key, lambda found: _gong(request, found))
+
+
+def _gong(request: HttpRequest, found: WebhookConnection) -> Handled:
     try:
         body = _json_body(request)
         if not isinstance(body, dict):
             raise WebhookInvalid(f"body is a JSON {type(body).__name__}, not an object")
         hook = parse_webhook(body)
     except WebhookInvalid as error:
-        return _invalid(error)
+        return _invalid(error), False
     if hook.is_test:
-        return JsonResponse({"status": "test", "call_id": hook.call.call.id})
+        return JsonResponse({"status": "test", "call_id": hook.call.call.id}), False
     try:
-        started = gong_ingest_start(connection.tenant, hook.call, actor="gong-webhook")
+        started = gong_ingest_start(found.connection.tenant, hook.call, actor="gong-webhook", guard=found.guard)
+    except CheckedRowsChanged:
+        raise
     except EngineError as error:
-        return _refused(error)
+        return _refused(error), False
     status = 202 if started.created else 200
     return JsonResponse({"status": "started" if started.created else "already processed",
-                         "instance_id": started.instance_id}, status=status)
-
-
-def _salesforce(key: str) -> Connection | None:
-    return connection_by_webhook_key(kind=ConnectionKind.SALESFORCE, key=key)
+                         "instance_id": started.instance_id}, status=status), True
 
 
 def _events(body: Any) -> list[dict[str, Any]]:
@@ -128,22 +157,28 @@ def salesforce_cdc(request: HttpRequest, key: str) -> HttpResponse:
     events carry only the changed fields), versioned by the commit timestamp. Deletes and
     events for other objects than opportunities are acknowledged and skipped.
     """
-    connection = _salesforce(key)
-    if connection is None:
-        return _not_found()
+    return _hooked(ConnectionKind.SALESFORCE, key, lambda found: _cdc(request, found))
+
+
+def _cdc(request: HttpRequest, found: WebhookConnection) -> Handled:
     try:
         events = [parse_change_event(item) for item in _events(_json_body(request))]
     except (WebhookInvalid, SalesforceEventInvalid) as error:
-        return _invalid(error)
+        return _invalid(error), False
     if (count := sum(len(event.record_ids) for event in events)) > _max_records():
-        return _too_many(count)  # checked before any start: one post cannot keep a web process busy
+        return _too_many(count), False  # checked before any start: one post cannot keep a web process busy
     try:
-        return _cdc_start(connection, events)
+        return _cdc_start(found, events)
+    except CheckedRowsChanged:
+        raise
     except EngineError as error:
-        return _refused(error)
+        return _refused(error), False
 
 
-def _cdc_start(connection: Connection, events: list[Any]) -> JsonResponse:
+def _cdc_start(found: WebhookConnection, events: list[Any]) -> Handled:
+    # A connection changed between two records of one post: the records before were started
+    # under the unchanged row, the post is handled again from a fresh lookup and reports them
+    # as already processed (or answers 404 when the key no longer names a connection).
     results: list[Started] = []
     skipped = 0
     for event in events:
@@ -152,11 +187,11 @@ def _cdc_start(connection: Connection, events: list[Any]) -> JsonResponse:
             continue
         for record_id in event.record_ids:
             results.append(salesforce_ingest_start(
-                connection.tenant, object_id=record_id, object_type=event.entity_name,
+                found.connection.tenant, object_id=record_id, object_type=event.entity_name,
                 version=version_of(event.commit_timestamp), observed_at=event.commit_timestamp.isoformat(),
-                trigger=f"cdc:{event.change_type}", actor="salesforce-cdc",
+                trigger=f"cdc:{event.change_type}", actor="salesforce-cdc", guard=found.guard,
             ))
-    return JsonResponse({**_summary(results), "skipped": skipped}, status=202 if results else 200)
+    return JsonResponse({**_summary(results), "skipped": skipped}, status=202 if results else 200), bool(results)
 
 
 @csrf_exempt
@@ -167,29 +202,34 @@ def salesforce_outbound(request: HttpRequest, key: str) -> HttpResponse:
     A notification is versioned by the record's LastModifiedDate when the message carries it,
     else by the notification id (Salesforce redelivers a notification with the same id).
     """
-    connection = _salesforce(key)
-    if connection is None:
-        return _not_found()
+    return _hooked(ConnectionKind.SALESFORCE, key, lambda found: _outbound(request, found))
+
+
+def _outbound(request: HttpRequest, found: WebhookConnection) -> Handled:
+    connection = found.connection
     try:
         message = parse_outbound_message(request.body)
         versions = [_outbound_version(note) for note in message.notifications]
     except SalesforceEventInvalid as error:
-        return _invalid(error)
+        return _invalid(error), False
     if len(message.notifications) > _max_records():
-        return _too_many(len(message.notifications))
+        return _too_many(len(message.notifications)), False
     expected_org = str(connection.options.get("organization_id") or "")
     if expected_org and message.organization_id[:15] != expected_org[:15]:
         log.warning("outbound message for org %s refused on the webhook of %s", message.organization_id, connection.tenant)
-        return _not_found()
+        return _not_found(), False
     try:
         for note, version in zip(message.notifications, versions, strict=True):
             fields = {k: v for k, v in note.fields.items() if v is not None}
             salesforce_ingest_start(connection.tenant, object_id=note.record_id,
                                     object_type=note.sobject_type or "Opportunity", record=fields,
-                                    version=version, trigger="outbound-message", actor="salesforce-outbound")
+                                    version=version, trigger="outbound-message", actor="salesforce-outbound",
+                                    guard=found.guard)
+    except CheckedRowsChanged:
+        raise
     except EngineError as error:
-        return _refused(error)
-    return HttpResponse(outbound_ack(True), content_type=OUTBOUND_ACK_CONTENT_TYPE)
+        return _refused(error), False
+    return HttpResponse(outbound_ack(True), content_type=OUTBOUND_ACK_CONTENT_TYPE), bool(message.notifications)
 
 
 def _outbound_version(note: Any) -> str:

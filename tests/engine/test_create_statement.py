@@ -47,3 +47,28 @@ def test_a_create_writes_every_column_as_the_orm_would_and_a_duplicate_writes_no
         instance_create(workflow="plain-create", id="plain-1", params={"b": 2}, tenant="acme")
     assert Instance.objects.get(pk="plain-1").params == {"a": [1, "é"]}
     assert History.objects.filter(instance_id="plain-1").count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_create_under_a_guard_that_no_longer_holds_writes_nothing_and_says_so(require_postgres: None) -> None:
+    from ingest.engine.errors import CheckedRowsChanged
+    from tests.engine.test_create_statement_support import Plain  # noqa: F401  (registers the workflow)
+
+    holds = sql_create.Guard("%(g_ok)s::boolean", {"g_ok": True})
+    fails = sql_create.Guard("%(g_ok)s::boolean", {"g_ok": False})
+    with pytest.raises(CheckedRowsChanged):
+        instance_create(workflow="plain-create", id="guarded-1", params={}, tenant="acme", guard=fails)
+    assert not Instance.objects.filter(pk="guarded-1").exists() and not History.objects.exists()
+    instance_create(workflow="plain-create", id="guarded-1", params={}, tenant="acme", guard=holds)
+    with pytest.raises(InstanceAlreadyExists):  # a duplicate is "already processed" only while the guard holds
+        instance_create(workflow="plain-create", id="guarded-1", params={}, tenant="acme", guard=holds)
+    with pytest.raises(CheckedRowsChanged):
+        instance_create(workflow="plain-create", id="guarded-1", params={}, tenant="acme", guard=fails)
+    assert Instance.objects.count() == 1 and History.objects.count() == 1
+
+
+def test_a_guard_is_refused_where_no_statement_can_check_it() -> None:
+    guard = sql_create.Guard("true", {})
+    with pytest.raises(ValueError, match="guard"):
+        instance_create(workflow="plain-create", id="guarded-2", params={}, tenant="acme", guard=guard,
+                        first=lambda: None)

@@ -19,6 +19,7 @@ from django.db import IntegrityError, transaction
 from ingest.engine import clock
 from ingest.engine.errors import (
     BatchTooLarge,
+    CheckedRowsChanged,
     InstanceAlreadyExists,
     InstanceFinished,
     InvalidParams,
@@ -51,20 +52,28 @@ from ingest.engine.writes import notify
 
 def instance_create(*, workflow: str, id: str | None = None, params: Any = None, tenant: str = "default",
                     priority: int | None = None, start_at: datetime | None = None, actor: str = "",
-                    first: Callable[[], object] | None = None) -> Instance:
+                    first: Callable[[], object] | None = None, guard: sql_create.Guard | None = None) -> Instance:
     """Create an instance; a duplicate id raises InstanceAlreadyExists (treat as already processed).
 
     `first` runs inside the instance's transaction before the insert (a caller's own row that
     must exist with the instance or not at all, e.g. an idempotency key): one transaction, no
     savepoint. An IntegrityError it raises rolls everything back and reaches the caller.
+    `guard` (PostgreSQL only, without `first`): the condition the statement inserts under; when
+    it does not hold, nothing is written and CheckedRowsChanged is raised (before a duplicate id
+    is reported: a duplicate is only "already processed" for a caller whose check still holds).
     """
+    if guard is not None and (first is not None or not is_postgres()):
+        raise ValueError("a guard is checked by the one-statement create: PostgreSQL, without `first`")
     inst = new_instance(workflow=workflow, id=id, params=params, tenant=tenant, priority=priority,
                          start_at=start_at, now=clock.now())
     if first is None and is_postgres():
         # One statement: a duplicate id inserts nothing instead of failing.
         with _contained():
-            inserted, _ = sql_create.instance_insert(inst, created_history_row(inst, actor=actor))
+            inserted, probe = sql_create.instance_insert(inst, created_history_row(inst, actor=actor), guard=guard)
         if not inserted:
+            if guard is not None and not probe[0]:
+                raise CheckedRowsChanged(f"what was checked before creating instance {inst.id!r} changed; "
+                                         "nothing was written — check it again")
             raise InstanceAlreadyExists(inst.id)
         notify.history()
         notify.ready()

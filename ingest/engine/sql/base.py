@@ -5,7 +5,6 @@ fragments several statement families share."""
 from __future__ import annotations
 
 import functools
-import threading
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -132,18 +131,18 @@ def prepared(raw: Any, statement: str, params: dict[str, Any]) -> tuple[Any, ...
         return row
 
 
-_cursors = threading.local()
-
-
 def prepared_row(statement: str, params: dict[str, Any] | Sequence[Any]) -> tuple[Any, ...] | None:
     """`statement` as a prepared statement on this thread's Django connection (in its
     transaction if one is open), its first row back.
 
     Django's cursors bind on the client and never prepare; here PostgreSQL parses and plans the
-    statement once per connection. The cursor is kept per thread and statement: psycopg keeps
+    statement once per connection. The cursor is kept per connection and statement: psycopg keeps
     the dumpers it picked for the parameters in the cursor, and a fresh cursor per call looks
-    them up again. Errors go through Django's translation, so a broken connection is noticed and
-    replaced. The engine's hot statements and the pipelines' (costs, facts) all run here.
+    them up again. Per connection, not per thread: under daphne each request runs on a thread of
+    its own and takes a connection from the pool, so a thread's cursors were never used twice
+    (a pooled connection serves one thread at a time). Errors go through Django's translation,
+    so a broken connection is noticed and replaced. The engine's hot statements and the
+    pipelines' (costs, facts) all run here.
     """
     import psycopg
 
@@ -151,12 +150,12 @@ def prepared_row(statement: str, params: dict[str, Any] | Sequence[Any]) -> tupl
     with connection.wrap_database_errors:
         raw = connection.connection
         prepare_session(raw)
-        held: tuple[Any, dict[str, psycopg.Cursor[Any]]] | None = getattr(_cursors, "held", None)
-        if held is None or held[0] is not raw:
-            held = _cursors.held = (raw, {})  # a new connection: the old one's cursors go with it
-        cursor = held[1].get(statement)
+        cursors: dict[str, psycopg.Cursor[Any]] | None = getattr(raw, "_runledger_cursors", None)
+        if cursors is None:
+            cursors = raw._runledger_cursors = {}
+        cursor = cursors.get(statement)
         if cursor is None:
-            cursor = held[1][statement] = _cursor_class()(raw)
+            cursor = cursors[statement] = _cursor_class()(raw)
         if connection.queries_logged:  # DEBUG or a test's CaptureQueriesContext: count it too
             connection.queries_log.append({"sql": statement, "time": "0.000"})
         cursor.execute(statement, params, prepare=True)

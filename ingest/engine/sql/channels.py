@@ -13,6 +13,12 @@ def notify(raw: Any, channel: str) -> None:
     raw.execute("SELECT pg_notify(%s, '')", (channel,))
 
 
+def notify_all(raw: Any, channels: list[str]) -> None:
+    """`notify` on each of `channels` in one statement: one round trip and one commit (a
+    transaction that notifies takes a transaction id and flushes its commit) for all of them."""
+    raw.execute("SELECT pg_notify(c, '') FROM unnest(%s::text[]) c", (channels,))
+
+
 def listen(raw: Any, channel: str) -> None:
     """Subscribe `raw`, a psycopg connection in autocommit, to `channel` (a name of this module)."""
     raw.execute(f"LISTEN {channel}")

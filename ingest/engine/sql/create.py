@@ -34,6 +34,18 @@ class Lead:
     probe: str = "SELECT NULL"
 
 
+@dataclass(frozen=True)
+class Guard:
+    """A condition the instance is inserted under, without a lead: `sql` (a boolean expression
+    with %(name)s parameters, distinct from the `i<n>`/`h<n>` the columns use; fixed text per
+    caller, the statement is prepared per text) is checked on the statement's snapshot. A caller
+    that kept rows between requests states here that they are unchanged: when the condition is
+    false nothing is written, and the outcome says so."""
+
+    sql: str
+    params: dict[str, Any]
+
+
 @functools.cache
 def _insertable(model: type[Model]) -> tuple[Field[Any, Any], ...]:
     return tuple(f for f in model._meta.concrete_fields if not isinstance(f, AutoField | BigAutoField))
@@ -84,14 +96,15 @@ def _params(obj: Model, prefix: str) -> dict[str, Any]:
 
 
 @functools.cache
-def _statement(lead_sql: str | None, probe: str) -> str:
+def _statement(lead_sql: str | None, probe: str, guard_sql: str | None = None) -> str:
     inst_cols, inst_values = _values(Instance, "i")
     hist_cols, hist_values = _values(History, "h")
     if lead_sql is None:
         # Without a lead the instance id decides: a duplicate id writes nothing (a concurrent
         # twin waits on the unique index until the first commits, then writes nothing).
         head = ""
-        insert = f"SELECT {inst_values} ON CONFLICT (id) DO NOTHING"
+        where = "" if guard_sql is None else f" WHERE {guard_sql}"
+        insert = f"SELECT {inst_values}{where} ON CONFLICT (id) DO NOTHING"
     else:
         # Behind a lead a duplicate id is an IntegrityError: the lead's row must not be left
         # without its instance (the caller retries with a new id).
@@ -103,14 +116,21 @@ def _statement(lead_sql: str | None, probe: str) -> str:
             f"LEFT JOIN LATERAL ({probe}) probe ON true")
 
 
-def instance_insert(inst: Instance, history: History, *, lead: Lead | None = None) -> tuple[bool, tuple[Any, ...]]:
+def instance_insert(inst: Instance, history: History, *, lead: Lead | None = None,
+                    guard: Guard | None = None) -> tuple[bool, tuple[Any, ...]]:
     """Insert `inst` and `history` in one statement on this thread's connection (in its
     transaction if one is open, else as a transaction of its own): (inserted, the lead's probe
-    row, all None when it found nothing)."""
+    row, all None when it found nothing). With a `guard` (and no lead) the probe row is
+    `(whether the guard held,)`."""
     params = {**_params(inst, "i"), **_params(history, "h")}
     if lead is not None:
         params.update(lead.params)
-    row = prepared_row(_statement(None if lead is None else lead.sql,
-                                  "SELECT NULL" if lead is None else lead.probe), params)
+        statement = _statement(lead.sql, lead.probe)
+    elif guard is not None:
+        params.update(guard.params)
+        statement = _statement(None, f"SELECT ({guard.sql}) AS held", guard.sql)
+    else:
+        statement = _statement(None, "SELECT NULL")
+    row = prepared_row(statement, params)
     assert row is not None  # the outer SELECT always returns one row
     return bool(row[0]), tuple(row[1:])

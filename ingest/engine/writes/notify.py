@@ -83,8 +83,7 @@ def _send(conn: Any, channels: set[str]) -> Any:
             conn = psycopg.connect(pg.connection_string(), autocommit=True)
             conn._runledger_epoch = pg.connections_epoch()
         try:
-            for channel in sorted(channels):
-                sql_channels.notify(conn, channel)
+            sql_channels.notify_all(conn, sorted(channels))
             return conn
         except psycopg.OperationalError:
             if attempt == 2 or not conn.broken:
