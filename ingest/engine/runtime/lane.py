@@ -21,9 +21,9 @@ plain functions run on threads and take the lane).
 `RUNLEDGER_DEFERRED_LANE` sets the width; 0, the default, turns the lane off. The lane buys a
 little latency with CPU: each deferred step that finds it held sleeps and is woken again, and the
 committer gets the completions one by one. On the same benchmark, measured again under the load
-of a shared 2-core machine (issue 20), the lane of one cost 3–5 ms of CPU per call (workers and
-PostgreSQL; 22.1–23.4 ms with it, 18.4–19.8 ms without) and 30–40 context switches per call,
-with no gain in wall time the load's noise would not hide. Turn it on where a process's deferred
+of a shared 2-core machine (issue 20), a lane of one cost 3–6 ms of CPU per call (workers and
+PostgreSQL: 22.1–26.7 ms with it, 18.4–21.9 ms without) and about 40 of a call's ~130 context
+switches, with no gain in wall time the load's noise would not hide (docs/pipelines.md). Turn it on where a process's deferred
 steps are long enough to crowd out its other turns (in-process embeddings, say).
 """
 
