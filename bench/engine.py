@@ -33,6 +33,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SERVER = os.environ.get("BENCH_PG_SERVER", "postgres://postgres@127.0.0.1:5432")
 # Dropped and created anew by each run: BENCH_DB names another when several run on one server.
 DB_NAME = os.environ.get("BENCH_DB", "runledger_bench_engine")
+# The DBOS side's database (bench/dbos_side.py drops it at the end): BENCH_DBOS_DB names another.
+DBOS_DB_NAME = os.environ.get("BENCH_DBOS_DB", "runledger_bench_dbos")
 
 
 def setup_django(db_name: str = DB_NAME) -> None:
@@ -181,7 +183,8 @@ def runledger_sleepers(count: int, processes: int, lead_s: float, rate: float) -
 
 
 def dbos(mode: str, *args: str) -> dict[str, float]:
-    out = subprocess.run([sys.executable, str(ROOT / "bench" / "dbos_side.py"), mode, *args], cwd=ROOT,
+    out = subprocess.run([sys.executable, str(ROOT / "bench" / "dbos_side.py"), mode, *args,
+                          "--database", DBOS_DB_NAME], cwd=ROOT,
                          capture_output=True, text=True, timeout=1800)
     if out.returncode != 0:
         raise RuntimeError(f"dbos_side.py {mode} failed:\n{out.stderr[-2000:]}")

@@ -229,6 +229,18 @@ class CpuMeter:
         return sum(cpu - self.base[kind].get(pid, 0.0) for pid, cpu in self.last[kind].items())
 
 
+def transactions() -> int:
+    """Transactions committed or rolled back in this database so far (pg_stat_database; a
+    backend reports its counts when it goes idle or exits, so read this after the workers stop)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute("SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()")
+        row = cursor.fetchone()
+    return int(row[0]) if row else 0
+
+
 def wait_finished(total: int, timeout: float, meter: CpuMeter) -> None:
     from ingest.engine.models import Instance
 
@@ -407,6 +419,7 @@ def main() -> None:
                 before = fake.count(CHAT)
                 load = os.getloadavg()[0]
                 meter.start()
+                xacts = transactions()
                 create_instances(corpus, run)
                 wait_finished(args.calls, timeout=max(600.0, goal * 20), meter=meter)
             finally:
@@ -414,11 +427,13 @@ def main() -> None:
                     profile_stop(spies)
                 finally:
                     stop_workers(procs)
+            xacts = transactions() - xacts
             result = measure(args.calls, total)
             result |= {"llm_calls": fake.count(CHAT) - before, "load": load,
                        "cpu_workers": meter.used("workers") / args.calls,
                        "cpu_postgres": meter.used("postgres") / args.calls,
-                       "cpu_bench": meter.self_used / args.calls, "switches": meter.switches() / args.calls}
+                       "cpu_bench": meter.self_used / args.calls, "switches": meter.switches() / args.calls,
+                       "xacts": xacts / args.calls}
             results.append(result)
             print(f"run {run}: " + summary(result, goal, args.calls))
             if args.profile:
@@ -442,7 +457,7 @@ def summary(r: dict[str, float], goal: float, calls: int) -> str:
         f"{r['steps']:.1f} attempts/call\n"
         f"  CPU per call: workers {r['cpu_workers'] * 1000:.1f} ms, PostgreSQL {r['cpu_postgres'] * 1000:.1f} ms, "
         f"bench + fake LLM {r['cpu_bench'] * 1000:.1f} ms; the workers' threads switched {r['switches']:.0f} times "
-        "per call\n"
+        f"per call; {r['xacts']:.1f} transactions per call (the bench's own included)\n"
         f"  per call, first attempt to end: {r['held'] * 1000:.0f} ms = LLM step {r['llm'] * 1000:.0f} + other steps "
         f"{r['other'] * 1000:.0f} + between steps {r['gaps'] * 1000:.0f} (the engine: commits, replay) + "
         f"{(r['held'] - r['llm'] - r['other'] - r['gaps']) * 1000:.0f} to the instance's end; slots held "

@@ -152,9 +152,9 @@ RUNLEDGER_PROGRESS_SECONDS = config.env_float(ENV, "RUNLEDGER_PROGRESS_SECONDS",
 # Concurrent instances' step and instance completions share one transaction per batch
 # (PostgreSQL; ingest/engine/writes/commits.py). Off: one transaction per write, as on SQLite.
 RUNLEDGER_GROUP_COMMIT = config.env_bool(ENV, "RUNLEDGER_GROUP_COMMIT", True)
-# How many deferred steps (checkpoint="deferred") a process runs at once; 0: no limit
-# (ingest/engine/runtime/lane.py).
-RUNLEDGER_DEFERRED_LANE = config.env_int(ENV, "RUNLEDGER_DEFERRED_LANE", 1, minimum=0)
+# How many deferred steps (checkpoint="deferred") a process runs at once; 0 (the default): no
+# limit (ingest/engine/runtime/lane.py).
+RUNLEDGER_DEFERRED_LANE = config.env_int(ENV, "RUNLEDGER_DEFERRED_LANE", 0, minimum=0)
 # Threads per process that help run parallel groups of steps (step.all); each keeps a database
 # connection once it has run a step (docs/engine-contract.md, connection sizing).
 RUNLEDGER_PARALLEL_THREADS = config.env_int(ENV, "RUNLEDGER_PARALLEL_THREADS", 8, minimum=1)

@@ -139,8 +139,7 @@ def persist_embed_and_emit(step: Any, *, tenant: str, instance_id: str, workflow
     """`persist-facts-{i}` one step per fact, then `schedule-embeddings` and `emit-signal-eval`.
 
     The fact steps run one after another. Fanning them out with `step.all` measured no quicker
-    than running them in order through the deferred lane, where a process's fact steps take
-    turns anyway (docs/pipelines.md); conflicts would resolve the same in any order.
+    than running them in order (docs/pipelines.md); conflicts would resolve the same in any order.
 
     All of these steps are `checkpoint="deferred"`: each acts on nothing outside this process
     and this database (WordLlama embeds in-process), and each write is keyed by a deterministic

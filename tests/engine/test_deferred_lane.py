@@ -164,6 +164,20 @@ def test_with_the_lane_off_deferred_steps_of_two_instances_run_together(settings
 
 
 @pytest.mark.django_db(transaction=True)
+def test_by_default_there_is_no_lane_and_deferred_steps_of_two_instances_run_together(monkeypatch):
+    # The lane costs CPU per call (a sleep and a wake-up per step that finds it held): it is
+    # off unless configured. Were it on, the second step would wait its 30 s for the lane and
+    # the first would give up meeting it after 10.
+    monkeypatch.setattr(lane, "WAIT_SECONDS", 30.0)
+    for instance_id in ("default-a", "default-b"):
+        create("t-lane-meeting", id=instance_id)
+    run_all(["default-a", "default-b"], concurrency=2)
+    assert sorted(Instance.objects.filter(id__in=["default-a", "default-b"]).values_list("status", flat=True)) == [
+        "complete", "complete"]
+    connection.close()
+
+
+@pytest.mark.django_db(transaction=True)
 def test_a_deferred_step_that_waited_out_the_lane_runs_beside_the_one_holding_it(settings, monkeypatch):
     one_lane(settings, monkeypatch, wait=0.05)
     with lane_held():

@@ -18,7 +18,13 @@ steps outgrow one lane runs them unthrottled, as without it. Steps inside the wo
 Nor do the coroutine step functions of an async workflow, which run on its event loop (its
 plain functions run on threads and take the lane).
 
-`RUNLEDGER_DEFERRED_LANE` sets the width (default 1; 0 turns the lane off).
+`RUNLEDGER_DEFERRED_LANE` sets the width; 0, the default, turns the lane off. The lane buys a
+little latency with CPU: each deferred step that finds it held sleeps and is woken again, and the
+committer gets the completions one by one. On the same benchmark, measured again under the load
+of a shared 2-core machine (issue 20), a lane of one cost 3–6 ms of CPU per call (workers and
+PostgreSQL: 22.1–26.7 ms with it, 18.4–21.9 ms without) and about 40 of a call's ~130 context
+switches, with no gain in wall time the load's noise would not hide (docs/pipelines.md). Turn it on where a process's deferred
+steps are long enough to crowd out its other turns (in-process embeddings, say).
 """
 
 from __future__ import annotations
@@ -76,7 +82,7 @@ def _current() -> Lane | None:
 
         with _lock:
             if _lane is None:
-                width = int(getattr(settings, "RUNLEDGER_DEFERRED_LANE", 1))
+                width = int(getattr(settings, "RUNLEDGER_DEFERRED_LANE", 0))
                 _lane = (Lane(width) if width > 0 else None,)
     return _lane[0]
 

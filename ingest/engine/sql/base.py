@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 
 FINISHED_OR_PAUSED = "('paused', 'complete', 'completed_with_errors', 'errored', 'terminated')"
 
@@ -146,9 +146,12 @@ def prepared_row(statement: str, params: dict[str, Any] | Sequence[Any]) -> tupl
     """
     import psycopg
 
-    connection.ensure_connection()
-    with connection.wrap_database_errors:
-        raw = connection.connection
+    # `connection` is a proxy that finds this thread's connection on every attribute read (an
+    # asgiref Local lookup each): found once here, it is read directly.
+    conn = connections[DEFAULT_DB_ALIAS]
+    conn.ensure_connection()
+    with conn.wrap_database_errors:
+        raw = conn.connection
         prepare_session(raw)
         cursors: dict[str, psycopg.Cursor[Any]] | None = getattr(raw, "_runledger_cursors", None)
         if cursors is None:
@@ -156,8 +159,8 @@ def prepared_row(statement: str, params: dict[str, Any] | Sequence[Any]) -> tupl
         cursor = cursors.get(statement)
         if cursor is None:
             cursor = cursors[statement] = _cursor_class()(raw)
-        if connection.queries_logged:  # DEBUG or a test's CaptureQueriesContext: count it too
-            connection.queries_log.append({"sql": statement, "time": "0.000"})
+        if conn.queries_logged:  # DEBUG or a test's CaptureQueriesContext: count it too
+            conn.queries_log.append({"sql": statement, "time": "0.000"})
         cursor.execute(statement, params, prepare=True)
         row: tuple[Any, ...] | None = cursor.fetchone()
         return row
