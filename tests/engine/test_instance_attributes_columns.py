@@ -103,3 +103,34 @@ def _row_version(instance_id: str) -> str:
         row = cursor.fetchone()
     assert row is not None
     return str(row[0])
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("require_postgres")
+def test_attributes_set_while_a_status_change_is_in_flight_copy_the_status_it_commits():
+    """The insert's copy reads the instance FOR SHARE: it waits for the update in flight (whose
+    own trigger found no attribute row to follow) and copies what that update committed."""
+    import threading
+
+    from django.db import connections, transaction
+
+    create("t-attr-nap", id="race", params={"customer": "x"})
+    failures: list[BaseException] = []
+
+    def tag() -> None:
+        try:
+            attributes_set(instance_id="race", values={"domain": "a.com"})
+        except BaseException as exc:  # noqa: BLE001 - reported by the test below
+            failures.append(exc)
+        finally:
+            connections.close_all()
+
+    tagger = threading.Thread(target=tag)
+    with transaction.atomic():
+        Instance.objects.filter(id="race").update(status=Status.ERRORED)
+        tagger.start()
+        tagger.join(0.5)
+        assert tagger.is_alive()  # waiting for this transaction's row lock
+    tagger.join(10)
+    assert not tagger.is_alive() and failures == []
+    assert _copy("race")["status"] == Status.ERRORED == _instance("race")["status"]
