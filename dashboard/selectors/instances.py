@@ -31,11 +31,12 @@ from django.utils.dateparse import parse_datetime
 
 from dashboard import access
 from dashboard.models import InstanceCost
-from dashboard.selectors.common import filter_given
+from dashboard.selectors.common import M, filter_given
 from ingest.engine import workflow_names as workflow_names_registered
 from ingest.engine.models import (
     Instance,
     InstanceAttributes,
+    InstanceSearch,
     Status,
     Step,
 )
@@ -253,15 +254,56 @@ def instance_filtered(*, user: Any, filters: InstanceFilters, now: datetime | No
     return attributes_filter(qs, filters.attrs)
 
 
-def attributes_filter(qs: QuerySet[Instance], attrs: tuple[tuple[str, str], ...]) -> QuerySet[Instance]:
-    """Instances whose search attributes hold every (key, value)."""
+def attributes_filter(qs: QuerySet[M], attrs: tuple[tuple[str, str], ...], *,
+                      field: str = "attrs__attributes") -> QuerySet[M]:
+    """Instances (or attribute rows, with `field="attributes"`) whose search attributes hold
+    every (key, value)."""
     if not attrs:
         return qs
     if connection.vendor == "postgresql":  # one @> through the GIN index (migration 0010)
-        return qs.filter(attrs__attributes__contains=dict(attrs))
+        return qs.filter(**{f"{field}__contains": dict(attrs)})
     for key, value in attrs:
-        qs = qs.filter(**{f"attrs__attributes__{key}": value})
+        qs = qs.filter(**{f"{field}__{key}": value})
     return qs
+
+
+def attribute_rows_filtered(*, user: Any, filters: InstanceFilters,
+                            now: datetime | None = None) -> QuerySet[InstanceAttributes] | None:
+    """The attribute rows of the instances `instance_filtered` matches, read from
+    engine_instance_attributes alone: it keeps a copy of the instance's tenant, workflow, status
+    and times (migration 0019), so a list with an attribute filter reads no instance row for its
+    filter, count or sort. None when there is no attribute filter (every instance without
+    attributes could match) or the sort needs a column the copy does not keep (updated_at, which
+    every claim and heartbeat changes)."""
+    if not filters.attrs or filters.problems or filters.sort.lstrip("-") == "updated":
+        return None
+    now = now or timezone.now()
+    qs = filter_given(access.scope(InstanceAttributes.objects.all(), user), [
+        ("tenant", filters.tenant),
+        ("status__in", filters.statuses),
+        ("created_at__gte", now - RANGES[filters.range] if filters.range else None),
+        ("created_at__gte", filters.since),
+        ("created_at__lt", filters.until),
+        ("instance__id__startswith", filters.id_prefix),  # the local column: no join
+    ])
+    if filters.text:
+        qs = qs.filter(Exists(InstanceSearch.objects.filter(instance_id=OuterRef("instance_id"),
+                                                            text__icontains=filters.text)))
+    if filters.workflow:
+        known = filters.workflow in workflow_names_registered()
+        qs = qs.filter(workflow=filters.workflow) if known else qs.filter(workflow__icontains=filters.workflow)
+    if filters.step:
+        qs = qs.filter(Exists(Step.objects.filter(instance_id=OuterRef("instance_id"), name=filters.step)))
+    return attributes_filter(qs, filters.attrs, field="attributes")
+
+
+def _matches(user: Any, filters: InstanceFilters, *, now: datetime) -> tuple[QuerySet[Any], str]:
+    """(the matches, the name of their instance id column): the attribute rows when they can
+    answer the filters alone, else the instances."""
+    rows = attribute_rows_filtered(user=user, filters=filters, now=now)
+    if rows is not None:
+        return rows, "instance_id"
+    return instance_filtered(user=user, filters=filters, now=now), "id"
 
 
 def attributes_parse(values: list[str]) -> tuple[tuple[tuple[str, str], ...], list[str]]:
@@ -274,18 +316,14 @@ def sort_valid(sort: str) -> bool:
     return sort.lstrip("-") in SORTS or bool(_attr_sort_key(sort))
 
 
-def _filtered(user: Any, filters: InstanceFilters, *, now: datetime) -> QuerySet[Instance]:
-    return instance_filtered(user=user, filters=filters, now=now)
-
-
 def instance_count(*, user: Any, filters: InstanceFilters, cap: int = COUNT_CAP,
                    now: datetime | None = None) -> tuple[int, bool]:
     """(how many instances match, up to `cap`; whether more than `cap` do). One statement: a
     count over the capped subquery, so a million-row ledger stops counting at the cap."""
     if filters.problems:
         return 0, False
-    sql, params = instance_filtered(user=user, filters=filters, now=now).order_by().values("id")[: cap + 1] \
-        .query.sql_with_params()
+    qs, id_field = _matches(user, filters, now=now or timezone.now())
+    sql, params = qs.order_by().values(id_field)[: cap + 1].query.sql_with_params()
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT count(*) FROM ({sql}) capped", params)  # noqa: S608 - compiled by the ORM
         row = cursor.fetchone()
@@ -293,31 +331,34 @@ def instance_count(*, user: Any, filters: InstanceFilters, cap: int = COUNT_CAP,
     return min(n, cap), n > cap
 
 
-def _older(c: Cursor) -> Q:
-    return Q(created_at__lt=c.created_at) | Q(created_at=c.created_at, id__lt=c.id)
+def _older(c: Cursor, id_field: str = "id") -> Q:
+    return Q(created_at__lt=c.created_at) | Q(created_at=c.created_at, **{f"{id_field}__lt": c.id})
 
 
-def _newer(c: Cursor) -> Q:
-    return Q(created_at__gt=c.created_at) | Q(created_at=c.created_at, id__gt=c.id)
+def _newer(c: Cursor, id_field: str = "id") -> Q:
+    return Q(created_at__gt=c.created_at) | Q(created_at=c.created_at, **{f"{id_field}__gt": c.id})
 
 
-def _sort_value(qs: QuerySet[Instance], sort: str) -> tuple[QuerySet[Instance], bool]:
-    """`qs` annotated with the sort's value as `sort_value`, and whether that value can be NULL."""
+def _sort_value(qs: QuerySet[Any], sort: str, id_field: str = "id") -> tuple[QuerySet[Any], bool]:
+    """`qs` annotated with the sort's value as `sort_value`, and whether that value can be NULL.
+    `qs` holds instances (`id_field` "id") or attribute rows ("instance_id"), which keep the
+    columns the sorts other than updated read."""
     key = sort.lstrip("-")
     attr = _attr_sort_key(sort)
     if attr:
-        return qs.annotate(sort_value=KeyTextTransform(attr, "attrs__attributes")), True
+        attributes = "attributes" if id_field == "instance_id" else "attrs__attributes"
+        return qs.annotate(sort_value=KeyTextTransform(attr, attributes)), True
     if key == "duration":
         return qs.annotate(sort_value=ExpressionWrapper(Coalesce(F("ended_at"), Now()) - F("started_at"),
                                                         output_field=DurationField())), True
     if key == "cost":
-        spend = InstanceCost.objects.filter(instance_id=OuterRef("id")).values("total")[:1]
+        spend = InstanceCost.objects.filter(instance_id=OuterRef(id_field)).values("total")[:1]
         return qs.annotate(sort_value=Subquery(spend)), True
     return qs.annotate(sort_value=F(SORTS[key])), key == "started"
 
 
-def instance_order(qs: QuerySet[Instance], sort: str) -> QuerySet[Instance]:
-    qs, nullable = _sort_value(qs, sort)
+def instance_order(qs: QuerySet[Any], sort: str, id_field: str = "id") -> QuerySet[Any]:
+    qs, nullable = _sort_value(qs, sort, id_field)
     expr = F("sort_value")
     desc = sort.startswith("-")
     # created_at and updated_at are never NULL: no NULLS LAST, so the order is the one their
@@ -326,7 +367,7 @@ def instance_order(qs: QuerySet[Instance], sort: str) -> QuerySet[Instance]:
         first = expr.desc(nulls_last=True) if desc else expr.asc(nulls_last=True)
     else:
         first = expr.desc() if desc else expr.asc()
-    return qs.order_by(first, "-created_at", "-id")
+    return qs.order_by(first, "-created_at", f"-{id_field}")
 
 
 def instance_list(
@@ -337,7 +378,11 @@ def instance_list(
     1,000 costs what page 1 costs; `after` pages towards older rows, `before` towards newer.
     Any other `filters.sort` pages by number (`page`, at most MAX_PAGE)."""
     now = now or timezone.now()
-    qs = _filtered(user, filters, now=now).defer("output", "error_message")
+    matches, id_field = _matches(user, filters, now=now)
+    if id_field == "instance_id":
+        return _attribute_rows_list(user, filters, matches, after=after, before=before, limit=limit, now=now,
+                                    page=page)
+    qs = matches.defer("output", "error_message")
     if not filters.keyset:
         page = max(1, min(page, MAX_PAGE))
         rows = list(instance_order(qs, filters.sort)[(page - 1) * limit: page * limit + 1])
@@ -363,6 +408,48 @@ def instance_list(
         newest=Cursor.of(rows[0]) if rows else None,
         has_more=has_older,
     )
+
+
+def _attribute_rows_list(user: Any, filters: InstanceFilters, matches: QuerySet[InstanceAttributes], *,
+                         after: Cursor | None, before: Cursor | None, limit: int, now: datetime,
+                         page: int) -> InstancePage:
+    """`instance_list` over the attribute rows: the page's ids in order from them, then the
+    page's instances (never more than limit + 1)."""
+    def rows_of(qs: QuerySet[Any]) -> list[Instance]:
+        return _instances_in_order(user, [str(i) for i in qs.values_list("instance_id", flat=True)])
+
+    if not filters.keyset:
+        page = max(1, min(page, MAX_PAGE))
+        rows = rows_of(instance_order(matches, filters.sort, "instance_id")[(page - 1) * limit: page * limit + 1])
+        return InstancePage(rows=rows[:limit], next_cursor=None, prev_cursor=None, newest=None,
+                            page_number=page, has_more=len(rows) > limit)
+    if before is not None:
+        rows = rows_of(matches.filter(_newer(before, "instance_id")).order_by("created_at", "instance_id")[: limit + 1])
+        has_newer = len(rows) > limit
+        rows = list(reversed(rows[:limit]))
+        if not rows:
+            return _attribute_rows_list(user, filters, matches, after=None, before=None, limit=limit, now=now,
+                                        page=page)
+        return InstancePage(rows, Cursor.of(rows[-1]), Cursor.of(rows[0]) if has_newer else None,
+                            Cursor.of(rows[0]))
+    if after is not None:
+        matches = matches.filter(_older(after, "instance_id"))
+    rows = rows_of(matches.order_by("-created_at", "-instance_id")[: limit + 1])
+    has_older = len(rows) > limit
+    rows = rows[:limit]
+    return InstancePage(
+        rows=rows,
+        next_cursor=Cursor.of(rows[-1]) if has_older and rows else None,
+        prev_cursor=Cursor.of(rows[0]) if after is not None and rows else None,
+        newest=Cursor.of(rows[0]) if rows else None,
+        has_more=has_older,
+    )
+
+
+def _instances_in_order(user: Any, ids: list[str]) -> list[Instance]:
+    """The instances of `ids` (of the user's tenants), in the order of `ids`."""
+    by_id = {r.id: r for r in access.scope(Instance.objects.filter(id__in=ids), user).defer("output", "error_message")}
+    return [by_id[i] for i in ids if i in by_id]
 
 
 @dataclass(frozen=True)
@@ -404,8 +491,9 @@ def _page_ids_of_capped(user: Any, filters: InstanceFilters, *, offset: int, lim
     """(the ids of the page, in the list's order; how many match, up to cap + 1) out of one read of
     at most `cap + 1` matches. With more than `cap`, some matches were not read: no ids then."""
     sort = filters.sort if not filters.keyset else "created"  # the keyset's value is created_at
-    qs, nullable = _sort_value(_filtered(user, filters, now=now).order_by(), sort)
-    columns = ("id", "created_at", "sort_value")  # sort_value: annotated by _sort_value
+    matches, id_field = _matches(user, filters, now=now)
+    qs, nullable = _sort_value(matches.order_by(), sort, id_field)
+    columns = (id_field, "created_at", "sort_value")  # sort_value: annotated by _sort_value
     sql, params = qs.values(*columns)[: cap + 1].query.sql_with_params()
     if filters.keyset:
         order = "m.created_at DESC, m.id DESC"
@@ -429,8 +517,7 @@ def _page_ids_of_capped(user: Any, filters: InstanceFilters, *, offset: int, lim
 
 
 def _page_of(user: Any, filters: InstanceFilters, ids: list[str], *, limit: int, page: int) -> InstancePage:
-    by_id = {r.id: r for r in access.scope(Instance.objects.filter(id__in=ids), user).defer("output", "error_message")}
-    rows = [by_id[i] for i in ids if i in by_id]
+    rows = _instances_in_order(user, ids)
     more = len(rows) > limit
     rows = rows[:limit]
     if not filters.keyset:
@@ -447,10 +534,10 @@ def instance_attributes(*, ids: list[str]) -> dict[str, dict[str, str]]:
 
 def instance_count_newer(*, user: Any, filters: InstanceFilters, than: Cursor | None, cap: int = 100) -> int:
     """How many rows matching the filters arrived above `than` (capped: the banner says 99+)."""
-    qs = _filtered(user, filters, now=timezone.now())
+    qs, id_field = _matches(user, filters, now=timezone.now())
     if than is not None:
-        qs = qs.filter(_newer(than))
-    return len(qs.order_by().values_list("id", flat=True)[:cap])
+        qs = qs.filter(_newer(than, id_field))
+    return len(qs.order_by().values_list(id_field, flat=True)[:cap])
 
 
 def instance_rows(*, user: Any, ids: list[str]) -> list[Instance]:

@@ -1,7 +1,12 @@
 """The instances list's page and count read together (`instance_list_counted`): for every sort
 and the filters the list offers, the same rows in the same order and the same count as the
 straightforward queries give them (a LIMIT/OFFSET over the ordered matches, a count of all of
-them), on both sides of the count's cap."""
+them), on both sides of the count's cap.
+
+With an attribute filter the list reads engine_instance_attributes alone (its copy of the
+instance's tenant, workflow, status and times, migration 0019): the ledger sets every
+instance's attributes first and changes its status, workflow, tenant and times afterwards, so a
+copy that did not follow would list other rows than the plain queries over the instances."""
 
 from __future__ import annotations
 
@@ -10,13 +15,24 @@ from decimal import Decimal
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.db import connection
 from django.db.models import F
 from django.http import QueryDict
+from django.test.utils import CaptureQueriesContext
 from ledger_factories import T0, make_instance
 
 from dashboard.models import InstanceCost
 from dashboard.selectors import InstanceFilters, instance_list_counted
-from dashboard.selectors.instances import SORT_LABELS, instance_filtered, instance_order
+from dashboard.selectors.instances import (
+    SORT_LABELS,
+    Cursor,
+    attribute_rows_filtered,
+    instance_count,
+    instance_count_newer,
+    instance_filtered,
+    instance_list,
+    instance_order,
+)
 from ingest.engine.models import Instance, Step
 from ingest.engine.services.attributes import attributes_set
 
@@ -24,10 +40,16 @@ pytestmark = pytest.mark.db
 
 STATUSES = ["errored", "running", "complete", "paused", "waiting", "queued", "terminated"]
 FILTERS = ["", "status=errored&status=paused", "workflow=ingest", "attr=domain:a.com", "step=llm-extract",
-           "since=2026-01-01T00:10&until=2026-01-01T00:40", "tenant=globex&status=complete",
+           "since=2025-01-06T12:05&until=2025-01-06T12:14", "tenant=globex&status=complete",
            # statuses with an attribute, and three statuses: the shapes instance_status covers
            "attr=domain:a.com&status=errored&status=paused&status=complete",
-           "status=errored&status=paused&status=waiting"]
+           "status=errored&status=paused&status=waiting",
+           # an attribute with the filters the attribute rows answer alone (their copy)
+           "workflow=ingest&status=complete&status=errored&attr=domain:a.com",
+           "workflow=salesforce-ingest&attr=customer:c1", "tenant=globex&attr=domain:b.com",
+           "attr=domain:a.com&since=2025-01-06T12:05&until=2025-01-06T12:15", "attr=domain:b.com&range=1h",
+           "attr=domain:a.com&step=llm-extract", "attr=domain:b.com&id=i1", "attr=domain:a.com&q=initech",
+           "attr=domain:a.com+customer:c3"]
 SORTS = [*SORT_LABELS, "attr.customer", "-attr.customer"]
 
 
@@ -38,14 +60,17 @@ def ledger(users):
         status = STATUSES[n % len(STATUSES)]
         started = None if status == "queued" else created + timedelta(seconds=n % 5)
         ended = created + timedelta(seconds=3 * (n % 7)) if status in ("complete", "errored", "terminated") else None
-        make_instance(f"i{n:02d}", status=status, tenant=["acme", "globex", "initech"][n % 3],
-                      workflow=["gong-ingest", "salesforce-ingest", "domain-onboard"][n % 3 if n % 4 else 0],
-                      created_at=created, ended_at=ended)
-        Instance.objects.filter(id=f"i{n:02d}").update(started_at=started,
-                                                       updated_at=created + timedelta(seconds=(n * 37) % 11))
+        tenant = ["acme", "globex", "initech"][n % 3]
+        # Created queued, in another workflow and (one in two) another tenant: the operator's
+        # tenants gain some rows after their attributes are set (initech to acme) and lose others.
+        make_instance(f"i{n:02d}", status="queued", tenant=("initech" if tenant != "initech" else "acme")
+                      if n % 2 else tenant, workflow="draft-flow", created_at=created, ended_at=None)
         if n % 3:
             attributes_set(instance_id=f"i{n:02d}", values={"domain": "a.com" if n % 2 else "b.com",
                                                            **({"customer": f"c{n % 4}"} if n % 5 else {})})
+        Instance.objects.filter(id=f"i{n:02d}").update(
+            status=status, tenant=tenant, workflow=["gong-ingest", "salesforce-ingest", "domain-onboard"][n % 3 if n % 4 else 0],
+            started_at=started, ended_at=ended, updated_at=created + timedelta(seconds=(n * 37) % 11))
         if n % 2:
             Step.objects.create(instance_id=f"i{n:02d}", name="llm-extract", seq=1, position=1, status="complete",
                                 started_at=created)
@@ -107,3 +132,48 @@ def test_the_page_shows_the_count_with_a_plus_past_the_cap(operator, ledger, mon
     assert '<strong>3+</strong> instances in your tenants' in body
     body = operator.get("/instances/?status=errored&tenant=acme").content.decode()
     assert '<strong>2</strong> instances match' in body
+
+
+def test_an_attribute_filter_reads_the_attribute_rows_alone(ledger):
+    """The matches, the count and the order come from engine_instance_attributes (no instance row
+    read per match); the instances are read for the page's rows only, by id."""
+    filters = InstanceFilters.from_query(QueryDict(
+        "workflow=ingest&status=complete&status=errored&attr=domain:a.com&sort=-duration"))
+    assert attribute_rows_filtered(user=ledger, filters=filters) is not None
+    now = T0 + timedelta(hours=1)
+    with CaptureQueriesContext(connection) as ctx:
+        got = instance_list_counted(user=ledger, filters=filters, limit=4, now=now)
+    assert [r.id for r in got.page.rows] == _straight(ledger, filters, now)[:4]
+    counting = [q["sql"] for q in ctx.captured_queries if "count(*)" in q["sql"]]
+    assert len(counting) == 1
+    assert "engine_instance_attributes" in counting[0] and '"engine_instance"' not in counting[0]
+    # updated_at is not copied (every claim changes it): that sort reads the instances.
+    by_updated = InstanceFilters.from_query(QueryDict("attr=domain:a.com&sort=-updated"))
+    assert attribute_rows_filtered(user=ledger, filters=by_updated) is None
+
+
+@pytest.mark.parametrize("query", [q for q in FILTERS if "attr=" in q])
+def test_keyset_pages_counts_and_the_new_rows_count_over_attribute_rows_equal_the_plain_queries(ledger, query):
+    filters = InstanceFilters.from_query(QueryDict(query))
+    now = T0 + timedelta(hours=1)
+    expected = _straight(ledger, filters, now)
+    assert instance_count(user=ledger, filters=filters, now=now) == (len(expected), False)
+    seen, cursor = [], None
+    while True:
+        page = instance_list(user=ledger, filters=filters, after=cursor, limit=2, now=now)
+        seen += [r.id for r in page.rows]
+        if page.next_cursor is None:
+            break
+        back = instance_list(user=ledger, filters=filters, before=page.next_cursor, limit=2, now=now)
+        assert [r.id for r in back.rows] == expected[max(0, len(seen) - 3): len(seen) - 1]
+        cursor = page.next_cursor
+    assert seen == expected
+    if expected and "range=" not in query:  # the new rows' count measures range from the real now
+        oldest = Instance.objects.get(id=expected[-1])
+        assert instance_count_newer(user=ledger, filters=filters, than=Cursor.of(oldest)) == len(expected) - 1
+    for sort in ("-duration", "started", "attr.customer", "-cost"):
+        numbered = InstanceFilters.from_query(QueryDict(f"{query}&sort={sort}"))
+        want = _straight(ledger, numbered, now)
+        got = [r.id for p in (1, 2, 3) for r in instance_list(user=ledger, filters=numbered, limit=3, page=p,
+                                                                 now=now).rows]
+        assert got == want[:9], sort

@@ -6,8 +6,10 @@ added columns that way, so on SQLite new instances stopped getting their search 
 instances list's text filter stopped finding them. This puts the triggers back and writes the
 rows the gap missed. PostgreSQL alters the table in place and keeps its triggers: nothing to do.
 
-Any later migration that rebuilds `engine_instance` on SQLite must do the same;
-tests/engine/test_instance_search.py fails on SQLite when one forgets.
+Any later migration that rebuilds `engine_instance` on SQLite must do the same, and since 0019
+also run `_attributes_sqlite.REBUILD` (the attribute rows' copy of the instance's list columns);
+tests/engine/test_instance_search.py and test_instance_attributes_columns.py fail on SQLite
+when one forgets.
 """
 
 from __future__ import annotations
