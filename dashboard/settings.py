@@ -113,6 +113,10 @@ RUNLEDGER_SECRET_KEYS = config.secret_keys(
     ENV, key_file=RUNLEDGER_SECRET_KEY_FILE,
     required=not DEBUG and config.env_bool(ENV, "RUNLEDGER_REQUIRE_SECRET_KEY", False))
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+# The covering indexes (INCLUDE columns, engine 0016/0018) are a PostgreSQL read path; on SQLite
+# Django builds them without the extra columns, which is what the embedded default wants, so
+# its warning about that would only greet every `migrate` and `manage.py up` on SQLite.
+SILENCED_SYSTEM_CHECKS = ["models.W040"]
 
 REDIS_URL = config.redis_url(ENV)
 # Web and worker processes never talk through the channel layer: live updates follow the history
