@@ -15,6 +15,7 @@ from ingest.engine.errors import (
     BatchTooLarge,
     BreakerNotFound,
     BudgetExceeded,
+    CheckedRowsChanged,
     ChildWorkflowFailed,
     CircuitOpen,
     DeadLetterError,
@@ -51,7 +52,7 @@ from ingest.engine.results import WorkflowResult
 from ingest.engine.workflow import Workflow, WorkflowEvent, get_workflow, workflow_names
 
 __all__ = [
-    "ApprovalError", "BatchTooLarge", "BreakerNotFound", "BudgetExceeded", "ChildWorkflowFailed", "CircuitOpen", "DeadLetterError", "EngineError",
+    "ApprovalError", "BatchTooLarge", "BreakerNotFound", "BudgetExceeded", "CheckedRowsChanged", "ChildWorkflowFailed", "CircuitOpen", "DeadLetterError", "EngineError",
     "FanOutItemMissing", "InstanceAlreadyExists", "InstanceFinished", "InstanceHandle", "InstanceNotFound",
     "InvalidDuration", "InvalidInstanceId", "InvalidParams", "InvalidSearchAttributes", "InvalidSelection", "InvalidStepConfig", "InvalidTransition",
     "NonDeterministicReplay", "NonRetryableError", "PollDeadlineExceeded", "SecretKeysMissing", "SecretUnreadable", "SecretsError", "Settled", "StepFailed", "StepLimitExceeded",
