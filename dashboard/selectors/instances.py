@@ -7,6 +7,7 @@ import base64
 import binascii
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -379,17 +380,24 @@ def instance_list(
     Any other `filters.sort` pages by number (`page`, at most MAX_PAGE)."""
     now = now or timezone.now()
     matches, id_field = _matches(user, filters, now=now)
+    fetch: Callable[[QuerySet[Any]], list[Instance]]
     if id_field == "instance_id":
-        return _attribute_rows_list(user, filters, matches, after=after, before=before, limit=limit, now=now,
-                                    page=page)
-    qs = matches.defer("output", "error_message")
+        # Attribute rows (an attribute filter): they give the page's ids in order, then only the
+        # page's instances are read (never more than limit + 1).
+        def fetch(qs: QuerySet[Any]) -> list[Instance]:
+            return _instances_in_order(user, [str(i) for i in qs.values_list("instance_id", flat=True)])
+    else:
+        matches = matches.defer("output", "error_message")
+
+        def fetch(qs: QuerySet[Any]) -> list[Instance]:
+            return list(qs)
     if not filters.keyset:
         page = max(1, min(page, MAX_PAGE))
-        rows = list(instance_order(qs, filters.sort)[(page - 1) * limit: page * limit + 1])
+        rows = fetch(instance_order(matches, filters.sort, id_field)[(page - 1) * limit: page * limit + 1])
         return InstancePage(rows=rows[:limit], next_cursor=None, prev_cursor=None, newest=None,
                             page_number=page, has_more=len(rows) > limit)
     if before is not None:
-        rows = list(qs.filter(_newer(before)).order_by("created_at", "id")[: limit + 1])
+        rows = fetch(matches.filter(_newer(before, id_field)).order_by("created_at", id_field)[: limit + 1])
         has_newer = len(rows) > limit
         rows = list(reversed(rows[:limit]))
         if not rows:
@@ -397,44 +405,8 @@ def instance_list(
         return InstancePage(rows, Cursor.of(rows[-1]), Cursor.of(rows[0]) if has_newer else None,
                             Cursor.of(rows[0]))
     if after is not None:
-        qs = qs.filter(_older(after))
-    rows = list(qs.order_by("-created_at", "-id")[: limit + 1])
-    has_older = len(rows) > limit
-    rows = rows[:limit]
-    return InstancePage(
-        rows=rows,
-        next_cursor=Cursor.of(rows[-1]) if has_older and rows else None,
-        prev_cursor=Cursor.of(rows[0]) if after is not None and rows else None,
-        newest=Cursor.of(rows[0]) if rows else None,
-        has_more=has_older,
-    )
-
-
-def _attribute_rows_list(user: Any, filters: InstanceFilters, matches: QuerySet[InstanceAttributes], *,
-                         after: Cursor | None, before: Cursor | None, limit: int, now: datetime,
-                         page: int) -> InstancePage:
-    """`instance_list` over the attribute rows: the page's ids in order from them, then the
-    page's instances (never more than limit + 1)."""
-    def rows_of(qs: QuerySet[Any]) -> list[Instance]:
-        return _instances_in_order(user, [str(i) for i in qs.values_list("instance_id", flat=True)])
-
-    if not filters.keyset:
-        page = max(1, min(page, MAX_PAGE))
-        rows = rows_of(instance_order(matches, filters.sort, "instance_id")[(page - 1) * limit: page * limit + 1])
-        return InstancePage(rows=rows[:limit], next_cursor=None, prev_cursor=None, newest=None,
-                            page_number=page, has_more=len(rows) > limit)
-    if before is not None:
-        rows = rows_of(matches.filter(_newer(before, "instance_id")).order_by("created_at", "instance_id")[: limit + 1])
-        has_newer = len(rows) > limit
-        rows = list(reversed(rows[:limit]))
-        if not rows:
-            return _attribute_rows_list(user, filters, matches, after=None, before=None, limit=limit, now=now,
-                                        page=page)
-        return InstancePage(rows, Cursor.of(rows[-1]), Cursor.of(rows[0]) if has_newer else None,
-                            Cursor.of(rows[0]))
-    if after is not None:
-        matches = matches.filter(_older(after, "instance_id"))
-    rows = rows_of(matches.order_by("-created_at", "-instance_id")[: limit + 1])
+        matches = matches.filter(_older(after, id_field))
+    rows = fetch(matches.order_by("-created_at", f"-{id_field}")[: limit + 1])
     has_older = len(rows) > limit
     rows = rows[:limit]
     return InstancePage(
