@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlencode
 
 from django.db import connection
@@ -37,6 +37,7 @@ from ingest.engine import workflow_names as workflow_names_registered
 from ingest.engine.models import (
     Instance,
     InstanceAttributes,
+    InstanceAttributeValue,
     InstanceSearch,
     Status,
     Step,
@@ -278,14 +279,47 @@ def attribute_rows_filtered(*, user: Any, filters: InstanceFilters,
     every claim and heartbeat changes)."""
     if not filters.attrs or filters.problems or filters.sort.lstrip("-") == "updated":
         return None
-    now = now or timezone.now()
-    qs = filter_given(access.scope(InstanceAttributes.objects.all(), user), [
+    qs = _copy_filtered(InstanceAttributes.objects.all(), user=user, filters=filters, now=now or timezone.now())
+    return attributes_filter(qs, filters.attrs, field="attributes")
+
+
+def attribute_values_filtered(*, user: Any, filters: InstanceFilters,
+                              now: datetime | None = None) -> QuerySet[InstanceAttributeValue] | None:
+    """The same matches as `attribute_rows_filtered`, as rows of engine_instance_attribute_values
+    (one per instance and key, migration 0020): the first attribute filter is a range of the
+    covering btree (key, value, tenant, status), which also carries the workflow and the times, so
+    the filter, the count and every sort but an attribute's read that index alone, one (key,
+    value)'s entries side by side instead of one scattered table page per match. Each further
+    attribute filter is a primary-key probe per match. None where `attribute_rows_filtered`
+    answers and this does not: no attribute filter, sort by updated, or sort by an attribute (the
+    JSON object holds the other keys)."""
+    if not filters.attrs or filters.problems or filters.sort.lstrip("-") == "updated" \
+            or _attr_sort_key(filters.sort):
+        return None
+    (key, value), *more = filters.attrs
+    qs = _copy_filtered(InstanceAttributeValue.objects.filter(key=key, value=value), user=user, filters=filters,
+                        now=now or timezone.now())
+    for key, value in more:
+        qs = qs.filter(Exists(InstanceAttributeValue.objects.filter(instance_id=OuterRef("instance_id"), key=key,
+                                                                    value=value)))
+    return qs
+
+
+C = TypeVar("C", InstanceAttributes, InstanceAttributeValue)
+
+
+def _copy_filtered(qs: QuerySet[C], *, user: Any, filters: InstanceFilters, now: datetime) -> QuerySet[C]:
+    """`qs` (rows that keep the instance's list columns, keyed by `instance_id`) narrowed to the
+    user's tenants and every filter but the attributes."""
+    qs = filter_given(access.scope(qs, user), [
         ("tenant", filters.tenant),
         ("status__in", filters.statuses),
         ("created_at__gte", now - RANGES[filters.range] if filters.range else None),
         ("created_at__gte", filters.since),
         ("created_at__lt", filters.until),
-        ("instance__id__startswith", filters.id_prefix),  # the local column: no join
+        # InstanceAttributes.instance is a one-to-one key: instance__id is its local column, no join.
+        ("instance__id__startswith" if qs.model is InstanceAttributes else "instance_id__startswith",
+         filters.id_prefix),
     ])
     if filters.text:
         qs = qs.filter(Exists(InstanceSearch.objects.filter(instance_id=OuterRef("instance_id"),
@@ -295,13 +329,15 @@ def attribute_rows_filtered(*, user: Any, filters: InstanceFilters,
         qs = qs.filter(workflow=filters.workflow) if known else qs.filter(workflow__icontains=filters.workflow)
     if filters.step:
         qs = qs.filter(Exists(Step.objects.filter(instance_id=OuterRef("instance_id"), name=filters.step)))
-    return attributes_filter(qs, filters.attrs, field="attributes")
+    return qs
 
 
 def _matches(user: Any, filters: InstanceFilters, *, now: datetime) -> tuple[QuerySet[Any], str]:
-    """(the matches, the name of their instance id column): the attribute rows when they can
-    answer the filters alone, else the instances."""
-    rows = attribute_rows_filtered(user=user, filters=filters, now=now)
+    """(the matches, the name of their instance id column): an attribute's value rows or the
+    attribute rows when they can answer the filters alone, else the instances."""
+    rows: QuerySet[Any] | None = attribute_values_filtered(user=user, filters=filters, now=now)
+    if rows is None:
+        rows = attribute_rows_filtered(user=user, filters=filters, now=now)
     if rows is not None:
         return rows, "instance_id"
     return instance_filtered(user=user, filters=filters, now=now), "id"

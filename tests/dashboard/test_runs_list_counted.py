@@ -10,6 +10,7 @@ copy that did not follow would list other rows than the plain queries over the i
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from decimal import Decimal
 
@@ -27,6 +28,7 @@ from dashboard.selectors.instances import (
     SORT_LABELS,
     Cursor,
     attribute_rows_filtered,
+    attribute_values_filtered,
     instance_count,
     instance_count_newer,
     instance_filtered,
@@ -135,21 +137,33 @@ def test_the_page_shows_the_count_with_a_plus_past_the_cap(operator, ledger, mon
 
 
 def test_an_attribute_filter_reads_the_attribute_rows_alone(ledger):
-    """The matches, the count and the order come from engine_instance_attributes (no instance row
-    read per match); the instances are read for the page's rows only, by id."""
-    filters = InstanceFilters.from_query(QueryDict(
-        "workflow=ingest&status=complete&status=errored&attr=domain:a.com&sort=-duration"))
-    assert attribute_rows_filtered(user=ledger, filters=filters) is not None
+    """The matches, the count and the order come from one attribute's value rows,
+    engine_instance_attribute_values (no instance row read per match, nor the JSON attribute
+    rows); the instances are read for the page's rows only, by id. A second attribute filter
+    probes the value rows too; a sort by an attribute reads engine_instance_attributes."""
     now = T0 + timedelta(hours=1)
-    with CaptureQueriesContext(connection) as ctx:
-        got = instance_list_counted(user=ledger, filters=filters, limit=4, now=now)
-    assert [r.id for r in got.page.rows] == _straight(ledger, filters, now)[:4]
-    counting = [q["sql"] for q in ctx.captured_queries if "count(*)" in q["sql"]]
-    assert len(counting) == 1
-    assert "engine_instance_attributes" in counting[0] and '"engine_instance"' not in counting[0]
+    for query, table in (
+        ("workflow=ingest&status=complete&status=errored&attr=domain:a.com&sort=-duration",
+         "engine_instance_attribute_values"),
+        ("attr=domain:a.com&attr=customer:c1&sort=started", "engine_instance_attribute_values"),
+        ("status=complete&attr=domain:a.com&sort=-attr.customer", "engine_instance_attributes"),
+    ):
+        filters = InstanceFilters.from_query(QueryDict(query))
+        assert attribute_rows_filtered(user=ledger, filters=filters) is not None
+        assert (attribute_values_filtered(user=ledger, filters=filters) is not None) \
+            == (table == "engine_instance_attribute_values")
+        with CaptureQueriesContext(connection) as ctx:
+            got = instance_list_counted(user=ledger, filters=filters, limit=4, now=now)
+        expected = _straight(ledger, filters, now)
+        assert expected and [r.id for r in got.page.rows] == expected[:4], query
+        counting = [q["sql"] for q in ctx.captured_queries if "count(*)" in q["sql"]]
+        assert len(counting) == 1
+        tables = set(re.findall(r'"(engine_instance[a-z_]*)"', counting[0]))
+        assert tables == {table}, (query, tables)
     # updated_at is not copied (every claim changes it): that sort reads the instances.
     by_updated = InstanceFilters.from_query(QueryDict("attr=domain:a.com&sort=-updated"))
     assert attribute_rows_filtered(user=ledger, filters=by_updated) is None
+    assert attribute_values_filtered(user=ledger, filters=by_updated) is None
 
 
 @pytest.mark.parametrize("query", [q for q in FILTERS if "attr=" in q])

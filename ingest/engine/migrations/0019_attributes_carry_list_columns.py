@@ -62,7 +62,7 @@ def forwards(apps: Any, schema_editor: Any) -> None:
     if schema_editor.connection.vendor == "postgresql":
         schema_editor.execute(PG_FORWARDS)
         return
-    for statement in _attributes_sqlite.REBUILD:
+    for statement in _attributes_sqlite.REBUILD_0019:
         schema_editor.execute(statement)
 
 
@@ -70,7 +70,7 @@ def backwards(apps: Any, schema_editor: Any) -> None:
     if schema_editor.connection.vendor == "postgresql":
         schema_editor.execute(PG_BACKWARDS)
         return
-    for statement in _attributes_sqlite.DROP:
+    for statement in _attributes_sqlite.DROP_0019:
         schema_editor.execute(statement)
 
 

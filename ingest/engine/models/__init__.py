@@ -6,7 +6,7 @@ Django loads an app's models from `<app>.models`, so this package gathers its mo
 
 from __future__ import annotations
 
-from ingest.engine.models.attributes import InstanceAttributes
+from ingest.engine.models.attributes import InstanceAttributes, InstanceAttributeValue
 from ingest.engine.models.batches import Batch, BatchItem, BatchItemState, BatchState
 from ingest.engine.models.breakers import BreakerState, BreakerTransition, CircuitBreaker
 from ingest.engine.models.costs import (
@@ -56,6 +56,7 @@ __all__ = [
     "BatchItemState",
     "BatchState",
     "InstanceAttributes",
+    "InstanceAttributeValue",
     "RetentionBatch",
     "FINISHED_STATUSES",
     "UNFINISHED_STATUSES",

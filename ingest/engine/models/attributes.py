@@ -39,3 +39,40 @@ class InstanceAttributes(models.Model):
 
     class Meta:
         db_table = "engine_instance_attributes"
+
+
+class InstanceAttributeValue(models.Model):
+    """One row per (instance, search attribute key): the value, beside the same copy of the
+    instance's list columns that InstanceAttributes keeps.
+
+    Why a row per key as well as the JSON object: an attribute filter through the GIN index finds
+    its instances' attribute rows scattered over the whole table (a common value, 10,000 of them,
+    touches ~7,900 pages of a 1 M-instance ledger, more than shared_buffers keeps warm), while
+    the btree `instance_attribute_value_list` holds every entry of one (key, value) side by side
+    with the columns the list filters and sorts by: the list reads a few hundred index pages and
+    no table page (an index-only scan, PostgreSQL; SQLite ignores INCLUDE and reads the rows).
+
+    Written only by database triggers on engine_instance_attributes (migration 0020): an insert
+    or a change of `attributes` writes the rows anew, a change of the copied columns (the
+    instance's own triggers, 0019) updates them, a delete removes them. So the rows follow every
+    path that changes an attribute or an instance, as the copy in InstanceAttributes does.
+    """
+
+    pk = models.CompositePrimaryKey("instance_id", "key")
+    instance_id = models.CharField(max_length=100, editable=False)
+    key = models.CharField(max_length=40, editable=False)
+    value = models.CharField(max_length=200, editable=False)
+
+    tenant = models.CharField(max_length=100, null=True, blank=True, editable=False)
+    workflow = models.CharField(max_length=200, null=True, blank=True, editable=False)
+    status = models.CharField(max_length=24, null=True, blank=True, editable=False)
+    created_at = models.DateTimeField(null=True, blank=True, editable=False)
+    started_at = models.DateTimeField(null=True, blank=True, editable=False)
+    ended_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        db_table = "engine_instance_attribute_values"
+        indexes = [
+            models.Index(fields=["key", "value", "tenant", "status"], name="instance_attribute_value_list",
+                         include=["workflow", "created_at", "started_at", "ended_at", "instance_id"]),
+        ]
