@@ -171,10 +171,11 @@ def generate(url: str) -> int:
             inserted += 1
             print(f"  chunk {k + 1}/{INSTANCES // CHUNK}: instances {lo}..{hi} in {time.monotonic() - t0:.1f} s",
                   flush=True)
-        conn.execute("ANALYZE engine_instance")
-        conn.execute("ANALYZE engine_step")
-        conn.execute("ANALYZE api_costs")
-        conn.execute("ANALYZE engine_deadletter")
+        # VACUUM too, not only ANALYZE: a ledger whose old rows stopped changing has its visibility
+        # map set by autovacuum, and the list's index-only scans (instance_status, the attribute
+        # values) depend on it; a freshly generated table has none until then.
+        for table in ("engine_instance", "engine_step", "api_costs", "engine_deadletter"):
+            conn.execute(f"VACUUM ANALYZE {table}")
         counts = {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]  # type: ignore[index]
                   for t in ("engine_instance", "engine_step", "api_costs", "engine_deadletter")}
     print("  rows: " + ", ".join(f"{t} {n:,}" for t, n in counts.items()), flush=True)
@@ -225,8 +226,10 @@ def _operator_client() -> Any:
     from django.test import Client
 
     from dashboard.access import demo_users_ensure
+    from dashboard.warm import warm_and_freeze
 
     demo_users_ensure()
+    warm_and_freeze()  # what a web process does at startup (dashboard/asgi.py), which this one stands for
     client = Client()
     client.force_login(get_user_model().objects.get(username="operator"))
     return client

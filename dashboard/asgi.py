@@ -23,6 +23,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from dashboard.routing import websocket_urlpatterns  # noqa: E402
+from dashboard.warm import warm_and_freeze  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
@@ -30,3 +31,6 @@ application = ProtocolTypeRouter(
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )
+# Last: everything above is loaded and lives as long as the process; the collector skips it from
+# here on (dashboard/warm.py says why: full collections were the list's p99).
+warm_and_freeze()
