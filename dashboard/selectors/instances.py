@@ -259,8 +259,16 @@ def instance_filtered(*, user: Any, filters: InstanceFilters, now: datetime | No
 def attributes_filter(qs: QuerySet[M], attrs: tuple[tuple[str, str], ...], *,
                       field: str = "attrs__attributes") -> QuerySet[M]:
     """Instances (or attribute rows, with `field="attributes"`) whose search attributes hold
-    every (key, value)."""
+    every (key, value). Instances: an EXISTS per pair over engine_instance_attribute_values,
+    which its covering btree answers from one (key, value)'s entries (a semi-join the planner
+    hashes or probes by primary key), not the GIN index's recheck of one scattered attribute row
+    per match."""
     if not attrs:
+        return qs
+    if field == "attrs__attributes":
+        for key, value in attrs:
+            qs = qs.filter(Exists(InstanceAttributeValue.objects.filter(instance_id=OuterRef("id"), key=key,
+                                                                        value=value)))
         return qs
     if connection.vendor == "postgresql":  # one @> through the GIN index (migration 0010)
         return qs.filter(**{f"{field}__contains": dict(attrs)})

@@ -70,6 +70,34 @@ def test_the_list_pages_with_a_keyset_cursor_and_filters(operator: ApiClient) ->
     assert bad.status_code == 400 and code(bad) == "invalid_cursor"
 
 
+def test_the_list_filters_by_every_search_attribute_given_and_sorts_by_one(operator: ApiClient,
+                                                                         stranger: ApiClient) -> None:
+    from ingest.engine.services.attributes import attributes_set
+
+    tags = {"t-1": {"customer": "acme", "domain": "a.com"}, "t-2": {"customer": "acme", "domain": "b.com"},
+            "t-3": {"customer": "initech", "domain": "a.com"}, "t-4": {"customer": "acme", "domain": "c.com"}}
+    for instance_id, values in tags.items():
+        start(operator, id=instance_id)
+        attributes_set(instance_id=instance_id, values=values)
+    start(operator, id="t-untagged")
+
+    def ids(**params: Any) -> list[str]:
+        response = operator.get("/api/instances", **params)
+        assert response.status_code == 200, response.content
+        return [i["id"] for i in response.json()["items"]]
+
+    assert sorted(ids(attr="customer:acme")) == ["t-1", "t-2", "t-4"]
+    assert ids(attr=["customer:acme", "domain:a.com"]) == ["t-1"]
+    assert ids(attr=["customer:acme", "domain:a.com"], status="complete") == []
+    assert ids(attr="customer:acme", sort="-attr.domain") == ["t-4", "t-2", "t-1"]
+    assert ids(attr="customer:nobody") == []
+    # The value rows follow a change of the attributes: t-2 leaves acme, t-untagged joins it.
+    attributes_set(instance_id="t-2", values={"customer": "globex"})
+    attributes_set(instance_id="t-untagged", values={"customer": "acme"})
+    assert sorted(ids(attr="customer:acme")) == ["t-1", "t-4", "t-untagged"]
+    assert stranger.get("/api/instances", attr="customer:acme").json()["items"] == []
+
+
 def test_a_viewer_reads_but_cannot_act(operator: ApiClient, viewer: ApiClient) -> None:
     start(operator, id="v-1")
     assert viewer.get("/api/instances/v-1").status_code == 200
