@@ -1,5 +1,6 @@
 """`gong-ingest` (ADR-026): a Gong call's transcript becomes facts, step by step.
 
+    search-attributes       (version 2) call_id, and account when the params carry one
     fetch-transcript        only when the params carry no transcript (webhooks): Gong API
     keyword-prefilter       the tenant's keyword list (KeywordList table)
     insert-engagement-only  no keyword hit: one low-confidence fact, and the instance ends
@@ -40,6 +41,7 @@ from ingest.workflows.common import (
     persist_embed_and_emit,
     source_error_step,
 )
+from ingest.workflows.search_attributes import search_slug, searchable
 
 WORKFLOW = "gong-ingest"
 ENGAGEMENT_CONFIDENCE = 0.2
@@ -129,15 +131,25 @@ def insert_engagement_only(*, tenant: str, call_id: str, subject: str, title: st
     ).as_dict()
 
 
+def gong_search_attributes(params: Mapping[str, Any]) -> dict[str, str | int]:
+    """What an operator finds a call's run by: the Gong call id, and the account as a slug when
+    the params name it. Never derived from the title: a title may name a person."""
+    account = params.get("account")
+    return searchable(call_id=str(params["call_id"]), account=search_slug(account) if account else None)
+
+
 # ---- the workflow --------------------------------------------------------------------------------
 
 
 class GongIngest(Workflow):
     name = WORKFLOW
+    version = 2  # 2: "search-attributes" first (docs/engine-contract.md, "Versions")
 
     def run(self, event: WorkflowEvent, step: Any) -> dict[str, Any]:
         p = event.payload
         tenant, call_id = event.tenant, str(p["call_id"])
+        if step.version_at_least(2):  # before the fetch, so a call Gong keeps failing is found too
+            step.set_search_attributes(**gong_search_attributes(p))
         title, started = str(p.get("title") or ""), p.get("started")
         transcript = p.get("transcript")
         if transcript is None:

@@ -1,6 +1,8 @@
 """`salesforce-ingest` (ADR-026): an opportunity's fields become facts.
 
+    search-attributes     (version 2) object_type, object_id, and account/account_id when the record has them
     fetch-record          when the params carry no record with its account (CDC, Outbound Message)
+    search-attributes     (version 2) again after fetch-record, when that told account or account_id
     translate-fields      structured fields → facts, deterministically, with their source authority
     llm-extract           only for free text (Description, Notes__c), when there is any
     persist-facts-{i}     one step per fact: insert-or-supersede by deterministic id
@@ -42,6 +44,7 @@ from ingest.workflows.common import (
     source_error_step,
 )
 from ingest.workflows.gong import Started
+from ingest.workflows.search_attributes import search_slug, searchable
 
 WORKFLOW = "salesforce-ingest"
 FREE_TEXT_FIELDS = ("Description", "Notes__c")
@@ -163,16 +166,33 @@ def fetch_record(*, tenant: str, object_type: str, object_id: str) -> dict[str, 
         raise source_error_step(error) from error
 
 
+def record_search_attributes(record: Any) -> dict[str, str | int]:
+    """The account an operator finds a record's runs by: its name as a slug (the same as
+    gong-ingest's `account`, so one filter finds both) and its Salesforce id."""
+    if not isinstance(record, Mapping):
+        return {}
+    name, account_id = account_name(record), record.get("AccountId")
+    return searchable(account=search_slug(name) if name else None,
+                      account_id=str(account_id) if account_id else None)
+
+
 class SalesforceIngest(Workflow):
     name = WORKFLOW
+    version = 2  # 2: "search-attributes" first, and after fetch-record (docs/engine-contract.md, "Versions")
 
     def run(self, event: WorkflowEvent, step: Any) -> dict[str, Any]:
         p = event.payload
         tenant, object_type, object_id = event.tenant, str(p.get("object_type") or "Opportunity"), str(p["object_id"])
         record = p.get("record")
+        tagged = record_search_attributes(record)
+        if step.version_at_least(2):  # before the fetch, so a record Salesforce keeps refusing is found too
+            step.set_search_attributes(**searchable(object_type=object_type, object_id=object_id), **tagged)
         if not isinstance(record, Mapping) or not account_name(record):
             record = step.do("fetch-record", lambda ctx: fetch_record(
                 tenant=tenant, object_type=object_type, object_id=object_id), retries=PATIENT_RETRIES)
+            learned = {k: v for k, v in record_search_attributes(record).items() if tagged.get(k) != v}
+            if step.version_at_least(2) and learned:  # a CDC change names its account only now
+                step.set_search_attributes(**learned)
         subject = account_name(record) or str(record.get("Name") or f"{object_type} {object_id}")
         observed_at = _observed(p, record, event)
         source_ref = f"sfdc:{object_type}:{object_id}"

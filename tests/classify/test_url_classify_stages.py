@@ -76,7 +76,7 @@ def test_a_cached_domain_classification_is_reused_from_60(classify_env: str, con
     if hit:
         assert output["stages_run"] == ["cache"] and output["classification_source"] == "cache"
         assert (output["domain_type"], output["confidence"], output["cost_usd"]) == ("saas", 60, 0.0)
-        assert step_names(status) == ["cache-check", "store-classification"]
+        assert step_names(status) == ["search-attributes", "cache-check", "store-classification"]
     else:
         assert output["stages_run"] == ["cache", "rules"] and output["classification_source"] == "rules"
 

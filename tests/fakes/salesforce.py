@@ -9,6 +9,7 @@ Routes: "POST /services/oauth2/token", "GET /services/data/v[0-9.]+/query",
 
 from __future__ import annotations
 
+import hashlib
 import re
 import threading
 from collections.abc import Sequence
@@ -28,12 +29,18 @@ def sf_error(status: int, code: str, message: str) -> Planned:
     return Planned(status, [{"message": message, "errorCode": code}])
 
 
+def account_id(name: str) -> str:
+    """A stable 18-character Account id per account name, shaped as Salesforce's ("001…")."""
+    return "001" + hashlib.sha256(name.encode()).hexdigest()[:15].upper()
+
+
 def opportunity_json(opp: DemoOpportunity, version: str = "62.0") -> dict[str, Any]:
     return {
         "attributes": {"type": "Opportunity", "url": f"/services/data/v{version}/sobjects/Opportunity/{opp.id}"},
         "Id": opp.id, "Name": opp.name, "StageName": opp.stage_name, "Amount": opp.amount,
         "CloseDate": opp.close_date.isoformat(), "Description": opp.description,
-        "Notes__c": opp.notes, "Account": {"attributes": {"type": "Account"}, "Name": opp.account, "Industry": opp.industry},
+        "Notes__c": opp.notes, "AccountId": account_id(opp.account),
+        "Account": {"attributes": {"type": "Account"}, "Name": opp.account, "Industry": opp.industry},
         "LastModifiedDate": opp.last_modified.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
     }  # fmt: skip
 

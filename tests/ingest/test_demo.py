@@ -7,8 +7,9 @@ from django.db.models import Sum
 
 from ingest.demo.seed import demo_seed
 from ingest.engine import get
-from ingest.engine.models import ApiCost, ApprovalRequest, DeadLetter, Instance
+from ingest.engine.models import ApiCost, ApprovalRequest, DeadLetter, Instance, InstanceAttributes
 from ingest.pipelines.models import Fact, SignalEvaluation
+from tests.personas import listed, operator_client
 
 pytestmark = [pytest.mark.db, pytest.mark.django_db]
 
@@ -42,6 +43,14 @@ def test_the_demo_ingests_retries_dead_letters_waits_for_approval_and_runs_once(
     operator = dict(next(u for u in DEMO_USERS if u["username"] == "operator")["memberships"])
     assert {Instance.objects.get(id=summary.dead_letter_instance).tenant,
             Instance.objects.get(id=summary.approval_instance).tenant} <= set(operator)
+    # ...and finds runs by the search attributes the workflows set (README: `?attr=account:hooli`)
+    client = operator_client()
+    hooli = listed(client, "attr=account:hooli")
+    assert summary.dead_letter_instance in hooli
+    assert set(InstanceAttributes.objects.filter(instance_id__in=hooli).values_list("attributes__account", flat=True)) \
+        == {"hooli"}
+    call_id = InstanceAttributes.objects.get(instance_id=summary.approval_instance).attributes["call_id"]
+    assert listed(client, f"attr=call_id:{call_id}") == [summary.approval_instance]
 
     facts, instances = Fact.objects.count(), Instance.objects.count()
     again = demo_seed(seed=7, calls=12, opportunities=4)

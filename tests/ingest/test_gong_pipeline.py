@@ -30,8 +30,8 @@ def test_a_webhook_call_is_fetched_extracted_and_persisted_one_fact_per_step(
     out = status["output"]
     assert out["facts"] > 5
     names = step_names(started.instance_id)
-    assert names[:3] == ["fetch-transcript", "keyword-prefilter", "llm-extract"]
-    assert names[3:-2] == [f"persist-facts-{i}" for i in range(out["facts"])]
+    assert names[:4] == ["search-attributes", "fetch-transcript", "keyword-prefilter", "llm-extract"]
+    assert names[4:-2] == [f"persist-facts-{i}" for i in range(out["facts"])]
     assert names[-2:] == ["schedule-embeddings", "emit-signal-eval"]
     assert fake_openai.count(CHAT) == 1
     facts = Fact.objects.filter(tenant="acme", source_ref=f"gong:call:{call.id}")
@@ -50,7 +50,7 @@ def test_a_call_without_keyword_hits_is_engagement_only_and_calls_no_llm(
     drain()
     status = get(started.instance_id).status()
     assert status["status"] == "complete"
-    assert step_names(started.instance_id) == ["keyword-prefilter", "insert-engagement-only"]
+    assert step_names(started.instance_id) == ["search-attributes", "keyword-prefilter", "insert-engagement-only"]
     assert status["output"]["engagement_only"] is True
     fact = Fact.objects.get(tenant="acme", source_ref="gong:call:42")
     assert (fact.predicate, fact.confidence, fact.source_authority) == ("engagement", 0.2, "GongEngagement")
@@ -81,7 +81,7 @@ def test_a_malformed_transcript_fails_once_without_retrying_and_dead_letters(ope
     status = get(started.instance_id).status()
     assert status["status"] == "errored"
     assert "malformed" in status["error"]["message"] and "replay" in status["error"]["message"]
-    prefilter = status["steps"][0]
+    prefilter = status["steps"][1]
     assert prefilter["name"] == "keyword-prefilter" and len(prefilter["attempts"]) == 1
     assert DeadLetter.objects.get(instance_id=started.instance_id).step_name == "keyword-prefilter"
 
@@ -95,7 +95,8 @@ def test_gong_5xx_and_429_while_fetching_the_transcript_are_retried_by_the_engin
     drain()
     status = get(started.instance_id).status()
     assert status["status"] == "complete", status["error"]
-    fetch = status["steps"][0]
+    fetch = status["steps"][1]
+    assert fetch["name"] == "fetch-transcript"
     assert [a["ok"] for a in fetch["attempts"]] == [False, False, True]
     assert fetch["attempts"][1]["retry_delay_seconds"] >= 45  # Gong's Retry-After, not the 20 s backoff
 

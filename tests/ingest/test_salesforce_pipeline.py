@@ -29,7 +29,7 @@ def test_structured_fields_become_facts_with_their_authority_and_only_free_text_
     drain()
     status = get(started.instance_id).status()
     assert status["status"] == "complete", status["error"]
-    assert names(started.instance_id)[:2] == ["translate-fields", "llm-extract"]
+    assert names(started.instance_id)[:3] == ["search-attributes", "translate-fields", "llm-extract"]
     facts = {(f.predicate, f.source_authority): f for f in Fact.objects.filter(source_ref=f"sfdc:Opportunity:{opp.id}")}
     assert facts[("deal_stage", "SfdcOpportunityStage")].object == opp.stage_name
     assert facts[("deal_amount", "SfdcOpportunityStage")].object == f"USD {opp.amount:.0f}"
@@ -66,7 +66,7 @@ def test_a_change_without_a_record_reads_it_refreshing_an_expired_token_and_wait
     drain()
     status = get(second.instance_id).status()
     assert status["status"] == "complete", status["error"]
-    fetch = status["steps"][0]
+    fetch = status["steps"][1]
     assert fetch["name"] == "fetch-record"
     assert [a["ok"] for a in fetch["attempts"]] == [False, True]
     assert fetch["attempts"][0]["retry_delay_seconds"] >= 3600  # the limit resets later: no hammering

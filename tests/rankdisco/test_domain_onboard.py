@@ -56,9 +56,9 @@ def test_a_domain_is_fetched_stored_scored_searched_for_brand_properties_and_its
     assert metrics["ranking_urls_spam_scores"] > 0 and metrics["brand_properties_found"] > 0
     assert metrics["youtube_channels_resolved"] >= 1
     names = step_names(iid)
-    assert names[:2] == ["ensure-domain", "initialize"]
-    assert set(names[2:5]) == {"fetch-backlinks", "fetch-keywords", "fetch-referring-domains"}
-    assert names[5:] == ["parallel-store-all", "track-all-queued", "fetch-ranking-url-spam-scores",
+    assert names[:4] == ["search-attributes", "ensure-domain", "search-attributes", "initialize"]
+    assert set(names[4:7]) == {"fetch-backlinks", "fetch-keywords", "fetch-referring-domains"}
+    assert names[7:] == ["parallel-store-all", "track-all-queued", "fetch-ranking-url-spam-scores",
                          "discover-ranking-domain-properties", "finalize", "queue-domain-classification",
                          "store-classifications"]
 

@@ -1,7 +1,9 @@
 """`domain-onboard` (seed 004's DomainOnboardWorkflow): what DataForSEO knows about a domain,
 stored, scored, read for brand properties, and its URLs classified.
 
+    search-attributes                             (version 2) domain, and domain_id when the params carry it
     ensure-domain                       quick     the tenant's domain row (created when missing)
+    search-attributes                             (version 2) domain_id, when ensure-domain created or found it
     initialize                          quick     onboard_status in_progress; the instance's hourly budget
     parallel-fetch-all                  patient   fetch-backlinks, fetch-keywords, fetch-referring-domains in
                                                   parallel, all settled: a failed branch is recorded, the rest go on
@@ -52,6 +54,7 @@ from ingest.workflows.domain_onboard.steps import (
     instance_budget_ensure,
     spam_scores,
 )
+from ingest.workflows.search_attributes import searchable
 
 CLASSIFIER = "url-classify"
 LIMITS = ("backlink_limit", "keyword_limit", "referring_domains_limit")
@@ -110,12 +113,15 @@ def instance_spend(instance_id: str) -> Decimal:
 
 class DomainOnboard(Workflow):
     name = WORKFLOW
+    version = 2  # 2: "search-attributes" around ensure-domain (docs/engine-contract.md, "Versions")
 
     def run(self, event: WorkflowEvent, step: Any) -> WorkflowResult:
         p = onboard_params(dict(event.payload))
         tenant, iid, name = event.tenant, event.instance_id, p["domain"]
         errors: list[str] = []
         metrics: dict[str, int | float] = {}
+        if step.version_at_least(2):  # before anything is fetched or paid for
+            step.set_search_attributes(**searchable(domain=name, domain_id=p["domain_id"]))
 
         def ensure(ctx: Any) -> int:
             try:
@@ -124,6 +130,9 @@ class DomainOnboard(Workflow):
                 raise NonRetryableError(f"{error}; start the onboarding without domain_id to create it") from None
 
         domain_id: int = step.do("ensure-domain", ensure, retries=QUICK_RETRIES)
+        if step.version_at_least(2) and p["domain_id"] is None:
+            # the id its url-classify children carry: `domain_id:<id>` finds the onboarding and them
+            step.set_search_attributes(domain_id=domain_id)
 
         def initialize(ctx: Any) -> dict[str, Any]:
             instance_budget_ensure(instance_id=iid, limit=Decimal(p["max_cost_per_hour"]))

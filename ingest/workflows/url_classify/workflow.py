@@ -1,6 +1,7 @@
 """`url-classify` (seed 004's UrlClassifyWorkflow): a cache check, then four stages of rising
 cost, stopping as soon as one is confident enough.
 
+    search-attributes      (version 2) host, and domain_id and url_id when the params carry them
     cache-check            stage 0, free: the host's domain-level classification at >= 60 ends it
     rules                  stage 1, free: the rules engine (ingest/classify/rules.json)
     similarity             stage 2: embed the URL, top 3 classified neighbours vote
@@ -30,6 +31,7 @@ from ingest.classify.taxonomy import (
 )
 from ingest.engine import NonRetryableError, Workflow, WorkflowEvent, create
 from ingest.workflows.common import DEFAULT_RETRIES, PATIENT_RETRIES, QUICK_RETRIES
+from ingest.workflows.search_attributes import searchable
 from ingest.workflows.url_classify.stages import (
     index_feedback,
     stage_cache,
@@ -73,6 +75,14 @@ class Progress:
         return self.decided.confidence if self.decided else 0
 
 
+def url_search_attributes(params: dict[str, Any], host: str) -> dict[str, str | int]:
+    """The URL's host (not the URL: a query string may carry a token or an address), and the ids
+    of the seed's params: `domain_id` is the onboarded domain's, so it finds a domain-onboard's
+    children."""
+    ids = {key: params.get(key) for key in ("domain_id", "url_id")}
+    return searchable(host=host, **{k: v for k, v in ids.items() if isinstance(v, int) and not isinstance(v, bool)})
+
+
 def _flag(payload: dict[str, Any], name: str) -> bool:
     value = payload.get(name, False)
     if not isinstance(value, bool):
@@ -82,6 +92,7 @@ def _flag(payload: dict[str, Any], name: str) -> bool:
 
 class UrlClassify(Workflow):
     name = WORKFLOW
+    version = 2  # 2: "search-attributes" before cache-check (docs/engine-contract.md, "Versions")
 
     def run(self, event: WorkflowEvent, step: Any) -> ClassificationResult:
         p = event.payload
@@ -99,6 +110,8 @@ class UrlClassify(Workflow):
         def confident() -> bool:
             return not force_llm and state.confidence >= PIPELINE_MIN_CONFIDENCE
 
+        if step.version_at_least(2):
+            step.set_search_attributes(**url_search_attributes(p, host))
         cached = step.do("cache-check", lambda ctx: stage_cache(tenant=tenant, host=host, url=url),
                          retries=QUICK_RETRIES, checkpoint="deferred")  # fmt: skip
         state.stages_run.append("cache")
