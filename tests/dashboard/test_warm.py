@@ -38,7 +38,9 @@ def test_every_project_template_is_compiled_and_what_is_alive_is_frozen(unfreeze
     assert names <= _cached_names()  # the cached loader keeps each: no compile on a first request
     assert done["frozen"] == gc.get_freeze_count() > 50_000
     gc.collect()
-    assert gc.get_freeze_count() == done["frozen"]  # a full collection leaves them where they are
+    # A full collection leaves them where they are; only an object freed by its reference count
+    # (a thread of an earlier test finishing, say) leaves the permanent generation.
+    assert 0.95 * done["frozen"] < gc.get_freeze_count() <= done["frozen"]
 
 
 def test_a_template_that_does_not_compile_is_logged_and_the_others_still_load(tmp_path: Path, caplog):
