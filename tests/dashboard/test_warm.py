@@ -23,10 +23,10 @@ def unfreeze():
 
 
 def _cached_names() -> set[str]:
-    """The names Django's cached loader holds (template_partials wraps it)."""
+    """The templates Django's cached loader holds (template_partials wraps it)."""
     outer = engines["django"].engine.template_loaders[0]
     cached = next(inner for inner in [outer, *getattr(outer, "loaders", [])] if hasattr(inner, "get_template_cache"))
-    return {key.split("-")[0] for key in cached.get_template_cache}
+    return set(cached.get_template_cache)  # keyed by the name alone when no loader is skipped
 
 
 def test_every_project_template_is_compiled_and_what_is_alive_is_frozen(unfreeze):
@@ -36,10 +36,11 @@ def test_every_project_template_is_compiled_and_what_is_alive_is_frozen(unfreeze
     done = warm_and_freeze()
     assert done["templates"] == len(names)
     assert names <= _cached_names()  # the cached loader keeps each: no compile on a first request
-    assert done["frozen"] == gc.get_freeze_count() > 50_000
+    assert done["frozen"] > 50_000
     gc.collect()
     # A full collection leaves them where they are; only an object freed by its reference count
-    # (a thread of an earlier test finishing, say) leaves the permanent generation.
+    # leaves the permanent generation (the threads of earlier tests, live servers and workers,
+    # still run in this process and free some at any moment).
     assert 0.95 * done["frozen"] < gc.get_freeze_count() <= done["frozen"]
 
 
