@@ -52,6 +52,7 @@ def _window(query: QueryDict, allowed: tuple[str, ...], default: str) -> str:
 
 
 def overview_context(user: Any, query: QueryDict) -> dict[str, Any]:
+    cursor = sel.history_cursor()  # before the page's reads: a change made meanwhile is pushed on connect
     tenants, now = access.tenants_for(user), timezone.now()
     window = _window(query, ("24h", "7d"), "24h")
     today = now.astimezone(timezone.get_current_timezone()).replace(hour=0, minute=0, second=0, microsecond=0)
@@ -76,7 +77,7 @@ def overview_context(user: Any, query: QueryDict) -> dict[str, Any]:
         "spend_total": sum((r["total"] for r in spend), Decimal("0")),
         "budgets": sorted(budgets, key=lambda b: -b.forecast.used_pct)[:8],
         "now": now,
-        "live_query": urlencode([("view", "overview"), ("after", str(sel.history_cursor())), ("window", window)]),
+        "live_query": urlencode([("view", "overview"), ("after", str(cursor)), ("window", window)]),
     }
 
 
@@ -93,6 +94,7 @@ def dead_letter_filters(data: Any) -> sel.DeadLetterFilters:
 
 
 def dead_letters_context(user: Any, query: QueryDict) -> dict[str, Any]:
+    cursor = sel.history_cursor()  # before the page's reads: a change made meanwhile is pushed on connect
     tenants = access.tenants_for(user)
     f = dead_letter_filters(query)
     sort = query.get("sort", "count")
@@ -105,7 +107,7 @@ def dead_letters_context(user: Any, query: QueryDict) -> dict[str, Any]:
         # A group's "Redrive…" keeps the list's filters: its preview counts what the list shows.
         "group_query": query_string(query, signature=None, sort=None),
         "filter_fields": [(k, v) for k, v in vars(f).items() if v],
-        "live_query": "&".join(p for p in (urlencode([("view", "dead_letters"), ("after", str(sel.history_cursor()))]), qs) if p),
+        "live_query": "&".join(p for p in (urlencode([("view", "dead_letters"), ("after", str(cursor))]), qs) if p),
     }
     if f.signature:
         context["items"] = sel.dead_letter_items(tenants=tenants, filters=f)
@@ -117,10 +119,11 @@ def dead_letters_context(user: Any, query: QueryDict) -> dict[str, Any]:
 
 
 def approvals_context(user: Any) -> dict[str, Any]:
+    cursor = sel.history_cursor()  # before the page's reads: a change made meanwhile is pushed on connect
     tenants = access.tenants_for(user)
     return {"pending": sel.approvals_pending(tenants=tenants), "recent": sel.approvals_recent(tenants=tenants),
             "now": timezone.now(),
-            "live_query": urlencode([("view", "approvals"), ("after", str(sel.history_cursor()))])}
+            "live_query": urlencode([("view", "approvals"), ("after", str(cursor))])}
 
 
 # ---- workflow DAG --------------------------------------------------------------------------
@@ -128,6 +131,7 @@ def approvals_context(user: Any) -> dict[str, Any]:
 
 def workflow_dag_context(user: Any, query: QueryDict, *, name: str) -> dict[str, Any] | None:
     """None when the user's tenants have no run of `name` (the view answers 404)."""
+    cursor = sel.history_cursor()  # before the page's reads: a change made meanwhile is pushed on connect
     tenants = access.tenants_for(user)
     if not sel.workflow_known(tenants=tenants, name=name):
         return None
@@ -149,7 +153,7 @@ def workflow_dag_context(user: Any, query: QueryDict, *, name: str) -> dict[str,
         "retention": sel.workflow_retention(tenants=tenants, name=name, now=now),
         "name": name, "window": window, "windows": ("1h", "24h", "7d"), "metric": metric,
         "metrics": charts.HEAT_METRICS, "layout": layout, "nodes": nodes,
-        "live_query": urlencode([("view", "workflow_dag"), ("workflow_dag", name), ("after", str(sel.history_cursor())),
+        "live_query": urlencode([("view", "workflow_dag"), ("workflow_dag", name), ("after", str(cursor)),
                                  ("window", window), ("metric", metric)]),
     }
 

@@ -146,6 +146,10 @@ def _fork_position(instance: Instance, steps: list[Step]) -> int:
 
 def instance_detail(*, user: Any, instance_id: str, now: datetime | None = None) -> InstanceDetail | None:
     now = now or timezone.now()
+    # The live cursor first: a change that commits while the page is read (a worker finishing
+    # the run) then lies after it and is pushed on connect; read last, it would be skipped and the
+    # page would show the state before it until the next change.
+    cursor = history_cursor()
     instance = instance_get(user=user, instance_id=instance_id)
     if instance is None:
         return None
@@ -215,7 +219,7 @@ def instance_detail(*, user: Any, instance_id: str, now: datetime | None = None)
         restartable_steps=restartable,
         steps_hidden=steps_hidden,
         can_act=access.can_act(user, instance.tenant),
-        cursor=history_cursor(),
+        cursor=cursor,
         approvals=list(ApprovalRequest.objects.filter(instance=instance, state=ApprovalState.PENDING)
                        .order_by("created_at")[:5]),
         failed_for_good=instance_failed_for_good(instance, steps) if instance.status == Status.ERRORED else None,

@@ -45,12 +45,13 @@ def instance_list(request: HtmxHttpRequest) -> HttpResponse:
     after = selectors.Cursor.decode(request.GET.get("after", ""))
     before = selectors.Cursor.decode(request.GET.get("before", ""))
     number = _page_number(request.GET.get("page", ""))
+    cursor = selectors.history_cursor()  # before the rows: a change made while they are read is pushed
     counted = selectors.instance_list_counted(user=request.user, filters=filters, after=after, before=before,
                                               page=number)
     page, count, count_more = counted.page, counted.count, counted.count_more
     first_page = after is None and before is None and page.page_number == 1
     base = filters.querystring()
-    live: list[tuple[str, str]] = [("view", "instances"), ("after", str(selectors.history_cursor()))]
+    live: list[tuple[str, str]] = [("view", "instances"), ("after", str(cursor))]
     if first_page and page.newest is not None and filters.keyset:
         live.append(("newest", page.newest.encode()))
     elif first_page:
