@@ -1,7 +1,9 @@
 """The dashboard's websocket: `/ws/live/?view=...&instance=<id>&after=<last_event_id>`.
 
 Authenticated users only; subscribed to their own tenants' groups (or to one instance of theirs).
-On connect it replays what the browser missed since `after` from the history table. Pushes are
+On connect it replays what the browser missed since `after` from the history table; the pages
+read `after` before their data (dashboard/live/ops_pages.py, views/runs.py, selectors/
+instance_detail.py), so a change made while a page was read is replayed, never skipped. Pushes are
 throttled per socket: changes are coalesced and the page's fragments, rendered from the current
 state, are sent at most every MIN_INTERVAL seconds, and never more often than RENDER_SHARE times
 the last render took — a burst of 1,000 step events is a handful of messages, not 1,000.
