@@ -8,7 +8,24 @@ from django.db import models
 from ingest.engine.models.instances import Instance
 
 
-class InstanceAttributes(models.Model):
+class InstanceListColumns(models.Model):
+    """The copy of its instance's columns the instances list filters and sorts by, which
+    database triggers keep on the attribute rows (0019) and the value rows (0020); the columns
+    of migrations/_attributes_sqlite.COLUMNS. NULL only in a row whose instance is gone, which
+    then matches no tenant."""
+
+    tenant = models.CharField(max_length=100, null=True, blank=True, editable=False)
+    workflow = models.CharField(max_length=200, null=True, blank=True, editable=False)
+    status = models.CharField(max_length=24, null=True, blank=True, editable=False)
+    created_at = models.DateTimeField(null=True, blank=True, editable=False)
+    started_at = models.DateTimeField(null=True, blank=True, editable=False)
+    ended_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        abstract = True
+
+
+class InstanceAttributes(InstanceListColumns):
     """One row per instance that set attributes: a JSON object of text values.
 
     Its own table, like InstanceSearch, because every claim and completion updates the instance
@@ -30,18 +47,11 @@ class InstanceAttributes(models.Model):
                                     db_constraint=False)
     attributes = models.JSONField(default=dict)
 
-    tenant = models.CharField(max_length=100, null=True, blank=True, editable=False)
-    workflow = models.CharField(max_length=200, null=True, blank=True, editable=False)
-    status = models.CharField(max_length=24, null=True, blank=True, editable=False)
-    created_at = models.DateTimeField(null=True, blank=True, editable=False)
-    started_at = models.DateTimeField(null=True, blank=True, editable=False)
-    ended_at = models.DateTimeField(null=True, blank=True, editable=False)
-
     class Meta:
         db_table = "engine_instance_attributes"
 
 
-class InstanceAttributeValue(models.Model):
+class InstanceAttributeValue(InstanceListColumns):
     """One row per (instance, search attribute key): the value, beside the same copy of the
     instance's list columns that InstanceAttributes keeps.
 
@@ -62,13 +72,6 @@ class InstanceAttributeValue(models.Model):
     instance_id = models.CharField(max_length=100, editable=False)
     key = models.CharField(max_length=40, editable=False)
     value = models.CharField(max_length=200, editable=False)
-
-    tenant = models.CharField(max_length=100, null=True, blank=True, editable=False)
-    workflow = models.CharField(max_length=200, null=True, blank=True, editable=False)
-    status = models.CharField(max_length=24, null=True, blank=True, editable=False)
-    created_at = models.DateTimeField(null=True, blank=True, editable=False)
-    started_at = models.DateTimeField(null=True, blank=True, editable=False)
-    ended_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
         db_table = "engine_instance_attribute_values"
