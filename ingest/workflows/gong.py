@@ -161,8 +161,10 @@ class GongIngest(Workflow):
         observed_at = started or event.timestamp.isoformat()
         source_ref = f"gong:call:{call_id}"
 
+        # Deferred (docs/engine-contract.md): it reads the keyword list and writes nothing, so
+        # its completion commits with the search attributes', before the LLM step starts.
         prefilter = step.do("keyword-prefilter", lambda ctx: keyword_prefilter(
-            tenant=tenant, call_id=call_id, transcript=transcript), retries=QUICK_RETRIES)
+            tenant=tenant, call_id=call_id, transcript=transcript), retries=QUICK_RETRIES, checkpoint="deferred")
         if prefilter["filtered"] and not prefilter["hits"]:
             write = step.do("insert-engagement-only", lambda ctx: insert_engagement_only(
                 tenant=tenant, call_id=call_id, subject=subject, title=title, observed_at=observed_at,

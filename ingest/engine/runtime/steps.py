@@ -149,15 +149,17 @@ class Step:
         """Tag this instance for the operators' search: `step.set_search_attributes(customer="acme",
         domain="acme.com")`. Values are stored as text (numbers and booleans too); None removes a
         key. Durable and replay-safe: it is a step of its own (`search-attributes`, memoised like
-        any `do`), so a replay does not write again; checked before it is recorded. Returns the
-        instance's attributes after the merge."""
+        any `do`), so a replay does not write again; checked before it is recorded. The step is
+        `checkpoint="deferred"`: it writes only this database, and setting the same values again
+        changes nothing, so the workflow runs on while its completion commits (the next step that
+        acts outside waits for it). Returns the instance's attributes after the merge."""
         from ingest.engine.services.attributes import attributes_check, attributes_set
 
         attributes_check(values)  # a bad key fails the run here, before anything is stored
         instance_id = self._x.instance.id
         merged: dict[str, str] = self.do("search-attributes",
                                          lambda: attributes_set(instance_id=instance_id, values=values),
-                                         retries={"limit": 3, "delay": "1 second"})
+                                         retries={"limit": 3, "delay": "1 second"}, checkpoint="deferred")
         return merged
 
     def child(self, name: str, *, workflow: str, params: dict[str, Any] | None = None,
@@ -252,7 +254,7 @@ class AsyncStep(Step):
         instance_id = self._x.instance.id
         return await self.do("search-attributes",  # type: ignore[no-any-return]
                              lambda: attributes_set(instance_id=instance_id, values=values),
-                             retries={"limit": 3, "delay": "1 second"})
+                             retries={"limit": 3, "delay": "1 second"}, checkpoint="deferred")
 
     async def child(self, name: str, **kwargs: Any) -> Any:
         return await asyncio.to_thread(super().child, name, **kwargs)
