@@ -129,3 +129,28 @@ def test_a_change_started_on_version_1_replays_its_failed_read_without_the_new_s
     assert status["status"] == "complete", status["error"]
     assert "search-attributes" not in [s["name"] for s in status["steps"]]
     assert attributes(started.instance_id) is None
+
+
+def test_a_calls_tagging_and_prefilter_are_deferred_and_its_llm_step_and_the_ledger_are_unchanged(
+        openai_tenant: str, drain, monkeypatch) -> None:
+    """The two steps before the LLM step write nothing outside this database, so their
+    completions go with the group commit (docs/engine-contract.md, "Deferred checkpoints");
+    the paid step stays immediate, and the call records the same steps as before."""
+    from ingest.engine.runtime.execution import Execution
+
+    deferred: dict[str, bool] = {}
+    succeeded = Execution.succeeded
+
+    def spy(self, p, ctx, started, result):
+        deferred[p.label] = p.deferred
+        return succeeded(self, p, ctx, started, result)
+
+    monkeypatch.setattr(Execution, "succeeded", spy)
+    started = gong_ingest_start("acme", {"id": "4713", "account": "Acme Logistics"}, transcript=TEXT)
+    drain()
+    assert get(started.instance_id).status()["status"] == "complete"
+    assert deferred["search-attributes"] is True
+    assert deferred["keyword-prefilter"] is True
+    assert deferred["llm-extract"] is False
+    assert step_names(started.instance_id)[:3] == ["search-attributes", "keyword-prefilter", "llm-extract"]
+    assert attributes(started.instance_id) == {"call_id": "4713", "account": "acme-logistics"}
