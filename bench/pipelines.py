@@ -282,12 +282,20 @@ def concern(stack: str) -> str:
     return CONCERNS[0] if "(ingest/engine/" in ours[-1] else CONCERNS[1]
 
 
+def py_spy() -> Path | None:
+    """py-spy beside this Python (the `bench` extra installs it), else on the PATH."""
+    spy = Path(sys.executable).parent / "py-spy"
+    if spy.exists():
+        return spy
+    found = shutil.which("py-spy")
+    return Path(found) if found else None
+
+
 def profile_start(pids: list[int], folder: str) -> list[subprocess.Popen[bytes]]:
     """Two samplers per worker: `--gil` samples the thread holding the GIL (Python's CPU), the
     other every thread that is not idle (running, or inside psycopg waiting for PostgreSQL)."""
-    spy = Path(sys.executable).parent / "py-spy"
-    if not spy.exists():
-        spy = Path(shutil.which("py-spy") or spy)  # installed elsewhere on the PATH
+    spy = py_spy()
+    assert spy is not None  # checked before anything starts (main)
     return [subprocess.Popen([str(spy), "record", "--nonblocking", "-r", "100", "-f", "raw", "-p", str(pid), *gil,
                               "-o", f"{folder}/{kind}-{pid}.raw"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             for pid in pids for kind, gil in (("cpu", ["--gil"]), ("busy", []))]
@@ -382,6 +390,9 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true",
                         help="sample the workers with py-spy and split their CPU by concern")
     args = parser.parse_args()
+    if args.profile and py_spy() is None:
+        parser.error("--profile samples the workers with py-spy, which is not installed: "
+                     ".venv/bin/pip install -e '.[bench]'")
 
     url = os.environ.setdefault("DATABASE_URL", DEFAULT_URL)
     if not url.startswith("postgres"):
@@ -414,8 +425,9 @@ def main() -> None:
             procs = start_workers(args.workers, args.concurrency, env)
             meter = CpuMeter([p.pid for p in procs])
             folder = tempfile.mkdtemp(prefix="bench-pipelines-") if args.profile else ""
-            spies = profile_start([p.pid for p in procs], folder) if args.profile else []
-            try:
+            spies: list[subprocess.Popen[bytes]] = []
+            try:  # whatever fails from here on, the workers are stopped
+                spies = profile_start([p.pid for p in procs], folder) if args.profile else []
                 before = fake.count(CHAT)
                 load = os.getloadavg()[0]
                 meter.start()
@@ -442,7 +454,7 @@ def main() -> None:
     print(f"median of {len(results)}: " + summary(med, goal, args.calls))
 
 
-CPU_GOAL_MS = 18.0  # workers + PostgreSQL per call: the figure that does not drift between machines
+CPU_GOAL_MS = 18.0  # workers + PostgreSQL per call: steadier than wall time, but a slower machine's CPU-second does less (docs/pipelines.md)
 
 
 def summary(r: dict[str, float], goal: float, calls: int) -> str:
