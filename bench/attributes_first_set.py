@@ -24,13 +24,9 @@ from pathlib import Path
 ROOT = Path(os.environ.get("RUNLEDGER_BENCH_ROOT") or Path(__file__).resolve().parent.parent)
 sys.path.insert(0, str(ROOT))
 from bench.dashboard import ensure_database, setup_django  # noqa: E402
+from bench.pipelines import cpu_seconds  # noqa: E402
 
 DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/runledger_bench_attrfirst"
-
-
-def backend_cpu(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def one_round(calls: int, round_no: int) -> tuple[float, float, float, float]:
@@ -53,12 +49,19 @@ def one_round(calls: int, round_no: int) -> tuple[float, float, float, float]:
     with CaptureQueriesContext(connection) as captured:
         attributes_set(instance_id=ids[0], values={"call_id": "warm", "account": "warm"})
     statements = len(captured.captured_queries)
-    b0, c0, t0 = backend_cpu(pid), time.process_time(), time.perf_counter()
+    b0, c0, t0 = _cpu(pid), time.process_time(), time.perf_counter()
     for n, instance_id in enumerate(ids[1:]):
         attributes_set(instance_id=instance_id, values={"call_id": f"call-{n}", "account": f"acct-{n % 50}"})
-    wall, cpu, backend = time.perf_counter() - t0, time.process_time() - c0, backend_cpu(pid) - b0
+    wall, cpu, backend = time.perf_counter() - t0, time.process_time() - c0, _cpu(pid) - b0
     per = 1e6 / (calls - 1)
     return wall * per, cpu * per, backend * per, statements
+
+
+def _cpu(pid: int) -> float:
+    cpu = cpu_seconds(pid)
+    if cpu is None:
+        raise SystemExit(f"no /proc/{pid}: run this on the database's machine")
+    return cpu
 
 
 def main() -> None:
