@@ -103,3 +103,34 @@ def test_a_merge_past_the_cap_is_refused_and_keeps_what_was_there():
     with pytest.raises(InvalidSearchAttributes, match=f"would have {MAX_KEYS + 1}"):
         attributes_set(instance_id="cap", values={"one_more": "x"})
     assert len(_row("cap")) == len(_values("cap")) == MAX_KEYS
+
+
+class TaggedAsync(Workflow):
+    name = "t-attr-set-async"
+
+    async def run(self, event, step):
+        first = await step.set_search_attributes(customer="acme", n=7)
+        merged = await step.set_search_attributes(customer=None, domain="a.com")
+        return {"first": first, "merged": merged}
+
+
+@pytest.mark.django_db(transaction=True)  # the async steps run on threads of their own
+def test_an_async_workflow_sets_and_merges_through_the_same_deferred_step(monkeypatch, drain):
+    from ingest.engine import get
+    from ingest.engine.runtime.execution import Execution
+
+    deferred: list[tuple[str, bool]] = []
+    succeeded = Execution.succeeded
+
+    def spy(self, p, ctx, started, result):
+        deferred.append((p.label, p.deferred))
+        return succeeded(self, p, ctx, started, result)
+
+    monkeypatch.setattr(Execution, "succeeded", spy)
+    create("t-attr-set-async", id="async", params={})
+    drain()
+    status = get("async").status()
+    assert status["status"] == "complete"
+    assert status["output"] == {"first": {"customer": "acme", "n": "7"}, "merged": {"n": "7", "domain": "a.com"}}
+    assert [deferred_ for _, deferred_ in deferred] == [True, True] and len(deferred) == 2
+    assert _row("async") == _values("async") == {"n": "7", "domain": "a.com"}

@@ -22,6 +22,9 @@ from ingest.engine.runtime.outcomes import CONTROL_FLOW
 from ingest.engine.runtime.parallel import Settled, StepCall, run_group, settle
 from ingest.engine.runtime.waits import as_datetime, checked_until, checked_wait
 
+# The `search-attributes` step's options, sync and async alike.
+ATTRIBUTES_STEP: dict[str, Any] = {"retries": {"limit": 3, "delay": "1 second"}, "checkpoint": "deferred"}
+
 
 class Step:
     """The step API for synchronous workflows."""
@@ -159,7 +162,7 @@ class Step:
         instance_id = self._x.instance.id
         merged: dict[str, str] = self.do("search-attributes",
                                          lambda: attributes_set(instance_id=instance_id, values=values),
-                                         retries={"limit": 3, "delay": "1 second"}, checkpoint="deferred")
+                                         **ATTRIBUTES_STEP)
         return merged
 
     def child(self, name: str, *, workflow: str, params: dict[str, Any] | None = None,
@@ -253,8 +256,7 @@ class AsyncStep(Step):
         attributes_check(values)
         instance_id = self._x.instance.id
         return await self.do("search-attributes",  # type: ignore[no-any-return]
-                             lambda: attributes_set(instance_id=instance_id, values=values),
-                             retries={"limit": 3, "delay": "1 second"}, checkpoint="deferred")
+                             lambda: attributes_set(instance_id=instance_id, values=values), **ATTRIBUTES_STEP)
 
     async def child(self, name: str, **kwargs: Any) -> Any:
         return await asyncio.to_thread(super().child, name, **kwargs)
