@@ -266,6 +266,21 @@ def test_the_step_context_names_the_step_its_count_attempt_config_and_key(drain)
 
 
 @pytest.mark.django_db
+def test_each_step_row_stores_its_own_config(drain):
+    """The config's JSON text is made once per resolved config and reused: two steps with
+    different options in one instance each store their own, on SQLite and on PostgreSQL."""
+    create("t-context", id="ctx-config")
+    create("t-context", id="ctx-config-2")
+    drain()
+    for instance_id in ("ctx-config", "ctx-config-2"):
+        configs = dict(Step.objects.filter(instance_id=instance_id).values_list("seq", "config"))
+        assert configs == {
+            1: {"retries": {"limit": 5, "delay": 10.0, "backoff": "exponential"}, "timeout": 600.0},
+            2: {"retries": {"limit": 2, "delay": 3.0, "backoff": "constant"}, "timeout": 30.0},
+        }
+
+
+@pytest.mark.django_db
 def test_every_step_writes_its_start_and_finish_to_the_history(drain):
     create("t-repeats", id="hist-1")
     drain()

@@ -220,7 +220,7 @@ class Execution:
         assert p.config is not None
         p.rec = self.store.step_started(
             rec=rec, name=p.name, seq=p.seq, position=p.position, kind=p.kind,
-            config=p.config.as_json(), attempt=attempt, now=now, sensitive=p.sensitive,
+            config=p.config, attempt=attempt, now=now, sensitive=p.sensitive,
             has_rollback=p.rollback is not None,
         )
         self.by_key[(p.name, p.seq)] = self.by_pos[p.position] = p.rec

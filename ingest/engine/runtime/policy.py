@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import json
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Literal
@@ -39,6 +41,12 @@ class StepConfig:
             },
             "timeout": self.timeout.total_seconds(),
         }
+
+    @functools.cached_property
+    def json_text(self) -> str:
+        """`as_json()` as JSON text, made once: a config is resolved once per distinct literal
+        (`resolve_config`) and written with every first attempt of its steps."""
+        return json.dumps(self.as_json())
 
 
 def next_delay(policy: RetryPolicy, *, attempt: int) -> timedelta | None:

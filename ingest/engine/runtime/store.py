@@ -29,6 +29,7 @@ from django.db import DatabaseError, transaction
 
 from ingest.engine.models import Attempt, History, HistoryKind, Step, StepStatus
 from ingest.engine.runtime import markers
+from ingest.engine.runtime.policy import StepConfig
 from ingest.engine.runtime.records import (
     EngineFault,
     Failure,
@@ -179,13 +180,13 @@ class InstanceStore:
 
     @ledger_io
     def step_started(self, *, rec: StepRecord | None, name: str, seq: int, position: int,
-                     kind: str, config: dict[str, Any], attempt: int, now: datetime,
+                     kind: str, config: StepConfig, attempt: int, now: datetime,
                      sensitive: bool, has_rollback: bool) -> StepRecord:
         if rec is None and is_postgres() and not self.deferred:
             # The first attempt writes nothing yet: its completion inserts the row, unless it
             # runs long enough for its start marker to be written first (markers.py).
             row = StepRow(iid=self.instance_id, name=name, seq=seq, position=position, kind=kind,
-                              config=json.dumps(config), sensitive=sensitive, has_rollback=has_rollback,
+                              config=config.json_text, sensitive=sensitive, has_rollback=has_rollback,
                               label=step_label(name, seq))
             return StepRecord(id=0, name=name, seq=seq, position=position, kind=kind,
                               status=StepStatus.RUNNING, attempts=attempt, started_at=now, row=row,
@@ -195,7 +196,7 @@ class InstanceStore:
             if rec is None:
                 step = Step.objects.create(
                     instance_id=self.instance_id, name=name, seq=seq, position=position, kind=kind,
-                    status=StepStatus.RUNNING, config=config, attempts=attempt, sensitive=sensitive,
+                    status=StepStatus.RUNNING, config=config.as_json(), attempts=attempt, sensitive=sensitive,
                     has_rollback=has_rollback, started_at=now,
                 )
                 rec = StepRecord(id=step.id, name=name, seq=seq, position=position, kind=kind,
