@@ -21,7 +21,9 @@ step code (fact writes, budgets, costs) and the engine (claiming, replay, ledger
 gaps between turns).
 
 The headline is CPU per call, workers + PostgreSQL, against the goal of 18 ms: the box is usually
-CPU-bound and shared, so the wall time drifts with the load while CPU per call does not. It is
+CPU-bound and shared, so the wall time drifts with the load while CPU per call does not. It does
+drift with the machine (a CPU-second of one does less than another's), so a `machine:` line first
+prices this machine's CPU: a fixed Python loop, and a prepared round trip on both sides. It is
 read from /proc: the worker processes and the PostgreSQL backends serving this database (sampled
 while the run lasts, so a backend that exits is still counted); this process's own (instance
 creation and the fake LLM, which runs the rule extractor to answer) is printed apart. With --profile, py-spy samples each worker and the
@@ -229,6 +231,38 @@ class CpuMeter:
         return sum(cpu - self.base[kind].get(pid, 0.0) for pid, cpu in self.last[kind].items())
 
 
+def machine_reference(url: str, rounds: int = 3, trips: int = 2000) -> str:
+    """What this machine's CPU does per unit of fixed work, to read CPU per call against: a
+    CPU-second here is not one elsewhere (docs/pipelines.md: the same commit measured 17 ms per
+    call on one 2-core machine and 44 ms on another). Prints the best of `rounds` of a fixed
+    pure-Python loop and of `trips` prepared `SELECT 1` round trips over a fresh connection (this
+    process's CPU and its PostgreSQL backend's, per round trip). A call's CPU is Python and round
+    trips to PostgreSQL, so where both of these are k times dearer, CPU per call is about k times
+    what it is elsewhere."""
+    import psycopg
+
+    loops, client, server = [], [], []
+    for _ in range(rounds):
+        start = time.process_time()
+        sum(i * i for i in range(1_000_000))
+        loops.append(time.process_time() - start)
+    with psycopg.connect(url, autocommit=True, prepare_threshold=0) as conn:
+        row = conn.execute("SELECT pg_backend_pid()").fetchone()
+        assert row is not None
+        backend = int(row[0])
+        cursor = conn.cursor()
+        for _ in range(rounds):
+            mine, theirs = time.process_time(), cpu_seconds(backend) or 0.0
+            for _ in range(trips):
+                cursor.execute("SELECT 1", prepare=True)
+                cursor.fetchone()
+            client.append((time.process_time() - mine) / trips)
+            server.append(((cpu_seconds(backend) or 0.0) - theirs) / trips)
+    return (f"machine: a fixed Python loop {min(loops) * 1000:.0f} ms of CPU; a prepared SELECT 1 "
+            f"{min(client) * 1e6:.0f} µs here + {min(server) * 1e6:.0f} µs in PostgreSQL (best of {rounds}; "
+            f"compare CPU per call between machines through these)")
+
+
 def transactions() -> int:
     """Transactions committed or rolled back in this database so far (pg_stat_database; a
     backend reports its counts when it goes idle or exits, so read this after the workers stop)."""
@@ -410,6 +444,7 @@ def main() -> None:
     goal = 1.3 * args.calls * args.delay / total
     print(f"{args.calls} calls, {args.workers} workers × {args.concurrency} = {total} in flight, LLM answers in "
           f"{args.delay * 1000:.0f} ms; ideal {args.calls * args.delay / total:.2f} s, goal ≤ {goal:.2f} s")
+    print(machine_reference(url))
     results: list[dict[str, float]] = []
     with FakeOpenAI() as fake:
         fake.delay = args.delay
