@@ -5,8 +5,9 @@
 Each round writes the facts of `--calls` demo calls (the corpus `bench/pipelines.py` sends,
 extracted by the rule extractor its fake LLM answers with, one call's facts deduplicated as the
 workflow does) through `persist_fact`, one at a time on this process's Django connection,
-autocommit as in a step, in the calls' order: the same mix of new keys, supersedes, outranked and
-multi-valued facts as a pipeline run. Prints, per fact write: this process's CPU and its
+autocommit as in a step, in the calls' order: a pipeline run's new keys, supersedes and
+multi-valued facts (a run with calls in flight at once also writes some calls out of order, which
+stores a few facts outranked; here, in order, none is). Prints, per fact write: this process's CPU and its
 PostgreSQL backend's (from /proc, so run it on the database's machine), the wall time and the
 writes' outcomes; medians over the rounds. Its own database (runledger_bench_facts); every round
 starts from an empty tenant. `--function-set plan_cache_mode=force_generic_plan` (or `--function-set
