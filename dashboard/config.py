@@ -6,6 +6,7 @@ Pure functions of a mapping so they can be tested without touching os.environ.
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -87,7 +88,9 @@ def database_config(env: Mapping[str, str], *, base_dir: Path) -> dict[str, Any]
             Path(name).parent.mkdir(parents=True, exist_ok=True)
         # Tests get a file, not Django's shared-cache in-memory database: shared cache locks
         # whole tables and ignores busy_timeout, which breaks tests where worker threads write.
-        config["TEST"] = {"NAME": str(base_dir / "var" / f"test-{os.getpid()}.sqlite3")}
+        # In the temporary directory, never in the checkout (tests/conftest.py clones a migrated
+        # template there for each test process).
+        config["TEST"] = {"NAME": str(Path(tempfile.gettempdir()) / f"runledger-test-{os.getpid()}.sqlite3")}
     elif engine == "django.db.backends.postgresql":
         config.setdefault("OPTIONS", {})
         pool = env_int(env, "RUNLEDGER_DB_POOL", 0, minimum=0)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -96,38 +98,102 @@ def _engine_clock() -> Iterator[None]:
     clock.reset()
 
 
-@pytest.fixture(autouse=True, scope="session")
-def _release_test_database(django_db_setup, django_db_blocker) -> Iterator[None]:
-    """At the end of the session, before the test database is dropped: close the engine's own
-    connections (group commit, start markers, notifications and the threads of in-process
-    workers hold connections of their own, which close only when idle) so the drop succeeds."""
+# The test database this process created (set by django_db_setup): the only one whose sessions
+# the suite ever ends, and the one it drops.
+_TEST_DATABASE: dict[str, str] = {}
+
+
+def _server_url() -> str:
+    return os.environ.get("DATABASE_URL") or PG_URL
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(request: pytest.FixtureRequest, django_test_environment: None,
+                    django_db_blocker: Any, django_db_modify_db_settings: None) -> Iterator[None]:
+    """pytest-django's test database, cloned from a migrated template (tests/dbtemplate.py)
+    instead of migrated anew by every xdist worker; dropped at the end with its sessions."""
+    from django.conf import settings
+    from django.test.utils import setup_databases, teardown_databases
+
+    from tests import dbtemplate
+
+    db = settings.DATABASES["default"]
+    vendor = "postgresql" if "postgres" in db["ENGINE"] else "sqlite"
+    if vendor == "sqlite":
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        test_name = str(dbtemplate.WORK_DIR / f"test-{os.getpid()}-{worker}.sqlite3")
+        db["TEST"] = {**db.get("TEST", {}), "NAME": test_name}
+        dbtemplate.sqlite_clone(Path(test_name))
+    else:
+        test_name = db.get("TEST", {}).get("NAME") or f"test_{db['NAME']}"
+        db["TEST"] = {**db.get("TEST", {}), "NAME": test_name}
+        dbtemplate.postgres_clone(_server_url(), test_name)
+    _TEST_DATABASE.update(vendor=vendor, name=test_name)
+    with django_db_blocker.unblock():
+        # keepdb: the clone is there and migrated; Django checks the plan and runs post_migrate.
+        old_config = setup_databases(verbosity=request.config.option.verbose, interactive=False,
+                                     keepdb=True, aliases={"default"},
+                                     serialized_aliases=set())
     yield
-    from django.db import connection
+    from django.db import connections
 
     from ingest.engine.writes.commits import express, group
 
+    # The engine's own connections (group commit, start markers, notifications, in-process
+    # workers' threads) close only when idle: close what this thread can, drop with FORCE.
     group.close()
     express.close()
-    if connection.vendor != "postgresql":
-        return
     with django_db_blocker.unblock():
-        end_other_sessions_of_test_database()
+        teardown_databases(old_config, verbosity=0, keepdb=True)
+        connections.close_all()
+    if vendor == "sqlite":
+        dbtemplate.sqlite_remove(Path(test_name))
+    else:
+        dbtemplate.postgres_drop(_server_url(), test_name)
 
 
 def end_other_sessions_of_test_database() -> None:
-    """End the other sessions of the database this suite created, so it can be dropped.
+    """End the other sessions of the database this suite created (worker threads' connections).
 
-    Only ever that database: when the connection points elsewhere (no test used the test
-    database, or DATABASE_URL names a shared one), other people's sessions are left alone."""
+    Only ever that database: when the connection points elsewhere, nothing is ended."""
     from django.db import connection
 
-    test_name = connection.creation._get_test_db_name()
+    test_name = _TEST_DATABASE.get("name")
+    if connection.vendor != "postgresql" or not test_name:
+        return
     with connection.cursor() as cursor:
         cursor.execute("SELECT current_database()")
         if cursor.fetchone()[0] != test_name:
             return
         cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                        "WHERE datname = %s AND pid <> pg_backend_pid()", [test_name])
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto` (pyproject's addopts): two test processes per core, or RUNLEDGER_TEST_PROCESSES.
+
+    Many tests spend their time waiting on real processes, sockets and a browser rather than
+    computing, so one process per core leaves the cores idle."""
+    raw = os.environ.get("RUNLEDGER_TEST_PROCESSES", "").strip()
+    if raw:
+        return max(1, int(raw))
+    return max(2, 2 * (os.cpu_count() or 1))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """An xdist worker hands its fuzz figures to the controller, which prints the summary."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        from tests.fuzzing import tally
+
+        workeroutput["fuzz_tally"] = dict(tally)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    from tests.fuzzing import tally
+
+    tally.update(getattr(node, "workeroutput", {}).get("fuzz_tally", {}))
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

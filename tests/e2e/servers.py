@@ -57,7 +57,13 @@ class Stack:
         return proc
 
     def start(self) -> Stack:
-        self.manage("migrate", "-v0")
+        if self.database_url.startswith("sqlite:///"):
+            # A clone of the migrated template (tests/dbtemplate.py) instead of a `migrate`.
+            from tests import dbtemplate
+
+            dbtemplate.sqlite_clone(Path(self.database_url.removeprefix("sqlite:///")))
+        else:
+            self.manage("migrate", "-v0")
         self.manage("demo_users")
         self._spawn("worker", [sys.executable, "manage.py", "worker", "--concurrency", str(self.concurrency),
                                "--poll", "0.1", "--lease", "10"])
