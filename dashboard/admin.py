@@ -3,12 +3,10 @@ audit log (nobody edits or deletes it here)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.contrib import admin
-from django.http import HttpRequest
 
 from dashboard.models import AuditEntry, Membership
+from ingest.engine.admin import ReadOnly
 
 # ModelAdmin is generic only in django-stubs: ModelAdmin[Membership] would fail at run time (without
 # django-stubs-ext's monkeypatch, which is not a runtime dependency), hence the type-arg ignore.
@@ -23,16 +21,7 @@ class MembershipAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
 
 @admin.register(AuditEntry)
-class AuditEntryAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class AuditEntryAdmin(ReadOnly):
     list_display = ("created_at", "actor", "action", "affected", "source", "ip")
     list_filter = ("action", "source")
     search_fields = ("actor", "action", "reason")
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False

@@ -17,7 +17,8 @@ from django.http import QueryDict
 
 from dashboard import access
 from dashboard.actions import ACTIONS
-from dashboard.selectors.instances import InstanceFilters, instance_filtered
+from dashboard.selectors.instance_filters import InstanceFilters
+from dashboard.selectors.instance_matches import instance_filtered
 from ingest.engine.models import Batch, BatchItem, Instance
 from ingest.engine.services import batches
 

@@ -12,13 +12,9 @@ from typing import Any
 from django.db.models import Count, Q, QuerySet, Sum
 
 from dashboard.api.errors import ApiProblem
-from dashboard.selectors.instances import (
-    attributes_filter,
-    attributes_parse,
-    instance_attributes,
-    instance_order,
-    sort_valid,
-)
+from dashboard.selectors.instance_filters import attributes_parse, sort_valid
+from dashboard.selectors.instance_matches import attributes_filter
+from dashboard.selectors.instances import instance_attributes, instance_order
 from ingest.engine.models import (
     ApiCost,
     Budget,

@@ -57,6 +57,25 @@ def _le(bound: float) -> str:
     return f"{bound:g}"
 
 
+def _histogram_series(
+    grouped: dict[str, list[tuple[tuple[str, ...], float]]], key: str, bounds: Iterable[float]
+) -> Iterator[tuple[tuple[str, ...], list[tuple[str, float]], float]]:
+    """Each label set of histogram `key` (sorted): its cumulative (le, count) points, the last
+    one +Inf, and its sum. The tally keeps one count per bucket, its index the last label."""
+    les = [*map(_le, bounds), "+Inf"]
+    buckets: dict[tuple[str, ...], list[float]] = {}
+    for labels, value in grouped.get(key, []):
+        per = buckets.setdefault(labels[:-1], [0.0] * len(les))
+        per[int(labels[-1])] += value
+    sums = dict(grouped.get(f"{key}_sum", []))
+    for labels, counts in sorted(buckets.items()):
+        running, points = 0.0, []
+        for bound, n in zip(les, counts, strict=True):
+            running += n
+            points.append((bound, running))
+        yield labels, points, sums.get(labels, 0.0)
+
+
 def counter_families(values: dict[Series, float]) -> Iterator[Metric]:
     grouped = _by_metric(values)
     for key, name, doc in COUNTERS:
@@ -66,17 +85,8 @@ def counter_families(values: dict[Series, float]) -> Iterator[Metric]:
         yield family
     for key, name, doc, bounds in HISTOGRAMS:
         histogram = HistogramMetricFamily(f"{PREFIX}_{name}", doc, labels=list(LABELS[f"{key}_sum"]))
-        buckets: dict[tuple[str, ...], list[float]] = {}
-        for labels, value in grouped.get(key, []):
-            per = buckets.setdefault(labels[:-1], [0.0] * (len(bounds) + 1))
-            per[int(labels[-1])] += value
-        sums = dict(grouped.get(f"{key}_sum", []))
-        for labels, counts in sorted(buckets.items()):
-            running, points = 0.0, []
-            for bound, n in zip([*map(_le, bounds), "+Inf"], counts, strict=True):
-                running += n
-                points.append((bound, running))
-            histogram.add_metric(list(labels), points, sum_value=sums.get(labels, 0.0))
+        for labels, points, total in _histogram_series(grouped, key, bounds):
+            histogram.add_metric(list(labels), points, sum_value=total)
         yield histogram
 
 
@@ -223,16 +233,8 @@ def counter_text(values: dict[Series, float]) -> str:
         out.append(f"# HELP {full} {_help(doc)}\n# TYPE {full} histogram\n")
         names = LABELS[f"{key}_sum"]
         bucket_names = (*names, "le")
-        buckets: dict[tuple[str, ...], list[float]] = {}
-        for labels, value in grouped.get(key, []):
-            per = buckets.setdefault(labels[:-1], [0.0] * (len(bounds) + 1))
-            per[int(labels[-1])] += value
-        sums = dict(grouped.get(f"{key}_sum", []))
-        for labels, counts in sorted(buckets.items()):
-            running = 0.0
-            for bound, n in zip([*map(_le, bounds), "+Inf"], counts, strict=True):
-                running += n
-                out.append(_line(f"{full}_bucket", bucket_names, (*labels, bound), running))
-            out.append(_line(f"{full}_count", names, labels, running))
-            out.append(_line(f"{full}_sum", names, labels, sums.get(labels, 0.0)))
+        for labels, points, total in _histogram_series(grouped, key, bounds):
+            out.extend(_line(f"{full}_bucket", bucket_names, (*labels, bound), n) for bound, n in points)
+            out.append(_line(f"{full}_count", names, labels, points[-1][1]))
+            out.append(_line(f"{full}_sum", names, labels, total))
     return "".join(out)

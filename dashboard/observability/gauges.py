@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.db import connection
@@ -30,6 +30,7 @@ from ingest.engine.models import (
     Instance,
     Status,
 )
+from ingest.engine.periods import period_start
 from ingest.triggers.models import Route
 
 ACTIVE = UNFINISHED_STATUSES
@@ -51,16 +52,6 @@ class Ledger:
     slots: dict[str, int] = field(default_factory=dict)  # worker -> instances under a live lease
     last_claim_at: datetime | None = None
     ingress: dict[tuple[str, str], int] = field(default_factory=dict)  # (route, status)
-
-
-def period_start(period: str, now: datetime) -> datetime:
-    """Where a budget's current period began (UTC), as the engine counts it."""
-    now = now.astimezone(UTC)
-    if period == "hour":
-        return now.replace(minute=0, second=0, microsecond=0)
-    if period == "day":
-        return now.replace(hour=0, minute=0, second=0, microsecond=0)
-    return now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
 
 
 def _runnable(now: datetime) -> Q:

@@ -13,11 +13,10 @@ import logging
 from collections.abc import Callable
 from datetime import datetime
 
-from django.db import connection, transaction
 from django.utils import timezone
 
 from dashboard.rollups.services import PassResult, rollup_catch_up
-from ingest.engine.periodic import Periodic
+from ingest.engine.periodic import Periodic, as_leader
 
 log = logging.getLogger("runledger.rollups")
 LOCK_KEY = 0x726F6C6C7570  # "rollup"
@@ -26,13 +25,7 @@ INTERVAL_SECONDS = 5.0
 
 def rollup_pass_if_leader(*, now: datetime, max_hours: int = 24) -> PassResult | None:
     """One pass, unless another runner is in the middle of one (then None)."""
-    with transaction.atomic():
-        if connection.vendor == "postgresql":
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [LOCK_KEY])
-                if not cursor.fetchone()[0]:
-                    return None
-        return rollup_catch_up(now=now, max_hours=max_hours)
+    return as_leader(LOCK_KEY, lambda: rollup_catch_up(now=now, max_hours=max_hours))
 
 
 class RollupRunner(Periodic):

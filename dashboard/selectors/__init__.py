@@ -4,7 +4,8 @@ One module per page family; this package re-exports them all (named in `__all__`
 type checker reads as the package's public names), so `from dashboard import selectors` and
 `selectors.instance_list(...)` work:
 
-- runs pages: `instances` (the ledger's filters and keyset pages), `instance_detail`,
+- runs pages: `instance_filters` (the list's filters, from and to the URL), `instance_matches`
+  (what they match), `instances` (keyset and numbered pages, counts), `instance_detail`,
   `run_layout` (pure waterfall and DAG ranks), `history` (what the live feed reads);
 - operations pages: `overview`, `workflows` (DAG heat), `dead_letters`, `costs`, `budgets`,
   `approvals`, with `common` (money, windows, filter_given).
@@ -80,17 +81,19 @@ from dashboard.selectors.instance_detail import (
     instance_failed_for_good,
     instance_get,
 )
-from dashboard.selectors.instances import (
-    PAGE_SIZE,
+from dashboard.selectors.instance_filters import (
     RANGES,
     SORT_LABELS,
-    Cursor,
     InstanceFilters,
+)
+from dashboard.selectors.instance_matches import instance_filtered
+from dashboard.selectors.instances import (
+    PAGE_SIZE,
+    Cursor,
     InstancePage,
     instance_attributes,
     instance_count,
     instance_count_newer,
-    instance_filtered,
     instance_list,
     instance_list_counted,
     instance_rows,

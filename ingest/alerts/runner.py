@@ -13,11 +13,9 @@ import logging
 from collections.abc import Callable
 from datetime import datetime
 
-from django.db import connection, transaction
-
 from ingest.alerts.checks import checks_round
 from ingest.alerts.follow import follow_round
-from ingest.engine.periodic import Periodic
+from ingest.engine.periodic import Periodic, as_leader
 
 log = logging.getLogger("runledger.alerts")
 LOCK_KEY = 0x616C65727473  # "alerts"
@@ -27,13 +25,7 @@ CHECK_EVERY = 10  # rounds: time-based conditions are minutes long, history even
 
 
 def checks_if_leader(*, now: datetime) -> int | None:
-    with transaction.atomic():
-        if connection.vendor == "postgresql":
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [LOCK_KEY])
-                if not cursor.fetchone()[0]:
-                    return None
-        return checks_round(now=now)
+    return as_leader(LOCK_KEY, lambda: checks_round(now=now))
 
 
 class AlertRunner(Periodic):

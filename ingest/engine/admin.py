@@ -11,6 +11,8 @@ from ingest.engine import models
 
 
 class ReadOnly(admin.ModelAdmin):  # type: ignore[type-arg]
+    """No add, change or delete: for tables only their own services write (the ledger, audit logs)."""
+
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 

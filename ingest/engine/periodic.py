@@ -6,7 +6,8 @@ their own (a management command calls `run()`) or in a daemon thread beside the 
 says what one round is (`run_once`) and, where it holds state across rounds (the scheduler's
 leadership), what to forget after a failed round (`after_error`) and what to release on the way
 out (`at_exit`). Who may run a round (an advisory lock) stays with the subclass: the scheduler
-keeps a session lock across rounds, the rollup runner takes a transaction lock per pass.
+keeps a session lock across rounds; the rollup runner and the alert checks take a transaction lock
+per pass (`as_leader`).
 """
 
 from __future__ import annotations
@@ -17,12 +18,25 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from datetime import datetime
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 
+from ingest.engine.sql.advisory import xact_lock_try
+
 Clock = Callable[[], datetime]
+T = TypeVar("T")
+
+
+def as_leader(lock_key: int, work: Callable[[], T]) -> T | None:
+    """`work()` in one transaction that holds the advisory lock `lock_key`, or None without
+    running it while another process's transaction holds that lock (PostgreSQL). SQLite has a
+    single process: `work()` just runs in a transaction."""
+    with transaction.atomic():
+        if connection.vendor == "postgresql" and not xact_lock_try(lock_key):
+            return None
+        return work()
 
 
 class Periodic(ABC):

@@ -113,20 +113,23 @@ def id_generator() -> Any:
         """Random ids, except for an instance's root span: its ids derive from the instance id."""
 
         def generate_span_id(self) -> int:
-            preset = getattr(_next_ids, "span", None)
-            if preset is not None:
-                _next_ids.span = None
-                return int(preset)
-            return super().generate_span_id()
+            preset = _preset_take("span")
+            return super().generate_span_id() if preset is None else preset
 
         def generate_trace_id(self) -> int:
-            preset = getattr(_next_ids, "trace", None)
-            if preset is not None:
-                _next_ids.trace = None
-                return int(preset)
-            return super().generate_trace_id()
+            preset = _preset_take("trace")
+            return super().generate_trace_id() if preset is None else preset
 
     return InstanceIds()
+
+
+def _preset_take(which: str) -> int | None:
+    """The id this thread's next span was told to take ("span" or "trace"), once; else None."""
+    preset = getattr(_next_ids, which, None)
+    if preset is None:
+        return None
+    setattr(_next_ids, which, None)
+    return int(preset)
 
 
 def tracer() -> Any:
@@ -212,41 +215,36 @@ def step_attempt(ctx: Any, run: Callable[[], T]) -> T:
     under the instance's root): attributes workflow, step, attempt, tenant, outcome and the cost
     the attempt recorded."""
     from opentelemetry import trace
-    from opentelemetry.trace import StatusCode
 
     current = trace.get_current_span()
     parent = None if current.get_span_context().is_valid else _instance_context(ctx.instance_id)
+    with _attempt_span(ctx, parent):
+        return run()
+
+
+async def step_attempt_async(ctx: Any, run: Callable[[], Awaitable[T]]) -> T:
+    """`step_attempt` for a coroutine step of an async workflow."""
+    with _attempt_span(ctx, _instance_context(ctx.instance_id)):
+        return await run()
+
+
+@contextlib.contextmanager
+def _attempt_span(ctx: Any, parent: Any) -> Iterator[None]:
+    """The span of one step attempt under `parent` (None: the current span); its outcome is "ok"
+    or the class of the exception that ended it (re-raised)."""
+    from opentelemetry.trace import StatusCode
+
     attributes = {"runledger.instance_id": ctx.instance_id, "runledger.workflow": ctx.workflow,
                   "runledger.tenant": ctx.tenant, "runledger.step": ctx.name, "runledger.attempt": ctx.attempt}
     with tracer().start_as_current_span(f"step {ctx.name}", context=parent, attributes=attributes,
                                         record_exception=False, set_status_on_exception=False) as span:
         try:
-            result = run()
+            yield
         except BaseException as exc:
             span.set_attribute("runledger.outcome", type(exc).__name__)
             span.set_status(StatusCode.ERROR, str(exc)[:500])
             raise
         span.set_attribute("runledger.outcome", "ok")
-        return result
-
-
-async def step_attempt_async(ctx: Any, run: Callable[[], Awaitable[T]]) -> T:
-    """`step_attempt` for a coroutine step of an async workflow."""
-    from opentelemetry.trace import StatusCode
-
-    attributes = {"runledger.instance_id": ctx.instance_id, "runledger.workflow": ctx.workflow,
-                  "runledger.tenant": ctx.tenant, "runledger.step": ctx.name, "runledger.attempt": ctx.attempt}
-    with tracer().start_as_current_span(f"step {ctx.name}", context=_instance_context(ctx.instance_id),
-                                        attributes=attributes, record_exception=False,
-                                        set_status_on_exception=False) as span:
-        try:
-            result = await run()
-        except BaseException as exc:
-            span.set_attribute("runledger.outcome", type(exc).__name__)
-            span.set_status(StatusCode.ERROR, str(exc)[:500])
-            raise
-        span.set_attribute("runledger.outcome", "ok")
-        return result
 
 
 def cost_tracked(amount: Any) -> None:

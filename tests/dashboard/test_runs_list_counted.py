@@ -24,14 +24,16 @@ from ledger_factories import T0, make_instance
 
 from dashboard.models import InstanceCost
 from dashboard.selectors import InstanceFilters, instance_list_counted
-from dashboard.selectors.instances import (
-    SORT_LABELS,
-    Cursor,
+from dashboard.selectors.instance_filters import SORT_LABELS
+from dashboard.selectors.instance_matches import (
     attribute_rows_filtered,
     attribute_values_filtered,
+    instance_filtered,
+)
+from dashboard.selectors.instances import (
+    Cursor,
     instance_count,
     instance_count_newer,
-    instance_filtered,
     instance_list,
     instance_order,
 )

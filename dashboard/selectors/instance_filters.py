@@ -1,0 +1,196 @@
+"""The runs list's filters as the URL carries them: workflow, status, tenant, time range, id
+prefix, text, step, search attributes and the sort, parsed with every problem named, and written
+back to a query string. Pure: nothing here reads the database."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from urllib.parse import urlencode
+
+from django.http import QueryDict
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from ingest.engine.models import Status
+from ingest.triggers.limits import datetime_in_range
+
+RANGES = {
+    "15m": timedelta(minutes=15),
+    "1h": timedelta(hours=1),
+    "24h": timedelta(hours=24),
+    "7d": timedelta(days=7),
+    "30d": timedelta(days=30),
+}
+
+SORTS = {
+    "created": "created_at",
+    "started": "started_at",
+    "updated": "updated_at",
+    "duration": "duration",
+    "cost": "cost",
+}
+SORT_LABELS = {
+    "-created": "newest first",
+    "created": "oldest first",
+    "-started": "started, latest first",
+    "started": "started, earliest first",
+    "-updated": "updated, latest first",
+    "updated": "updated, earliest first",
+    "-duration": "longest first",
+    "duration": "shortest first",
+    "-cost": "costliest first",
+    "cost": "cheapest first",
+}
+DEFAULT_SORT = "-created"
+ATTR_KEY = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+MAX_ATTRS = 5
+
+
+@dataclass(frozen=True)
+class InstanceFilters:
+    """The list's filters, parsed from and written back to the URL query.
+
+    `problems` names every value that did not parse (an unknown status, a bad attribute, an
+    unknown sort): the page says so and shows nothing rather than a wider list, and a bulk action
+    refuses to start from it."""
+
+    workflow: str = ""
+    statuses: tuple[str, ...] = ()
+    tenant: str = ""
+    range: str = ""
+    since: datetime | None = None
+    until: datetime | None = None
+    id_prefix: str = ""
+    text: str = ""
+    step: str = ""
+    attrs: tuple[tuple[str, str], ...] = ()
+    sort: str = DEFAULT_SORT
+    problems: tuple[str, ...] = ()
+
+    @classmethod
+    def from_query(cls, query: QueryDict) -> InstanceFilters:
+        problems: list[str] = []
+        statuses: list[str] = []
+        for raw in query.getlist("status"):
+            for value in (v.strip() for v in raw.split(",")):
+                if value in Status.values:
+                    statuses.append(value)
+                elif value:
+                    problems.append(
+                        f"status {value[:40]!r} is not a status (one of {', '.join(Status.values)})"
+                    )
+        rng = query.get("range", "")
+        if rng and rng not in RANGES:
+            problems.append(f"range {rng[:20]!r} is not one of {', '.join(RANGES)}")
+        sort = query.get("sort", "").strip() or DEFAULT_SORT
+        if sort.lstrip("-") not in SORTS and not attr_sort_key(sort):
+            problems.append(
+                f"sort {sort[:40]!r} is not one of {', '.join(SORT_LABELS)} or attr.<key>"
+            )
+            sort = DEFAULT_SORT
+        attrs = _parse_attrs(query.getlist("attr"), problems)
+        return cls(
+            workflow=query.get("workflow", "").strip()[:200],
+            statuses=tuple(dict.fromkeys(statuses)),
+            tenant=query.get("tenant", "").strip()[:100],
+            range=rng if rng in RANGES else "",
+            since=_parse_time(query.get("since", ""), what="since"),
+            until=_parse_time(query.get("until", ""), what="until"),
+            id_prefix=query.get("id", "").strip()[:100],
+            text=query.get("q", "").strip()[:200],
+            step=query.get("step", "").strip()[:256],
+            attrs=attrs,
+            sort=sort,
+            problems=tuple(problems),
+        )
+
+    def as_params(self, *, sort: bool = True) -> list[tuple[str, str]]:
+        pairs: list[tuple[str, str]] = []
+        if self.workflow:
+            pairs.append(("workflow", self.workflow))
+        pairs += [("status", s) for s in self.statuses]
+        for key, value in (
+            ("tenant", self.tenant),
+            ("range", self.range),
+            ("id", self.id_prefix),
+            ("q", self.text),
+            ("step", self.step),
+        ):
+            if value:
+                pairs.append((key, value))
+        if self.since:
+            pairs.append(("since", self.since.strftime("%Y-%m-%dT%H:%M")))
+        if self.until:
+            pairs.append(("until", self.until.strftime("%Y-%m-%dT%H:%M")))
+        pairs += [("attr", f"{k}:{v}") for k, v in self.attrs]
+        if sort and self.sort != DEFAULT_SORT:
+            pairs.append(("sort", self.sort))
+        return pairs
+
+    def querystring(self) -> str:
+        return urlencode(self.as_params())
+
+    @property
+    def active(self) -> bool:
+        return bool(self.as_params(sort=False))
+
+    @property
+    def keyset(self) -> bool:
+        """The default order pages by keyset; every other order by page number."""
+        return self.sort == DEFAULT_SORT
+
+    @property
+    def attr_text(self) -> str:
+        return " ".join(f"{k}:{v}" for k, v in self.attrs)
+
+
+def attr_sort_key(sort: str) -> str:
+    """The attribute key of an `attr.<key>` sort (either direction), or "" for any other sort."""
+    key = sort.lstrip("-").removeprefix("attr.") if sort.lstrip("-").startswith("attr.") else ""
+    return key if ATTR_KEY.match(key) else ""
+
+
+def _parse_attrs(values: list[str], problems: list[str]) -> tuple[tuple[str, str], ...]:
+    """`attr=customer:acme` (repeatable, or several separated by spaces in one field)."""
+    out: list[tuple[str, str]] = []
+    for raw in values:
+        for piece in raw.split():
+            key, sep, value = piece.partition(":")
+            if not sep or not ATTR_KEY.match(key) or not value or len(value) > 200:
+                problems.append(
+                    f"attribute filter {piece[:60]!r} is not key:value (e.g. customer:acme; keys are "
+                    "lower-case letters, digits and _)"
+                )
+                continue
+            out.append((key, value))
+    if len(out) > MAX_ATTRS:
+        problems.append(f"{len(out)} attribute filters; at most {MAX_ATTRS}")
+        return ()
+    return tuple(out)
+
+
+def _parse_time(raw: str, *, what: str) -> datetime | None:
+    raw = raw.strip()
+    if not raw:
+        return None
+    try:
+        value = parse_datetime(raw)
+    except ValueError:
+        return None
+    if value is None:
+        return None
+    value = datetime_in_range(value, what=what)  # 9999-12-31 overflows the ORM's conversion
+    # datetime-local inputs carry no zone: the filter form labels them UTC.
+    return timezone.make_aware(value, UTC) if timezone.is_naive(value) else value
+
+
+def attributes_parse(values: list[str]) -> tuple[tuple[tuple[str, str], ...], list[str]]:
+    """(the `key:value` filters, the problems of those that do not parse)."""
+    problems: list[str] = []
+    return _parse_attrs(values, problems), problems
+
+
+def sort_valid(sort: str) -> bool:
+    return sort.lstrip("-") in SORTS or bool(attr_sort_key(sort))
