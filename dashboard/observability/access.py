@@ -18,6 +18,8 @@ from typing import Any
 from daphne.cli import CommandLineInterface
 from daphne.server import Server
 
+from ingest.engine.redaction import redact
+
 log = logging.getLogger("runledger.access")
 
 
@@ -25,7 +27,8 @@ class AccessLogger:
     """daphne's action-logger interface: called with (protocol, action, details)."""
 
     def __call__(self, protocol: str, action: str, details: dict[str, Any]) -> None:
-        path, client = str(details.get("path", "")), details.get("client") or "-"
+        # Redacted here, not only by the handler's filter: the path is the line (a webhook's key).
+        path, client = redact(str(details.get("path", ""))), details.get("client") or "-"
         if protocol == "http" and action == "complete":
             method, status = details.get("method", "-"), details.get("status")
             took = details.get("time_taken")

@@ -49,6 +49,10 @@ class JsonFormatter(_JsonFormatter):
     def formatException(self, ei: Any) -> str:  # noqa: N802 - logging's name
         return redact(str(super().formatException(ei)))
 
+    def format(self, record: logging.LogRecord) -> str:
+        # The whole line: extras a library adds (Django's `request`) are serialized here.
+        return redact(super().format(record))
+
 
 class ConsoleFormatter(logging.Formatter):
     """The plain line the embedded default always printed, plus the context when there is some."""
@@ -57,7 +61,7 @@ class ConsoleFormatter(logging.Formatter):
         super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
 
     def format(self, record: logging.LogRecord) -> str:
-        line = super().format(record)
+        line = redact(super().format(record))
         fields = [f"{name}={getattr(record, name)}" for name in context.FIELDS
                   if getattr(record, name, None) is not None]
         if not fields:

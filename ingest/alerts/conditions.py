@@ -9,6 +9,7 @@ from typing import Any
 
 from ingest.alerts.errors import InvalidRule
 from ingest.alerts.models import Condition
+from ingest.engine.redaction import redact, redact_value
 
 # Workflows whose failures never raise alerts: a failed delivery alerting would deliver again.
 SILENT_WORKFLOWS = frozenset({"alert-deliver"})
@@ -69,6 +70,12 @@ class Signal:
     title: str
     workflow: str = ""
     facts: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # What an alert says is kept (alert facts, notification bodies) and sent to every
+        # channel: an error message quoted in the facts loses any secret it carried here.
+        object.__setattr__(self, "title", redact(self.title))
+        object.__setattr__(self, "facts", redact_value(self.facts))
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from ingest.alerts.messages import callback_payload, slack_payload, text
 from ingest.alerts.models import Callback, ChannelKind, DeliveryState, Notification
 from ingest.engine.errors import NonRetryableError
 from ingest.engine.models import Instance
+from ingest.engine.redaction import redact
 from ingest.sources.notify import Delivered, NotifyError, mail_send, webhook_post
 
 
@@ -51,7 +52,7 @@ def notification_deliver(*, notification_id: int) -> dict[str, Any]:
     try:
         sent = _send(note)
     except NotifyError as exc:
-        Notification.objects.filter(id=note.id).update(last_error=str(exc)[:2000])
+        Notification.objects.filter(id=note.id).update(last_error=redact(str(exc))[:2000])
         if not exc.retryable:
             raise NonRetryableError(str(exc)) from exc
         raise
@@ -76,7 +77,7 @@ def callback_deliver(*, callback_id: int) -> dict[str, Any]:
         sent = webhook_post(url=callback.url, payload=payload, secret=secret,
                             headers={"X-Runledger-Event": "instance.finished", "X-Runledger-Instance": instance.id})
     except NotifyError as exc:
-        Callback.objects.filter(id=callback.id).update(last_error=str(exc)[:2000], last_status=exc.status)
+        Callback.objects.filter(id=callback.id).update(last_error=redact(str(exc))[:2000], last_status=exc.status)
         if not exc.retryable:
             raise NonRetryableError(str(exc)) from exc
         raise
@@ -89,6 +90,6 @@ def delivery_failed(*, workflow: str, instance_id: str, message: str) -> int:
     """The delivery instance errored (retries exhausted): its row is failed, for the operator."""
     if workflow == "alert-deliver":
         return Notification.objects.filter(instance_id=instance_id).exclude(state=DeliveryState.DELIVERED).update(
-            state=DeliveryState.FAILED, last_error=message[:2000])
+            state=DeliveryState.FAILED, last_error=redact(message)[:2000])
     return Callback.objects.filter(delivery_instance_id=instance_id).exclude(state=DeliveryState.DELIVERED).update(
-        state=DeliveryState.FAILED, last_error=message[:2000])
+        state=DeliveryState.FAILED, last_error=redact(message)[:2000])

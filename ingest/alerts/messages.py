@@ -1,10 +1,16 @@
-"""What a notification says, per kind of message and per channel. Pure functions of values."""
+"""What a notification says, per kind of message and per channel. Pure functions of values.
+
+Every text here leaves the process (a webhook, a Slack message, an email, a callback), so each
+passes through `ingest.engine.redaction` on its way out, whatever its facts were made from.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+
+from ingest.engine.redaction import redact, redact_value
 
 
 @dataclass(frozen=True)
@@ -26,7 +32,7 @@ class AlertView:
 def subject(kind: str, view: AlertView) -> str:
     prefix = {"firing": "[ALERT]", "summary": "[ALERT, still firing]", "resolved": "[RESOLVED]",
               "test": "[TEST]"}.get(kind, "[ALERT]")
-    return f"{prefix} {view.title} ({view.tenant})"[:300]
+    return redact(f"{prefix} {view.title} ({view.tenant})")[:300]
 
 
 def text(payload: dict[str, Any], *, base_url: str = "") -> str:
@@ -47,16 +53,17 @@ def text(payload: dict[str, Any], *, base_url: str = "") -> str:
             lines.append(f"{key}: {str(value)[:500]}")
     if facts.get("instance") and base_url:
         lines.append(f"{base_url.rstrip('/')}/instances/{facts['instance']}/")
-    return "\n".join(lines)
+    return redact("\n".join(lines))
 
 
 def webhook_payload(kind: str, view: AlertView) -> dict[str, Any]:
     """The generic webhook's JSON: a stable, typed event."""
-    return {
+    payload: dict[str, Any] = redact_value({
         "type": f"alert.{kind}", "subject": subject(kind, view), "alert_id": view.alert_id, "rule": view.rule, "condition": view.condition,
         "tenant": view.tenant, "group": view.group_key, "title": view.title, "count": view.count,
         "unsent": view.unsent, "facts": view.facts, "at": view.at.isoformat(),
-    }
+    })
+    return payload
 
 
 def slack_payload(payload: dict[str, Any], *, base_url: str = "") -> dict[str, Any]:
@@ -66,10 +73,12 @@ def slack_payload(payload: dict[str, Any], *, base_url: str = "") -> dict[str, A
 
 def callback_payload(*, instance_id: str, workflow: str, tenant: str, status: str, output: Any,
                      error_name: str, error_message: str, ended_at: datetime | None) -> dict[str, Any]:
-    """What a callback URL receives when its instance ends."""
+    """What a callback URL receives when its instance ends. The error message is redacted; the
+    output is the workflow's answer to its caller, as the API shows it (a sensitive step's
+    result never reaches it in clear: it is sealed)."""
     return {
         "type": "instance.finished", "instance_id": instance_id, "workflow": workflow, "tenant": tenant,
         "status": status, "output": output,
-        "error": {"name": error_name, "message": error_message} if error_name else None,
+        "error": {"name": error_name, "message": redact(error_message)} if error_name else None,
         "ended_at": ended_at.isoformat() if ended_at else None,
     }

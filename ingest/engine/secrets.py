@@ -24,11 +24,14 @@ import hashlib
 import hmac
 import json
 from typing import Any
+from urllib.parse import urlsplit
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import models
+
+from ingest.engine.redaction import remember
 
 PREFIX = "enc:"
 SEALED = "$sealed"
@@ -208,8 +211,28 @@ class EncryptedTextField(models.TextField):  # type: ignore[type-arg]
     description = "Text encrypted at rest (RUNLEDGER_SECRET_KEYS)"
 
     def from_db_value(self, value: str | None, expression: Any, connection: Any) -> str | None:
-        return None if value is None else unseal(value)
+        return None if value is None else known(unseal(value))
 
     def get_prep_value(self, value: Any) -> Any:
         value = super().get_prep_value(value)
-        return value if value is None else seal(str(value))
+        return value if value is None else seal(known(str(value)))
+
+
+def known(clear: str) -> str:
+    """`clear` (a secret column's text) as it is, after telling the redaction its values: the
+    text itself, or each string of a JSON object (a channel's URL and keys), and the path of a URL
+    among them (a Slack-style webhook URL's secret is its path, which an error may quote alone)."""
+    values: list[str] = [clear]
+    if clear.startswith("{"):
+        try:
+            opened = json.loads(clear)
+        except ValueError:
+            opened = None
+        if isinstance(opened, dict):
+            values = [v for v in opened.values() if isinstance(v, str)]
+    for value in list(values):
+        if value.startswith(("http://", "https://")):
+            parts = urlsplit(value)
+            values.append(parts.path + (f"?{parts.query}" if parts.query else ""))
+    remember(*values)
+    return clear

@@ -14,6 +14,11 @@ worker, is a child of the same root. The root span itself is written when the in
 with that id, from its creation to its end. A child instance's root links to its parent's; the
 ingress request's `traceparent` is kept in the instance's `instance.created` history row, and
 the root and each turn link to it (a link, not a parent: the request ended long before).
+
+No span carries a secret: every text a span takes from a failure or a URL passes through
+`ingest.engine.redaction` (`failed`, `client_span`), exceptions are recorded by `failed` rather
+than by the SDK (whose event would hold the raw message and traceback), and a `sensitive=True`
+step's failure is traced by its class alone.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ import threading
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from datetime import datetime
 from typing import Any, TypeVar
+
+from ingest.engine.redaction import redact
 
 T = TypeVar("T")
 
@@ -181,8 +188,13 @@ def traced_turn(instance: Any, *, worker: str, ingress: str | None, run: Callabl
     attributes = {**instance_attributes(instance), "runledger.worker": worker,
                   "runledger.run_count": int(instance.run_count or 0)}
     with tracer().start_as_current_span(f"turn {instance.workflow}", context=_instance_context(instance.id),
-                                        kind=SpanKind.CONSUMER, links=links, attributes=attributes) as span:
-        status = run()
+                                        kind=SpanKind.CONSUMER, links=links, attributes=attributes,
+                                        record_exception=False, set_status_on_exception=False) as span:
+        try:
+            status = run()
+        except BaseException as exc:
+            failed(span, exc)
+            raise
         span.set_attribute("runledger.outcome", status)
         if status == "errored":
             span.set_status(StatusCode.ERROR, f"instance {instance.id} errored")
@@ -210,30 +222,28 @@ def _ns(when: datetime | None) -> int | None:
     return None if when is None else int(when.timestamp() * 1_000_000_000)
 
 
-def step_attempt(ctx: Any, run: Callable[[], T]) -> T:
+def step_attempt(ctx: Any, run: Callable[[], T], *, sensitive: bool = False) -> T:
     """A step attempt as a span under the current turn (or, in a parallel group's helper thread,
     under the instance's root): attributes workflow, step, attempt, tenant, outcome and the cost
-    the attempt recorded."""
+    the attempt recorded. A `sensitive` step's failure is traced by its class, not its message."""
     from opentelemetry import trace
 
     current = trace.get_current_span()
     parent = None if current.get_span_context().is_valid else _instance_context(ctx.instance_id)
-    with _attempt_span(ctx, parent):
+    with _attempt_span(ctx, parent, sensitive=sensitive):
         return run()
 
 
-async def step_attempt_async(ctx: Any, run: Callable[[], Awaitable[T]]) -> T:
+async def step_attempt_async(ctx: Any, run: Callable[[], Awaitable[T]], *, sensitive: bool = False) -> T:
     """`step_attempt` for a coroutine step of an async workflow."""
-    with _attempt_span(ctx, _instance_context(ctx.instance_id)):
+    with _attempt_span(ctx, _instance_context(ctx.instance_id), sensitive=sensitive):
         return await run()
 
 
 @contextlib.contextmanager
-def _attempt_span(ctx: Any, parent: Any) -> Iterator[None]:
+def _attempt_span(ctx: Any, parent: Any, *, sensitive: bool) -> Iterator[None]:
     """The span of one step attempt under `parent` (None: the current span); its outcome is "ok"
-    or the class of the exception that ended it (re-raised)."""
-    from opentelemetry.trace import StatusCode
-
+    or the class of the exception that ended it (re-raised, recorded by `failed`)."""
     attributes = {"runledger.instance_id": ctx.instance_id, "runledger.workflow": ctx.workflow,
                   "runledger.tenant": ctx.tenant, "runledger.step": ctx.name, "runledger.attempt": ctx.attempt}
     with tracer().start_as_current_span(f"step {ctx.name}", context=parent, attributes=attributes,
@@ -242,9 +252,29 @@ def _attempt_span(ctx: Any, parent: Any) -> Iterator[None]:
             yield
         except BaseException as exc:
             span.set_attribute("runledger.outcome", type(exc).__name__)
-            span.set_status(StatusCode.ERROR, str(exc)[:500])
+            failed(span, exc, sensitive=sensitive)
             raise
         span.set_attribute("runledger.outcome", "ok")
+
+
+def failed(span: Any, exc: BaseException, *, sensitive: bool = False) -> None:
+    """`exc` on `span`: an ERROR status and an `exception` event (the OpenTelemetry convention),
+    their texts redacted; a sensitive step's message and traceback left out altogether."""
+    import traceback
+
+    from opentelemetry.trace import StatusCode
+
+    name = type(exc).__name__
+    if sensitive:
+        span.set_status(StatusCode.ERROR, f"{name} (a sensitive step: its message is not traced)")
+        span.add_event("exception", {"exception.type": name, "exception.escaped": True})
+        return
+    message = redact(str(exc))
+    span.set_status(StatusCode.ERROR, message[:500] or name)
+    span.add_event("exception", {
+        "exception.type": name, "exception.message": message[:2000], "exception.escaped": True,
+        "exception.stacktrace": redact("".join(traceback.format_exception(exc)))[-8000:],
+    })
 
 
 def cost_tracked(amount: Any) -> None:
@@ -259,7 +289,9 @@ def cost_tracked(amount: Any) -> None:
 
 @contextlib.contextmanager
 def client_span(method: str, url: str) -> Iterator[tuple[Any, dict[str, str]]]:
-    """An outbound HTTP call as a CLIENT span; yields (span, headers to send: traceparent)."""
+    """An outbound HTTP call as a CLIENT span; yields (span, headers to send: traceparent). The URL
+    is kept without its query and redacted (a user:password, a webhook key in the path); an
+    exception the call raises is recorded redacted (a connection error quotes the full URL)."""
     from urllib.parse import urlsplit
 
     from opentelemetry import propagate
@@ -267,12 +299,17 @@ def client_span(method: str, url: str) -> Iterator[tuple[Any, dict[str, str]]]:
 
     parts = urlsplit(url)
     attributes = {"http.request.method": method, "server.address": parts.hostname or "",
-                  "url.full": f"{parts.scheme}://{parts.netloc}{parts.path}"}
+                  "url.full": redact(f"{parts.scheme}://{parts.netloc}{parts.path}")}
     with tracer().start_as_current_span(f"{method} {parts.hostname}", kind=SpanKind.CLIENT,
-                                        attributes=attributes) as span:
+                                        attributes=attributes, record_exception=False,
+                                        set_status_on_exception=False) as span:
         carrier: dict[str, str] = {}
         propagate.inject(carrier)
-        yield span, carrier
+        try:
+            yield span, carrier
+        except BaseException as exc:
+            failed(span, exc)
+            raise
 
 
 @contextlib.contextmanager
@@ -292,10 +329,14 @@ def ingress_request(route: str, traceparent: str | None) -> Iterator[None]:
 
     parent = propagate.extract({"traceparent": traceparent} if valid_traceparent(traceparent) else {})
     with tracer().start_as_current_span(f"POST /api/routes/{route}", context=parent, kind=SpanKind.SERVER,
-                                        attributes={"http.route": "/api/routes/{route}", "runledger.route": route}) as span:
+                                        attributes={"http.route": "/api/routes/{route}", "runledger.route": route},
+                                        record_exception=False, set_status_on_exception=False) as span:
         sc = span.get_span_context()
         token = incoming.set(f"00-{sc.trace_id:032x}-{sc.span_id:016x}-{int(sc.trace_flags):02x}")
         try:
             yield
+        except BaseException as exc:
+            failed(span, exc)
+            raise
         finally:
             incoming.reset(token)

@@ -25,7 +25,7 @@ def invoke(fn: Callable[..., Any], ctx: StepContext, p: Prepared, overrides: Ove
     if mocked:
         return value
     if tracing.ENABLED:
-        return tracing.step_attempt(ctx, lambda: _in_lane(fn, ctx, p))
+        return tracing.step_attempt(ctx, lambda: _in_lane(fn, ctx, p), sensitive=p.sensitive)
     return _in_lane(fn, ctx, p)
 
 
@@ -59,7 +59,8 @@ async def invoke_async(fn: Callable[..., Any], ctx: StepContext, p: Prepared, ov
     timeout = p.config.timeout.total_seconds()
     try:
         if inspect.iscoroutinefunction(fn) and tracing.ENABLED:
-            return await tracing.step_attempt_async(ctx, lambda: asyncio.wait_for(call(fn, ctx), timeout))
+            return await tracing.step_attempt_async(ctx, lambda: asyncio.wait_for(call(fn, ctx), timeout),
+                                                    sensitive=p.sensitive)
         if inspect.iscoroutinefunction(fn):
             return await asyncio.wait_for(call(fn, ctx), timeout)
         return await asyncio.to_thread(invoke, fn, ctx, p, overrides)

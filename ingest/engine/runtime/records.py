@@ -13,7 +13,9 @@ from typing import Any, ParamSpec, TypeVar
 from django.db import DatabaseError
 
 from ingest.engine.models import Instance, Status
+from ingest.engine.redaction import redact, redact_value
 from ingest.engine.runtime.markers import Marker
+from ingest.engine.secrets import is_sealed
 from ingest.engine.sql.steps import StepRow
 
 P = ParamSpec("P")
@@ -84,12 +86,25 @@ class SleepWrite:
 class Failure:
     """A failed attempt as stored: the class's name (dotted unless builtin or the engine's), its
     message, the traceback, and `state` ({"args": [...], "attrs": {...}} or None), from which
-    replay rebuilds the exception (runtime/failures.py)."""
+    replay rebuilds the exception (runtime/failures.py).
+
+    Every text in it is redacted as it is made (`ingest.engine.redaction`): whatever writes a
+    failure to the ledger, and whatever reads it back to a log, an alert or a callback, never
+    holds a secret the failed call carried (an API key in a URL, a bearer token, a credential).
+    Replay rebuilds the exception from these redacted texts. A sealed traceback (a sensitive
+    step's) is left as it is: it is ciphertext."""
 
     name: str
     message: str
     traceback: str = ""
     state: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "message", redact(self.message))
+        if not is_sealed(self.traceback):
+            object.__setattr__(self, "traceback", redact(self.traceback))
+        if self.state is not None:
+            object.__setattr__(self, "state", redact_value(self.state))
 
 
 def wake_parent(parent_id: str, *, now: datetime) -> None:

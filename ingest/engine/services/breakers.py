@@ -22,6 +22,7 @@ from ingest.engine import breaker, clock
 from ingest.engine.breaker import BreakerPolicy, BreakerState
 from ingest.engine.errors import BreakerNotFound, CircuitOpen
 from ingest.engine.models import CircuitBreaker
+from ingest.engine.redaction import redact
 from ingest.engine.sql import breakers as sql
 
 # A swap loses only to another caller's change of the same row; a handful of rounds settles it.
@@ -99,7 +100,7 @@ def breaker_reset(*, key: str, actor: str = "", reason: str = "", now: datetime 
 
 
 def _failure_reason(old: BreakerState, new: BreakerState, ticket: Ticket, error: str) -> str:
-    cause = f" (last: {error[:300]})" if error else ""
+    cause = f" (last: {redact(error)[:300]})" if error else ""
     if old.state == breaker.HALF_OPEN:
         return f"the probe call failed{cause}"
     if new.state == breaker.OPEN:

@@ -10,6 +10,7 @@ from typing import Any
 from django.db import transaction
 
 from ingest.engine.errors import EngineError, InstanceAlreadyExists
+from ingest.engine.redaction import redact
 from ingest.engine.services import instances as engine_services
 from ingest.triggers import cron
 from ingest.triggers.errors import InvalidSchedule, ScheduleNotFound
@@ -160,7 +161,7 @@ def schedule_fire_due(*, schedule_id: int, now: datetime) -> list[str]:
         except EngineError as exc:
             # Keep `checked_until` and the past `next_fire_at`: the next tick tries again.
             log.warning("schedule %s could not fire: %s", schedule.name, exc)
-            schedule.last_error = str(exc)[:2000]
+            schedule.last_error = redact(str(exc))[:2000]
         schedule.save(update_fields=["last_fire_at", "last_instance_id", "checked_until",
                                      "last_error", "next_fire_at"])
     return fired
