@@ -17,13 +17,13 @@ Errors inside a 200 (per-task status codes) raise the same classes as HTTP error
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 import requests
 
+from ingest.sources.client import HttpClient, Transport
 from ingest.sources.dataforseo_errors import (
     RATE_LIMIT_WAIT,
     DataForSEOAuthError,
@@ -45,17 +45,7 @@ from ingest.sources.dataforseo_values import (
     SpamScore,
     listing,
 )
-from ingest.sources.http import (
-    DEFAULT_TIMEOUT,
-    Sleep,
-    Timeout,
-    body_excerpt,
-    inline_429_wait,
-    new_session,
-    retry_after_seconds,
-    send_or_unavailable,
-    wait_and_resend,
-)
+from ingest.sources.http import body_excerpt, retry_after_seconds
 from ingest.sources.outbound import Circuit, OutboundLimiter, SharedBucket
 from ingest.sources.seo_services import (
     DATAFORSEO_BACKLINKS,
@@ -82,33 +72,29 @@ def spam_score_batches(targets: Sequence[str]) -> list[list[str]]:
     return [list(targets[i : i + step]) for i in range(0, len(targets), step)]
 
 
-class DataForSEOClient:
+class DataForSEOClient(HttpClient):
+    """Takes the transport's keywords too (`client.Transport`: base_url, timeout, session…)."""
+
+    BASE_URL = "https://api.dataforseo.com"
+    UNAVAILABLE = DataForSEOUnavailable
+
     def __init__(
         self,
         *,
         login: str,
         password: str,
-        base_url: str = "https://api.dataforseo.com",
-        timeout: Timeout = DEFAULT_TIMEOUT,
         limiter: OutboundLimiter | None = None,
         circuit: Circuit | None = None,
-        max_rate_limit_retries: int = 2,
-        max_inline_wait: float = 10.0,
-        session: requests.Session | None = None,
-        sleep: Sleep = time.sleep,
+        **transport: Unpack[Transport],
     ) -> None:
-        self.base_url = base_url.rstrip("/")
-        self.timeout = timeout
+        super().__init__(**transport)
+        self.base_url = self.base_url.rstrip("/")
         self.limiter = limiter or SharedBucket(
-            f"dataforseo:{login}", per_minute=CALLS_PER_MINUTE, burst=200, sleep=sleep
+            f"dataforseo:{login}", per_minute=CALLS_PER_MINUTE, burst=200, sleep=self._sleep
         )
         # Optional: a breaker on the account, so an outage fails the steps fast (outbound.py).
         self.circuit = circuit
-        self.max_rate_limit_retries = max_rate_limit_retries
-        self.max_inline_wait = max_inline_wait
         self._auth = (login, password)
-        self._session = session or new_session()
-        self._sleep = sleep
 
     # -- endpoints ---------------------------------------------------------------------------
 
@@ -185,12 +171,7 @@ class DataForSEOClient:
 
     def _post_task(self, endpoint: str, task: Mapping[str, Any], *, what: str) -> dict[str, Any]:
         url = f"{self.base_url}/v3/{endpoint}"
-        response = wait_and_resend(
-            lambda: self._send(url, [dict(task)]),
-            wait_for=self._wait_for,
-            retries=self.max_rate_limit_retries,
-            sleep=self._sleep,
-        )
+        response = self._exchange(lambda: self._send(url, [dict(task)]), what=f"DataForSEO POST {url}")
         if response.status_code != 200:
             raise self._http_error(response, endpoint)
         try:
@@ -223,17 +204,13 @@ class DataForSEOClient:
                 f"slot for {wait:.1f}s; the step retries then",
                 retry_after=wait,
             )
-        return send_or_unavailable(
-            lambda: self._session.post(url, json=body, auth=self._auth, timeout=self.timeout),
-            unavailable=DataForSEOUnavailable, what=f"DataForSEO POST {url}",
-            read_timeout=self.timeout[1],
-        )
+        return self._session.post(url, json=body, auth=self._auth, timeout=self.timeout)
 
     def _wait_for(self, response: requests.Response) -> float | None:
         if response.status_code == 429:
             # Every worker sharing the account's bucket backs off, not only this call.
             self.limiter.penalize(retry_after_seconds(response.headers) or 1.0)
-        return inline_429_wait(response, max_inline_wait=self.max_inline_wait)
+        return super()._wait_for(response)
 
     def _raise_for_code(
         self, part: Mapping[str, Any], endpoint: str, *, what: str, cost: Decimal | None

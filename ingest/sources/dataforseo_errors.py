@@ -10,8 +10,10 @@ statuses (and 429 in front of the API when a client floods it).
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Unpack
 
-from ingest.sources.errors import SourceError
+from ingest.sources import errors
+from ingest.sources.errors import SourceError, SourceErrorOptions
 
 __all__ = [
     "DataForSEOAuthError", "DataForSEOError", "DataForSEONoResults", "DataForSEOPaymentRequired",
@@ -23,74 +25,40 @@ __all__ = [
 class DataForSEOError(SourceError):
     """DataForSEO returned an unexpected answer."""
 
-    # True when only a person can fix it (top up the balance, renew the plan): a workflow
-    # pauses for an operator instead of retrying or failing.
-    needs_operator: bool = False
-
     def __init__(
         self,
         message: str | None = None,
         *,
-        retryable: bool | None = None,
-        retry_after: float | None = None,
-        status: int | None = None,
         code: int | None = None,
         cost: Decimal | None = None,
+        **options: Unpack[SourceErrorOptions],
     ) -> None:
-        super().__init__(message, retryable=retryable, retry_after=retry_after, status=status)
+        super().__init__(message, **options)
         self.code = code  # DataForSEO's five-digit status_code, when the answer had one
         self.cost = cost  # what the failed task was billed, when DataForSEO reported it
 
-    def __reduce__(self) -> tuple[object, ...]:
-        return (
-            _rebuild,
-            (type(self), str(self), self.retryable, self.retry_after, self.status, self.code,
-             self.cost),
-        )  # fmt: skip
 
-
-def _rebuild(
-    cls: type[DataForSEOError],
-    message: str,
-    retryable: bool,
-    retry_after: float | None,
-    status: int | None,
-    code: int | None,
-    cost: Decimal | None,
-) -> DataForSEOError:
-    return cls(message, retryable=retryable, retry_after=retry_after, status=status, code=code,
-               cost=cost)  # fmt: skip
-
-
-class DataForSEOAuthError(DataForSEOError):
+class DataForSEOAuthError(DataForSEOError, errors.AuthError):
     """DataForSEO refused the login (401); fix the API login and password."""
 
 
-class DataForSEOPaymentRequired(DataForSEOError):
+class DataForSEOPaymentRequired(DataForSEOError, errors.PaymentRequired):
     """DataForSEO refused to bill the account (402xx); an operator must top up or renew it."""
 
-    needs_operator = True
 
-
-class DataForSEORateLimited(DataForSEOError):
+class DataForSEORateLimited(DataForSEOError, errors.RateLimited):
     """DataForSEO is rate limiting this account; retry after `retry_after` seconds."""
 
-    retryable = True
 
-
-class DataForSEOServerError(DataForSEOError):
+class DataForSEOServerError(DataForSEOError, errors.ServerError):
     """DataForSEO or the search engine behind it failed (500, 500xx, 40101); retry later."""
 
-    retryable = True
 
-
-class DataForSEOUnavailable(DataForSEOError):
+class DataForSEOUnavailable(DataForSEOError, errors.Unavailable):
     """DataForSEO could not be reached or did not answer in time; retry later."""
 
-    retryable = True
 
-
-class DataForSEORequestRejected(DataForSEOError):
+class DataForSEORequestRejected(DataForSEOError, errors.RequestRejected):
     """DataForSEO rejected the request (404, 400xx, 403xx-405xx); fix it, do not retry."""
 
 

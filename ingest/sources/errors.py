@@ -1,4 +1,4 @@
-"""The error base shared by every outside-system client.
+"""The error base shared by every outside-system client, and the kinds of failure they share.
 
 Each client module derives its own hierarchy from `SourceError` (GongError,
 SalesforceError, LLMError, EmbeddingError). The attributes are the contract with the
@@ -9,15 +9,32 @@ engine and the workflows:
   raise `NonRetryableError`.
 - `retry_after`: the minimum number of seconds to wait before the next attempt, when the
   outside system said so; the engine reads this attribute as a minimum retry delay.
+- `needs_operator`: only a person can fix it (top up the balance, renew the plan): a workflow
+  pauses for an operator instead of retrying or failing.
+
+A client's classes also derive from one of the kinds below (`class GongRateLimited(GongError,
+errors.RateLimited)`), which carry the kind's flags, so `except errors.RateLimited` catches a
+rate limit of any source.
 """
 
 from __future__ import annotations
+
+from typing import Any, TypedDict
+
+
+class SourceErrorOptions(TypedDict, total=False):
+    """The keyword arguments `SourceError` takes, for a subclass that adds its own."""
+
+    retryable: bool | None
+    retry_after: float | None
+    status: int | None
 
 
 class SourceError(Exception):
     """An outside system returned an unexpected answer."""
 
     retryable: bool = False
+    needs_operator: bool = False
 
     def __init__(
         self,
@@ -34,23 +51,45 @@ class SourceError(Exception):
         self.status = status
 
     def __reduce__(self) -> tuple[object, ...]:
-        # Keeps the attributes when the error crosses a process boundary (pickling).
-        return (
-            _rebuild,
-            (type(self), str(self), self.retryable, self.retry_after, self.status),
-        )
+        # Keeps every attribute, a subclass's own included (a code, a cost), when the error
+        # crosses a process boundary (pickling), without calling a subclass's constructor.
+        return (_rebuild, (type(self), str(self), dict(vars(self))))
 
 
-def _rebuild(
-    cls: type[SourceError],
-    message: str,
-    retryable: bool,
-    retry_after: float | None,
-    status: int | None,
-) -> SourceError:
+def _rebuild(cls: type[SourceError], message: str, state: dict[str, Any]) -> SourceError:
     error = cls.__new__(cls)
     Exception.__init__(error, message)
-    error.retryable = retryable
-    error.retry_after = retry_after
-    error.status = status
+    error.__dict__.update(state)
     return error
+
+
+class RateLimited(SourceError):
+    """The outside system is rate limiting us; retry after `retry_after` seconds."""
+
+    retryable = True
+
+
+class ServerError(SourceError):
+    """The outside system failed (5xx); retry later."""
+
+    retryable = True
+
+
+class Unavailable(SourceError):
+    """The outside system could not be reached or did not answer in time; retry later."""
+
+    retryable = True
+
+
+class AuthError(SourceError):
+    """The outside system refused our credentials; fix them."""
+
+
+class RequestRejected(SourceError):
+    """The outside system rejected the request as invalid; fix it, do not retry."""
+
+
+class PaymentRequired(SourceError):
+    """The outside system refused to serve the account (balance, plan); an operator must act."""
+
+    needs_operator = True

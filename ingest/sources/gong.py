@@ -8,14 +8,15 @@ times in-process; then `GongRateLimited` carries `retry_after` to the engine.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, Unpack
 
 import requests
 
+from ingest.sources import errors
+from ingest.sources.client import HttpClient, Transport
 from ingest.sources.errors import SourceError
 from ingest.sources.gong_values import (
     GongCall,
@@ -26,18 +27,7 @@ from ingest.sources.gong_values import (
     WebhookInvalid,
     parse_webhook,
 )
-from ingest.sources.http import (
-    DEFAULT_TIMEOUT,
-    RateLimiter,
-    Sleep,
-    Timeout,
-    body_excerpt,
-    inline_429_wait,
-    new_session,
-    retry_after_seconds,
-    send_or_unavailable,
-    wait_and_resend,
-)
+from ingest.sources.http import RateLimiter, body_excerpt, retry_after_seconds
 
 __all__ = [
     "GongAuthError", "GongCall", "GongClient", "GongError", "GongExtensiveCall", "GongParty",
@@ -52,29 +42,23 @@ class GongError(SourceError):
     """Gong returned an unexpected answer."""
 
 
-class GongRateLimited(GongError):
+class GongRateLimited(GongError, errors.RateLimited):
     """Gong is rate limiting us (429); retry after `retry_after` seconds."""
 
-    retryable = True
 
-
-class GongServerError(GongError):
+class GongServerError(GongError, errors.ServerError):
     """Gong failed (5xx); retry later."""
 
-    retryable = True
 
-
-class GongUnavailable(GongError):
+class GongUnavailable(GongError, errors.Unavailable):
     """Gong could not be reached or did not answer in time; retry later."""
 
-    retryable = True
 
-
-class GongAuthError(GongError):
+class GongAuthError(GongError, errors.AuthError):
     """Gong refused the access key (401/403); fix the credentials or the key's scopes."""
 
 
-class GongRequestRejected(GongError):
+class GongRequestRejected(GongError, errors.RequestRejected):
     """Gong rejected the request as invalid (4xx); fix the request, do not retry."""
 
 
@@ -97,28 +81,26 @@ def _is_no_calls(response: requests.Response) -> bool:
     return response.status_code == 404 and "no calls found" in response.text.lower()
 
 
-class GongClient:
+class GongClient(HttpClient):
+    """Takes the transport's keywords too (`client.Transport`: base_url, timeout, session…)."""
+
+    BASE_URL = "https://api.gong.io"
+    RATE_LIMIT_RETRIES = 3
+    INLINE_WAIT = 30.0
+    UNAVAILABLE = GongUnavailable
+
     def __init__(
         self,
         *,
         access_key: str,
         access_key_secret: str,
-        base_url: str = "https://api.gong.io",
-        timeout: Timeout = DEFAULT_TIMEOUT,
         rate_limiter: RateLimiter | None = None,
-        max_rate_limit_retries: int = 3,
-        max_inline_wait: float = 30.0,
-        session: requests.Session | None = None,
-        sleep: Sleep = time.sleep,
+        **transport: Unpack[Transport],
     ) -> None:
-        self.base_url = base_url.rstrip("/")
-        self.timeout = timeout
-        self.rate_limiter = rate_limiter or RateLimiter(3, 1.0, sleep=sleep)
-        self.max_rate_limit_retries = max_rate_limit_retries
-        self.max_inline_wait = max_inline_wait
+        super().__init__(**transport)
+        self.base_url = self.base_url.rstrip("/")
+        self.rate_limiter = rate_limiter or RateLimiter(3, 1.0, sleep=self._sleep)
         self._auth = (access_key, access_key_secret)
-        self._session = session or new_session()
-        self._sleep = sleep
 
     # -- calls -------------------------------------------------------------------------------
 
@@ -199,24 +181,15 @@ class GongClient:
 
     def _send(self, method: str, url: str, **kwargs: Any) -> requests.Response:
         self.rate_limiter.acquire()
-        return send_or_unavailable(
-            lambda: self._session.request(method, url, auth=self._auth, timeout=self.timeout, **kwargs),
-            unavailable=GongUnavailable, what=f"Gong {method} {url}", read_timeout=self.timeout[1],
-        )
-
-    def _wait_for(self, response: requests.Response) -> float | None:
-        return inline_429_wait(response, max_inline_wait=self.max_inline_wait)
+        return self._session.request(method, url, auth=self._auth, timeout=self.timeout, **kwargs)
 
     def _request(
         self, method: str, path: str, *, params: Mapping[str, str] | None = None, body: Any = None
     ) -> dict[str, Any] | None:
         """The JSON answer, or None for Gong's "no calls found" 404."""
         url = f"{self.base_url}{path}"
-        response = wait_and_resend(
-            lambda: self._send(method, url, params=params, json=body),
-            wait_for=self._wait_for,
-            retries=self.max_rate_limit_retries,
-            sleep=self._sleep,
+        response = self._exchange(
+            lambda: self._send(method, url, params=params, json=body), what=f"Gong {method} {url}"
         )
         if response.ok:
             return dict(response.json())

@@ -16,6 +16,7 @@ from typing import Any, TypedDict
 
 import requests
 
+from ingest.sources import errors
 from ingest.sources.errors import SourceError
 from ingest.sources.http import (
     DEFAULT_TIMEOUT,
@@ -30,7 +31,7 @@ class SalesforceError(SourceError):
     """Salesforce returned an unexpected answer."""
 
 
-class SalesforceAuthError(SalesforceError):
+class SalesforceAuthError(SalesforceError, errors.AuthError):
     """Salesforce refused our credentials; fix the connected app or the refresh token."""
 
 
@@ -38,19 +39,15 @@ class SalesforceSessionExpired(SalesforceError):
     """The Salesforce session stayed invalid after one token refresh; check the connected app."""
 
 
-class SalesforceLimitExceeded(SalesforceError):
+class SalesforceLimitExceeded(SalesforceError, errors.RateLimited):
     """The org's daily API request limit is used up (REQUEST_LIMIT_EXCEEDED); retry later."""
 
-    retryable = True
 
-
-class SalesforceServerError(SalesforceError):
+class SalesforceServerError(SalesforceError, errors.ServerError):
     """Salesforce failed (5xx) or could not be reached; retry later."""
 
-    retryable = True
 
-
-class SalesforceRequestRejected(SalesforceError):
+class SalesforceRequestRejected(SalesforceError, errors.RequestRejected):
     """Salesforce rejected the request (malformed query, unknown field…); fix it, do not retry."""
 
 
@@ -271,13 +268,13 @@ class SalesforceClient:
 
     @staticmethod
     def _code(response: requests.Response) -> str:
-        errors = _errors(response)
-        return str(errors[0].get("errorCode", "")) if errors else ""
+        answered = _errors(response)
+        return str(answered[0].get("errorCode", "")) if answered else ""
 
     def _error(self, response: requests.Response, what: str) -> SalesforceError:
-        errors = _errors(response)
-        code = str(errors[0].get("errorCode", "")) if errors else ""
-        message = errors[0].get("message", "") if errors else body_excerpt(response)
+        answered = _errors(response)
+        code = str(answered[0].get("errorCode", "")) if answered else ""
+        message = answered[0].get("message", "") if answered else body_excerpt(response)
         status = response.status_code
         said = f"Salesforce answered HTTP {status} {code or ''} to {what}: {message}".replace(
             "  ", " "

@@ -14,24 +14,17 @@ decides and returns every paid attempt with its cost, so each gets its api_costs
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
+from typing import Unpack
 
 import requests
 
-from ingest.sources.errors import SourceError
-from ingest.sources.http import (
-    Sleep,
-    Timeout,
-    body_excerpt,
-    inline_429_wait,
-    new_session,
-    retry_after_seconds,
-    send_or_unavailable,
-    wait_and_resend,
-)
+from ingest.sources import errors
+from ingest.sources.client import HttpClient, Transport
+from ingest.sources.errors import SourceError, SourceErrorOptions
+from ingest.sources.http import Timeout, body_excerpt, new_session, retry_after_seconds
 from ingest.sources.page_fetch import FetchMethod, FetchResult, blocked_reason, next_method
 from ingest.sources.seo_services import ZENROWS_BASIC, ZENROWS_PREMIUM, PaidCall, paid_call
 
@@ -46,40 +39,19 @@ __all__ = [
 class ZenRowsError(SourceError):
     """ZenRows returned an unexpected answer."""
 
-    needs_operator: bool = False  # only a person can fix it: pause the workflow for one
-
     def __init__(
-        self,
-        message: str | None = None,
-        *,
-        code: str = "",
-        retryable: bool | None = None,
-        retry_after: float | None = None,
-        status: int | None = None,
+        self, message: str | None = None, *, code: str = "", **options: Unpack[SourceErrorOptions]
     ) -> None:
-        super().__init__(message, retryable=retryable, retry_after=retry_after, status=status)
+        super().__init__(message, **options)
         self.code = code  # ZenRows' error code, e.g. "AUTH004"
 
-    def __reduce__(self) -> tuple[object, ...]:
-        return (_rebuild, (type(self), str(self), self.code, self.retryable, self.retry_after,
-                           self.status))  # fmt: skip
 
-
-def _rebuild(
-    cls: type[ZenRowsError], message: str, code: str, retryable: bool, retry_after: float | None,
-    status: int | None,
-) -> ZenRowsError:
-    return cls(message, code=code, retryable=retryable, retry_after=retry_after, status=status)
-
-
-class ZenRowsAuthError(ZenRowsError):
+class ZenRowsAuthError(ZenRowsError, errors.AuthError):
     """ZenRows refused the API key (AUTH001-003, AUTH009); fix the key."""
 
 
-class ZenRowsPaymentRequired(ZenRowsError):
+class ZenRowsPaymentRequired(ZenRowsError, errors.PaymentRequired):
     """ZenRows refused to serve the plan (402: usage exceeded, expired, feature not in plan)."""
-
-    needs_operator = True
 
 
 class ZenRowsBlocked(ZenRowsError):
@@ -88,10 +60,8 @@ class ZenRowsBlocked(ZenRowsError):
     needs_operator = True
 
 
-class ZenRowsRateLimited(ZenRowsError):
+class ZenRowsRateLimited(ZenRowsError, errors.RateLimited):
     """ZenRows is over the plan's concurrency or rate (429 AUTH006/AUTH008); retry later."""
-
-    retryable = True
 
 
 class ZenRowsCouldNotFetch(ZenRowsError):
@@ -104,19 +74,15 @@ class ZenRowsTargetGone(ZenRowsError):
     """The page does not exist (RESP002 404, RESP007 DNS); no tier will fetch it."""
 
 
-class ZenRowsServerError(ZenRowsError):
+class ZenRowsServerError(ZenRowsError, errors.ServerError):
     """ZenRows failed (5xx); retry later."""
 
-    retryable = True
 
-
-class ZenRowsUnavailable(ZenRowsError):
+class ZenRowsUnavailable(ZenRowsError, errors.Unavailable):
     """ZenRows could not be reached or timed out (CTX0002); retry later."""
 
-    retryable = True
 
-
-class ZenRowsRequestRejected(ZenRowsError):
+class ZenRowsRequestRejected(ZenRowsError, errors.RequestRejected):
     """ZenRows rejected the request (400, 413); fix it, do not retry."""
 
 
@@ -154,25 +120,16 @@ def reported_cost(headers: Mapping[str, str]) -> Decimal | None:
         return None
 
 
-class ZenRowsClient:
-    def __init__(
-        self,
-        *,
-        api_key: str,
-        base_url: str = "https://api.zenrows.com/v1/",
-        timeout: Timeout = (5.0, 90.0),  # rendering a page takes tens of seconds
-        max_rate_limit_retries: int = 2,
-        max_inline_wait: float = 10.0,
-        session: requests.Session | None = None,
-        sleep: Sleep = time.sleep,
-    ) -> None:
-        self.base_url = base_url
-        self.timeout = timeout
-        self.max_rate_limit_retries = max_rate_limit_retries
-        self.max_inline_wait = max_inline_wait
+class ZenRowsClient(HttpClient):
+    """Takes the transport's keywords too (`client.Transport`: base_url, timeout, session…)."""
+
+    BASE_URL = "https://api.zenrows.com/v1/"  # requested as it is: the trailing slash stays
+    TIMEOUT = (5.0, 90.0)  # rendering a page takes tens of seconds
+    UNAVAILABLE = ZenRowsUnavailable
+
+    def __init__(self, *, api_key: str, **transport: Unpack[Transport]) -> None:
+        super().__init__(**transport)
         self._api_key = api_key
-        self._session = session or new_session()
-        self._sleep = sleep
 
     def fetch(
         self, url: str, *, js_render: bool = True, premium_proxy: bool = False
@@ -183,10 +140,10 @@ class ZenRowsClient:
             params["js_render"] = "true"
         if premium_proxy:
             params["premium_proxy"] = "true"
-        response = wait_and_resend(
-            lambda: self._send(params, url), wait_for=self._wait_for,
-            retries=self.max_rate_limit_retries, sleep=self._sleep,
-        )  # fmt: skip
+        response = self._exchange(
+            lambda: self._session.get(self.base_url, params=params, timeout=self.timeout),
+            what=f"ZenRows fetching {url}",
+        )
         if not response.ok:
             raise self._error(response, url)
         method: FetchMethod = "zenrows_premium" if premium_proxy else "zenrows_basic"
@@ -198,16 +155,6 @@ class ZenRowsClient:
             reported=reported_cost(response.headers),
             metadata={"request_id": response.headers.get("X-Request-Id", ""), "url": url},
         )  # fmt: skip
-
-    def _send(self, params: dict[str, str], url: str) -> requests.Response:
-        return send_or_unavailable(
-            lambda: self._session.get(self.base_url, params=params, timeout=self.timeout),
-            unavailable=ZenRowsUnavailable, what=f"ZenRows fetching {url}",
-            read_timeout=self.timeout[1],
-        )
-
-    def _wait_for(self, response: requests.Response) -> float | None:
-        return inline_429_wait(response, max_inline_wait=self.max_inline_wait)
 
     def _error(self, response: requests.Response, url: str) -> ZenRowsError:
         try:

@@ -12,6 +12,7 @@ from typing import Any, Protocol, TypedDict, Unpack
 
 import requests
 
+from ingest.sources import errors
 from ingest.sources.errors import SourceError
 from ingest.sources.http import (
     DEFAULT_TIMEOUT,
@@ -30,29 +31,23 @@ class LLMError(SourceError):
     """The LLM provider returned an unexpected answer."""
 
 
-class LLMRateLimited(LLMError):
+class LLMRateLimited(LLMError, errors.RateLimited):
     """The LLM provider is rate limiting us; retry after the delay it asked for."""
 
-    retryable = True
 
-
-class LLMServerError(LLMError):
+class LLMServerError(LLMError, errors.ServerError):
     """The LLM provider failed (5xx or overloaded); retry later."""
 
-    retryable = True
 
-
-class LLMUnavailable(LLMError):
+class LLMUnavailable(LLMError, errors.Unavailable):
     """The LLM provider could not be reached or did not answer in time; retry later."""
 
-    retryable = True
 
-
-class LLMAuthError(LLMError):
+class LLMAuthError(LLMError, errors.AuthError):
     """The LLM provider refused our API key; fix the key in the settings."""
 
 
-class LLMRequestRejected(LLMError):
+class LLMRequestRejected(LLMError, errors.RequestRejected):
     """The LLM provider rejected the request as invalid; fix the request, do not retry."""
 
 
