@@ -72,7 +72,7 @@ _HOOK = re.compile(r"(/hooks/[\w-]+/)[^/\s?&#'\"]+")
 
 # Remembered literal values shorter than this are not masked on their own: a short value would
 # mask ordinary words, and a real credential is longer.
-MIN_LITERAL = 8
+MIN_LITERAL = 12
 MOST_LITERALS = 4096
 LONGEST_IN_TRIE = (
     256  # longer values (rare: a key file) are plain alternatives, keeping recursion shallow

@@ -37,6 +37,8 @@ PREFIX = "enc:"
 SEALED = "$sealed"
 REDACTED = "redacted"
 KEYS_VARIABLE = "RUNLEDGER_SECRET_KEYS"
+# A webhook URL's path shorter than this (/hook, /alerts) is not taken for a secret.
+SECRET_PATH_LENGTH = 16
 
 
 class SecretsError(Exception):
@@ -220,8 +222,9 @@ class EncryptedTextField(models.TextField):  # type: ignore[type-arg]
 
 def known(clear: str) -> str:
     """`clear` (a secret column's text) as it is, after telling the redaction its values: the
-    text itself, or each string of a JSON object (a channel's URL and keys), and the path of a URL
-    among them (a Slack-style webhook URL's secret is its path, which an error may quote alone)."""
+    text itself, or each string of a JSON object (a channel's keys and password). A URL among
+    them is told by its path (a Slack-style webhook URL's secret is its path, which a connection
+    error quotes alone), when that is long enough to be one; its host is no secret."""
     values: list[str] = [clear]
     if clear.startswith("{"):
         try:
@@ -232,7 +235,10 @@ def known(clear: str) -> str:
             values = [v for v in opened.values() if isinstance(v, str)]
     for value in list(values):
         if value.startswith(("http://", "https://")):
+            values.remove(value)
             parts = urlsplit(value)
-            values.append(parts.path + (f"?{parts.query}" if parts.query else ""))
+            path = parts.path + (f"?{parts.query}" if parts.query else "")
+            if len(path) >= SECRET_PATH_LENGTH:
+                values.append(path)
     remember(*values)
     return clear

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from ingest.engine import redaction
 from ingest.engine.redaction import MASK, redact, redact_value, remember
+from ingest.engine.runtime.failures import failure_of, mark_sensitive, open_failure
 from ingest.engine.runtime.records import Failure
-from ingest.engine.secrets import known
+from ingest.engine.secrets import generate_key, known
 
 pytestmark = pytest.mark.pure
 
@@ -103,13 +105,13 @@ def test_a_remembered_credential_is_masked_wherever_it_appears_in_free_text() ->
 
 def test_an_encrypted_columns_clear_text_is_remembered_with_a_urls_path() -> None:
     known(
-        '{"url": "https://hooks.slack.example/services/T0/B0/XYZXYZXYZ", "hmac_key": "hk-abcdefgh"}'
+        '{"url": "https://hooks.slack.example/services/T0/B0/XYZXYZXYZ", "hmac_key": "hk-abcdefgh-1234"}'
     )
     assert (
         redact("POST failed: Max retries exceeded with url: /services/T0/B0/XYZXYZXYZ")
         == f"POST failed: Max retries exceeded with url: {MASK}"
     )
-    assert redact("signed with hk-abcdefgh") == f"signed with {MASK}"
+    assert redact("signed with hk-abcdefgh-1234") == f"signed with {MASK}"
 
 
 def test_redaction_is_idempotent_and_reaches_inside_json_values() -> None:
@@ -135,3 +137,14 @@ def test_a_failure_is_stored_redacted_message_traceback_and_state() -> None:
         f"Traceback ... apikey={MASK}",
     )
     assert failure.state == {"args": [f"url: /v1/?apikey={MASK}"]}
+
+
+def test_a_sensitive_failure_is_sealed_whole_and_its_message_stored_as_redacted(
+    settings: Any,
+) -> None:
+    settings.RUNLEDGER_SECRET_KEYS = [generate_key()]
+    failure = failure_of(mark_sensitive(RuntimeError("vault said apikey=v-1")))
+    assert failure.message == "redacted" and "v-1" not in failure.traceback
+    message, _, state = open_failure(failure.message, failure.traceback)
+    assert message == "vault said apikey=v-1" and state is not None
+    assert state["args"] == ["vault said apikey=v-1"]

@@ -37,10 +37,12 @@ def failure_of(exc: BaseException) -> Failure:
     name = getattr(exc, "error_name", None)  # NonRetryableError(name=...), StepFailed
     if not isinstance(name, str) or not name:
         name = error_class_name(type(exc))
-    failure = Failure(name=name, message=str(exc) or type(exc).__name__,
-                      traceback="".join(traceback.format_exception(exc))[-20000:],
-                      state=exception_state(exc))
-    return seal_failure(failure) if getattr(exc, SENSITIVE_MARK, False) else failure
+    message = str(exc) or type(exc).__name__
+    trace = "".join(traceback.format_exception(exc))[-20000:]
+    if getattr(exc, SENSITIVE_MARK, False):
+        return sealed(name, message=message, traceback=trace, state=exception_state(exc))
+    # A Failure redacts its texts as it is made (records.Failure).
+    return Failure(name=name, message=message, traceback=trace, state=exception_state(exc))
 
 
 def mark_sensitive(exc: BaseException) -> BaseException:
@@ -49,17 +51,16 @@ def mark_sensitive(exc: BaseException) -> BaseException:
     return exc
 
 
-def seal_failure(failure: Failure) -> Failure:
+def sealed(name: str, *, message: str, traceback: str, state: dict[str, Any] | None) -> Failure:
     """A sensitive failure as stored: the message shows "redacted"; the message, the traceback
-    and the state (its args repeat the message) are kept encrypted in the traceback column, and
-    replay opens them (`open_failure`)."""
-    sealed = seal(json.dumps({"message": failure.message, "traceback": failure.traceback,
-                              "state": failure.state}))
-    return Failure(name=failure.name, message=REDACTED, traceback=sealed, state=None)
+    and the state (its args repeat the message) are kept encrypted, in clear inside, in the
+    traceback column, and replay opens them (`open_failure`)."""
+    box = seal(json.dumps({"message": message, "traceback": traceback, "state": state}))
+    return Failure(name=name, message=REDACTED, traceback=box, state=None)
 
 
 def open_failure(message: str, traceback_text: str) -> tuple[str, str, dict[str, Any] | None]:
-    """(message, traceback, state) in clear, from the columns `seal_failure` wrote (or plain ones)."""
+    """(message, traceback, state) in clear, from the columns `sealed` wrote (or plain ones)."""
     if not is_sealed(traceback_text):
         return message, traceback_text, None
     opened = json.loads(unseal(traceback_text))
