@@ -17,6 +17,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
+from ingest.engine.redaction import redact
 from ingest.pipelines.selectors import gong_config_get, salesforce_config_get
 from ingest.sources.errors import SourceError
 from ingest.sources.gong import GongCall, GongClient
@@ -72,7 +73,7 @@ class Command(BaseCommand):
                 bar.update(1)
         except SourceError as error:
             raise CommandError(f"pulling from {options['source']} for tenant {tenant} failed after "
-                               f"{len(results)} record(s): {error}") from error
+                               f"{len(results)} record(s): {redact(str(error))}") from error
         finally:
             bar.close()
         created = sum(r.created for r in results)
