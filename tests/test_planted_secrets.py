@@ -127,13 +127,17 @@ def _answers_with_marker(responses: list[Any]) -> list[str]:
 
 
 def _columns_with_marker() -> list[str]:
-    """Every column of every table holding the marker in clear, as table.column (n rows)."""
+    return columns_holding(MARKER)
+
+
+def columns_holding(text: str) -> list[str]:
+    """Every column of every table holding `text` in clear, as table.column (n rows)."""
     found = []
     with connection.cursor() as cursor:
         for table in connection.introspection.table_names(cursor):
             for col in connection.introspection.get_table_description(cursor, table):
                 qt, qc = connection.ops.quote_name(table), connection.ops.quote_name(col.name)
-                cursor.execute(f"SELECT COUNT(*) FROM {qt} WHERE CAST({qc} AS TEXT) LIKE %s", [f"%{MARKER}%"])
+                cursor.execute(f"SELECT COUNT(*) FROM {qt} WHERE CAST({qc} AS TEXT) LIKE %s", [f"%{text}%"])
                 n = cursor.fetchone()[0]
                 if n:
                     found.append(f"{table}.{col.name} ({n} rows)")

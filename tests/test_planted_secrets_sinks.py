@@ -23,11 +23,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.db import connection
 from django.test import Client
 from django.utils import timezone
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from dashboard.observability.access import AccessLogger
@@ -35,7 +33,7 @@ from dashboard.observability.logconfig import logging_config
 from ingest.alerts.callbacks import callback_register
 from ingest.alerts.follow import follow_round, follow_start
 from ingest.alerts.services import channel_save, rule_save
-from ingest.engine import NonRetryableError, Workflow, tracing
+from ingest.engine import NonRetryableError, Workflow
 from ingest.engine.models import DeadLetter, Instance
 from ingest.engine.services.instances import instance_create
 from ingest.engine.worker.turns import run_until_idle
@@ -46,6 +44,8 @@ from ingest.sources.zenrows import ZenRowsClient
 from ingest.triggers.services import ingress_secret_create
 from tests.fakes.receiver import WebhookReceiver
 from tests.fakes.smtp import SmtpServer
+from tests.test_planted_secrets import columns_holding
+from tests.tracing.support import exported_spans
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -157,12 +157,8 @@ def log_buffers() -> Iterator[dict[str, io.StringIO]]:
 
 @pytest.fixture
 def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracing.enable(provider)
-    yield exporter
-    tracing.disable()
+    with exported_spans() as exporter:
+        yield exporter
 
 
 def _span_texts(span: ReadableSpan) -> list[str]:
@@ -173,20 +169,6 @@ def _span_texts(span: ReadableSpan) -> list[str]:
     for link in span.links:
         texts += [f"{k}={v}" for k, v in (link.attributes or {}).items()]
     return texts
-
-
-def _columns_with_marker() -> list[str]:
-    found = []
-    with connection.cursor() as cursor:
-        for table in connection.introspection.table_names(cursor):
-            for col in connection.introspection.get_table_description(cursor, table):
-                qt, qc = connection.ops.quote_name(table), connection.ops.quote_name(col.name)
-                cursor.execute(
-                    f"SELECT COUNT(*) FROM {qt} WHERE CAST({qc} AS TEXT) LIKE %s", [f"%{MARKER}%"]
-                )
-                if cursor.fetchone()[0]:
-                    found.append(f"{table}.{col.name}")
-    return found
 
 
 def _access_lines(paths: list[tuple[str, str, int]]) -> None:
@@ -312,7 +294,7 @@ def test_no_planted_secret_reaches_a_log_line_a_span_an_alert_a_callback_or_a_ro
             for sink, texts in received.items()
         },
         "spans": [f"{s.name}: {t}" for s in exported for t in _span_texts(s) if MARKER in t],
-        "rows": _columns_with_marker(),
+        "rows": columns_holding(MARKER),
     }
     print({sink: found[:3] for sink, found in leaks.items() if found})
     assert {sink: found for sink, found in leaks.items() if found} == {}

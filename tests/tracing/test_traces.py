@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 from django.test import Client
 from django.utils import timezone
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from ingest.engine import NonRetryableError, Workflow, tracing
@@ -21,6 +20,7 @@ from ingest.engine.worker.turns import run_until_idle
 from ingest.sources.llm.openai import OpenAIChatClient
 from ingest.triggers.services import ingress_secret_create, route_upsert
 from tests.fakes import FakeOpenAI
+from tests.tracing.support import exported_spans
 from tests.triggers.support import signed_post
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -57,12 +57,8 @@ class TracedChild(Workflow):
 
 @pytest.fixture
 def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracing.enable(provider)
-    yield exporter
-    tracing.disable()
+    with exported_spans() as exporter:
+        yield exporter
 
 
 def _named(exporter: InMemorySpanExporter, prefix: str) -> list[ReadableSpan]:
