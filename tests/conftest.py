@@ -90,10 +90,13 @@ def _fast_password_hashing() -> None:
 
 @pytest.fixture(autouse=True)
 def _engine_clock() -> Iterator[None]:
-    """Every test starts with the real time and leaves it so."""
+    """Every test starts with the real time and leaves it so, and with no secret values
+    remembered by the redaction (tests share a process, in an order xdist chooses)."""
+    from ingest.engine import redaction
     from ingest.engine.clock import clock
 
     clock.reset()
+    redaction.forget_all()
     yield
     clock.reset()
 
