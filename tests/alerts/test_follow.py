@@ -128,3 +128,50 @@ def test_a_burst_larger_than_a_batch_is_counted_whole_with_commits_landing_betwe
     while follow_round(now=timezone.now()):
         pass
     assert Alert.objects.get(rule=rule).count == 125
+
+
+def test_a_failure_whose_id_commits_after_a_higher_one_is_read_from_the_gaps(
+    following, webhook_channel
+):
+    """PostgreSQL hands out ids at insert and rows become visible at commit: a round can read id
+    n + 1 while n is still uncommitted. The cursor passes n, and n is read again once it lands."""
+    from django.db import transaction
+
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite has one writer at a time: ids commit in order")
+    rule = rule_save(
+        tenant="acme",
+        name="failures",
+        condition="instance_failed",
+        params={},
+        channel_ids=[webhook_channel.id],
+        throttle_seconds=3600,
+        now=timezone.now(),
+    )
+    inst = instance_create(workflow="alerts-test-fail", params={}, tenant="acme")
+    inserted, release, failed = threading.Event(), threading.Event(), []
+
+    def slow_writer() -> None:
+        try:
+            with transaction.atomic():
+                _failed_row(inst.id)
+                inserted.set()
+                release.wait(30)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread
+            failed.append(exc)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=slow_writer)
+    thread.start()
+    assert inserted.wait(30)
+    _failed_row(inst.id)  # a higher id, committed first
+    while follow_round(now=timezone.now()):
+        pass
+    assert Alert.objects.get(rule=rule).count == 1
+    release.set()
+    thread.join(30)
+    assert not failed, failed
+    while follow_round(now=timezone.now()):
+        pass
+    assert Alert.objects.get(rule=rule).count == 2
