@@ -198,6 +198,14 @@ RUNLEDGER_METRICS_TOKEN = ENV.get("RUNLEDGER_METRICS_TOKEN", "")
 RUNLEDGER_METRICS_ALLOW = [a.strip() for a in ENV.get("RUNLEDGER_METRICS_ALLOW", "127.0.0.1,::1").split(",") if a.strip()]
 # /readyz fails when instances are overdue this long with no worker seen; 0 turns that check off.
 RUNLEDGER_READY_WORKER_SECONDS = config.env_float(ENV, "RUNLEDGER_READY_WORKER_SECONDS", 60.0, minimum=0.0)
+# Traces: an ingress request's traceparent is linked from the instance's trace (`link`) or the
+# instance joins the caller's trace (`continue`); ingest/engine/tracing.py reads the same variable.
+RUNLEDGER_TRACE_INGRESS = ENV.get("RUNLEDGER_TRACE_INGRESS", "").strip().lower() or "link"
+if RUNLEDGER_TRACE_INGRESS not in ("link", "continue"):
+    raise ImproperlyConfigured(
+        f"RUNLEDGER_TRACE_INGRESS={RUNLEDGER_TRACE_INGRESS!r} is not a choice; use link (the default) or continue")
+# /readyz waits at most this long for a database connection (a load balancer gives up after 1-5 s).
+RUNLEDGER_READY_DATABASE_SECONDS = config.env_float(ENV, "RUNLEDGER_READY_DATABASE_SECONDS", 1.5, minimum=0.1)
 
 # Plain lines by default; RUNLEDGER_LOG_FORMAT=json for JSON lines; secrets redacted in both
 # (dashboard/observability/logconfig.py, docs/observability.md).

@@ -20,6 +20,7 @@ from django.utils import timezone
 from dashboard import access, charts
 from dashboard import selectors as sel
 from dashboard.live import render
+from ingest.engine import clock as engine_clock
 from ingest.engine.models import FINISHED_STATUSES, DeadLetterState
 
 # History kinds that can change what each page shows (everything else is skipped unrendered).
@@ -121,8 +122,9 @@ def dead_letters_context(user: Any, query: QueryDict) -> dict[str, Any]:
 def approvals_context(user: Any) -> dict[str, Any]:
     cursor = sel.history_cursor()  # before the page's reads: a change made meanwhile is pushed on connect
     tenants = access.tenants_for(user)
+    # Overdue by the engine's clock, the one that expires the request and wakes its instance.
     return {"pending": sel.approvals_pending(tenants=tenants), "recent": sel.approvals_recent(tenants=tenants),
-            "now": timezone.now(),
+            "now": engine_clock.now(),
             "live_query": urlencode([("view", "approvals"), ("after", str(cursor))])}
 
 

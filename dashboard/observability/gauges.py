@@ -18,6 +18,7 @@ from django.db.models import Count, F, Func, Min, OuterRef, Q, Subquery
 from django.db.models.functions import Abs, Mod
 
 from dashboard.observability import sql
+from dashboard.observability.ingress import hook_labels
 from dashboard.observability.models import IngressTally
 from ingest.engine.models import (
     UNFINISHED_STATUSES,
@@ -87,7 +88,7 @@ def ingress_counts(known: set[str]) -> dict[tuple[str, str], int]:
 def _ingress(rows: Iterable[tuple[str, int, int]], known: set[str]) -> dict[tuple[str, str], int]:
     out: dict[tuple[str, str], int] = {}
     for route, status, n in rows:
-        name = route if route in known or route.startswith("hooks/") else "unknown"
+        name = route if route in known or route in hook_labels() else "unknown"
         key = (name, str(status))
         out[key] = out.get(key, 0) + n
     return out

@@ -8,6 +8,7 @@ process's counts, at most FLUSH_SECONDS late; a process killed loses its last un
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import threading
@@ -29,19 +30,29 @@ ROUTE_MAX = 100  # a route's name is a slug of at most 100 characters
 # route and is counted as INVALID: a label must fit the table (PostgreSQL text refuses NUL) and a
 # caller must not be able to mint labels.
 _SLUG = re.compile(rf"[-a-zA-Z0-9_]{{1,{ROUTE_MAX}}}")
-_SOURCE = re.compile(r"[-a-zA-Z0-9_]{1,40}")
 INVALID = "invalid"
+
+
+@functools.cache
+def hook_labels() -> frozenset[str]:
+    """`hooks/<source>` for each source /hooks/ serves (ingest/urls.py): the only hook labels.
+    A path under /hooks/ naming another source is a 404 and no label: probes of made-up sources
+    would otherwise each add a series and a stored row."""
+    from ingest.urls import urlpatterns
+
+    return frozenset(f"hooks/{str(p.pattern).split('/')[0]}" for p in urlpatterns)
 
 
 def ingress_route(path: str) -> str | None:
     """The route label of an ingress path, or None for any other path: `/api/routes/<name>` is
-    `<name>`, `/hooks/<source>/...` is `hooks/<source>` (its key is a secret, never a label);
-    a name that cannot be a route's is `invalid`."""
+    `<name>` (a name that cannot be a route's is `invalid`), `/hooks/<source>/...` is
+    `hooks/<source>` for a source /hooks/ serves (its key is a secret, never a label)."""
     parts = path.split("/")
     if path.startswith("/api/routes/") and len(parts) >= 4 and parts[3]:
         return parts[3] if _SLUG.fullmatch(parts[3]) else INVALID
-    if path.startswith("/hooks/") and len(parts) >= 3 and parts[2]:
-        return f"hooks/{parts[2]}" if _SOURCE.fullmatch(parts[2]) else f"hooks/{INVALID}"
+    if path.startswith("/hooks/") and len(parts) >= 3:
+        label = f"hooks/{parts[2]}"
+        return label if label in hook_labels() else None
     return None
 
 

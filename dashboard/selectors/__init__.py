@@ -80,6 +80,7 @@ from dashboard.selectors.instance_detail import (
     instance_detail,
     instance_failed_for_good,
     instance_get,
+    instance_ingress_traceparent,
 )
 from dashboard.selectors.instance_filters import (
     RANGES,
@@ -191,6 +192,7 @@ __all__ = [
     "history_cursor",
     "instance_count_newer",
     "instance_detail",
+    "instance_ingress_traceparent",
     "instance_failed_for_good",
     "instance_get",
     "instance_list",

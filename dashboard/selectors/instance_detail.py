@@ -260,3 +260,11 @@ def _steps_capped(instance: Instance) -> tuple[list[Step], int]:
     first = head[:half]
     keep = {s.id for s in first}
     return first + [s for s in tail if s.id not in keep], max(hidden, 0)
+
+
+def instance_ingress_traceparent(*, instance_id: str) -> str | None:
+    """The traceparent of the ingress request that created the instance, as its creation kept it."""
+    data = (History.objects.filter(instance_id=instance_id, kind=HistoryKind.INSTANCE_CREATED)
+            .values_list("data", flat=True).first()) or {}
+    value = data.get("traceparent")
+    return value if isinstance(value, str) else None

@@ -8,7 +8,6 @@ from django import forms as django_forms
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from dashboard import access, forms
@@ -16,6 +15,7 @@ from dashboard import selectors as sel
 from dashboard.audit import Audit, Origin, audited
 from dashboard.live import ops_pages as live_pages
 from dashboard.views.common import HtmxHttpRequest, page, require_act, tenants
+from ingest.engine import clock as engine_clock
 from ingest.engine.errors import EngineError
 from ingest.engine.models import ApprovalRequest, ApprovalState
 from ingest.engine.services import approvals as engine_approvals
@@ -32,7 +32,7 @@ def _approval_context(request: HttpRequest, req: ApprovalRequest,
     form_class = forms.approval_form_class(req.fields or [])
     return {
         "req": req, "form": form or form_class(prefix=None), "can_act": access.can_act(request.user, req.tenant),
-        "answerable": req.state == ApprovalState.PENDING, "now": timezone.now(),
+        "answerable": req.state == ApprovalState.PENDING, "now": engine_clock.now(),
         "context_items": sorted((req.context or {}).items()),
     }
 

@@ -104,6 +104,12 @@ def _join(*parts: str) -> str:
 # ---- one instance ------------------------------------------------------------------------
 
 
+def _trace_id(instance_id: str) -> str:
+    """The instance's trace id: the caller's when the deployment continues ingress traces."""
+    ingress = selectors.instance_ingress_traceparent(instance_id=instance_id) if tracing.CONTINUE_INGRESS else None
+    return tracing.trace_id_hex(instance_id, ingress)
+
+
 @require_GET
 @access.require_role(Role.VIEWER)
 def instance_detail(request: HtmxHttpRequest, instance_id: str) -> HttpResponse:
@@ -116,7 +122,7 @@ def instance_detail(request: HtmxHttpRequest, instance_id: str) -> HttpResponse:
         "actions": available_actions(detail.instance) if detail.can_act else [],
         "live_query": urlencode({"view": "instance", "instance": instance_id, "after": detail.cursor}),
         "callback": callback_for(instance_id=instance_id),
-        "trace": {"id": tracing.trace_id_hex(instance_id), "on": tracing.ENABLED},
+        "trace": {"id": _trace_id(instance_id), "on": tracing.ENABLED},
     }
     fragment = request.GET.get("fragment", "")
     template = "runs/instance_detail.html"

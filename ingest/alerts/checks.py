@@ -26,6 +26,7 @@ from ingest.engine.models import (
     Status,
 )
 
+EXPIRED_TOLD_WITHIN = timedelta(days=1)  # an expired approval older than this is not escalated late
 Check = Callable[[Rule, datetime], tuple[list[Signal], set[str]]]
 # A check returns the signals that hold now and the groups it looked at; a firing alert of the
 # rule in a group it looked at without a signal resolves (a group it did not look at stays).
@@ -72,16 +73,29 @@ def budget_threshold(rule: Rule, now: datetime) -> tuple[list[Signal], set[str]]
 
 
 def approval_overdue(rule: Rule, now: datetime) -> tuple[list[Signal], set[str]]:
+    """An approval past its deadline, told to its escalation once. Pending ones hold until
+    answered. One that expired holds for the round that tells of it: the instance wakes at the
+    timeout and marks its request expired at once, long before a check every few seconds would
+    see it pending, and it was overdue all the same, whether or not the workflow catches the
+    timeout. An expiry is told only if the rule was there when the deadline passed, within a day."""
     workflow = rule.params.get("workflow") or ""
-    qs = ApprovalRequest.objects.filter(tenant=rule.tenant, state=ApprovalState.PENDING, due_at__lt=now)
+    qs = ApprovalRequest.objects.filter(tenant=rule.tenant, due_at__lt=now)
     if workflow:
         qs = qs.filter(workflow=workflow)
-    signals = [Signal(rule.condition, rule.tenant, f"approval:{a.id}", f"approval overdue: {a.title}"[:300],
-                      a.workflow, {"instance": a.instance_id, "approval": a.id, "due_at": a.due_at.isoformat() if a.due_at else "",
-                                   "escalation": a.escalation})
-               for a in qs.order_by("due_at")[:200]]
+    pending = list(qs.filter(state=ApprovalState.PENDING).order_by("due_at")[:200])
+    since = max(rule.created_at, now - EXPIRED_TOLD_WITHIN)
+    expired = list(qs.filter(state=ApprovalState.EXPIRED, due_at__gte=since).order_by("due_at")[:200])
+    told = set(Alert.objects.filter(rule=rule, group_key__in=[f"approval:{a.id}" for a in expired])
+               .values_list("group_key", flat=True))
+    signals = [_overdue_signal(rule, a) for a in pending + [a for a in expired if f"approval:{a.id}" not in told]]
     looked = {s.group_key for s in signals} | _firing_groups(rule)
     return signals, looked
+
+
+def _overdue_signal(rule: Rule, a: ApprovalRequest) -> Signal:
+    return Signal(rule.condition, rule.tenant, f"approval:{a.id}", f"approval overdue: {a.title}"[:300], a.workflow,
+                  {"instance": a.instance_id, "approval": a.id, "due_at": a.due_at.isoformat() if a.due_at else "",
+                   "escalation": a.escalation, "state": a.state})
 
 
 def approval_answered(rule: Rule, now: datetime) -> tuple[list[Signal], set[str]]:

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Max, Q
+from django.db.models import BooleanField, Case, F, JSONField, Max, Q, Value, When
 
 from ingest.alerts.callbacks import callback_start
 from ingest.alerts.conditions import (
@@ -91,29 +91,47 @@ def _round_of(rows: list[dict[str, Any]]) -> Round:
 
 
 def follow_round(*, now: datetime) -> int:
-    """Read the next history rows (at most BATCH) and act on them; how many rows were read.
+    """Read the next history rows (at most BATCH acted on) and act on them; how many rows were read.
     Small batches, each committed, let the deliveries of a burst start while it is still read."""
     follow_start(now=now)
     with transaction.atomic():
         state = FollowState.objects.select_for_update().get(id=1)
-        wanted = Q(id__gt=state.cursor)
-        if state.gaps:
-            wanted |= Q(id__in=[int(g) for g in state.gaps])
-        relevant = Q(kind="approval") | Q(kind="instance.status", status__in=list(ENDED))
-        query = History.objects.filter(wanted & relevant).order_by("id").values(
-            "id", "kind", "status", "workflow", "tenant", "instance_id", "step_name", "data")[:BATCH]
-        rows: list[dict[str, Any]] = [dict(r) for r in query]
-        # Ids of the rows of other kinds count as seen: the filter's range is read whole.
-        seen = list(History.objects.filter(wanted).order_by("id").values_list("id", flat=True)[:SCAN])
-        limit = min(rows[-1]["id"] if len(rows) == BATCH else 2**63, seen[-1] if len(seen) == SCAN else 2**63)
-        rows = [r for r in rows if r["id"] <= limit]
-        seen = [i for i in seen if i <= limit]
+        rows, seen = round_rows(cursor=state.cursor, gaps=state.gaps)
         found = _round_of(rows)
         for row in rows:
             _act(row, found, now=now)
         moved = advance(cursor=state.cursor, gaps=state.gaps, seen=seen, now=now.timestamp())
         FollowState.objects.filter(id=1).update(cursor=moved.cursor, gaps=moved.gaps, updated_at=now)
     return len(seen)
+
+
+def round_rows(*, cursor: int, gaps: dict[str, float]) -> tuple[list[dict[str, Any]], list[int]]:
+    """The rows a round acts on and every id it read (which the cursor may then pass), from one
+    statement. Two statements — the rows to act on, then the ids seen — let a row that committed
+    between them count as seen without being acted on: under READ COMMITTED each statement has a
+    snapshot of its own. One statement reads one snapshot, so every id the cursor passes over was
+    either acted on or is of a kind no alert reads. Rows of other kinds carry no data (a step's
+    result can be large); they only move the cursor."""
+    wanted = Q(id__gt=cursor)
+    if gaps:
+        wanted |= Q(id__in=[int(g) for g in gaps])
+    relevant = Q(kind="approval") | Q(kind="instance.status", status__in=list(ENDED))
+    query = (History.objects.filter(wanted).order_by("id")
+             .annotate(acts=Case(When(relevant, then=Value(True)), default=Value(False), output_field=BooleanField()),
+                       payload=Case(When(relevant, then=F("data")), default=Value(None), output_field=JSONField()))
+             .values("id", "acts", "kind", "status", "workflow", "tenant", "instance_id", "step_name", "payload")
+             [:SCAN])
+    rows: list[dict[str, Any]] = []
+    seen: list[int] = []
+    for found in query:
+        seen.append(found["id"])
+        if found["acts"]:
+            row: dict[str, Any] = {k: v for k, v in found.items() if k not in ("acts", "payload")}
+            row["data"] = found["payload"]
+            rows.append(row)
+            if len(rows) == BATCH:  # the round stops at its last row acted on
+                break
+    return rows, seen
 
 
 def _act(row: dict[str, Any], found: Round, *, now: datetime) -> None:

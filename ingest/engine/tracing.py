@@ -19,6 +19,12 @@ No span carries a secret: every text a span takes from a failure or a URL passes
 `ingest.engine.redaction` (`failed`, `client_span`), exceptions are recorded by `failed` rather
 than by the SDK (whose event would hold the raw message and traceback), and a `sensitive=True`
 step's failure is traced by its class alone.
+
+A deployment that wants one trace from the caller's request to the worker's steps sets
+RUNLEDGER_TRACE_INGRESS=continue: an instance started by an ingress request with a traceparent
+then belongs to the caller's trace (the trace id is the caller's, the root span a child of the
+ingress request's span, its span id still derived from the instance id), and its turns and step
+attempts are spans of that trace. An instance without one keeps its own derived trace.
 """
 
 from __future__ import annotations
@@ -50,6 +56,18 @@ def enabled_by(env: Mapping[str, str]) -> bool:
 
 #: Checked by every hook; decided once per process. `enable()` turns it on for tests and benches.
 ENABLED: bool = enabled_by(os.environ)
+INGRESS_MODES = ("link", "continue")
+
+
+def ingress_mode_by(env: Mapping[str, str]) -> str:
+    """RUNLEDGER_TRACE_INGRESS: `link` (default) or `continue`; anything else is `link` here (the
+    settings refuse it at start, naming the variable)."""
+    mode = env.get("RUNLEDGER_TRACE_INGRESS", "").strip().lower() or "link"
+    return mode if mode in INGRESS_MODES else "link"
+
+
+#: An ingress traceparent is continued (the instance joins the caller's trace) rather than linked.
+CONTINUE_INGRESS: bool = ingress_mode_by(os.environ) == "continue"
 
 TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
 #: The `traceparent` of the request creating instances in this context (ingress sets it).
@@ -59,6 +77,9 @@ _provider: Any = None
 _tracer: Any = None
 _lock = threading.Lock()
 _next_ids = threading.local()  # ids the next span takes (the root span's derived ids)
+# The caller's trace id of each instance whose turn runs now in a continued trace: a parallel
+# group's helper thread has no current span and finds its step's trace here.
+_continued: dict[str, int] = {}
 
 
 def valid_traceparent(value: str | None) -> str | None:
@@ -77,9 +98,21 @@ def instance_ids(instance_id: str) -> tuple[int, int]:
     return int.from_bytes(digest[:16], "big") or 1, int.from_bytes(digest[16:24], "big") or 1
 
 
-def trace_id_hex(instance_id: str) -> str:
-    """The instance's trace id as backends show it (32 hex digits)."""
-    return f"{instance_ids(instance_id)[0]:032x}"
+def trace_id_hex(instance_id: str, ingress: str | None = None) -> str:
+    """The instance's trace id as backends show it (32 hex digits): the caller's when its
+    ingress traceparent `ingress` is continued, else the one derived from its id."""
+    caller = continued_from(ingress)
+    return f"{caller[0] if caller else instance_ids(instance_id)[0]:032x}"
+
+
+def continued_from(ingress: str | None) -> tuple[int, int, int] | None:
+    """(trace id, span id, flags) of the ingress traceparent an instance continues, or None when
+    it keeps its own trace (ingress traces linked, or no valid traceparent)."""
+    tp = valid_traceparent(ingress) if CONTINUE_INGRESS else None
+    if tp is None:
+        return None
+    _, trace_id, span_id, flags = tp.split("-")
+    return int(trace_id, 16), int(span_id, 16), int(flags, 16)
 
 
 def enable(provider: Any = None) -> Any:
@@ -156,11 +189,13 @@ def _link(traceparent: str | None) -> list[Any]:
                              trace_flags=TraceFlags(int(flags, 16))), {"runledger.link": "ingress"})]
 
 
-def _instance_context(instance_id: str) -> Any:
+def _instance_context(instance_id: str, trace_id: int | None = None) -> Any:
+    """The instance's root span as a parent, in its own trace or in `trace_id` (continued)."""
     from opentelemetry import trace
     from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
-    trace_id, span_id = instance_ids(instance_id)
+    own_trace, span_id = instance_ids(instance_id)
+    trace_id = trace_id or _continued.get(instance_id) or own_trace
     parent = SpanContext(trace_id, span_id, is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
     return trace.set_span_in_context(NonRecordingSpan(parent))
 
@@ -184,33 +219,46 @@ def traced_turn(instance: Any, *, worker: str, ingress: str | None, run: Callabl
     """A worker turn as a span under the instance's root; the root span itself once it ended."""
     from opentelemetry.trace import SpanKind, StatusCode
 
-    links = _link(ingress) + _parent_link(instance.parent_id)
+    caller = continued_from(ingress)
+    links = ([] if caller else _link(ingress)) + _parent_link(instance.parent_id)
     attributes = {**instance_attributes(instance), "runledger.worker": worker,
                   "runledger.run_count": int(instance.run_count or 0)}
-    with tracer().start_as_current_span(f"turn {instance.workflow}", context=_instance_context(instance.id),
-                                        kind=SpanKind.CONSUMER, links=links, attributes=attributes,
-                                        record_exception=False, set_status_on_exception=False) as span:
-        try:
-            status = run()
-        except BaseException as exc:
-            failed(span, exc)
-            raise
-        span.set_attribute("runledger.outcome", status)
-        if status == "errored":
-            span.set_status(StatusCode.ERROR, f"instance {instance.id} errored")
+    if caller:
+        _continued[instance.id] = caller[0]
+    try:
+        with tracer().start_as_current_span(f"turn {instance.workflow}", context=_instance_context(instance.id),
+                                            kind=SpanKind.CONSUMER, links=links, attributes=attributes,
+                                            record_exception=False, set_status_on_exception=False) as span:
+            try:
+                status = run()
+            except BaseException as exc:
+                failed(span, exc)
+                raise
+            span.set_attribute("runledger.outcome", status)
+            if status == "errored":
+                span.set_status(StatusCode.ERROR, f"instance {instance.id} errored")
+    finally:
+        _continued.pop(instance.id, None)
     if status in ("complete", "errored", "terminated", "completed_with_errors"):
-        _root_span(instance, status=status, links=links)
+        _root_span(instance, status=status, links=links, caller=caller)
     return status
 
 
-def _root_span(instance: Any, *, status: str, links: list[Any]) -> None:
+def _root_span(instance: Any, *, status: str, links: list[Any], caller: tuple[int, int, int] | None) -> None:
+    from opentelemetry import trace
     from opentelemetry.context import Context
-    from opentelemetry.trace import StatusCode
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, StatusCode, TraceFlags
 
     trace_id, span_id = instance_ids(instance.id)
-    _next_ids.trace, _next_ids.span = trace_id, span_id
+    if caller:  # a child of the ingress request's span: the SDK takes the trace id from it
+        ingress = SpanContext(caller[0], caller[1], is_remote=True, trace_flags=TraceFlags(caller[2]))
+        parent = trace.set_span_in_context(NonRecordingSpan(ingress))
+        _next_ids.span = span_id
+    else:
+        parent = Context()
+        _next_ids.trace, _next_ids.span = trace_id, span_id
     started = _ns(instance.created_at)
-    span = tracer().start_span(f"instance {instance.workflow}", context=Context(), links=links, start_time=started,
+    span = tracer().start_span(f"instance {instance.workflow}", context=parent, links=links, start_time=started,
                                attributes={**instance_attributes(instance), "runledger.outcome": status})
     _next_ids.trace = _next_ids.span = None
     if status == "errored":

@@ -94,3 +94,80 @@ def test_readyz_lists_unapplied_migrations(db: object, monkeypatch: pytest.Monke
     response = Client().get("/readyz")
     assert response.status_code == 503
     assert "observability.0001_initial" in response.json()["checks"]["migrations"]["detail"]
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])  # closed when the block ends: nothing listens there
+
+
+@pytest.fixture
+def pooled_unreachable(db: object, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """The web pool as dashboard/config.py builds it (it waits 10 s for a connection), pointed
+    at a closed local port, standing in for the default connection /readyz uses."""
+    from django.db.utils import ConnectionHandler
+
+    from dashboard.config import database_config
+
+    if connection.vendor != "postgresql":
+        pytest.skip("the web pool is PostgreSQL's")
+    env = {"DATABASE_URL": f"postgres://postgres@127.0.0.1:{_closed_port()}/runledger", "RUNLEDGER_DB_POOL": "4"}
+    handler = ConnectionHandler({"default": {"ENGINE": "django.db.backends.dummy"},
+                                 "readyz-probe": database_config(env, base_dir=tmp_path)})
+    conn = handler["readyz-probe"]
+    assert conn.settings_dict["OPTIONS"]["pool"]["timeout"] == 10.0
+    monkeypatch.setattr(health, "connection", conn)
+    try:
+        yield conn
+    finally:
+        if conn.pool is not None:
+            conn.pool.close(timeout=0)
+            del conn._connection_pools[conn.alias]
+
+
+def test_readyz_answers_503_without_waiting_out_the_pool_when_the_database_is_down(
+        pooled_unreachable: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    from django.conf import settings
+
+    waited: list[float | None] = []
+    getconn = pooled_unreachable.pool.getconn
+
+    def spy(timeout: float | None = None) -> Any:
+        waited.append(timeout)
+        return getconn(timeout=timeout)
+
+    monkeypatch.setattr(pooled_unreachable.pool, "getconn", spy)
+    started = time.monotonic()
+    response = Client().get("/readyz")
+    took = time.monotonic() - started
+    assert response.status_code == 503
+    assert response.json()["checks"]["database"]["ok"] is False
+    assert took < 8  # the pool's own wait is 10 s: this tells the bounded probe from it
+    assert waited[:1] == [settings.RUNLEDGER_READY_DATABASE_SECONDS] and settings.RUNLEDGER_READY_DATABASE_SECONDS < 2
+
+
+def test_readyz_without_the_pool_bounds_a_fresh_connect(db: object, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from django.db.utils import ConnectionHandler
+
+    from dashboard.config import database_config
+
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL's connect")
+    env = {"DATABASE_URL": f"postgres://postgres@127.0.0.1:{_closed_port()}/runledger"}
+    conn = ConnectionHandler({"default": {"ENGINE": "django.db.backends.dummy"},
+                              "readyz-direct": database_config(env, base_dir=tmp_path)})["readyz-direct"]
+    seen: list[dict[str, Any]] = []
+    connect = conn.Database.connect
+
+    def spy(**params: Any) -> Any:
+        seen.append(params)
+        return connect(**params)
+
+    monkeypatch.setattr(conn.Database, "connect", spy)
+    check = health.database_check(conn, seconds=1.5)
+    assert not check.ok and seen[0]["connect_timeout"] == 2

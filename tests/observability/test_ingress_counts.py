@@ -37,7 +37,10 @@ def _fresh_counts() -> Any:
     ("/api/routes/" + "x" * 101, INVALID),
     ("/api/routes/" + "x" * 100, "x" * 100),
     ("/hooks/gong/s3cr3t-key", "hooks/gong"),
-    ("/hooks/go\x00ng/key", f"hooks/{INVALID}"),
+    ("/hooks/salesforce/key/cdc", "hooks/salesforce"),
+    ("/hooks/go\x00ng/key", None),
+    ("/hooks/jira/key", None),
+    ("/hooks/", None),
     ("/api/instances/x", None),
     ("/api/routes/", None),
 ])
@@ -65,3 +68,21 @@ def test_garbage_route_names_never_break_the_request_that_flushes(client: Client
         assert response.status_code in (400, 401, 404), (path, response.status_code)
     stored = {(route, status): n for route, status, n in IngressTally.objects.values_list("route", "status", "n")}
     assert stored == {(INVALID, 400): 2, (INVALID, 404): 1, ("nope", 404): 1}
+
+
+def test_probes_of_unknown_hook_sources_are_404_json_with_no_label_and_no_row(client: Client, monkeypatch: Any) -> None:
+    monkeypatch.setattr(ingress, "FLUSH_SECONDS", 0.0)  # every request flushes
+    for i in range(25):
+        response = client.post(f"/hooks/probe-{i}/key", data=b"{}", content_type="application/json")
+        assert response.status_code == 404 and response["Content-Type"].startswith("application/json")
+        assert response.json()["error"]
+    assert client.post("/hooks/gong/no-such-key", data=b"{}", content_type="application/json").status_code == 404
+    stored = {(route, status): n for route, status, n in IngressTally.objects.values_list("route", "status", "n")}
+    assert stored == {("hooks/gong", 404): 1}
+
+
+def test_a_stored_count_of_an_unknown_hook_source_is_scraped_as_unknown() -> None:
+    from dashboard.observability.gauges import _ingress
+
+    rows = [("hooks/gong", 202, 3), ("hooks/probe-1", 404, 1), ("hooks/probe-2", 404, 1), ("orders", 202, 2)]
+    assert _ingress(rows, {"orders"}) == {("hooks/gong", "202"): 3, ("unknown", "404"): 2, ("orders", "202"): 2}

@@ -157,3 +157,46 @@ def test_with_tracing_off_a_callers_valid_traceparent_is_still_kept_and_nothing_
     assert tracing.valid_traceparent(CALLER) == CALLER
     assert tracing.valid_traceparent("00-" + "0" * 32 + "-b7ad6b7169203331-01") is None
     assert tracing.valid_traceparent("garbage") is None
+
+
+def _post_traced(route: str) -> str:
+    _, token, secret = ingress_secret_create(tenant="acme")
+    route_upsert(name=route, workflow="tracing-test", tenant="acme")
+    raw = json.dumps({}).encode()
+    stamp = str(int(timezone.now().timestamp()))
+    from ingest.triggers.signing import sign
+
+    answer = Client().post(f"/api/routes/{route}", data=raw, content_type="application/json", headers={
+        "Authorization": f"Bearer {token}", "X-Runledger-Timestamp": stamp,
+        "X-Runledger-Signature": sign(secret=secret, timestamp=stamp, body=raw), "traceparent": CALLER})
+    assert answer.status_code == 202
+    return str(answer.json()["instance_id"])
+
+
+def test_a_deployment_that_continues_ingress_traces_shows_the_request_and_the_workers_spans_in_one_trace(
+        spans, monkeypatch):
+    monkeypatch.setattr(tracing, "CONTINUE_INGRESS", True)
+    caller = int(CALLER.split("-")[1], 16)
+    instance_id = _post_traced("continued")
+    run_until_idle()
+    [ingress] = _named(spans, "POST /api/routes/continued")
+    [root] = _named(spans, "instance ")
+    turns, steps = _named(spans, "turn "), _named(spans, "step ")
+    assert turns and {s.name for s in steps} >= {"step flaky"}
+    assert {s.context.trace_id for s in [ingress, root, *turns, *steps]} == {caller}
+    assert root.parent.span_id == ingress.context.span_id and root.links == ()
+    assert root.context.span_id == tracing.instance_ids(instance_id)[1]
+    assert {t.parent.span_id for t in turns} == {root.context.span_id}
+    assert {s.parent.span_id for s in steps} <= {t.context.span_id for t in turns}
+    stored = History.objects.get(instance_id=instance_id, kind="instance.created").data["traceparent"]
+    assert tracing.trace_id_hex(instance_id, stored) == f"{caller:032x}"
+
+
+def test_by_default_ingress_traces_are_linked_and_the_instance_keeps_its_own_trace(spans):
+    assert tracing.ingress_mode_by({}) == "link" and tracing.ingress_mode_by({"RUNLEDGER_TRACE_INGRESS": "continue"}) \
+        == "continue"
+    instance_id = _post_traced("linked")
+    run_until_idle()
+    own = int(tracing.trace_id_hex(instance_id), 16)
+    assert own != int(CALLER.split("-")[1], 16)
+    assert {s.context.trace_id for s in _named(spans, "step ") + _named(spans, "turn ")} == {own}

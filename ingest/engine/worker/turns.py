@@ -55,10 +55,13 @@ def run_turn(instance_id: str, *, token: str, worker_id: str, lease: timedelta,
 
 
 def _traced(inst: Instance, worker_id: str, run: Callable[[], str]) -> str:
-    """The turn as a span (tracing on only): the ingress traceparent its creation kept, linked."""
+    """The turn as a span (tracing on only): the ingress traceparent its creation kept, linked or
+    continued (RUNLEDGER_TRACE_INGRESS); log lines carry the trace id the spans have."""
     created = (History.objects.filter(instance_id=inst.id, kind=HistoryKind.INSTANCE_CREATED)
                .values_list("data", flat=True).first()) or {}
-    return tracing.traced_turn(inst, worker=worker_id, ingress=created.get("traceparent"), run=run)
+    ingress = created.get("traceparent")
+    with logcontext.bind(trace_id=tracing.trace_id_hex(inst.id, ingress) if tracing.CONTINUE_INGRESS else None):
+        return tracing.traced_turn(inst, worker=worker_id, ingress=ingress, run=run)
 
 
 _COLUMNS = [f.attname for f in Instance._meta.concrete_fields]
