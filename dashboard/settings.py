@@ -202,3 +202,4 @@ RUNLEDGER_READY_WORKER_SECONDS = config.env_float(ENV, "RUNLEDGER_READY_WORKER_S
 # Plain lines by default; RUNLEDGER_LOG_FORMAT=json for JSON lines; secrets redacted in both
 # (dashboard/observability/logconfig.py, docs/observability.md).
 LOGGING = logconfig.logging_config(ENV)
+RUNLEDGER_LOG_FORMAT = logconfig.log_format(ENV)
