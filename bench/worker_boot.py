@@ -3,6 +3,7 @@
     .venv/bin/python bench/worker_boot.py                       # 10 boots on SQLite and on PostgreSQL
     .venv/bin/python bench/worker_boot.py --runs 20 --db sqlite
     .venv/bin/python bench/worker_boot.py --root . --root /path/to/other/checkout   # before/after
+    .venv/bin/python bench/worker_boot.py --bytecode    # as after `compileall` (PYTHONDONTWRITEBYTECODE set)
 
 A worker restarted during an incident or a deploy claims nothing until it has started, so its
 boot is time the instances wait. Each boot is a fresh `python manage.py worker` (this venv's
@@ -34,6 +35,9 @@ SERVER = os.environ.get("BENCH_PG_SERVER") or os.environ.get(
 MARK = b"started (concurrency"
 
 
+PYCACHE: str | None = None  # --bytecode: a bytecode cache outside the checkouts
+
+
 def env_for(root: Path, database_url: str) -> dict[str, str]:
     env = {
         k: v
@@ -41,6 +45,9 @@ def env_for(root: Path, database_url: str) -> dict[str, str]:
         if k not in ("RUNLEDGER_WORKFLOW_MODULES", "DJANGO_SETTINGS_MODULE")
     }
     env.update(DATABASE_URL=database_url, PYTHONPATH=str(root), PYTHONUNBUFFERED="1")
+    if PYCACHE is not None:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = f"{PYCACHE}/{root.name}"
     return env
 
 
@@ -126,7 +133,18 @@ def main() -> None:
         help="a checkout to boot (repeatable; default this one)",
     )
     parser.add_argument("--db", choices=("sqlite", "postgres", "both"), default="both")
+    parser.add_argument(
+        "--bytecode",
+        action="store_true",
+        help="cache compiled bytecode (in a temporary directory, not the checkouts) even where "
+        "PYTHONDONTWRITEBYTECODE is set: the figure of a deploy that ran compileall",
+    )
     args = parser.parse_args()
+    global PYCACHE
+    bytecode = (
+        tempfile.TemporaryDirectory(prefix="runledger-boot-pycache-") if args.bytecode else None
+    )
+    PYCACHE = bytecode.name if bytecode is not None else None
     roots = [r.resolve() for r in (args.root or [ROOT])]
     print(
         f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at start; python {sys.version.split()[0]}"
@@ -155,7 +173,16 @@ def main() -> None:
             finally:
                 if pg is not None:
                     pg.__exit__(None, None, None)
-    print(f"load average {os.getloadavg()[0]:.2f} at the end")
+    print(
+        f"load average {os.getloadavg()[0]:.2f} at the end; bytecode "
+        + (
+            "cached"
+            if bytecode is not None
+            else "as the environment says (PYTHONDONTWRITEBYTECODE="
+            + os.environ.get("PYTHONDONTWRITEBYTECODE", "")
+            + ")"
+        )
+    )
     print(f"{'database':<9} {'median s':>8} {'p90 s':>7} {'min s':>7} {'runs':>5}  checkout")
     for (kind, root), values in times.items():
         print(
