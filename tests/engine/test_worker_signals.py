@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import signal
+import statistics
 import subprocess
 import threading
 import time
@@ -18,16 +19,12 @@ from tests.engine.procs import Database, python, start_worker, stop, wait_for, w
 
 pytestmark = [pytest.mark.postgres, pytest.mark.e2e]
 
-# (when, seconds): SIGTERM that long after the spawn ("spawn": Django is still setting up, or
-# has just finished), after the start line ("started"), or after the start line while the
-# worker claims and runs the queued instances ("claiming": the same, later).
+# (when, seconds): SIGTERM that long after the start line ("started"), or after it while the
+# worker claims and runs the queued instances ("claiming": the same, later); that long after the
+# spawn ("spawn": Django is still setting up); or that fraction of the start-up the workers
+# before took ("late": the end of Django's setup, when the handlers are set but the worker has
+# not started its threads yet, or has just started them). The start-ups are timed first.
 MOMENTS = [
-    ("spawn", 0.0),
-    ("spawn", 0.3),
-    ("spawn", 1.0),
-    ("spawn", 2.0),
-    ("spawn", 3.0),
-    ("spawn", 4.5),
     ("started", 0.0),
     ("started", 0.0),
     ("started", 0.01),
@@ -38,6 +35,16 @@ MOMENTS = [
     ("claiming", 1.5),
     ("claiming", 2.5),
     ("claiming", 4.0),
+    ("spawn", 0.0),
+    ("spawn", 0.3),
+    ("late", 0.85),
+    ("late", 0.95),
+    ("late", 1.0),
+    ("late", 1.1),
+    ("late", 1.2),
+    ("late", 1.35),
+    ("late", 1.5),
+    ("late", 1.7),
 ]
 BATCH = 4  # workers started at once: a restart of several, and a shared start-up's load
 
@@ -58,9 +65,10 @@ def terminate_once(
     """Send one SIGTERM at the moment named, then wait (never a second signal)."""
     log: Path = proc.log_path  # type: ignore[attr-defined]
     spawned = time.monotonic()
-    if when != "spawn":
+    if when in ("started", "claiming"):
         while not started(log) and proc.poll() is None and time.monotonic() - spawned < 90:
             time.sleep(0.002)
+        outcome["boot"] = time.monotonic() - spawned
     time.sleep(seconds)
     proc.send_signal(signal.SIGTERM)
     try:
@@ -80,8 +88,12 @@ def test_every_worker_stops_on_its_first_sigterm_at_any_moment_of_its_start_and_
         "for b in range(3):\n"
         "    create_batch('e2e-crash-me', [{'id': f'sig-{b}-{i}', 'params': {'hold': 0.2}} for i in range(40)])",
     )
+    boots: list[float] = []
     for first in range(0, len(MOMENTS), BATCH):
-        batch = list(enumerate(MOMENTS[first : first + BATCH], start=first))
+        batch = [
+            (n, (when, seconds * statistics.median(boots) if when == "late" else seconds))
+            for n, (when, seconds) in enumerate(MOMENTS[first : first + BATCH], start=first)
+        ]
         procs = [
             start_worker(
                 db,
@@ -101,6 +113,7 @@ def test_every_worker_stops_on_its_first_sigterm_at_any_moment_of_its_start_and_
             thread.start()
         for thread in threads:
             thread.join(timeout=120)
+        boots += [float(out["boot"]) for out in outcomes if "boot" in out]  # type: ignore[arg-type]
         for (n, (when, seconds)), out in zip(batch, outcomes, strict=True):
             log = (tmp_path / f"w{n}.log").read_text()
             assert out["code"] is not None, (
