@@ -12,6 +12,7 @@ README.md ("Configuration") describes each.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
@@ -34,8 +35,14 @@ ALLOWED_HOSTS = [h.strip() for h in ENV.get("ALLOWED_HOSTS", "localhost,127.0.0.
 CSRF_FAILURE_VIEW = "dashboard.views.errors.csrf_failure"  # the app's layout, not Django's bare page
 CSRF_TRUSTED_ORIGINS = [o.strip() for o in ENV.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()]
 
+# A `manage.py worker` process serves no page, and its start is time its instances wait
+# (bench/worker_boot.py): it leaves out daphne's app (which only replaces `runserver`, and
+# installs Twisted's reactor when imported) and the live pages' renderers (dashboard/apps.py).
+# Read from the command line: settings are loaded before Django knows the command.
+RUNLEDGER_WORKER_PROCESS = Path(sys.argv[0]).name in ("manage.py", "django-admin") and sys.argv[1:2] == ["worker"]
+
 INSTALLED_APPS = [
-    "daphne",
+    *([] if RUNLEDGER_WORKER_PROCESS else ["daphne"]),
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -210,3 +217,4 @@ RUNLEDGER_READY_DATABASE_SECONDS = config.env_float(ENV, "RUNLEDGER_READY_DATABA
 # Plain lines by default; RUNLEDGER_LOG_FORMAT=json for JSON lines; secrets redacted in both
 # (dashboard/observability/logconfig.py, docs/observability.md).
 LOGGING = logconfig.logging_config(ENV)
+RUNLEDGER_LOG_FORMAT = logconfig.log_format(ENV)

@@ -73,16 +73,23 @@ class ConsoleFormatter(logging.Formatter):
         return redact(super().formatException(ei))
 
 
-def logging_config(env: Mapping[str, str]) -> dict[str, Any]:
-    """settings.LOGGING for RUNLEDGER_LOG_FORMAT (console | json) and RUNLEDGER_LOG_LEVEL.
-
-    Every handler redacts (redact.RedactFilter), so records from daphne, Django and libraries,
-    which reach the root logger's handler, are redacted too."""
+def log_format(env: Mapping[str, str]) -> str:
+    """RUNLEDGER_LOG_FORMAT, checked: "console" or "json" (settings.RUNLEDGER_LOG_FORMAT, which
+    the worker reads to write its start and stop lines as log records when the logs are JSON)."""
     fmt = env.get("RUNLEDGER_LOG_FORMAT", "console").strip().lower() or "console"
     if fmt not in FORMATS:
         from django.core.exceptions import ImproperlyConfigured
 
         raise ImproperlyConfigured(f"RUNLEDGER_LOG_FORMAT={fmt!r} is not one of {', '.join(FORMATS)}")
+    return fmt
+
+
+def logging_config(env: Mapping[str, str]) -> dict[str, Any]:
+    """settings.LOGGING for RUNLEDGER_LOG_FORMAT (console | json) and RUNLEDGER_LOG_LEVEL.
+
+    Every handler redacts (redact.RedactFilter), so records from daphne, Django and libraries,
+    which reach the root logger's handler, are redacted too."""
+    fmt = log_format(env)
     level = env.get("RUNLEDGER_LOG_LEVEL", "INFO").strip().upper() or "INFO"
     formatter = "json" if fmt == "json" else "plain"
     return {

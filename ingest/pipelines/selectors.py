@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
-import numpy as np
 from django.db.models.signals import post_delete, post_save
 
 from ingest.engine.secrets import lookup_hashes
@@ -305,6 +304,8 @@ def fact_similar(*, tenant: str, vector: list[float], limit: int = 10, valid_onl
     rows = list(qs.values_list("fact_id", "vector", "text"))
     if not rows:
         return []
+    import numpy as np  # here, not at the top: a worker's start would pay ~0.15 s for it (bench/worker_boot.py)
+
     matrix = np.stack([np.frombuffer(bytes(v), dtype="<f4") for _, v, _ in rows])
     query = np.asarray(vector, dtype="<f4")
     norms = np.linalg.norm(matrix, axis=1) * (np.linalg.norm(query) or 1.0)

@@ -67,9 +67,11 @@ def python(db: Database, code: str, timeout: float = 300) -> str:
 
 
 def start_worker(db: Database, *, concurrency: int = 8, lease: float = 3.0, poll: float = 0.2,
-                 log: Path | None = None, wait: bool = True, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-    """Start `manage.py worker`; with `wait`, return once it says it started (its signal
-    handlers are set: a SIGTERM during Django's start-up would kill it instead of draining)."""
+                 log: Path | None = None, wait: bool = True, env: dict[str, str] | None = None,
+                 args: tuple[str, ...] = ()) -> subprocess.Popen[bytes]:
+    """Start `manage.py worker` (`args`: more of its options); with `wait`, return once it says
+    it started (its signal handlers are set: a SIGTERM during Django's start-up kills it
+    instead of draining). The start line is found as text or as a JSON log record's event."""
     if log is None:
         import tempfile
 
@@ -77,7 +79,7 @@ def start_worker(db: Database, *, concurrency: int = 8, lease: float = 3.0, poll
     out = open(log, "ab")  # noqa: SIM115 - closed with the process
     proc = subprocess.Popen(
         [sys.executable, "manage.py", "worker", "--concurrency", str(concurrency), "--lease", str(lease),
-         "--poll", str(poll)],
+         "--poll", str(poll), *args],
         cwd=ROOT, env=db.env(**(env or {})), stdout=out, stderr=subprocess.STDOUT,
     )
     proc.log_path = log  # type: ignore[attr-defined]

@@ -5,6 +5,13 @@ instance) under a row lock, so concurrent steps cannot overspend a budget togeth
 and the hold happen in one transaction. Recording the real cost (record.py) settles it. On
 PostgreSQL each is one prepared statement (sql/budgets.py); SQLite runs the ORM code here,
 which does the same writes.
+
+A spend that does not fit is refused one of two ways (`refusal`). Over: what is spent, what
+this attempt already holds and the spend together pass the limit, so no settling of other
+steps can make room; the budget's policy applies (fail, or ask an operator). Held: it would fit
+but for money other steps hold, which they settle (often for less) or give back (a failed
+attempt, or a dead worker's once its lease ends): the step waits, `BudgetHeld`, and the engine
+tries it again shortly, an attempt that does not count against its retries.
 """
 
 from __future__ import annotations
@@ -12,12 +19,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 from decimal import Decimal
-from typing import Protocol
+from typing import Literal, Protocol
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Q
 
 from ingest.engine import clock
+from ingest.engine.backoff import Backoff
 from ingest.engine.errors import BudgetExceeded
 from ingest.engine.models import (
     ApprovalKind,
@@ -52,6 +60,28 @@ class StepSpend(Protocol):
 
 class AwaitApproval(BaseException):
     """Raised inside a step when a budget breach waits for an operator's decision."""
+
+
+class BudgetHeld(BaseException):
+    """Raised inside a step whose spend fits its budgets but for money other steps hold: the
+    engine tries the step again after `HOLD_WAIT` (a BaseException, so a step's own `except
+    Exception` cannot swallow the wait)."""
+
+
+# Waits of a step refused for holds: holds of steps in flight settle within a call's time, a
+# dead worker's are given back within seconds of its death (liveness) or its lease's end.
+HOLD_WAIT = Backoff(first=0.5, cap=5.0)
+
+
+def refusal(*, spent: Decimal, reserved: Decimal, own_held: Decimal, amount: Decimal,
+            limit: Decimal) -> Literal["over", "held"] | None:
+    """Whether a spend of `amount` fits a budget with `limit` (its grant included), `spent` and
+    `reserved` (every hold, `own_held` of them this attempt's): None when it fits; "held" when it
+    would fit once other steps' holds settle or are given back; "over" when what is spent and
+    this attempt's own holds leave it no room, whatever the others do."""
+    if spent + reserved + amount <= limit:
+        return None
+    return "over" if spent + own_held + amount > limit else "held"
 
 
 def covering_budgets(ctx: StepSpend, service: str) -> Q:
@@ -101,6 +131,7 @@ def budget_reserve(*, ctx: StepSpend, service: str, amount: Decimal) -> list[int
         return []
     now = clock.now()
     breached: Budget | None = None
+    held_only = False
     ids: list[int] = []
     with transaction.atomic():
         grants = _open_grants(ctx)  # before the lock: only an operator adds them, between attempts
@@ -109,7 +140,10 @@ def budget_reserve(*, ctx: StepSpend, service: str, amount: Decimal) -> list[int
             roll_period(budget, now)
         over = [b for b in budgets if b.spent + b.reserved + amount > b.limit + _amount(grants.get(b.id))]
         if over:
-            breached = over[0]
+            own = _own_holds(ctx)
+            really = [b for b in over if refusal(spent=b.spent, reserved=b.reserved, own_held=own.get(b.id, ZERO),
+                                                 amount=amount, limit=b.limit + _amount(grants.get(b.id))) == "over"]
+            breached, held_only = (really[0], False) if really else (over[0], True)
         elif budgets:
             for budget in budgets:
                 _use_grant(budget, grants.get(budget.id))
@@ -121,10 +155,30 @@ def budget_reserve(*, ctx: StepSpend, service: str, amount: Decimal) -> list[int
             ])
             ids = [r.id for r in held]
     if breached is not None:
+        if held_only:
+            raise _held(ctx=ctx, service=service, amount=amount, budget=breached)
         # Outside the locking transaction: the breach's history and request must commit even
         # though the step is about to unwind.
         _breach(ctx=ctx, service=service, amount=amount, budget=breached, now=now)
     return ids
+
+
+def _own_holds(ctx: StepSpend) -> dict[int, Decimal]:
+    """What this attempt holds per budget (its earlier `check_budget` calls)."""
+    held: dict[int, Decimal] = {}
+    if ctx._reservations:
+        for budget_id, amount in BudgetReservation.objects.filter(
+                id__in=ctx._reservations, state=ReservationState.HELD).values_list("budget_id", "amount"):
+            held[budget_id] = held.get(budget_id, ZERO) + amount
+    return held
+
+
+def _held(*, ctx: StepSpend, service: str, amount: Decimal, budget: Budget) -> BudgetHeld:
+    return BudgetHeld(
+        f"budget {budget.scope}:{budget.key} ({budget.period}) has {budget.limit} with {budget.spent} spent and "
+        f"{budget.reserved} held by steps in flight; step {ctx.step_label!r} of instance {ctx.instance_id} asked "
+        f"for {amount} on {service}, which fits once those holds are settled or given back: it waits for them"
+    )
 
 
 def _open_grants(ctx: StepSpend) -> dict[int, BudgetGrant]:
@@ -237,10 +291,15 @@ def _reserve_postgres(*, ctx: StepSpend, service: str, amount: Decimal) -> list[
         "tenant": ctx.tenant, "workflow": ctx.workflow, "service": service, "iid": ctx.instance_id,
         "label": ctx.step_label, "attempt": Int4(ctx.attempt), "amount": amount, "now": now,
         "hour": period_start("hour", now), "day": period_start("day", now), "month": period_start("month", now),
+        "own": "{" + ",".join(str(r) for r in ctx._reservations) + "}",
     })
     assert row is not None  # one row: FROM a one-row CTE
     held, breached = list(row[0]), row[1]
     if breached is not None:
+        if not row[9]:  # refused only for other steps' holds (`refusal`)
+            raise _held(ctx=ctx, service=service, amount=amount,
+                  budget=Budget(id=breached, scope=row[2], key=row[3], period=row[4], limit=row[5], spent=row[6],
+                                reserved=row[7]))
         # Outside the reserving statement: the breach's history and request must commit even
         # though the step is about to unwind.
         budget = Budget(id=breached, scope=row[2], key=row[3], period=row[4], limit=row[5], spent=row[6],

@@ -61,6 +61,7 @@ from ingest.engine.workflow import get_workflow
 log = logging.getLogger("runledger.engine")
 
 AWAITING_APPROVAL = "AwaitingApproval"
+BUDGET_HELD = "BudgetHeld"  # waited for other steps' budget holds (costs/budgets.py)
 WORKER_LOST = "WorkerLost"
 ROLLBACK_POSITION = 1_000_000
 DEFAULT_MAX_STEPS = 10_000  # RUNLEDGER_MAX_STEPS when the settings do not say
@@ -280,6 +281,14 @@ class Execution:
             self.store.step_attempt_failed(p.rec, attempt=ctx.attempt, started=started, now=now,
                                            failure=Failure(AWAITING_APPROVAL, str(exc)), retry_at=now)
             raise Suspend(now, status=Status.RUNNING, pause=True) from None
+        if isinstance(exc, budgets.BudgetHeld):
+            # Not a failure of the step: it waits for other steps' holds and does not spend a retry.
+            again = now + timedelta(seconds=budgets.HOLD_WAIT.delay(self.store.held_waits(p.rec) + 1))
+            held = Failure(BUDGET_HELD, str(exc))
+            self.store.step_attempt_failed(p.rec, attempt=ctx.attempt, started=started, now=now, failure=held,
+                                           retry_at=again)
+            _log_failed(p, ctx.attempt, held, retry_at=again, now=now)
+            raise Suspend(again) from None
         delay = None
         if not isinstance(exc, NonRetryableError):
             counted = ctx.attempt - self.store.uncounted_attempts(p.rec)

@@ -319,7 +319,15 @@ class InstanceStore:
 
     @ledger_io
     def uncounted_attempts(self, rec: StepRecord) -> int:
-        """Attempts that do not count against the retry limit (paused for a budget approval)."""
+        """Attempts that do not count against the retry limit (paused for a budget approval, or
+        waiting for other steps' budget holds)."""
         if rec.id == 0:  # a first attempt whose row is not written: no attempt recorded yet
             return 0
-        return Attempt.objects.filter(step_id=rec.id, error_name="AwaitingApproval").count()
+        return Attempt.objects.filter(step_id=rec.id, error_name__in=("AwaitingApproval", "BudgetHeld")).count()
+
+    @ledger_io
+    def held_waits(self, rec: StepRecord) -> int:
+        """How many times the step has waited for other steps' budget holds."""
+        if rec.id == 0:
+            return 0
+        return Attempt.objects.filter(step_id=rec.id, error_name="BudgetHeld").count()

@@ -23,8 +23,11 @@ _COVERING_SQL = """(scope = 'tenant' AND key = %(tenant)s OR scope = 'workflow' 
 # budgets locked in id order, each rolled into its current period; if the amount fits every one
 # (with its grant), each holds it, a grant the hold needs raises its budget's limit once
 # (claimed with a guarded update) and a reservation row per budget is returned; if not, only
-# the rolls are written and the first budget breached (by id) is returned for `_breach`. No
-# covering budget: nothing is locked or written, and no reservation comes back.
+# the rolls are written and one breached budget is returned: the first (by id) that the spend is
+# over even without other steps' holds (`over`: spent, this attempt's own holds `own` and the
+# amount pass its limit; the policy applies), else the first one refused only for holds (the
+# step waits; costs.budgets.refusal). No covering budget: nothing is locked or written, and no
+# reservation comes back.
 _RESERVE = f"""
     WITH g AS (
         SELECT DISTINCT ON (budget_id) id, budget_id, amount FROM engine_budgetgrant
@@ -69,10 +72,15 @@ _RESERVE = f"""
         RETURNING id
     )
     SELECT ARRAY(SELECT id FROM held ORDER BY id), o.id, o.scope, o.key, o.period, o."limit", o.spent, o.reserved,
-        o.policy
+        o.policy, o.over
     FROM fits LEFT JOIN LATERAL (
-        SELECT * FROM v WHERE NOT fits.ok AND v.spent + v.reserved + %(amount)s > v."limit" + v.grant_amount
-        ORDER BY v.id LIMIT 1
+        SELECT w.* FROM (
+            SELECT v.*, v.spent + %(amount)s + coalesce((
+                SELECT sum(r.amount) FROM engine_budgetreservation r
+                WHERE r.id = ANY(%(own)s::bigint[]) AND r.budget_id = v.id AND r.state = 'held'
+            ), 0) > v."limit" + v.grant_amount AS over
+            FROM v WHERE NOT fits.ok AND v.spent + v.reserved + %(amount)s > v."limit" + v.grant_amount
+        ) w ORDER BY w.over DESC, w.id LIMIT 1
     ) o ON true
 """
 

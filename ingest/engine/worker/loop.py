@@ -109,6 +109,12 @@ class Worker:
         self.draining.set()
         self.wake.set()
         deadline = time.monotonic() + timeout
+        # A claim already under way when the drain began still commits its leases: its turns
+        # must reach the pool (and count as in flight below) before the pool shuts, or those
+        # instances would stay leased to a stopped worker until their leases expire.
+        for thread in self._threads:
+            if thread.name == "runledger-claim":
+                thread.join(max(0.0, deadline - time.monotonic()))
         while time.monotonic() < deadline:
             with self._lock:
                 if not self._inflight:

@@ -10,7 +10,6 @@ from typing import Any
 
 from ingest.classify.llm_verify import MAX_OUTPUT_TOKENS, LLMAnswerInvalid, llm_answer, llm_messages
 from ingest.classify.matcher import rules_classify, split_url
-from ingest.classify.neighbours import nearest
 from ingest.classify.result import (
     Candidate,
     ClassificationResult,
@@ -108,6 +107,10 @@ def stage_similarity(ctx: Any, *, tenant: str, host: str, url: str) -> dict[str,
     if choice is None:
         return {"ran": False}
     vector, cost = _embed(ctx, choice, url_text(url, host), stage="similarity", host=host)
+    # Here, not at the top: the index is numpy, which a worker's start would pay ~0.15 s for
+    # before it claims anything (bench/worker_boot.py).
+    from ingest.classify.neighbours import nearest
+
     found = nearest(tenant=tenant, model=choice.model, vector=vector, exclude=url_hash(url))
     proposed = similarity_candidate(found)
     return {
