@@ -20,7 +20,7 @@ from django.db.models.functions import Abs, Mod
 from dashboard.observability import sql
 from dashboard.observability.ingress import hook_labels
 from dashboard.observability.models import IngressTally
-from ingest.engine.models import (
+from ingest.engine.models import (  # as ingest/alerts/checks.py: kept
     UNFINISHED_STATUSES,
     Budget,
     BudgetScope,

@@ -6,19 +6,10 @@ from collections.abc import Collection
 from typing import Any
 
 from ingest.engine.errors import InstanceNotFound
-from ingest.engine.models import (
-    FINISHED_STATUSES,
-    Attempt,
-    FanOut,
-    FanOutItem,
-    FanOutItemState,
-    FanOutState,
-    History,
-    HistoryKind,
-    Instance,
-    RetiredVersion,
-    Step,
-)
+from ingest.engine.models.fan_out import FanOut, FanOutItem, FanOutItemState, FanOutState
+from ingest.engine.models.history import History, HistoryKind
+from ingest.engine.models.instances import FINISHED_STATUSES, Attempt, Instance, Step
+from ingest.engine.models.versions import RetiredVersion
 from ingest.engine.secrets import public_value
 from ingest.engine.workflow import get_workflow
 

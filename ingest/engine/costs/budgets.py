@@ -27,7 +27,7 @@ from django.db.models import F, Q
 from ingest.engine import clock
 from ingest.engine.backoff import Backoff
 from ingest.engine.errors import BudgetExceeded
-from ingest.engine.models import (
+from ingest.engine.models import (  # as in models/__init__: kept
     ApprovalKind,
     ApprovalRequest,
     ApprovalState,

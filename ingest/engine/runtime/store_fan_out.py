@@ -11,19 +11,9 @@ from django.db import transaction
 
 from ingest.engine.errors import ChildWorkflowFailed, FanOutItemMissing
 from ingest.engine.handlers import Target
-from ingest.engine.models import (
-    FanOut,
-    FanOutItem,
-    FanOutItemState,
-    FanOutState,
-    History,
-    HistoryKind,
-    Instance,
-    Status,
-    Step,
-    StepKind,
-    StepStatus,
-)
+from ingest.engine.models.fan_out import FanOut, FanOutItem, FanOutItemState, FanOutState
+from ingest.engine.models.history import History, HistoryKind
+from ingest.engine.models.instances import Instance, Status, Step, StepKind, StepStatus
 from ingest.engine.runtime.failures import rebuild_error
 from ingest.engine.runtime.parallel import Settled
 from ingest.engine.runtime.records import StepRecord, step_label

@@ -6,16 +6,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from ingest.engine.models import (
-    History,
-    HistoryKind,
-    Instance,
-    PendingEvent,
-    Status,
-    Step,
-    StepKind,
-    StepStatus,
-)
+from ingest.engine.models.history import History, HistoryKind, PendingEvent
+from ingest.engine.models.instances import Instance, Status, Step, StepKind, StepStatus
 from ingest.engine.runtime.records import Failure, SleepWrite, StepRecord, ledger_io, step_label
 from ingest.engine.runtime.store import InstanceStore
 from ingest.engine.writes import notify

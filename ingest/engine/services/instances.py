@@ -24,12 +24,10 @@ from ingest.engine.errors import (
     InstanceFinished,
     InvalidParams,
 )
-from ingest.engine.models import (
+from ingest.engine.models.history import History, HistoryKind, PendingEvent
+from ingest.engine.models.instances import (
     FINISHED_STATUSES,
-    History,
-    HistoryKind,
     Instance,
-    PendingEvent,
     Status,
     Step,
     StepKind,
