@@ -43,6 +43,10 @@ class UnknownWorkflow(EngineError):
     """No workflow is registered under that name."""
 
 
+class DuplicateWorkflow(EngineError):
+    """Another workflow class is already registered under that name."""
+
+
 class InvalidInstanceId(EngineError):
     """Instance ids match ^[A-Za-z0-9_][A-Za-z0-9_-]*$ and are at most 100 characters."""
 
