@@ -95,6 +95,19 @@ class ProgressOut(Schema):
     at: datetime
 
 
+class RetryPolicyOut(Schema):
+    limit: int = Field(..., description="Retries after the first attempt")
+    delay: float = Field(..., description="Seconds before the first retry")
+    backoff: Literal["constant", "linear", "exponential"]
+    backoff_coefficient: float = Field(..., description="Exponential backoff: each delay is the last one times this")
+    max_delay: float = Field(..., description="Seconds: no delay between retries is longer, in any backoff")
+
+
+class StepConfigOut(Schema):
+    retries: RetryPolicyOut
+    timeout: float = Field(..., description="Seconds per attempt")
+
+
 class StepOut(Schema):
     name: str
     seq: int
@@ -108,6 +121,7 @@ class StepOut(Schema):
     ended_at: datetime | None
     wake_at: datetime | None
     sensitive: bool
+    config: StepConfigOut | None = Field(None, description="step.do's retries and timeout; none for sleeps and waits")
     progress: ProgressOut | None = None
 
 

@@ -25,6 +25,7 @@ from ingest.engine.models import (
     Status,
     Step,
 )
+from ingest.engine.runtime.policy import stored_config_json
 from ingest.engine.secrets import REDACTED, public_value
 from ingest.engine.selectors import progress_of, step_progress
 
@@ -148,6 +149,7 @@ def instance_detail(instance: Instance) -> dict[str, Any]:
             "status": s.status, "result": (REDACTED if s.result is not None else None) if s.sensitive else s.result,
             "error": _error(s.error_name, s.error_message), "started_at": s.started_at,
             "ended_at": s.ended_at, "wake_at": s.wake_at, "sensitive": s.sensitive,
+            "config": stored_config_json(s.config),
             "progress": _progress(progress_of(progress, s.name, s.seq), sensitive=s.sensitive),
             "attempts": [
                 {"number": a.number, "started_at": a.started_at, "ended_at": a.ended_at,

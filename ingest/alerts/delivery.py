@@ -54,7 +54,7 @@ def notification_deliver(*, notification_id: int) -> dict[str, Any]:
     except NotifyError as exc:
         Notification.objects.filter(id=note.id).update(last_error=redact(str(exc))[:2000])
         if not exc.retryable:
-            raise NonRetryableError(str(exc)) from exc
+            raise NonRetryableError.wrap(exc) from exc
         raise
     Notification.objects.filter(id=note.id).update(state=DeliveryState.DELIVERED, delivered_at=timezone.now(),
                                                    last_error="")
@@ -79,7 +79,7 @@ def callback_deliver(*, callback_id: int) -> dict[str, Any]:
     except NotifyError as exc:
         Callback.objects.filter(id=callback.id).update(last_error=redact(str(exc))[:2000], last_status=exc.status)
         if not exc.retryable:
-            raise NonRetryableError(str(exc)) from exc
+            raise NonRetryableError.wrap(exc) from exc
         raise
     Callback.objects.filter(id=callback.id).update(state=DeliveryState.DELIVERED, delivered_at=timezone.now(),
                                                    last_status=sent.status, last_error="")

@@ -19,6 +19,7 @@ from ingest.engine.errors import (
     ChildWorkflowFailed,
     CircuitOpen,
     DeadLetterError,
+    DuplicateWorkflow,
     EngineError,
     FanOutItemMissing,
     InstanceAlreadyExists,
@@ -52,7 +53,7 @@ from ingest.engine.results import WorkflowResult
 from ingest.engine.workflow import Workflow, WorkflowEvent, get_workflow, workflow_names
 
 __all__ = [
-    "ApprovalError", "BatchTooLarge", "BreakerNotFound", "BudgetExceeded", "CheckedRowsChanged", "ChildWorkflowFailed", "CircuitOpen", "DeadLetterError", "EngineError",
+    "ApprovalError", "BatchTooLarge", "BreakerNotFound", "BudgetExceeded", "CheckedRowsChanged", "ChildWorkflowFailed", "CircuitOpen", "DeadLetterError", "DuplicateWorkflow", "EngineError",
     "FanOutItemMissing", "InstanceAlreadyExists", "InstanceFinished", "InstanceHandle", "InstanceNotFound",
     "InvalidDuration", "InvalidInstanceId", "InvalidParams", "InvalidSearchAttributes", "InvalidSelection", "InvalidStepConfig", "InvalidTransition",
     "NonDeterministicReplay", "NonRetryableError", "PollDeadlineExceeded", "SecretKeysMissing", "SecretUnreadable", "SecretsError", "Settled", "StepFailed", "StepLimitExceeded",

@@ -17,9 +17,34 @@ class NonRetryableError(Exception):
         super().__init__(message)
         self.error_name = name or type(self).__name__
 
+    @classmethod
+    def wrap(cls, error: BaseException) -> NonRetryableError:
+        """`error` as a permanent failure: the step ends without retrying, and its attempts, its
+        dead letter and the instance's error keep `error`'s class name and message, so failures
+        group by what really failed (`raise NonRetryableError.wrap(error) from error`)."""
+        return cls(str(error) or type(error).__name__, name=error_name_of(error))
+
+
+def error_class_name(cls: type[BaseException]) -> str:
+    """How the ledger names an exception class: builtins and engine errors by their name, any
+    other by its dotted path (so replay can import it again)."""
+    short = cls.__module__ in ("builtins", __name__)
+    return cls.__name__ if short else f"{cls.__module__}.{cls.__qualname__}"
+
+
+def error_name_of(exc: BaseException) -> str:
+    """The name an exception is stored under: the one it carries (`NonRetryableError(name=…)`,
+    `NonRetryableError.wrap`, `StepFailed`), else its class's."""
+    name = getattr(exc, "error_name", None)
+    return name if isinstance(name, str) and name else error_class_name(type(exc))
+
 
 class UnknownWorkflow(EngineError):
     """No workflow is registered under that name."""
+
+
+class DuplicateWorkflow(EngineError):
+    """Another workflow class is already registered under that name."""
 
 
 class InvalidInstanceId(EngineError):

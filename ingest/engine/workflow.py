@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
 from ingest.engine.durations import Duration, parse_duration
-from ingest.engine.errors import UnknownWorkflow
+from ingest.engine.errors import DuplicateWorkflow, UnknownWorkflow
 
 NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]{0,199}$")
 
@@ -128,8 +128,19 @@ def register(cls: type[Workflow]) -> type[Workflow]:
             f"workflow name {cls.name!r} must be lowercase letters, digits, '.', '_' or '-' "
             "(e.g. 'gong-ingest'), at most 200 characters"
         )
-    _registry[cls.name] = cls
+    known = _registry.get(cls.name)
+    if known is not None and _where(known) != _where(cls):
+        # Last-one-wins would silently run one class's code for the other's instances.
+        raise DuplicateWorkflow(
+            f"workflow name {cls.name!r} is already registered by {_where(known)}, so {_where(cls)} "
+            "cannot take it too: instances find their code by this name — give one of them another name"
+        )
+    _registry[cls.name] = cls  # the same class again (a module reloaded): its newest definition
     return cls
+
+
+def _where(cls: type[Workflow]) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def get_workflow(name: str) -> type[Workflow]:

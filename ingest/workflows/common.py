@@ -53,7 +53,7 @@ def source_error_step(error: SourceError) -> Exception:
     others end the step, since retrying cannot help."""
     if error.retryable:
         return error
-    return NonRetryableError(str(error))
+    return NonRetryableError.wrap(error)
 
 
 def _record(ctx: Any, service: str, usages: Sequence[Usage], *, success: bool, metadata: dict[str, Any]) -> None:

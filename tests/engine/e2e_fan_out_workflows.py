@@ -14,7 +14,7 @@ def e2e_item(ctx, item):
 
 
 class FanOutCrash(Workflow):
-    name = "e2e-fan-out"
+    name = "e2e-fan-out-crash"
 
     def run(self, event, step):
         settled = step.fan_out("items", e2e_item, event.payload["items"], batch_size=5)

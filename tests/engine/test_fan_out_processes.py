@@ -28,7 +28,7 @@ def db():
 
 def test_a_worker_killed_inside_an_item_loses_no_item_and_counts_none_twice(db, tmp_path):
     items = [{"n": n, "hold": 3.0 if n == 7 else 0.0} for n in range(20)]
-    python(db, f"from ingest.engine import create; create('e2e-fan-out', id='fan-crash', params={{'items': {items!r}}})")
+    python(db, f"from ingest.engine import create; create('e2e-fan-out-crash', id='fan-crash', params={{'items': {items!r}}})")
     first = start_worker(db, lease=2.0, log=tmp_path / "w1.log")
     wait_for(lambda: db.execute("SELECT 1 FROM e2e_effects WHERE instance_id = '_fo1-7'") != [],
              timeout=60, what="item 7 to start")

@@ -9,7 +9,13 @@ import pytest
 from ingest.engine.durations import parse_duration
 from ingest.engine.errors import InvalidDuration, InvalidStepConfig
 from ingest.engine.periods import period_end, period_start
-from ingest.engine.runtime.policy import RetryPolicy, check_step_name, next_delay, resolve_config
+from ingest.engine.runtime.policy import (
+    RetryPolicy,
+    StepConfig,
+    check_step_name,
+    next_delay,
+    resolve_config,
+)
 from ingest.engine.signature import error_signature, normalize_message
 
 pytestmark = pytest.mark.pure
@@ -51,7 +57,65 @@ def test_limit_counts_retries_after_the_first_attempt():
 def test_defaults_are_five_retries_ten_seconds_exponential_and_ten_minutes():
     config = resolve_config("s", retries=None, timeout=None)
     assert config.retries == RetryPolicy(5, timedelta(seconds=10), "exponential")
+    assert (config.retries.max_delay, config.retries.backoff_coefficient) == (timedelta(minutes=10), 2.0)
     assert config.timeout == timedelta(minutes=10)
+
+
+def test_no_delay_between_retries_passes_max_delay_which_is_ten_minutes_by_default():
+    twelve = resolve_config("s", retries={"limit": 12}, timeout=None).retries
+    delays = [next_delay(twelve, attempt=n).total_seconds() for n in range(1, 13)]
+    assert delays[:6] == [10, 20, 40, 80, 160, 320]
+    assert delays[6:] == [600] * 6  # 640 s and on, up to 20,480 s, are capped at 10 minutes
+    capped = resolve_config("s", retries={"limit": 12, "max_delay": "1 minute"}, timeout=None).retries
+    assert [next_delay(capped, attempt=n).total_seconds() for n in (1, 2, 3, 4, 12)] == [10, 20, 40, 60, 60]
+
+
+@pytest.mark.parametrize(
+    ("backoff", "expected"),
+    [("constant", [45, 45, 45, 45]), ("linear", [45, 90, 100, 100]), ("exponential", [45, 90, 100, 100])],
+)
+def test_max_delay_caps_every_backoff_mode(backoff, expected):
+    policy = RetryPolicy(4, timedelta(seconds=45), backoff, max_delay=timedelta(seconds=100))
+    assert [next_delay(policy, attempt=n).total_seconds() for n in (1, 2, 3, 4)] == expected
+
+
+def test_backoff_coefficient_sets_how_fast_exponential_delays_grow():
+    three = RetryPolicy(5, timedelta(seconds=2), "exponential", max_delay=timedelta(hours=1), backoff_coefficient=3)
+    assert [next_delay(three, attempt=n).total_seconds() for n in (1, 2, 3, 4, 5)] == [2, 6, 18, 54, 162]
+    gentle = resolve_config("s", retries={"delay": "10 seconds", "backoff_coefficient": 1.5}, timeout=None).retries
+    assert [next_delay(gentle, attempt=n).total_seconds() for n in (1, 2, 3)] == [10, 15, 22.5]
+    flat = RetryPolicy(3, timedelta(seconds=7), "exponential", backoff_coefficient=1)
+    assert [next_delay(flat, attempt=n).total_seconds() for n in (1, 2, 3)] == [7, 7, 7]
+    # The coefficient shapes only the exponential backoff.
+    linear = RetryPolicy(3, timedelta(seconds=7), "linear", backoff_coefficient=5)
+    assert [next_delay(linear, attempt=n).total_seconds() for n in (1, 2, 3)] == [7, 14, 21]
+
+
+def test_a_long_run_of_retries_stays_at_the_cap_instead_of_overflowing():
+    policy = RetryPolicy(5000, timedelta(seconds=10), "exponential", max_delay=timedelta(days=7),
+                         backoff_coefficient=10)
+    assert next_delay(policy, attempt=5000) == timedelta(days=7)
+    assert next_delay(RetryPolicy(5000, timedelta(0), "exponential"), attempt=5000) == timedelta(0)
+
+
+def test_a_delay_longer_than_ten_minutes_is_its_own_cap_unless_max_delay_says_otherwise():
+    hourly = resolve_config("s", retries={"delay": "1 hour", "backoff": "constant"}, timeout=None).retries
+    assert hourly.max_delay == timedelta(hours=1) and next_delay(hourly, attempt=3) == timedelta(hours=1)
+    slow = resolve_config("s", retries={"delay": "1 hour", "max_delay": "4 hours"}, timeout=None).retries
+    assert [next_delay(slow, attempt=n).total_seconds() / 3600 for n in (1, 2, 3, 4)] == [1, 2, 4, 4]
+
+
+def test_a_config_stored_before_max_delay_and_backoff_coefficient_resolves_to_their_defaults():
+    """Fan-outs store their items' retries as JSON; one written before the two keys existed
+    still resolves, and today's JSON resolves back to the same policy."""
+    old = resolve_config("s", retries={"limit": 12, "delay": 10.0, "backoff": "exponential"}, timeout=600.0)
+    assert old.retries == RetryPolicy(12, timedelta(seconds=10), "exponential", timedelta(minutes=10), 2.0)
+    assert old.as_json()["retries"] == {"limit": 12, "delay": 10.0, "backoff": "exponential",
+                                        "max_delay": 600.0, "backoff_coefficient": 2.0}
+    custom = resolve_config("s", retries={"delay": "3 seconds", "max_delay": "90 seconds", "backoff_coefficient": 4},
+                            timeout=None)
+    again = resolve_config("s", retries=custom.as_json()["retries"], timeout=custom.as_json()["timeout"])
+    assert again == StepConfig(retries=custom.retries, timeout=custom.timeout)
 
 
 def test_partial_retries_keep_the_other_defaults():
@@ -62,13 +126,25 @@ def test_partial_retries_keep_the_other_defaults():
 
 @pytest.mark.parametrize(
     ("retries", "fragment"),
-    [({"limit": 3, "max_delay": 5}, "'max_delay'"), ({"limit": -1}, "limit"), ({"limit": "3"}, "limit"),
-     ({"backoff": "fibonacci"}, "fibonacci"), ("3 times", "dict")],
+    [({"limit": 3, "jitter": 5}, "'jitter'"), ({"limit": -1}, "limit"), ({"limit": "3"}, "limit"),
+     ({"backoff": "fibonacci"}, "fibonacci"), ("3 times", "dict"),
+     ({"delay": "10 seconds", "max_delay": "5 seconds"}, "retries.max_delay"),
+     ({"backoff_coefficient": 0.5}, "retries.backoff_coefficient"),
+     ({"backoff_coefficient": "2"}, "retries.backoff_coefficient"),
+     ({"backoff_coefficient": True}, "retries.backoff_coefficient"),
+     ({"backoff_coefficient": float("inf")}, "retries.backoff_coefficient")],
 )
 def test_it_rejects_bad_retry_config_before_the_step_runs(retries, fragment):
     with pytest.raises(InvalidStepConfig) as info:
         resolve_config("llm-extract", retries=retries, timeout=None)
     assert fragment in str(info.value) and "llm-extract" in str(info.value)
+
+
+@pytest.mark.parametrize("bad", ["soon", -1, [60]])
+def test_a_max_delay_that_is_not_a_duration_is_refused_naming_the_step_and_the_key(bad):
+    with pytest.raises(InvalidDuration) as info:
+        resolve_config("llm-extract", retries={"max_delay": bad}, timeout=None)
+    assert "retries.max_delay of step 'llm-extract'" in str(info.value)
 
 
 def test_step_names_are_limited_to_256_characters():

@@ -261,7 +261,8 @@ def test_the_step_context_names_the_step_its_count_attempt_config_and_key(drain)
     drain()
     assert h.status()["output"] == {
         "name": "look", "count": 2, "attempt": 1, "key": "ctx-1:look:2", "tenant": "acme", "workflow": "t-context",
-        "config": {"retries": {"limit": 2, "delay": 3.0, "backoff": "constant"}, "timeout": 30.0},
+        "config": {"retries": {"limit": 2, "delay": 3.0, "backoff": "constant", "max_delay": 600.0,
+                               "backoff_coefficient": 2.0}, "timeout": 30.0},
     }
 
 
@@ -275,8 +276,10 @@ def test_each_step_row_stores_its_own_config(drain):
     for instance_id in ("ctx-config", "ctx-config-2"):
         configs = dict(Step.objects.filter(instance_id=instance_id).values_list("seq", "config"))
         assert configs == {
-            1: {"retries": {"limit": 5, "delay": 10.0, "backoff": "exponential"}, "timeout": 600.0},
-            2: {"retries": {"limit": 2, "delay": 3.0, "backoff": "constant"}, "timeout": 30.0},
+            1: {"retries": {"limit": 5, "delay": 10.0, "backoff": "exponential", "max_delay": 600.0,
+                            "backoff_coefficient": 2.0}, "timeout": 600.0},
+            2: {"retries": {"limit": 2, "delay": 3.0, "backoff": "constant", "max_delay": 600.0,
+                            "backoff_coefficient": 2.0}, "timeout": 30.0},
         }
 
 

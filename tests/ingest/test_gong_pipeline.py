@@ -107,6 +107,25 @@ def test_an_llm_key_that_is_refused_ends_the_step_without_retrying(openai_tenant
     drain()
     status = get(started.instance_id).status()
     assert status["status"] == "errored"
-    assert status["error"]["name"] == "NonRetryableError" and "API key" in status["error"]["message"]
+    # Not retried, and named by what failed: the dead letters group by it.
+    assert status["error"]["name"] == "ingest.sources.llm.common.LLMAuthError"
+    assert "API key" in status["error"]["message"]
+    assert DeadLetter.objects.get(instance_id=started.instance_id).error_name == "ingest.sources.llm.common.LLMAuthError"
     assert fake_openai.count(CHAT) == 1
     assert not ApiCost.objects.filter(instance_id=started.instance_id).exists()  # a 401 bills nothing
+
+
+def test_a_permanent_gong_failure_dead_letters_under_gong_s_error_class_not_non_retryable(
+        gong_tenant: str, fake_gong: FakeGong, drain) -> None:
+    fake_gong.plan("POST /v2/calls/transcript", Planned(403, {"errors": ["scope missing"]}))
+    call = fake_gong.calls[2]
+    started = gong_ingest_start("acme", {"id": call.id, "title": call.title})
+    drain()
+    status = get(started.instance_id).status()
+    assert status["status"] == "errored"
+    assert status["error"]["name"] == "ingest.sources.gong.GongAuthError"
+    fetch = status["steps"][1]
+    assert fetch["name"] == "fetch-transcript" and len(fetch["attempts"]) == 1  # a 403 is not retried
+    letter = DeadLetter.objects.get(instance_id=started.instance_id)
+    assert (letter.step_name, letter.error_name) == ("fetch-transcript", "ingest.sources.gong.GongAuthError")
+    assert "access key" in letter.error_message

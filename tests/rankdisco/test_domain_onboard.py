@@ -137,7 +137,10 @@ def test_a_failed_branch_is_recorded_and_the_rest_go_on_to_completed_with_errors
     status = get(iid).status()
     assert status["status"] == "completed_with_errors"
     assert status["output"]["success"] is False
-    assert len(status["output"]["errors"]) == 1 and status["output"]["errors"][0].startswith("Keyword fetch failed")
+    assert status["output"]["errors"][0].startswith("Keyword fetch failed: DataForSEORequestRejected: ")
+    assert len(status["output"]["errors"]) == 1
+    keywords = next(s for s in status["steps"] if s["name"] == "fetch-keywords")
+    assert keywords["error"]["name"] == "ingest.sources.dataforseo_errors.DataForSEORequestRejected"
     assert "40501" in status["output"]["errors"][0]
     assert status["output"]["metrics"]["backlinks_fetched"] == 10
     assert status["output"]["metrics"]["keywords_fetched"] == 0

@@ -19,7 +19,7 @@ import traceback
 from typing import Any
 
 from ingest.engine import errors
-from ingest.engine.errors import StepFailed
+from ingest.engine.errors import StepFailed, error_class_name, error_name_of
 from ingest.engine.runtime.records import Failure
 from ingest.engine.secrets import REDACTED, is_sealed, seal, unseal
 
@@ -34,9 +34,7 @@ SENSITIVE_MARK = "_runledger_sensitive"
 def failure_of(exc: BaseException) -> Failure:
     """The exception as stored: engine and builtin classes by name, others by dotted path;
     sealed when it came from a sensitive step."""
-    name = getattr(exc, "error_name", None)  # NonRetryableError(name=...), StepFailed
-    if not isinstance(name, str) or not name:
-        name = error_class_name(type(exc))
+    name = error_name_of(exc)
     message = str(exc) or type(exc).__name__
     trace = "".join(traceback.format_exception(exc))[-20000:]
     if getattr(exc, SENSITIVE_MARK, False):
@@ -69,17 +67,16 @@ def open_failure(message: str, traceback_text: str) -> tuple[str, str, dict[str,
             state if isinstance(state, dict) else None)
 
 
-def error_class_name(cls: type[BaseException]) -> str:
-    short = cls.__module__ in ("builtins", "ingest.engine.errors")
-    return cls.__name__ if short else f"{cls.__module__}.{cls.__qualname__}"
-
-
 def exception_state(exc: BaseException) -> dict[str, Any] | None:
     """What rebuilds `exc` without its constructor: its args and attributes that survive JSON.
 
     Args that do not survive JSON are not kept at all (the rebuilt exception's args are then its
     message); an attribute that does not is left out alone."""
     state: dict[str, Any] = {}
+    own = error_class_name(type(exc))
+    if error_name_of(exc) != own:
+        # Stored under another class's name (NonRetryableError.wrap): replay raises this class.
+        state["class"] = own
     args = list(exc.args)
     if _json_safe(args):
         state["args"] = args
@@ -91,7 +88,8 @@ def exception_state(exc: BaseException) -> dict[str, Any] | None:
     if len(json.dumps(state)) > MAX_STATE_BYTES:
         state.pop("attrs", None)
         if len(json.dumps(state)) > MAX_STATE_BYTES:
-            return None
+            state.pop("args", None)
+            return state or None
     return state
 
 
@@ -104,8 +102,10 @@ def _json_safe(value: Any) -> bool:
 
 
 def rebuild_error(name: str, message: str, state: dict[str, Any] | None = None) -> BaseException:
-    """The stored failure as an exception of its original class, with its original state."""
-    cls = error_class(name)
+    """The stored failure as an exception of its original class, with its original state. The
+    class is the one the state names when the failure was stored under another name."""
+    stored_class = state.get("class") if state else None
+    cls = error_class(stored_class if isinstance(stored_class, str) and stored_class else name)
     if cls is None:
         return StepFailed(f"{message} (raised as {name}, a class this process cannot import: "
                           "deploy it with the workflow, or catch StepFailed)", name=name)

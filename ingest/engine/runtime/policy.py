@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Literal
 
 from ingest.engine.durations import parse_duration
-from ingest.engine.errors import InvalidStepConfig
+from ingest.engine.errors import EngineError, InvalidStepConfig
 
 Backoff = Literal["constant", "linear", "exponential"]
 BACKOFFS: tuple[str, ...] = ("constant", "linear", "exponential")
@@ -17,6 +18,11 @@ MAX_STEP_NAME = 256
 MAX_RESULT_BYTES = 1024 * 1024
 
 DEFAULT_RETRIES: dict[str, Any] = {"limit": 5, "delay": "10 seconds", "backoff": "exponential"}
+# The cap on any one delay between retries (Temporal's MaximumInterval) when a step sets none;
+# a step whose `delay` is longer keeps its delay as the cap.
+DEFAULT_MAX_DELAY = timedelta(minutes=10)
+DEFAULT_BACKOFF_COEFFICIENT = 2.0
+RETRY_KEYS = ("limit", "delay", "backoff", "max_delay", "backoff_coefficient")
 DEFAULT_TIMEOUT = "10 minutes"
 
 
@@ -25,6 +31,8 @@ class RetryPolicy:
     limit: int  # retries after the first attempt
     delay: timedelta
     backoff: Backoff
+    max_delay: timedelta = DEFAULT_MAX_DELAY  # no delay between retries is longer
+    backoff_coefficient: float = DEFAULT_BACKOFF_COEFFICIENT  # exponential: each delay this times the last
 
 
 @dataclass(frozen=True)
@@ -38,6 +46,8 @@ class StepConfig:
                 "limit": self.retries.limit,
                 "delay": self.retries.delay.total_seconds(),
                 "backoff": self.retries.backoff,
+                "max_delay": self.retries.max_delay.total_seconds(),
+                "backoff_coefficient": self.retries.backoff_coefficient,
             },
             "timeout": self.timeout.total_seconds(),
         }
@@ -50,16 +60,23 @@ class StepConfig:
 
 
 def next_delay(policy: RetryPolicy, *, attempt: int) -> timedelta | None:
-    """Delay before attempt `attempt + 1`, or None when retries are exhausted."""
+    """Delay before attempt `attempt + 1`, at most `max_delay`, or None when retries are exhausted."""
     if attempt > policy.limit:
         return None
+    return min(_uncapped(policy, attempt), policy.max_delay)
+
+
+def _uncapped(policy: RetryPolicy, attempt: int) -> timedelta:
     match policy.backoff:
         case "constant":
             return policy.delay
         case "linear":
             return policy.delay * attempt
         case "exponential":
-            return policy.delay * int(2 ** (attempt - 1))
+            try:
+                return policy.delay * policy.backoff_coefficient ** (attempt - 1)
+            except OverflowError:  # a long run of retries grows past any duration: the cap holds
+                return policy.max_delay if policy.delay else policy.delay
     raise AssertionError(policy.backoff)
 
 
@@ -93,14 +110,14 @@ def _resolve_retries(step_name: str, retries: object) -> RetryPolicy:
         retries = {}
     if not isinstance(retries, dict):
         raise InvalidStepConfig(
-            f"retries of step {step_name!r} must be a dict with limit, delay and backoff; "
-            f"got {type(retries).__name__}"
+            f"retries of step {step_name!r} must be a dict with limit, delay, backoff, max_delay "
+            f"and backoff_coefficient; got {type(retries).__name__}"
         )
-    unknown = sorted(set(retries) - set(DEFAULT_RETRIES))
+    unknown = sorted(set(retries) - set(RETRY_KEYS))
     if unknown:
         raise InvalidStepConfig(
             f"step {step_name!r} has unknown retries key(s) {', '.join(map(repr, unknown))}; "
-            "the keys are 'limit', 'delay' and 'backoff'"
+            "the keys are 'limit', 'delay', 'backoff', 'max_delay' and 'backoff_coefficient'"
         )
     merged = {**DEFAULT_RETRIES, **retries}
     limit = merged["limit"]
@@ -115,7 +132,47 @@ def _resolve_retries(step_name: str, retries: object) -> RetryPolicy:
             "or 'exponential'"
         )
     delay = parse_duration(merged["delay"], what=f"retries.delay of step {step_name!r}")
-    return RetryPolicy(limit=limit, delay=delay, backoff=backoff)
+    return RetryPolicy(limit=limit, delay=delay, backoff=backoff,
+                       max_delay=_max_delay(step_name, retries.get("max_delay"), delay=delay),
+                       backoff_coefficient=_coefficient(step_name, retries.get("backoff_coefficient")))
+
+
+def _max_delay(step_name: str, value: object, *, delay: timedelta) -> timedelta:
+    """The step's cap, at least its delay; without one, 10 minutes (or the delay, when longer,
+    so a step that waits an hour between tries keeps waiting an hour)."""
+    if value is None:
+        return max(DEFAULT_MAX_DELAY, delay)
+    cap = parse_duration(value, what=f"retries.max_delay of step {step_name!r}")
+    if cap < delay:
+        raise InvalidStepConfig(
+            f"retries.max_delay of step {step_name!r} is {value!r}, shorter than its delay of "
+            f"{delay.total_seconds():g} seconds; max_delay caps every delay between retries, so it "
+            "is at least the delay"
+        )
+    return cap
+
+
+def _coefficient(step_name: str, value: object) -> float:
+    if value is None:
+        return DEFAULT_BACKOFF_COEFFICIENT
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 1:
+        raise InvalidStepConfig(
+            f"retries.backoff_coefficient of step {step_name!r} must be a number ≥ 1 (each exponential "
+            f"delay is the last one times it); got {value!r}"
+        )
+    return float(value)
+
+
+def stored_config_json(stored: object) -> dict[str, Any] | None:
+    """A step's stored config as today's JSON: a row written before `max_delay` and
+    `backoff_coefficient` existed shows the defaults it resolves to. None for a step without a
+    retry config (sleeps, waits) or one that no longer resolves."""
+    if not isinstance(stored, dict) or not isinstance(stored.get("retries"), dict):
+        return None
+    try:
+        return resolve_config("stored", retries=stored["retries"], timeout=stored.get("timeout")).as_json()
+    except EngineError:
+        return None
 
 
 def check_step_name(name: object) -> str:

@@ -35,7 +35,8 @@ class Step:
     def do(self, name: str, fn: Callable[..., Any], **options: Any) -> Any:
         """Run `fn(ctx)` once, durably: its result is stored and returned on every replay.
 
-        Options: `retries={"limit", "delay", "backoff"}`, `timeout`, `rollback(ctx, result)`,
+        Options: `retries={"limit", "delay", "backoff", "max_delay", "backoff_coefficient"}`,
+        `timeout`, `rollback(ctx, result)`,
         `sensitive`, `checkpoint` ("immediate", the default, or "deferred": the workflow runs on
         before this step's completion has committed; see docs/engine-contract.md). A failure
         after the last retry is raised here (and re-raised on replay).

@@ -58,7 +58,7 @@ def paid(ctx: Any, *, service: CostService, items: int, stage: str, domain: str,
                            metadata={"cost_service": service.name, **meta, "error": type(error).__name__})
         if error.needs_operator:
             raise operator_needed(str(error)) from error
-        raise error if error.retryable else NonRetryableError(str(error)) from error
+        raise error if error.retryable else NonRetryableError.wrap(error) from error
     kwargs = made.track_cost_kwargs()
     kwargs["metadata"] |= meta
     ctx.track_cost(kwargs.pop("service"), **kwargs)
@@ -134,7 +134,7 @@ def discover_properties(ctx: Any, *, domain_id: int, domain: str, pages: Sequenc
         except ZenRowsError as error:
             if error.needs_operator:
                 raise operator_needed(str(error)) from error
-            raise error if error.retryable else NonRetryableError(str(error)) from error
+            raise error if error.retryable else NonRetryableError.wrap(error) from error
         for call in result.paid:
             kwargs = call.track_cost_kwargs()
             kwargs["metadata"] |= {"stage": "brand_properties", "domain": domain, "url": page}
@@ -151,5 +151,7 @@ def discover_properties(ctx: Any, *, domain_id: int, domain: str, pages: Sequenc
 
 
 def failure_text(error: BaseException | None) -> str:
-    """A failed branch as the errors list of the WorkflowResult says it."""
-    return f"{type(error).__name__}: {error}"
+    """A failed branch as the errors list of the WorkflowResult says it: named by what failed
+    (a permanent DataForSEO error comes wrapped in NonRetryableError, carrying its own name)."""
+    name = getattr(error, "error_name", None) or type(error).__name__
+    return f"{str(name).rsplit('.', 1)[-1]}: {error}"

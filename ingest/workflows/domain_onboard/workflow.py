@@ -150,10 +150,19 @@ class DomainOnboard(Workflow):
 
         backlink_urls = _unique([b["url_from"] for b in backlinks or []])
         ranking_urls = _unique([k["url"] or "" for k in keywords or []])
-        classify = CLASSIFIER in workflow_names()  # until one is deployed, URLs are stored unclassified
-        step.do("track-all-queued", lambda ctx: services.domain_counters_track(
-            domain_id=domain_id, urls_queued=len(backlink_urls) if classify else 0,
-            keywords_queued=len(ranking_urls) if classify else 0), retries=QUICK_RETRIES)
+        def track(ctx: Any) -> dict[str, Any]:
+            # Whether a classifier is deployed is decided here, once, and kept with the step's
+            # result: a deploy that adds or removes url-classify later does not change the path
+            # of a run already past this step. Until one is deployed, URLs stay unclassified.
+            classify = CLASSIFIER in workflow_names()
+            counters = services.domain_counters_track(
+                domain_id=domain_id, urls_queued=len(backlink_urls) if classify else 0,
+                keywords_queued=len(ranking_urls) if classify else 0)
+            return {**counters, "classify": classify}
+
+        tracked = step.do("track-all-queued", track, retries=QUICK_RETRIES)
+        # A run that recorded this step before its result carried the decision reads the registry.
+        classify = bool(tracked["classify"]) if "classify" in tracked else CLASSIFIER in workflow_names()
 
         if ranking_urls:
             try:
