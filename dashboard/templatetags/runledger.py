@@ -15,7 +15,7 @@ from typing import Any
 from django import template
 from django.utils import timezone
 from django.utils.html import format_html
-from django.utils.safestring import SafeString
+from django.utils.safestring import SafeString, mark_safe
 
 from dashboard import access
 from ingest.engine.secrets import public_text, public_value
@@ -117,7 +117,7 @@ def between(start: datetime | None, end: datetime | None) -> str:
 def reltime(value: datetime | None, fmt: str = "relative") -> SafeString:
     """`<time>` with ISO datetime; JS shows it relative (`3 min ago`) or absolute (fmt="absolute")."""
     if value is None:
-        return format_html('<span class="muted">—</span>')
+        return mark_safe('<span class="muted">—</span>')  # a constant: nothing to escape
     utc = value.astimezone(UTC) if timezone.is_aware(value) else value
     return format_html(
         '<time datetime="{}" data-format="{}" title="{} UTC">{}</time>',
