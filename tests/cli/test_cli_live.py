@@ -72,16 +72,16 @@ def test_tail_follows_an_instance_to_its_end_with_its_history(live_server: Any, 
     engine_services.instance_create(workflow="test-echo", id="cli-tail-1", params={}, tenant="acme")
     def work() -> None:  # the worker, a little after the tail has started following
         time.sleep(0.8)
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + 60
         while Instance.objects.get(pk="cli-tail-1").status != "complete" and time.monotonic() < deadline:
             run_until_idle()
             time.sleep(0.1)
 
     threading.Thread(target=work, daemon=True).start()
-    started = time.monotonic()
-    code, out = run(live_server, tokens["viewer"], "tail", "cli-tail-1", "--interval", "0.2", "--timeout", "20")
+    # A tail that did not see the end would give up after its --timeout and say so.
+    code, out = run(live_server, tokens["viewer"], "tail", "cli-tail-1", "--interval", "0.2", "--timeout", "90")
     assert code == 0, out
-    assert "ended complete" in out and "echo" in out and time.monotonic() - started < 20
+    assert "ended complete" in out and "echo" in out
     assert "1 step(s) done" in out
 
 

@@ -54,6 +54,7 @@ def test_a_hole_left_by_a_rollback_is_forgotten_after_a_while():
 # ---- consumer ------------------------------------------------------------------------------
 
 pytestmark_db = pytest.mark.django_db(transaction=True)
+PUSH_WAIT = 30.0  # a push that is coming arrives long before this on any machine
 
 
 @pytest.fixture
@@ -130,7 +131,7 @@ async def test_tenant_events_reach_only_members_of_that_tenant(people, layer):
 
     await sync_to_async(create)()
     assert await follower.poll_once() == 1
-    got = await _drain(viewer, 8, until=1)
+    got = await _drain(viewer, PUSH_WAIT, until=1)
     assert len(got) == 1 and "1 new instance" in got[0] and 'id="new-rows"' in got[0]
     assert await stranger.receive_nothing(timeout=0.4)
     await viewer.disconnect()
@@ -151,7 +152,7 @@ async def test_visible_rows_are_refreshed_in_place(people, layer):
 
     await sync_to_async(finish)()
     assert await follower.poll_once() == 1
-    cursor_msg, rows_msg = await _drain(comm, 8, until=2)
+    cursor_msg, rows_msg = await _drain(comm, PUSH_WAIT, until=2)
     assert CURSOR.search(cursor_msg)
     # rows come alone and first in their message, so the browser parses them as table rows
     assert rows_msg.lstrip().startswith('<tr id="row-acme-row-1" hx-swap-oob="true"')
@@ -172,7 +173,7 @@ async def test_a_reconnecting_page_gets_what_it_missed_and_nothing_else(people, 
     # The page saw up to ids[1]: on reconnect it gets the current state and the newest cursor.
     comm, ok, _ = await _connect(people["viewer"], f"view=instance&instance=acme-resume&after={ids[1]}")
     assert ok
-    (msg,) = await _drain(comm, 8, until=1)
+    (msg,) = await _drain(comm, PUSH_WAIT, until=1)
     assert CURSOR.search(msg).group(1) == str(ids[-1])
     assert 'id="instance-header" hx-swap-oob="true"' in msg and "status-complete" in msg
     assert 'id="instance-history" class="card" hx-swap-oob="true"' in msg
@@ -211,12 +212,14 @@ async def test_a_burst_of_1000_step_events_is_coalesced_into_a_few_pushes(people
             await layer.group_send(group, {"type": "history.batch", "changes": items})
         await asyncio.sleep(0.005)
     pushes: list[str] = []
-    while loop.time() - start < 10 and not (pushes and CURSOR.search(pushes[0]) and CURSOR.search(pushes[-1]).group(1) == str(last_id)):
+    while loop.time() - start < PUSH_WAIT and not (pushes and CURSOR.search(pushes[0]) and CURSOR.search(pushes[-1]).group(1) == str(last_id)):
         pushes += await _drain(comm, 0.05)
-    elapsed = loop.time() - start
     pushes += await _drain(comm, 0.5)  # and nothing trails behind
-    assert 1 <= len(pushes) <= int(elapsed / MIN_INTERVAL) + 2  # at most ~10 pushes a second
-    assert len(pushes) <= 20  # not 1,000
+    elapsed = loop.time() - start
+    # At most ~10 pushes a second, counted against the time the burst really took (a slow machine
+    # widens the bound with it), and fewer pushes than notifications, let alone events.
+    assert 1 <= len(pushes) <= int(elapsed / MIN_INTERVAL) + 2
+    assert len(pushes) < 100
     assert CURSOR.search(pushes[-1]).group(1) == str(last_id)  # the latest state, not a backlog
     # Every row was in the ledger before the first push, which sent them (later ones add nothing).
     assert "persist-facts-999" in pushes[0]
@@ -244,16 +247,20 @@ async def test_the_follower_only_wakes_groups_that_have_changes(people, layer):
 @pytestmark_db
 async def test_on_postgresql_a_commit_wakes_the_follower_through_listen_notify(people, layer, live_settings, monkeypatch,
                                                                               require_postgres):
-    monkeypatch.setattr(follower_module, "SAFETY_POLL_SECONDS", 30.0)  # only NOTIFY can wake it in time
+    # Only NOTIFY can wake it before the safety poll, which comes long after the push's wait.
+    monkeypatch.setattr(follower_module, "SAFETY_POLL_SECONDS", 4 * PUSH_WAIT)
     inst = await sync_to_async(make_instance)("acme-pg-1", tenant="acme", status="running")
     follower = HistoryFollower()
     follower.ensure_started()
     try:
-        await asyncio.sleep(0.5)  # LISTEN is in place
-        comm, ok, _ = await _connect(people["viewer"], "view=instance&instance=acme-pg-1&after=0")
-        assert ok
         loop = asyncio.get_running_loop()
         start = loop.time()
+        while follower.state is None:  # LISTEN is in place before its first read
+            assert loop.time() - start < PUSH_WAIT, "the follower did not start"
+            await asyncio.sleep(0.02)
+        comm, ok, _ = await _connect(people["viewer"], "view=instance&instance=acme-pg-1&after=0")
+        assert ok
+
         def write() -> None:
             # The engine NOTIFYs after its commits (ingest.engine.writes.notify), no longer by trigger.
             from ingest.engine.writes import notify
@@ -262,8 +269,8 @@ async def test_on_postgresql_a_commit_wakes_the_follower_through_listen_notify(p
             notify.history()
 
         await sync_to_async(write)()
-        (msg,) = await _drain(comm, 5, until=1)
-        assert loop.time() - start < 3  # woken by NOTIFY, not by the 30 s safety poll
+        # Within PUSH_WAIT: woken by NOTIFY, as the safety poll comes only after four of them.
+        (msg,) = await _drain(comm, PUSH_WAIT, until=1)
         assert 'id="instance-history"' in msg and "fetch" in msg
         await comm.disconnect()
     finally:
@@ -293,6 +300,8 @@ async def test_a_page_that_is_slow_to_render_is_pushed_less_often(people, layer)
                 {"id": n, "instance_id": "acme-x", "tenant": "acme", "kind": "step.completed", "status": ""}]})
             pushes += await _drain(comm, 0.1)
         pushes += await _drain(comm, 1.5)
+        while loop.time() - start < 4.5 + PUSH_WAIT and not (pushes and "30" in pushes[-1]):
+            pushes += await _drain(comm, 0.1)  # the throttle's last push, however slow the renders
         elapsed = loop.time() - start
         # RENDER_SHARE (3) x 0.2 s: a push at most every 0.6 s. Without it a push would follow each
         # 0.2 s render at once (~15 of them).
@@ -324,7 +333,7 @@ async def test_a_step_that_changes_sends_its_own_row_and_the_summary_not_every_s
     comm, ok, _ = await _connect(people["operator"], "view=instance&instance=acme-rows")
     assert ok
     await layer.group_send("rl-i.acme-rows", {"type": "history.batch", "changes": first})
-    whole = await _drain(comm, 2.0, until=1)
+    whole = await _drain(comm, PUSH_WAIT, until=1)
     assert whole and 'id="instance-steps"' in whole[0]  # the first push: the page whole
 
     def complete_third() -> list[dict]:
@@ -335,7 +344,7 @@ async def test_a_step_that_changes_sends_its_own_row_and_the_summary_not_every_s
 
     await asyncio.sleep(0.2)
     await layer.group_send("rl-i.acme-rows", {"type": "history.batch", "changes": await sync_to_async(complete_third)()})
-    push = (await _drain(comm, 2.0, until=1))[0]
+    push = (await _drain(comm, PUSH_WAIT, until=1))[0]
     assert 'id="step-persist-facts-3-1" hx-swap-oob="true"' in push
     assert "step-persist-facts-2-1" not in push.replace('href="#step-persist-facts-2-1"', "")  # only in the graph
     assert 'id="instance-steps"' not in push and 'id="instance-dag"' in push
@@ -350,7 +359,7 @@ async def test_a_step_that_changes_sends_its_own_row_and_the_summary_not_every_s
 
     await asyncio.sleep(0.2)
     await layer.group_send("rl-i.acme-rows", {"type": "history.batch", "changes": await sync_to_async(add_fourth_call)()})
-    push = (await _drain(comm, 2.0, until=1))[0]
+    push = (await _drain(comm, PUSH_WAIT, until=1))[0]
     # A step that started since: appended after the others, the rest of the list not sent again.
     assert 'hx-swap-oob="beforeend:#instance-steps-list"' in push and 'id="step-persist-facts-3-2"' in push
     assert 'id="instance-steps"' not in push and 'id="step-persist-facts-1-1"' not in push
@@ -364,6 +373,6 @@ async def test_a_step_that_changes_sends_its_own_row_and_the_summary_not_every_s
 
     await asyncio.sleep(0.2)
     await layer.group_send("rl-i.acme-rows", {"type": "history.batch", "changes": await sync_to_async(retry_deletes_one)()})
-    push = (await _drain(comm, 2.0, until=1))[0]
+    push = (await _drain(comm, PUSH_WAIT, until=1))[0]
     assert 'id="instance-steps"' in push and "step-persist-facts-2-1" not in push  # the page whole again
     await comm.disconnect()

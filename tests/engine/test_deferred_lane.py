@@ -192,16 +192,21 @@ def test_a_deferred_step_that_waited_out_the_lane_runs_beside_the_one_holding_it
 
 @pytest.mark.django_db(transaction=True)
 def test_once_the_holder_has_held_the_lane_for_its_wait_others_do_not_wait_at_all(settings, monkeypatch):
-    one_lane(settings, monkeypatch, wait=2.0)
+    one_lane(settings, monkeypatch, wait=30.0)
     with lane_held():
-        time.sleep(2.1)  # the holder is a slow step: the lane counts as clogged from now on
+        # The holder is a slow step: it took the lane longer than a wait ago, so the lane counts
+        # as clogged from now on (the clock moved back instead of a test sleeping out the wait).
+        held = lane._current()
+        assert held is not None
+        with held._cond:
+            held._since = {key: since - 60.0 for key, since in held._since.items()}
         create("t-lane-bookkeeping", id="clogged")
         started = time.monotonic()
         run_all(["clogged"], concurrency=1)
         took = time.monotonic() - started
     assert Instance.objects.get(id="clogged").status == "complete"
-    # Three deferred steps, none of which waited its own 2 s (that would be 6 s at least).
-    assert took < 3, f"the deferred steps took {took:.1f} s"
+    # Three deferred steps, none of which waited its own 30 s (the first alone would outlast this bound).
+    assert took < 15, f"the deferred steps took {took:.1f} s"
     assert LEFT and max(end for _, _, end in INTERVALS) < LEFT[0]
     connection.close()
 
@@ -261,7 +266,9 @@ def claimed(*instance_ids: str) -> str:
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("require_postgres")
 def test_deferred_writes_that_follow_within_the_gathering_share_one_batch(group, step_completion, monkeypatch):
-    monkeypatch.setattr(commits, "GATHER_SECONDS", 1.0)
+    # A gathering longer than any test: the batch ends when the first wait() below comes for it,
+    # never because a busy machine took long between two submits.
+    monkeypatch.setattr(commits, "GATHER_SECONDS", 30.0)
     token = claimed("gather-1", "gather-2")
     first = group.submit(step_completion("gather-1", "a", position=0, token=token))
     time.sleep(0.2)  # without gathering, the committer would have written the first one alone by now

