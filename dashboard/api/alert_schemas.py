@@ -27,37 +27,90 @@ def _param(condition: str, name: str, kind: type, minimum: float | None) -> dict
 
 def rule_variants() -> dict[str, Any]:
     """One variant per condition: its params, each optional (a default fills it in)."""
-    return {"oneOf": [
-        {"properties": {"condition": {"const": str(condition)},
-                        "params": {"type": "object", "additionalProperties": False,
-                                   "properties": {name: _param(condition, name, kind, minimum)
-                                                  for name, (kind, _, minimum) in spec.items()}}}}
-        for condition, spec in PARAMS.items()]}
+    return {
+        "oneOf": [
+            {
+                "properties": {
+                    "condition": {"const": str(condition)},
+                    "params": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "properties": {
+                            name: _param(condition, name, kind, minimum)
+                            for name, (kind, _, minimum) in spec.items()
+                        },
+                    },
+                }
+            }
+            for condition, spec in PARAMS.items()
+        ]
+    }
 
 
 _URL = {"type": "string", "maxLength": 2000, "pattern": URL_PATTERN}
-_SMTP = {"type": "object", "required": ["host"],
-         "properties": {"host": {"type": "string", "pattern": r"^[A-Za-z0-9.-]+$"},
-                        "port": {"type": "integer", "minimum": 0}}}
+_SMTP = {
+    "type": "object",
+    "required": ["host"],
+    "properties": {
+        "host": {"type": "string", "pattern": r"^[A-Za-z0-9.-]+$"},
+        "port": {"type": "integer", "minimum": 0},
+    },
+}
 
 
 def channel_variants() -> dict[str, Any]:
     """An email channel names its recipients in config; a Slack one its URL in secrets; a signed
     webhook its URL and an HMAC key of at least MIN_HMAC_KEY characters."""
-    return {"oneOf": [
-        {"required": ["config"], "properties": {
-            "kind": {"const": ChannelKind.EMAIL.value},
-            "config": {"type": "object", "required": ["to"], "properties": {
-                "to": {"type": "array", "minItems": 1, "maxItems": MAX_RECIPIENTS,
-                       "items": {"type": "string", "maxLength": 254, "pattern": EMAIL_PATTERN}},
-                "smtp": _SMTP}}}},
-        {"required": ["secrets"], "properties": {
-            "kind": {"const": ChannelKind.SLACK.value},
-            "secrets": {"type": "object", "required": ["url"], "properties": {"url": _URL}}}},
-        {"required": ["secrets"], "properties": {
-            "kind": {"const": ChannelKind.WEBHOOK.value},
-            "secrets": {"type": "object", "required": ["url", "hmac_key"], "properties": {
-                "url": _URL,
-                "hmac_key": {"type": "string", "minLength": MIN_HMAC_KEY, "maxLength": 1000,
-                             "pattern": r"^[!-~]+$"}}}}},
-    ]}
+    return {
+        "oneOf": [
+            {
+                "required": ["config"],
+                "properties": {
+                    "kind": {"const": ChannelKind.EMAIL.value},
+                    "config": {
+                        "type": "object",
+                        "required": ["to"],
+                        "properties": {
+                            "to": {
+                                "type": "array",
+                                "minItems": 1,
+                                "maxItems": MAX_RECIPIENTS,
+                                "items": {
+                                    "type": "string",
+                                    "maxLength": 254,
+                                    "pattern": EMAIL_PATTERN,
+                                },
+                            },
+                            "smtp": _SMTP,
+                        },
+                    },
+                },
+            },
+            {
+                "required": ["secrets"],
+                "properties": {
+                    "kind": {"const": ChannelKind.SLACK.value},
+                    "secrets": {"type": "object", "required": ["url"], "properties": {"url": _URL}},
+                },
+            },
+            {
+                "required": ["secrets"],
+                "properties": {
+                    "kind": {"const": ChannelKind.WEBHOOK.value},
+                    "secrets": {
+                        "type": "object",
+                        "required": ["url", "hmac_key"],
+                        "properties": {
+                            "url": _URL,
+                            "hmac_key": {
+                                "type": "string",
+                                "minLength": MIN_HMAC_KEY,
+                                "maxLength": 1000,
+                                "pattern": r"^[!-~]+$",
+                            },
+                        },
+                    },
+                },
+            },
+        ]
+    }

@@ -29,26 +29,33 @@ PARAMS_OBJECT = "#/components/schemas/Params"
 COMPONENTS: dict[str, dict[str, Any]] = {
     "JsonValue": {
         "description": "Any JSON value within the input limits: text without U+0000 or lone "
-                       f"surrogates, numbers of at most {LIMITS.number_digits} digits, at most "
-                       f"{LIMITS.items} items per array or object, keys of at most {LIMITS.key_chars} "
-                       f"characters, nested at most {LIMITS.json_depth} deep.",
+        f"surrogates, numbers of at most {LIMITS.number_digits} digits, at most "
+        f"{LIMITS.items} items per array or object, keys of at most {LIMITS.key_chars} "
+        f"characters, nested at most {LIMITS.json_depth} deep.",
         # One schema with a list of types (each keyword applies to its own type), not an anyOf
         # of branches: every JSON type is allowed, so no type is "the wrong one".
         "type": ["null", "boolean", "number", "string", "array", "object"],
-        "minimum": -LARGEST, "maximum": LARGEST,
-        "maxLength": LIMITS.string_chars, "pattern": TEXT_PATTERN,
-        "maxItems": LIMITS.items, "items": {"$ref": JSON_VALUE},
-        "maxProperties": LIMITS.items, "propertyNames": KEY_SCHEMA,
+        "minimum": -LARGEST,
+        "maximum": LARGEST,
+        "maxLength": LIMITS.string_chars,
+        "pattern": TEXT_PATTERN,
+        "maxItems": LIMITS.items,
+        "items": {"$ref": JSON_VALUE},
+        "maxProperties": LIMITS.items,
+        "propertyNames": KEY_SCHEMA,
         "additionalProperties": {"$ref": JSON_VALUE},
     },
     "JsonObject": {
-        "type": "object", "maxProperties": LIMITS.items, "propertyNames": KEY_SCHEMA,
+        "type": "object",
+        "maxProperties": LIMITS.items,
+        "propertyNames": KEY_SCHEMA,
         "additionalProperties": {"$ref": JSON_VALUE},
     },
     "Params": {
         "description": "An instance's params: a JSON object whose keys are not the ones the engine "
-                       f"sets itself ({', '.join(RESERVED_PARAMS)}).",
-        "type": "object", "maxProperties": LIMITS.items,
+        f"sets itself ({', '.join(RESERVED_PARAMS)}).",
+        "type": "object",
+        "maxProperties": LIMITS.items,
         "propertyNames": {**KEY_SCHEMA, "not": {"enum": list(RESERVED_PARAMS)}},
         "additionalProperties": {"$ref": JSON_VALUE},
     },
@@ -56,8 +63,11 @@ COMPONENTS: dict[str, dict[str, Any]] = {
 
 
 def _is_free_form(node: dict[str, Any]) -> bool:
-    return node.get("type") == "object" and "properties" not in node and node.get(
-        "additionalProperties", True) is True
+    return (
+        node.get("type") == "object"
+        and "properties" not in node
+        and node.get("additionalProperties", True) is True
+    )
 
 
 def _is_any(node: dict[str, Any]) -> bool:
@@ -76,13 +86,19 @@ def declare_input_limits(node: Any, *, params_keys: frozenset[str] = frozenset()
         return {**node, "$ref": JSON_VALUE}
     if _is_free_form(node):
         return {k: v for k, v in node.items() if k not in ("type", "additionalProperties")} | {
-            "$ref": JSON_OBJECT}
+            "$ref": JSON_OBJECT
+        }
     out: dict[str, Any] = {}
     for key, value in node.items():
         if key == "properties":
-            out[key] = {name: (_as_params(prop) if name in params_keys
-                               else declare_input_limits(prop, params_keys=params_keys))
-                        for name, prop in value.items()}
+            out[key] = {
+                name: (
+                    _as_params(prop)
+                    if name in params_keys
+                    else declare_input_limits(prop, params_keys=params_keys)
+                )
+                for name, prop in value.items()
+            }
         elif key in ("anyOf", "oneOf", "allOf", "items", "additionalProperties", "schema"):
             out[key] = declare_input_limits(value, params_keys=params_keys)
         else:
@@ -95,7 +111,9 @@ def declare_input_limits(node: Any, *, params_keys: frozenset[str] = frozenset()
 def _as_params(prop: dict[str, Any]) -> dict[str, Any]:
     """An instance's `params` (an object, or an object or null) as the Params schema."""
     if _is_free_form(prop):
-        return {k: v for k, v in prop.items() if k not in ("type", "additionalProperties")} | {"$ref": PARAMS_OBJECT}
+        return {k: v for k, v in prop.items() if k not in ("type", "additionalProperties")} | {
+            "$ref": PARAMS_OBJECT
+        }
     if "anyOf" in prop:
         return {**prop, "anyOf": [_as_params(option) for option in prop["anyOf"]]}
     return prop
@@ -136,7 +154,9 @@ def declare_limits(document: dict[str, Any], *, params_fields: dict[str, frozens
     """Apply `declare_input_limits` to every input of `document`, in place."""
     components = document.setdefault("components", {}).setdefault("schemas", {})
     for name in input_components(document):
-        components[name] = declare_input_limits(components[name], params_keys=params_fields.get(name, frozenset()))
+        components[name] = declare_input_limits(
+            components[name], params_keys=params_fields.get(name, frozenset())
+        )
     for operations in document.get("paths", {}).values():
         for operation in operations.values():
             operation["parameters"] = declare_input_limits(operation.get("parameters", []))
@@ -158,20 +178,32 @@ def document_refusals(document: dict[str, Any]) -> None:
             if "requestBody" in operation or operation.get("parameters"):
                 statuses.append(422)
             for status in statuses:
-                operation["responses"].setdefault(status, {
-                    "description": "Refused before the handler: " + REFUSALS[status],
-                    "content": {"application/json": {"schema": error}}})
+                operation["responses"].setdefault(
+                    status,
+                    {
+                        "description": "Refused before the handler: " + REFUSALS[status],
+                        "content": {"application/json": {"schema": error}},
+                    },
+                )
 
 
-REFUSALS = {400: "text with U+0000 or a lone surrogate, or JSON beyond the input limits",
-            413: "the body is over the size limit", 415: "the body is not JSON",
-            422: "a parameter or body field does not match this schema"}
+REFUSALS = {
+    400: "text with U+0000 or a lone surrogate, or JSON beyond the input limits",
+    413: "the body is over the size limit",
+    415: "the body is not JSON",
+    422: "a parameter or body field does not match this schema",
+}
 
 
-def add_links(document: dict[str, Any], links: dict[tuple[str, str], dict[str, dict[str, Any]]]) -> None:
+def add_links(
+    document: dict[str, Any], links: dict[tuple[str, str], dict[str, dict[str, Any]]]
+) -> None:
     """Add `links` (keyed by operation id and status) to the responses of `document`, in place."""
-    by_id = {operation["operationId"]: operation for operations in document.get("paths", {}).values()
-             for operation in operations.values()}
+    by_id = {
+        operation["operationId"]: operation
+        for operations in document.get("paths", {}).values()
+        for operation in operations.values()
+    }
     for (operation_id, status), named in links.items():
         response = by_id[operation_id]["responses"][int(status)]
         response.setdefault("links", {}).update(named)

@@ -7,22 +7,17 @@ links chain create → get → act."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import schemathesis
 from django.test.testcases import QuietWSGIRequestHandler
-from django.utils import timezone
 from schemathesis.config import SchemathesisConfig
 from schemathesis.engine import events as engine_events
 from schemathesis.engine import from_schema
 from schemathesis.engine.statistic import Statistic
 
-from dashboard.access import user_ensure
-from dashboard.models import Role
-from ingest.engine.services import instances as engine_services
-from ingest.triggers.services import api_token_create, schedule_create
+from tests.fuzzing import api_fuzz_token
 
 pytestmark = [pytest.mark.db, pytest.mark.django_db(transaction=True)]
 
@@ -35,30 +30,45 @@ POSITIVE = ["2xx", "3xx", "401", "403", "404", "409", "429"]
 
 
 def strict_config(token: str) -> SchemathesisConfig:
-    return SchemathesisConfig.from_dict({
-        "seed": SEED,
-        "workers": 1,
-        # One connection per request: a keep-alive connection would carry what a refused request
-        # left unread into the next one, and hang it.
-        "headers": {"Authorization": f"Bearer {token}", "Connection": "close"},
-        "request-timeout": 60,
-        "generation": {"mode": "all", "max-examples": MAX_EXAMPLES, "deterministic": True,
-                       "no-shrink": True, "database": "none"},
-        # 413 is a refusal too: a body over the size limit, which no JSON Schema keyword can say.
-        "checks": {"enabled": True,
-                   "negative_data_rejection": {"expected-statuses": [*NEGATIVE, "413"]},
-                   "positive_data_acceptance": {"expected-statuses": [*POSITIVE, "413"]}},
-        "phases": {"examples": {"enabled": True}, "coverage": {"enabled": True},
-                   "fuzzing": {"enabled": True}, "stateful": {"enabled": True, "max-steps": 12}},
-        "suppress-health-check": ["all"],
-    })
+    return SchemathesisConfig.from_dict(
+        {
+            "seed": SEED,
+            "workers": 1,
+            # One connection per request: a keep-alive connection would carry what a refused request
+            # left unread into the next one, and hang it.
+            "headers": {"Authorization": f"Bearer {token}", "Connection": "close"},
+            "request-timeout": 60,
+            "generation": {
+                "mode": "all",
+                "max-examples": MAX_EXAMPLES,
+                "deterministic": True,
+                "no-shrink": True,
+                "database": "none",
+            },
+            # 413 is a refusal too: a body over the size limit, which no JSON Schema keyword can say.
+            "checks": {
+                "enabled": True,
+                "negative_data_rejection": {"expected-statuses": [*NEGATIVE, "413"]},
+                "positive_data_acceptance": {"expected-statuses": [*POSITIVE, "413"]},
+            },
+            "phases": {
+                "examples": {"enabled": True},
+                "coverage": {"enabled": True},
+                "fuzzing": {"enabled": True},
+                "stateful": {"enabled": True, "max-steps": 12},
+            },
+            "suppress-health-check": ["all"],
+        }
+    )
 
 
 def run_strict(base_url: str, token: str) -> tuple[Statistic, list[str]]:
     """Run every phase over HTTP; the statistic counts failures as the CLI does, plus engine errors.
     Over HTTP rather than WSGI: the checks that follow up a request (use after free, resource
     availability) send their own requests, which only the HTTP transport carries."""
-    schema = schemathesis.openapi.from_url(f"{base_url}/api/openapi.json", config=strict_config(token))
+    schema = schemathesis.openapi.from_url(
+        f"{base_url}/api/openapi.json", config=strict_config(token)
+    )
     statistic = Statistic()
     errors: list[str] = []
     for event in from_schema(schema).execute():
@@ -84,16 +94,10 @@ def describe(statistic: Statistic) -> str:
 
 
 @pytest.fixture
-def token(transactional_db: Any) -> Iterator[str]:
+def token(transactional_db: Any) -> str:
     from tests.triggers import support  # noqa: F401  (registers the test workflows)
 
-    user = user_ensure(username="strict", password="pw", memberships=[("acme", Role.OPERATOR),
-                       ("default", Role.OPERATOR)])
-    _, secret = api_token_create(user=user, name="schemathesis-strict")
-    engine_services.instance_create(workflow="test-echo", id="strict-1", tenant="acme")
-    schedule_create(name="strict", workflow="test-echo", cron_expression="* * * * *", tenant="acme",
-                    now=timezone.now())
-    yield secret
+    return api_fuzz_token("strict")
 
 
 @pytest.fixture
@@ -108,8 +112,10 @@ def test_the_strict_schemathesis_run_finds_no_failure(quick_live_server: Any, to
     live_server = quick_live_server
     statistic, errors = run_strict(live_server.url, token)
     report = describe(statistic)
-    print(f"strict run: {statistic.total_cases} cases, {statistic.total_failures} failures, "
-          f"{len(errors)} errors")
+    print(
+        f"strict run: {statistic.total_cases} cases, {statistic.total_failures} failures, "
+        f"{len(errors)} errors"
+    )
     print(report)
     for error in errors:
         print(error)
