@@ -61,7 +61,7 @@ class SelectionIn(s.InputSchema):
     # endpoint's 400 naming it, as in the dashboard, not a generic validation error.
     # Row ids are 64-bit: a larger integer is a 422 here, not an overflow in the database driver.
     ids: list[Annotated[int, Field(ge=1, le=2**63 - 1)] | Annotated[str, Field(json_schema_extra={
-        "pattern": r"^\s*[1-9][0-9]{0,17}\s*$"})]] | None = Field(None, min_length=1, max_length=1000)
+        "pattern": r"^\s*[1-9][0-9]{0,17}\s*$"})]] | None = Field(None, max_length=1000, json_schema_extra={"minItems": 1})
     filter: s.RedriveFilter | None = None
 
 

@@ -39,17 +39,20 @@ CURSOR_PATTERN = r"^[A-Za-z0-9_-]{1,600}$"
 
 class InstanceFilters(Schema):
     workflow: str | None = None
-    status: str | None = Field(None, pattern=STATUS_PATTERN,
+    # The patterns are declared, not enforced here: the list's own refusal (400) names the value.
+    status: str | None = Field(None, json_schema_extra={"pattern": STATUS_PATTERN},
                                description="one or more statuses, comma-separated")
     tenant: str | None = None
     since: s.Moment | None = None
     until: s.Moment | None = None
     id_prefix: str | None = None
-    cursor: str | None = Field(None, pattern=CURSOR_PATTERN, description="next_cursor of the previous page")
+    cursor: str | None = Field(None, json_schema_extra={"pattern": CURSOR_PATTERN},
+                               description="next_cursor of the previous page")
     limit: int = 50
-    attr: list[Annotated[str, Field(pattern=ATTR_PATTERN)]] = Field(
-        default_factory=list, max_length=5, description="search attributes, key:value (repeatable, at most 5)")
-    sort: str | None = Field(None, pattern=SORT_PATTERN, description="created, started, updated, duration, cost or attr.<key>; "
+    attr: list[Annotated[str, Field(json_schema_extra={"pattern": ATTR_PATTERN})]] = Field(
+        default_factory=list, json_schema_extra={"maxItems": 5},
+        description="search attributes, key:value (repeatable, at most 5)")
+    sort: str | None = Field(None, json_schema_extra={"pattern": SORT_PATTERN}, description="created, started, updated, duration, cost or attr.<key>; "
                              "- for descending (default -created, keyset pages)")
     page: int = 1
 

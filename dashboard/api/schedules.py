@@ -24,9 +24,10 @@ router = Router(tags=["schedules"])
 TIMEZONES = cast("list[JsonValue]", sorted(available_timezones()))  # IANA names ZoneInfo reads
 # Five cron fields within their ranges (minute hour day-of-month month day-of-week), each `*`, a
 # number or a range, with an optional step, comma-separated; or a macro such as @daily. What
-# croniter accepts beyond it (names such as MON) is refused here.
-_N = {"min": r"[0-5]?[0-9]", "hour": r"(?:[01]?[0-9]|2[0-3])", "dom": r"(?:0?[1-9]|[12][0-9]|3[01])",
-      "mon": r"(?:0?[1-9]|1[0-2])", "dow": r"[0-7]"}
+# croniter accepts beyond it (names such as MON) is left out of the schema; Quartz's L, W and #
+# are in (cron.plan reads them).
+_N = {"min": r"[0-5]?[0-9]", "hour": r"(?:[01]?[0-9]|2[0-3])", "dom": r"(?:(?:0?[1-9]|[12][0-9]|3[01])W?|LW|L(?:-[0-9]{1,2})?)",
+      "mon": r"(?:0?[1-9]|1[0-2])", "dow": r"(?:[0-7](?:L|#[1-5])?)"}
 _FIELD = {k: rf"(?:\*|{n}(?:-{n})?)(?:/[1-9][0-9]?)?(?:,(?:\*|{n}(?:-{n})?)(?:/[1-9][0-9]?)?)*" for k, n in _N.items()}
 CRON_PATTERN = (r"^(?:@(?:yearly|annually|monthly|weekly|daily|midnight|hourly)|"
                 + " ".join(_FIELD[k] for k in ("min", "hour", "dom", "mon", "dow")) + ")$")
@@ -40,10 +41,12 @@ class ScheduleEditIn(s.InputSchema):
     model_config = ConfigDict(json_schema_extra={"anyOf": [
         {"required": [name], "properties": {name: {"not": {"type": "null"}}}}
         for name in ("cron", "timezone", "missed_fire_policy", "catch_up_limit", "params")]})
-    cron: str | None = Field(None, max_length=200, pattern=CRON_PATTERN)
+    # Declared for clients, not enforced here: the service's refusal names what is wrong.
+    cron: str | None = Field(None, max_length=200, json_schema_extra={"pattern": CRON_PATTERN})
     timezone: str | None = Field(None, max_length=64, json_schema_extra={
         "anyOf": [{"type": "string", "enum": TIMEZONES}, {"type": "null"}]})
-    missed_fire_policy: MissedFirePolicy | None = None
+    missed_fire_policy: str | None = Field(None, max_length=20, json_schema_extra={
+        "anyOf": [{"type": "string", "enum": list(MissedFirePolicy.values)}, {"type": "null"}]})
     catch_up_limit: int | None = Field(None, ge=1, le=100)
     params: dict[str, Any] | None = None
 

@@ -61,7 +61,7 @@ class InstanceIn(InputSchema):
     tenant: str = Field("default", min_length=1, max_length=100)
     priority: int = Field(0, ge=-1000, le=1000)
     start_at: Moment | None = None
-    callback_url: str | None = Field(None, max_length=2000, pattern=URL_PATTERN,
+    callback_url: str | None = Field(None, max_length=2000, json_schema_extra={"pattern": URL_PATTERN},
                                      description="POSTed the outcome when the instance ends, signed with the tenant's ingress secret")
 
 

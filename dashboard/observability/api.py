@@ -44,7 +44,8 @@ class MetricsOut(Schema):
 @router.get("", response={200: MetricsOut, 400: ErrorOut, 401: ErrorOut, 404: ErrorOut},
             summary="Per workflow over a window: counts by outcome, rates, p50/p95 durations, cost")
 def metrics_get(request: HttpRequest, workflow: str | None = None,
-                window: str = Query("24h", pattern=WINDOW_PATTERN)) -> dict[str, Any]:  # type: ignore[type-arg]
+                window: str = Query("24h", json_schema_extra={"pattern": WINDOW_PATTERN})  # type: ignore[type-arg]
+                ) -> dict[str, Any]:
     try:
         span = summary.parse_window(window)
     except summary.InvalidWindow as exc:
