@@ -7,7 +7,7 @@ from typing import Any
 
 from django.http import HttpRequest
 from django.utils import timezone
-from ninja import Query, Router, Schema
+from ninja import Field, Query, Router, Schema
 
 from dashboard import access
 from dashboard.api.errors import ApiProblem
@@ -41,11 +41,16 @@ class MetricsOut(Schema):
     workflows: list[WorkflowMetricsOut]
 
 
+class MetricsQuery(Schema):
+    workflow: str | None = None
+    # Declared, not enforced here: parse_window's refusal (400) names what is wrong.
+    window: str = Field("24h", json_schema_extra={"pattern": WINDOW_PATTERN})
+
+
 @router.get("", response={200: MetricsOut, 400: ErrorOut, 401: ErrorOut, 404: ErrorOut},
             summary="Per workflow over a window: counts by outcome, rates, p50/p95 durations, cost")
-def metrics_get(request: HttpRequest, workflow: str | None = None,
-                window: str = Query("24h", json_schema_extra={"pattern": WINDOW_PATTERN})  # type: ignore[type-arg]
-                ) -> dict[str, Any]:
+def metrics_get(request: HttpRequest, q: Query[MetricsQuery]) -> dict[str, Any]:
+    workflow, window = q.workflow, q.window
     try:
         span = summary.parse_window(window)
     except summary.InvalidWindow as exc:
