@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from dashboard.api.openapi import TEXT_PATTERN
+from dashboard.api.openapi import KEY_SCHEMA, TEXT_PATTERN
 from dashboard.api.schemas import URL_PATTERN
 from ingest.alerts.conditions import PARAMS
 from ingest.alerts.models import ChannelKind, Condition
 from ingest.alerts.services import MAX_RECIPIENTS, MIN_HMAC_KEY
 
-EMAIL_PATTERN = r"^[A-Za-z0-9_%+-]+(?:\.[A-Za-z0-9_%+-]+)*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*$"
+EMAIL_PATTERN = r"^[A-Za-z0-9_+-]+(?:\.[A-Za-z0-9_+-]+)*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*$"
 MAX_PERCENT: dict[str, int] = {Condition.BUDGET_THRESHOLD: 1000}
 
 
@@ -69,6 +69,7 @@ def channel_variants() -> dict[str, Any]:
                     "kind": {"const": ChannelKind.EMAIL.value},
                     "config": {
                         "type": "object",
+                        "propertyNames": KEY_SCHEMA,
                         "required": ["to"],
                         "properties": {
                             "to": {

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from django.http import HttpRequest
 from django.utils import timezone
 from ninja import Field, Router, Status
-from pydantic import ConfigDict
+from pydantic import ConfigDict, StrictBool
 
 from dashboard import access
 from dashboard.api.alert_schemas import channel_variants, rule_variants
@@ -34,8 +34,8 @@ class RuleIn(InputSchema):
     params: dict[str, Any] = Field(default_factory=dict)
     channel_ids: list[Annotated[int, Field(ge=1, le=2**63 - 1)]] = Field(..., min_length=1, max_length=100)
     throttle_seconds: int = Field(600, ge=0, le=604800)
-    notify_resolved: bool = True
-    enabled: bool = True
+    notify_resolved: StrictBool = True
+    enabled: StrictBool = True
 
 
 class ChannelIn(InputSchema):
@@ -47,7 +47,7 @@ class ChannelIn(InputSchema):
     kind: ChannelKind
     config: dict[str, Any] = Field(default_factory=dict)
     secrets: dict[str, str] = Field(default_factory=dict, description="url, hmac_key, smtp_password; write-only")
-    enabled: bool = True
+    enabled: StrictBool = True
 
 
 class CallbackIn(InputSchema):

@@ -39,8 +39,9 @@ class PreviewIn(s.InputSchema):
 
 
 class ConfirmIn(s.InputSchema):
-    reason: str
-    rate_per_second: float = 20.0
+    # Declared, not enforced here: the service's refusal (400) names what is missing.
+    reason: str = Field(..., max_length=2000, json_schema_extra={"pattern": r"^[^\x00\ud800-\udfff]*\S[^\x00\ud800-\udfff]*$"})
+    rate_per_second: float = Field(20.0, json_schema_extra={"exclusiveMinimum": 0, "maximum": batches.MAX_RATE})
 
 
 def _refused(exc: bulk.BulkRefused) -> ApiProblem:

@@ -60,7 +60,8 @@ class SelectionIn(s.InputSchema):
     # Strings are let through the schema so that an id that does not parse ("abc") is this
     # endpoint's 400 naming it, as in the dashboard, not a generic validation error.
     # Row ids are 64-bit: a larger integer is a 422 here, not an overflow in the database driver.
-    ids: list[Annotated[int, Field(ge=1, le=2**63 - 1)] | Annotated[str, Field(json_schema_extra={
+    # Ids of at most 18 digits, as selection.ids_parse reads them.
+    ids: list[Annotated[int, Field(ge=1, le=10**18 - 1)] | Annotated[str, Field(json_schema_extra={
         "pattern": r"^\s*[1-9][0-9]{0,17}\s*$"})]] | None = Field(None, max_length=1000, json_schema_extra={"minItems": 1})
     filter: s.RedriveFilter | None = None
 

@@ -8,7 +8,7 @@ from decimal import Decimal
 from typing import Annotated, Any, Literal
 
 from ninja import Field, Schema
-from pydantic import BeforeValidator, ConfigDict
+from pydantic import BeforeValidator, ConfigDict, StrictBool
 
 ID_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_-]*$"
 # An http(s) URL with a host and no user or password (ingest/sources/notify.py url_problem).
@@ -160,7 +160,7 @@ class ReasonIn(InputSchema):
 
 
 class TerminateIn(ReasonIn):
-    rollback: bool = False
+    rollback: StrictBool = False  # true or false; 0 and "yes" are not booleans
 
 
 class RestartIn(ReasonIn):
