@@ -26,9 +26,11 @@ TIMEZONES = cast("list[JsonValue]", sorted(available_timezones()))  # IANA names
 # number or a range, with an optional step, comma-separated; or a macro such as @daily. What
 # croniter accepts beyond it (names such as MON) is left out of the schema; Quartz's L, W and #
 # are in (cron.plan reads them).
-_N = {"min": r"[0-5]?[0-9]", "hour": r"(?:[01]?[0-9]|2[0-3])", "dom": r"(?:(?:0?[1-9]|[12][0-9]|3[01])W?|LW|L(?:-[0-9]{1,2})?)",
-      "mon": r"(?:0?[1-9]|1[0-2])", "dow": r"(?:[0-7](?:L|#[1-5])?)"}
-_FIELD = {k: rf"(?:\*|{n}(?:-{n})?)(?:/[1-9][0-9]?)?(?:,(?:\*|{n}(?:-{n})?)(?:/[1-9][0-9]?)?)*" for k, n in _N.items()}
+_N = {"min": r"[0-5]?[0-9]", "hour": r"(?:[01]?[0-9]|2[0-3])", "dom": r"(?:0?[1-9]|[12][0-9]|3[01])",
+      "mon": r"(?:0?[1-9]|1[0-2])", "dow": r"[0-7]"}
+_QUARTZ = {"dom": r"(?:LW|L(?:-[0-9]{1,2})?|(?:0?[1-9]|[12][0-9]|3[01])W)", "dow": r"[0-7](?:L|#[1-5])"}
+_LIST = {k: rf"(?:\*|{n}(?:-{n})?)(?:/[1-9][0-9]?)?(?:,(?:\*|{n}(?:-{n})?)(?:/[1-9][0-9]?)?)*" for k, n in _N.items()}
+_FIELD = {k: rf"(?:{_QUARTZ[k]}|{v})" if k in _QUARTZ else v for k, v in _LIST.items()}
 CRON_PATTERN = (r"^(?:@(?:yearly|annually|monthly|weekly|daily|midnight|hourly)|"
                 + " ".join(_FIELD[k] for k in ("min", "hour", "dom", "mon", "dow")) + ")$")
 E: dict[int, Any] = {400: s.ErrorOut, 401: s.ErrorOut, 403: s.ErrorOut, 404: s.ErrorOut, 422: s.ErrorOut}
