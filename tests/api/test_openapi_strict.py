@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.db, pytest.mark.django_db(transaction=True)]
 
 # Examples per operation and phase: large enough to reach every documented refusal, small enough
 # that the whole run stays within a few minutes on a loaded two-core machine.
-MAX_EXAMPLES = int(os.environ.get("RUNLEDGER_STRICT_EXAMPLES", "8"))
+MAX_EXAMPLES = int(os.environ.get("RUNLEDGER_STRICT_EXAMPLES", "4"))
 SEED = 20261128
 NEGATIVE = ["400", "401", "403", "404", "405", "406", "409", "415", "422", "428", "429"]
 POSITIVE = ["2xx", "3xx", "401", "403", "404", "409", "429"]
