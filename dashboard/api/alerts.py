@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from django.http import HttpRequest
 from django.utils import timezone
 from ninja import Field, Router, Status
-from pydantic import ConfigDict, StrictBool
+from pydantic import ConfigDict, StrictBool, StrictInt
 
 from dashboard import access
 from dashboard.api.alert_schemas import channel_variants, rule_variants
@@ -33,7 +33,7 @@ class RuleIn(InputSchema):
     condition: Condition
     params: dict[str, Any] = Field(default_factory=dict)
     channel_ids: list[Annotated[int, Field(ge=1, le=2**63 - 1)]] = Field(..., min_length=1, max_length=100)
-    throttle_seconds: int = Field(600, ge=0, le=604800)
+    throttle_seconds: StrictInt = Field(600, ge=0, le=604800)  # false is not 0
     notify_resolved: StrictBool = True
     enabled: StrictBool = True
 

@@ -40,7 +40,7 @@ class PreviewIn(s.InputSchema):
 
 class ConfirmIn(s.InputSchema):
     # Declared, not enforced here: the service's refusal (400) names what is missing.
-    reason: str = Field(..., max_length=2000, json_schema_extra={"pattern": r"^[^\x00\ud800-\udfff]*\S[^\x00\ud800-\udfff]*$"})
+    reason: str = Field(..., max_length=2000, json_schema_extra={"minLength": 1, "pattern": r"^[^\x00\ud800-\udfff]*\S[^\x00\ud800-\udfff]*$"})
     rate_per_second: float = Field(20.0, json_schema_extra={"exclusiveMinimum": 0, "maximum": batches.MAX_RATE})
 
 

@@ -34,7 +34,7 @@ STATUS_PATTERN = rf"^\s*(?:{_STATUS}\s*)?(?:,\s*(?:{_STATUS}\s*)?)*$"
 SORT_PATTERN = r"^(?:-?(?:created|started|updated|duration|cost|attr\.[a-z][a-z0-9_]{0,39}))?$"  # empty: the default
 # One `key:value` search attribute (or nothing); the keys as dashboard/selectors/instances.py reads them.
 ATTR_PATTERN = r"^\s*(?:[a-z][a-z0-9_]{0,39}:[^\s\x00]{1,200}\s*)?$"
-CURSOR_PATTERN = r"^[A-Za-z0-9_-]{1,600}$"
+CURSOR_PATTERN = r"^[A-Za-z0-9_-]{0,600}$"  # empty: the first page
 
 
 class InstanceFilters(Schema):

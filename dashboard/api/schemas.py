@@ -8,7 +8,7 @@ from decimal import Decimal
 from typing import Annotated, Any, Literal
 
 from ninja import Field, Schema
-from pydantic import BeforeValidator, ConfigDict, StrictBool
+from pydantic import BeforeValidator, ConfigDict, StrictBool, StrictInt
 
 ID_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_-]*$"
 # An http(s) URL with a host and no user or password (ingest/sources/notify.py url_problem).
@@ -59,7 +59,7 @@ class InstanceIn(InputSchema):
     id: str | None = Field(None, max_length=100, pattern=ID_PATTERN)
     params: dict[str, Any] = Field(default_factory=dict)
     tenant: str = Field("default", min_length=1, max_length=100)
-    priority: int = Field(0, ge=-1000, le=1000)
+    priority: StrictInt = Field(0, ge=-1000, le=1000)
     start_at: Moment | None = None
     callback_url: str | None = Field(None, max_length=2000, json_schema_extra={"pattern": URL_PATTERN},
                                      description="POSTed the outcome when the instance ends, signed with the tenant's ingress secret")
