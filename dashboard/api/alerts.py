@@ -9,13 +9,13 @@ from typing import Annotated, Any
 from django.http import HttpRequest
 from django.utils import timezone
 from ninja import Field, Router, Status
-from pydantic import ConfigDict, StrictBool, StrictInt
+from pydantic import ConfigDict, StrictBool
 
 from dashboard import access
 from dashboard.api.alert_schemas import channel_variants, rule_variants
 from dashboard.api.auth import require_act
 from dashboard.api.errors import ApiProblem
-from dashboard.api.schemas import URL_PATTERN, ErrorOut, InputSchema
+from dashboard.api.schemas import URL_PATTERN, ErrorOut, InputSchema, Whole
 from ingest.alerts import callbacks, selectors, services
 from ingest.alerts.firing import channel_test
 from ingest.alerts.models import Channel, ChannelKind, Condition, Rule
@@ -33,7 +33,7 @@ class RuleIn(InputSchema):
     condition: Condition
     params: dict[str, Any] = Field(default_factory=dict)
     channel_ids: list[Annotated[int, Field(ge=1, le=2**63 - 1)]] = Field(..., min_length=1, max_length=100)
-    throttle_seconds: StrictInt = Field(600, ge=0, le=604800)  # false is not 0
+    throttle_seconds: Whole = Field(600, ge=0, le=604800)
     notify_resolved: StrictBool = True
     enabled: StrictBool = True
 

@@ -8,7 +8,7 @@ from decimal import Decimal
 from typing import Annotated, Any, Literal
 
 from ninja import Field, Schema
-from pydantic import BeforeValidator, ConfigDict, StrictBool, StrictInt
+from pydantic import BeforeValidator, ConfigDict, StrictBool
 
 ID_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_-]*$"
 # An http(s) URL with a host and no user or password (ingest/sources/notify.py url_problem).
@@ -25,6 +25,16 @@ def _iso_text(value: object) -> object:
 
 
 Moment = Annotated[datetime, BeforeValidator(_iso_text)]
+
+
+def _not_bool(value: object) -> object:
+    if isinstance(value, bool):
+        raise ValueError("send a whole number; true and false are not numbers")
+    return value
+
+
+# A whole number as JSON Schema's `integer` reads it: 5 and 5.0, not false.
+Whole = Annotated[int, BeforeValidator(_not_bool)]
 
 
 class InputSchema(Schema):
@@ -59,7 +69,7 @@ class InstanceIn(InputSchema):
     id: str | None = Field(None, max_length=100, pattern=ID_PATTERN)
     params: dict[str, Any] = Field(default_factory=dict)
     tenant: str = Field("default", min_length=1, max_length=100)
-    priority: StrictInt = Field(0, ge=-1000, le=1000)
+    priority: Whole = Field(0, ge=-1000, le=1000)
     start_at: Moment | None = None
     callback_url: str | None = Field(None, max_length=2000, json_schema_extra={"pattern": URL_PATTERN},
                                      description="POSTed the outcome when the instance ends, signed with the tenant's ingress secret")
