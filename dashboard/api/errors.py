@@ -21,6 +21,7 @@ ENGINE_STATUS: dict[type[Exception], int] = {
     engine_errors.InvalidTransition: 409,
     engine_errors.DeadLetterError: 409,
     engine_errors.InvalidSelection: 400,
+    engine_errors.BatchNotConfirmable: 409,  # the preview's state, not the request, is in the way
     engine_errors.ApprovalError: 409,
     engine_errors.InvalidInstanceId: 422,
     engine_errors.InvalidParams: 422,
