@@ -74,6 +74,25 @@ def answered(suite: str, path: str, send: Callable[[], Any], *, head: bool = Fal
     return response
 
 
+def api_fuzz_token(username: str) -> str:
+    """An API token of an operator of acme and default, with an instance and a schedule of acme
+    for the generated requests to find (the REST API fuzz suites start from them)."""
+    from django.utils import timezone
+
+    from dashboard.access import user_ensure
+    from dashboard.models import Role
+    from ingest.engine.services import instances as engine_services
+    from ingest.triggers.services import api_token_create, schedule_create
+
+    user = user_ensure(username=username, password="pw", memberships=[("acme", Role.OPERATOR),
+                       ("default", Role.OPERATOR)])
+    _, token = api_token_create(user=user, name=f"{username}-schemathesis")
+    engine_services.instance_create(workflow="test-echo", id=f"{username}-1", tenant="acme")
+    schedule_create(name=username, workflow="test-echo", cron_expression="* * * * *", tenant="acme",
+                    now=timezone.now())
+    return token
+
+
 def summary_lines() -> list[str]:
     suites = sorted({key.split(":")[0] for key in tally})
     lines = []

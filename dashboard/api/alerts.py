@@ -4,19 +4,21 @@ write is scoped to a tenant the token's user operates, every read to the tenants
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from django.http import HttpRequest
 from django.utils import timezone
-from ninja import Field, Router, Schema
+from ninja import Field, Router, Status
+from pydantic import ConfigDict, StrictBool
 
 from dashboard import access
+from dashboard.api.alert_schemas import channel_variants, rule_variants
 from dashboard.api.auth import require_act
 from dashboard.api.errors import ApiProblem
-from dashboard.api.schemas import ErrorOut
+from dashboard.api.schemas import URL_PATTERN, ErrorOut, InputSchema, Whole
 from ingest.alerts import callbacks, selectors, services
 from ingest.alerts.firing import channel_test
-from ingest.alerts.models import Channel, Rule
+from ingest.alerts.models import Channel, ChannelKind, Condition, Rule
 from ingest.engine.models import Instance
 from ingest.triggers.models import Route
 
@@ -24,28 +26,33 @@ router = Router(tags=["alerts"])
 E: dict[int, Any] = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 409: ErrorOut, 422: ErrorOut}
 
 
-class RuleIn(Schema):
+class RuleIn(InputSchema):
+    model_config = ConfigDict(json_schema_extra=rule_variants())
     tenant: str = Field("default", min_length=1, max_length=100)
     name: str = Field(..., min_length=1, max_length=100)
-    condition: str
+    condition: Condition
     params: dict[str, Any] = Field(default_factory=dict)
-    channel_ids: list[int] = Field(..., min_length=1)
-    throttle_seconds: int = Field(600, ge=0, le=604800)
-    notify_resolved: bool = True
-    enabled: bool = True
+    channel_ids: list[Annotated[int, Field(ge=1, le=2**63 - 1)]] = Field(..., min_length=1, max_length=100)
+    throttle_seconds: Whole = Field(600, ge=0, le=604800)
+    notify_resolved: StrictBool = True
+    enabled: StrictBool = True
 
 
-class ChannelIn(Schema):
+class ChannelIn(InputSchema):
+    """A channel; on an update, `kind` must be the channel's own (a kind never changes)."""
+
+    model_config = ConfigDict(json_schema_extra=channel_variants())
     tenant: str = Field("default", min_length=1, max_length=100)
     name: str = Field(..., min_length=1, max_length=100)
-    kind: str
+    kind: ChannelKind
     config: dict[str, Any] = Field(default_factory=dict)
     secrets: dict[str, str] = Field(default_factory=dict, description="url, hmac_key, smtp_password; write-only")
-    enabled: bool = True
+    enabled: StrictBool = True
 
 
-class CallbackIn(Schema):
-    url: str = Field(..., min_length=1, max_length=2000)
+class CallbackIn(InputSchema):
+    # Declared, not enforced here: the service's refusal names what is wrong with the URL.
+    url: str = Field(..., min_length=1, max_length=2000, json_schema_extra={"pattern": URL_PATTERN})
 
 
 def _rule(request: HttpRequest, rule_id: int) -> Rule:
@@ -68,10 +75,10 @@ def rule_list(request: HttpRequest) -> list[dict[str, Any]]:
 
 
 @router.post("/alerts/rules", response={201: dict[str, Any], **E})
-def rule_create(request: HttpRequest, body: RuleIn) -> tuple[int, dict[str, Any]]:
+def rule_create(request: HttpRequest, body: RuleIn) -> Status[dict[str, Any]]:
     require_act(request.user, body.tenant)
     rule = services.rule_save(**body.dict(), actor=request.user.username, now=timezone.now())
-    return 201, selectors.rule_row(rule)
+    return Status(201, selectors.rule_row(rule))
 
 
 @router.put("/alerts/rules/{rule_id}", response={200: dict[str, Any], **E})
@@ -101,16 +108,19 @@ def channel_list(request: HttpRequest) -> list[dict[str, Any]]:
 
 
 @router.post("/alerts/channels", response={201: dict[str, Any], **E})
-def channel_create(request: HttpRequest, body: ChannelIn) -> tuple[int, dict[str, Any]]:
+def channel_create(request: HttpRequest, body: ChannelIn) -> Status[dict[str, Any]]:
     require_act(request.user, body.tenant)
     channel = services.channel_save(**body.dict(), now=timezone.now())
-    return 201, selectors.channel_row(channel)
+    return Status(201, selectors.channel_row(channel))
 
 
 @router.put("/alerts/channels/{channel_id}", response={200: dict[str, Any], **E})
 def channel_update(request: HttpRequest, channel_id: int, body: ChannelIn) -> dict[str, Any]:
     channel = _channel(request, channel_id)
     require_act(request.user, channel.tenant)
+    if body.kind != channel.kind:
+        raise ApiProblem(409, "kind_fixed", f"channel {channel.id} is a {channel.kind} channel and stays one; "
+                         "create a new channel of the other kind")
     fields = body.dict(exclude={"tenant", "kind"})
     saved = services.channel_save(**fields, tenant=channel.tenant, kind=channel.kind, channel_id=channel.id,
                                   now=timezone.now())
@@ -118,11 +128,11 @@ def channel_update(request: HttpRequest, channel_id: int, body: ChannelIn) -> di
 
 
 @router.post("/alerts/channels/{channel_id}/test", response={202: dict[str, Any], **E})
-def channel_send_test(request: HttpRequest, channel_id: int) -> tuple[int, dict[str, Any]]:
+def channel_send_test(request: HttpRequest, channel_id: int) -> Status[dict[str, Any]]:
     channel = _channel(request, channel_id)
     require_act(request.user, channel.tenant)
     note = channel_test(channel=channel, now=timezone.now())
-    return 202, selectors.notification_row(note)
+    return Status(202, selectors.notification_row(note))
 
 
 @router.get("/alerts/notifications", response={200: list[dict[str, Any]], **E})

@@ -7,9 +7,12 @@ handlers fit the house style of thin views over services.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.http import Http404, HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
+from ninja.openapi.schema import OpenAPISchema
 
 from dashboard.api import (
     alerts,
@@ -30,12 +33,30 @@ from dashboard.api.errors import (
     from_trigger_error,
     handle_problem,
 )
+from dashboard.api.links import LINKS
+from dashboard.api.openapi import add_links, declare_limits, document_refusals
 from dashboard.observability import api as metrics_api
 from ingest.alerts.errors import AlertError
 from ingest.engine.errors import EngineError
 from ingest.triggers.errors import TriggerError
 
-api = NinjaAPI(
+# Request bodies whose `params` are an instance's params (no key the engine sets itself).
+PARAMS_FIELDS = {name: frozenset({"params"}) for name in ("InstanceIn", "ReplayIn", "ForkIn")}
+
+
+class RunledgerAPI(NinjaAPI):
+    """The API whose OpenAPI document also states the input guard's rules and the links."""
+
+    def get_openapi_schema(self, *, path_prefix: str | None = None,
+                           path_params: dict[str, Any] | None = None) -> OpenAPISchema:
+        document = super().get_openapi_schema(path_prefix=path_prefix, path_params=path_params)
+        declare_limits(document, params_fields=PARAMS_FIELDS)
+        document_refusals(document)
+        add_links(document, LINKS)
+        return document
+
+
+api = RunledgerAPI(
     title="Runledger API",
     version="1",
     description=(

@@ -7,16 +7,18 @@ since; GET /{batch} answers its progress. docs/bulk-actions.md."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from django.http import HttpRequest, QueryDict
-from ninja import Router, Schema
+from ninja import Field, Router, Status
 
 from dashboard import bulk
 from dashboard.api import schemas as s
 from dashboard.api.audit import acted
 from dashboard.api.errors import ApiProblem
+from dashboard.bulk import BULK_ACTIONS
 from ingest.engine.models import BatchItem
+from ingest.engine.models import Status as InstanceStatus
 from ingest.engine.services import batches
 
 router = Router(tags=["bulk actions"])
@@ -24,14 +26,22 @@ ERRORS: dict[int, Any] = {400: s.ErrorOut, 401: s.ErrorOut, 403: s.ErrorOut, 404
                           422: s.ErrorOut}
 
 
-class PreviewIn(Schema):
-    action: str
-    query: str  # the instances list's filters, as in its URL: "workflow=gong-ingest&status=errored"
+_STATUSES = "(?:" + "|".join(InstanceStatus.values) + ")"
+_FILTER = rf"(?:(?:workflow|tenant|id)=[A-Za-z0-9_.-]{{1,100}}|status={_STATUSES})"
+# At least one filter (an empty query never means every instance), each one that parses.
+QUERY_PATTERN = rf"^{_FILTER}(?:&{_FILTER})*$"
 
 
-class ConfirmIn(Schema):
-    reason: str
-    rate_per_second: float = 20.0
+class PreviewIn(s.InputSchema):
+    action: Literal[BULK_ACTIONS]  # type: ignore[valid-type]
+    # The instances list's filters, as in its URL: "workflow=gong-ingest&status=errored".
+    query: str = Field(..., max_length=4000, json_schema_extra={"pattern": QUERY_PATTERN})
+
+
+class ConfirmIn(s.InputSchema):
+    # Declared, not enforced here: the service's refusal (400) names what is missing.
+    reason: str = Field(..., max_length=2000, json_schema_extra={"minLength": 1, "pattern": r"^[^\x00\ud800-\udfff]*\S[^\x00\ud800-\udfff]*$"})
+    rate_per_second: float = Field(20.0, json_schema_extra={"exclusiveMinimum": 0, "maximum": batches.MAX_RATE})
 
 
 def _refused(exc: bulk.BulkRefused) -> ApiProblem:
@@ -50,17 +60,17 @@ def _batch_dict(batch: Any) -> dict[str, Any]:
 
 
 @router.post("/preview", response={201: dict, **ERRORS}, summary="Freeze and count what a query matches")
-def bulk_preview(request: HttpRequest, body: PreviewIn) -> tuple[int, dict[str, Any]]:
+def bulk_preview(request: HttpRequest, body: PreviewIn) -> Status[dict[str, Any]]:
     try:
         preview = bulk.bulk_preview(user=request.user, query=QueryDict(body.query[:4000]), action=body.action)
     except bulk.BulkRefused as exc:
         raise _refused(exc) from None
-    return 201, {**_batch_dict(preview.batch), "not_applicable": preview.not_applicable,
-                 "read_only": preview.read_only, "sample": preview.sample}
+    return Status(201, {**_batch_dict(preview.batch), "not_applicable": preview.not_applicable,
+                 "read_only": preview.read_only, "sample": preview.sample})
 
 
 @router.post("/{batch_id}/confirm", response={202: dict, **ERRORS}, summary="Start a previewed bulk action")
-def bulk_confirm(request: HttpRequest, batch_id: int, body: ConfirmIn) -> tuple[int, dict[str, Any]]:
+def bulk_confirm(request: HttpRequest, batch_id: int, body: ConfirmIn) -> Status[dict[str, Any]]:
     try:
         batch = bulk.bulk_get(user=request.user, batch_id=batch_id)
     except bulk.BulkRefused as exc:
@@ -74,8 +84,8 @@ def bulk_confirm(request: HttpRequest, batch_id: int, body: ConfirmIn) -> tuple[
                     run=lambda: batches.batch_confirm(batch_id=batch.id, user_id=str(request.user.pk),
                                                       reason=body.reason, rate_per_second=body.rate_per_second),
                     affected=lambda st: st.batch.total)
-    return 202, {**_batch_dict(started.batch),
-                 "changed_since_preview": {"added": drift.added, "removed": drift.removed}}
+    return Status(202, {**_batch_dict(started.batch),
+                 "changed_since_preview": {"added": drift.added, "removed": drift.removed}})
 
 
 @router.get("/{batch_id}", response={200: dict, **ERRORS}, summary="A bulk action and its progress")

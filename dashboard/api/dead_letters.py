@@ -12,6 +12,8 @@ from typing import Annotated, Any
 
 from django.http import HttpRequest
 from ninja import Field, Query, Router, Schema
+from pydantic import ConfigDict
+from pydantic.config import JsonDict
 
 from dashboard import access, selection
 from dashboard.api import schemas as s
@@ -19,6 +21,7 @@ from dashboard.api import selectors
 from dashboard.api.audit import acted
 from dashboard.api.auth import actor, require_act
 from dashboard.api.errors import ApiProblem
+from dashboard.selectors.dead_letters import DeadLetterFilters, DeadLetterItem, dead_letter_items
 from ingest.engine.models import DeadLetter
 from ingest.engine.services import dead_letters as engine_dead_letters
 from ingest.engine.services.dead_letters import DeadLetterFilter
@@ -37,16 +40,29 @@ class DeadLetterQuery(Schema):
     limit: int = 50
 
 
-@router.get("", response={200: list[s.DeadLetterOut], **E})
-def dead_letter_list(request: HttpRequest, filters: Query[DeadLetterQuery]) -> list[DeadLetter]:
-    return selectors.dead_letter_list(tenants=access.tenants_for(request.user), **filters.dict())
+@router.get("", response={200: list[DeadLetterItem], **E})
+def dead_letter_list(request: HttpRequest, filters: Query[DeadLetterQuery]) -> list[DeadLetterItem]:
+    chosen = DeadLetterFilters(state=filters.state or "", workflow=filters.workflow or "",
+                               tenant=filters.tenant or "", signature=filters.signature or "")
+    return dead_letter_items(tenants=access.tenants_for(request.user), filters=chosen,
+                             limit=max(1, min(filters.limit, selectors.MAX_LIMIT)))
 
 
-class SelectionIn(Schema):
+_IDS: JsonDict = {"required": ["ids"], "properties": {"ids": {"type": "array"}}}
+_FILTER: JsonDict = {"required": ["filter"], "properties": {"filter": {"type": "object"}}}
+_TOKEN: JsonDict = {"required": ["token"], "properties": {"token": {"type": "string", "minLength": 1}}}
+_IDS_ALONE: JsonDict = {"required": ["ids"], "properties": {"ids": {"type": "array"}, "filter": {"type": "null"}}}
+
+
+class SelectionIn(s.InputSchema):
+    # Required together: `ids` or a `filter` (neither is a 400: no selection never means all).
+    model_config = ConfigDict(json_schema_extra={"anyOf": [_IDS, _FILTER]})
     # Strings are let through the schema so that an id that does not parse ("abc") is this
     # endpoint's 400 naming it, as in the dashboard, not a generic validation error.
     # Row ids are 64-bit: a larger integer is a 422 here, not an overflow in the database driver.
-    ids: list[Annotated[int, Field(ge=1, le=2**63 - 1)] | str] | None = Field(None, max_length=1000)
+    # Ids of at most 18 digits, as selection.ids_parse reads them.
+    ids: list[Annotated[int, Field(ge=1, le=10**18 - 1)] | Annotated[str, Field(json_schema_extra={
+        "pattern": r"^\s*[1-9][0-9]{0,17}\s*$"})]] | None = Field(None, max_length=1000, json_schema_extra={"minItems": 1})
     filter: s.RedriveFilter | None = None
 
 
@@ -106,6 +122,8 @@ def dead_letter_redrive_preview(request: HttpRequest, body: SelectionIn) -> dict
 
 
 class RedriveIn(SelectionIn):
+    # A redrive by filter also sends its preview's token.
+    model_config = ConfigDict(json_schema_extra={"anyOf": [_IDS_ALONE, {**_TOKEN, "anyOf": [_IDS, _FILTER]}]})
     token: str | None = Field(None, max_length=200_000)
     rate_per_second: float = Field(5.0, gt=0, le=100)
     reason: str = Field(..., min_length=1, max_length=2000)
@@ -121,9 +139,9 @@ def _check_token(request: HttpRequest, body: RedriveIn, ids: list[int]) -> None:
     try:
         snap = selection.token_read(body.token, user_id=request.user.pk, action=_ACTION)
     except selection.SelectionError as exc:
-        raise ApiProblem(400, "invalid_token", str(exc)) from None
+        raise ApiProblem(403, "invalid_token", str(exc)) from None  # it does not verify: no permission
     if (snap.filters, snap.ids) != (_snapshot(body, ids).filters, _snapshot(body, ids).ids):
-        raise ApiProblem(400, "token_mismatch", "the token was issued for another selection; "
+        raise ApiProblem(409, "token_mismatch", "the token was issued for another selection; "
                          "preview this one; nothing was done")
     change = selection.selection_change(snap.selected, ids)
     if change is not None:

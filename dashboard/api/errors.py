@@ -15,12 +15,13 @@ from ingest.triggers.errors import RateLimited, ReplayedRequest, TriggerError
 ENGINE_STATUS: dict[type[Exception], int] = {
     engine_errors.InstanceNotFound: 404,
     engine_errors.UnknownWorkflow: 404,
-    engine_errors.UnknownStep: 422,
+    engine_errors.UnknownStep: 404,  # the instance has no such step: a resource that is not there
     engine_errors.InstanceAlreadyExists: 409,
     engine_errors.InstanceFinished: 409,
     engine_errors.InvalidTransition: 409,
     engine_errors.DeadLetterError: 409,
     engine_errors.InvalidSelection: 400,
+    engine_errors.BatchNotConfirmable: 409,  # the preview's state, not the request, is in the way
     engine_errors.ApprovalError: 409,
     engine_errors.InvalidInstanceId: 422,
     engine_errors.InvalidParams: 422,

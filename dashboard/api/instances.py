@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from django.http import HttpRequest
 from django.utils import timezone
-from ninja import Field, Query, Router, Schema
+from ninja import Field, Query, Router, Schema, Status
 
 from dashboard import access
 from dashboard.api import schemas as s
@@ -18,6 +17,7 @@ from dashboard.api.auth import actor, require_act
 from dashboard.api.errors import ApiProblem
 from ingest.alerts.callbacks import callback_register
 from ingest.engine.models import Instance
+from ingest.engine.models import Status as InstanceStatus
 from ingest.engine.services import control as engine_control
 from ingest.engine.services import forks as engine_forks
 from ingest.engine.services import instances as engine_instances
@@ -29,17 +29,30 @@ ERRORS: dict[int, Any] = {400: s.ErrorOut, 401: s.ErrorOut, 403: s.ErrorOut, 404
                           409: s.ErrorOut, 422: s.ErrorOut}
 
 
+_STATUS = "(?:" + "|".join(InstanceStatus.values) + ")"
+STATUS_PATTERN = rf"^\s*(?:{_STATUS}\s*)?(?:,\s*(?:{_STATUS}\s*)?)*$"
+SORT_PATTERN = r"^(?:-?(?:created|started|updated|duration|cost|attr\.[a-z][a-z0-9_]{0,39}))?$"  # empty: the default
+# One `key:value` search attribute (or nothing); the keys as dashboard/selectors/instances.py reads them.
+ATTR_PATTERN = r"^\s*(?:[a-z][a-z0-9_]{0,39}:[^\s\x00]{1,200}\s*)?$"
+CURSOR_PATTERN = r"^[A-Za-z0-9_-]{0,600}$"  # empty: the first page
+
+
 class InstanceFilters(Schema):
     workflow: str | None = None
-    status: str | None = None
+    # The patterns are declared, not enforced here: the list's own refusal (400) names the value.
+    status: str | None = Field(None, json_schema_extra={"pattern": STATUS_PATTERN},
+                               description="one or more statuses, comma-separated")
     tenant: str | None = None
-    since: datetime | None = None
-    until: datetime | None = None
+    since: s.Moment | None = None
+    until: s.Moment | None = None
     id_prefix: str | None = None
-    cursor: str | None = None
+    cursor: str | None = Field(None, json_schema_extra={"pattern": CURSOR_PATTERN},
+                               description="next_cursor of the previous page")
     limit: int = 50
-    attr: list[str] = Field(default_factory=list, description="search attributes, key:value (repeatable)")
-    sort: str | None = Field(None, description="created, started, updated, duration, cost or attr.<key>; "
+    attr: list[Annotated[str, Field(json_schema_extra={"pattern": ATTR_PATTERN})]] = Field(
+        default_factory=list, json_schema_extra={"maxItems": 5},
+        description="search attributes, key:value (repeatable, at most 5)")
+    sort: str | None = Field(None, json_schema_extra={"pattern": SORT_PATTERN}, description="created, started, updated, duration, cost or attr.<key>; "
                              "- for descending (default -created, keyset pages)")
     page: int = 1
 
@@ -71,7 +84,7 @@ def _ok(instance_id: str) -> dict[str, Any]:
 
 
 @router.post("", response={201: s.InstanceOut, **ERRORS}, summary="Start an instance")
-def instance_start(request: HttpRequest, body: s.InstanceIn) -> tuple[int, dict[str, Any]]:
+def instance_start(request: HttpRequest, body: s.InstanceIn) -> Status[dict[str, Any]]:
     require_act(request.user, body.tenant)
     reserved_params_check(body.params)
     def start() -> Any:
@@ -87,7 +100,7 @@ def instance_start(request: HttpRequest, body: s.InstanceIn) -> tuple[int, dict[
 
     created = acted(request, action="instance.start", tenants=[body.tenant],
                     selection={"workflow": body.workflow, "instance_id": body.id}, run=start)
-    return 201, selectors.instance_dict(Instance.objects.get(pk=created.id))
+    return Status(201, selectors.instance_dict(Instance.objects.get(pk=created.id)))
 
 
 @router.get("", response={200: s.InstancePage, **ERRORS}, summary="List instances, newest first")
@@ -149,32 +162,32 @@ def instance_retry(request: HttpRequest, instance_id: str, body: s.ReasonIn) -> 
 @router.post("/{instance_id}/replay", response={201: s.InstanceOut, **ERRORS},
              summary="Replay as a new linked instance, with the same or edited params")
 def instance_replay(request: HttpRequest, instance_id: str, body: s.ReplayIn
-                    ) -> tuple[int, dict[str, Any]]:
+                    ) -> Status[dict[str, Any]]:
     original = _acted(request, instance_id)
     reserved_params_check(body.params, original=original.params)
     new = _audited(request, original, "replay", body.reason, lambda: engine_control.instance_replay(
         instance_id=instance_id, params=body.params, actor=actor(request.user), reason=body.reason),
         edited=body.params is not None)
-    return 201, selectors.instance_dict(Instance.objects.get(pk=new.id))
+    return Status(201, selectors.instance_dict(Instance.objects.get(pk=new.id)))
 
 
 @router.post("/{instance_id}/fork", response={201: s.InstanceOut, **ERRORS},
              summary="Fork: a new instance from a step of this one, the results before it copied")
-def instance_fork(request: HttpRequest, instance_id: str, body: s.ForkIn) -> tuple[int, dict[str, Any]]:
+def instance_fork(request: HttpRequest, instance_id: str, body: s.ForkIn) -> Status[dict[str, Any]]:
     original = _acted(request, instance_id)
     reserved_params_check(body.params, original=original.params)
     new = _audited(request, original, "fork", body.reason, lambda: engine_forks.instance_fork(
         instance_id=instance_id, from_step=body.from_step, params=body.params, new_id=body.id,
         actor=actor(request.user), reason=body.reason),
         from_step=body.from_step, edited=body.params is not None)
-    return 201, selectors.instance_dict(Instance.objects.get(pk=new.id))
+    return Status(201, selectors.instance_dict(Instance.objects.get(pk=new.id)))
 
 
 @router.post("/{instance_id}/events", response={202: s.OkOut, **ERRORS},
              summary="Send an event to an instance (buffered until it waits for that type)")
 def instance_send_event(request: HttpRequest, instance_id: str, body: s.EventIn
-                        ) -> tuple[int, dict[str, Any]]:
+                        ) -> Status[dict[str, Any]]:
     _audited(request, _acted(request, instance_id), "event", "", lambda: engine_instances.instance_send_event(
         instance_id=instance_id, type=body.type, payload=body.payload, actor=actor(request.user)),
         type=body.type)
-    return 202, _ok(instance_id)
+    return Status(202, _ok(instance_id))

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from django.http import HttpRequest
 from django.utils import timezone
-from ninja import Query, Router, Schema
+from ninja import Query, Router, Schema, Status
 
 from dashboard import access
 from dashboard.api import schemas as s
@@ -15,6 +14,7 @@ from dashboard.api import selectors
 from dashboard.api.audit import acted
 from dashboard.api.auth import actor, require_act
 from dashboard.api.errors import ApiProblem
+from dashboard.selectors.budgets import BudgetRow, budget_rows
 from ingest.engine.models import Budget, BudgetScope, Instance
 from ingest.engine.services import budgets as engine_budgets
 from ingest.triggers.services import event_publish
@@ -26,7 +26,7 @@ E: dict[int, Any] = {400: s.ErrorOut, 401: s.ErrorOut, 403: s.ErrorOut, 404: s.E
 
 @router.post("/events", response={202: s.PublishOut, **E}, tags=["events"],
              summary="Publish a named event: starts subscribed workflows; idempotent by id")
-def event_publish_view(request: HttpRequest, body: s.PublishIn) -> tuple[int, dict[str, Any]]:
+def event_publish_view(request: HttpRequest, body: s.PublishIn) -> Status[dict[str, Any]]:
     require_act(request.user, body.tenant)
     if body.instance_id:
         target = Instance.objects.filter(pk=body.instance_id).values_list("tenant", flat=True).first()
@@ -38,13 +38,13 @@ def event_publish_view(request: HttpRequest, body: s.PublishIn) -> tuple[int, di
                       run=lambda: event_publish(type=body.type, data=body.data, id=body.id,
                                                 tenant=body.tenant, instance_id=body.instance_id,
                                                 actor=actor(request.user), now=timezone.now()))
-    return 202, {"event_id": published.event_id, "started": published.started,
-                 "delivered": published.delivered, "duplicate": published.duplicate}
+    return Status(202, {"event_id": published.event_id, "started": published.started,
+                 "delivered": published.delivered, "duplicate": published.duplicate})
 
 
 class CostFilters(Schema):
-    since: datetime | None = None
-    until: datetime | None = None
+    since: s.Moment | None = None
+    until: s.Moment | None = None
     tenant: str | None = None
     service: str | None = None
     workflow: str | None = None
@@ -58,9 +58,10 @@ def cost_list(request: HttpRequest, filters: Query[CostFilters]) -> dict[str, An
     return selectors.cost_summary(tenants=access.tenants_for(request.user), **filters.dict())
 
 
-@router.get("/budgets", response={200: list[s.BudgetOut], **E}, tags=["budgets"])
-def budget_list(request: HttpRequest) -> list[Budget]:
-    return selectors.budget_list(tenants=access.tenants_for(request.user))
+@router.get("/budgets", response={200: list[BudgetRow], **E}, tags=["budgets"],
+            summary="Budgets in the caller's tenants and the global ones, with spend and forecast")
+def budget_list(request: HttpRequest) -> list[BudgetRow]:
+    return budget_rows(budgets=selectors.budget_list(tenants=access.tenants_for(request.user)), now=timezone.now())
 
 
 def _require_budget_write(request: HttpRequest, scope: str, key: str) -> list[str]:
@@ -80,9 +81,9 @@ def _require_budget_write(request: HttpRequest, scope: str, key: str) -> list[st
     return []
 
 
-@router.put("/budgets", response={200: s.BudgetOut, **E}, tags=["budgets"],
+@router.put("/budgets", response={200: BudgetRow, **E}, tags=["budgets"],
             summary="Create or change a budget (operators of its tenant; admins for global ones)")
-def budget_put(request: HttpRequest, body: s.BudgetIn) -> Budget:
+def budget_put(request: HttpRequest, body: s.BudgetIn) -> BudgetRow:
     tenants = _require_budget_write(request, body.scope, body.key)
     acted(request, action="budget.set", tenants=tenants,
           selection={"scope": body.scope, "key": body.key, "period": body.period,
@@ -90,4 +91,5 @@ def budget_put(request: HttpRequest, body: s.BudgetIn) -> Budget:
           run=lambda: engine_budgets.budget_upsert(scope=body.scope, key=body.key, period=body.period,
                                                    limit=body.limit, policy=body.policy,
                                                    actor=actor(request.user)))
-    return Budget.objects.get(scope=body.scope, key=body.key, period=body.period)
+    saved = Budget.objects.get(scope=body.scope, key=body.key, period=body.period)
+    return budget_rows(budgets=[saved], now=timezone.now())[0]

@@ -2,13 +2,46 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from ninja import Field, Schema
+from pydantic import BeforeValidator, ConfigDict, StrictBool
 
 ID_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_-]*$"
+# An http(s) URL with a host and no user or password (ingest/sources/notify.py url_problem).
+URL_PATTERN = r"^https?://[A-Za-z0-9](?:[A-Za-z0-9.-]{0,250}[A-Za-z0-9])?(?::[0-9]{1,5})?(?:[/?#][!-~]*)?$"
+_NUMBER = re.compile(r"^\s*[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\s*$")
+
+
+def _iso_text(value: object) -> object:
+    """A time is ISO 8601 text: pydantic's lax mode would also read a number (or a numeric string)
+    as seconds since 1970, which no client means by `until=0.5`."""
+    if isinstance(value, datetime) or (isinstance(value, str) and not _NUMBER.match(value)):
+        return value
+    raise ValueError("send an ISO 8601 time such as 2026-11-22T03:00:00Z")
+
+
+Moment = Annotated[datetime, BeforeValidator(_iso_text)]
+
+
+def _not_bool(value: object) -> object:
+    if isinstance(value, bool):
+        raise ValueError("send a whole number; true and false are not numbers")
+    return value
+
+
+# A whole number as JSON Schema's `integer` reads it: 5 and 5.0, not false.
+Whole = Annotated[int, BeforeValidator(_not_bool)]
+
+
+class InputSchema(Schema):
+    """A request body: a field it does not know is refused (422 naming it), not silently dropped,
+    so a misspelt `from_stp` cannot restart from the first step."""
+
+    model_config = ConfigDict(extra="forbid")
 
 
 class ErrorBody(Schema):
@@ -31,14 +64,14 @@ class WorkflowOut(Schema):
     version: int = Field(..., description="The code's current version: new instances start on it")
 
 
-class InstanceIn(Schema):
+class InstanceIn(InputSchema):
     workflow: str = Field(..., min_length=1, max_length=200)
     id: str | None = Field(None, max_length=100, pattern=ID_PATTERN)
     params: dict[str, Any] = Field(default_factory=dict)
     tenant: str = Field("default", min_length=1, max_length=100)
-    priority: int = Field(0, ge=-1000, le=1000)
-    start_at: datetime | None = None
-    callback_url: str | None = Field(None, max_length=2000,
+    priority: Whole = Field(0, ge=-1000, le=1000)
+    start_at: Moment | None = None
+    callback_url: str | None = Field(None, max_length=2000, json_schema_extra={"pattern": URL_PATTERN},
                                      description="POSTed the outcome when the instance ends, signed with the tenant's ingress secret")
 
 
@@ -146,12 +179,12 @@ class HistoryPage(Schema):
     next_after: int | None
 
 
-class ReasonIn(Schema):
+class ReasonIn(InputSchema):
     reason: str = Field("", max_length=2000)
 
 
 class TerminateIn(ReasonIn):
-    rollback: bool = False
+    rollback: StrictBool = False  # true or false; 0 and "yes" are not booleans
 
 
 class RestartIn(ReasonIn):
@@ -179,13 +212,16 @@ class VersionOut(Schema):
     retirable: bool
 
 
-class EventIn(Schema):
+EVENT_TYPE_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.:/-]{0,199}$"  # ingest/triggers/patterns.py EVENT_TYPE
+
+
+class EventIn(InputSchema):
     type: str = Field(..., min_length=1, max_length=200)
     payload: Any = None
 
 
-class PublishIn(Schema):
-    type: str = Field(..., min_length=1, max_length=200)
+class PublishIn(InputSchema):
+    type: str = Field(..., min_length=1, max_length=200, pattern=EVENT_TYPE_PATTERN)
     data: dict[str, Any] = Field(default_factory=dict)
     id: str | None = Field(None, min_length=1, max_length=200)
     tenant: str = Field("default", min_length=1, max_length=100)
@@ -205,30 +241,15 @@ class OkOut(Schema):
     status: str
 
 
-class DeadLetterOut(Schema):
-    id: int
-    instance_id: str
-    workflow: str
-    tenant: str
-    step_name: str
-    error_name: str
-    error_message: str
-    signature: str
-    state: str
-    created_at: datetime
-    resolved_at: datetime | None
-    resolved_by: str
-
-
-class RedriveFilter(Schema):
+class RedriveFilter(InputSchema):
     """Every open dead letter that matches, in `tenant` or else in all the caller's acting tenants."""
 
     workflow: str | None = Field(None, max_length=200)
     step_name: str | None = Field(None, max_length=300)
     signature: str | None = Field(None, max_length=64)
     tenant: str | None = Field(None, max_length=100)
-    since: datetime | None = None
-    until: datetime | None = None
+    since: Moment | None = None
+    until: Moment | None = None
 
 
 class RedriveOut(Schema):
@@ -261,41 +282,14 @@ class CostsOut(Schema):
     items: list[CostRow]
 
 
-class BudgetOut(Schema):
-    id: int
-    scope: str
-    key: str
-    period: str
-    limit: Decimal
-    spent: Decimal
-    reserved: Decimal
-    period_start: datetime
-    policy: str
-    enabled: bool
-
-
-class BudgetIn(Schema):
+class BudgetIn(InputSchema):
     scope: Literal["tenant", "workflow", "service", "instance"]
     key: str = Field(..., min_length=1, max_length=200)
     period: Literal["hour", "day", "month"]
-    limit: Decimal = Field(..., ge=0, max_digits=14, decimal_places=6)
+    limit: Decimal = Field(..., ge=0, max_digits=14, decimal_places=6, json_schema_extra={"anyOf": [
+        {"type": "integer", "minimum": 0, "maximum": 99_999_999},
+        {"type": "string", "pattern": r"^[0-9]{1,8}(?:\.[0-9]{1,6})?$"}]})
     policy: Literal["fail", "approval"] = "fail"
-
-
-class ScheduleOut(Schema):
-    name: str
-    workflow: str
-    cron: str
-    timezone: str
-    tenant: str
-    enabled: bool
-    params: dict[str, Any]
-    missed_fire_policy: str
-    catch_up_limit: int
-    last_fire_at: datetime | None
-    last_instance_id: str
-    last_error: str
-    next_fires: list[datetime]
 
 
 class RunNowOut(Schema):

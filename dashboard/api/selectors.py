@@ -19,7 +19,6 @@ from ingest.engine.models import (
     ApiCost,
     Budget,
     BudgetScope,
-    DeadLetter,
     History,
     Instance,
     Status,
@@ -33,14 +32,16 @@ MAX_LIMIT = 200
 
 
 def as_utc(value: datetime | None, *, what: str = "time") -> datetime | None:
-    """Aware UTC (naive means UTC). PostgreSQL refuses offsets beyond ±15:59, so none reach it."""
+    """Aware UTC (naive means UTC). PostgreSQL refuses offsets beyond ±15:59, so none reach it.
+    A time whose offset takes it past the calendar's first or last day (0001-01-01T00:00+01:00)
+    is that day's edge: every valid RFC 3339 time is a valid filter."""
     if value is None:
         return None
     try:
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
     except (OverflowError, ValueError):
-        raise ApiProblem(400, "invalid_time", f"{what} {value.isoformat()} is out of range; send an "
-                         "ISO 8601 time such as 2026-11-22T03:00:00Z") from None
+        edge = datetime.min if value.year == datetime.min.year else datetime.max
+        return edge.replace(tzinfo=UTC)
 
 
 def _given(qs: QuerySet[Any], **lookups: object) -> QuerySet[Any]:
@@ -78,7 +79,8 @@ def decode_cursor(cursor: str) -> tuple[datetime, str]:
         assert parsed is not None
         return parsed, instance_id
     except (ValueError, binascii.Error, UnicodeDecodeError):
-        raise ApiProblem(400, "invalid_cursor", "the cursor is not one this API returned; pass "
+        # Opaque to the client, so not malformed input but a page that is not there.
+        raise ApiProblem(404, "cursor_not_found", "the cursor names no page of this list; pass "
                          "next_cursor from the previous page unchanged") from None
 
 
@@ -188,13 +190,6 @@ def workflow_counts(*, tenants: Collection[str]) -> dict[str, dict[str, int]]:
                 .values("workflow", "status").annotate(n=Count("id"))):
         counts.setdefault(row["workflow"], {})[row["status"]] = row["n"]
     return counts
-
-
-def dead_letter_list(*, tenants: Collection[str], state: str | None, workflow: str | None,
-                     tenant: str | None, signature: str | None, limit: int) -> list[DeadLetter]:
-    qs = _given(DeadLetter.objects.filter(tenant__in=list(tenants)), state=state, workflow=workflow,
-                tenant=tenant, signature=signature)
-    return list(qs.order_by("-created_at", "-id")[: max(1, min(limit, MAX_LIMIT))])
 
 
 def cost_summary(*, tenants: Collection[str], since: datetime | None, until: datetime | None,

@@ -31,47 +31,7 @@ router = Router(tags=["routes"])
 E: dict[int, Any] = {400: s.ErrorOut, 401: s.ErrorOut, 403: s.ErrorOut, 404: s.ErrorOut, 422: s.ErrorOut}
 
 
-class DeliveryOut(Schema):
-    instance_id: str
-    status: str
-    at: datetime
-    event_id: str
-    event_type: str
-
-
-class WindowOut(Schema):
-    key: str
-    mode: str
-    events: int
-    starts_at: datetime
-    instance_id: str
-
-
-class RouteOut(Schema):
-    name: str
-    workflow: str
-    tenant: str
-    enabled: bool
-    description: str
-    coalesce: dict[str, Any]
-    rate_limit_per_minute: int | None
-    deliveries: list[DeliveryOut]
-    windows: list[WindowOut]
-
-
-class SubscriptionOut(Schema):
-    id: int
-    pattern: str
-    workflow: str
-    tenant: str
-    filters: dict[str, Any]
-    enabled: bool
-    coalesce: dict[str, Any]
-    deliveries: list[DeliveryOut]
-    windows: list[WindowOut]
-
-
-class CoalesceIn(Schema):
+class CoalesceIn(s.InputSchema):
     coalesce: dict[str, Any] | None = None
 
 
@@ -113,17 +73,17 @@ def _subscription(request: HttpRequest, sub_id: int) -> SubscriptionRow:
     return row
 
 
-@router.get("/routes", response={200: list[RouteOut], **E}, summary="Routes, their coalesce and last deliveries")
+@router.get("/routes", response={200: list[RouteRow], **E}, summary="Routes, their coalesce and last deliveries")
 def route_list(request: HttpRequest) -> list[RouteRow]:
     return sel.route_rows(tenants=_tenants(request), now=timezone.now())
 
 
-@router.get("/routes/{name}/detail", response={200: RouteOut, **E}, summary="A route and its 20 last deliveries")
+@router.get("/routes/{name}/detail", response={200: RouteRow, **E}, summary="A route and its 20 last deliveries")
 def route_get(request: HttpRequest, name: str) -> RouteRow:
     return _route(request, name)
 
 
-@router.put("/routes/{name}/coalesce", response={200: RouteOut, **E},
+@router.put("/routes/{name}/coalesce", response={200: RouteRow, **E},
             summary="Set a route's debounce or batch (null or {} turns it off)")
 def route_coalesce(request: HttpRequest, name: str, body: CoalesceIn) -> RouteRow:
     tenant = _route(request, name).tenant
@@ -133,17 +93,17 @@ def route_coalesce(request: HttpRequest, name: str, body: CoalesceIn) -> RouteRo
     return _route(request, name)
 
 
-@router.get("/subscriptions", response={200: list[SubscriptionOut], **E})
+@router.get("/subscriptions", response={200: list[SubscriptionRow], **E})
 def subscription_list(request: HttpRequest) -> list[SubscriptionRow]:
     return sel.subscription_rows(tenants=_tenants(request), see_global=_sees_global(request), now=timezone.now())
 
 
-@router.get("/subscriptions/{sub_id}", response={200: SubscriptionOut, **E})
+@router.get("/subscriptions/{sub_id}", response={200: SubscriptionRow, **E})
 def subscription_get(request: HttpRequest, sub_id: int) -> SubscriptionRow:
     return _subscription(request, sub_id)
 
 
-@router.put("/subscriptions/{sub_id}/coalesce", response={200: SubscriptionOut, **E})
+@router.put("/subscriptions/{sub_id}/coalesce", response={200: SubscriptionRow, **E})
 def subscription_coalesce(request: HttpRequest, sub_id: int, body: CoalesceIn) -> SubscriptionRow:
     row = _subscription(request, sub_id)
     if row.tenant:

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.http import HttpRequest
 from django.utils import timezone
-from ninja import Router, Schema
+from ninja import Field, Query, Router, Schema
 
 from dashboard import access
 from dashboard.api.errors import ApiProblem
@@ -16,6 +16,9 @@ from dashboard.observability import summary
 from ingest.engine.workflow import workflow_names
 
 router = Router(tags=["metrics"])
+# 1 minute to 90 days, as summary.parse_window reads it: 1-129600m, 1-2160h or 1-90d.
+WINDOW_PATTERN = (r"^(?:(?:[1-9][0-9]{0,4}|1[01][0-9]{4}|12[0-8][0-9]{3}|129[0-5][0-9]{2}|129600)m"
+                  r"|(?:[1-9][0-9]{0,2}|1[0-9]{3}|20[0-9]{2}|21[0-5][0-9]|2160)h|(?:[1-9]|[1-8][0-9]|90)d)$")
 
 
 class WorkflowMetricsOut(Schema):
@@ -38,9 +41,16 @@ class MetricsOut(Schema):
     workflows: list[WorkflowMetricsOut]
 
 
+class MetricsQuery(Schema):
+    workflow: str | None = None
+    # Declared, not enforced here: parse_window's refusal (400) names what is wrong.
+    window: str = Field("24h", json_schema_extra={"pattern": WINDOW_PATTERN})
+
+
 @router.get("", response={200: MetricsOut, 400: ErrorOut, 401: ErrorOut, 404: ErrorOut},
             summary="Per workflow over a window: counts by outcome, rates, p50/p95 durations, cost")
-def metrics_get(request: HttpRequest, workflow: str | None = None, window: str = "24h") -> dict[str, Any]:
+def metrics_get(request: HttpRequest, q: Query[MetricsQuery]) -> dict[str, Any]:
+    workflow, window = q.workflow, q.window
     try:
         span = summary.parse_window(window)
     except summary.InvalidWindow as exc:

@@ -7,7 +7,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
-from typing import Any, TypedDict
+from typing import Any
 
 from django.db.models import (
     CharField,
@@ -22,6 +22,7 @@ from django.db.models import (
 )
 from django.db.models.functions import Cast, Concat
 from django.http import Http404
+from typing_extensions import TypedDict  # pydantic reads it on Python 3.11 (the API's answers)
 
 from dashboard.charts import step_shape
 from dashboard.selectors.common import ZERO, filter_given
@@ -70,7 +71,7 @@ class DeadLetterExample(TypedDict):
 
 
 class DeadLetterItem(TypedDict):
-    """One dead letter in the list of a group."""
+    """One dead letter in the list of a group, and in the API's list."""
 
     id: int
     instance_id: str
@@ -79,8 +80,10 @@ class DeadLetterItem(TypedDict):
     step_name: str
     error_name: str
     error_message: str
+    signature: str
     state: str
     created_at: datetime
+    resolved_at: datetime | None
     resolved_by: str
     resolution: str
 
@@ -143,8 +146,8 @@ def dead_letter_items(
     return list(
         _dead_letter_qs(tenants=tenants, f=filters)
         .order_by("-created_at", "-id")
-        .values("id", "instance_id", "workflow", "tenant", "step_name", "error_name",
-                "error_message", "state", "created_at", "resolved_by", "resolution")[:limit]
+        .values("id", "instance_id", "workflow", "tenant", "step_name", "error_name", "error_message",
+                "signature", "state", "created_at", "resolved_at", "resolved_by", "resolution")[:limit]
     )
 
 

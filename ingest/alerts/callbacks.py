@@ -17,7 +17,7 @@ from datetime import datetime
 from django.db import IntegrityError, transaction
 
 from ingest.alerts.conditions import COMPLETED_WITH_ERRORS
-from ingest.alerts.errors import InvalidCallback
+from ingest.alerts.errors import CallbackConflict, InvalidCallback
 from ingest.alerts.models import Callback, CallbackSource, DeliveryState, RouteCallback
 from ingest.engine.errors import InstanceAlreadyExists
 from ingest.engine.models import FINISHED_STATUSES, Instance
@@ -76,7 +76,7 @@ def callback_register(*, instance_id: str, tenant: str, url: str, source: str = 
     if source not in CallbackSource.values:
         raise InvalidCallback(f"source {source!r} is unknown")
     if tenant_signing_secret(tenant) is None:
-        raise InvalidCallback(f"tenant {tenant!r} has no enabled ingress secret to sign callbacks with; "
+        raise CallbackConflict(f"tenant {tenant!r} has no enabled ingress secret to sign callbacks with; "
                               "create one (ingress_secret_create) and verify callbacks with its HMAC secret")
     try:
         with transaction.atomic():
@@ -84,7 +84,7 @@ def callback_register(*, instance_id: str, tenant: str, url: str, source: str = 
                 instance_id=instance_id, state=DeliveryState.PENDING, delivery_instance_id="",
                 defaults={"tenant": tenant, "url": url, "source": source, "created_at": now})
     except IntegrityError:
-        raise InvalidCallback(f"instance {instance_id} has already ended and its callback was sent") from None
+        raise CallbackConflict(f"instance {instance_id} has already ended and its callback was sent") from None
     status = Instance.objects.filter(id=instance_id).values_list("status", flat=True).first()
     if status in FINISHED_STATUSES or status == COMPLETED_WITH_ERRORS:
         callback_start(instance_id=instance_id)

@@ -34,6 +34,20 @@ class InvalidCallback(AlertError):
     status = 422
 
 
+class NameTaken(AlertError):
+    """The tenant already has a rule or channel of that name."""
+
+    code = "name_taken"
+    status = 409
+
+
+class CallbackConflict(InvalidCallback):
+    """The callback cannot be set now: the tenant has no secret to sign it, or it was sent."""
+
+    code = "callback_conflict"
+    status = 409
+
+
 class RuleNotFound(AlertError):
     """No such alert rule in this tenant."""
 

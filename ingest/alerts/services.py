@@ -11,7 +11,13 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from ingest.alerts.conditions import params_clean
-from ingest.alerts.errors import ChannelNotFound, InvalidChannel, InvalidRule, RuleNotFound
+from ingest.alerts.errors import (
+    ChannelNotFound,
+    InvalidChannel,
+    InvalidRule,
+    NameTaken,
+    RuleNotFound,
+)
 from ingest.alerts.models import Channel, ChannelKind, IngressError, Rule
 from ingest.sources.notify import address_problem, url_problem
 from ingest.triggers.models import Route
@@ -83,7 +89,7 @@ def channel_save(*, tenant: str, name: str, kind: str, config: dict[str, Any] | 
             with transaction.atomic():
                 channel.save()
         except IntegrityError:
-            raise InvalidChannel(f"tenant {tenant!r} already has a channel named {name!r}") from None
+            raise NameTaken(f"tenant {tenant!r} already has a channel named {name!r}; pick another name") from None
     return channel
 
 
@@ -99,8 +105,9 @@ def rule_save(*, tenant: str, name: str, condition: str, params: dict[str, Any] 
     channels = list(Channel.objects.filter(id__in=ids, tenant=tenant))
     if not ids or len(channels) != len(ids):
         missing = sorted(set(ids) - {c.id for c in channels})
-        raise InvalidRule("a rule needs at least one channel of its tenant" if not ids else
-                          f"channels {missing} are not channels of tenant {tenant!r}")
+        if not ids:
+            raise InvalidRule("a rule needs at least one channel of its tenant")
+        raise ChannelNotFound(f"channels {missing} are not channels of tenant {tenant!r}")
     with transaction.atomic():
         if rule_id is None:
             rule = Rule(tenant=tenant, created_by=actor, created_at=now)
@@ -115,7 +122,7 @@ def rule_save(*, tenant: str, name: str, condition: str, params: dict[str, Any] 
             with transaction.atomic():
                 rule.save()
         except IntegrityError:
-            raise InvalidRule(f"tenant {tenant!r} already has a rule named {name!r}") from None
+            raise NameTaken(f"tenant {tenant!r} already has a rule named {name!r}; pick another name") from None
         rule.channels.set(channels)
     return rule
 

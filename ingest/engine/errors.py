@@ -175,6 +175,10 @@ class InvalidSelection(EngineError):
     """A bulk action's selection is empty or not explicit; nothing was done."""
 
 
+class BatchNotConfirmable(InvalidSelection):
+    """The bulk action's preview cannot be confirmed any more (confirmed, stale or empty)."""
+
+
 class WorkflowTimeout(EngineError):
     """The instance ran past its workflow's timeout."""
 

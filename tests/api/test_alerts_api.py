@@ -48,7 +48,8 @@ def test_an_invalid_rule_is_a_json_422_that_names_the_problem_and_creates_nothin
                                       "message": "percent of a budget_threshold rule must be at least 1; got 0"}
     answer = operator.post("/api/alerts/rules", {"tenant": "acme", "name": "r", "condition": "instance_failed",
                                                  "channel_ids": [999]})
-    assert answer.status_code == 422 and "not channels of tenant 'acme'" in answer.json()["error"]["message"]
+    assert answer.status_code == 404 and "not channels of tenant 'acme'" in answer.json()["error"]["message"]
+    assert answer.json()["error"]["code"] == "channel_not_found"
     assert not Rule.objects.exists()
 
 

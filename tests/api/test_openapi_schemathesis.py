@@ -18,11 +18,8 @@ from schemathesis.checks import (
     status_code_conformance,
 )
 
-from dashboard.access import user_ensure
-from dashboard.models import Role
-from ingest.engine.services import instances as engine_services
-from ingest.triggers.services import api_token_create, schedule_create
 from tests.fuzzing import IN_CI, check_answer, ledger_counts
+from tests.fuzzing import api_fuzz_token as api_token_fuzz
 
 pytestmark = [pytest.mark.db, pytest.mark.django_db]
 
@@ -54,15 +51,7 @@ def keep_test_connection() -> Iterator[None]:
 
 @pytest.fixture
 def auth_headers(db: Any) -> dict[str, str]:
-    from django.utils import timezone
-
-    user = user_ensure(username="fuzzer", password="pw", memberships=[("acme", Role.OPERATOR),
-                       ("default", Role.OPERATOR)])
-    _, token = api_token_create(user=user, name="schemathesis")
-    engine_services.instance_create(workflow="test-echo", id="fuzz-1", tenant="acme")
-    schedule_create(name="fuzz", workflow="test-echo", cron_expression="* * * * *", tenant="acme",
-                    now=timezone.now())
-    return {"Authorization": f"Bearer {token}"}
+    return {"Authorization": f"Bearer {api_token_fuzz('fuzz')}"}
 
 
 @schema.parametrize()

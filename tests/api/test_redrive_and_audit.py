@@ -95,7 +95,7 @@ def test_a_filter_redrive_needs_its_preview_and_acts_on_exactly_its_set(operator
     assert preview["count"] == 3 and preview["ids"] == sorted(d.id for d in extract)
     wrong = operator.post("/api/dead-letters/redrive", {"filter": {"step_name": "persist"},
                                                         "token": preview["token"], "reason": "r"})
-    assert wrong.status_code == 400 and code(wrong) == "token_mismatch" and rows() == before
+    assert wrong.status_code == 409 and code(wrong) == "token_mismatch" and rows() == before
     r = operator.post("/api/dead-letters/redrive", {"filter": {"step_name": "llm-extract"},
                                                     "token": preview["token"], "reason": "r"})
     assert r.json() == {"redriven": 3}

@@ -59,7 +59,7 @@ def test_a_fork_from_an_unknown_step_is_a_json_error_and_starts_nothing(operator
     _start(operator, "t-api-forkable", "api-f2")
     run_until_idle()
     response = operator.post("/api/instances/api-f2/fork", {"from_step": "nope"})
-    assert response.status_code == 422
+    assert response.status_code == 404  # the instance has no such step
     assert response.json()["error"]["code"] == "unknown_step"
     assert "fetch, score" in response.json()["error"]["message"]
     assert Instance.objects.count() == 1 and not AuditEntry.objects.filter(action="instance.fork").exists()

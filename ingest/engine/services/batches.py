@@ -17,7 +17,7 @@ from django.db import transaction
 from django.db.models import Count, QuerySet
 
 from ingest.engine import clock
-from ingest.engine.errors import EngineError, InvalidSelection
+from ingest.engine.errors import BatchNotConfirmable, EngineError, InvalidSelection
 from ingest.engine.models import Batch, BatchItem, BatchItemState, BatchState, Instance
 from ingest.engine.services import control
 from ingest.engine.services.instances import instance_create
@@ -78,11 +78,11 @@ def batch_confirm(*, batch_id: int, user_id: str, reason: str, rate_per_second: 
         if batch is None:
             raise InvalidSelection(f"no bulk action preview {batch_id} of yours; preview again")
         if batch.state != BatchState.PREVIEWED:
-            raise InvalidSelection(f"bulk action {batch.id} was already confirmed; nothing more was done")
+            raise BatchNotConfirmable(f"bulk action {batch.id} was already confirmed; nothing more was done")
         if batch.created_at < now - PREVIEW_MAX_AGE:
-            raise InvalidSelection("the preview is more than an hour old; preview again")
+            raise BatchNotConfirmable("the preview is more than an hour old; preview again")
         if batch.total == 0:
-            raise InvalidSelection("the preview matched no instance; nothing was done")
+            raise BatchNotConfirmable("the preview matched no instance; nothing was done")
         tenants = sorted(set(BatchItem.objects.filter(batch=batch).values_list("tenant", flat=True)))
         batch.state, batch.reason, batch.confirmed_at = BatchState.RUNNING, reason, now
         batch.rate_per_second = rate_per_second

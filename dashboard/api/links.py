@@ -1,0 +1,101 @@
+"""The OpenAPI response links: which answer names the resource the next call acts on.
+
+Start an instance (or replay, fork, run a schedule, publish an event) and its answer's id is the
+`instance_id` of every instance operation; create an alert rule or channel and its id is the
+path of its update; preview a bulk action and its batch is the path of its confirmation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+P = "dashboard_api_"
+INSTANCE_OPERATIONS = (
+    "instances_instance_get",
+    "instances_instance_history",
+    "instances_instance_pause",
+    "instances_instance_resume",
+    "instances_instance_terminate",
+    "instances_instance_restart",
+    "instances_instance_retry",
+    "instances_instance_replay",
+    "instances_instance_fork",
+    "instances_instance_send_event",
+    "alerts_instance_callback_get",
+    "alerts_instance_callback_set",
+)
+
+
+def _to(operations: tuple[str, ...], parameter: str, expression: str) -> dict[str, dict[str, Any]]:
+    return {
+        operation.split("_", 1)[1]: {
+            "operationId": P + operation,
+            "parameters": {parameter: expression},
+        }
+        for operation in operations
+    }
+
+
+def _instances(expression: str) -> dict[str, dict[str, Any]]:
+    return _to(INSTANCE_OPERATIONS, "instance_id", expression)
+
+
+LINKS: dict[tuple[str, str], dict[str, dict[str, Any]]] = {
+    (P + "instances_instance_start", "201"): _instances("$response.body#/id"),
+    (P + "instances_instance_replay", "201"): _instances("$response.body#/id"),
+    (P + "instances_instance_fork", "201"): _instances("$response.body#/id"),
+    (P + "instances_instance_list", "200"): _instances("$response.body#/items/0/id"),
+    (P + "schedules_schedule_run", "201"): _instances("$response.body#/instance_id"),
+    (P + "operations_event_publish_view", "202"): _instances("$response.body#/started/0"),
+    (P + "schedules_schedule_list", "200"): _to(
+        (
+            "schedules_schedule_get",
+            "schedules_schedule_edit",
+            "schedules_schedule_run",
+            "schedules_schedule_enable",
+            "schedules_schedule_disable",
+        ),
+        "name",
+        "$response.body#/0/name",
+    ),
+    (P + "workflows_workflow_list", "200"): _to(
+        ("workflows_workflow_get", "workflows_version_list"), "name", "$response.body#/0/name"
+    ),
+    (P + "workflows_version_list", "200"): {
+        "version_retire": {
+            "operationId": P + "workflows_version_retire",
+            "parameters": {"name": "$request.path.name", "version": "$response.body#/0/version"},
+        }
+    },
+    (P + "alerts_rule_create", "201"): {
+        **_to(("alerts_rule_update",), "rule_id", "$response.body#/id"),
+        **{
+            f"rule_{action}": {
+                "operationId": P + "alerts_rule_toggle",
+                "parameters": {"rule_id": "$response.body#/id", "action": action},
+            }
+            for action in ("enable", "disable")
+        },
+    },
+    (P + "alerts_channel_create", "201"): _to(
+        ("alerts_channel_update", "alerts_channel_send_test"), "channel_id", "$response.body#/id"
+    ),
+    (P + "bulk_bulk_preview", "201"): _to(
+        ("bulk_bulk_confirm", "bulk_bulk_get"), "batch_id", "$response.body#/batch"
+    ),
+    (P + "triggers_route_list", "200"): {
+        **_to(("triggers_route_get", "triggers_route_coalesce"), "name", "$response.body#/0/name"),
+        **_to(("alerts_route_callback_set",), "route", "$response.body#/0/name"),
+    },
+    (P + "triggers_subscription_list", "200"): _to(
+        ("triggers_subscription_get", "triggers_subscription_coalesce"),
+        "sub_id",
+        "$response.body#/0/id",
+    ),
+    (P + "triggers_credential_list", "200"): {
+        "credential_rotate": {
+            "operationId": P + "triggers_credential_rotate",
+            "parameters": {"tenant": "$response.body#/0/tenant", "name": "$response.body#/0/name"},
+        }
+    },
+}
