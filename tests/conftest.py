@@ -101,11 +101,6 @@ def _engine_clock() -> Iterator[None]:
     clock.reset()
 
 
-# The test database this process created (set by django_db_setup): the only one whose sessions
-# the suite ever ends, and the one it drops.
-_TEST_DATABASE: dict[str, str] = {}
-
-
 def _server_url() -> str:
     return os.environ.get("DATABASE_URL") or PG_URL
 
@@ -131,7 +126,6 @@ def django_db_setup(request: pytest.FixtureRequest, django_test_environment: Non
         test_name = db.get("TEST", {}).get("NAME") or f"test_{db['NAME']}"
         db["TEST"] = {**db.get("TEST", {}), "NAME": test_name}
         dbtemplate.postgres_clone(_server_url(), test_name)
-    _TEST_DATABASE.update(vendor=vendor, name=test_name)
     with django_db_blocker.unblock():
         # keepdb: the clone is there and migrated; Django checks the plan and runs post_migrate.
         old_config = setup_databases(verbosity=request.config.option.verbose, interactive=False,
@@ -153,23 +147,6 @@ def django_db_setup(request: pytest.FixtureRequest, django_test_environment: Non
         dbtemplate.sqlite_remove(Path(test_name))
     else:
         dbtemplate.postgres_drop(_server_url(), test_name)
-
-
-def end_other_sessions_of_test_database() -> None:
-    """End the other sessions of the database this suite created (worker threads' connections).
-
-    Only ever that database: when the connection points elsewhere, nothing is ended."""
-    from django.db import connection
-
-    test_name = _TEST_DATABASE.get("name")
-    if connection.vendor != "postgresql" or not test_name:
-        return
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT current_database()")
-        if cursor.fetchone()[0] != test_name:
-            return
-        cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                       "WHERE datname = %s AND pid <> pg_backend_pid()", [test_name])
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:

@@ -12,7 +12,6 @@ from ingest.engine import Workflow, create
 from ingest.engine.models import ApiCost, Budget, BudgetReservation, Instance
 from ingest.engine.services.budgets import budget_upsert
 from ingest.engine.worker.loop import Worker
-from tests.conftest import end_other_sessions_of_test_database
 
 pytestmark = [pytest.mark.postgres, pytest.mark.db]
 STEPS = 50
@@ -34,12 +33,6 @@ def spend(ctx) -> str:
     return "spent"
 
 
-def _close_worker_connections() -> None:
-    """The worker's pool threads keep their connections to the test database; end them (only
-    sessions of this test database) so it can be dropped at teardown."""
-    end_other_sessions_of_test_database()
-
-
 @pytest.mark.django_db(transaction=True)
 def test_fifty_concurrent_steps_cannot_overspend_one_budget(require_postgres: None) -> None:
     budget_upsert(scope="tenant", key="race", period="day", limit=LIMIT, policy="fail")
@@ -52,8 +45,9 @@ def test_fifty_concurrent_steps_cannot_overspend_one_budget(require_postgres: No
             assert time.monotonic() < deadline, "the race did not finish in 2 minutes"
             time.sleep(0.1)
     finally:
+        # The worker's pool threads keep their connections; the suite's teardown drops the test
+        # database with its sessions, so no test ends sessions that later tests' engine uses.
         worker.stop(timeout=30)
-        _close_worker_connections()
     budget = Budget.objects.get(scope="tenant", key="race")
     spent = ApiCost.objects.filter(tenant="race").aggregate(total=Sum("cost"))["total"]
     statuses = list(Instance.objects.filter(tenant="race").values_list("status", "error_name"))

@@ -10,12 +10,13 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 
 from ingest.engine import clock, flow, logcontext, tracing
 from ingest.engine.models import History, HistoryKind, Instance, Status
 from ingest.engine.runtime import turn
 from ingest.engine.runtime.execution import Execution
+from ingest.engine.runtime.records import EngineFault
 from ingest.engine.runtime.steps import AsyncStep, Step
 from ingest.engine.runtime.store import InstanceStore
 from ingest.engine.sql import claim as sql_claim
@@ -149,6 +150,23 @@ def run_until_idle(*, max_turns: int = 10_000, advance_clock: bool = False, work
                     return turns
                 clock.clock.advance(due - clock.now() + timedelta(microseconds=1))
             continue
-        run_turn(claimed[0].id, token=token, worker_id=worker_id, lease=lease, draining=draining, claimed=claimed[0])
+        try:
+            status = run_turn(claimed[0].id, token=token, worker_id=worker_id, lease=lease, draining=draining,
+                              claimed=claimed[0])
+        except (EngineFault, DatabaseError):  # a write outside the replay: the ending, say
+            status = "fault"
         turns += 1
+        if status == "fault":
+            _retry_after_fault(claimed[0].id, token=token, worker_id=worker_id)
     return turns
+
+
+def _retry_after_fault(instance_id: str, *, token: str, worker_id: str) -> None:
+    """A write of the turn failed on the database (a lost connection, say): as a worker does,
+    retry the turn at once rather than when its day-long lease ends. A new session, and the
+    lease given a new token (fencing off the failed turn's writes) that has already expired, so
+    the next claim takes the instance again."""
+    if not connection.in_atomic_block:  # a caller's transaction (a test's) stays the caller's
+        connection.close()
+    sql_liveness.renew(instance_id=instance_id, owner=worker_id, token=token,
+                       new_token=lease_token(tied=False), lease_until=clock.now() - timedelta(microseconds=1))
