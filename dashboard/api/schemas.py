@@ -143,10 +143,10 @@ class StepConfigOut(Schema):
 
 class StepOut(Schema):
     name: str
+    status: str
+    kind: str
     seq: int
     position: int
-    kind: str
-    status: str
     result: Any = None
     error: ErrorInfo | None
     attempts: list[AttemptOut]
