@@ -36,7 +36,7 @@ def test_an_operator_logs_in_and_lands_on_the_overview(browser, stack: Stack):
     page.wait_for_url(stack.base_url + "/instances/")  # back where the login was asked for
     anonymous.goto("/")
     assert page.locator("h1").inner_text() == "Overview"
-    page.wait_for_selector("#live-indicator.live-on", timeout=10_000)
+    page.wait_for_selector("#live-indicator.live-on", timeout=30_000)
     anonymous.shot("overview")
     context.close()
 
@@ -46,7 +46,7 @@ def test_steps_turn_green_live_without_a_reload(operator: Session, stack: Stack)
     operator.goto("/instances/acme-live-1/")
     page = operator.page
     page.evaluate("window.__noReload = 'still the same page'")
-    page.wait_for_selector("#live-indicator.live-on", timeout=10_000)
+    page.wait_for_selector("#live-indicator.live-on", timeout=30_000)
     seen_running = False
     for name in STEPS:
         node = f'a.dag-node[href="#step-{name}-1"]'
@@ -60,7 +60,7 @@ def test_steps_turn_green_live_without_a_reload(operator: Session, stack: Stack)
     assert page.locator("#instance-header").inner_text().count("complete") >= 1
     # Rows arrive one step at a time (appended, then replaced in place): each once, each green.
     page.wait_for_function("document.querySelectorAll('#instance-steps-list > details summary .status-complete')"
-                           f".length === {len(STEPS)}", timeout=10_000)
+                           f".length === {len(STEPS)}", timeout=30_000)
     assert page.locator("#instance-steps-list > details").count() == len(STEPS)
     assert page.locator("#instance-steps-count").inner_text() == f"{len(STEPS)} steps"
     kinds = page.locator("#instance-history-list .k").all_inner_texts()
@@ -72,7 +72,7 @@ def test_steps_turn_green_live_without_a_reload(operator: Session, stack: Stack)
 def test_an_answered_approval_lets_the_instance_continue(operator: Session, stack: Stack):
     page = operator.page
     operator.goto("/approvals/")
-    page.wait_for_selector("#live-indicator.live-on", timeout=10_000)
+    page.wait_for_selector("#live-indicator.live-on", timeout=30_000)
     page.evaluate("window.__noReload = 1")
     create(stack, "e2e-needs-approval", id="acme-approve-1", params={"account": "acme"})
     # The request appears in the open inbox by itself (pushed, not polled).
@@ -108,7 +108,7 @@ def test_an_answered_approval_lets_the_instance_continue(operator: Session, stac
 def test_a_dead_letter_replayed_with_an_edited_param_completes(operator: Session, stack: Stack):
     page = operator.page
     operator.goto("/dead-letters/")
-    page.wait_for_selector("#live-indicator.live-on", timeout=10_000)
+    page.wait_for_selector("#live-indicator.live-on", timeout=30_000)
     create(stack, "e2e-flaky", id="acme-flaky-1", params={"account": "acme-7", "fixed": False})
     group = page.locator("#dl-groups tr", has_text="e2e-flaky")
     group.wait_for(timeout=30_000)  # pushed live into the open page

@@ -83,7 +83,7 @@ def test_the_demo_shows_its_dead_letter_and_approval_to_operator(browser: Any, s
     for persona in ("operator", "viewer"):
         s = login(browser, stack, persona, width=1280, timeout=45_000)
         s.goto("/dead-letters/")
-        s.page.locator("#dl-groups tr", has_text="keyword-prefilter").wait_for(timeout=10_000)
+        s.page.locator("#dl-groups tr", has_text="keyword-prefilter").wait_for(timeout=30_000)
         s.goto("/approvals/")
         assert approval in s.page.locator("main").inner_text(), persona
         s.shot(f"demo-approvals-{persona}")
