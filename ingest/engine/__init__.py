@@ -12,6 +12,7 @@ from typing import Any
 
 from ingest.engine.errors import (
     ApprovalError,
+    BatchNotConfirmable,
     BatchTooLarge,
     BreakerNotFound,
     BudgetExceeded,
@@ -53,7 +54,7 @@ from ingest.engine.results import WorkflowResult
 from ingest.engine.workflow import Workflow, WorkflowEvent, get_workflow, workflow_names
 
 __all__ = [
-    "ApprovalError", "BatchTooLarge", "BreakerNotFound", "BudgetExceeded", "CheckedRowsChanged", "ChildWorkflowFailed", "CircuitOpen", "DeadLetterError", "DuplicateWorkflow", "EngineError",
+    "ApprovalError", "BatchNotConfirmable", "BatchTooLarge", "BreakerNotFound", "BudgetExceeded", "CheckedRowsChanged", "ChildWorkflowFailed", "CircuitOpen", "DeadLetterError", "DuplicateWorkflow", "EngineError",
     "FanOutItemMissing", "InstanceAlreadyExists", "InstanceFinished", "InstanceHandle", "InstanceNotFound",
     "InvalidDuration", "InvalidInstanceId", "InvalidParams", "InvalidSearchAttributes", "InvalidSelection", "InvalidStepConfig", "InvalidTransition",
     "NonDeterministicReplay", "NonRetryableError", "PollDeadlineExceeded", "SecretKeysMissing", "SecretUnreadable", "SecretsError", "Settled", "StepFailed", "StepLimitExceeded",

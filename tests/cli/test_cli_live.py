@@ -70,16 +70,25 @@ def test_list_and_show_print_tables_of_the_tokens_tenants_only(live_server: Any,
 
 def test_tail_follows_an_instance_to_its_end_with_its_history(live_server: Any, tokens: dict[str, str]) -> None:
     engine_services.instance_create(workflow="test-echo", id="cli-tail-1", params={}, tenant="acme")
+    done = threading.Event()
+
     def work() -> None:  # the worker, a little after the tail has started following
         time.sleep(0.8)
         deadline = time.monotonic() + 60
-        while Instance.objects.get(pk="cli-tail-1").status != "complete" and time.monotonic() < deadline:
+        while not done.is_set() and time.monotonic() < deadline:
             run_until_idle()
+            if Instance.objects.get(pk="cli-tail-1").status == "complete":
+                return
             time.sleep(0.1)
 
-    threading.Thread(target=work, daemon=True).start()
-    # A tail that did not see the end would give up after its --timeout and say so.
-    code, out = run(live_server, tokens["viewer"], "tail", "cli-tail-1", "--interval", "0.2", "--timeout", "90")
+    worker = threading.Thread(target=work, daemon=True)
+    worker.start()
+    try:
+        # A tail that did not see the end would give up after its --timeout and say so.
+        code, out = run(live_server, tokens["viewer"], "tail", "cli-tail-1", "--interval", "0.2", "--timeout", "90")
+    finally:
+        done.set()
+        worker.join(timeout=60)  # before the test's rows are flushed under it
     assert code == 0, out
     assert "ended complete" in out and "echo" in out
     assert "1 step(s) done" in out

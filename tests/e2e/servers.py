@@ -51,8 +51,8 @@ class Stack:
 
     def _spawn(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
         self.logs.mkdir(parents=True, exist_ok=True)
-        out = open(self.logs / f"{name}.log", "ab")  # noqa: SIM115 - closed with the process
-        proc = subprocess.Popen(args, cwd=ROOT, env=self.env(), stdout=out, stderr=subprocess.STDOUT)
+        with open(self.logs / f"{name}.log", "ab") as out:  # the child keeps its own descriptor
+            proc = subprocess.Popen(args, cwd=ROOT, env=self.env(), stdout=out, stderr=subprocess.STDOUT)
         self.procs.append(proc)
         return proc
 

@@ -76,12 +76,12 @@ def start_worker(db: Database, *, concurrency: int = 8, lease: float = 3.0, poll
         import tempfile
 
         log = Path(tempfile.mkstemp(prefix="runledger-worker-", suffix=".log")[1])
-    out = open(log, "ab")  # noqa: SIM115 - closed with the process
-    proc = subprocess.Popen(
-        [sys.executable, "manage.py", "worker", "--concurrency", str(concurrency), "--lease", str(lease),
-         "--poll", str(poll), *args],
-        cwd=ROOT, env=db.env(**(env or {})), stdout=out, stderr=subprocess.STDOUT,
-    )
+    with open(log, "ab") as out:  # the child keeps its own copy of the descriptor
+        proc = subprocess.Popen(
+            [sys.executable, "manage.py", "worker", "--concurrency", str(concurrency), "--lease", str(lease),
+             "--poll", str(poll), *args],
+            cwd=ROOT, env=db.env(**(env or {})), stdout=out, stderr=subprocess.STDOUT,
+        )
     proc.log_path = log  # type: ignore[attr-defined]
     if wait:
         wait_ready(proc)

@@ -22,13 +22,17 @@ def route(db: Any) -> Any:
 
 
 @pytest.fixture(autouse=True)
-def _no_leader_left_behind() -> Any:
+def _no_leader_left_behind(request: pytest.FixtureRequest) -> Any:
     """A test that ticks a `Scheduler()` on PostgreSQL takes the leader's session advisory lock on
     the test's connection and never resigns; the lock would outlive the test and keep the schedulers
-    of the next test (on their own connections) from ever leading."""
+    of the next test (on their own connections) from ever leading. Only a test that had the
+    database can have taken it (a pure test running after a database test in the same process
+    finds that test's connection still open, and may not touch it)."""
     yield
     from django.db import connection
 
-    if connection.vendor == "postgresql" and connection.connection is not None:
+    had_database = request.node.get_closest_marker("django_db") is not None or any(
+        name in request.fixturenames for name in ("db", "transactional_db"))
+    if had_database and connection.vendor == "postgresql" and connection.connection is not None:
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_unlock_all()")
