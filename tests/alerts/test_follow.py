@@ -82,19 +82,18 @@ def commit_after_first_read(write: Callable[[], None]) -> Iterator[list[str]]:
         yield done
 
 
+def _rule_and_failing_instance(channel):  # type: ignore[no-untyped-def]
+    """An instance_failed rule on `channel` (throttled, so one alert counts every failure) and an
+    instance of acme to fail."""
+    rule = rule_save(tenant="acme", name="failures", condition="instance_failed", params={},
+                     channel_ids=[channel.id], throttle_seconds=3600, now=timezone.now())
+    return rule, instance_create(workflow="alerts-test-fail", params={}, tenant="acme")
+
+
 def test_a_failure_committed_while_a_round_reads_is_acted_on_not_passed_over(
     following, webhook_channel
 ):
-    rule = rule_save(
-        tenant="acme",
-        name="failures",
-        condition="instance_failed",
-        params={},
-        channel_ids=[webhook_channel.id],
-        throttle_seconds=3600,
-        now=timezone.now(),
-    )
-    inst = instance_create(workflow="alerts-test-fail", params={}, tenant="acme")
+    rule, inst = _rule_and_failing_instance(webhook_channel)
     _failed_row(inst.id)
     with commit_after_first_read(lambda: _failed_row(inst.id)) as done:
         follow_round(now=timezone.now())
@@ -110,16 +109,7 @@ def test_a_failure_committed_while_a_round_reads_is_acted_on_not_passed_over(
 def test_a_burst_larger_than_a_batch_is_counted_whole_with_commits_landing_between_rounds(
     following, webhook_channel
 ):
-    rule = rule_save(
-        tenant="acme",
-        name="failures",
-        condition="instance_failed",
-        params={},
-        channel_ids=[webhook_channel.id],
-        throttle_seconds=3600,
-        now=timezone.now(),
-    )
-    inst = instance_create(workflow="alerts-test-fail", params={}, tenant="acme")
+    rule, inst = _rule_and_failing_instance(webhook_channel)
     for _ in range(120):
         _failed_row(inst.id)
     for _ in range(5):  # each round has one more failure land between its reads
@@ -139,16 +129,7 @@ def test_a_failure_whose_id_commits_after_a_higher_one_is_read_from_the_gaps(
 
     if connection.vendor != "postgresql":
         pytest.skip("SQLite has one writer at a time: ids commit in order")
-    rule = rule_save(
-        tenant="acme",
-        name="failures",
-        condition="instance_failed",
-        params={},
-        channel_ids=[webhook_channel.id],
-        throttle_seconds=3600,
-        now=timezone.now(),
-    )
-    inst = instance_create(workflow="alerts-test-fail", params={}, tenant="acme")
+    rule, inst = _rule_and_failing_instance(webhook_channel)
     inserted, release, failed = threading.Event(), threading.Event(), []
 
     def slow_writer() -> None:
