@@ -121,14 +121,13 @@ def test_a_burst_larger_than_a_batch_is_counted_whole_with_commits_landing_betwe
 
 
 def test_a_failure_whose_id_commits_after_a_higher_one_is_read_from_the_gaps(
-    following, webhook_channel
+    require_postgres, following, webhook_channel
 ):
     """PostgreSQL hands out ids at insert and rows become visible at commit: a round can read id
     n + 1 while n is still uncommitted. The cursor passes n, and n is read again once it lands."""
     from django.db import transaction
 
-    if connection.vendor != "postgresql":
-        pytest.skip("SQLite has one writer at a time: ids commit in order")
+    # PostgreSQL only (require_postgres): SQLite has one writer at a time, so ids commit in order.
     rule, inst = _rule_and_failing_instance(webhook_channel)
     inserted, release, failed = threading.Event(), threading.Event(), []
 

@@ -105,15 +105,14 @@ def _closed_port() -> int:
 
 
 @pytest.fixture
-def pooled_unreachable(db: object, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+def pooled_unreachable(require_postgres: None, db: object, tmp_path: Any,
+                       monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """The web pool as dashboard/config.py builds it (it waits 10 s for a connection), pointed
     at a closed local port, standing in for the default connection /readyz uses."""
     from django.db.utils import ConnectionHandler
 
     from dashboard.config import database_config
 
-    if connection.vendor != "postgresql":
-        pytest.skip("the web pool is PostgreSQL's")
     env = {"DATABASE_URL": f"postgres://postgres@127.0.0.1:{_closed_port()}/runledger", "RUNLEDGER_DB_POOL": "4"}
     handler = ConnectionHandler({"default": {"ENGINE": "django.db.backends.dummy"},
                                  "readyz-probe": database_config(env, base_dir=tmp_path)})
@@ -130,8 +129,6 @@ def pooled_unreachable(db: object, tmp_path: Any, monkeypatch: pytest.MonkeyPatc
 
 def test_readyz_answers_503_without_waiting_out_the_pool_when_the_database_is_down(
         pooled_unreachable: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    import time
-
     from django.conf import settings
 
     waited: list[float | None] = []
@@ -142,22 +139,20 @@ def test_readyz_answers_503_without_waiting_out_the_pool_when_the_database_is_do
         return getconn(timeout=timeout)
 
     monkeypatch.setattr(pooled_unreachable.pool, "getconn", spy)
-    started = time.monotonic()
     response = Client().get("/readyz")
-    took = time.monotonic() - started
     assert response.status_code == 503
     assert response.json()["checks"]["database"]["ok"] is False
-    assert took < 8  # the pool's own wait is 10 s: this tells the bounded probe from it
+    # The probe asks the pool for a connection with its own short timeout, not the pool's 10 s
+    # (a wall-clock bound could not tell the two apart on a loaded machine).
     assert waited[:1] == [settings.RUNLEDGER_READY_DATABASE_SECONDS] and settings.RUNLEDGER_READY_DATABASE_SECONDS < 2
 
 
-def test_readyz_without_the_pool_bounds_a_fresh_connect(db: object, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_readyz_without_the_pool_bounds_a_fresh_connect(require_postgres: None, db: object, tmp_path: Any,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     from django.db.utils import ConnectionHandler
 
     from dashboard.config import database_config
 
-    if connection.vendor != "postgresql":
-        pytest.skip("PostgreSQL's connect")
     env = {"DATABASE_URL": f"postgres://postgres@127.0.0.1:{_closed_port()}/runledger"}
     conn = ConnectionHandler({"default": {"ENGINE": "django.db.backends.dummy"},
                               "readyz-direct": database_config(env, base_dir=tmp_path)})["readyz-direct"]
