@@ -85,13 +85,7 @@ def attributes_filter(
         return qs
     if field == "attrs__attributes":
         for key, value in attrs:
-            qs = qs.filter(
-                Exists(
-                    InstanceAttributeValue.objects.filter(
-                        instance_id=OuterRef("id"), key=key, value=value
-                    )
-                )
-            )
+            qs = qs.filter(_has_value("id", key, value))
         return qs
     if connection.vendor == "postgresql":  # one @> through the GIN index (migration 0010)
         return qs.filter(**{f"{field}__contains": dict(attrs)})
@@ -143,14 +137,15 @@ def attribute_values_filtered(
         now=now or timezone.now(),
     )
     for key, value in more:
-        qs = qs.filter(
-            Exists(
-                InstanceAttributeValue.objects.filter(
-                    instance_id=OuterRef("instance_id"), key=key, value=value
-                )
-            )
-        )
+        qs = qs.filter(_has_value("instance_id", key, value))
     return qs
+
+
+def _has_value(outer: str, key: str, value: str) -> Exists:
+    """The outer row's instance has `key` = `value` (one probe of the value rows' btree)."""
+    return Exists(
+        InstanceAttributeValue.objects.filter(instance_id=OuterRef(outer), key=key, value=value)
+    )
 
 
 C = TypeVar("C", InstanceAttributes, InstanceAttributeValue)
