@@ -126,15 +126,17 @@ def redis_url(env: Mapping[str, str]) -> str | None:
     return raw
 
 
-def channel_layers(redis: str | None) -> dict[str, Any]:
-    """channels-redis when REDIS_URL is set, else the in-process layer (see settings)."""
+def channel_layers(redis: str | None, *, prefix: str = "") -> dict[str, Any]:
+    """channels-redis when REDIS_URL is set, else the in-process layer (see settings). `prefix`
+    (RUNLEDGER_CHANNEL_PREFIX) keeps installations that share one Redis apart: each one's groups
+    and flushes stay under its own key prefix."""
     if redis:
         # redis-py 8 reads with a 5 s socket timeout by default, shorter than the layer's
         # blocking 5 s BZPOPMIN: every idle websocket consumer crashed after 5 s. 15 s is above
         # the pop's timeout and still notices a dead server.
         host = {"address": redis, "socket_timeout": 15, "socket_connect_timeout": 5}
         return {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
-                            "CONFIG": {"hosts": [host], "capacity": 1000}}}
+                            "CONFIG": {"hosts": [host], "capacity": 1000, "prefix": prefix or "asgi"}}}
     # Capacity above the default 100: a socket's queue must not drop a burst before it is coalesced.
     return {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer", "CONFIG": {"capacity": 1000}}}
 

@@ -128,7 +128,7 @@ SILENCED_SYSTEM_CHECKS = ["models.W040"]
 REDIS_URL = config.redis_url(ENV)
 # Web and worker processes never talk through the channel layer: live updates follow the history
 # table (dashboard/live), so the in-memory layer serves one web process; Redis shares it.
-CHANNEL_LAYERS = config.channel_layers(REDIS_URL)
+CHANNEL_LAYERS = config.channel_layers(REDIS_URL, prefix=ENV.get("RUNLEDGER_CHANNEL_PREFIX", "").strip())
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

@@ -81,6 +81,24 @@ def _secret_keys() -> None:
 
 
 @pytest.fixture(autouse=True, scope="session")
+def _channel_layer_of_this_process() -> None:
+    """Parallel test processes share one Redis: each gets a key prefix of its own (in this process
+    and in the servers it starts), so one's groups and flushes never reach another's."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker:
+        return
+    from channels.layers import channel_layers
+    from django.conf import settings
+
+    prefix = f"asgi-test-{worker}"
+    os.environ["RUNLEDGER_CHANNEL_PREFIX"] = prefix
+    layer = settings.CHANNEL_LAYERS.get("default", {})
+    if "RedisChannelLayer" in layer.get("BACKEND", ""):
+        layer["CONFIG"]["prefix"] = prefix
+        channel_layers.backends.clear()
+
+
+@pytest.fixture(autouse=True, scope="session")
 def _fast_password_hashing() -> None:
     """PBKDF2's deliberate slowness costs seconds per persona login; tests need no such defence."""
     from django.conf import settings
