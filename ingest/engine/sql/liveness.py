@@ -49,16 +49,22 @@ def absent_owners(raw: Any, *, now: datetime) -> list[str]:
     return [row[0] for row in rows]
 
 
-def reap(raw: Any, *, owners: Sequence[str], now: datetime) -> list[str]:
+def reap(raw: Any, *, owners: Sequence[str], now: datetime) -> tuple[list[str], list[int]]:
     """End the session-tied leases of `owners` whose lock is still absent (checked again here):
-    they expire now, so the next claim takes them. Returns the instances."""
+    they expire now, so the next claim takes them. Returns the instances, and the budget
+    reservations their dead attempts still hold, read in the same statement: no later attempt
+    can have reserved yet (it needs the lease this statement ends), so those are exactly the
+    dead worker's, to give back whether or not another worker has claimed the instance since."""
     rows = raw.execute(
-        f"""UPDATE engine_instance i SET lease_expires_at = %(now)s - interval '1 millisecond'
-            WHERE i.lease_owner = ANY(%(owners)s) AND {_ORPHANED}
-            RETURNING i.id""",
+        f"""WITH taken AS (
+                UPDATE engine_instance i SET lease_expires_at = %(now)s - interval '1 millisecond'
+                WHERE i.lease_owner = ANY(%(owners)s) AND {_ORPHANED}
+                RETURNING i.id)
+            SELECT t.id, ARRAY(SELECT r.id FROM engine_budgetreservation r
+                               WHERE r.instance_id = t.id AND r.state = 'held') FROM taken t""",
         {"now": now, "owners": list(owners)},
     ).fetchall()
-    return [row[0] for row in rows]
+    return [row[0] for row in rows], [rid for row in rows for rid in row[1]]
 
 
 def renew(*, instance_id: str, owner: str, token: str, new_token: str, lease_until: datetime) -> bool:

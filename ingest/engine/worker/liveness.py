@@ -55,11 +55,13 @@ class Liveness:
     whether its claims may take session-tied leases."""
 
     def __init__(self, *, worker_id: str, wake: threading.Event, stopped: threading.Event,
-                 released: Callable[[], None] | None = None) -> None:
+                 released: Callable[[list[int]], None] | None = None) -> None:
         self.worker_id = worker_id
         self.wake = wake
         self.stopped = stopped
-        self.released = released  # called after leases were taken from dead workers
+        # Called with the budget reservations of dead workers' attempts, after their leases were
+        # taken and before any claim loop is told: the money is back before the work restarts.
+        self.released = released
         self.connected = threading.Event()
         self.tied = False
         self._failures = FailureLog()
@@ -115,14 +117,14 @@ class Liveness:
                              grace=GRACE_SECONDS, me=self.worker_id)
         if not dead:
             return seen
-        taken = sql_liveness.reap(conn, owners=dead, now=clock.now())
+        taken, held = sql_liveness.reap(conn, owners=dead, now=clock.now())
         if taken:
+            if self.released is not None:  # before any claim loop is woken to take them over
+                self.released(held)
             log.warning("worker %s: worker(s) %s lost their database session %.0f s ago; their %d instance(s) "
                         "are runnable again: %s", self.worker_id, ", ".join(dead), GRACE_SECONDS, len(taken),
                         ", ".join(sorted(taken)[:20]) + (" …" if len(taken) > 20 else ""))
             notify(conn, READY_CHANNEL)  # every worker's claim loop, this one's too
-            if self.released is not None:
-                self.released()
         return {owner: since for owner, since in seen.items() if owner not in dead}
 
 

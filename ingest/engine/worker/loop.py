@@ -33,7 +33,7 @@ from django.db import DatabaseError, close_old_connections, connection, transact
 
 from ingest.engine import clock, logcontext, pg
 from ingest.engine.backoff import Backoff, FailureLog
-from ingest.engine.costs.budgets import reservations_release_orphaned
+from ingest.engine.costs.budgets import reservations_release, reservations_release_orphaned
 from ingest.engine.runtime.records import EngineFault
 from ingest.engine.sql import lease as sql_lease
 from ingest.engine.sql import liveness as sql_liveness
@@ -78,7 +78,7 @@ class Worker:
         self._beat_failures = FailureLog()
         self._renew_failures = FailureLog()  # turns whose lease cannot be taken back after a fault
         self.liveness = (Liveness(worker_id=self.worker_id, wake=self.wake, stopped=self.stopped,
-                                  released=self._sweep) if is_postgres() else None)
+                                  released=self._release_dead) if is_postgres() else None)
         self.turns = 0
 
     # ---- lifecycle -----------------------------------------------------------------------
@@ -349,6 +349,18 @@ class Worker:
                 # Turns that ended between the snapshot and the update show up here too: debug only.
                 log.debug("worker %s: no longer holds %s", self.worker_id, ", ".join(sorted(lost)))
         close_old_connections()
+
+    def _release_dead(self, ids: list[int]) -> None:
+        """Give back what dead workers' attempts held (their ids, read as their leases were taken),
+        then sweep for any other orphan."""
+        if ids:
+            try:
+                reservations_release(ids=ids)
+            except Exception as exc:  # noqa: BLE001 - the heartbeat's sweep finds them once their instances end
+                log.warning("worker %s: could not release dead workers' budget reservations (%s)",
+                            self.worker_id, first_line(exc))
+                connection.close()
+        self._sweep()
 
     def _sweep(self) -> None:
         """Give back money held by attempts that can no longer finish (costs/budgets.py)."""
