@@ -10,7 +10,7 @@ from dashboard.api.openapi import KEY_SCHEMA, TEXT_PATTERN
 from dashboard.api.schemas import URL_PATTERN
 from ingest.alerts.conditions import PARAMS
 from ingest.alerts.models import ChannelKind, Condition
-from ingest.alerts.services import MAX_RECIPIENTS, MIN_HMAC_KEY
+from ingest.alerts.services import MAX_RECIPIENTS, MIN_HMAC_KEY, SMTP_PORTS
 
 EMAIL_PATTERN = r"^[A-Za-z0-9_+-]+(?:\.[A-Za-z0-9_+-]+)*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*$"
 MAX_PERCENT: dict[str, int] = {Condition.BUDGET_THRESHOLD: 1000}
@@ -53,7 +53,7 @@ _SMTP = {
     "required": ["host"],
     "properties": {
         "host": {"type": "string", "pattern": r"^[A-Za-z0-9.-]+$"},
-        "port": {"type": "integer", "minimum": 0},
+        "port": {"type": "integer", "minimum": SMTP_PORTS[0], "maximum": SMTP_PORTS[1]},
     },
 }
 

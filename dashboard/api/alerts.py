@@ -15,6 +15,7 @@ from dashboard import access
 from dashboard.api.alert_schemas import channel_variants, rule_variants
 from dashboard.api.auth import require_act
 from dashboard.api.errors import ApiProblem
+from dashboard.api.openapi import NONBLANK_PATTERN
 from dashboard.api.schemas import URL_PATTERN, ErrorOut, InputSchema, Whole
 from ingest.alerts import callbacks, selectors, services
 from ingest.alerts.firing import channel_test
@@ -29,7 +30,7 @@ E: dict[int, Any] = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut,
 class RuleIn(InputSchema):
     model_config = ConfigDict(json_schema_extra=rule_variants())
     tenant: str = Field("default", min_length=1, max_length=100)
-    name: str = Field(..., min_length=1, max_length=100)
+    name: str = Field(..., min_length=1, max_length=100, json_schema_extra={"pattern": NONBLANK_PATTERN})
     condition: Condition
     params: dict[str, Any] = Field(default_factory=dict)
     channel_ids: list[Annotated[int, Field(ge=1, le=2**63 - 1)]] = Field(..., min_length=1, max_length=100)
@@ -43,7 +44,7 @@ class ChannelIn(InputSchema):
 
     model_config = ConfigDict(json_schema_extra=channel_variants())
     tenant: str = Field("default", min_length=1, max_length=100)
-    name: str = Field(..., min_length=1, max_length=100)
+    name: str = Field(..., min_length=1, max_length=100, json_schema_extra={"pattern": NONBLANK_PATTERN})
     kind: ChannelKind
     config: dict[str, Any] = Field(default_factory=dict)
     secrets: dict[str, str] = Field(default_factory=dict, description="url, hmac_key, smtp_password; write-only")

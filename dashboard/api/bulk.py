@@ -16,6 +16,7 @@ from dashboard import bulk
 from dashboard.api import schemas as s
 from dashboard.api.audit import acted
 from dashboard.api.errors import ApiProblem
+from dashboard.api.openapi import NONBLANK_PATTERN
 from dashboard.bulk import BULK_ACTIONS
 from ingest.engine.models import BatchItem
 from ingest.engine.models import Status as InstanceStatus
@@ -40,7 +41,7 @@ class PreviewIn(s.InputSchema):
 
 class ConfirmIn(s.InputSchema):
     # Declared, not enforced here: the service's refusal (400) names what is missing.
-    reason: str = Field(..., max_length=2000, json_schema_extra={"minLength": 1, "pattern": r"^[^\x00\ud800-\udfff]*\S[^\x00\ud800-\udfff]*$"})
+    reason: str = Field(..., max_length=2000, json_schema_extra={"minLength": 1, "pattern": NONBLANK_PATTERN})
     rate_per_second: float = Field(20.0, json_schema_extra={"exclusiveMinimum": 0, "maximum": batches.MAX_RATE})
 
 

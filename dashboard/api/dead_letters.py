@@ -21,6 +21,7 @@ from dashboard.api import selectors
 from dashboard.api.audit import acted
 from dashboard.api.auth import actor, require_act
 from dashboard.api.errors import ApiProblem
+from dashboard.api.openapi import NONBLANK_PATTERN
 from dashboard.selectors.dead_letters import DeadLetterFilters, DeadLetterItem, dead_letter_items
 from ingest.engine.models import DeadLetter
 from ingest.engine.services import dead_letters as engine_dead_letters
@@ -126,7 +127,7 @@ class RedriveIn(SelectionIn):
     model_config = ConfigDict(json_schema_extra={"anyOf": [_IDS_ALONE, {**_TOKEN, "anyOf": [_IDS, _FILTER]}]})
     token: str | None = Field(None, max_length=200_000)
     rate_per_second: float = Field(5.0, gt=0, le=100)
-    reason: str = Field(..., min_length=1, max_length=2000)
+    reason: str = Field(..., min_length=1, max_length=2000, json_schema_extra={"pattern": NONBLANK_PATTERN})
 
 
 def _check_token(request: HttpRequest, body: RedriveIn, ids: list[int]) -> None:

@@ -17,9 +17,21 @@ from typing import Any
 from ingest.triggers.limits import RESERVED_PARAMS, InputLimits
 
 LIMITS = InputLimits()
-# Text the guard lets through: no NUL (PostgreSQL text holds none), no lone surrogate (UTF-8
-# cannot encode one). Written with escapes, so the pattern reads the same in every regex dialect.
-TEXT_PATTERN = r"^[^\x00\ud800-\udfff]*$"
+# Text the guard lets through: no NUL (PostgreSQL text holds none). Written with escapes, so the
+# pattern reads the same in every regex dialect. The guard also refuses a lone surrogate (UTF-8
+# cannot encode one), which no pattern states: a JSON Schema string is Unicode text, which holds
+# none, and a validator built on UTF-8 (Rust's regex) refuses a pattern that names U+D800 at all,
+# and with it every rule the same schema states.
+TEXT_PATTERN = r"^[^\x00]*$"
+# What `str.strip()` trims (the characters of `str.isspace`), spelled out: JavaScript's and
+# Python's `\s` differ (U+001C-U+001F, U+0085, U+FEFF), and a service that trims a name or a
+# reason and finds it empty must refuse exactly what the pattern below leaves out.
+SPACES = ("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005"
+          "\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
+_TEXT_CHAR = r"[^\x00]"
+_SOLID_CHAR = "[^\\x00" + "".join(f"\\u{ord(c):04x}" for c in SPACES) + "]"
+# Text with at least one character `strip()` keeps: a name or a reason that is not blank.
+NONBLANK_PATTERN = f"^{_TEXT_CHAR}*{_SOLID_CHAR}{_TEXT_CHAR}*$"
 KEY_SCHEMA = {"type": "string", "maxLength": LIMITS.key_chars, "pattern": TEXT_PATTERN}
 LARGEST = 10**LIMITS.number_digits - 1
 JSON_VALUE = "#/components/schemas/JsonValue"

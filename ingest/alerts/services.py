@@ -24,13 +24,28 @@ from ingest.triggers.models import Route
 
 MAX_RECIPIENTS = 50
 MIN_HMAC_KEY = 16
+SMTP_PORTS = (1, 65535)
 
 
 def _name_checked(name: str, what: type[Exception]) -> str:
     name = (name or "").strip()
     if not name or len(name) > 100:
-        raise what(f"the name must be 1 to 100 characters; got {len(name)}")
+        raise what(f"the name must be 1 to 100 characters besides spaces; got {len(name)}")
     return name
+
+
+def _port_checked(port: Any) -> int | None:
+    """An SMTP port as a number: 25, "25" (a form) or 25.0 (JSON's integer written as a float)."""
+    if port in (None, ""):
+        return None
+    if isinstance(port, float) and port.is_integer():
+        port = int(port)
+    if isinstance(port, str) and port.strip().isdigit():
+        port = int(port.strip())
+    low, high = SMTP_PORTS
+    if isinstance(port, bool) or not isinstance(port, int) or not low <= port <= high:
+        raise InvalidChannel(f"smtp port {port!r} is not a port number ({low} to {high})")
+    return port
 
 
 def channel_clean(*, kind: str, config: dict[str, Any], secrets: dict[str, Any],
@@ -49,8 +64,9 @@ def channel_clean(*, kind: str, config: dict[str, Any], secrets: dict[str, Any],
         smtp = config.get("smtp") or {}
         if smtp and (not isinstance(smtp, dict) or not str(smtp.get("host", "")).strip()):
             raise InvalidChannel("smtp, when given, needs a host (and optionally port, username, use_tls)")
-        if smtp.get("port") not in (None, "") and not str(smtp["port"]).isdigit():
-            raise InvalidChannel(f"smtp port {smtp['port']!r} is not a number")
+        if smtp:
+            port = _port_checked(smtp.get("port"))
+            smtp = {k: v for k, v in smtp.items() if k != "port"} | ({"port": port} if port is not None else {})
         clean = {"to": to, "smtp": smtp} if smtp else {"to": to}
         return clean, {k: v for k, v in merged.items() if k == "smtp_password"}
     if kind not in (ChannelKind.SLACK, ChannelKind.WEBHOOK):

@@ -1,0 +1,73 @@
+"""The OpenAPI document's patterns say what the server refuses, in a form every validator reads.
+
+A pattern a validator cannot compile is not a weaker rule but no rule: schemathesis (built on
+jsonschema_rs, whose regexes are Rust's and refuse U+D800 anywhere in a pattern) dropped the
+schema's patterns, drew a channel named "\\x0b", and the service, which trims names, refused it
+with 422. So every pattern must compile there, and the "not blank" pattern must refuse exactly
+the text that `str.strip()` empties."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import jsonschema_rs
+import pytest
+from django.test import Client
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dashboard.api.openapi import NONBLANK_PATTERN, SPACES, TEXT_PATTERN
+
+pytestmark = [pytest.mark.db, pytest.mark.django_db]
+
+
+def patterns(node: Any, where: str = "") -> Iterator[tuple[str, str]]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "pattern" and isinstance(value, str):
+                yield where, value
+            else:
+                yield from patterns(value, f"{where}/{key}")
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from patterns(value, f"{where}/{i}")
+
+
+def test_every_pattern_of_the_document_compiles_in_a_rust_regex_validator(db: Any) -> None:
+    document = Client().get("/api/openapi.json").json()
+    found = dict(patterns(document))
+    assert len(found) > 20  # the walk reached the schemas
+    refused = []
+    for where, pattern in found.items():
+        try:
+            jsonschema_rs.validator_for({"type": "string", "pattern": pattern})
+        except jsonschema_rs.ValidationError:
+            refused.append(f"{where}: {pattern}")
+    assert not refused, "\n".join(refused)
+
+
+def test_spaces_are_what_strip_trims() -> None:
+    assert set(SPACES) == {chr(c) for c in range(0x110000) if chr(c).isspace()}
+
+
+@pytest.mark.parametrize("text", ["\x0b", "\x1e", " \t\r\n", "\u3000", "\x85", "\xa0 \u2028"])
+def test_a_blank_name_matches_no_nonblank_pattern(text: str) -> None:
+    assert text.strip() == ""
+    assert not re.search(NONBLANK_PATTERN, text)
+    assert not jsonschema_rs.validator_for({"type": "string", "pattern": NONBLANK_PATTERN}).is_valid(text)
+
+
+@given(st.text(max_size=8))
+def test_the_nonblank_pattern_agrees_with_strip_in_both_dialects(text: str) -> None:
+    # Python's re and the Rust validator read the pattern the same, and both agree with strip().
+    rust = jsonschema_rs.validator_for({"type": "string", "pattern": NONBLANK_PATTERN})
+    expected = bool(text.strip()) and "\x00" not in text
+    assert bool(re.search(NONBLANK_PATTERN, text)) is expected
+    assert rust.is_valid(text) is expected
+
+
+def test_text_pattern_refuses_nul_only() -> None:
+    rust = jsonschema_rs.validator_for({"type": "string", "pattern": TEXT_PATTERN})
+    assert rust.is_valid("any text ✓") and not rust.is_valid("a\x00b")
