@@ -242,3 +242,17 @@ class SubscriptionNotFound(TriggerError):
 
     status = 404
     code = "subscription_not_found"
+
+
+class InvalidApiToken(TriggerError):
+    """The API token's name or expiry is invalid."""
+
+    status = 400
+    code = "invalid_api_token"
+
+
+class ApiTokenNotFound(TriggerError):
+    """No API token of this user has that id."""
+
+    status = 404
+    code = "api_token_not_found"

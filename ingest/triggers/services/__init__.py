@@ -36,6 +36,7 @@ from ingest.triggers.services.schedules import (
 from ingest.triggers.services.tokens import (
     api_token_authenticate,
     api_token_create,
+    api_token_expiry,
     api_token_revoke,
 )
 
@@ -46,6 +47,7 @@ __all__ = [
     "Triggered",
     "api_token_authenticate",
     "api_token_create",
+    "api_token_expiry",
     "api_token_revoke",
     "event_publish",
     "idempotency_keys_purge",
