@@ -8,7 +8,10 @@ from typing import Any
 
 from django import forms
 
-from ingest.triggers.models import MissedFirePolicy
+from ingest.triggers import cron as cron_rules
+from ingest.triggers.errors import TriggerError
+from ingest.triggers.models import MissedFirePolicy, Schedule
+from ingest.triggers.services import schedule_name_check
 
 
 class JSONObjectField(forms.CharField):
@@ -50,6 +53,63 @@ class ScheduleForm(forms.Form):
     catch_up_limit = forms.IntegerField(min_value=1, max_value=100, initial=1,
                                         help_text="With catch up: how many of the latest missed fires run.")
     params = JSONObjectField(blank_value={}, help_text="The JSON object each fire's instance gets.")
+
+    # The service checks these too (and stays the authority); checking them here as well puts
+    # every wrong field's message on its field in one answer, not one refusal per submit.
+    def clean_cron(self) -> str:
+        try:
+            return cron_rules.validate_cron(self.cleaned_data["cron"])
+        except TriggerError as exc:
+            raise forms.ValidationError(str(exc)) from None
+
+    def clean_timezone(self) -> str:
+        name: str = self.cleaned_data["timezone"]
+        try:
+            cron_rules.zone(name)
+        except TriggerError as exc:
+            raise forms.ValidationError(str(exc)) from None
+        return name
+
+    def clean_params(self) -> dict[str, Any]:
+        params: dict[str, Any] = self.cleaned_data["params"]
+        if "_schedule" in params:
+            raise forms.ValidationError("the key '_schedule' is reserved for the fire's cron and "
+                                        "scheduled time; rename it")
+        return params
+
+
+class ScheduleCreateForm(ScheduleForm):
+    """A new schedule: its name, the workflow it starts and the tenant it runs in (one the user
+    operates), then the same fields as an edit."""
+
+    name = forms.CharField(max_length=60, strip=True,
+                           help_text="1 to 60 letters, digits, '_' or '-'; it prefixes the ids of "
+                                     "the instances it starts (nightly-sync-20261122T0300Z).")
+    workflow = forms.ChoiceField(help_text="The workflow each fire starts.")
+    tenant = forms.ChoiceField(help_text="The tenant its instances run in (one you operate).")
+    enabled = forms.BooleanField(required=False, initial=True, help_text="Fire on the cron from now on.")
+    field_order = ["name", "workflow", "tenant", "cron", "timezone", "missed_fire_policy",
+                   "catch_up_limit", "params", "enabled"]
+
+    def __init__(self, *args: Any, workflows: list[str], tenants: list[str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        workflow_field = self.fields["workflow"]
+        tenant_field = self.fields["tenant"]
+        assert isinstance(workflow_field, forms.ChoiceField) and isinstance(tenant_field, forms.ChoiceField)
+        workflow_field.choices = [(w, w) for w in workflows]
+        tenant_field.choices = [(t, t) for t in tenants]
+
+    def clean_name(self) -> str:
+        name: str = self.cleaned_data["name"]
+        try:
+            schedule_name_check(name)
+        except TriggerError as exc:
+            raise forms.ValidationError(str(exc)) from None
+        if name == "new":  # /schedules/new/ is this form's own address
+            raise forms.ValidationError("'new' is the address of this form; pick another name")
+        if Schedule.objects.filter(name=name).exists():
+            raise forms.ValidationError(f"a schedule is already named {name!r}; pick another name")
+        return name
 
 
 class CoalesceForm(forms.Form):

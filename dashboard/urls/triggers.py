@@ -10,11 +10,15 @@ app_name = "triggers"
 
 urlpatterns = [
     path("schedules/", schedules.schedules, name="schedules"),
+    path("schedules/new/", schedules.schedule_new, name="schedule_new"),
+    path("schedules/new/create/", schedules.schedule_create_view, name="schedule_create"),
     path("schedules/<str:name>/", schedules.schedule_detail, name="schedule"),
     path("schedules/<str:name>/save/", schedules.schedule_save, name="schedule_save"),
     path("schedules/<str:name>/enable/", schedules.schedule_enable, name="schedule_enable"),
     path("schedules/<str:name>/disable/", schedules.schedule_disable, name="schedule_disable"),
     path("schedules/<str:name>/run/", schedules.schedule_run, name="schedule_run"),
+    path("schedules/<str:name>/delete/", schedules.schedule_delete_confirm, name="schedule_delete_confirm"),
+    path("schedules/<str:name>/delete/run/", schedules.schedule_delete_view, name="schedule_delete"),
 ]
 
 urlpatterns += [

@@ -28,7 +28,9 @@ from ingest.triggers.services.ratelimits import (
 )
 from ingest.triggers.services.schedules import (
     schedule_create,
+    schedule_delete,
     schedule_fire_due,
+    schedule_name_check,
     schedule_run_now,
     schedule_set_enabled,
     schedule_update,
@@ -61,7 +63,9 @@ __all__ = [
     "route_trigger",
     "route_upsert",
     "schedule_create",
+    "schedule_delete",
     "schedule_fire_due",
+    "schedule_name_check",
     "schedule_run_now",
     "schedule_set_enabled",
     "schedule_update",
