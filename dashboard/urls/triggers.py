@@ -23,7 +23,12 @@ urlpatterns = [
 
 urlpatterns += [
     path("routes/", routes.routes, name="routes"),
+    path("routes/new/", routes.route_new, name="route_new"),
+    path("routes/new/create/", routes.route_create_view, name="route_create"),
     path("routes/<slug:name>/", routes.route_detail, name="route"),
+    path("routes/<slug:name>/save/", routes.route_save, name="route_save"),
+    path("routes/<slug:name>/delete/", routes.route_delete_confirm, name="route_delete_confirm"),
+    path("routes/<slug:name>/delete/run/", routes.route_delete_view, name="route_delete"),
     path("routes/<slug:name>/coalesce/", routes.route_coalesce, name="route_coalesce"),
     path("subscriptions/<int:sub_id>/", routes.subscription_detail, name="subscription"),
     path("subscriptions/<int:sub_id>/coalesce/", routes.subscription_coalesce, name="subscription_coalesce"),

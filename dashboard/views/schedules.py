@@ -16,9 +16,8 @@ from dashboard import access
 from dashboard.audit import Audit, Origin, audited
 from dashboard.models import Role
 from dashboard.selectors import schedules as sel
-from dashboard.trigger_forms import ScheduleCreateForm, ScheduleForm
+from dashboard.trigger_forms import ScheduleCreateForm, ScheduleForm, startable_workflows
 from dashboard.views.common import HtmxHttpRequest, page, require_act, tenants
-from ingest.engine.workflow import workflow_names
 from ingest.triggers.errors import InvalidCron, InvalidSchedule, InvalidTimezone, TriggerError
 from ingest.triggers.selectors import ScheduleRow
 from ingest.triggers.services import (
@@ -31,8 +30,6 @@ from ingest.triggers.services import (
 
 # A service refusal names one of these fields; the rest land above the form.
 _ERROR_FIELDS: dict[type[TriggerError], str] = {InvalidCron: "cron", InvalidTimezone: "timezone"}
-# Workflows the engine runs for itself, not ones an operator schedules.
-_INTERNAL = {"alert-deliver", "callback-deliver", "runledger-batch"}
 
 
 def _get(request: HtmxHttpRequest, name: str) -> ScheduleRow:
@@ -128,8 +125,7 @@ def schedule_run(request: HtmxHttpRequest, name: str) -> HttpResponse:
 
 def _create_form(request: HtmxHttpRequest, data: Any = None) -> ScheduleCreateForm:
     acting = access.acting_tenants(request.user)
-    workflows = [w for w in workflow_names() if w not in _INTERNAL]
-    return ScheduleCreateForm(data, workflows=workflows, tenants=sorted(acting),
+    return ScheduleCreateForm(data, workflows=startable_workflows(), tenants=sorted(acting),
                               initial={"timezone": "UTC", "enabled": True, "catch_up_limit": 1,
                                        "missed_fire_policy": "skip", "params": {}})
 

@@ -26,6 +26,7 @@ from ingest.triggers.services.ratelimits import (
     rate_limit_penalize,
     rate_limits_take,
 )
+from ingest.triggers.services.routes import route_create, route_delete, route_problems, route_update
 from ingest.triggers.services.schedules import (
     schedule_create,
     schedule_delete,
@@ -60,7 +61,11 @@ __all__ = [
     "rate_limit_penalize",
     "rate_limits_take",
     "route_coalesce_set",
+    "route_create",
+    "route_delete",
+    "route_problems",
     "route_trigger",
+    "route_update",
     "route_upsert",
     "schedule_create",
     "schedule_delete",
