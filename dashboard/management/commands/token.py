@@ -26,6 +26,10 @@ from ingest.triggers.services import api_token_create, api_token_expiry, api_tok
 from ingest.triggers.services.tokens import EXPIRES_DAYS_MAX
 
 
+def when(t: Any) -> str:
+    return f"{t:%Y-%m-%d %H:%M}" if t else "never"
+
+
 class Command(BaseCommand):
     help = ("Create, list and revoke a user's API tokens for the REST API and the runledger CLI "
             "(the console's API tokens page does the same once the user can sign in). "
@@ -87,8 +91,6 @@ class Command(BaseCommand):
         self.stdout.write(f"{'id':>6}  {'name':<24} {'prefix':<12} {'created':<17} {'last used':<17} "
                           f"{'expires':<17} state")
         for r in rows:
-            def when(t: Any) -> str:
-                return f"{t:%Y-%m-%d %H:%M}" if t else "never"
             self.stdout.write(f"{r.id:>6}  {r.name[:24]:<24} {r.prefix + '…':<12} {when(r.created_at):<17} "
                               f"{when(r.last_used_at):<17} {when(r.expires_at):<17} {r.state}")
 
