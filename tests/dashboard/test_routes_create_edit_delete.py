@@ -33,6 +33,8 @@ def _settings(**overrides: str) -> dict[str, str]:
 
 def test_an_operator_creates_a_route_that_starts_its_workflow(operator: Client) -> None:
     assert 'href="/routes/new/"' in operator.get("/routes/").content.decode()
+    form = operator.get("/routes/new/").content.decode()
+    assert form.count("A route starts its workflow for each signed POST /api/routes/&lt;name&gt;, with") == 1
     response = operator.post("/routes/new/create/", _route())
     assert response.status_code == 302 and response["Location"] == "/routes/orders/"
     route = Route.objects.get(name="orders")
