@@ -1,5 +1,6 @@
-"""Forms of the schedules, routes and subscriptions pages. Field checks only; the services
-validate the meaning (cron, time zone, coalesce) and their refusals land on the field they name."""
+"""Forms of the schedules, routes and subscriptions pages. The services validate the meaning
+(cron, time zone, coalesce, route settings) and stay the authority; the forms run the same checks
+first so that every wrong field is named at once, each on its field."""
 
 from __future__ import annotations
 
@@ -8,7 +9,21 @@ from typing import Any
 
 from django import forms
 
-from ingest.triggers.models import MissedFirePolicy
+from ingest.engine.workflow import workflow_names
+from ingest.triggers import cron as cron_rules
+from ingest.triggers.errors import TriggerError
+from ingest.triggers.models import MissedFirePolicy, Route, Schedule
+from ingest.triggers.services import route_problems, schedule_name_check
+from ingest.triggers.services.routes import EDITABLE
+
+# Workflows the engine runs for itself (alert delivery, callbacks, batches), not ones a schedule
+# or a route should start.
+_INTERNAL = frozenset({"alert-deliver", "callback-deliver", "runledger-batch"})
+
+
+def startable_workflows() -> list[str]:
+    """The registered workflows a schedule or a route may start."""
+    return [w for w in workflow_names() if w not in _INTERNAL]
 
 
 class JSONObjectField(forms.CharField):
@@ -51,6 +66,63 @@ class ScheduleForm(forms.Form):
                                         help_text="With catch up: how many of the latest missed fires run.")
     params = JSONObjectField(blank_value={}, help_text="The JSON object each fire's instance gets.")
 
+    # The service checks these too (and stays the authority); checking them here as well puts
+    # every wrong field's message on its field in one answer, not one refusal per submit.
+    def clean_cron(self) -> str:
+        try:
+            return cron_rules.validate_cron(self.cleaned_data["cron"])
+        except TriggerError as exc:
+            raise forms.ValidationError(str(exc)) from None
+
+    def clean_timezone(self) -> str:
+        name: str = self.cleaned_data["timezone"]
+        try:
+            cron_rules.zone(name)
+        except TriggerError as exc:
+            raise forms.ValidationError(str(exc)) from None
+        return name
+
+    def clean_params(self) -> dict[str, Any]:
+        params: dict[str, Any] = self.cleaned_data["params"]
+        if "_schedule" in params:
+            raise forms.ValidationError("the key '_schedule' is reserved for the fire's cron and "
+                                        "scheduled time; rename it")
+        return params
+
+
+class ScheduleCreateForm(ScheduleForm):
+    """A new schedule: its name, the workflow it starts and the tenant it runs in (one the user
+    operates), then the same fields as an edit."""
+
+    name = forms.CharField(max_length=60, strip=True,
+                           help_text="1 to 60 letters, digits, '_' or '-'; it prefixes the ids of "
+                                     "the instances it starts (nightly-sync-20261122T0300Z).")
+    workflow = forms.ChoiceField(help_text="The workflow each fire starts.")
+    tenant = forms.ChoiceField(help_text="The tenant its instances run in (one you operate).")
+    enabled = forms.BooleanField(required=False, initial=True, help_text="Fire on the cron from now on.")
+    field_order = ["name", "workflow", "tenant", "cron", "timezone", "missed_fire_policy",
+                   "catch_up_limit", "params", "enabled"]
+
+    def __init__(self, *args: Any, workflows: list[str], tenants: list[str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        workflow_field = self.fields["workflow"]
+        tenant_field = self.fields["tenant"]
+        assert isinstance(workflow_field, forms.ChoiceField) and isinstance(tenant_field, forms.ChoiceField)
+        workflow_field.choices = [(w, w) for w in workflows]
+        tenant_field.choices = [(t, t) for t in tenants]
+
+    def clean_name(self) -> str:
+        name: str = self.cleaned_data["name"]
+        try:
+            schedule_name_check(name)
+        except TriggerError as exc:
+            raise forms.ValidationError(str(exc)) from None
+        if name == "new":  # /schedules/new/ is this form's own address
+            raise forms.ValidationError("'new' is the address of this form; pick another name")
+        if Schedule.objects.filter(name=name).exists():
+            raise forms.ValidationError(f"a schedule is already named {name!r}; pick another name")
+        return name
+
 
 class CoalesceForm(forms.Form):
     """A route's or subscription's coalesce setting as JSON; blank turns coalescing off."""
@@ -60,3 +132,66 @@ class CoalesceForm(forms.Form):
         help_text='Debounce or batch events per key, e.g. {"debounce": {"key": "account", "period": '
                   '"30 seconds"}} or {"batch": {"key": "account", "max_size": 100, "timeout": "10 seconds"}}; '
                   "blank turns it off.")
+
+
+class RouteForm(forms.Form):
+    """A route's settings; the service's own check (`route_problems`) runs in `clean`, so every
+    wrong field carries its message in one answer."""
+
+    workflow = forms.ChoiceField(help_text="The workflow a request starts, with the body as its params.")
+    enabled = forms.BooleanField(required=False, initial=True, help_text="Disabled: requests answer 409.")
+    sync_default = forms.BooleanField(required=False, label="Wait for the output",
+                                      help_text="Answer with the output unless the caller passes ?wait=0.")
+    wait_seconds = forms.FloatField(initial=30.0, label="Wait (seconds)",
+                                    help_text="How long a waiting request waits for the output.")
+    rate_limit_per_minute = forms.IntegerField(required=False, label="Rate limit (per minute)",
+                                               help_text="Requests a minute for this route; empty: no limit.")
+    idempotency_ttl_seconds = forms.IntegerField(initial=24 * 3600, label="Idempotency keys live (seconds)",
+                                                 help_text="A repeated Idempotency-Key within this time "
+                                                           "returns the first instance.")
+    priority = forms.IntegerField(initial=0, help_text="Higher runs first when workers are busy.")
+    description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}),
+                                  help_text="What calls it, for the next operator.")
+
+    def __init__(self, *args: Any, workflows: list[str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        field = self.fields["workflow"]
+        assert isinstance(field, forms.ChoiceField)
+        field.choices = [(w, w) for w in workflows]
+
+    def route_fields(self) -> dict[str, Any]:
+        return {k: self.cleaned_data[k] for k in EDITABLE if k in self.cleaned_data}
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        name = cleaned.get("name") if "name" in self.fields else None
+        problems = route_problems(self.route_fields(), name=name)
+        for field, message in problems.items():
+            if field == "__all__":
+                self.add_error(None, message)
+            elif field not in self.errors:
+                self.add_error(field, message)
+        return cleaned
+
+
+class RouteCreateForm(RouteForm):
+    name = forms.CharField(max_length=100, strip=True,
+                           help_text="Letters, digits, '_' or '-': requests go to POST /api/routes/<name>.")
+    tenant = forms.ChoiceField(help_text="The tenant its instances run in (one you operate); callers "
+                                         "sign with an ingress credential of this tenant.")
+    field_order = ["name", "tenant", "workflow", "enabled", "sync_default", "wait_seconds",
+                   "rate_limit_per_minute", "idempotency_ttl_seconds", "priority", "description"]
+
+    def __init__(self, *args: Any, tenants: list[str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        field = self.fields["tenant"]
+        assert isinstance(field, forms.ChoiceField)
+        field.choices = [(t, t) for t in tenants]
+
+    def clean_name(self) -> str:
+        name: str = self.cleaned_data["name"]
+        if name == "new":  # /routes/new/ is this form's own address
+            raise forms.ValidationError("'new' is the address of this form; pick another name")
+        if Route.objects.filter(name=name).exists():
+            raise forms.ValidationError(f"a route is already named {name!r}; pick another name")
+        return name

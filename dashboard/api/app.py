@@ -104,7 +104,8 @@ def _trigger(request: HttpRequest, exc: TriggerError) -> HttpResponse:
 @api.exception_handler(AuthenticationError)
 def _unauthenticated(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
     response = error_response(401, "not_authenticated", "send Authorization: Bearer <API token>; "
-                              "the token is missing, unknown, expired or revoked")
+                              "the token is missing, unknown, expired or revoked; make one on the "
+                              "console's API tokens page, /tokens/")
     response["WWW-Authenticate"] = "Bearer"
     return response
 

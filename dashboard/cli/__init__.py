@@ -11,7 +11,9 @@ lists and shows; acting needs an operator's). It imports nothing of Django.
     runledger redrive (--ids 4,7 | [--workflow W --tenant T --step-name S --signature X]) --reason R
                       [--rate 5] [--yes]
 
-URL and token default to $RUNLEDGER_URL and $RUNLEDGER_TOKEN. Exit status: 0 done, 1 the API
+URL and token default to $RUNLEDGER_URL and $RUNLEDGER_TOKEN. A token comes from the console's
+API tokens page (/tokens/) or, on the server, `manage.py token create --user NAME --name cli`.
+Exit status: 0 done, 1 the API
 refused (its message is printed), 2 bad usage.
 """
 

@@ -161,7 +161,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--url", default=os.environ.get("RUNLEDGER_URL", "http://127.0.0.1:8000"),
                    help="the dashboard's base URL (default $RUNLEDGER_URL or http://127.0.0.1:8000)")
     p.add_argument("--token", default=os.environ.get("RUNLEDGER_TOKEN", ""),
-                   help="an API token (default $RUNLEDGER_TOKEN)")
+                   help="an API token (default $RUNLEDGER_TOKEN); make one on the console's "
+                        "/tokens/ page or with `manage.py token create`")
     sub = p.add_subparsers(dest="command", required=True)
     ls = sub.add_parser("list", help="instances, newest first")
     for name in ("status", "workflow", "tenant"):
@@ -189,16 +190,24 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def where_tokens(url: str) -> str:
+    """Where a user gets a token: the console's page, or the server's management command."""
+    return (f"Create a token at {url.rstrip('/')}/tokens/ (signed in to the console), or on the "
+            "server: manage.py token create --user YOUR_USERNAME --name cli")
+
+
 def main(argv: Sequence[str] | None = None, *, console: Console | None = None) -> int:
     args = parser().parse_args(argv)
     out = console or Console()
     if not args.token:
-        out.print("[red]no API token[/]: pass --token or set RUNLEDGER_TOKEN (create one in the admin, API tokens)")
+        out.print(f"[red]no API token[/]: pass --token or set RUNLEDGER_TOKEN. {where_tokens(args.url)}")
         return 2
     try:
         return COMMANDS[args.command](Client(url=args.url, token=args.token), out, args)
     except ApiRefused as exc:
         out.print(f"[red]refused[/]: {exc.message} [dim]({exc.code}, HTTP {exc.status})[/]")
+        if exc.status == 401:
+            out.print(f"The token was not accepted (unknown, expired or revoked). {where_tokens(args.url)}")
         return 1
     except UsageError as exc:
         out.print(f"[red]usage[/]: {exc}")

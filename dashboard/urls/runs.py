@@ -1,14 +1,19 @@
-"""Routes of the runs family: login/logout, the instances ledger, instance detail and actions."""
+"""Routes of the runs family: login/logout, each user's API tokens, the instances ledger,
+instance detail and actions."""
 
 from __future__ import annotations
 
 from django.urls import path
 
-from dashboard.views import auth, bulk, runs
+from dashboard.views import auth, bulk, runs, tokens
 
 urlpatterns = [
     path("login/", auth.login, name="login"),
     path("logout/", auth.logout, name="logout"),
+    path("tokens/", tokens.tokens, name="api-tokens"),
+    path("tokens/create/", tokens.token_create, name="api-token-create"),
+    path("tokens/<int:token_id>/revoke/", tokens.token_revoke_confirm, name="api-token-revoke-confirm"),
+    path("tokens/<int:token_id>/revoke/run/", tokens.token_revoke, name="api-token-revoke"),
     path("instances/", runs.instance_list, name="instance-list"),
     path("bulk-actions/", bulk.bulk_preview, name="instance-bulk-preview"),
     path("bulk-actions/<int:batch_id>/", bulk.bulk_detail, name="instance-bulk"),

@@ -1,6 +1,7 @@
 """The routes and subscriptions pages: what starts which workflow, recent deliveries, the
-coalesce setting and its open windows, and the ingress credentials, rotated write-only: the new
-token and secret are in the answer to the rotation and nowhere else, ever."""
+coalesce setting and its open windows, routes created, edited and deleted by operators (every
+wrong field named at once), and the ingress credentials, rotated write-only: the new token and
+secret are in the answer to the rotation and nowhere else, ever."""
 
 from __future__ import annotations
 
@@ -16,15 +17,21 @@ from django.views.decorators.http import require_GET, require_POST
 
 from dashboard import access
 from dashboard.audit import Audit, Origin, audited
+from dashboard.models import Role
 from dashboard.selectors import routes as sel
-from dashboard.trigger_forms import CoalesceForm
+from dashboard.trigger_forms import CoalesceForm, RouteCreateForm, RouteForm, startable_workflows
 from dashboard.views.common import HtmxHttpRequest, page, require_act, sees_global, tenants
-from ingest.triggers.errors import TriggerError
+from ingest.triggers.errors import InvalidRoute, TriggerError
+from ingest.triggers.models import Route
 from ingest.triggers.services import (
     ingress_secret_rotate,
     route_coalesce_set,
+    route_create,
+    route_delete,
+    route_update,
     subscription_coalesce_set,
 )
+from ingest.triggers.services.routes import EDITABLE
 
 
 def _may_act_subscription(request: HtmxHttpRequest, tenant: str) -> bool:
@@ -54,9 +61,16 @@ def _route(request: HtmxHttpRequest, name: str) -> sel.RouteRow:
     return row
 
 
-def _route_page(request: HtmxHttpRequest, row: sel.RouteRow, form: CoalesceForm, status: int = 200) -> HttpResponse:
-    context: dict[str, Any] = {"r": row, "form": form, "can_act": access.can_act(request.user, row.tenant)}
+def _route_page(request: HtmxHttpRequest, row: sel.RouteRow, form: CoalesceForm, status: int = 200,
+                edit: RouteForm | None = None) -> HttpResponse:
+    context: dict[str, Any] = {"r": row, "form": form, "can_act": access.can_act(request.user, row.tenant),
+                               "edit": edit or _edit_form(name=row.name)}
     return page(request, "triggers/route_detail.html", context, status=status)
+
+
+def _edit_form(*, name: str, data: Any = None) -> RouteForm:
+    route = Route.objects.filter(name=name).values(*EDITABLE).first() or {}
+    return RouteForm(data, workflows=startable_workflows(), initial=route)
 
 
 @require_GET
@@ -64,6 +78,90 @@ def _route_page(request: HtmxHttpRequest, row: sel.RouteRow, form: CoalesceForm,
 def route_detail(request: HtmxHttpRequest, name: str) -> HttpResponse:
     row = _route(request, name)
     return _route_page(request, row, CoalesceForm(initial={"coalesce": row.coalesce or ""}))
+
+
+def _put_problems(form: RouteForm, exc: TriggerError) -> None:
+    problems = exc.problems if isinstance(exc, InvalidRoute) else {}
+    for field, message in problems.items() or [("__all__", str(exc))]:
+        form.add_error(None if field == "__all__" or field not in form.fields else field, message)
+
+
+@require_POST
+@access.require_role()
+def route_save(request: HtmxHttpRequest, name: str) -> HttpResponse:
+    row = _route(request, name)
+    require_act(request, row.tenant)
+    form = _edit_form(name=name, data=request.POST)
+    coalesce = CoalesceForm(initial={"coalesce": row.coalesce or ""})
+    if not form.is_valid():
+        return _route_page(request, row, coalesce, status=400, edit=form)
+    fields = form.route_fields()
+    try:
+        audited(user=request.user, origin=Origin.of_request(request),
+                audit=Audit("route.update", [row.tenant], {"route": name, **fields}),
+                run=lambda: route_update(name=name, **fields))
+    except TriggerError as exc:
+        _put_problems(form, exc)
+        return _route_page(request, row, coalesce, status=400, edit=form)
+    messages.success(request, f"Route {name} saved.")
+    return redirect("triggers:route", name=name)
+
+
+def _create_form(request: HtmxHttpRequest, data: Any = None) -> RouteCreateForm:
+    return RouteCreateForm(data, workflows=startable_workflows(),
+                           tenants=access.acting_tenants(request.user),
+                           initial={"enabled": True, "wait_seconds": 30.0, "idempotency_ttl_seconds": 24 * 3600,
+                                    "priority": 0})
+
+
+def _new_page(request: HtmxHttpRequest, form: RouteCreateForm, *, status: int = 200) -> HttpResponse:
+    return page(request, "triggers/route_new.html", {"form": form}, status=status)
+
+
+@require_GET
+@access.require_role(Role.OPERATOR)
+def route_new(request: HtmxHttpRequest) -> HttpResponse:
+    return _new_page(request, _create_form(request))
+
+
+@require_POST
+@access.require_role(Role.OPERATOR)
+def route_create_view(request: HtmxHttpRequest) -> HttpResponse:
+    form = _create_form(request, request.POST)
+    if not form.is_valid():
+        return _new_page(request, form, status=400)
+    name, tenant, fields = form.cleaned_data["name"], form.cleaned_data["tenant"], form.route_fields()
+    require_act(request, tenant)
+    try:
+        audited(user=request.user, origin=Origin.of_request(request),
+                audit=Audit("route.create", [tenant], {"route": name, "tenant": tenant, **fields}),
+                run=lambda: route_create(name=name, tenant=tenant, **fields))
+    except TriggerError as exc:
+        _put_problems(form, exc)
+        return _new_page(request, form, status=400)
+    messages.success(request, f"Route {name} created: POST /api/routes/{name} with an ingress credential of "
+                              f"{tenant} starts {fields['workflow']}.")
+    return redirect("triggers:route", name=name)
+
+
+@require_GET
+@access.require_role()
+def route_delete_confirm(request: HtmxHttpRequest, name: str) -> HttpResponse:
+    row = _route(request, name)
+    require_act(request, row.tenant)
+    return page(request, "triggers/route_delete.html", {"r": row})
+
+
+@require_POST
+@access.require_role()
+def route_delete_view(request: HtmxHttpRequest, name: str) -> HttpResponse:
+    row = _route(request, name)
+    require_act(request, row.tenant)
+    audited(user=request.user, origin=Origin.of_request(request),
+            audit=Audit("route.delete", [row.tenant], {"route": name, "workflow": row.workflow}),
+            run=lambda: route_delete(name=name))
+    messages.success(request, f"Route {name} deleted: POST /api/routes/{name} answers 404 from now on.")
+    return redirect("triggers:routes")
 
 
 @require_POST

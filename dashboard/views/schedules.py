@@ -1,5 +1,6 @@
 """The schedules page: every visible cron schedule with its next fires and last result, and the
-operator's enable, disable, run now and edit (errors shown on the field, no row changed)."""
+operator's create, enable, disable, run now, edit and delete (every wrong field's error shown on
+its field at once, no row changed)."""
 
 from __future__ import annotations
 
@@ -13,12 +14,19 @@ from django.views.decorators.http import require_GET, require_POST
 
 from dashboard import access
 from dashboard.audit import Audit, Origin, audited
+from dashboard.models import Role
 from dashboard.selectors import schedules as sel
-from dashboard.trigger_forms import ScheduleForm
+from dashboard.trigger_forms import ScheduleCreateForm, ScheduleForm, startable_workflows
 from dashboard.views.common import HtmxHttpRequest, page, require_act, tenants
-from ingest.triggers.errors import InvalidCron, InvalidTimezone, TriggerError
+from ingest.triggers.errors import InvalidCron, InvalidSchedule, InvalidTimezone, TriggerError
 from ingest.triggers.selectors import ScheduleRow
-from ingest.triggers.services import schedule_run_now, schedule_set_enabled, schedule_update
+from ingest.triggers.services import (
+    schedule_create,
+    schedule_delete,
+    schedule_run_now,
+    schedule_set_enabled,
+    schedule_update,
+)
 
 # A service refusal names one of these fields; the rest land above the form.
 _ERROR_FIELDS: dict[type[TriggerError], str] = {InvalidCron: "cron", InvalidTimezone: "timezone"}
@@ -113,3 +121,64 @@ def schedule_disable(request: HtmxHttpRequest, name: str) -> HttpResponse:
 @access.require_role()
 def schedule_run(request: HtmxHttpRequest, name: str) -> HttpResponse:
     return _act(request, name, "run")
+
+
+def _create_form(request: HtmxHttpRequest, data: Any = None) -> ScheduleCreateForm:
+    acting = access.acting_tenants(request.user)
+    return ScheduleCreateForm(data, workflows=startable_workflows(), tenants=sorted(acting),
+                              initial={"timezone": "UTC", "enabled": True, "catch_up_limit": 1,
+                                       "missed_fire_policy": "skip", "params": {}})
+
+
+def _new_page(request: HtmxHttpRequest, form: ScheduleCreateForm, *, status: int = 200) -> HttpResponse:
+    return page(request, "triggers/schedule_new.html", {"form": form}, status=status)
+
+
+@require_GET
+@access.require_role(Role.OPERATOR)
+def schedule_new(request: HtmxHttpRequest) -> HttpResponse:
+    return _new_page(request, _create_form(request))
+
+
+@require_POST
+@access.require_role(Role.OPERATOR)
+def schedule_create_view(request: HtmxHttpRequest) -> HttpResponse:
+    form = _create_form(request, request.POST)
+    if not form.is_valid():
+        return _new_page(request, form, status=400)
+    f = form.cleaned_data
+    require_act(request, f["tenant"])
+    try:
+        audited(user=request.user, origin=Origin.of_request(request),
+                audit=Audit("schedule.create", [f["tenant"]], {"schedule": f["name"], **f}),
+                run=lambda: schedule_create(
+                    name=f["name"], workflow=f["workflow"], cron_expression=f["cron"], now=timezone.now(),
+                    timezone=f["timezone"], params=f["params"], tenant=f["tenant"], enabled=f["enabled"],
+                    missed_fire_policy=f["missed_fire_policy"], catch_up_limit=f["catch_up_limit"]))
+    except TriggerError as exc:
+        field = _ERROR_FIELDS.get(type(exc)) or ("name" if isinstance(exc, InvalidSchedule) else None)
+        form.add_error(field, str(exc))
+        return _new_page(request, form, status=400)
+    messages.success(request, f"Schedule {f['name']} created.")
+    return redirect("triggers:schedule", name=f["name"])
+
+
+@require_GET
+@access.require_role()
+def schedule_delete_confirm(request: HtmxHttpRequest, name: str) -> HttpResponse:
+    row = _get(request, name)
+    require_act(request, row.tenant)
+    return page(request, "triggers/schedule_delete.html", {"s": row})
+
+
+@require_POST
+@access.require_role()
+def schedule_delete_view(request: HtmxHttpRequest, name: str) -> HttpResponse:
+    row = _get(request, name)
+    require_act(request, row.tenant)
+    audited(user=request.user, origin=Origin.of_request(request),
+            audit=Audit("schedule.delete", [row.tenant], {"schedule": name, "workflow": row.workflow,
+                                                            "cron": row.cron}),
+            run=lambda: schedule_delete(name=name))
+    messages.success(request, f"Schedule {name} deleted: it fires no more. The instances it started stay.")
+    return redirect("triggers:schedules")

@@ -242,3 +242,28 @@ class SubscriptionNotFound(TriggerError):
 
     status = 404
     code = "subscription_not_found"
+
+
+class InvalidApiToken(TriggerError):
+    """The API token's name or expiry is invalid."""
+
+    status = 400
+    code = "invalid_api_token"
+
+
+class ApiTokenNotFound(TriggerError):
+    """No API token of this user has that id."""
+
+    status = 404
+    code = "api_token_not_found"
+
+
+class InvalidRoute(TriggerError):
+    """The route's settings are invalid."""
+
+    status = 400
+    code = "invalid_route"
+
+    def __init__(self, message: str | None = None, *, problems: dict[str, str] | None = None) -> None:
+        self.problems = problems or {}
+        super().__init__(message or ("; ".join(f"{k}: {v}" for k, v in self.problems.items()) or None))

@@ -12,7 +12,7 @@ from django.db.models import Q, QuerySet
 
 from ingest.engine.models import FINISHED_STATUSES, Instance
 from ingest.triggers import cron
-from ingest.triggers.models import Route, Schedule, Subscription
+from ingest.triggers.models import ApiToken, Route, Schedule, Subscription
 
 
 @dataclass(frozen=True)
@@ -116,3 +116,29 @@ def subscription_list(*, event_type: str | None = None) -> list[Subscription]:
     if event_type is None:
         return subs
     return [s for s in subs if patterns.type_matches(s.pattern, event_type)]
+
+
+@dataclass(frozen=True)
+class ApiTokenRow:
+    """A user's API token as a list shows it: its prefix, never its secret (only a hash is kept)."""
+
+    id: int
+    name: str
+    prefix: str
+    created_at: datetime
+    last_used_at: datetime | None
+    expires_at: datetime | None
+    revoked_at: datetime | None
+    state: str  # "active", "expired" or "revoked"
+
+
+def api_token_list(*, user: Any, now: datetime) -> list[ApiTokenRow]:
+    """`user`'s tokens, live ones first, each group newest first."""
+    rows = []
+    for t in ApiToken.objects.filter(user=user).order_by("-created_at", "-pk"):
+        state = ("revoked" if t.revoked_at is not None
+                 else "expired" if t.expires_at is not None and t.expires_at <= now else "active")
+        rows.append(ApiTokenRow(id=t.pk, name=t.name, prefix=t.token_prefix, created_at=t.created_at,
+                                last_used_at=t.last_used_at, expires_at=t.expires_at,
+                                revoked_at=t.revoked_at, state=state))
+    return sorted(rows, key=lambda r: r.state != "active")

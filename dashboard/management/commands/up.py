@@ -17,8 +17,9 @@ log = logging.getLogger("runledger")
 class Command(BaseCommand):
     help = (
         "Start Runledger in one process: apply migrations, create the demo users and (unless "
-        "--no-demo) ingest the demo data set and onboard a few RankDisco domains against offline "
-        "DataForSEO answers, then serve the dashboard and API with daphne while an "
+        "--no-demo) ingest the demo data set, onboard a few RankDisco domains against offline "
+        "DataForSEO answers and create a demo schedule, route, ingress credential (its token and "
+        "secret printed once) and event subscription, then serve the dashboard and API with daphne while an "
         "in-process worker runs instances, the scheduler fires cron schedules, the rollups "
         "behind the DAG and costs pages catch up, alert rules are evaluated and finished "
         "instances past their retention are archived. The embedded default (SQLite, with a local "
@@ -50,6 +51,7 @@ class Command(BaseCommand):
 
             onboarded, known = demo_onboard()
             self.stdout.write(f"demo domains: {onboarded} onboardings started, {known} already there")
+            self._demo_triggers()
         from dashboard.rollups.runner import RollupRunner
         from ingest.alerts.runner import AlertRunner
         from ingest.engine.retention_runner import RetentionRunner
@@ -66,7 +68,8 @@ class Command(BaseCommand):
         alerts = AlertRunner()  # alert rules, notifications and callbacks (ingest/alerts)
         alerts.start()
         url = f"http://{options['host']}:{options['port']}/"
-        self.stdout.write(f"Runledger is up at {url} — log in as operator/operator (viewer/viewer reads only)")
+        self.stdout.write(f"Runledger is up at {url} — log in as operator/operator (viewer/viewer reads only); "
+                          f"API tokens for the runledger CLI: {url}tokens/")
         self.stdout.flush()
         try:
             self._serve(options["host"], options["port"])
@@ -77,6 +80,26 @@ class Command(BaseCommand):
             rollups.stop()
             scheduler.stop()
             worker.stop(timeout=30)
+
+    def _demo_triggers(self) -> None:
+        from django.utils import timezone
+
+        from ingest.demo.triggers import demo_triggers
+
+        made = demo_triggers(now=timezone.now())
+        self.stdout.write(f"demo triggers: {', '.join(made.created) or 'none'} created; "
+                          f"{', '.join(made.already) or 'none'} already there")
+        minted = made.credential
+        if minted is not None:
+            # Printed here only (never logged): the database keeps the token's hash and the
+            # secret encrypted, so this is the one time anyone can read them.
+            self.stdout.write(
+                f"demo ingress credential {minted.tenant}/{minted.name}, shown this once (store it; "
+                f"rotate it on /routes/ for a new pair):\n"
+                f"  token:       {minted.token}\n"
+                f"  HMAC secret: {minted.hmac_secret}\n"
+                "  POST /api/routes/demo-classify with Authorization: Bearer <token>, signed as "
+                "ingest/triggers/README.md shows")
 
     def _secret_key(self) -> None:
         """The embedded default's key for secrets at rest: RUNLEDGER_SECRET_KEYS when set, else

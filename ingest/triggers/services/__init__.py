@@ -26,9 +26,12 @@ from ingest.triggers.services.ratelimits import (
     rate_limit_penalize,
     rate_limits_take,
 )
+from ingest.triggers.services.routes import route_create, route_delete, route_problems, route_update
 from ingest.triggers.services.schedules import (
     schedule_create,
+    schedule_delete,
     schedule_fire_due,
+    schedule_name_check,
     schedule_run_now,
     schedule_set_enabled,
     schedule_update,
@@ -36,6 +39,7 @@ from ingest.triggers.services.schedules import (
 from ingest.triggers.services.tokens import (
     api_token_authenticate,
     api_token_create,
+    api_token_expiry,
     api_token_revoke,
 )
 
@@ -46,6 +50,7 @@ __all__ = [
     "Triggered",
     "api_token_authenticate",
     "api_token_create",
+    "api_token_expiry",
     "api_token_revoke",
     "event_publish",
     "idempotency_keys_purge",
@@ -56,10 +61,16 @@ __all__ = [
     "rate_limit_penalize",
     "rate_limits_take",
     "route_coalesce_set",
+    "route_create",
+    "route_delete",
+    "route_problems",
     "route_trigger",
+    "route_update",
     "route_upsert",
     "schedule_create",
+    "schedule_delete",
     "schedule_fire_due",
+    "schedule_name_check",
     "schedule_run_now",
     "schedule_set_enabled",
     "schedule_update",

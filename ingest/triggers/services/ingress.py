@@ -133,11 +133,13 @@ def _route_and_credential(name: str, token: str | None, token_hash: str) -> _Che
     """The route and the caller's credential (one query), or the error that says which is wrong."""
     found = trigger_sql.route_with_secret(name=name, token_hash=token_hash)
     if found is None:
-        raise RouteNotFound(f"no route is named {name[:100]!r}; routes are configured in the admin")
+        raise RouteNotFound(f"no route is named {name[:100]!r}; an operator creates routes on the console's routes "
+                            "page (/routes/)")
     route, secret = found.route, found.secret
     if not route.enabled:
         raise RouteDisabled(
-            f"route {route.name!r} is disabled; an operator can enable it in the admin"
+            f"route {route.name!r} is disabled; an operator can enable it on its console page "
+            f"(/routes/{route.name}/)"
         )
     if not token:
         raise NotAuthenticated(

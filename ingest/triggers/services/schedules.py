@@ -23,11 +23,7 @@ _FIELDS = {"workflow", "cron", "timezone", "params", "tenant", "enabled", "misse
 
 
 def _validate(schedule: Schedule) -> None:
-    if not _NAME.match(schedule.name or ""):
-        raise InvalidSchedule(
-            f"schedule name {schedule.name!r} is invalid; use 1 to 60 letters, digits, '_' or '-' "
-            "(it prefixes instance ids such as nightly-sync-20261122T0300Z)"
-        )
+    schedule_name_check(schedule.name)
     schedule.cron = cron.validate_cron(schedule.cron)
     cron.zone(schedule.timezone)
     if not isinstance(schedule.params, dict):
@@ -92,6 +88,26 @@ def schedule_update(*, name: str, now: datetime, **fields: Any) -> Schedule:
         _refresh_next(schedule, now=now)
         schedule.save()
     return schedule
+
+
+def schedule_name_check(name: str) -> str:
+    """The name, or InvalidSchedule saying what a schedule's name may be (a pure check)."""
+    if not _NAME.match(name or ""):
+        raise InvalidSchedule(
+            f"schedule name {name!r} is invalid; use 1 to 60 letters, digits, '_' or '-' "
+            "(it prefixes instance ids such as nightly-sync-20261122T0300Z)"
+        )
+    return name
+
+
+def schedule_delete(*, name: str) -> Schedule:
+    """Delete a schedule: it fires no more. Instances it started stay, with their history."""
+    with transaction.atomic():
+        schedule = _get_locked(name)
+        deleted = Schedule(pk=schedule.pk, name=schedule.name, workflow=schedule.workflow,
+                           tenant=schedule.tenant, cron=schedule.cron)
+        schedule.delete()
+    return deleted
 
 
 def schedule_set_enabled(*, name: str, enabled: bool, now: datetime) -> Schedule:
