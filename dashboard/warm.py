@@ -3,9 +3,9 @@ collector off everything alive at that point.
 
 Why: CPython's full collection walks every tracked object. A web process holds ~140,000 of them
 after Django, the apps and their imports are loaded (more once the URL resolver and the
-templates are built), and a full collection of those took 85-120 ms here; it comes every few
-dozen requests and lands on whichever request is running, which was the p99 of the instances
-list (bench/instances_list.py: one request in 60 at 146 ms against a median of 41 ms).
+templates are built), and a full collection of those takes tens of milliseconds; it comes
+every few dozen requests and lands on whichever request is running, which made the slowest
+requests of the instances list (bench/instances_list.py; figures in docs/bulk-actions.md).
 `gc.freeze()` moves the objects alive now to a permanent generation that collections skip; they
 live as long as the process anyway. Built first, so they are frozen too: the URL resolver and
 every template of the project (the cached loader keeps them when DEBUG is off), which also

@@ -76,7 +76,7 @@ api.add_router("/schedules", schedules.router)
 api.add_router("/dead-letters", dead_letters.router)
 api.add_router("/audit", audit.router)
 api.add_router("", operations.router)
-api.add_router("/metrics", metrics_api.router)  # seed 001 getMetrics (dashboard/observability)
+api.add_router("/metrics", metrics_api.router)  # per-workflow metrics (dashboard/observability)
 api.add_router("", alerts.router)
 api.add_router("", triggers.router)
 

@@ -1,4 +1,4 @@
-"""GET /api/metrics: seed 001's getMetrics(workflowId?) for programs, in the caller's tenants."""
+"""GET /api/metrics: per-workflow figures for programs (optionally one workflow), in the caller's tenants."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Seed 001's getMetrics(workflowId?): per workflow, over a window, for the caller's tenants.
+"""Per-workflow metrics (optionally one workflow's), over a window, for the caller's tenants.
 
 Instances are those created in the window (the `instance_tenant` index); their counts by
 status, rates per minute, and the p50/p95 of the finished ones' durations (creation to finish);

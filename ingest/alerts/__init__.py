@@ -1,4 +1,4 @@
-"""Alerts, notifications and instance callbacks (issue 18, sections 4 and 5).
+"""Alerts, notifications and instance callbacks.
 
 Rules are data (`models.Rule`, per tenant) over conditions the ledger already records; channels
 say where a notification goes (email, a Slack-compatible incoming webhook, a generic webhook

@@ -1,4 +1,4 @@
-"""Instance callbacks (seed 001's webhooks out): a route, a REST start or an instance carries a
+"""Instance callbacks (webhooks out, so a caller learns an outcome without polling): a route, a REST start or an instance carries a
 URL; when the instance ends, its outcome and output are POSTed there, signed with the tenant's
 ingress secret exactly as our ingress verifies requests, by a `callback-deliver` instance.
 

@@ -116,7 +116,7 @@ def view_of(alert: Alert | None, rule: Rule | None, *, now: datetime, tenant: st
 
 def email_to(channel: Channel, alert: Alert | None) -> list[str]:
     """An email channel's recipients; an overdue approval's also goes to the address the workflow
-    named as its escalation (seed 002's primary → senior), when it is one."""
+    named as its escalation (from the primary approver to a senior one), when it is one."""
     to = list(channel.config.get("to", []))
     escalation = str((alert.facts if alert else {}).get("escalation") or "").strip()
     if escalation and address_problem(escalation) is None and escalation not in to:

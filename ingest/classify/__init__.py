@@ -1,1 +1,1 @@
-"""URL classification (seed 004 stage 1): the taxonomy, the URL rules as data, the matcher."""
+"""URL classification's rules stage (stage 1): the taxonomy, the URL rules as data, the matcher."""

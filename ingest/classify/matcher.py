@@ -1,4 +1,4 @@
-"""Stage 1 of URL classification: the rules engine (seed 004's `rulesClassify`). Pure and fast.
+"""Stage 1 of URL classification: the rules engine. Pure and fast.
 
 Every rule that matches a URL contributes; for each axis the highest-priority rule that sets it
 wins (then the rule naming more of the host, then the file's order) and modifiers are the union. Rules naming hosts are indexed

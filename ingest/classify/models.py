@@ -1,6 +1,6 @@
-"""URL classification's tables (seed 004's url-classify): what each URL was classified as, the
-domain-level classification stage 0 reuses, which fetch method works per domain (the seed's
-DETECT_JS_KV), and the vectors of the similarity index (its VECTORIZE_DOMAINS)."""
+"""URL classification's tables (url-classify's ledger): what each URL was classified as, the
+domain-level classification stage 0 reuses, which fetch method works per domain (so a host
+that needs JavaScript is not fetched natively again), and the vectors of the similarity index."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from django.db import models
 
 
 class ClassificationSource(models.TextChoices):
-    """The stage that decided a classification (seed 004's `classification_source`)."""
+    """The stage that decided a classification."""
 
     CACHE = "cache", "Cache"
     RULES = "rules", "Rules"

@@ -7,8 +7,8 @@ has no vector type, while the index must work on both; an HNSW graph (hnswlib, u
 have to be rebuilt or kept in step across worker processes. Vectors live in the ledger as
 float32 bytes, so every process reads the same index; each process keeps a matrix of them in
 memory and catches up by id before a search (one indexed query for the rows added since). A
-search is one matrix-vector product: for 100,000 vectors of 256 dimensions about 5 ms, well
-under the cost of the embedding itself (bench/rankdisco_classify.py measures the stage).
+search is one matrix-vector product, well under the cost of the embedding itself
+(bench/rankdisco_classify.py measures the stage; docs/pipelines.md has the figure).
 
 Rows are never updated in place (a URL's vector is fixed by its text and the model), so
 following the table by id sees every row.

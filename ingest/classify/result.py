@@ -1,5 +1,5 @@
 """What each stage of url-classify proposes (a `Candidate`), how proposals combine, and the
-seed's ClassificationResult. Pure: no IO.
+ClassificationResult the workflow outputs. Pure: no IO.
 
 Every stage proposes labels on the five axes, modifiers and a confidence (0-100). The pipeline
 keeps the strongest proposal so far: it wins every axis it sets, a weaker one fills only the
@@ -29,7 +29,8 @@ DOMAIN_AXES: tuple[str, ...] = ("domain_type", "tactic_type", "channel_bucket", 
 
 
 class ClassificationResult(TypedDict, total=False):
-    """Seed 004's ClassificationResult, the url-classify workflow's output (JSON)."""
+    """The url-classify workflow's output (JSON): a label per axis, modifiers, confidence, the
+    stage that decided, and what it cost."""
 
     url: str
     url_id: int | None

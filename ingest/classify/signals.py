@@ -1,7 +1,7 @@
-"""Content signals of a fetched page (seed 004, stage 3), pure: no IO.
+"""Content signals of a fetched page (url-classify's content stage, stage 3), pure: no IO.
 
-Title, first h1, meta description and visible word count, plus the platform markers the seed
-names: a pricing table, a login form, affiliate links; and the social profiles a page links
+Title, first h1, meta description and visible word count, plus the platform markers that tell
+what a site is: a pricing table, a login form, affiliate links; and the social profiles a page links
 to (YouTube channels, X, LinkedIn…), which domain onboarding reads as brand properties.
 """
 

@@ -1,7 +1,7 @@
-"""The URL classification taxonomy of seed 004 and its thresholds.
+"""The URL classification taxonomy and its thresholds.
 
-Seed 004's ClassificationResult names five type axes and free modifiers, with examples
-(domain types "platform, commerce", page types "article, product", tactic types "seo, paid",
+A ClassificationResult has five type axes and free modifiers. Each axis starts from a few
+examples (domain types "platform, commerce", page types "article, product", tactic types "seo, paid",
 channel buckets "search, social", media types "video, podcast"); the values below complete
 those lists for the URLs a backlink and ranking profile holds. Every stage (rules, similarity,
 content, LLM) answers within them, and the LLM stage gets them as its constraints.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Final
 
-# Seed 004's thresholds (percent).
+# Confidence thresholds (percent).
 PIPELINE_MIN_CONFIDENCE: Final = 70  # a stage at or above it ends the pipeline early
 LLM_VERIFICATION_THRESHOLD: Final = 65  # below it the LLM verifies
 CACHE_MIN_CONFIDENCE: Final = 60  # a cached domain classification at or above it is reused

@@ -1,4 +1,4 @@
-"""WorkflowResult: seed 004's standard result, and how a workflow says it degraded gracefully.
+"""WorkflowResult: a workflow's standard result (success, metrics, errors, duration), and how a workflow says it degraded gracefully.
 
 A workflow whose `run` returns a `WorkflowResult` with errors (or `success=False`) ends in
 `completed_with_errors`, a terminal status of its own: the run finished, its output is
@@ -39,7 +39,7 @@ class WorkflowResult:
         return not self.success or bool(self.errors)
 
     def as_output(self, *, duration_ms: int | None = None) -> WorkflowOutput:
-        """The instance's output: seed 004's WorkflowResult as JSON."""
+        """The instance's output: this result as JSON."""
         return {
             "success": self.success,
             "metrics": dict(self.metrics),

@@ -31,7 +31,7 @@ class Fact:
     evidence: str = ""
 
     def key(self, source: str) -> str:
-        """Deterministic id (ADR-026): the same fact from the same source gets the same id."""
+        """Deterministic id: the same fact from the same source gets the same id, so a replay upserts."""
         text = "|".join((source, self.subject, self.predicate, self.object)).lower()
         return hashlib.sha256(text.encode()).hexdigest()[:32]
 

@@ -16,7 +16,7 @@ from ingest.engine.secrets import EncryptedTextField
 
 
 class SourceAuthority(models.TextChoices):
-    """Where a fact came from, which decides who wins a conflict (ADR-026)."""
+    """Where a fact came from, which decides who wins a conflict: the more authoritative source."""
 
     GONG_ENGAGEMENT = "GongEngagement", "Gong call (engagement only)"
     GONG_CALL = "GongCall", "Gong call transcript"

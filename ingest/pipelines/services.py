@@ -60,7 +60,8 @@ class FactWrite:
 
 
 def fact_id_for(*, tenant: str, source_ref: str, fact: ExtractedFact) -> str:
-    """ADR-026's deterministic id: hash of source|subject|predicate|object, the source being
+    """A deterministic id: hash of source|subject|predicate|object, so the same fact from the same
+    source gets the same id and a replay upserts instead of duplicating; the source is
     tenant-qualified so two tenants never share a fact row."""
     return fact.key(f"{tenant}:{source_ref}")
 

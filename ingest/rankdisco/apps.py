@@ -2,7 +2,7 @@ from django.apps import AppConfig
 
 
 class RankDiscoConfig(AppConfig):
-    """RankDisco's domain tables (seed 004): domains and what onboarding found: label `rankdisco`."""
+    """RankDisco's domain tables: domains and what onboarding found: label `rankdisco`."""
 
     name = "ingest.rankdisco"
     label = "rankdisco"

@@ -18,7 +18,7 @@ class OnboardStatus(models.TextChoices):
 
 
 class Domain(models.Model):
-    """One domain of a tenant (seed 004's `domains` row) with its onboarding state."""
+    """One domain of a tenant with its onboarding state."""
 
     tenant = models.CharField(max_length=100)
     name = models.CharField(max_length=253, help_text="the host name, lower case, without www.")
@@ -28,7 +28,7 @@ class Domain(models.Model):
     onboard_duration_ms = models.IntegerField(null=True, blank=True)
     onboard_instance_id = models.CharField(max_length=100, blank=True, default="")
     onboard_count = models.IntegerField(default=0, help_text="how many onboardings started")
-    # Counters (seed 004: track-all-queued and the stores).
+    # Counters, set by domain-onboard's store steps and its track-all-queued step.
     backlinks_count = models.IntegerField(default=0)
     keywords_count = models.IntegerField(default=0)
     referring_domains_count = models.IntegerField(default=0)
@@ -70,7 +70,7 @@ class Backlink(models.Model):
     first_seen = models.CharField(max_length=40, blank=True, default="")
     last_seen = models.CharField(max_length=40, blank=True, default="")
     is_lost = models.BooleanField(default=False)
-    # The url-classify result for url_from (seed 004's ClassificationResult, as JSON).
+    # The url-classify result for url_from (a `ClassificationResult`, as JSON).
     classification_source = models.CharField(max_length=20, blank=True, default="")
     classification = models.JSONField(null=True, blank=True)
     updated_at = models.DateTimeField()

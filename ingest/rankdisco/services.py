@@ -30,7 +30,7 @@ from ingest.rankdisco.models import (
 )
 
 BATCH = 500
-LOW_CONFIDENCE = 65  # seed 004: below the LLM verification threshold
+LOW_CONFIDENCE = 65  # below the LLM verification threshold: counted as low confidence
 _HOST = re.compile(r"^(?=.{1,253}$)([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z][a-z0-9-]{0,62}$")
 
 
@@ -193,7 +193,7 @@ def brand_properties_upsert(*, domain_id: int, found: Iterable[tuple[str, str]])
 
 
 def classifications_store(*, domain_id: int, results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The url-classify results (seed 004's ClassificationResult) onto the backlinks whose
+    """The url-classify results (each a `ClassificationResult`) onto the backlinks whose
     url_from and the keywords whose ranking URL they classify; returns their aggregate:
     counts by source stage, low-confidence and LLM-verified counts, their cost."""
     by_url = {str(r["url"]): r for r in results if r.get("url")}

@@ -1,6 +1,6 @@
 """Fetched pages and the cascade's decisions, pure: is this answer a block, what to try next.
 
-The URL classifier's content stage fetches a page the cheapest way that works (seed 004):
+The URL classifier's content stage fetches a page the cheapest way that works:
 a native fetch (free), then ZenRows with JS rendering (basic, ~$0.001), then ZenRows with a
 residential proxy (premium, ~$0.01). It escalates only when the cheaper answer was blocked
 (403/429, a captcha or bot-challenge page, a page that needs JavaScript) or failed; a page

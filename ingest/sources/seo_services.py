@@ -1,12 +1,12 @@
-"""The paid services of the RankDisco pipelines (seed 004's COST_SERVICES) and what a call returns.
+"""The paid services of the RankDisco pipelines, their unit prices, and what a call returns.
 
-Pure: no IO. Each `CostService` names the seed's constant (`DATAFORSEO_BACKLINKS`…) and the
-ledger's coordinates for it: `service` is what budgets are keyed on (the seed's
-`budget:dataforseo:daily` covers every DataForSEO endpoint, so the service is the provider)
-and `model` says which endpoint or tier within it (the price table's model column already
-prices DataForSEO endpoints this way). The seed's constant travels in the cost row's metadata.
+Pure: no IO. Each `CostService` has a constant name (`DATAFORSEO_BACKLINKS`…) and the
+ledger's coordinates for it: `service` is what budgets are keyed on (the daily DataForSEO
+budget covers every DataForSEO endpoint, so the service is the provider) and `model` says
+which endpoint or tier within it (the price table's model column already prices DataForSEO
+endpoints this way). The constant name travels in the cost row's metadata.
 
-The fallback prices are the seed's typical costs. They are used only when an answer carries
+The fallback prices are the providers' typical costs. They are used only when an answer carries
 no cost (DataForSEO always reports `tasks[].cost`; ZenRows its `X-Request-Cost` header) and to
 estimate what to reserve against a budget before a call.
 """
@@ -30,9 +30,9 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class CostService:
-    """One of the seed's cost services: where its spend is recorded and what it costs at most."""
+    """One paid service: where its spend is recorded and what it costs at most."""
 
-    name: str  # the seed's constant, e.g. "DATAFORSEO_BACKLINKS"
+    name: str  # the constant's name, e.g. "DATAFORSEO_BACKLINKS"
     service: str  # api_costs.service and the budget key: the provider
     model: str  # the endpoint or tier within the provider
     fallback_per_call: Decimal
@@ -63,12 +63,12 @@ DATAFORSEO_KEYWORDS = CostService(
     "DATAFORSEO_KEYWORDS", "dataforseo", "dataforseo_labs/google/ranked_keywords/live",
     Decimal("0.01"), Decimal("0.0001"),
 )  # fmt: skip
-# The seed: ~$0.02 per 1,000 targets.
+# ~$0.02 per 1,000 targets.
 DATAFORSEO_SPAM_SCORE = CostService(
     "DATAFORSEO_SPAM_SCORE", "dataforseo", "backlinks/bulk_spam_score/live",
     Decimal("0"), Decimal("0.00002"),
 )  # fmt: skip
-# The seed's cascade: ZenRows basic (JS rendering) $0.001, premium (residential proxy) $0.01.
+# The fetch cascade's paid tiers: ZenRows basic (JS rendering) $0.001, premium (residential proxy) $0.01.
 ZENROWS_BASIC = CostService("ZENROWS_BASIC", "zenrows", "basic", Decimal("0.001"))
 ZENROWS_PREMIUM = CostService("ZENROWS_PREMIUM", "zenrows", "premium", Decimal("0.01"))
 
@@ -84,7 +84,7 @@ class PaidCall(Generic[T]):
 
     Unpacks as `(result, cost, usage)`; `track_cost_kwargs()` is what a step passes to
     `ctx.track_cost(**...)` so the api_costs row carries the provider's figure, the item count
-    and the seed's service name.
+    and the service's constant name.
     """
 
     result: T

@@ -7,7 +7,7 @@ request; recorded as reported, never recomputed), `Zr-Final-Url` where redirects
 `RESP001`…) mapped below to retryable or not. ZenRows bills successful requests only, so a
 failed one records no cost.
 
-The seed's tiers: basic is `js_render` (ZENROWS_BASIC), premium adds `premium_proxy`
+Two paid tiers: basic is `js_render` (ZENROWS_BASIC), premium adds `premium_proxy`
 (ZENROWS_PREMIUM). `fetch_cascade` runs native → basic → premium as `page_fetch.next_method`
 decides and returns every paid attempt with its cost, so each gets its api_costs row.
 """

@@ -27,7 +27,7 @@ from ingest.workflows.providers import embedder, extractor_for, reservation, usa
 
 log = logging.getLogger("runledger.ingest")
 
-# Retry presets (seed 004).
+# Retry presets: quick for local writes, default for most calls, patient for slow providers.
 QUICK_RETRIES = {"limit": 2, "delay": "1 second", "backoff": "constant"}
 DEFAULT_RETRIES = {"limit": 3, "delay": "5 seconds", "backoff": "exponential"}
 PATIENT_RETRIES = {"limit": 4, "delay": "10 seconds", "backoff": "exponential"}
@@ -103,7 +103,7 @@ def fact_text(item: FactItem) -> str:
 
 
 def schedule_embeddings(ctx: Any, *, tenant: str, items: Sequence[tuple[str, FactItem]]) -> dict[str, Any]:
-    """Embed the committed facts. Fail-open (ADR-026): a failure is logged and reported in the
+    """Embed the committed facts. Fail-open (the facts matter more than their vectors): a failure is logged and reported in the
     step's result, never fails the ingest; the facts are stored either way."""
     if os.environ.get("RUNLEDGER_EMBEDDINGS", "wordllama") == "off" or not items:
         return {"embedded": 0, "skipped": True}

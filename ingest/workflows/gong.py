@@ -1,4 +1,4 @@
-"""`gong-ingest` (ADR-026): a Gong call's transcript becomes facts, step by step.
+"""`gong-ingest`: a Gong call's transcript becomes facts, step by step.
 
     search-attributes       (version 2) call_id, and account when the params carry one
     fetch-transcript        only when the params carry no transcript (webhooks): Gong API
@@ -204,7 +204,8 @@ def gong_params(call: GongCall | GongExtensiveCall | Mapping[str, Any], transcri
 
 def gong_ingest_start(tenant: str, call: GongCall | GongExtensiveCall | Mapping[str, Any], *,
                       transcript: str | None = None, actor: str = "", guard: Guard | None = None) -> Started:
-    """Start `gong-ingest` for a call; a duplicate id means already processed (ADR-026).
+    """Start `gong-ingest` for a call; the instance id is derived from the call, so a duplicate
+    id means already processed.
 
     Without `transcript` the instance fetches it from Gong in its first step.
     """

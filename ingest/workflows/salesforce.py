@@ -1,4 +1,4 @@
-"""`salesforce-ingest` (ADR-026): an opportunity's fields become facts.
+"""`salesforce-ingest`: an opportunity's fields become facts.
 
     search-attributes     (version 2) object_type, object_id, and account/account_id when the record has them
     fetch-record          when the params carry no record with its account (CDC, Outbound Message)

@@ -10,7 +10,7 @@ from ingest.engine.models.instances import Instance
 
 
 class ApiCost(models.Model):
-    """`api_costs` as seed 004, plus tenant, attempt and provider usage. Money is Decimal."""
+    """One paid call: its service, model and cost, with its tenant, attempt and provider usage. Money is Decimal."""
 
     service = models.CharField(max_length=100)
     cost = models.DecimalField(max_digits=14, decimal_places=6)

@@ -1,6 +1,6 @@
-"""A fan-out's aggregate, as seed 004 kept it in KV: expected, received, results, started_at,
-updated_at. One FanOut row per `step.fan_out` call, one FanOutItem row per item (its result
-or error: the KV's `results`, in input order by `index`)."""
+"""A fan-out's aggregate: expected, received, results, started_at, updated_at. One FanOut row
+per `step.fan_out` call, one FanOutItem row per item (its result or error, in input order by
+`index`), so the parent reads every child's outcome from the ledger."""
 
 from __future__ import annotations
 

@@ -70,7 +70,7 @@ class InstanceSearch(models.Model):
     update that sets `params`. Its trigram index (PostgreSQL) lives here, not on
     `engine_instance`, because every claim and every completion updates the instance row
     outside HOT (status and lease columns are indexed), and each such update re-indexed every
-    trigram of the params there: 0.9 ms of PostgreSQL per update on the pipeline benchmark.
+    trigram of the params there, at a cost on every update (docs/pipelines.md).
     Params never change after the insert, so this row is written once.
     """
 

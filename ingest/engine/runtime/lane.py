@@ -5,9 +5,8 @@ database and this process: the pipelines' fact writes, their embeddings, their s
 from every slot of a worker at once they compete for the interpreter's lock and for PostgreSQL's
 CPU with the turns that wait on the outside world (an LLM's answer, a claim, a waited commit),
 and every one of those round trips gets slower. Through a lane of one per process they run one
-after another, each sooner, and the rest of the worker with them: on the pipeline benchmark
-(2 workers × 8 slots, 2 cores) a call's slot time went from 246–249 ms to 234–236 ms, the 18 fact
-writes of a call from 26–27 ms to 21–22 ms (bench/pipelines.py; docs/pipelines.md).
+after another, each sooner, and the rest of the worker with them (bench/pipelines.py measures
+it; docs/pipelines.md has the figures).
 
 The lane is a priority, never a lock to wait on for long. No step waits for it longer than
 `WAIT_SECONDS` (20 ms), and once the step holding it has held it that long, the steps waiting
@@ -20,11 +19,10 @@ plain functions run on threads and take the lane).
 
 `RUNLEDGER_DEFERRED_LANE` sets the width; 0, the default, turns the lane off. The lane buys a
 little latency with CPU: each deferred step that finds it held sleeps and is woken again, and the
-committer gets the completions one by one. On the same benchmark, measured again under the load
-of a shared 2-core machine (issue 20), a lane of one cost 3–6 ms of CPU per call (workers and
-PostgreSQL: 22.1–26.7 ms with it, 18.4–21.9 ms without) and about 40 of a call's ~130 context
-switches, with no gain in wall time the load's noise would not hide (docs/pipelines.md). Turn it on where a process's deferred
-steps are long enough to crowd out its other turns (in-process embeddings, say).
+committer gets the completions one by one. On a loaded machine that CPU cost more than the
+lane's gain in wall time, so it is off by default (docs/pipelines.md, "the deferred lane off by
+default"). Turn it on where a process's deferred steps are long enough to crowd out its other
+turns (in-process embeddings, say).
 """
 
 from __future__ import annotations

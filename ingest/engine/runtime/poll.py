@@ -1,6 +1,6 @@
 """`step.poll`: check until done, with durable exponential sleeps between checks, until a deadline.
 
-Seed 002's polling pattern as one call. Each check is a `step.do` (its own retries, attempts and
+Check, wait, check again, as one call. Each check is a `step.do` (its own retries, attempts and
 history), each pause a `step.sleep` (the instance is suspended: no thread waits). Whether the
 poll is done, and whether its deadline has passed, are decided inside the check's step and
 stored with its result, so a replay takes the same path whatever the time is when it replays:

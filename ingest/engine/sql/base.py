@@ -68,7 +68,7 @@ def engine_connection() -> Any:
     picks an index only when it knows the table is large: on a ledger that has grown from empty
     since it was last analyzed (a fresh install; autovacuum analyses it within a minute or so)
     it plans scans of the whole instance table, and a prepared statement keeps that plan for
-    the life of the connection. On the benchmark, that was 40% of PostgreSQL's time per step.
+    the life of the connection, and every step pays for those scans (docs/pipelines.md).
     """
     import psycopg
     from psycopg.types.string import TextLoader

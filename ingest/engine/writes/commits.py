@@ -21,17 +21,16 @@ its thread runs on, collecting the outcome later (`Pending.wait`, at the instanc
 barrier, runtime/store.py). A batch whose first write nobody waits for is led by the process's
 committer thread instead, which lets it gather for GATHER_SECONDS first, so the deferred writes
 of those milliseconds share its transaction, unless a thread comes to wait on it (a barrier, a
-waited write queued behind it). On the pipeline benchmark, with the deferred lane (runtime/lane.py),
-that took the transactions per call from 40 to 31 and PostgreSQL's CPU per call from 11.1 to
-8.3 ms. Writes commit in the order they were queued, and once a write of a turn has failed,
+waited write queued behind it): fewer transactions per call, and less of PostgreSQL's CPU
+(docs/pipelines.md has the figures). Writes commit in the order they were queued, and once a write of a turn has failed,
 every later write of that turn (its instance and lease token) is refused unwritten: an
 instance's history is always a prefix of what its turn did, and its completion can be queued
 behind its deferred steps without waiting for them first.
 
 Two group commits, each with its own connection: `group` takes deferred completions and
 instances' completions, `express` the completions a thread waits for. A waited completion is
-never queued behind a batch of other instances' deferred writes (on the pipeline benchmark such
-a batch held 5 writes on average, 13 at p90), and it needs no order with them: its own
+never queued behind a batch of other instances' deferred writes (a batch holds several), and
+it needs no order with them: its own
 instance's deferred completions were all collected before its step started (the barrier).
 
 PostgreSQL only. The process has two connections for this, beside each turn thread's Django

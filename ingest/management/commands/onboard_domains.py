@@ -3,7 +3,7 @@
 Starts one `domain-onboard` per domain (arguments, and/or a file with one domain a line; blank
 lines and `#` comments skipped), with a progress bar. A domain already onboarded under the same
 `--run` label is counted as already there; `--again` onboards every domain anew (its rows are
-upserted). Creates the seed's `dataforseo daily $10` budget when there is none. With `--wait`,
+upserted). Creates the `dataforseo daily $10` budget when there is none. With `--wait`,
 a second bar follows the onboardings until each has ended or paused for an operator (a worker
 must be running).
 A name that is not a domain is reported and started for nothing; the command then exits 1.

@@ -1,4 +1,4 @@
-"""`domain-onboard` (seed 004): the workflow (`workflow`), its step bodies (`steps`) and the
+"""`domain-onboard`: the workflow (`workflow`), its step bodies (`steps`) and the
 outside clients it uses (`clients`)."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The step bodies of `domain-onboard`: each takes the step's `ctx` and plain values and
 returns JSON. Every paid call reserves its estimate on the budgets first (`ctx.check_budget`)
-and records what the provider reported (`ctx.track_cost`), with the seed's service name, the
+and records what the provider reported (`ctx.track_cost`), with the cost service's name, the
 stage and the domain in the cost row's metadata; a failed task that DataForSEO billed is
 recorded too, as unsuccessful."""
 
@@ -34,7 +34,7 @@ from ingest.sources.zenrows import ZenRowsError, fetch_cascade
 from ingest.workflows.domain_onboard.clients import clients
 
 WORKFLOW = "domain-onboard"
-INSTANCE_HOURLY_LIMIT = Decimal("1.00")  # seed 004's checkBudget: $1 max spend per instance an hour
+INSTANCE_HOURLY_LIMIT = Decimal("1.00")  # $1 max spend per instance an hour
 PAGES_PER_ONBOARD = 5  # the domain's ranking pages read for brand properties, besides its home page
 
 
@@ -66,7 +66,7 @@ def paid(ctx: Any, *, service: CostService, items: int, stage: str, domain: str,
 
 
 def instance_budget_ensure(*, instance_id: str, limit: Decimal) -> None:
-    """The instance's hourly budget (seed 004's checkBudget), created once: a replay must not
+    """The instance's hourly budget, created once: a replay must not
     undo an operator's raise. Its breach pauses the instance for approval."""
     if not Budget.objects.filter(scope="instance", key=instance_id, period="hour").exists():
         budget_upsert(scope="instance", key=instance_id, period="hour", limit=limit, policy="approval",

@@ -1,4 +1,4 @@
-"""`domain-onboard` (seed 004's DomainOnboardWorkflow): what DataForSEO knows about a domain,
+"""`domain-onboard`: what DataForSEO knows about a domain,
 stored, scored, read for brand properties, and its URLs classified.
 
     search-attributes                             (version 2) domain, and domain_id when the params carry it
@@ -15,7 +15,7 @@ stored, scored, read for brand properties, and its URLs classified.
     queue-domain-classification         fan-out   backlink and ranking URLs, one `url-classify` instance each
     store-classifications               default   the ClassificationResults onto the rows and the domain's metrics
 
-Outcome: a `WorkflowResult` with the seed's metrics; `completed_with_errors` when a branch
+Outcome: a `WorkflowResult` with the onboarding's metrics; `completed_with_errors` when a branch
 failed. A 402xx (DataForSEO balance) pauses the instance for an operator; a budget breach
 pauses it with an approval request (the budgets' approval policy).
 """
@@ -64,7 +64,7 @@ MAX_LIMIT = 1000  # one DataForSEO live task returns at most 1,000 items
 
 
 def onboard_params(raw: dict[str, Any]) -> dict[str, Any]:
-    """The seed's DomainOnboardParams with their defaults; InvalidParams says what is wrong."""
+    """The workflow's params with their defaults; InvalidParams says what is wrong."""
     try:
         domain = services.domain_name_normalize(str(raw.get("domain") or ""))
     except services.InvalidDomain as error:
@@ -91,11 +91,11 @@ def onboard_params(raw: dict[str, Any]) -> dict[str, Any]:
     return params
 
 
-DATAFORSEO_DAILY_LIMIT = Decimal("10.00")  # seed 004's budget:dataforseo:daily
+DATAFORSEO_DAILY_LIMIT = Decimal("10.00")  # all DataForSEO spend, per day
 
 
 def dataforseo_budget_ensure(*, actor: str, limit: Decimal = DATAFORSEO_DAILY_LIMIT) -> bool:
-    """The seed's `dataforseo daily $10` budget (service scope, approval policy: a breach
+    """The `dataforseo daily $10` budget (service scope, approval policy: a breach
     pauses the onboarding for an operator), created once; True when created now."""
     if Budget.objects.filter(scope="service", key="dataforseo", period="day").exists():
         return False

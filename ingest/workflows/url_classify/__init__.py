@@ -1,4 +1,4 @@
-"""`url-classify`: seed 004's URL classification pipeline (the workflow, its stages' step
+"""`url-classify`: the URL classification pipeline (the workflow, its stages' step
 bodies, the clients it talks to). Importing it registers the workflow."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`url-classify` (seed 004's UrlClassifyWorkflow): a cache check, then four stages of rising
+"""`url-classify`: a cache check, then four stages of rising
 cost, stopping as soon as one is confident enough.
 
     search-attributes      (version 2) host, and domain_id and url_id when the params carry them
@@ -12,7 +12,7 @@ cost, stopping as soon as one is confident enough.
 
 A stage at or above 70 (PIPELINE_MIN_CONFIDENCE) ends the pipeline early, unless force_llm.
 Params: url (required), url_id, domain_id, max_rounds (3), skip_content, skip_llm, force_llm.
-The output is the seed's ClassificationResult; domain-onboard fans out to this workflow by name.
+The output is a ClassificationResult; domain-onboard fans out to this workflow by name.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ class Progress:
 
 def url_search_attributes(params: dict[str, Any], host: str) -> dict[str, str | int]:
     """The URL's host (not the URL: a query string may carry a token or an address), and the ids
-    of the seed's params: `domain_id` is the onboarded domain's, so it finds a domain-onboard's
+    the params carry: `domain_id` is the onboarded domain's, so it finds a domain-onboard's
     children."""
     ids = {key: params.get(key) for key in ("domain_id", "url_id")}
     return searchable(host=host, **{k: v for k, v in ids.items() if isinstance(v, int) and not isinstance(v, bool)})
@@ -199,7 +199,7 @@ class UrlClassify(Workflow):
 
 
 def url_classify_start(tenant: str, url: str, *, actor: str = "", **params: Any) -> str:
-    """Start url-classify for one URL (other params as the seed's UrlClassifyParams); returns
+    """Start url-classify for one URL (other params as listed in this module's docstring); returns
     the instance id. The id is new per start: classifying a URL again is a new run."""
     instance = create(WORKFLOW, params={"url": url, **params}, tenant=tenant, actor=actor)
     return str(instance.id)
