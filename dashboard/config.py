@@ -143,7 +143,7 @@ def channel_layers(redis: str | None, *, prefix: str = "") -> dict[str, Any]:
 
 def secret_key_file(env: Mapping[str, str], database: Mapping[str, Any], *, base_dir: Path) -> Path:
     """Where the embedded default keeps its secret key: RUNLEDGER_SECRET_KEY_FILE, else beside the
-    SQLite file, else var/ (`manage.py up` creates it; README "Configuration")."""
+    SQLite file, else var/ (`manage.py up` creates it; docs/operators.md "Configuration")."""
     raw = env.get("RUNLEDGER_SECRET_KEY_FILE", "").strip()
     if raw:
         return Path(raw)

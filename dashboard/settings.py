@@ -6,7 +6,7 @@ RUNLEDGER_PARALLEL_THREADS, RUNLEDGER_MAX_STEPS, RUNLEDGER_MAX_BODY_BYTES, RUNLE
 RUNLEDGER_MAX_NUMBER_DIGITS, RUNLEDGER_MAX_STRING_CHARS, RUNLEDGER_MAX_JSON_ITEMS,
 RUNLEDGER_HOOK_MAX_RECORDS, RUNLEDGER_SECRET_KEYS, RUNLEDGER_PROGRESS_SECONDS,
 RUNLEDGER_SECRET_KEY_FILE.
-README.md ("Configuration") describes each.
+docs/operators.md ("Configuration") describes each.
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
 ]
 
-# Behind HTTPS in production (README "Running in production"): secure cookies, a redirect to
+# Behind HTTPS in production (docs/operators.md "Running in production"): secure cookies, a redirect to
 # https (not for the probes and the scrape, which load balancers call over plain HTTP), HSTS.
 # Off by default: the embedded default serves http://127.0.0.1:8000.
 RUNLEDGER_HTTPS = config.env_bool(ENV, "RUNLEDGER_HTTPS", False)
@@ -152,7 +152,7 @@ STORAGES = {
 }
 WHITENOISE_USE_FINDERS = True
 
-# The engine's knobs (the engine reads them from django.conf.settings; README "Configuration").
+# The engine's knobs (the engine reads them from django.conf.settings; docs/operators.md "Configuration").
 RUNLEDGER_LEASE_SECONDS = config.env_float(ENV, "RUNLEDGER_LEASE_SECONDS", 30.0, minimum=1.0)
 RUNLEDGER_POLL_SECONDS = config.env_float(ENV, "RUNLEDGER_POLL_SECONDS", 1.0, minimum=0.01)
 # A step still running after this many milliseconds gets its start marker written (PostgreSQL);
@@ -188,7 +188,7 @@ EMAIL_BACKEND = ENV.get("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBa
 EMAIL_HOST = ENV.get("EMAIL_HOST", "localhost")
 EMAIL_PORT = config.env_int(ENV, "EMAIL_PORT", 25, minimum=1)
 
-# What one request may carry (ingest/triggers/limits.py; README "Configuration"). Checked
+# What one request may carry (ingest/triggers/limits.py; docs/operators.md "Configuration"). Checked
 # before parsing where possible, at every door: signed ingress, the REST API, webhooks, forms.
 RUNLEDGER_MAX_BODY_BYTES = config.env_int(ENV, "RUNLEDGER_MAX_BODY_BYTES", 1024 * 1024, minimum=1024)
 RUNLEDGER_MAX_JSON_DEPTH = config.env_int(ENV, "RUNLEDGER_MAX_JSON_DEPTH", 32, minimum=2)

@@ -12,7 +12,7 @@ dashboard's JSON text areas) parses it here, so one set of limits holds everywhe
   UTF-8 cannot encode (lone surrogates such as "\\ud800"), and for its length;
 - `NaN` and `Infinity` are refused: they are not JSON, and jsonb refuses them.
 
-The limits come from settings (`input_limits()`); README "Configuration" lists them.
+The limits come from settings (`input_limits()`); docs/operators.md "Configuration", lists them.
 """
 
 from __future__ import annotations

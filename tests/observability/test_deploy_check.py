@@ -1,4 +1,4 @@
-"""`manage.py check --deploy` passes with the production settings the README lists."""
+"""`manage.py check --deploy` passes with the production settings docs/operators.md lists."""
 
 from __future__ import annotations
 
