@@ -23,7 +23,7 @@ from typing import Protocol, TypeVar
 
 from django.utils import timezone
 
-from ingest.engine.breaker import BreakerPolicy
+from ingest.engine import BreakerPolicy
 from ingest.engine.services.breakers import Ticket, breaker_admit, breaker_record
 from ingest.sources.errors import SourceError
 from ingest.sources.http import RateLimiter, Sleep
