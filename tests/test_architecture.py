@@ -257,3 +257,22 @@ def test_the_surface_check_catches_a_reach_into_the_engine(tmp_path: Path):
     assert engine_internals_imported({"dashboard.x": {"ingest.engine.services.base"}}) == [
         "dashboard.x imports ingest.engine.services.base"]
 
+
+def orm_lock_modules_documented() -> list[str]:
+    text = LADDER_DOC.read_text()
+    block = text.split("<!-- orm-locks:start -->", 1)[1].split("<!-- orm-locks:end -->", 1)[0]
+    return sorted(line.split()[0] for line in block.strip().splitlines())
+
+
+def calls_select_for_update(path: Path) -> bool:
+    return any(isinstance(node, ast.Attribute) and node.attr == "select_for_update"
+               for node in ast.walk(ast.parse(path.read_text(), filename=str(path))))
+
+
+@pytest.mark.pure
+def test_the_engine_modules_that_lock_rows_through_the_orm_are_the_ones_the_doc_lists():
+    locking = sorted(name for name, path in project_modules().items()
+                     if name.startswith("ingest.engine.") and not name.startswith("ingest.engine.sql.")
+                     and calls_select_for_update(path))
+    assert len(locking) >= 3  # the walk really found them
+    assert locking == orm_lock_modules_documented()
