@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.contrib import admin
 
 from dashboard.models import AuditEntry, Membership
-from ingest.engine.admin import ReadOnly
+from ingest.engine import ReadOnly
 
 # ModelAdmin is generic only in django-stubs: ModelAdmin[Membership] would fail at run time (without
 # django-stubs-ext's monkeypatch, which is not a runtime dependency), hence the type-arg ignore.

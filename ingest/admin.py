@@ -8,7 +8,7 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
-from ingest.engine.secret_forms import WriteOnlySecretsForm
+from ingest.engine import WriteOnlySecretsForm
 from ingest.pipelines import models
 
 
@@ -68,7 +68,7 @@ class ConnectionAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     def save_model(self, request: HttpRequest, obj: models.Connection, form: Any, change: bool) -> None:
         from django.utils import timezone
 
-        from ingest.engine.secrets import lookup_hash
+        from ingest.engine import lookup_hash
 
         obj.updated_at = timezone.now()
         obj.webhook_key_hash = lookup_hash(obj.webhook_key)

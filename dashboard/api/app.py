@@ -37,7 +37,7 @@ from dashboard.api.links import LINKS
 from dashboard.api.openapi import add_links, declare_limits, document_refusals
 from dashboard.observability import api as metrics_api
 from ingest.alerts.errors import AlertError
-from ingest.engine.errors import EngineError
+from ingest.engine import EngineError
 from ingest.triggers.errors import TriggerError
 
 # Request bodies whose `params` are an instance's params (no key the engine sets itself).

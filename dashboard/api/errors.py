@@ -8,28 +8,28 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from ingest.engine import errors as engine_errors
+import ingest.engine as engine
 from ingest.triggers.errors import RateLimited, ReplayedRequest, TriggerError
 
 # Engine error class → (status, code). Subclasses not listed fall back to their nearest base.
 ENGINE_STATUS: dict[type[Exception], int] = {
-    engine_errors.InstanceNotFound: 404,
-    engine_errors.UnknownWorkflow: 404,
-    engine_errors.UnknownStep: 404,  # the instance has no such step: a resource that is not there
-    engine_errors.InstanceAlreadyExists: 409,
-    engine_errors.InstanceFinished: 409,
-    engine_errors.InvalidTransition: 409,
-    engine_errors.DeadLetterError: 409,
-    engine_errors.InvalidSelection: 400,
-    engine_errors.BatchNotConfirmable: 409,  # the preview's state, not the request, is in the way
-    engine_errors.ApprovalError: 409,
-    engine_errors.InvalidInstanceId: 422,
-    engine_errors.InvalidParams: 422,
-    engine_errors.InvalidDuration: 422,
-    engine_errors.BatchTooLarge: 422,
-    engine_errors.InvalidStepConfig: 422,
-    engine_errors.VersionInUse: 409,
-    engine_errors.VersionRetired: 409,
+    engine.InstanceNotFound: 404,
+    engine.UnknownWorkflow: 404,
+    engine.UnknownStep: 404,  # the instance has no such step: a resource that is not there
+    engine.InstanceAlreadyExists: 409,
+    engine.InstanceFinished: 409,
+    engine.InvalidTransition: 409,
+    engine.DeadLetterError: 409,
+    engine.InvalidSelection: 400,
+    engine.BatchNotConfirmable: 409,  # the preview's state, not the request, is in the way
+    engine.ApprovalError: 409,
+    engine.InvalidInstanceId: 422,
+    engine.InvalidParams: 422,
+    engine.InvalidDuration: 422,
+    engine.BatchTooLarge: 422,
+    engine.InvalidStepConfig: 422,
+    engine.VersionInUse: 409,
+    engine.VersionRetired: 409,
 }
 
 
@@ -50,7 +50,7 @@ def engine_error_status(exc: Exception) -> int:
     return 400
 
 
-def from_engine_error(exc: engine_errors.EngineError) -> JsonResponse:
+def from_engine_error(exc: engine.EngineError) -> JsonResponse:
     return error_response(engine_error_status(exc), snake(type(exc).__name__), str(exc))
 
 

@@ -17,8 +17,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from dashboard.api.errors import error_response, from_engine_error, from_trigger_error
 from ingest.alerts.callbacks import ROUTE_CALLBACK_ALSO, route_callback_attach
-from ingest.engine import tracing
-from ingest.engine.errors import EngineError
+from ingest.engine import EngineError, tracing
 from ingest.engine.models import Status
 from ingest.triggers.errors import BodyTooLarge, InvalidWait, TriggerError
 from ingest.triggers.limits import input_limits, parsed_body

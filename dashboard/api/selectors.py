@@ -15,6 +15,7 @@ from dashboard.api.errors import ApiProblem
 from dashboard.selectors.instance_filters import attributes_parse, sort_valid
 from dashboard.selectors.instance_matches import attributes_filter
 from dashboard.selectors.instances import instance_attributes, instance_order
+from ingest.engine import REDACTED, progress_of, public_value, step_progress, stored_config_json
 from ingest.engine.models import (
     ApiCost,
     Budget,
@@ -24,9 +25,6 @@ from ingest.engine.models import (
     Status,
     Step,
 )
-from ingest.engine.runtime.policy import stored_config_json
-from ingest.engine.secrets import REDACTED, public_value
-from ingest.engine.selectors import progress_of, step_progress
 
 MAX_LIMIT = 200
 

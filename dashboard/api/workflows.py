@@ -14,9 +14,8 @@ from dashboard.api.audit import acted
 from dashboard.api.auth import actor
 from dashboard.api.errors import ApiProblem
 from dashboard.versions import retire_refusal
-from ingest.engine.selectors import workflow_versions
+from ingest.engine import get_workflow, workflow_names, workflow_versions
 from ingest.engine.services.versions import workflow_version_retire
-from ingest.engine.workflow import get_workflow, workflow_names
 
 router = Router(tags=["workflows"])
 MAX_VERSION = 2**31 - 1  # the column's range: a larger number is no version of anything

@@ -20,7 +20,7 @@ from django.utils import timezone
 from dashboard import access, charts
 from dashboard import selectors as sel
 from dashboard.live import render
-from ingest.engine import clock as engine_clock
+from ingest.engine import now as engine_now
 from ingest.engine.models import FINISHED_STATUSES, DeadLetterState
 
 # History kinds that can change what each page shows (everything else is skipped unrendered).
@@ -124,7 +124,7 @@ def approvals_context(user: Any) -> dict[str, Any]:
     tenants = access.tenants_for(user)
     # Overdue by the engine's clock, the one that expires the request and wakes its instance.
     return {"pending": sel.approvals_pending(tenants=tenants), "recent": sel.approvals_recent(tenants=tenants),
-            "now": engine_clock.now(),
+            "now": engine_now(),
             "live_query": urlencode([("view", "approvals"), ("after", str(cursor))])}
 
 

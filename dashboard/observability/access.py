@@ -18,7 +18,7 @@ from typing import Any
 from daphne.cli import CommandLineInterface
 from daphne.server import Server
 
-from ingest.engine.redaction import redact
+from ingest.engine import redact
 
 log = logging.getLogger("runledger.access")
 

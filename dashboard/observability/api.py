@@ -13,7 +13,7 @@ from dashboard import access
 from dashboard.api.errors import ApiProblem
 from dashboard.api.schemas import ErrorOut
 from dashboard.observability import summary
-from ingest.engine.workflow import workflow_names
+from ingest.engine import workflow_names
 
 router = Router(tags=["metrics"])
 # 1 minute to 90 days, as summary.parse_window reads it: 1-129600m, 1-2160h or 1-90d.

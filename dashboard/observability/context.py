@@ -10,6 +10,8 @@ for it. Two ways in, both read by `logconfig.ContextFilter`:
 
 from __future__ import annotations
 
-from ingest.engine.logcontext import FIELDS, bind, current
+from ingest.engine import LOG_CONTEXT_FIELDS as FIELDS
+from ingest.engine import log_context_bind as bind
+from ingest.engine import log_context_current as current
 
 __all__ = ["FIELDS", "bind", "current"]

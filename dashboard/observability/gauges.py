@@ -20,6 +20,7 @@ from django.db.models.functions import Abs, Mod
 from dashboard.observability import sql
 from dashboard.observability.ingress import hook_labels
 from dashboard.observability.models import IngressTally
+from ingest.engine import period_start
 from ingest.engine.models import (  # as ingest/alerts/checks.py: kept
     UNFINISHED_STATUSES,
     Budget,
@@ -31,7 +32,6 @@ from ingest.engine.models import (  # as ingest/alerts/checks.py: kept
     Instance,
     Status,
 )
-from ingest.engine.periods import period_start
 from ingest.triggers.models import Route
 
 ACTIVE = UNFINISHED_STATUSES

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from ingest.engine.redaction import MASK, redact
+from ingest.engine import MASK, redact
 
 __all__ = ["MASK", "RedactFilter", "redact"]
 

@@ -16,7 +16,7 @@ from datetime import datetime
 from django.utils import timezone
 
 from dashboard.rollups.services import PassResult, rollup_catch_up
-from ingest.engine.periodic import Periodic, as_leader
+from ingest.engine import Periodic, as_leader
 
 log = logging.getLogger("runledger.rollups")
 LOCK_KEY = 0x726F6C6C7570  # "rollup"

@@ -22,6 +22,7 @@ from dashboard.selectors.run_layout import (
     dag_ranks,
     waterfall_layout,
 )
+from ingest.engine import fan_out_list, progress_of, step_progress
 from ingest.engine.models import (
     ApiCost,
     ApprovalRequest,
@@ -35,7 +36,6 @@ from ingest.engine.models import (
     Step,
     StepStatus,
 )
-from ingest.engine.selectors import fan_out_list, progress_of, step_progress
 
 # While an instance is paused (by an operator, or by a budget gate waiting for an approval) the
 # step it stopped in keeps the `running` status in the ledger until the instance resumes; the page

@@ -18,7 +18,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
 from dashboard import access
-from ingest.engine.secrets import public_text, public_value
+from ingest.engine import public_text, public_value
 
 register = template.Library()
 

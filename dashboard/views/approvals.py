@@ -15,8 +15,8 @@ from dashboard import selectors as sel
 from dashboard.audit import Audit, Origin, audited
 from dashboard.live import ops_pages as live_pages
 from dashboard.views.common import HtmxHttpRequest, page, require_act, tenants
-from ingest.engine import clock as engine_clock
-from ingest.engine.errors import EngineError
+from ingest.engine import EngineError
+from ingest.engine import now as engine_now
 from ingest.engine.models import ApprovalRequest, ApprovalState
 from ingest.engine.services import approvals as engine_approvals
 
@@ -32,7 +32,7 @@ def _approval_context(request: HttpRequest, req: ApprovalRequest,
     form_class = forms.approval_form_class(req.fields or [])
     return {
         "req": req, "form": form or form_class(prefix=None), "can_act": access.can_act(request.user, req.tenant),
-        "answerable": req.state == ApprovalState.PENDING, "now": engine_clock.now(),
+        "answerable": req.state == ApprovalState.PENDING, "now": engine_now(),
         "context_items": sorted((req.context or {}).items()),
     }
 

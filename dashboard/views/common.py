@@ -21,7 +21,7 @@ from django_htmx.middleware import HtmxDetails
 from dashboard import access
 from dashboard.audit import Audit, Origin, audited
 from dashboard.live import ops_pages as live_pages
-from ingest.engine.errors import EngineError
+from ingest.engine import EngineError
 
 R = TypeVar("R")
 

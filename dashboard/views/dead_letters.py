@@ -20,8 +20,8 @@ from dashboard import selectors as sel
 from dashboard.audit import Audit
 from dashboard.live import ops_pages as live_pages
 from dashboard.views.common import HtmxHttpRequest, engine_call, page, require_act, tenants
+from ingest.engine import public_value
 from ingest.engine.models import DeadLetter
-from ingest.engine.secrets import public_value
 from ingest.engine.services import control as engine_control
 from ingest.engine.services import dead_letters as engine_dead_letters
 from ingest.engine.services.dead_letters import DeadLetterFilter

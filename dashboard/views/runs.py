@@ -28,9 +28,8 @@ from dashboard.bulk import BULK_ACTIONS
 from dashboard.models import Role
 from dashboard.views.common import HtmxHttpRequest
 from ingest.alerts.selectors import callback_for
-from ingest.engine import EngineError, tracing
+from ingest.engine import EngineError, public_value, tracing
 from ingest.engine.models import Instance, Status
-from ingest.engine.secrets import public_value
 from ingest.engine.services import control, forks, instances
 from ingest.triggers import limits
 from ingest.triggers.errors import InputRejected

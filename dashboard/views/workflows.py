@@ -18,8 +18,7 @@ from dashboard.live import ops_pages as live_pages
 from dashboard.models import Role
 from dashboard.versions import retire_refusal
 from dashboard.views.common import HtmxHttpRequest, page, tenants
-from ingest.engine.errors import EngineError, UnknownWorkflow
-from ingest.engine.selectors import workflow_versions
+from ingest.engine import EngineError, UnknownWorkflow, workflow_versions
 from ingest.engine.services.versions import workflow_version_retire
 
 WINDOWS = ("1h", "24h", "7d")

@@ -19,10 +19,9 @@ from django.db import IntegrityError, transaction
 from ingest.alerts.conditions import COMPLETED_WITH_ERRORS
 from ingest.alerts.errors import CallbackConflict, InvalidCallback
 from ingest.alerts.models import Callback, CallbackSource, DeliveryState, RouteCallback
-from ingest.engine.errors import InstanceAlreadyExists
+from ingest.engine import InstanceAlreadyExists, is_postgres, prepared_row
 from ingest.engine.models import FINISHED_STATUSES, Instance
 from ingest.engine.services.instances import instance_create
-from ingest.engine.sql.base import is_postgres, prepared_row
 from ingest.sources.notify import url_problem
 from ingest.triggers.models import IngressSecret
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from ingest.alerts.errors import InvalidRule
 from ingest.alerts.models import Condition
-from ingest.engine.redaction import redact, redact_value
+from ingest.engine import redact, redact_value
 
 # Workflows whose failures never raise alerts: a failed delivery alerting would deliver again.
 SILENT_WORKFLOWS = frozenset({"alert-deliver"})

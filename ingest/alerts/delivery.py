@@ -17,9 +17,8 @@ from django.utils import timezone
 from ingest.alerts.callbacks import tenant_signing_secret
 from ingest.alerts.messages import callback_payload, slack_payload, text
 from ingest.alerts.models import Callback, ChannelKind, DeliveryState, Notification
-from ingest.engine.errors import NonRetryableError
+from ingest.engine import NonRetryableError, redact
 from ingest.engine.models import Instance
-from ingest.engine.redaction import redact
 from ingest.sources.notify import Delivered, NotifyError, mail_send, webhook_post
 
 

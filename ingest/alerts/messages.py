@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ingest.engine.redaction import redact, redact_value
+from ingest.engine import redact, redact_value
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from typing import Any
 from django.db import models
 from django.db.models import Q
 
-from ingest.engine.secrets import EncryptedTextField
+from ingest.engine.models import EncryptedTextField
 
 
 class ChannelKind(models.TextChoices):

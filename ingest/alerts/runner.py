@@ -15,7 +15,7 @@ from datetime import datetime
 
 from ingest.alerts.checks import checks_round
 from ingest.alerts.follow import follow_round
-from ingest.engine.periodic import Periodic, as_leader
+from ingest.engine import Periodic, as_leader
 
 log = logging.getLogger("runledger.alerts")
 LOCK_KEY = 0x616C65727473  # "alerts"

@@ -2,14 +2,21 @@
 
     from ingest.engine import Workflow, NonRetryableError, create, get
 
-The instance API and the step objects load lazily, so workflow modules can import this package
-while Django is still starting.
+This package is the engine's surface: code outside `ingest/engine/` imports the engine from here,
+from `ingest.engine.services` (the operator services) and from `ingest.engine.models` (the ledger's
+tables), never from its other modules (tests/test_architecture.py keeps it so). What needs the
+ORM (the instance API, the selectors, the worker) loads lazily, so workflow modules can import
+this package while Django is still starting.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ingest.engine.breaker import BreakerPolicy
+from ingest.engine.clock import now
+from ingest.engine.conditions import Lead, RowUnchanged, row_digest_sql
+from ingest.engine.durations import parse_duration
 from ingest.engine.errors import (
     ApprovalError,
     BatchNotConfirmable,
@@ -50,23 +57,71 @@ from ingest.engine.errors import (
     WorkflowTimeout,
 )
 from ingest.engine.handlers import fan_out_handler
+from ingest.engine.logcontext import FIELDS as LOG_CONTEXT_FIELDS
+from ingest.engine.logcontext import bind as log_context_bind
+from ingest.engine.logcontext import current as log_context_current
+from ingest.engine.periodic import Periodic, as_leader
+from ingest.engine.periods import period_start
+from ingest.engine.redaction import MASK, redact, redact_value
 from ingest.engine.results import WorkflowResult
+from ingest.engine.runtime.policy import stored_config_json
+from ingest.engine.sql.base import aware, is_postgres, prepared_row
 from ingest.engine.workflow import Workflow, WorkflowEvent, get_workflow, workflow_names
 
+if TYPE_CHECKING:  # loaded lazily (below): they need the ORM, or Django's admin and forms
+    from ingest.engine.admin import ReadOnly
+    from ingest.engine.api import InstanceHandle, create, create_batch, get
+    from ingest.engine.costs.budgets import AwaitApproval
+    from ingest.engine.retention_runner import RetentionRunner
+    from ingest.engine.runtime.parallel import Settled
+    from ingest.engine.secret_forms import WriteOnlySecretsForm
+    from ingest.engine.secrets import (
+        REDACTED,
+        SecretKeysMissing,
+        SecretsError,
+        SecretUnreadable,
+        configured_keys,
+        generate_key,
+        lookup_hash,
+        lookup_hashes,
+        mask,
+        public_text,
+        public_value,
+    )
+    from ingest.engine.selectors import fan_out_list, progress_of, step_progress, workflow_versions
+    from ingest.engine.worker.loop import Worker
+
 __all__ = [
-    "ApprovalError", "BatchNotConfirmable", "BatchTooLarge", "BreakerNotFound", "BudgetExceeded", "CheckedRowsChanged", "ChildWorkflowFailed", "CircuitOpen", "DeadLetterError", "DuplicateWorkflow", "EngineError",
-    "FanOutItemMissing", "InstanceAlreadyExists", "InstanceFinished", "InstanceHandle", "InstanceNotFound",
-    "InvalidDuration", "InvalidInstanceId", "InvalidParams", "InvalidSearchAttributes", "InvalidSelection", "InvalidStepConfig", "InvalidTransition",
-    "NonDeterministicReplay", "NonRetryableError", "PollDeadlineExceeded", "SecretKeysMissing", "SecretUnreadable", "SecretsError", "Settled", "StepFailed", "StepLimitExceeded",
-    "StepResultNotSerializable",
-    "StepResultTooLarge", "StepTimeout", "UnknownStep", "UnknownWorkflow", "VersionInUse", "VersionMismatch", "VersionRetired",
-    "WaitForEventTimeout", "Workflow",
-    "WorkflowEvent", "WorkflowResult", "WorkflowTimeout", "create", "create_batch", "fan_out_handler", "get",
-    "get_workflow", "workflow_names",
+    "ApprovalError", "AwaitApproval", "BatchNotConfirmable", "BatchTooLarge", "BreakerNotFound",
+    "BreakerPolicy", "BudgetExceeded", "CheckedRowsChanged", "ChildWorkflowFailed", "CircuitOpen",
+    "DeadLetterError", "DuplicateWorkflow", "EngineError", "FanOutItemMissing",
+    "InstanceAlreadyExists", "InstanceFinished", "InstanceHandle", "InstanceNotFound",
+    "InvalidDuration", "InvalidInstanceId", "InvalidParams", "InvalidSearchAttributes",
+    "InvalidSelection", "InvalidStepConfig", "InvalidTransition", "LOG_CONTEXT_FIELDS", "Lead",
+    "MASK", "NonDeterministicReplay", "NonRetryableError", "Periodic", "PollDeadlineExceeded",
+    "REDACTED", "ReadOnly", "RetentionRunner", "RowUnchanged", "SecretKeysMissing",
+    "SecretUnreadable", "SecretsError", "Settled", "StepFailed", "StepLimitExceeded",
+    "StepResultNotSerializable", "StepResultTooLarge", "StepTimeout", "UnknownStep",
+    "UnknownWorkflow", "VersionInUse", "VersionMismatch", "VersionRetired", "WaitForEventTimeout",
+    "Worker", "Workflow", "WorkflowEvent", "WorkflowResult", "WorkflowTimeout",
+    "WriteOnlySecretsForm", "as_leader", "aware", "configured_keys", "create", "create_batch",
+    "fan_out_handler", "fan_out_list", "generate_key", "get", "get_workflow", "is_postgres",
+    "log_context_bind", "log_context_current", "lookup_hash", "lookup_hashes", "mask", "now",
+    "parse_duration", "period_start", "prepared_row", "progress_of", "public_text", "public_value",
+    "redact", "redact_value", "row_digest_sql", "step_progress", "stored_config_json",
+    "workflow_names", "workflow_versions",
 ]
 
-_LAZY = {"create": "api", "create_batch": "api", "get": "api", "InstanceHandle": "api", "Settled": "runtime.parallel",
-         "SecretsError": "secrets", "SecretKeysMissing": "secrets", "SecretUnreadable": "secrets"}
+_LAZY = {
+    "create": "api", "create_batch": "api", "get": "api", "InstanceHandle": "api", "Settled": "runtime.parallel",
+    "SecretsError": "secrets", "SecretKeysMissing": "secrets", "SecretUnreadable": "secrets", "REDACTED": "secrets",
+    "configured_keys": "secrets", "generate_key": "secrets", "lookup_hash": "secrets", "lookup_hashes": "secrets",
+    "mask": "secrets", "public_text": "secrets", "public_value": "secrets",
+    "WriteOnlySecretsForm": "secret_forms", "ReadOnly": "admin", "AwaitApproval": "costs.budgets",
+    "RetentionRunner": "retention_runner", "Worker": "worker.loop",
+    "fan_out_list": "selectors", "progress_of": "selectors", "step_progress": "selectors",
+    "workflow_versions": "selectors",
+}
 
 
 def __getattr__(name: str) -> Any:

@@ -7,11 +7,11 @@ from datetime import datetime
 from typing import Any
 
 from ingest.engine import selectors
+from ingest.engine.conditions import RowUnchanged
 from ingest.engine.errors import InstanceNotFound
 from ingest.engine.models import Instance
 from ingest.engine.services import control as svc_control
 from ingest.engine.services import instances as svc_instances
-from ingest.engine.sql.create import Guard
 
 
 class InstanceHandle:
@@ -44,13 +44,13 @@ class InstanceHandle:
 
 def create(workflow: str, *, id: str | None = None, params: Any = None, tenant: str = "default",
            priority: int | None = None, start_at: datetime | None = None, actor: str = "",
-           guard: Guard | None = None) -> InstanceHandle:
+           only_if: RowUnchanged | None = None) -> InstanceHandle:
     """Create an instance of `workflow`. A duplicate id raises InstanceAlreadyExists.
 
-    `guard` (PostgreSQL): a condition the insert is made under (`ingest.engine.sql.create.Guard`);
-    when it does not hold nothing is written and CheckedRowsChanged is raised."""
+    `only_if` (PostgreSQL): a row that must still say what the caller read (`RowUnchanged`); when
+    it has changed nothing is written and CheckedRowsChanged is raised."""
     inst = svc_instances.instance_create(workflow=workflow, id=id, params=params, tenant=tenant,
-                                         priority=priority, start_at=start_at, actor=actor, guard=guard)
+                                         priority=priority, start_at=start_at, actor=actor, only_if=only_if)
     return InstanceHandle(inst.id)
 
 

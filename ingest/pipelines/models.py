@@ -12,7 +12,7 @@ from django.db import models
 from django.db.models import F, Q
 from django.db.models.functions import Upper
 
-from ingest.engine.secrets import EncryptedTextField
+from ingest.engine.models import EncryptedTextField
 
 
 class SourceAuthority(models.TextChoices):

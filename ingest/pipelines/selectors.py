@@ -13,7 +13,7 @@ from typing import Any, Generic, TypeVar
 
 from django.db.models.signals import post_delete, post_save
 
-from ingest.engine.secrets import lookup_hashes
+from ingest.engine import lookup_hashes
 from ingest.pipelines import sql as pipelines_sql
 from ingest.pipelines.models import (
     Connection,

@@ -13,8 +13,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
-from ingest.engine.secrets import lookup_hash
-from ingest.engine.sql.base import prepared_row
+from ingest.engine import lookup_hash, prepared_row
 from ingest.extraction import Fact as ExtractedFact
 from ingest.pipelines.models import (
     Connection,

@@ -1,5 +1,5 @@
-"""The pipelines' raw SQL: the webhook's lookup of its connection, and the condition a webhook's
-creating statement checks that the connection it kept is unchanged."""
+"""The pipelines' raw SQL: the webhook's lookup of its connection, with the digest a webhook's
+creating statement compares to know that the connection it kept is unchanged."""
 
 from __future__ import annotations
 
@@ -7,30 +7,28 @@ from dataclasses import dataclass
 
 from django.db import connection
 
-from ingest.engine.sql.base import is_postgres, prepared_row
-from ingest.engine.sql.create import Guard
+from ingest.engine import RowUnchanged, is_postgres, prepared_row, row_digest_sql
 from ingest.pipelines.models import Connection
 
 # What a webhook reads of its connection: the credentials are encrypted, and decrypting them on
 # every post was a good share of a webhook's CPU (any other field still loads on access).
 WEBHOOK_FIELDS = ("id", "tenant", "kind", "options", "enabled")
 _TABLE = Connection._meta.db_table
-# A digest of what a webhook depends on: the fields it reads and the key's hash. Only these: a
-# worker storing a refreshed Salesforce access token on the row does not drop a kept connection.
-_DIGEST = "md5(row(c.tenant, c.kind, c.options, c.enabled, c.webhook_key_hash)::text)"
-_BY_WEBHOOK_KEY = (f"SELECT {', '.join('c.' + f for f in WEBHOOK_FIELDS)}, {_DIGEST} FROM {_TABLE} c"
+# What a webhook depends on: the fields it reads and the key's hash. Only these: a worker storing
+# a refreshed Salesforce access token on the row does not drop a kept connection.
+DIGEST_FIELDS = ("tenant", "kind", "options", "enabled", "webhook_key_hash")
+_BY_WEBHOOK_KEY = (f"SELECT {', '.join('c.' + f for f in WEBHOOK_FIELDS)}, "
+                   f"{row_digest_sql(Connection, DIGEST_FIELDS, 'c')} FROM {_TABLE} c"
                    " WHERE c.kind = %s AND c.webhook_key_hash = ANY(%s) AND c.enabled ORDER BY c.id LIMIT 1")
-_GUARD = (f"EXISTS (SELECT 1 FROM {_TABLE} c WHERE c.id = %(g_connection)s"
-          f" AND {_DIGEST} = %(g_connection_digest)s)")
 
 
 @dataclass(frozen=True)
 class WebhookConnection:
-    """A connection as a webhook's lookup found it, and (PostgreSQL) the guard under which a
-    creating statement inserts only while the row still says what the lookup read."""
+    """A connection as a webhook's lookup found it, and (PostgreSQL) the guard a creating
+    statement inserts under: only while the row still says what the lookup read."""
 
     connection: Connection
-    guard: Guard | None
+    guard: RowUnchanged | None
 
 
 def connection_by_webhook_hashes(*, kind: str, hashes: list[str]) -> Connection | None:
@@ -51,4 +49,4 @@ def webhook_connection_by_hashes(*, kind: str, hashes: list[str]) -> WebhookConn
         return None
     options = Connection._meta.get_field("options").from_db_value(found[3], None, connection)  # type: ignore[arg-type]
     row = Connection.from_db(connection.alias, list(WEBHOOK_FIELDS), [*found[:3], options, found[4]])
-    return WebhookConnection(row, Guard(_GUARD, {"g_connection": row.pk, "g_connection_digest": found[5]}))
+    return WebhookConnection(row, RowUnchanged(model=Connection, pk=row.pk, fields=DIGEST_FIELDS, digest=found[5]))

@@ -18,7 +18,7 @@ from typing import Any
 
 from django.db import transaction
 
-from ingest.engine import clock
+from ingest.engine import now as engine_now
 from ingest.rankdisco.models import (
     Backlink,
     BrandProperty,
@@ -65,7 +65,7 @@ def domain_ensure(*, tenant: str, name: str, domain_id: int | None = None) -> Do
         if found is None or found.name != name:
             raise DomainNotFound(f"domain id {domain_id} is not {name!r} of tenant {tenant!r}")
         return found
-    now = clock.now()
+    now = engine_now()
     domain, _ = Domain.objects.get_or_create(tenant=tenant, name=name,
                                              defaults={"created_at": now, "updated_at": now})
     return domain
@@ -73,7 +73,7 @@ def domain_ensure(*, tenant: str, name: str, domain_id: int | None = None) -> Do
 
 def domain_onboard_begin(*, domain_id: int, instance_id: str) -> dict[str, Any]:
     """initialize: onboard_status in_progress. Counted once per instance, however often it runs."""
-    now = clock.now()
+    now = engine_now()
     with transaction.atomic():
         domain = Domain.objects.select_for_update().get(id=domain_id)
         first = domain.onboard_instance_id != instance_id
@@ -138,7 +138,7 @@ def onboard_data_store(*, domain_id: int, backlinks: Sequence[Mapping[str, Any]]
                        referring_domains: Sequence[Mapping[str, Any]] | None) -> dict[str, int]:
     """parallel-store-all: every list that was fetched (None: that branch failed or was
     skipped), upserted in one transaction."""
-    now = clock.now()
+    now = engine_now()
     stored: dict[str, int] = {}
     with transaction.atomic():
         domain = Domain.objects.get(id=domain_id)
@@ -153,7 +153,7 @@ def onboard_data_store(*, domain_id: int, backlinks: Sequence[Mapping[str, Any]]
 
 def domain_counters_track(*, domain_id: int, urls_queued: int, keywords_queued: int) -> dict[str, int]:
     """track-all-queued: the domain's counters from its rows, and what is queued for classification."""
-    now = clock.now()
+    now = engine_now()
     # Three counts, not one aggregate over three joins (which multiplies the rows it reads).
     counts = {"b": Backlink.objects.filter(domain_id=domain_id).count(),
               "k": RankedKeyword.objects.filter(domain_id=domain_id).count(),
@@ -176,7 +176,7 @@ def ranking_url_spam_scores_set(*, domain_id: int, scores: Mapping[str, int | No
 
 def brand_properties_upsert(*, domain_id: int, found: Iterable[tuple[str, str]]) -> int:
     """(profile URL, page it was found on) pairs as brand properties of the domain."""
-    now = clock.now()
+    now = engine_now()
     domain = Domain.objects.get(id=domain_id)
     rows: dict[str, BrandProperty] = {}
     for url, page in found:
@@ -233,7 +233,7 @@ def classification_summary(results: Iterable[Mapping[str, Any]]) -> dict[str, An
 def domain_finalize(*, domain_id: int, status: str, metrics: Mapping[str, Any], errors: Sequence[str],
                     cost: Decimal, classified: bool) -> dict[str, Any]:
     """finalize: the onboarding's end, its duration, metrics, errors and cost on the domain."""
-    now = clock.now()
+    now = engine_now()
     with transaction.atomic():
         domain = Domain.objects.select_for_update().get(id=domain_id)
         started = domain.onboard_started_at or now
@@ -252,5 +252,5 @@ def domain_finalize(*, domain_id: int, status: str, metrics: Mapping[str, Any], 
 def domain_mark_failed(*, domain_id: int, error: str) -> None:
     Domain.objects.filter(id=domain_id).exclude(
         onboard_status__in=[OnboardStatus.COMPLETED, OnboardStatus.COMPLETED_WITH_ERRORS]
-    ).update(onboard_status=OnboardStatus.FAILED, errors=[error], updated_at=clock.now())
+    ).update(onboard_status=OnboardStatus.FAILED, errors=[error], updated_at=engine_now())
 

@@ -11,6 +11,8 @@ engine and the workflows:
   outside system said so; the engine reads this attribute as a minimum retry delay.
 - `needs_operator`: only a person can fix it (top up the balance, renew the plan): a workflow
   pauses for an operator instead of retrying or failing.
+- `rate_limited`: the system refused because we asked too often, not because it is failing (a
+  circuit breaker does not count it as an outage).
 
 A client's classes also derive from one of the kinds below (`class GongRateLimited(GongError,
 errors.RateLimited)`), which carry the kind's flags, so `except errors.RateLimited` catches a
@@ -35,6 +37,7 @@ class SourceError(Exception):
 
     retryable: bool = False
     needs_operator: bool = False
+    rate_limited: bool = False
 
     def __init__(
         self,
@@ -67,6 +70,7 @@ class RateLimited(SourceError):
     """The outside system is rate limiting us; retry after `retry_after` seconds."""
 
     retryable = True
+    rate_limited = True
 
 
 class ServerError(SourceError):

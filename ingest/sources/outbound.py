@@ -23,7 +23,7 @@ from typing import Protocol, TypeVar
 
 from django.utils import timezone
 
-from ingest.engine.breaker import BreakerPolicy
+from ingest.engine import BreakerPolicy
 from ingest.engine.services.breakers import Ticket, breaker_admit, breaker_record
 from ingest.sources.errors import SourceError
 from ingest.sources.http import RateLimiter, Sleep
@@ -104,7 +104,7 @@ def outage(exc: BaseException) -> bool:
     """The default of what trips a breaker: the provider is down or failing (network errors, 5xx,
     a retryable answer), not that we asked wrongly (4xx) or too often (429, a rate limit)."""
     if isinstance(exc, SourceError):
-        return exc.retryable and exc.status != 429 and "RateLimit" not in type(exc).__name__
+        return exc.retryable and exc.status != 429 and not exc.rate_limited
     return isinstance(exc, OSError | TimeoutError)
 
 

@@ -13,7 +13,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
-from ingest.engine.secrets import mask
+from ingest.engine import mask
 from ingest.triggers import cron
 from ingest.triggers.errors import TriggerError
 from ingest.triggers.models import (

@@ -23,8 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from ingest.engine.durations import parse_duration
-from ingest.engine.errors import InvalidDuration
+from ingest.engine import InvalidDuration, parse_duration
 from ingest.triggers.errors import InvalidCoalesce
 
 DEBOUNCE = "debounce"

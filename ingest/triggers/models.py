@@ -10,7 +10,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from ingest.engine.secrets import EncryptedTextField
+from ingest.engine.models import EncryptedTextField
 from ingest.triggers import coalesce
 from ingest.triggers.errors import InvalidCoalesce
 

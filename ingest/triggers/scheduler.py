@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 
 from django.db import connection
 
-from ingest.engine.periodic import Periodic
+from ingest.engine import Periodic
 from ingest.triggers import selectors, sql
 from ingest.triggers.services import (
     coalesce_windows_sweep,

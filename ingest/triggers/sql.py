@@ -16,9 +16,8 @@ from typing import Any
 from django.db import connection
 from django.db.models import Field, Model
 
+from ingest.engine import Lead, aware, prepared_row
 from ingest.engine.models import Instance
-from ingest.engine.sql.base import aware, prepared_row
-from ingest.engine.sql.create import Lead
 from ingest.triggers.models import IdempotencyKey, IngressSecret, Route, SeenSignature, TokenBucket
 
 # Arbitrary but fixed: every scheduler process must ask for the same number.

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any, TypedDict
 
 from ingest.engine import NonRetryableError
-from ingest.engine import clock as engine_clock
+from ingest.engine import now as engine_now
 from ingest.extraction import Fact, FactsMalformed, facts_from_result
 from ingest.pipelines.pricing import PriceNotFound
 from ingest.pipelines.selectors import llm_config_get
@@ -67,7 +67,7 @@ def llm_extract(ctx: Any, *, tenant: str, text: str, subject: str, source: str, 
     what every provider answer cost (failed ones too), return the facts."""
     extractor = extractor_for(llm_config_get(tenant=tenant))
     try:
-        estimate = reservation(extractor, text, at=engine_clock.now())
+        estimate = reservation(extractor, text, at=engine_now())
     except PriceNotFound as error:
         raise NonRetryableError(f"cannot reserve budget for step {ctx.step_label!r} of {ctx.instance_id}: {error}") from error
     ctx.check_budget(extractor.service, estimate)

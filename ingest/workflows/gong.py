@@ -22,8 +22,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ingest.engine import InstanceAlreadyExists, NonRetryableError, Workflow, WorkflowEvent, create
-from ingest.engine.sql.create import Guard
+from ingest.engine import (
+    InstanceAlreadyExists,
+    NonRetryableError,
+    RowUnchanged,
+    Workflow,
+    WorkflowEvent,
+    create,
+)
 from ingest.extraction import Fact
 from ingest.extraction.patterns import SPEAKER_LINE
 from ingest.pipelines.models import SourceAuthority
@@ -203,7 +209,7 @@ def gong_params(call: GongCall | GongExtensiveCall | Mapping[str, Any], transcri
 
 
 def gong_ingest_start(tenant: str, call: GongCall | GongExtensiveCall | Mapping[str, Any], *,
-                      transcript: str | None = None, actor: str = "", guard: Guard | None = None) -> Started:
+                      transcript: str | None = None, actor: str = "", only_if: RowUnchanged | None = None) -> Started:
     """Start `gong-ingest` for a call; the instance id is derived from the call, so a duplicate
     id means already processed.
 
@@ -213,7 +219,7 @@ def gong_ingest_start(tenant: str, call: GongCall | GongExtensiveCall | Mapping[
     params["tenant"] = tenant
     instance_id = gong_instance_id(tenant, params["call_id"])
     try:
-        create(WORKFLOW, id=instance_id, params=params, tenant=tenant, actor=actor, guard=guard)
+        create(WORKFLOW, id=instance_id, params=params, tenant=tenant, actor=actor, only_if=only_if)
     except InstanceAlreadyExists:
         return Started(instance_id, False)
     return Started(instance_id, True)

@@ -21,7 +21,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
-from ingest.engine.errors import CheckedRowsChanged, EngineError
+from ingest.engine import CheckedRowsChanged, EngineError
 from ingest.pipelines.models import ConnectionKind
 from ingest.pipelines.selectors import webhook_connection_forget, webhook_connection_get
 from ingest.pipelines.sql import WebhookConnection
@@ -132,7 +132,7 @@ def _gong(request: HttpRequest, found: WebhookConnection) -> Handled:
     if hook.is_test:
         return JsonResponse({"status": "test", "call_id": hook.call.call.id}), False
     try:
-        started = gong_ingest_start(found.connection.tenant, hook.call, actor="gong-webhook", guard=found.guard)
+        started = gong_ingest_start(found.connection.tenant, hook.call, actor="gong-webhook", only_if=found.guard)
     except CheckedRowsChanged:
         raise
     except EngineError as error:
@@ -189,7 +189,7 @@ def _cdc_start(found: WebhookConnection, events: list[Any]) -> Handled:
             results.append(salesforce_ingest_start(
                 found.connection.tenant, object_id=record_id, object_type=event.entity_name,
                 version=version_of(event.commit_timestamp), observed_at=event.commit_timestamp.isoformat(),
-                trigger=f"cdc:{event.change_type}", actor="salesforce-cdc", guard=found.guard,
+                trigger=f"cdc:{event.change_type}", actor="salesforce-cdc", only_if=found.guard,
             ))
     return JsonResponse({**_summary(results), "skipped": skipped}, status=202 if results else 200), bool(results)
 
@@ -224,7 +224,7 @@ def _outbound(request: HttpRequest, found: WebhookConnection) -> Handled:
             salesforce_ingest_start(connection.tenant, object_id=note.record_id,
                                     object_type=note.sobject_type or "Opportunity", record=fields,
                                     version=version, trigger="outbound-message", actor="salesforce-outbound",
-                                    guard=found.guard)
+                                    only_if=found.guard)
     except CheckedRowsChanged:
         raise
     except EngineError as error:

@@ -26,8 +26,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from ingest.engine import InstanceAlreadyExists, Workflow, WorkflowEvent, create
-from ingest.engine.sql.create import Guard
+from ingest.engine import InstanceAlreadyExists, RowUnchanged, Workflow, WorkflowEvent, create
 from ingest.pipelines.models import ConnectionKind, SourceAuthority
 from ingest.pipelines.selectors import SalesforceConfig, connection_token_get, salesforce_config_get
 from ingest.pipelines.services import connection_token_store
@@ -225,7 +224,7 @@ def _observed(params: Mapping[str, Any], record: Mapping[str, Any], event: Workf
 def salesforce_ingest_start(tenant: str, *, object_id: str, object_type: str = "Opportunity",
                             record: Mapping[str, Any] | None = None, version: str | None = None,
                             observed_at: str | None = None, trigger: str = "", actor: str = "",
-                            guard: Guard | None = None) -> Started:
+                            only_if: RowUnchanged | None = None) -> Started:
     """Start `salesforce-ingest` for one record change; a duplicate id means already processed.
 
     `version` defaults to the record's LastModifiedDate. Without a record carrying its account,
@@ -241,7 +240,7 @@ def salesforce_ingest_start(tenant: str, *, object_id: str, object_type: str = "
         params["observed_at"] = observed_at
     instance_id = sfdc_instance_id(tenant, object_type, object_id, version)
     try:
-        create(WORKFLOW, id=instance_id, params=params, tenant=tenant, actor=actor, guard=guard)
+        create(WORKFLOW, id=instance_id, params=params, tenant=tenant, actor=actor, only_if=only_if)
     except InstanceAlreadyExists:
         return Started(instance_id, False)
     return Started(instance_id, True)

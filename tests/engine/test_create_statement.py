@@ -10,7 +10,7 @@ from django.db import connection
 from django.db.models.expressions import DatabaseDefault
 from django.utils import timezone
 
-from ingest.engine import InstanceAlreadyExists
+from ingest.engine import InstanceAlreadyExists, RowUnchanged, row_digest_sql
 from ingest.engine.models import History, Instance
 from ingest.engine.services.instances import instance_create
 from ingest.engine.sql import create as sql_create
@@ -50,25 +50,36 @@ def test_a_create_writes_every_column_as_the_orm_would_and_a_duplicate_writes_no
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_create_under_a_guard_that_no_longer_holds_writes_nothing_and_says_so(require_postgres: None) -> None:
+def test_a_create_only_if_a_kept_row_is_unchanged_writes_nothing_once_it_changed_and_says_so(require_postgres: None) -> None:
     from ingest.engine.errors import CheckedRowsChanged
     from tests.engine.test_create_statement_support import Plain  # noqa: F401  (registers the workflow)
 
-    holds = sql_create.Guard("%(g_ok)s::boolean", {"g_ok": True})
-    fails = sql_create.Guard("%(g_ok)s::boolean", {"g_ok": False})
+    # The row the caller kept: an instance of its own, read with its digest as a caller reads it.
+    instance_create(workflow="plain-create", id="anchor-1", params={}, tenant="acme")
+    fields = ("tenant", "status")
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {row_digest_sql(Instance, fields, 'a')} FROM engine_instance a WHERE a.id = %s",
+                       ["anchor-1"])
+        digest = cursor.fetchone()[0]
+    holds = RowUnchanged(model=Instance, pk="anchor-1", fields=fields, digest=digest)
+    stale = RowUnchanged(model=Instance, pk="anchor-1", fields=fields, digest="a digest read before a change")
+    gone = RowUnchanged(model=Instance, pk="no-such-row", fields=fields, digest=digest)
+    for changed in (stale, gone):
+        with pytest.raises(CheckedRowsChanged):
+            instance_create(workflow="plain-create", id="guarded-1", params={}, tenant="acme", only_if=changed)
+    assert not Instance.objects.filter(pk="guarded-1").exists()
+    instance_create(workflow="plain-create", id="guarded-1", params={}, tenant="acme", only_if=holds)
+    with pytest.raises(InstanceAlreadyExists):  # a duplicate is "already processed" only while the row is unchanged
+        instance_create(workflow="plain-create", id="guarded-1", params={}, tenant="acme", only_if=holds)
+    Instance.objects.filter(pk="anchor-1").update(tenant="other")  # the kept row changes
     with pytest.raises(CheckedRowsChanged):
-        instance_create(workflow="plain-create", id="guarded-1", params={}, tenant="acme", guard=fails)
-    assert not Instance.objects.filter(pk="guarded-1").exists() and not History.objects.exists()
-    instance_create(workflow="plain-create", id="guarded-1", params={}, tenant="acme", guard=holds)
-    with pytest.raises(InstanceAlreadyExists):  # a duplicate is "already processed" only while the guard holds
-        instance_create(workflow="plain-create", id="guarded-1", params={}, tenant="acme", guard=holds)
-    with pytest.raises(CheckedRowsChanged):
-        instance_create(workflow="plain-create", id="guarded-1", params={}, tenant="acme", guard=fails)
-    assert Instance.objects.count() == 1 and History.objects.count() == 1
+        instance_create(workflow="plain-create", id="guarded-2", params={}, tenant="acme", only_if=holds)
+    assert sorted(Instance.objects.values_list("id", flat=True)) == ["anchor-1", "guarded-1"]
+    assert History.objects.count() == 2
 
 
 def test_a_guard_is_refused_where_no_statement_can_check_it() -> None:
-    guard = sql_create.Guard("true", {})
-    with pytest.raises(ValueError, match="guard"):
-        instance_create(workflow="plain-create", id="guarded-2", params={}, tenant="acme", guard=guard,
+    unchanged = RowUnchanged(model=Instance, pk="anchor-1", fields=("tenant",), digest="d")
+    with pytest.raises(ValueError, match="only_if"):
+        instance_create(workflow="plain-create", id="guarded-2", params={}, tenant="acme", only_if=unchanged,
                         first=lambda: None)

@@ -101,3 +101,20 @@ def test_a_429_blocks_every_worker_sharing_the_bucket(fake: FakeDataForSEO) -> N
 
 def _auth(login: str, password: str) -> str:
     return "Basic " + base64.b64encode(f"{login}:{password}".encode()).decode()
+
+
+@pytest.mark.pure
+def test_a_rate_limit_is_not_an_outage_whatever_its_class_is_called() -> None:
+    from ingest.sources import errors
+    from ingest.sources.gong import GongRateLimited
+    from ingest.sources.outbound import outage
+
+    class Throttled(errors.RateLimited):  # a source's own name for it, without "RateLimit" in it
+        pass
+
+    for limited in (Throttled("slow down"), GongRateLimited("slow down"), DataForSEORateLimited("slow down")):
+        assert limited.rate_limited and limited.retryable
+        assert not outage(limited)
+    assert outage(errors.ServerError("HTTP 503", status=503))
+    assert not outage(errors.SourceError("HTTP 429", retryable=True, status=429))
+    assert not errors.ServerError("HTTP 503").rate_limited

@@ -21,7 +21,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from dashboard import access, selection
 from dashboard.audit import Audit, Origin, audited
-from ingest.engine.errors import EngineError
+from ingest.engine import EngineError
 from ingest.engine.models import DeadLetter, Instance
 from ingest.engine.services import control
 from ingest.engine.services import dead_letters as engine_dead_letters

@@ -54,8 +54,7 @@ class Command(BaseCommand):
             self._demo_triggers()
         from dashboard.rollups.runner import RollupRunner
         from ingest.alerts.runner import AlertRunner
-        from ingest.engine.retention_runner import RetentionRunner
-        from ingest.engine.worker.loop import Worker
+        from ingest.engine import RetentionRunner, Worker
         from ingest.triggers.scheduler import Scheduler
 
         worker = Worker(concurrency=options["concurrency"]).start()
@@ -106,7 +105,7 @@ class Command(BaseCommand):
         the key file (created here, readable by its owner only, on the first start)."""
         from django.conf import settings
 
-        from ingest.engine.secrets import generate_key
+        from ingest.engine import generate_key
 
         path = Path(settings.RUNLEDGER_SECRET_KEY_FILE)
         if os.environ.get("RUNLEDGER_SECRET_KEYS", "").strip():

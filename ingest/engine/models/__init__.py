@@ -46,8 +46,12 @@ from ingest.engine.models.instances import (
 from ingest.engine.models.retention import RetentionBatch
 from ingest.engine.models.versions import RetiredVersion
 from ingest.engine.models.workers import WorkerHeartbeat
+from ingest.engine.secrets import (
+    EncryptedTextField,  # the field the other apps' secrets are stored in
+)
 
 __all__ = [
+    "EncryptedTextField",
     "BreakerState",
     "BreakerTransition",
     "CircuitBreaker",

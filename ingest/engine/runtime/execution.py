@@ -277,7 +277,7 @@ class Execution:
         if p.sensitive:
             mark_sensitive(exc)
         failure = failure_of(exc)
-        if exc.__class__.__name__ == "AwaitApproval":
+        if isinstance(exc, budgets.AwaitApproval):
             self.store.step_attempt_failed(p.rec, attempt=ctx.attempt, started=started, now=now,
                                            failure=Failure(AWAITING_APPROVAL, str(exc)), retry_at=now)
             raise Suspend(now, status=Status.RUNNING, pause=True) from None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from ingest.engine.errors import (
@@ -44,6 +45,14 @@ class FailInstance(BaseException):
 
 
 CONTROL_FLOW = (Suspend, Unwind, FailInstance, LeaseLost, EngineFault)
+
+
+class TurnEnd(StrEnum):
+    """How a turn ended when it left the instance in no status of its own (otherwise a turn comes
+    to the instance's `Status`). A StrEnum: logs and spans show the same words as before."""
+
+    LOST = "lost"  # the lease was lost (terminated, restarted or expired): the turn is dropped
+    FAULT = "fault"  # a ledger write failed on the database: the worker retries the turn
 
 
 def check_result(label: str, instance_id: str, value: Any) -> Any:

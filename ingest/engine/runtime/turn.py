@@ -20,7 +20,7 @@ from ingest.engine.runtime.context import StepContext
 from ingest.engine.runtime.execution import ROLLBACK_POSITION, Execution
 from ingest.engine.runtime.failures import failure_of
 from ingest.engine.runtime.invoke import arity
-from ingest.engine.runtime.outcomes import FailInstance, Suspend, Unwind, check_result
+from ingest.engine.runtime.outcomes import FailInstance, Suspend, TurnEnd, Unwind, check_result
 from ingest.engine.runtime.records import EngineFault, Failure, LeaseLost
 from ingest.engine.secrets import unseal_keys
 from ingest.engine.workflow import WorkflowEvent, get_workflow
@@ -31,7 +31,8 @@ NEWER_VERSION_RETRY = timedelta(seconds=30)
 
 
 def run_turn(x: Execution, make_step: Callable[[Execution, bool], Any]) -> str:
-    """Replay `run` once. Returns the status the instance is left in."""
+    """Replay `run` once. Returns the status the instance is left in, or a `TurnEnd` when the
+    turn left it to its lease (lost) or to a retry (fault)."""
     inst = x.instance
     try:
         workflow = get_workflow(inst.workflow)()
@@ -60,7 +61,7 @@ def run_turn(x: Execution, make_step: Callable[[Execution, bool], Any]) -> str:
     except LeaseLost:
         x.store.settle_quietly()
         log.info("instance %s: lease lost (terminated, restarted or expired); dropping the turn", inst.id)
-        return "lost"
+        return TurnEnd.LOST
     except EngineFault as fault:
         x.store.settle_quietly()
         # A database that is away fails every turn of the process at once: say it once, then
@@ -70,7 +71,7 @@ def run_turn(x: Execution, make_step: Callable[[Execution, bool], Any]) -> str:
         (log.warning if shout else log.debug)(
             "instance %s: the ledger write failed (%s); the turn is retried (%d such failure(s) in this "
             "process)", inst.id, fault, count)
-        return "fault"
+        return TurnEnd.FAULT
     except FailInstance as fail:
         x.failed_step = fail.step
         return _fail(x, Failure(type(fail.error).__name__, str(fail.error)))

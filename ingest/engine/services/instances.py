@@ -17,6 +17,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from ingest.engine import clock
+from ingest.engine.conditions import Lead, RowUnchanged
 from ingest.engine.errors import (
     BatchTooLarge,
     CheckedRowsChanged,
@@ -50,26 +51,26 @@ from ingest.engine.writes import notify
 
 def instance_create(*, workflow: str, id: str | None = None, params: Any = None, tenant: str = "default",
                     priority: int | None = None, start_at: datetime | None = None, actor: str = "",
-                    first: Callable[[], object] | None = None, guard: sql_create.Guard | None = None) -> Instance:
+                    first: Callable[[], object] | None = None, only_if: RowUnchanged | None = None) -> Instance:
     """Create an instance; a duplicate id raises InstanceAlreadyExists (treat as already processed).
 
     `first` runs inside the instance's transaction before the insert (a caller's own row that
     must exist with the instance or not at all, e.g. an idempotency key): one transaction, no
     savepoint. An IntegrityError it raises rolls everything back and reaches the caller.
-    `guard` (PostgreSQL only, without `first`): the condition the statement inserts under; when
-    it does not hold, nothing is written and CheckedRowsChanged is raised (before a duplicate id
-    is reported: a duplicate is only "already processed" for a caller whose check still holds).
+    `only_if` (PostgreSQL only, without `first`): the row the statement inserts under; when it
+    has changed, nothing is written and CheckedRowsChanged is raised (before a duplicate id is
+    reported: a duplicate is only "already processed" for a caller whose check still holds).
     """
-    if guard is not None and (first is not None or not is_postgres()):
-        raise ValueError("a guard is checked by the one-statement create: PostgreSQL, without `first`")
+    if only_if is not None and (first is not None or not is_postgres()):
+        raise ValueError("only_if is checked by the one-statement create: PostgreSQL, without `first`")
     inst = new_instance(workflow=workflow, id=id, params=params, tenant=tenant, priority=priority,
                          start_at=start_at, now=clock.now())
     if first is None and is_postgres():
         # One statement: a duplicate id inserts nothing instead of failing.
         with _contained():
-            inserted, probe = sql_create.instance_insert(inst, created_history_row(inst, actor=actor), guard=guard)
+            inserted, probe = sql_create.instance_insert(inst, created_history_row(inst, actor=actor), only_if=only_if)
         if not inserted:
-            if guard is not None and not probe[0]:
+            if only_if is not None and not probe[0]:
                 raise CheckedRowsChanged(f"what was checked before creating instance {inst.id!r} changed; "
                                          "nothing was written — check it again")
             raise InstanceAlreadyExists(inst.id)
@@ -97,7 +98,7 @@ def _contained() -> AbstractContextManager[object]:
     return transaction.atomic() if transaction.get_connection().in_atomic_block else nullcontext()
 
 
-def instance_create_behind(*, lead: sql_create.Lead, workflow: str, id: str, params: Any, tenant: str,
+def instance_create_behind(*, lead: Lead, workflow: str, id: str, params: Any, tenant: str,
                            priority: int | None, actor: str) -> tuple[bool, tuple[Any, ...]]:
     """Create an instance behind the caller's own insert `lead` (PostgreSQL only), in one
     statement: the instance and its history are written only if the lead's insert returned a

@@ -10,40 +10,14 @@ its column's type, since a bare NULL in a SELECT list is text to PostgreSQL.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections, models
 from django.db.models import AutoField, BigAutoField, Field, Model
 
+from ingest.engine.conditions import Lead, RowUnchanged, row_digest_sql
 from ingest.engine.models import History, Instance
 from ingest.engine.sql.base import prepared_row
-
-
-@dataclass(frozen=True)
-class Lead:
-    """A caller's statement that runs first in the creating statement: the instance and its
-    history are inserted only if `sql` (a data-modifying statement with RETURNING) returns a row.
-    `probe` (a SELECT of at most one row, run on the statement's snapshot, so it sees what was
-    committed before the statement began, not what the statement writes) is returned beside the
-    outcome: what the caller needs when `sql` returned nothing. Both use %(name)s parameters,
-    distinct from the `i<n>`/`h<n>` the columns use."""
-
-    sql: str
-    params: dict[str, Any]
-    probe: str = "SELECT NULL"
-
-
-@dataclass(frozen=True)
-class Guard:
-    """A condition the instance is inserted under, without a lead: `sql` (a boolean expression
-    with %(name)s parameters, distinct from the `i<n>`/`h<n>` the columns use; fixed text per
-    caller, the statement is prepared per text) is checked on the statement's snapshot. A caller
-    that kept rows between requests states here that they are unchanged: when the condition is
-    false nothing is written, and the outcome says so."""
-
-    sql: str
-    params: dict[str, Any]
 
 
 @functools.cache
@@ -116,19 +90,30 @@ def _statement(lead_sql: str | None, probe: str, guard_sql: str | None = None) -
             f"LEFT JOIN LATERAL ({probe}) probe ON true")
 
 
+@functools.cache
+def _unchanged_sql(model: type[Model], fields: tuple[str, ...]) -> str:
+    """The boolean expression of a `RowUnchanged` on `model`'s `fields`: fixed text per (model,
+    fields), so its statement is prepared once."""
+    quote = connection.ops.quote_name
+    pk = quote(str(model._meta.pk.column))
+    return (f"EXISTS (SELECT 1 FROM {quote(model._meta.db_table)} g WHERE g.{pk} = %(g_pk)s"
+            f" AND {row_digest_sql(model, fields, 'g')} = %(g_digest)s)")
+
+
 def instance_insert(inst: Instance, history: History, *, lead: Lead | None = None,
-                    guard: Guard | None = None) -> tuple[bool, tuple[Any, ...]]:
+                    only_if: RowUnchanged | None = None) -> tuple[bool, tuple[Any, ...]]:
     """Insert `inst` and `history` in one statement on this thread's connection (in its
     transaction if one is open, else as a transaction of its own): (inserted, the lead's probe
-    row, all None when it found nothing). With a `guard` (and no lead) the probe row is
-    `(whether the guard held,)`."""
+    row, all None when it found nothing). With `only_if` (and no lead) the probe row is
+    `(whether the row was unchanged,)`."""
     params = {**_params(inst, "i"), **_params(history, "h")}
     if lead is not None:
         params.update(lead.params)
         statement = _statement(lead.sql, lead.probe)
-    elif guard is not None:
-        params.update(guard.params)
-        statement = _statement(None, f"SELECT ({guard.sql}) AS held", guard.sql)
+    elif only_if is not None:
+        params.update(g_pk=only_if.pk, g_digest=only_if.digest)
+        condition = _unchanged_sql(only_if.model, only_if.fields)
+        statement = _statement(None, f"SELECT ({condition}) AS held", condition)
     else:
         statement = _statement(None, "SELECT NULL")
     row = prepared_row(statement, params)

@@ -34,6 +34,7 @@ from django.db import DatabaseError, close_old_connections, connection, transact
 from ingest.engine import clock, logcontext, pg
 from ingest.engine.backoff import Backoff, FailureLog
 from ingest.engine.costs.budgets import reservations_release, reservations_release_orphaned
+from ingest.engine.runtime.outcomes import TurnEnd
 from ingest.engine.runtime.records import EngineFault
 from ingest.engine.sql import lease as sql_lease
 from ingest.engine.sql import liveness as sql_liveness
@@ -238,8 +239,8 @@ class Worker:
                                       ending=functools.partial(self._turn_ending, instance_id))
                 except (EngineFault, DatabaseError) as exc:  # before the turn could start: its reads
                     log.debug("worker %s: turn of %s failed on the database: %s", self.worker_id, instance_id, exc)
-                    status = "fault"
-                if status != "fault":
+                    status = TurnEnd.FAULT
+                if status != TurnEnd.FAULT:
                     return
                 renewed = self._renew_after_fault(instance_id, token) if strike < STRIKES else None
                 if renewed is None:

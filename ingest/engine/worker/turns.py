@@ -16,6 +16,7 @@ from ingest.engine import clock, flow, logcontext, tracing
 from ingest.engine.models import History, HistoryKind, Instance, Status
 from ingest.engine.runtime import turn
 from ingest.engine.runtime.execution import Execution
+from ingest.engine.runtime.outcomes import TurnEnd
 from ingest.engine.runtime.records import EngineFault
 from ingest.engine.runtime.steps import AsyncStep, Step
 from ingest.engine.runtime.store import InstanceStore
@@ -154,9 +155,9 @@ def run_until_idle(*, max_turns: int = 10_000, advance_clock: bool = False, work
             status = run_turn(claimed[0].id, token=token, worker_id=worker_id, lease=lease, draining=draining,
                               claimed=claimed[0])
         except (EngineFault, DatabaseError):  # a write outside the replay: the ending, say
-            status = "fault"
+            status = TurnEnd.FAULT
         turns += 1
-        if status == "fault":
+        if status == TurnEnd.FAULT:
             _retry_after_fault(claimed[0].id, token=token, worker_id=worker_id)
     return turns
 

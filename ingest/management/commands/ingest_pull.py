@@ -17,7 +17,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
-from ingest.engine.redaction import redact
+from ingest.engine import redact
 from ingest.pipelines.selectors import gong_config_get, salesforce_config_get
 from ingest.sources.errors import SourceError
 from ingest.sources.gong import GongCall, GongClient

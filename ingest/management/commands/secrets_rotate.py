@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from ingest.engine.secrets import SecretsError, configured_keys, lookup_hash
+from ingest.engine import SecretsError, configured_keys, lookup_hash
 from ingest.engine.services.secrets import secrets_rotate
 from ingest.pipelines.models import Connection
 

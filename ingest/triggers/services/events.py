@@ -11,7 +11,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 
-from ingest.engine.errors import InstanceAlreadyExists
+from ingest.engine import InstanceAlreadyExists
 from ingest.engine.services import instances as engine_services
 from ingest.triggers import coalesce as coalescing
 from ingest.triggers import patterns

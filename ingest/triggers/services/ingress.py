@@ -13,9 +13,9 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
+from ingest.engine import is_postgres
 from ingest.engine.models import FINISHED_STATUSES
 from ingest.engine.services import instances as engine_services
-from ingest.engine.sql.base import is_postgres
 from ingest.triggers import coalesce, limits, signing
 from ingest.triggers import sql as trigger_sql
 from ingest.triggers.errors import (

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 
 from django.db import IntegrityError, transaction
 
-from ingest.engine.sql.base import is_postgres
+from ingest.engine import is_postgres
 from ingest.triggers import buckets
 from ingest.triggers import sql as trigger_sql
 from ingest.triggers.errors import UnknownRateLimit

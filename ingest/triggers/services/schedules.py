@@ -9,8 +9,7 @@ from typing import Any
 
 from django.db import transaction
 
-from ingest.engine.errors import EngineError, InstanceAlreadyExists
-from ingest.engine.redaction import redact
+from ingest.engine import EngineError, InstanceAlreadyExists, redact
 from ingest.engine.services import instances as engine_services
 from ingest.triggers import cron
 from ingest.triggers.errors import InvalidSchedule, ScheduleNotFound

@@ -13,8 +13,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ingest.classify.signals import content_signals
-from ingest.engine import NonRetryableError
-from ingest.engine.costs.budgets import AwaitApproval
+from ingest.engine import AwaitApproval, NonRetryableError
 from ingest.engine.models import Budget
 from ingest.engine.services.budgets import budget_upsert
 from ingest.rankdisco import services

@@ -29,7 +29,7 @@ from ingest.classify.services import (
 from ingest.classify.signals import content_signals
 from ingest.classify.taxonomy import CACHE_MIN_CONFIDENCE
 from ingest.engine import NonRetryableError
-from ingest.engine import clock as engine_clock
+from ingest.engine import now as engine_now
 from ingest.pipelines.pricer import estimate_usage_cost
 from ingest.pipelines.pricing import PriceNotFound
 from ingest.sources.errors import SourceError
@@ -87,7 +87,7 @@ def _embed(ctx: Any, choice: EmbedderChoice, text: str, *, stage: str, host: str
     if choice.service != "wordllama":
         try:
             estimate = estimate_usage_cost(choice.service, choice.model, input_tokens=max(1, len(text) // 2),
-                                           output_tokens=0, at=engine_clock.now())  # fmt: skip
+                                           output_tokens=0, at=engine_now())  # fmt: skip
         except PriceNotFound as error:
             raise NonRetryableError(f"cannot reserve budget for step {ctx.step_label!r}: {error}") from error
         ctx.check_budget(choice.service, estimate)
@@ -166,7 +166,7 @@ def stage_llm(
     prompt = sum(len(m["content"]) for m in messages)
     try:
         estimate = estimate_usage_cost(choice.service, choice.model, input_tokens=prompt // 3 + 16,
-                                       output_tokens=MAX_OUTPUT_TOKENS, at=engine_clock.now())  # fmt: skip
+                                       output_tokens=MAX_OUTPUT_TOKENS, at=engine_now())  # fmt: skip
     except PriceNotFound as error:
         raise NonRetryableError(f"cannot reserve budget for step {ctx.step_label!r}: {error}") from error
     ctx.check_budget(choice.service, estimate)
