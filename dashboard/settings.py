@@ -182,6 +182,10 @@ RUNLEDGER_BREAKER_THRESHOLD = config.env_int(ENV, "RUNLEDGER_BREAKER_THRESHOLD",
 RUNLEDGER_BREAKER_WINDOW = config.env_float(ENV, "RUNLEDGER_BREAKER_WINDOW", 60.0, minimum=0.1)
 RUNLEDGER_BREAKER_COOLDOWN = config.env_float(ENV, "RUNLEDGER_BREAKER_COOLDOWN", 30.0, minimum=0.1)
 RUNLEDGER_BREAKER_PROBE_TIMEOUT = config.env_float(ENV, "RUNLEDGER_BREAKER_PROBE_TIMEOUT", 120.0, minimum=0.1)
+# Per-tenant caps on the shipped workflows' running instances: "gong-ingest=4,domain-onboard=2"
+# (ingest/workflows/sharing.py); a workflow left out has no cap (its tenants are still served
+# round robin).
+RUNLEDGER_TENANT_CONCURRENCY = config.env_caps(ENV, "RUNLEDGER_TENANT_CONCURRENCY")
 # Prices usage when a step records a cost without an amount (the pipelines' price table, then list prices).
 # Where retention writes archived instances (gzip JSON lines, one file per workflow and day).
 RUNLEDGER_ARCHIVE_DIR = Path(ENV.get("RUNLEDGER_ARCHIVE_DIR", "") or BASE_DIR / "var" / "archive")

@@ -22,12 +22,15 @@ from ingest.engine.workflow import Workflow, registered_workflows
 
 
 def claim_limits(workflows: Sequence[type[Workflow]], *, now: datetime) -> list[FlowLimit]:
-    """The limits the claim must honour, one per workflow that declares any, as of `now`."""
+    """The limits the claim must honour, one per workflow that declares any (a concurrency,
+    a rate, or a concurrency_key to be fair across), as of `now`."""
     limits = []
     for cls in workflows:
         concurrency = getattr(cls, "concurrency", None)
         rate = getattr(cls, "_rate", None)
-        if concurrency is None and rate is None:
+        # A concurrency_key alone asks for fairness without a cap: the claim's round robin
+        # across the key's values (an uncapped group's slots are never short).
+        if concurrency is None and rate is None and not getattr(cls, "concurrency_key", None):
             continue
         limits.append(FlowLimit(
             workflow=cls.name, concurrency=concurrency,
