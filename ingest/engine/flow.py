@@ -81,23 +81,39 @@ def claim(*, owner: str, token: str, limit: int, now: datetime, lease_until: dat
 
     Runnable: due (`ready_at <= now`), not paused or finished, and holding no live lease — so an
     instance whose worker died becomes runnable again when its lease expires. Call inside a
-    transaction. Limited workflows first: their candidates are bounded by their limits, so they cannot
+    transaction. Capped workflows first: their candidates are bounded by their limits, so they cannot
     starve the others, while an unbounded backlog of unlimited work would starve them if it
-    went first. The remaining slots go to the fast path, which skips limited workflows.
+    went first. The remaining slots go to the fast path, which skips limited workflows, then to
+    the workflows that are fair across their keys without a cap (round robin, unbounded: a
+    backlog of theirs must not starve the small unlimited ones, alert deliveries and hooks).
     """
     if limits is None:
         limits = claim_limits(registered_workflows(), now=now)
     if not limits:
         return sql_claim.claim_unlimited(owner=owner, token=token, limit=limit, now=now, lease_until=lease_until)
-    claimed: list[Claimed] = []
-    groups = sql_flow.claim_groups(limits=limits, now=now, max_groups=limit)
-    if groups:
-        claimed = sql_flow.claim_limited(groups=groups, limits=limits, owner=owner, token=token, limit=limit,
-                                    now=now, lease_until=lease_until)
-        _defer_over_rate(groups, limits, now=now)
+    capped = [lim for lim in limits if lim.concurrency is not None or lim.rate is not None]
+    fair = [lim for lim in limits if lim.concurrency is None and lim.rate is None]
+    claimed = _claim_groups(capped, owner=owner, token=token, limit=limit, now=now, lease_until=lease_until)
     if len(claimed) < limit:
         claimed += sql_claim.claim_unlimited(owner=owner, token=token, limit=limit - len(claimed), now=now,
                                        lease_until=lease_until, exclude=[lim.workflow for lim in limits])
+    if len(claimed) < limit:
+        claimed += _claim_groups(fair, owner=owner, token=token, limit=limit - len(claimed), now=now,
+                                 lease_until=lease_until)
+    return claimed
+
+
+def _claim_groups(limits: Sequence[FlowLimit], *, owner: str, token: str, limit: int, now: datetime,
+                  lease_until: datetime) -> list[Claimed]:
+    """The limited claim over these workflows' (workflow, key) groups, in fairness order."""
+    if not limits:
+        return []
+    groups = sql_flow.claim_groups(limits=limits, now=now, max_groups=limit)
+    if not groups:
+        return []
+    claimed = sql_flow.claim_limited(groups=groups, limits=limits, owner=owner, token=token, limit=limit,
+                                     now=now, lease_until=lease_until)
+    _defer_over_rate(groups, limits, now=now)
     return claimed
 
 

@@ -218,6 +218,16 @@ def test_a_key_without_a_cap_is_still_served_round_robin_and_runs_unbounded():
     assert len(leased) == 30  # no cap: one claim takes as many as it asks for
 
 
+@pytest.mark.django_db
+def test_a_fair_backlog_without_a_cap_does_not_starve_unlimited_work():
+    instances.instance_create_batch(workflow="t-flow-fair-only",
+                                   items=[{"id": f"a-{i:02}", "tenant": "acme"} for i in range(20)])
+    create("t-flow-plain", id="p-1")
+    create("t-flow-plain", id="p-2")
+    _, leased = claim_batch(worker_id="w", limit=3, lease=LEASE)
+    assert set(leased) >= {"p-1", "p-2"} and len(leased) == 3
+
+
 def test_the_shipped_workflows_serve_their_tenants_round_robin():
     from ingest.engine import flow
     from ingest.engine.workflow import get_workflow
