@@ -103,6 +103,19 @@ def claim(*, owner: str, token: str, limit: int, now: datetime, lease_until: dat
     return claimed
 
 
+def uncapped(limits: Sequence[FlowLimit]) -> bool:
+    """No limit caps anything: every limit only asks for fairness across its keys, so the claim
+    may take the fast path for the rest and the fair groups after it (`claim_fair`)."""
+    return all(lim.concurrency is None and lim.rate is None for lim in limits)
+
+
+def claim_fair(limits: Sequence[FlowLimit], *, owner: str, token: str, limit: int, now: datetime,
+               lease_until: datetime) -> list[Claimed]:
+    """The fair workflows' part of a claim whose limits are all uncapped: round robin over their
+    (workflow, key) groups. Call inside a transaction, after the fast path excluding them."""
+    return _claim_groups(limits, owner=owner, token=token, limit=limit, now=now, lease_until=lease_until)
+
+
 def _claim_groups(limits: Sequence[FlowLimit], *, owner: str, token: str, limit: int, now: datetime,
                   lease_until: datetime) -> list[Claimed]:
     """The limited claim over these workflows' (workflow, key) groups, in fairness order."""
