@@ -55,6 +55,25 @@ def _env_number(env: Mapping[str, str], name: str, default: N, *, minimum: N, pa
     return value
 
 
+def env_caps(env: Mapping[str, str], name: str) -> dict[str, int]:
+    """`gong-ingest=4,domain-onboard=2` as {"gong-ingest": 4, "domain-onboard": 2}; unset: {}."""
+    caps: dict[str, int] = {}
+    for part in (p.strip() for p in env.get(name, "").split(",")):
+        if not part:
+            continue
+        key, sep, raw = part.partition("=")
+        try:
+            value = int(raw.strip()) if sep and key.strip() else 0
+        except ValueError:
+            value = 0
+        if value < 1:
+            raise ImproperlyConfigured(
+                f"{name}: {part!r} is not workflow=N with N a whole number of at least 1, "
+                "e.g. gong-ingest=4,domain-onboard=2")
+        caps[key.strip()] = value
+    return caps
+
+
 def database_config(env: Mapping[str, str], *, base_dir: Path) -> dict[str, Any]:
     """DATABASE_URL, or a SQLite file under var/ (the embedded default)."""
     raw = env.get("DATABASE_URL", "").strip()

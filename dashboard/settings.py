@@ -174,6 +174,18 @@ RUNLEDGER_PARALLEL_THREADS = config.env_int(ENV, "RUNLEDGER_PARALLEL_THREADS", 8
 RUNLEDGER_MAX_STEPS = config.env_int(ENV, "RUNLEDGER_MAX_STEPS", 10_000, minimum=1)
 # Extra modules whose workflows every process registers (comma-separated), beside ingest.workflows.
 RUNLEDGER_WORKFLOW_MODULES = [m.strip() for m in ENV.get("RUNLEDGER_WORKFLOW_MODULES", "").split(",") if m.strip()]
+# The circuit breaker of every outbound call a step makes, one per provider and tenant
+# (ingest/sources/breakers.py): `THRESHOLD` failures (network errors, 5xx) within `WINDOW` s open
+# it; then no call goes until `COOLDOWN` s have passed and one probe does; a probe that has not
+# reported after `PROBE_TIMEOUT` s (its worker died) lets the next caller probe. 0 turns them off.
+RUNLEDGER_BREAKER_THRESHOLD = config.env_int(ENV, "RUNLEDGER_BREAKER_THRESHOLD", 5, minimum=0)
+RUNLEDGER_BREAKER_WINDOW = config.env_float(ENV, "RUNLEDGER_BREAKER_WINDOW", 60.0, minimum=0.1)
+RUNLEDGER_BREAKER_COOLDOWN = config.env_float(ENV, "RUNLEDGER_BREAKER_COOLDOWN", 30.0, minimum=0.1)
+RUNLEDGER_BREAKER_PROBE_TIMEOUT = config.env_float(ENV, "RUNLEDGER_BREAKER_PROBE_TIMEOUT", 120.0, minimum=0.1)
+# Per-tenant caps on the shipped workflows' running instances: "gong-ingest=4,domain-onboard=2"
+# (ingest/workflows/sharing.py); a workflow left out has no cap (its tenants are still served
+# round robin).
+RUNLEDGER_TENANT_CONCURRENCY = config.env_caps(ENV, "RUNLEDGER_TENANT_CONCURRENCY")
 # Prices usage when a step records a cost without an amount (the pipelines' price table, then list prices).
 # Where retention writes archived instances (gzip JSON lines, one file per workflow and day).
 RUNLEDGER_ARCHIVE_DIR = Path(ENV.get("RUNLEDGER_ARCHIVE_DIR", "") or BASE_DIR / "var" / "archive")

@@ -9,7 +9,7 @@ from typing import Any
 
 from django import forms
 
-from ingest.engine.workflow import workflow_names
+from ingest.engine import workflow_names
 from ingest.triggers import cron as cron_rules
 from ingest.triggers.errors import TriggerError
 from ingest.triggers.models import MissedFirePolicy, Route, Schedule

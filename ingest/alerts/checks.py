@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from django.db.models import Min
+from django.db.models import CharField, Exists, Min, OuterRef, Value
+from django.db.models.functions import Cast, Concat
 
 from ingest.alerts.conditions import Signal, budget_level, rate_exceeded
 from ingest.alerts.firing import alert_fire, alert_resolve, summaries_send
@@ -27,6 +28,7 @@ from ingest.engine.models import (
 )
 
 EXPIRED_TOLD_WITHIN = timedelta(days=1)  # an expired approval older than this is not escalated late
+ROUND_CAP = 200  # approvals of each state one check round considers
 Check = Callable[[Rule, datetime], tuple[list[Signal], set[str]]]
 # A check returns the signals that hold now and the groups it looked at; a firing alert of the
 # rule in a group it looked at without a signal resolves (a group it did not look at stays).
@@ -82,12 +84,14 @@ def approval_overdue(rule: Rule, now: datetime) -> tuple[list[Signal], set[str]]
     qs = ApprovalRequest.objects.filter(tenant=rule.tenant, due_at__lt=now)
     if workflow:
         qs = qs.filter(workflow=workflow)
-    pending = list(qs.filter(state=ApprovalState.PENDING).order_by("due_at")[:200])
+    pending = list(qs.filter(state=ApprovalState.PENDING).order_by("due_at")[:ROUND_CAP])
     since = max(rule.created_at, now - EXPIRED_TOLD_WITHIN)
-    expired = list(qs.filter(state=ApprovalState.EXPIRED, due_at__gte=since).order_by("due_at")[:200])
-    told = set(Alert.objects.filter(rule=rule, group_key__in=[f"approval:{a.id}" for a in expired])
-               .values_list("group_key", flat=True))
-    signals = [_overdue_signal(rule, a) for a in pending + [a for a in expired if f"approval:{a.id}" not in told]]
+    # Those already told are left out in the query, not after the cap: a burst of more expiries
+    # than one round takes is told over the next rounds instead of stalling on the first ones.
+    told = Alert.objects.filter(rule=rule, group_key=Concat(Value("approval:"), Cast(OuterRef("id"), CharField())))
+    expired = list(qs.filter(state=ApprovalState.EXPIRED, due_at__gte=since).exclude(Exists(told))
+                   .order_by("due_at")[:ROUND_CAP])
+    signals = [_overdue_signal(rule, a) for a in pending + expired]
     looked = {s.group_key for s in signals} | _firing_groups(rule)
     return signals, looked
 

@@ -4,7 +4,9 @@ A breaker guards one outbound key (a provider account). Closed, calls go; `thres
 within `window` open it. Open, calls fail fast until `cooldown` has passed; then it is half-open
 and exactly one caller probes (the others still fail fast); the probe's success closes it, its
 failure opens it for another cooldown. A probe that never reports (its worker died) is given up
-after `probe_timeout`, and the next caller probes instead. The database row holds the state
+after `probe_timeout`, and the next caller probes instead; until then the callers it turned away
+come back after `recheck` (when set), so they find a closed breaker soon after the probe's
+success instead of a whole probe timeout later. The database row holds the state
 (services/breakers.py, under a row lock); these functions only say what the next state is.
 """
 
@@ -22,6 +24,7 @@ class BreakerPolicy:
     window: timedelta = timedelta(minutes=1)
     cooldown: timedelta = timedelta(seconds=30)
     probe_timeout: timedelta = timedelta(minutes=1)
+    recheck: timedelta | None = None  # how soon a caller turned away by a probe in flight asks again
 
     def __post_init__(self) -> None:
         if isinstance(self.threshold, bool) or not isinstance(self.threshold, int) or self.threshold < 1:
@@ -30,6 +33,8 @@ class BreakerPolicy:
                              ("probe_timeout", self.probe_timeout)):
             if value <= timedelta(0):
                 raise ValueError(f"a breaker's {label} must be longer than zero; got {value}")
+        if self.recheck is not None and self.recheck <= timedelta(0):
+            raise ValueError(f"a breaker's recheck must be longer than zero; got {self.recheck}")
 
 
 @dataclass(frozen=True)
@@ -64,7 +69,8 @@ def admit(s: BreakerState, policy: BreakerPolicy, *, now: datetime) -> Admission
     assert s.probe_started_at is not None
     lapse = s.probe_started_at + policy.probe_timeout
     if now < lapse:
-        return Admission(go=False, retry_after=_seconds(lapse - now))
+        wait = lapse - now if policy.recheck is None else min(lapse - now, policy.recheck)
+        return Admission(go=False, retry_after=_seconds(wait))
     return Admission(go=True, probe=True, state=replace(s, probe_started_at=now))
 
 

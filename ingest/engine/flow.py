@@ -22,12 +22,15 @@ from ingest.engine.workflow import Workflow, registered_workflows
 
 
 def claim_limits(workflows: Sequence[type[Workflow]], *, now: datetime) -> list[FlowLimit]:
-    """The limits the claim must honour, one per workflow that declares any, as of `now`."""
+    """The limits the claim must honour, one per workflow that declares any (a concurrency,
+    a rate, or a concurrency_key to be fair across), as of `now`."""
     limits = []
     for cls in workflows:
         concurrency = getattr(cls, "concurrency", None)
         rate = getattr(cls, "_rate", None)
-        if concurrency is None and rate is None:
+        # A concurrency_key alone asks for fairness without a cap: the claim's round robin
+        # across the key's values (an uncapped group's slots are never short).
+        if concurrency is None and rate is None and not getattr(cls, "concurrency_key", None):
             continue
         limits.append(FlowLimit(
             workflow=cls.name, concurrency=concurrency,
@@ -78,23 +81,52 @@ def claim(*, owner: str, token: str, limit: int, now: datetime, lease_until: dat
 
     Runnable: due (`ready_at <= now`), not paused or finished, and holding no live lease — so an
     instance whose worker died becomes runnable again when its lease expires. Call inside a
-    transaction. Limited workflows first: their candidates are bounded by their limits, so they cannot
+    transaction. Capped workflows first: their candidates are bounded by their limits, so they cannot
     starve the others, while an unbounded backlog of unlimited work would starve them if it
-    went first. The remaining slots go to the fast path, which skips limited workflows.
+    went first. The remaining slots go to the fast path, which skips limited workflows, then to
+    the workflows that are fair across their keys without a cap (round robin, unbounded: a
+    backlog of theirs must not starve the small unlimited ones, alert deliveries and hooks).
     """
     if limits is None:
         limits = claim_limits(registered_workflows(), now=now)
     if not limits:
         return sql_claim.claim_unlimited(owner=owner, token=token, limit=limit, now=now, lease_until=lease_until)
-    claimed: list[Claimed] = []
-    groups = sql_flow.claim_groups(limits=limits, now=now, max_groups=limit)
-    if groups:
-        claimed = sql_flow.claim_limited(groups=groups, limits=limits, owner=owner, token=token, limit=limit,
-                                    now=now, lease_until=lease_until)
-        _defer_over_rate(groups, limits, now=now)
+    capped = [lim for lim in limits if lim.concurrency is not None or lim.rate is not None]
+    fair = [lim for lim in limits if lim.concurrency is None and lim.rate is None]
+    claimed = _claim_groups(capped, owner=owner, token=token, limit=limit, now=now, lease_until=lease_until)
     if len(claimed) < limit:
         claimed += sql_claim.claim_unlimited(owner=owner, token=token, limit=limit - len(claimed), now=now,
                                        lease_until=lease_until, exclude=[lim.workflow for lim in limits])
+    if len(claimed) < limit:
+        claimed += _claim_groups(fair, owner=owner, token=token, limit=limit - len(claimed), now=now,
+                                 lease_until=lease_until)
+    return claimed
+
+
+def uncapped(limits: Sequence[FlowLimit]) -> bool:
+    """No limit caps anything: every limit only asks for fairness across its keys, so the claim
+    may take the fast path for the rest and the fair groups after it (`claim_fair`)."""
+    return all(lim.concurrency is None and lim.rate is None for lim in limits)
+
+
+def claim_fair(limits: Sequence[FlowLimit], *, owner: str, token: str, limit: int, now: datetime,
+               lease_until: datetime) -> list[Claimed]:
+    """The fair workflows' part of a claim whose limits are all uncapped: round robin over their
+    (workflow, key) groups. Call inside a transaction, after the fast path excluding them."""
+    return _claim_groups(limits, owner=owner, token=token, limit=limit, now=now, lease_until=lease_until)
+
+
+def _claim_groups(limits: Sequence[FlowLimit], *, owner: str, token: str, limit: int, now: datetime,
+                  lease_until: datetime) -> list[Claimed]:
+    """The limited claim over these workflows' (workflow, key) groups, in fairness order."""
+    if not limits:
+        return []
+    groups = sql_flow.claim_groups(limits=limits, now=now, max_groups=limit)
+    if not groups:
+        return []
+    claimed = sql_flow.claim_limited(groups=groups, limits=limits, owner=owner, token=token, limit=limit,
+                                     now=now, lease_until=lease_until)
+    _defer_over_rate(groups, limits, now=now)
     return claimed
 
 

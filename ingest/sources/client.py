@@ -4,8 +4,10 @@ round trip they share.
 Gong, ZenRows and DataForSEO each hold a base URL, a `(connect, read)` timeout, a session, and
 the same exchange: send; a network failure or a timeout becomes the client's retryable
 "unavailable" error naming what was sent; a 429 that asks for a short wait is waited out
-in-process and resent, a few times at most. `HttpClient` holds that once; a client sets its
-defaults and its error as class attributes and adds its credentials and its own limits.
+in-process and resent, a few times at most; inside a step, every request goes through the
+circuit breaker of the client's provider and the instance's tenant (`breakers.guarded_send`).
+`HttpClient` holds that once; a client sets its provider, defaults and error as class
+attributes and adds its credentials and its own limits.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import ClassVar, TypedDict, Unpack
 
 import requests
 
+from ingest.sources.breakers import guarded_send
 from ingest.sources.errors import SourceError
 from ingest.sources.http import (
     DEFAULT_TIMEOUT,
@@ -45,6 +48,8 @@ class HttpClient:
     of a 429), `max_inline_wait` (the longest 429 wait slept through in-process; a longer one is
     the client's error with `retry_after`), the session and the sleep (tests pass their own)."""
 
+    #: The provider's name in breaker keys (`gong:acme`) and on the breakers page.
+    PROVIDER: ClassVar[str]
     BASE_URL: ClassVar[str]
     TIMEOUT: ClassVar[Timeout] = DEFAULT_TIMEOUT
     RATE_LIMIT_RETRIES: ClassVar[int] = 2
@@ -74,11 +79,12 @@ class HttpClient:
     def _exchange(self, send: Callable[[], requests.Response], *, what: str) -> requests.Response:
         """`send()`, a network failure raised as `UNAVAILABLE` naming `what` ("Gong POST
         https://…"), resent while `_wait_for` names a delay and resends remain. The last
-        response is returned as is: the client turns it into a result or an error."""
+        response is returned as is: the client turns it into a result or an error. Each request
+        goes through the provider's breaker (`CircuitOpen`, unsent, when it is open)."""
         return wait_and_resend(
-            lambda: send_or_unavailable(
+            lambda: guarded_send(self.PROVIDER, lambda: send_or_unavailable(
                 send, unavailable=self.UNAVAILABLE, what=what, read_timeout=self.timeout[1]
-            ),
+            )),
             wait_for=self._wait_for,
             retries=self.max_rate_limit_retries,
             sleep=self._sleep,

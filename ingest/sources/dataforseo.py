@@ -75,6 +75,7 @@ def spam_score_batches(targets: Sequence[str]) -> list[list[str]]:
 class DataForSEOClient(HttpClient):
     """Takes the transport's keywords too (`client.Transport`: base_url, timeout, session…)."""
 
+    PROVIDER = "dataforseo"
     BASE_URL = "https://api.dataforseo.com"
     UNAVAILABLE = DataForSEOUnavailable
 

@@ -84,6 +84,7 @@ def _is_no_calls(response: requests.Response) -> bool:
 class GongClient(HttpClient):
     """Takes the transport's keywords too (`client.Transport`: base_url, timeout, session…)."""
 
+    PROVIDER = "gong"
     BASE_URL = "https://api.gong.io"
     RATE_LIMIT_RETRIES = 3
     INLINE_WAIT = 30.0

@@ -17,6 +17,7 @@ from typing import Any, TypedDict
 import requests
 
 from ingest.sources import errors
+from ingest.sources.breakers import guarded_send
 from ingest.sources.errors import SourceError
 from ingest.sources.http import (
     DEFAULT_TIMEOUT,
@@ -178,7 +179,7 @@ class SalesforceClient:
 
     def _post_form(self, url: str, data: Mapping[str, str]) -> requests.Response:
         try:
-            return self._session.post(url, data=data, timeout=self.timeout)
+            return guarded_send("salesforce", lambda: self._session.post(url, data=data, timeout=self.timeout))
         except requests.RequestException as error:
             raise SalesforceServerError(
                 f"Salesforce token endpoint {url} unreachable ({error}); retry later"
@@ -246,12 +247,12 @@ class SalesforceClient:
     def _get(self, path: str, token: str, params: Mapping[str, str] | None) -> requests.Response:
         url = path if path.startswith("http") else f"{self.instance_url}{path}"
         try:
-            return self._session.get(
+            return guarded_send("salesforce", lambda: self._session.get(
                 url,
                 params=params,
                 headers={"Authorization": f"Bearer {token}"},
                 timeout=self.timeout,
-            )
+            ))
         except requests.Timeout as error:
             raise SalesforceServerError(
                 f"Salesforce GET {url} timed out after {self.timeout[1]:g}s; retry later"

@@ -123,6 +123,7 @@ def reported_cost(headers: Mapping[str, str]) -> Decimal | None:
 class ZenRowsClient(HttpClient):
     """Takes the transport's keywords too (`client.Transport`: base_url, timeout, session…)."""
 
+    PROVIDER = "zenrows"
     BASE_URL = "https://api.zenrows.com/v1/"  # requested as it is: the trailing slash stays
     TIMEOUT = (5.0, 90.0)  # rendering a page takes tens of seconds
     UNAVAILABLE = ZenRowsUnavailable

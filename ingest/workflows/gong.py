@@ -48,6 +48,7 @@ from ingest.workflows.common import (
     source_error_step,
 )
 from ingest.workflows.search_attributes import search_slug, searchable
+from ingest.workflows.sharing import FAIR_KEY, LIVE_PRIORITY, tenant_concurrency
 
 WORKFLOW = "gong-ingest"
 ENGAGEMENT_CONFIDENCE = 0.2
@@ -149,6 +150,8 @@ def gong_search_attributes(params: Mapping[str, Any]) -> dict[str, str | int]:
 
 class GongIngest(Workflow):
     name = WORKFLOW
+    concurrency_key = FAIR_KEY  # tenants served round robin (ingest/workflows/sharing.py)
+    concurrency = tenant_concurrency(WORKFLOW)
     version = 2  # 2: "search-attributes" first (docs/engine-contract.md, "Versions")
 
     def run(self, event: WorkflowEvent, step: Any) -> dict[str, Any]:
@@ -209,17 +212,20 @@ def gong_params(call: GongCall | GongExtensiveCall | Mapping[str, Any], transcri
 
 
 def gong_ingest_start(tenant: str, call: GongCall | GongExtensiveCall | Mapping[str, Any], *,
-                      transcript: str | None = None, actor: str = "", only_if: RowUnchanged | None = None) -> Started:
+                      transcript: str | None = None, actor: str = "", only_if: RowUnchanged | None = None,
+                      priority: int = LIVE_PRIORITY) -> Started:
     """Start `gong-ingest` for a call; the instance id is derived from the call, so a duplicate
     id means already processed.
 
-    Without `transcript` the instance fetches it from Gong in its first step.
+    Without `transcript` the instance fetches it from Gong in its first step. A backfill passes
+    `priority=BACKFILL_PRIORITY`, below live webhooks.
     """
     params = gong_params(call, transcript)
     params["tenant"] = tenant
     instance_id = gong_instance_id(tenant, params["call_id"])
     try:
-        create(WORKFLOW, id=instance_id, params=params, tenant=tenant, actor=actor, only_if=only_if)
+        create(WORKFLOW, id=instance_id, params=params, tenant=tenant, actor=actor, only_if=only_if,
+               priority=priority)
     except InstanceAlreadyExists:
         return Started(instance_id, False)
     return Started(instance_id, True)

@@ -44,6 +44,7 @@ from ingest.workflows.common import (
 )
 from ingest.workflows.gong import Started
 from ingest.workflows.search_attributes import search_slug, searchable
+from ingest.workflows.sharing import FAIR_KEY, LIVE_PRIORITY, tenant_concurrency
 
 WORKFLOW = "salesforce-ingest"
 FREE_TEXT_FIELDS = ("Description", "Notes__c")
@@ -177,6 +178,8 @@ def record_search_attributes(record: Any) -> dict[str, str | int]:
 
 class SalesforceIngest(Workflow):
     name = WORKFLOW
+    concurrency_key = FAIR_KEY  # tenants served round robin (ingest/workflows/sharing.py)
+    concurrency = tenant_concurrency(WORKFLOW)
     version = 2  # 2: "search-attributes" first, and after fetch-record (docs/engine-contract.md, "Versions")
 
     def run(self, event: WorkflowEvent, step: Any) -> dict[str, Any]:
@@ -224,7 +227,7 @@ def _observed(params: Mapping[str, Any], record: Mapping[str, Any], event: Workf
 def salesforce_ingest_start(tenant: str, *, object_id: str, object_type: str = "Opportunity",
                             record: Mapping[str, Any] | None = None, version: str | None = None,
                             observed_at: str | None = None, trigger: str = "", actor: str = "",
-                            only_if: RowUnchanged | None = None) -> Started:
+                            only_if: RowUnchanged | None = None, priority: int = LIVE_PRIORITY) -> Started:
     """Start `salesforce-ingest` for one record change; a duplicate id means already processed.
 
     `version` defaults to the record's LastModifiedDate. Without a record carrying its account,
@@ -240,7 +243,8 @@ def salesforce_ingest_start(tenant: str, *, object_id: str, object_type: str = "
         params["observed_at"] = observed_at
     instance_id = sfdc_instance_id(tenant, object_type, object_id, version)
     try:
-        create(WORKFLOW, id=instance_id, params=params, tenant=tenant, actor=actor, only_if=only_if)
+        create(WORKFLOW, id=instance_id, params=params, tenant=tenant, actor=actor, only_if=only_if,
+               priority=priority)
     except InstanceAlreadyExists:
         return Started(instance_id, False)
     return Started(instance_id, True)

@@ -9,6 +9,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from ingest.alerts import checks
 from ingest.alerts.checks import checks_round
 from ingest.alerts.models import Alert, Notification
 from ingest.alerts.services import rule_save
@@ -106,3 +107,28 @@ def test_an_approval_that_expired_before_the_rule_existed_is_not_escalated(
     )
     _checks_for(30)
     assert not Alert.objects.filter(rule=rule).exists()
+
+
+def test_approvals_whose_timeout_the_workflow_catches_escalate_once_each_even_past_a_rounds_cap(
+    following, webhook_channel, receiver, monkeypatch
+):
+    monkeypatch.setattr(checks, "ROUND_CAP", 2)  # three expiries: more than one round takes
+    rule = _escalation_rule(webhook_channel)
+    insts = [instance_create(workflow="alerts-test-approval-caught", params={"order": n}, tenant="acme")
+             for n in (1, 2, 3)]
+    run_until_idle()
+    clock.clock.advance(timedelta(hours=1, seconds=1))
+    run_until_idle()  # every instance wakes at its timeout, catches it and completes
+    assert [Instance.objects.get(id=i.id).status for i in insts] == ["complete"] * 3
+    assert set(ApprovalRequest.objects.values_list("state", flat=True)) == {"expired"}
+    _checks_for(60)
+    run_until_idle()  # delivers the notifications
+    receiver.wait_for(6)  # each fires, then resolves the round after
+    _checks_for(60)
+    run_until_idle()
+    bodies = [r.json() for r in receiver.received]
+    firing = [b for b in bodies if b["type"] == "alert.firing"]
+    assert sorted(b["title"] for b in firing) == [f"approval overdue: Ship order {n}" for n in (1, 2, 3)]
+    assert len(bodies) == 6 and {b["type"] for b in bodies} - {"alert.firing"} == {"alert.resolved"}
+    assert {b["facts"]["escalation"] for b in firing} == {"senior@example.com"}
+    assert set(Alert.objects.filter(rule=rule).values_list("state", flat=True)) == {"resolved"}

@@ -1,10 +1,11 @@
-"""Workflows the alert tests run: one that fails, one that succeeds, one that waits for approval."""
+"""Workflows the alert tests run: one that fails, one that succeeds, two that wait for approval
+(one lets the timeout end it, one catches it and goes on)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ingest.engine import NonRetryableError, Workflow
+from ingest.engine import NonRetryableError, WaitForEventTimeout, Workflow
 
 
 class FailingForAlerts(Workflow):
@@ -33,3 +34,15 @@ class ApprovalForAlerts(Workflow):
         answer = step.wait_for_approval("sign-off", title="Ship order 7", timeout="1 hour",
                                         escalation="senior@example.com")
         return {"approved": answer["approved"]}
+
+
+class ApprovalCaughtForAlerts(Workflow):
+    name = "alerts-test-approval-caught"
+
+    def run(self, event: Any, step: Any) -> Any:
+        try:
+            answer = step.wait_for_approval("sign-off", title=f"Ship order {event.payload['order']}",
+                                            timeout="1 hour", escalation="senior@example.com")
+        except WaitForEventTimeout:
+            return {"approved": False, "timed_out": True}
+        return {"approved": answer["approved"], "timed_out": False}

@@ -74,3 +74,14 @@ def test_a_closed_breakers_success_changes_nothing_and_a_stragglers_failure_neit
 def test_a_bad_policy_is_refused(kwargs: dict) -> None:
     with pytest.raises(ValueError, match="breaker"):
         BreakerPolicy(**kwargs)
+
+
+def test_with_a_recheck_callers_turned_away_by_the_probe_ask_again_sooner() -> None:
+    policy = BreakerPolicy(threshold=3, cooldown=timedelta(seconds=30), probe_timeout=timedelta(seconds=120),
+                           recheck=timedelta(seconds=3))
+    s = breaker.admit(fail_times(0, 1, 2), policy, now=T0 + timedelta(seconds=40)).state
+    assert s is not None and s.state == breaker.HALF_OPEN
+    assert breaker.admit(s, policy, now=T0 + timedelta(seconds=41)).retry_after == pytest.approx(3.0)
+    assert breaker.admit(s, policy, now=T0 + timedelta(seconds=159)).retry_after == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="recheck"):
+        BreakerPolicy(recheck=timedelta(0))

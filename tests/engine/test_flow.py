@@ -195,6 +195,49 @@ def test_a_small_tenant_is_served_round_robin_beside_a_large_backlog():
     assert [i for i in RAN if i.startswith("a-")] == [f"a-{i:02}" for i in range(60)]
 
 
+class FairOnly(Workflow):
+    name = "t-flow-fair-only"
+    concurrency_key = "tenant"
+
+    def run(self, event, step):
+        return step.do("work", record)
+
+
+@pytest.mark.django_db
+def test_a_key_without_a_cap_is_still_served_round_robin_and_runs_unbounded():
+    instances.instance_create_batch(workflow="t-flow-fair-only",
+                                   items=[{"id": f"a-{i:02}", "tenant": "acme"} for i in range(40)])
+    instances.instance_create_batch(workflow="t-flow-fair-only",
+                                   items=[{"id": f"b-{i}", "tenant": "blue"} for i in range(5)])
+    run_until_idle()
+    assert len(RAN) == 45
+    assert max(i for i, iid in enumerate(RAN) if iid.startswith("b-")) < 10, RAN  # alternates, one at a time
+    instances.instance_create_batch(workflow="t-flow-fair-only",
+                                   items=[{"id": f"c-{i:02}", "tenant": "acme"} for i in range(30)])
+    _, leased = claim_batch(worker_id="w", limit=30, lease=LEASE)
+    assert len(leased) == 30  # no cap: one claim takes as many as it asks for
+
+
+@pytest.mark.django_db
+def test_a_fair_backlog_without_a_cap_does_not_starve_unlimited_work():
+    instances.instance_create_batch(workflow="t-flow-fair-only",
+                                   items=[{"id": f"a-{i:02}", "tenant": "acme"} for i in range(20)])
+    create("t-flow-plain", id="p-1")
+    create("t-flow-plain", id="p-2")
+    _, leased = claim_batch(worker_id="w", limit=3, lease=LEASE)
+    assert set(leased) >= {"p-1", "p-2"} and len(leased) == 3
+
+
+def test_the_shipped_workflows_serve_their_tenants_round_robin():
+    from ingest.engine import flow
+    from ingest.engine.workflow import get_workflow
+
+    shipped = ["gong-ingest", "salesforce-ingest", "domain-onboard", "url-classify"]
+    classes = [get_workflow(name) for name in shipped]
+    assert [cls.concurrency_key for cls in classes] == ["tenant"] * 4
+    assert [lim.workflow for lim in flow.claim_limits(classes, now=T0)] == sorted(shipped)
+
+
 @pytest.mark.django_db
 def test_priorities_order_instances_within_a_key_and_across_keys():
     create("t-flow-per-tenant", id="a-low", tenant="acme", priority=0)

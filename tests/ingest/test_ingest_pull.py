@@ -36,6 +36,24 @@ def test_pulling_gong_starts_one_ingest_per_call_in_the_range_and_is_idempotent(
     assert "0 ingest(s) started, 3 already processed" in pull("gong", "--tenant", "acme", "--from", start, "--to", end)
 
 
+def test_a_gong_backfill_queues_behind_live_webhooks_and_says_so_in_its_help(
+        gong_tenant: str, fake_gong: FakeGong, capsys) -> None:
+    from ingest.workflows.gong import gong_ingest_start
+
+    calls = fake_gong.calls
+    pull("gong", "--tenant", "acme", "--from", calls[0].started.isoformat(), "--to", calls[3].started.isoformat(),
+         "--no-progress")
+    live = gong_ingest_start("acme", {"id": calls[4].id, "title": "live", "started": calls[4].started.isoformat()},
+                             transcript="Ana: hello")
+    assert set(Instance.objects.exclude(id=live.instance_id).values_list("priority", flat=True)) == {-10}
+    assert Instance.objects.get(id=live.instance_id).priority == 0
+    assert Instance.objects.get(id=live.instance_id).concurrency_key == "acme"  # served round robin by tenant
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        call_command("ingest_pull", "--help")
+    assert "at priority -10: below live webhooks (priority 0)" in " ".join(capsys.readouterr().out.split())
+
+
 def test_pulling_salesforce_follows_query_pages_and_starts_versioned_ingests(
         sfdc_tenant: str, fake_salesforce: FakeSalesforce, drain) -> None:
     output = pull("salesforce", "--tenant", "acme", "--from", "2025-03-01", "--to", "2025-03-04", "--no-progress")

@@ -13,7 +13,7 @@ from ingest.engine.models import Budget, Instance
 pytestmark = [pytest.mark.db, pytest.mark.django_db]
 
 
-def test_it_starts_one_onboarding_per_domain_and_refuses_names_that_are_not_domains(tmp_path: Path) -> None:
+def test_it_starts_one_onboarding_per_domain_and_refuses_names_that_are_not_domains(tmp_path: Path, capsys) -> None:
     listing = tmp_path / "domains.txt"
     listing.write_text("# our clients\nglobex.example\n\nhttps://www.Acme.example/  # dup of the argument\nnot a domain\n")
     out, err = StringIO(), StringIO()
@@ -27,6 +27,12 @@ def test_it_starts_one_onboarding_per_domain_and_refuses_names_that_are_not_doma
     assert made["onboard-acme-acme-example"]["keyword_limit"] == 20
     assert made["onboard-acme-acme-example"]["skip_brand_properties"] is True
     assert Budget.objects.get(scope="service", key="dataforseo", period="day").limit == 10
+    # Bulk work: below live traffic (priority 0), served round robin by tenant.
+    assert set(Instance.objects.values_list("priority", "concurrency_key")) == {(-10, "acme")}
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        call_command("onboard_domains", "--help")
+    assert "start at priority -10, below live traffic (priority 0)" in " ".join(capsys.readouterr().out.split())
 
     out = StringIO()
     call_command("onboard_domains", "acme.example", "--tenant", "acme", "--no-progress", stdout=out)

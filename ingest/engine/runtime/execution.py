@@ -28,6 +28,7 @@ from django.conf import settings
 from ingest.engine import clock, flow
 from ingest.engine.costs import budgets
 from ingest.engine.errors import (
+    CircuitOpen,
     EngineError,
     InvalidStepConfig,
     NonDeterministicReplay,
@@ -62,6 +63,7 @@ log = logging.getLogger("runledger.engine")
 
 AWAITING_APPROVAL = "AwaitingApproval"
 BUDGET_HELD = "BudgetHeld"  # waited for other steps' budget holds (costs/budgets.py)
+CIRCUIT_OPEN = "CircuitOpen"  # waited for an outbound key's circuit breaker to let a call through
 WORKER_LOST = "WorkerLost"
 ROLLBACK_POSITION = 1_000_000
 DEFAULT_MAX_STEPS = 10_000  # RUNLEDGER_MAX_STEPS when the settings do not say
@@ -288,6 +290,16 @@ class Execution:
             self.store.step_attempt_failed(p.rec, attempt=ctx.attempt, started=started, now=now, failure=held,
                                            retry_at=again)
             _log_failed(p, ctx.attempt, held, retry_at=again, now=now)
+            raise Suspend(again) from None
+        if isinstance(exc, CircuitOpen):
+            # The call was not made: the step waits for the breaker's next probe without spending
+            # a retry, and (released above) holds no budget meanwhile. Never skipped, even when
+            # a test skips retry delays: retrying at once would only meet the open breaker again.
+            again = now + timedelta(seconds=max(exc.retry_after, 0.001))
+            waited = Failure(CIRCUIT_OPEN, str(exc))
+            self.store.step_attempt_failed(p.rec, attempt=ctx.attempt, started=started, now=now, failure=waited,
+                                           retry_at=again)
+            _log_failed(p, ctx.attempt, waited, retry_at=again, now=now)
             raise Suspend(again) from None
         delay = None
         if not isinstance(exc, NonRetryableError):

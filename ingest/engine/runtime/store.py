@@ -319,11 +319,11 @@ class InstanceStore:
 
     @ledger_io
     def uncounted_attempts(self, rec: StepRecord) -> int:
-        """Attempts that do not count against the retry limit (paused for a budget approval, or
-        waiting for other steps' budget holds)."""
+        """Attempts that do not count against the retry limit (paused for a budget approval,
+        waiting for other steps' budget holds, or for an open circuit breaker)."""
         if rec.id == 0:  # a first attempt whose row is not written: no attempt recorded yet
             return 0
-        return Attempt.objects.filter(step_id=rec.id, error_name__in=("AwaitingApproval", "BudgetHeld")).count()
+        return Attempt.objects.filter(step_id=rec.id, error_name__in=("AwaitingApproval", "BudgetHeld", "CircuitOpen")).count()
 
     @ledger_io
     def held_waits(self, rec: StepRecord) -> int:

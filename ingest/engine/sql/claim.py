@@ -71,7 +71,7 @@ _CLAIM_AND_RECORD = f"""
         SELECT id, status AS previous_status FROM engine_instance
         WHERE ready_at <= %(now)s
           AND (lease_expires_at IS NULL OR lease_expires_at < %(now)s)
-          AND status NOT IN {FINISHED_OR_PAUSED}
+          AND status NOT IN {FINISHED_OR_PAUSED}{{skip}}
         ORDER BY priority DESC, ready_at
         LIMIT %(limit)s
         FOR UPDATE SKIP LOCKED
@@ -94,22 +94,25 @@ _CLAIM_AND_RECORD = f"""
 
 
 def claim_and_record(*, owner: str, token: str, limit: int, now: datetime, lease_until: datetime,
-                     columns: Sequence[str] = (), raw: Any = None) -> list[Claimed]:
-    """The claim when no workflow has flow limits (PostgreSQL): lease up to `limit` runnable
-    instances and write the history of those it moves to running, in one prepared statement
-    and its own transaction (nothing else needs to commit with it). With `columns`, each claimed
-    instance comes with its row (those columns, as leased) and whether it has steps. `raw`: an
-    engine_connection() to run it on, instead of this thread's Django connection."""
+                     columns: Sequence[str] = (), raw: Any = None, exclude: Sequence[str] = ()) -> list[Claimed]:
+    """The claim when no workflow has a cap (PostgreSQL): lease up to `limit` runnable instances
+    of workflows not in `exclude` (those fair across keys, claimed after it by group) and write
+    the history of those it moves to running, in one prepared statement and its own transaction
+    (nothing else needs to commit with it). With `columns`, each claimed instance comes with its
+    row (those columns, as leased) and whether it has steps. `raw`: an engine_connection() to
+    run it on, instead of this thread's Django connection."""
     import psycopg
 
-    params = {"now": now, "limit": limit, "owner": owner, "token": token, "until": lease_until}
+    params: dict[str, Any] = {"now": now, "limit": limit, "owner": owner, "token": token, "until": lease_until}
+    if exclude:
+        params["exclude"] = list(exclude)
     errors: Any = contextlib.nullcontext()
     if raw is None:
         connection.ensure_connection()
         raw, errors = connection.connection, connection.wrap_database_errors
         prepare_session(raw)
     with errors, psycopg.Cursor(raw) as cursor:
-        cursor.execute(_claim_and_record_sql(tuple(columns)), params, prepare=True)
+        cursor.execute(_claim_and_record_sql(tuple(columns), bool(exclude)), params, prepare=True)
         rows = cursor.fetchall()
     if not columns:
         return [Claimed(row[0], row[1], row[2], row[3], has_steps=row[4]) for row in rows]
@@ -117,8 +120,8 @@ def claim_and_record(*, owner: str, token: str, limit: int, now: datetime, lease
 
 
 @functools.cache
-def _claim_and_record_sql(columns: tuple[str, ...]) -> str:
-    return _CLAIM_AND_RECORD.format(lease=LEASE_SET,
+def _claim_and_record_sql(columns: tuple[str, ...], exclude: bool = False) -> str:
+    return _CLAIM_AND_RECORD.format(lease=LEASE_SET, skip=" AND workflow <> ALL(%(exclude)s::text[])" if exclude else "",
                                     columns="".join(f", u.{column}" for column in columns))
 
 

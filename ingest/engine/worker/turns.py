@@ -99,14 +99,28 @@ def claim(*, worker_id: str, limit: int, lease: timedelta, now: datetime | None 
     lock, so these leases end with its session (sql/liveness.py)."""
     now = now or clock.now()
     token = lease_token(tied=tied)
-    if is_postgres() and not flow.claim_limits(registered_workflows(), now=now):
+    limits = flow.claim_limits(registered_workflows(), now=now) if is_postgres() else None
+    if limits is not None and flow.uncapped(limits):
+        # The fast path: one prepared statement for every workflow but the fair ones, then
+        # (slots left) the fair ones' round robin over their keys, as flow.claim orders them.
+        fair = [lim.workflow for lim in limits]
         claimed = sql_claim.claim_and_record(owner=worker_id, token=token, limit=limit, now=now,
-                                       lease_until=now + lease, columns=_COLUMNS, raw=raw)
+                                             lease_until=now + lease, columns=_COLUMNS, raw=raw, exclude=fair)
         if any(c.previous_status in (Status.QUEUED, Status.WAITING) for c in claimed):
             notify.request_history()  # committed already: the statement was its own transaction
+        if fair and len(claimed) < limit:
+            claimed += _claim_recorded(lambda: flow.claim_fair(limits, owner=worker_id, token=token,
+                                                               limit=limit - len(claimed), now=now,
+                                                               lease_until=now + lease), now=now)
         return token, claimed
+    return token, _claim_recorded(lambda: flow.claim(owner=worker_id, token=token, limit=limit, now=now,
+                                                     lease_until=now + lease, limits=limits), now=now)
+
+
+def _claim_recorded(claim_in: Callable[[], list[Claimed]], *, now: datetime) -> list[Claimed]:
+    """Run a claim in a transaction with the history rows of the instances it moves to running."""
     with transaction.atomic():
-        claimed = flow.claim(owner=worker_id, token=token, limit=limit, now=now, lease_until=now + lease)
+        claimed = claim_in()
         moved = [c for c in claimed if c.previous_status in (Status.QUEUED, Status.WAITING)]
         if moved:
             notify.history()
@@ -119,7 +133,7 @@ def claim(*, worker_id: str, limit: int, lease: timedelta, now: datetime | None 
                             status=Status.RUNNING, created_at=now)
                     for i, w, t in rows
                 ])
-    return token, claimed
+    return claimed
 
 
 def lease_token(*, tied: bool) -> str:

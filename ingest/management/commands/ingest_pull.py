@@ -4,7 +4,7 @@ Lists the calls (Gong) or the opportunities changed (Salesforce) in [from, to) a
 ingest each, through the same functions the webhooks use; already ingested ones are counted as
 already processed. Connection settings come from the tenant's Connection row, else the
 environment (GONG_*, SALESFORCE_*); `--base-url` points the client elsewhere (a fake, a sandbox).
-A worker runs the ingests.
+A worker runs the ingests, at the backfill priority, below live webhooks (ingest/workflows/sharing.py).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from ingest.sources.gong import GongCall, GongClient
 from ingest.sources.salesforce import ClientCredentials, RefreshToken, SalesforceClient
 from ingest.workflows.gong import Started, gong_ingest_start, transcript_text
 from ingest.workflows.salesforce import salesforce_ingest_start
+from ingest.workflows.sharing import BACKFILL_PRIORITY
 
 TRANSCRIPT_BATCH = 50
 SOQL = (
@@ -47,7 +48,9 @@ def _batches(calls: Iterator[GongCall], size: int) -> Iterator[list[GongCall]]:
 
 
 class Command(BaseCommand):
-    help = "Pull Gong calls or Salesforce opportunities for a time range and start their ingests."
+    help = ("Pull Gong calls or Salesforce opportunities for a time range and start their ingests, "
+            f"at priority {BACKFILL_PRIORITY}: below live webhooks (priority 0), so a backfill never "
+            "queues ahead of them; tenants are served round robin either way.")
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("source", choices=["gong", "salesforce"])
@@ -92,7 +95,8 @@ class Command(BaseCommand):
             parties = {e.call.id: e.parties for e in client.iter_extensive(ids)}
             texts = {t.call_id: transcript_text(t, parties.get(t.call_id, ())) for t in client.iter_transcripts(ids)}
             for call in batch:
-                yield gong_ingest_start(tenant, call, transcript=texts.get(call.id), actor="ingest_pull")
+                yield gong_ingest_start(tenant, call, transcript=texts.get(call.id), actor="ingest_pull",
+                                        priority=BACKFILL_PRIORITY)
 
     def _salesforce(self, tenant: str, start: datetime, end: datetime, base_url: str | None) -> Iterator[Started]:
         config = salesforce_config_get(tenant=tenant, login_url=base_url)
@@ -106,4 +110,4 @@ class Command(BaseCommand):
         soql = SOQL.format(start=start.strftime("%Y-%m-%dT%H:%M:%SZ"), end=end.strftime("%Y-%m-%dT%H:%M:%SZ"))
         for record in client.query(soql):
             yield salesforce_ingest_start(tenant, object_id=str(record["Id"]), record=record,
-                                          trigger="ingest_pull", actor="ingest_pull")
+                                          trigger="ingest_pull", actor="ingest_pull", priority=BACKFILL_PRIORITY)

@@ -5,7 +5,8 @@ lines and `#` comments skipped), with a progress bar. A domain already onboarded
 `--run` label is counted as already there; `--again` onboards every domain anew (its rows are
 upserted). Creates the `dataforseo daily $10` budget when there is none. With `--wait`,
 a second bar follows the onboardings until each has ended or paused for an operator (a worker
-must be running).
+must be running). The onboardings (and their url-classify children) run at the backfill
+priority, below live traffic (ingest/workflows/sharing.py).
 A name that is not a domain is reported and started for nothing; the command then exits 1.
 """
 
@@ -28,6 +29,7 @@ from ingest.workflows.domain_onboard.workflow import (
     SKIPS,
     dataforseo_budget_ensure,
 )
+from ingest.workflows.sharing import BACKFILL_PRIORITY
 
 
 def read_domains(names: list[str], file: str | None) -> list[str]:
@@ -42,7 +44,9 @@ def read_domains(names: list[str], file: str | None) -> list[str]:
 
 
 class Command(BaseCommand):
-    help = "Onboard RankDisco domains: start domain-onboard for each, with a progress bar."
+    help = ("Onboard RankDisco domains: start domain-onboard for each, with a progress bar. Bulk work: "
+            f"the onboardings and their url-classify runs start at priority {BACKFILL_PRIORITY}, below "
+            "live traffic (priority 0); tenants are served round robin either way.")
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("domains", nargs="*", help="domains to onboard (example.com)")
@@ -78,7 +82,8 @@ class Command(BaseCommand):
         with tqdm(total=len(valid), desc="starting", unit="domain", disable=options["no_progress"]) as bar:
             for name in valid:
                 instance_id, created = domain_onboard_start(options["tenant"], name, run=run,
-                                                            actor="onboard_domains", **extra)
+                                                            actor="onboard_domains", priority=BACKFILL_PRIORITY,
+                                                            **extra)
                 started.append(instance_id)
                 already += not created
                 bar.update(1)

@@ -13,6 +13,7 @@ from typing import Any, Protocol, TypedDict, Unpack
 import requests
 
 from ingest.sources import errors
+from ingest.sources.breakers import guarded_send
 from ingest.sources.errors import SourceError
 from ingest.sources.http import (
     DEFAULT_TIMEOUT,
@@ -151,7 +152,8 @@ def post_json(
     """POST, waiting in-process for short server-given retry delays (at most `retries` times).
 
     Longer or missing hints are left to the engine: the caller raises a retryable error
-    with `retry_after`, and the step is retried later without holding a worker thread.
+    with `retry_after`, and the step is retried later without holding a worker thread. Inside
+    a step each request goes through the breaker of `provider` and the instance's tenant.
     """
 
     def send() -> requests.Response:
@@ -167,7 +169,8 @@ def post_json(
             ) from error
 
     return wait_and_resend(
-        send, wait_for=_inline_wait(max_inline_wait), retries=retries, sleep=sleep
+        lambda: guarded_send(provider, send), wait_for=_inline_wait(max_inline_wait), retries=retries,
+        sleep=sleep,
     )
 
 

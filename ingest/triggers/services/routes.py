@@ -9,7 +9,7 @@ from typing import Any
 
 from django.db import transaction
 
-from ingest.engine.workflow import workflow_names
+from ingest.engine import workflow_names
 from ingest.triggers.errors import InvalidRoute, RouteNotFound
 from ingest.triggers.models import Route
 

@@ -55,6 +55,7 @@ from ingest.workflows.domain_onboard.steps import (
     spam_scores,
 )
 from ingest.workflows.search_attributes import searchable
+from ingest.workflows.sharing import FAIR_KEY, LIVE_PRIORITY, tenant_concurrency
 
 CLASSIFIER = "url-classify"
 LIMITS = ("backlink_limit", "keyword_limit", "referring_domains_limit")
@@ -113,6 +114,8 @@ def instance_spend(instance_id: str) -> Decimal:
 
 class DomainOnboard(Workflow):
     name = WORKFLOW
+    concurrency_key = FAIR_KEY  # tenants served round robin (ingest/workflows/sharing.py)
+    concurrency = tenant_concurrency(WORKFLOW)
     version = 2  # 2: "search-attributes" around ensure-domain (docs/engine-contract.md, "Versions")
 
     def run(self, event: WorkflowEvent, step: Any) -> WorkflowResult:
@@ -256,13 +259,13 @@ def onboard_instance_id(tenant: str, domain: str, *, run: str = "") -> str:
 
 
 def domain_onboard_start(tenant: str, domain: str, *, run: str = "", actor: str = "",
-                         **options: Any) -> tuple[str, bool]:
+                         priority: int = LIVE_PRIORITY, **options: Any) -> tuple[str, bool]:
     """Start `domain-onboard` for a domain; (instance id, created). The same `run` twice is
     already processed; a new `run` onboards the domain again (its rows are upserted)."""
     params = onboard_params({"domain": domain, **options})
     instance_id = onboard_instance_id(tenant, params["domain"], run=run)
     try:
-        create(WORKFLOW, id=instance_id, params=params, tenant=tenant, actor=actor)
+        create(WORKFLOW, id=instance_id, params=params, tenant=tenant, actor=actor, priority=priority)
     except InstanceAlreadyExists:
         return instance_id, False
     return instance_id, True
