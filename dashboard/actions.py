@@ -128,6 +128,7 @@ class BadArguments(ActionRefused):
 
 REASON_MAX = 2000
 PRIORITY_RANGE = (-1000, 1000)
+INSTANCE_ID_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_-]*$"  # what the engine accepts as an instance id
 # The arguments each action takes beyond the reason; anything else is refused, not ignored.
 ARGUMENTS: dict[str, frozenset[str]] = {
     "pause": frozenset(), "resume": frozenset(), "retry": frozenset(),
