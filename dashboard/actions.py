@@ -255,18 +255,24 @@ def _selection(instance: Instance, arguments: dict[str, Any]) -> dict[str, Any]:
 
 
 def instance_act(*, user: Any, origin: Origin, instance_id: str, action: str, reason: str = "",
-                 arguments: dict[str, Any] | None = None) -> Done:
+                 arguments: dict[str, Any] | None = None,
+                 audit_as: tuple[str, dict[str, Any]] | None = None) -> Done:
     """Take operator action `action` on an instance for `user`, from `origin`: check who may,
     the arguments and the reason, call the engine and write the audit entry in one transaction.
+    `audit_as` records it under another name with more facts (a dead letter's retry is audited
+    as `dead_letter.retry` with the dead letter's id).
 
     Raises ActionRefused (nothing done), the engine's EngineError (the instance's state is in the
     way) or InputRejected (params set a reserved key)."""
     instance, spec = instance_actionable(user=user, instance_id=instance_id, action=action)
     checked = _arguments_check(spec, instance, arguments or {})
     reason = reason_check(reason, origin=origin)
+    name, selection = f"instance.{spec.name}", _selection(instance, checked)
+    if audit_as is not None:
+        name, selection = audit_as[0], {**selection, **audit_as[1]}
     result = audited(
         user=user, origin=origin,
-        audit=Audit(f"instance.{spec.name}", [instance.tenant], _selection(instance, checked), reason),
+        audit=Audit(name, [instance.tenant], selection, reason),
         run=lambda: _engine_call(spec.name, instance, checked, actor=actor_name(user, origin), reason=reason))
     created = result.id if spec.name in ("replay", "fork") and isinstance(result, Instance) else None
     return Done(spec.name, instance.id, created)

@@ -209,15 +209,11 @@ INSTANCE_ACTION_SERVICES = ("ingest.engine.services.control", "ingest.engine.ser
                             "ingest.engine.services.instances")
 INTERFACES = ("dashboard.views", "dashboard.api", "dashboard.management", "dashboard.cli",
               "dashboard.live", "dashboard.consumers")
-# Dead letters are retried and replayed from their own page under their own audit name
-# (dead_letter.retry, dead_letter.replay): the one interface module still calling the engine.
-ACTION_PATH_EXCEPTIONS = {"dashboard.views.dead_letters"}
-
 
 def bypasses(modules: dict[str, Path]) -> list[str]:
     found = []
     for name, path in modules.items():
-        if not name.startswith(INTERFACES) or name in ACTION_PATH_EXCEPTIONS:
+        if not name.startswith(INTERFACES):
             continue
         for target in imported_names(path, name):
             if target.startswith(INSTANCE_ACTION_SERVICES) or target in {f"ingest.engine.{n}" for n in ("create", "create_batch", "api")}:

@@ -31,7 +31,10 @@ CURSOR_PATTERN = r"^[A-Za-z0-9_-]{0,600}$"  # empty: the first page
 
 
 class InstanceFilters(Schema):
-    workflow: str | None = None
+    """The console's list filters (dashboard/selectors/instance_filters.py), as query parameters."""
+
+    workflow: str | None = Field(None, description="a registered workflow's name matches exactly; "
+                                 "other text matches part of a name (as the console's filter)")
     # The patterns are declared, not enforced here: the list's own refusal (400) names the value.
     status: str | None = Field(None, json_schema_extra={"pattern": STATUS_PATTERN},
                                description="one or more statuses, comma-separated")
@@ -101,7 +104,7 @@ def instance_start(request: HttpRequest, body: s.InstanceIn) -> Status[dict[str,
 
 @router.get("", response={200: s.InstancePage, **ERRORS}, summary="List instances, newest first")
 def instance_list(request: HttpRequest, filters: Query[InstanceFilters]) -> dict[str, Any]:
-    return selectors.instance_page(tenants=access.tenants_for(request.user), **filters.dict())
+    return selectors.instance_page(user=request.user, **filters.dict())
 
 
 @router.get("/{instance_id}", response={200: s.InstanceDetail, **ERRORS},
