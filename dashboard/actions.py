@@ -248,9 +248,12 @@ def _engine_call(action: str, instance: Instance, arguments: dict[str, Any], *, 
 
 def _selection(instance: Instance, arguments: dict[str, Any]) -> dict[str, Any]:
     """The instance and the action's own arguments for the audit entry; params and payloads are
-    left out (they may be large: the new instance and the event keep them)."""
+    left out (they may be large: the new instance and the event keep them), whether a replay's or
+    a fork's params differ from the original's is kept."""
     shown: dict[str, Any] = {"instance_id": instance.id}
     shown.update({k: v for k, v in arguments.items() if k not in ("params", "payload") and v is not None})
+    if "params" in arguments:
+        shown["edited"] = arguments["params"] is not None and arguments["params"] != instance.params
     return shown
 
 
