@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 from django import forms
+from django.core.validators import RegexValidator
+from django.utils import timezone
 
+from dashboard.actions import INSTANCE_ID_PATTERN, PRIORITY_RANGE, ActionRefused, params_check
 from ingest.engine.models import BreachPolicy, BudgetPeriod, BudgetScope
 from ingest.triggers import limits
 from ingest.triggers.errors import InputRejected
 
 FIELD_TYPES = ("text", "number", "boolean", "choice", "textarea")
+START_AHEAD_MAX = timedelta(days=365)  # as far ahead as an instance may sleep
 
 
 class ReasonForm(forms.Form):
@@ -161,3 +166,53 @@ def params_diff(before: Any, after: Any) -> list[tuple[str, str]]:
         kind = {"@": "hdr", "+": "add", "-": "del"}.get(line[:1], "ctx")
         out.append((kind, line))
     return out
+
+
+class StartForm(forms.Form):
+    """Start a run of one workflow by hand: every field is checked, every error shown at once."""
+
+    params = forms.CharField(
+        initial="{}", required=False,
+        widget=forms.Textarea(attrs={"rows": 8, "spellcheck": "false", "class": "mono"}),
+        help_text='The run\'s params as a JSON object, e.g. {"account": "acme"}.',
+    )
+    tenant = forms.ChoiceField(help_text="The tenant the run belongs to: one where you are an operator.")
+    id = forms.CharField(
+        required=False, max_length=100, label="Instance id",
+        validators=[RegexValidator(INSTANCE_ID_PATTERN, "an id is letters, digits, _ and -, and does not "
+                                                        "start with -")],
+        help_text="Optional; a new one is made. A run with this id already started is refused.",
+    )
+    priority = forms.IntegerField(initial=0, min_value=PRIORITY_RANGE[0], max_value=PRIORITY_RANGE[1],
+                                  help_text="Higher runs first when workers are busy.")
+    start_at = forms.DateTimeField(
+        required=False, label="Start at (UTC)",
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
+        help_text="Optional; empty starts now.",
+    )
+
+    def __init__(self, *args: Any, tenants: list[str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        tenant = self.fields["tenant"]
+        assert isinstance(tenant, forms.ChoiceField)
+        tenant.choices = [(t, t) for t in tenants]
+
+    def clean_params(self) -> dict[str, Any]:
+        raw = self.cleaned_data["params"] or "{}"
+        try:  # within the input limits: no NUL, no 5,000-digit number, no RecursionError
+            value = limits.json_parse(raw, limits=limits.input_limits(), what="params")
+            return params_check(value)
+        except (InputRejected, ActionRefused) as exc:
+            raise forms.ValidationError(str(exc)) from None
+
+    def clean_start_at(self) -> datetime | None:
+        value: datetime | None = self.cleaned_data["start_at"]
+        if value is None:
+            return None
+        # The field reads a wall-clock time; the label says UTC, so it is taken as UTC whatever
+        # the server's time zone.
+        utc = timezone.make_naive(value).replace(tzinfo=UTC) if timezone.is_aware(value) else value.replace(tzinfo=UTC)
+        if utc > timezone.now() + START_AHEAD_MAX:
+            raise forms.ValidationError(f"start at most {START_AHEAD_MAX.days} days ahead; for a later "
+                                        "start use a schedule")
+        return utc

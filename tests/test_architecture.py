@@ -276,3 +276,38 @@ def test_the_engine_modules_that_lock_rows_through_the_orm_are_the_ones_the_doc_
                      and calls_select_for_update(path))
     assert len(locking) >= 3  # the walk really found them
     assert locking == orm_lock_modules_documented()
+
+
+# The engine's instance services that act on one instance (or start one): the console, the REST
+# API, the command line and the live feed reach them only through `dashboard.actions`, which holds
+# each action's rules (who may act, arguments, reason, audit entry) once.
+INSTANCE_ACTION_SERVICES = ("ingest.engine.services.control", "ingest.engine.services.forks",
+                            "ingest.engine.services.instances")
+INTERFACES = ("dashboard.views", "dashboard.api", "dashboard.management", "dashboard.cli",
+              "dashboard.live", "dashboard.consumers")
+
+def bypasses(modules: dict[str, Path]) -> list[str]:
+    found = []
+    for name, path in modules.items():
+        if not name.startswith(INTERFACES):
+            continue
+        for target in imported_names(path, name):
+            if target.startswith(INSTANCE_ACTION_SERVICES) or target in {f"ingest.engine.{n}" for n in ("create", "create_batch", "api")}:
+                found.append(f"{name} imports {target}")
+    return sorted(set(found))
+
+
+@pytest.mark.pure
+def test_the_console_api_and_cli_act_on_instances_only_through_the_action_service():
+    assert bypasses(project_modules()) == []
+
+
+@pytest.mark.pure
+def test_the_action_path_check_catches_a_view_that_calls_the_engine_directly(tmp_path):
+    rogue = tmp_path / "dashboard" / "views" / "rogue.py"
+    rogue.parent.mkdir(parents=True)
+    rogue.write_text("from ingest.engine.services import control\nfrom ingest.engine.services.forks import instance_fork\n")
+    found = bypasses({"dashboard.views.rogue": rogue})
+    assert found == ["dashboard.views.rogue imports ingest.engine.services.control",
+                     "dashboard.views.rogue imports ingest.engine.services.forks",
+                     "dashboard.views.rogue imports ingest.engine.services.forks.instance_fork"]

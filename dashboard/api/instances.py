@@ -1,29 +1,22 @@
-"""/api/instances: start, list, get, control, history, events. Thin over the engine services."""
+"""/api/instances: start, list, get, control, history, events. Every action goes through
+`dashboard.actions`, the service the console and the command line use too."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 from django.http import HttpRequest
-from django.utils import timezone
 from ninja import Field, Query, Router, Schema, Status
 
-from dashboard import access
+from dashboard import access, actions
 from dashboard.api import schemas as s
 from dashboard.api import selectors
-from dashboard.api.audit import acted
-from dashboard.api.auth import actor, require_act
 from dashboard.api.errors import ApiProblem
-from ingest.alerts.callbacks import callback_register
+from dashboard.audit import Origin
+from dashboard.models import AuditSource
 from ingest.engine.models import Instance
 from ingest.engine.models import Status as InstanceStatus
-from ingest.engine.services import control as engine_control
-from ingest.engine.services import forks as engine_forks
-from ingest.engine.services import instances as engine_instances
-from ingest.triggers.limits import reserved_params_check
 
-R = TypeVar("R")
 router = Router(tags=["instances"])
 ERRORS: dict[int, Any] = {400: s.ErrorOut, 401: s.ErrorOut, 403: s.ErrorOut, 404: s.ErrorOut,
                           409: s.ErrorOut, 422: s.ErrorOut}
@@ -38,7 +31,10 @@ CURSOR_PATTERN = r"^[A-Za-z0-9_-]{0,600}$"  # empty: the first page
 
 
 class InstanceFilters(Schema):
-    workflow: str | None = None
+    """The console's list filters (dashboard/selectors/instance_filters.py), as query parameters."""
+
+    workflow: str | None = Field(None, description="a registered workflow's name matches exactly; "
+                                 "other text matches part of a name (as the console's filter)")
     # The patterns are declared, not enforced here: the list's own refusal (400) names the value.
     status: str | None = Field(None, json_schema_extra={"pattern": STATUS_PATTERN},
                                description="one or more statuses, comma-separated")
@@ -66,16 +62,14 @@ def _visible(request: HttpRequest, instance_id: str) -> Instance:
     return instance
 
 
-def _acted(request: HttpRequest, instance_id: str) -> Instance:
-    instance = _visible(request, instance_id)
-    require_act(request.user, instance.tenant)
-    return instance
-
-
-def _audited(request: HttpRequest, instance: Instance, action: str, reason: str, run: Callable[[], R],
-             **selection: Any) -> R:
-    return acted(request, action=f"instance.{action}", tenants=[instance.tenant], reason=reason,
-                 selection={"instance_id": instance.id, **selection}, run=run)
+def _act(request: HttpRequest, instance_id: str, action: str, reason: str = "",
+         **arguments: Any) -> actions.Done:
+    """The action through the one service; its refusal is this API's error envelope."""
+    try:
+        return actions.instance_act(user=request.user, origin=Origin.of_request(request, source=AuditSource.API),
+                                    instance_id=instance_id, action=action, reason=reason, arguments=arguments)
+    except actions.ActionRefused as exc:
+        raise ApiProblem(exc.status, exc.code, exc.message) from None
 
 
 def _ok(instance_id: str) -> dict[str, Any]:
@@ -83,29 +77,34 @@ def _ok(instance_id: str) -> dict[str, Any]:
     return {"ok": True, "instance_id": instance_id, "status": status or ""}
 
 
-@router.post("", response={201: s.InstanceOut, **ERRORS}, summary="Start an instance")
+START_EXAMPLE = {"workflow": "gong-ingest", "tenant": "acme", "params": {"call_id": "7712", "account": "acme"},
+                 "id": "gong-acme-7712", "priority": 10, "start_at": "2026-12-01T09:00:00Z"}
+
+
+@router.post("", response={201: s.InstanceOut, **ERRORS}, summary="Start an instance",
+             description="Start a run of a registered workflow in one of the token's tenants (operator "
+                         "role). `id` is optional (a new one is made); a duplicate id answers 409. "
+                         "`start_at` delays the first turn; higher `priority` runs first.",
+             openapi_extra={"requestBody": {"content": {"application/json": {"examples": {
+                 "start": {"summary": "Start gong-ingest for one call", "value": START_EXAMPLE},
+                 "minimal": {"summary": "Only the workflow and its params",
+                             "value": {"workflow": "url-classify", "tenant": "acme",
+                                       "params": {"url": "https://example.com/pricing"}}}}}}}})
 def instance_start(request: HttpRequest, body: s.InstanceIn) -> Status[dict[str, Any]]:
-    require_act(request.user, body.tenant)
-    reserved_params_check(body.params)
-    def start() -> Any:
-        # One transaction with the audit entry: a refused callback URL starts nothing.
-        created = engine_instances.instance_create(
+    try:
+        done = actions.instance_start(
+            user=request.user, origin=Origin.of_request(request, source=AuditSource.API),
             workflow=body.workflow, id=body.id, params=body.params, tenant=body.tenant,
             priority=body.priority, start_at=selectors.as_utc(body.start_at, what="start_at"),
-            actor=actor(request.user))
-        if body.callback_url is not None:
-            callback_register(instance_id=created.id, tenant=body.tenant, url=body.callback_url,
-                              source="api", now=timezone.now())
-        return created
-
-    created = acted(request, action="instance.start", tenants=[body.tenant],
-                    selection={"workflow": body.workflow, "instance_id": body.id}, run=start)
-    return Status(201, selectors.instance_dict(Instance.objects.get(pk=created.id)))
+            callback_url=body.callback_url)
+    except actions.ActionRefused as exc:
+        raise ApiProblem(exc.status, exc.code, exc.message) from None
+    return Status(201, selectors.instance_dict(Instance.objects.get(pk=done.instance_id)))
 
 
 @router.get("", response={200: s.InstancePage, **ERRORS}, summary="List instances, newest first")
 def instance_list(request: HttpRequest, filters: Query[InstanceFilters]) -> dict[str, Any]:
-    return selectors.instance_page(tenants=access.tenants_for(request.user), **filters.dict())
+    return selectors.instance_page(user=request.user, **filters.dict())
 
 
 @router.get("/{instance_id}", response={200: s.InstanceDetail, **ERRORS},
@@ -122,40 +121,33 @@ def instance_history(request: HttpRequest, instance_id: str, after: int | None =
 
 @router.post("/{instance_id}/pause", response={200: s.OkOut, **ERRORS})
 def instance_pause(request: HttpRequest, instance_id: str, body: s.ReasonIn) -> dict[str, Any]:
-    _audited(request, _acted(request, instance_id), "pause", body.reason, lambda: engine_control.instance_pause(
-        instance_id=instance_id, actor=actor(request.user), reason=body.reason))
+    _act(request, instance_id, "pause", body.reason)
     return _ok(instance_id)
 
 
 @router.post("/{instance_id}/resume", response={200: s.OkOut, **ERRORS})
 def instance_resume(request: HttpRequest, instance_id: str, body: s.ReasonIn) -> dict[str, Any]:
-    _audited(request, _acted(request, instance_id), "resume", body.reason, lambda: engine_control.instance_resume(
-        instance_id=instance_id, actor=actor(request.user), reason=body.reason))
+    _act(request, instance_id, "resume", body.reason)
     return _ok(instance_id)
 
 
 @router.post("/{instance_id}/terminate", response={200: s.OkOut, **ERRORS})
 def instance_terminate(request: HttpRequest, instance_id: str, body: s.TerminateIn
                        ) -> dict[str, Any]:
-    _audited(request, _acted(request, instance_id), "terminate", body.reason, lambda: engine_control.instance_terminate(
-        instance_id=instance_id, rollback=body.rollback, actor=actor(request.user), reason=body.reason),
-        rollback=body.rollback)
+    _act(request, instance_id, "terminate", body.reason, rollback=body.rollback)
     return _ok(instance_id)
 
 
 @router.post("/{instance_id}/restart", response={200: s.OkOut, **ERRORS})
 def instance_restart(request: HttpRequest, instance_id: str, body: s.RestartIn) -> dict[str, Any]:
-    _audited(request, _acted(request, instance_id), "restart", body.reason, lambda: engine_control.instance_restart(
-        instance_id=instance_id, from_step=body.from_step, actor=actor(request.user), reason=body.reason),
-        from_step=body.from_step)
+    _act(request, instance_id, "restart", body.reason, from_step=body.from_step)
     return _ok(instance_id)
 
 
 @router.post("/{instance_id}/retry", response={200: s.OkOut, **ERRORS},
              summary="Retry an errored instance from its failed step")
 def instance_retry(request: HttpRequest, instance_id: str, body: s.ReasonIn) -> dict[str, Any]:
-    _audited(request, _acted(request, instance_id), "retry", body.reason, lambda: engine_control.instance_retry(
-        instance_id=instance_id, actor=actor(request.user), reason=body.reason))
+    _act(request, instance_id, "retry", body.reason)
     return _ok(instance_id)
 
 
@@ -163,31 +155,21 @@ def instance_retry(request: HttpRequest, instance_id: str, body: s.ReasonIn) -> 
              summary="Replay as a new linked instance, with the same or edited params")
 def instance_replay(request: HttpRequest, instance_id: str, body: s.ReplayIn
                     ) -> Status[dict[str, Any]]:
-    original = _acted(request, instance_id)
-    reserved_params_check(body.params, original=original.params)
-    new = _audited(request, original, "replay", body.reason, lambda: engine_control.instance_replay(
-        instance_id=instance_id, params=body.params, actor=actor(request.user), reason=body.reason),
-        edited=body.params is not None)
-    return Status(201, selectors.instance_dict(Instance.objects.get(pk=new.id)))
+    done = _act(request, instance_id, "replay", body.reason, params=body.params)
+    return Status(201, selectors.instance_dict(Instance.objects.get(pk=done.target)))
 
 
 @router.post("/{instance_id}/fork", response={201: s.InstanceOut, **ERRORS},
              summary="Fork: a new instance from a step of this one, the results before it copied")
 def instance_fork(request: HttpRequest, instance_id: str, body: s.ForkIn) -> Status[dict[str, Any]]:
-    original = _acted(request, instance_id)
-    reserved_params_check(body.params, original=original.params)
-    new = _audited(request, original, "fork", body.reason, lambda: engine_forks.instance_fork(
-        instance_id=instance_id, from_step=body.from_step, params=body.params, new_id=body.id,
-        actor=actor(request.user), reason=body.reason),
-        from_step=body.from_step, edited=body.params is not None)
-    return Status(201, selectors.instance_dict(Instance.objects.get(pk=new.id)))
+    done = _act(request, instance_id, "fork", body.reason, from_step=body.from_step, params=body.params,
+                new_id=body.id)
+    return Status(201, selectors.instance_dict(Instance.objects.get(pk=done.target)))
 
 
 @router.post("/{instance_id}/events", response={202: s.OkOut, **ERRORS},
              summary="Send an event to an instance (buffered until it waits for that type)")
 def instance_send_event(request: HttpRequest, instance_id: str, body: s.EventIn
                         ) -> Status[dict[str, Any]]:
-    _audited(request, _acted(request, instance_id), "event", "", lambda: engine_instances.instance_send_event(
-        instance_id=instance_id, type=body.type, payload=body.payload, actor=actor(request.user)),
-        type=body.type)
+    _act(request, instance_id, "event", type=body.type, payload=body.payload)
     return Status(202, _ok(instance_id))

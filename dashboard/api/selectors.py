@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Collection
+from dataclasses import replace
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
 from django.db.models import Count, Q, QuerySet, Sum
+from django.http import QueryDict
 
 from dashboard.api.errors import ApiProblem
-from dashboard.selectors.instance_filters import attributes_parse, sort_valid
-from dashboard.selectors.instance_matches import attributes_filter
-from dashboard.selectors.instances import instance_attributes, instance_order
+from dashboard.selectors.instance_filters import InstanceFilters
+from dashboard.selectors.instances import Cursor, instance_attributes, instance_list
 from ingest.engine import REDACTED, progress_of, public_value, step_progress, stored_config_json
 from ingest.engine.models import (
     ApiCost,
@@ -22,7 +21,6 @@ from ingest.engine.models import (
     BudgetScope,
     History,
     Instance,
-    Status,
     Step,
 )
 
@@ -64,64 +62,44 @@ def instance_dict(i: Instance) -> dict[str, Any]:
     }
 
 
-def encode_cursor(created_at: datetime, instance_id: str) -> str:
-    raw = f"{created_at.isoformat()}|{instance_id}".encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+def instance_filters(*, workflow: str | None = None, status: str | None = None, tenant: str | None = None,
+                     since: datetime | None = None, until: datetime | None = None, id_prefix: str | None = None,
+                     attr: list[str] | None = None, sort: str | None = None) -> InstanceFilters:
+    """The API's list parameters as the console's filters object, parsed by the same rules; a
+    value that does not parse is a 400 naming every such value (the list never widens)."""
+    query = QueryDict(mutable=True)
+    for key, value in (("workflow", workflow), ("status", status), ("tenant", tenant), ("id", id_prefix),
+                       ("sort", sort)):
+        if value:
+            query[key] = value
+    query.setlist("attr", list(attr or []))
+    filters = InstanceFilters.from_query(query)
+    if filters.problems:
+        raise ApiProblem(400, "invalid_filter", "; ".join(filters.problems))
+    return replace(filters, since=as_utc(since, what="since"), until=as_utc(until, what="until"))
 
 
-def decode_cursor(cursor: str) -> tuple[datetime, str]:
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        when, instance_id = raw.split("|", 1)
-        parsed = as_utc(datetime.fromisoformat(when), what="cursor")
-        assert parsed is not None
-        return parsed, instance_id
-    except (ValueError, binascii.Error, UnicodeDecodeError):
-        # Opaque to the client, so not malformed input but a page that is not there.
-        raise ApiProblem(404, "cursor_not_found", "the cursor names no page of this list; pass "
-                         "next_cursor from the previous page unchanged") from None
-
-
-def instance_page(
-    *, tenants: Collection[str], workflow: str | None = None, status: str | None = None,
-    tenant: str | None = None, since: datetime | None = None, until: datetime | None = None,
-    id_prefix: str | None = None, cursor: str | None = None, limit: int = 50,
-    attr: list[str] | None = None, sort: str | None = None, page: int = 1,
-) -> dict[str, Any]:
-    """Newest first, keyset-paginated on (created_at, id) so pages stay stable under inserts.
-    `status` may list several (comma-separated); `attr` filters by search attributes
-    (`customer:acme`, repeatable); another `sort` pages by number (`page`)."""
-    since, until = as_utc(since, what="since"), as_utc(until, what="until")
-    statuses = [s.strip() for s in (status or "").split(",") if s.strip()]
-    unknown = [s for s in statuses if s not in Status.values]
-    if unknown:
-        raise ApiProblem(400, "invalid_filter", f"status {unknown[0][:40]!r} is not one of {', '.join(Status.values)}")
-    attrs, problems = attributes_parse(attr or [])
-    if problems:
-        raise ApiProblem(400, "invalid_filter", "; ".join(problems))
-    if sort and not sort_valid(sort):
-        raise ApiProblem(400, "invalid_filter", f"sort {sort[:40]!r} is not one of created, started, updated, "
-                         "duration, cost or attr.<key> (a leading - for descending)")
-    qs = _given(Instance.objects.filter(tenant__in=list(tenants)).defer("output"), workflow=workflow,
-                status__in=statuses, tenant=tenant, created_at__gte=since, created_at__lt=until,
-                id__startswith=id_prefix)
-    qs = attributes_filter(qs, attrs)
+def instance_page(*, user: Any, cursor: str | None = None, limit: int = 50, page: int = 1,
+                  **filters: Any) -> dict[str, Any]:
+    """The console's list selector in the API's shape: newest first, keyset-paginated on
+    (created_at, id) so pages stay stable under inserts (`next_cursor`); another `sort` pages by
+    number (`next_page`). `status` may list several (comma-separated); `attr` filters by search
+    attributes (`customer:acme`, repeatable)."""
+    parsed = instance_filters(**filters)
     limit = max(1, min(limit, MAX_LIMIT))
-    if sort and sort != "-created":
-        page = max(1, min(page, 1000))
-        rows = list(instance_order(qs, sort)[(page - 1) * limit: page * limit + 1])
-        return {"items": _with_attributes(rows[:limit]), "next_cursor": None,
-                "next_page": page + 1 if len(rows) > limit else None}
-    if cursor:
-        when, last_id = decode_cursor(cursor)
-        qs = qs.filter(Q(created_at__lt=when) | Q(created_at=when, id__lt=last_id))
-    rows = list(qs.order_by("-created_at", "-id")[: limit + 1])
-    more = len(rows) > limit
-    rows = rows[:limit]
-    return {
-        "items": _with_attributes(rows),
-        "next_cursor": encode_cursor(rows[-1].created_at, rows[-1].id) if more else None,
-    }
+    after = None
+    if cursor and parsed.keyset:
+        after = Cursor.decode(cursor)
+        if after is None:
+            # Opaque to the client, so not malformed input but a page that is not there.
+            raise ApiProblem(404, "cursor_not_found", "the cursor names no page of this list; pass "
+                             "next_cursor from the previous page unchanged")
+    found = instance_list(user=user, filters=parsed, after=after, limit=limit, page=max(1, page))
+    items = _with_attributes(found.rows)
+    if not parsed.keyset:
+        return {"items": items, "next_cursor": None,
+                "next_page": found.page_number + 1 if found.has_more else None}
+    return {"items": items, "next_cursor": found.next_cursor.encode() if found.next_cursor else None}
 
 
 def _with_attributes(rows: list[Instance]) -> list[dict[str, Any]]:

@@ -21,6 +21,7 @@ from dashboard import access, charts
 from dashboard import selectors as sel
 from dashboard.live import render
 from ingest.engine import now as engine_now
+from ingest.engine import workflow_names
 from ingest.engine.models import FINISHED_STATUSES, DeadLetterState
 
 # History kinds that can change what each page shows (everything else is skipped unrendered).
@@ -132,10 +133,11 @@ def approvals_context(user: Any) -> dict[str, Any]:
 
 
 def workflow_dag_context(user: Any, query: QueryDict, *, name: str) -> dict[str, Any] | None:
-    """None when the user's tenants have no run of `name` (the view answers 404)."""
+    """None when the user's tenants have no run of `name` and no code registers it (the view
+    answers 404); a registered workflow without runs has a page, so a first run can be started."""
     cursor = sel.history_cursor()  # before the page's reads: a change made meanwhile is pushed on connect
     tenants = access.tenants_for(user)
-    if not sel.workflow_known(tenants=tenants, name=name):
+    if not (sel.workflow_known(tenants=tenants, name=name) or name in workflow_names()):
         return None
     window, now = _window(query, ("1h", "24h", "7d"), "24h"), timezone.now()
     metric = query.get("metric", "retry_rate")

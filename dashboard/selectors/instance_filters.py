@@ -184,13 +184,3 @@ def _parse_time(raw: str, *, what: str) -> datetime | None:
     value = datetime_in_range(value, what=what)  # 9999-12-31 overflows the ORM's conversion
     # datetime-local inputs carry no zone: the filter form labels them UTC.
     return timezone.make_aware(value, UTC) if timezone.is_naive(value) else value
-
-
-def attributes_parse(values: list[str]) -> tuple[tuple[tuple[str, str], ...], list[str]]:
-    """(the `key:value` filters, the problems of those that do not parse)."""
-    problems: list[str] = []
-    return _parse_attrs(values, problems), problems
-
-
-def sort_valid(sort: str) -> bool:
-    return sort.lstrip("-") in SORTS or bool(attr_sort_key(sort))

@@ -25,6 +25,7 @@ urlpatterns = [
     path("", overview.overview, name="overview"),
     path("workflows/", workflows.workflows, name="workflows"),
     path("workflows/<str:name>/", workflows.workflow_dag, name="workflow"),
+    path("workflows/<str:name>/start/", workflows.workflow_start, name="workflow_start"),
     path("workflows/<str:name>/versions/<int:version>/retire/", workflows.workflow_version_retire_view,
          name="workflow_version_retire"),
     path("dead-letters/", dead_letters.dead_letters, name="dead_letters"),

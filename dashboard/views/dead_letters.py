@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import asdict
+from typing import Any
 from urllib.parse import urlencode
 
 from django.contrib import messages
@@ -15,16 +16,17 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from dashboard import access, forms, selection
+from dashboard import access, actions, forms, selection
 from dashboard import selectors as sel
-from dashboard.audit import Audit
+from dashboard.actions import ActionRefused
+from dashboard.audit import Audit, Origin
 from dashboard.live import ops_pages as live_pages
 from dashboard.views.common import HtmxHttpRequest, engine_call, page, require_act, tenants
-from ingest.engine import public_value
+from ingest.engine import EngineError, public_value
 from ingest.engine.models import DeadLetter
-from ingest.engine.services import control as engine_control
 from ingest.engine.services import dead_letters as engine_dead_letters
 from ingest.engine.services.dead_letters import DeadLetterFilter
+from ingest.triggers.errors import InputRejected
 
 
 @require_GET
@@ -56,14 +58,27 @@ def _act_with_reason(request: HttpRequest, dl_id: int, *, missing: str,
     return redirect("ops:dead_letter", dl_id=dl.id)
 
 
+def _instance_act(request: HttpRequest, dl: DeadLetter, action: str, reason: str, ok: str, *,
+                  audited_facts: dict[str, Any] | None = None, **arguments: Any) -> actions.Done | None:
+    """Retry or replay the dead letter's instance through the action service (audited as
+    `dead_letter.<action>`); a refusal becomes a message, never a 500. None when refused."""
+    try:
+        done = actions.instance_act(
+            user=request.user, origin=Origin.of_request(request), instance_id=dl.instance_id, action=action,
+            reason=reason, arguments=arguments,
+            audit_as=(f"dead_letter.{action}", {"dead_letter_id": dl.id, **(audited_facts or {})}))
+    except (EngineError, ActionRefused, InputRejected) as exc:
+        messages.error(request, str(exc))
+        return None
+    messages.success(request, ok)
+    return done
+
+
 @require_POST
 @access.require_role()
 def dead_letter_retry(request: HtmxHttpRequest, dl_id: int) -> HttpResponse:
-    return _act_with_reason(request, dl_id, missing="Retry needs a reason.", act=lambda dl, reason: engine_call(
-        request, engine_control.instance_retry, f"Instance {dl.instance_id} retried from step {dl.step_name}.",
-        audit=Audit("dead_letter.retry", [dl.tenant], {"dead_letter_id": dl.id, "instance_id": dl.instance_id},
-                    reason),
-        instance_id=dl.instance_id, reason=reason))
+    return _act_with_reason(request, dl_id, missing="Retry needs a reason.", act=lambda dl, reason: _instance_act(
+        request, dl, "retry", reason, f"Instance {dl.instance_id} retried from step {dl.step_name}."))
 
 
 @require_POST
@@ -99,17 +114,13 @@ def dead_letter_replay(request: HtmxHttpRequest, dl_id: int) -> HttpResponse:
     if "confirm" not in request.POST:
         return render(request, "ops/dead_letter_replay.html",
                       {"dl": dl, "form": form, "diff": diff, "preview": True, "edited": bool(diff)})
-    new = engine_call(
-        request, engine_control.instance_replay,
+    done = _instance_act(
+        request, dl, "replay", form.cleaned_data["reason"],
         f"Replayed {dl.instance_id} {'with edited params' if diff else 'with the same params'}.",
-        audit=Audit("dead_letter.replay", [dl.tenant], {"dead_letter_id": dl.id, "instance_id": dl.instance_id,
-                                                         "edited": bool(diff)}, form.cleaned_data["reason"]),
-        instance_id=dl.instance_id, params=params if diff else None, reason=form.cleaned_data["reason"],
-    )
-    if new is None:
+        audited_facts={"edited": bool(diff)}, params=params if diff else None)
+    if done is None:
         return redirect("ops:dead_letter", dl_id=dl.id)
-    return redirect(f"/instances/{getattr(new, 'id', '')}/" if getattr(new, "id", None) else reverse("ops:dead_letter", args=[dl.id]))
-
+    return redirect(f"/instances/{done.target}/")
 
 _REDRIVE = "dead_letters.redrive"  # the action's name in the audit log and in its preview token
 

@@ -1,13 +1,13 @@
 """The runs pages: the instances ledger, one instance, and the operator actions on it.
 
-Views are thin: selectors read, `ingest.engine.services` writes (with `actor` = the user and the
-operator's reason), `dashboard.access` decides who may do what. Other tenants' instances are 404.
+Views are thin: selectors read; every action goes through `dashboard.actions` (who may act, the
+arguments, the reason, the engine call and its audit entry), as the REST API and the command line
+do. Other tenants' instances are 404.
 """
 
 from __future__ import annotations
 
 import difflib
-import inspect
 import json
 from typing import Any
 from urllib.parse import urlencode
@@ -21,16 +21,15 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from dashboard import access, selectors
-from dashboard.actions import ACTIONS, Action, available_actions
-from dashboard.audit import Audit, Origin, audited
+from dashboard import access, actions, selectors
+from dashboard.actions import Action, ActionRefused, available_actions
+from dashboard.audit import Origin
 from dashboard.bulk import BULK_ACTIONS
 from dashboard.models import Role
 from dashboard.views.common import HtmxHttpRequest
 from ingest.alerts.selectors import callback_for
 from ingest.engine import EngineError, public_value, tracing
 from ingest.engine.models import Instance, Status
-from ingest.engine.services import control, forks, instances
 from ingest.triggers import limits
 from ingest.triggers.errors import InputRejected
 
@@ -181,13 +180,10 @@ class ReplayForm(ActionForm):
 
     def clean_params(self) -> Any:
         value = _json_field(self.cleaned_data["params"], what="params")
-        if not isinstance(value, dict):
-            raise forms.ValidationError("params must be a JSON object, e.g. {\"account\": \"acme\"}")
-        try:
-            limits.reserved_params_check(value, original=self.instance.params)
-        except InputRejected as exc:
+        try:  # the action service's own rule, checked here too so the diff shows only valid params
+            return actions.params_check(value, original=self.instance.params)
+        except (ActionRefused, InputRejected) as exc:
             raise forms.ValidationError(str(exc)) from None
-        return value
 
     def engine_kwargs(self) -> dict[str, Any]:
         return {"params": self.cleaned_data["params"]}
@@ -235,7 +231,7 @@ def _form(action: str, instance: Instance, data: Any = None) -> ActionForm:
     if cls is RestartForm:
         kwargs["steps"] = _restartable(instance)
     if cls is ForkForm:
-        kwargs["steps"] = forks.fork_points(instance_id=instance.id)
+        kwargs["steps"] = actions.fork_points(instance_id=instance.id)
     if issubclass(cls, ReplayForm) and data is None:
         kwargs["initial"] = {"params": json.dumps(public_value(instance.params), indent=2, sort_keys=True)}
     return cls(data, **kwargs)
@@ -247,15 +243,15 @@ def _restartable(instance: Instance) -> list[str]:
 
 
 def _actionable(request: HttpRequest, instance_id: str, action: str) -> tuple[Instance, Action]:
-    spec = ACTIONS.get(action)
-    if spec is None:
-        raise Http404("no such action")
-    instance = selectors.instance_get(user=request.user, instance_id=instance_id)
-    if instance is None:
-        raise Http404("no instance with that id in your tenants")
-    if not access.can_act(request.user, instance.tenant):
-        raise PermissionDenied(f"you are not an operator of tenant {instance.tenant!r}")
-    return instance, spec
+    try:
+        return actions.instance_actionable(user=request.user, instance_id=instance_id, action=action)
+    except ActionRefused as exc:
+        raise _refusal(exc) from None
+
+
+def _refusal(exc: ActionRefused) -> Exception:
+    """The service's refusal as the console answers it: its 404 and 403 pages carry the message."""
+    return PermissionDenied(exc.message) if exc.status == 403 else Http404(exc.message)
 
 
 def params_diff(before: Any, after: Any) -> list[tuple[str, str]]:
@@ -304,23 +300,20 @@ def instance_action_run(request: HtmxHttpRequest, instance_id: str, action: str)
         data["confirm"] = "True"
         data["params"] = json.dumps(form.cleaned_data["params"], indent=2, sort_keys=True)
         return _confirm(request, instance, spec, _form(action, instance, data), diff=diff)
-    engine_error = ""
     try:
-        result = audited(
-            user=request.user, origin=Origin.of_request(request),
-            audit=Audit(f"instance.{spec.name}", [instance.tenant], _audit_selection(instance, form),
-                        form.cleaned_data["reason"]),
-            run=lambda: _call_engine(spec.name, instance, form, actor=request.user.get_username()))
-    except EngineError as exc:
-        engine_error = str(exc)
-    if engine_error:
-        return _confirm(request, instance, spec, form, status=409, engine_error=engine_error)
-    target = instance.id
-    if spec.name == "replay" and result is not None:
-        target = getattr(result, "id", target)
+        done = actions.instance_act(user=request.user, origin=Origin.of_request(request),
+                                    instance_id=instance.id, action=spec.name,
+                                    reason=form.cleaned_data["reason"], arguments=form.engine_kwargs())
+    except ActionRefused as exc:
+        if exc.status in (403, 404):
+            raise _refusal(exc) from None
+        return _confirm(request, instance, spec, form, status=exc.status, engine_error=exc.message)
+    except (EngineError, InputRejected) as exc:
+        return _confirm(request, instance, spec, form, status=409, engine_error=str(exc))
+    target = done.target
+    if spec.name == "replay":
         messages.success(request, f"Replay started as {target} (replay of {instance.id}).")
-    elif spec.name == "fork" and result is not None:
-        target = getattr(result, "id", target)
+    elif spec.name == "fork":
         messages.success(request, f"Fork started as {target} (fork of {instance.id} from step "
                                   f"{form.cleaned_data['from_step']}).")
     else:
@@ -328,37 +321,4 @@ def instance_action_run(request: HtmxHttpRequest, instance_id: str, action: str)
     if request.htmx:  # posted from the dialog: the whole page goes to the instance, not the dialog
         return HttpResponseClientRedirect(reverse("instance-detail", args=[target]))
     return HttpResponseRedirect(reverse("instance-detail", args=[target]), status=303)
-
-
-def _audit_selection(instance: Instance, form: ActionForm) -> dict[str, Any]:
-    """The instance and the action's own arguments (a replay's params are left out: they may be large)."""
-    extra = {k: v for k, v in form.engine_kwargs().items() if k not in ("params", "payload")}
-    return {"instance_id": instance.id, **extra}
-
-
-def _call_engine(action: str, instance: Instance, form: ActionForm, *, actor: str) -> Any:
-    common: dict[str, Any] = {"instance_id": instance.id, "actor": actor}
-    reason = form.cleaned_data["reason"]
-    extra = form.engine_kwargs()
-    match action:
-        case "pause":
-            return control.instance_pause(**common, reason=reason)
-        case "resume":
-            return control.instance_resume(**common, reason=reason)
-        case "terminate":
-            return control.instance_terminate(**common, reason=reason, **extra)
-        case "restart":
-            return control.instance_restart(**common, reason=reason, **extra)
-        case "retry":
-            return control.instance_retry(**common, reason=reason)
-        case "replay":
-            return control.instance_replay(**common, reason=reason, **extra)
-        case "fork":
-            return forks.instance_fork(**common, reason=reason, **extra)
-        case "event":
-            # The contract's instance_send_event takes no reason; pass it when the engine accepts it.
-            if "reason" in inspect.signature(instances.instance_send_event).parameters:
-                extra["reason"] = reason
-            return instances.instance_send_event(**common, **extra)
-    raise Http404("no such action")
 

@@ -1,4 +1,5 @@
-"""The workflows pages: every workflow type's summary, and one workflow's step DAG with its heat."""
+"""The workflows pages: every workflow type's summary, and one workflow's step DAG with its heat,
+its versions and a form to start a run by hand."""
 
 from __future__ import annotations
 
@@ -11,14 +12,17 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from dashboard import access
+from dashboard import access, actions
 from dashboard import selectors as sel
+from dashboard.actions import ActionRefused
+from dashboard.api.errors import engine_error_status
 from dashboard.audit import Audit, Origin, audited
+from dashboard.forms import StartForm
 from dashboard.live import ops_pages as live_pages
 from dashboard.models import Role
 from dashboard.versions import retire_refusal
 from dashboard.views.common import HtmxHttpRequest, page, tenants
-from ingest.engine import EngineError, UnknownWorkflow, workflow_versions
+from ingest.engine import EngineError, UnknownWorkflow, workflow_names, workflow_versions
 from ingest.engine.services.versions import workflow_version_retire
 
 WINDOWS = ("1h", "24h", "7d")
@@ -44,7 +48,8 @@ def workflow_dag(request: HtmxHttpRequest, name: str) -> HttpResponse:
     context = live_pages.workflow_dag_context(request.user, request.GET, name=name)
     if context is None:
         raise Http404("no runs of this workflow in your tenants")
-    return page(request, "ops/workflow_dag.html", {**context, **_versions_context(request, name)}, fragment="dag")
+    return page(request, "ops/workflow_dag.html",
+                {**context, **_versions_context(request, name), **_start_context(request, name)}, fragment="dag")
 
 
 class RetireForm(forms.Form):
@@ -90,4 +95,41 @@ def workflow_version_retire_view(request: HtmxHttpRequest, name: str, version: i
                 messages.success(request, f"Version {version} of {name} is retired.")
                 return HttpResponseRedirect(reverse("ops:workflow", args=[name]) + "#versions", status=303)
     context.update(_versions_context(request, name, form=form, error=error, failed_version=version))
+    context.update(_start_context(request, name))
+    return page(request, "ops/workflow_dag.html", context, status=status)
+
+
+def _start_context(request: HttpRequest, name: str, *, form: StartForm | None = None,
+                   error: str = "") -> dict[str, Any]:
+    acting = access.acting_tenants(request.user)
+    if form is None:
+        form = StartForm(tenants=acting, initial={"tenant": acting[0] if acting else ""})
+    return {"can_start": bool(acting) and name in workflow_names(), "start_form": form, "start_error": error}
+
+
+@require_POST
+@access.require_role(Role.OPERATOR)
+def workflow_start(request: HtmxHttpRequest, name: str) -> HttpResponse:
+    """Start a run by hand through the action service (audited); every invalid field is shown
+    in place at once (400), a refusal of the engine in place too (404/409/422)."""
+    context = live_pages.workflow_dag_context(request.user, request.GET, name=name)
+    if context is None:
+        raise Http404("no runs of this workflow in your tenants")
+    form = StartForm(request.POST, tenants=access.acting_tenants(request.user))
+    status, error = 400, ""
+    if form.is_valid():
+        d = form.cleaned_data
+        try:
+            done = actions.instance_start(user=request.user, origin=Origin.of_request(request), workflow=name,
+                                          params=d["params"], tenant=d["tenant"], id=d["id"] or None,
+                                          priority=d["priority"], start_at=d["start_at"])
+        except ActionRefused as exc:
+            error, status = exc.message, exc.status
+        except EngineError as exc:
+            error, status = str(exc), engine_error_status(exc)
+        else:
+            messages.success(request, f"Run {done.instance_id} of {name} started in tenant {d['tenant']}.")
+            return HttpResponseRedirect(reverse("instance-detail", args=[done.instance_id]), status=303)
+    context.update(_versions_context(request, name))
+    context.update(_start_context(request, name, form=form, error=error))
     return page(request, "ops/workflow_dag.html", context, status=status)

@@ -199,3 +199,16 @@ def test_the_openapi_schema_is_served(db: Any) -> None:
     schema = Client().get("/api/openapi.json").json()
     assert schema["info"]["title"] == "Runledger API"
     assert "/api/instances/{instance_id}/retry" in schema["paths"]
+
+
+def test_starting_an_instance_is_documented_with_request_examples_that_fit_its_schema(db: Any) -> None:
+    schema = Client().get("/api/openapi.json").json()
+    body = schema["paths"]["/api/instances"]["post"]["requestBody"]["content"]["application/json"]
+    examples = body["examples"]
+    assert {"start", "minimal"} <= set(examples)
+    ref = body["schema"]["$ref"].rsplit("/", 1)[-1]
+    model = schema["components"]["schemas"][ref]
+    for example in examples.values():
+        value = example["value"]
+        assert set(value) <= set(model["properties"]) and set(model.get("required", [])) <= set(value)
+        assert isinstance(value["params"], dict)

@@ -134,3 +134,29 @@ def test_redrive_previews_then_acts_on_exactly_that_set(live_server: Any, tokens
     assert {d.pk for d in letters}.isdisjoint(DeadLetter.objects.filter(state="open").values_list("pk", flat=True))
     code, out = run(live_server, tokens["operator"], "redrive", "--reason", "no selection")
     assert code == 2 and "name the selection" in out
+
+
+def test_start_runs_a_workflow_with_those_params_in_the_named_tenant(live_server: Any, tokens: dict[str, str]) -> None:
+    code, out = run(live_server, tokens["operator"], "start", "test-echo", "--params", '{"n": 3}',
+                    "--id", "cli-start-1", "--tenant", "acme", "--priority", "5")
+    assert code == 0 and "started cli-start-1" in out and "tenant acme" in out, out
+    inst = Instance.objects.get(pk="cli-start-1")
+    assert (inst.workflow, inst.tenant, inst.params, inst.priority) == ("test-echo", "acme", {"n": 3}, 5)
+    entry = AuditEntry.objects.get()
+    assert (entry.action, entry.source, entry.actor, entry.selection) == (
+        "instance.start", "api", "cli-op", {"workflow": "test-echo", "instance_id": "cli-start-1"})
+    code, out = run(live_server, tokens["operator"], "start", "test-echo", "--params", "{}",
+                    "--id", "cli-start-1", "--tenant", "acme")
+    assert code == 1 and "HTTP 409" in out and "already exists" in out
+
+
+def test_start_refuses_bad_params_a_viewer_and_a_tenant_not_the_tokens(live_server: Any, tokens: dict[str, str]) -> None:
+    code, out = run(live_server, tokens["operator"], "start", "test-echo", "--params", "{bad", "--tenant", "acme")
+    assert code == 2 and "--params is not valid JSON" in out
+    code, out = run(live_server, tokens["operator"], "start", "test-echo", "--params", "[1]", "--tenant", "acme")
+    assert code == 2 and "must be a JSON object" in out
+    code, out = run(live_server, tokens["viewer"], "start", "test-echo", "--params", "{}", "--tenant", "acme")
+    assert code == 1 and "forbidden" in out and "HTTP 403" in out
+    code, out = run(live_server, tokens["operator"], "start", "test-echo", "--params", "{}", "--tenant", "initech")
+    assert code == 1 and "tenant_not_found" in out and "HTTP 404" in out
+    assert not Instance.objects.exists() and not AuditEntry.objects.exists()

@@ -1,7 +1,11 @@
 """`manage.py operate --as USER ...`: the operator actions from the command line, with the same
-tenant rules as the dashboard and one audit entry each (source "cli").
+tenant rules as the dashboard and one audit entry each (source "cli"). Instance actions go through
+`dashboard.actions`, the service the console and the REST API call.
 
     operate --as ana instance pause|resume|terminate|restart|retry ID --reason "..."
+    operate --as ana instance replay ID --reason "..." [--params JSON]
+    operate --as ana instance fork ID --from-step STEP --reason "..." [--params JSON] [--new-id ID]
+    operate --as ana instance event ID --type TYPE [--payload JSON] --reason "..."
     operate --as ana discard DEAD_LETTER_ID --reason "..."
     operate --as ana redrive (--ids 4,7 | --all-matching [--tenant T --workflow W --step-name S
                               --signature X]) --reason "..." [--rate 5] [--confirm DIGEST]
@@ -13,21 +17,22 @@ run it again with --confirm DIGEST to act, and it acts only if the selection is 
 from __future__ import annotations
 
 import hashlib
+import json
 from argparse import ArgumentParser
 from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from dashboard import access, selection
+from dashboard import access, actions, selection
 from dashboard.audit import Audit, Origin, audited
 from ingest.engine import EngineError
-from ingest.engine.models import DeadLetter, Instance
-from ingest.engine.services import control
+from ingest.engine.models import DeadLetter
 from ingest.engine.services import dead_letters as engine_dead_letters
 from ingest.engine.services.dead_letters import DeadLetterFilter
+from ingest.triggers.errors import InputRejected
 
-INSTANCE_ACTIONS = ("pause", "resume", "terminate", "restart", "retry")
+INSTANCE_ACTIONS = tuple(actions.ARGUMENTS)
 
 
 def selection_digest(ids: list[int]) -> str:
@@ -45,7 +50,11 @@ class Command(BaseCommand):
         inst.add_argument("instance_id")
         inst.add_argument("--reason", required=True)
         inst.add_argument("--rollback", action="store_true")
-        inst.add_argument("--from-step", default=None)
+        inst.add_argument("--from-step", default=None, help="restart or fork from this step")
+        inst.add_argument("--params", default=None, help="replay or fork: the new params, a JSON object")
+        inst.add_argument("--new-id", default=None, help="fork: the new instance's id")
+        inst.add_argument("--type", default=None, help="event: the event's type")
+        inst.add_argument("--payload", default=None, help="event: its payload, JSON")
         discard = sub.add_parser("discard")
         discard.add_argument("dead_letter_id", type=int)
         discard.add_argument("--reason", required=True)
@@ -71,7 +80,7 @@ class Command(BaseCommand):
                     self._discard(user, o)
                 case "redrive":
                     self._redrive(user, o)
-        except EngineError as exc:
+        except (EngineError, actions.ActionRefused, InputRejected) as exc:
             raise CommandError(str(exc)) from None
 
     def _acting(self, user: Any, tenant: str, what: str) -> None:
@@ -81,19 +90,23 @@ class Command(BaseCommand):
             raise CommandError(f"{user.get_username()} is not an operator of tenant {tenant!r}")
 
     def _instance(self, user: Any, o: dict[str, Any]) -> None:
-        tenant = Instance.objects.filter(pk=o["instance_id"]).values_list("tenant", flat=True).first()
-        self._acting(user, tenant or "", f"instance {o['instance_id']!r}")
-        kwargs: dict[str, Any] = {"instance_id": o["instance_id"], "actor": f"cli:{user.get_username()}",
-                                  "reason": o["reason"]}
-        if o["action"] == "terminate":
-            kwargs["rollback"] = o["rollback"]
-        if o["action"] == "restart":
-            kwargs["from_step"] = o["from_step"]
-        fn = getattr(control, f"instance_{o['action']}")
-        shown = {k: v for k, v in kwargs.items() if k not in ("actor", "reason")}
-        audited(user=user, origin=Origin.cli(), audit=Audit(f"instance.{o['action']}", [tenant or ""],
-                                                            shown, o["reason"]), run=lambda: fn(**kwargs))
-        self.stdout.write(f"{o['action']}: {o['instance_id']}")
+        arguments: dict[str, Any] = {}
+        match o["action"]:
+            case "terminate":
+                arguments["rollback"] = o["rollback"]
+            case "restart":
+                arguments["from_step"] = o["from_step"]
+            case "replay":
+                arguments["params"] = _json(o["params"], what="--params")
+            case "fork":
+                arguments.update(from_step=o["from_step"], params=_json(o["params"], what="--params"),
+                                 new_id=o["new_id"])
+            case "event":
+                arguments.update(type=o["type"] or "", payload=_json(o["payload"], what="--payload"))
+        done = actions.instance_act(user=user, origin=Origin.cli(), instance_id=o["instance_id"],
+                                    action=o["action"], reason=o["reason"], arguments=arguments)
+        created = f" -> {done.created_id}" if done.created_id else ""
+        self.stdout.write(f"{o['action']}: {o['instance_id']}{created}")
 
     def _discard(self, user: Any, o: dict[str, Any]) -> None:
         dl = DeadLetter.objects.filter(pk=o["dead_letter_id"]).first()
@@ -151,3 +164,12 @@ class Command(BaseCommand):
                 ids=chosen, filter=scope, rate_per_second=o["rate"], actor=f"cli:{user.get_username()}",
                 reason=o["reason"]))
         self.stdout.write(f"redriven: {count}")
+
+
+def _json(raw: str | None, *, what: str) -> Any:
+    if raw is None:
+        return None
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise CommandError(f"{what} is not valid JSON ({exc.msg}); nothing was done") from None
