@@ -38,6 +38,8 @@ class UrlClassification(models.Model):
     fetch_method = models.CharField(max_length=30, blank=True, default="")
     content_signals = models.JSONField(null=True, blank=True)
     instance_id = models.CharField(max_length=100, blank=True, default="")
+    # The run's wall time from its start to its result; null for a run that did not measure it.
+    duration_ms = models.IntegerField(null=True, blank=True)
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
 

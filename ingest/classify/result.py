@@ -47,6 +47,7 @@ class ClassificationResult(TypedDict, total=False):
     cost_usd: float  # what this URL's stages spent (the api_costs rows of its instance)
     fetch_method: str | None  # native, zenrows_basic, zenrows_premium
     content_signals: dict[str, Any] | None
+    duration_ms: int | None  # the run's wall time from its start to its result (None: not measured)
 
 
 @dataclass(frozen=True)

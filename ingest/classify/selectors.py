@@ -55,6 +55,6 @@ def classification_list(
     rows: list[dict[str, Any]] = [dict(row) for row in qs.order_by("-updated_at", "-id").values(
         "id", "tenant", "host", "url", "confidence", "domain_type", "page_type", "tactic_type",
         "channel_bucket", "media_type", "modifiers", "classification_source", "stages_run", "round",
-        "cost_usd", "fetch_method", "instance_id", "updated_at")[offset : offset + limit]]  # fmt: skip
+        "cost_usd", "fetch_method", "instance_id", "duration_ms", "updated_at")[offset : offset + limit]]  # fmt: skip
     return ClassificationPage(rows=rows, total=total, by_source=counts)
 

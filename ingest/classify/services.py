@@ -40,7 +40,7 @@ def url_classification_upsert(
         "classification_source": result["classification_source"], "stages_run": list(result["stages_run"]),
         "round": result.get("round", 0), "cost_usd": Decimal(str(result.get("cost_usd", 0))),
         "fetch_method": result.get("fetch_method") or "", "content_signals": result.get("content_signals"),
-        "instance_id": instance_id, "updated_at": now,
+        "instance_id": instance_id, "duration_ms": result.get("duration_ms"), "updated_at": now,
     }  # fmt: skip
     for axis in AXIS_NAMES:
         values[axis] = result.get(axis) or ""

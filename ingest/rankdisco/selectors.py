@@ -62,10 +62,20 @@ def _sources(qs: QuerySet[Any]) -> dict[str, int]:
     return {r["classification_source"]: r["n"] for r in rows}
 
 
+def domain_onboardings(*, domain: Domain) -> QuerySet[Instance]:
+    """The domain's onboarding runs (every `domain-onboard` instance of its tenant for its name)."""
+    return Instance.objects.filter(workflow=ONBOARD_WORKFLOW, tenant=domain.tenant, params__domain=domain.name)
+
+
 def domain_costs(*, domain: Domain) -> list[dict[str, Any]]:
-    """What was spent on the domain, by stage and service: every cost row of its tenant whose
-    metadata names it (its onboardings and the classifications of its URLs)."""
-    rows = (ApiCost.objects.filter(tenant=domain.tenant, metadata__domain=domain.name)
+    """What was spent on the domain, by stage and service: every cost row of its onboardings and
+    of their child instances (the url-classify runs of its backlinks and ranking URLs, whatever
+    host each URL is on), each row once; and a cost row of the tenant that names the domain but
+    whose instance the ledger no longer holds."""
+    runs = domain_onboardings(domain=domain).values("id")
+    children = Instance.objects.filter(parent_id__in=runs).values("id")
+    mine = Q(instance_id__in=runs) | Q(instance_id__in=children) | Q(instance__isnull=True, metadata__domain=domain.name)
+    rows = (ApiCost.objects.filter(mine, tenant=domain.tenant)
             .annotate(stage=KeyTextTransform("stage", "metadata"))
             .values("stage", "service", "workflow_type").annotate(total=Sum("cost"), calls=Count("id")))
     return sorted(({**r, "stage": r["stage"] or ""} for r in rows), key=lambda r: (-r["total"], r["stage"]))
@@ -81,8 +91,7 @@ def domain_detail(*, tenants: Collection[str], domain_id: int, rows: int = 25) -
     by_source = [(s, from_backlinks.get(s, 0), from_keywords.get(s, 0))
                  for s in sorted(set(from_backlinks) | set(from_keywords))]
     costs = domain_costs(domain=domain)
-    runs = Instance.objects.filter(workflow=ONBOARD_WORKFLOW, tenant=domain.tenant).filter(
-        Q(params__domain=domain.name)).order_by("-created_at")[:10]
+    runs = domain_onboardings(domain=domain).order_by("-created_at")[:10]
     return DomainDetail(
         domain=domain, by_source=by_source,
         unclassified=backlinks.filter(classification_source="").count()

@@ -94,3 +94,13 @@ def test_reupserting_the_same_rows_keeps_one_row_each() -> None:
 def test_a_name_that_is_not_a_domain_is_refused(raw: str) -> None:
     with pytest.raises(services.InvalidDomain):
         services.domain_name_normalize(raw)
+
+
+def test_a_backlinks_classification_shows_how_long_its_run_took(viewer) -> None:
+    domain = _domain("acme", "acme.example")
+    services.classifications_store(domain_id=domain.id, results=[
+        {"url": "https://blog.other.example/post", "confidence": 80, "classification_source": "llm",
+         "cost_usd": 0.001, "duration_ms": 61234}])
+    html = viewer.get(f"/domains/{domain.id}/").content.decode()
+    assert '<span class="duration">61234 ms</span>' in html
+    assert html.count('class="duration"') == 1  # the rows classified before it was measured show none

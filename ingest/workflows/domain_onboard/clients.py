@@ -3,6 +3,8 @@
     RUNLEDGER_DATAFORSEO_LOGIN / _PASSWORD / _BASE_URL   DataForSEO v3 (base URL default the real API)
     RUNLEDGER_ZENROWS_API_KEY / _BASE_URL                 ZenRows, the paid tiers of the page fetch
                                                           (without a key only the free native fetch)
+    RUNLEDGER_FETCH_PROXY                                 the egress proxy of the native page fetch, read
+                                                          as url-classify reads it (the same fetcher)
 
 `clients_install(factory)` replaces how they are built: the demo installs its offline answers
 and tests point clients at local fakes (a higher module passes a callable down, so this module
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 from ingest.engine import NonRetryableError
 from ingest.sources.dataforseo import DataForSEOClient
 from ingest.sources.zenrows import NativeFetcher, ZenRowsClient
+from ingest.workflows.url_classify.clients import native_fetcher
 
 __all__ = ["OnboardClients", "clients", "clients_install"]
 
@@ -48,7 +51,8 @@ def from_environment() -> OnboardClients:
     key = env.get("RUNLEDGER_ZENROWS_API_KEY", "")
     zenrows = ZenRowsClient(api_key=key, base_url=env.get("RUNLEDGER_ZENROWS_BASE_URL",
                                                           "https://api.zenrows.com/v1/")) if key else None
-    return OnboardClients(dataforseo=dataforseo, native=NativeFetcher(), zenrows=zenrows)
+    # The brand pages go out through the egress proxy url-classify's fetches use, when one is set.
+    return OnboardClients(dataforseo=dataforseo, native=native_fetcher(), zenrows=zenrows)
 
 
 def clients_install(factory: Factory | None) -> None:

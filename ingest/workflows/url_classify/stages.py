@@ -30,6 +30,7 @@ from ingest.classify.signals import content_signals
 from ingest.classify.taxonomy import CACHE_MIN_CONFIDENCE
 from ingest.engine import NonRetryableError
 from ingest.engine import now as engine_now
+from ingest.engine.models import Instance
 from ingest.pipelines.pricer import estimate_usage_cost
 from ingest.pipelines.pricing import PriceNotFound
 from ingest.sources.errors import SourceError
@@ -214,6 +215,21 @@ def index_feedback(ctx: Any, *, tenant: str, host: str, url: str, decided: Candi
     return {"indexed": added, "cost": _money(cost)}
 
 
+def run_duration_ms(instance_id: str) -> int | None:
+    """Milliseconds from the instance's start (its first pick-up by a worker, else its creation)
+    to now; None for an instance the ledger does not hold. Called inside a step, so the value is
+    memoised with the step's result and a replay reads the same figure."""
+    row = Instance.objects.filter(id=instance_id).values("started_at", "created_at").first()
+    if row is None:
+        return None
+    start = row["started_at"] or row["created_at"]
+    return max(0, round((engine_now() - start).total_seconds() * 1000))
+
+
 def store_classification(*, tenant: str, host: str, result: ClassificationResult, instance_id: str) -> dict[str, Any]:
-    row = url_classification_upsert(tenant=tenant, host=host, result=result, instance_id=instance_id)
-    return {"id": row.pk}
+    """The result, with the run's `duration_ms` so far (this is its last step), in the ledger."""
+    duration = run_duration_ms(instance_id)
+    stored = result.copy()
+    stored["duration_ms"] = duration
+    row = url_classification_upsert(tenant=tenant, host=host, result=stored, instance_id=instance_id)
+    return {"id": row.pk, "duration_ms": duration}

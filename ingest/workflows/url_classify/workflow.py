@@ -12,7 +12,8 @@ cost, stopping as soon as one is confident enough.
 
 A stage at or above 70 (PIPELINE_MIN_CONFIDENCE) ends the pipeline early, unless force_llm.
 Params: url (required), url_id, domain_id, max_rounds (3), skip_content, skip_llm, force_llm.
-The output is a ClassificationResult; domain-onboard fans out to this workflow by name.
+The output is a ClassificationResult, with `duration_ms` (the run's wall time from its start to
+store-classification, measured in that step); domain-onboard fans out to this workflow by name.
 """
 
 from __future__ import annotations
@@ -137,9 +138,12 @@ class UrlClassify(Workflow):
             source=state.source or "rules", stages_run=state.stages_run, rounds=state.rounds, cost=state.cost,
             fetch_method=state.fetch_method, signals=state.signals,
         )  # fmt: skip
-        step.do("store-classification", lambda ctx: store_classification(
+        stored = step.do("store-classification", lambda ctx: store_classification(
             tenant=tenant, host=host, result=result, instance_id=event.instance_id),
             retries=QUICK_RETRIES, checkpoint="deferred")  # fmt: skip
+        # Measured inside the step and memoised with its result: a replay reports the same time.
+        # A run stored before the step measured it has no duration.
+        result["duration_ms"] = stored.get("duration_ms")
         return result
 
     def _free_and_paid_stages(self, step: Any, state: Progress, *, tenant: str, host: str, url: str,
