@@ -78,6 +78,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "dashboard.vary.VaryOnHtmxMiddleware",  # a page and its htmx fragment share a URL, not a cache entry
 ]
 
 # Behind HTTPS in production (README "Running in production"): secure cookies, a redirect to
