@@ -53,6 +53,7 @@ INSTALLED_APPS = [
     "channels",
     "django_htmx",
     "template_partials",
+    "ninja",  # /api/docs renders Swagger UI from the package's own static files, not from a CDN
     "ingest.engine",
     "ingest.triggers",
     "ingest.alerts",

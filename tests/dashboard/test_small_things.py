@@ -30,3 +30,16 @@ def test_the_admin_says_audit_entries_and_history_entries(db: None) -> None:
     index = admin.get("/admin/").content.decode()
     assert "Audit entries" in index and "History entries" in index
     assert "entrys" not in index and "Historys" not in index
+
+
+def test_the_api_docs_load_swagger_ui_from_this_server_not_a_cdn(operator: Client) -> None:
+    page = operator.get("/api/docs")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "https://" not in html and "http://" not in html  # nothing fetched from elsewhere
+    assets = [a for a in ("swagger-ui-bundle.js", "swagger-ui-init.js", "swagger-ui.css") if a in html]
+    assert len(assets) == 3
+    for asset in assets:
+        served = operator.get(f"/static/ninja/{asset}")
+        assert served.status_code == 200
+        assert len(b"".join(served.streaming_content) if served.streaming else served.content) > 1000
