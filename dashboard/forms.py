@@ -81,6 +81,7 @@ class ApprovalAnswerForm(forms.Form):
     decision = forms.ChoiceField(choices=[("approve", "Approve"), ("reject", "Reject")])
     comment = forms.CharField(required=False, max_length=2000, widget=forms.Textarea(attrs={"rows": 3}))
     schema: list[dict[str, Any]] = []
+    grants_budget = False  # approving grants budget: an `amount` field must be positive
 
     def schema_fields(self) -> list[forms.BoundField]:
         return [self[f"f_{spec['name']}"] for spec in self.schema]
@@ -103,14 +104,21 @@ class ApprovalAnswerForm(forms.Form):
                 key = f"f_{spec['name']}"
                 if key in self.errors and key not in data:
                     del self.errors[key]
+        elif self.grants_budget and "f_amount" in self.fields:
+            amount = data.get("f_amount")
+            if isinstance(amount, (int, float, Decimal)) and amount <= 0:
+                self.add_error("f_amount", f"the amount granted must be positive; got {amount}")
         return data
 
 
-def approval_form_class(schema: list[dict[str, Any]]) -> type[ApprovalAnswerForm]:
-    """A Form class with one field per schema entry; unknown types read as text."""
+def approval_form_class(schema: list[dict[str, Any]], *, grants_budget: bool = False) -> type[ApprovalAnswerForm]:
+    """A Form class with one field per schema entry; unknown types read as text. A request that
+    grants budget when approved (`grants_budget`) refuses an amount that is not positive as a
+    field error, before the engine is asked."""
     valid = [s for s in schema if isinstance(s, dict) and s.get("name")]
     attrs: dict[str, Any] = {f"f_{s['name']}": schema_field(s) for s in valid}
     attrs["schema"] = valid
+    attrs["grants_budget"] = grants_budget
     return type("ApprovalForm", (ApprovalAnswerForm,), attrs)
 
 

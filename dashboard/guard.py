@@ -5,8 +5,9 @@ size (413 before the body is read), the URL path, query parameters and form fiel
 text holds no NUL), the Content-Type of JSON endpoints (415), and JSON bodies against the input
 limits of ingest/triggers/limits.py (depth, number digits, string length and content). The
 answer names what was wrong and says nothing about the resource or the caller; nothing ran, so
-no row changed. Views may raise the same `InputRejected` errors (a filter out of range) and get
-the same answer.
+no row changed. Views may raise the same `InputRejected` errors (a filter out of range, a
+`dashboard.query_params.BadQuery` naming every bad query parameter) and get the same answer: JSON
+under /api/ and /hooks/, elsewhere a 4xx page inside the layout that lists what was wrong.
 
 `ErrorEnvelopeMiddleware` makes every error under /api/ and /hooks/ JSON,
 `{"error": {"code", "message"}}`, including the 404s, 405s and 500s that Django and
@@ -19,6 +20,8 @@ from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any
 
+from django.contrib.auth import get_user
+from django.contrib.auth.models import AnonymousUser
 from django.core.exceptions import (
     DisallowedHost,
     RequestDataTooBig,
@@ -26,9 +29,11 @@ from django.core.exceptions import (
     TooManyFilesSent,
 )
 from django.http import HttpRequest, HttpResponse
-from django.views import defaults
+from django.template import loader
+from django.utils.functional import SimpleLazyObject
 
 from dashboard.api.errors import error_response
+from dashboard.query_params import BadQuery
 from ingest.triggers import limits
 from ingest.triggers.errors import BodyTooLarge, InputRejected, UnsupportedMediaType
 
@@ -44,10 +49,21 @@ def answers_json(request: HttpRequest) -> bool:
     return request.path.startswith(JSON_PREFIXES)
 
 
-def rejection(request: HttpRequest, exc: InputRejected) -> HttpResponse:
+def rejection(request: HttpRequest, exc: InputRejected, *, session_usable: bool = True) -> HttpResponse:
+    """JSON under /api/ and /hooks/; elsewhere a page inside the layout listing what was wrong
+    (each bad query parameter when the view parsed several). The layout shows the user's
+    navigation unless the session cookie itself was refused."""
     if answers_json(request):
         return error_response(exc.status, exc.code, str(exc))
-    return HttpResponse(str(exc), status=exc.status, content_type="text/plain; charset=utf-8")
+    if not session_usable:
+        request.user = AnonymousUser()
+    elif not hasattr(request, "user"):  # refused at the door, before AuthenticationMiddleware
+        request.user = SimpleLazyObject(lambda: get_user(request))  # type: ignore[assignment]
+    problems = exc.problems if isinstance(exc, BadQuery) else (str(exc),)
+    heading = "Bad request" if exc.status == 400 else HTTPStatus(exc.status).phrase
+    body = loader.render_to_string("errors/400.html", {"status": exc.status, "heading": heading,
+                                                       "problems": problems}, request=request)
+    return HttpResponse(body, status=exc.status)
 
 
 def _body_kind(path: str) -> str:
@@ -132,7 +148,7 @@ class InputGuardMiddleware:
         if cookies := bad_cookies(request, bounds):
             response = rejection(request, InputRejected(
                 f"the cookie {cookies[0][:40]!r} holds a NUL character, a lone surrogate or too much "
-                "text; it has been deleted — reload the page"))
+                "text; it has been deleted — reload the page"), session_usable=False)
             for name in cookies:
                 response.delete_cookie(name)
             return response
@@ -208,4 +224,4 @@ def bad_request(request: HttpRequest, exception: Any) -> HttpResponse:
         told = ("the Host header names a host this server does not answer for (ALLOWED_HOSTS)"
                 if isinstance(exception, DisallowedHost) else "the request is malformed")
         return error_response(400, "bad_request", f"{told}; nothing was done")
-    return defaults.bad_request(request, exception)
+    return rejection(request, InputRejected("the request is malformed; nothing was done"))

@@ -66,6 +66,7 @@ class AuditEntry(models.Model):
     reason = models.TextField(blank=True)
 
     class Meta:
+        verbose_name_plural = "audit entries"
         indexes = [models.Index(fields=["-created_at", "-id"], name="audit_newest"),
                    models.Index(fields=["action", "-id"], name="audit_action")]
 

@@ -53,6 +53,7 @@ INSTALLED_APPS = [
     "channels",
     "django_htmx",
     "template_partials",
+    "ninja",  # /api/docs renders Swagger UI from the package's own static files, not from a CDN
     "ingest.engine",
     "ingest.triggers",
     "ingest.alerts",
@@ -78,6 +79,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "dashboard.vary.VaryOnHtmxMiddleware",  # a page and its htmx fragment share a URL, not a cache entry
 ]
 
 # Behind HTTPS in production (docs/operators.md "Running in production"): secure cookies, a redirect to

@@ -8,7 +8,7 @@ An empty id list, or neither ids nor filter, is a 400: no selection never means 
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from django.http import HttpRequest
 from ninja import Field, Query, Router, Schema
@@ -34,7 +34,8 @@ _ACTION = "dead_letters.redrive"
 
 
 class DeadLetterQuery(Schema):
-    state: str | None = "open"
+    # An unknown state is a 422 naming it, never read as "open"; "" lists every state.
+    state: Literal["open", "redriven", "discarded", ""] | None = "open"
     workflow: str | None = None
     tenant: str | None = None
     signature: str | None = None

@@ -12,8 +12,8 @@ from django.db.models import Count, Q, QuerySet, Sum
 from django.http import QueryDict
 
 from dashboard.api.errors import ApiProblem
-from dashboard.selectors.instance_filters import InstanceFilters
-from dashboard.selectors.instances import Cursor, instance_attributes, instance_list
+from dashboard.selectors.instance_filters import Cursor, InstanceFilters
+from dashboard.selectors.instances import instance_attributes, instance_list
 from ingest.engine import REDACTED, progress_of, public_value, step_progress, stored_config_json
 from ingest.engine.models import (
     ApiCost,

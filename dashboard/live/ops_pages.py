@@ -20,6 +20,7 @@ from django.utils import timezone
 from dashboard import access, charts
 from dashboard import selectors as sel
 from dashboard.live import render
+from dashboard.query_params import QueryReader
 from ingest.engine import now as engine_now
 from ingest.engine import workflow_names
 from ingest.engine.models import FINISHED_STATUSES, DeadLetterState
@@ -45,9 +46,8 @@ def query_string(query: QueryDict, **overrides: Any) -> str:
     return urlencode({k: v for k, v in params.items() if v not in (None, "")})
 
 
-def _window(query: QueryDict, allowed: tuple[str, ...], default: str) -> str:
-    w = query.get("window", default)
-    return w if w in allowed else default
+DEAD_LETTER_SORTS = ("count", "last", "first")
+DAG_WINDOWS = ("1h", "24h", "7d")
 
 
 # ---- overview ------------------------------------------------------------------------------
@@ -55,8 +55,10 @@ def _window(query: QueryDict, allowed: tuple[str, ...], default: str) -> str:
 
 def overview_context(user: Any, query: QueryDict) -> dict[str, Any]:
     cursor = sel.history_cursor()  # before the page's reads: a change made meanwhile is pushed on connect
+    reader = QueryReader(query)
+    window = reader.choice("window", ("24h", "7d"), "24h")
+    reader.done()
     tenants, now = access.tenants_for(user), timezone.now()
-    window = _window(query, ("24h", "7d"), "24h")
     today = now.astimezone(timezone.get_current_timezone()).replace(hour=0, minute=0, second=0, microsecond=0)
     spend = sel.spend_by_service(tenants=tenants, since=today)
     budgets = sel.budget_rows(budgets=list(sel.budgets_visible(tenants=tenants, see_global=sees_global(user))), now=now)
@@ -86,20 +88,30 @@ def overview_context(user: Any, query: QueryDict) -> dict[str, Any]:
 # ---- dead letters --------------------------------------------------------------------------
 
 
-def dead_letter_filters(data: Any) -> sel.DeadLetterFilters:
-    state = data.get("state", DeadLetterState.OPEN)
-    return sel.DeadLetterFilters(
-        state=state if state in {*DeadLetterState.values, ""} else DeadLetterState.OPEN,
-        workflow=data.get("workflow", ""), step=data.get("step", ""), error=data.get("error", ""),
-        tenant=data.get("tenant", ""), signature=data.get("signature", ""), q=data.get("q", "").strip(),
+def dead_letter_filters(data: Any, reader: QueryReader | None = None) -> sel.DeadLetterFilters:
+    """The list's filters; no `state` at all is the open ones, an empty `state` any state. A bad
+    value raises BadQuery, or is left in `reader` for its caller to raise with its own."""
+    own = reader is None
+    reader = reader or QueryReader(data)
+    state = (DeadLetterState.OPEN if data.get("state") is None
+             else reader.choice("state", DeadLetterState.values, ""))
+    f = sel.DeadLetterFilters(
+        state=state, workflow=reader.text("workflow", max_chars=200), step=reader.text("step", max_chars=256),
+        error=reader.text("error", max_chars=500), tenant=reader.text("tenant", max_chars=100),
+        signature=reader.text("signature", max_chars=100), q=reader.text("q", max_chars=200),
     )
+    if own:
+        reader.done()
+    return f
 
 
 def dead_letters_context(user: Any, query: QueryDict) -> dict[str, Any]:
     cursor = sel.history_cursor()  # before the page's reads: a change made meanwhile is pushed on connect
     tenants = access.tenants_for(user)
-    f = dead_letter_filters(query)
-    sort = query.get("sort", "count")
+    reader = QueryReader(query)
+    f = dead_letter_filters(query, reader)
+    sort = reader.choice("sort", DEAD_LETTER_SORTS, "count")
+    reader.done()
     qs = query_string(query)
     context: dict[str, Any] = {
         "f": f, "sort": sort, "tenants": tenants, "states": DeadLetterState.values,
@@ -135,13 +147,14 @@ def approvals_context(user: Any) -> dict[str, Any]:
 def workflow_dag_context(user: Any, query: QueryDict, *, name: str) -> dict[str, Any] | None:
     """None when the user's tenants have no run of `name` and no code registers it (the view
     answers 404); a registered workflow without runs has a page, so a first run can be started."""
+    reader = QueryReader(query)
+    window, now = reader.choice("window", DAG_WINDOWS, "24h"), timezone.now()
+    metric = reader.choice("metric", charts.HEAT_METRICS, "retry_rate")
+    reader.done()
     cursor = sel.history_cursor()  # before the page's reads: a change made meanwhile is pushed on connect
     tenants = access.tenants_for(user)
     if not (sel.workflow_known(tenants=tenants, name=name) or name in workflow_names()):
         return None
-    window, now = _window(query, ("1h", "24h", "7d"), "24h"), timezone.now()
-    metric = query.get("metric", "retry_rate")
-    metric = metric if metric in charts.HEAT_METRICS else "retry_rate"
     graph = charts.step_graph(sel.workflow_step_runs(tenants=tenants, name=name))
     heat = sel.workflow_step_heat(tenants=tenants, name=name, since=sel.window_start(window, now=now))
     extra = [shape for shape in heat if shape not in graph.nodes]
@@ -155,7 +168,7 @@ def workflow_dag_context(user: Any, query: QueryDict, *, name: str) -> dict[str,
         nodes.append({"box": box, "heat": h, "fill": charts.heat_color(charts.heat_value(h, metric), top)})
     return {
         "retention": sel.workflow_retention(tenants=tenants, name=name, now=now),
-        "name": name, "window": window, "windows": ("1h", "24h", "7d"), "metric": metric,
+        "name": name, "window": window, "windows": DAG_WINDOWS, "metric": metric,
         "metrics": charts.HEAT_METRICS, "layout": layout, "nodes": nodes,
         "live_query": urlencode([("view", "workflow_dag"), ("workflow_dag", name), ("after", str(cursor)),
                                  ("window", window), ("metric", metric)]),

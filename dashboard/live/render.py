@@ -80,7 +80,7 @@ def subscription_for(user: Any, query_string: str) -> Subscription:
             raise Forbidden(instance_id)
         return Subscription("instance", [inst.tenant], [instance_group(inst.id)], after, instance_id=inst.id, query=raw)
     qd = QueryDict(query_string)
-    filters = selectors.InstanceFilters.from_query(qd)
+    filters = selectors.InstanceFilters.from_query(qd, paging=False)  # its `after` is the history's
     visible = [t for t in tenants if not filters.tenant or t == filters.tenant]
     newest_raw = qd.get("newest", "")
     rows = frozenset(r for r in qd.get("rows", "").split(",") if r)

@@ -18,6 +18,7 @@ from typing import Any
 from daphne.cli import CommandLineInterface
 from daphne.server import Server
 
+from dashboard.serving import AnswersOversizedHeads
 from ingest.engine import redact
 
 log = logging.getLogger("runledger.access")
@@ -41,8 +42,9 @@ class AccessLogger:
                      extra={"path": path, "client": client, "ws": action})
 
 
-class RedactingServer(Server):  # type: ignore[misc]  # daphne ships no types
-    """daphne's server with its access log sent through `AccessLogger`."""
+class RedactingServer(AnswersOversizedHeads, Server):  # type: ignore[misc]  # daphne ships no types
+    """daphne's server with its access log sent through `AccessLogger`, answering 414/431 for a
+    request line or headers over its limit (`dashboard.serving`)."""
 
     def __init__(self, *args: Any, action_logger: Any = None, **kwargs: Any) -> None:
         super().__init__(*args, action_logger=AccessLogger() if action_logger else None, **kwargs)

@@ -85,12 +85,12 @@ from dashboard.selectors.instance_detail import (
 from dashboard.selectors.instance_filters import (
     RANGES,
     SORT_LABELS,
+    Cursor,
     InstanceFilters,
 )
 from dashboard.selectors.instance_matches import instance_filtered
 from dashboard.selectors.instances import (
     PAGE_SIZE,
-    Cursor,
     InstancePage,
     instance_attributes,
     instance_count,

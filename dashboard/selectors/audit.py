@@ -10,6 +10,7 @@ from typing import Any
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from dashboard.models import AuditEntry, AuditSource, AuditTenant
+from dashboard.query_params import QueryReader
 from dashboard.selectors.common import filter_given
 
 AUDIT_PAGE = 50
@@ -24,10 +25,14 @@ class AuditFilters:
 
     @classmethod
     def from_query(cls, data: Any) -> AuditFilters:
-        source = str(data.get("source") or "")
-        return cls(action=str(data.get("action") or "")[:60], actor=str(data.get("actor") or "")[:150],
-                   source=source if source in AuditSource.values else "",
-                   tenant=str(data.get("tenant") or "")[:100])
+        """The filters in `data` (the page's query, the API's parsed one); BadQuery names each
+        value that does not parse."""
+        reader = QueryReader(data)
+        filters = cls(action=reader.text("action", max_chars=60), actor=reader.text("actor", max_chars=150),
+                      source=reader.choice("source", AuditSource.values),
+                      tenant=reader.text("tenant", max_chars=100))
+        reader.done()
+        return filters
 
     def as_params(self) -> dict[str, str]:
         return {k: v for k, v in vars(self).items() if v}

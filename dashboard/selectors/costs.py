@@ -153,7 +153,7 @@ def _cost_by_metadata(*, tenants: Collection[str], filters: CostFilters, key: st
 # Each sort's keys, then the instance id. Calls tie often (most instances of a workflow make the
 # same calls): among equal calls the latest spend comes first, which an index on (calls, last)
 # answers by reading the window's newest instances, not every older one in id order.
-_INSTANCE_SORTS: dict[str, tuple[str, ...]] = {"-total": ("-total",), "total": ("total",),
+INSTANCE_SORTS: dict[str, tuple[str, ...]] = {"-total": ("-total",), "total": ("total",),
                                                "-calls": ("-calls", "-last"), "-last": ("-last",)}
 def _visible(tenants: Collection[str], tenant: str) -> list[str]:
     # One predicate on tenant: `tenant IN (...) AND tenant = x` makes PostgreSQL multiply the two
@@ -173,7 +173,7 @@ def cost_by_instance(
     ledger. Filtered by two of service, step and model at once, which no rollup splits, the ledger
     ranks them all (~1 s over a week of 10 M rows: docs/dashboard-rollups.md), unless one of them
     implies the others in the window (`_implied`)."""
-    order = sort if sort in _INSTANCE_SORTS else "-total"
+    order = sort if sort in INSTANCE_SORTS else "-total"
     view = view or reads.rollup_view()
     ledger = _cost_qs(tenants=tenants, f=filters).exclude(instance_id=None)
     split = [(column, getattr(filters, name)) for name, column in COST_DIMENSIONS.items()
@@ -208,7 +208,7 @@ def cost_by_instance(
     inside = rolled.filter(first_at__gte=filters.since)
     if filters.until:
         inside = inside.filter(last_at__lt=filters.until)
-    keys = [k.replace("last", "last_at") for k in _INSTANCE_SORTS[order]]
+    keys = [k.replace("last", "last_at") for k in INSTANCE_SORTS[order]]
     top = [
         {"instance_id": r["instance_id"], "workflow_type": r["workflow_type"], "tenant": r["tenant"],
          "total": r["total"], "calls": r["calls"], "failed": r["failed"], "tokens_in": r["tokens_in"],
@@ -242,7 +242,7 @@ def _implied(
 def _ranked(rows: list[dict[str, Any]], order: str, limit: int) -> list[dict[str, Any]]:
     """Sorted as the ledger query sorts them (the sort's keys, then the instance id)."""
     merged = sorted(_money(rows), key=lambda r: r["instance_id"])
-    for key in reversed(_INSTANCE_SORTS[order]):  # stable sorts: the last one decides first
+    for key in reversed(INSTANCE_SORTS[order]):  # stable sorts: the last one decides first
         field = key.lstrip("-")
         merged.sort(key=lambda r: r[field], reverse=key.startswith("-"))  # noqa: B023 (used at once)
     return merged[:limit]
@@ -269,7 +269,7 @@ def _instance_rows(qs: QuerySet[ApiCost], order: str, limit: int) -> list[dict[s
             total=Sum("cost"), calls=Count("id"), failed=Count("id", filter=Q(success=False)),
             tokens_in=Sum("tokens_in"), tokens_out=Sum("tokens_out"), last=Max("created_at"),
         )
-        .order_by(*_INSTANCE_SORTS[order], "instance_id")[:limit]
+        .order_by(*INSTANCE_SORTS[order], "instance_id")[:limit]
     ))
 
 

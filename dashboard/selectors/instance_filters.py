@@ -4,17 +4,19 @@ back to a query string. Pure: nothing here reads the database."""
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from urllib.parse import urlencode
 
 from django.http import QueryDict
-from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from ingest.engine.models import Status
-from ingest.triggers.limits import datetime_in_range
+from dashboard.query_params import QueryReader, shown
+from ingest.engine.models import Instance, Status
 
 RANGES = {
     "15m": timedelta(minutes=15),
@@ -46,6 +48,7 @@ SORT_LABELS = {
 DEFAULT_SORT = "-created"
 ATTR_KEY = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 MAX_ATTRS = 5
+MAX_PAGE = 200  # numbered pages (orders other than newest first) stop here: narrow the filters
 
 
 @dataclass(frozen=True)
@@ -70,7 +73,10 @@ class InstanceFilters:
     problems: tuple[str, ...] = ()
 
     @classmethod
-    def from_query(cls, query: QueryDict) -> InstanceFilters:
+    def from_query(cls, query: QueryDict, *, paging: bool = True) -> InstanceFilters:
+        """The filters of the list page's `query`, whose paging (page, after, before) is checked
+        too, so a bad one is named with the filters rather than read as the first page. The live
+        feed's subscription reuses `after` for its history cursor: it passes paging=False."""
         problems: list[str] = []
         statuses: list[str] = []
         for raw in query.getlist("status"):
@@ -91,13 +97,22 @@ class InstanceFilters:
             )
             sort = DEFAULT_SORT
         attrs = _parse_attrs(query.getlist("attr"), problems)
+        reader = QueryReader(query)
+        since, until = reader.when("since"), reader.when("until")
+        if paging:
+            reader.integer("page", default=1, low=1, high=MAX_PAGE)
+        for name in ("after", "before") if paging else ():
+            if reader.raw(name) and Cursor.decode(reader.raw(name)) is None:
+                reader.problem(f"{name}={shown(reader.raw(name))} is not a page cursor of this list; "
+                               "follow the list's own Newer/Older links")
+        problems += reader.problems
         return cls(
             workflow=query.get("workflow", "").strip()[:200],
             statuses=tuple(dict.fromkeys(statuses)),
             tenant=query.get("tenant", "").strip()[:100],
             range=rng if rng in RANGES else "",
-            since=_parse_time(query.get("since", ""), what="since"),
-            until=_parse_time(query.get("until", ""), what="until"),
+            since=since,
+            until=until,
             id_prefix=query.get("id", "").strip()[:100],
             text=query.get("q", "").strip()[:200],
             step=query.get("step", "").strip()[:256],
@@ -146,6 +161,36 @@ class InstanceFilters:
         return " ".join(f"{k}:{v}" for k, v in self.attrs)
 
 
+@dataclass(frozen=True)
+class Cursor:
+    """A keyset position in the ledger's (created_at desc, id desc) order."""
+
+    created_at: datetime
+    id: str
+
+    def encode(self) -> str:
+        raw = json.dumps([self.created_at.isoformat(), self.id]).encode()
+        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+    @classmethod
+    def decode(cls, token: str) -> Cursor | None:
+        if not token:
+            return None
+        try:
+            raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+            created, ident = json.loads(raw)
+            when = parse_datetime(created)
+        except (ValueError, TypeError, binascii.Error, json.JSONDecodeError):
+            return None
+        if when is None or not isinstance(ident, str):
+            return None
+        return cls(when, ident)
+
+    @classmethod
+    def of(cls, row: Instance) -> Cursor:
+        return cls(row.created_at, row.id)
+
+
 def attr_sort_key(sort: str) -> str:
     """The attribute key of an `attr.<key>` sort (either direction), or "" for any other sort."""
     key = sort.lstrip("-").removeprefix("attr.") if sort.lstrip("-").startswith("attr.") else ""
@@ -171,16 +216,3 @@ def _parse_attrs(values: list[str], problems: list[str]) -> tuple[tuple[str, str
     return tuple(out)
 
 
-def _parse_time(raw: str, *, what: str) -> datetime | None:
-    raw = raw.strip()
-    if not raw:
-        return None
-    try:
-        value = parse_datetime(raw)
-    except ValueError:
-        return None
-    if value is None:
-        return None
-    value = datetime_in_range(value, what=what)  # 9999-12-31 overflows the ORM's conversion
-    # datetime-local inputs carry no zone: the filter form labels them UTC.
-    return timezone.make_aware(value, UTC) if timezone.is_naive(value) else value

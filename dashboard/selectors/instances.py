@@ -5,9 +5,6 @@ Every read is scoped to the requesting user's tenants."""
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -18,48 +15,22 @@ from django.db.models import DurationField, ExpressionWrapper, F, OuterRef, Q, Q
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 
 from dashboard import access
 from dashboard.models import InstanceCost
-from dashboard.selectors.instance_filters import SORTS, InstanceFilters, attr_sort_key
+from dashboard.selectors.instance_filters import (
+    MAX_PAGE,
+    SORTS,
+    Cursor,
+    InstanceFilters,
+    attr_sort_key,
+)
 from dashboard.selectors.instance_matches import instance_matches
 from ingest.engine import workflow_names as workflow_names_registered
 from ingest.engine.models import Instance, InstanceAttributes
 
 PAGE_SIZE = 50
-MAX_PAGE = 200  # numbered pages (orders other than newest first) stop here: narrow the filters
 COUNT_CAP = 10_000  # an exact count past this costs more than it tells: "10000+"
-
-
-@dataclass(frozen=True)
-class Cursor:
-    """A keyset position in the ledger's (created_at desc, id desc) order."""
-
-    created_at: datetime
-    id: str
-
-    def encode(self) -> str:
-        raw = json.dumps([self.created_at.isoformat(), self.id]).encode()
-        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-    @classmethod
-    def decode(cls, token: str) -> Cursor | None:
-        if not token:
-            return None
-        try:
-            raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-            created, ident = json.loads(raw)
-            when = parse_datetime(created)
-        except (ValueError, TypeError, binascii.Error, json.JSONDecodeError):
-            return None
-        if when is None or not isinstance(ident, str):
-            return None
-        return cls(when, ident)
-
-    @classmethod
-    def of(cls, row: Instance) -> Cursor:
-        return cls(row.created_at, row.id)
 
 
 @dataclass(frozen=True)

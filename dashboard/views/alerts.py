@@ -18,12 +18,13 @@ from django.views.decorators.http import require_GET, require_POST
 
 from dashboard import access
 from dashboard.alert_forms import ChannelForm, RuleForm, channel_initial
+from dashboard.query_params import QueryReader
 from dashboard.views.common import HtmxHttpRequest, page, require_act, tenants
 from ingest.alerts import selectors as alert_sel
 from ingest.alerts import services
 from ingest.alerts.errors import AlertError
 from ingest.alerts.firing import channel_test
-from ingest.alerts.models import Channel, Rule
+from ingest.alerts.models import Channel, DeliveryState, Rule
 
 
 def _context(request: HtmxHttpRequest) -> dict[str, Any]:
@@ -46,7 +47,9 @@ def alerts(request: HtmxHttpRequest) -> HttpResponse:
 @require_GET
 @access.require_role()
 def notifications(request: HtmxHttpRequest) -> HttpResponse:
-    state = request.GET.get("state", "")
+    reader = QueryReader(request.GET)
+    state = reader.choice("state", DeliveryState.values)
+    reader.done()
     rows = alert_sel.notification_rows(tenants=tenants(request), limit=500)
     if state:
         rows = [r for r in rows if r["state"] == state]

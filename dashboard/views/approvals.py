@@ -29,7 +29,7 @@ def approvals(request: HtmxHttpRequest) -> HttpResponse:
 
 def _approval_context(request: HttpRequest, req: ApprovalRequest,
                       form: django_forms.Form | None = None) -> dict[str, Any]:
-    form_class = forms.approval_form_class(req.fields or [])
+    form_class = forms.approval_form_class(req.fields or [], grants_budget=req.budget_id is not None)
     return {
         "req": req, "form": form or form_class(prefix=None), "can_act": access.can_act(request.user, req.tenant),
         "answerable": req.state == ApprovalState.PENDING, "now": engine_now(),
@@ -54,7 +54,7 @@ def approval_answer(request: HtmxHttpRequest, approval_id: int) -> HttpResponse:
         ctx = _approval_context(request, req)
         ctx["refusal"] = f"This request was already {req.state}{who}; it takes no second answer."
         return render(request, "ops/approval_detail.html", ctx, status=409)
-    form = forms.approval_form_class(req.fields or [])(request.POST)
+    form = forms.approval_form_class(req.fields or [], grants_budget=req.budget_id is not None)(request.POST)
     if not form.is_valid():
         return render(request, "ops/approval_detail.html", _approval_context(request, req, form), status=400)
     try:

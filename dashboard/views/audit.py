@@ -10,21 +10,20 @@ from django.views.decorators.http import require_GET
 
 from dashboard import access
 from dashboard.models import AuditSource
+from dashboard.query_params import QueryReader
 from dashboard.selectors.audit import AuditFilters, audit_actions, audit_page
 from dashboard.views.common import HtmxHttpRequest, page, sees_global, tenants
-
-
-def _before(raw: str) -> int | None:
-    return int(raw) if raw.isascii() and raw.isdigit() and len(raw) < 19 else None
 
 
 @require_GET
 @access.require_role()
 def audit(request: HtmxHttpRequest) -> HttpResponse:
     f = AuditFilters.from_query(request.GET)
+    reader = QueryReader(request.GET)
+    before = reader.integer("before", default=0, low=1, high=2**63 - 1) or None
+    reader.done()
     mine, see_global = tenants(request), sees_global(request)
-    result = audit_page(tenants=mine, see_global=see_global, filters=f,
-                        before=_before(request.GET.get("before", "")))
+    result = audit_page(tenants=mine, see_global=see_global, filters=f, before=before)
     base = urlencode(f.as_params())
     context = {
         "f": f, "rows": result.rows, "tenants": mine, "sources": AuditSource.choices,

@@ -10,6 +10,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from dashboard import access
 from dashboard.audit import Audit
+from dashboard.query_params import QueryReader
 from dashboard.selectors import breakers as sel
 from dashboard.views.common import HtmxHttpRequest, engine_call, page, sees_global, tenants
 from ingest.engine.models import BreakerState, CircuitBreaker
@@ -27,9 +28,9 @@ def may_reset(request: HttpRequest, breaker: CircuitBreaker) -> bool:
 @require_GET
 @access.require_role()
 def breakers(request: HtmxHttpRequest) -> HttpResponse:
-    state = request.GET.get("state", "")
-    if state not in BreakerState.values:
-        state = ""
+    reader = QueryReader(request.GET)
+    state = reader.choice("state", BreakerState.values)
+    reader.done()
     rows = sel.breakers_visible(tenants=tenants(request), see_global=sees_global(request), state=state)
     context = {"rows": rows, "state": state, "states": BreakerState.choices,
                "resettable": {r.breaker.key for r in rows if may_reset(request, r.breaker)}}

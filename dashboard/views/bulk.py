@@ -16,12 +16,14 @@ from django.views.decorators.http import require_GET, require_POST
 from dashboard import access, bulk
 from dashboard.audit import Audit, Origin, audited
 from dashboard.models import Role
+from dashboard.query_params import QueryReader
 from dashboard.views.common import HtmxHttpRequest
 from ingest.engine import EngineError
 from ingest.engine.models import Batch, BatchItem, BatchItemState
 from ingest.engine.services import batches
 
 TEMPLATE = "runs/bulk.html"
+MAX_COUNT = 10**9
 
 
 class BulkForm(forms.Form):
@@ -58,6 +60,10 @@ def _preview_query(preview: bulk.Preview) -> str:
 
 
 def _context(request: HtmxHttpRequest, batch: Batch, **extra: Any) -> dict[str, Any]:
+    reader = QueryReader(request.GET)  # the counts the preview's redirect carried
+    left_out = reader.integer("left_out", default=0, low=0, high=MAX_COUNT)
+    read_only = reader.integer("read_only", default=0, low=0, high=MAX_COUNT)
+    reader.done()
     progress = batches.batch_progress(batch_id=batch.id)
     item_tenants = sorted(set(BatchItem.objects.filter(batch=batch).values_list("tenant", flat=True)))
     context: dict[str, Any] = {
@@ -67,17 +73,13 @@ def _context(request: HtmxHttpRequest, batch: Batch, **extra: Any) -> dict[str, 
         "sample": list(BatchItem.objects.filter(batch=batch).order_by("id").values_list("instance_id", flat=True)[:20]),
         "problems": list(BatchItem.objects.filter(batch=batch, state__in=[BatchItemState.SKIPPED, BatchItemState.FAILED])
                          .order_by("id").values("instance_id", "state", "detail")[:20]),
-        "left_out": _int(request.GET.get("left_out")), "read_only": _int(request.GET.get("read_only")),
+        "left_out": left_out, "read_only": read_only,
         **extra,
     }
     if batch.state == "previewed":
         context.setdefault("form", BulkForm())
         context.setdefault("drift", bulk.bulk_drift(user=request.user, batch=batch))
     return context
-
-
-def _int(raw: str | None) -> int:
-    return int(raw) if raw and raw.isascii() and raw.isdigit() and len(raw) < 10 else 0
 
 
 @require_GET
@@ -87,7 +89,10 @@ def bulk_detail(request: HtmxHttpRequest, batch_id: int) -> HttpResponse:
         batch = bulk.bulk_get(user=request.user, batch_id=batch_id)
     except bulk.BulkRefused as exc:
         return _refused(request, exc)
-    template = TEMPLATE + ("#progress" if request.htmx and request.GET.get("fragment") == "progress" else "")
+    reader = QueryReader(request.GET)
+    fragment = reader.choice("fragment", ("progress",))
+    reader.done()
+    template = TEMPLATE + ("#progress" if request.htmx and fragment else "")
     return render(request, template, _context(request, batch))
 
 

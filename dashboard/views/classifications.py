@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
-from django.http import HttpResponse, HttpResponseBadRequest
+from django.http import HttpResponse
 from django.views.decorators.http import require_GET
 
 from dashboard import access
+from dashboard.query_params import QueryReader
 from dashboard.views.common import HtmxHttpRequest, page, tenants
 from ingest.classify.models import ClassificationSource
 from ingest.classify.selectors import classification_list
@@ -19,15 +20,12 @@ PER_PAGE = 100
 @require_GET
 @access.require_role()
 def classifications(request: HtmxHttpRequest) -> HttpResponse:
-    g = request.GET
+    reader = QueryReader(request.GET)
+    host, tenant = reader.text("domain", max_chars=253), reader.text("tenant", max_chars=100)
+    source = reader.choice("source", ClassificationSource.values)
+    number = reader.integer("page", default=1, low=1, high=99_999)
+    reader.done()
     mine = tenants(request)
-    host, source, tenant = g.get("domain", "").strip(), g.get("source", ""), g.get("tenant", "")
-    if source and source not in ClassificationSource.values:
-        return HttpResponseBadRequest(f"source {source!r} is not a stage; use one of {', '.join(ClassificationSource.values)}")
-    raw_page = g.get("page", "1")
-    if not (raw_page.isascii() and raw_page.isdigit() and 0 < int(raw_page) < 100_000):
-        return HttpResponseBadRequest(f"page {raw_page!r} is not a page number from 1")
-    number = int(raw_page)
     # A tenant outside the user's own selects nothing, never everything.
     selected = [tenant] if tenant in mine else [] if tenant else mine
     result = classification_list(tenants=selected, host=host, source=source, limit=PER_PAGE,

@@ -14,27 +14,28 @@ from django.views.decorators.http import require_GET
 
 from dashboard import access, charts
 from dashboard import selectors as sel
+from dashboard.query_params import QueryReader
 from dashboard.rollups.reads import rollup_view
+from dashboard.selectors.costs import INSTANCE_SORTS
 from dashboard.views.common import HtmxHttpRequest, page, query, sees_global, tenants
-from ingest.triggers.limits import datetime_in_range as in_range
+
+WINDOWS = ("24h", "7d", "30d")
 
 
-def _cost_filters(request: HttpRequest, now: datetime) -> tuple[sel.CostFilters, str]:
-    g = request.GET
-    window = g.get("window", "7d") if g.get("window") in {"24h", "7d", "30d"} else "7d"
-    since, until = sel.window_start(window, now=now), None
-    try:
-        if g.get("from"):
-            since = timezone.make_aware(in_range(datetime.fromisoformat(g["from"]), what="from"))
-            window = "custom"
-        if g.get("to"):
-            until = timezone.make_aware(in_range(datetime.fromisoformat(g["to"]), what="to")) + timedelta(days=1)
-            window = "custom"
-    except ValueError:
-        pass
+def _cost_filters(request: HttpRequest, now: datetime, reader: QueryReader) -> tuple[sel.CostFilters, str]:
+    """The page's filters; `from` and `to` (dates, or dates and times, in the server's zone) replace
+    the window, `to` counting its whole day."""
+    window = reader.choice("window", WINDOWS, "7d")
+    here = timezone.get_current_timezone()
+    since, until = reader.when("from", naive_as=here), reader.when("to", naive_as=here)
+    if since is not None or until is not None:
+        window = "custom"
     return sel.CostFilters(
-        since=since, until=until, service=g.get("service", ""), workflow=g.get("workflow", ""),
-        step=g.get("step", ""), tenant=g.get("tenant", ""), model=g.get("model", ""),
+        since=since or sel.window_start(window if window != "custom" else "7d", now=now),
+        until=until + timedelta(days=1) if until is not None else None,
+        service=reader.text("service", max_chars=200), workflow=reader.text("workflow", max_chars=200),
+        step=reader.text("step", max_chars=256), tenant=reader.text("tenant", max_chars=100),
+        model=reader.text("model", max_chars=200),
     ), window
 
 
@@ -42,9 +43,12 @@ def _cost_filters(request: HttpRequest, now: datetime) -> tuple[sel.CostFilters,
 @access.require_role()
 def costs(request: HtmxHttpRequest) -> HttpResponse:
     visible, now = tenants(request), timezone.now()
-    f, window = _cost_filters(request, now)
+    reader = QueryReader(request.GET)
+    f, window = _cost_filters(request, now, reader)
     breakdowns = [*sel.COST_DIMENSIONS, *sel.METADATA_DIMENSIONS]
-    by = request.GET.get("by", "service") if request.GET.get("by") in breakdowns else "service"
+    by = reader.choice("by", breakdowns, "service")
+    sort = reader.choice("sort", INSTANCE_SORTS, "-total")
+    reader.done()
     daily = (f.until or now) - f.since > timedelta(days=7)
     budgets = sel.budget_rows(budgets=list(sel.budgets_visible(tenants=visible, see_global=sees_global(request))),
                               now=now)
@@ -64,9 +68,8 @@ def costs(request: HtmxHttpRequest) -> HttpResponse:
             sel.cost_breakdown(tenants=visible, filters=f, by=by, view=view), levels=sel.treemap_levels(by))),
         "treemap_levels": sel.treemap_levels(by),
         "by_dimension": sel.cost_by_dimension(tenants=visible, filters=f, by=by, view=view),
-        "instances": sel.cost_by_instance(tenants=visible, filters=f, sort=request.GET.get("sort", "-total"),
-                                          view=view),
-        "sort": request.GET.get("sort", "-total"),
+        "instances": sel.cost_by_instance(tenants=visible, filters=f, sort=sort, view=view),
+        "sort": sort,
         "budgets": budgets,
         "burn_html": charts.figure_html(charts.burn_down_figure(burn, burns, now=now)) if burn else "",
         "query": query(request),
@@ -85,7 +88,9 @@ class _Echo:
 @require_GET
 @access.require_role()
 def costs_export(request: HtmxHttpRequest) -> StreamingHttpResponse:
-    f, _ = _cost_filters(request, timezone.now())
+    reader = QueryReader(request.GET)
+    f, _ = _cost_filters(request, timezone.now(), reader)
+    reader.done()
     rows = sel.cost_export_rows(tenants=tenants(request), filters=f)
     writer = csv.writer(_Echo())
 

@@ -8,6 +8,7 @@ from django.http import Http404, HttpResponse
 from django.views.decorators.http import require_GET
 
 from dashboard import access
+from dashboard.query_params import QueryReader
 from dashboard.views.common import HtmxHttpRequest, page, query, tenants
 from ingest.rankdisco import selectors as rankdisco
 from ingest.rankdisco.models import OnboardStatus
@@ -21,9 +22,9 @@ PILLS = {"pending": "queued", "in_progress": "running", "completed": "complete",
 @access.require_role()
 def domains(request: HtmxHttpRequest) -> HttpResponse:
     visible = tenants(request)
-    status = request.GET.get("status", "")
-    status = status if status in OnboardStatus.values else ""
-    q = request.GET.get("q", "")[:253]
+    reader = QueryReader(request.GET)
+    status, q = reader.choice("status", OnboardStatus.values), reader.text("q", max_chars=253)
+    reader.done()
     rows = list(rankdisco.domain_list(tenants=visible, status=status, q=q))
     context = {
         "rows": rows, "status": status, "q": q, "statuses": OnboardStatus.values,

@@ -20,6 +20,7 @@ from dashboard.audit import Audit, Origin, audited
 from dashboard.forms import StartForm
 from dashboard.live import ops_pages as live_pages
 from dashboard.models import Role
+from dashboard.query_params import QueryReader
 from dashboard.versions import retire_refusal
 from dashboard.views.common import HtmxHttpRequest, page, tenants
 from ingest.engine import EngineError, UnknownWorkflow, workflow_names, workflow_versions
@@ -29,8 +30,10 @@ WINDOWS = ("1h", "24h", "7d")
 
 
 def _window(request: HttpRequest) -> str:
-    w = request.GET.get("window", "24h")
-    return w if w in WINDOWS else "24h"
+    reader = QueryReader(request.GET)
+    window = reader.choice("window", WINDOWS, "24h")
+    reader.done()
+    return window
 
 
 @require_GET

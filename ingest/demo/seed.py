@@ -132,5 +132,5 @@ def demo_seed(*, seed: int = 7, calls: int = 24, opportunities: int = 12) -> Dem
         tenant = TENANTS[index % len(TENANTS)]
         _start(summary, salesforce_ingest_start(tenant, object_id=opp.id, record=opportunity_record(opp),
                                                 trigger="demo", actor="demo"))
-    log.info("demo: %d ingests started, %d already there", summary.started, summary.already)
+    log.debug("demo: %d ingests started, %d already there", summary.started, summary.already)
     return summary

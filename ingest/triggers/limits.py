@@ -122,7 +122,9 @@ def json_parse(raw: bytes | str, *, limits: InputLimits, what: str = "the body")
     except UnicodeDecodeError as exc:
         raise MalformedJson(f"{what} is not UTF-8 JSON ({exc.reason} at byte {exc.start})") from None
     except json.JSONDecodeError as exc:
-        raise MalformedJson(f"{what} is not valid JSON: {exc.msg} at line {exc.lineno} column "
+        # Some of the decoder's messages end in "at" ("Invalid control character at"): said once.
+        said = exc.msg.removesuffix(" at")
+        raise MalformedJson(f"{what} is not valid JSON: {said} at line {exc.lineno} column "
                             f"{exc.colno}") from None
     json_check(value, limits=limits, what=what)
     return value

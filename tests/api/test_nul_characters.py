@@ -36,8 +36,8 @@ def test_the_escaped_text_backslash_u0000_is_not_a_nul(operator: ApiClient) -> N
     assert Instance.objects.get(pk="nul-2").params == {"note": "\\u0000"}
 
 
-def test_a_nul_in_a_dashboard_filter_is_a_plain_400(db: Any) -> None:
+def test_a_nul_in_a_dashboard_filter_is_a_400_page_that_names_it(db: Any) -> None:
     response = Client().get("/instances/", {"q": "x\x00"})
     assert response.status_code == 400
-    assert response["Content-Type"].startswith("text/plain")
-    assert b"query parameter 'q'" in response.content
+    assert response["Content-Type"].startswith("text/html")
+    assert "query parameter &#x27;q&#x27;" in response.content.decode()

@@ -117,3 +117,15 @@ def test_approving_a_budget_breach_grants_the_amount_once(operator):
     operator.post(f"/approvals/{req.id}/answer/", {"decision": "approve", "f_amount": "0.75"})
     grant = BudgetGrant.objects.get(budget=b)
     assert grant.amount == Decimal("0.75") and grant.granted_by == "operator"
+
+
+@pytest.mark.parametrize("amount", ["-0.5", "0"])
+def test_a_budget_grant_that_is_not_positive_is_a_field_error_not_a_conflict(operator, amount):
+    b = budget(key="acme", limit="1", spent="0.95", policy="approval")
+    req = approval(kind="budget", title="Budget acme/day exceeded", budget=b, requested_amount=Decimal("0.5"),
+                   fields=[{"name": "amount", "label": "Grant", "type": "number", "required": True}])
+    response = operator.post(f"/approvals/{req.id}/answer/", {"decision": "approve", "f_amount": amount})
+    assert response.status_code == 400
+    assert "must be positive" in " ".join(response.context["form"].errors["f_amount"])
+    assert not BudgetGrant.objects.filter(budget=b).exists()
+    assert ApprovalRequest.objects.get(id=req.id).state == "pending"

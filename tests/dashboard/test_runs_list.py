@@ -74,8 +74,10 @@ def test_the_page_query_uses_a_keyset_not_an_offset(operator, many, django_asser
     assert listing and all("OFFSET" not in q.upper() for q in listing)
 
 
-def test_a_garbled_cursor_falls_back_to_the_first_page(operator, many):
-    assert _ids(operator.get("/instances/?after=not-a-cursor")) == [r.id for r in many[:PAGE_SIZE]]
+def test_a_garbled_cursor_is_a_400_that_names_it_not_the_first_page(operator, many):
+    response = operator.get("/instances/?after=not-a-cursor")
+    assert response.status_code == 400 and _ids(response) == []
+    assert "after=&#x27;not-a-cursor&#x27; is not a page cursor" in response.content.decode()
 
 
 @pytest.mark.parametrize("query,check", [

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,12 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         if not 0 < options["port"] < 65536:
             raise CommandError(f"--port must be between 1 and 65535; got {options['port']}")
+        from dashboard.serving import PortInUse, listen_socket
+
+        try:  # before anything starts: a taken port must not leave a worker behind
+            listener = listen_socket(options["host"], options["port"])
+        except PortInUse as exc:
+            raise CommandError(str(exc)) from exc
         self._secret_key()
         call_command("migrate", interactive=False, verbosity=0)
         from dashboard.access import demo_users_ensure
@@ -71,7 +78,9 @@ class Command(BaseCommand):
                           f"API tokens for the runledger CLI: {url}tokens/")
         self.stdout.flush()
         try:
-            self._serve(options["host"], options["port"])
+            self._serve(listener)
+        except PortInUse as exc:
+            raise CommandError(str(exc)) from exc
         finally:
             self.stdout.write("stopping: draining the worker")
             retention.stop()
@@ -123,14 +132,8 @@ class Command(BaseCommand):
             return
         self.stdout.write(f"secrets at rest: encrypted with the key in {path}")
 
-    def _serve(self, host: str, port: int) -> None:
-        from daphne.endpoints import build_endpoint_description_strings
-        from daphne.server import Server
-
+    def _serve(self, listener: socket.socket) -> None:
         from dashboard.asgi import application
+        from dashboard.serving import serve
 
-        Server(
-            application=application,
-            endpoints=build_endpoint_description_strings(host=host, port=port),
-            signal_handlers=True,
-        ).run()
+        serve(application, listener)

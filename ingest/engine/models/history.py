@@ -51,6 +51,8 @@ class History(models.Model):
     created_at = models.DateTimeField()
 
     class Meta:
+        verbose_name = "history entry"
+        verbose_name_plural = "history entries"
         indexes = [
             models.Index(fields=["instance", "id"], name="history_instance"),
             models.Index(fields=["tenant", "id"], name="history_tenant"),
