@@ -8,10 +8,11 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from django.http import HttpRequest
-from ninja import Query, Router, Schema
+from ninja import Field, Query, Router, Schema
 
 from dashboard import access
 from dashboard.api import schemas as s
+from dashboard.api.openapi import SPACES_RUN
 from dashboard.audit import Audit, Origin, affected_count, audited
 from dashboard.models import AuditSource
 from dashboard.selectors.audit import AuditFilters, audit_page
@@ -31,7 +32,8 @@ def acted(request: HttpRequest, *, action: str, tenants: Iterable[str], selectio
 class AuditQuery(Schema):
     action: str | None = None
     actor: str | None = None
-    source: str | None = None
+    source: str | None = Field(None, json_schema_extra={"pattern": f"^{SPACES_RUN}(?:{'|'.join(AuditSource.values)})?{SPACES_RUN}$"},
+                               description="web, api or cli")
     tenant: str | None = None
     before: int | None = None
     limit: int = 50

@@ -21,7 +21,7 @@ from dashboard.api import selectors
 from dashboard.api.audit import acted
 from dashboard.api.auth import actor, require_act
 from dashboard.api.errors import ApiProblem
-from dashboard.api.openapi import NONBLANK_PATTERN
+from dashboard.api.openapi import NONBLANK_PATTERN, SPACES_RUN
 from dashboard.selectors.dead_letters import DeadLetterFilters, DeadLetterItem, dead_letter_items
 from ingest.engine.models import DeadLetter
 from ingest.engine.services import dead_letters as engine_dead_letters
@@ -64,7 +64,7 @@ class SelectionIn(s.InputSchema):
     # Row ids are 64-bit: a larger integer is a 422 here, not an overflow in the database driver.
     # Ids of at most 18 digits, as selection.ids_parse reads them.
     ids: list[Annotated[int, Field(ge=1, le=10**18 - 1)] | Annotated[str, Field(json_schema_extra={
-        "pattern": r"^\s*[1-9][0-9]{0,17}\s*$"})]] | None = Field(None, max_length=1000, json_schema_extra={"minItems": 1})
+        "pattern": rf"^{SPACES_RUN}[1-9][0-9]{{0,17}}{SPACES_RUN}$"})]] | None = Field(None, max_length=1000, json_schema_extra={"minItems": 1})
     filter: s.RedriveFilter | None = None
 
 

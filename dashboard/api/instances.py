@@ -12,6 +12,7 @@ from dashboard import access, actions
 from dashboard.api import schemas as s
 from dashboard.api import selectors
 from dashboard.api.errors import ApiProblem
+from dashboard.api.openapi import SPACES_CLASS, SPACES_RUN
 from dashboard.audit import Origin
 from dashboard.models import AuditSource
 from ingest.engine.models import Instance
@@ -23,10 +24,11 @@ ERRORS: dict[int, Any] = {400: s.ErrorOut, 401: s.ErrorOut, 403: s.ErrorOut, 404
 
 
 _STATUS = "(?:" + "|".join(InstanceStatus.values) + ")"
-STATUS_PATTERN = rf"^\s*(?:{_STATUS}\s*)?(?:,\s*(?:{_STATUS}\s*)?)*$"
+STATUS_PATTERN = rf"^{SPACES_RUN}(?:{_STATUS}{SPACES_RUN})?(?:,{SPACES_RUN}(?:{_STATUS}{SPACES_RUN})?)*$"
 SORT_PATTERN = r"^(?:-?(?:created|started|updated|duration|cost|attr\.[a-z][a-z0-9_]{0,39}))?$"  # empty: the default
 # One `key:value` search attribute (or nothing); the keys as dashboard/selectors/instances.py reads them.
-ATTR_PATTERN = r"^\s*(?:[a-z][a-z0-9_]{0,39}:[^\s\x00]{1,200}\s*)?$"
+# Spaces are str.split()'s (SPACES), not a dialect's `\s`: the list splits a field on them.
+ATTR_PATTERN = f"^[{SPACES_CLASS}]*(?:[a-z][a-z0-9_]{{0,39}}:[^\\x00{SPACES_CLASS}]{{1,200}}[{SPACES_CLASS}]*)?$"
 CURSOR_PATTERN = r"^[A-Za-z0-9_-]{0,600}$"  # empty: the first page
 
 

@@ -29,7 +29,11 @@ TEXT_PATTERN = r"^[^\x00]*$"
 SPACES = ("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005"
           "\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
 _TEXT_CHAR = r"[^\x00]"
-_SOLID_CHAR = "[^\\x00" + "".join(f"\\u{ord(c):04x}" for c in SPACES) + "]"
+# SPACES as the inside of a regex character class, escaped for every dialect.
+SPACES_CLASS = "".join(f"\\u{ord(c):04x}" for c in SPACES)
+_SOLID_CHAR = "[^\\x00" + SPACES_CLASS + "]"
+# Any run of SPACES, for patterns of values the server strips: a dialect's `\s` is not that set.
+SPACES_RUN = f"[{SPACES_CLASS}]*"
 # Text with at least one character `strip()` keeps: a name or a reason that is not blank.
 NONBLANK_PATTERN = f"^{_TEXT_CHAR}*{_SOLID_CHAR}{_TEXT_CHAR}*$"
 KEY_SCHEMA = {"type": "string", "maxLength": LIMITS.key_chars, "pattern": TEXT_PATTERN}
