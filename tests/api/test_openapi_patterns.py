@@ -93,3 +93,40 @@ def test_patterns_of_stripped_values_use_pythons_spaces(pattern_of: str, refused
     rust = jsonschema_rs.validator_for({"type": "string", "pattern": pattern})
     assert [text for text in refused if rust.is_valid(text)] == []
     assert [text for text in accepted if not rust.is_valid(text)] == []
+
+
+def string_schemas(node: Any, where: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
+    if isinstance(node, dict):
+        if isinstance(node.get("pattern"), str):
+            yield where, node
+        for key, value in node.items():
+            yield from string_schemas(value, f"{where}/{key}")
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from string_schemas(value, f"{where}/{i}")
+
+
+def test_no_pattern_becomes_a_huge_repetition_when_a_generator_folds_its_length_in(db: Any) -> None:
+    """Schemathesis folds a string's minLength/maxLength into its pattern (`X*` with maxLength
+    262144 becomes `X{0,262144}`) and compiles the result: a repetition that large costs a Rust
+    regex seconds and then exceeds its size limit, and the strict run paid that on every request
+    body holding free JSON. The document's patterns are written so the fold leaves them small."""
+    from schemathesis.core.jsonschema.patterns import update_quantifier
+
+    document = Client().get("/api/openapi.json").json()
+    found = list(string_schemas(document))
+    assert any(s.get("maxLength", 0) >= 100_000 for _, s in found)  # the free-JSON strings are here
+    huge = []
+    for where, schema in found:
+        folded = update_quantifier(schema["pattern"], schema.get("minLength"), schema.get("maxLength"))
+        bounds = [int(n) for n in re.findall(r"\{\d*,?(\d+)\}", folded)]
+        if bounds and max(bounds) > 1000:
+            huge.append(f"{where}: {folded[:120]}")
+    assert not huge, "\n".join(huge)
+
+
+@given(st.text(max_size=8))
+def test_the_text_pattern_refuses_exactly_text_with_a_nul(text: str) -> None:
+    rust = jsonschema_rs.validator_for({"type": "string", "pattern": TEXT_PATTERN})
+    assert bool(re.search(TEXT_PATTERN, text)) is ("\x00" not in text)
+    assert rust.is_valid(text) is ("\x00" not in text)
