@@ -10,6 +10,8 @@ from typing import Annotated, Any, Literal
 from ninja import Field, Schema
 from pydantic import BeforeValidator, ConfigDict, StrictBool
 
+from dashboard.api.openapi import NONBLANK_PATTERN
+
 ID_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_-]*$"
 # An http(s) URL with a host and no user or password (ingest/sources/notify.py url_problem).
 URL_PATTERN = r"^https?://[A-Za-z0-9](?:[A-Za-z0-9.-]{0,250}[A-Za-z0-9])?(?::[0-9]{1,5})?(?:[/?#][!-~]*)?$"
@@ -216,7 +218,8 @@ EVENT_TYPE_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.:/-]{0,199}$"  # ingest/triggers
 
 
 class EventIn(InputSchema):
-    type: str = Field(..., min_length=1, max_length=200)
+    # Not blank: the engine refuses a type that strip() empties (instance_send_event).
+    type: str = Field(..., min_length=1, max_length=200, pattern=NONBLANK_PATTERN)
     payload: Any = None
 
 

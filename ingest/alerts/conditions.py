@@ -46,6 +46,9 @@ def params_clean(condition: str, params: dict[str, Any] | None) -> dict[str, Any
     for name, (kind, default, minimum) in spec.items():
         value = given.get(name, default)
         if kind is int:
+            # A JSON integer may be written 25.0 (JSON Schema counts it as one): read it as 25.
+            if isinstance(value, float) and value.is_integer():
+                value = int(value)
             if isinstance(value, bool) or not isinstance(value, int | str) or not str(value).strip().isdigit():
                 raise InvalidRule(f"{name} of a {condition} rule must be a whole number; got {value!r}")
             value = int(value)

@@ -39,6 +39,14 @@ def test_params_are_filled_with_defaults_and_checked():
         params_clean("nope", {})
 
 
+def test_a_whole_number_written_with_a_fraction_is_that_number():
+    # JSON Schema counts 6576418392.0 as an integer, so the API's schema lets it through.
+    assert params_clean("ingress_5xx_rate", {"min_count": 6576418392.0})["min_count"] == 6576418392
+    assert params_clean("backlog_age", {"minutes": 25.0}) == {"minutes": 25}
+    with pytest.raises(InvalidRule, match="must be a whole number"):
+        params_clean("backlog_age", {"minutes": float("inf")})
+
+
 def test_an_errored_instance_is_a_failure_signal_grouped_by_workflow():
     [signal] = history_signals(_row())
     assert signal == Signal("instance_failed", "acme", "gong-ingest", "gong-ingest failed", "gong-ingest",

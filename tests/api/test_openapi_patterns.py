@@ -130,3 +130,11 @@ def test_the_text_pattern_refuses_exactly_text_with_a_nul(text: str) -> None:
     rust = jsonschema_rs.validator_for({"type": "string", "pattern": TEXT_PATTERN})
     assert bool(re.search(TEXT_PATTERN, text)) is ("\x00" not in text)
     assert rust.is_valid(text) is ("\x00" not in text)
+
+
+def test_an_event_type_the_engine_refuses_as_blank_is_outside_the_schema(db: Any) -> None:
+    document = Client().get("/api/openapi.json").json()
+    schema = document["components"]["schemas"]["EventIn"]["properties"]["type"]
+    rust = jsonschema_rs.validator_for(schema)
+    assert [t for t in ["\n", " ", "\u3000", "\x00"] if rust.is_valid(t)] == []
+    assert rust.is_valid("approved") and rust.is_valid(" approved ")
