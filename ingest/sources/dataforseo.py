@@ -8,6 +8,10 @@ a workflow step records its api_costs row in one line:
     listing, cost, usage = call = client.backlinks("example.com", limit=100)
     ctx.track_cost(**call.track_cost_kwargs())
 
+Inside a step every call goes through the step's call journal (`client.HttpClient._paid_exchange`):
+a retry after a crash reads the answer the lost run was given instead of paying for it again, and
+the task carries the call's idempotency key as its `tag`.
+
 DataForSEO allows 2,000 calls a minute per account: by default every client of one login
 shares a durable token bucket (`dataforseo:<login>`), so all workers together stay under it.
 A 429 is retried after its Retry-After a few times in-process and penalizes the bucket.
@@ -172,7 +176,13 @@ class DataForSEOClient(HttpClient):
 
     def _post_task(self, endpoint: str, task: Mapping[str, Any], *, what: str) -> dict[str, Any]:
         url = f"{self.base_url}/v3/{endpoint}"
-        response = self._exchange(lambda: self._send(url, [dict(task)]), what=f"DataForSEO POST {url}")
+
+        def send(key: str | None) -> requests.Response:
+            # Inside a step the task carries the call's idempotency key as its `tag`, which
+            # DataForSEO hands back in the task's `data`.
+            return self._send(url, [dict(task) if key is None else {**task, "tag": key}])
+
+        response = self._paid_exchange(send, what=f"DataForSEO POST {url}", request=[endpoint, dict(task)])
         if response.status_code != 200:
             raise self._http_error(response, endpoint)
         try:
