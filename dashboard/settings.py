@@ -184,6 +184,9 @@ RUNLEDGER_BREAKER_THRESHOLD = config.env_int(ENV, "RUNLEDGER_BREAKER_THRESHOLD",
 RUNLEDGER_BREAKER_WINDOW = config.env_float(ENV, "RUNLEDGER_BREAKER_WINDOW", 60.0, minimum=0.1)
 RUNLEDGER_BREAKER_COOLDOWN = config.env_float(ENV, "RUNLEDGER_BREAKER_COOLDOWN", 30.0, minimum=0.1)
 RUNLEDGER_BREAKER_PROBE_TIMEOUT = config.env_float(ENV, "RUNLEDGER_BREAKER_PROBE_TIMEOUT", 120.0, minimum=0.1)
+# How long domain-onboard serves a DataForSEO answer again instead of paying for it (per tenant,
+# endpoint and task; ingest/rankdisco/answer_cache.py); 0 turns the cache off.
+RUNLEDGER_DATAFORSEO_CACHE_HOURS = config.env_float(ENV, "RUNLEDGER_DATAFORSEO_CACHE_HOURS", 24.0, minimum=0.0)
 # Per-tenant caps on the shipped workflows' running instances: "gong-ingest=4,domain-onboard=2"
 # (ingest/workflows/sharing.py); a workflow left out has no cap (its tenants are still served
 # round robin).

@@ -10,7 +10,8 @@ a workflow step records its api_costs row in one line:
 
 Inside a step every call goes through the step's call journal (`client.HttpClient._paid_exchange`):
 a retry after a crash reads the answer the lost run was given instead of paying for it again, and
-the task carries the call's idempotency key as its `tag`.
+the task carries the call's idempotency key as its `tag`. With an `AnswerCache` a fresh answer
+to the same task is served from it, at no cost (`live`).
 
 DataForSEO allows 2,000 calls a minute per account: by default every client of one login
 shares a durable token bucket (`dataforseo:<login>`), so all workers together stay under it.
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
-from typing import Any, TypeVar, Unpack
+from typing import Any, Protocol, TypeVar, Unpack
 
 import requests
 
@@ -60,9 +61,10 @@ from ingest.sources.seo_services import (
     PaidCall,
     paid_call,
 )
+from ingest.sources.usage import cost_quantize
 
 __all__ = [
-    "CALLS_PER_MINUTE", "MAX_SPAM_SCORE_TARGETS", "DataForSEOClient", "spam_score_batches",
+    "CALLS_PER_MINUTE", "MAX_SPAM_SCORE_TARGETS", "AnswerCache", "DataForSEOClient", "spam_score_batches",
 ]  # fmt: skip
 
 T = TypeVar("T")
@@ -74,6 +76,16 @@ def spam_score_batches(targets: Sequence[str]) -> list[list[str]]:
     """`targets` cut into batches one bulk_spam_score task accepts (1,000 each), order kept."""
     step = MAX_SPAM_SCORE_TARGETS
     return [list(targets[i : i + step]) for i in range(0, len(targets), step)]
+
+
+class AnswerCache(Protocol):
+    """DataForSEO's task answers kept for a while, per endpoint and task (its target and options)."""
+
+    def get(self, endpoint: str, task: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The task object DataForSEO answered to this task, while it is fresh; else None."""
+
+    def put(self, endpoint: str, task: Mapping[str, Any], answer: Mapping[str, Any]) -> None:
+        """Keep `answer` (the task object, with its `cost`) as this task's answer."""
 
 
 class DataForSEOClient(HttpClient):
@@ -90,6 +102,7 @@ class DataForSEOClient(HttpClient):
         password: str,
         limiter: OutboundLimiter | None = None,
         circuit: Circuit | None = None,
+        cache: AnswerCache | None = None,
         **transport: Unpack[Transport],
     ) -> None:
         super().__init__(**transport)
@@ -99,6 +112,8 @@ class DataForSEOClient(HttpClient):
         )
         # Optional: a breaker on the account, so an outage fails the steps fast (outbound.py).
         self.circuit = circuit
+        # Optional: answers kept per endpoint and task for a while (`AnswerCache`).
+        self.cache = cache
         self._auth = (login, password)
 
     # -- endpoints ---------------------------------------------------------------------------
@@ -152,17 +167,26 @@ class DataForSEOClient(HttpClient):
         what: str = "",
     ) -> PaidCall[Listing[T]]:
         """POST one task to `service`'s live endpoint; its listing costed as DataForSEO says.
-        `what` names the task in error messages (default: the target)."""
+        `what` names the task in error messages (default: the target).
+
+        With a `cache` holding a fresh answer to the same task, that answer is the listing and
+        nothing is sent: the call costs 0 and its metadata says `cache_hit` and what it `saved`
+        (what the cached answer cost). A fresh answer is put in the cache."""
+        meta = {"endpoint": service.model, "target": target}
+        cached = None if self.cache is None else self.cache.get(service.model, task)
+        if cached is not None:
+            found = listing(cached, target=target, parse=parse)
+            saved = _reported(cached)
+            saved = service.fallback_cost(items=found.items_count) if saved is None else saved
+            return paid_call(found, service=service, items=found.items_count, reported=Decimal(0),
+                             metadata={"task_id": cached.get("id"), **meta, "cache_hit": True,
+                                       "saved": str(cost_quantize(saved))})  # fmt: skip
         answer = self.post_task(service.model, task, what=what or target)
         found = listing(answer, target=target, parse=parse)
-        reported = answer.get("cost")
-        return paid_call(
-            found,
-            service=service,
-            items=found.items_count,
-            reported=None if reported is None else Decimal(str(reported)),
-            metadata={"task_id": answer.get("id"), "endpoint": service.model, "target": target},
-        )
+        if self.cache is not None:
+            self.cache.put(service.model, task, answer)
+        return paid_call(found, service=service, items=found.items_count, reported=_reported(answer),
+                         metadata={"task_id": answer.get("id"), **meta})
 
     def post_task(self, endpoint: str, task: Mapping[str, Any], *, what: str) -> dict[str, Any]:
         """The task object of DataForSEO's answer; raises on an HTTP, request or task error.
@@ -261,6 +285,11 @@ class DataForSEOClient(HttpClient):
         else:
             cls = DataForSEORequestRejected
         return cls(f"{said} — {_advice(cls)}", status=status, retry_after=retry_after)
+
+
+def _reported(answer: Mapping[str, Any]) -> Decimal | None:
+    cost = answer.get("cost")
+    return None if cost is None else Decimal(str(cost))
 
 
 def _advice(cls: type[DataForSEOError]) -> str:

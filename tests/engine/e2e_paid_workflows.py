@@ -11,6 +11,7 @@ its cost is booked) or "booked" (after the cost is booked, before the step retur
 its completion commits). `how` is "kill" (SIGKILL of the worker process) or "exit" (SystemExit,
 which the engine does not catch: the in-process tests' crash, `crash_and_take_over`). A step dies on its first run
 only: it leaves a file in `marks` (a directory) before dying, and a run that finds it goes on.
+With `cache`, the DataForSEO client keeps its answers (ingest/rankdisco/answer_cache.py).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any
 
 from ingest.engine import Workflow, now
 from ingest.engine.models import Instance
+from ingest.rankdisco.answer_cache import TenantAnswerCache
 from ingest.sources.dataforseo import DataForSEOClient
 from ingest.sources.http import RateLimiter
 from ingest.sources.llm import OpenAIChatClient
@@ -58,7 +60,8 @@ def _llm(params: dict[str, Any], ctx: Any) -> dict[str, Any]:
 
 def _dataforseo(params: dict[str, Any], ctx: Any) -> dict[str, Any]:
     client = DataForSEOClient(login="dfs-login", password="dfs-password", base_url=params["dfs_url"],
-                              limiter=InProcess(RateLimiter(1000)))
+                              limiter=InProcess(RateLimiter(1000)),
+                              cache=TenantAnswerCache() if params.get("cache") else None)
     call = client.backlinks(params.get("domain", "paid.example"), limit=5)
     _die_here(params, ctx, "answer")
     kwargs = call.track_cost_kwargs()
