@@ -69,9 +69,16 @@ class Slot:
     answer: Any = None
 
 
+# One lock for every attempt's ordinals: it is taken once per paid call, and every step attempt
+# makes a journal, most without a paid call, so a lock of its own each would cost them all.
+_ordinals = threading.Lock()
+
+
 class StepJournal:
     """The journal of one step attempt (thread-safe: a step may call from several threads, though
     its calls then take ordinals in whatever order they come)."""
+
+    __slots__ = ("_in_sync", "_ordinal", "_rows", "active", "attempt", "instance_id", "key", "sensitive", "tenant")
 
     def __init__(self, *, key: str, instance_id: str, tenant: str, attempt: int, sensitive: bool) -> None:
         self.key = key
@@ -79,7 +86,6 @@ class StepJournal:
         self.tenant = tenant
         self.attempt = attempt
         self.sensitive = sensitive
-        self._lock = threading.Lock()
         self._ordinal = 0
         self._rows: dict[int, tuple[str, str, Any]] | None = None
         self._in_sync = True
@@ -94,15 +100,17 @@ class StepJournal:
         return self._next(JournalKind.COST, fingerprint) if self.active else None
 
     def _next(self, kind: str, fingerprint: str) -> Slot:
-        with self._lock:
+        with _ordinals:
             self.active = True
             self._ordinal += 1
             ordinal = self._ordinal
-            if self._rows is None:
-                rows = CallJournal.objects.filter(key=self.key, attempt=self.attempt).values_list(
-                    "ordinal", "kind", "fingerprint", "answer")
-                self._rows = {row[0]: (row[1], row[2], row[3]) for row in rows}
-            found = self._rows.get(ordinal) if self._in_sync else None
+        rows = self._rows
+        if rows is None:  # read outside the lock; two threads of one step may both read it: the same rows
+            found_rows = CallJournal.objects.filter(key=self.key, attempt=self.attempt).values_list(
+                "ordinal", "kind", "fingerprint", "answer")
+            rows = self._rows = {row[0]: (row[1], row[2], row[3]) for row in found_rows}
+        with _ordinals:
+            found = rows.get(ordinal) if self._in_sync else None
             if found is not None and found[:2] != (kind, fingerprint):
                 self._in_sync = False  # another path than the lost run took: nothing further replays
                 found = None
