@@ -188,6 +188,10 @@ RUNLEDGER_BREAKER_PROBE_TIMEOUT = config.env_float(ENV, "RUNLEDGER_BREAKER_PROBE
 # (ingest/workflows/sharing.py); a workflow left out has no cap (its tenants are still served
 # round robin).
 RUNLEDGER_TENANT_CONCURRENCY = config.env_caps(ENV, "RUNLEDGER_TENANT_CONCURRENCY")
+# Outbound rate limits shared by every worker through the token buckets (ingest/sources/outbound.py):
+# "gong=3:1,dataforseo=30:200" is calls a second and burst per provider, over the code's defaults
+# (those two); a connection's `rate_limit` option wins over both.
+RUNLEDGER_RATE_LIMITS = config.env_rate_limits(ENV, "RUNLEDGER_RATE_LIMITS")
 # Prices usage when a step records a cost without an amount (the pipelines' price table, then list prices).
 # Where retention writes archived instances (gzip JSON lines, one file per workflow and day).
 RUNLEDGER_ARCHIVE_DIR = Path(ENV.get("RUNLEDGER_ARCHIVE_DIR", "") or BASE_DIR / "var" / "archive")

@@ -74,6 +74,7 @@ class GongConfig:
     base_url: str
     access_key: str
     secret: str
+    options: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -170,7 +171,7 @@ def gong_config_get(*, tenant: str, base_url: str | None = None) -> GongConfig:
     """The tenant's Gong connection row, else GONG_BASE_URL / GONG_ACCESS_KEY / GONG_ACCESS_KEY_SECRET."""
     row = _connection(tenant, ConnectionKind.GONG)
     if row is not None:
-        return GongConfig(base_url or row.base_url or "https://api.gong.io", row.key, row.secret)
+        return GongConfig(base_url or row.base_url or "https://api.gong.io", row.key, row.secret, dict(row.options))
     return GongConfig(
         base_url or ENV.get("GONG_BASE_URL", "https://api.gong.io"),
         ENV.get("GONG_ACCESS_KEY", ""), ENV.get("GONG_ACCESS_KEY_SECRET", ""),
