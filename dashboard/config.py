@@ -95,6 +95,16 @@ def env_rate_limits(env: Mapping[str, str], name: str) -> dict[str, dict[str, fl
     return limits
 
 
+def env_divisor_of_hour(env: Mapping[str, str], name: str, default: int) -> int:
+    """Whole minutes that divide an hour (1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30, 60): a cron
+    `*/N` of another N fires unevenly across the hour."""
+    value = env_int(env, name, default, minimum=1)
+    if 60 % value:
+        raise ImproperlyConfigured(f"{name}={value} does not divide an hour; use one of "
+                                   "1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30 or 60")
+    return value
+
+
 def database_config(env: Mapping[str, str], *, base_dir: Path) -> dict[str, Any]:
     """DATABASE_URL, or a SQLite file under var/ (the embedded default)."""
     raw = env.get("DATABASE_URL", "").strip()

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from dashboard.config import env_rate_limits
+from dashboard.config import env_divisor_of_hour, env_rate_limits
 from ingest.pipelines.selectors import config_cache_clear
 from ingest.pipelines.services import connection_upsert
 from ingest.sources.dataforseo import DataForSEOClient
@@ -57,7 +57,7 @@ def test_a_bad_limit_is_refused_saying_what_is_wrong(value: object, says: str) -
 
 
 @pytest.mark.pure
-def test_the_setting_reads_limits_naming_the_variable() -> None:
+def test_the_settings_read_limits_and_intervals_naming_the_variable() -> None:
     name = "RUNLEDGER_RATE_LIMITS"
     assert env_rate_limits({name: "gong=3:1, dataforseo=30:200"}, name) == {
         "gong": {"per_second": 3.0, "burst": 1}, "dataforseo": {"per_second": 30.0, "burst": 200}}
@@ -65,6 +65,9 @@ def test_the_setting_reads_limits_naming_the_variable() -> None:
     for bad in ("gong=3", "gong=0:1", "gong=3:0", "=3:1", "gong=fast:1"):
         with pytest.raises(ImproperlyConfigured, match=f"{name}: '{bad}'"):
             env_rate_limits({name: bad}, name)
+    assert env_divisor_of_hour({"M": "15"}, "M", 5) == 15 and env_divisor_of_hour({}, "M", 5) == 5
+    with pytest.raises(ImproperlyConfigured, match="M=7 does not divide an hour"):
+        env_divisor_of_hour({"M": "7"}, "M", 5)
 
 
 @pytest.mark.django_db
