@@ -14,7 +14,8 @@ the task carries the call's idempotency key as its `tag`. With an `AnswerCache` 
 to the same task is served from it, at no cost (`live`).
 
 DataForSEO allows 2,000 calls a minute per account: by default every client of one login
-shares a durable token bucket (`dataforseo:<login>`), so all workers together stay under it.
+shares a durable token bucket (`dataforseo:<login>`), so all workers together stay under it;
+the bucket's rate is `provider_limit("dataforseo")` (`RUNLEDGER_RATE_LIMITS`, outbound.py).
 A 429 is retried after its Retry-After a few times in-process and penalizes the bucket.
 Errors inside a 200 (per-task status codes) raise the same classes as HTTP errors; see
 `dataforseo_errors` for the mapping.
@@ -51,7 +52,7 @@ from ingest.sources.dataforseo_values import (
     listing,
 )
 from ingest.sources.http import body_excerpt, retry_after_seconds
-from ingest.sources.outbound import Circuit, OutboundLimiter, SharedBucket
+from ingest.sources.outbound import Circuit, OutboundLimiter, SharedBucket, provider_limit
 from ingest.sources.seo_services import (
     DATAFORSEO_BACKLINKS,
     DATAFORSEO_KEYWORDS,
@@ -64,11 +65,10 @@ from ingest.sources.seo_services import (
 from ingest.sources.usage import cost_quantize
 
 __all__ = [
-    "CALLS_PER_MINUTE", "MAX_SPAM_SCORE_TARGETS", "AnswerCache", "DataForSEOClient", "spam_score_batches",
+    "MAX_SPAM_SCORE_TARGETS", "AnswerCache", "DataForSEOClient", "spam_score_batches",
 ]  # fmt: skip
 
 T = TypeVar("T")
-CALLS_PER_MINUTE = 2000
 MAX_SPAM_SCORE_TARGETS = 1000
 
 
@@ -108,7 +108,7 @@ class DataForSEOClient(HttpClient):
         super().__init__(**transport)
         self.base_url = self.base_url.rstrip("/")
         self.limiter = limiter or SharedBucket(
-            f"dataforseo:{login}", per_minute=CALLS_PER_MINUTE, burst=200, sleep=self._sleep
+            f"dataforseo:{login}", limit=provider_limit("dataforseo"), sleep=self._sleep
         )
         # Optional: a breaker on the account, so an outage fails the steps fast (outbound.py).
         self.circuit = circuit
@@ -235,8 +235,8 @@ class DataForSEOClient(HttpClient):
         wait = self.limiter.acquire()
         if wait > 0:
             raise DataForSEORateLimited(
-                f"the DataForSEO rate limit ({CALLS_PER_MINUTE} calls/min for this login) has no "
-                f"slot for {wait:.1f}s; the step retries then",
+                f"the DataForSEO rate limit of this login has no slot for {wait:.1f}s; the step "
+                "retries then",
                 retry_after=wait,
             )
         return self._session.post(url, json=body, auth=self._auth, timeout=self.timeout)
