@@ -74,6 +74,37 @@ def env_caps(env: Mapping[str, str], name: str) -> dict[str, int]:
     return caps
 
 
+def env_rate_limits(env: Mapping[str, str], name: str) -> dict[str, dict[str, float | int]]:
+    """`gong=3:1,dataforseo=30:200` (calls a second : burst) as
+    {"gong": {"per_second": 3.0, "burst": 1}, ...}; unset: {} (the code's defaults apply)."""
+    limits: dict[str, dict[str, float | int]] = {}
+    for part in (p.strip() for p in env.get(name, "").split(",")):
+        if not part:
+            continue
+        provider, sep, raw = part.partition("=")
+        rate, colon, burst = raw.partition(":")
+        try:
+            per_second, most = float(rate), int(burst)
+        except ValueError:
+            per_second, most = 0.0, 0
+        if not (sep and colon and provider.strip()) or not 0 < per_second < float("inf") or most < 1:
+            raise ImproperlyConfigured(
+                f"{name}: {part!r} is not provider=R:B with R calls a second (above 0) and B a burst "
+                "of at least 1, e.g. gong=3:1,dataforseo=30:200")
+        limits[provider.strip()] = {"per_second": per_second, "burst": most}
+    return limits
+
+
+def env_divisor_of_hour(env: Mapping[str, str], name: str, default: int) -> int:
+    """Whole minutes that divide an hour (1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30, 60): a cron
+    `*/N` of another N fires unevenly across the hour."""
+    value = env_int(env, name, default, minimum=1)
+    if 60 % value:
+        raise ImproperlyConfigured(f"{name}={value} does not divide an hour; use one of "
+                                   "1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30 or 60")
+    return value
+
+
 def database_config(env: Mapping[str, str], *, base_dir: Path) -> dict[str, Any]:
     """DATABASE_URL, or a SQLite file under var/ (the embedded default)."""
     raw = env.get("DATABASE_URL", "").strip()

@@ -184,10 +184,25 @@ RUNLEDGER_BREAKER_THRESHOLD = config.env_int(ENV, "RUNLEDGER_BREAKER_THRESHOLD",
 RUNLEDGER_BREAKER_WINDOW = config.env_float(ENV, "RUNLEDGER_BREAKER_WINDOW", 60.0, minimum=0.1)
 RUNLEDGER_BREAKER_COOLDOWN = config.env_float(ENV, "RUNLEDGER_BREAKER_COOLDOWN", 30.0, minimum=0.1)
 RUNLEDGER_BREAKER_PROBE_TIMEOUT = config.env_float(ENV, "RUNLEDGER_BREAKER_PROBE_TIMEOUT", 120.0, minimum=0.1)
+# How long domain-onboard serves a DataForSEO answer again instead of paying for it (per tenant,
+# endpoint and task; ingest/rankdisco/answer_cache.py); 0 turns the cache off.
+RUNLEDGER_DATAFORSEO_CACHE_HOURS = config.env_float(ENV, "RUNLEDGER_DATAFORSEO_CACHE_HOURS", 24.0, minimum=0.0)
 # Per-tenant caps on the shipped workflows' running instances: "gong-ingest=4,domain-onboard=2"
 # (ingest/workflows/sharing.py); a workflow left out has no cap (its tenants are still served
 # round robin).
 RUNLEDGER_TENANT_CONCURRENCY = config.env_caps(ENV, "RUNLEDGER_TENANT_CONCURRENCY")
+# Outbound rate limits shared by every worker through the token buckets (ingest/sources/outbound.py):
+# "gong=3:1,dataforseo=30:200" is calls a second and burst per provider, over the code's defaults
+# (those two); a connection's `rate_limit` option wins over both.
+RUNLEDGER_RATE_LIMITS = config.env_rate_limits(ENV, "RUNLEDGER_RATE_LIMITS")
+# The scheduled pulls that start what lost webhooks did not (ingest/workflows/reconcile.py):
+# every N minutes per tenant, re-reading the last M minutes of Gong calls (by start time: Gong
+# lists a call once its recording is processed) and of Salesforce changes (by SystemModstamp).
+RUNLEDGER_RECONCILE_MINUTES = config.env_divisor_of_hour(ENV, "RUNLEDGER_RECONCILE_MINUTES", 5)
+RUNLEDGER_RECONCILE_GONG_LOOKBACK_MINUTES = config.env_int(ENV, "RUNLEDGER_RECONCILE_GONG_LOOKBACK_MINUTES", 180,
+                                                           minimum=1)
+RUNLEDGER_RECONCILE_SALESFORCE_LOOKBACK_MINUTES = config.env_int(
+    ENV, "RUNLEDGER_RECONCILE_SALESFORCE_LOOKBACK_MINUTES", 10, minimum=1)
 # Prices usage when a step records a cost without an amount (the pipelines' price table, then list prices).
 # Where retention writes archived instances (gzip JSON lines, one file per workflow and day).
 RUNLEDGER_ARCHIVE_DIR = Path(ENV.get("RUNLEDGER_ARCHIVE_DIR", "") or BASE_DIR / "var" / "archive")

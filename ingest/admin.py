@@ -6,10 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
+from django.core.exceptions import ValidationError
 from django.http import HttpRequest
 
 from ingest.engine import WriteOnlySecretsForm
 from ingest.pipelines import models
+from ingest.pipelines.cursors import LOOKBACK_OPTION, lookback_minutes_check
+from ingest.sources.outbound import LIMIT_OPTION, limit_parse
 
 
 class ReadOnly(admin.ModelAdmin):  # type: ignore[type-arg]
@@ -55,6 +58,23 @@ class ConnectionForm(WriteOnlySecretsForm):
         model = models.Connection
         exclude = ("updated_at", "webhook_key_hash", "access_token", "access_token_expires_at", "instance_url")
 
+    def clean_options(self) -> Any:
+        """The options the pulls and the rate limits read, refused here with what is wrong
+        rather than failing the connection's steps later."""
+        options = self.cleaned_data.get("options")
+        if not isinstance(options, dict):
+            raise ValidationError("options are a JSON object, e.g. {\"rate_limit\": {\"per_second\": 3, \"burst\": 1}}")
+        try:
+            if LIMIT_OPTION in options:
+                limit_parse(options[LIMIT_OPTION], what=LIMIT_OPTION)
+            if LOOKBACK_OPTION in options:
+                lookback_minutes_check(options[LOOKBACK_OPTION], what=LOOKBACK_OPTION)
+        except ValueError as error:
+            raise ValidationError(str(error)) from None
+        if "reconcile" in options and not isinstance(options["reconcile"], bool):
+            raise ValidationError("reconcile is true or false (false: no scheduled pulls of this connection)")
+        return options
+
 
 @admin.register(models.Connection)
 class ConnectionAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
@@ -76,6 +96,14 @@ class ConnectionAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         if isinstance(obj.options, dict) and "refresh_token" in obj.options:
             obj.refresh_token = str(obj.options.pop("refresh_token") or "") or obj.refresh_token
         super().save_model(request, obj, form, change)
+
+
+@admin.register(models.ConnectionCursor)
+class ConnectionCursorAdmin(ReadOnly):
+    """Written by the scheduled pulls only; the workflows page shows the same, per tenant."""
+
+    list_display = ("connection", "cursor", "last_pull_at", "listed", "started", "last_error_at")
+    list_select_related = ("connection",)
 
 
 @admin.register(models.Fact)

@@ -10,3 +10,8 @@ class IngestConfig(AppConfig):
     def ready(self) -> None:
         # Registers every pipeline workflow with the engine's registry.
         from ingest import workflows  # noqa: F401
+        from ingest.triggers.scheduler import upkeep_register
+        from ingest.workflows.reconcile import reconcile_schedules_ensure
+
+        # The scheduler's leader keeps every tenant's reconcile schedule in line with the settings.
+        upkeep_register(reconcile_schedules_ensure)

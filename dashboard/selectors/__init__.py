@@ -7,7 +7,8 @@ type checker reads as the package's public names), so `from dashboard import sel
 - runs pages: `instance_filters` (the list's filters, from and to the URL), `instance_matches`
   (what they match), `instances` (keyset and numbered pages, counts), `instance_detail`,
   `run_layout` (pure waterfall and DAG ranks), `history` (what the live feed reads);
-- operations pages: `overview`, `workflows` (DAG heat), `dead_letters`, `costs`, `budgets`,
+- operations pages: `overview`, `workflows` (DAG heat), `source_pulls` (the scheduled pulls of
+  the connections, on the workflows page), `dead_letters`, `costs`, `budgets`,
   `approvals`, with `common` (money, windows, filter_given).
 
 Runs selectors take the requesting `user`; operations selectors take the caller's `tenants`.
@@ -118,6 +119,7 @@ from dashboard.selectors.run_layout import (
     dag_ranks,
     waterfall,
 )
+from dashboard.selectors.source_pulls import SourcePullRow, source_pull_rows
 from dashboard.selectors.workflows import (
     empty_heat,
     instance_tenant,
@@ -130,6 +132,8 @@ from dashboard.selectors.workflows import (
 
 __all__ = [
     "SORT_LABELS",
+    "SourcePullRow",
+    "source_pull_rows",
     "instance_attributes",
     "instance_count",
     "instance_list_counted",

@@ -41,7 +41,8 @@ def _window(request: HttpRequest) -> str:
 def workflows(request: HtmxHttpRequest) -> HttpResponse:
     window, now = _window(request), timezone.now()
     rows = sel.workflow_summaries(tenants=tenants(request), since=sel.window_start(window, now=now))
-    return page(request, "ops/workflows.html", {"rows": rows, "window": window, "windows": WINDOWS},
+    pulls = sel.source_pull_rows(tenants=tenants(request), now=now)
+    return page(request, "ops/workflows.html", {"rows": rows, "window": window, "windows": WINDOWS, "pulls": pulls},
                 fragment="results")
 
 

@@ -21,6 +21,7 @@ from typing import Any
 import requests
 from requests.adapters import BaseAdapter
 
+from ingest.rankdisco.answer_cache import TenantAnswerCache
 from ingest.sources.dataforseo import DataForSEOClient
 from ingest.sources.http import RateLimiter
 from ingest.sources.outbound import InProcess
@@ -117,7 +118,7 @@ def demo_clients() -> OnboardClients:
     session = requests.Session()
     session.mount("https://", DemoWeb())
     return OnboardClients(
-        dataforseo=DataForSEOClient(login="demo", password="demo", session=session,
+        dataforseo=DataForSEOClient(login="demo", password="demo", session=session, cache=TenantAnswerCache(),
                                     limiter=InProcess(RateLimiter(2000, 60.0))),
         native=NativeFetcher(session=session),
     )

@@ -78,10 +78,11 @@ def _configure(flaky: list[str]) -> None:
     for tenant in TENANTS:
         keyword_list_set(tenant=tenant, keywords=KEYWORDS[tenant])
         connection_upsert(tenant=tenant, kind=ConnectionKind.LLM, options={**DEMO_MODEL, "flaky": flaky})
+        # No credentials and no network: the demo's webhooks start its ingests, no schedule pulls.
         connection_upsert(tenant=tenant, kind=ConnectionKind.GONG, base_url="https://api.gong.io",
-                          webhook_key=f"demo-{tenant}-gong")
+                          webhook_key=f"demo-{tenant}-gong", options={"reconcile": False})
         connection_upsert(tenant=tenant, kind=ConnectionKind.SALESFORCE, base_url="https://login.salesforce.com",
-                          webhook_key=f"demo-{tenant}-sfdc")
+                          webhook_key=f"demo-{tenant}-sfdc", options={"reconcile": False})
         _budget_once(scope="tenant", key=tenant, period="month", limit="5.00", policy="fail")
 
 

@@ -73,6 +73,7 @@ if TYPE_CHECKING:  # loaded lazily (below): they need the ORM, or Django's admin
     from ingest.engine.api import InstanceHandle, create, create_batch, get
     from ingest.engine.costs.budgets import AwaitApproval
     from ingest.engine.retention_runner import RetentionRunner
+    from ingest.engine.runtime.journal import StepJournal, call_journal_current, fingerprint_of
     from ingest.engine.runtime.parallel import Settled
     from ingest.engine.secret_forms import WriteOnlySecretsForm
     from ingest.engine.secrets import (
@@ -100,12 +101,12 @@ __all__ = [
     "InvalidSelection", "InvalidStepConfig", "InvalidTransition", "LOG_CONTEXT_FIELDS", "Lead",
     "MASK", "NonDeterministicReplay", "NonRetryableError", "Periodic", "PollDeadlineExceeded",
     "REDACTED", "ReadOnly", "RetentionRunner", "RowUnchanged", "SecretKeysMissing",
-    "SecretUnreadable", "SecretsError", "Settled", "StepFailed", "StepLimitExceeded",
+    "SecretUnreadable", "SecretsError", "Settled", "StepFailed", "StepJournal", "StepLimitExceeded",
     "StepResultNotSerializable", "StepResultTooLarge", "StepTimeout", "UnknownStep",
     "UnknownWorkflow", "VersionInUse", "VersionMismatch", "VersionRetired", "WaitForEventTimeout",
     "Worker", "Workflow", "WorkflowEvent", "WorkflowResult", "WorkflowTimeout",
-    "WriteOnlySecretsForm", "as_leader", "aware", "configured_keys", "create", "create_batch",
-    "fan_out_handler", "fan_out_list", "generate_key", "get", "get_workflow", "is_postgres",
+    "WriteOnlySecretsForm", "as_leader", "aware", "call_journal_current", "configured_keys", "create", "create_batch",
+    "fan_out_handler", "fan_out_list", "fingerprint_of", "generate_key", "get", "get_workflow", "is_postgres",
     "log_context_bind", "log_context_current", "lookup_hash", "lookup_hashes", "mask", "now",
     "parse_duration", "period_start", "prepared_row", "progress_of", "public_text", "public_value",
     "redact", "redact_value", "row_digest_sql", "step_progress", "stored_config_json",
@@ -119,6 +120,7 @@ _LAZY = {
     "mask": "secrets", "public_text": "secrets", "public_value": "secrets",
     "WriteOnlySecretsForm": "secret_forms", "ReadOnly": "admin", "AwaitApproval": "costs.budgets",
     "RetentionRunner": "retention_runner", "Worker": "worker.loop",
+    "StepJournal": "runtime.journal", "call_journal_current": "runtime.journal", "fingerprint_of": "runtime.journal",
     "fan_out_list": "selectors", "progress_of": "selectors", "step_progress": "selectors",
     "workflow_versions": "selectors",
 }

@@ -43,6 +43,8 @@ def retention_round(*, now: datetime, stopping: Callable[[], bool] = lambda: Fal
                 cursor.execute("SELECT pg_advisory_unlock(%s)", [LOCK_KEY])
     if result.purged:
         log.info("retention archived and purged %s in %d batch(es)", result.purged, result.batches)
+    if result.journal_pruned:
+        log.info("retention dropped %d call journal row(s) of finished instances", result.journal_pruned)
     return result
 
 

@@ -199,3 +199,33 @@ class Connection(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tenant}: {self.kind}"
+
+
+class ConnectionCursor(models.Model):
+    """How far the scheduled pull of a Gong or Salesforce connection has reached
+    (`connections-reconcile`): every call started, or record changed, before `cursor` has an
+    instance. A row of its own, not fields of the connection: a pull writes it every few minutes
+    and the webhooks' guard digests the connection row.
+
+    `holder` / `held_until`: the instance whose pull runs now, so two pulls of one connection do
+    not both spend the provider's rate limit (the cursor only moves forward, so a second pull
+    would still be harmless). Written only by `ingest.pipelines.cursors`.
+    """
+
+    connection = models.OneToOneField(Connection, primary_key=True, on_delete=models.CASCADE,
+                                      related_name="pull_cursor")
+    cursor = models.DateTimeField(null=True, blank=True, help_text="everything before it is started")
+    window_start = models.DateTimeField(null=True, blank=True, help_text="what the last complete pull covered")
+    window_end = models.DateTimeField(null=True, blank=True)
+    listed = models.IntegerField(default=0, help_text="records the last complete pull listed")
+    started = models.IntegerField(default=0, help_text="of which it started (the rest had an instance)")
+    last_pull_at = models.DateTimeField(null=True, blank=True, help_text="when the last pull ended, either way")
+    last_success_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True, default="")
+    last_error_at = models.DateTimeField(null=True, blank=True)
+    holder = models.CharField(max_length=100, blank=True, default="")
+    held_until = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.connection_id}: {self.cursor}"

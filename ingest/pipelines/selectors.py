@@ -6,7 +6,7 @@ import hashlib
 import os
 import threading
 import time
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Collection, Hashable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, TypeVar
@@ -74,6 +74,7 @@ class GongConfig:
     base_url: str
     access_key: str
     secret: str
+    options: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -170,7 +171,7 @@ def gong_config_get(*, tenant: str, base_url: str | None = None) -> GongConfig:
     """The tenant's Gong connection row, else GONG_BASE_URL / GONG_ACCESS_KEY / GONG_ACCESS_KEY_SECRET."""
     row = _connection(tenant, ConnectionKind.GONG)
     if row is not None:
-        return GongConfig(base_url or row.base_url or "https://api.gong.io", row.key, row.secret)
+        return GongConfig(base_url or row.base_url or "https://api.gong.io", row.key, row.secret, dict(row.options))
     return GongConfig(
         base_url or ENV.get("GONG_BASE_URL", "https://api.gong.io"),
         ENV.get("GONG_ACCESS_KEY", ""), ENV.get("GONG_ACCESS_KEY_SECRET", ""),
@@ -222,6 +223,73 @@ def llm_config_get(*, tenant: str) -> LLMConfig:
         api_key=ENV.get("RUNLEDGER_LLM_API_KEY", ""), model=ENV.get("RUNLEDGER_LLM_MODEL", ""),
         service=ENV.get("RUNLEDGER_LLM_SERVICE", ""),
     )
+
+
+PULLED_KINDS = (ConnectionKind.GONG, ConnectionKind.SALESFORCE)
+PULL_OPTION = "reconcile"  # a connection with {"reconcile": false} is not pulled on a schedule
+
+
+def _pulled(options: Mapping[str, Any] | None) -> bool:
+    return (options or {}).get(PULL_OPTION) is not False
+
+
+@dataclass(frozen=True)
+class PulledConnection:
+    """A Gong or Salesforce connection the scheduled pull reads (`connections-reconcile`)."""
+
+    id: int
+    tenant: str
+    kind: str
+    options: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+
+
+def pulled_connections(*, tenant: str | None = None) -> list[PulledConnection]:
+    """The enabled Gong and Salesforce connections not turned off for pulls (of `tenant`; None:
+    every tenant's), read now: a pull must not start from a connection just disabled."""
+    qs = Connection.objects.filter(kind__in=PULLED_KINDS, enabled=True)
+    if tenant is not None:
+        qs = qs.filter(tenant=tenant)
+    return [PulledConnection(row["id"], row["tenant"], row["kind"], dict(row["options"] or {}))
+            for row in qs.order_by("tenant", "kind").values("id", "tenant", "kind", "options")
+            if _pulled(row["options"])]
+
+
+@dataclass(frozen=True)
+class CursorRow:
+    """A connection's pull as the console shows it; `cursor` None: never pulled to the end."""
+
+    tenant: str
+    kind: str
+    enabled: bool
+    pulled: bool  # False: the connection's options turn its pulls off
+    cursor: datetime | None
+    lag_seconds: float | None
+    last_pull_at: datetime | None
+    last_success_at: datetime | None
+    listed: int
+    started: int
+    last_error: str
+    last_error_at: datetime | None
+    pulling: bool
+
+
+def connection_cursor_list(*, tenants: Collection[str], now: datetime) -> list[CursorRow]:
+    """Every Gong and Salesforce connection of `tenants` with how far its pull has reached."""
+    rows = (Connection.objects.filter(kind__in=PULLED_KINDS, tenant__in=list(tenants))
+            .select_related("pull_cursor").order_by("tenant", "kind")
+            .defer("key", "secret", "refresh_token", "webhook_key", "access_token"))  # never decrypted here
+    found = []
+    for row in rows:
+        c = getattr(row, "pull_cursor", None)
+        cursor = c.cursor if c else None
+        found.append(CursorRow(
+            tenant=row.tenant, kind=row.kind, enabled=row.enabled, pulled=_pulled(row.options), cursor=cursor,
+            lag_seconds=None if cursor is None else max(0.0, (now - cursor).total_seconds()),
+            last_pull_at=c.last_pull_at if c else None, last_success_at=c.last_success_at if c else None,
+            listed=c.listed if c else 0, started=c.started if c else 0, last_error=c.last_error if c else "",
+            last_error_at=c.last_error_at if c else None,
+            pulling=bool(c and c.holder and c.held_until and c.held_until > now)))
+    return found
 
 
 def price_rows() -> list[PriceRow]:

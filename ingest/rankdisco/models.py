@@ -136,3 +136,25 @@ class BrandProperty(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["domain", "url"], name="rankdisco_brand_property_url")]
+
+
+class DataForSEOAnswer(models.Model):
+    """A DataForSEO task answer kept for re-use (the lookup cache), per tenant, endpoint and task.
+
+    `task_key` is the digest of the task (its target and options); `answer` the task object as
+    DataForSEO answered it, `cost` what it was billed, `fetched_by` the idempotency key of the step
+    that paid for it. One row per key, refreshed in place once it has expired."""
+
+    tenant = models.CharField(max_length=100)
+    endpoint = models.CharField(max_length=200)
+    task_key = models.CharField(max_length=64)
+    target = models.CharField(max_length=300, blank=True, default="")
+    answer = models.JSONField()
+    cost = models.DecimalField(max_digits=14, decimal_places=6, default=Decimal(0))
+    fetched_by = models.CharField(max_length=500, blank=True, default="")
+    fetched_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tenant", "endpoint", "task_key"],
+                                               name="rankdisco_answer_task")]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass, field
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from django.db.models import Count, Q, QuerySet, Sum
@@ -50,6 +50,8 @@ class DomainDetail:
     unclassified: int
     cost_by_stage: list[dict[str, Any]]
     cost_total: Decimal
+    cache_hits: int  # DataForSEO calls its cache answered at no cost
+    cache_saved: Decimal  # what they would have cost
     backlinks: list[Backlink]
     keywords: list[RankedKeyword]
     referring: list[ReferringDomain]
@@ -67,18 +69,38 @@ def domain_onboardings(*, domain: Domain) -> QuerySet[Instance]:
     return Instance.objects.filter(workflow=ONBOARD_WORKFLOW, tenant=domain.tenant, params__domain=domain.name)
 
 
-def domain_costs(*, domain: Domain) -> list[dict[str, Any]]:
-    """What was spent on the domain, by stage and service: every cost row of its onboardings and
-    of their child instances (the url-classify runs of its backlinks and ranking URLs, whatever
-    host each URL is on), each row once; and a cost row of the tenant that names the domain but
-    whose instance the ledger no longer holds."""
+def domain_cost_rows(*, domain: Domain) -> QuerySet[ApiCost]:
+    """Every cost row of the domain's onboardings and of their child instances (the url-classify
+    runs of its backlinks and ranking URLs, whatever host each URL is on), each row once; and a
+    cost row of the tenant that names the domain but whose instance the ledger no longer holds."""
     runs = domain_onboardings(domain=domain).values("id")
     children = Instance.objects.filter(parent_id__in=runs).values("id")
     mine = Q(instance_id__in=runs) | Q(instance_id__in=children) | Q(instance__isnull=True, metadata__domain=domain.name)
-    rows = (ApiCost.objects.filter(mine, tenant=domain.tenant)
+    return ApiCost.objects.filter(mine, tenant=domain.tenant)
+
+
+def domain_costs(*, domain: Domain) -> list[dict[str, Any]]:
+    """What was spent on the domain (`domain_cost_rows`), by stage and service; `hits` counts the
+    calls the DataForSEO cache answered at no cost."""
+    rows = (domain_cost_rows(domain=domain)
             .annotate(stage=KeyTextTransform("stage", "metadata"))
-            .values("stage", "service", "workflow_type").annotate(total=Sum("cost"), calls=Count("id")))
+            .values("stage", "service", "workflow_type")
+            .annotate(total=Sum("cost"), calls=Count("id"), hits=Count("id", filter=Q(metadata__cache_hit=True))))
     return sorted(({**r, "stage": r["stage"] or ""} for r in rows), key=lambda r: (-r["total"], r["stage"]))
+
+
+def domain_cache_savings(*, domain: Domain) -> tuple[int, Decimal]:
+    """(calls the DataForSEO cache answered, what they would have cost) over the domain's cost rows."""
+    saved = [row.get("saved") for row in domain_cost_rows(domain=domain).filter(metadata__cache_hit=True)
+             .values_list("metadata", flat=True)]
+    return len(saved), sum((_money(value) for value in saved), Decimal(0))
+
+
+def _money(value: Any) -> Decimal:
+    try:
+        return Decimal(str(value))
+    except (InvalidOperation, ValueError):
+        return Decimal(0)
 
 
 def domain_detail(*, tenants: Collection[str], domain_id: int, rows: int = 25) -> DomainDetail | None:
@@ -91,12 +113,14 @@ def domain_detail(*, tenants: Collection[str], domain_id: int, rows: int = 25) -
     by_source = [(s, from_backlinks.get(s, 0), from_keywords.get(s, 0))
                  for s in sorted(set(from_backlinks) | set(from_keywords))]
     costs = domain_costs(domain=domain)
+    hits, saved = domain_cache_savings(domain=domain)
     runs = domain_onboardings(domain=domain).order_by("-created_at")[:10]
     return DomainDetail(
         domain=domain, by_source=by_source,
         unclassified=backlinks.filter(classification_source="").count()
         + keywords.filter(classification_source="").exclude(url="").count(),
         cost_by_stage=costs, cost_total=sum((c["total"] for c in costs), Decimal(0)),
+        cache_hits=hits, cache_saved=saved,
         backlinks=list(backlinks.order_by("-domain_from_rank", "id")[:rows]),
         keywords=list(keywords.order_by("-search_volume", "id")[:rows]),
         referring=list(ReferringDomain.objects.filter(domain=domain).order_by("-rank", "id")[:rows]),

@@ -6,8 +6,10 @@ the same exchange: send; a network failure or a timeout becomes the client's ret
 "unavailable" error naming what was sent; a 429 that asks for a short wait is waited out
 in-process and resent, a few times at most; inside a step, every request goes through the
 circuit breaker of the client's provider and the instance's tenant (`breakers.guarded_send`).
-`HttpClient` holds that once; a client sets its provider, defaults and error as class
-attributes and adds its credentials and its own limits.
+A paid call (DataForSEO, ZenRows) goes through `_paid_exchange`: the exchange, journaled in the
+step's call journal, so a retry after a crash reads the answer instead of paying again
+(`journal.journaled`). `HttpClient` holds that once; a client sets its provider, defaults and
+error as class attributes and adds its credentials and its own limits.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from ingest.sources.http import (
     send_or_unavailable,
     wait_and_resend,
 )
+from ingest.sources.journal import journaled
 
 
 class Transport(TypedDict, total=False):
@@ -89,3 +92,12 @@ class HttpClient:
             retries=self.max_rate_limit_retries,
             sleep=self._sleep,
         )
+
+    def _paid_exchange(self, send: Callable[[str | None], requests.Response], *, what: str,
+                       request: object) -> requests.Response:
+        """`_exchange` of a paid call, through the step's call journal: a call a lost run of the
+        step was answered is not sent again. `send(key)` gets the call's idempotency key (None
+        outside a step) to pass on where the provider takes one; `request` identifies the call
+        (no credentials in it)."""
+        return journaled(self.PROVIDER, lambda key: self._exchange(lambda: send(key), what=what),
+                         request=request)

@@ -8,8 +8,14 @@ a workflow step records its api_costs row in one line:
     listing, cost, usage = call = client.backlinks("example.com", limit=100)
     ctx.track_cost(**call.track_cost_kwargs())
 
+Inside a step every call goes through the step's call journal (`client.HttpClient._paid_exchange`):
+a retry after a crash reads the answer the lost run was given instead of paying for it again, and
+the task carries the call's idempotency key as its `tag`. With an `AnswerCache` a fresh answer
+to the same task is served from it, at no cost (`live`).
+
 DataForSEO allows 2,000 calls a minute per account: by default every client of one login
-shares a durable token bucket (`dataforseo:<login>`), so all workers together stay under it.
+shares a durable token bucket (`dataforseo:<login>`), so all workers together stay under it;
+the bucket's rate is `provider_limit("dataforseo")` (`RUNLEDGER_RATE_LIMITS`, outbound.py).
 A 429 is retried after its Retry-After a few times in-process and penalizes the bucket.
 Errors inside a 200 (per-task status codes) raise the same classes as HTTP errors; see
 `dataforseo_errors` for the mapping.
@@ -19,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
-from typing import Any, TypeVar, Unpack
+from typing import Any, Protocol, TypeVar, Unpack
 
 import requests
 
@@ -46,7 +52,7 @@ from ingest.sources.dataforseo_values import (
     listing,
 )
 from ingest.sources.http import body_excerpt, retry_after_seconds
-from ingest.sources.outbound import Circuit, OutboundLimiter, SharedBucket
+from ingest.sources.outbound import Circuit, OutboundLimiter, SharedBucket, provider_limit
 from ingest.sources.seo_services import (
     DATAFORSEO_BACKLINKS,
     DATAFORSEO_KEYWORDS,
@@ -56,13 +62,13 @@ from ingest.sources.seo_services import (
     PaidCall,
     paid_call,
 )
+from ingest.sources.usage import cost_quantize
 
 __all__ = [
-    "CALLS_PER_MINUTE", "MAX_SPAM_SCORE_TARGETS", "DataForSEOClient", "spam_score_batches",
+    "MAX_SPAM_SCORE_TARGETS", "AnswerCache", "DataForSEOClient", "spam_score_batches",
 ]  # fmt: skip
 
 T = TypeVar("T")
-CALLS_PER_MINUTE = 2000
 MAX_SPAM_SCORE_TARGETS = 1000
 
 
@@ -70,6 +76,16 @@ def spam_score_batches(targets: Sequence[str]) -> list[list[str]]:
     """`targets` cut into batches one bulk_spam_score task accepts (1,000 each), order kept."""
     step = MAX_SPAM_SCORE_TARGETS
     return [list(targets[i : i + step]) for i in range(0, len(targets), step)]
+
+
+class AnswerCache(Protocol):
+    """DataForSEO's task answers kept for a while, per endpoint and task (its target and options)."""
+
+    def get(self, endpoint: str, task: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The task object DataForSEO answered to this task, while it is fresh; else None."""
+
+    def put(self, endpoint: str, task: Mapping[str, Any], answer: Mapping[str, Any]) -> None:
+        """Keep `answer` (the task object, with its `cost`) as this task's answer."""
 
 
 class DataForSEOClient(HttpClient):
@@ -86,15 +102,18 @@ class DataForSEOClient(HttpClient):
         password: str,
         limiter: OutboundLimiter | None = None,
         circuit: Circuit | None = None,
+        cache: AnswerCache | None = None,
         **transport: Unpack[Transport],
     ) -> None:
         super().__init__(**transport)
         self.base_url = self.base_url.rstrip("/")
         self.limiter = limiter or SharedBucket(
-            f"dataforseo:{login}", per_minute=CALLS_PER_MINUTE, burst=200, sleep=self._sleep
+            f"dataforseo:{login}", limit=provider_limit("dataforseo"), sleep=self._sleep
         )
         # Optional: a breaker on the account, so an outage fails the steps fast (outbound.py).
         self.circuit = circuit
+        # Optional: answers kept per endpoint and task for a while (`AnswerCache`).
+        self.cache = cache
         self._auth = (login, password)
 
     # -- endpoints ---------------------------------------------------------------------------
@@ -148,17 +167,26 @@ class DataForSEOClient(HttpClient):
         what: str = "",
     ) -> PaidCall[Listing[T]]:
         """POST one task to `service`'s live endpoint; its listing costed as DataForSEO says.
-        `what` names the task in error messages (default: the target)."""
+        `what` names the task in error messages (default: the target).
+
+        With a `cache` holding a fresh answer to the same task, that answer is the listing and
+        nothing is sent: the call costs 0 and its metadata says `cache_hit` and what it `saved`
+        (what the cached answer cost). A fresh answer is put in the cache."""
+        meta = {"endpoint": service.model, "target": target}
+        cached = None if self.cache is None else self.cache.get(service.model, task)
+        if cached is not None:
+            found = listing(cached, target=target, parse=parse)
+            saved = _reported(cached)
+            saved = service.fallback_cost(items=found.items_count) if saved is None else saved
+            return paid_call(found, service=service, items=found.items_count, reported=Decimal(0),
+                             metadata={"task_id": cached.get("id"), **meta, "cache_hit": True,
+                                       "saved": str(cost_quantize(saved))})  # fmt: skip
         answer = self.post_task(service.model, task, what=what or target)
         found = listing(answer, target=target, parse=parse)
-        reported = answer.get("cost")
-        return paid_call(
-            found,
-            service=service,
-            items=found.items_count,
-            reported=None if reported is None else Decimal(str(reported)),
-            metadata={"task_id": answer.get("id"), "endpoint": service.model, "target": target},
-        )
+        if self.cache is not None:
+            self.cache.put(service.model, task, answer)
+        return paid_call(found, service=service, items=found.items_count, reported=_reported(answer),
+                         metadata={"task_id": answer.get("id"), **meta})
 
     def post_task(self, endpoint: str, task: Mapping[str, Any], *, what: str) -> dict[str, Any]:
         """The task object of DataForSEO's answer; raises on an HTTP, request or task error.
@@ -172,7 +200,13 @@ class DataForSEOClient(HttpClient):
 
     def _post_task(self, endpoint: str, task: Mapping[str, Any], *, what: str) -> dict[str, Any]:
         url = f"{self.base_url}/v3/{endpoint}"
-        response = self._exchange(lambda: self._send(url, [dict(task)]), what=f"DataForSEO POST {url}")
+
+        def send(key: str | None) -> requests.Response:
+            # Inside a step the task carries the call's idempotency key as its `tag`, which
+            # DataForSEO hands back in the task's `data`.
+            return self._send(url, [dict(task) if key is None else {**task, "tag": key}])
+
+        response = self._paid_exchange(send, what=f"DataForSEO POST {url}", request=[endpoint, dict(task)])
         if response.status_code != 200:
             raise self._http_error(response, endpoint)
         try:
@@ -201,8 +235,8 @@ class DataForSEOClient(HttpClient):
         wait = self.limiter.acquire()
         if wait > 0:
             raise DataForSEORateLimited(
-                f"the DataForSEO rate limit ({CALLS_PER_MINUTE} calls/min for this login) has no "
-                f"slot for {wait:.1f}s; the step retries then",
+                f"the DataForSEO rate limit of this login has no slot for {wait:.1f}s; the step "
+                "retries then",
                 retry_after=wait,
             )
         return self._session.post(url, json=body, auth=self._auth, timeout=self.timeout)
@@ -251,6 +285,11 @@ class DataForSEOClient(HttpClient):
         else:
             cls = DataForSEORequestRejected
         return cls(f"{said} — {_advice(cls)}", status=status, retry_after=retry_after)
+
+
+def _reported(answer: Mapping[str, Any]) -> Decimal | None:
+    cost = answer.get("cost")
+    return None if cost is None else Decimal(str(cost))
 
 
 def _advice(cls: type[DataForSEOError]) -> str:

@@ -103,7 +103,8 @@ class OpenAIEmbeddings:
         self.service = service
         self.dimensions = dimensions
         self._api_key = api_key
-        self._api = JsonApi(provider=service, base_url=base_url, **transport)
+        self._api = JsonApi(provider=service, base_url=base_url, idempotency_header="Idempotency-Key",
+                            **transport)
 
     def embed(self, texts: Sequence[str]) -> EmbeddingResult:
         """Raises LLMError subclasses (they carry retryable and retry_after)."""

@@ -1,9 +1,12 @@
 """Gong API v2 client: calls, transcripts and extensive call data.
 
 Basic auth with an access key and secret. Gong allows 3 calls per second per company: the
-client waits on a thread-safe `RateLimiter` before every request (pass one limiter to every
-client that shares the same credentials). A 429 is retried after its `Retry-After` a few
-times in-process; then `GongRateLimited` carries `retry_after` to the engine.
+client takes a slot from its `limiter` before every request — in the pipelines the durable
+token bucket every worker shares (`outbound.SharedBucket`, keyed by the access key), so all
+workers together stay under the limit; on its own, a limiter of this process. A slot further
+away than the limiter sleeps through is `GongRateLimited` with `retry_after`. A 429 blocks the
+shared bucket for its `Retry-After` and is retried after it a few times in-process; then
+`GongRateLimited` carries `retry_after` to the engine.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from ingest.sources.gong_values import (
     parse_webhook,
 )
 from ingest.sources.http import RateLimiter, body_excerpt, retry_after_seconds
+from ingest.sources.outbound import InProcess, OutboundLimiter
 
 __all__ = [
     "GongAuthError", "GongCall", "GongClient", "GongError", "GongExtensiveCall", "GongParty",
@@ -95,12 +99,12 @@ class GongClient(HttpClient):
         *,
         access_key: str,
         access_key_secret: str,
-        rate_limiter: RateLimiter | None = None,
+        limiter: OutboundLimiter | None = None,
         **transport: Unpack[Transport],
     ) -> None:
         super().__init__(**transport)
         self.base_url = self.base_url.rstrip("/")
-        self.rate_limiter = rate_limiter or RateLimiter(3, 1.0, sleep=self._sleep)
+        self.limiter = limiter or InProcess(RateLimiter(3, 1.0, sleep=self._sleep))
         self._auth = (access_key, access_key_secret)
 
     # -- calls -------------------------------------------------------------------------------
@@ -181,8 +185,19 @@ class GongClient(HttpClient):
     # -- transport ---------------------------------------------------------------------------
 
     def _send(self, method: str, url: str, **kwargs: Any) -> requests.Response:
-        self.rate_limiter.acquire()
+        wait = self.limiter.acquire()
+        if wait > 0:
+            raise GongRateLimited(
+                f"the Gong rate limit of this access key has no slot for {wait:.1f}s; retry then",
+                retry_after=wait,
+            )
         return self._session.request(method, url, auth=self._auth, timeout=self.timeout, **kwargs)
+
+    def _wait_for(self, response: requests.Response) -> float | None:
+        if response.status_code == 429:
+            # Every worker sharing the access key's bucket backs off, not only this call.
+            self.limiter.penalize(retry_after_seconds(response.headers) or 1.0)
+        return super()._wait_for(response)
 
     def _request(
         self, method: str, path: str, *, params: Mapping[str, str] | None = None, body: Any = None

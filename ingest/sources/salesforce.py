@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, TypedDict
 
 import requests
@@ -113,6 +114,29 @@ def _lifetime(token: Mapping[str, Any]) -> float:
         return float(token.get("expires_in") or TOKEN_LIFETIME_SECONDS)
     except (TypeError, ValueError):
         return TOKEN_LIFETIME_SECONDS
+
+
+OPPORTUNITY_FIELDS = (
+    "Id", "Name", "StageName", "Amount", "CloseDate", "Probability", "Type", "LeadSource", "Description",
+    "Notes__c", "AccountId", "Account.Name", "Account.Industry", "LastModifiedDate", "SystemModstamp",
+)  # fmt: skip
+
+
+def soql_datetime(value: datetime) -> str:
+    """A SOQL dateTime literal in UTC, to the second (SOQL's literals carry no fractions)."""
+    if value.tzinfo is None:
+        raise ValueError(f"SOQL needs timezone-aware times; got naive {value.isoformat()}")
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def changed_soql(sobject: str, fields: Sequence[str], *, start: datetime, end: datetime) -> str:
+    """The records of `sobject` whose SystemModstamp is in [start, end), oldest first.
+
+    SystemModstamp, not LastModifiedDate: it also moves when the system changes a record
+    (a roll-up, a workflow field update), and it is indexed, so the query stays selective.
+    """
+    return (f"SELECT {', '.join(fields)} FROM {sobject} WHERE SystemModstamp >= {soql_datetime(start)} "
+            f"AND SystemModstamp < {soql_datetime(end)} ORDER BY SystemModstamp")
 
 
 class SalesforceClient:

@@ -141,9 +141,11 @@ class ZenRowsClient(HttpClient):
             params["js_render"] = "true"
         if premium_proxy:
             params["premium_proxy"] = "true"
-        response = self._exchange(
-            lambda: self._session.get(self.base_url, params=params, timeout=self.timeout),
-            what=f"ZenRows fetching {url}",
+        # Journaled (a retry after a crash reads the page it paid for); ZenRows takes no
+        # idempotency key, so the call's key is not sent.
+        response = self._paid_exchange(
+            lambda _key: self._session.get(self.base_url, params=params, timeout=self.timeout),
+            what=f"ZenRows fetching {url}", request=[url, js_render, premium_proxy],
         )
         if not response.ok:
             raise self._error(response, url)

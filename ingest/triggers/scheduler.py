@@ -25,6 +25,16 @@ from ingest.triggers.services import (
 
 log = logging.getLogger("runledger.scheduler")
 PURGE_EVERY = timedelta(minutes=5)
+Upkeep = Callable[[datetime], object]
+# What the leader also does every PURGE_EVERY (and at its first tick), registered by the modules
+# above this one (a callable passed down): keeping the shipped schedules in line with the settings.
+_UPKEEP: list[Upkeep] = []
+
+
+def upkeep_register(work: Upkeep) -> None:
+    """Have the leading scheduler call `work(now)` every few minutes; registering twice is once."""
+    if work not in _UPKEEP:
+        _UPKEEP.append(work)
 
 
 class Scheduler(Periodic):
@@ -61,6 +71,11 @@ class Scheduler(Periodic):
         if self._purged_at is None or now - self._purged_at >= PURGE_EVERY:
             idempotency_keys_purge(now=now)
             coalesce_windows_sweep(now=now)
+            for work in list(_UPKEEP):
+                try:
+                    work(now)
+                except Exception:  # one failing upkeep must not stop the fires or the others
+                    log.exception("scheduler upkeep %s failed; it runs again in %s", work.__qualname__, PURGE_EVERY)
             self._purged_at = now
         return fired
 

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from ingest.workflows.domain_onboard import DomainOnboard, domain_onboard_start
 from ingest.workflows.gong import GongIngest, gong_ingest_start
+from ingest.workflows.reconcile import ConnectionsReconcile
 from ingest.workflows.salesforce import SalesforceIngest, salesforce_ingest_start
 from ingest.workflows.url_classify import UrlClassify, url_classify_start
 
 __all__ = [
-    "DomainOnboard", "GongIngest", "SalesforceIngest", "UrlClassify", "domain_onboard_start", "gong_ingest_start",
+    "ConnectionsReconcile", "DomainOnboard", "GongIngest", "SalesforceIngest", "UrlClassify", "domain_onboard_start", "gong_ingest_start",
     "salesforce_ingest_start", "url_classify_start",
 ]  # fmt: skip

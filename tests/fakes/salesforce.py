@@ -13,6 +13,7 @@ import hashlib
 import re
 import threading
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from ingest.demo.corpus import DemoOpportunity, demo_opportunities
@@ -42,7 +43,16 @@ def opportunity_json(opp: DemoOpportunity, version: str = "62.0") -> dict[str, A
         "Notes__c": opp.notes, "AccountId": account_id(opp.account),
         "Account": {"attributes": {"type": "Account"}, "Name": opp.account, "Industry": opp.industry},
         "LastModifiedDate": opp.last_modified.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "SystemModstamp": opp.last_modified.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
     }  # fmt: skip
+
+
+_MODSTAMP = re.compile(r"\bSystemModstamp\s*(>=|<)\s*(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)")
+
+
+def modstamp_filter(soql: str) -> list[tuple[str, datetime]]:
+    """The query's `SystemModstamp >= …` / `< …` bounds (SOQL dateTime literals, UTC)."""
+    return [(op, datetime.fromisoformat(value.replace("Z", "+00:00"))) for op, value in _MODSTAMP.findall(soql)]
 
 
 class FakeSalesforce(FakeServer):
@@ -68,6 +78,7 @@ class FakeSalesforce(FakeServer):
         self.page_size = page_size
         self.api_limit, self.api_used = api_limit, 0
         self.valid_tokens: set[str] = set()
+        self.queries: list[str] = []
         self.tokens_issued = 0
         self._cursors: dict[str, list[dict[str, Any]]] = {}
         self._state = threading.Lock()
@@ -165,7 +176,11 @@ class FakeSalesforce(FakeServer):
                 ],
                 headers,
             )
-        records = [opportunity_json(o) for o in self.opportunities]
+        self.queries.append(soql)
+        chosen = self.opportunities
+        for op, bound in modstamp_filter(soql):  # the scheduled pulls' window; other filters are ignored
+            chosen = [o for o in chosen if (o.last_modified >= bound if op == ">=" else o.last_modified < bound)]
+        records = [opportunity_json(o) for o in chosen]
         limit = re.search(r"\bLIMIT\s+(\d+)", soql, re.I)
         return self._serve_page(records[: int(limit[1])] if limit else records, 0, headers)
 

@@ -21,6 +21,13 @@ def _pricer(settings: Any) -> None:
 
 
 @pytest.fixture(autouse=True)
+def _gong_limit_out_of_the_way(settings: Any) -> None:
+    """Gong's 3 calls a second on the shared bucket would make every pipeline test wait on the
+    wall clock; the tests of the limit set their own (a connection's `rate_limit` wins)."""
+    settings.RUNLEDGER_RATE_LIMITS = {"gong": {"per_second": 10_000, "burst": 10_000}}
+
+
+@pytest.fixture(autouse=True)
 def _fresh_config() -> Iterator[None]:
     """Price rows, keyword lists and connections a test writes roll back with it (no delete
     signal), but a worker thread may have cached them: start and end every test with the

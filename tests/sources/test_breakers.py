@@ -20,6 +20,7 @@ from ingest.engine.worker.turns import run_until_idle
 from ingest.sources.breakers import guarded_send
 from ingest.sources.gong import GongClient, GongServerError
 from ingest.sources.http import RateLimiter
+from ingest.sources.outbound import InProcess
 from tests.fakes.gong import FakeGong
 from tests.fakes.server import Planned
 
@@ -50,7 +51,7 @@ class FetchTranscript(Workflow):
         def fetch(ctx: Any) -> int:
             ctx.check_budget("gong", "0.01")
             client = GongClient(access_key="gong-key", access_key_secret="gong-secret",
-                                base_url=PROVIDER["url"], rate_limiter=RateLimiter(10_000, 1.0))
+                                base_url=PROVIDER["url"], limiter=InProcess(RateLimiter(10_000, 1.0)))
             transcript = client.transcript(event.payload["call"])
             return 0 if transcript is None else len(transcript.monologues)
 
@@ -142,7 +143,7 @@ def test_with_breakers_off_every_attempt_of_every_run_reaches_the_provider(gong)
 def test_outside_a_step_a_request_is_sent_without_a_breaker(gong):
     gong.down = True
     client = GongClient(access_key="gong-key", access_key_secret="gong-secret", base_url=gong.url,
-                        rate_limiter=RateLimiter(10_000, 1.0))
+                        limiter=InProcess(RateLimiter(10_000, 1.0)))
     for _ in range(THRESHOLD + 3):
         with pytest.raises(GongServerError):
             client.transcript(gong.calls[0].id)

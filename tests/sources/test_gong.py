@@ -12,6 +12,7 @@ from ingest.sources.gong import (
     GongServerError,
     RateLimiter,
 )
+from ingest.sources.outbound import InProcess
 from tests.fakes import FakeGong, Planned
 
 pytestmark = pytest.mark.pure
@@ -35,7 +36,7 @@ class FakeClock:
 
 def client_for(fake: FakeGong, clock: FakeClock | None = None, **kwargs: object) -> GongClient:
     clock = clock or FakeClock()
-    kwargs.setdefault("rate_limiter", RateLimiter(3, 1.0, clock=clock, sleep=clock.sleep))
+    kwargs.setdefault("limiter", InProcess(RateLimiter(3, 1.0, clock=clock, sleep=clock.sleep)))
     kwargs.setdefault("sleep", clock.sleep)
     return GongClient(
         access_key="gong-key", access_key_secret="gong-secret", base_url=fake.url, **kwargs

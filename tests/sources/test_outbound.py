@@ -8,7 +8,7 @@ import pytest
 
 from ingest.sources.dataforseo import DataForSEOClient
 from ingest.sources.dataforseo_errors import DataForSEORateLimited
-from ingest.sources.outbound import SharedBucket, per_minute_bucket
+from ingest.sources.outbound import BucketLimit, SharedBucket, per_minute_bucket
 from ingest.triggers.models import TokenBucket
 from tests.fakes.dataforseo import ROUTE_BACKLINKS, FakeDataForSEO
 from tests.fakes.server import Planned
@@ -48,7 +48,7 @@ def test_a_bucket_never_lets_a_minute_pass_its_limit() -> None:
 @pytest.mark.django_db
 def test_the_client_takes_its_calls_from_the_accounts_shared_bucket(fake: FakeDataForSEO) -> None:
     clock = Clock()
-    limiter = SharedBucket("dataforseo:dfs-login", per_minute=2000, burst=200, now=clock,
+    limiter = SharedBucket("dataforseo:dfs-login", limit=BucketLimit.per_minute(2000, burst=200), now=clock,
                            sleep=clock.sleep)  # fmt: skip
     client = DataForSEOClient(login="dfs-login", password="dfs-password", base_url=fake.url,
                               limiter=limiter, sleep=clock.sleep)  # fmt: skip
@@ -65,7 +65,7 @@ def test_an_empty_bucket_waits_short_gaps_and_hands_long_ones_to_the_engine(
     fake: FakeDataForSEO,
 ) -> None:
     clock = Clock()
-    limiter = SharedBucket("dataforseo:tiny", per_minute=3, burst=1, max_inline_wait=5.0,
+    limiter = SharedBucket("dataforseo:tiny", limit=BucketLimit.per_minute(3, burst=1), max_inline_wait=5.0,
                            now=clock, sleep=clock.sleep)  # fmt: skip
     client = DataForSEOClient(login="tiny", password="dfs-password", base_url=fake.url,
                               limiter=limiter, sleep=clock.sleep)  # fmt: skip
@@ -84,7 +84,7 @@ def test_a_429_blocks_every_worker_sharing_the_bucket(fake: FakeDataForSEO) -> N
     clock = Clock()
 
     def client() -> DataForSEOClient:
-        limiter = SharedBucket("dataforseo:dfs-login", per_minute=2000, burst=200, now=clock,
+        limiter = SharedBucket("dataforseo:dfs-login", limit=BucketLimit.per_minute(2000, burst=200), now=clock,
                                sleep=clock.sleep)  # fmt: skip
         return DataForSEOClient(login="dfs-login", password="dfs-password", base_url=fake.url,
                                 limiter=limiter, sleep=clock.sleep)  # fmt: skip

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 from decimal import Decimal
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Q
@@ -44,6 +44,9 @@ from ingest.engine.periods import period_start
 from ingest.engine.sql import budgets as sql_budgets
 from ingest.engine.writes import notify
 
+if TYPE_CHECKING:
+    from ingest.engine.runtime.journal import StepJournal
+
 ZERO = Decimal("0")
 
 
@@ -56,6 +59,7 @@ class StepSpend(Protocol):
     step_label: str
     attempt: int
     _reservations: list[int]
+    _journal: StepJournal | None
 
 
 class AwaitApproval(BaseException):

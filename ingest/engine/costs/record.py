@@ -1,4 +1,5 @@
-"""Costs, as seen from inside a step: record what an attempt spent and settle its reservations."""
+"""Costs, as seen from inside a step: record what an attempt spent and settle its reservations;
+after a paid call, once per booking even when a lost attempt is run again (runtime/journal.py)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from ingest.engine.models import (
     ReservationState,
 )
 from ingest.engine.periods import period_start
+from ingest.engine.runtime.journal import fingerprint_of
 from ingest.engine.sql import budgets as sql_budgets
 from ingest.engine.writes import notify
 
@@ -37,8 +39,25 @@ from ingest.engine.writes import notify
 def cost_record(*, ctx: StepSpend, service: str, cost: Decimal | None, model: str, tokens_in: int,
                 tokens_cached: int, tokens_out: int, items: int, metadata: dict[str, Any],
                 success: bool) -> Decimal:
-    now = clock.now()
     usage = {"tokens_in": tokens_in, "tokens_cached": tokens_cached, "tokens_out": tokens_out, "items": items}
+    journal = ctx._journal
+    slot = None if journal is None else journal.cost(fingerprint_of(service, model, cost, usage, success))
+    if slot is None:
+        return _record(ctx=ctx, service=service, cost=cost, model=model, usage=usage, metadata=metadata,
+                       success=success)
+    assert journal is not None
+    if slot.replayed:  # a lost run of this attempt booked it: its row stands, none is added
+        return Decimal(slot.answer["cost"])
+    with transaction.atomic():  # the row and its journal entry commit together, or neither does
+        recorded = _record(ctx=ctx, service=service, cost=cost, model=model, usage=usage, metadata=metadata,
+                           success=success)
+        journal.record(slot, provider=service, answer={"cost": str(recorded)})
+    return recorded
+
+
+def _record(*, ctx: StepSpend, service: str, cost: Decimal | None, model: str, usage: dict[str, int],
+            metadata: dict[str, Any], success: bool) -> Decimal:
+    now = clock.now()
     if cost is None:
         cost = price(service=service, model=model, usage=usage, at=now)
     if connection.vendor == "postgresql":
@@ -49,8 +68,7 @@ def cost_record(*, ctx: StepSpend, service: str, cost: Decimal | None, model: st
         row = ApiCost.objects.create(
             service=service, cost=cost, instance_id=ctx.instance_id, workflow_type=ctx.workflow,
             step_name=ctx.step_label, attempt=ctx.attempt, success=success, model=model,
-            tokens_in=tokens_in, tokens_cached=tokens_cached, tokens_out=tokens_out, items=items,
-            metadata=metadata, tenant=ctx.tenant, created_at=now,
+            metadata=metadata, tenant=ctx.tenant, created_at=now, **usage,
         )
         notify.history()
         History.objects.create(

@@ -43,6 +43,7 @@ from ingest.engine.models.instances import (
     StepKind,
     StepStatus,
 )
+from ingest.engine.models.journal import CallJournal, JournalKind
 from ingest.engine.models.retention import RetentionBatch
 from ingest.engine.models.versions import RetiredVersion
 from ingest.engine.models.workers import WorkerHeartbeat
@@ -53,6 +54,7 @@ from ingest.engine.secrets import (
 __all__ = [
     "EncryptedTextField",
     "BreakerState",
+    "CallJournal",
     "BreakerTransition",
     "CircuitBreaker",
     "Batch",
@@ -87,6 +89,7 @@ __all__ = [
     "HistoryKind",
     "Instance",
     "InstanceSearch",
+    "JournalKind",
     "PendingEvent",
     "ReservationState",
     "RetiredVersion",

@@ -9,6 +9,7 @@ from typing import Any
 from ingest.engine import tracing
 from ingest.engine.costs import budgets, record
 from ingest.engine.runtime import progress as progress_report
+from ingest.engine.runtime.journal import StepJournal
 
 
 @dataclass
@@ -16,7 +17,8 @@ class StepContext:
     """Passed to `fn(ctx)` of `step.do`.
 
     `idempotency_key` is stable across every attempt and every replay of this step (it changes
-    only when the instance is restarted), so an outside system can deduplicate our calls.
+    only when the instance is restarted), so an outside system can deduplicate our calls. The paid
+    clients send it (with the call's ordinal) and journal their answers under it (`_journal`).
     """
 
     name: str
@@ -29,6 +31,7 @@ class StepContext:
     tenant: str
     step_label: str
     _reservations: list[int] = field(default_factory=list, repr=False)
+    _journal: StepJournal | None = field(default=None, repr=False)
     _throttle: progress_report.Throttle = field(default_factory=progress_report.Throttle, repr=False)
 
     def progress(self, done: int | float, total: int | float | None = None, message: str = "") -> bool:
@@ -64,6 +67,8 @@ class StepContext:
         """Record what this attempt spent (an `api_costs` row) and settle its reservation.
 
         With `cost=None` the usage is priced by `settings.RUNLEDGER_PRICER`. Returns the cost.
+        After a paid call the booking is journaled: a retry of a lost attempt that books the same
+        again gets the recorded cost back and writes no second row (runtime/journal.py).
         """
         recorded = record.cost_record(
             ctx=self, service=service, cost=None if cost is None else _money(cost), model=model,

@@ -40,6 +40,7 @@ from ingest.engine.errors import (
 from ingest.engine.models import Control, Instance, Status, StepKind, StepStatus
 from ingest.engine.runtime.context import StepContext
 from ingest.engine.runtime.failures import failure_of, mark_sensitive, open_failure, rebuild_error
+from ingest.engine.runtime.journal import StepJournal, journal_adopt
 from ingest.engine.runtime.outcomes import (
     FailInstance,
     Suspend,
@@ -214,11 +215,17 @@ class Execution:
         now = self.now()
         rec = p.rec
         attempt = 1
+        key = f"{self.instance.id}:{p.name}:{p.seq}"
+        if self.instance.generation:
+            key += f":g{self.instance.generation}"
         if rec is not None:
             if rec.wake_at is not None and rec.wake_at > now:
                 raise Suspend(rec.wake_at)  # still backing off before the next attempt
             if rec.status == StepStatus.RUNNING and rec.wake_at is None:
-                self._record_lost_attempt(p, now)  # the worker running it died mid-attempt
+                # The worker running it died mid-attempt. What that attempt was answered and booked
+                # is the next one's to replay; taken over first, so a crash in between loses none.
+                journal_adopt(key=key, lost=rec.attempts, attempt=rec.attempts + 1)
+                self._record_lost_attempt(p, now)
             attempt = rec.attempts + 1
         assert p.config is not None
         p.rec = self.store.step_started(
@@ -227,13 +234,12 @@ class Execution:
             has_rollback=p.rollback is not None,
         )
         self.by_key[(p.name, p.seq)] = self.by_pos[p.position] = p.rec
-        key = f"{self.instance.id}:{p.name}:{p.seq}"
-        if self.instance.generation:
-            key += f":g{self.instance.generation}"
         ctx = StepContext(
             name=p.name, count=p.seq, attempt=attempt, config=p.config.as_json(), idempotency_key=key,
             instance_id=self.instance.id, workflow=self.instance.workflow,
             tenant=self.instance.tenant, step_label=p.label,
+            _journal=StepJournal(key=key, instance_id=self.instance.id, tenant=self.instance.tenant, attempt=attempt,
+                             sensitive=p.sensitive),
         )
         return ctx, now
 

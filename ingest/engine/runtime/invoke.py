@@ -11,7 +11,7 @@ from typing import Any
 
 from ingest.engine import tracing
 from ingest.engine.errors import StepTimeout
-from ingest.engine.runtime import lane
+from ingest.engine.runtime import journal, lane
 from ingest.engine.runtime.context import StepContext
 from ingest.engine.runtime.execution import Prepared
 from ingest.engine.runtime.watchdog import watchdog
@@ -30,10 +30,11 @@ def invoke(fn: Callable[..., Any], ctx: StepContext, p: Prepared, overrides: Ove
 
 
 def _in_lane(fn: Callable[..., Any], ctx: StepContext, p: Prepared) -> Any:
-    if p.deferred:
-        with lane.deferred_step():
-            return _invoke(fn, ctx, p)
-    return _invoke(fn, ctx, p)
+    with journal.bound(ctx._journal):  # the paid clients the step calls find its journal here
+        if p.deferred:
+            with lane.deferred_step():
+                return _invoke(fn, ctx, p)
+        return _invoke(fn, ctx, p)
 
 
 def _invoke(fn: Callable[..., Any], ctx: StepContext, p: Prepared) -> Any:
@@ -58,11 +59,12 @@ async def invoke_async(fn: Callable[..., Any], ctx: StepContext, p: Prepared, ov
     assert p.config is not None
     timeout = p.config.timeout.total_seconds()
     try:
-        if inspect.iscoroutinefunction(fn) and tracing.ENABLED:
-            return await tracing.step_attempt_async(ctx, lambda: asyncio.wait_for(call(fn, ctx), timeout),
-                                                    sensitive=p.sensitive)
         if inspect.iscoroutinefunction(fn):
-            return await asyncio.wait_for(call(fn, ctx), timeout)
+            with journal.bound(ctx._journal):
+                if tracing.ENABLED:
+                    return await tracing.step_attempt_async(
+                        ctx, lambda: asyncio.wait_for(call(fn, ctx), timeout), sensitive=p.sensitive)
+                return await asyncio.wait_for(call(fn, ctx), timeout)
         return await asyncio.to_thread(invoke, fn, ctx, p, overrides)
     except TimeoutError:
         raise StepTimeout(f"step {p.label!r} ran past its timeout of {timeout:g} s") from None

@@ -1,6 +1,10 @@
 """Retention: finished instances older than their workflow's `retention_days` are written to
 gzip-compressed JSON lines and then deleted, in small batches.
 
+Before that, every round drops the call journal of the instances that have finished
+(`journal_prune`): the answers their steps' paid calls were given are kept only while a retry
+could need them (ingest/engine/runtime/journal.py); they are not archived.
+
 Never purged: an instance with an open dead letter (an operator has yet to decide), one with a
 pending approval, and one with an unfinished child (the child's parent link must hold). Each batch
 is one short transaction that skips rows another transaction holds (FOR UPDATE SKIP LOCKED on
@@ -30,6 +34,7 @@ from ingest.engine.models import (
     ApprovalRequest,
     ApprovalState,
     Attempt,
+    CallJournal,
     DeadLetter,
     DeadLetterState,
     History,
@@ -41,6 +46,7 @@ from ingest.engine.workflow import Workflow, get_workflow
 
 DEFAULT_DAYS = Workflow.retention_days
 BATCH = 200
+JOURNAL_BATCH = 1000
 
 
 def retention_days(workflow: str) -> int:
@@ -116,16 +122,31 @@ def retention_purge_batch(*, workflow: str, now: datetime, archive_dir: Path, ba
     return len(ids)
 
 
+def journal_prune(*, batch: int = JOURNAL_BATCH, max_batches: int = 100) -> int:
+    """Delete the call journal rows of finished instances, `batch` per statement; how many went."""
+    finished = Instance.objects.filter(status__in=FINISHED_STATUSES).values("id")
+    pruned = 0
+    for _ in range(max_batches):
+        ids = list(CallJournal.objects.filter(instance_id__in=finished).values_list("id", flat=True)[:batch])
+        if not ids:
+            break
+        pruned += CallJournal.objects.filter(id__in=ids).delete()[0]
+    return pruned
+
+
 @dataclass(frozen=True)
 class RetentionResult:
     purged: dict[str, int]
     batches: int
+    journal_pruned: int = 0
 
 
 def retention_run(*, now: datetime, archive_dir: Path, batch: int = BATCH, max_batches: int = 100,
                   stopping: Callable[[], bool] = lambda: False) -> RetentionResult:
     """Batches over every workflow with finished instances until none is due, `max_batches` ran,
-    or `stopping()` says so; each batch commits on its own."""
+    or `stopping()` says so; each batch commits on its own. First the finished instances' call
+    journal goes (`journal_prune`)."""
+    journal_pruned = journal_prune()
     workflows = sorted(set(Instance.objects.filter(status__in=FINISHED_STATUSES)
                            .values_list("workflow", flat=True).distinct()))
     purged: dict[str, int] = {}
@@ -137,4 +158,4 @@ def retention_run(*, now: datetime, archive_dir: Path, batch: int = BATCH, max_b
                 break
             batches += 1
             purged[workflow] = purged.get(workflow, 0) + n
-    return RetentionResult(purged, batches)
+    return RetentionResult(purged, batches, journal_pruned)

@@ -2,8 +2,8 @@
 
 `EncryptedTextField` columns of any app are re-written through the field (it opens with any key
 and seals with the first); the ledger's sealed values (sensitive step results and failures,
-sensitive params) are re-sealed in place. Rows are handled in batches, each in its own
-transaction, so workers keep running; a value sealed by a worker meanwhile already uses the new
+sensitive params, a sensitive step's journaled answers) are re-sealed in place. Rows are handled
+in batches, each in its own transaction, so workers keep running; a value sealed by a worker meanwhile already uses the new
 key. Running it twice is harmless.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 from django.apps import apps
 from django.db import models, transaction
 
-from ingest.engine.models import Attempt, DeadLetter, Instance, InstanceSearch, Step
+from ingest.engine.models import Attempt, CallJournal, DeadLetter, Instance, InstanceSearch, Step
 from ingest.engine.secrets import PREFIX, SEALED, EncryptedTextField, reseal, reseal_value
 
 BATCH = 500
@@ -82,6 +82,9 @@ def ledger_reseal() -> dict[str, int]:
                                    lambda a: {"error_traceback": reseal(a.error_traceback)}),
         "engine_deadletter": _rewrite(DeadLetter.objects.filter(**sealed_text).only("pk", "error_traceback"),
                                       lambda d: {"error_traceback": reseal(d.error_traceback)}),
+        # A sensitive step's journaled answers (every row of such a step is sealed).
+        "engine_calljournal": _rewrite(CallJournal.objects.filter(answer__has_key=SEALED).only("pk", "answer"),
+                                       lambda j: {"answer": reseal_value(j.answer)}),
     }
     # Instances with sealed params, found through the search table (it holds the params' text).
     ids = InstanceSearch.objects.filter(text__contains=f'"{SEALED}"').values_list("instance_id", flat=True)

@@ -20,13 +20,15 @@ from tqdm import tqdm
 from ingest.engine import redact
 from ingest.pipelines.selectors import gong_config_get, salesforce_config_get
 from ingest.sources.errors import SourceError
-from ingest.sources.gong import GongCall, GongClient
+from ingest.sources.gong import GongCall
 from ingest.sources.salesforce import ClientCredentials, RefreshToken, SalesforceClient
-from ingest.workflows.gong import Started, gong_ingest_start, transcript_text
+from ingest.workflows.gong import Started, gong_client
+from ingest.workflows.reconcile import gong_calls_start
 from ingest.workflows.salesforce import salesforce_ingest_start
 from ingest.workflows.sharing import BACKFILL_PRIORITY
 
-TRANSCRIPT_BATCH = 50
+PAGE = 500  # calls listed before their ingests start: the progress bar moves, memory stays small
+PULL_INLINE_WAIT = 60.0  # a command may sleep for its rate limit's next slot; a step may not
 SOQL = (
     "SELECT Id, Name, StageName, Amount, CloseDate, Probability, Type, LeadSource, Description, "
     "Notes__c, Account.Name, Account.Industry, LastModifiedDate FROM Opportunity "
@@ -87,16 +89,12 @@ class Command(BaseCommand):
         config = gong_config_get(tenant=tenant, base_url=base_url)
         if not config.access_key:
             raise CommandError(f"no Gong access key for tenant {tenant}: add a gong Connection or set GONG_ACCESS_KEY")
-        client = GongClient(access_key=config.access_key, access_key_secret=config.secret, base_url=config.base_url)
+        # The workers' shared bucket: a backfill and the live ingests together stay under Gong's limit.
+        client = gong_client(tenant, base_url=base_url, max_inline_wait=PULL_INLINE_WAIT)
         # Transcripts and speakers in batches: a few requests per 50 calls instead of two per
         # instance, which Gong's 3 calls/s limit would make the bottleneck.
-        for batch in _batches(client.iter_calls(from_time=start, to_time=end), TRANSCRIPT_BATCH):
-            ids = [c.id for c in batch]
-            parties = {e.call.id: e.parties for e in client.iter_extensive(ids)}
-            texts = {t.call_id: transcript_text(t, parties.get(t.call_id, ())) for t in client.iter_transcripts(ids)}
-            for call in batch:
-                yield gong_ingest_start(tenant, call, transcript=texts.get(call.id), actor="ingest_pull",
-                                        priority=BACKFILL_PRIORITY)
+        for batch in _batches(client.iter_calls(from_time=start, to_time=end), PAGE):
+            yield from gong_calls_start(client, tenant, batch, actor="ingest_pull", priority=BACKFILL_PRIORITY)
 
     def _salesforce(self, tenant: str, start: datetime, end: datetime, base_url: str | None) -> Iterator[Started]:
         config = salesforce_config_get(tenant=tenant, login_url=base_url)

@@ -25,6 +25,7 @@ from ingest.sources.http import (
     should_retry_hint,
     wait_and_resend,
 )
+from ingest.sources.journal import journaled
 from ingest.sources.usage import Usage
 
 
@@ -229,6 +230,8 @@ class JsonApi:
 
     `error_detail` reads the provider's own error text out of a non-2xx answer (Anthropic's
     `{"error": {...}}`); without it the error quotes the start of the body.
+    `idempotency_header` names the header that carries a call's idempotency key inside a step
+    (`Idempotency-Key` on OpenAI-compatible APIs); None sends none.
     """
 
     def __init__(
@@ -237,9 +240,11 @@ class JsonApi:
         provider: str,
         base_url: str,
         error_detail: Callable[[requests.Response], str] | None = None,
+        idempotency_header: str | None = None,
         **transport: Unpack[TransportOptions],
     ) -> None:
         self.provider = provider
+        self.idempotency_header = idempotency_header
         self.base_url = base_url.rstrip("/")
         self.timeout: Timeout = transport.get("timeout", DEFAULT_TIMEOUT)
         self.max_retries = transport.get("max_retries", 2)
@@ -252,18 +257,21 @@ class JsonApi:
         self, path: str, *, body: Mapping[str, Any], headers: Mapping[str, str], model: str
     ) -> dict[str, Any]:
         """The JSON object the provider answered to `POST {base_url}{path}`; raises LLMError
-        subclasses (they carry retryable and retry_after)."""
-        response = post_json(
-            self.session,
-            f"{self.base_url}{path}",
-            body=body,
-            headers=headers,
-            timeout=self.timeout,
-            retries=self.max_retries,
-            max_inline_wait=self.max_inline_wait,
-            sleep=self.sleep,
-            provider=self.provider,
-        )
+        subclasses (they carry retryable and retry_after).
+
+        Inside a step the call goes through the step's call journal: a retry after a crash reads
+        the answer the lost run was given instead of paying again. With `idempotency_header`
+        the call's idempotency key is sent in it."""
+
+        def send(key: str | None) -> requests.Response:
+            sent = dict(headers)
+            if key is not None and self.idempotency_header:
+                sent[self.idempotency_header] = key
+            return post_json(self.session, f"{self.base_url}{path}", body=body, headers=sent,
+                             timeout=self.timeout, retries=self.max_retries,
+                             max_inline_wait=self.max_inline_wait, sleep=self.sleep, provider=self.provider)
+
+        response = journaled(self.provider, send, request=[self.base_url, path, body])
         if not response.ok:
             detail = self._error_detail(response) if self._error_detail else ""
             raise error_for_response(response, provider=self.provider, model=model, detail=detail)

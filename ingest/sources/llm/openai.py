@@ -76,7 +76,8 @@ class OpenAIChatClient:
         self.on_usage = on_usage
         self.json_mode = json_mode
         self._api_key = api_key
-        self._api = JsonApi(provider=service, base_url=base_url, **transport)
+        self._api = JsonApi(provider=service, base_url=base_url, idempotency_header="Idempotency-Key",
+                            **transport)
 
     def _body(self, messages: Sequence[ChatMessage], max_tokens: int | None) -> dict[str, Any]:
         body: dict[str, Any] = {

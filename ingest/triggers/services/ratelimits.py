@@ -82,9 +82,14 @@ def rate_limit_acquire(*, key: str, cost: float = 1, now: datetime,
                        per_second: float | None = None, burst: float | None = None) -> float:
     """Take `cost` tokens from bucket `key`: 0.0 when taken, else seconds to wait (nothing taken).
 
-    The row is locked (`select_for_update`) so concurrent workers on any machine share it.
+    The row is locked (`select_for_update`) so concurrent workers on any machine share it. With
+    the rate given, one token on PostgreSQL is one statement (`bucket_take_one`); only a refusal
+    takes the locked path, for the wait.
     """
     capacity = None if per_second is None else float(burst if burst is not None else max(1.0, per_second))
+    if capacity is not None and per_second is not None and cost == 1 and is_postgres() \
+            and trigger_sql.bucket_take_one(key=key, capacity=capacity, refill=float(per_second), now=now):
+        return 0.0
     with transaction.atomic():
         row = _locked(key, now=now, capacity=capacity,
                       refill=None if per_second is None else float(per_second))

@@ -1,6 +1,7 @@
 """The outside clients `domain-onboard` uses, built once per process from the environment:
 
-    RUNLEDGER_DATAFORSEO_LOGIN / _PASSWORD / _BASE_URL   DataForSEO v3 (base URL default the real API)
+    RUNLEDGER_DATAFORSEO_LOGIN / _PASSWORD / _BASE_URL   DataForSEO v3 (base URL default the real API),
+                                                          its answers cached (rankdisco/answer_cache.py)
     RUNLEDGER_ZENROWS_API_KEY / _BASE_URL                 ZenRows, the paid tiers of the page fetch
                                                           (without a key only the free native fetch)
     RUNLEDGER_FETCH_PROXY                                 the egress proxy of the native page fetch, read
@@ -19,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ingest.engine import NonRetryableError
+from ingest.rankdisco.answer_cache import TenantAnswerCache
 from ingest.sources.dataforseo import DataForSEOClient
 from ingest.sources.zenrows import NativeFetcher, ZenRowsClient
 from ingest.workflows.url_classify.clients import native_fetcher
@@ -46,7 +48,8 @@ def from_environment() -> OnboardClients:
         raise NonRetryableError(
             "DataForSEO is not configured: set RUNLEDGER_DATAFORSEO_LOGIN and RUNLEDGER_DATAFORSEO_PASSWORD "
             "in the worker's environment, then retry the instance")
-    dataforseo = DataForSEOClient(login=login, password=password,
+    # Answers kept per tenant, endpoint and task for RUNLEDGER_DATAFORSEO_CACHE_HOURS (a setting).
+    dataforseo = DataForSEOClient(login=login, password=password, cache=TenantAnswerCache(),
                                   base_url=env.get("RUNLEDGER_DATAFORSEO_BASE_URL", "https://api.dataforseo.com"))
     key = env.get("RUNLEDGER_ZENROWS_API_KEY", "")
     zenrows = ZenRowsClient(api_key=key, base_url=env.get("RUNLEDGER_ZENROWS_BASE_URL",
