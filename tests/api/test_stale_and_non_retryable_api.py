@@ -64,6 +64,8 @@ def test_an_expected_version_that_is_not_a_version_is_a_422(operator: ApiClient)
     inst = errored().instance
     r = operator.post(f"/api/instances/{inst.id}/pause", {"reason": "x", "expected_version": "yesterday"})
     assert r.status_code == 422 and error(r)["code"] == "validation_error"
+    assert "expected_version: String should match pattern" in error(r)["message"]
+    assert Instance.objects.get(pk=inst.id).status == "errored"
 
 
 def test_a_dead_letter_discard_with_a_version_that_moved_is_a_409(operator: ApiClient) -> None:

@@ -17,7 +17,6 @@ from test_ops_factories import failed_instance
 from workflows_for_tests import DEMO
 
 from dashboard.audit import Origin
-from dashboard.dead_letter_actions import NothingToRedrive, dead_letters_redrive
 from dashboard.models import AuditEntry, FormSubmission
 from ingest.engine.models import DeadLetter, History, Instance
 from ingest.triggers.models import ApiToken
@@ -83,6 +82,8 @@ def test_a_duplicate_redrive_acts_once_writes_one_audit_row_and_shows_the_first_
 
 
 def test_a_redrive_that_finds_its_letters_resolved_meanwhile_does_nothing_and_audits_nothing(operator):
+    from dashboard.dead_letter_actions import NothingToRedrive, dead_letters_redrive
+
     dl = failed_instance(tenant="acme")
     # Resolved between the selection's count and the engine's pass (another tab, another process).
     DeadLetter.objects.filter(pk=dl.pk).update(state="discarded")
