@@ -7,15 +7,21 @@ from __future__ import annotations
 import ast
 import json
 import re
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.core import signing
+from django.db import connection
+from django.test import Client
 from ledger_factories import make_instance
 from test_ops_factories import failed_instance
 from workflows_for_tests import DEMO
 
+from dashboard import actions
+from dashboard.access import demo_users_ensure
 from dashboard.audit import Origin
 from dashboard.models import AuditEntry, FormSubmission
 from ingest.engine.models import DeadLetter, History, Instance
@@ -166,3 +172,55 @@ def test_every_view_that_acts_on_a_post_is_submitted_once():
             if "require_POST" in names and not any(n.startswith("once(") for n in names):
                 unwrapped.append(f"{path.name}:{node.name}")
     assert unwrapped == []
+
+
+# ---- two submits at once, on two database connections ---------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_second_submit_that_arrives_while_the_first_acts_waits_for_it_and_shows_its_answer(
+        require_postgres, transactional_db, monkeypatch):
+    demo_users_ensure()
+    tabs = [Client(), Client()]
+    for tab in tabs:
+        assert tab.login(username="operator", password="operator")
+    inst = make_instance("acme-at-once", workflow=DEMO, status="errored")
+    form = {"reason": "provider back",
+            "submission": token_in(tabs[0].get(f"/instances/{inst.id}/actions/retry/").content.decode())}
+    inside, go = threading.Event(), threading.Event()
+    engine_call = actions._engine_call
+
+    def held(*args, **kwargs):  # the first submit stays inside its transaction until told
+        inside.set()
+        assert go.wait(60)
+        return engine_call(*args, **kwargs)
+
+    monkeypatch.setattr(actions, "_engine_call", held)
+    answers: dict[int, Any] = {}
+
+    def submit(n: int) -> None:
+        try:
+            answers[n] = tabs[n].post(f"/instances/{inst.id}/actions/retry/run/", form)
+        finally:
+            connection.close()
+
+    first = threading.Thread(target=submit, args=(0,))
+    first.start()
+    assert inside.wait(60)
+    second = threading.Thread(target=submit, args=(1,))
+    second.start()
+    waiting = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+    with connection.cursor() as cursor:  # the second waits on the first's claim of the token
+        for _ in range(600):
+            cursor.execute(waiting)
+            if cursor.fetchone()[0]:
+                break
+            second.join(0.1)
+        else:
+            raise AssertionError("the second submit never waited for the first")
+    go.set()
+    first.join(60), second.join(60)
+    assert answers[0].status_code == answers[1].status_code == 303
+    assert answers[0]["Location"] == answers[1]["Location"] == f"/instances/{inst.id}/"
+    assert History.objects.filter(instance_id=inst.id, kind="operator", data__action="retry").count() == 1
+    assert AuditEntry.objects.filter(action="instance.retry").count() == 1
