@@ -190,6 +190,9 @@ class LetterIn(s.InputSchema):
 
 
 def _letter(request: HttpRequest, dead_letter_id: int, action: LetterAction, body: LetterIn) -> DeadLetterItem:
+    if not body.reason.strip():  # the pattern's rule, said by this endpoint
+        raise ApiProblem(400, "invalid_arguments", "give a reason: it is kept with the dead letter and in the "
+                         "audit log (nothing was done)")
     try:
         dead_letter_act(user=request.user, origin=Origin.of_request(request, source=AuditSource.API),
                         dead_letter_id=dead_letter_id, action=action, reason=body.reason,
