@@ -14,7 +14,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from dashboard import access
+from dashboard import access, staleness
 from dashboard.audit import Audit, Origin, audit_record, audited
 from dashboard.models import AuditSource
 from ingest.alerts.callbacks import callback_register
@@ -82,7 +82,9 @@ def failed_for_good(*, status: str, error_name: str, attempts: int, config: dict
 # who may act (tenant membership and role), what arguments an action takes, the reason rule,
 # the engine call and the audit entry are written here once. The instance's state is checked by
 # the engine under the row's lock (a check here would only race it); its refusal (an
-# EngineError) reaches every caller with the same message.
+# EngineError) reaches every caller with the same message. Whether the instance moved since the
+# caller was shown it (its version) is checked here, under that same lock, in the transaction
+# the engine call then runs in.
 
 
 class ActionRefused(Exception):
@@ -124,6 +126,12 @@ class BadArguments(ActionRefused):
     """The action's arguments are not valid."""
 
     status, code = 400, "invalid_arguments"
+
+
+class StaleState(ActionRefused):
+    """What the action was decided on changed since it was shown; nothing was done."""
+
+    status, code = 409, "stale"
 
 
 REASON_MAX = 2000
@@ -257,26 +265,50 @@ def _selection(instance: Instance, arguments: dict[str, Any]) -> dict[str, Any]:
     return shown
 
 
+def version_check(raw: str | None) -> str | None:
+    """The version a client says it was shown: None (no check) or its digits."""
+    if raw is None or raw == "":
+        return None
+    if not staleness.version_valid(raw):
+        raise BadArguments(f"expected_version {raw[:40]!r} is not a version this server gave; send back "
+                           "the `version` a read answered (nothing was done)")
+    return raw
+
+
+def instance_unchanged(*, instance_id: str, version: str) -> None:
+    """Refuse (StaleState) when the instance moved past `version`. Takes the instance's row lock,
+    so no other action lands between this check and the caller's engine call (same transaction)."""
+    instance = Instance.objects.select_for_update().get(pk=instance_id)
+    change = staleness.instance_change(instance=instance, version=version)
+    if change is not None:
+        raise StaleState(change)
+
+
 def instance_act(*, user: Any, origin: Origin, instance_id: str, action: str, reason: str = "",
-                 arguments: dict[str, Any] | None = None,
+                 arguments: dict[str, Any] | None = None, expected_version: str | None = None,
                  audit_as: tuple[str, dict[str, Any]] | None = None) -> Done:
     """Take operator action `action` on an instance for `user`, from `origin`: check who may,
     the arguments and the reason, call the engine and write the audit entry in one transaction.
-    `audit_as` records it under another name with more facts (a dead letter's retry is audited
-    as `dead_letter.retry` with the dead letter's id).
+    With `expected_version` (what the user was shown, staleness.py), refuse when the instance
+    moved since. `audit_as` records it under another name with more facts (a dead letter's retry
+    is audited as `dead_letter.retry` with the dead letter's id).
 
-    Raises ActionRefused (nothing done), the engine's EngineError (the instance's state is in the
-    way) or InputRejected (params set a reserved key)."""
+    Raises ActionRefused (nothing done; StaleState when the instance moved), the engine's
+    EngineError (the instance's state is in the way) or InputRejected (params set a reserved key)."""
     instance, spec = instance_actionable(user=user, instance_id=instance_id, action=action)
     checked = _arguments_check(spec, instance, arguments or {})
     reason = reason_check(reason, origin=origin)
+    expected = version_check(expected_version)
     name, selection = f"instance.{spec.name}", _selection(instance, checked)
     if audit_as is not None:
         name, selection = audit_as[0], {**selection, **audit_as[1]}
-    result = audited(
-        user=user, origin=origin,
-        audit=Audit(name, [instance.tenant], selection, reason),
-        run=lambda: _engine_call(spec.name, instance, checked, actor=actor_name(user, origin), reason=reason))
+
+    def run() -> Instance | object:
+        if expected is not None:
+            instance_unchanged(instance_id=instance.id, version=expected)
+        return _engine_call(spec.name, instance, checked, actor=actor_name(user, origin), reason=reason)
+
+    result = audited(user=user, origin=origin, audit=Audit(name, [instance.tenant], selection, reason), run=run)
     created = result.id if spec.name in ("replay", "fork") and isinstance(result, Instance) else None
     return Done(spec.name, instance.id, created)
 

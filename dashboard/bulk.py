@@ -16,10 +16,10 @@ from django.db.models import Count, Q, QuerySet
 from django.http import QueryDict
 
 from dashboard import access
-from dashboard.actions import ACTIONS
+from dashboard.actions import ACTIONS, failed_for_good
 from dashboard.selectors.instance_filters import InstanceFilters
 from dashboard.selectors.instance_matches import instance_filtered
-from ingest.engine.models import Batch, BatchItem, Instance
+from ingest.engine.models import Batch, BatchItem, Instance, Step, StepKind, StepStatus
 from ingest.engine.services import batches
 
 BULK_ACTIONS: tuple[str, ...] = batches.ACTIONS
@@ -116,3 +116,16 @@ def bulk_drift(*, user: Any, batch: Batch) -> Drift:
     added = _eligible(user, filters, batch.action, list(batch.tenants)).exclude(id__in=frozen).count()
     removed = BatchItem.objects.filter(batch=batch).exclude(instance_id__in=current).count()
     return Drift(added, removed)
+
+
+def bulk_failed_for_good(*, batch: Batch) -> list[str]:
+    """Of a bulk retry's frozen instances, the ones whose failed step failed for good
+    (NonRetryableError): retried, they fail the same way. Sorted ids; empty for other actions."""
+    if batch.action != "retry":
+        return []
+    steps = (Step.objects.filter(instance_id__in=BatchItem.objects.filter(batch=batch).values("instance_id"),
+                                 status=StepStatus.ERRORED).exclude(kind=StepKind.ROLLBACK)
+             .values_list("instance_id", "error_name", "attempts", "config"))
+    return sorted({instance_id for instance_id, error_name, attempts, config in steps.iterator(chunk_size=2000)
+                   if failed_for_good(status="errored", error_name=error_name, attempts=attempts,
+                                      config=config if isinstance(config, dict) else {})})

@@ -86,6 +86,28 @@ class AuditTenant(models.Model):
         indexes = [models.Index(fields=["tenant", "entry"], name="audit_tenant_entry")]
 
 
+# ---- submissions: each acting form's one-time token, once used -----------------------------
+#
+# Written and read only by dashboard.submissions: a form that acts carries a token; the first
+# submit that uses it stores what it did (where it sent the user, what it told them), and the
+# same token sent again shows that instead of acting a second time.
+
+
+class FormSubmission(models.Model):
+    """One acting form submitted: whose token, to which page, when, and the answer it got."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=64)  # the token's SHA-256: the token itself is not kept
+    path = models.CharField(max_length=500)
+    created_at = models.DateTimeField()
+    location = models.CharField(max_length=2000, blank=True)  # where the first answer sent the user
+    notes = models.JSONField(default=list)  # the messages it showed: [[level, text], ...]
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "key"], name="form_submission_once")]
+        indexes = [models.Index(fields=["created_at"], name="form_submission_age")]
+
+
 # ---- rollups: pre-aggregated ledger figures for the DAG and costs pages ----------------------
 #
 # Written only by dashboard.rollups.services (the roller), read by dashboard.rollups.reads, which

@@ -60,14 +60,19 @@ def _batch_dict(batch: Any) -> dict[str, Any]:
                          "pending": p.pending}}
 
 
-@router.post("/preview", response={201: dict, **ERRORS}, summary="Freeze and count what a query matches")
+@router.post("/preview", response={201: dict, **ERRORS}, summary="Freeze and count what a query matches",
+             description="Answers the frozen `count`, a `sample` of its ids, and for a retry `non_retryable`: "
+                         "how many of them failed for good (NonRetryableError: retried, they fail the same "
+                         "way; replay them with edited params), with a `non_retryable_sample` of their ids.")
 def bulk_preview(request: HttpRequest, body: PreviewIn) -> Status[dict[str, Any]]:
     try:
         preview = bulk.bulk_preview(user=request.user, query=QueryDict(body.query[:4000]), action=body.action)
     except bulk.BulkRefused as exc:
         raise _refused(exc) from None
+    for_good = bulk.bulk_failed_for_good(batch=preview.batch)
     return Status(201, {**_batch_dict(preview.batch), "not_applicable": preview.not_applicable,
-                 "read_only": preview.read_only, "sample": preview.sample})
+                 "read_only": preview.read_only, "sample": preview.sample,
+                 "non_retryable": len(for_good), "non_retryable_sample": for_good[:20]})
 
 
 @router.post("/{batch_id}/confirm", response={202: dict, **ERRORS}, summary="Start a previewed bulk action")

@@ -16,13 +16,22 @@ from pydantic import ConfigDict
 from pydantic.config import JsonDict
 
 from dashboard import access, selection
+from dashboard.actions import ActionRefused
 from dashboard.api import schemas as s
 from dashboard.api import selectors
-from dashboard.api.audit import acted
-from dashboard.api.auth import actor, require_act
+from dashboard.api.auth import require_act
 from dashboard.api.errors import ApiProblem
 from dashboard.api.openapi import NONBLANK_PATTERN, SPACES_RUN
-from dashboard.selectors.dead_letters import DeadLetterFilters, DeadLetterItem, dead_letter_items
+from dashboard.audit import Origin
+from dashboard.dead_letter_actions import LetterAction, dead_letter_act, dead_letters_redrive
+from dashboard.models import AuditSource
+from dashboard.selectors.dead_letters import (
+    DeadLetterFilters,
+    DeadLetterItem,
+    dead_letter_items,
+    redrive_failed_for_good,
+)
+from dashboard.staleness import VERSION_PATTERN
 from ingest.engine.models import DeadLetter
 from ingest.engine.services import dead_letters as engine_dead_letters
 from ingest.engine.services.dead_letters import DeadLetterFilter
@@ -72,6 +81,9 @@ class PreviewOut(Schema):
     count: int
     ids: list[int]
     token: str
+    non_retryable_ids: list[int] = Field(..., description="Of `ids`, the letters whose step failed for good "
+                                         "(NonRetryableError): a redrive fails them the same way; replay "
+                                         "them with edited params instead")
 
 
 def _scope(request: HttpRequest, body: SelectionIn) -> tuple[DeadLetterFilter | None, list[int]]:
@@ -120,7 +132,8 @@ def _snapshot(body: SelectionIn, ids: list[int]) -> selection.Snapshot:
 def dead_letter_redrive_preview(request: HttpRequest, body: SelectionIn) -> dict[str, Any]:
     _, ids = _scope(request, body)
     token = selection.token_issue(user_id=request.user.pk, snapshot=_snapshot(body, ids))
-    return {"count": len(ids), "ids": sorted(ids), "token": token}
+    for_good = sorted(d["id"] for d in redrive_failed_for_good(dead_letter_ids=ids))
+    return {"count": len(ids), "ids": sorted(ids), "token": token, "non_retryable_ids": for_good}
 
 
 class RedriveIn(SelectionIn):
@@ -162,9 +175,45 @@ def dead_letter_redrive(request: HttpRequest, body: RedriveIn) -> dict[str, int]
     chosen: dict[str, Any] = ({"ids": ids} if body.filter is None
                               else {"filter": body.filter.model_dump(mode="json", exclude_none=True)})
     tenants = DeadLetter.objects.filter(id__in=ids).values_list("tenant", flat=True).distinct()
-    count = acted(request, action=_ACTION, tenants=set(tenants),
-                  selection={**chosen, "rate_per_second": body.rate_per_second}, reason=body.reason,
-                  run=lambda: engine_dead_letters.dead_letter_redrive(
-                      ids=ids, filter=scope, rate_per_second=body.rate_per_second,
-                      actor=actor(request.user), reason=body.reason))
+    try:
+        count = dead_letters_redrive(user=request.user, origin=Origin.of_request(request, source=AuditSource.API),
+                                     ids=ids, scope=scope, rate_per_second=body.rate_per_second,
+                                     reason=body.reason, selection=chosen, tenants=set(tenants))
+    except ActionRefused as exc:
+        raise ApiProblem(exc.status, exc.code, exc.message) from None
     return {"redriven": count}
+
+
+class LetterIn(s.InputSchema):
+    reason: str = Field(..., min_length=1, max_length=2000, json_schema_extra={"pattern": NONBLANK_PATTERN})
+    expected_version: str | None = Field(None, pattern=VERSION_PATTERN, description=s.EXPECTED_VERSION)
+
+
+def _letter(request: HttpRequest, dead_letter_id: int, action: LetterAction, body: LetterIn) -> DeadLetterItem:
+    if not body.reason.strip():  # the pattern's rule, said by this endpoint
+        raise ApiProblem(400, "invalid_arguments", "give a reason: it is kept with the dead letter and in the "
+                         "audit log (nothing was done)")
+    try:
+        dead_letter_act(user=request.user, origin=Origin.of_request(request, source=AuditSource.API),
+                        dead_letter_id=dead_letter_id, action=action, reason=body.reason,
+                        expected_version=body.expected_version)
+    except ActionRefused as exc:
+        raise ApiProblem(exc.status, exc.code, exc.message) from None
+    letter = DeadLetter.objects.get(pk=dead_letter_id)
+    return dead_letter_items(tenants=[letter.tenant], filters=DeadLetterFilters(state=""), ids=[letter.id])[0]
+
+
+@router.post("/{dead_letter_id}/retry", response={200: DeadLetterItem, **E},
+             summary="Retry one dead letter's instance from its failed step",
+             description="Refused (409 `stale`) when the letter moved since the `version` sent as "
+                         "expected_version (discarded, redriven, dead-lettered again). A letter whose "
+                         "`non_retryable` is true fails the same way: replay its instance with edited params.")
+def dead_letter_retry(request: HttpRequest, dead_letter_id: int, body: LetterIn) -> DeadLetterItem:
+    return _letter(request, dead_letter_id, "retry", body)
+
+
+@router.post("/{dead_letter_id}/discard", response={200: DeadLetterItem, **E},
+             summary="Discard one dead letter (nothing runs)",
+             description="Refused (409 `stale`) when the letter moved since the `version` sent as expected_version.")
+def dead_letter_discard(request: HttpRequest, dead_letter_id: int, body: LetterIn) -> DeadLetterItem:
+    return _letter(request, dead_letter_id, "discard", body)

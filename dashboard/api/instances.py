@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from django.http import HttpRequest
 from ninja import Field, Query, Router, Schema, Status
 
-from dashboard import access, actions
+from dashboard import access, actions, staleness
 from dashboard.api import schemas as s
 from dashboard.api import selectors
 from dashboard.api.errors import ApiProblem
@@ -64,19 +64,21 @@ def _visible(request: HttpRequest, instance_id: str) -> Instance:
     return instance
 
 
-def _act(request: HttpRequest, instance_id: str, action: str, reason: str = "",
+def _act(request: HttpRequest, instance_id: str, action: str, body: s.ReasonIn | s.EventIn,
          **arguments: Any) -> actions.Done:
     """The action through the one service; its refusal is this API's error envelope."""
     try:
         return actions.instance_act(user=request.user, origin=Origin.of_request(request, source=AuditSource.API),
-                                    instance_id=instance_id, action=action, reason=reason, arguments=arguments)
+                                    instance_id=instance_id, action=action, reason=getattr(body, "reason", ""),
+                                    arguments=arguments, expected_version=body.expected_version)
     except actions.ActionRefused as exc:
         raise ApiProblem(exc.status, exc.code, exc.message) from None
 
 
 def _ok(instance_id: str) -> dict[str, Any]:
     status = Instance.objects.filter(pk=instance_id).values_list("status", flat=True).first()
-    return {"ok": True, "instance_id": instance_id, "status": status or ""}
+    return {"ok": True, "instance_id": instance_id, "status": status or "",
+            "version": staleness.instance_version(instance_id=instance_id)}
 
 
 START_EXAMPLE = {"workflow": "gong-ingest", "tenant": "acme", "params": {"call_id": "7712", "account": "acme"},
@@ -123,33 +125,37 @@ def instance_history(request: HttpRequest, instance_id: str, after: int | None =
 
 @router.post("/{instance_id}/pause", response={200: s.OkOut, **ERRORS})
 def instance_pause(request: HttpRequest, instance_id: str, body: s.ReasonIn) -> dict[str, Any]:
-    _act(request, instance_id, "pause", body.reason)
+    _act(request, instance_id, "pause", body)
     return _ok(instance_id)
 
 
 @router.post("/{instance_id}/resume", response={200: s.OkOut, **ERRORS})
 def instance_resume(request: HttpRequest, instance_id: str, body: s.ReasonIn) -> dict[str, Any]:
-    _act(request, instance_id, "resume", body.reason)
+    _act(request, instance_id, "resume", body)
     return _ok(instance_id)
 
 
 @router.post("/{instance_id}/terminate", response={200: s.OkOut, **ERRORS})
 def instance_terminate(request: HttpRequest, instance_id: str, body: s.TerminateIn
                        ) -> dict[str, Any]:
-    _act(request, instance_id, "terminate", body.reason, rollback=body.rollback)
+    _act(request, instance_id, "terminate", body, rollback=body.rollback)
     return _ok(instance_id)
 
 
 @router.post("/{instance_id}/restart", response={200: s.OkOut, **ERRORS})
 def instance_restart(request: HttpRequest, instance_id: str, body: s.RestartIn) -> dict[str, Any]:
-    _act(request, instance_id, "restart", body.reason, from_step=body.from_step)
+    _act(request, instance_id, "restart", body, from_step=body.from_step)
     return _ok(instance_id)
 
 
 @router.post("/{instance_id}/retry", response={200: s.OkOut, **ERRORS},
-             summary="Retry an errored instance from its failed step")
+             summary="Retry an errored instance from its failed step",
+             description="Completed steps keep their results. An instance whose `non_retryable` is true "
+                         "(its step raised NonRetryableError) fails the same way: replay it with edited "
+                         "params instead. Every action takes `expected_version` (409 `stale` when the "
+                         "instance moved since that read).")
 def instance_retry(request: HttpRequest, instance_id: str, body: s.ReasonIn) -> dict[str, Any]:
-    _act(request, instance_id, "retry", body.reason)
+    _act(request, instance_id, "retry", body)
     return _ok(instance_id)
 
 
@@ -157,14 +163,14 @@ def instance_retry(request: HttpRequest, instance_id: str, body: s.ReasonIn) -> 
              summary="Replay as a new linked instance, with the same or edited params")
 def instance_replay(request: HttpRequest, instance_id: str, body: s.ReplayIn
                     ) -> Status[dict[str, Any]]:
-    done = _act(request, instance_id, "replay", body.reason, params=body.params)
+    done = _act(request, instance_id, "replay", body, params=body.params)
     return Status(201, selectors.instance_dict(Instance.objects.get(pk=done.target)))
 
 
 @router.post("/{instance_id}/fork", response={201: s.InstanceOut, **ERRORS},
              summary="Fork: a new instance from a step of this one, the results before it copied")
 def instance_fork(request: HttpRequest, instance_id: str, body: s.ForkIn) -> Status[dict[str, Any]]:
-    done = _act(request, instance_id, "fork", body.reason, from_step=body.from_step, params=body.params,
+    done = _act(request, instance_id, "fork", body, from_step=body.from_step, params=body.params,
                 new_id=body.id)
     return Status(201, selectors.instance_dict(Instance.objects.get(pk=done.target)))
 
@@ -173,5 +179,5 @@ def instance_fork(request: HttpRequest, instance_id: str, body: s.ForkIn) -> Sta
              summary="Send an event to an instance (buffered until it waits for that type)")
 def instance_send_event(request: HttpRequest, instance_id: str, body: s.EventIn
                         ) -> Status[dict[str, Any]]:
-    _act(request, instance_id, "event", type=body.type, payload=body.payload)
+    _act(request, instance_id, "event", body, type=body.type, payload=body.payload)
     return Status(202, _ok(instance_id))

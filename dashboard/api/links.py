@@ -80,6 +80,9 @@ LINKS: dict[tuple[str, str], dict[str, dict[str, Any]]] = {
     (P + "alerts_channel_create", "201"): _to(
         ("alerts_channel_update", "alerts_channel_send_test"), "channel_id", "$response.body#/id"
     ),
+    (P + "dead_letters_dead_letter_list", "200"): _to(
+        ("dead_letters_dead_letter_retry", "dead_letters_dead_letter_discard"), "dead_letter_id", "$response.body#/0/id"
+    ),
     (P + "bulk_bulk_preview", "201"): _to(
         ("bulk_bulk_confirm", "bulk_bulk_get"), "batch_id", "$response.body#/batch"
     ),

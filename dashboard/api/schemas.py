@@ -11,6 +11,7 @@ from ninja import Field, Schema
 from pydantic import BeforeValidator, ConfigDict, StrictBool
 
 from dashboard.api.openapi import NONBLANK_PATTERN
+from dashboard.staleness import VERSION_PATTERN
 
 ID_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_-]*$"
 # An http(s) URL with a host and no user or password (ingest/sources/notify.py url_problem).
@@ -158,11 +159,20 @@ class StepOut(Schema):
     sensitive: bool
     config: StepConfigOut | None = Field(None, description="step.do's retries and timeout; none for sleeps and waits")
     progress: ProgressOut | None = None
+    non_retryable: bool = Field(False, description="It failed for good (NonRetryableError, or failed without "
+                                "using its retries): a retry fails the same way; replay with edited params")
+
+
+NON_RETRYABLE = ("The instance errored at a step that failed for good (NonRetryableError): a retry runs it "
+                 "on the same input and fails the same way; replay it with edited params instead")
 
 
 class InstanceDetail(InstanceOut):
     steps: list[StepOut]
     forks: list[str] = Field(default_factory=list, description="Instances forked from this one, oldest first")
+    version: str = Field(..., description="What the instance is now, for an action's expected_version: it moves "
+                         "when an operator acts on it or it ends, not with its steps")
+    non_retryable: bool = Field(..., description=NON_RETRYABLE)
 
 
 class HistoryOut(Schema):
@@ -181,8 +191,13 @@ class HistoryPage(Schema):
     next_after: int | None
 
 
+EXPECTED_VERSION = ("The `version` of the resource as the caller last read it: the action is refused (409, "
+                    "code `stale`, saying what changed) when it moved since. Omitted: no check.")
+
+
 class ReasonIn(InputSchema):
     reason: str = Field("", max_length=2000)
+    expected_version: str | None = Field(None, pattern=VERSION_PATTERN, description=EXPECTED_VERSION)
 
 
 class TerminateIn(ReasonIn):
@@ -221,6 +236,7 @@ class EventIn(InputSchema):
     # Not blank: the engine refuses a type that strip() empties (instance_send_event).
     type: str = Field(..., min_length=1, max_length=200, pattern=NONBLANK_PATTERN)
     payload: Any = None
+    expected_version: str | None = Field(None, pattern=VERSION_PATTERN, description=EXPECTED_VERSION)
 
 
 class PublishIn(InputSchema):
@@ -242,6 +258,7 @@ class OkOut(Schema):
     ok: bool
     instance_id: str
     status: str
+    version: str = Field(..., description="The instance's version after the action (send it as expected_version)")
 
 
 class RedriveFilter(InputSchema):

@@ -11,9 +11,11 @@ from typing import Any
 from django.db.models import Count, Q, QuerySet, Sum
 from django.http import QueryDict
 
+from dashboard.actions import failed_for_good
 from dashboard.api.errors import ApiProblem
 from dashboard.selectors.instance_filters import Cursor, InstanceFilters
 from dashboard.selectors.instances import instance_attributes, instance_list
+from dashboard.staleness import instance_version
 from ingest.engine import REDACTED, progress_of, public_value, step_progress, stored_config_json
 from ingest.engine.models import (
     ApiCost,
@@ -22,7 +24,9 @@ from ingest.engine.models import (
     History,
     Instance,
     Step,
+    StepKind,
 )
+from ingest.engine.models import Status as InstanceStatus
 
 MAX_LIMIT = 200
 
@@ -122,7 +126,10 @@ def instance_detail(instance: Instance) -> dict[str, Any]:
     steps = []
     for s in (Step.objects.filter(instance=instance).order_by("position", "id")
               .prefetch_related("attempt_rows")):
+        for_good = failed_for_good(status=s.status, error_name=s.error_name, attempts=s.attempts,
+                                   config=s.config if isinstance(s.config, dict) else {})
         steps.append({
+            "non_retryable": for_good and s.kind != StepKind.ROLLBACK,
             "name": s.name, "seq": s.seq, "position": s.position, "kind": s.kind,
             "status": s.status, "result": (REDACTED if s.result is not None else None) if s.sensitive else s.result,
             "error": _error(s.error_name, s.error_message), "started_at": s.started_at,
@@ -138,7 +145,9 @@ def instance_detail(instance: Instance) -> dict[str, Any]:
         })
     forks = list(Instance.objects.filter(fork_of_id=instance.id, tenant=instance.tenant)
                  .order_by("created_at", "id").values_list("id", flat=True))
-    return {**instance_dict(instance), "steps": steps, "forks": forks}
+    non_retryable = instance.status == InstanceStatus.ERRORED and any(step["non_retryable"] for step in steps)
+    return {**instance_dict(instance), "steps": steps, "forks": forks, "non_retryable": non_retryable,
+            "version": instance_version(instance_id=instance.id)}
 
 
 def history_page(*, instance: Instance, after: int | None, limit: int) -> dict[str, Any]:

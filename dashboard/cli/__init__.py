@@ -5,13 +5,17 @@ lists and shows; acting needs an operator's). It imports nothing of Django.
     runledger [--url URL] [--token TOKEN] list [--status S] [--workflow W] [--tenant T] [--limit N]
     runledger show ID
     runledger tail ID [--interval 1] [--timeout 0]
-    runledger retry ID --reason R
+    runledger retry ID --reason R [--yes]
     runledger replay ID --reason R [--params JSON]
     runledger terminate ID --reason R [--rollback]
     runledger redrive (--ids 4,7 | [--workflow W --tenant T --step-name S --signature X]) --reason R
                       [--rate 5] [--yes]
+    runledger dead-letters [--state open] [--workflow W] [--tenant T] [--limit N]
+    runledger discard DEAD_LETTER_ID --reason R [--expected-version V]
 
-URL and token default to $RUNLEDGER_URL and $RUNLEDGER_TOKEN. A token comes from the console's
+A retry of an instance whose step failed for good (NonRetryableError) asks first (--yes skips
+the question) and points to a replay with edited params; `dead-letters` and a redrive's preview
+say which letters a retry cannot help. URL and token default to $RUNLEDGER_URL and $RUNLEDGER_TOKEN. A token comes from the console's
 API tokens page (/tokens/) or, on the server, `manage.py token create --user NAME --name cli`.
 Exit status: 0 done, 1 the API
 refused (its message is printed), 2 bad usage.

@@ -120,9 +120,56 @@ def cmd_start(api: Client, out: Console, a: argparse.Namespace) -> int:
     return 0
 
 
+def _confirmed(a: argparse.Namespace, question: str) -> bool:
+    return bool(a.yes) or (sys.stdin.isatty() and input(question).strip().lower() == "y")
+
+
+def _replay_hint(instance_id: str) -> str:
+    return (f"replay it with edited params instead: runledger replay {instance_id} --params '{{...}}' "
+            "--reason '...'")
+
+
 def cmd_retry(api: Client, out: Console, a: argparse.Namespace) -> int:
-    api.post(f"/instances/{_id(a.instance_id)}/retry", {"reason": a.reason})
+    """Retry from the failed step, as the instance was just read: when it moved before the retry
+    lands (another operator acted), the API refuses it (stale) and nothing is done."""
+    detail = api.get(f"/instances/{_id(a.instance_id)}")
+    if detail.get("non_retryable"):
+        failed: dict[str, Any] = next((s for s in detail["steps"] if s.get("non_retryable")), {})
+        error = (failed.get("error") or {}).get("name", "NonRetryableError")
+        out.print(f"[yellow]non-retryable[/]: step {failed.get('name', '?')} of {a.instance_id} failed with "
+                  f"{error}, which is not retried; a retry runs it on the same input and fails the same way. "
+                  + _replay_hint(a.instance_id))
+        if not _confirmed(a, "retry anyway? [y/N] "):
+            out.print("nothing was done (retry anyway with --yes)")
+            return 0
+    api.post(f"/instances/{_id(a.instance_id)}/retry", {"reason": a.reason, "expected_version": detail["version"]})
     out.print(f"retried {a.instance_id} from its failed step")
+    return 0
+
+
+def cmd_dead_letters(api: Client, out: Console, a: argparse.Namespace) -> int:
+    items = api.get("/dead-letters", state=a.state, workflow=a.workflow, tenant=a.tenant, limit=a.limit)
+    table = Table(title=f"{len(items)} dead letter(s)", header_style="bold")
+    for column in ("id", "instance", "tenant", "failed step", "error", "state", "retry"):
+        table.add_column(column, overflow="fold")
+    for d in items:
+        table.add_row(str(d["id"]), d["instance_id"], d["tenant"], d["step_name"],
+                      f"{d['error_name']}: {d['error_message'][:120]}", d["state"],
+                      "[yellow]fails again: replay with edited params[/]" if d["non_retryable"] else "may help")
+    out.print(table)
+    futile = [d for d in items if d["non_retryable"] and d["state"] == "open"]
+    if futile:
+        out.print(f"{len(futile)} of them failed for good (NonRetryableError): retrying or redriving them fails "
+                  f"the same way; {_replay_hint(futile[0]['instance_id'])}")
+    return 0
+
+
+def cmd_discard(api: Client, out: Console, a: argparse.Namespace) -> int:
+    body: dict[str, Any] = {"reason": a.reason}
+    if a.expected_version:
+        body["expected_version"] = a.expected_version
+    done = api.post(f"/dead-letters/{a.dead_letter_id}/discard", body)
+    out.print(f"discarded dead letter {done['id']} of {done['instance_id']}")
     return 0
 
 
@@ -157,9 +204,14 @@ def cmd_redrive(api: Client, out: Console, a: argparse.Namespace) -> int:
         selection["filter"] = chosen
     preview = api.post("/dead-letters/redrive/preview", selection)
     out.print(f"{preview['count']} open dead letter(s) selected: {preview['ids'][:20]}")
+    if preview["non_retryable_ids"]:
+        out.print(f"[yellow]non-retryable[/]: {len(preview['non_retryable_ids'])} of them "
+                  f"({preview['non_retryable_ids'][:20]}) failed for good (NonRetryableError): a redrive fails "
+                  "them the same way; replay their instances with edited params instead (runledger replay ID "
+                  "--params '{...}' --reason '...')")
     if not preview["count"]:
         return 0
-    if not a.yes and (not sys.stdin.isatty() or input("redrive exactly these? [y/N] ").strip().lower() != "y"):
+    if not _confirmed(a, "redrive exactly these? [y/N] "):
         out.print("nothing was done (confirm with --yes)")
         return 0
     done = api.post("/dead-letters/redrive", {**selection, "token": preview["token"],
@@ -174,7 +226,7 @@ class UsageError(Exception):
 
 COMMANDS: dict[str, Callable[[Client, Console, argparse.Namespace], int]] = {
     "list": cmd_list, "show": cmd_show, "start": cmd_start, "tail": cmd_tail, "retry": cmd_retry, "replay": cmd_replay,
-    "terminate": cmd_terminate, "redrive": cmd_redrive,
+    "terminate": cmd_terminate, "redrive": cmd_redrive, "dead-letters": cmd_dead_letters, "discard": cmd_discard,
 }
 
 
@@ -211,6 +263,8 @@ def parser() -> argparse.ArgumentParser:
         act = sub.add_parser(name, help=f"{name} an instance")
         act.add_argument("instance_id")
         act.add_argument("--reason", required=True, help="recorded in the history and the audit log")
+    sub.choices["retry"].add_argument("--yes", action="store_true",
+                                      help="retry even a step that failed for good (NonRetryableError)")
     sub.choices["replay"].add_argument("--params", help="edited params, a JSON object")
     sub.choices["terminate"].add_argument("--rollback", action="store_true")
     redrive = sub.add_parser("redrive", help="redrive dead letters (preview, then confirm)")
@@ -220,6 +274,15 @@ def parser() -> argparse.ArgumentParser:
     redrive.add_argument("--rate", type=float, default=5.0, help="instances restarted per second")
     redrive.add_argument("--reason", required=True)
     redrive.add_argument("--yes", action="store_true", help="do not ask before acting")
+    letters = sub.add_parser("dead-letters", help="dead letters, newest first, with whether a retry can help")
+    letters.add_argument("--state", default="open", choices=("open", "redriven", "discarded", ""))
+    for name in ("workflow", "tenant"):
+        letters.add_argument(f"--{name}")
+    letters.add_argument("--limit", type=int, default=20)
+    discard = sub.add_parser("discard", help="discard a dead letter (nothing runs)")
+    discard.add_argument("dead_letter_id", type=int)
+    discard.add_argument("--reason", required=True)
+    discard.add_argument("--expected-version", help="refuse if the letter moved past this version (its `version`)")
     return p
 
 

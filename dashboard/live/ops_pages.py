@@ -193,7 +193,11 @@ def render_dead_letters(user: Any, sub: render.Subscription, pending: render.Pen
     if not pending.kinds & DEAD_LETTER_KINDS:
         return ""
     context = dead_letters_context(user, _query_of(sub))
-    return render_to_string("ops/dead_letters.html#groups", {**context, "oob": True})
+    groups = render_to_string("ops/dead_letters.html#groups", {**context, "oob": True})
+    # A group's items follow with it: its count and its list never disagree (a redriven letter
+    # that fails again is back in both). Checked boxes keep their state (hx-preserve).
+    items = render_to_string("ops/dead_letters.html#items", {**context, "oob": True}) if "items" in context else ""
+    return groups + items
 
 
 def render_approvals(user: Any, sub: render.Subscription, pending: render.Pending) -> str:

@@ -64,7 +64,9 @@ from dashboard.selectors.dead_letters import (
     dead_letter_items,
     dead_letter_selection_ids,
     dead_letter_tenants,
+    dead_letters_failed_for_good,
     redrive_estimate,
+    redrive_failed_for_good,
     step_cost_per_attempt,
 )
 from dashboard.selectors.history import (
@@ -190,6 +192,8 @@ __all__ = [
     "dead_letter_ids_visible",
     "dead_letter_selection_ids",
     "dead_letter_tenants",
+    "dead_letters_failed_for_good",
+    "redrive_failed_for_good",
     "dead_letters_open_count",
     "empty_heat",
     "history_changes",

@@ -7,7 +7,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 from django.db.models import (
     CharField,
@@ -24,12 +24,17 @@ from django.db.models.functions import Cast, Concat
 from django.http import Http404
 from typing_extensions import TypedDict  # pydantic reads it on Python 3.11 (the API's answers)
 
+from dashboard.actions import failed_for_good
 from dashboard.charts import step_shape
 from dashboard.selectors.common import ZERO, filter_given
+from dashboard.staleness import letter_version
 from ingest.engine.models import (
     ApiCost,
     DeadLetter,
     DeadLetterState,
+    Step,
+    StepKind,
+    StepStatus,
 )
 
 # ---- dead letters ----------------------------------------------------------------------
@@ -86,6 +91,10 @@ class DeadLetterItem(TypedDict):
     resolved_at: datetime | None
     resolved_by: str
     resolution: str
+    # Its step raised NonRetryableError (or failed without using its retries): a retry or a
+    # redrive runs it on the same input and fails the same way; replay it with edited params.
+    non_retryable: bool
+    version: str  # what to send back as expected_version to act on it as it is now
 
 
 @dataclass(frozen=True)
@@ -100,6 +109,24 @@ class DeadLetterGroup:
     last_seen: datetime
     tenants: list[str]
     example: DeadLetterExample
+    non_retryable: bool = False  # its example's step failed for good (a group shares its error)
+
+
+def dead_letters_failed_for_good(*, letters: Collection[tuple[int, str, str]]) -> set[int]:
+    """Of these dead letters (id, instance id, error name), the ones whose instance's failed step
+    failed for good (dashboard.actions.failed_for_good): retrying them fails the same way."""
+    if not letters:
+        return set()
+    by_instance = {instance_id: letter_id for letter_id, instance_id, _ in letters}
+    found = {letter_id for letter_id, _, error_name in letters
+             if failed_for_good(status="errored", error_name=error_name, attempts=0, config={})}
+    steps = (Step.objects.filter(instance_id__in=list(by_instance), status=StepStatus.ERRORED)
+             .exclude(kind=StepKind.ROLLBACK).values_list("instance_id", "error_name", "attempts", "config"))
+    for instance_id, error_name, attempts, config in steps:
+        if failed_for_good(status="errored", error_name=error_name, attempts=attempts,
+                           config=config if isinstance(config, dict) else {}):
+            found.add(by_instance[instance_id])
+    return found
 
 
 def dead_letter_groups(
@@ -127,6 +154,8 @@ def dead_letter_groups(
             "normalized_message", "tenant", "created_at",
         )
     }
+    for_good = dead_letters_failed_for_good(
+        letters=[(e["id"], e["instance_id"], e["error_name"]) for e in examples.values()])
     out = []
     for g in grouped:
         ex = examples[g["example_id"]]
@@ -134,21 +163,29 @@ def dead_letter_groups(
             DeadLetterGroup(
                 g["signature"], ex["workflow"], step_shape(ex["step_name"]), ex["error_name"],
                 ex["normalized_message"], g["n"], g["first"], g["last"],
-                tenants_hit[g["signature"]], ex,
+                tenants_hit[g["signature"]], ex, ex["id"] in for_good,
             )
         )
     return out
 
 
 def dead_letter_items(
-    *, tenants: Collection[str], filters: DeadLetterFilters, limit: int = 200
+    *, tenants: Collection[str], filters: DeadLetterFilters, limit: int = 200, ids: Collection[int] | None = None
 ) -> list[DeadLetterItem]:
-    return list(
-        _dead_letter_qs(tenants=tenants, f=filters)
+    qs = _dead_letter_qs(tenants=tenants, f=filters)
+    if ids is not None:
+        qs = qs.filter(id__in=list(ids))
+    rows = list(
+        qs
         .order_by("-created_at", "-id")
         .values("id", "instance_id", "workflow", "tenant", "step_name", "error_name", "error_message",
                 "signature", "state", "created_at", "resolved_at", "resolved_by", "resolution")[:limit]
     )
+    for_good = dead_letters_failed_for_good(letters=[(r["id"], r["instance_id"], r["error_name"]) for r in rows])
+    return [cast(DeadLetterItem, {
+        **r, "non_retryable": r["id"] in for_good,
+        "version": letter_version(created_at=r["created_at"], resolved_at=r["resolved_at"]),
+    }) for r in rows]
 
 
 def dead_letter_ids_visible(*, tenants: Collection[str], ids: Collection[int]) -> set[int]:
@@ -211,6 +248,25 @@ def step_cost_per_attempt(*, pairs: Collection[tuple[str, str]]) -> dict[tuple[s
         (r["workflow_type"], r["step_name"]): (r["total"] / r["attempts"] if r["attempts"] else ZERO)
         for r in rows
     }
+
+
+class RedriveForGood(TypedDict):
+    """A dead letter of a redrive's selection whose step failed for good: its redrive fails again."""
+
+    id: int
+    instance_id: str
+    step_name: str
+    error_name: str
+
+
+def redrive_failed_for_good(*, dead_letter_ids: Collection[int]) -> list[RedriveForGood]:
+    """The letters of a selection a redrive cannot help (their step raised NonRetryableError),
+    oldest first, for the preview to name and to offer a replay with edited params instead."""
+    rows = list(DeadLetter.objects.filter(id__in=list(dead_letter_ids)).order_by("id")
+                .values("id", "instance_id", "step_name", "error_name"))
+    for_good = dead_letters_failed_for_good(letters=[(r["id"], r["instance_id"], r["error_name"]) for r in rows])
+    return [RedriveForGood(id=r["id"], instance_id=r["instance_id"], step_name=r["step_name"],
+                           error_name=r["error_name"]) for r in rows if r["id"] in for_good]
 
 
 def redrive_estimate(*, dead_letter_ids: Collection[int]) -> RedriveEstimate:

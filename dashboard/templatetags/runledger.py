@@ -18,6 +18,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
 from dashboard import access
+from dashboard.submissions import FIELD, submission_token
 from ingest.engine import public_text, public_value
 
 register = template.Library()
@@ -42,6 +43,13 @@ STATUS_LABELS = {
     "rejected": "rejected",
     "expired": "expired",
 }
+
+
+@register.simple_tag
+def submission_field() -> SafeString:
+    """The hidden one-time token of a form that acts (dashboard.submissions): submitted twice,
+    the form acts once and the second submit shows the first one's answer."""
+    return format_html('<input type="hidden" name="{}" value="{}">', FIELD, submission_token())
 
 
 @register.simple_tag

@@ -19,6 +19,7 @@ from django.views.decorators.http import require_GET, require_POST
 from dashboard import access
 from dashboard.alert_forms import ChannelForm, RuleForm, channel_initial
 from dashboard.query_params import QueryReader
+from dashboard.submissions import once
 from dashboard.views.common import HtmxHttpRequest, page, require_act, tenants
 from ingest.alerts import selectors as alert_sel
 from ingest.alerts import services
@@ -90,6 +91,7 @@ def rule_form(request: HtmxHttpRequest, rule_id: int | None = None) -> HttpRespo
 
 @require_POST
 @access.require_role("operator")
+@once()
 def rule_save(request: HtmxHttpRequest, rule_id: int | None = None) -> HttpResponse:
     form = _rule_form(request, request.POST)
     if rule_id is not None:
@@ -108,6 +110,7 @@ def rule_save(request: HtmxHttpRequest, rule_id: int | None = None) -> HttpRespo
 
 @require_POST
 @access.require_role("operator")
+@once()
 def rule_toggle(request: HtmxHttpRequest, rule_id: int) -> HttpResponse:
     rule = _rule(request, rule_id)
     require_act(request, rule.tenant)
@@ -130,6 +133,7 @@ def channel_form(request: HtmxHttpRequest, channel_id: int | None = None) -> Htt
 
 @require_POST
 @access.require_role("operator")
+@once()
 def channel_save(request: HtmxHttpRequest, channel_id: int | None = None) -> HttpResponse:
     form = ChannelForm(request.POST, tenants=access.acting_tenants(request.user))
     if channel_id is not None:
@@ -147,6 +151,7 @@ def channel_save(request: HtmxHttpRequest, channel_id: int | None = None) -> Htt
 
 @require_POST
 @access.require_role("operator")
+@once()
 def channel_toggle(request: HtmxHttpRequest, channel_id: int) -> HttpResponse:
     channel = _channel(request, channel_id)
     require_act(request, channel.tenant)
@@ -158,6 +163,7 @@ def channel_toggle(request: HtmxHttpRequest, channel_id: int) -> HttpResponse:
 
 @require_POST
 @access.require_role("operator")
+@once()
 def channel_send_test(request: HtmxHttpRequest, channel_id: int) -> HttpResponse:
     channel = _channel(request, channel_id)
     require_act(request, channel.tenant)

@@ -14,6 +14,7 @@ from dashboard import access, forms
 from dashboard import selectors as sel
 from dashboard.audit import Audit, Origin, audited
 from dashboard.live import ops_pages as live_pages
+from dashboard.submissions import once
 from dashboard.views.common import HtmxHttpRequest, page, require_act, tenants
 from ingest.engine import EngineError
 from ingest.engine import now as engine_now
@@ -46,6 +47,7 @@ def approval_detail(request: HtmxHttpRequest, approval_id: int) -> HttpResponse:
 
 @require_POST
 @access.require_role()
+@once()
 def approval_answer(request: HtmxHttpRequest, approval_id: int) -> HttpResponse:
     req = sel.approval_get(tenants=tenants(request), approval_id=approval_id)
     require_act(request, req.tenant)

@@ -12,6 +12,7 @@ from dashboard import access
 from dashboard.audit import Audit
 from dashboard.query_params import QueryReader
 from dashboard.selectors import breakers as sel
+from dashboard.submissions import once
 from dashboard.views.common import HtmxHttpRequest, engine_call, page, sees_global, tenants
 from ingest.engine.models import BreakerState, CircuitBreaker
 from ingest.engine.services import breakers as engine_breakers
@@ -50,6 +51,7 @@ def breaker_detail(request: HtmxHttpRequest, key: str) -> HttpResponse:
 
 @require_POST
 @access.require_role()
+@once()
 def breaker_reset(request: HtmxHttpRequest) -> HttpResponse:
     key = request.POST.get("key", "")
     breaker = sel.breaker_get(key=key, tenants=tenants(request), see_global=sees_global(request))

@@ -14,6 +14,7 @@ from django.views.decorators.http import require_GET, require_POST
 from dashboard import access, forms
 from dashboard import selectors as sel
 from dashboard.audit import Audit
+from dashboard.submissions import once
 from dashboard.views.common import HtmxHttpRequest, engine_call, page, sees_global, tenants
 from ingest.engine.models import BudgetScope
 from ingest.engine.services import budgets as engine_budgets
@@ -79,6 +80,7 @@ def budget_form(request: HtmxHttpRequest, budget_id: int | None = None) -> HttpR
 
 @require_POST
 @access.require_role()
+@once()
 def budget_save(request: HtmxHttpRequest) -> HttpResponse:
     form = forms.BudgetForm(request.POST, allowed_scopes=_budget_scopes(request))
     if not form.is_valid():

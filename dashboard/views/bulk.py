@@ -17,6 +17,7 @@ from dashboard import access, bulk
 from dashboard.audit import Audit, Origin, audited
 from dashboard.models import Role
 from dashboard.query_params import QueryReader
+from dashboard.submissions import once
 from dashboard.views.common import HtmxHttpRequest
 from ingest.engine import EngineError
 from ingest.engine.models import Batch, BatchItem, BatchItemState
@@ -79,6 +80,7 @@ def _context(request: HtmxHttpRequest, batch: Batch, **extra: Any) -> dict[str, 
     if batch.state == "previewed":
         context.setdefault("form", BulkForm())
         context.setdefault("drift", bulk.bulk_drift(user=request.user, batch=batch))
+        context["non_retryable"] = bulk.bulk_failed_for_good(batch=batch)
     return context
 
 
@@ -98,6 +100,7 @@ def bulk_detail(request: HtmxHttpRequest, batch_id: int) -> HttpResponse:
 
 @require_POST
 @access.require_role(Role.OPERATOR)
+@once()
 def bulk_confirm(request: HtmxHttpRequest, batch_id: int) -> HttpResponse:
     """Start the batch on exactly the previewed ids; say so when the matching set moved since."""
     try:

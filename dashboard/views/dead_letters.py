@@ -4,7 +4,6 @@ retry, discard, replay (with edited params) and bulk redrive of a selection."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 from urllib.parse import urlencode
@@ -16,15 +15,22 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from dashboard import access, actions, forms, selection
+from dashboard import access, forms, selection
 from dashboard import selectors as sel
-from dashboard.actions import ActionRefused
-from dashboard.audit import Audit, Origin
+from dashboard.actions import ActionRefused, StaleState
+from dashboard.audit import Origin
+from dashboard.dead_letter_actions import (
+    LetterAction,
+    LetterDone,
+    dead_letter_act,
+    dead_letters_redrive,
+)
 from dashboard.live import ops_pages as live_pages
-from dashboard.views.common import HtmxHttpRequest, engine_call, page, require_act, tenants
+from dashboard.staleness import dead_letter_version
+from dashboard.submissions import once
+from dashboard.views.common import HtmxHttpRequest, page, require_act, tenants
 from ingest.engine import EngineError, public_value
 from ingest.engine.models import DeadLetter
-from ingest.engine.services import dead_letters as engine_dead_letters
 from ingest.engine.services.dead_letters import DeadLetterFilter
 from ingest.triggers.errors import InputRejected
 
@@ -36,59 +42,77 @@ def dead_letters(request: HtmxHttpRequest) -> HttpResponse:
                 fragment="results")
 
 
+def _detail_context(request: HttpRequest, dl: DeadLetter, **extra: Any) -> dict[str, Any]:
+    for_good = sel.dead_letters_failed_for_good(letters=[(dl.id, dl.instance_id, dl.error_name)])
+    return {"dl": dl, "can_act": access.can_act(request.user, dl.tenant), "reason_form": forms.ReasonForm(),
+            "version": dead_letter_version(dl), "non_retryable": dl.id in for_good, **extra}
+
+
 @require_GET
 @access.require_role()
 def dead_letter_detail(request: HtmxHttpRequest, dl_id: int) -> HttpResponse:
     dl = sel.dead_letter_get(tenants=tenants(request), dead_letter_id=dl_id)
-    context = {"dl": dl, "can_act": access.can_act(request.user, dl.tenant),
-               "reason_form": forms.ReasonForm()}
-    return page(request, "ops/dead_letter_detail.html", context)
+    return page(request, "ops/dead_letter_detail.html", _detail_context(request, dl))
 
 
-def _act_with_reason(request: HttpRequest, dl_id: int, *, missing: str,
-                     act: Callable[[DeadLetter, str], object]) -> HttpResponse:
-    """The shape of retry and discard: the operator's check, a reason, the act, back to the letter."""
+def _letter_act(request: HttpRequest, dl_id: int, action: LetterAction, *, reason: str, ok: str,
+                params: dict[str, Any] | None = None) -> HttpResponse | LetterDone:
+    """The action through the dead letters' service. A refusal for who acts is the 403/404 page;
+    a letter that moved since the page was loaded is that page again, as it is now, saying what
+    moved it (409); the engine's refusal is a message on the letter's page."""
+    try:
+        done = dead_letter_act(user=request.user, origin=Origin.of_request(request), dead_letter_id=dl_id,
+                               action=action, reason=reason, params=params,
+                               expected_version=request.POST.get("expected_version") or None)
+    except StaleState as exc:
+        dl = sel.dead_letter_get(tenants=tenants(request), dead_letter_id=dl_id)
+        return render(request, "ops/dead_letter_detail.html", _detail_context(request, dl, stale=exc.message),
+                      status=409)
+    except ActionRefused as exc:
+        if exc.status in (403, 404):
+            raise (PermissionDenied(exc.message) if exc.status == 403 else Http404(exc.message)) from None
+        messages.error(request, exc.message)
+    except (EngineError, InputRejected) as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, ok)
+        return done
+    return redirect("ops:dead_letter", dl_id=dl_id)
+
+
+def _with_reason(request: HttpRequest, dl_id: int, action: LetterAction, *, missing: str, ok: str) -> HttpResponse:
+    """Retry and discard: the operator's check, a reason, the act, back to the letter."""
     dl = sel.dead_letter_get(tenants=tenants(request), dead_letter_id=dl_id)
     require_act(request, dl.tenant)
     form = forms.ReasonForm(request.POST)
     if not form.is_valid():
         messages.error(request, missing)
-    else:
-        act(dl, form.cleaned_data["reason"])
-    return redirect("ops:dead_letter", dl_id=dl.id)
-
-
-def _instance_act(request: HttpRequest, dl: DeadLetter, action: str, reason: str, ok: str, *,
-                  audited_facts: dict[str, Any] | None = None, **arguments: Any) -> actions.Done | None:
-    """Retry or replay the dead letter's instance through the action service (audited as
-    `dead_letter.<action>`); a refusal becomes a message, never a 500. None when refused."""
-    try:
-        done = actions.instance_act(
-            user=request.user, origin=Origin.of_request(request), instance_id=dl.instance_id, action=action,
-            reason=reason, arguments=arguments,
-            audit_as=(f"dead_letter.{action}", {"dead_letter_id": dl.id, **(audited_facts or {})}))
-    except (EngineError, ActionRefused, InputRejected) as exc:
-        messages.error(request, str(exc))
-        return None
-    messages.success(request, ok)
-    return done
+        return redirect("ops:dead_letter", dl_id=dl.id)
+    answer = _letter_act(request, dl.id, action, reason=form.cleaned_data["reason"], ok=ok.format(dl=dl))
+    return answer if isinstance(answer, HttpResponse) else redirect("ops:dead_letter", dl_id=dl.id)
 
 
 @require_POST
 @access.require_role()
+@once()
 def dead_letter_retry(request: HtmxHttpRequest, dl_id: int) -> HttpResponse:
-    return _act_with_reason(request, dl_id, missing="Retry needs a reason.", act=lambda dl, reason: _instance_act(
-        request, dl, "retry", reason, f"Instance {dl.instance_id} retried from step {dl.step_name}."))
+    return _with_reason(request, dl_id, "retry", missing="Retry needs a reason.",
+                        ok="Instance {dl.instance_id} retried from step {dl.step_name}.")
 
 
 @require_POST
 @access.require_role()
+@once()
 def dead_letter_discard(request: HtmxHttpRequest, dl_id: int) -> HttpResponse:
-    return _act_with_reason(request, dl_id, missing="Discarding needs a reason.", act=lambda dl, reason: engine_call(
-        request, engine_dead_letters.dead_letter_discard, f"Dead letter of {dl.instance_id} discarded.",
-        audit=Audit("dead_letter.discard", [dl.tenant], {"dead_letter_id": dl.id, "instance_id": dl.instance_id},
-                    reason),
-        dead_letter_id=dl.id, reason=reason))
+    return _with_reason(request, dl_id, "discard", missing="Discarding needs a reason.",
+                        ok="Dead letter of {dl.instance_id} discarded.")
+
+
+def _replay_page(request: HttpRequest, dl: DeadLetter, form: forms.ReplayForm, *, status: int = 200,
+                 **extra: Any) -> HttpResponse:
+    version = request.POST.get("expected_version") or dead_letter_version(dl)
+    return render(request, "ops/dead_letter_replay.html", {"dl": dl, "form": form, "version": version, **extra},
+                  status=status)
 
 
 @require_GET
@@ -97,30 +121,28 @@ def dead_letter_replay_form(request: HtmxHttpRequest, dl_id: int) -> HttpRespons
     dl = sel.dead_letter_get(tenants=tenants(request), dead_letter_id=dl_id)
     require_act(request, dl.tenant)
     form = forms.ReplayForm(initial={"params": json.dumps(public_value(dl.instance.params), indent=2, sort_keys=True)})
-    return render(request, "ops/dead_letter_replay.html", {"dl": dl, "form": form})
+    return _replay_page(request, dl, form)
 
 
 @require_POST
 @access.require_role()
+@once()
 def dead_letter_replay(request: HtmxHttpRequest, dl_id: int) -> HttpResponse:
     """Two steps: without `confirm` show the diff of the edit; with it, replay as a new instance."""
     dl = sel.dead_letter_get(tenants=tenants(request), dead_letter_id=dl_id)
     require_act(request, dl.tenant)
     form = forms.ReplayForm(request.POST, original=dl.instance.params)
     if not form.is_valid():
-        return render(request, "ops/dead_letter_replay.html", {"dl": dl, "form": form}, status=400)
+        return _replay_page(request, dl, form, status=400)
     params = form.cleaned_data["params"]
     diff = forms.params_diff(public_value(dl.instance.params), params)
     if "confirm" not in request.POST:
-        return render(request, "ops/dead_letter_replay.html",
-                      {"dl": dl, "form": form, "diff": diff, "preview": True, "edited": bool(diff)})
-    done = _instance_act(
-        request, dl, "replay", form.cleaned_data["reason"],
-        f"Replayed {dl.instance_id} {'with edited params' if diff else 'with the same params'}.",
-        audited_facts={"edited": bool(diff)}, params=params if diff else None)
-    if done is None:
-        return redirect("ops:dead_letter", dl_id=dl.id)
-    return redirect(f"/instances/{done.target}/")
+        return _replay_page(request, dl, form, diff=diff, preview=True, edited=bool(diff))
+    answer = _letter_act(request, dl.id, "replay", reason=form.cleaned_data["reason"], params=params if diff else None,
+                         ok=f"Replayed {dl.instance_id} {'with edited params' if diff else 'with the same params'}.")
+    if isinstance(answer, HttpResponse):
+        return answer
+    return redirect(f"/instances/{answer.instance_id}/")
 
 _REDRIVE = "dead_letters.redrive"  # the action's name in the audit log and in its preview token
 
@@ -160,6 +182,7 @@ def _preview(request: HttpRequest, f: sel.DeadLetterFilters, ids: list[int] | No
     snapshot = selection.Snapshot(_REDRIVE, asdict(f), ids, mine)
     context = {
         "f": f, "ids": mine, "estimate": sel.redrive_estimate(dead_letter_ids=mine), "skipped": read_only,
+        "non_retryable": sel.redrive_failed_for_good(dead_letter_ids=mine),
         "form": form or forms.RedriveForm(), "change": change,
         "token": selection.token_issue(user_id=request.user.pk, snapshot=snapshot),
         "back": urlencode({k: v for k, v in asdict(f).items() if v}),
@@ -182,6 +205,7 @@ def dead_letter_redrive_preview(request: HtmxHttpRequest) -> HttpResponse:
 
 @require_POST
 @access.require_role()
+@once()
 def dead_letter_redrive(request: HtmxHttpRequest) -> HttpResponse:
     """Acts on exactly the set the preview counted, recomputed from the preview's token."""
     if not access.acting_tenants(request.user):
@@ -208,11 +232,12 @@ def dead_letter_redrive(request: HtmxHttpRequest) -> HttpResponse:
     scope = DeadLetterFilter(tenants=tuple(access.acting_tenants(request.user)), workflow=f.workflow or None,
                              step_name=f.step or None, signature=f.signature or None)
     chosen = {"ids": mine} if ids is not None else {"filter": {k: v for k, v in snap.filters.items() if v}}
-    count = engine_call(
-        request, engine_dead_letters.dead_letter_redrive, "Redrive started.",
-        audit=Audit(_REDRIVE, sel.dead_letter_tenants(ids=mine), {**chosen, "rate_per_second": rate}, reason),
-        ids=mine, filter=scope, rate_per_second=rate, reason=reason,
-    )
-    if count is not None and count is not True:
-        messages.info(request, f"{count} instance(s) queued at {rate:g}/s.")
+    try:
+        count = dead_letters_redrive(user=request.user, origin=Origin.of_request(request), ids=mine, scope=scope,
+                                     rate_per_second=rate, reason=reason, selection=chosen,
+                                     tenants=sel.dead_letter_tenants(ids=mine))
+    except (ActionRefused, EngineError) as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Redrive started: {count} instance(s) queued at {rate:g}/s.")
     return redirect(f"{reverse('ops:dead_letters')}?{urlencode({k: v for k, v in asdict(f).items() if v})}")

@@ -19,6 +19,7 @@ from dashboard import access
 from dashboard.audit import Audit, Origin, audited
 from dashboard.models import Role
 from dashboard.selectors import routes as sel
+from dashboard.submissions import once
 from dashboard.trigger_forms import CoalesceForm, RouteCreateForm, RouteForm, startable_workflows
 from dashboard.views.common import HtmxHttpRequest, page, require_act, sees_global, tenants
 from ingest.triggers.errors import InvalidRoute, TriggerError
@@ -88,6 +89,7 @@ def _put_problems(form: RouteForm, exc: TriggerError) -> None:
 
 @require_POST
 @access.require_role()
+@once()
 def route_save(request: HtmxHttpRequest, name: str) -> HttpResponse:
     row = _route(request, name)
     require_act(request, row.tenant)
@@ -126,6 +128,7 @@ def route_new(request: HtmxHttpRequest) -> HttpResponse:
 
 @require_POST
 @access.require_role(Role.OPERATOR)
+@once()
 def route_create_view(request: HtmxHttpRequest) -> HttpResponse:
     form = _create_form(request, request.POST)
     if not form.is_valid():
@@ -154,6 +157,7 @@ def route_delete_confirm(request: HtmxHttpRequest, name: str) -> HttpResponse:
 
 @require_POST
 @access.require_role()
+@once()
 def route_delete_view(request: HtmxHttpRequest, name: str) -> HttpResponse:
     row = _route(request, name)
     require_act(request, row.tenant)
@@ -166,6 +170,7 @@ def route_delete_view(request: HtmxHttpRequest, name: str) -> HttpResponse:
 
 @require_POST
 @access.require_role()
+@once()
 def route_coalesce(request: HtmxHttpRequest, name: str) -> HttpResponse:
     row = _route(request, name)
     require_act(request, row.tenant)
@@ -206,6 +211,7 @@ def subscription_detail(request: HtmxHttpRequest, sub_id: int) -> HttpResponse:
 
 @require_POST
 @access.require_role()
+@once()
 def subscription_coalesce(request: HtmxHttpRequest, sub_id: int) -> HttpResponse:
     row = _subscription(request, sub_id)
     if not _may_act_subscription(request, row.tenant):
@@ -229,6 +235,7 @@ def subscription_coalesce(request: HtmxHttpRequest, sub_id: int) -> HttpResponse
 @never_cache
 @require_POST
 @access.require_role()
+@once(repeat_to="triggers:routes")
 def credential_rotate(request: HtmxHttpRequest, tenant: str, name: str) -> HttpResponse:
     """Rotate and show the new pair once, in this answer (never cached, never redirected to)."""
     if tenant not in tenants(request):

@@ -15,17 +15,19 @@ from urllib.parse import urlencode
 from django import forms
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
+from django.core.validators import RegexValidator
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from dashboard import access, actions, selectors
-from dashboard.actions import Action, ActionRefused, available_actions
+from dashboard import access, actions, selectors, staleness
+from dashboard.actions import Action, ActionRefused, StaleState, available_actions
 from dashboard.audit import Origin
 from dashboard.bulk import BULK_ACTIONS
 from dashboard.models import Role
+from dashboard.submissions import once
 from dashboard.views.common import HtmxHttpRequest
 from ingest.alerts.selectors import callback_for
 from ingest.engine import EngineError, public_value, tracing
@@ -144,6 +146,10 @@ class ActionForm(forms.Form):
         max_length=2000, widget=forms.Textarea(attrs={"rows": 2}),
         help_text="Required. Recorded in the instance's history with your name.",
     )
+    # The instance's version this form was shown with (dashboard.staleness): the action refuses
+    # when the instance moved since.
+    expected_version = forms.CharField(required=False, max_length=20, widget=forms.HiddenInput,
+                                       validators=[RegexValidator(staleness.VERSION_PATTERN)])
 
     def __init__(self, *args: Any, instance: Instance, **kwargs: Any) -> None:
         self.instance = instance
@@ -232,8 +238,9 @@ def _form(action: str, instance: Instance, data: Any = None) -> ActionForm:
         kwargs["steps"] = _restartable(instance)
     if cls is ForkForm:
         kwargs["steps"] = actions.fork_points(instance_id=instance.id)
+    kwargs["initial"] = {"expected_version": staleness.instance_version(instance_id=instance.id)}
     if issubclass(cls, ReplayForm) and data is None:
-        kwargs["initial"] = {"params": json.dumps(public_value(instance.params), indent=2, sort_keys=True)}
+        kwargs["initial"]["params"] = json.dumps(public_value(instance.params), indent=2, sort_keys=True)
     return cls(data, **kwargs)
 
 
@@ -265,9 +272,9 @@ def params_diff(before: Any, after: Any) -> list[tuple[str, str]]:
     return lines
 
 
-def _confirm(request: HtmxHttpRequest, instance: Instance, spec: Action, form: ActionForm,
-             *, status: int = 200, engine_error: str = "", diff: list[tuple[str, str]] | None = None) -> HttpResponse:
-    context = {"i": instance, "action": spec, "form": form, "engine_error": engine_error, "diff": diff,
+def _confirm(request: HtmxHttpRequest, instance: Instance, spec: Action, form: ActionForm, *, status: int = 200,
+             engine_error: str = "", stale: str = "", diff: list[tuple[str, str]] | None = None) -> HttpResponse:
+    context = {"i": instance, "action": spec, "form": form, "engine_error": engine_error, "diff": diff, "stale": stale,
                "post_url": reverse("instance-action-run", args=[instance.id, spec.name]),
                "applies": instance.status in spec.when, "in_dialog": bool(request.htmx),
                "failed_for_good": selectors.instance_failed_for_good(instance) if spec.name == "retry" else None}
@@ -288,6 +295,7 @@ def instance_action_confirm(request: HtmxHttpRequest, instance_id: str, action: 
 
 @require_POST
 @access.require_role(Role.OPERATOR)
+@once()
 def instance_action_run(request: HtmxHttpRequest, instance_id: str, action: str) -> HttpResponse:
     instance, spec = _actionable(request, instance_id, action)
     form = _form(action, instance, request.POST)
@@ -303,7 +311,14 @@ def instance_action_run(request: HtmxHttpRequest, instance_id: str, action: str)
     try:
         done = actions.instance_act(user=request.user, origin=Origin.of_request(request),
                                     instance_id=instance.id, action=spec.name,
-                                    reason=form.cleaned_data["reason"], arguments=form.engine_kwargs())
+                                    reason=form.cleaned_data["reason"], arguments=form.engine_kwargs(),
+                                    expected_version=form.cleaned_data["expected_version"] or None)
+    except StaleState as exc:
+        # Shown as it is now: the form carries the new version, so confirming again acts on
+        # what this answer shows.
+        data = request.POST.copy()
+        data["expected_version"] = staleness.instance_version(instance_id=instance.id)
+        return _confirm(request, instance, spec, _form(action, instance, data), status=409, stale=exc.message)
     except ActionRefused as exc:
         if exc.status in (403, 404):
             raise _refusal(exc) from None

@@ -16,6 +16,7 @@ from dashboard import access
 from dashboard.audit import Audit, Origin, audited
 from dashboard.models import Role
 from dashboard.selectors import schedules as sel
+from dashboard.submissions import once
 from dashboard.trigger_forms import ScheduleCreateForm, ScheduleForm, startable_workflows
 from dashboard.views.common import HtmxHttpRequest, page, require_act, tenants
 from ingest.triggers.errors import InvalidCron, InvalidSchedule, InvalidTimezone, TriggerError
@@ -65,6 +66,7 @@ def schedule_detail(request: HtmxHttpRequest, name: str) -> HttpResponse:
 
 @require_POST
 @access.require_role()
+@once()
 def schedule_save(request: HtmxHttpRequest, name: str) -> HttpResponse:
     row = _get(request, name)
     require_act(request, row.tenant)
@@ -107,18 +109,21 @@ def _act(request: HtmxHttpRequest, name: str, action: str) -> HttpResponse:
 
 @require_POST
 @access.require_role()
+@once()
 def schedule_enable(request: HtmxHttpRequest, name: str) -> HttpResponse:
     return _act(request, name, "enable")
 
 
 @require_POST
 @access.require_role()
+@once()
 def schedule_disable(request: HtmxHttpRequest, name: str) -> HttpResponse:
     return _act(request, name, "disable")
 
 
 @require_POST
 @access.require_role()
+@once()
 def schedule_run(request: HtmxHttpRequest, name: str) -> HttpResponse:
     return _act(request, name, "run")
 
@@ -142,6 +147,7 @@ def schedule_new(request: HtmxHttpRequest) -> HttpResponse:
 
 @require_POST
 @access.require_role(Role.OPERATOR)
+@once()
 def schedule_create_view(request: HtmxHttpRequest) -> HttpResponse:
     form = _create_form(request, request.POST)
     if not form.is_valid():
@@ -173,6 +179,7 @@ def schedule_delete_confirm(request: HtmxHttpRequest, name: str) -> HttpResponse
 
 @require_POST
 @access.require_role()
+@once()
 def schedule_delete_view(request: HtmxHttpRequest, name: str) -> HttpResponse:
     row = _get(request, name)
     require_act(request, row.tenant)

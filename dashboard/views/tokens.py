@@ -18,6 +18,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from dashboard import access
 from dashboard.audit import Audit, Origin, audited
+from dashboard.submissions import once
 from dashboard.token_forms import ApiTokenForm
 from dashboard.views.common import HtmxHttpRequest, page, tenants
 from ingest.triggers.errors import ApiTokenNotFound, TriggerError
@@ -42,6 +43,7 @@ def tokens(request: HtmxHttpRequest) -> HttpResponse:
 @never_cache
 @require_POST
 @access.require_role()
+@once(repeat_to="api-tokens")
 def token_create(request: HtmxHttpRequest) -> HttpResponse:
     form = ApiTokenForm(request.POST)
     if not form.is_valid():
@@ -77,6 +79,7 @@ def token_revoke_confirm(request: HtmxHttpRequest, token_id: int) -> HttpRespons
 
 @require_POST
 @access.require_role()
+@once()
 def token_revoke(request: HtmxHttpRequest, token_id: int) -> HttpResponse:
     row = _own(request, token_id)
     if row.state == "revoked":

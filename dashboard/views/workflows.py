@@ -21,6 +21,7 @@ from dashboard.forms import StartForm
 from dashboard.live import ops_pages as live_pages
 from dashboard.models import Role
 from dashboard.query_params import QueryReader
+from dashboard.submissions import once
 from dashboard.versions import retire_refusal
 from dashboard.views.common import HtmxHttpRequest, page, tenants
 from ingest.engine import EngineError, UnknownWorkflow, workflow_names, workflow_versions
@@ -73,6 +74,7 @@ def _versions_context(request: HttpRequest, name: str, *, form: RetireForm | Non
 
 @require_POST
 @access.require_role(Role.OPERATOR)
+@once()
 def workflow_version_retire_view(request: HtmxHttpRequest, name: str, version: int) -> HttpResponse:
     """Retire an old version; a refusal is shown in place on the workflow page (403/409)."""
     if not 1 <= version <= 2**31 - 1:
@@ -113,6 +115,7 @@ def _start_context(request: HttpRequest, name: str, *, form: StartForm | None = 
 
 @require_POST
 @access.require_role(Role.OPERATOR)
+@once()
 def workflow_start(request: HtmxHttpRequest, name: str) -> HttpResponse:
     """Start a run by hand through the action service (audited); every invalid field is shown
     in place at once (400), a refusal of the engine in place too (404/409/422)."""

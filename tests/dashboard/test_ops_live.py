@@ -140,6 +140,27 @@ async def test_a_dead_letter_page_gets_its_groups_not_the_selection_under_the_re
 
 
 @db
+async def test_a_groups_items_follow_its_count_when_a_redriven_letter_fails_again(people, layer):
+    # A group's count and its list must not disagree: a redrive empties the list, the retried
+    # instance fails again, and the letter is back in both (its checkbox kept by id).
+    dl = await sync_to_async(failed_instance)(tenant="acme", step="persist-facts-3")
+    follower = HistoryFollower()
+    await follower.poll_once()
+    comm = await _connect(people["operator"], f"view=dead_letters&after=0&state=open&signature={dl.signature}")
+
+    def fail_again() -> None:
+        again = failed_instance(tenant="acme", step="persist-facts-3")
+        add_history(again.instance, "instance.status", status="errored")
+
+    await sync_to_async(fail_again)()
+    await follower.poll_once()
+    html = "".join(await _drain(comm, PUSH_WAIT, until=lambda html: 'id="dl-items"' in html))
+    assert 'id="dl-groups"' in html and 'id="dl-items" hx-swap-oob="true"' in html
+    assert "2 instances in this group" in html and html.count('hx-preserve="true"') == 2
+    await comm.disconnect()
+
+
+@db
 async def test_a_burst_on_the_overview_is_one_push_a_second(people, layer):
     follower = HistoryFollower()
     await follower.poll_once()

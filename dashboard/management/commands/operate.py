@@ -25,7 +25,8 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from dashboard import access, actions, selection
-from dashboard.audit import Audit, Origin, audited
+from dashboard.audit import Origin
+from dashboard.dead_letter_actions import dead_letter_act, dead_letters_redrive
 from ingest.engine import EngineError
 from ingest.engine.models import DeadLetter
 from ingest.engine.services import dead_letters as engine_dead_letters
@@ -55,9 +56,13 @@ class Command(BaseCommand):
         inst.add_argument("--new-id", default=None, help="fork: the new instance's id")
         inst.add_argument("--type", default=None, help="event: the event's type")
         inst.add_argument("--payload", default=None, help="event: its payload, JSON")
+        inst.add_argument("--expected-version", default=None,
+                          help="refuse when the instance moved past this version (its API `version`)")
         discard = sub.add_parser("discard")
         discard.add_argument("dead_letter_id", type=int)
         discard.add_argument("--reason", required=True)
+        discard.add_argument("--expected-version", default=None,
+                             help="refuse when the dead letter moved past this version (its API `version`)")
         redrive = sub.add_parser("redrive")
         redrive.add_argument("--ids", default=None, help="comma-separated dead letter ids")
         redrive.add_argument("--all-matching", action="store_true",
@@ -104,20 +109,15 @@ class Command(BaseCommand):
             case "event":
                 arguments.update(type=o["type"] or "", payload=_json(o["payload"], what="--payload"))
         done = actions.instance_act(user=user, origin=Origin.cli(), instance_id=o["instance_id"],
-                                    action=o["action"], reason=o["reason"], arguments=arguments)
+                                    action=o["action"], reason=o["reason"], arguments=arguments,
+                                    expected_version=o["expected_version"])
         created = f" -> {done.created_id}" if done.created_id else ""
         self.stdout.write(f"{o['action']}: {o['instance_id']}{created}")
 
     def _discard(self, user: Any, o: dict[str, Any]) -> None:
-        dl = DeadLetter.objects.filter(pk=o["dead_letter_id"]).first()
-        self._acting(user, dl.tenant if dl else "", f"dead letter {o['dead_letter_id']}")
-        assert dl is not None
-        audited(user=user, origin=Origin.cli(),
-                audit=Audit("dead_letter.discard", [dl.tenant],
-                            {"dead_letter_id": dl.id, "instance_id": dl.instance_id}, o["reason"]),
-                run=lambda: engine_dead_letters.dead_letter_discard(
-                    dead_letter_id=dl.id, actor=f"cli:{user.get_username()}", reason=o["reason"]))
-        self.stdout.write(f"discarded: dead letter {dl.id}")
+        done = dead_letter_act(user=user, origin=Origin.cli(), dead_letter_id=o["dead_letter_id"], action="discard",
+                               reason=o["reason"], expected_version=o["expected_version"])
+        self.stdout.write(f"discarded: dead letter {done.dead_letter_id}")
 
     def _redrive(self, user: Any, o: dict[str, Any]) -> None:
         if (o["ids"] is None) == (not o["all_matching"]):
@@ -154,15 +154,10 @@ class Command(BaseCommand):
                               f"to redrive exactly these, run again with --confirm {digest}")
             return
         filters = {k: o[k] for k in ("tenant", "workflow", "step_name", "signature") if o[k]}
-        count = audited(
-            user=user, origin=Origin.cli(),
-            audit=Audit("dead_letters.redrive", set(DeadLetter.objects.filter(id__in=chosen)
-                                                     .values_list("tenant", flat=True)),
-                        {**({"ids": chosen} if ids is not None else {"filter": filters}),
-                         "rate_per_second": o["rate"]}, o["reason"]),
-            run=lambda: engine_dead_letters.dead_letter_redrive(
-                ids=chosen, filter=scope, rate_per_second=o["rate"], actor=f"cli:{user.get_username()}",
-                reason=o["reason"]))
+        count = dead_letters_redrive(
+            user=user, origin=Origin.cli(), ids=chosen, scope=scope, rate_per_second=o["rate"], reason=o["reason"],
+            selection={"ids": chosen} if ids is not None else {"filter": filters},
+            tenants=set(DeadLetter.objects.filter(id__in=chosen).values_list("tenant", flat=True)))
         self.stdout.write(f"redriven: {count}")
 
 
