@@ -17,6 +17,7 @@ from schemathesis.checks import (
     response_schema_conformance,
     status_code_conformance,
 )
+from schemathesis.config import SchemathesisConfig
 
 from tests.fuzzing import IN_CI, check_answer, ledger_counts
 from tests.fuzzing import api_fuzz_token as api_token_fuzz
@@ -25,7 +26,12 @@ pytestmark = [pytest.mark.db, pytest.mark.django_db]
 
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
           response_schema_conformance]
-schema = schemathesis.openapi.from_wsgi("/api/openapi.json", get_wsgi_application())
+# The examples and the fuzzing phases. The coverage phase's thousands of boundary values per
+# operation, built at collection in every test process (about 3 minutes of CPU each), are sent
+# once, by the strict run (test_openapi_strict.py), with every check and the same refusal contract.
+schema = schemathesis.openapi.from_wsgi(
+    "/api/openapi.json", get_wsgi_application(),
+    config=SchemathesisConfig.from_dict({"phases": {"coverage": {"enabled": False}}}))
 
 
 class response_like:  # noqa: N801  (a view of a `requests`-style response for check_answer)

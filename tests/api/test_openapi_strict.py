@@ -1,11 +1,12 @@
 """The strict schemathesis run over the REST API: every check, the coverage, fuzzing and stateful
-phases, positive and negative data, from /api/openapi.json. It fails on any failure the run
-reports, so the schema cannot drift from what the server enforces: a schema-valid request is
+phases, positive and negative data, from /api/openapi.json, plus the fuzz suites' refusal
+contract (RefusalContract). It fails on any failure the run reports, so the schema cannot drift from what the server enforces: a schema-valid request is
 accepted (or refused with a documented 4xx), a schema-violating one is refused, and the response
 links chain create → get → act."""
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -17,7 +18,7 @@ from schemathesis.engine import events as engine_events
 from schemathesis.engine import from_schema
 from schemathesis.engine.statistic import Statistic
 
-from tests.fuzzing import api_fuzz_token
+from tests.fuzzing import api_fuzz_token, ledger_counts
 
 # One test that runs the whole schema (about 3 minutes on a quiet 2-core machine): a wider hang
 # detector than the suite's 300 s, which a loaded machine would cross.
@@ -29,6 +30,37 @@ MAX_EXAMPLES = int(os.environ.get("RUNLEDGER_STRICT_EXAMPLES", "4"))
 SEED = 20261128
 NEGATIVE = ["400", "401", "403", "404", "405", "406", "409", "415", "422", "428", "429"]
 POSITIVE = ["2xx", "3xx", "401", "403", "404", "409", "429"]
+
+
+class RefusalContract:
+    """The refusal contract of every fuzz suite (tests/fuzzing.py check_answer), for each response
+    of the run: a refused request (4xx) answers the JSON error envelope with a code and a message,
+    and changes no ledger row. The run sends one request at a time, so the ledger's row counts
+    after one response are the counts before the next request."""
+
+    def __init__(self) -> None:
+        self.counts: tuple[int, ...] | None = None
+
+    def after_response(self, ctx: Any, response: Any, case: Any) -> None:
+        counts = ledger_counts()
+        before, self.counts = self.counts, counts
+        status = response.status_code
+        if status < 400:
+            return
+        where = f"{case.method} {case.formatted_path} answered {status}"
+        kind = (response.headers.get("content-type") or [""])[0]
+        if not kind.startswith("application/json"):
+            raise AssertionError(f"{where} as {kind or 'no content type'}, not the JSON envelope")
+        if response.content_size == len(response.content):
+            error = json.loads(response.content).get("error") or {}
+            if not (isinstance(error.get("code"), str) and error["code"]
+                    and isinstance(error.get("message"), str) and error["message"]):
+                raise AssertionError(f"{where} without an error code and message: {response.content[:200]!r}")
+        if before is not None and counts != before:
+            raise AssertionError(f"{where} and changed ledger rows: {before} -> {counts}")
+
+
+schemathesis.check(RefusalContract)
 
 
 def strict_config(token: str) -> SchemathesisConfig:
@@ -127,3 +159,30 @@ def test_the_strict_schemathesis_run_finds_no_failure(quick_live_server: Any, to
     assert statistic.total_cases > 0
     assert not errors, "\n".join(errors)
     assert statistic.total_failures == 0, report
+
+
+def test_the_refusal_contract_fails_a_refusal_that_wrote_or_is_not_the_envelope(transactional_db: Any) -> None:
+    from types import SimpleNamespace
+
+    from django.utils import timezone
+
+    from ingest.engine.models import Instance
+
+    def answer(status: int, body: bytes, kind: str = "application/json") -> Any:
+        return SimpleNamespace(status_code=status, headers={"content-type": [kind]}, content=body,
+                               content_size=len(body))
+
+    case = SimpleNamespace(method="POST", formatted_path="/api/instances")
+    envelope = b'{"error": {"code": "invalid", "message": "bad"}}'
+    contract = RefusalContract()
+    contract.after_response(None, answer(201, b"{}"), case)
+    contract.after_response(None, answer(422, envelope), case)  # nothing changed: holds
+    now = timezone.now()
+    Instance.objects.create(id="written-by-a-refusal", workflow="w", status="queued", created_at=now,
+                            updated_at=now, ready_at=now)
+    with pytest.raises(AssertionError, match="changed ledger rows"):
+        contract.after_response(None, answer(422, envelope), case)
+    with pytest.raises(AssertionError, match="not the JSON envelope"):
+        contract.after_response(None, answer(400, b"bad", "text/plain"), case)
+    with pytest.raises(AssertionError, match="without an error code"):
+        contract.after_response(None, answer(400, b'{"error": {"code": ""}}'), case)
