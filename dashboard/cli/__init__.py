@@ -10,6 +10,17 @@ lists and shows; acting needs an operator's). It imports nothing of Django.
     runledger terminate ID --reason R [--rollback]
     runledger redrive (--ids 4,7 | [--workflow W --tenant T --step-name S --signature X]) --reason R
                       [--rate 5] [--yes]
+    runledger schedules list | show NAME | create NAME --tenant T --workflow W --cron EXPR [...]
+                        | edit NAME [--cron EXPR ...] | run NAME | enable NAME | disable NAME | delete NAME [--yes]
+    runledger routes list | show NAME | create NAME --tenant T --workflow W [...] | edit NAME [...]
+                     | enable NAME | disable NAME | delete NAME [--yes]
+    runledger subscriptions list | show ID | create --tenant T --pattern GLOB --workflow W [--filters JSON]
+                            | edit ID [...] | enable ID | disable ID | delete ID [--yes]
+    runledger credentials list | create --tenant T [--name N] | rotate TENANT NAME --reason R
+                          [--overlap SECONDS] [--yes]
+
+The trigger commands send what they are given to the API, whose check is the console's: every
+wrong field is printed at once, by its name (the flag with '_' for '-'), and nothing changes.
 
 URL and token default to $RUNLEDGER_URL and $RUNLEDGER_TOKEN. A token comes from the console's
 API tokens page (/tokens/) or, on the server, `manage.py token create --user NAME --name cli`.
