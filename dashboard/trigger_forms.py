@@ -203,4 +203,15 @@ class SubscriptionCreateForm(SubscriptionForm):
 
     def __init__(self, *args: Any, tenants: list[str], every_tenant: bool, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        _choices(self, "tenant", ([""] if every_tenant else []) + tenants, {"": "every tenant"})
+        self.every_tenant = every_tenant
+        # Every tenant last: a global subscription is never the choice a staff user did not make.
+        _choices(self, "tenant", tenants + ([""] if every_tenant else []), {"": "every tenant"})
+        if tenants:
+            self.fields["tenant"].initial = tenants[0]
+
+    def clean_tenant(self) -> str:
+        tenant: str = self.cleaned_data["tenant"]
+        if not tenant and not self.every_tenant:
+            raise forms.ValidationError("a subscription for every tenant's events is made by staff; pick a tenant "
+                                        "you operate")
+        return tenant
