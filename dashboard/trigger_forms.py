@@ -10,6 +10,7 @@ from typing import Any
 
 from django import forms
 
+from ingest.triggers.field_checks import UNSET
 from ingest.triggers.models import MissedFirePolicy, Route, Schedule
 from ingest.triggers.services import route_problems, schedule_problems, subscription_problems
 from ingest.triggers.services.routes import EDITABLE
@@ -79,7 +80,7 @@ class ScheduleForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
-        name = cleaned.get("name") if "name" in self.fields else None
+        name = cleaned.get("name", UNSET) if "name" in self.fields else UNSET
         add_problems(self, schedule_problems(self.schedule_fields(), name=name))
         return cleaned
 
@@ -147,7 +148,7 @@ class RouteForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
-        name = cleaned.get("name") if "name" in self.fields else None
+        name = cleaned.get("name", UNSET) if "name" in self.fields else UNSET
         add_problems(self, route_problems(self.route_fields(), name=name))
         return cleaned
 

@@ -31,6 +31,16 @@ def workflow_problem(value: Any) -> str | None:
 TENANT_MAX = 100
 
 
+class _Unset:
+    """A field not given to a check (None is a value: JSON's null)."""
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Any = _Unset()
+
+
 def tenant_problem(tenant: Any) -> str | None:
     """What is wrong with `tenant` as the tenant a trigger runs its workflow in, or None."""
     if isinstance(tenant, str) and 0 < len(tenant) <= TENANT_MAX and tenant.strip() == tenant:

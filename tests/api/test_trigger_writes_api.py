@@ -163,3 +163,22 @@ def test_tenants_bound_every_write(viewer: ApiClient, stranger: ApiClient, opera
     admin = persona("staff-op", [("acme", "operator")], staff=True)
     assert admin.post(f"/api/subscriptions/{everyone.pk}/disable").json()["enabled"] is False
     assert AuditEntry.objects.get().tenants == []
+
+
+@pytest.mark.parametrize("path, body, fields", [
+    ("/api/schedules", {"name": None, "tenant": None, "workflow": "test-echo", "cron": "@daily", "params": None},
+     {"name", "tenant", "params"}),
+    ("/api/routes", {"name": None, "tenant": None, "workflow": "test-echo", "description": None}, {"name", "tenant",
+                                                                                                     "description"}),
+    ("/api/subscriptions", {"tenant": None, "pattern": "user.*", "workflow": "test-echo", "filters": None,
+                            "coalesce": ""}, {"tenant", "filters", "coalesce"}),
+    ("/api/ingress-credentials", {"tenant": None, "name": None}, {"tenant", "name"}),
+])
+def test_null_is_a_value_the_checks_refuse_not_a_field_left_out(operator: ApiClient, path: str, body: dict[str, Any],
+                                                                 fields: set[str]) -> None:
+    """What the schema fuzz found: a null tenant passed the check meant for "not given" and the
+    insert failed with a 500."""
+    before = snapshot()
+    answer = operator.post(path, body)
+    assert answer.status_code == 400 and set(answer.json()["error"]["fields"]) == fields, answer.content
+    assert snapshot() == before

@@ -11,7 +11,7 @@ from typing import Any
 from django.db import transaction
 
 from ingest.triggers.errors import InvalidRoute, RouteExists, RouteNotFound
-from ingest.triggers.field_checks import tenant_problem, whole_between, wholes, workflow_problem
+from ingest.triggers.field_checks import UNSET, tenant_problem, whole_between, wholes, workflow_problem
 from ingest.triggers.models import Route
 
 _NAME = re.compile(r"^[-a-zA-Z0-9_]{1,100}$")
@@ -49,12 +49,12 @@ def _flag(fields: dict[str, Any], key: str, problems: dict[str, str]) -> None:
         problems[key] = "true or false"
 
 
-def route_problems(fields: dict[str, Any], *, name: Any = None, tenant: Any = None) -> dict[str, str]:
+def route_problems(fields: dict[str, Any], *, name: Any = UNSET, tenant: Any = UNSET) -> dict[str, str]:
     """What is wrong with a route's fields, by field name (empty when nothing is). Pure, except
     that a workflow must be registered in this process. `name` and `tenant` are checked when given."""
     problems: dict[str, str] = {}
-    for key, problem in (("name", route_name_problem(name) if name is not None else None),
-                         ("tenant", tenant_problem(tenant) if tenant is not None else None),
+    for key, problem in (("name", route_name_problem(name) if name is not UNSET else None),
+                         ("tenant", tenant_problem(tenant) if tenant is not UNSET else None),
                          ("workflow", workflow_problem(fields["workflow"]) if "workflow" in fields else None)):
         if problem:
             problems[key] = problem

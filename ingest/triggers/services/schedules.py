@@ -13,7 +13,7 @@ from ingest.engine import EngineError, InstanceAlreadyExists, redact
 from ingest.engine.services import instances as engine_services
 from ingest.triggers import cron
 from ingest.triggers.errors import InvalidSchedule, ScheduleExists, ScheduleNotFound, TriggerError
-from ingest.triggers.field_checks import tenant_problem, whole_between, wholes, workflow_problem
+from ingest.triggers.field_checks import UNSET, tenant_problem, whole_between, wholes, workflow_problem
 from ingest.triggers.limits import RESERVED_PARAMS
 from ingest.triggers.models import MissedFirePolicy, Schedule
 
@@ -47,16 +47,16 @@ def _time_problems(fields: dict[str, Any], problems: dict[str, str]) -> None:
                 problems["timezone"] = str(exc)
 
 
-def schedule_problems(fields: dict[str, Any], *, name: Any = None, tenant: Any = None) -> dict[str, str]:
+def schedule_problems(fields: dict[str, Any], *, name: Any = UNSET, tenant: Any = UNSET) -> dict[str, str]:
     """What is wrong with a schedule's fields, by field name (empty when nothing is); `name` and
     `tenant` are checked when given. Pure, except that the workflow must be registered here."""
     problems: dict[str, str] = {}
-    if name is not None:
+    if name is not UNSET:
         try:
             schedule_name_check(name)
         except InvalidSchedule as exc:
             problems["name"] = str(exc)
-    if tenant is not None and (problem := tenant_problem(tenant)):
+    if tenant is not UNSET and (problem := tenant_problem(tenant)):
         problems["tenant"] = problem
     if "workflow" in fields and (problem := workflow_problem(fields["workflow"])):
         problems["workflow"] = problem
@@ -85,14 +85,14 @@ def _refresh_next(schedule: Schedule, *, now: datetime) -> None:
 
 
 def schedule_create(*, name: Any, workflow: Any, cron_expression: Any, now: datetime,
-                    timezone: Any = "UTC", params: Any = None, tenant: Any = "default", enabled: Any = True,
+                    timezone: Any = "UTC", params: Any = UNSET, tenant: Any = "default", enabled: Any = True,
                     missed_fire_policy: Any = MissedFirePolicy.SKIP, catch_up_limit: Any = 1) -> Schedule:
     """A new schedule; it fires from `now` on (nothing before its creation is ever missed).
 
     InvalidSchedule names every wrong field at once; ScheduleExists when the name is taken and
     nothing else is wrong. Nothing is written on either."""
     fields = {"workflow": workflow, "cron": cron_expression, "timezone": timezone,
-              "params": params if params is not None else {}, "enabled": enabled,
+              "params": {} if params is UNSET else params, "enabled": enabled,
               "missed_fire_policy": missed_fire_policy, "catch_up_limit": catch_up_limit}
     problems = schedule_problems(fields, name=name, tenant=tenant)
     if "name" not in problems and Schedule.objects.filter(name=name).exists():

@@ -11,8 +11,8 @@ from typing import Any
 from django.db import transaction
 
 from ingest.triggers import coalesce as coalescing
-from ingest.triggers.errors import InvalidSubscription, SubscriptionNotFound, TriggerError
-from ingest.triggers.field_checks import tenant_problem, workflow_problem
+from ingest.triggers.errors import InvalidCoalesce, InvalidSubscription, SubscriptionNotFound, TriggerError
+from ingest.triggers.field_checks import UNSET, tenant_problem, workflow_problem
 from ingest.triggers.models import Subscription
 
 # A glob over event types (patterns.EVENT_TYPE's characters, plus fnmatch's * ? [ ] !).
@@ -40,11 +40,11 @@ def _filters_problem(filters: Any) -> str | None:
     return None
 
 
-def subscription_problems(fields: dict[str, Any], *, tenant: Any = None) -> dict[str, str]:
+def subscription_problems(fields: dict[str, Any], *, tenant: Any = UNSET) -> dict[str, str]:
     """What is wrong with a subscription's fields, by field name (empty when nothing is). `tenant`
     is checked when given ("" is every tenant's events)."""
     problems: dict[str, str] = {}
-    if tenant is not None and tenant != "" and (problem := tenant_problem(tenant)):
+    if tenant is not UNSET and tenant != "" and (problem := tenant_problem(tenant)):
         problems["tenant"] = problem + ", or empty for every tenant's events"
     if "workflow" in fields and (problem := workflow_problem(fields["workflow"])):
         problems["workflow"] = problem
@@ -61,15 +61,18 @@ def subscription_problems(fields: dict[str, Any], *, tenant: Any = None) -> dict
     return problems
 
 
-def subscription_create(*, workflow: Any, pattern: Any, filters: Any = None, tenant: Any = "",
+def subscription_create(*, workflow: Any, pattern: Any, filters: Any = UNSET, tenant: Any = "",
                         enabled: Any = True, coalesce: Any = None) -> Subscription:
     """A new subscription: events of `tenant` ("" : of every tenant) whose type matches `pattern`
     and whose payload matches `filters` start `workflow`. InvalidSubscription names every wrong
     field at once (the coalesce setting too) and writes nothing."""
-    fields = {"workflow": workflow, "pattern": pattern, "filters": {} if filters is None else filters,
+    fields = {"workflow": workflow, "pattern": pattern, "filters": {} if filters is UNSET else filters,
               "enabled": enabled}
     problems = subscription_problems(fields, tenant=tenant)
     try:
+        if coalesce is not None and not isinstance(coalesce, dict):
+            raise InvalidCoalesce('coalesce is an object such as {"debounce": {"key": "account", "period": '
+                                  '"30 seconds"}}, or null for none')
         coalescing.parse(coalesce)
     except TriggerError as exc:
         problems["coalesce"] = str(exc)
