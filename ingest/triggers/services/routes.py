@@ -11,7 +11,13 @@ from typing import Any
 from django.db import transaction
 
 from ingest.triggers.errors import InvalidRoute, RouteExists, RouteNotFound
-from ingest.triggers.field_checks import UNSET, tenant_problem, whole_between, wholes, workflow_problem
+from ingest.triggers.field_checks import (
+    UNSET,
+    tenant_problem,
+    whole_between,
+    wholes,
+    workflow_problem,
+)
 from ingest.triggers.models import Route
 
 _NAME = re.compile(r"^[-a-zA-Z0-9_]{1,100}$")

@@ -13,7 +13,13 @@ from ingest.engine import EngineError, InstanceAlreadyExists, redact
 from ingest.engine.services import instances as engine_services
 from ingest.triggers import cron
 from ingest.triggers.errors import InvalidSchedule, ScheduleExists, ScheduleNotFound, TriggerError
-from ingest.triggers.field_checks import UNSET, tenant_problem, whole_between, wholes, workflow_problem
+from ingest.triggers.field_checks import (
+    UNSET,
+    tenant_problem,
+    whole_between,
+    wholes,
+    workflow_problem,
+)
 from ingest.triggers.limits import RESERVED_PARAMS
 from ingest.triggers.models import MissedFirePolicy, Schedule
 

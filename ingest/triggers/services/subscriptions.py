@@ -11,7 +11,12 @@ from typing import Any
 from django.db import transaction
 
 from ingest.triggers import coalesce as coalescing
-from ingest.triggers.errors import InvalidCoalesce, InvalidSubscription, SubscriptionNotFound, TriggerError
+from ingest.triggers.errors import (
+    InvalidCoalesce,
+    InvalidSubscription,
+    SubscriptionNotFound,
+    TriggerError,
+)
 from ingest.triggers.field_checks import UNSET, tenant_problem, workflow_problem
 from ingest.triggers.models import Subscription
 
