@@ -109,3 +109,16 @@ def test_a_viewer_and_a_stranger_can_neither_make_nor_rotate(viewer: ApiClient, 
     assert stranger.get("/api/ingress-credentials").json() == []
     assert list(IngressSecret.objects.values()) == before and not AuditEntry.objects.exists()
     assert works({"token": token, "secret": secret})
+
+
+def test_no_log_line_carries_a_new_pair(operator: ApiClient, orders: None, caplog: pytest.LogCaptureFixture) -> None:
+    ingress_secret_create(tenant="acme")
+    with caplog.at_level("DEBUG"):
+        made = operator.post("/api/ingress-credentials", {"tenant": "acme", "name": "shop"}).json()
+        rotated = operator.post("/api/ingress-credentials/acme/default/rotate", {"reason": "yearly"}).json()
+        assert works(made) and works(rotated)
+        operator.post("/api/ingress-credentials/acme/default/rotate", {"reason": "again", "overlap_seconds": -1})
+    logged = "\n".join(f"{r.getMessage()} {r.args!r}" for r in caplog.records)
+    assert "Bad Request" in logged  # the refused request was logged, and nothing of a pair
+    for pair in (made, rotated):
+        assert pair["token"] not in logged and pair["secret"] not in logged
