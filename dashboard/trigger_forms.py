@@ -10,6 +10,7 @@ from typing import Any
 
 from django import forms
 
+from ingest.triggers.errors import InvalidFields, TriggerError
 from ingest.triggers.field_checks import UNSET
 from ingest.triggers.models import MissedFirePolicy, Route, Schedule
 from ingest.triggers.services import route_problems, schedule_problems, subscription_problems
@@ -26,6 +27,11 @@ def add_problems(form: forms.Form, problems: dict[str, str]) -> None:
                 form.add_error(field, message)
         else:
             form.add_error(None, message)
+
+
+def add_refusal(form: forms.Form, exc: TriggerError) -> None:
+    """Put a service's refusal on the form: its problems by field, or its message above the form."""
+    add_problems(form, exc.problems if isinstance(exc, InvalidFields) and exc.problems else {"__all__": str(exc)})
 
 
 def _choices(form: forms.Form, name: str, values: list[str], labels: dict[str, str] | None = None) -> None:

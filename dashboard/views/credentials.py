@@ -17,9 +17,9 @@ from dashboard.audit import Audit, Origin, audited
 from dashboard.credential_forms import CredentialForm, RotateForm
 from dashboard.models import Role
 from dashboard.selectors import routes as sel
-from dashboard.trigger_forms import add_problems
+from dashboard.trigger_forms import add_refusal
 from dashboard.views.common import HtmxHttpRequest, page, require_act, tenants
-from ingest.triggers.errors import InvalidFields, TriggerError
+from ingest.triggers.errors import TriggerError
 from ingest.triggers.models import IngressSecret
 from ingest.triggers.services import ingress_secret_create, ingress_secret_rotate
 
@@ -37,9 +37,6 @@ def _shown(request: HtmxHttpRequest, row: IngressSecret, token: str, secret: str
                "base_url": request.build_absolute_uri("/").rstrip("/")}
     return page(request, "triggers/credential_shown.html", context)
 
-
-def _problems(form: Any, exc: TriggerError) -> None:
-    add_problems(form, exc.problems if isinstance(exc, InvalidFields) and exc.problems else {"__all__": str(exc)})
 
 
 def _new_page(request: HtmxHttpRequest, form: CredentialForm, *, status: int = 200) -> HttpResponse:
@@ -72,7 +69,7 @@ def credential_create(request: HtmxHttpRequest) -> HttpResponse:
                                                             "rate_limit_per_minute": rate}),
             run=lambda: ingress_secret_create(tenant=tenant, name=name, rate_limit_per_minute=rate))
     except TriggerError as exc:
-        _problems(form, exc)
+        add_refusal(form, exc)
         return _new_page(request, form, status=400)
     return _shown(request, row, token, secret, rotated=False)
 
@@ -108,6 +105,6 @@ def credential_rotate(request: HtmxHttpRequest, tenant: str, name: str) -> HttpR
             run=lambda: ingress_secret_rotate(tenant=tenant, name=name, now=timezone.now(),
                                               overlap_seconds=overlap, reason=reason))
     except TriggerError as exc:
-        _problems(form, exc)
+        add_refusal(form, exc)
         return _rotate_page(request, c, form, status=400)
     return _shown(request, row, token, secret, rotated=True)

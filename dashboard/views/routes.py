@@ -17,9 +17,9 @@ from dashboard import access
 from dashboard.audit import Audit, Origin, audited
 from dashboard.models import Role
 from dashboard.selectors import routes as sel
-from dashboard.trigger_forms import CoalesceForm, RouteCreateForm, RouteForm, add_problems
+from dashboard.trigger_forms import CoalesceForm, RouteCreateForm, RouteForm, add_refusal
 from dashboard.views.common import HtmxHttpRequest, page, require_act, sees_global, tenants
-from ingest.triggers.errors import InvalidFields, TriggerError
+from ingest.triggers.errors import TriggerError
 from ingest.triggers.field_checks import startable_workflows
 from ingest.triggers.models import Route
 from ingest.triggers.services import (
@@ -41,7 +41,6 @@ def routes(request: HtmxHttpRequest) -> HttpResponse:
         "subscriptions": sel.subscription_rows(tenants=visible, see_global=sees_global(request), now=now),
         "credentials": sel.credentials(tenants=visible, now=now),
         "acting": set(access.acting_tenants(request.user)),
-        "subscribe_anywhere": access.can_act_subscription(request.user, ""),
     }
     return page(request, "triggers/routes.html", context)
 
@@ -72,9 +71,6 @@ def route_detail(request: HtmxHttpRequest, name: str) -> HttpResponse:
     return _route_page(request, row, CoalesceForm(initial={"coalesce": row.coalesce or ""}))
 
 
-def _put_problems(form: RouteForm, exc: TriggerError) -> None:
-    add_problems(form, exc.problems if isinstance(exc, InvalidFields) and exc.problems else {"__all__": str(exc)})
-
 
 @require_POST
 @access.require_role()
@@ -91,7 +87,7 @@ def route_save(request: HtmxHttpRequest, name: str) -> HttpResponse:
                 audit=Audit("route.update", [row.tenant], {"route": name, **fields}),
                 run=lambda: route_update(name=name, **fields))
     except TriggerError as exc:
-        _put_problems(form, exc)
+        add_refusal(form, exc)
         return _route_page(request, row, coalesce, status=400, edit=form)
     messages.success(request, f"Route {name} saved.")
     return redirect("triggers:route", name=name)
@@ -127,7 +123,7 @@ def route_create_view(request: HtmxHttpRequest) -> HttpResponse:
                 audit=Audit("route.create", [tenant], {"route": name, "tenant": tenant, **fields}),
                 run=lambda: route_create(name=name, tenant=tenant, **fields))
     except TriggerError as exc:
-        _put_problems(form, exc)
+        add_refusal(form, exc)
         return _new_page(request, form, status=400)
     messages.success(request, f"Route {name} created: POST /api/routes/{name} with an ingress credential of "
                               f"{tenant} starts {fields['workflow']}.")

@@ -16,9 +16,9 @@ from dashboard import access
 from dashboard.audit import Audit, Origin, audited
 from dashboard.models import Role
 from dashboard.selectors import schedules as sel
-from dashboard.trigger_forms import ScheduleCreateForm, ScheduleForm, add_problems
+from dashboard.trigger_forms import ScheduleCreateForm, ScheduleForm, add_refusal
 from dashboard.views.common import HtmxHttpRequest, page, require_act, tenants
-from ingest.triggers.errors import InvalidFields, TriggerError
+from ingest.triggers.errors import TriggerError
 from ingest.triggers.field_checks import startable_workflows
 from ingest.triggers.selectors import ScheduleRow
 from ingest.triggers.services import (
@@ -28,10 +28,6 @@ from ingest.triggers.services import (
     schedule_set_enabled,
     schedule_update,
 )
-
-
-def _put_problems(form: ScheduleForm, exc: TriggerError) -> None:
-    add_problems(form, exc.problems if isinstance(exc, InvalidFields) and exc.problems else {"__all__": str(exc)})
 
 
 def _get(request: HtmxHttpRequest, name: str) -> ScheduleRow:
@@ -79,7 +75,7 @@ def schedule_save(request: HtmxHttpRequest, name: str) -> HttpResponse:
                 audit=Audit("schedule.update", [row.tenant], {"schedule": name, **fields}),
                 run=lambda: schedule_update(name=name, now=timezone.now(), **fields))
     except TriggerError as exc:
-        _put_problems(form, exc)
+        add_refusal(form, exc)
         return _detail(request, row, form, status=400)
     messages.success(request, f"Schedule {name} saved.")
     return redirect("triggers:schedule", name=name)
@@ -155,7 +151,7 @@ def schedule_create_view(request: HtmxHttpRequest) -> HttpResponse:
                     timezone=f["timezone"], params=f["params"], tenant=f["tenant"], enabled=f["enabled"],
                     missed_fire_policy=f["missed_fire_policy"], catch_up_limit=f["catch_up_limit"]))
     except TriggerError as exc:
-        _put_problems(form, exc)
+        add_refusal(form, exc)
         return _new_page(request, form, status=400)
     messages.success(request, f"Schedule {f['name']} created.")
     return redirect("triggers:schedule", name=f["name"])

@@ -22,10 +22,10 @@ from dashboard.trigger_forms import (
     CoalesceForm,
     SubscriptionCreateForm,
     SubscriptionForm,
-    add_problems,
+    add_refusal,
 )
 from dashboard.views.common import HtmxHttpRequest, page, sees_global, tenants
-from ingest.triggers.errors import InvalidFields, TriggerError
+from ingest.triggers.errors import TriggerError
 from ingest.triggers.field_checks import startable_workflows
 from ingest.triggers.services import (
     subscription_coalesce_set,
@@ -68,9 +68,6 @@ def _page(request: HtmxHttpRequest, row: sel.SubscriptionRow, *, coalesce: Coale
     return page(request, "triggers/subscription_detail.html", context, status=status)
 
 
-def _put_problems(form: SubscriptionForm, exc: TriggerError) -> None:
-    add_problems(form, exc.problems if isinstance(exc, InvalidFields) and exc.problems else {"__all__": str(exc)})
-
 
 @require_GET
 @access.require_role()
@@ -92,7 +89,7 @@ def subscription_save(request: HtmxHttpRequest, sub_id: int) -> HttpResponse:
                 audit=Audit("subscription.update", audit_tenants, {"subscription": sub_id, **fields}),
                 run=lambda: subscription_update(subscription_id=sub_id, **fields))
     except TriggerError as exc:
-        _put_problems(form, exc)
+        add_refusal(form, exc)
         return _page(request, row, edit=form, status=400)
     messages.success(request, f"Subscription {fields['pattern']} saved.")
     return redirect("triggers:subscription", sub_id=sub_id)
@@ -127,7 +124,7 @@ def subscription_create_view(request: HtmxHttpRequest) -> HttpResponse:
                       audit=Audit("subscription.create", audit_tenants, {"tenant": tenant, **fields}),
                       run=lambda: subscription_create(tenant=tenant, **fields))
     except TriggerError as exc:
-        _put_problems(form, exc)
+        add_refusal(form, exc)
         return _new_page(request, form, status=400)
     messages.success(request, f"Subscription created: events {fields['pattern']} of "
                               f"{tenant or 'every tenant'} start {fields['workflow']}.")
