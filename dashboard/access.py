@@ -66,6 +66,19 @@ def acting_tenants(user: Any) -> list[str]:
     return sorted(t for t in memberships_for(user) if can_act(user, t))
 
 
+def sees_global(user: Any) -> bool:
+    """Staff read what belongs to no tenant (global budgets, subscriptions for every tenant)."""
+    return bool(getattr(user, "is_superuser", False) or getattr(user, "is_staff", False))
+
+
+def can_act_subscription(user: Any, tenant: str) -> bool:
+    """A subscription of one tenant: its operators. One for every tenant's events (tenant ""): a
+    global setting, for staff who operate somewhere."""
+    if tenant:
+        return can_act(user, tenant)
+    return sees_global(user) and bool(acting_tenants(user))
+
+
 def scope(queryset: QuerySet[M], user: Any, *, field: str = "tenant") -> QuerySet[M]:
     """Restrict a queryset to the user's tenants (empty for a user without any)."""
     return queryset.filter(**{f"{field}__in": tenants_for(user)})

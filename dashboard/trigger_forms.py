@@ -1,6 +1,7 @@
 """Forms of the schedules, routes and subscriptions pages. The services validate the meaning
-(cron, time zone, coalesce, route settings) and stay the authority; the forms run the same checks
-first so that every wrong field is named at once, each on its field."""
+(cron, time zone, coalesce, route and subscription settings) and stay the authority: each form's
+`clean` runs the service's own check (`*_problems`) on what it read, so every wrong field is named
+at once, each on its field, with the message the REST API and the CLI give for the same input."""
 
 from __future__ import annotations
 
@@ -9,21 +10,34 @@ from typing import Any
 
 from django import forms
 
-from ingest.engine import workflow_names
-from ingest.triggers import cron as cron_rules
-from ingest.triggers.errors import TriggerError
+from ingest.triggers.errors import InvalidFields, TriggerError
+from ingest.triggers.field_checks import UNSET
 from ingest.triggers.models import MissedFirePolicy, Route, Schedule
-from ingest.triggers.services import route_problems, schedule_name_check
+from ingest.triggers.services import route_problems, schedule_problems, subscription_problems
 from ingest.triggers.services.routes import EDITABLE
-
-# Workflows the engine runs for itself (alert delivery, callbacks, batches), not ones a schedule
-# or a route should start.
-_INTERNAL = frozenset({"alert-deliver", "callback-deliver", "runledger-batch"})
+from ingest.triggers.services.schedules import CATCH_UP_MAX
 
 
-def startable_workflows() -> list[str]:
-    """The registered workflows a schedule or a route may start."""
-    return [w for w in workflow_names() if w not in _INTERNAL]
+def add_problems(form: forms.Form, problems: dict[str, str]) -> None:
+    """Put a service's problems on the form: each on its field (unless the field already has an
+    error of its own), the rest above the form."""
+    for field, message in problems.items():
+        if field in form.fields and field != "__all__":
+            if field not in form.errors:
+                form.add_error(field, message)
+        else:
+            form.add_error(None, message)
+
+
+def add_refusal(form: forms.Form, exc: TriggerError) -> None:
+    """Put a service's refusal on the form: its problems by field, or its message above the form."""
+    add_problems(form, exc.problems if isinstance(exc, InvalidFields) and exc.problems else {"__all__": str(exc)})
+
+
+def _choices(form: forms.Form, name: str, values: list[str], labels: dict[str, str] | None = None) -> None:
+    field = form.fields[name]
+    assert isinstance(field, forms.ChoiceField)
+    field.choices = [(v, (labels or {}).get(v, v)) for v in values]
 
 
 class JSONObjectField(forms.CharField):
@@ -62,32 +76,19 @@ class ScheduleForm(forms.Form):
     missed_fire_policy = forms.ChoiceField(
         choices=MissedFirePolicy.choices, label="Missed fires",
         help_text="What the scheduler does with fires missed while it was down.")
-    catch_up_limit = forms.IntegerField(min_value=1, max_value=100, initial=1,
+    catch_up_limit = forms.IntegerField(min_value=1, max_value=CATCH_UP_MAX, initial=1,
                                         help_text="With catch up: how many of the latest missed fires run.")
     params = JSONObjectField(blank_value={}, help_text="The JSON object each fire's instance gets.")
 
-    # The service checks these too (and stays the authority); checking them here as well puts
-    # every wrong field's message on its field in one answer, not one refusal per submit.
-    def clean_cron(self) -> str:
-        try:
-            return cron_rules.validate_cron(self.cleaned_data["cron"])
-        except TriggerError as exc:
-            raise forms.ValidationError(str(exc)) from None
+    def schedule_fields(self) -> dict[str, Any]:
+        names = ("workflow", "cron", "timezone", "missed_fire_policy", "catch_up_limit", "params", "enabled")
+        return {k: self.cleaned_data[k] for k in names if k in self.cleaned_data}
 
-    def clean_timezone(self) -> str:
-        name: str = self.cleaned_data["timezone"]
-        try:
-            cron_rules.zone(name)
-        except TriggerError as exc:
-            raise forms.ValidationError(str(exc)) from None
-        return name
-
-    def clean_params(self) -> dict[str, Any]:
-        params: dict[str, Any] = self.cleaned_data["params"]
-        if "_schedule" in params:
-            raise forms.ValidationError("the key '_schedule' is reserved for the fire's cron and "
-                                        "scheduled time; rename it")
-        return params
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        name = cleaned.get("name", UNSET) if "name" in self.fields else UNSET
+        add_problems(self, schedule_problems(self.schedule_fields(), name=name))
+        return cleaned
 
 
 class ScheduleCreateForm(ScheduleForm):
@@ -105,20 +106,11 @@ class ScheduleCreateForm(ScheduleForm):
 
     def __init__(self, *args: Any, workflows: list[str], tenants: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        workflow_field = self.fields["workflow"]
-        tenant_field = self.fields["tenant"]
-        assert isinstance(workflow_field, forms.ChoiceField) and isinstance(tenant_field, forms.ChoiceField)
-        workflow_field.choices = [(w, w) for w in workflows]
-        tenant_field.choices = [(t, t) for t in tenants]
+        _choices(self, "workflow", workflows)
+        _choices(self, "tenant", tenants)
 
     def clean_name(self) -> str:
         name: str = self.cleaned_data["name"]
-        try:
-            schedule_name_check(name)
-        except TriggerError as exc:
-            raise forms.ValidationError(str(exc)) from None
-        if name == "new":  # /schedules/new/ is this form's own address
-            raise forms.ValidationError("'new' is the address of this form; pick another name")
         if Schedule.objects.filter(name=name).exists():
             raise forms.ValidationError(f"a schedule is already named {name!r}; pick another name")
         return name
@@ -155,22 +147,15 @@ class RouteForm(forms.Form):
 
     def __init__(self, *args: Any, workflows: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        field = self.fields["workflow"]
-        assert isinstance(field, forms.ChoiceField)
-        field.choices = [(w, w) for w in workflows]
+        _choices(self, "workflow", workflows)
 
     def route_fields(self) -> dict[str, Any]:
         return {k: self.cleaned_data[k] for k in EDITABLE if k in self.cleaned_data}
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
-        name = cleaned.get("name") if "name" in self.fields else None
-        problems = route_problems(self.route_fields(), name=name)
-        for field, message in problems.items():
-            if field == "__all__":
-                self.add_error(None, message)
-            elif field not in self.errors:
-                self.add_error(field, message)
+        name = cleaned.get("name", UNSET) if "name" in self.fields else UNSET
+        add_problems(self, route_problems(self.route_fields(), name=name))
         return cleaned
 
 
@@ -184,14 +169,56 @@ class RouteCreateForm(RouteForm):
 
     def __init__(self, *args: Any, tenants: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        field = self.fields["tenant"]
-        assert isinstance(field, forms.ChoiceField)
-        field.choices = [(t, t) for t in tenants]
+        _choices(self, "tenant", tenants)
 
     def clean_name(self) -> str:
         name: str = self.cleaned_data["name"]
-        if name == "new":  # /routes/new/ is this form's own address
-            raise forms.ValidationError("'new' is the address of this form; pick another name")
         if Route.objects.filter(name=name).exists():
             raise forms.ValidationError(f"a route is already named {name!r}; pick another name")
         return name
+
+
+class SubscriptionForm(forms.Form):
+    """A subscription's settings; the service's own check (`subscription_problems`) runs in
+    `clean`, so every wrong field carries its message in one answer."""
+
+    pattern = forms.CharField(max_length=200, strip=True, label="Event type pattern",
+                              help_text="A glob over event types: user.*, gong.call.*, invoice.paid.")
+    workflow = forms.ChoiceField(help_text="The workflow each matching event starts, with the event's data "
+                                           "as its params.")
+    filters = JSONObjectField(blank_value={}, help_text='Payload fields that must be equal, e.g. {"plan": "pro"}; a '
+                                                        "list means any of its values. Blank: every event.")
+    enabled = forms.BooleanField(required=False, initial=True, help_text="Disabled: matching events start nothing.")
+
+    def __init__(self, *args: Any, workflows: list[str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _choices(self, "workflow", workflows)
+
+    def subscription_fields(self) -> dict[str, Any]:
+        return {k: self.cleaned_data[k] for k in ("workflow", "pattern", "filters", "enabled") if k in self.cleaned_data}
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        add_problems(self, subscription_problems(self.subscription_fields()))
+        return cleaned
+
+
+class SubscriptionCreateForm(SubscriptionForm):
+    tenant = forms.ChoiceField(required=False, help_text="Whose events it starts from: a tenant you operate, or "
+                                                         "every tenant (staff only).")
+    field_order = ["pattern", "workflow", "tenant", "filters", "enabled"]
+
+    def __init__(self, *args: Any, tenants: list[str], every_tenant: bool, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.every_tenant = every_tenant
+        # Every tenant last: a global subscription is never the choice a staff user did not make.
+        _choices(self, "tenant", tenants + ([""] if every_tenant else []), {"": "every tenant"})
+        if tenants:
+            self.fields["tenant"].initial = tenants[0]
+
+    def clean_tenant(self) -> str:
+        tenant: str = self.cleaned_data["tenant"]
+        if not tenant and not self.every_tenant:
+            raise forms.ValidationError("a subscription for every tenant's events is made by staff; pick a tenant "
+                                        "you operate")
+        return tenant

@@ -18,11 +18,13 @@ from dashboard.api import (
     alerts,
     audit,
     bulk,
+    credentials,
     dead_letters,
     instances,
     operations,
+    routes,
     schedules,
-    triggers,
+    subscriptions,
     workflows,
 )
 from dashboard.api.auth import ApiTokenAuth
@@ -41,7 +43,8 @@ from ingest.engine import EngineError
 from ingest.triggers.errors import TriggerError
 
 # Request bodies whose `params` are an instance's params (no key the engine sets itself).
-PARAMS_FIELDS = {name: frozenset({"params"}) for name in ("InstanceIn", "ReplayIn", "ForkIn")}
+PARAMS_FIELDS = {name: frozenset({"params"})
+                 for name in ("InstanceIn", "ReplayIn", "ForkIn", "ScheduleIn", "ScheduleEditIn")}
 
 
 class RunledgerAPI(NinjaAPI):
@@ -61,9 +64,11 @@ api = RunledgerAPI(
     version="1",
     description=(
         "Start and control workflow instances, publish events, redrive dead letters, read costs "
-        "and budgets, run schedules. Authenticate with `Authorization: Bearer <API token>`; a "
+        "and budgets; create, edit, enable, disable and delete schedules, routes and subscriptions; "
+        "create and rotate ingress credentials. Authenticate with `Authorization: Bearer <API token>`; a "
         "token acts with its user's roles and sees only its user's tenants. Errors are "
-        '`{"error": {"code", "message"}}`. Signed ingress (`POST /api/routes/{route}`) is '
+        '`{"error": {"code", "message"}}`, with `fields` naming every invalid field of a '
+        "trigger's body at once. Signed ingress (`POST /api/routes/{route}`) is "
         "documented in ingest/triggers/README.md."
     ),
     auth=ApiTokenAuth(),
@@ -78,7 +83,9 @@ api.add_router("/audit", audit.router)
 api.add_router("", operations.router)
 api.add_router("/metrics", metrics_api.router)  # per-workflow metrics (dashboard/observability)
 api.add_router("", alerts.router)
-api.add_router("", triggers.router)
+api.add_router("", routes.router)
+api.add_router("", subscriptions.router)
+api.add_router("", credentials.router)
 
 
 @api.exception_handler(ApiProblem)

@@ -9,7 +9,7 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 import ingest.engine as engine
-from ingest.triggers.errors import RateLimited, ReplayedRequest, TriggerError
+from ingest.triggers.errors import InvalidFields, RateLimited, ReplayedRequest, TriggerError
 
 # Engine error class → (status, code). Subclasses not listed fall back to their nearest base.
 ENGINE_STATUS: dict[type[Exception], int] = {
@@ -56,7 +56,9 @@ def from_engine_error(exc: engine.EngineError) -> JsonResponse:
 
 def from_trigger_error(exc: TriggerError) -> HttpResponse:
     replayed = exc.instance_id if isinstance(exc, ReplayedRequest) else None
-    response = error_response(exc.status, exc.code, str(exc), instance_id=replayed)
+    # Every wrong field by name, as the console shows them: one answer names them all.
+    fields = exc.problems if isinstance(exc, InvalidFields) and exc.problems else None
+    response = error_response(exc.status, exc.code, str(exc), instance_id=replayed, fields=fields)
     if isinstance(exc, RateLimited):
         from ingest.triggers.buckets import retry_after_header
 

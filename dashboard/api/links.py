@@ -25,6 +25,31 @@ INSTANCE_OPERATIONS = (
     "alerts_instance_callback_set",
 )
 
+SCHEDULE_OPERATIONS = (
+    "schedules_schedule_get",
+    "schedules_schedule_edit",
+    "schedules_schedule_run",
+    "schedules_schedule_enable",
+    "schedules_schedule_disable",
+    "schedules_schedule_delete_view",
+)
+ROUTE_OPERATIONS = (
+    "routes_route_get",
+    "routes_route_edit",
+    "routes_route_coalesce",
+    "routes_route_enable",
+    "routes_route_disable",
+    "routes_route_delete_view",
+)
+SUBSCRIPTION_OPERATIONS = (
+    "subscriptions_subscription_get",
+    "subscriptions_subscription_edit",
+    "subscriptions_subscription_coalesce",
+    "subscriptions_subscription_enable",
+    "subscriptions_subscription_disable",
+    "subscriptions_subscription_delete_view",
+)
+
 
 def _to(operations: tuple[str, ...], parameter: str, expression: str) -> dict[str, dict[str, Any]]:
     return {
@@ -47,17 +72,7 @@ LINKS: dict[tuple[str, str], dict[str, dict[str, Any]]] = {
     (P + "instances_instance_list", "200"): _instances("$response.body#/items/0/id"),
     (P + "schedules_schedule_run", "201"): _instances("$response.body#/instance_id"),
     (P + "operations_event_publish_view", "202"): _instances("$response.body#/started/0"),
-    (P + "schedules_schedule_list", "200"): _to(
-        (
-            "schedules_schedule_get",
-            "schedules_schedule_edit",
-            "schedules_schedule_run",
-            "schedules_schedule_enable",
-            "schedules_schedule_disable",
-        ),
-        "name",
-        "$response.body#/0/name",
-    ),
+    (P + "schedules_schedule_list", "200"): _to(SCHEDULE_OPERATIONS, "name", "$response.body#/0/name"),
     (P + "workflows_workflow_list", "200"): _to(
         ("workflows_workflow_get", "workflows_version_list"), "name", "$response.body#/0/name"
     ),
@@ -86,19 +101,28 @@ LINKS: dict[tuple[str, str], dict[str, dict[str, Any]]] = {
     (P + "bulk_bulk_preview", "201"): _to(
         ("bulk_bulk_confirm", "bulk_bulk_get"), "batch_id", "$response.body#/batch"
     ),
-    (P + "triggers_route_list", "200"): {
-        **_to(("triggers_route_get", "triggers_route_coalesce"), "name", "$response.body#/0/name"),
+    (P + "routes_route_list", "200"): {
+        **_to(ROUTE_OPERATIONS, "name", "$response.body#/0/name"),
         **_to(("alerts_route_callback_set",), "route", "$response.body#/0/name"),
     },
-    (P + "triggers_subscription_list", "200"): _to(
-        ("triggers_subscription_get", "triggers_subscription_coalesce"),
-        "sub_id",
-        "$response.body#/0/id",
+    (P + "routes_route_create_view", "201"): _to(ROUTE_OPERATIONS, "name", "$response.body#/name"),
+    (P + "schedules_schedule_create_view", "201"): _to(SCHEDULE_OPERATIONS, "name", "$response.body#/name"),
+    (P + "subscriptions_subscription_list", "200"): _to(
+        SUBSCRIPTION_OPERATIONS, "sub_id", "$response.body#/0/id"
     ),
-    (P + "triggers_credential_list", "200"): {
+    (P + "subscriptions_subscription_create_view", "201"): _to(
+        SUBSCRIPTION_OPERATIONS, "sub_id", "$response.body#/id"
+    ),
+    (P + "credentials_credential_list", "200"): {
         "credential_rotate": {
-            "operationId": P + "triggers_credential_rotate",
+            "operationId": P + "credentials_credential_rotate",
             "parameters": {"tenant": "$response.body#/0/tenant", "name": "$response.body#/0/name"},
+        }
+    },
+    (P + "credentials_credential_create", "201"): {
+        "credential_rotate": {
+            "operationId": P + "credentials_credential_rotate",
+            "parameters": {"tenant": "$response.body#/tenant", "name": "$response.body#/name"},
         }
     },
 }

@@ -41,6 +41,10 @@ _SOLID_CHAR = "[^\\x00" + SPACES_CLASS + "]"
 SPACES_RUN = f"[{SPACES_CLASS}]*"
 # Text with at least one character `strip()` keeps: a name or a reason that is not blank.
 NONBLANK_PATTERN = f"^(?:{_TEXT_CHAR}+|){_SOLID_CHAR}(?:{_TEXT_CHAR}+|)$"
+# Text that `strip()` leaves as it is and not empty: a name that neither starts nor ends with a space.
+TRIMMED_PATTERN = f"^{_SOLID_CHAR}(?:(?:{_TEXT_CHAR}+|){_SOLID_CHAR})?$"
+# The same, or empty.
+TRIMMED_OR_EMPTY_PATTERN = f"^(?:{_SOLID_CHAR}(?:(?:{_TEXT_CHAR}+|){_SOLID_CHAR})?)?$"
 KEY_SCHEMA = {"type": "string", "maxLength": LIMITS.key_chars, "pattern": TEXT_PATTERN}
 LARGEST = 10**LIMITS.number_digits - 1
 JSON_VALUE = "#/components/schemas/JsonValue"

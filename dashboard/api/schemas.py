@@ -51,6 +51,8 @@ class ErrorBody(Schema):
     code: str
     message: str
     details: list[dict[str, Any]] | None = None
+    fields: dict[str, str] | None = Field(None, description="Each invalid field by name with what is wrong "
+                                           "(`__all__`: the request as a whole), all of them at once")
 
 
 class ErrorOut(Schema):

@@ -12,6 +12,17 @@ lists and shows; acting needs an operator's). It imports nothing of Django.
                       [--rate 5] [--yes]
     runledger dead-letters [--state open] [--workflow W] [--tenant T] [--limit N]
     runledger discard DEAD_LETTER_ID --reason R [--expected-version V]
+    runledger schedules list | show NAME | create NAME --tenant T --workflow W --cron EXPR [...]
+                        | edit NAME [--cron EXPR ...] | run NAME | enable NAME | disable NAME | delete NAME [--yes]
+    runledger routes list | show NAME | create NAME --tenant T --workflow W [...] | edit NAME [...]
+                     | enable NAME | disable NAME | delete NAME [--yes]
+    runledger subscriptions list | show ID | create --tenant T --pattern GLOB --workflow W [--filters JSON]
+                            | edit ID [...] | enable ID | disable ID | delete ID [--yes]
+    runledger credentials list | create --tenant T [--name N] | rotate TENANT NAME --reason R
+                          [--overlap SECONDS] [--yes]
+
+The trigger commands send what they are given to the API, whose check is the console's: every
+wrong field is printed at once, by its name (the flag with '_' for '-'), and nothing changes.
 
 A retry of an instance whose step failed for good (NonRetryableError) asks first (--yes skips
 the question) and points to a replay with edited params; `dead-letters` and a redrive's preview

@@ -9,11 +9,12 @@ import requests
 
 
 class ApiRefused(Exception):
-    """The API answered with an error."""
+    """The API answered with an error; `fields` names each wrong field of the request, if it said."""
 
-    def __init__(self, status: int, code: str, message: str) -> None:
+    def __init__(self, status: int, code: str, message: str, fields: dict[str, str] | None = None) -> None:
         super().__init__(f"{message} ({code}, HTTP {status})")
         self.status, self.code, self.message = status, code, message
+        self.fields = fields or {}
 
 
 class Client:
@@ -34,7 +35,9 @@ class Client:
         if answer.status_code >= 400:
             try:
                 error = answer.json()["error"]
-                raise ApiRefused(answer.status_code, str(error["code"]), str(error["message"]))
+                fields = error.get("fields") if isinstance(error.get("fields"), dict) else None
+                raise ApiRefused(answer.status_code, str(error["code"]), str(error["message"]),
+                                 {str(k): str(v) for k, v in (fields or {}).items()})
             except (ValueError, KeyError, TypeError):
                 raise ApiRefused(answer.status_code, "http_error", answer.text[:200]) from None
         return answer.json() if answer.content else None
@@ -44,3 +47,9 @@ class Client:
 
     def post(self, path: str, body: dict[str, Any]) -> Any:
         return self.call("POST", path, body=body)
+
+    def patch(self, path: str, body: dict[str, Any]) -> Any:
+        return self.call("PATCH", path, body=body)
+
+    def delete(self, path: str) -> Any:
+        return self.call("DELETE", path)

@@ -15,7 +15,9 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from dashboard.cli import credentials, triggers
 from dashboard.cli.client import ApiRefused, Client
+from dashboard.cli.usage import UsageError, confirmed, json_object
 
 FINISHED = {"complete", "errored", "terminated", "completed_with_errors"}
 STATUS_STYLE = {"complete": "green", "errored": "red", "terminated": "dim", "running": "cyan",
@@ -98,18 +100,8 @@ def cmd_tail(api: Client, out: Console, a: argparse.Namespace) -> int:
     return 0 if detail["status"] == "complete" else 4
 
 
-def _json_object(raw: str, *, flag: str) -> dict[str, Any]:
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{flag} is not valid JSON ({exc.msg}); give an object such as '{{\"a\": 1}}'") from None
-    if not isinstance(value, dict):
-        raise UsageError(f"{flag} must be a JSON object such as '{{\"a\": 1}}'; nothing was started")
-    return value
-
-
 def cmd_start(api: Client, out: Console, a: argparse.Namespace) -> int:
-    body: dict[str, Any] = {"workflow": a.workflow, "params": _json_object(a.params, flag="--params"),
+    body: dict[str, Any] = {"workflow": a.workflow, "params": json_object(a.params, flag="--params"),
                             "priority": a.priority}
     if a.id:
         body["id"] = a.id
@@ -118,10 +110,6 @@ def cmd_start(api: Client, out: Console, a: argparse.Namespace) -> int:
     new = api.post("/instances", body)
     out.print(f"started {new['id']} ({new['workflow']}, tenant {new['tenant']}, {_styled(new['status'])})")
     return 0
-
-
-def _confirmed(a: argparse.Namespace, question: str) -> bool:
-    return bool(a.yes) or (sys.stdin.isatty() and input(question).strip().lower() == "y")
 
 
 def _replay_hint(instance_id: str) -> str:
@@ -139,8 +127,7 @@ def cmd_retry(api: Client, out: Console, a: argparse.Namespace) -> int:
         out.print(f"[yellow]non-retryable[/]: step {failed.get('name', '?')} of {a.instance_id} failed with "
                   f"{error}, which is not retried; a retry runs it on the same input and fails the same way. "
                   + _replay_hint(a.instance_id))
-        if not _confirmed(a, "retry anyway? [y/N] "):
-            out.print("nothing was done (retry anyway with --yes)")
+        if not confirmed(out, "retry anyway?", yes=a.yes):
             return 0
     api.post(f"/instances/{_id(a.instance_id)}/retry", {"reason": a.reason, "expected_version": detail["version"]})
     out.print(f"retried {a.instance_id} from its failed step")
@@ -211,17 +198,12 @@ def cmd_redrive(api: Client, out: Console, a: argparse.Namespace) -> int:
                   "--params '{...}' --reason '...')")
     if not preview["count"]:
         return 0
-    if not _confirmed(a, "redrive exactly these? [y/N] "):
-        out.print("nothing was done (confirm with --yes)")
+    if not confirmed(out, "redrive exactly these?", yes=a.yes):
         return 0
     done = api.post("/dead-letters/redrive", {**selection, "token": preview["token"],
                                               "rate_per_second": a.rate, "reason": a.reason})
     out.print(f"redriven: {done['redriven']} at most {a.rate:g} per second")
     return 0
-
-
-class UsageError(Exception):
-    """The command line is wrong."""
 
 
 COMMANDS: dict[str, Callable[[Client, Console, argparse.Namespace], int]] = {
@@ -230,8 +212,23 @@ COMMANDS: dict[str, Callable[[Client, Console, argparse.Namespace], int]] = {
 }
 
 
+EXAMPLES = """examples:
+  runledger schedules create nightly-sync --tenant acme --workflow gong-ingest --cron '0 3 * * *' \\
+      --timezone Europe/Paris --params '{"account": "acme"}'
+  runledger routes create orders --tenant acme --workflow url-classify --rate-limit-per-minute 600
+  runledger routes disable orders
+  runledger subscriptions create --tenant acme --pattern 'user.*' --workflow url-classify
+  runledger credentials create --tenant acme --name shop
+  runledger credentials rotate acme shop --reason "yearly rotation" --overlap 3600
+
+Each group has --help (runledger routes create --help). A refused request prints every wrong
+field at once and changes nothing."""
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="runledger", description="Operate Runledger over its REST API.")
+    p = argparse.ArgumentParser(
+        prog="runledger", description="Operate Runledger over its REST API.",
+        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXAMPLES)
     p.add_argument("--url", default=os.environ.get("RUNLEDGER_URL", "http://127.0.0.1:8000"),
                    help="the dashboard's base URL (default $RUNLEDGER_URL or http://127.0.0.1:8000)")
     p.add_argument("--token", default=os.environ.get("RUNLEDGER_TOKEN", ""),
@@ -283,6 +280,8 @@ def parser() -> argparse.ArgumentParser:
     discard.add_argument("dead_letter_id", type=int)
     discard.add_argument("--reason", required=True)
     discard.add_argument("--expected-version", help="refuse if the letter moved past this version (its `version`)")
+    triggers.add_parsers(sub)
+    credentials.add_parsers(sub)
     return p
 
 
@@ -298,10 +297,13 @@ def main(argv: Sequence[str] | None = None, *, console: Console | None = None) -
     if not args.token:
         out.print(f"[red]no API token[/]: pass --token or set RUNLEDGER_TOKEN. {where_tokens(args.url)}")
         return 2
+    command = getattr(args, "run", None) or COMMANDS[args.command]
     try:
-        return COMMANDS[args.command](Client(url=args.url, token=args.token), out, args)
+        return command(Client(url=args.url, token=args.token), out, args)
     except ApiRefused as exc:
         out.print(f"[red]refused[/]: {exc.message} [dim]({exc.code}, HTTP {exc.status})[/]")
+        for field, problem in exc.fields.items():
+            out.print(f"  [bold]{field}[/]: {problem}")
         if exc.status == 401:
             out.print(f"The token was not accepted (unknown, expired or revoked). {where_tokens(args.url)}")
         return 1

@@ -55,6 +55,10 @@ class RouteRow:
     rate_limit_per_minute: int | None
     deliveries: list[Delivery]
     windows: list[Window]
+    sync_default: bool
+    wait_seconds: float
+    idempotency_ttl_seconds: int
+    priority: int
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,11 @@ class Credential:
     token_prefix: str
     enabled: bool
     created_at: datetime
+    rate_limit_per_minute: int | None
+    rotated_at: datetime | None
+    # The pair the last rotation replaced, while it still works (its overlap): its prefix and end.
+    previous_token_prefix: str | None
+    previous_valid_until: datetime | None
 
 
 def windows_open(*, source: str, now: datetime) -> list[Window]:
@@ -103,7 +112,8 @@ def _route_row(route: Route, *, now: datetime, limit: int) -> RouteRow:
     return RouteRow(route.name, route.workflow, route.tenant, route.enabled, route.description,
                     route.coalesce or {}, route.rate_limit_per_minute,
                     route_deliveries(route=route, limit=limit),
-                    windows_open(source=f"route:{route.name}", now=now))
+                    windows_open(source=f"route:{route.name}", now=now),
+                    route.sync_default, route.wait_seconds, route.idempotency_ttl_seconds, route.priority)
 
 
 def route_rows(*, tenants: list[str], now: datetime, limit: int = 5) -> list[RouteRow]:
@@ -162,8 +172,22 @@ def subscription_page_get(*, subscription_id: int, tenants: list[str], see_globa
     return None if sub is None else _sub_row(sub, tenants=tenants, now=now, limit=limit)
 
 
-def credentials(*, tenants: list[str]) -> list[Credential]:
-    # Never the secret column: it is not even decrypted for this page.
+def _credential(row: tuple[Any, ...], now: datetime) -> Credential:
+    tenant, name, prefix, enabled, created_at, rate, rotated_at, previous_prefix, until = row
+    live = until is not None and until > now
+    return Credential(tenant, name, prefix, enabled, created_at, rate, rotated_at,
+                      previous_prefix if live else None, until if live else None)
+
+
+def credentials(*, tenants: list[str], now: datetime) -> list[Credential]:
+    # Never a secret column: they are not even decrypted for this page.
     rows = (IngressSecret.objects.filter(tenant__in=tenants).order_by("tenant", "name")
-            .values_list("tenant", "name", "token_prefix", "enabled", "created_at"))
-    return [Credential(*row) for row in rows]
+            .values_list("tenant", "name", "token_prefix", "enabled", "created_at", "rate_limit_per_minute",
+                         "rotated_at", "previous_token_prefix", "previous_valid_until"))
+    return [_credential(row, now) for row in rows]
+
+
+def credential_get(*, tenant: str, name: str, tenants: list[str], now: datetime) -> Credential | None:
+    if tenant not in tenants:
+        return None
+    return next((c for c in credentials(tenants=[tenant], now=now) if c.name == name), None)

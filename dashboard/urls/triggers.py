@@ -1,10 +1,11 @@
-"""Trigger pages: cron schedules, HTTP routes, event subscriptions, and the workers page."""
+"""Trigger pages: cron schedules, HTTP routes, event subscriptions, ingress credentials, and the
+workers page."""
 
 from __future__ import annotations
 
 from django.urls import path
 
-from dashboard.views import routes, schedules, workers
+from dashboard.views import credentials, routes, schedules, subscriptions, workers
 
 app_name = "triggers"
 
@@ -27,12 +28,32 @@ urlpatterns += [
     path("routes/new/create/", routes.route_create_view, name="route_create"),
     path("routes/<slug:name>/", routes.route_detail, name="route"),
     path("routes/<slug:name>/save/", routes.route_save, name="route_save"),
+    path("routes/<slug:name>/enable/", routes.route_enable, name="route_enable"),
+    path("routes/<slug:name>/disable/", routes.route_disable, name="route_disable"),
     path("routes/<slug:name>/delete/", routes.route_delete_confirm, name="route_delete_confirm"),
     path("routes/<slug:name>/delete/run/", routes.route_delete_view, name="route_delete"),
     path("routes/<slug:name>/coalesce/", routes.route_coalesce, name="route_coalesce"),
-    path("subscriptions/<int:sub_id>/", routes.subscription_detail, name="subscription"),
-    path("subscriptions/<int:sub_id>/coalesce/", routes.subscription_coalesce, name="subscription_coalesce"),
-    path("credentials/<str:tenant>/<str:name>/rotate/", routes.credential_rotate, name="credential_rotate"),
+]
+
+urlpatterns += [
+    path("subscriptions/new/", subscriptions.subscription_new, name="subscription_new"),
+    path("subscriptions/new/create/", subscriptions.subscription_create_view, name="subscription_create"),
+    path("subscriptions/<int:sub_id>/", subscriptions.subscription_detail, name="subscription"),
+    path("subscriptions/<int:sub_id>/save/", subscriptions.subscription_save, name="subscription_save"),
+    path("subscriptions/<int:sub_id>/enable/", subscriptions.subscription_enable, name="subscription_enable"),
+    path("subscriptions/<int:sub_id>/disable/", subscriptions.subscription_disable, name="subscription_disable"),
+    path("subscriptions/<int:sub_id>/delete/", subscriptions.subscription_delete_confirm,
+         name="subscription_delete_confirm"),
+    path("subscriptions/<int:sub_id>/delete/run/", subscriptions.subscription_delete_view, name="subscription_delete"),
+    path("subscriptions/<int:sub_id>/coalesce/", subscriptions.subscription_coalesce, name="subscription_coalesce"),
+]
+
+urlpatterns += [
+    path("credentials/new/", credentials.credential_new, name="credential_new"),
+    path("credentials/new/create/", credentials.credential_create, name="credential_create"),
+    path("credentials/<str:tenant>/<str:name>/rotate/", credentials.credential_rotate_confirm,
+         name="credential_rotate_confirm"),
+    path("credentials/<str:tenant>/<str:name>/rotate/run/", credentials.credential_rotate, name="credential_rotate"),
 ]
 
 urlpatterns += [path("workers/", workers.workers, name="workers")]

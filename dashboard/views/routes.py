@@ -1,18 +1,16 @@
-"""The routes and subscriptions pages: what starts which workflow, recent deliveries, the
-coalesce setting and its open windows, routes created, edited and deleted by operators (every
-wrong field named at once), and the ingress credentials, rotated write-only: the new token and
-secret are in the answer to the rotation and nowhere else, ever."""
+"""The routes page (with the subscriptions and ingress credentials beside them) and a route's own:
+what starts which workflow, recent deliveries, the coalesce setting and its open windows, and
+routes created, edited, enabled, disabled and deleted by operators, every wrong field named at
+once. Subscriptions: views/subscriptions.py; credentials: views/credentials.py."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.contrib import messages
-from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect
 from django.utils import timezone
-from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from dashboard import access
@@ -20,26 +18,19 @@ from dashboard.audit import Audit, Origin, audited
 from dashboard.models import Role
 from dashboard.selectors import routes as sel
 from dashboard.submissions import once
-from dashboard.trigger_forms import CoalesceForm, RouteCreateForm, RouteForm, startable_workflows
+from dashboard.trigger_forms import CoalesceForm, RouteCreateForm, RouteForm, add_refusal
 from dashboard.views.common import HtmxHttpRequest, page, require_act, sees_global, tenants
-from ingest.triggers.errors import InvalidRoute, TriggerError
+from ingest.triggers.errors import TriggerError
+from ingest.triggers.field_checks import startable_workflows
 from ingest.triggers.models import Route
 from ingest.triggers.services import (
-    ingress_secret_rotate,
     route_coalesce_set,
     route_create,
     route_delete,
+    route_set_enabled,
     route_update,
-    subscription_coalesce_set,
 )
 from ingest.triggers.services.routes import EDITABLE
-
-
-def _may_act_subscription(request: HtmxHttpRequest, tenant: str) -> bool:
-    # A subscription for every tenant ("") is a global setting: staff who operate somewhere.
-    if tenant:
-        return access.can_act(request.user, tenant)
-    return sees_global(request) and bool(access.acting_tenants(request.user))
 
 
 @require_GET
@@ -49,7 +40,7 @@ def routes(request: HtmxHttpRequest) -> HttpResponse:
     context = {
         "routes": sel.route_rows(tenants=visible, now=now),
         "subscriptions": sel.subscription_rows(tenants=visible, see_global=sees_global(request), now=now),
-        "credentials": sel.credentials(tenants=visible),
+        "credentials": sel.credentials(tenants=visible, now=now),
         "acting": set(access.acting_tenants(request.user)),
     }
     return page(request, "triggers/routes.html", context)
@@ -81,11 +72,6 @@ def route_detail(request: HtmxHttpRequest, name: str) -> HttpResponse:
     return _route_page(request, row, CoalesceForm(initial={"coalesce": row.coalesce or ""}))
 
 
-def _put_problems(form: RouteForm, exc: TriggerError) -> None:
-    problems = exc.problems if isinstance(exc, InvalidRoute) else {}
-    for field, message in problems.items() or [("__all__", str(exc))]:
-        form.add_error(None if field == "__all__" or field not in form.fields else field, message)
-
 
 @require_POST
 @access.require_role()
@@ -103,7 +89,7 @@ def route_save(request: HtmxHttpRequest, name: str) -> HttpResponse:
                 audit=Audit("route.update", [row.tenant], {"route": name, **fields}),
                 run=lambda: route_update(name=name, **fields))
     except TriggerError as exc:
-        _put_problems(form, exc)
+        add_refusal(form, exc)
         return _route_page(request, row, coalesce, status=400, edit=form)
     messages.success(request, f"Route {name} saved.")
     return redirect("triggers:route", name=name)
@@ -140,7 +126,7 @@ def route_create_view(request: HtmxHttpRequest) -> HttpResponse:
                 audit=Audit("route.create", [tenant], {"route": name, "tenant": tenant, **fields}),
                 run=lambda: route_create(name=name, tenant=tenant, **fields))
     except TriggerError as exc:
-        _put_problems(form, exc)
+        add_refusal(form, exc)
         return _new_page(request, form, status=400)
     messages.success(request, f"Route {name} created: POST /api/routes/{name} with an ingress credential of "
                               f"{tenant} starts {fields['workflow']}.")
@@ -189,63 +175,29 @@ def route_coalesce(request: HtmxHttpRequest, name: str) -> HttpResponse:
     return redirect("triggers:route", name=name)
 
 
-def _subscription(request: HtmxHttpRequest, sub_id: int) -> sel.SubscriptionRow:
-    row = sel.subscription_page_get(subscription_id=sub_id, tenants=tenants(request),
-                                    see_global=sees_global(request), now=timezone.now())
-    if row is None:
-        raise Http404(f"no subscription {sub_id} visible to you")
-    return row
-
-
-def _sub_page(request: HtmxHttpRequest, row: sel.SubscriptionRow, form: CoalesceForm, status: int = 200) -> HttpResponse:
-    context: dict[str, Any] = {"sub": row, "form": form, "can_act": _may_act_subscription(request, row.tenant)}
-    return page(request, "triggers/subscription_detail.html", context, status=status)
-
-
-@require_GET
+@require_POST
 @access.require_role()
-def subscription_detail(request: HtmxHttpRequest, sub_id: int) -> HttpResponse:
-    row = _subscription(request, sub_id)
-    return _sub_page(request, row, CoalesceForm(initial={"coalesce": row.coalesce or ""}))
+@once()
+def route_enable(request: HtmxHttpRequest, name: str) -> HttpResponse:
+    return _set_enabled(request, name, True)
 
 
 @require_POST
 @access.require_role()
 @once()
-def subscription_coalesce(request: HtmxHttpRequest, sub_id: int) -> HttpResponse:
-    row = _subscription(request, sub_id)
-    if not _may_act_subscription(request, row.tenant):
-        raise PermissionDenied("changing this subscription needs the operator role in its tenant")
-    form = CoalesceForm(request.POST)
-    if form.is_valid():
-        setting = form.cleaned_data["coalesce"]
-        try:
-            audited(user=request.user, origin=Origin.of_request(request),
-                    audit=Audit("subscription.coalesce", [row.tenant] if row.tenant else [],
-                                {"subscription": sub_id, "coalesce": setting}),
-                    run=lambda: subscription_coalesce_set(subscription_id=sub_id, coalesce_setting=setting))
-        except TriggerError as exc:
-            form.add_error("coalesce", str(exc))
-    if form.errors:
-        return _sub_page(request, row, form, status=400)
-    messages.success(request, f"Subscription {sub_id}: coalesce {'set' if setting else 'turned off'}.")
-    return redirect("triggers:subscription", sub_id=sub_id)
+def route_disable(request: HtmxHttpRequest, name: str) -> HttpResponse:
+    return _set_enabled(request, name, False)
 
 
-@never_cache
-@require_POST
-@access.require_role()
-@once(repeat_to="triggers:routes")
-def credential_rotate(request: HtmxHttpRequest, tenant: str, name: str) -> HttpResponse:
-    """Rotate and show the new pair once, in this answer (never cached, never redirected to)."""
-    if tenant not in tenants(request):
-        raise Http404(f"no ingress credential {tenant[:100]}/{name[:100]} in your tenants")
-    require_act(request, tenant)
-    try:
-        _, token, secret = audited(user=request.user, origin=Origin.of_request(request),
-                                   audit=Audit("ingress_secret.rotate", [tenant], {"tenant": tenant, "name": name}),
-                                   run=lambda: ingress_secret_rotate(tenant=tenant, name=name))
-    except TriggerError as exc:
-        raise Http404(str(exc)) from None
-    return page(request, "triggers/credential_rotated.html", {"tenant": tenant, "name": name,
-                                                              "token": token, "secret": secret})
+def _set_enabled(request: HtmxHttpRequest, name: str, enabled: bool) -> HttpResponse:
+    row = _route(request, name)
+    require_act(request, row.tenant)
+    action = "enable" if enabled else "disable"
+    audited(user=request.user, origin=Origin.of_request(request),
+            audit=Audit(f"route.{action}", [row.tenant], {"route": name}),
+            run=lambda: route_set_enabled(name=name, enabled=enabled))
+    messages.success(request, f"Route {name} {action}d." + ("" if enabled else
+                              f" POST /api/routes/{name} answers 409 route_disabled until it is enabled."))
+    if request.POST.get("next") == "list":
+        return redirect("triggers:routes")
+    return redirect("triggers:route", name=name)

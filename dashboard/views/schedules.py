@@ -17,9 +17,10 @@ from dashboard.audit import Audit, Origin, audited
 from dashboard.models import Role
 from dashboard.selectors import schedules as sel
 from dashboard.submissions import once
-from dashboard.trigger_forms import ScheduleCreateForm, ScheduleForm, startable_workflows
+from dashboard.trigger_forms import ScheduleCreateForm, ScheduleForm, add_refusal
 from dashboard.views.common import HtmxHttpRequest, page, require_act, tenants
-from ingest.triggers.errors import InvalidCron, InvalidSchedule, InvalidTimezone, TriggerError
+from ingest.triggers.errors import TriggerError
+from ingest.triggers.field_checks import startable_workflows
 from ingest.triggers.selectors import ScheduleRow
 from ingest.triggers.services import (
     schedule_create,
@@ -28,9 +29,6 @@ from ingest.triggers.services import (
     schedule_set_enabled,
     schedule_update,
 )
-
-# A service refusal names one of these fields; the rest land above the form.
-_ERROR_FIELDS: dict[type[TriggerError], str] = {InvalidCron: "cron", InvalidTimezone: "timezone"}
 
 
 def _get(request: HtmxHttpRequest, name: str) -> ScheduleRow:
@@ -73,16 +71,13 @@ def schedule_save(request: HtmxHttpRequest, name: str) -> HttpResponse:
     form = ScheduleForm(request.POST)
     if not form.is_valid():
         return _detail(request, row, form, status=400)
-    fields = form.cleaned_data
+    fields = form.schedule_fields()
     try:
         audited(user=request.user, origin=Origin.of_request(request),
                 audit=Audit("schedule.update", [row.tenant], {"schedule": name, **fields}),
-                run=lambda: schedule_update(name=name, now=timezone.now(), cron_expression=fields["cron"],
-                                            timezone=fields["timezone"], params=fields["params"],
-                                            missed_fire_policy=fields["missed_fire_policy"],
-                                            catch_up_limit=fields["catch_up_limit"]))
+                run=lambda: schedule_update(name=name, now=timezone.now(), **fields))
     except TriggerError as exc:
-        form.add_error(_ERROR_FIELDS.get(type(exc)), str(exc))
+        add_refusal(form, exc)
         return _detail(request, row, form, status=400)
     messages.success(request, f"Schedule {name} saved.")
     return redirect("triggers:schedule", name=name)
@@ -162,8 +157,7 @@ def schedule_create_view(request: HtmxHttpRequest) -> HttpResponse:
                     timezone=f["timezone"], params=f["params"], tenant=f["tenant"], enabled=f["enabled"],
                     missed_fire_policy=f["missed_fire_policy"], catch_up_limit=f["catch_up_limit"]))
     except TriggerError as exc:
-        field = _ERROR_FIELDS.get(type(exc)) or ("name" if isinstance(exc, InvalidSchedule) else None)
-        form.add_error(field, str(exc))
+        add_refusal(form, exc)
         return _new_page(request, form, status=400)
     messages.success(request, f"Schedule {f['name']} created.")
     return redirect("triggers:schedule", name=f["name"])

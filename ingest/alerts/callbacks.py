@@ -76,7 +76,8 @@ def callback_register(*, instance_id: str, tenant: str, url: str, source: str = 
         raise InvalidCallback(f"source {source!r} is unknown")
     if tenant_signing_secret(tenant) is None:
         raise CallbackConflict(f"tenant {tenant!r} has no enabled ingress secret to sign callbacks with; "
-                              "create one (ingress_secret_create) and verify callbacks with its HMAC secret")
+                              "an operator makes one with New credential on the console's routes page (/routes/) "
+                              "or POST /api/ingress-credentials; verify callbacks with its HMAC secret")
     try:
         with transaction.atomic():
             callback, _ = Callback.objects.update_or_create(

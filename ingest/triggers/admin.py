@@ -45,8 +45,11 @@ class IngressSecretAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_filter = ("enabled", "tenant")
     # Secrets are minted with `ingress_secret_create` (it shows the token once); not typed in here.
     # The HMAC secret is encrypted at rest and shown masked, never in clear.
-    fields = ("tenant", "name", "token_hash", "token_prefix", "hmac_secret_masked", "enabled", "rate_limit_per_minute")
-    readonly_fields = ("token_hash", "token_prefix", "hmac_secret_masked")
+    # A rotation's previous pair shows its prefix and end only; its secret is not shown at all.
+    fields = ("tenant", "name", "token_hash", "token_prefix", "hmac_secret_masked", "enabled", "rate_limit_per_minute",
+              "rotated_at", "previous_token_prefix", "previous_valid_until")
+    readonly_fields = ("token_hash", "token_prefix", "hmac_secret_masked", "rotated_at", "previous_token_prefix",
+                       "previous_valid_until")
 
     @admin.display(description="HMAC secret")
     def hmac_secret_masked(self, obj: IngressSecret) -> str:

@@ -195,11 +195,29 @@ class InvalidTimezone(TriggerError):
     code = "invalid_timezone"
 
 
-class InvalidSchedule(TriggerError):
-    """The schedule is invalid."""
+class InvalidFields(TriggerError):
+    """Some fields are invalid; `problems` names each one with what is wrong (`__all__`: the
+    whole), so a form or an API answer shows every wrong field at once."""
 
     status = 400
+    code = "invalid_fields"
+
+    def __init__(self, message: str | None = None, *, problems: dict[str, str] | None = None) -> None:
+        self.problems = problems or {}
+        super().__init__(message or ("; ".join(f"{k}: {v}" for k, v in self.problems.items()) or None))
+
+
+class InvalidSchedule(InvalidFields):
+    """The schedule is invalid."""
+
     code = "invalid_schedule"
+
+
+class ScheduleExists(InvalidFields):
+    """A schedule already has that name."""
+
+    status = 409
+    code = "schedule_exists"
 
 
 class ScheduleNotFound(TriggerError):
@@ -258,12 +276,33 @@ class ApiTokenNotFound(TriggerError):
     code = "api_token_not_found"
 
 
-class InvalidRoute(TriggerError):
+class InvalidRoute(InvalidFields):
     """The route's settings are invalid."""
 
-    status = 400
     code = "invalid_route"
 
-    def __init__(self, message: str | None = None, *, problems: dict[str, str] | None = None) -> None:
-        self.problems = problems or {}
-        super().__init__(message or ("; ".join(f"{k}: {v}" for k, v in self.problems.items()) or None))
+
+class RouteExists(InvalidFields):
+    """A route already has that name."""
+
+    status = 409
+    code = "route_exists"
+
+
+class InvalidSubscription(InvalidFields):
+    """The subscription's settings are invalid."""
+
+    code = "invalid_subscription"
+
+
+class InvalidIngressSecret(InvalidFields):
+    """The ingress credential's settings, or the rotation's, are invalid."""
+
+    code = "invalid_ingress_secret"
+
+
+class IngressSecretExists(InvalidFields):
+    """The tenant already has an ingress credential of that name."""
+
+    status = 409
+    code = "ingress_secret_exists"

@@ -50,9 +50,11 @@ class Route(models.Model):
 class IngressSecret(models.Model):
     """A tenant's ingress credentials: the bearer token and the HMAC secret that signs bodies.
 
-    A tenant may hold several (rotation): a request is accepted by any enabled one whose token
-    matches. The token is stored as its SHA-256 (it is only compared); the HMAC secret is needed
-    as is to verify a signature, so it is stored encrypted (ingest.engine.secrets).
+    A tenant may hold several: a request is accepted by any enabled one whose token matches. The
+    token is stored as its SHA-256 (it is only compared); the HMAC secret is needed as is to verify
+    a signature, so it is stored encrypted (ingest.engine.secrets). A rotation keeps the pair it
+    replaced in the `previous_*` columns, accepted until `previous_valid_until` (the overlap the
+    operator chose; none: the columns are empty), so callers can move to the new pair meanwhile.
     """
 
     tenant = models.CharField(max_length=100)
@@ -65,6 +67,11 @@ class IngressSecret(models.Model):
         null=True, blank=True, help_text="Requests per minute for the tenant across its routes."
     )
     created_at = models.DateTimeField(auto_now_add=True)
+    rotated_at = models.DateTimeField(null=True, blank=True)
+    previous_token_hash = models.CharField(max_length=64, unique=True, null=True, blank=True)
+    previous_token_prefix = models.CharField(max_length=16, blank=True, default="")
+    previous_hmac_secret = EncryptedTextField(null=True, blank=True)
+    previous_valid_until = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [

@@ -20,6 +20,7 @@ from ingest.triggers import selectors, sql
 from ingest.triggers.services import (
     coalesce_windows_sweep,
     idempotency_keys_purge,
+    ingress_secrets_expire,
     schedule_fire_due,
 )
 
@@ -70,6 +71,7 @@ class Scheduler(Periodic):
             fired.extend(schedule_fire_due(schedule_id=schedule_id, now=now))
         if self._purged_at is None or now - self._purged_at >= PURGE_EVERY:
             idempotency_keys_purge(now=now)
+            ingress_secrets_expire(now=now)
             coalesce_windows_sweep(now=now)
             for work in list(_UPKEEP):
                 try:

@@ -95,22 +95,24 @@ class Found:
 
 
 def route_with_secret(*, name: str, token_hash: str) -> Found | None:
-    """The route `name` and the enabled ingress secret of its tenant whose token hashes to
+    """The route `name` and the enabled ingress secret of its tenant whose token, or whose
+    previous token (a rotation's overlap; the caller checks it has not ended), hashes to
     `token_hash` (None when there is none), in one round trip; None when no route has the name."""
     route_cols, route_names, _ = _columns(Route, "r")
     secret_cols, _, _ = _columns(IngressSecret, "s")
-    table = f"{Route._meta.db_table} r LEFT JOIN {IngressSecret._meta.db_table} s ON s.token_hash = %s"
+    table = (f"{Route._meta.db_table} r LEFT JOIN {IngressSecret._meta.db_table} s"
+             " ON (s.token_hash = %s OR s.previous_token_hash = %s)")
     where = " AND s.tenant = r.tenant AND s.enabled WHERE r.name = %s"
     if connection.vendor == "postgresql":
         # md5 of each row's text: what the creating statement compares (_GUARD).
         row = prepared_row(f"SELECT {route_cols}, {secret_cols}, md5(r::text), md5(s::text) FROM {table}{where}",
-                           [token_hash, name])  # planned once per connection
+                           [token_hash, token_hash, name])  # planned once per connection
         if row is None:
             return None
         row, digests = row[:-2], row[-2:]
     else:
         with connection.cursor() as cursor:
-            cursor.execute(f"SELECT {route_cols}, {secret_cols} FROM {table}{where}", [token_hash, name])
+            cursor.execute(f"SELECT {route_cols}, {secret_cols} FROM {table}{where}", [token_hash, token_hash, name])
             row, digests = cursor.fetchone(), (None, None)
     if row is None:
         return None

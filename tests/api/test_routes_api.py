@@ -60,7 +60,7 @@ def test_coalesce_is_validated_and_a_refusal_changes_nothing(operator: ApiClient
 
 
 def test_rotation_answers_the_new_pair_once_and_lists_only_prefixes(operator: ApiClient, acme: dict[str, Any]) -> None:
-    rotated = operator.post("/api/ingress-credentials/acme/default/rotate")
+    rotated = operator.post("/api/ingress-credentials/acme/default/rotate", {"reason": "leaked", "overlap_seconds": 0})
     assert rotated.status_code == 200 and rotated["Cache-Control"] == "no-store"
     pair = rotated.json()
     listed = operator.get("/api/ingress-credentials")
@@ -72,14 +72,14 @@ def test_rotation_answers_the_new_pair_once_and_lists_only_prefixes(operator: Ap
 
 def test_viewer_and_stranger_get_json_errors_and_change_nothing(
         viewer: ApiClient, stranger: ApiClient, acme: dict[str, Any]) -> None:
-    forbidden = viewer.post("/api/ingress-credentials/acme/default/rotate")
+    forbidden = viewer.post("/api/ingress-credentials/acme/default/rotate", {"reason": "x"})
     assert forbidden.status_code == 403 and forbidden.json()["error"]["code"] == "forbidden"
     assert viewer.put("/api/routes/orders/coalesce", {"coalesce": None}).status_code == 403
     assert viewer.get("/api/routes").json()[0]["name"] == "orders"
     hidden = stranger.get("/api/routes/orders/detail")
     assert hidden.status_code == 404 and hidden.json()["error"]["code"] == "route_not_found"
     assert stranger.get("/api/routes").json() == [] and stranger.get("/api/subscriptions").json() == []
-    assert stranger.post("/api/ingress-credentials/acme/default/rotate").status_code == 404
+    assert stranger.post("/api/ingress-credentials/acme/default/rotate", {"reason": "x"}).status_code == 404
     assert not AuditEntry.objects.exists()
     assert signed_post(Client(), "orders", {}, token=acme["token"], secret=acme["secret"]).status_code in (201, 202)
 

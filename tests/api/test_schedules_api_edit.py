@@ -37,11 +37,13 @@ def test_an_operator_sets_seed_001s_last_weekday_cron(operator: ApiClient, night
 
 
 @pytest.mark.parametrize("body, status, code", [
-    ({"cron": "61 * * * *"}, 400, "invalid_cron"),
-    ({"timezone": "Mars/Olympus"}, 400, "invalid_timezone"),
+    ({"cron": "61 * * * *"}, 400, "invalid_schedule"),
+    ({"timezone": "Mars/Olympus"}, 400, "invalid_schedule"),
     ({"missed_fire_policy": "later"}, 400, "invalid_schedule"),
     ({"params": {"_schedule": 1}}, 400, "invalid_schedule"),
-    ({"catch_up_limit": 0}, 422, None),
+    ({"catch_up_limit": 0}, 400, "invalid_schedule"),
+    ({"catch_up_limit": "3"}, 400, "invalid_schedule"),
+    ({"cron": "0 4 * * *", "surprise": 1}, 422, None),
     ({}, 400, "nothing_to_change"),
 ])
 def test_a_bad_edit_is_a_json_error_that_changes_no_row(operator: ApiClient, nightly: Schedule,
@@ -51,6 +53,8 @@ def test_a_bad_edit_is_a_json_error_that_changes_no_row(operator: ApiClient, nig
     assert answer.status_code == status and "message" in answer.json()["error"]
     if code:
         assert answer.json()["error"]["code"] == code
+    if code == "invalid_schedule":  # the wrong field is named by its name
+        assert set(answer.json()["error"]["fields"]) == set(body)
     assert Schedule.objects.filter(name="nightly").values().get() == before and not AuditEntry.objects.exists()
 
 

@@ -101,3 +101,25 @@ def test_a_viewer_and_a_stranger_can_neither_create_edit_nor_delete(viewer: Clie
     assert stranger.post("/routes/orders/save/", _settings()).status_code == 404
     assert stranger.post("/routes/orders/delete/run/").status_code == 404
     assert list(Route.objects.values()) == [before] and not AuditEntry.objects.exists()
+
+
+def test_enable_and_disable_from_the_list_and_the_page_take_effect_on_the_next_request(operator: Client) -> None:
+    route_upsert(name="orders", workflow="test-echo", tenant="acme")
+    _, token, secret = ingress_secret_create(tenant="acme")
+    assert 'action="/routes/orders/disable/"' in operator.get("/routes/").content.decode()
+    listed = operator.post("/routes/orders/disable/", {"next": "list"})
+    assert listed.status_code == 302 and listed["Location"] == "/routes/"
+    assert signed_post(Client(), "orders", {"n": 1}, token=token, secret=secret).status_code == 409
+    assert 'action="/routes/orders/enable/"' in operator.get("/routes/orders/").content.decode()
+    again = operator.post("/routes/orders/enable/")
+    assert again.status_code == 302 and again["Location"] == "/routes/orders/"
+    assert signed_post(Client(), "orders", {"n": 2}, token=token, secret=secret).status_code == 202
+    assert list(AuditEntry.objects.order_by("id").values_list("action", flat=True)) == ["route.disable", "route.enable"]
+
+
+def test_a_viewer_and_a_stranger_cannot_switch_a_route(viewer: Client, stranger: Client, users: Any) -> None:
+    route_upsert(name="orders", workflow="test-echo", tenant="acme")
+    assert "/routes/orders/disable/" not in viewer.get("/routes/").content.decode()
+    assert viewer.post("/routes/orders/disable/").status_code == 403
+    assert stranger.post("/routes/orders/disable/").status_code == 404
+    assert Route.objects.get().enabled is True and not AuditEntry.objects.exists()

@@ -83,7 +83,7 @@ def test_the_operator_edits_coalesce_and_a_bad_setting_changes_nothing(operator:
 
 
 def test_rotation_shows_the_new_pair_once_and_only_the_new_pair_works(operator: Client, acme: dict[str, Any]) -> None:
-    response = operator.post("/credentials/acme/default/rotate/")
+    response = operator.post("/credentials/acme/default/rotate/run/", {"reason": "leaked", "overlap_seconds": "0"})
     assert response.status_code == 200 and "no-cache" in response["Cache-Control"]
     body = response.content.decode()
     token = body.split('id="new-token" class="secret-once" readonly value="')[1].split('"')[0]
@@ -115,8 +115,9 @@ def test_the_routes_page_never_decrypts_a_secret(operator: Client, acme: dict[st
 
 def test_a_viewer_reads_but_cannot_rotate_or_edit(viewer: Client, acme: dict[str, Any]) -> None:
     listing = viewer.get("/routes/").content.decode()
-    assert "orders" in listing and "Rotate" not in listing
-    assert viewer.post("/credentials/acme/default/rotate/").status_code == 403
+    assert "orders" in listing and "/rotate/" not in listing and "/credentials/new/" not in listing
+    assert viewer.get("/credentials/acme/default/rotate/").status_code == 403
+    assert viewer.post("/credentials/acme/default/rotate/run/", {"reason": "x", "overlap_seconds": "0"}).status_code == 403
     assert viewer.post("/routes/orders/coalesce/", {"coalesce": ""}).status_code == 403
     assert viewer.post(f"/subscriptions/{acme['sub'].pk}/coalesce/", {"coalesce": ""}).status_code == 403
     assert signed_post(Client(), "orders", {}, token=acme["token"], secret=acme["secret"]).status_code in (201, 202)
@@ -128,6 +129,6 @@ def test_a_stranger_sees_none_of_another_tenants_routes(stranger: Client, acme: 
     assert "orders" not in listing and "user.*" not in listing and acme["token"][:10] not in listing
     assert stranger.get("/routes/orders/").status_code == 404
     assert stranger.get(f"/subscriptions/{acme['sub'].pk}/").status_code == 404
-    assert stranger.post("/credentials/acme/default/rotate/").status_code == 404
+    assert stranger.post("/credentials/acme/default/rotate/run/", {"reason": "x", "overlap_seconds": "0"}).status_code == 404
     assert stranger.post("/routes/orders/coalesce/", {"coalesce": ""}).status_code == 404
     assert signed_post(Client(), "orders", {}, token=acme["token"], secret=acme["secret"]).status_code in (201, 202)

@@ -15,7 +15,7 @@ from ingest.engine.clock import clock
 from ingest.engine.models import Instance, Status
 from ingest.engine.worker.turns import run_until_idle
 from ingest.triggers import coalesce
-from ingest.triggers.errors import InvalidCoalesce
+from ingest.triggers.errors import InvalidCoalesce, InvalidSubscription
 from ingest.triggers.models import CoalesceWindow, Route, Subscription
 from ingest.triggers.services import (
     coalesce_windows_sweep,
@@ -75,8 +75,9 @@ def test_the_admin_refuses_a_bad_setting_on_routes_and_subscriptions() -> None:
         Route(name="r", workflow="test-echo", coalesce={"debounce": {}}).full_clean()
     with pytest.raises(ValidationError, match="needs a timeout"):
         Subscription(workflow="test-echo", pattern="a.*", coalesce={"batch": {"max_size": 3}}).full_clean()
-    with pytest.raises(InvalidCoalesce):
+    with pytest.raises(InvalidSubscription, match="between 100 milliseconds and 7 days") as refused:
         subscription_create(workflow="test-echo", pattern="a.*", coalesce={"debounce": {"period": "1 ms"}})
+    assert set(refused.value.problems) == {"coalesce"}
     assert Subscription.objects.count() == 0
 
 

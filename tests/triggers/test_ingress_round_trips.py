@@ -49,9 +49,11 @@ def test_a_keyed_request_starts_its_instance_in_one_statement_once_its_route_is_
 
 
 def _rotate(route: Route) -> None:
+    from django.utils import timezone
+
     from ingest.triggers.services import ingress_secret_rotate
 
-    ingress_secret_rotate(tenant="acme", name="default")
+    ingress_secret_rotate(tenant="acme", name="default", now=timezone.now(), overlap_seconds=0, reason="test")
 
 
 def _new_hmac_secret_only(route: Route) -> None:
@@ -199,10 +201,13 @@ def test_an_expired_key_starts_a_new_instance_and_takes_the_key_over(
 
 def test_a_rotated_secret_stops_working_at_once_and_the_new_one_works(
         client: Client, route: Route, acme_creds: dict[str, str]) -> None:
+    from django.utils import timezone
+
     from ingest.triggers.services import ingress_secret_rotate
 
     assert signed_post(client, "orders", {"order": 7}, **acme_creds, key="k-7").status_code == 202
-    _, token, secret = ingress_secret_rotate(tenant="acme", name="default")
+    _, token, secret = ingress_secret_rotate(tenant="acme", name="default", now=timezone.now(), overlap_seconds=0,
+                                             reason="leaked")
     old = signed_post(client, "orders", {"order": 8}, **acme_creds, key="k-8")
     assert old.status_code == 401
     # The old token with the new HMAC secret is refused too, and the new token with the old secret.

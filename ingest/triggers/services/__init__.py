@@ -6,16 +6,17 @@ Every function is `<entity>_<verb>` with keyword-only arguments.
 from __future__ import annotations
 
 from ingest.triggers.services.coalesce import Coalesced, coalesce_add, coalesce_windows_sweep
-from ingest.triggers.services.events import (
-    event_publish,
-    subscription_coalesce_set,
-    subscription_create,
+from ingest.triggers.services.credentials import (
+    ingress_secret_create,
+    ingress_secret_problems,
+    ingress_secret_rotate,
+    ingress_secrets_expire,
+    rotation_problems,
 )
+from ingest.triggers.services.events import event_publish
 from ingest.triggers.services.ingress import (
     Triggered,
     idempotency_keys_purge,
-    ingress_secret_create,
-    ingress_secret_rotate,
     route_coalesce_set,
     route_trigger,
     route_upsert,
@@ -26,15 +27,30 @@ from ingest.triggers.services.ratelimits import (
     rate_limit_penalize,
     rate_limits_take,
 )
-from ingest.triggers.services.routes import route_create, route_delete, route_problems, route_update
+from ingest.triggers.services.routes import (
+    route_create,
+    route_delete,
+    route_problems,
+    route_set_enabled,
+    route_update,
+)
 from ingest.triggers.services.schedules import (
     schedule_create,
     schedule_delete,
     schedule_fire_due,
     schedule_name_check,
+    schedule_problems,
     schedule_run_now,
     schedule_set_enabled,
     schedule_update,
+)
+from ingest.triggers.services.subscriptions import (
+    subscription_coalesce_set,
+    subscription_create,
+    subscription_delete,
+    subscription_problems,
+    subscription_set_enabled,
+    subscription_update,
 )
 from ingest.triggers.services.tokens import (
     api_token_authenticate,
@@ -55,7 +71,9 @@ __all__ = [
     "event_publish",
     "idempotency_keys_purge",
     "ingress_secret_create",
+    "ingress_secret_problems",
     "ingress_secret_rotate",
+    "ingress_secrets_expire",
     "rate_limit_acquire",
     "rate_limit_configure",
     "rate_limit_penalize",
@@ -64,16 +82,23 @@ __all__ = [
     "route_create",
     "route_delete",
     "route_problems",
+    "route_set_enabled",
     "route_trigger",
     "route_update",
     "route_upsert",
+    "rotation_problems",
     "schedule_create",
     "schedule_delete",
     "schedule_fire_due",
     "schedule_name_check",
+    "schedule_problems",
     "schedule_run_now",
     "schedule_set_enabled",
     "schedule_update",
     "subscription_coalesce_set",
     "subscription_create",
+    "subscription_delete",
+    "subscription_problems",
+    "subscription_set_enabled",
+    "subscription_update",
 ]

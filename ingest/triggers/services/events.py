@@ -15,7 +15,7 @@ from ingest.engine import InstanceAlreadyExists
 from ingest.engine.services import instances as engine_services
 from ingest.triggers import coalesce as coalescing
 from ingest.triggers import patterns
-from ingest.triggers.errors import InvalidEvent, SubscriptionNotFound
+from ingest.triggers.errors import InvalidEvent
 from ingest.triggers.limits import RESERVED_PARAMS
 from ingest.triggers.models import PublishedEvent, Subscription
 from ingest.triggers.services.coalesce import coalesce_add
@@ -27,29 +27,6 @@ class Published:
     started: list[str] = field(default_factory=list)
     delivered: list[str] = field(default_factory=list)
     duplicate: bool = False  # an event with this id was published before: nothing new happened
-
-
-def subscription_create(*, workflow: str, pattern: str, filters: dict[str, Any] | None = None,
-                        tenant: str = "", coalesce: dict[str, Any] | None = None) -> Subscription:
-    if not pattern or len(pattern) > 200:
-        raise InvalidEvent("a subscription pattern is a glob of 1 to 200 characters, e.g. user.*")
-    if filters is not None and not isinstance(filters, dict):
-        raise InvalidEvent('subscription filters are a JSON object such as {"plan": "pro"}')
-    coalescing.parse(coalesce)
-    return Subscription.objects.create(workflow=workflow, pattern=pattern, filters=filters or {},
-                                       tenant=tenant, coalesce=coalesce or {})
-
-
-def subscription_coalesce_set(*, subscription_id: int, coalesce_setting: dict[str, Any] | None) -> Subscription:
-    """Set (or, with None or {}, clear) a subscription's debounce or batch; InvalidCoalesce changes nothing."""
-    config = coalescing.parse(coalesce_setting)
-    with transaction.atomic():
-        sub = Subscription.objects.select_for_update().filter(pk=subscription_id).first()
-        if sub is None:
-            raise SubscriptionNotFound(f"no subscription has id {subscription_id}")
-        sub.coalesce = coalesce_setting if config is not None and coalesce_setting else {}
-        sub.save(update_fields=["coalesce"])
-    return sub
 
 
 def _validate(type: str, data: Any, event_id: str) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import secrets
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,7 +19,6 @@ from ingest.triggers import coalesce, limits, signing
 from ingest.triggers import sql as trigger_sql
 from ingest.triggers.errors import (
     IdempotencyConflict,
-    IngressSecretNotFound,
     InvalidIdempotencyKey,
     InvalidPayload,
     NotAuthenticated,
@@ -34,6 +32,7 @@ from ingest.triggers.errors import (
 from ingest.triggers.models import IdempotencyKey, IngressSecret, Route, SeenSignature
 from ingest.triggers.selectors import Outcome
 from ingest.triggers.services.coalesce import Coalesced, coalesce_add
+from ingest.triggers.services.credentials import credential_secret
 from ingest.triggers.services.ratelimits import rate_limits_take
 
 _KEY = re.compile(r"^[\x21-\x7e]{1,200}$")
@@ -76,34 +75,6 @@ class _Checked:
 # rotated, disabled or deleted credential or route is refused at once, with no expiry window.
 _KEPT: dict[tuple[str, str], _Checked] = {}
 _KEPT_MOST = 1024
-
-
-def ingress_secret_create(
-    *, tenant: str, name: str = "default", rate_limit_per_minute: int | None = None
-) -> tuple[IngressSecret, str, str]:
-    """A tenant's ingress credentials: (row, bearer token, HMAC secret). Shown once; store them."""
-    token = "rli_" + secrets.token_urlsafe(32)
-    hmac_secret = "rls_" + secrets.token_urlsafe(32)
-    row = IngressSecret.objects.create(
-        tenant=tenant, name=name, token_hash=signing.token_hash(token), token_prefix=token[:10],
-        hmac_secret=hmac_secret, rate_limit_per_minute=rate_limit_per_minute,
-    )
-    return row, token, hmac_secret
-
-
-def ingress_secret_rotate(*, tenant: str, name: str) -> tuple[IngressSecret, str, str]:
-    """New bearer token and HMAC secret for a credential, in place: the old pair stops working at
-    once. Returns (row, token, secret); they are shown once and never readable again."""
-    token = "rli_" + secrets.token_urlsafe(32)
-    hmac_secret = "rls_" + secrets.token_urlsafe(32)
-    with transaction.atomic():
-        row = IngressSecret.objects.select_for_update().filter(tenant=tenant, name=name).first()
-        if row is None:
-            raise IngressSecretNotFound(f"tenant {tenant[:100]!r} has no ingress credential named {name[:100]!r}")
-        row.token_hash, row.token_prefix = signing.token_hash(token), token[:10]
-        row.hmac_secret = hmac_secret
-        row.save(update_fields=["token_hash", "token_prefix", "hmac_secret"])
-    return row, token, hmac_secret
 
 
 def route_coalesce_set(*, name: str, coalesce_setting: dict[str, Any] | None) -> Route:
@@ -386,8 +357,9 @@ def route_trigger(
     for attempt in range(3):
         checked = kept if kept is not None and attempt == 0 else _route_and_credential(route, token, token_hash)
         try:
-            triggered = _trigger(checked, token=token, timestamp=timestamp, signature=signature, body=body,
-                                 idempotency_key=idempotency_key, now=now, actor=actor, parsed=parsed, also=also)
+            triggered = _trigger(checked, token_hash=token_hash, timestamp=timestamp, signature=signature,
+                                 body=body, idempotency_key=idempotency_key, now=now, actor=actor, parsed=parsed,
+                                 also=also)
         except _Stale:
             _KEPT.pop((route, token_hash), None)
             continue
@@ -407,11 +379,13 @@ def route_trigger(
                        "retry it")
 
 
-def _trigger(checked: _Checked, *, token: str | None, timestamp: str | None, signature: str | None, body: bytes,
+def _trigger(checked: _Checked, *, token_hash: str, timestamp: str | None, signature: str | None, body: bytes,
              idempotency_key: str | None, now: datetime, actor: str, parsed: Any, also: str | None) -> Triggered:
     found, credential = checked.route, checked.credential
-    signing.verify(secrets=[credential.hmac_secret], timestamp=timestamp, signature=signature,
-                   body=body, now=now)
+    # The pair the token belongs to: the current one, or the one a rotation replaced while its
+    # overlap lasts (checked against `now` here, so a kept credential cannot outlive it).
+    signing.verify(secrets=[credential_secret(credential, token_hash=token_hash, now=now)], timestamp=timestamp,
+                   signature=signature, body=body, now=now)
     if idempotency_key is not None and not _KEY.match(idempotency_key):
         raise InvalidIdempotencyKey(
             f"Idempotency-Key {idempotency_key[:40]!r} is invalid; use 1 to 200 printable ASCII "

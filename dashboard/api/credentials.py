@@ -1,0 +1,90 @@
+"""/api/ingress-credentials: the tenants' ingress credentials by prefix, made and rotated.
+
+A credential's token and HMAC secret are in the answer to the request that made them (create or
+rotate, never cached) and nowhere else, ever: a list shows prefixes, the audit entry records who
+and why, never the pair. A rotation says why and how long the replaced pair keeps working (default
+one hour, 0: it stops at once); the console and the CLI call the same service."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
+from ninja import Router, Schema, Status
+
+from dashboard import access
+from dashboard.api import schemas as s
+from dashboard.api import trigger_schemas as ts
+from dashboard.api.audit import acted
+from dashboard.api.auth import require_act
+from dashboard.api.errors import ApiProblem
+from dashboard.selectors import routes as sel
+from ingest.triggers.services import ingress_secret_create, ingress_secret_rotate
+
+router = Router(tags=["ingress credentials"])
+E: dict[int, Any] = {400: s.ErrorOut, 401: s.ErrorOut, 403: s.ErrorOut, 404: s.ErrorOut, 422: s.ErrorOut}
+
+
+class CredentialOut(Schema):
+    tenant: str
+    name: str
+    token_prefix: str
+    enabled: bool
+    created_at: datetime
+    rate_limit_per_minute: int | None
+    rotated_at: datetime | None
+    previous_token_prefix: str | None
+    previous_valid_until: datetime | None
+
+
+class PairOut(Schema):
+    tenant: str
+    name: str
+    token: str
+    secret: str
+    previous_valid_until: datetime | None = None
+
+
+def _pair(row: Any, token: str, secret: str) -> dict[str, Any]:
+    return {"tenant": row.tenant, "name": row.name, "token": token, "secret": secret,
+            "previous_valid_until": row.previous_valid_until}
+
+
+@router.get("/ingress-credentials", response={200: list[CredentialOut], **E},
+            summary="Ingress credentials: prefixes only, never a token or secret")
+def credential_list(request: HttpRequest) -> list[sel.Credential]:
+    return sel.credentials(tenants=access.tenants_for(request.user), now=timezone.now())
+
+
+@router.post("/ingress-credentials", response={201: PairOut, **E, 409: s.ErrorOut},
+             summary="A new credential: its token and HMAC secret are in this answer only")
+def credential_create(request: HttpRequest, response: HttpResponse, body: ts.CredentialIn) -> Status[dict[str, Any]]:
+    if isinstance(body.tenant, str):
+        require_act(request.user, body.tenant)
+    response["Cache-Control"] = "no-store"
+    row, token, secret = acted(
+        request, action="ingress_secret.create", tenants=[body.tenant] if isinstance(body.tenant, str) else [],
+        selection={"tenant": body.tenant, "name": body.name, "rate_limit_per_minute": body.rate_limit_per_minute},
+        run=lambda: ingress_secret_create(tenant=body.tenant, name=body.name,
+                                          rate_limit_per_minute=body.rate_limit_per_minute))
+    return Status(201, _pair(row, token, secret))
+
+
+@router.post("/ingress-credentials/{tenant}/{name}/rotate", response={200: PairOut, **E},
+             summary="New token and secret, in this answer only; the old pair works for overlap_seconds more")
+def credential_rotate(request: HttpRequest, response: HttpResponse, tenant: str, name: str,
+                      body: ts.RotateIn) -> dict[str, Any]:
+    require_act(request.user, tenant)
+    if sel.credential_get(tenant=tenant, name=name, tenants=[tenant], now=timezone.now()) is None:
+        raise ApiProblem(404, "ingress_secret_not_found", f"tenant {tenant[:100]!r} has no ingress credential "
+                         f"named {name[:100]!r}")
+    response["Cache-Control"] = "no-store"
+    reason = body.reason if isinstance(body.reason, str) else ""
+    row, token, secret = acted(
+        request, action="ingress_secret.rotate", tenants=[tenant], reason=reason,
+        selection={"tenant": tenant, "name": name, "overlap_seconds": body.overlap_seconds},
+        run=lambda: ingress_secret_rotate(tenant=tenant, name=name, now=timezone.now(),
+                                          overlap_seconds=body.overlap_seconds, reason=body.reason))
+    return _pair(row, token, secret)
