@@ -80,6 +80,8 @@ def cmd_tail(api: Client, out: Console, a: argparse.Namespace) -> int:
             history = api.get(f"/instances/{_id(a.instance_id)}/history", after=after, limit=200)
             for line in history["items"]:
                 after = line["id"]
+                if line["kind"] == "step.log":
+                    continue  # a running step's lines were written: `runledger logs --follow` prints them
                 step = f" {line['step_name']}" if line["step_name"] else ""
                 bar.console.print(f"{line['created_at'][11:19]} {line['kind']}{step} {line['status']} "
                                   f"[dim]{line['actor']}[/]".rstrip())

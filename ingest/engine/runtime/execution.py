@@ -238,14 +238,12 @@ class Execution:
         )
         return ctx, now
 
-    def log_capture(self, p: Prepared, ctx: StepContext) -> steplog.Capture | None:
-        """Where the attempt's log lines go (runtime/steplog.py): none for a sensitive step,
+    def log_capture(self, p: Prepared, ctx: StepContext) -> steplog.Capture | steplog.NotKept:
+        """Where the attempt's log lines go (runtime/steplog.py): nowhere for a sensitive step,
         whose lines may hold what it was trusted with."""
         if p.sensitive:
-            return None
-        inst = self.instance
-        return steplog.Capture(instance_id=inst.id, workflow=inst.workflow, tenant=inst.tenant, name=p.name,
-                               seq=p.seq, label=p.label, attempt=ctx.attempt, token=self.store.token)
+            return steplog.NotKept()
+        return steplog.Capture(self.instance, self.store.token, p, ctx.attempt)
 
     def _record_lost_attempt(self, p: Prepared, now: datetime) -> None:
         assert p.rec is not None

@@ -31,7 +31,7 @@ import logging
 import threading
 import time
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
@@ -55,24 +55,42 @@ _FIRST = threading.Lock()
 _current: contextvars.ContextVar[Capture | None] = contextvars.ContextVar("runledger_step_log", default=None)
 
 
+class StepName(Protocol):
+    name: str
+    seq: int
+
+    @property
+    def label(self) -> str: ...
+
+
 class Capture:
-    """One attempt's lines, oldest first, within the bounds; `dropped` counts the lines left out."""
+    """One attempt's lines, oldest first, within the bounds; `dropped` counts the lines left out.
 
-    __slots__ = ("instance_id", "workflow", "tenant", "name", "seq", "label", "attempt", "token", "started",
-                 "lines", "size", "dropped", "closed", "written", "lock", "most_lines", "most_bytes")
+    Bound as the attempt's capture inside `with` (a context manager, not a generator one: it is on
+    every step's path, so it costs four attribute sets and a contextvar set; the state of its lines
+    is made at the first line, most attempts logging none)."""
 
-    def __init__(self, *, instance_id: str, workflow: str, tenant: str, name: str, seq: int, label: str,
-                 attempt: int, token: str) -> None:
-        self.instance_id, self.workflow, self.tenant = instance_id, workflow, tenant
-        self.name, self.seq, self.label, self.attempt, self.token = name, seq, label, attempt, token
+    lines: collections.deque[tuple[float, str, str, str]] | None = None
+    size = 0
+    dropped = 0
+    closed = False
+    written = 0  # lines (dropped ones included) the live writes have covered
+    lock: threading.Lock | None = None
+    most_lines = most_bytes = 0
+    _bound: contextvars.Token[Capture | None] | None = None
+
+    def __init__(self, instance: Instance, token: str, step: StepName, attempt: int) -> None:
+        self.instance, self.token, self.step, self.attempt = instance, token, step, attempt
         self.started = time.monotonic()
-        self.lines: collections.deque[tuple[float, str, str, str]] | None = None  # made at the first line
-        self.size = 0
-        self.dropped = 0
-        self.closed = False
-        self.written = 0  # lines (dropped ones included) the live writes have covered
-        self.lock: threading.Lock | None = None
-        self.most_lines = self.most_bytes = 0
+
+    def __enter__(self) -> Capture:
+        self._bound = _current.set(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.closed = True
+        if self._bound is not None:
+            _current.reset(self._bound)
 
     @property
     def total(self) -> int:
@@ -92,7 +110,7 @@ class Capture:
                     self.most_bytes = max(1, int(getattr(settings, "RUNLEDGER_STEP_LOG_BYTES", DEFAULT_BYTES)))
                     self.lines = collections.deque()
                     _flusher.watch(self)
-        assert self.lock is not None
+        assert self.lock is not None and self.lines is not None
         with self.lock:
             self.lines.append(line)
             self.size += cost
@@ -120,6 +138,23 @@ class Capture:
         return None if kept is None else json.dumps(kept)
 
 
+class NotKept:
+    """A sensitive step's attempt: its lines may hold what it was trusted with, so none is kept."""
+
+    _bound: contextvars.Token[Capture | None] | None = None
+
+    def __enter__(self) -> NotKept:
+        self._bound = _current.set(None)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bound is not None:
+            _current.reset(self._bound)
+
+    def kept(self) -> None:
+        return None
+
+
 def _text(record: logging.LogRecord) -> str:
     try:
         text = record.getMessage()
@@ -128,30 +163,6 @@ def _text(record: logging.LogRecord) -> str:
     if record.exc_info and record.exc_info[1] is not None:
         text += "\n" + logging.Formatter().formatException(record.exc_info)
     return text if len(text) <= MAX_LINE else text[: MAX_LINE - 1] + "…"
-
-
-class capture:  # noqa: N801 - used as a function: `with steplog.capture(...) as logs`
-    """Bind a new Capture for the attempt inside the block (None for a sensitive step: not kept)."""
-
-    __slots__ = ("_capture", "_token")
-
-    def __init__(self, made: Capture | None) -> None:
-        self._capture = made
-        self._token: contextvars.Token[Capture | None] | None = None
-
-    def __enter__(self) -> Capture | None:
-        self._token = _current.set(self._capture)
-        return self._capture
-
-    def __exit__(self, *exc: object) -> None:
-        if self._capture is not None:
-            self._capture.closed = True
-        if self._token is not None:
-            _current.reset(self._token)
-
-
-def kept(made: Capture | None) -> str | None:
-    return None if made is None else made.kept()
 
 
 # ---- capture: logging's record factory -------------------------------------------------------
@@ -220,7 +231,7 @@ class Flusher:
                     shout, count = _FAILURES.failed(now=time.monotonic())
                     if shout:
                         log.warning("could not write the running lines of step %s of %s (%s; %d such failure(s) "
-                                    "in this process)", made.label, made.instance_id, exc, count)
+                                    "in this process)", made.step.label, made.instance.id, exc, count)
                     connection.close()
             if wrote:
                 notify.history()
@@ -234,15 +245,16 @@ def live_write(made: Capture) -> bool:
     if kept is None or made.closed:
         return False
     now = clock.now()
-    held = Instance.objects.filter(id=made.instance_id, lease_token=made.token, lease_expires_at__gt=now)
+    inst, step = made.instance, made.step
+    held = Instance.objects.filter(id=inst.id, lease_token=made.token, lease_expires_at__gt=now)
     with transaction.atomic():
         changed = Step.objects.filter(
-            instance_id=made.instance_id, name=made.name, seq=made.seq, status=StepStatus.RUNNING,
+            instance_id=inst.id, name=step.name, seq=step.seq, status=StepStatus.RUNNING,
             attempts=made.attempt, instance_id__in=held.values("id"),
         ).update(live_log={"attempt": made.attempt, **kept})
         if changed:
-            History.objects.create(instance_id=made.instance_id, workflow=made.workflow, tenant=made.tenant,
-                                   kind=HistoryKind.STEP_LOG, step_name=made.label,
+            History.objects.create(instance_id=inst.id, workflow=inst.workflow, tenant=inst.tenant,
+                                   kind=HistoryKind.STEP_LOG, step_name=step.label,
                                    data={"attempt": made.attempt, "lines": total}, created_at=now)
     if not changed:
         return False  # no row yet (its start marker comes first), or no longer this attempt's: next time
