@@ -5,7 +5,7 @@ RUNLEDGER_LEASE_SECONDS, RUNLEDGER_POLL_SECONDS, RUNLEDGER_MARKER_MS, RUNLEDGER_
 RUNLEDGER_PARALLEL_THREADS, RUNLEDGER_MAX_STEPS, RUNLEDGER_MAX_BODY_BYTES, RUNLEDGER_MAX_JSON_DEPTH,
 RUNLEDGER_MAX_NUMBER_DIGITS, RUNLEDGER_MAX_STRING_CHARS, RUNLEDGER_MAX_JSON_ITEMS,
 RUNLEDGER_HOOK_MAX_RECORDS, RUNLEDGER_SECRET_KEYS, RUNLEDGER_PROGRESS_SECONDS,
-RUNLEDGER_SECRET_KEY_FILE.
+RUNLEDGER_SECRET_KEY_FILE, RUNLEDGER_STEP_LOG_LINES, RUNLEDGER_STEP_LOG_BYTES, RUNLEDGER_STEP_LOG_SECONDS.
 docs/operators.md ("Configuration") describes each.
 """
 
@@ -162,6 +162,12 @@ RUNLEDGER_POLL_SECONDS = config.env_float(ENV, "RUNLEDGER_POLL_SECONDS", 1.0, mi
 RUNLEDGER_MARKER_MS = config.env_float(ENV, "RUNLEDGER_MARKER_MS", 100.0, minimum=0.0)
 # At most one `ctx.progress` report per step attempt this often (ingest/engine/runtime/progress.py).
 RUNLEDGER_PROGRESS_SECONDS = config.env_float(ENV, "RUNLEDGER_PROGRESS_SECONDS", 1.0, minimum=0.0)
+# What a step attempt logged is kept with it: its last N lines, at most N bytes of them; an attempt
+# running longer than RUNLEDGER_STEP_LOG_SECONDS has its lines written (and pushed live) that often
+# while it runs (ingest/engine/runtime/steplog.py).
+RUNLEDGER_STEP_LOG_LINES = config.env_int(ENV, "RUNLEDGER_STEP_LOG_LINES", 200, minimum=1)
+RUNLEDGER_STEP_LOG_BYTES = config.env_int(ENV, "RUNLEDGER_STEP_LOG_BYTES", 32768, minimum=256)
+RUNLEDGER_STEP_LOG_SECONDS = config.env_float(ENV, "RUNLEDGER_STEP_LOG_SECONDS", 1.0, minimum=0.1)
 # Concurrent instances' step and instance completions share one transaction per batch
 # (PostgreSQL; ingest/engine/writes/commits.py). Off: one transaction per write, as on SQLite.
 RUNLEDGER_GROUP_COMMIT = config.env_bool(ENV, "RUNLEDGER_GROUP_COMMIT", True)

@@ -15,6 +15,7 @@ from dashboard.api.errors import ApiProblem
 from dashboard.api.openapi import SPACES_CLASS, SPACES_RUN
 from dashboard.audit import Origin
 from dashboard.models import AuditSource
+from dashboard.selectors.step_logs import step_logs
 from ingest.engine.models import Instance
 from ingest.engine.models import Status as InstanceStatus
 
@@ -121,6 +122,24 @@ def instance_get(request: HttpRequest, instance_id: str) -> dict[str, Any]:
 def instance_history(request: HttpRequest, instance_id: str, after: int | None = None,
                      limit: int = 100) -> dict[str, Any]:
     return selectors.history_page(instance=_visible(request, instance_id), after=after, limit=limit)
+
+
+@router.get("/{instance_id}/logs", response={200: s.InstanceLogsOut, **ERRORS},
+            summary="What the instance's steps logged, per attempt",
+            description="The lines each attempt's code logged through Python's logging, as the engine keeps "
+                        "them: per attempt, its last lines within the bounds (`dropped` counts the earlier ones), "
+                        "secrets redacted; a running attempt's lines so far. `step` (a step's name, and `seq` for "
+                        "its Nth call) answers that step whether it logged or not; without it, every step that "
+                        "logged. A sensitive step's lines are not kept.")
+def instance_logs(request: HttpRequest, instance_id: str, step: str | None = None, seq: int | None = None,
+                  after: int | None = None, limit: int = 100) -> dict[str, Any]:
+    instance = _visible(request, instance_id)
+    steps, next_after = step_logs(instance=instance, name=step, seq=seq, after=after, limit=limit)
+    if step is not None and not steps and after is None:
+        which = f"call {seq} of step {step[:100]!r}" if seq is not None else f"step {step[:100]!r}"
+        raise ApiProblem(404, "step_not_found", f"instance {instance.id} has no {which} that runs code "
+                         f"(step.do); GET /api/instances/{instance.id} lists its steps")
+    return {"instance_id": instance.id, "status": instance.status, "steps": steps, "next_after": next_after}
 
 
 @router.post("/{instance_id}/pause", response={200: s.OkOut, **ERRORS})

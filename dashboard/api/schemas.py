@@ -177,6 +177,40 @@ class InstanceDetail(InstanceOut):
     non_retryable: bool = Field(..., description=NON_RETRYABLE)
 
 
+class LogLineOut(Schema):
+    at: datetime
+    level: str = Field(..., description="logging's level name: DEBUG, INFO, WARNING, ERROR, CRITICAL")
+    logger: str
+    message: str = Field(..., description="the line as logged (a traceback follows it), secrets redacted, "
+                         "at most 4,000 characters")
+
+
+class AttemptLogOut(Schema):
+    number: int
+    running: bool = Field(..., description="the attempt has not ended: its lines so far, written every "
+                          "RUNLEDGER_STEP_LOG_SECONDS while it runs; more may come")
+    lines: list[LogLineOut] = Field(..., description="its last lines, oldest first")
+    dropped: int = Field(..., ge=0, description="earlier lines left out: an attempt keeps its last "
+                         "RUNLEDGER_STEP_LOG_LINES lines and RUNLEDGER_STEP_LOG_BYTES of them")
+    truncated: bool = Field(..., description="dropped is more than 0")
+
+
+class StepLogsOut(Schema):
+    name: str
+    seq: int
+    position: int
+    status: str
+    attempts: list[AttemptLogOut] = Field(..., description="the attempts that logged, in order")
+
+
+class InstanceLogsOut(Schema):
+    instance_id: str
+    status: str
+    steps: list[StepLogsOut] = Field(..., description="the steps that logged (or the one asked for), in the "
+                                     "order the run asked for them")
+    next_after: int | None = Field(..., description="more steps follow: pass this as `after`")
+
+
 class HistoryOut(Schema):
     id: int
     kind: str

@@ -12,6 +12,7 @@ from typing import Any
 from urllib.parse import quote
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -81,6 +82,8 @@ def cmd_tail(api: Client, out: Console, a: argparse.Namespace) -> int:
             history = api.get(f"/instances/{_id(a.instance_id)}/history", after=after, limit=200)
             for line in history["items"]:
                 after = line["id"]
+                if line["kind"] == "step.log":
+                    continue  # a running step's lines were written: `runledger logs --follow` prints them
                 step = f" {line['step_name']}" if line["step_name"] else ""
                 bar.console.print(f"{line['created_at'][11:19]} {line['kind']}{step} {line['status']} "
                                   f"[dim]{line['actor']}[/]".rstrip())
@@ -98,6 +101,67 @@ def cmd_tail(api: Client, out: Console, a: argparse.Namespace) -> int:
             time.sleep(a.interval)
     out.print(f"{a.instance_id} ended {_styled(detail['status'])}")
     return 0 if detail["status"] == "complete" else 4
+
+
+LEVEL_STYLE = {"WARNING": "yellow", "ERROR": "red", "CRITICAL": "bold red", "DEBUG": "dim"}
+
+
+def _logs_read(api: Client, a: argparse.Namespace) -> dict[str, Any]:
+    """Every page of the instance's logs (or its step's), as one answer."""
+    path = f"/instances/{_id(a.instance_id)}/logs"
+    page = api.get(path, step=a.step, seq=a.seq)
+    steps = list(page["steps"])
+    while page["next_after"] is not None:
+        page = api.get(path, step=a.step, seq=a.seq, after=page["next_after"])
+        steps += page["steps"]
+    return {**page, "steps": steps}
+
+
+def _logs_print(out: Console, page: dict[str, Any], shown: dict[tuple[int, int], int]) -> int:
+    """Print the lines not printed yet (`shown`: per step position and attempt, how many lines of
+    it, the dropped ones included, are behind us); returns how many it printed."""
+    printed = 0
+    for step in page["steps"]:
+        label = step["name"] + (f"#{step['seq']}" if step["seq"] > 1 else "")
+        for attempt in step["attempts"]:
+            key = (step["position"], attempt["number"])
+            first = attempt["dropped"]  # the index of the first line kept
+            behind = shown.get(key, 0)
+            if behind < first:
+                out.print(f"[dim]… {first - behind} earlier line(s) of {escape(label)} attempt {attempt['number']} "
+                          "left out (an attempt keeps only its last lines)[/]")
+                behind = first
+            for index, line in enumerate(attempt["lines"], start=first):
+                if index < behind:
+                    continue
+                style = LEVEL_STYLE.get(line["level"], "")
+                level = f"[{style}]{line['level']:<7}[/]" if style else f"{line['level']:<7}"
+                out.print(f"{line['at'][11:23]} {escape(label)} a{attempt['number']} {level} "
+                          f"[dim]{escape(line['logger'])}[/] {escape(line['message'])}", highlight=False)
+                printed += 1
+            shown[key] = max(behind, first + len(attempt["lines"]))
+    return printed
+
+
+def cmd_logs(api: Client, out: Console, a: argparse.Namespace) -> int:
+    """What the instance's steps logged (or one step's), per attempt; --follow prints new lines as
+    they are written until the instance finishes."""
+    shown: dict[tuple[int, int], int] = {}
+    deadline = time.monotonic() + a.timeout if a.timeout else None
+    printed = 0
+    while True:
+        page = _logs_read(api, a)
+        printed += _logs_print(out, page, shown)
+        if not a.follow or page["status"] in FINISHED:
+            break
+        if deadline is not None and time.monotonic() >= deadline:
+            out.print(f"still {page['status']} after {a.timeout:g} s; stopped following")
+            return 3
+        time.sleep(a.interval)
+    if not printed:
+        out.print(escape(f"step {a.step!r} of {a.instance_id} logged nothing" if a.step
+                         else f"no step of {a.instance_id} logged anything"))
+    return 0
 
 
 def cmd_start(api: Client, out: Console, a: argparse.Namespace) -> int:
@@ -207,8 +271,9 @@ def cmd_redrive(api: Client, out: Console, a: argparse.Namespace) -> int:
 
 
 COMMANDS: dict[str, Callable[[Client, Console, argparse.Namespace], int]] = {
-    "list": cmd_list, "show": cmd_show, "start": cmd_start, "tail": cmd_tail, "retry": cmd_retry, "replay": cmd_replay,
-    "terminate": cmd_terminate, "redrive": cmd_redrive, "dead-letters": cmd_dead_letters, "discard": cmd_discard,
+    "list": cmd_list, "show": cmd_show, "start": cmd_start, "tail": cmd_tail, "logs": cmd_logs, "retry": cmd_retry,
+    "replay": cmd_replay, "terminate": cmd_terminate, "redrive": cmd_redrive, "dead-letters": cmd_dead_letters,
+    "discard": cmd_discard,
 }
 
 
@@ -256,6 +321,16 @@ def parser() -> argparse.ArgumentParser:
     tail = sub.choices["tail"]
     tail.add_argument("--interval", type=float, default=1.0, help="seconds between polls")
     tail.add_argument("--timeout", type=float, default=0.0, help="stop following after this many seconds (0: never)")
+    logs = sub.add_parser("logs", help="what an instance's steps logged, per attempt",
+                          description="Print the lines each step attempt of INSTANCE logged (its last lines, "
+                                      "secrets redacted), oldest first; --follow prints new ones as they are "
+                                      "written until the instance finishes.")
+    logs.add_argument("instance_id", metavar="INSTANCE")
+    logs.add_argument("--step", metavar="NAME", help="only this step (every call of it, or --seq N for its Nth)")
+    logs.add_argument("--seq", metavar="N", type=int, help="with --step: its Nth call")
+    logs.add_argument("--follow", "-f", action="store_true", help="print new lines until the instance finishes")
+    logs.add_argument("--interval", type=float, default=1.0, help="seconds between polls with --follow")
+    logs.add_argument("--timeout", type=float, default=0.0, help="stop following after this many seconds (0: never)")
     for name in ("retry", "replay", "terminate"):
         act = sub.add_parser(name, help=f"{name} an instance")
         act.add_argument("instance_id")

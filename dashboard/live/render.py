@@ -99,7 +99,7 @@ def cursor_fragment(cursor: int) -> str:
 # every row again (a run of 50 steps re-sent whole was 160 KB a push, most of the render and of the
 # browser's work, for one step turning green).
 STEP_KINDS = frozenset({"step.started", "step.completed", "step.retry", "step.failed", "step.sleep",
-                        "step.wait", "step.progress", "cost.recorded"})
+                        "step.wait", "step.progress", "step.log", "cost.recorded"})
 
 
 def step_label(name: str, seq: int) -> str:

@@ -18,10 +18,13 @@ from dashboard.selectors.history import history_cursor
 from dashboard.selectors.run_layout import (
     AxisBreak,
     DagRank,
+    TurnBar,
     WaterfallRow,
     dag_ranks,
     waterfall_layout,
 )
+from dashboard.selectors.run_turns import Turn, turns_of
+from dashboard.selectors.step_logs import AttemptLog, attempt_logs
 from ingest.engine import fan_out_list, progress_of, step_progress
 from ingest.engine.models import (
     ApiCost,
@@ -48,6 +51,7 @@ HISTORY_LIMIT = 300
 # database whatever the cap.
 STEP_LIMIT = 400
 COST_LINE_LIMIT = 2000
+TURN_ROWS = 1000  # status changes read for the waterfall's turns: a long polling run has many
 
 
 # ---- one instance ------------------------------------------------------------------------
@@ -78,6 +82,17 @@ class StepView:
     costs: list[CostLine] = field(default_factory=list)
     copied: bool = False  # a fork's step copied from its origin (it ran there, not here)
     progress: dict[str, Any] | None = None  # the step's latest ctx.progress report
+    logs: list[AttemptLog] = field(default_factory=list)  # what its attempts logged, the running one last
+
+    @property
+    def live_line(self) -> dict[str, Any] | None:
+        """The running attempt's newest line, shown beside the step's name while it runs."""
+        running = self.logs[-1] if self.logs and self.logs[-1].running else None
+        return running.last if running is not None else None
+
+    @property
+    def log_lines(self) -> int:
+        return sum(len(a.lines) + a.dropped for a in self.logs)
 
     @property
     def percent(self) -> int | None:
@@ -112,6 +127,7 @@ class InstanceDetail:
     waterfall: list[WaterfallRow]
     ticks: list[tuple[float, str]]
     breaks: list[AxisBreak]
+    turns: list[TurnBar]
     dag: list[DagRank]
     events: list[PendingEvent]
     costs_total: Decimal
@@ -176,13 +192,17 @@ def instance_detail(*, user: Any, instance_id: str, now: datetime | None = None)
     progress = step_progress(instance_id=instance.id)
     views = [StepView(s, attempts.get(s.id, []), costs.get(s.name, []) if s.seq == 1 else [],
                       copied=s.position < copied_below,
-                      progress=_progress(progress_of(progress, s.name, s.seq), sensitive=s.sensitive))
+                      progress=_progress(progress_of(progress, s.name, s.seq), sensitive=s.sensitive),
+                      logs=attempt_logs(s, attempts.get(s.id, [])))
              for s in steps]
     laid = waterfall_layout(
-        [(v.step, v.attempts) for v in views], start=instance.started_at or instance.created_at, now=now
+        [(v.step, v.attempts) for v in views], start=instance.started_at or instance.created_at, now=now,
+        turns=instance_turns(instance),
     )
     # Progress reports show on their step's row, not as a line each in the history.
-    history_qs = History.objects.filter(instance=instance).exclude(kind=HistoryKind.STEP_PROGRESS).order_by("-id")
+    # ...and so do the writes of a running step's lines.
+    history_qs = (History.objects.filter(instance=instance)
+                  .exclude(kind__in=(HistoryKind.STEP_PROGRESS, HistoryKind.STEP_LOG)).order_by("-id"))
     history = list(history_qs[: HISTORY_LIMIT + 1])
     truncated = len(history) > HISTORY_LIMIT
     history = list(reversed(history[:HISTORY_LIMIT]))
@@ -208,6 +228,7 @@ def instance_detail(*, user: Any, instance_id: str, now: datetime | None = None)
         waterfall=laid.rows,
         ticks=laid.ticks,
         breaks=laid.breaks,
+        turns=laid.turns,
         dag=dag_ranks([v.step for v in views if v.step.kind != "rollback"], now=now,
                       fan_outs=_fan_outs(instance, views)),
         events=list(PendingEvent.objects.filter(instance=instance).order_by("id")[:200]),
@@ -260,6 +281,13 @@ def _steps_capped(instance: Instance) -> tuple[list[Step], int]:
     first = head[:half]
     keep = {s.id for s in first}
     return first + [s for s in tail if s.id not in keep], max(hidden, 0)
+
+
+def instance_turns(instance: Instance) -> list[Turn]:
+    """The run's turns (run_turns.py) from its last TURN_ROWS status changes."""
+    rows = list(History.objects.filter(instance=instance, kind=HistoryKind.INSTANCE_STATUS)
+                .order_by("-id").values_list("created_at", "status", "data")[:TURN_ROWS])
+    return turns_of(reversed(rows))
 
 
 def instance_ingress_traceparent(*, instance_id: str) -> str | None:

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from dashboard.selectors.run_turns import Turn
 from ingest.engine.models import (
     Attempt,
     Step,
@@ -142,10 +143,21 @@ def _offset(seconds: float) -> str:
 
 
 @dataclass(frozen=True)
+class TurnBar:
+    """A turn on the waterfall's first row: where it sits on the axis and what it was."""
+
+    turn: Turn
+    left: float
+    width: float
+    label: str
+
+
+@dataclass(frozen=True)
 class Waterfall:
     rows: list[WaterfallRow]
     ticks: list[tuple[float, str]]
     breaks: list[AxisBreak]
+    turns: list[TurnBar] = field(default_factory=list)
 
 
 def _busy(steps: list[tuple[Step, list[Attempt]]], now: datetime) -> list[tuple[datetime, datetime]]:
@@ -173,16 +185,20 @@ def waterfall(
     return laid.rows, laid.ticks
 
 
-def waterfall_layout(steps: list[tuple[Step, list[Attempt]]], *, start: datetime, now: datetime) -> Waterfall:
-    """`waterfall`, with long idle stretches cut out of the time axis (`Waterfall.breaks`)."""
-    if not steps:
+def waterfall_layout(steps: list[tuple[Step, list[Attempt]]], *, start: datetime, now: datetime,
+                     turns: list[Turn] | None = None) -> Waterfall:
+    """`waterfall`, with long idle stretches cut out of the time axis (`Waterfall.breaks`), and
+    the run's `turns` (run_turns.py) as bars of their own on the same axis."""
+    turns = turns or []
+    if not steps and not turns:
         return Waterfall([], [], [])
-    t0 = min([start] + [s.started_at for s, _ in steps])
+    t0 = min([start] + [s.started_at for s, _ in steps] + [t.started for t in turns])
     ends: list[datetime] = [now if s.ended_at is None else s.ended_at for s, _ in steps]
     for _, atts in steps:
         ends += [a.ended_at or now for a in atts]
+    ends += [t.ended or now for t in turns]
     t1 = max(ends)
-    axis = TimeAxis(t0, t1, _busy(steps, now))
+    axis = TimeAxis(t0, t1, _busy(steps, now) + [(t.started, t.ended or now) for t in turns])
     pct = axis.pct
     rows: list[WaterfallRow] = []
     for step, atts in steps:
@@ -214,7 +230,17 @@ def waterfall_layout(steps: list[tuple[Step, list[Attempt]]], *, start: datetime
             segs.append(Segment(left, max(pct(end) - left, 0.3), css, step.status))
         seconds = ((step.ended_at or now) - step.started_at).total_seconds()
         rows.append(WaterfallRow(step.name, step.seq, step.kind, step.status, segs, seconds))
-    return Waterfall(rows, axis.ticks(), axis.breaks)
+    bars = [TurnBar(t, pct(t.started), max(pct(t.ended or now) - pct(t.started), 0.3), _turn_label(t, now))
+            for t in turns]
+    return Waterfall(rows, axis.ticks(), axis.breaks, bars)
+
+
+def _turn_label(t: Turn, now: datetime) -> str:
+    took = _offset(t.seconds(now))
+    ended = f"left it {t.outcome}" if t.ended is not None else "still running"
+    late = f"; started {_offset(t.late)} after its wake-up was due" if t.late is not None else ""
+    at = t.started.strftime("%H:%M:%S.%f")[:-3]  # milliseconds
+    return f"turn {t.number}: {took} from {at} UTC, {ended}{late}"
 
 
 def _tick(seconds: float, span: float) -> str:
@@ -263,6 +289,14 @@ class DagGroup:
     parallel: bool
 
     @property
+    def names(self) -> list[str]:
+        """Its steps' names without the family's common start, when few enough to read."""
+        if len(self.nodes) > GROUP_OVER:
+            return []
+        cut = len(self.family) - 1 if self.family.endswith("*") else 0
+        return [(n.name[cut:] or n.name) + (f" #{n.seq}" if n.seq > 1 else "") for n in self.nodes]
+
+    @property
     def tally(self) -> list[tuple[str, int]]:
         counts: dict[str, int] = {}
         for n in self.nodes:
@@ -284,10 +318,13 @@ class DagRank:
     group: DagGroup | None = None
 
 
-# More steps of one family than this in a rank (parallel) or in a row of ranks (one after the
-# other) are drawn as one group node.
+# More steps of one family than this in a row of ranks (one after the other) are drawn as one
+# group node; so is a rank of more than PARALLEL_OVER steps that ran together (a fan-out of
+# step.all / all_settled), whatever their names: one node with its counts, not a stack.
 GROUP_OVER = 6
+PARALLEL_OVER = 2
 _FAMILY = re.compile(r"[-_ .#]*\d+$")
+_PREFIX_END = re.compile(r"^.*[-_ .:/]")
 
 
 def step_family(name: str) -> str:
@@ -300,16 +337,27 @@ def _family_of(rank: DagRank) -> str | None:
     return families.pop() if len(families) == 1 else None
 
 
+def _shared_start(nodes: list[DagNode]) -> str:
+    """`fetch-*` for fetch-backlinks, fetch-keywords…: the names' common start up to a separator;
+    "parallel steps" when they share none worth naming."""
+    names = [n.name for n in nodes]
+    first, last = min(names), max(names)
+    common = first[: next((i for i, (a, b) in enumerate(zip(first, last, strict=False)) if a != b), len(first))]
+    match = _PREFIX_END.match(common)
+    return match.group(0) + "*" if match and len(match.group(0)) >= 3 else "parallel steps"
+
+
 def _grouped(ranks: list[DagRank]) -> list[DagRank]:
     """Consecutive ranks whose steps all belong to one family (a fan-out that ran 9 at a time
     makes three ranks of `persist-facts-*`; a loop makes one rank per step) become one group node
-    when they hold more than GROUP_OVER steps; a wide rank of mixed steps becomes one too."""
+    when they hold more than GROUP_OVER steps or ran more than PARALLEL_OVER at once; a rank of
+    more than PARALLEL_OVER mixed steps becomes one too."""
     out: list[DagRank] = []
     block: list[DagRank] = []
 
     def flush() -> None:
         nodes = [n for r in block for n in r.nodes]
-        if len(nodes) > GROUP_OVER:
+        if len(nodes) > GROUP_OVER or any(len(r.nodes) > PARALLEL_OVER for r in block):
             family = _family_of(block[0]) or "steps"
             out.append(DagRank(nodes, DagGroup(family, nodes, parallel=any(len(r.nodes) > 1 for r in block))))
         else:
@@ -320,8 +368,9 @@ def _grouped(ranks: list[DagRank]) -> list[DagRank]:
         family = _family_of(rank)
         if family is None:
             flush()
-            wide = len(rank.nodes) > GROUP_OVER
-            out.append(DagRank(rank.nodes, DagGroup("parallel steps", rank.nodes, parallel=True)) if wide else rank)
+            wide = len(rank.nodes) > PARALLEL_OVER
+            out.append(DagRank(rank.nodes, DagGroup(_shared_start(rank.nodes), rank.nodes, parallel=True))
+                       if wide else rank)
             continue
         if block and _family_of(block[0]) != family:
             flush()

@@ -71,6 +71,8 @@ def llm_extract(ctx: Any, *, tenant: str, text: str, subject: str, source: str, 
     except PriceNotFound as error:
         raise NonRetryableError(f"cannot reserve budget for step {ctx.step_label!r} of {ctx.instance_id}: {error}") from error
     ctx.check_budget(extractor.service, estimate)
+    log.info("extracting facts from %d characters of %s with %s (reserved $%s)", len(text), source,
+             extractor.service, estimate)
     metadata = {"source": source, "key": key, "estimate": str(estimate)}
     with usage_meter() as seen:
         try:
@@ -85,6 +87,7 @@ def llm_extract(ctx: Any, *, tenant: str, text: str, subject: str, source: str, 
     spent = list(seen) if extractor.metered else [result.usage]
     _record(ctx, extractor.service, spent, success=True, metadata={**metadata, "facts": len(facts)})
     items = [FactItem(**fact.as_dict(), authority=authority) for fact in facts]
+    log.info("%s (%s) found %d fact(s)", extractor.service, result.model, len(items))
     return {"facts": items, "model": result.model, "service": extractor.service}
 
 

@@ -16,6 +16,7 @@ acknowledged as already processed (`gong_ingest_start`).
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -52,6 +53,7 @@ from ingest.workflows.sharing import FAIR_KEY, LIVE_PRIORITY, tenant_concurrency
 
 WORKFLOW = "gong-ingest"
 ENGAGEMENT_CONFIDENCE = 0.2
+log = logging.getLogger("runledger.ingest")  # inside a step, its lines are kept with the attempt
 
 
 class TranscriptNotReady(SourceError):
@@ -116,6 +118,8 @@ def fetch_transcript(*, tenant: str, call_id: str) -> dict[str, Any]:
         raise TranscriptNotReady(f"Gong has no transcript for call {call_id} of tenant {tenant} yet; retrying later")
     parties = extensive.parties if extensive else ()
     result: dict[str, Any] = {"text": transcript_text(transcript, parties)}
+    log.info("fetched the transcript of call %s: %d characters, %d parties", call_id, len(result["text"]),
+             len(parties))
     if extensive is not None:
         result |= {"title": extensive.call.title,
                    "started": extensive.call.started.isoformat() if extensive.call.started else None}
@@ -136,6 +140,8 @@ def keyword_prefilter(*, tenant: str, call_id: str, transcript: Any) -> dict[str
         return {"filtered": False, "hits": [], "keywords": 0}
     lowered = transcript.lower()
     hits = [k for k in keywords if k.lower() in lowered]
+    log.info("call %s mentions %d of the tenant's %d keywords%s", call_id, len(hits), len(keywords),
+             f": {', '.join(hits[:10])}" if hits else "; only its engagement is recorded")
     return {"filtered": True, "hits": hits, "keywords": len(keywords)}
 
 

@@ -3,10 +3,14 @@ RUNLEDGER_WORKFLOW_MODULES=tests.e2e.workflows."""
 
 from __future__ import annotations
 
+import logging
 import time
+from pathlib import Path
 from typing import Any
 
 from ingest.engine import NonRetryableError, Workflow
+
+log = logging.getLogger("runledger.e2e")
 
 
 class LiveSteps(Workflow):
@@ -115,3 +119,34 @@ class Budgeted(Workflow):
             return {"paid": True}
 
         return step.do("llm-extract", paid)
+
+
+class LoggedExport(Workflow):
+    """A run for the run page: a chain of steps wide enough to overflow a laptop's graph box, four
+    steps that run together (one fan-out node), then an export that logs a line and runs until the
+    test creates its gate file (so a log line can be watched arriving while it runs)."""
+
+    name = "e2e-logged-export"
+
+    def run(self, event: Any, step: Any) -> Any:
+        for name in ("load-accounts", "load-contacts", "load-opportunities", "merge-duplicates", "score-leads",
+                     "rank-territories", "plan-outreach", "draft-summaries"):
+            step.do(name, lambda ctx: {"done": ctx.name})
+
+        def enrich(ctx: Any) -> str:
+            time.sleep(0.3)  # long enough that the pool runs the four side by side
+            return str(ctx.name)
+
+        step.all_settled([step.call(f"enrich-{kind}", enrich) for kind in ("firmographics", "intent", "news", "tech")])
+
+        def export(ctx: Any) -> dict[str, Any]:
+            log.info("exporting %d pages to the warehouse", 3)
+            gate = Path(event.payload["gate"])
+            deadline = time.monotonic() + 120
+            while not gate.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            log.info("export done")
+            return {"pages": 3}
+
+        step.do("export", export, retries={"limit": 0})
+        return step.do("publish", lambda ctx: {"published": True})

@@ -18,6 +18,7 @@ class HistoryKind(models.TextChoices):
     STEP_SLEEP = "step.sleep"
     STEP_WAIT = "step.wait"
     STEP_PROGRESS = "step.progress"
+    STEP_LOG = "step.log"  # a running attempt's lines were written to its step (runtime/steplog.py)
     HOOK = "hook"
     EVENT_RECEIVED = "event.received"
     COST_RECORDED = "cost.recorded"

@@ -191,6 +191,10 @@ class Step(models.Model):
     child = models.ForeignKey(
         Instance, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
     )
+    # What the running attempt has logged so far ({"attempt", "lines", "dropped"}), written while
+    # it runs longer than RUNLEDGER_STEP_LOG_SECONDS and cleared when the attempt ends, its lines
+    # then kept on the attempt's row (runtime/steplog.py). NULL for almost every step.
+    live_log = models.JSONField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -221,6 +225,9 @@ class Attempt(models.Model):
     error_traceback = models.TextField(blank=True, default="")
     retry_delay_seconds = models.FloatField(null=True, blank=True)
     worker = models.CharField(max_length=100, blank=True, default="")
+    # What the attempt's code logged, bounded and redacted ({"lines": [...], "dropped": n}); NULL
+    # when it logged nothing (runtime/steplog.py). Written by the write that ends the attempt.
+    logs = models.JSONField(null=True, blank=True)
 
     class Meta:
         constraints = [

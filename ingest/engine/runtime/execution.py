@@ -38,6 +38,7 @@ from ingest.engine.errors import (
     WorkflowTimeout,
 )
 from ingest.engine.models import Control, Instance, Status, StepKind, StepStatus
+from ingest.engine.runtime import steplog
 from ingest.engine.runtime.context import StepContext
 from ingest.engine.runtime.failures import failure_of, mark_sensitive, open_failure, rebuild_error
 from ingest.engine.runtime.journal import StepJournal, journal_adopt
@@ -243,6 +244,13 @@ class Execution:
         )
         return ctx, now
 
+    def log_capture(self, p: Prepared, ctx: StepContext) -> steplog.Capture | steplog.NotKept:
+        """Where the attempt's log lines go (runtime/steplog.py): nowhere for a sensitive step,
+        whose lines may hold what it was trusted with."""
+        if p.sensitive:
+            return steplog.NotKept()
+        return steplog.Capture(self.instance, self.store.token, p, ctx.attempt)
+
     def _record_lost_attempt(self, p: Prepared, now: datetime) -> None:
         assert p.rec is not None
         started = p.rec.started_at or now
@@ -250,10 +258,13 @@ class Execution:
             p.rec, attempt=p.rec.attempts, started=started, now=now, retry_at=now,
             failure=Failure(WORKER_LOST, "the worker running this attempt stopped before it "
                             "finished (its lease expired); running the step again"),
+            logs=self.store.live_lines(p.rec),  # what it logged up to its last live write
         )
         p.rec.wake_at = None
 
-    def succeeded(self, p: Prepared, ctx: StepContext, started: datetime, result: Any) -> Any:
+    def succeeded(self, p: Prepared, ctx: StepContext, started: datetime, result: Any,
+                  logs: str | None = None) -> Any:
+        """Store a successful attempt (`logs`: what it logged, runtime/steplog.py) and return its result."""
         self._release(ctx)
         now = self.now()
         try:
@@ -262,23 +273,26 @@ class Execution:
             self.failed_step = p.label
             assert p.rec is not None
             self.store.step_attempt_failed(p.rec, attempt=ctx.attempt, started=started, now=now,
-                                           failure=Failure(type(error).__name__, str(error)), retry_at=None)
+                                           failure=Failure(type(error).__name__, str(error)), retry_at=None,
+                                           logs=logs)
             raise FailInstance(error, step=p.label) from None
         assert p.rec is not None
         if p.sensitive:
             # Stored encrypted; this turn and the rollback keep the clear value in memory.
             sealed = seal_value(stored)
             self.store.step_completed(p.rec, attempt=ctx.attempt, started=started, now=now, result=sealed,
-                                      encoded=json.dumps(sealed), deferred=p.deferred)
+                                      encoded=json.dumps(sealed), deferred=p.deferred, logs=logs)
             p.rec.result = stored
         else:
             self.store.step_completed(p.rec, attempt=ctx.attempt, started=started, now=now, result=stored,
-                                      encoded=encoded, deferred=p.deferred)
+                                      encoded=encoded, deferred=p.deferred, logs=logs)
         self._register_rollback(p, stored)
         return stored
 
-    def failed(self, p: Prepared, ctx: StepContext, started: datetime, exc: BaseException) -> None:
-        """Record a failed attempt; return to retry now, raise Suspend to retry later, or re-raise."""
+    def failed(self, p: Prepared, ctx: StepContext, started: datetime, exc: BaseException,
+               logs: str | None = None) -> None:
+        """Record a failed attempt (`logs`: what it logged); return to retry now, raise Suspend to
+        retry later, or re-raise."""
         self._release(ctx)
         now = self.now()
         assert p.rec is not None and p.config is not None
@@ -287,14 +301,14 @@ class Execution:
         failure = failure_of(exc)
         if isinstance(exc, budgets.AwaitApproval):
             self.store.step_attempt_failed(p.rec, attempt=ctx.attempt, started=started, now=now,
-                                           failure=Failure(AWAITING_APPROVAL, str(exc)), retry_at=now)
+                                           failure=Failure(AWAITING_APPROVAL, str(exc)), retry_at=now, logs=logs)
             raise Suspend(now, status=Status.RUNNING, pause=True) from None
         if isinstance(exc, budgets.BudgetHeld):
             # Not a failure of the step: it waits for other steps' holds and does not spend a retry.
             again = now + timedelta(seconds=budgets.HOLD_WAIT.delay(self.store.held_waits(p.rec) + 1))
             held = Failure(BUDGET_HELD, str(exc))
             self.store.step_attempt_failed(p.rec, attempt=ctx.attempt, started=started, now=now, failure=held,
-                                           retry_at=again)
+                                           retry_at=again, logs=logs)
             _log_failed(p, ctx.attempt, held, retry_at=again, now=now)
             raise Suspend(again) from None
         if isinstance(exc, CircuitOpen):
@@ -304,7 +318,7 @@ class Execution:
             again = now + timedelta(seconds=max(exc.retry_after, 0.001))
             waited = Failure(CIRCUIT_OPEN, str(exc))
             self.store.step_attempt_failed(p.rec, attempt=ctx.attempt, started=started, now=now, failure=waited,
-                                           retry_at=again)
+                                           retry_at=again, logs=logs)
             _log_failed(p, ctx.attempt, waited, retry_at=again, now=now)
             raise Suspend(again) from None
         delay = None
@@ -318,7 +332,7 @@ class Execution:
                 delay = timedelta(0)
         retry_at = None if delay is None else now + delay
         self.store.step_attempt_failed(p.rec, attempt=ctx.attempt, started=started, now=now,
-                                       failure=failure, retry_at=retry_at)
+                                       failure=failure, retry_at=retry_at, logs=logs)
         _log_failed(p, ctx.attempt, failure, retry_at=retry_at, now=now)
         if retry_at is None:
             self.failed_step = p.label

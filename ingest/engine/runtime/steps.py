@@ -50,7 +50,7 @@ class Step:
             return value
         while True:
             ctx, started = x.start_attempt(p)
-            with logcontext.bind(step=p.label, attempt=ctx.attempt):
+            with logcontext.bind(step=p.label, attempt=ctx.attempt), x.log_capture(p, ctx) as logs:
                 try:
                     result = invoke(fn, ctx, p, x.overrides)
                 except CONTROL_FLOW:
@@ -58,9 +58,9 @@ class Step:
                 except BaseException as exc:  # noqa: BLE001 - KeyboardInterrupt inside a step is its failure too
                     if isinstance(exc, KeyboardInterrupt | SystemExit):
                         raise
-                    x.failed(p, ctx, started, exc)  # raises, or returns to retry at once
+                    x.failed(p, ctx, started, exc, logs.kept())  # raises, or returns to retry at once
                     continue
-                return x.succeeded(p, ctx, started, result)
+                return x.succeeded(p, ctx, started, result, logs.kept())
 
     @property
     def version(self) -> int:
@@ -211,7 +211,7 @@ class AsyncStep(Step):
             ctx, started = await asyncio.to_thread(x.start_attempt, p)
             # Each step of a gather runs in its own task (a copy of the context): the binding
             # is that step's alone; to_thread carries it into the thread.
-            with logcontext.bind(step=p.label, attempt=ctx.attempt):
+            with logcontext.bind(step=p.label, attempt=ctx.attempt), x.log_capture(p, ctx) as logs:
                 try:
                     result = await invoke_async(fn, ctx, p, x.overrides)
                 except CONTROL_FLOW:
@@ -219,9 +219,9 @@ class AsyncStep(Step):
                 except BaseException as exc:  # noqa: BLE001 - includes a budget's AwaitApproval
                     if isinstance(exc, KeyboardInterrupt | SystemExit | asyncio.CancelledError):
                         raise
-                    await asyncio.to_thread(x.failed, p, ctx, started, exc)
+                    await asyncio.to_thread(x.failed, p, ctx, started, exc, logs.kept())
                     continue
-                return await asyncio.to_thread(x.succeeded, p, ctx, started, result)
+                return await asyncio.to_thread(x.succeeded, p, ctx, started, result, logs.kept())
 
     async def all_settled(self, calls: Sequence[StepCall]) -> list[Settled]:  # type: ignore[override]
         prepared = [self._x.prepare_do(c.name, c.options) for c in calls]

@@ -237,8 +237,10 @@ class InstanceStore:
 
     @ledger_io
     def step_completed(self, rec: StepRecord, *, attempt: int, started: datetime, now: datetime,
-                       result: Any, encoded: str | None = None, deferred: bool = False) -> None:
-        """Store a successful attempt's result (`encoded`: its JSON, when the caller has it).
+                       result: Any, encoded: str | None = None, deferred: bool = False,
+                       logs: str | None = None) -> None:
+        """Store a successful attempt's result (`encoded`: its JSON, when the caller has it) and
+        what it logged (`logs`: JSON, runtime/steplog.py; None when it logged nothing).
 
         `deferred`: queue the write and return before it commits (collected by `settle`); on
         SQLite, or with writes deferred to this transaction, it is written at once."""
@@ -253,7 +255,7 @@ class InstanceStore:
                 route.step_finish, row=row, token=self.token, now=now, started=started, attempt=attempt,
                 result=None if result is None else (encoded if encoded is not None else json.dumps(result)),
                 worker=self.worker,
-                with_start=with_start)
+                with_start=with_start, logs=logs)
             handle = route.step_finish_deferred(**finish.keywords) if deferred and not self.deferred else None
             if handle is not None:
                 with self._pending_lock:
@@ -278,18 +280,19 @@ class InstanceStore:
         with self.txn(now):
             Step.objects.filter(id=rec.id).update(
                 status=StepStatus.COMPLETE, result=result, ended_at=now, attempts=attempt,
-                error_name="", error_message="", error_traceback="",
+                error_name="", error_message="", error_traceback="", live_log=None,
             )
             Attempt.objects.create(step_id=rec.id, number=attempt, started_at=started, ended_at=now,
-                                   ok=True, worker=self.worker)
+                                   ok=True, worker=self.worker, logs=_logs(logs))
             self.history(HistoryKind.STEP_COMPLETED, now, step_name=step_label(rec.name, rec.seq),
                           attempt=attempt, ms=round((now - started).total_seconds() * 1000, 3))
         rec.status, rec.result = StepStatus.COMPLETE, result
 
     @ledger_io
     def step_attempt_failed(self, rec: StepRecord, *, attempt: int, started: datetime, now: datetime,
-                            failure: Failure, retry_at: datetime | None) -> None:
-        """Record a failed attempt: a retry at `retry_at`, or the step's final failure."""
+                            failure: Failure, retry_at: datetime | None, logs: str | None = None) -> None:
+        """Record a failed attempt, with what it logged: a retry at `retry_at`, or the step's
+        final failure."""
         self._materialize(rec)
         delay = None if retry_at is None else (retry_at - now).total_seconds()
         with self.txn(now):
@@ -297,17 +300,19 @@ class InstanceStore:
                 step_id=rec.id, number=attempt, started_at=started, ended_at=now, ok=False,
                 error_name=failure.name, error_message=failure.message,
                 error_traceback=failure.traceback, retry_delay_seconds=delay, worker=self.worker,
+                logs=_logs(logs),
             )
             if retry_at is None:
                 Step.objects.filter(id=rec.id).update(
                     status=StepStatus.ERRORED, ended_at=now, attempts=attempt,
                     error_name=failure.name, error_message=failure.message,
                     error_traceback=failure.traceback, error_state=failure.state, wake_at=None,
+                    live_log=None,
                 )
                 self.history(HistoryKind.STEP_FAILED, now, step_name=step_label(rec.name, rec.seq),
                               attempt=attempt, error=failure.name, message=failure.message[:500])
             else:
-                Step.objects.filter(id=rec.id).update(attempts=attempt, wake_at=retry_at,
+                Step.objects.filter(id=rec.id).update(attempts=attempt, wake_at=retry_at, live_log=None,
                                                       error_name=failure.name, error_message=failure.message)
                 self.history(HistoryKind.STEP_RETRY, now, step_name=step_label(rec.name, rec.seq),
                               attempt=attempt, error=failure.name, message=failure.message[:500],
@@ -316,6 +321,17 @@ class InstanceStore:
         if retry_at is None:
             rec.status, rec.error_name, rec.error_message = StepStatus.ERRORED, failure.name, failure.message
             rec.error_state = failure.state
+
+    @ledger_io
+    def live_lines(self, rec: StepRecord) -> str | None:
+        """The lines a running attempt's live writes kept (JSON, runtime/steplog.py), when the
+        step's current attempt made them: what an attempt whose worker was lost had logged."""
+        if rec.id == 0:
+            return None
+        live = Step.objects.filter(id=rec.id).values_list("live_log", flat=True).first()
+        if not isinstance(live, dict) or live.get("attempt") != rec.attempts:
+            return None
+        return json.dumps({"lines": live.get("lines", []), "dropped": live.get("dropped", 0)})
 
     @ledger_io
     def uncounted_attempts(self, rec: StepRecord) -> int:
@@ -331,3 +347,8 @@ class InstanceStore:
         if rec.id == 0:
             return 0
         return Attempt.objects.filter(step_id=rec.id, error_name="BudgetHeld").count()
+
+
+def _logs(logs: str | None) -> Any:
+    """An attempt's lines as the ORM stores them (the hot statements take the JSON text as is)."""
+    return None if logs is None else json.loads(logs)

@@ -24,7 +24,8 @@ _GROUP_TEMPLATE = f"""
             e->>5 AS kind, (e->>6)::int AS attempt, (e->>7)::bool AS sensitive, (e->>8)::bool AS has_rollback,
             (e->>9)::timestamptz AS started, (e->>10)::timestamptz AS now, e->>11 AS label,
             (e->>12)::float8 AS ms, (e->>13)::bool AS with_start, e->>14 AS worker, e->15 AS config,
-            CASE WHEN jsonb_typeof(e->16) = 'null' THEN NULL ELSE e->16 END AS result
+            CASE WHEN jsonb_typeof(e->16) = 'null' THEN NULL ELSE e->16 END AS result,
+            CASE WHEN jsonb_typeof(e->17) = 'null' THEN NULL ELSE e->17 END AS logs
         FROM jsonb_array_elements(%(steps)s::jsonb) AS e
     ),{{done}}
     g AS (
@@ -45,8 +46,8 @@ _GROUP_TEMPLATE = f"""
     ),
     a AS (
         INSERT INTO engine_attempt (step_id, number, started_at, ended_at, ok, error_name,
-            error_message, error_traceback, retry_delay_seconds, worker)
-        SELECT s.id, v.attempt, v.started, v.now, true, '', '', '', NULL, v.worker
+            error_message, error_traceback, retry_delay_seconds, worker, logs)
+        SELECT s.id, v.attempt, v.started, v.now, true, '', '', '', NULL, v.worker, v.logs
         FROM s JOIN v ON v.iid = s.instance_id AND v.name = s.name AND v.seq = s.seq
     ),{{update}}
     h AS (

@@ -31,7 +31,7 @@ _GUARD = """
 COMPLETE_ON_CONFLICT = """ON CONFLICT (instance_id, name, seq) DO UPDATE SET
             status = 'complete', result = EXCLUDED.result, ended_at = EXCLUDED.ended_at,
             attempts = EXCLUDED.attempts, error_name = '', error_message = '', error_traceback = '',
-            wake_at = NULL"""
+            wake_at = NULL, live_log = NULL"""
 
 _MARK_STARTED = f"""
     WITH {_GUARD},
@@ -65,8 +65,8 @@ _FINISH_TEMPLATE = f"""
     ),
     a AS (
         INSERT INTO engine_attempt (step_id, number, started_at, ended_at, ok, error_name,
-            error_message, error_traceback, retry_delay_seconds, worker)
-        SELECT s.id, %(attempt)s, %(started)s, %(now)s, true, '', '', '', NULL, %(worker)s FROM s
+            error_message, error_traceback, retry_delay_seconds, worker, logs)
+        SELECT s.id, %(attempt)s, %(started)s, %(now)s, true, '', '', '', NULL, %(worker)s, %(logs)s::jsonb FROM s
     ),
     h AS (
         INSERT INTO engine_history (instance_id, workflow, tenant, kind, step_name, status, data,
@@ -117,13 +117,14 @@ def step_mark_started(raw: Any, *, row: StepRow, token: str, now: datetime, star
     return None if got is None else int(got[0])
 
 def step_finish(*, row: StepRow, token: str, now: datetime, started: datetime, attempt: int,
-                result: str | None, worker: str, with_start: bool) -> tuple[str, int] | None:
+                result: str | None, worker: str, with_start: bool, logs: str | None = None) -> tuple[str, int] | None:
     """Store a step's successful attempt durably in one statement, by itself on this thread's
     Django connection: its row (inserted, or updated when a start marker exists), the attempt
-    and the history (`with_start`: the step.started row too, for a step whose marker was never
-    written). Returns (control, step id), or None when the lease is lost."""
+    with what it logged (`logs`, JSON; None when nothing) and the history (`with_start`: the
+    step.started row too, for a step whose marker was never written). Returns (control, step
+    id), or None when the lease is lost."""
     completion = Completion(row=row, token=token, now=now, started=started, attempt=attempt, result=result,
-                            worker=worker, with_start=with_start)
+                            worker=worker, with_start=with_start, logs=logs)
     connection.ensure_connection()
     with connection.wrap_database_errors:
         return completion.write_alone(connection.connection)
@@ -141,6 +142,7 @@ class Completion:
     result: str | None  # JSON
     worker: str
     with_start: bool
+    logs: str | None = None  # JSON: what the attempt logged (runtime/steplog.py)
 
     @property
     def iid(self) -> str:
@@ -153,14 +155,15 @@ class Completion:
         head = json.dumps([row.iid, self.token, row.name, row.seq, row.position, row.kind, self.attempt,
                            row.sensitive, row.has_rollback, self.started.isoformat(), self.now.isoformat(),
                            row.label, ms, self.with_start, self.worker])
-        return f"{head[:-1]},{row.config},{'null' if self.result is None else self.result}]"
+        return (f"{head[:-1]},{row.config},{'null' if self.result is None else self.result},"
+                f"{'null' if self.logs is None else self.logs}]")
 
     def write_alone(self, raw: Any) -> tuple[str, int] | None:
         """This completion by itself, with the one-step statement (a lock on one row cannot
         take part in a deadlock, and the statement is cheaper than a group's for one row)."""
         ms = round((self.now - self.started).total_seconds() * 1000, 3)
         params = {**self.row.params(), "token": self.token, "now": self.now, "started": self.started,
-                  "attempt": self.attempt, "result": self.result, "worker": self.worker,
+                  "attempt": self.attempt, "result": self.result, "worker": self.worker, "logs": self.logs,
                   "hdata": json.dumps({"attempt": self.attempt, "ms": ms})}
         if self.with_start:
             params["hstart"] = json.dumps({"attempt": self.attempt})

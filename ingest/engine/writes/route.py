@@ -30,26 +30,27 @@ def grouped() -> bool:
 
 
 def step_finish(*, row: StepRow, token: str, now: datetime, started: datetime, attempt: int,
-                result: str | None, worker: str, with_start: bool) -> tuple[str, int] | None:
+                result: str | None, worker: str, with_start: bool, logs: str | None = None) -> tuple[str, int] | None:
     """Store a step's successful attempt durably (sql/steps.py's statement), through the express
     group commit when completions are grouped here. Returns (control, step id), or None when the
     lease is lost."""
     if grouped():
         # Looked up at each call, not bound at import: a test may swap in a fresh group commit.
         return commits.express.finish(Completion(row=row, token=token, now=now, started=started, attempt=attempt,
-                                         result=result, worker=worker, with_start=with_start))
+                                         result=result, worker=worker, with_start=with_start, logs=logs))
     return sql_steps.step_finish(row=row, token=token, now=now, started=started, attempt=attempt,
-                                 result=result, worker=worker, with_start=with_start)
+                                 result=result, worker=worker, with_start=with_start, logs=logs)
 
 
 def step_finish_deferred(*, row: StepRow, token: str, now: datetime, started: datetime, attempt: int,
-                         result: str | None, worker: str, with_start: bool) -> commits.Pending | None:
+                         result: str | None, worker: str, with_start: bool,
+                         logs: str | None = None) -> commits.Pending | None:
     """Queue the same write on the group commit and return its `Pending` at once; None when
     completions are not grouped here (the caller then writes it with `step_finish`)."""
     if not grouped():
         return None
     return commits.group.submit(Completion(row=row, token=token, now=now, started=started, attempt=attempt,
-                                   result=result, worker=worker, with_start=with_start))
+                                   result=result, worker=worker, with_start=with_start, logs=logs))
 
 
 def instance_complete(*, iid: str, token: str, now: datetime, output: str | None,
