@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('engine', '0021_alter_history_options'),
+        ('engine', '0022_call_journal'),
     ]
 
     operations = [
