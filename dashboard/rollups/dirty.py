@@ -134,11 +134,67 @@ def cursor_advance(
     return cursor, kept
 
 
+IdRun = tuple[int, int]  # [first, last] consecutive ids
+
+
+def id_runs(ids: Iterable[int]) -> list[IdRun]:
+    """Ids as ascending runs of consecutive ids."""
+    runs: list[IdRun] = []
+    for i in sorted(set(ids)):
+        if runs and i == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], i)
+        else:
+            runs.append((i, i))
+    return runs
+
+
 def holes_to_json(holes: Holes) -> dict[str, list[float]]:
-    return {str(i): [seen, xid] for i, (seen, xid) in holes.items()}
+    """{"41": [seen, next xid]}; consecutive ids seen at once share one entry, "41-9000": the
+    first pass watches up to FIRST_HOLE_SCAN ids, and every page reads the state row."""
+    out: dict[str, list[float]] = {}
+    first = last = -1
+    mark: tuple[float, int] | None = None
+    for i in sorted(holes):
+        if mark is not None and i == last + 1 and holes[i] == mark:
+            last = i
+            continue
+        if mark is not None:
+            out[_run_key(first, last)] = [*mark]
+        first = last = i
+        mark = holes[i]
+    if mark is not None:
+        out[_run_key(first, last)] = [*mark]
+    return out
+
+
+def _run_key(first: int, last: int) -> str:
+    return str(first) if first == last else f"{first}-{last}"
+
+
+def _run_of(key: str) -> IdRun:
+    first, _, last = key.partition("-")
+    return int(first), int(last or first)
 
 
 def holes_from_json(data: object) -> Holes:
     if not isinstance(data, dict):
         return {}
-    return {int(i): (float(v[0]), int(v[1])) for i, v in data.items()}
+    out: Holes = {}
+    for key, (seen, xid) in data.items():
+        first, last = _run_of(key)
+        out.update(dict.fromkeys(range(first, last + 1), (float(seen), int(xid))))
+    return out
+
+
+def hole_runs_from_json(data: object) -> list[IdRun]:
+    """The watched ids as runs, without expanding them: what a page needs to read them."""
+    if not isinstance(data, dict):
+        return []
+    runs = sorted(_run_of(key) for key in data)
+    merged: list[IdRun] = []
+    for first, last in runs:
+        if merged and first == merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], last)
+        else:
+            merged.append((first, last))
+    return merged

@@ -58,7 +58,7 @@ def overview_counts(*, tenants: Collection[str], since: datetime, attempts: int 
         state = state_get()
         if state is None or not state.instance_counts_built or state.day_zone != days.zone_name():
             return None
-        touches = sql.history_touches(after=state.cursor, also=dirty_mod.holes_from_json(state.gaps).keys(),
+        touches = sql.history_touches(after=state.cursor, also=dirty_mod.hole_runs_from_json(state.gaps),
                                       limit=READ_LIMIT)
         if len(touches) >= READ_LIMIT:
             return None

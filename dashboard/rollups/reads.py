@@ -54,7 +54,7 @@ def rollup_view() -> RollupView:
     state = state_get()
     if state is None or state.closed_until is None:
         return NOTHING
-    since = dirty_since(cursor=state.cursor, holes=dirty_mod.holes_from_json(state.gaps), limit=READ_LIMIT)
+    since = dirty_since(cursor=state.cursor, holes=dirty_mod.hole_runs_from_json(state.gaps), limit=READ_LIMIT)
     if len(since.touches) >= READ_LIMIT:
         return NOTHING
     return RollupView(state.closed_until, since.dirty, state.instances_built, state.day_zone == days.zone_name())

@@ -69,8 +69,8 @@ def _state_locked(now: datetime) -> RollupState:
     # for transactions still running with lower ids: watch the recent holes.
     cursor = sql.history_max_id()
     present = set(sql.history_ids_between(low=max(0, cursor - FIRST_HOLE_SCAN), high=cursor))
-    holes = {i: (time.time(), (sql.transaction_horizon() or (0, 0))[1])
-             for i in range(max(1, cursor - FIRST_HOLE_SCAN + 1), cursor + 1) if i not in present}
+    seen, next_xid = time.time(), (sql.transaction_horizon() or (0, 0))[1]
+    holes = {i: (seen, next_xid) for i in range(max(1, cursor - FIRST_HOLE_SCAN + 1), cursor + 1) if i not in present}
     StepHourIds.objects.all().delete()
     StepHourIds.objects.bulk_create([StepHourIds(hour=h, min_id=lo, max_id=hi) for h, lo, hi in sql.step_hour_ids_all()],
                                     batch_size=2000)
@@ -191,8 +191,8 @@ class Since:
     step_ids: list[tuple[int, datetime]]  # (id, start hour) of the touched instances' steps
 
 
-def dirty_since(*, cursor: int, holes: dirty_mod.Holes, limit: int = READ_LIMIT) -> Since:
-    touches = sql.history_touches(after=cursor, also=holes.keys(), limit=limit)
+def dirty_since(*, cursor: int, holes: Sequence[dirty_mod.IdRun], limit: int = READ_LIMIT) -> Since:
+    touches = sql.history_touches(after=cursor, also=holes, limit=limit)
     t = dirty_mod.touched(touches)
     step_ids = sql.step_ids_of(instance_ids=t.step_instances) if t.step_instances else []
     span_hours = (dirty_mod.history_span_hours(sql.history_times_of(instance_ids=t.span_instances))
@@ -253,7 +253,7 @@ def rollup_catch_up(*, now: datetime, max_hours: int = 24) -> PassResult:
         state = _state_locked(now)
         assert state.closed_until is not None
         holes = dirty_mod.holes_from_json(state.gaps)
-        since = dirty_since(cursor=state.cursor, holes=holes)
+        since = dirty_since(cursor=state.cursor, holes=dirty_mod.id_runs(holes))
         touches, dirty = since.touches, since.dirty
         _hour_ids_extend(since.step_ids)
         cursor, holes = dirty_mod.cursor_advance(

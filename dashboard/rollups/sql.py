@@ -53,11 +53,19 @@ class Touch:
     rollback: bool
 
 
-def history_touches(*, after: int, also: Collection[int], limit: int) -> list[Touch]:
-    """History rows with id > `after` or in `also` (holes being watched), ids ascending."""
+def history_touches(*, after: int, also: Sequence[tuple[int, int]], limit: int) -> list[Touch]:
+    """History rows with id > `after` or in the [first, last] runs `also` (holes being watched),
+    ids ascending. A run is one index range: the roller's first pass may watch 10,000 ids, read on
+    every page, that a list would make a query of 10,000 terms to parse and plan."""
     q = Q(id__gt=after)
-    if also:
-        q |= Q(id__in=list(also))
+    singles: list[int] = []
+    for first, last in also:
+        if last - first >= 2:
+            q |= Q(id__gte=first, id__lte=last)
+        else:
+            singles.extend(range(first, last + 1))
+    if singles:
+        q |= Q(id__in=singles)
     rows = (
         History.objects.filter(q).order_by("id")
         .values_list("id", "instance_id", "kind", "created_at", "data")[:limit]

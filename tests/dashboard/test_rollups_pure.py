@@ -18,7 +18,11 @@ from dashboard.rollups.dirty import (
     cursor_advance,
     dirty_of,
     history_span_hours,
+    hole_runs_from_json,
+    holes_from_json,
+    holes_to_json,
     hour_of,
+    id_runs,
     touched,
 )
 from dashboard.rollups.reads import RollupView, split
@@ -112,6 +116,17 @@ def test_a_hole_expires_after_a_while_without_postgresql_and_only_once_its_trans
     later = 100.0 + HOLE_KEEP_SECONDS + 60
     assert set(cursor_advance(3, holes, [], now=later, horizon=(499, 510))[1]) == {2}
     assert cursor_advance(3, holes, [], now=later, horizon=(500, 510))[1] == {}
+
+
+def test_holes_seen_at_once_are_stored_as_one_run_and_read_back_whole():
+    holes = {i: (100.0, 500) for i in range(10, 9010)} | {9012: (100.0, 500), 9013: (130.0, 520), 9015: (130.0, 520)}
+    stored = holes_to_json(holes)
+    assert stored == {"10-9009": [100.0, 500], "9012": [100.0, 500], "9013": [130.0, 520], "9015": [130.0, 520]}
+    assert holes_from_json(stored) == holes
+    assert hole_runs_from_json(stored) == id_runs(holes) == [(10, 9009), (9012, 9013), (9015, 9015)]
+    # A state row written before runs were stored: one id per key.
+    assert holes_from_json({"7": [1.0, 2], "9": [1.0, 2]}) == {7: (1.0, 2), 9: (1.0, 2)}
+    assert hole_runs_from_json({"7": [1.0, 2], "9": [1.0, 2]}) == [(7, 7), (9, 9)]
 
 
 def _covered_once(s, since, until):

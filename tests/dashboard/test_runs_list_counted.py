@@ -11,17 +11,19 @@ copy that did not follow would list other rows than the plain queries over the i
 from __future__ import annotations
 
 import re
+import sys
 from datetime import timedelta
 from decimal import Decimal
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import F
 from django.http import QueryDict
 from django.test.utils import CaptureQueriesContext
 from ledger_factories import T0, make_instance
 
+from dashboard.access import demo_users_ensure
 from dashboard.models import InstanceCost
 from dashboard.selectors import InstanceFilters, instance_list_counted
 from dashboard.selectors.instance_filters import SORT_LABELS
@@ -57,8 +59,32 @@ FILTERS = ["", "status=errored&status=paused", "workflow=ingest", "attr=domain:a
 SORTS = [*SORT_LABELS, "attr.customer", "-attr.customer"]
 
 
+@pytest.fixture(scope="module")
+def _ledger_rows(django_db_setup, django_db_blocker):
+    """The ledger, written once for the module's ~250 tests inside a transaction rolled back after
+    the last of them; each test runs in a savepoint of it (as Django's setUpTestData does), so
+    what one test writes is gone before the next."""
+    with django_db_blocker.unblock():
+        outer = transaction.atomic()
+        outer.__enter__()
+        try:
+            demo_users_ensure()
+            _write_ledger()
+        except BaseException:
+            outer.__exit__(*sys.exc_info())
+            raise
+    yield
+    with django_db_blocker.unblock():
+        transaction.set_rollback(True)
+        outer.__exit__(None, None, None)
+
+
 @pytest.fixture
-def ledger(users):
+def ledger(_ledger_rows, db):
+    return get_user_model().objects.get(username="operator")
+
+
+def _write_ledger():
     for n in range(40):
         created = T0 + timedelta(minutes=n // 2)  # pairs share created_at: the id breaks the tie
         status = STATUSES[n % len(STATUSES)]
@@ -82,7 +108,6 @@ def ledger(users):
             InstanceCost.objects.create(instance_id=f"i{n:02d}", tenant="acme", workflow_type="gong-ingest",
                                         total=Decimal(n % 6) / 100, calls=1, failed=0, tokens_in=0, tokens_out=0,
                                         first_at=created, last_at=created)
-    return get_user_model().objects.get(username="operator")
 
 
 def _straight(user, filters, now):
