@@ -38,7 +38,7 @@ class CoalesceIn(s.InputSchema):
     coalesce: dict[str, Any] | None = None
 
 
-class DeletedOut(Schema):
+class RoutesDeletedOut(Schema):
     name: str
     deleted: bool
 
@@ -91,7 +91,7 @@ def route_edit(request: HttpRequest, name: str, body: ts.RouteEditIn) -> RouteRo
     return _route(request, name)
 
 
-@router.delete("/routes/{name}/detail", response={200: DeletedOut, **E},
+@router.delete("/routes/{name}/detail", response={200: RoutesDeletedOut, **E},
                summary="Delete a route: POST /api/routes/<name> answers 404 from then on")
 def route_delete_view(request: HttpRequest, name: str) -> dict[str, Any]:
     tenant = _acting(request, name)

@@ -31,7 +31,7 @@ router = Router(tags=["schedules"])
 E: dict[int, Any] = {400: s.ErrorOut, 401: s.ErrorOut, 403: s.ErrorOut, 404: s.ErrorOut, 422: s.ErrorOut}
 
 
-class DeletedOut(Schema):
+class SchedulesDeletedOut(Schema):
     name: str
     deleted: bool
 
@@ -82,7 +82,7 @@ def schedule_edit(request: HttpRequest, name: str, body: ts.ScheduleEditIn) -> S
     return _visible(request, name)
 
 
-@router.delete("/{name}", response={200: DeletedOut, **E},
+@router.delete("/{name}", response={200: SchedulesDeletedOut, **E},
                summary="Delete a schedule: it fires no more; the instances it started stay")
 def schedule_delete_view(request: HttpRequest, name: str) -> dict[str, Any]:
     row = _visible(request, name)

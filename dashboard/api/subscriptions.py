@@ -36,7 +36,7 @@ class CoalesceIn(s.InputSchema):
     coalesce: dict[str, Any] | None = None
 
 
-class DeletedOut(Schema):
+class SubscriptionsDeletedOut(Schema):
     id: int
     deleted: bool
 
@@ -93,7 +93,7 @@ def subscription_edit(request: HttpRequest, sub_id: int, body: ts.SubscriptionEd
     return _subscription(request, sub_id)
 
 
-@router.delete("/subscriptions/{sub_id}", response={200: DeletedOut, **E},
+@router.delete("/subscriptions/{sub_id}", response={200: SubscriptionsDeletedOut, **E},
                summary="Delete a subscription: it starts nothing more; what it started stays")
 def subscription_delete_view(request: HttpRequest, sub_id: int) -> dict[str, Any]:
     row = _subscription(request, sub_id)

@@ -122,9 +122,9 @@ def test_an_async_workflow_sets_and_merges_through_the_same_deferred_step(monkey
     deferred: list[tuple[str, bool]] = []
     succeeded = Execution.succeeded
 
-    def spy(self, p, ctx, started, result):
+    def spy(self, p, ctx, started, result, *rest):
         deferred.append((p.label, p.deferred))
-        return succeeded(self, p, ctx, started, result)
+        return succeeded(self, p, ctx, started, result, *rest)
 
     monkeypatch.setattr(Execution, "succeeded", spy)
     create("t-attr-set-async", id="async", params={})

@@ -141,9 +141,9 @@ def test_a_calls_tagging_and_prefilter_are_deferred_and_its_llm_step_and_the_led
     deferred: dict[str, bool] = {}
     succeeded = Execution.succeeded
 
-    def spy(self, p, ctx, started, result):
+    def spy(self, p, ctx, started, result, *rest):
         deferred[p.label] = p.deferred
-        return succeeded(self, p, ctx, started, result)
+        return succeeded(self, p, ctx, started, result, *rest)
 
     monkeypatch.setattr(Execution, "succeeded", spy)
     started = gong_ingest_start("acme", {"id": "4713", "account": "Acme Logistics"}, transcript=TEXT)
