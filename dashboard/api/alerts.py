@@ -87,7 +87,10 @@ def rule_update(request: HttpRequest, rule_id: int, body: RuleIn) -> dict[str, A
     rule = _rule(request, rule_id)
     require_act(request.user, rule.tenant)
     if body.tenant != rule.tenant:
-        raise ApiProblem(422, "invalid_rule", "a rule stays in its tenant; create a new one in the other tenant")
+        # The body is valid; the rule's state (its tenant) is what refuses it: a conflict.
+        raise ApiProblem(409, "rule_tenant_fixed",
+                         f"rule {rule.id} belongs to tenant {rule.tenant!r} and stays there; "
+                         "create a new rule in the other tenant")
     saved = services.rule_save(**body.dict(), rule_id=rule.id, actor=request.user.username, now=timezone.now())
     return selectors.rule_row(saved)
 

@@ -89,3 +89,15 @@ def test_callbacks_are_set_on_an_instance_and_on_a_route(operator, stranger):
     assert operator.put("/api/callbacks/routes/orders", {"url": "https://example.com/r"}).status_code == 200
     bad = operator.put("/api/callbacks/routes/orders", {"url": "javascript:alert(1)"})
     assert bad.status_code == 422 and bad.json()["error"]["code"] == "invalid_callback"
+
+
+def test_moving_a_rule_to_another_tenant_is_a_conflict_that_changes_nothing(operator, channel_id):
+    made = operator.post("/api/alerts/rules", {"tenant": "acme", "name": "stays", "condition": "backlog_age",
+                                               "channel_ids": [channel_id]})
+    assert made.status_code == 201, made.content
+    rule_id = made.json()["id"]
+    moved = operator.put(f"/api/alerts/rules/{rule_id}", {"name": "moved", "condition": "backlog_age",
+                                                          "channel_ids": [channel_id], "tenant": "globex"})
+    assert moved.status_code == 409 and moved.json()["error"]["code"] == "rule_tenant_fixed"
+    from ingest.alerts.models import Rule
+    assert Rule.objects.get(id=rule_id).name == "stays"
