@@ -126,6 +126,7 @@ def test_the_run_graph_draws_a_fan_out_as_one_node_with_its_counts(operator):
     assert 'class="dag-node dag-group st-errored"' in group and "fetch-* ×3" in group
     assert "in parallel · 2 complete, 1 errored" in group
     assert "backlinks · keywords · referring-domains" in group
-    assert len(re.findall(r'class="dag-cell st-(?:complete|errored)"', group)) == 3
+    assert len(re.findall(r'class="dag-cell st-(?:complete|errored)[ "]', group)) == 3
+    assert 'class="dag-cell st-errored dag-fallback"' in group  # the fallback keeps its mark
     assert 'href="#step-fetch-keywords-1"' in group  # each step still one click away
     assert "data-dag-tools" in dag and 'data-dag-zoom="fit"' in dag and 'data-dag-zoom="in"' in dag
