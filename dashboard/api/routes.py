@@ -35,7 +35,7 @@ E: dict[int, Any] = {400: s.ErrorOut, 401: s.ErrorOut, 403: s.ErrorOut, 404: s.E
 
 
 class CoalesceIn(s.InputSchema):
-    coalesce: dict[str, Any] | None = None
+    coalesce: dict[str, Any] | None = ts.coalesce_field()
 
 
 class RoutesDeletedOut(Schema):

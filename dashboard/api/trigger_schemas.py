@@ -16,22 +16,34 @@ from pydantic import ConfigDict, JsonValue
 
 from dashboard.api import schemas as s
 from dashboard.api.openapi import NONBLANK_PATTERN, TRIMMED_OR_EMPTY_PATTERN, TRIMMED_PATTERN
+from ingest.triggers import coalesce as coalescing
 from ingest.triggers.field_checks import TENANT_MAX, startable_workflows
 from ingest.triggers.models import MissedFirePolicy
 from ingest.triggers.services import credentials, routes, schedules, subscriptions
 
 TIMEZONES = cast("list[JsonValue]", sorted(available_timezones()))  # IANA names ZoneInfo reads
-# Five cron fields within their ranges (minute hour day-of-month month day-of-week), each `*`, a
-# number or a range, with an optional step, comma-separated; or a macro such as @daily. What
-# croniter accepts beyond it (names such as MON) is left out of the schema; Quartz's L, W and #
-# are in (cron.plan reads them).
+# Five cron fields within their ranges (minute hour day-of-month month day-of-week), each a list
+# of `*`, a number or a range, with an optional step; or a macro such as @daily. What croniter
+# accepts beyond it (names such as MON) is left out of the schema. Quartz's extensions are in,
+# where `validate_cron` takes them: `L` among the days of the month (without a step), `15W` alone
+# in its field, `LW` alone and only with `*` as the day of week, `5L` and `5#3` among the days of
+# the week (without a step, and not in a list with plain days). An expression that matches no date (February 30th) is valid: its
+# schedule never fires.
 _N = {"min": r"[0-5]?[0-9]", "hour": r"(?:[01]?[0-9]|2[0-3])", "dom": r"(?:0?[1-9]|[12][0-9]|3[01])",
       "mon": r"(?:0?[1-9]|1[0-2])", "dow": r"[0-7]"}
-_QUARTZ = {"dom": r"(?:LW|L(?:-[0-9]{1,2})?|(?:0?[1-9]|[12][0-9]|3[01])W)", "dow": r"[0-7](?:L|#[1-5])"}
-_LIST = {k: rf"(?:\*|{n}(?:-{n})?)(?:/[1-9][0-9]?)?(?:,(?:\*|{n}(?:-{n})?)(?:/[1-9][0-9]?)?)*" for k, n in _N.items()}
-_FIELD = {k: rf"(?:{_QUARTZ[k]}|{v})" if k in _QUARTZ else v for k, v in _LIST.items()}
+_RANGE = {k: rf"(?:\*|{n}(?:-{n})?)(?:/[1-9][0-9]?)?" for k, n in _N.items()}
+
+
+def _items(item: str) -> str:
+    return rf"{item}(?:,{item})*"
+
+
+_DOM_ITEM = rf"(?:{_RANGE['dom']}|L)"
+_DOM = rf"(?:{_N['dom']}W|{_items(_DOM_ITEM)})"
+_DOW = rf"(?:{_items(_RANGE['dow'])}|{_items('[0-7](?:L|#[1-5])')})"
+_MIN, _HOUR, _MON = _items(_RANGE["min"]), _items(_RANGE["hour"]), _items(_RANGE["mon"])
 CRON_PATTERN = (r"^(?:@(?:yearly|annually|monthly|weekly|daily|midnight|hourly)|"
-                + " ".join(_FIELD[k] for k in ("min", "hour", "dom", "mon", "dow")) + ")$")
+                + rf"{_MIN} {_HOUR} (?:LW {_MON} \*|{_DOM} {_MON} {_DOW})" + ")$")
 
 
 def checked(default: Any, **rule: Any) -> Any:
@@ -131,6 +143,50 @@ class ScheduleIn(s.InputSchema):
     enabled: Any = checked(True, **BOOLEAN)
 
 
+# --- coalesce (routes and subscriptions) --------------------------------------------------
+
+# A duration as `parse_duration` reads it: words ("30 seconds") or a number of seconds, from
+# 100 ms to 7 days. Words state their range only in the service, which names the field.
+_DURATION = {"anyOf": [
+    {"type": "string", "pattern": NONBLANK_PATTERN},
+    {"type": "number", "minimum": coalescing.MIN_PERIOD.total_seconds(),
+     "maximum": coalescing.MAX_PERIOD.total_seconds()},
+]}
+# A dotted path into the payload ("account", "customer.id"); empty or null: one window for all.
+_KEY = {"anyOf": [{"type": "string", "maxLength": coalescing.MAX_KEY_CHARS,
+                   "pattern": r"^(?:[^.\x00]+(?:\.[^.\x00]+)*|)$"}, {"type": "null"}]}
+COALESCE: dict[str, Any] = {
+    "description": "Debounce or batch the events per key: {\"debounce\": {\"key\", \"period\", "
+                   "\"timeout\"}} or {\"batch\": {\"key\", \"max_size\", \"timeout\"}}; null or {} "
+                   "turns it off. A debounce's timeout is at least its period (checked by the service).",
+    "anyOf": [
+        {"type": "object", "additionalProperties": False, "required": [coalescing.DEBOUNCE],
+         "properties": {coalescing.DEBOUNCE: {
+             "type": "object", "additionalProperties": False, "required": ["period"],
+             "properties": {"key": _KEY, "period": _DURATION, "timeout": {"anyOf": [_DURATION, {"type": "null"}]}},
+         }}},
+        {"type": "object", "additionalProperties": False, "required": [coalescing.BATCH],
+         "properties": {coalescing.BATCH: {
+             "type": "object", "additionalProperties": False, "required": ["max_size", "timeout"],
+             "properties": {"key": _KEY, "timeout": _DURATION,
+                            "max_size": {"type": "integer", "minimum": 2, "maximum": coalescing.MAX_BATCH_SIZE}},
+         }}},
+        {"type": "object", "maxProperties": 0},
+        {"type": "null"},
+    ],
+}
+
+
+def _coalesce(schema: dict[str, Any]) -> None:
+    schema.clear()
+    schema.update(COALESCE)
+
+
+def coalesce_field() -> Any:
+    """A coalesce setting, stated as the service reads it (ingest/triggers/coalesce.py)."""
+    return Field(None, json_schema_extra=_coalesce)
+
+
 # --- subscriptions ------------------------------------------------------------------------
 
 PATTERN = {"type": "string", "pattern": subscriptions.PATTERN_PATTERN}
@@ -163,8 +219,7 @@ class SubscriptionIn(s.InputSchema):
     tenant: Any = checked(..., type="string", maxLength=TENANT_MAX, pattern=TRIMMED_OR_EMPTY_PATTERN)
     filters: Any = checked({}, **FILTERS)
     enabled: Any = checked(True, **BOOLEAN)
-    coalesce: Any = checked(None, anyOf=[{"type": "object"}, {"type": "null"}],
-                            description='Debounce or batch, as PUT /api/subscriptions/{id}/coalesce takes it')
+    coalesce: Any = coalesce_field()
 
 
 # --- ingress credentials ------------------------------------------------------------------

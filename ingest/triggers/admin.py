@@ -83,7 +83,8 @@ class ScheduleAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         if not change:
             obj.created_at = obj.checked_until = now
         obj.updated_at = now
-        obj.next_fire_at = cron.upcoming(obj, now=now, count=1)[0] if obj.enabled else None
+        fires = cron.upcoming(obj, now=now, count=1) if obj.enabled else []
+        obj.next_fire_at = fires[0] if fires else None
         super().save_model(request, obj, form, change)
 
     @admin.action(description="Run now")

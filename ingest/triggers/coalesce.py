@@ -57,7 +57,7 @@ class CoalesceConfig:
 
 def parse(value: Any) -> CoalesceConfig | None:
     """The setting a route or subscription stores, checked; None when it coalesces nothing."""
-    if value in (None, {}, ""):
+    if value is None or value == {}:
         return None
     if not isinstance(value, dict) or len(value) != 1 or next(iter(value)) not in (DEBOUNCE, BATCH):
         raise InvalidCoalesce(
@@ -77,7 +77,8 @@ def parse(value: Any) -> CoalesceConfig | None:
         if "period" not in body:
             raise InvalidCoalesce("coalesce.debounce needs a period, e.g. \"30 seconds\"")
         period = _duration(body["period"], "coalesce.debounce.period")
-        timeout = _duration(body["timeout"], "coalesce.debounce.timeout") if body.get("timeout") else None
+        timeout = (None if body.get("timeout") is None
+                   else _duration(body["timeout"], "coalesce.debounce.timeout"))
         if timeout is not None and timeout < period:
             raise InvalidCoalesce(f"coalesce.debounce.timeout ({timeout.total_seconds():g} s) is shorter "
                                   f"than its period ({period.total_seconds():g} s); make it at least as long")

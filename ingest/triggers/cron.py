@@ -8,6 +8,10 @@ Expressions are Cloudflare's: five fields with the Quartz extensions `L` (last d
 `15W` (weekday nearest the 15th), `LW` (last weekday of the month), `5#3` (third Friday) and `5L`
 (last Friday). croniter 7 reads all of them but `LW` and `5L`; `plan` rewrites those two into
 what croniter reads plus, for `LW`, a day filter applied while iterating.
+
+An expression may be valid and match no date at all (`0 0 31 2 *`, February 31st; `0 0 1 2 1#5`,
+a February 1st that is the month's fifth Monday). As Kubernetes and Temporal do, such a schedule
+is kept and never fires: its list of next fires is empty and the console says so.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from typing import Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import CroniterError, croniter
+from croniter import CroniterBadDateError, CroniterError, croniter
 
 from ingest.triggers.errors import InvalidCron, InvalidTimezone
 
@@ -108,26 +112,34 @@ class CronIter:
     def _restart(self, start: datetime) -> None:
         self._it = croniter(self._plan.expression, start)
 
-    def get_next(self) -> datetime:
-        when: datetime = self._it.get_next(datetime)
-        keep = self._plan.keep_day
-        for _ in range(_MAX_SKIPPED_DAYS):
-            if keep is None or keep(when.date()):
-                return when
-            midnight = datetime.combine(when.date() + timedelta(days=1), time(0), tzinfo=when.tzinfo)
-            self._restart(midnight - timedelta(seconds=1))
-            when = self._it.get_next(datetime)
-        raise InvalidCron(f"cron expression {self._plan.expression!r} matches no day in a year")
+    def get_next(self) -> datetime | None:
+        """The next matching time; None when the expression matches no later date."""
+        try:
+            when: datetime = self._it.get_next(datetime)
+            keep = self._plan.keep_day
+            for _ in range(_MAX_SKIPPED_DAYS):
+                if keep is None or keep(when.date()):
+                    return when
+                midnight = datetime.combine(when.date() + timedelta(days=1), time(0), tzinfo=when.tzinfo)
+                self._restart(midnight - timedelta(seconds=1))
+                when = self._it.get_next(datetime)
+        except CroniterBadDateError:
+            return None
+        return None
 
-    def get_prev(self) -> datetime:
-        when: datetime = self._it.get_prev(datetime)
-        keep = self._plan.keep_day
-        for _ in range(_MAX_SKIPPED_DAYS):
-            if keep is None or keep(when.date()):
-                return when
-            self._restart(datetime.combine(when.date(), time(0), tzinfo=when.tzinfo))
-            when = self._it.get_prev(datetime)
-        raise InvalidCron(f"cron expression {self._plan.expression!r} matches no day in a year")
+    def get_prev(self) -> datetime | None:
+        """The previous matching time; None when the expression matches no earlier date."""
+        try:
+            when: datetime = self._it.get_prev(datetime)
+            keep = self._plan.keep_day
+            for _ in range(_MAX_SKIPPED_DAYS):
+                if keep is None or keep(when.date()):
+                    return when
+                self._restart(datetime.combine(when.date(), time(0), tzinfo=when.tzinfo))
+                when = self._it.get_prev(datetime)
+        except CroniterBadDateError:
+            return None
+        return None
 
 
 def validate_cron(expression: str) -> str:
@@ -169,7 +181,10 @@ def next_fires(
     on_time: list[datetime] = []
     missed: list[datetime] = []
     for _ in range(MAX_SCAN):
-        when = it.get_prev().astimezone(UTC)
+        found = it.get_prev()
+        if found is None:
+            break
+        when = found.astimezone(UTC)
         if when <= after:
             break
         if when > now:
@@ -184,9 +199,16 @@ def next_fires(
 
 
 def upcoming(schedule: CronSpec, *, now: datetime, count: int = 5) -> list[datetime]:
-    """The next `count` scheduled times after now, in UTC (for display)."""
+    """The next `count` scheduled times after now, in UTC; fewer, or none, when the expression
+    matches no later date."""
     it = CronIter(schedule.cron, now.astimezone(zone(schedule.timezone)))
-    return [it.get_next().astimezone(UTC) for _ in range(count)]
+    fires = []
+    for _ in range(count):
+        when = it.get_next()
+        if when is None:
+            break
+        fires.append(when.astimezone(UTC))
+    return fires
 
 
 def fire_instance_id(schedule_name: str, scheduled: datetime) -> str:

@@ -95,11 +95,13 @@ def strict_config(token: str) -> SchemathesisConfig:
                 "stateful": {"enabled": True, "max-steps": 12},
             },
             "suppress-health-check": ["all"],
-            # A coalesce setting's durations (100 ms to 7 days, in words such as "30 seconds") and
-            # a debounce timeout no shorter than its period are rules JSON Schema cannot state: a
-            # schema-valid setting may be refused, with a 400 that names the field. Every other
-            # check holds there too (no 5xx, schema-violating bodies refused, answers as declared).
-            "operations": [{"include-path-regex": "/coalesce$",
+            # A coalesce setting's durations in words (100 ms to 7 days, "30 seconds") and a
+            # debounce timeout no shorter than its period are rules JSON Schema cannot state: a
+            # schema-valid setting may be refused, with a 400 that names the field. That holds for
+            # the two coalesce PUTs and for a new subscription, whose body may carry one. Every
+            # other check holds there too (no 5xx, schema-violating bodies refused, answers as
+            # declared).
+            "operations": [{"include-name-regex": r"^(PUT .*/coalesce|POST /api/subscriptions)$",
                             "checks": {"positive_data_acceptance": {"enabled": False}}}],
         }
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.test import Client
 from django.utils import timezone
 
 from dashboard.models import AuditEntry
@@ -73,3 +74,18 @@ def test_a_missing_or_malformed_body_is_a_json_error_that_changes_no_row(operato
                                      headers=operator.headers)
     assert answer.status_code in (400, 422) and answer.json()["error"]["message"]
     assert Schedule.objects.filter(name="nightly").values().get() == before and not AuditEntry.objects.exists()
+
+
+def test_a_disabled_schedule_for_february_31st_is_enabled_and_said_to_never_fire(operator: ApiClient) -> None:
+    """The strict run's find: enabling a schedule whose expression matches no date answered 500."""
+    schedule_create(name="never", workflow="test-echo", cron_expression="0 0 31 2 *", tenant="acme",
+                    enabled=False, now=timezone.now())
+    answer = operator.post("/api/schedules/never/enable")
+    assert answer.status_code == 200, answer.content
+    assert answer.json()["enabled"] is True and answer.json()["next_fires"] == []
+    row = Schedule.objects.get(name="never")
+    assert row.enabled and row.next_fire_at is None
+    console = Client()
+    assert console.login(username="op", password="pw-op")
+    page = console.get("/schedules/never/")
+    assert page.status_code == 200 and b"matches no date" in page.content

@@ -43,6 +43,9 @@ DEBOUNCE = {"debounce": {"key": "account", "period": "10 seconds", "timeout": "1
     ({"batch": {"max_size": 10, "timeout": "5 seconds", "key": "a..b"}}, "dotted path"),
     ({"debounce": {"period": 5}, "batch": {"max_size": 2, "timeout": 5}}, "one of the two"),
     (["debounce"], "one of the two"),
+    ("", "one of the two"),  # not an object: it turns nothing off
+    ({"debounce": {"period": "10 seconds", "timeout": False}}, "is not a duration"),
+    ({"debounce": {"period": "10 seconds", "timeout": 0}}, "between 100 milliseconds and 7 days"),
 ])
 def test_a_bad_setting_is_refused_with_what_was_wrong(value: Any, message: str) -> None:
     with pytest.raises(InvalidCoalesce, match=message.replace("(", r"\(").replace(")", r"\)")):

@@ -176,3 +176,18 @@ def test_last_weekday_is_pure_calendar_arithmetic() -> None:
     assert cron.last_weekday(date(2026, 5, 29)) and not cron.last_weekday(date(2026, 5, 31))
     assert cron.last_weekday(date(2026, 2, 27)) and not cron.last_weekday(date(2026, 2, 28))
     assert cron.last_weekday(date(2026, 3, 31))
+
+
+@pytest.mark.parametrize("expression", ["0 0 31 2 *", "0 0 30-31 2 *", "0 0 31 4,6,9,11 *", "0 0 1 2 1#5"])
+def test_an_expression_that_matches_no_date_is_valid_and_never_fires(expression: str) -> None:
+    """February 31st is a valid expression with no date: it is kept, as Kubernetes and Temporal
+    keep it, and has neither a next fire nor a due one (croniter raises on it)."""
+    assert cron.validate_cron(expression) == expression
+    spec = cron.Spec(expression)
+    assert cron.upcoming(spec, now=at(2026, 11, 28), count=5) == []
+    assert cron.next_fires(spec, after=at(2020, 1, 1), now=at(2026, 11, 28)) == []
+
+
+def test_an_expression_with_few_dates_lists_what_it_has() -> None:
+    assert cron.upcoming(cron.Spec("0 0 29 2 *"), now=at(2026, 11, 28), count=2) == [
+        at(2028, 2, 29), at(2032, 2, 29)]

@@ -87,7 +87,10 @@ def schedule_problems(fields: dict[str, Any], *, name: Any = UNSET, tenant: Any 
 
 
 def _refresh_next(schedule: Schedule, *, now: datetime) -> None:
-    schedule.next_fire_at = cron.upcoming(schedule, now=now, count=1)[0] if schedule.enabled else None
+    fires = cron.upcoming(schedule, now=now, count=1) if schedule.enabled else []
+    # None also when the expression matches no date: the scheduler then looks at it each tick
+    # and finds nothing to fire.
+    schedule.next_fire_at = fires[0] if fires else None
 
 
 def schedule_create(*, name: Any, workflow: Any, cron_expression: Any, now: datetime,
