@@ -87,8 +87,16 @@ def throughput_figure(rows: Sequence[Mapping[str, Any]], *, since: datetime | No
     ]
     layout = {"barmode": "stack", "yaxis": {"title": {"text": "instances / hour"}},
               "yaxis2": {"title": {"text": "failure %"}, "overlaying": "y", "side": "right",
-                         "range": [0, 100], "showgrid": False}}
-    return _figure(data, _date_axis(layout, since, until))
+                         "range": [0, 100], "tickvals": [0, 25, 50, 75, 100], "ticksuffix": "%",
+                         "showgrid": False}}
+    if until is not None:
+        # Each bar spans its hour from the hour's start: the axis runs to the end of the current
+        # hour, so the hour in progress is drawn whole, left of the right-hand axis.
+        hour_start = until.replace(minute=0, second=0, microsecond=0)
+        until = hour_start + timedelta(hours=1) if hour_start != until else until
+    figure = _figure(data, _date_axis(layout, since, until))
+    figure["layout"]["margin"] = {**figure["layout"]["margin"], "r": 56}
+    return figure
 
 
 def _filled(buckets: set[datetime], *, since: datetime | None, until: datetime | None,

@@ -10,6 +10,7 @@ from decimal import Decimal
 from typing import Any, TypedDict
 
 from django.db.models import (
+    Count,
     F,
     Q,
     QuerySet,
@@ -22,6 +23,9 @@ from dashboard.rollups import reads
 from dashboard.selectors.common import MICRO, ZERO
 from ingest.engine.models import (
     ApiCost,
+    ApprovalKind,
+    ApprovalRequest,
+    ApprovalState,
     Budget,
     BudgetPeriod,
     BudgetReservation,
@@ -153,18 +157,30 @@ class BudgetRow:
     period_start: datetime
     period_end: datetime
     forecast: Forecast
+    # Runs held by this budget: pending budget approvals (the spend each step asked for is not
+    # spent, so the meter alone would read "0 %, lasts the period" while the budget blocks).
+    waiting: int = 0
+    waiting_asked: Decimal = ZERO
 
 
 def budget_rows(*, budgets: Collection[Budget], now: datetime) -> list[BudgetRow]:
+    budgets = list(budgets)
+    held = {
+        row["budget_id"]: (row["n"], row["asked"] or ZERO)
+        for row in ApprovalRequest.objects.filter(
+            kind=ApprovalKind.BUDGET, state=ApprovalState.PENDING, budget_id__in=[b.id for b in budgets])
+        .values("budget_id").annotate(n=Count("id"), asked=Sum("requested_amount"))
+    } if budgets else {}
     rows = []
     for b in budgets:
         end = period_end(b.period, b.period_start)
         fc = budget_forecast(
             spent=b.spent, limit=b.limit, period_start=b.period_start, period_end=end, now=now
         )
+        waiting, asked = held.get(b.id, (0, ZERO))
         rows.append(
             BudgetRow(b.id, b.scope, b.key, b.period, b.limit, b.spent, b.reserved, b.policy,
-                      b.enabled, b.period_start, end, fc)
+                      b.enabled, b.period_start, end, fc, waiting, asked)
         )
     return rows
 

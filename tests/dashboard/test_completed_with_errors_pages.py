@@ -53,3 +53,18 @@ def test_the_workflows_page_shows_a_with_errors_column_and_a_failure_rate_withou
     assert (summary["complete"], summary["with_errors"], summary["errored"]) == (1, 2, 1)
     html = operator.get("/workflows/").content.decode()
     assert "With errors" in html and "25%" in html
+
+
+def test_the_hour_in_progress_is_drawn_whole_and_the_failure_axis_reads_whole_percents() -> None:
+    """The current hour's bar starts at the hour and spans it: the axis runs to the hour's end,
+    not to now, where the bar hid under the right-hand axis; that axis ticks 0, 25 … 100 %."""
+    from datetime import UTC, datetime
+
+    until = datetime(2026, 11, 29, 0, 16, tzinfo=UTC)
+    since = until - timedelta(hours=24)
+    row = {"bucket": datetime(2026, 11, 29, 0, 0, tzinfo=UTC), "complete": 3, "with_errors": 0, "errored": 0}
+    layout = throughput_figure([row], since=since, until=until)["layout"]
+    assert layout["xaxis"]["range"] == [since, datetime(2026, 11, 29, 1, 0, tzinfo=UTC)]
+    assert layout["yaxis2"]["tickvals"] == [0, 25, 50, 75, 100] and layout["yaxis2"]["range"] == [0, 100]
+    on_the_hour = datetime(2026, 11, 29, 1, 0, tzinfo=UTC)
+    assert throughput_figure([row], since=since, until=on_the_hour)["layout"]["xaxis"]["range"][1] == on_the_hour

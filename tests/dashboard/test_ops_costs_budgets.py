@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 import pytest
-from test_ops_factories import budget, cost, make_instance, now, reservation
+from test_ops_factories import approval, budget, cost, make_instance, now, reservation
 
 from dashboard.selectors import budget_forecast
 from ingest.engine.models import Budget, History
@@ -125,6 +125,22 @@ def test_budgets_page_lists_my_budgets_reservations_and_breaches(operator, stran
     assert [x.key for x in r.context["rows"]] == ["initech"] and r.context["reservations"] == []
     assert stranger.get(f"/budgets/{b.id}/edit/").status_code == 404
     assert operator.get(f"/budgets/{other.id}/edit/").status_code == 404
+
+
+def test_a_budget_holding_runs_for_approval_says_it_blocks_them_not_that_it_lasts(operator):
+    """Nothing is spent while a step waits for a budget approval: the row says the budget blocks
+    the run and how much it asked, on the budgets page, the overview and the API."""
+    b = budget(key="acme", limit="0.0001", spent="0", policy="approval")
+    quiet = budget(key="acme", period="month", limit="10", spent="0")
+    approval(kind="budget", budget=b, requested_amount=Decimal("0.001"), title="Budget would be exceeded")
+    approval(kind="budget", budget=b, requested_amount=Decimal("0.002"), title="Budget would be exceeded",
+             state="approved")  # answered: no longer held
+    html = operator.get("/budgets/").content.decode()
+    assert "blocking 1 run" in html and "$0.0030" not in html and "asked $0.0010 more" in html
+    rows = {r.id: r for r in operator.get("/budgets/").context["rows"]}
+    assert (rows[b.id].waiting, rows[b.id].waiting_asked) == (1, Decimal("0.001"))
+    assert (rows[quiet.id].waiting, rows[quiet.id].waiting_asked) == (0, Decimal("0"))
+    assert "blocking 1 run" in operator.get("/").content.decode()
 
 
 def test_an_operator_creates_and_edits_a_tenant_budget_through_the_engine(operator):
