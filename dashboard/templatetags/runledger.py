@@ -11,6 +11,7 @@ import json
 from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
+from urllib.parse import parse_qsl
 
 from django import template
 from django.utils import timezone
@@ -105,6 +106,15 @@ def entries(value: Any) -> list[tuple[Any, Any]]:
     """A dict's (key, value) pairs: `{% for k, v in d|entries %}`. `d.items` in a template is the
     value under the key "items" when there is one (a fan-out's params often have it)."""
     return list(value.items()) if isinstance(value, dict) else []
+
+
+@register.filter
+def query_text(value: Any) -> str:
+    """A stored query string as a person reads it: `attr=customer:acme · status=errored`, not
+    `attr=customer%3Aacme&status=errored`."""
+    if not isinstance(value, str) or not value:
+        return ""
+    return " · ".join(f"{k}={v}" for k, v in parse_qsl(value, keep_blank_values=True))
 
 
 @register.filter

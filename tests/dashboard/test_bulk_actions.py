@@ -44,6 +44,13 @@ def test_a_preview_freezes_exactly_the_matching_instances_the_action_applies_to(
     assert "1 more matches but the action does not apply" in page
 
 
+def test_the_preview_shows_its_filters_as_typed_not_url_encoded(operator, running):
+    location, _ = _preview(operator, "action=pause&workflow=gong-ingest&q=r%3A1")
+    page = operator.get(location).content.decode()
+    query = re.search(r'id="bulk-query">([^<]*)<', page).group(1)
+    assert "%3A" not in query and "workflow=gong-ingest" in query and "&amp;" not in query
+
+
 def test_confirm_acts_on_the_previewed_set_only_when_the_set_changed_and_says_so(operator, running):
     _, batch_id = _preview(operator, "action=terminate&workflow=gong-ingest")
     make_instance("late", status="running", workflow="gong-ingest")  # matches now, was not previewed
