@@ -168,4 +168,36 @@
       if (dlg) dlg.close();
     }
   });
+
+  // ---- small-multiple charts: one column on a narrow screen -------------------------------
+  // A chart of several small plots in a grid (the budget burn-down) is laid out two abreast
+  // for a wide page; below 560 px its titles and ticks would overprint, so it stacks them.
+  function fitGrids(root) {
+    if (!window.Plotly) return;
+    (root || document).querySelectorAll("[data-narrow-one-column] .js-plotly-plot").forEach(function (el) {
+      var grid = el.layout && el.layout.grid;
+      if (!grid) return;
+      if (!el.dataset.wideColumns) {
+        el.dataset.wideColumns = grid.columns;
+        el.dataset.wideRows = grid.rows;
+        el.dataset.wideHeight = el.layout.height;
+      }
+      var cols = +el.dataset.wideColumns, rows = +el.dataset.wideRows;
+      var narrow = el.clientWidth < 560;
+      var want = narrow ? 1 : cols;
+      if (grid.columns === want) return;
+      var plots = (el.layout.annotations || []).length || cols * rows;
+      var wantRows = narrow ? plots : rows;
+      var perRow = (+el.dataset.wideHeight) / rows;
+      window.Plotly.relayout(el, {"grid.columns": want, "grid.rows": wantRows,
+                                  height: Math.max(200, Math.round(perRow * wantRows))});
+    });
+  }
+  var fitTimer = null;
+  window.addEventListener("resize", function () {
+    clearTimeout(fitTimer);
+    fitTimer = setTimeout(function () { fitGrids(document); }, 150);
+  });
+  document.addEventListener("DOMContentLoaded", function () { fitGrids(document); });
+  document.addEventListener("htmx:afterSwap", function (evt) { fitGrids(evt.target); });
 })();

@@ -213,6 +213,13 @@ def test_costs_draw_series_as_lines_one_burn_down_per_budget_and_the_chosen_tree
     axes = [(t["xaxis"], t["yaxis"]) for t in burn["data"]]
     assert len(set(axes)) == len(axes) // 2 >= 2  # a line and its forecast per budget, each on its own axes
     assert burn["layout"]["grid"]["pattern"] == "independent"
+    # two abreast on a wide page; stacked below 560 px, where titles and ticks would overprint
+    budgets = len(axes) // 2
+    columns = 2 if width > 560 else 1
+    page.wait_for_function(f"() => document.querySelectorAll('.js-plotly-plot')[2].layout.grid.columns === {columns}",
+                           timeout=15_000)
+    burn = _plot(page, 2)
+    assert burn["layout"]["grid"]["rows"] == ((budgets + 1) // 2 if columns == 2 else budgets)
     _fits(op)
     op.shot(f"costs-{width}", full_page=True)
 
