@@ -55,6 +55,7 @@ from ingest.engine.errors import (
     VersionRetired,
     WaitForEventTimeout,
     WorkflowTimeout,
+    error_class_name,
 )
 from ingest.engine.handlers import fan_out_handler
 from ingest.engine.logcontext import FIELDS as LOG_CONTEXT_FIELDS
@@ -106,7 +107,7 @@ __all__ = [
     "UnknownWorkflow", "VersionInUse", "VersionMismatch", "VersionRetired", "WaitForEventTimeout",
     "Worker", "Workflow", "WorkflowEvent", "WorkflowResult", "WorkflowTimeout",
     "WriteOnlySecretsForm", "as_leader", "aware", "call_journal_current", "configured_keys", "create", "create_batch",
-    "fan_out_handler", "fan_out_list", "fingerprint_of", "generate_key", "get", "get_workflow", "is_postgres",
+    "error_class_name", "fan_out_handler", "fan_out_list", "fingerprint_of", "generate_key", "get", "get_workflow", "is_postgres",
     "log_context_bind", "log_context_current", "lookup_hash", "lookup_hashes", "mask", "now",
     "parse_duration", "period_start", "prepared_row", "progress_of", "public_text", "public_value",
     "redact", "redact_value", "row_digest_sql", "step_progress", "stored_config_json",
