@@ -67,6 +67,11 @@ from ingest.engine.redaction import MASK, redact, redact_value
 from ingest.engine.results import WorkflowResult
 from ingest.engine.runtime.policy import stored_config_json
 from ingest.engine.sql.base import aware, is_postgres, prepared_row
+from ingest.engine.tracing import client_span as trace_client_span
+from ingest.engine.tracing import continues_ingress as tracing_continues_ingress
+from ingest.engine.tracing import ingress_request as trace_ingress_request
+from ingest.engine.tracing import is_enabled as tracing_enabled
+from ingest.engine.tracing import trace_id_hex
 from ingest.engine.workflow import Workflow, WorkflowEvent, get_workflow, workflow_names
 
 if TYPE_CHECKING:  # loaded lazily (below): they need the ORM, or Django's admin and forms
@@ -111,6 +116,7 @@ __all__ = [
     "log_context_bind", "log_context_current", "lookup_hash", "lookup_hashes", "mask", "now",
     "parse_duration", "period_start", "prepared_row", "progress_of", "public_text", "public_value",
     "redact", "redact_value", "row_digest_sql", "step_progress", "stored_config_json",
+    "trace_client_span", "trace_id_hex", "trace_ingress_request", "tracing_continues_ingress", "tracing_enabled",
     "workflow_names", "workflow_versions",
 ]
 
