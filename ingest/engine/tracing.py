@@ -69,6 +69,7 @@ def ingress_mode_by(env: Mapping[str, str]) -> str:
 #: An ingress traceparent is continued (the instance joins the caller's trace) rather than linked.
 CONTINUE_INGRESS: bool = ingress_mode_by(os.environ) == "continue"
 
+
 def is_enabled() -> bool:
     """Whether instances are traced now. Code outside the engine asks this rather than reading
     `ENABLED`: `enable()`/`disable()` flip the module's switch, which a copy would not follow."""
