@@ -19,6 +19,7 @@ from dashboard.audit import Audit, Origin, audit_record, audited
 from dashboard.models import AuditSource
 from ingest.alerts.callbacks import callback_register
 from ingest.alerts.models import CallbackSource
+from ingest.engine import BudgetExceeded, NonRetryableError, error_class_name
 from ingest.engine.models import FINISHED_STATUSES, Instance, Status
 from ingest.engine.services import control, forks, instances
 from ingest.triggers.limits import reserved_params_check
@@ -63,13 +64,18 @@ def available_actions(instance: Instance) -> list[Action]:
     return [a for a in ACTIONS.values() if instance.status in a.when]
 
 
+# What the ledger names the failures that end a step without spending its retries (the names follow
+# the classes: a rename cannot leave this behind).
+_PERMANENT = frozenset(error_class_name(cls) for cls in (NonRetryableError, BudgetExceeded))
+
+
 def failed_for_good(*, status: str, error_name: str, attempts: int, config: dict[str, object]) -> bool:
     """A step that failed without using its retries: it raised NonRetryableError (or a subclass,
     or one given another name), so a retry runs the same code on the same input and fails the
     same way. Only a replay with changed params can go another way."""
     if status != "errored":
         return False
-    if error_name.rsplit(".", 1)[-1] in {"NonRetryableError", "BudgetExceeded"}:
+    if error_name.rsplit(".", 1)[-1] in _PERMANENT:
         return True
     retries = config.get("retries")
     limit = retries.get("limit") if isinstance(retries, dict) else None

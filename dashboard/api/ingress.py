@@ -17,7 +17,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from dashboard.api.errors import error_response, from_engine_error, from_trigger_error
 from ingest.alerts.callbacks import ROUTE_CALLBACK_ALSO, route_callback_attach
-from ingest.engine import EngineError, tracing
+from ingest.engine import EngineError, trace_ingress_request
 from ingest.engine.models import Status
 from ingest.triggers.errors import BodyTooLarge, InvalidWait, TriggerError
 from ingest.triggers.limits import input_limits, parsed_body
@@ -77,7 +77,7 @@ def route_ingress(request: HttpRequest, route: str) -> HttpResponse:
     try:
         asked = parse_wait(request.GET.get("wait"), default=-1.0)  # validated before any write
         body = _read_body(request)
-        with tracing.ingress_request(route, request.headers.get("traceparent")):
+        with trace_ingress_request(route, request.headers.get("traceparent")):
             triggered = route_trigger(
                 route=route, token=_bearer(request),
                 timestamp=request.headers.get("X-Runledger-Timestamp"),

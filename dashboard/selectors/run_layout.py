@@ -12,6 +12,7 @@ from typing import Any
 from dashboard.selectors.run_turns import Turn
 from ingest.engine.models import (
     Attempt,
+    AttemptWait,
     Step,
 )
 
@@ -213,7 +214,7 @@ def waterfall_layout(steps: list[tuple[Step, list[Attempt]]], *, start: datetime
             for i, a in enumerate(atts):
                 end = a.ended_at or now
                 css = "ok" if a.ok else ("running" if a.ended_at is None else "failed")
-                if a.error_name == "AwaitingApproval":  # a budget gate stopped it; not a failure
+                if a.error_name == AttemptWait.AWAITING_APPROVAL:  # a budget gate stopped it; not a failure
                     css = "wait"
                 left = pct(a.started_at)
                 label = f"attempt {a.number}: " + ("ok" if a.ok else a.error_name or css)

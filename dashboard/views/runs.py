@@ -30,7 +30,13 @@ from dashboard.models import Role
 from dashboard.submissions import once
 from dashboard.views.common import HtmxHttpRequest
 from ingest.alerts.selectors import callback_for
-from ingest.engine import EngineError, public_value, tracing
+from ingest.engine import (
+    EngineError,
+    public_value,
+    trace_id_hex,
+    tracing_continues_ingress,
+    tracing_enabled,
+)
 from ingest.engine.models import Instance, Status
 from ingest.triggers import limits
 from ingest.triggers.errors import InputRejected
@@ -106,8 +112,8 @@ def _join(*parts: str) -> str:
 
 def _trace_id(instance_id: str) -> str:
     """The instance's trace id: the caller's when the deployment continues ingress traces."""
-    ingress = selectors.instance_ingress_traceparent(instance_id=instance_id) if tracing.CONTINUE_INGRESS else None
-    return tracing.trace_id_hex(instance_id, ingress)
+    ingress = selectors.instance_ingress_traceparent(instance_id=instance_id) if tracing_continues_ingress() else None
+    return trace_id_hex(instance_id, ingress)
 
 
 @require_GET
@@ -122,7 +128,7 @@ def instance_detail(request: HtmxHttpRequest, instance_id: str) -> HttpResponse:
         "actions": available_actions(detail.instance) if detail.can_act else [],
         "live_query": urlencode({"view": "instance", "instance": instance_id, "after": detail.cursor}),
         "callback": callback_for(instance_id=instance_id),
-        "trace": {"id": _trace_id(instance_id), "on": tracing.ENABLED},
+        "trace": {"id": _trace_id(instance_id), "on": tracing_enabled()},
     }
     fragment = request.GET.get("fragment", "")
     template = "runs/instance_detail.html"

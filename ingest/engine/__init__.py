@@ -55,6 +55,7 @@ from ingest.engine.errors import (
     VersionRetired,
     WaitForEventTimeout,
     WorkflowTimeout,
+    error_class_name,
 )
 from ingest.engine.handlers import fan_out_handler
 from ingest.engine.logcontext import FIELDS as LOG_CONTEXT_FIELDS
@@ -66,6 +67,11 @@ from ingest.engine.redaction import MASK, redact, redact_value
 from ingest.engine.results import WorkflowResult
 from ingest.engine.runtime.policy import stored_config_json
 from ingest.engine.sql.base import aware, is_postgres, prepared_row
+from ingest.engine.tracing import client_span as trace_client_span
+from ingest.engine.tracing import continues_ingress as tracing_continues_ingress
+from ingest.engine.tracing import ingress_request as trace_ingress_request
+from ingest.engine.tracing import is_enabled as tracing_enabled
+from ingest.engine.tracing import trace_id_hex
 from ingest.engine.workflow import Workflow, WorkflowEvent, get_workflow, workflow_names
 
 if TYPE_CHECKING:  # loaded lazily (below): they need the ORM, or Django's admin and forms
@@ -106,10 +112,11 @@ __all__ = [
     "UnknownWorkflow", "VersionInUse", "VersionMismatch", "VersionRetired", "WaitForEventTimeout",
     "Worker", "Workflow", "WorkflowEvent", "WorkflowResult", "WorkflowTimeout",
     "WriteOnlySecretsForm", "as_leader", "aware", "call_journal_current", "configured_keys", "create", "create_batch",
-    "fan_out_handler", "fan_out_list", "fingerprint_of", "generate_key", "get", "get_workflow", "is_postgres",
+    "error_class_name", "fan_out_handler", "fan_out_list", "fingerprint_of", "generate_key", "get", "get_workflow", "is_postgres",
     "log_context_bind", "log_context_current", "lookup_hash", "lookup_hashes", "mask", "now",
     "parse_duration", "period_start", "prepared_row", "progress_of", "public_text", "public_value",
     "redact", "redact_value", "row_digest_sql", "step_progress", "stored_config_json",
+    "trace_client_span", "trace_id_hex", "trace_ingress_request", "tracing_continues_ingress", "tracing_enabled",
     "workflow_names", "workflow_versions",
 ]
 

@@ -18,11 +18,13 @@ class NonRetryableError(Exception):
         self.error_name = name or type(self).__name__
 
     @classmethod
-    def wrap(cls, error: BaseException) -> NonRetryableError:
+    def wrap(cls, error: BaseException, message: str | None = None) -> NonRetryableError:
         """`error` as a permanent failure: the step ends without retrying, and its attempts, its
-        dead letter and the instance's error keep `error`'s class name and message, so failures
-        group by what really failed (`raise NonRetryableError.wrap(error) from error`)."""
-        return cls(str(error) or type(error).__name__, name=error_name_of(error))
+        dead letter and the instance's error keep `error`'s class name, so failures group by what
+        really failed (`raise NonRetryableError.wrap(error) from error`). The message is
+        `error`'s own, or `message` when the caller says more (what was being done, how to fix
+        it); the name stays `error`'s either way."""
+        return cls(message or str(error) or type(error).__name__, name=error_name_of(error))
 
 
 def error_class_name(cls: type[BaseException]) -> str:

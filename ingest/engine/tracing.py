@@ -69,6 +69,18 @@ def ingress_mode_by(env: Mapping[str, str]) -> str:
 #: An ingress traceparent is continued (the instance joins the caller's trace) rather than linked.
 CONTINUE_INGRESS: bool = ingress_mode_by(os.environ) == "continue"
 
+
+def is_enabled() -> bool:
+    """Whether instances are traced now. Code outside the engine asks this rather than reading
+    `ENABLED`: `enable()`/`disable()` flip the module's switch, which a copy would not follow."""
+    return ENABLED
+
+
+def continues_ingress() -> bool:
+    """Whether an ingress request's traceparent is continued rather than linked (`CONTINUE_INGRESS`)."""
+    return CONTINUE_INGRESS
+
+
 TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
 #: The `traceparent` of the request creating instances in this context (ingress sets it).
 incoming: contextvars.ContextVar[str | None] = contextvars.ContextVar("runledger_incoming_traceparent", default=None)

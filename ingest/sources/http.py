@@ -20,7 +20,7 @@ import requests
 from requests.sessions import merge_setting
 from requests.utils import get_environ_proxies, get_netrc_auth
 
-from ingest.engine import tracing
+from ingest.engine import trace_client_span, tracing_enabled
 
 # (connect, read) seconds. Every request passes an explicit timeout: requests has none.
 Timeout = tuple[float, float]
@@ -83,10 +83,10 @@ class Session(requests.Session):
 
 
     def send(self, request: requests.PreparedRequest, **kwargs: Any) -> requests.Response:
-        if not tracing.ENABLED:
+        if not tracing_enabled():
             return super().send(request, **kwargs)
         # The call as a CLIENT span under the step attempt's, its traceparent sent along.
-        with tracing.client_span(str(request.method), str(request.url)) as (span, headers):
+        with trace_client_span(str(request.method), str(request.url)) as (span, headers):
             request.headers.update(headers)
             response = super().send(request, **kwargs)
             span.set_attribute("http.response.status_code", response.status_code)

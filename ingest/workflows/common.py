@@ -69,7 +69,8 @@ def llm_extract(ctx: Any, *, tenant: str, text: str, subject: str, source: str, 
     try:
         estimate = reservation(extractor, text, at=engine_now())
     except PriceNotFound as error:
-        raise NonRetryableError(f"cannot reserve budget for step {ctx.step_label!r} of {ctx.instance_id}: {error}") from error
+        raise NonRetryableError.wrap(
+            error, f"cannot reserve budget for step {ctx.step_label!r} of {ctx.instance_id}: {error}") from error
     ctx.check_budget(extractor.service, estimate)
     log.info("extracting facts from %d characters of %s with %s (reserved $%s)", len(text), source,
              extractor.service, estimate)

@@ -100,8 +100,8 @@ def gong_client(tenant: str, *, base_url: str | None = None, max_inline_wait: fl
     try:
         limit = provider_limit("gong", config.options)
     except InvalidLimit as error:
-        raise NonRetryableError(f"the Gong connection of tenant {tenant}: {error}; fix it in the admin, "
-                                "then retry the instance") from error
+        raise NonRetryableError.wrap(error, f"the Gong connection of tenant {tenant}: {error}; fix it in the "
+                                            "admin, then retry the instance") from error
     limiter = SharedBucket(gong_bucket_key(config.access_key), limit=limit, max_inline_wait=max_inline_wait)
     return GongClient(access_key=config.access_key, access_key_secret=config.secret,
                       base_url=config.base_url, limiter=limiter)

@@ -46,6 +46,17 @@ def test_a_wrapped_error_is_stored_under_its_own_class_name_and_message():
 
 
 @pytest.mark.pure
+def test_a_wrapped_error_may_say_more_and_keeps_its_class_name():
+    error = QuotaGone(7)
+    wrapped = NonRetryableError.wrap(error, f"charging the card failed: {error}; top the account up")
+    assert wrapped.error_name == QUOTA_GONE
+    assert str(wrapped) == "charging the card failed: account 7 has no quota left; top the account up"
+    failure = failure_of(wrapped)
+    assert (failure.name, failure.message) == (QUOTA_GONE, str(wrapped))
+    assert str(NonRetryableError.wrap(error, "")) == "account 7 has no quota left"  # empty: its own
+
+
+@pytest.mark.pure
 def test_replay_rebuilds_the_wrapper_not_the_class_it_is_named_after():
     failure = failure_of(NonRetryableError.wrap(QuotaGone(7)))
     again = rebuild_error(failure.name, failure.message, failure.state)

@@ -7,7 +7,7 @@ import pytest
 from ingest.engine import get
 from ingest.engine.models import ApiCost, DeadLetter, Instance
 from ingest.pipelines.models import Fact, SignalEvaluation, SourceAuthority
-from ingest.pipelines.services import keyword_list_set
+from ingest.pipelines.services import connection_upsert, keyword_list_set
 from ingest.workflows import gong_ingest_start
 from tests.fakes import FakeGong, FakeOpenAI, Planned
 from tests.fakes.llm import CHAT
@@ -129,3 +129,18 @@ def test_a_permanent_gong_failure_dead_letters_under_gong_s_error_class_not_non_
     letter = DeadLetter.objects.get(instance_id=started.instance_id)
     assert (letter.step_name, letter.error_name) == ("fetch-transcript", "ingest.sources.gong.GongAuthError")
     assert "access key" in letter.error_message
+
+
+def test_an_llm_model_without_a_price_ends_the_step_under_the_pricing_error_s_name(
+        openai_tenant: str, fake_openai: FakeOpenAI, drain) -> None:
+    connection_upsert(tenant="acme", kind="llm", base_url=f"{fake_openai.url}/v1", secret="sk-fake",
+                      options={"provider": "openai", "model": "gpt-unpriced-9", "service": "openai"})
+    started = gong_ingest_start("acme", {"id": "6"}, transcript="Dana: Our budget is $50k.")
+    drain()
+    status = get(started.instance_id).status()
+    assert status["status"] == "errored"
+    assert status["error"]["name"] == "ingest.pipelines.pricing.PriceNotFound"
+    assert status["error"]["message"].startswith("cannot reserve budget for step 'llm-extract' of ")
+    letter = DeadLetter.objects.get(instance_id=started.instance_id)
+    assert (letter.step_name, letter.error_name) == ("llm-extract", "ingest.pipelines.pricing.PriceNotFound")
+    assert fake_openai.count(CHAT) == 0  # refused before anything was spent

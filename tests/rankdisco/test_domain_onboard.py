@@ -193,6 +193,19 @@ def test_bad_params_are_refused_before_anything_starts(onboard_clients) -> None:
     assert not Instance.objects.filter(workflow="domain-onboard").exists()
 
 
+def test_an_unknown_domain_id_ends_the_onboarding_under_the_lookup_s_error_name(onboard_clients, drain) -> None:
+    iid, _ = domain_onboard_start("acme", "acme.example", domain_id=987654, **SMALL)
+    drain()
+    status = get(iid).status()
+    assert status["status"] == "errored"
+    # Named by what failed (the dead letters group by it), with the way out in the message.
+    assert status["error"]["name"] == "ingest.rankdisco.services.DomainNotFound"
+    assert status["error"]["message"].endswith("; start the onboarding without domain_id to create it")
+    ensure = next(s for s in status["steps"] if s["name"] == "ensure-domain")
+    assert len(ensure["attempts"]) == 1  # permanent: not retried
+    assert step_names(iid)[-1] == "ensure-domain"  # nothing fetched or paid for
+
+
 def test_skip_flags_skip_their_fetches(onboard_clients, dataforseo: FakeDataForSEO, drain) -> None:
     iid, _ = domain_onboard_start("acme", "acme.example", skip_keywords=True, skip_referring_domains=True,
                                   skip_brand_properties=True, **SMALL)

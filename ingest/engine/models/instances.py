@@ -210,6 +210,15 @@ class Step(models.Model):
         return f"{self.instance_id}:{self.name}#{self.seq}"
 
 
+class AttemptWait(models.TextChoices):
+    """The error names an attempt is stored under when it waited rather than failed: it does not
+    count against its step's retries, and the console draws it as a wait, not a failure."""
+
+    AWAITING_APPROVAL = "AwaitingApproval"  # paused until an operator answers a budget approval
+    BUDGET_HELD = "BudgetHeld"  # waited for other steps' budget holds (costs/budgets.py)
+    CIRCUIT_OPEN = "CircuitOpen"  # waited for an outbound key's circuit breaker to let a call through
+
+
 class Attempt(models.Model):
     """Every attempt of a `step.do`: when it ran, how it ended, and the delay before the next."""
 

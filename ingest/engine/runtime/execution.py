@@ -37,7 +37,7 @@ from ingest.engine.errors import (
     VersionMismatch,
     WorkflowTimeout,
 )
-from ingest.engine.models import Control, Instance, Status, StepKind, StepStatus
+from ingest.engine.models import AttemptWait, Control, Instance, Status, StepKind, StepStatus
 from ingest.engine.runtime import steplog
 from ingest.engine.runtime.context import StepContext
 from ingest.engine.runtime.failures import failure_of, mark_sensitive, open_failure, rebuild_error
@@ -63,9 +63,10 @@ from ingest.engine.workflow import get_workflow
 
 log = logging.getLogger("runledger.engine")
 
-AWAITING_APPROVAL = "AwaitingApproval"
-BUDGET_HELD = "BudgetHeld"  # waited for other steps' budget holds (costs/budgets.py)
-CIRCUIT_OPEN = "CircuitOpen"  # waited for an outbound key's circuit breaker to let a call through
+# What an attempt that waited rather than failed is stored under (plain strings, as failures' names are).
+AWAITING_APPROVAL = AttemptWait.AWAITING_APPROVAL.value
+BUDGET_HELD = AttemptWait.BUDGET_HELD.value
+CIRCUIT_OPEN = AttemptWait.CIRCUIT_OPEN.value
 WORKER_LOST = "WorkerLost"
 ROLLBACK_POSITION = 1_000_000
 DEFAULT_MAX_STEPS = 10_000  # RUNLEDGER_MAX_STEPS when the settings do not say

@@ -27,7 +27,7 @@ from typing import Any
 
 from django.db import DatabaseError, transaction
 
-from ingest.engine.models import Attempt, History, HistoryKind, Step, StepStatus
+from ingest.engine.models import Attempt, AttemptWait, History, HistoryKind, Step, StepStatus
 from ingest.engine.runtime import markers
 from ingest.engine.runtime.policy import StepConfig
 from ingest.engine.runtime.records import (
@@ -339,14 +339,14 @@ class InstanceStore:
         waiting for other steps' budget holds, or for an open circuit breaker)."""
         if rec.id == 0:  # a first attempt whose row is not written: no attempt recorded yet
             return 0
-        return Attempt.objects.filter(step_id=rec.id, error_name__in=("AwaitingApproval", "BudgetHeld", "CircuitOpen")).count()
+        return Attempt.objects.filter(step_id=rec.id, error_name__in=AttemptWait.values).count()
 
     @ledger_io
     def held_waits(self, rec: StepRecord) -> int:
         """How many times the step has waited for other steps' budget holds."""
         if rec.id == 0:
             return 0
-        return Attempt.objects.filter(step_id=rec.id, error_name="BudgetHeld").count()
+        return Attempt.objects.filter(step_id=rec.id, error_name=AttemptWait.BUDGET_HELD).count()
 
 
 def _logs(logs: str | None) -> Any:

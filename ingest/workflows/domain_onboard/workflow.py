@@ -130,7 +130,8 @@ class DomainOnboard(Workflow):
             try:
                 return services.domain_ensure(tenant=tenant, name=name, domain_id=p["domain_id"]).id
             except services.DomainNotFound as error:
-                raise NonRetryableError(f"{error}; start the onboarding without domain_id to create it") from None
+                raise NonRetryableError.wrap(
+                    error, f"{error}; start the onboarding without domain_id to create it") from None
 
         domain_id: int = step.do("ensure-domain", ensure, retries=QUICK_RETRIES)
         if step.version_at_least(2) and p["domain_id"] is None:

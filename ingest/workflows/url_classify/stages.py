@@ -90,7 +90,7 @@ def _embed(ctx: Any, choice: EmbedderChoice, text: str, *, stage: str, host: str
             estimate = estimate_usage_cost(choice.service, choice.model, input_tokens=max(1, len(text) // 2),
                                            output_tokens=0, at=engine_now())  # fmt: skip
         except PriceNotFound as error:
-            raise NonRetryableError(f"cannot reserve budget for step {ctx.step_label!r}: {error}") from error
+            raise NonRetryableError.wrap(error, f"cannot reserve budget for step {ctx.step_label!r}: {error}") from error
         ctx.check_budget(choice.service, estimate)
     try:
         result = choice.embedder.embed([text])
@@ -169,7 +169,7 @@ def stage_llm(
         estimate = estimate_usage_cost(choice.service, choice.model, input_tokens=prompt // 3 + 16,
                                        output_tokens=MAX_OUTPUT_TOKENS, at=engine_now())  # fmt: skip
     except PriceNotFound as error:
-        raise NonRetryableError(f"cannot reserve budget for step {ctx.step_label!r}: {error}") from error
+        raise NonRetryableError.wrap(error, f"cannot reserve budget for step {ctx.step_label!r}: {error}") from error
     ctx.check_budget(choice.service, estimate)
     metadata = {"stage": "llm", "domain": host, "round": round_no}
     verdict: Candidate | None = None
