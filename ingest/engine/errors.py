@@ -233,8 +233,8 @@ class InvalidSearchAttributes(EngineError):
 class InvalidConcurrencyLimit(EngineError):
     """A concurrency limit names a keyed workflow, a key value and a cap of at least 1."""
 
-    def __init__(self, message: str | None = None, *, field: str = "") -> None:
-        self.field = field
+    def __init__(self, message: str | None = None, *, problems: dict[str, str] | None = None) -> None:
+        self.problems = problems or {}  # field name -> what is wrong with it
         super().__init__(message)
 
 

@@ -34,22 +34,29 @@ def limit_version(row: ConcurrencyLimit | None) -> str:
     return "0" if row is None else str(int(row.updated_at.timestamp() * 1_000_000))
 
 
-def concurrency_limit_check(*, workflow: str, key: str, max_concurrent: object) -> int:
-    """The cap as a number, or InvalidConcurrencyLimit naming the field that is wrong."""
+def concurrency_limit_problems(*, workflow: str, key: str, max_concurrent: object) -> dict[str, str]:
+    """Every field that is wrong, by name ("workflow", "tenant", "max_concurrent"), with why."""
+    problems: dict[str, str] = {}
     names = [cls.name for cls in keyed_workflows()]
     if workflow not in names:
-        raise InvalidConcurrencyLimit(
-            f"workflow {workflow[:200]!r} is not a registered workflow with a concurrency key; "
-            f"limits apply to {', '.join(names) or 'none'}", field="workflow")
+        problems["workflow"] = (f"workflow {str(workflow)[:200]!r} is not a registered workflow with a "
+                                f"concurrency key; limits apply to {', '.join(names) or 'none'}")
     if not isinstance(key, str) or not key.strip() or len(key) > MAX_KEY or key != key.strip():
-        raise InvalidConcurrencyLimit(
-            f"the key (tenant) must be 1–{MAX_KEY} characters without leading or trailing spaces; "
-            f"got {str(key)[:220]!r}", field="tenant")
+        problems["tenant"] = (f"the tenant (key) must be 1–{MAX_KEY} characters without leading or "
+                              f"trailing spaces; got {str(key)[:220]!r}")
     if isinstance(max_concurrent, bool) or not isinstance(max_concurrent, int) \
             or not 1 <= max_concurrent <= MAX_CONCURRENT:
-        raise InvalidConcurrencyLimit(
-            f"max_concurrent must be a whole number from 1 to {MAX_CONCURRENT}; got {max_concurrent!r} "
-            "(to stop a tenant's runs, pause them)", field="max_concurrent")
+        problems["max_concurrent"] = (f"max_concurrent must be a whole number from 1 to {MAX_CONCURRENT}; "
+                                      f"got {max_concurrent!r} (to stop a tenant's runs, pause them)")
+    return problems
+
+
+def concurrency_limit_check(*, workflow: str, key: str, max_concurrent: object) -> int:
+    """The cap as a number, or InvalidConcurrencyLimit naming every field that is wrong."""
+    problems = concurrency_limit_problems(workflow=workflow, key=key, max_concurrent=max_concurrent)
+    if problems:
+        raise InvalidConcurrencyLimit("; ".join(problems.values()), problems=problems)
+    assert isinstance(max_concurrent, int)
     return max_concurrent
 
 
