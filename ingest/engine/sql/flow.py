@@ -149,6 +149,31 @@ def claim_limited(*, groups: Sequence[FlowGroup], limits: Sequence[FlowLimit], o
     # candidates from instance_flow_ready instead of the whole runnable backlog.
     workflows = sorted({g.workflow for g in groups})
     names = ", ".join(["%s"] * len(workflows))
+    # A candidate ranked past `limit` in its group is never taken unless a start rate is in play:
+    # the group's `limit` better-ranked candidates are eligible whenever it is (the concurrency
+    # test is monotone in the rank) and come first in the order. Dropping them right after the
+    # ranking spares the joins below a row per queued instance: a fair workflow's backlog of
+    # thousands cost each claim ~100 ms. A rate makes eligibility depend on `fresh`, so rated
+    # workflows keep every candidate.
+    rated = sorted({lim.workflow for lim in limits if lim.rate is not None})
+    rated_in = f"IN ({', '.join(['%s'] * len(rated))})" if rated else ""
+    prune = "c.rn <= %s" + (f" OR c.workflow {rated_in}" if rated else "")
+    if is_postgres():
+        # The same, before the ranking: each group's first `limit` candidates in index order
+        # (instance_flow_ready), so no claim sorts a backlog of thousands.
+        top = f"CASE WHEN g.workflow {rated_in} THEN NULL ELSE CAST(%s AS bigint) END" if rated else "%s"
+        cand_from = f"""FROM grp g CROSS JOIN LATERAL (
+                SELECT i.id, i.status, i.workflow, i.concurrency_key, i.priority, i.ready_at, i.created_at,
+                       i.started_at
+                FROM engine_instance i
+                WHERE i.workflow = g.workflow AND i.concurrency_key = g.ckey AND {_CLAIMABLE}
+                ORDER BY i.priority DESC, i.ready_at, i.created_at, i.id
+                LIMIT {top}
+            ) i"""
+        cand_params: list[Any] = [now, now, *rated, limit]
+    else:
+        cand_from = f"FROM engine_instance i JOIN grp g ON {in_group} WHERE i.workflow IN ({names}) AND {_CLAIMABLE}"
+        cand_params = [*workflows, now, now]
     keycap, keycap_params = _key_caps(limits)
     chosen = f"""
         WITH lim(workflow, conc, rate, since) AS (VALUES {lim_rows}),
@@ -173,8 +198,7 @@ def claim_limited(*, groups: Sequence[FlowGroup], limits: Sequence[FlowLimit], o
                    i.created_at, CASE WHEN i.started_at IS NULL THEN 1 ELSE 0 END AS fresh,
                    ROW_NUMBER() OVER w AS rn,
                    SUM(CASE WHEN i.started_at IS NULL THEN 1 ELSE 0 END) OVER (w ROWS UNBOUNDED PRECEDING) AS fresh_rn
-            FROM engine_instance i JOIN grp g ON {in_group}
-            WHERE i.workflow IN ({names}) AND {_CLAIMABLE}
+            {cand_from}
             WINDOW w AS (PARTITION BY i.workflow, i.concurrency_key
                          ORDER BY i.priority DESC, i.ready_at, i.created_at, i.id)
         ),
@@ -185,7 +209,8 @@ def claim_limited(*, groups: Sequence[FlowGroup], limits: Sequence[FlowLimit], o
             LEFT JOIN busy b ON b.workflow = c.workflow AND b.ckey = c.ckey
             LEFT JOIN starts s ON s.workflow = c.workflow AND s.ckey = c.ckey
             JOIN recent r ON r.workflow = c.workflow AND r.ckey = c.ckey
-            WHERE (COALESCE(k.conc, l.conc) IS NULL OR c.rn <= COALESCE(k.conc, l.conc) - COALESCE(b.n, 0))
+            WHERE ({prune})
+              AND (COALESCE(k.conc, l.conc) IS NULL OR c.rn <= COALESCE(k.conc, l.conc) - COALESCE(b.n, 0))
               AND (l.rate IS NULL OR c.fresh = 0 OR c.fresh_rn <= l.rate - COALESCE(s.n, 0))
             ORDER BY c.rn + COALESCE(b.n, 0), c.priority DESC, r.last NULLS FIRST, c.ready_at, c.created_at, c.id
             LIMIT %s
@@ -193,7 +218,7 @@ def claim_limited(*, groups: Sequence[FlowGroup], limits: Sequence[FlowLimit], o
     params: list[Any] = [v for lim in limits for v in (lim.workflow, lim.concurrency, lim.rate, lim.since)]
     params += keycap_params
     params += [v for g in groups for v in (g.workflow, g.key)]
-    params += [now, *workflows, now, now, limit]
+    params += [now, *cand_params, limit, *rated, limit]
     if not is_postgres():
         with connection.cursor() as cursor:
             cursor.execute(f"{chosen} SELECT id, status FROM chosen", params)
