@@ -56,7 +56,8 @@ def _env_number(env: Mapping[str, str], name: str, default: N, *, minimum: N, pa
 
 
 def env_caps(env: Mapping[str, str], name: str) -> dict[str, int]:
-    """`gong-ingest=4,domain-onboard=2` as {"gong-ingest": 4, "domain-onboard": 2}; unset: {}."""
+    """`gong-ingest=4,domain-onboard=2` as {"gong-ingest": 4, "domain-onboard": 2}; unset: {}.
+    A key may name one tenant of a workflow, `gong-ingest/acme=8`, kept as "gong-ingest/acme"."""
     caps: dict[str, int] = {}
     for part in (p.strip() for p in env.get(name, "").split(",")):
         if not part:
@@ -68,8 +69,8 @@ def env_caps(env: Mapping[str, str], name: str) -> dict[str, int]:
             value = 0
         if value < 1:
             raise ImproperlyConfigured(
-                f"{name}: {part!r} is not workflow=N with N a whole number of at least 1, "
-                "e.g. gong-ingest=4,domain-onboard=2")
+                f"{name}: {part!r} is not workflow=N or workflow/tenant=N with N a whole number of at "
+                "least 1, e.g. gong-ingest=4,domain-onboard=2,gong-ingest/acme=8")
         caps[key.strip()] = value
     return caps
 

@@ -21,6 +21,7 @@ from dashboard.api import (
     credentials,
     dead_letters,
     instances,
+    limits,
     operations,
     routes,
     schedules,
@@ -81,6 +82,7 @@ api.add_router("/schedules", schedules.router)
 api.add_router("/dead-letters", dead_letters.router)
 api.add_router("/audit", audit.router)
 api.add_router("", operations.router)
+api.add_router("", limits.router)
 api.add_router("/metrics", metrics_api.router)  # per-workflow metrics (dashboard/observability)
 api.add_router("", alerts.router)
 api.add_router("", routes.router)

@@ -30,6 +30,9 @@ ENGINE_STATUS: dict[type[Exception], int] = {
     engine.InvalidStepConfig: 422,
     engine.VersionInUse: 409,
     engine.VersionRetired: 409,
+    engine.ConcurrencyLimitChanged: 409,
+    engine.ConcurrencyLimitNotFound: 404,
+    engine.InvalidConcurrencyLimit: 422,
 }
 
 
@@ -51,7 +54,9 @@ def engine_error_status(exc: Exception) -> int:
 
 
 def from_engine_error(exc: engine.EngineError) -> JsonResponse:
-    return error_response(engine_error_status(exc), snake(type(exc).__name__), str(exc))
+    # Every wrong field by name, where the engine names them (a concurrency limit's).
+    fields = exc.problems if isinstance(exc, engine.InvalidConcurrencyLimit) and exc.problems else None
+    return error_response(engine_error_status(exc), snake(type(exc).__name__), str(exc), fields=fields)
 
 
 def from_trigger_error(exc: TriggerError) -> HttpResponse:

@@ -1,5 +1,5 @@
 """Operations pages: overview, workflow DAG, dead letters, domains, costs, URL classifications,
-budgets, circuit breakers, approvals, audit, alerts."""
+budgets, concurrency limits, circuit breakers, approvals, audit, alerts."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from dashboard.views import (
     costs,
     dead_letters,
     domains,
+    limits,
     overview,
     workflows,
 )
@@ -48,6 +49,9 @@ urlpatterns = [
     path("breakers/", breakers.breakers, name="breakers"),
     path("breakers/reset/", breakers.breaker_reset, name="breaker_reset"),
     path("breakers/<path:key>/", breakers.breaker_detail, name="breaker"),
+    path("limits/", limits.limits, name="limits"),
+    path("limits/save/", limits.limit_save, name="limit_save"),
+    path("limits/remove/", limits.limit_remove, name="limit_remove"),
     path("approvals/", approvals.approvals, name="approvals"),
     path("approvals/<int:approval_id>/", approvals.approval_detail, name="approval"),
     path("approvals/<int:approval_id>/answer/", approvals.approval_answer, name="approval_answer"),

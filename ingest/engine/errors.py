@@ -230,3 +230,19 @@ class PollDeadlineExceeded(Exception):
 
 class InvalidSearchAttributes(EngineError):
     """Search attributes are keys like `customer` with short text, number or boolean values."""
+
+
+class InvalidConcurrencyLimit(EngineError):
+    """A concurrency limit names a keyed workflow, a key value and a cap of at least 1."""
+
+    def __init__(self, message: str | None = None, *, problems: dict[str, str] | None = None) -> None:
+        self.problems = problems or {}  # field name -> what is wrong with it
+        super().__init__(message)
+
+
+class ConcurrencyLimitChanged(EngineError):
+    """The concurrency limit changed since it was read; nothing was done — read it again."""
+
+
+class ConcurrencyLimitNotFound(EngineError):
+    """No concurrency limit is set for that workflow and key."""

@@ -23,7 +23,10 @@ from ingest.engine.workflow import Workflow, registered_workflows
 
 def claim_limits(workflows: Sequence[type[Workflow]], *, now: datetime) -> list[FlowLimit]:
     """The limits the claim must honour, one per workflow that declares any (a concurrency,
-    a rate, or a concurrency_key to be fair across), as of `now`."""
+    a rate, or a concurrency_key to be fair across), as of `now`. The caps of single key values
+    (the workflow's `concurrency_overrides`, the operators' ConcurrencyLimit rows) are applied
+    inside the claim's SQL, so a keyed workflow's cap is per key: its own, else the workflow's,
+    else none."""
     limits = []
     for cls in workflows:
         concurrency = getattr(cls, "concurrency", None)
@@ -36,6 +39,7 @@ def claim_limits(workflows: Sequence[type[Workflow]], *, now: datetime) -> list[
             workflow=cls.name, concurrency=concurrency,
             rate=None if rate is None else rate[0],
             since=None if rate is None else now - rate[1],
+            overrides=tuple(sorted((cls.concurrency_overrides or {}).items())),
         ))
     return sorted(limits, key=lambda limit: limit.workflow)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
@@ -35,7 +36,10 @@ class Workflow:
     value partitions that limit, e.g. "tenant"), `priority` (default for new instances, higher
     first), `timeout` (a duration from the instance's start after which it errors with
     WorkflowTimeout), `rate_limit` (`{"limit": 100, "period": "1 minute", "key": "tenant"}`:
-    at most `limit` starts per sliding `period`, per key value). `retention_days` (default 30):
+    at most `limit` starts per sliding `period`, per key value), `concurrency_overrides`
+    (`{"acme": 8}`: the cap of those key values, in place of `concurrency`; a row of the
+    engine's concurrency limits table, set from the console or the API, wins over both).
+    `retention_days` (default 30):
     finished instances older than that are archived and purged (ingest.engine.services.retention).
 
     `version` (default 1): bump it when a change moves, renames, adds or removes steps, and
@@ -54,6 +58,7 @@ class Workflow:
     name: ClassVar[str] = ""
     concurrency: ClassVar[int | None] = None
     concurrency_key: ClassVar[str | None] = None
+    concurrency_overrides: ClassVar[Mapping[str, int]] = {}
     priority: ClassVar[int] = 0
     timeout: ClassVar[Duration | None] = None
     rate_limit: ClassVar[dict[str, Any] | None] = None
@@ -93,6 +98,7 @@ def _check_flow(cls: type[Workflow]) -> None:
     limit = cls.concurrency
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ValueError(f"concurrency of workflow {label!r} must be a whole number ≥ 1; got {limit!r}")
+    _check_overrides(cls, label)
     cls._timeout = None if cls.timeout is None else parse_duration(cls.timeout, what=f"timeout of workflow {label!r}")
     cls._rate = None
     rate = cls.rate_limit
@@ -117,6 +123,23 @@ def _check_flow(cls: type[Workflow]) -> None:
         raise ValueError(f"rate_limit.key of workflow {label!r} is {key!r} but its concurrency_key is "
                          f"{cls.concurrency_key!r}; both limits partition by the same key — set them equal")
     cls._rate = (count, period)
+
+
+def _check_overrides(cls: type[Workflow], label: str) -> None:
+    overrides = cls.concurrency_overrides
+    if not overrides:
+        return
+    if not isinstance(overrides, Mapping):
+        raise ValueError(f"concurrency_overrides of workflow {label!r} must map key values to caps, "
+                         f"e.g. {{'acme': 8}}; got {overrides!r}")
+    for key, cap in overrides.items():
+        if not isinstance(key, str) or isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
+            raise ValueError(f"concurrency_overrides of workflow {label!r}: {key!r} maps to {cap!r}; "
+                             "each key value's cap is a whole number ≥ 1")
+    # The rate limit may set concurrency_key below; an override needs one now or from it.
+    if cls.concurrency_key is None and not (cls.rate_limit or {}).get("key"):
+        raise ValueError(f"concurrency_overrides of workflow {label!r} cap key values, but the workflow "
+                         "declares no concurrency_key to partition its instances by")
 
 
 _registry: dict[str, type[Workflow]] = {}

@@ -49,7 +49,7 @@ from ingest.workflows.common import (
     source_error_step,
 )
 from ingest.workflows.search_attributes import search_slug, searchable
-from ingest.workflows.sharing import FAIR_KEY, LIVE_PRIORITY, tenant_concurrency
+from ingest.workflows.sharing import FAIR_KEY, LIVE_PRIORITY, tenant_concurrency, tenant_overrides
 
 WORKFLOW = "gong-ingest"
 ENGAGEMENT_CONFIDENCE = 0.2
@@ -168,6 +168,7 @@ class GongIngest(Workflow):
     name = WORKFLOW
     concurrency_key = FAIR_KEY  # tenants served round robin (ingest/workflows/sharing.py)
     concurrency = tenant_concurrency(WORKFLOW)
+    concurrency_overrides = tenant_overrides(WORKFLOW)
     version = 2  # 2: "search-attributes" first (docs/engine-contract.md, "Versions")
 
     def run(self, event: WorkflowEvent, step: Any) -> dict[str, Any]:

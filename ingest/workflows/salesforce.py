@@ -44,7 +44,7 @@ from ingest.workflows.common import (
 )
 from ingest.workflows.gong import Started
 from ingest.workflows.search_attributes import search_slug, searchable
-from ingest.workflows.sharing import FAIR_KEY, LIVE_PRIORITY, tenant_concurrency
+from ingest.workflows.sharing import FAIR_KEY, LIVE_PRIORITY, tenant_concurrency, tenant_overrides
 
 WORKFLOW = "salesforce-ingest"
 FREE_TEXT_FIELDS = ("Description", "Notes__c")
@@ -180,6 +180,7 @@ class SalesforceIngest(Workflow):
     name = WORKFLOW
     concurrency_key = FAIR_KEY  # tenants served round robin (ingest/workflows/sharing.py)
     concurrency = tenant_concurrency(WORKFLOW)
+    concurrency_overrides = tenant_overrides(WORKFLOW)
     version = 2  # 2: "search-attributes" first, and after fetch-record (docs/engine-contract.md, "Versions")
 
     def run(self, event: WorkflowEvent, step: Any) -> dict[str, Any]:

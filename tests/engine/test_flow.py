@@ -13,10 +13,10 @@ import pytest
 
 from ingest.engine import Workflow, create
 from ingest.engine.clock import clock
-from ingest.engine.errors import InvalidDuration
+from ingest.engine.errors import ConcurrencyLimitChanged, InvalidConcurrencyLimit, InvalidDuration
 from ingest.engine.flow import cap_wake, deadline, rate_next_slot
-from ingest.engine.models import DeadLetter, Instance, Step
-from ingest.engine.services import control, instances
+from ingest.engine.models import ConcurrencyLimit, DeadLetter, Instance, Step
+from ingest.engine.services import control, instances, limits
 from ingest.engine.worker.turns import claim_batch, run_until_idle
 
 RAN: list[str] = []
@@ -123,6 +123,11 @@ def test_bad_flow_settings_fail_when_the_workflow_class_is_defined():
     with pytest.raises(ValueError, match="same key"):
         type("Bad", (Workflow,), {"name": "t-flow-bad", "concurrency": 2, "concurrency_key": "tenant",
                                   "rate_limit": {"limit": 1, "period": "1 minute", "key": "account"}})
+    with pytest.raises(ValueError, match="declares no concurrency_key"):
+        type("Bad", (Workflow,), {"name": "t-flow-bad", "concurrency_overrides": {"acme": 2}, "run": Plain.run})
+    with pytest.raises(ValueError, match="'acme' maps to 0"):
+        type("Bad", (Workflow,), {"name": "t-flow-bad", "concurrency_key": "tenant",
+                                  "concurrency_overrides": {"acme": 0}, "run": Plain.run})
     with pytest.raises(ValueError, match="'limit', 'period'"):
         type("Bad", (Workflow,), {"name": "t-flow-bad", "rate_limit": {"limit": 1, "every": "1 minute"}})
 
@@ -140,6 +145,82 @@ def test_a_per_key_limit_leases_at_most_n_per_key_whichever_worker_asks():
     _, second = claim_batch(worker_id="w2", limit=50, lease=LEASE)
     assert len(first) == 4 and second == []
     assert leased_by_key("t-flow-per-tenant") == {"acme": 2, "blue": 2}
+
+
+class DeclaredOverride(Workflow):
+    name = "t-flow-declared-override"
+    concurrency = 2
+    concurrency_key = "tenant"
+    concurrency_overrides = {"blue": 3}
+
+    def run(self, event, step):
+        return step.do("work", record)
+
+
+def _backlog(workflow: str, **counts: int) -> None:
+    for tenant, n in counts.items():
+        instances.instance_create_batch(workflow=workflow,
+                                        items=[{"id": f"{tenant}-{i}", "tenant": tenant} for i in range(n)])
+
+
+@pytest.mark.django_db
+def test_an_operators_limit_caps_one_tenant_and_the_others_keep_the_workflows_cap():
+    _backlog("t-flow-per-tenant", acme=8, blue=8, cyan=8)
+    limits.concurrency_limit_set(workflow="t-flow-per-tenant", key="acme", max_concurrent=5, actor="ops")
+    limits.concurrency_limit_set(workflow="t-flow-per-tenant", key="blue", max_concurrent=1, actor="ops")
+    _, first = claim_batch(worker_id="w1", limit=50, lease=LEASE)
+    _, second = claim_batch(worker_id="w2", limit=50, lease=LEASE)
+    assert len(first) == 8 and second == []
+    assert leased_by_key("t-flow-per-tenant") == {"acme": 5, "blue": 1, "cyan": 2}
+
+
+@pytest.mark.django_db
+def test_a_limit_caps_a_tenant_of_a_workflow_that_has_no_cap_of_its_own():
+    _backlog("t-flow-fair-only", acme=30, blue=30)
+    limits.concurrency_limit_set(workflow="t-flow-fair-only", key="acme", max_concurrent=3, actor="ops")
+    _, leased = claim_batch(worker_id="w1", limit=40, lease=LEASE)
+    assert leased_by_key("t-flow-fair-only") == {"acme": 3, "blue": 30}
+    assert len(leased) == 33
+
+
+@pytest.mark.django_db
+def test_a_declared_override_applies_until_an_operators_limit_replaces_it_and_again_once_removed():
+    _backlog("t-flow-declared-override", acme=6, blue=6)
+    _, leased = claim_batch(worker_id="w1", limit=50, lease=LEASE)
+    assert leased_by_key("t-flow-declared-override") == {"acme": 2, "blue": 3}
+    Instance.objects.update(lease_owner="", lease_token="", lease_expires_at=None)
+    limits.concurrency_limit_set(workflow="t-flow-declared-override", key="blue", max_concurrent=5, actor="ops")
+    claim_batch(worker_id="w2", limit=50, lease=LEASE)
+    assert leased_by_key("t-flow-declared-override") == {"acme": 2, "blue": 5}
+    Instance.objects.update(lease_owner="", lease_token="", lease_expires_at=None)
+    limits.concurrency_limit_delete(workflow="t-flow-declared-override", key="blue", actor="ops")
+    claim_batch(worker_id="w3", limit=50, lease=LEASE)
+    assert leased_by_key("t-flow-declared-override") == {"acme": 2, "blue": 3}
+
+
+@pytest.mark.django_db
+def test_a_limit_is_refused_for_a_bad_field_or_a_version_that_moved_and_nothing_changes():
+    with pytest.raises(InvalidConcurrencyLimit, match="workflow 't-flow-plain'") as bad:
+        limits.concurrency_limit_set(workflow="t-flow-plain", key="acme", max_concurrent=2, actor="ops")
+    assert set(bad.value.problems) == {"workflow"}  # a workflow without a concurrency key has no tenants to cap
+    with pytest.raises(InvalidConcurrencyLimit, match="max_concurrent") as bad:
+        limits.concurrency_limit_set(workflow="t-flow-per-tenant", key="acme", max_concurrent=0, actor="ops")
+    assert set(bad.value.problems) == {"max_concurrent"}
+    with pytest.raises(InvalidConcurrencyLimit) as bad:
+        limits.concurrency_limit_set(workflow="nope", key=" acme", max_concurrent=True, actor="ops")
+    assert set(bad.value.problems) == {"workflow", "tenant", "max_concurrent"}  # every wrong field, at once
+    row = limits.concurrency_limit_set(workflow="t-flow-per-tenant", key="acme", max_concurrent=2, actor="ann",
+                                       version="0")
+    shown = limits.limit_version(row)
+    clock.advance(timedelta(seconds=1))
+    limits.concurrency_limit_set(workflow="t-flow-per-tenant", key="acme", max_concurrent=4, actor="bob",
+                                 version=shown)
+    with pytest.raises(ConcurrencyLimitChanged, match="set to 4 by bob"):
+        limits.concurrency_limit_set(workflow="t-flow-per-tenant", key="acme", max_concurrent=9, actor="ann",
+                                     version=shown)
+    with pytest.raises(ConcurrencyLimitChanged):
+        limits.concurrency_limit_delete(workflow="t-flow-per-tenant", key="acme", actor="ann", version=shown)
+    assert list(ConcurrencyLimit.objects.values_list("key", "max_concurrent", "updated_by")) == [("acme", 4, "bob")]
 
 
 @pytest.mark.django_db

@@ -45,6 +45,7 @@ from ingest.engine.models.instances import (
     StepStatus,
 )
 from ingest.engine.models.journal import CallJournal, JournalKind
+from ingest.engine.models.limits import ConcurrencyLimit
 from ingest.engine.models.retention import RetentionBatch
 from ingest.engine.models.versions import RetiredVersion
 from ingest.engine.models.workers import WorkerHeartbeat
@@ -56,6 +57,7 @@ __all__ = [
     "EncryptedTextField",
     "BreakerState",
     "CallJournal",
+    "ConcurrencyLimit",
     "BreakerTransition",
     "CircuitBreaker",
     "Batch",

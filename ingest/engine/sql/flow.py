@@ -22,6 +22,9 @@ class FlowLimit:
     concurrency: int | None  # max instances holding a live lease, per key value
     rate: int | None  # max starts per window, per key value
     since: datetime | None  # the start of the rate window: now - period
+    # Caps of single key values in place of `concurrency` (the workflow's concurrency_overrides);
+    # a row of engine_concurrencylimit wins over both.
+    overrides: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,28 @@ def _ts() -> str:
     return "CAST(%s AS timestamptz)" if is_postgres() else "%s"
 
 
+def _key_caps(limits: Sequence[FlowLimit]) -> tuple[str, list[Any]]:
+    """The CTE `keycap(workflow, ckey, conc)`: each capped key value's own cap — the operators'
+    rows (engine_concurrencylimit), then the workflows' declared overrides those rows leave out —
+    with its parameters. A group's cap is COALESCE(keycap.conc, lim.conc): its own, else the
+    workflow's, else none."""
+    names = [lim.workflow for lim in limits]
+    marks = ", ".join(["%s"] * len(names))
+    table = f"SELECT c.workflow, c.key, c.max_concurrent FROM engine_concurrencylimit c WHERE c.workflow IN ({marks})"
+    declared = [(lim.workflow, key, cap) for lim in limits for key, cap in lim.overrides]
+    if not declared:
+        return f"keycap(workflow, ckey, conc) AS ({table})", names
+    rows = ", ".join(["(%s, %s, CAST(%s AS integer))"] * len(declared))
+    sql = f"""ovr(workflow, ckey, conc) AS (VALUES {rows}),
+        keycap(workflow, ckey, conc) AS (
+            {table}
+            UNION ALL
+            SELECT o.workflow, o.ckey, o.conc FROM ovr o WHERE NOT EXISTS (
+                SELECT 1 FROM engine_concurrencylimit c WHERE c.workflow = o.workflow AND c.key = o.ckey)
+        )"""
+    return sql, [v for row in declared for v in row] + names
+
+
 def claim_groups(*, limits: Sequence[FlowLimit], now: datetime, max_groups: int) -> list[FlowGroup]:
     """The (workflow, key) groups of limited workflows with runnable instances and a free slot.
 
@@ -63,8 +88,10 @@ def claim_groups(*, limits: Sequence[FlowLimit], now: datetime, max_groups: int)
     names = [lim.workflow for lim in limits]
     marks = ", ".join(["%s"] * len(names))
     lim_rows = ", ".join(["(%s, CAST(%s AS integer))"] * len(limits))
+    keycap, keycap_params = _key_caps(limits)
     groups = f"""
         WITH lim(workflow, conc) AS (VALUES {lim_rows}),
+        {keycap},
         ready AS (
             SELECT i.workflow, i.concurrency_key AS ckey, MAX(i.priority) AS top, MIN(i.ready_at) AS oldest
             FROM engine_instance i WHERE i.workflow IN ({marks}) AND {_CLAIMABLE}
@@ -77,14 +104,15 @@ def claim_groups(*, limits: Sequence[FlowLimit], now: datetime, max_groups: int)
         )
         SELECT r.workflow, r.ckey FROM ready r
         JOIN lim l ON l.workflow = r.workflow
+        LEFT JOIN keycap k ON k.workflow = r.workflow AND k.ckey = r.ckey
         LEFT JOIN busy b ON b.workflow = r.workflow AND b.ckey = r.ckey
-        WHERE l.conc IS NULL OR COALESCE(b.n, 0) < l.conc
+        WHERE COALESCE(k.conc, l.conc) IS NULL OR COALESCE(b.n, 0) < COALESCE(k.conc, l.conc)
         ORDER BY COALESCE(b.n, 0), r.top DESC, {_LAST_START.format(w="r.workflow", k="r.ckey")} NULLS FIRST,
                  r.oldest, r.workflow, r.ckey
         LIMIT %s
     """
     params: list[Any] = [v for lim in limits for v in (lim.workflow, lim.concurrency)]
-    params += [*names, now, now, *names, now]
+    params += [*keycap_params, *names, now, now, *names, now]
     if is_postgres():
         # The inner LIMIT keeps the subquery from being flattened, so the lock function runs
         # only on the groups the outer LIMIT pulls, in order, and stops once it holds enough.
@@ -121,8 +149,35 @@ def claim_limited(*, groups: Sequence[FlowGroup], limits: Sequence[FlowLimit], o
     # candidates from instance_flow_ready instead of the whole runnable backlog.
     workflows = sorted({g.workflow for g in groups})
     names = ", ".join(["%s"] * len(workflows))
+    # A candidate ranked past `limit` in its group is never taken unless a start rate is in play:
+    # the group's `limit` better-ranked candidates are eligible whenever it is (the concurrency
+    # test is monotone in the rank) and come first in the order. Dropping them right after the
+    # ranking spares the joins below a row per queued instance: a fair workflow's backlog of
+    # thousands cost each claim ~100 ms. A rate makes eligibility depend on `fresh`, so rated
+    # workflows keep every candidate.
+    rated = sorted({lim.workflow for lim in limits if lim.rate is not None})
+    rated_in = f"IN ({', '.join(['%s'] * len(rated))})" if rated else ""
+    prune = "c.rn <= %s" + (f" OR c.workflow {rated_in}" if rated else "")
+    if is_postgres():
+        # The same, before the ranking: each group's first `limit` candidates in index order
+        # (instance_flow_ready), so no claim sorts a backlog of thousands.
+        top = f"CASE WHEN g.workflow {rated_in} THEN NULL ELSE CAST(%s AS bigint) END" if rated else "%s"
+        cand_from = f"""FROM grp g CROSS JOIN LATERAL (
+                SELECT i.id, i.status, i.workflow, i.concurrency_key, i.priority, i.ready_at, i.created_at,
+                       i.started_at
+                FROM engine_instance i
+                WHERE i.workflow = g.workflow AND i.concurrency_key = g.ckey AND {_CLAIMABLE}
+                ORDER BY i.priority DESC, i.ready_at, i.created_at, i.id
+                LIMIT {top}
+            ) i"""
+        cand_params: list[Any] = [now, now, *rated, limit]
+    else:
+        cand_from = f"FROM engine_instance i JOIN grp g ON {in_group} WHERE i.workflow IN ({names}) AND {_CLAIMABLE}"
+        cand_params = [*workflows, now, now]
+    keycap, keycap_params = _key_caps(limits)
     chosen = f"""
         WITH lim(workflow, conc, rate, since) AS (VALUES {lim_rows}),
+        {keycap},
         grp(workflow, ckey) AS (VALUES {grp_rows}),
         busy AS (
             SELECT i.workflow, i.concurrency_key AS ckey, COUNT(*) AS n
@@ -143,25 +198,27 @@ def claim_limited(*, groups: Sequence[FlowGroup], limits: Sequence[FlowLimit], o
                    i.created_at, CASE WHEN i.started_at IS NULL THEN 1 ELSE 0 END AS fresh,
                    ROW_NUMBER() OVER w AS rn,
                    SUM(CASE WHEN i.started_at IS NULL THEN 1 ELSE 0 END) OVER (w ROWS UNBOUNDED PRECEDING) AS fresh_rn
-            FROM engine_instance i JOIN grp g ON {in_group}
-            WHERE i.workflow IN ({names}) AND {_CLAIMABLE}
+            {cand_from}
             WINDOW w AS (PARTITION BY i.workflow, i.concurrency_key
                          ORDER BY i.priority DESC, i.ready_at, i.created_at, i.id)
         ),
         chosen AS (
             SELECT c.id, c.status FROM cand c
             JOIN lim l ON l.workflow = c.workflow
+            LEFT JOIN keycap k ON k.workflow = c.workflow AND k.ckey = c.ckey
             LEFT JOIN busy b ON b.workflow = c.workflow AND b.ckey = c.ckey
             LEFT JOIN starts s ON s.workflow = c.workflow AND s.ckey = c.ckey
             JOIN recent r ON r.workflow = c.workflow AND r.ckey = c.ckey
-            WHERE (l.conc IS NULL OR c.rn <= l.conc - COALESCE(b.n, 0))
+            WHERE ({prune})
+              AND (COALESCE(k.conc, l.conc) IS NULL OR c.rn <= COALESCE(k.conc, l.conc) - COALESCE(b.n, 0))
               AND (l.rate IS NULL OR c.fresh = 0 OR c.fresh_rn <= l.rate - COALESCE(s.n, 0))
             ORDER BY c.rn + COALESCE(b.n, 0), c.priority DESC, r.last NULLS FIRST, c.ready_at, c.created_at, c.id
             LIMIT %s
         )"""
     params: list[Any] = [v for lim in limits for v in (lim.workflow, lim.concurrency, lim.rate, lim.since)]
+    params += keycap_params
     params += [v for g in groups for v in (g.workflow, g.key)]
-    params += [now, *workflows, now, now, limit]
+    params += [now, *cand_params, limit, *rated, limit]
     if not is_postgres():
         with connection.cursor() as cursor:
             cursor.execute(f"{chosen} SELECT id, status FROM chosen", params)

@@ -55,7 +55,7 @@ from ingest.workflows.domain_onboard.steps import (
     spam_scores,
 )
 from ingest.workflows.search_attributes import searchable
-from ingest.workflows.sharing import FAIR_KEY, LIVE_PRIORITY, tenant_concurrency
+from ingest.workflows.sharing import FAIR_KEY, LIVE_PRIORITY, tenant_concurrency, tenant_overrides
 
 CLASSIFIER = "url-classify"
 LIMITS = ("backlink_limit", "keyword_limit", "referring_domains_limit")
@@ -116,6 +116,7 @@ class DomainOnboard(Workflow):
     name = WORKFLOW
     concurrency_key = FAIR_KEY  # tenants served round robin (ingest/workflows/sharing.py)
     concurrency = tenant_concurrency(WORKFLOW)
+    concurrency_overrides = tenant_overrides(WORKFLOW)
     version = 2  # 2: "search-attributes" around ensure-domain (docs/engine-contract.md, "Versions")
 
     def run(self, event: WorkflowEvent, step: Any) -> WorkflowResult:

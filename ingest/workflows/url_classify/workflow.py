@@ -33,7 +33,7 @@ from ingest.classify.taxonomy import (
 from ingest.engine import NonRetryableError, Workflow, WorkflowEvent, create
 from ingest.workflows.common import DEFAULT_RETRIES, PATIENT_RETRIES, QUICK_RETRIES
 from ingest.workflows.search_attributes import searchable
-from ingest.workflows.sharing import FAIR_KEY, tenant_concurrency
+from ingest.workflows.sharing import FAIR_KEY, tenant_concurrency, tenant_overrides
 from ingest.workflows.url_classify.stages import (
     index_feedback,
     stage_cache,
@@ -96,6 +96,7 @@ class UrlClassify(Workflow):
     name = WORKFLOW
     concurrency_key = FAIR_KEY  # tenants served round robin (ingest/workflows/sharing.py)
     concurrency = tenant_concurrency(WORKFLOW)
+    concurrency_overrides = tenant_overrides(WORKFLOW)
     version = 2  # 2: "search-attributes" before cache-check (docs/engine-contract.md, "Versions")
 
     def run(self, event: WorkflowEvent, step: Any) -> ClassificationResult:
