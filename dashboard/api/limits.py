@@ -13,6 +13,7 @@ from dashboard import access
 from dashboard.api import schemas as s
 from dashboard.api.audit import acted
 from dashboard.api.auth import actor, require_act
+from dashboard.api.openapi import TRIMMED_PATTERN
 from dashboard.selectors.limits import LimitRow, limit_row, limit_rows
 from ingest.engine.services import limits as engine_limits
 
@@ -22,10 +23,21 @@ E: dict[int, Any] = {400: s.ErrorOut, 401: s.ErrorOut, 403: s.ErrorOut, 404: s.E
 VERSION = r"^[0-9]{1,20}$"
 
 
+def _keyed_workflow(schema: dict[str, Any]) -> None:
+    # Read when the document is made: the registered workflows with a concurrency key.
+    schema.update(type="string", enum=[cls.name for cls in engine_limits.keyed_workflows()])
+
+
 class LimitIn(s.InputSchema):
-    workflow: str = Field(..., max_length=200, description="A workflow whose concurrency key is the tenant")
-    tenant: str = Field(..., max_length=200)
-    max_concurrent: int = Field(..., description="At most this many of the tenant's instances run at once")
+    """The service names every wrong field (422 with `fields`); the schema states the same rules."""
+
+    workflow: str = Field(..., json_schema_extra=_keyed_workflow,
+                          description="A workflow whose concurrency key is the tenant")
+    tenant: str = Field(..., json_schema_extra={"minLength": 1, "maxLength": engine_limits.MAX_KEY,
+                                                "pattern": TRIMMED_PATTERN})
+    max_concurrent: int = Field(..., json_schema_extra={"minimum": 1, "maximum": engine_limits.MAX_CONCURRENT},
+                                description="At most this many of the tenant's instances run at once "
+                                "(to stop a tenant's runs, pause them)")
     version: str | None = Field(None, pattern=VERSION, description="The version a read answered ('0': none "
                                 "was set); the change is refused (409) when the limit moved since")
 
