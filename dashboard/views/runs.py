@@ -22,7 +22,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from dashboard import access, actions, selectors, staleness
+from dashboard import access, actions, saved_views, selectors, staleness
 from dashboard.actions import Action, ActionRefused, StaleState, available_actions
 from dashboard.audit import Origin
 from dashboard.bulk import BULK_ACTIONS
@@ -73,6 +73,9 @@ def instance_list(request: HtmxHttpRequest) -> HttpResponse:
         "sort_label": selectors.SORT_LABELS.get(filters.sort, attr_sort),
         "attr_sort": attr_sort,
         "attributes": selectors.instance_attributes(ids=[r.id for r in page.rows]),
+        "items": selectors.instance_items(ids=[r.id for r in page.rows]),
+        "saved_views": saved_views.saved_view_list(user=request.user),
+        "save_form": saved_views.SavedViewForm(initial={"query": filters.querystring()}),
         "tenants": access.tenants_for(request.user),
         "ranges": list(selectors.RANGES),
         "workflows": selectors.workflow_names(user=request.user),
