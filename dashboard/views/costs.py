@@ -16,7 +16,8 @@ from dashboard import access, charts
 from dashboard import selectors as sel
 from dashboard.query_params import QueryReader
 from dashboard.rollups.reads import rollup_view
-from dashboard.selectors.costs import INSTANCE_SORTS
+from dashboard.selectors.cost_tables import cost_by_day, cost_run_percentiles
+from dashboard.selectors.costs import INSTANCE_SORTS, run_spend
 from dashboard.views.common import HtmxHttpRequest, page, query, sees_global, tenants
 
 WINDOWS = ("24h", "7d", "30d")
@@ -57,6 +58,7 @@ def costs(request: HtmxHttpRequest) -> HttpResponse:
     burns = {b.id: sel.budget_burn_rows(budget=b, tenants=visible, see_global=sees_global(request), view=view)
              for b in burn}
     series = sel.cost_series(tenants=visible, filters=f, by=by, daily=daily, view=view)
+    spend = run_spend(tenants=visible, filters=f, view=view)  # read once: the top instances and the percentiles
     context = {
         "f": f, "window": window, "by": by, "dimensions": breakdowns,
         "selected": {name: getattr(f, name) for name in sel.COST_DIMENSIONS},
@@ -68,7 +70,9 @@ def costs(request: HtmxHttpRequest) -> HttpResponse:
             sel.cost_breakdown(tenants=visible, filters=f, by=by, view=view), levels=sel.treemap_levels(by))),
         "treemap_levels": sel.treemap_levels(by),
         "by_dimension": sel.cost_by_dimension(tenants=visible, filters=f, by=by, view=view),
-        "instances": sel.cost_by_instance(tenants=visible, filters=f, sort=sort, view=view),
+        "instances": sel.cost_by_instance(tenants=visible, filters=f, sort=sort, view=view, spend=spend),
+        "days": cost_by_day(tenants=visible, filters=f, view=view),
+        "percentiles": cost_run_percentiles(tenants=visible, filters=f, view=view, spend=spend),
         "sort": sort,
         "budgets": budgets,
         "burn_html": charts.figure_html(charts.burn_down_figure(burn, burns, now=now)) if burn else "",
