@@ -15,6 +15,7 @@ from urllib.parse import urlencode
 
 from django.db.models import Sum
 
+from dashboard.selectors.instance_matches import items_exist
 from ingest.engine.models import FanOut, Status, Step
 
 # The instance statuses each fan-out item count stands for, as the list's status filter takes them.
@@ -54,7 +55,7 @@ def _query(parent: str, statuses: tuple[str, ...]) -> str:
 def instance_items(*, ids: list[str]) -> dict[str, RunItems]:
     """{run id: its items} for the runs of `ids` that fanned out or started child runs. The ids
     are the page's rows, already scoped to the user's tenants; items share their parent's tenant."""
-    if not ids:
+    if not ids or not items_exist():
         return {}
     out: dict[str, RunItems] = {}
     fan_outs = (FanOut.objects.filter(instance_id__in=ids).values("instance_id")

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import Session, create, login
+from tests.e2e.conftest import Session, create, login, status
 from tests.e2e.servers import Stack, wait_until
 
 pytestmark = pytest.mark.e2e
@@ -112,19 +112,21 @@ def test_items_under_their_run_the_attribute_query_and_saved_views(browser, stac
 
 @pytest.mark.parametrize(("width", "height"), WIDTHS)
 def test_the_costs_page_shows_spend_per_day_and_per_run(browser, stack: Stack, width: int, height: int):
+    # Three paid runs of $0.50 each (tenant default: no other test's budget stands in their way).
+    ids = [create(stack, "e2e-budgeted", id=f"paid-{width}-{k}", tenant="default") for k in range(3)]
+    for i in ids:
+        wait_until(lambda i=i: status(stack, i) == "complete", timeout=60, what=f"{i} complete")
     s = _session(browser, stack, width, height)
     p = s.page
-    s.goto("/costs/?window=30d")
+    s.goto("/costs/?window=24h&workflow=e2e-budgeted&tenant=default")
     days, runs = p.locator("#cost-by-day"), p.locator("#run-percentiles")
     assert days.is_visible() and runs.is_visible()
     head = [h.inner_text().strip() for h in runs.locator("thead th").all()]
     assert head == ["Workflow", "Runs", "p50", "p90", "p99"]
-    if runs.locator("tbody td.empty").count() == 0:  # the demo's spend: each row's figures in order
-        for r in runs.locator("tbody tr").all():
-            cells = [c.inner_text().strip().lstrip("$").replace(",", "") for c in r.locator("td").all()]
-            p50, p90, p99 = (float(c) for c in cells[2:5])
-            assert int(cells[1]) >= 1 and p50 <= p90 <= p99
-        assert days.locator("tr.day-head").count() >= 1
+    cells = [c.inner_text().strip() for c in runs.locator("tbody tr").first.locator("td").all()]
+    assert cells[0] == "e2e-budgeted" and int(cells[1]) >= 3 and cells[2:] == ["$0.5000"] * 3
+    row = days.locator("tbody tr", has_text="llm-extract").first
+    assert "e2e-budgeted" in row.inner_text() and days.locator("tr.day-head").count() >= 1
     _fits(s)
     p.locator("#cost-by-day").scroll_into_view_if_needed()
     s.shot(f"costs-tables-{width}")
