@@ -119,6 +119,7 @@ def test_the_costs_page_shows_spend_per_day_and_per_run(browser, stack: Stack, w
     s = _session(browser, stack, width, height)
     p = s.page
     s.goto("/costs/?window=24h&workflow=e2e-budgeted&tenant=default")
+    p.wait_for_selector("#run-percentiles")  # asked for by the page once it is shown
     days, runs = p.locator("#cost-by-day"), p.locator("#run-percentiles")
     assert days.is_visible() and runs.is_visible()
     head = [h.inner_text().strip() for h in runs.locator("thead th").all()]
