@@ -9,6 +9,9 @@ domain: 100 values, ~10,000 each) in `engine_instance_attributes`, by INSERT …
 of 100,000 ids (resumable: chunks already present are skipped); the triggers of migration 0020
 write one engine_instance_attribute_values row per key; then VACUUM ANALYZE of both tables.
 
+Fan-out items (`--fan-out-items N`, once): N instances that are items of 50 bench runs' fan-outs,
+as the engine writes them, so the list's "top-level only" default has items to leave out.
+
 List: each URL is fetched with Django's test Client as the demo `operator` (acme, globex, default:
 ~5/8 of the rows): once to warm, then `--runs` times; server time p50 and p99 (nearest rank)
 against the 150 ms goal.
@@ -66,6 +69,45 @@ def attributes_setup(url: str) -> None:
             print(f"  {table}: {n[0] if n else 0:,} rows, {n[1] if n else '?'} with its indexes", flush=True)
 
 
+def fan_out_setup(items: int, *, parents: int = 50) -> None:
+    """`items` fan-out items (url-classify, tenant acme, created over the last 30 days, with a
+    customer attribute) under `parents` bench instances, as the engine writes them: an instance
+    with its parent, a FanOutItem row, one FanOut per parent. Skipped when already there."""
+    from datetime import timedelta
+
+    from django.db import connection
+    from django.utils import timezone
+
+    from ingest.engine.models import FanOut, FanOutItem, Instance, InstanceAttributes, Step
+
+    if not items or FanOut.objects.filter(step_name="bench-fan-out").count() >= parents:
+        return
+    t0, now, per = time.monotonic(), timezone.now(), items // parents
+    for p in range(parents):
+        parent = Instance.objects.get(id=f"bench-{p * 997 + 1:07d}")
+        step = Step.objects.create(instance=parent, name="bench-fan-out", seq=1, position=99, kind="fan_out",
+                                   status="complete", started_at=now)
+        fan = FanOut.objects.create(instance=parent, step=step, step_name="bench-fan-out", handler="url-classify",
+                                    handler_kind="workflow", item_workflow="url-classify", expected=per, created=per,
+                                    received=per, started_at=now, updated_at=now, deadline=now, state="complete")
+        rows = [Instance(id=f"_fo{fan.id}-{i}", workflow="url-classify", tenant="acme", status="complete",
+                         params={"url": f"https://site{i}.example/"}, parent_id=parent.id,
+                         parent_step="bench-fan-out",
+                         created_at=now - timedelta(seconds=(p * per + i) * 30 * 86400 // items),
+                         updated_at=now, started_at=now, ended_at=now) for i in range(per)]
+        Instance.objects.bulk_create(rows, batch_size=2000)
+        FanOutItem.objects.bulk_create([FanOutItem(instance_id=r.id, fan_out=fan, index=i, state="complete")
+                                        for i, r in enumerate(rows)], batch_size=2000)
+        InstanceAttributes.objects.bulk_create([InstanceAttributes(instance_id=r.id,
+                                                                   attributes={"customer": f"cust-{i % 2000}"})
+                                                for i, r in enumerate(rows)], batch_size=2000)
+    with connection.cursor() as cursor:
+        for table in ("engine_instance", "engine_fanoutitem", "engine_fanout", "engine_step",
+                      "engine_instance_attributes", "engine_instance_attribute_values"):
+            cursor.execute(f"ANALYZE {table}")
+    print(f"  fan-out items: {parents * per:,} under {parents} parents in {time.monotonic() - t0:.1f} s", flush=True)
+
+
 def _vacuum_until_visible(conn: Any, table: str, *, tries: int = 20) -> None:
     """VACUUM ANALYZE `table` until its visibility map covers 95 % of its pages, as autovacuum
     keeps a table whose rows stopped changing. A VACUUM can leave rows just written not
@@ -106,6 +148,11 @@ def list_urls() -> list[tuple[str, str]]:
         ("step=llm-extract + workflow", "/instances/?workflow=gong-ingest&step=llm-extract"),
         ("7d + attr customer, sort cost", "/instances/?range=7d&attr=customer:cust-77&sort=-cost"),
         ("no filter (count capped at 10,000)", "/instances/"),
+        # The attribute grammar's OR and negation, and the list with fan-out items and child runs.
+        ("attr customer OR customer + status", "/instances/?status=errored&attr=customer:cust-42|cust-43"),
+        ("attr domain, not another customer", "/instances/?attr=domain:d3.example&attr=!customer:cust-42"),
+        ("status + only a negated attr (instances path)", "/instances/?status=paused&attr=!domain:d3.example"),
+        ("no filter, with items (top=0)", "/instances/?top=0"),
     ]
 
 
@@ -196,11 +243,14 @@ def main() -> None:
     parser.add_argument("--skip-setup", action="store_true")
     parser.add_argument("--list-only", action="store_true")
     parser.add_argument("--bulk-only", action="store_true")
+    parser.add_argument("--fan-out-items", type=int, default=0,
+                        help="add this many fan-out items (under 50 runs) before measuring, once (default 0)")
     args = parser.parse_args()
     ensure_database(args.url)
     setup_django(args.url)
     if not args.skip_setup:
         attributes_setup(args.url)
+    fan_out_setup(args.fan_out_items)
     if not args.bulk_only:
         measure_list(args.runs)
     if args.bulk and not args.list_only:

@@ -108,6 +108,28 @@ class FormSubmission(models.Model):
         indexes = [models.Index(fields=["created_at"], name="form_submission_age")]
 
 
+# ---- saved views of the instances list ------------------------------------------------------
+#
+# Written and read only by dashboard.saved_views: each user's own, never shown to another user.
+
+
+class SavedView(models.Model):
+    """A user's named filters of the instances list: the list's query string, as the list writes
+    it (its filters and sort, no page position), opened as /instances/?<query>."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    name = models.CharField(max_length=80)
+    query = models.CharField(max_length=2000, blank=True)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()  # the version a rename or delete form carries
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "name"], name="saved_view_name")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
 # ---- rollups: pre-aggregated ledger figures for the DAG and costs pages ----------------------
 #
 # Written only by dashboard.rollups.services (the roller), read by dashboard.rollups.reads, which

@@ -119,6 +119,15 @@ def _engine_clock() -> Iterator[None]:
     clock.reset()
 
 
+@pytest.fixture(autouse=True)
+def _items_asked_afresh() -> None:
+    """The instances list remembers for two seconds that no fan-out item exists (so it does not
+    ask on every page); each test writes its own ledger, so it starts with nothing remembered."""
+    from dashboard.selectors import instance_matches
+
+    instance_matches._none_until = 0.0
+
+
 def _server_url() -> str:
     return os.environ.get("DATABASE_URL") or PG_URL
 

@@ -27,9 +27,13 @@ ERRORS: dict[int, Any] = {400: s.ErrorOut, 401: s.ErrorOut, 403: s.ErrorOut, 404
 _STATUS = "(?:" + "|".join(InstanceStatus.values) + ")"
 STATUS_PATTERN = rf"^{SPACES_RUN}(?:{_STATUS}{SPACES_RUN})?(?:,{SPACES_RUN}(?:{_STATUS}{SPACES_RUN})?)*$"
 SORT_PATTERN = r"^(?:-?(?:created|started|updated|duration|cost|attr\.[a-z][a-z0-9_]{0,39}))?$"  # empty: the default
-# One `key:value` search attribute (or nothing); the keys as dashboard/selectors/instances.py reads them.
-# Spaces are str.split()'s (SPACES), not a dialect's `\s`: the list splits a field on them.
-ATTR_PATTERN = f"^[{SPACES_CLASS}]*(?:[a-z][a-z0-9_]{{0,39}}:[^\\x00{SPACES_CLASS}]{{1,200}}[{SPACES_CLASS}]*)?$"
+# One search-attribute term (or nothing) of dashboard/attr_query.py's grammar: key:value,
+# key:a|b, key>=N (> <= <), key:N..M, each optionally negated with a leading !. Spaces are
+# str.split()'s (SPACES), not a dialect's `\s`: the list splits a field on them.
+_VALUE = f"[^\\x00|{SPACES_CLASS}]{{1,200}}"
+_TERM = (r"!?[a-z][a-z0-9_]{0,39}(?:(?:>=|<=|>|<)-?[0-9]{1,15}(?:\.[0-9]{1,15})?"
+         f"|:{_VALUE}(?:\\|{_VALUE}){{0,9}})")
+ATTR_PATTERN = f"^[{SPACES_CLASS}]*(?:{_TERM}[{SPACES_CLASS}]*)?$"
 CURSOR_PATTERN = r"^[A-Za-z0-9_-]{0,600}$"  # empty: the first page
 
 
@@ -50,7 +54,14 @@ class InstanceFilters(Schema):
     limit: int = 50
     attr: list[Annotated[str, Field(json_schema_extra={"pattern": ATTR_PATTERN})]] = Field(
         default_factory=list, json_schema_extra={"maxItems": 5},
-        description="search attributes, key:value (repeatable, at most 5)")
+        description="search attribute terms, all of which must hold (repeatable, at most 5): key:value, "
+                    "key:a|b (any of), key>=N, key>N, key<=N, key<N, key:N..M (numbers, either end may "
+                    "be left out), !term (negated: the attribute is absent or the term does not hold); "
+                    "e.g. customer:acme|globex, amount>=100, !region:eu. A term that does not parse is a "
+                    "400 naming it")
+    top_level: bool = Field(False, description="only instances that are no fan-out item or child run "
+                            "(no parent); the console's list does this by default")
+    parent: str | None = Field(None, description="only the fan-out items and child runs of this instance")
     sort: str | None = Field(None, json_schema_extra={"pattern": SORT_PATTERN}, description="created, started, updated, duration, cost or attr.<key>; "
                              "- for descending (default -created, keyset pages)")
     page: int = 1

@@ -68,12 +68,14 @@ def instance_dict(i: Instance) -> dict[str, Any]:
 
 def instance_filters(*, workflow: str | None = None, status: str | None = None, tenant: str | None = None,
                      since: datetime | None = None, until: datetime | None = None, id_prefix: str | None = None,
-                     attr: list[str] | None = None, sort: str | None = None) -> InstanceFilters:
+                     attr: list[str] | None = None, sort: str | None = None, top_level: bool = False,
+                     parent: str | None = None) -> InstanceFilters:
     """The API's list parameters as the console's filters object, parsed by the same rules; a
     value that does not parse is a 400 naming every such value (the list never widens)."""
     query = QueryDict(mutable=True)
+    query["top"] = "1" if top_level else "0"  # the API lists every instance unless asked
     for key, value in (("workflow", workflow), ("status", status), ("tenant", tenant), ("id", id_prefix),
-                       ("sort", sort)):
+                       ("sort", sort), ("parent", parent)):
         if value:
             query[key] = value
     query.setlist("attr", list(attr or []))
@@ -88,7 +90,9 @@ def instance_page(*, user: Any, cursor: str | None = None, limit: int = 50, page
     """The console's list selector in the API's shape: newest first, keyset-paginated on
     (created_at, id) so pages stay stable under inserts (`next_cursor`); another `sort` pages by
     number (`next_page`). `status` may list several (comma-separated); `attr` filters by search
-    attributes (`customer:acme`, repeatable)."""
+    attributes in dashboard/attr_query.py's grammar (`customer:acme|globex`, `amount>=100`,
+    `!region:eu`; repeatable); `top_level` leaves out fan-out items and child runs; `parent` lists
+    one instance's."""
     parsed = instance_filters(**filters)
     limit = max(1, min(limit, MAX_LIMIT))
     after = None

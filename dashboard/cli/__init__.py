@@ -3,6 +3,7 @@ token, so it runs from any machine and has exactly the token's permissions (a vi
 lists and shows; acting needs an operator's). It imports nothing of Django.
 
     runledger [--url URL] [--token TOKEN] list [--status S] [--workflow W] [--tenant T] [--limit N]
+        [--attr TERM ...] [--top-level] [--parent ID]
     runledger show ID
     runledger tail ID [--interval 1] [--timeout 0]
     runledger retry ID --reason R [--yes]

@@ -16,6 +16,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from dashboard.attr_query import EXAMPLES as ATTR_EXAMPLES
+from dashboard.attr_query import parse_attr_query
 from dashboard.cli import credentials, triggers
 from dashboard.cli.client import ApiRefused, Client
 from dashboard.cli.usage import UsageError, confirmed, json_object
@@ -35,7 +37,12 @@ def _id(instance_id: str) -> str:
 
 
 def cmd_list(api: Client, out: Console, a: argparse.Namespace) -> int:
-    page = api.get("/instances", status=a.status, workflow=a.workflow, tenant=a.tenant, limit=a.limit)
+    # The server's own parser, run here first: a bad term is named before anything is sent.
+    _, problems = parse_attr_query(a.attr or [])
+    if problems:
+        raise UsageError("--attr: " + "; ".join(problems))
+    page = api.get("/instances", status=a.status, workflow=a.workflow, tenant=a.tenant, limit=a.limit,
+                   attr=a.attr or None, top_level="true" if a.top_level else None, parent=a.parent)
     table = Table(title=f"{len(page['items'])} instance(s)", header_style="bold")
     for column in ("id", "workflow", "tenant", "status", "created"):
         table.add_column(column, overflow="fold")
@@ -303,6 +310,13 @@ def parser() -> argparse.ArgumentParser:
     ls = sub.add_parser("list", help="instances, newest first")
     for name in ("status", "workflow", "tenant"):
         ls.add_argument(f"--{name}")
+    ls.add_argument("--attr", action="append", metavar="TERM",
+                    help="search attributes, repeatable, all must hold: key:value, key:a|b (any of), key>=N, "
+                         f"key<N, key:N..M (numbers), !term (not); e.g. {ATTR_EXAMPLES}. Quote terms with "
+                         "| < > ! for the shell")
+    ls.add_argument("--top-level", action="store_true",
+                    help="leave out fan-out items and child runs (as the console's list does by default)")
+    ls.add_argument("--parent", metavar="ID", help="only the fan-out items and child runs of instance ID")
     ls.add_argument("--limit", type=int, default=20)
     start = sub.add_parser(
         "start", help="start a run of a workflow",

@@ -91,6 +91,7 @@ from dashboard.selectors.instance_filters import (
     Cursor,
     InstanceFilters,
 )
+from dashboard.selectors.instance_items import RunItems, instance_items
 from dashboard.selectors.instance_matches import instance_filtered
 from dashboard.selectors.instances import (
     PAGE_SIZE,
@@ -137,6 +138,8 @@ __all__ = [
     "SourcePullRow",
     "source_pull_rows",
     "instance_attributes",
+    "instance_items",
+    "RunItems",
     "instance_count",
     "instance_list_counted",
     "instance_filtered",

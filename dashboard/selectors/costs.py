@@ -161,29 +161,39 @@ def _visible(tenants: Collection[str], tenant: str) -> list[str]:
     return [t for t in tenants if not tenant or t == tenant]
 
 
-def cost_by_instance(
-    *, tenants: Collection[str], filters: CostFilters, sort: str = "-total", limit: int = 50,
-    view: reads.RollupView | None = None,
-) -> list[dict[str, Any]]:
-    """The instances that spent most (or most calls, latest, least) in the selection.
+@dataclass(frozen=True)
+class RunSpend:
+    """Where each instance's spend in the selection is read: `rolled`, the instances whose whole
+    spend lies inside the window, from a per-instance rollup (instance_id, workflow_type, tenant
+    and the measures; None when no rollup answers the filters), and `ledger`, the api_costs rows
+    of every other instance, summed per instance."""
+
+    rolled: QuerySet[Any] | None
+    ledger: QuerySet[ApiCost]
+
+
+def run_spend(
+    *, tenants: Collection[str], filters: CostFilters, view: reads.RollupView | None = None
+) -> RunSpend:
+    """Each instance's spend in the selection, as `cost_by_instance` and the per-run percentiles
+    read it (see RunSpend).
 
     From the per-instance rollups (`InstanceCost`; under a service, step or model filter the one
     split by it): an instance whose whole spend lies inside the window is read from them; the few
     whose spend straddles a window edge or changed since the roller's cursor are summed from the
     ledger. Filtered by two of service, step and model at once, which no rollup splits, the ledger
-    ranks them all (~1 s over a week of 10 M rows: docs/dashboard-rollups.md), unless one of them
-    implies the others in the window (`_implied`)."""
-    order = sort if sort in INSTANCE_SORTS else "-total"
+    answers for them all (~1 s over a week of 10 M rows: docs/dashboard-rollups.md), unless one of
+    them implies the others in the window (`_implied`)."""
     view = view or reads.rollup_view()
     ledger = _cost_qs(tenants=tenants, f=filters).exclude(instance_id=None)
     split = [(column, getattr(filters, name)) for name, column in COST_DIMENSIONS.items()
              if name in ("service", "step", "model") and getattr(filters, name)]
     if not (view.usable and view.instances_built):
-        return _money(_instance_rows(ledger, order, limit))
+        return RunSpend(None, ledger)
     if len(split) > 1:
         split = _implied(split, tenants=tenants, filters=filters, view=view)
     if len(split) > 1:
-        return _money(_instance_rows(ledger, order, limit))
+        return RunSpend(None, ledger)
     visible = _visible(tenants, filters.tenant)
     base = InstanceCost.objects.filter(tenant__in=visible)
     if filters.workflow:
@@ -208,17 +218,29 @@ def cost_by_instance(
     inside = rolled.filter(first_at__gte=filters.since)
     if filters.until:
         inside = inside.filter(last_at__lt=filters.until)
+    return RunSpend(inside, ledger.filter(instance_id__in=sorted(edges)) if edges else ledger.none())
+
+
+def cost_by_instance(
+    *, tenants: Collection[str], filters: CostFilters, sort: str = "-total", limit: int = 50,
+    view: reads.RollupView | None = None, spend: RunSpend | None = None,
+) -> list[dict[str, Any]]:
+    """The instances that spent most (or most calls, latest, least) in the selection, read as
+    `run_spend` says (pass its answer as `spend` when the page reads it for another figure too)."""
+    order = sort if sort in INSTANCE_SORTS else "-total"
+    spend = spend or run_spend(tenants=tenants, filters=filters, view=view)
+    if spend.rolled is None:
+        return _money(_instance_rows(spend.ledger, order, limit))
     keys = [k.replace("last", "last_at") for k in INSTANCE_SORTS[order]]
     top = [
         {"instance_id": r["instance_id"], "workflow_type": r["workflow_type"], "tenant": r["tenant"],
          "total": r["total"], "calls": r["calls"], "failed": r["failed"], "tokens_in": r["tokens_in"],
          "tokens_out": r["tokens_out"], "last": r["last_at"]}
-        for r in inside.order_by(*keys, "instance_id")
+        for r in spend.rolled.order_by(*keys, "instance_id")
         .values("instance_id", "workflow_type", "tenant", "total", "calls", "failed", "tokens_in",
                 "tokens_out", "last_at")[:limit]
     ]
-    partial = _instance_rows(ledger.filter(instance_id__in=sorted(edges)), order, limit) if edges else []
-    return _ranked(top + partial, order, limit)
+    return _ranked(top + _instance_rows(spend.ledger, order, limit), order, limit)
 
 
 def _implied(

@@ -15,6 +15,7 @@ from urllib.parse import urlencode
 from django.http import QueryDict
 from django.utils.dateparse import parse_datetime
 
+from dashboard.attr_query import AttrTerm, parse_attr_query
 from dashboard.query_params import QueryReader, shown
 from ingest.engine.models import Instance, Status
 
@@ -47,7 +48,6 @@ SORT_LABELS = {
 }
 DEFAULT_SORT = "-created"
 ATTR_KEY = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
-MAX_ATTRS = 5
 MAX_PAGE = 200  # numbered pages (orders other than newest first) stop here: narrow the filters
 
 
@@ -68,7 +68,12 @@ class InstanceFilters:
     id_prefix: str = ""
     text: str = ""
     step: str = ""
-    attrs: tuple[tuple[str, str], ...] = ()
+    attrs: tuple[AttrTerm, ...] = ()
+    # Only instances that are nobody's fan-out item or child run (no parent): the default, so a
+    # fan-out of 10,000 items does not bury the runs that started it. `parent` lists one run's
+    # items and children, whatever this says.
+    top_level: bool = True
+    parent: str = ""
     sort: str = DEFAULT_SORT
     problems: tuple[str, ...] = ()
 
@@ -96,8 +101,14 @@ class InstanceFilters:
                 f"sort {sort[:40]!r} is not one of {', '.join(SORT_LABELS)} or attr.<key>"
             )
             sort = DEFAULT_SORT
-        attrs = _parse_attrs(query.getlist("attr"), problems)
+        attrs, attr_problems = parse_attr_query(query.getlist("attr"))
+        problems += attr_problems
         reader = QueryReader(query)
+        top = [v.strip() for v in query.getlist("top") if v.strip()]
+        for value in top:
+            if value not in ("0", "1"):
+                reader.problem(f"top={shown(value)} is not 1 (top-level runs only, the default) or 0 (with "
+                               "fan-out items and child runs)")
         since, until = reader.when("since"), reader.when("until")
         if paging:
             reader.integer("page", default=1, low=1, high=MAX_PAGE)
@@ -117,6 +128,9 @@ class InstanceFilters:
             text=query.get("q", "").strip()[:200],
             step=query.get("step", "").strip()[:256],
             attrs=attrs,
+            # A checkbox sends top=1 beside its hidden top=0: any 1 means on; absent means on.
+            top_level="1" in top or not top,
+            parent=query.get("parent", "").strip()[:100],
             sort=sort,
             problems=tuple(problems),
         )
@@ -139,7 +153,11 @@ class InstanceFilters:
             pairs.append(("since", self.since.strftime("%Y-%m-%dT%H:%M")))
         if self.until:
             pairs.append(("until", self.until.strftime("%Y-%m-%dT%H:%M")))
-        pairs += [("attr", f"{k}:{v}") for k, v in self.attrs]
+        pairs += [("attr", t.text) for t in self.attrs]
+        if self.parent:
+            pairs.append(("parent", self.parent))
+        if not self.top_level:
+            pairs.append(("top", "0"))
         if sort and self.sort != DEFAULT_SORT:
             pairs.append(("sort", self.sort))
         return pairs
@@ -149,7 +167,8 @@ class InstanceFilters:
 
     @property
     def active(self) -> bool:
-        return bool(self.as_params(sort=False))
+        """Some filter narrows the list (the top-level toggle alone does not count: off, it widens)."""
+        return any(k != "top" for k, _ in self.as_params(sort=False))
 
     @property
     def keyset(self) -> bool:
@@ -158,7 +177,17 @@ class InstanceFilters:
 
     @property
     def attr_text(self) -> str:
-        return " ".join(f"{k}:{v}" for k, v in self.attrs)
+        return " ".join(t.text for t in self.attrs)
+
+    @property
+    def attr_keys(self) -> list[str]:
+        """The keys the attribute filters name, each once (the sort offers them)."""
+        return list(dict.fromkeys(t.key for t in self.attrs))
+
+    @property
+    def hides_items(self) -> bool:
+        """Fan-out items and child runs are left out: top-level only, and no parent asked for."""
+        return self.top_level and not self.parent
 
 
 @dataclass(frozen=True)
@@ -195,24 +224,3 @@ def attr_sort_key(sort: str) -> str:
     """The attribute key of an `attr.<key>` sort (either direction), or "" for any other sort."""
     key = sort.lstrip("-").removeprefix("attr.") if sort.lstrip("-").startswith("attr.") else ""
     return key if ATTR_KEY.match(key) else ""
-
-
-def _parse_attrs(values: list[str], problems: list[str]) -> tuple[tuple[str, str], ...]:
-    """`attr=customer:acme` (repeatable, or several separated by spaces in one field)."""
-    out: list[tuple[str, str]] = []
-    for raw in values:
-        for piece in raw.split():
-            key, sep, value = piece.partition(":")
-            if not sep or not ATTR_KEY.match(key) or not value or len(value) > 200:
-                problems.append(
-                    f"attribute filter {piece[:60]!r} is not key:value (e.g. customer:acme; keys are "
-                    "lower-case letters, digits and _)"
-                )
-                continue
-            out.append((key, value))
-    if len(out) > MAX_ATTRS:
-        problems.append(f"{len(out)} attribute filters; at most {MAX_ATTRS}")
-        return ()
-    return tuple(out)
-
-

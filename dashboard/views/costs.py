@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
@@ -16,7 +17,8 @@ from dashboard import access, charts
 from dashboard import selectors as sel
 from dashboard.query_params import QueryReader
 from dashboard.rollups.reads import rollup_view
-from dashboard.selectors.costs import INSTANCE_SORTS
+from dashboard.selectors.cost_tables import cost_by_day, cost_run_percentiles
+from dashboard.selectors.costs import INSTANCE_SORTS, run_spend
 from dashboard.views.common import HtmxHttpRequest, page, query, sees_global, tenants
 
 WINDOWS = ("24h", "7d", "30d")
@@ -48,7 +50,13 @@ def costs(request: HtmxHttpRequest) -> HttpResponse:
     breakdowns = [*sel.COST_DIMENSIONS, *sel.METADATA_DIMENSIONS]
     by = reader.choice("by", breakdowns, "service")
     sort = reader.choice("sort", INSTANCE_SORTS, "-total")
+    part = reader.choice("part", ("runs",))
     reader.done()
+    if part == "runs":
+        # The per-run percentiles sort every run of the window (a month of 1 M runs: ~0.5 s), so
+        # the page asks for them on its own once it is shown, and the rest does not wait.
+        percentiles = cost_run_percentiles(tenants=visible, filters=f)
+        return render(request, "ops/costs.html#run-percentiles", {"percentiles": percentiles})
     daily = (f.until or now) - f.since > timedelta(days=7)
     budgets = sel.budget_rows(budgets=list(sel.budgets_visible(tenants=visible, see_global=sees_global(request))),
                               now=now)
@@ -57,6 +65,7 @@ def costs(request: HtmxHttpRequest) -> HttpResponse:
     burns = {b.id: sel.budget_burn_rows(budget=b, tenants=visible, see_global=sees_global(request), view=view)
              for b in burn}
     series = sel.cost_series(tenants=visible, filters=f, by=by, daily=daily, view=view)
+    spend = run_spend(tenants=visible, filters=f, view=view)
     context = {
         "f": f, "window": window, "by": by, "dimensions": breakdowns,
         "selected": {name: getattr(f, name) for name in sel.COST_DIMENSIONS},
@@ -68,7 +77,8 @@ def costs(request: HtmxHttpRequest) -> HttpResponse:
             sel.cost_breakdown(tenants=visible, filters=f, by=by, view=view), levels=sel.treemap_levels(by))),
         "treemap_levels": sel.treemap_levels(by),
         "by_dimension": sel.cost_by_dimension(tenants=visible, filters=f, by=by, view=view),
-        "instances": sel.cost_by_instance(tenants=visible, filters=f, sort=sort, view=view),
+        "instances": sel.cost_by_instance(tenants=visible, filters=f, sort=sort, view=view, spend=spend),
+        "days": cost_by_day(tenants=visible, filters=f, view=view),
         "sort": sort,
         "budgets": budgets,
         "burn_html": charts.figure_html(charts.burn_down_figure(burn, burns, now=now)) if burn else "",

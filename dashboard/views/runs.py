@@ -22,7 +22,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from dashboard import access, actions, selectors, staleness
+from dashboard import access, actions, saved_views, selectors, staleness
 from dashboard.actions import Action, ActionRefused, StaleState, available_actions
 from dashboard.audit import Origin
 from dashboard.bulk import BULK_ACTIONS
@@ -64,6 +64,8 @@ def instance_list(request: HtmxHttpRequest) -> HttpResponse:
         live.append(("newest", "empty"))
     live.append(("rows", ",".join(r.id for r in page.rows)))
     live += filters.as_params()
+    # A history restore that missed htmx's cache asks for the whole page, not the fragment.
+    fragment = bool(request.htmx and not request.htmx.boosted and not request.htmx.history_restore_request)
     attr_sort = ""
     if filters.sort.lstrip("-").startswith("attr."):
         attr_sort = f"attribute {filters.sort.lstrip('-')[5:]}, {'Z→A' if filters.sort.startswith('-') else 'A→Z'}"
@@ -79,6 +81,9 @@ def instance_list(request: HtmxHttpRequest) -> HttpResponse:
         "sort_label": selectors.SORT_LABELS.get(filters.sort, attr_sort),
         "attr_sort": attr_sort,
         "attributes": selectors.instance_attributes(ids=[r.id for r in page.rows]),
+        "items": selectors.instance_items(ids=[r.id for r in page.rows]),
+        # The menu stands outside the results an htmx request swaps: read only for the whole page.
+        "saved_views": [] if fragment else saved_views.saved_view_list(user=request.user),
         "tenants": access.tenants_for(request.user),
         "ranges": list(selectors.RANGES),
         "workflows": selectors.workflow_names(user=request.user),
@@ -93,8 +98,7 @@ def instance_list(request: HtmxHttpRequest) -> HttpResponse:
         "now_query": base,
     }
     template = "runs/instance_list.html"
-    # A history restore that missed htmx's cache asks for the whole page, not the fragment.
-    if request.htmx and not request.htmx.boosted and not request.htmx.history_restore_request:
+    if fragment:
         template += "#results"
     return render(request, template, context, status=400 if filters.problems else 200)
 

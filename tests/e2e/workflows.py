@@ -150,3 +150,29 @@ class LoggedExport(Workflow):
 
         step.do("export", export, retries={"limit": 0})
         return step.do("publish", lambda ctx: {"published": True})
+
+
+class FanItem(Workflow):
+    """One item of e2e-fan-items: tags itself from its params and ends."""
+
+    name = "e2e-fan-item"
+
+    def run(self, event: Any, step: Any) -> Any:
+        step.set_search_attributes(batch=event.payload["batch"], customer=event.payload["customer"],
+                                   amount=str(event.payload["amount"]))
+        return {"ok": True}
+
+
+class FanItems(Workflow):
+    """Tags itself, fans out one e2e-fan-item per item, then waits for an event (so it stays in
+    the list as a waiting run with its items landed)."""
+
+    name = "e2e-fan-items"
+
+    def run(self, event: Any, step: Any) -> Any:
+        batch = event.payload["batch"]
+        step.set_search_attributes(batch=batch, customer="acme", amount="100")
+        step.fan_out("tag-items", FanItem, [{"batch": batch, **item} for item in event.payload["items"]],
+                     batch_size=10)
+        step.wait_for_event("go", type="go", timeout="1 hour")
+        return {"ok": True}
