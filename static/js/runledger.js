@@ -200,4 +200,15 @@
   });
   document.addEventListener("DOMContentLoaded", function () { fitGrids(document); });
   document.addEventListener("htmx:afterSwap", function (evt) { fitGrids(evt.target); });
+
+  // ---- filter forms: the URL the page already shows is not asked for again ----------------
+  // Typing in a search field asks for the filtered list after a pause; leaving the field then
+  // fires `change`, which would ask for the same URL and push it into the history a second time.
+  document.addEventListener("htmx:beforeRequest", function (evt) {
+    var elt = evt.detail && evt.detail.elt;
+    var info = evt.detail && evt.detail.pathInfo;
+    if (!elt || !elt.matches || !elt.matches("form.filters[hx-push-url]") || !info || !info.finalRequestPath) return;
+    var url = new URL(info.finalRequestPath, window.location.href);
+    if (url.pathname === window.location.pathname && url.search === window.location.search) evt.preventDefault();
+  });
 })();

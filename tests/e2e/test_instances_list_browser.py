@@ -96,6 +96,32 @@ def test_back_restores_a_form_that_shows_the_listed_filters(browser, stack: Stac
     s.page.context.close()
 
 
+def test_typing_a_filter_then_leaving_the_field_pushes_one_history_entry(browser, stack: Stack):
+    """Typing asks for the list after a pause and pushes its URL; leaving the field (change) or
+    pressing Enter (submit) asks for the URL the page already shows: no request, no second entry."""
+    prefix = "hist"
+    _tagged(stack, prefix, ["alpha", "beta"])
+    s = _session(browser, stack, 1280, 860)
+    p = s.page
+    s.goto(f"/instances/?id={prefix}")
+    p.click("#f-attr")
+    p.keyboard.type("domain:beta.example")
+    p.wait_for_url(lambda u: "attr=domain" in u)
+    p.wait_for_function("document.querySelectorAll('#instance-rows tr[id^=row-]').length === 1")
+    entries, url = p.evaluate("history.length"), p.url
+    asked: list[str] = []
+    p.on("request", lambda r: asked.append(r.url) if "/instances/" in r.url else None)
+    p.keyboard.press("Tab")  # leaving the field: change
+    p.press("#f-attr", "Enter")  # submitting the same filters
+    p.wait_for_timeout(1500)
+    assert (p.evaluate("history.length"), p.url) == (entries, url)
+    assert asked == []
+    p.go_back()
+    p.wait_for_url(lambda u: "attr=" not in u)
+    assert sorted(_rows(s)) == [f"{prefix}-alpha", f"{prefix}-beta"]
+    s.page.context.close()
+
+
 @pytest.mark.parametrize(("width", "height"), WIDTHS)
 def test_a_bulk_terminate_acts_on_the_previewed_set_when_the_set_changed(browser, stack: Stack, width: int,
                                                                           height: int):
