@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from dashboard.cli import credentials, triggers
+from dashboard.cli import connections, credentials, triggers
 from dashboard.cli.client import ApiRefused, Client
 from dashboard.cli.usage import UsageError, confirmed, json_object
 
@@ -357,6 +357,7 @@ def parser() -> argparse.ArgumentParser:
     discard.add_argument("--expected-version", help="refuse if the letter moved past this version (its `version`)")
     triggers.add_parsers(sub)
     credentials.add_parsers(sub)
+    connections.add_parsers(sub)
     return p
 
 

@@ -155,6 +155,32 @@ class DataForSEOClient(HttpClient):
         return self.live(DATAFORSEO_SPAM_SCORE, task, target="", parse=SpamScore.from_json,
                          what=f"{len(targets)} targets")  # fmt: skip
 
+    def user_data(self) -> dict[str, Any]:
+        """`GET appendix/user_data`: the account's login, balance and limits (free: DataForSEO
+        does not charge for it, so it is not journaled or costed). Raises as the paid calls do."""
+        url = f"{self.base_url}/v3/appendix/user_data"
+
+        def send() -> requests.Response:
+            wait = self.limiter.acquire()
+            if wait > 0:
+                raise DataForSEORateLimited(f"the DataForSEO rate limit of this login has no slot for {wait:.1f}s",
+                                            retry_after=wait)
+            return self._session.get(url, auth=self._auth, timeout=self.timeout)
+
+        response = self._exchange(send, what=f"DataForSEO GET {url}")
+        if response.status_code != 200:
+            raise self._http_error(response, "appendix/user_data")
+        try:
+            payload = response.json()
+        except ValueError as error:
+            raise DataForSEOServerError(f"DataForSEO answered appendix/user_data with a body that is not JSON: "
+                                        f"{body_excerpt(response)}; retry later", status=200) from error
+        self._raise_for_code(payload, "appendix/user_data", what="the account", cost=None)
+        task = (payload.get("tasks") or [{}])[0]
+        self._raise_for_code(task, "appendix/user_data", what="the account", cost=None)
+        result = task.get("result") or [{}]
+        return dict(result[0] or {})
+
     # -- transport ---------------------------------------------------------------------------
 
     def live(
