@@ -82,6 +82,7 @@ class ConnectionForm(forms.Form):
                  stored: dict[str, str] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.kind = kind
+        self.kind_label = ConnectionKind(kind).label
         self.stored = stored or {}
         fields: dict[str, forms.Field] = {}
         if tenants is not None:
