@@ -74,7 +74,7 @@ class ConnectionForm(forms.Form):
     options = JSONObjectField(blank_value={}, label="Options (JSON)",
                               help_text='Advanced: {"reconcile": false} turns the scheduled pulls off, '
                                         '{"rate_limit": {"per_second": 3, "burst": 1}} sets the rate, '
-                                        '{"lookback_minutes": 60} the pull\'s overlap.')
+                                        '{"reconcile_lookback_minutes": 60} the pull\'s overlap.')
     enabled = forms.BooleanField(required=False, initial=True, label="Enabled",
                                  help_text="A disabled connection is as if absent: the environment's settings apply.")
 

@@ -22,7 +22,12 @@ from ingest.pipelines.connections import (
     connection_update,
     connection_version,
 )
-from ingest.pipelines.errors import ConnectionChanged, ConnectionExists, ConnectionNotFound, InvalidConnection
+from ingest.pipelines.errors import (
+    ConnectionChanged,
+    ConnectionExists,
+    ConnectionNotFound,
+    InvalidConnection,
+)
 from ingest.pipelines.models import Connection
 from ingest.pipelines.selectors import config_cache_clear, dataforseo_config_get, zenrows_config_get
 from ingest.workflows.domain_onboard.clients import clients
