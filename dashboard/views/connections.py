@@ -32,7 +32,7 @@ from ingest.pipelines.connections import (
     connection_test,
     connection_update,
 )
-from ingest.pipelines.errors import ConnectionChanged
+from ingest.pipelines.errors import ConnectionChanged, ConnectionNotFound
 from ingest.pipelines.models import ConnectionKind
 from ingest.triggers.errors import TriggerError
 
@@ -146,6 +146,8 @@ def _acted(request: HtmxHttpRequest, row: sel.ConnectionRow, action: str, run: A
     except ConnectionChanged as exc:
         fresh = sel.connection_get(tenant=row.tenant, kind=row.kind, tenants=[row.tenant], now=timezone.now())
         return _detail_page(request, fresh or row, status=409, refusal=str(exc))
+    except ConnectionNotFound as exc:  # deleted by someone else since the page was read
+        raise Http404(str(exc)) from None
     return None
 
 
@@ -186,9 +188,12 @@ def connection_test_view(request: HtmxHttpRequest, tenant: str, kind: str) -> Ht
     """One cheap call with the stored settings; its outcome is kept on the connection and shown."""
     _connection(request, tenant, kind)
     require_act(request, tenant)
-    outcome = audited(user=request.user, origin=Origin.of_request(request),
-                      audit=Audit("connection.test", [tenant], {"tenant": tenant, "kind": kind}),
-                      run=lambda: connection_test(tenant=tenant, kind=kind, now=timezone.now()))
+    try:
+        outcome = audited(user=request.user, origin=Origin.of_request(request),
+                          audit=Audit("connection.test", [tenant], {"tenant": tenant, "kind": kind}),
+                          run=lambda: connection_test(tenant=tenant, kind=kind, now=timezone.now()))
+    except ConnectionNotFound as exc:  # deleted by someone else since the page was read
+        raise Http404(str(exc)) from None
     if outcome.ok:
         messages.success(request, f"Test connection: ok. {outcome.message}")
     else:
