@@ -9,11 +9,13 @@ is refused with 409 connection_changed."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from django.http import HttpRequest
 from django.utils import timezone
 from ninja import Router, Schema, Status
+from pydantic import ConfigDict
+from pydantic.config import JsonDict
 
 from dashboard import access
 from dashboard.api import schemas as s
@@ -23,11 +25,17 @@ from dashboard.api.errors import ApiProblem
 from dashboard.api.trigger_schemas import BOOLEAN, TENANT, checked
 from dashboard.selectors import connections as sel
 from ingest.pipelines.connections import (
+    COMMON_FIELDS,
     EVERY_FIELD,
+    KIND_FIELDS,
     PROVIDERS,
+    REQUIRED,
+    RESERVED_OPTIONS,
     SECRET_MAX,
     TEXT_MAX,
+    TEXT_PATTERN,
     URL_MAX,
+    URL_PATTERN,
     connection_audit_fields,
     connection_create,
     connection_delete,
@@ -35,13 +43,43 @@ from ingest.pipelines.connections import (
     connection_test,
     connection_update,
 )
+from ingest.pipelines.cursors import LOOKBACK_OPTION, MOST_LOOKBACK_MINUTES
 
 router = Router(tags=["connections"])
 E: dict[int, Any] = {400: s.ErrorOut, 401: s.ErrorOut, 403: s.ErrorOut, 404: s.ErrorOut, 422: s.ErrorOut}
 KINDS = ["gong", "salesforce", "llm", "dataforseo", "zenrows"]
 VERSION = r"^[0-9]{1,20}$"
-_TEXT = {"type": "string", "maxLength": TEXT_MAX}
-_SECRET = {"type": "string", "maxLength": SECRET_MAX}
+_TEXT = {"type": "string", "maxLength": TEXT_MAX, "pattern": TEXT_PATTERN}
+_SECRET = {"type": "string", "maxLength": SECRET_MAX, "pattern": TEXT_PATTERN}
+OPTIONS = {
+    "type": "object",
+    "properties": {
+        "reconcile": {"type": "boolean"},
+        LOOKBACK_OPTION: {"type": "integer", "minimum": 1, "maximum": MOST_LOOKBACK_MINUTES},
+        "rate_limit": {"type": "object", "required": ["per_second", "burst"], "additionalProperties": False,
+                       "properties": {"per_second": {"type": "number", "exclusiveMinimum": 0, "maximum": 100_000},
+                                      "burst": {"type": "integer", "minimum": 1, "maximum": 1_000_000}}},
+    },
+    "not": {"anyOf": [{"required": [name]} for name in RESERVED_OPTIONS]},
+}
+
+
+def _by_kind() -> list[dict[str, Any]]:
+    """Each kind's own rules: the secrets it needs (non-empty), the fields it does not take."""
+    rules: list[dict[str, Any]] = []
+    for kind, fields in KIND_FIELDS.items():
+        needed = list(REQUIRED[kind])
+        then: dict[str, Any] = {"properties": {name: {"minLength": 1} for name in needed}}
+        if needed:
+            then["required"] = needed
+        foreign = [f for f in EVERY_FIELD if f not in fields and f not in COMMON_FIELDS]
+        then["not"] = {"anyOf": [{"required": [name]} for name in foreign]}
+        rules.append({"if": {"properties": {"kind": {"const": kind}}, "required": ["kind"]}, "then": then})
+    # Anthropic has no keyless local servers: its API key is needed.
+    rules.append({"if": {"properties": {"kind": {"const": "llm"}, "provider": {"const": "anthropic"}},
+                         "required": ["kind", "provider"]},
+                  "then": {"required": ["secret"], "properties": {"secret": {"minLength": 1}}}})
+    return rules
 
 
 class SecretStateOut(Schema):
@@ -79,7 +117,7 @@ class ConnectionOut(Schema):
 
 
 class _Fields(s.InputSchema):
-    base_url: Any = checked(None, type="string", maxLength=URL_MAX)
+    base_url: Any = checked(None, type="string", maxLength=URL_MAX, pattern=URL_PATTERN)
     key: Any = checked(None, **_SECRET)
     secret: Any = checked(None, **_SECRET)
     refresh_token: Any = checked(None, **_SECRET)
@@ -88,13 +126,15 @@ class _Fields(s.InputSchema):
     model: Any = checked(None, **_TEXT)
     service: Any = checked(None, **_TEXT)
     organization_id: Any = checked(None, **_TEXT)
-    options: Any = checked(None, type="object")
+    options: Any = checked(None, **OPTIONS)
     enabled: Any = checked(None, **BOOLEAN)
 
 
 class ConnectionIn(_Fields):
-    """A tenant's new connection of `kind`; each kind takes only its own fields (see the guide)."""
+    """A tenant's new connection of `kind`; each kind takes only its own fields and needs its own
+    secrets (docs/operators.md, "Source connections")."""
 
+    model_config = ConfigDict(extra="forbid", json_schema_extra=cast("JsonDict", {"allOf": _by_kind()}))
     tenant: Any = checked(..., **TENANT)
     kind: Any = checked(..., type="string", enum=KINDS)
 
