@@ -56,7 +56,8 @@ class ConnectionForm(WriteOnlySecretsForm):
 
     class Meta:
         model = models.Connection
-        exclude = ("updated_at", "webhook_key_hash", "access_token", "access_token_expires_at", "instance_url")
+        exclude = ("updated_at", "webhook_key_hash", "access_token", "access_token_expires_at", "instance_url",
+                   "last_tested_at", "last_test_ok", "last_test_message")
 
     def clean_options(self) -> Any:
         """The options the pulls and the rate limits read, refused here with what is wrong
@@ -81,8 +82,9 @@ class ConnectionAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     """Credentials are write-only (masked to their last 4 characters) and encrypted at rest."""
 
     form = ConnectionForm
-    list_display = ("tenant", "kind", "base_url", "enabled", "updated_at")
+    list_display = ("tenant", "kind", "base_url", "enabled", "updated_at", "last_tested_at", "last_test_ok")
     list_filter = ("kind", "enabled")
+    readonly_fields = ("last_tested_at", "last_test_ok", "last_test_message")  # written by "test connection"
     search_fields = ("tenant",)
 
     def save_model(self, request: HttpRequest, obj: models.Connection, form: Any, change: bool) -> None:

@@ -1,10 +1,11 @@
 """A marker planted in every secret and sensitive value is found nowhere in clear.
 
-Connection credentials (Gong, Salesforce, LLM, webhook keys), an ingress HMAC secret, a
+Connection credentials (Gong, Salesforce, LLM, DataForSEO, ZenRows, webhook keys), an ingress HMAC secret, a
 sensitive step's result and failure (message and traceback) and a workflow's sensitive params all
 carry one marker. The test then drives the app as people and systems do — a signed ingress
 request, a Gong webhook, worker turns, the admin, the REST API and the dashboard pages — with
-every logger at DEBUG and the access log written through the configured handler, and finally
+every logger at DEBUG and the access log written through the configured handler, the
+connections' pages and their "test connection", and finally
 scans every column of every table with SQL. The marker must be
 in no column, no log line and no HTTP answer.
 """
@@ -66,6 +67,9 @@ def planted() -> dict[str, Any]:
     connection_upsert(tenant="acme", kind="salesforce", key="client-id", secret="sfs-" + MARKER,
                       refresh_token="sfr-" + MARKER, webhook_key="sf" + MARKER)
     connection_upsert(tenant="acme", kind="llm", secret="sk-" + MARKER, options={"provider": "rules"})
+    connection_upsert(tenant="acme", kind="dataforseo", base_url="http://127.0.0.1:9", key="dl-" + MARKER,
+                      secret="dp-" + MARKER)
+    connection_upsert(tenant="acme", kind="zenrows", base_url="http://127.0.0.1:9/v1/", secret="zk-" + MARKER)
     row, token, _ = ingress_secret_create(tenant="acme")
     hmac_secret = "hm-" + MARKER
     IngressSecret.objects.filter(pk=row.pk).update(hmac_secret=hmac_secret)  # sealed by the field
@@ -189,6 +193,22 @@ def test_a_planted_marker_is_in_no_column_no_log_line_and_no_answer(
     detail = json.loads(answers[-5].content)
     assert detail["params"]["password"] == "redacted"
     assert [s["result"] for s in detail["steps"] if s["name"] == "read-vault"] == ["redacted"]
+
+    # The connections' console pages and API, and a failed "test connection" of each kind with a
+    # network (the unreachable port 9): secrets shown only masked, none in the outcome kept or shown.
+    for kind in ("gong", "dataforseo", "zenrows"):
+        tested = staff.post(f"/connections/acme/{kind}/test/", follow=True)
+        assert tested.status_code == 200 and b"Test connection failed" in tested.content, tested.content[:300]
+        answers += [tested, web.post(f"/api/connections/acme/{kind}/test", "{}", content_type="application/json",
+                                      headers=bearer)]
+    for path in ("/connections/", *(f"/connections/acme/{k}/" for k in ("gong", "salesforce", "llm", "dataforseo",
+                                                                        "zenrows")),
+                 "/connections/acme/gong/delete/"):
+        answers.append(staff.get(path))
+    answers += [web.get("/api/connections", headers=bearer), web.get("/api/connections/acme/salesforce",
+                                                                     headers=bearer)]
+    assert all(r.status_code == 200 for r in answers[-15:]), [(r.request["PATH_INFO"], r.status_code)
+                                                              for r in answers[-15:]]
 
     _access_log(log_lines, answers)
     lines = log_lines.text().splitlines()

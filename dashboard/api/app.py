@@ -18,6 +18,7 @@ from dashboard.api import (
     alerts,
     audit,
     bulk,
+    connections,
     credentials,
     dead_letters,
     instances,
@@ -66,7 +67,8 @@ api = RunledgerAPI(
     description=(
         "Start and control workflow instances, publish events, redrive dead letters, read costs "
         "and budgets; create, edit, enable, disable and delete schedules, routes and subscriptions; "
-        "create and rotate ingress credentials. Authenticate with `Authorization: Bearer <API token>`; a "
+        "create, rotate, disable and delete ingress credentials; set up and test the tenants' source "
+        "connections. Authenticate with `Authorization: Bearer <API token>`; a "
         "token acts with its user's roles and sees only its user's tenants. Errors are "
         '`{"error": {"code", "message"}}`, with `fields` naming every invalid field of a '
         "trigger's body at once. Signed ingress (`POST /api/routes/{route}`) is "
@@ -88,6 +90,7 @@ api.add_router("", alerts.router)
 api.add_router("", routes.router)
 api.add_router("", subscriptions.router)
 api.add_router("", credentials.router)
+api.add_router("", connections.router)
 
 
 @api.exception_handler(ApiProblem)

@@ -1,4 +1,5 @@
-"""/api/ingress-credentials: the tenants' ingress credentials by prefix, made and rotated.
+"""/api/ingress-credentials: the tenants' ingress credentials by prefix, made, rotated, disabled,
+enabled and deleted.
 
 A credential's token and HMAC secret are in the answer to the request that made them (create or
 rotate, never cached) and nowhere else, ever: a list shows prefixes, the audit entry records who
@@ -21,7 +22,12 @@ from dashboard.api.audit import acted
 from dashboard.api.auth import require_act
 from dashboard.api.errors import ApiProblem
 from dashboard.selectors import routes as sel
-from ingest.triggers.services import ingress_secret_create, ingress_secret_rotate
+from ingest.triggers.services import (
+    ingress_secret_create,
+    ingress_secret_delete,
+    ingress_secret_rotate,
+    ingress_secret_set_enabled,
+)
 
 router = Router(tags=["ingress credentials"])
 E: dict[int, Any] = {400: s.ErrorOut, 401: s.ErrorOut, 403: s.ErrorOut, 404: s.ErrorOut, 422: s.ErrorOut}
@@ -88,3 +94,47 @@ def credential_rotate(request: HttpRequest, response: HttpResponse, tenant: str,
         run=lambda: ingress_secret_rotate(tenant=tenant, name=name, now=timezone.now(),
                                           overlap_seconds=body.overlap_seconds, reason=body.reason))
     return _pair(row, token, secret)
+
+
+class CredentialDeletedOut(Schema):
+    tenant: str
+    name: str
+    deleted: bool
+
+
+def _credential(request: HttpRequest, tenant: str, name: str) -> sel.Credential:
+    require_act(request.user, tenant)
+    row = sel.credential_get(tenant=tenant, name=name, tenants=[tenant], now=timezone.now())
+    if row is None:
+        raise ApiProblem(404, "ingress_secret_not_found", f"tenant {tenant[:100]!r} has no ingress credential "
+                         f"named {name[:100]!r}")
+    return row
+
+
+def _set(request: HttpRequest, tenant: str, name: str, enabled: bool) -> sel.Credential:
+    _credential(request, tenant, name)
+    acted(request, action="ingress_secret.enable" if enabled else "ingress_secret.disable", tenants=[tenant],
+          selection={"tenant": tenant, "name": name},
+          run=lambda: ingress_secret_set_enabled(tenant=tenant, name=name, enabled=enabled))
+    return _credential(request, tenant, name)
+
+
+@router.post("/ingress-credentials/{tenant}/{name}/enable", response={200: CredentialOut, **E},
+             summary="Enable a credential: requests signed with it are accepted again")
+def credential_enable(request: HttpRequest, tenant: str, name: str) -> sel.Credential:
+    return _set(request, tenant, name, True)
+
+
+@router.post("/ingress-credentials/{tenant}/{name}/disable", response={200: CredentialOut, **E},
+             summary="Disable a credential: requests signed with it answer 401 until it is enabled")
+def credential_disable(request: HttpRequest, tenant: str, name: str) -> sel.Credential:
+    return _set(request, tenant, name, False)
+
+
+@router.delete("/ingress-credentials/{tenant}/{name}", response={200: CredentialDeletedOut, **E},
+               summary="Delete a credential: requests signed with it (or its kept old pair) answer 401 for good")
+def credential_delete(request: HttpRequest, tenant: str, name: str) -> dict[str, Any]:
+    _credential(request, tenant, name)
+    acted(request, action="ingress_secret.delete", tenants=[tenant], selection={"tenant": tenant, "name": name},
+          run=lambda: ingress_secret_delete(tenant=tenant, name=name))
+    return {"tenant": tenant, "name": name, "deleted": True}

@@ -1,6 +1,7 @@
-"""`runledger credentials list|create|rotate`: ingress credentials over the REST API. A new or
-rotated pair is printed once, here, and can never be read again; a rotation asks first, says why
-(the audit log keeps the reason) and keeps the old pair working for `--overlap` seconds."""
+"""`runledger credentials list|create|rotate|enable|disable|delete`: ingress credentials over the
+REST API. A new or rotated pair is printed once, here, and can never be read again; a rotation asks
+first, says why (the audit log keeps the reason) and keeps the old pair working for `--overlap`
+seconds. A disabled credential signs nothing until it is enabled; a deletion asks first."""
 
 from __future__ import annotations
 
@@ -56,8 +57,33 @@ def credentials_rotate(api: Client, out: Console, a: argparse.Namespace) -> int:
     return 0
 
 
+def _where(a: argparse.Namespace) -> str:
+    return f"/ingress-credentials/{quote(a.tenant, safe='')}/{quote(a.name, safe='')}"
+
+
+def credentials_enable(api: Client, out: Console, a: argparse.Namespace) -> int:
+    api.post(f"{_where(a)}/enable", {})
+    out.print(f"{a.tenant}/{a.name} enabled: requests signed with it are accepted again")
+    return 0
+
+
+def credentials_disable(api: Client, out: Console, a: argparse.Namespace) -> int:
+    api.post(f"{_where(a)}/disable", {})
+    out.print(f"{a.tenant}/{a.name} disabled: requests signed with it answer 401 until it is enabled")
+    return 0
+
+
+def credentials_delete(api: Client, out: Console, a: argparse.Namespace) -> int:
+    if not confirmed(out, f"delete {a.tenant}/{a.name}? requests signed with it answer 401 for good", yes=a.yes):
+        return 0
+    api.delete(_where(a))
+    out.print(f"deleted {a.tenant}/{a.name}; the instances its callers started stay")
+    return 0
+
+
 def add_parsers(sub: Any) -> None:
-    group = sub.add_parser("credentials", help="ingress credentials: list, create, rotate").add_subparsers(
+    group = sub.add_parser("credentials", help="ingress credentials: list, create, rotate, enable, disable, "
+                                               "delete").add_subparsers(
         dest="action", required=True)
     group.add_parser("list", help="credentials by token prefix, never a token or secret").set_defaults(
         run=credentials_list)
@@ -82,3 +108,12 @@ def add_parsers(sub: Any) -> None:
     rotate.add_argument("--overlap", type=int, metavar="SECONDS",
                         help="how long the old pair keeps working, 0 to 604800 (default 3600)")
     rotate.add_argument("--yes", action="store_true", help="do not ask before rotating")
+    for action, run, what in (("enable", credentials_enable, "accept requests signed with it again"),
+                              ("disable", credentials_disable, "refuse requests signed with it (401) for now"),
+                              ("delete", credentials_delete, "delete it for good (asks first)")):
+        p = group.add_parser(action, help=what, description=f"{action.title()} TENANT/NAME: {what}. Audited.")
+        p.set_defaults(run=run)
+        p.add_argument("tenant", metavar="TENANT")
+        p.add_argument("name", metavar="NAME")
+        if action == "delete":
+            p.add_argument("--yes", action="store_true", help="do not ask before deleting")

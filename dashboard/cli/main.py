@@ -18,7 +18,7 @@ from rich.table import Table
 
 from dashboard.attr_query import EXAMPLES as ATTR_EXAMPLES
 from dashboard.attr_query import parse_attr_query
-from dashboard.cli import credentials, triggers
+from dashboard.cli import connections, credentials, triggers
 from dashboard.cli.client import ApiRefused, Client
 from dashboard.cli.usage import UsageError, confirmed, json_object
 
@@ -371,6 +371,7 @@ def parser() -> argparse.ArgumentParser:
     discard.add_argument("--expected-version", help="refuse if the letter moved past this version (its `version`)")
     triggers.add_parsers(sub)
     credentials.add_parsers(sub)
+    connections.add_parsers(sub)
     return p
 
 

@@ -1,11 +1,11 @@
-"""Trigger pages: cron schedules, HTTP routes, event subscriptions, ingress credentials, and the
-workers page."""
+"""Set-up pages: cron schedules, HTTP routes, event subscriptions, ingress credentials, the
+tenants' source connections, and the workers page."""
 
 from __future__ import annotations
 
 from django.urls import path
 
-from dashboard.views import credentials, routes, schedules, subscriptions, workers
+from dashboard.views import connections, credentials, routes, schedules, subscriptions, workers
 
 app_name = "triggers"
 
@@ -54,6 +54,29 @@ urlpatterns += [
     path("credentials/<str:tenant>/<str:name>/rotate/", credentials.credential_rotate_confirm,
          name="credential_rotate_confirm"),
     path("credentials/<str:tenant>/<str:name>/rotate/run/", credentials.credential_rotate, name="credential_rotate"),
+]
+
+urlpatterns += [
+    path("credentials/<str:tenant>/<str:name>/enable/", credentials.credential_enable, name="credential_enable"),
+    path("credentials/<str:tenant>/<str:name>/disable/", credentials.credential_disable, name="credential_disable"),
+    path("credentials/<str:tenant>/<str:name>/delete/", credentials.credential_delete_confirm,
+         name="credential_delete_confirm"),
+    path("credentials/<str:tenant>/<str:name>/delete/run/", credentials.credential_delete, name="credential_delete"),
+]
+
+urlpatterns += [
+    path("connections/", connections.connections, name="connections"),
+    path("connections/new/", connections.connection_new, name="connection_new"),
+    path("connections/new/create/", connections.connection_create_view, name="connection_create"),
+    path("connections/<str:tenant>/<str:kind>/", connections.connection_detail, name="connection"),
+    path("connections/<str:tenant>/<str:kind>/save/", connections.connection_save, name="connection_save"),
+    path("connections/<str:tenant>/<str:kind>/enable/", connections.connection_enable, name="connection_enable"),
+    path("connections/<str:tenant>/<str:kind>/disable/", connections.connection_disable, name="connection_disable"),
+    path("connections/<str:tenant>/<str:kind>/test/", connections.connection_test_view, name="connection_test"),
+    path("connections/<str:tenant>/<str:kind>/delete/", connections.connection_delete_confirm,
+         name="connection_delete_confirm"),
+    path("connections/<str:tenant>/<str:kind>/delete/run/", connections.connection_delete_view,
+         name="connection_delete"),
 ]
 
 urlpatterns += [path("workers/", workers.workers, name="workers")]

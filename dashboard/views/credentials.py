@@ -1,13 +1,16 @@
 """Ingress credentials in the console: operators make one for a tenant they operate, and rotate
 one after a confirmation that asks why and how long the old pair keeps working. The new token and
 HMAC secret are in the answer to that POST and nowhere else, ever (never cached, never redirected
-to, never in the audit entry): only their first characters are kept in view."""
+to, never in the audit entry): only their first characters are kept in view. A credential is
+disabled (its requests answer 401 until it is enabled again) or deleted after a confirmation."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.contrib import messages
 from django.http import Http404, HttpResponse
+from django.shortcuts import redirect
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
@@ -22,7 +25,12 @@ from dashboard.trigger_forms import add_refusal
 from dashboard.views.common import HtmxHttpRequest, page, require_act, tenants
 from ingest.triggers.errors import TriggerError
 from ingest.triggers.models import IngressSecret
-from ingest.triggers.services import ingress_secret_create, ingress_secret_rotate
+from ingest.triggers.services import (
+    ingress_secret_create,
+    ingress_secret_delete,
+    ingress_secret_rotate,
+    ingress_secret_set_enabled,
+)
 
 
 def _credential(request: HtmxHttpRequest, tenant: str, name: str) -> sel.Credential:
@@ -111,3 +119,51 @@ def credential_rotate(request: HtmxHttpRequest, tenant: str, name: str) -> HttpR
         add_refusal(form, exc)
         return _rotate_page(request, c, form, status=400)
     return _shown(request, row, token, secret, rotated=True)
+
+
+def _set_enabled(request: HtmxHttpRequest, tenant: str, name: str, enabled: bool) -> HttpResponse:
+    _credential(request, tenant, name)
+    require_act(request, tenant)
+    action = "enable" if enabled else "disable"
+    audited(user=request.user, origin=Origin.of_request(request),
+            audit=Audit(f"ingress_secret.{action}", [tenant], {"tenant": tenant, "name": name}),
+            run=lambda: ingress_secret_set_enabled(tenant=tenant, name=name, enabled=enabled))
+    messages.success(request, f"Ingress credential {tenant}/{name} {action}d." + (
+        "" if enabled else " Requests signed with it answer 401 until it is enabled again."))
+    return redirect("triggers:routes")
+
+
+@require_POST
+@access.require_role()
+@once()
+def credential_enable(request: HtmxHttpRequest, tenant: str, name: str) -> HttpResponse:
+    return _set_enabled(request, tenant, name, True)
+
+
+@require_POST
+@access.require_role()
+@once()
+def credential_disable(request: HtmxHttpRequest, tenant: str, name: str) -> HttpResponse:
+    return _set_enabled(request, tenant, name, False)
+
+
+@require_GET
+@access.require_role()
+def credential_delete_confirm(request: HtmxHttpRequest, tenant: str, name: str) -> HttpResponse:
+    c = _credential(request, tenant, name)
+    require_act(request, tenant)
+    return page(request, "triggers/credential_delete.html", {"c": c})
+
+
+@require_POST
+@access.require_role()
+@once()
+def credential_delete(request: HtmxHttpRequest, tenant: str, name: str) -> HttpResponse:
+    _credential(request, tenant, name)
+    require_act(request, tenant)
+    audited(user=request.user, origin=Origin.of_request(request),
+            audit=Audit("ingress_secret.delete", [tenant], {"tenant": tenant, "name": name}),
+            run=lambda: ingress_secret_delete(tenant=tenant, name=name))
+    messages.success(request, f"Ingress credential {tenant}/{name} deleted: requests signed with it answer 401 "
+                              "from now on.")
+    return redirect("triggers:routes")

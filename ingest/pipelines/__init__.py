@@ -4,6 +4,8 @@
                lists, prices, connections); Django finds them through `ingest.models`
     selectors  reads, some through a per-process cache of the tables operators edit
     services   writes, each idempotent (steps run at least once)
+    connections  the operators' writes of the connections (create, edit, enable, disable, delete,
+               test), every wrong field named at once; `errors` holds their refusals
     cursors    the scheduled pulls' cursors: the window a pull reads, and the writes that hold,
                advance and report it
     pricing    pure cost code: price rows, `cost_for(usage)`, the list prices

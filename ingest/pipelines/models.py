@@ -161,6 +161,8 @@ class ConnectionKind(models.TextChoices):
     GONG = "gong", "Gong"
     SALESFORCE = "salesforce", "Salesforce"
     LLM = "llm", "LLM provider"
+    DATAFORSEO = "dataforseo", "DataForSEO"
+    ZENROWS = "zenrows", "ZenRows"
 
 
 class Connection(models.Model):
@@ -169,7 +171,13 @@ class Connection(models.Model):
     gong: base_url, key (access key), secret; salesforce: base_url (login URL), key (client id),
     secret (client secret), refresh_token, options.organization_id; llm: options.provider
     ("rules", "openai", "anthropic", "demo"), base_url, secret (API key), options.model,
-    options.service. Without a row, the environment (GONG_*, SALESFORCE_*, RUNLEDGER_LLM_*) applies.
+    options.service; dataforseo: base_url, key (API login), secret (API password); zenrows:
+    base_url, secret (API key). Without a row, the environment (GONG_*, SALESFORCE_*,
+    RUNLEDGER_LLM_*, RUNLEDGER_DATAFORSEO_*, RUNLEDGER_ZENROWS_*) applies.
+
+    `last_tested_*`: the outcome of the operator's last "test connection" (one cheap call through
+    the real client), written without moving `updated_at`, so a test never makes an open edit
+    form stale.
 
     Credentials are encrypted at rest (ingest.engine.secrets, docs/secrets.md). The webhook key
     arrives in a URL and is found by `webhook_key_hash` (its HMAC under the secret keys); the key
@@ -191,6 +199,10 @@ class Connection(models.Model):
     instance_url = models.CharField(max_length=300, blank=True, default="")
     enabled = models.BooleanField(default=True)
     updated_at = models.DateTimeField()
+    last_tested_at = models.DateTimeField(null=True, blank=True)
+    last_test_ok = models.BooleanField(null=True, blank=True)
+    last_test_message = models.TextField(blank=True, default="", help_text="what the test's call answered, or its "
+                                                                            "error's class and message")
 
     class Meta:
         constraints = [

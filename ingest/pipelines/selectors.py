@@ -1,4 +1,5 @@
-"""Reads of the pipelines' tables: keyword lists, connections, prices, facts and similar facts."""
+"""Reads of the pipelines' tables: keyword lists, connections (and the settings each client takes
+from them, else from the environment), prices, facts and similar facts."""
 
 from __future__ import annotations
 
@@ -223,6 +224,39 @@ def llm_config_get(*, tenant: str) -> LLMConfig:
         api_key=ENV.get("RUNLEDGER_LLM_API_KEY", ""), model=ENV.get("RUNLEDGER_LLM_MODEL", ""),
         service=ENV.get("RUNLEDGER_LLM_SERVICE", ""),
     )
+
+
+@dataclass(frozen=True)
+class DataForSEOConfig:
+    login: str
+    password: str
+    base_url: str = "https://api.dataforseo.com"
+
+
+@dataclass(frozen=True)
+class ZenRowsConfig:
+    api_key: str
+    base_url: str = "https://api.zenrows.com/v1/"
+
+
+def dataforseo_config_get(*, tenant: str) -> DataForSEOConfig:
+    """The tenant's DataForSEO connection row (login in `key`, password in `secret`), else
+    RUNLEDGER_DATAFORSEO_LOGIN / _PASSWORD / _BASE_URL. An empty login: not configured."""
+    row = _connection(tenant, ConnectionKind.DATAFORSEO)
+    if row is not None:
+        return DataForSEOConfig(row.key, row.secret, row.base_url or DataForSEOConfig.base_url)
+    return DataForSEOConfig(ENV.get("RUNLEDGER_DATAFORSEO_LOGIN", ""), ENV.get("RUNLEDGER_DATAFORSEO_PASSWORD", ""),
+                            ENV.get("RUNLEDGER_DATAFORSEO_BASE_URL", "") or DataForSEOConfig.base_url)
+
+
+def zenrows_config_get(*, tenant: str) -> ZenRowsConfig:
+    """The tenant's ZenRows connection row (API key in `secret`), else RUNLEDGER_ZENROWS_API_KEY /
+    _BASE_URL. An empty key: no ZenRows (the page fetch stops after the free native fetch)."""
+    row = _connection(tenant, ConnectionKind.ZENROWS)
+    if row is not None:
+        return ZenRowsConfig(row.secret, row.base_url or ZenRowsConfig.base_url)
+    return ZenRowsConfig(ENV.get("RUNLEDGER_ZENROWS_API_KEY", ""),
+                         ENV.get("RUNLEDGER_ZENROWS_BASE_URL", "") or ZenRowsConfig.base_url)
 
 
 PULLED_KINDS = (ConnectionKind.GONG, ConnectionKind.SALESFORCE)

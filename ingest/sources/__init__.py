@@ -1,4 +1,5 @@
-"""Clients for the outside systems (Gong, Salesforce, LLM and embedding providers).
+"""Clients for the outside systems (Gong, Salesforce, LLM and embedding providers, DataForSEO,
+ZenRows), and `probes`: the one cheap call per system that "test connection" makes.
 
 These are the only modules in Runledger that do network IO. Every client raises errors
 derived from `ingest.sources.errors.SourceError`, which carry `retryable` and

@@ -14,7 +14,7 @@ the task carries the call's idempotency key as its `tag`. With an `AnswerCache` 
 to the same task is served from it, at no cost (`live`).
 
 DataForSEO allows 2,000 calls a minute per account: by default every client of one login
-shares a durable token bucket (`dataforseo:<login>`), so all workers together stay under it;
+shares a durable token bucket (`dataforseo:<digest of the login>`), so all workers together stay under it;
 the bucket's rate is `provider_limit("dataforseo")` (`RUNLEDGER_RATE_LIMITS`, outbound.py).
 A 429 is retried after its Retry-After a few times in-process and penalizes the bucket.
 Errors inside a 200 (per-task status codes) raise the same classes as HTTP errors; see
@@ -23,6 +23,7 @@ Errors inside a 200 (per-task status codes) raise the same classes as HTTP error
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any, Protocol, TypeVar, Unpack
@@ -65,11 +66,17 @@ from ingest.sources.seo_services import (
 from ingest.sources.usage import cost_quantize
 
 __all__ = [
-    "MAX_SPAM_SCORE_TARGETS", "AnswerCache", "DataForSEOClient", "spam_score_batches",
+    "MAX_SPAM_SCORE_TARGETS", "AnswerCache", "DataForSEOClient", "login_bucket_key", "spam_score_batches",
 ]  # fmt: skip
 
 T = TypeVar("T")
 MAX_SPAM_SCORE_TARGETS = 1000
+
+
+def login_bucket_key(login: str) -> str:
+    """The shared bucket of a login: `dataforseo:` and a digest of it, since the login is a
+    credential (kept encrypted in its connection) and a bucket's key is a plain column."""
+    return "dataforseo:" + hashlib.sha256(login.encode()).hexdigest()[:16]
 
 
 def spam_score_batches(targets: Sequence[str]) -> list[list[str]]:
@@ -108,7 +115,7 @@ class DataForSEOClient(HttpClient):
         super().__init__(**transport)
         self.base_url = self.base_url.rstrip("/")
         self.limiter = limiter or SharedBucket(
-            f"dataforseo:{login}", limit=provider_limit("dataforseo"), sleep=self._sleep
+            login_bucket_key(login), limit=provider_limit("dataforseo"), sleep=self._sleep
         )
         # Optional: a breaker on the account, so an outage fails the steps fast (outbound.py).
         self.circuit = circuit
@@ -154,6 +161,32 @@ class DataForSEOClient(HttpClient):
         task = {"targets": list(targets)}
         return self.live(DATAFORSEO_SPAM_SCORE, task, target="", parse=SpamScore.from_json,
                          what=f"{len(targets)} targets")  # fmt: skip
+
+    def user_data(self) -> dict[str, Any]:
+        """`GET appendix/user_data`: the account's login, balance and limits (free: DataForSEO
+        does not charge for it, so it is not journaled or costed). Raises as the paid calls do."""
+        url = f"{self.base_url}/v3/appendix/user_data"
+
+        def send() -> requests.Response:
+            wait = self.limiter.acquire()
+            if wait > 0:
+                raise DataForSEORateLimited(f"the DataForSEO rate limit of this login has no slot for {wait:.1f}s",
+                                            retry_after=wait)
+            return self._session.get(url, auth=self._auth, timeout=self.timeout)
+
+        response = self._exchange(send, what=f"DataForSEO GET {url}")
+        if response.status_code != 200:
+            raise self._http_error(response, "appendix/user_data")
+        try:
+            payload = response.json()
+        except ValueError as error:
+            raise DataForSEOServerError(f"DataForSEO answered appendix/user_data with a body that is not JSON: "
+                                        f"{body_excerpt(response)}; retry later", status=200) from error
+        self._raise_for_code(payload, "appendix/user_data", what="the account", cost=None)
+        task = (payload.get("tasks") or [{}])[0]
+        self._raise_for_code(task, "appendix/user_data", what="the account", cost=None)
+        result = task.get("result") or [{}]
+        return dict(result[0] or {})
 
     # -- transport ---------------------------------------------------------------------------
 

@@ -159,6 +159,23 @@ class ZenRowsClient(HttpClient):
             metadata={"request_id": response.headers.get("X-Request-Id", ""), "url": url},
         )  # fmt: skip
 
+    def usage(self) -> dict[str, object]:
+        """`GET subscriptions/self/details`: the plan and what of it is used (free: not a
+        scraping request, so it is neither journaled nor costed). The key goes in `X-API-Key`."""
+        url = self.base_url.rstrip("/") + "/subscriptions/self/details"
+        response = self._exchange(
+            lambda: self._session.get(url, headers={"X-API-Key": self._api_key}, timeout=self.timeout),
+            what=f"ZenRows GET {url}",
+        )
+        if not response.ok:
+            raise self._error(response, url)
+        try:
+            body = response.json()
+        except ValueError as error:
+            raise ZenRowsServerError(f"ZenRows answered {url} with a body that is not JSON: "
+                                     f"{body_excerpt(response)}", status=response.status_code) from error
+        return dict(body) if isinstance(body, dict) else {}
+
     def _error(self, response: requests.Response, url: str) -> ZenRowsError:
         try:
             body = response.json()

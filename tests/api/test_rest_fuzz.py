@@ -30,10 +30,11 @@ POSTS = ["/api/instances", "/api/instances/{id}/pause", "/api/instances/{id}/res
          "/api/instances/{id}/replay", "/api/instances/{id}/events", "/api/events", "/api/dead-letters/redrive",
          "/api/schedules/{name}/run", "/api/schedules/{name}/enable", "/api/budgets", "/api/schedules",
          "/api/routes", "/api/subscriptions", "/api/ingress-credentials",
-         "/api/ingress-credentials/acme/{name}/rotate"]
+         "/api/ingress-credentials/acme/{name}/rotate", "/api/ingress-credentials/acme/{name}/disable",
+         "/api/connections", "/api/connections/acme/{name}/disable", "/api/connections/acme/{name}/test"]
 GETS = ["/api/instances", "/api/instances/{id}", "/api/instances/{id}/history", "/api/dead-letters",
         "/api/costs", "/api/budgets", "/api/schedules", "/api/schedules/{name}", "/api/workflows",
-        "/api/workflows/{name}"]
+        "/api/workflows/{name}", "/api/connections", "/api/connections/acme/{name}"]
 QUERY_KEYS = ["workflow", "status", "tenant", "since", "until", "id_prefix", "cursor", "limit", "after",
               "signature", "step", "service", "scope"]
 query_values = st.sampled_from(NASTY_TEXT + ["9999-12-31T23:59:59", "0001-01-01T00:00:00+01:00", "-1",
@@ -43,7 +44,8 @@ path_values = st.sampled_from(["fuzz-1", "nope", "%00", "a%00b", "%ED%A0%80", "x
 FIELDS = ["workflow", "tenant", "id", "params", "reason", "type", "payload", "data", "rollback",
           "from_step", "ids", "since", "until", "rate_per_second", "scope", "key", "period", "limit", "policy",
           "priority", "start_at", "name", "cron", "timezone", "pattern", "filters", "enabled", "wait_seconds",
-          "overlap_seconds", "rate_limit_per_minute", "coalesce"]
+          "overlap_seconds", "rate_limit_per_minute", "coalesce", "kind", "base_url", "secret", "refresh_token",
+          "webhook_key", "provider", "model", "service", "organization_id", "options", "version"]
 
 
 @pytest.fixture

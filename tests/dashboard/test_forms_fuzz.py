@@ -21,7 +21,8 @@ pytestmark = pytest.mark.db
 PAGES = ["/", "/workflows/", "/workflows/{wf}/", "/dead-letters/", "/dead-letters/redrive/", "/costs/",
          "/costs/export.csv", "/budgets/", "/budgets/new/", "/budgets/{budget}/edit/", "/approvals/",
          "/approvals/{approval}/", "/instances/", "/instances/{inst}/", "/instances/{inst}/actions/replay/",
-         "/dead-letters/{dl}/", "/dead-letters/{dl}/replay/", "/login/"]
+         "/dead-letters/{dl}/", "/dead-letters/{dl}/replay/", "/login/", "/connections/",
+         "/connections/new/", "/connections/acme/{conn}/", "/connections/acme/{conn}/delete/"]
 FILTER_KEYS = ["window", "from", "to", "service", "workflow", "step", "tenant", "model", "by", "sort", "q",
                "status", "range", "id", "since", "until", "cursor", "signature", "page", "error"]
 dates = st.sampled_from(["9999-12-31T23:59:59", "9999-12-31", "0001-01-01", "1970-01-01", "2026-02-30",
@@ -38,6 +39,10 @@ FORM_FIELDS = {
     "scope": values, "key": values, "period": values, "limit": st.sampled_from(["9" * 5000, "1e20", "-1"]) | values,
     "policy": values, "ids": st.sampled_from(["abc", "", "1,2", "9" * 30, "9" * 5000, "\x00"]) | values,
     "username": values, "password": values,
+    "kind": st.sampled_from(["gong", "salesforce", "llm", "dataforseo", "zenrows", "hubspot", ""]) | values,
+    "tenant": st.sampled_from(["acme", "initech", " acme", ""]) | values, "base_url": values, "secret": values,
+    "refresh_token": values, "webhook_key": values, "provider": values, "model": values, "options": json_texts,
+    "enabled": st.sampled_from(["on", "", "x"]), "version": st.sampled_from(["", "0", "9" * 30, "abc"]) | values,
 }
 
 
@@ -46,12 +51,18 @@ def ledger(operator: Any) -> dict[str, Any]:
     inst = make_instance("acme-fuzz", workflow=DEMO, status="errored", params={"a": 1})
     return {"client": operator, "inst": inst.id, "dl": failed_instance(tenant="acme").id,
             "approval": approval(fields=[{"name": "facts", "type": "number", "required": True}]).id,
-            "budget": budget().id, "wf": DEMO}
+            "budget": budget().id, "wf": DEMO, "conn": _connection()}
+
+
+def _connection() -> str:
+    from ingest.pipelines.connections import connection_create
+
+    return connection_create(tenant="acme", kind="zenrows", secret="zr-fuzz-key-0001").kind
 
 
 def filled(template: str, ids: dict[str, Any], target: str | None) -> str:
     path = template
-    for name in ("inst", "dl", "approval", "budget", "wf"):
+    for name in ("inst", "dl", "approval", "budget", "wf", "conn"):
         path = path.replace("{" + name + "}", quote(target, safe="%") if target is not None else str(ids[name]))
     return path
 
@@ -71,7 +82,8 @@ def test_every_page_with_hostile_filters_answers_cleanly(ledger: dict[str, Any],
 
 FORMS = ["/instances/{inst}/actions/{action}/run/", "/dead-letters/{dl}/retry/", "/dead-letters/{dl}/discard/",
          "/dead-letters/{dl}/replay/run/", "/dead-letters/redrive/run/", "/budgets/save/",
-         "/approvals/{approval}/answer/", "/login/"]
+         "/approvals/{approval}/answer/", "/login/", "/connections/new/create/", "/connections/acme/{conn}/save/",
+         "/connections/acme/{conn}/disable/", "/connections/acme/{conn}/delete/run/"]
 ACTIONS = ["pause", "resume", "terminate", "restart", "retry", "replay", "event", "nope"]
 
 

@@ -1,4 +1,5 @@
-"""A fake DataForSEO v3: the four live endpoints of the RankDisco pipelines, basic auth.
+"""A fake DataForSEO v3: the four live endpoints of the RankDisco pipelines and the free
+`appendix/user_data` (the account's login and balance), basic auth.
 
 Answers as DataForSEO does: HTTP 200 with a top-level `status_code` and one task per request,
 whose own `status_code`, `cost` and `result` carry the outcome. The data is deterministic per
@@ -35,6 +36,7 @@ ROUTE_BACKLINKS = "POST /v3/backlinks/backlinks/live"
 ROUTE_REFERRING = "POST /v3/backlinks/referring_domains/live"
 ROUTE_KEYWORDS = "POST /v3/dataforseo_labs/google/ranked_keywords/live"
 ROUTE_SPAM = "POST /v3/backlinks/bulk_spam_score/live"
+ROUTE_USER_DATA = "GET /v3/appendix/user_data"
 
 MESSAGES = {
     20000: "Ok.", 40000: "You can set only one task at a time.",
@@ -127,6 +129,18 @@ class FakeDataForSEO(FakeServer):
         for route, kind in ((ROUTE_BACKLINKS, "backlinks"), (ROUTE_REFERRING, "referring_domains"),
                             (ROUTE_KEYWORDS, "ranked_keywords"), (ROUTE_SPAM, "bulk_spam_score")):
             self.route("POST", route.split(" ", 1)[1], self._handler(kind))  # fmt: skip
+        self.route("GET", "/v3/appendix/user_data", self._user_data)
+        self.balance = Decimal("42.50")
+
+    def _user_data(self, request: Recorded, _: re.Match[str]) -> Planned:
+        """The account's data, free, as DataForSEO answers `appendix/user_data`."""
+        if request.header("Authorization") != self.expected_auth:
+            return Planned(401, envelope([], code=40100) | {"tasks": None})
+        login = base64.b64decode(self.expected_auth.removeprefix("Basic ")).decode().split(":", 1)[0]
+        result = {"login": login, "timezone": "UTC",
+                  "rates": {"limits": {"minute": {"total": 2000}}},
+                  "money": {"total": 100.0, "balance": float(self.balance), "limits": {}}}
+        return Planned(200, envelope([task_json("appendix/user_data/", {}, result=[result])]))
 
     def _handler(self, kind: str) -> Any:
         def handle(request: Recorded, _: re.Match[str]) -> Planned:

@@ -91,6 +91,12 @@ class FakeOpenAI(FakeServer):
         self._seen_prefixes: set[str] = set()
         self.route("POST", "/v1/chat/completions", self._chat)
         self.route("POST", "/v1/embeddings", self._embeddings)
+        self.route("GET", "/v1/models", self._models)
+
+    def _models(self, request: Recorded, _: re.Match[str]) -> Planned:
+        denied = self._denied(request)
+        return denied or Planned(200, {"object": "list", "data": [
+            {"id": m, "object": "model", "owned_by": "fake"} for m in ("gpt-4o-mini", "text-embedding-3-small")]})
 
     def _denied(self, request: Recorded) -> Planned | None:
         if self.api_key is None or request.header("Authorization") == f"Bearer {self.api_key}":
@@ -140,6 +146,13 @@ class FakeAnthropic(FakeServer):
         self.api_key = api_key
         self._seen_systems: set[str] = set()
         self.route("POST", "/v1/messages", self._messages)
+        self.route("GET", "/v1/models", self._models)
+
+    def _models(self, request: Recorded, _: re.Match[str]) -> Planned:
+        if request.header("x-api-key") != self.api_key or not request.header("anthropic-version"):
+            return Planned(401, {"type": "error", "error": {"type": "authentication_error",
+                                                            "message": "invalid x-api-key"}})
+        return Planned(200, {"data": [{"type": "model", "id": "claude-3-5-haiku-latest"}], "has_more": False})
 
     def _messages(self, request: Recorded, _: re.Match[str]) -> Planned:
         if request.header("x-api-key") != self.api_key or not request.header("anthropic-version"):

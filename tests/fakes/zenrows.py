@@ -100,6 +100,7 @@ class FakeZenRows(FakeServer):
         self.billed = Decimal(0)
         self._billing = threading.Lock()
         self.route("GET", "/v1/", self._api)
+        self.route("GET", "/v1/subscriptions/self/details", self._usage)
         self.route("GET", "/site/(?P<rest>.*)", self._site)
 
     def site_url(self, host: str, path: str = "/") -> str:
@@ -127,6 +128,13 @@ class FakeZenRows(FakeServer):
             return Planned(403, CHALLENGE, {"Content-Type": "text/html", "cf-mitigated": "challenge",
                                             "Server": "cloudflare"})  # fmt: skip
         return Planned(200, page_html(url), {"Content-Type": "text/html; charset=utf-8"})
+
+    def _usage(self, request: Recorded, _: re.Match[str]) -> Planned:
+        """The plan's usage, free, with the key in `X-API-Key` as ZenRows reads it there."""
+        if request.header("X-API-Key") != self.api_key:
+            return Planned(401, error_body("AUTH002", 401))
+        return Planned(200, {"plan": "Developer", "usage_percent": 12.5, "usage": float(self.billed),
+                             "period_ending": "2026-12-31T00:00:00Z", "concurrency_limit": 25})
 
     def _api(self, request: Recorded, _: re.Match[str]) -> Planned:
         query = {k: v[0] for k, v in request.query.items()}

@@ -11,7 +11,7 @@ from django.core.exceptions import ImproperlyConfigured
 from dashboard.config import env_divisor_of_hour, env_rate_limits
 from ingest.pipelines.selectors import config_cache_clear
 from ingest.pipelines.services import connection_upsert
-from ingest.sources.dataforseo import DataForSEOClient
+from ingest.sources.dataforseo import DataForSEOClient, login_bucket_key
 from ingest.sources.gong import GongRateLimited
 from ingest.sources.outbound import (
     DEFAULT_LIMITS,
@@ -106,4 +106,5 @@ def test_dataforseo_takes_its_rate_from_the_setting(settings) -> None:
     client = DataForSEOClient(login="dfs-login", password="p")
 
     assert isinstance(client.limiter, SharedBucket)
-    assert client.limiter.limit == BucketLimit(10.0, 50) and client.limiter.key == "dataforseo:dfs-login"
+    assert client.limiter.limit == BucketLimit(10.0, 50) and client.limiter.key == login_bucket_key("dfs-login")
+    assert "dfs-login" not in client.limiter.key

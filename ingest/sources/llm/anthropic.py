@@ -13,6 +13,7 @@ from ingest.sources.llm.common import (
     LLMInvalidOutput,
     LLMResult,
     TransportOptions,
+    model_ids,
     parse_json_object,
 )
 from ingest.sources.usage import Usage
@@ -103,6 +104,12 @@ class AnthropicClient:
         )
         data = parse_json_object(text, provider="anthropic", model=model)
         return LLMResult(data=data, usage=usage, model=model, raw_text=text)
+
+    def models(self) -> list[str]:
+        """`GET /v1/models`: the ids of the models this key may use (free)."""
+        return model_ids(self._api.get("/v1/models", headers={"x-api-key": self._api_key,
+                                                              "anthropic-version": self.version},
+                                       model=self.model))
 
 
 def _error_detail(response: requests.Response) -> str:

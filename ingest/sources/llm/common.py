@@ -276,3 +276,29 @@ class JsonApi:
             detail = self._error_detail(response) if self._error_detail else ""
             raise error_for_response(response, provider=self.provider, model=model, detail=detail)
         return response_json(response, provider=self.provider, model=model)
+
+    def get(self, path: str, *, headers: Mapping[str, str], model: str) -> dict[str, Any]:
+        """The JSON object the provider answered to `GET {base_url}{path}` (a free read such as the
+        model list: not journaled, no idempotency key); raises LLMError subclasses."""
+
+        def send() -> requests.Response:
+            url = f"{self.base_url}{path}"
+            try:
+                return self.session.get(url, headers=dict(headers), timeout=self.timeout)
+            except requests.Timeout as error:
+                raise LLMUnavailable(f"{self.provider} at {url} did not answer within {self.timeout[1]:g}s; "
+                                     "retry later") from error
+            except requests.RequestException as error:
+                raise LLMUnavailable(f"{self.provider} at {url} is unreachable ({type(error).__name__}); "
+                                     "retry later") from error
+
+        response = guarded_send(self.provider, send)
+        if not response.ok:
+            detail = self._error_detail(response) if self._error_detail else ""
+            raise error_for_response(response, provider=self.provider, model=model, detail=detail)
+        return response_json(response, provider=self.provider, model=model)
+
+
+def model_ids(payload: Mapping[str, Any]) -> list[str]:
+    """The ids of a model list (`{"data": [{"id": …}, …]}`, as OpenAI and Anthropic answer)."""
+    return [str(m.get("id")) for m in payload.get("data") or [] if isinstance(m, dict) and m.get("id")]

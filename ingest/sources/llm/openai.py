@@ -12,6 +12,7 @@ from ingest.sources.llm.common import (
     LLMResult,
     TransportOptions,
     bearer_headers,
+    model_ids,
     parse_json_object,
 )
 from ingest.sources.usage import Usage
@@ -108,6 +109,10 @@ class OpenAIChatClient:
         text = _first_message_content(payload, provider=self.service, model=model)
         data = parse_json_object(text, provider=self.service, model=model)
         return LLMResult(data=data, usage=usage, model=model, raw_text=text)
+
+    def models(self) -> list[str]:
+        """`GET {base_url}/models`: the ids of the models this key may use (free)."""
+        return model_ids(self._api.get("/models", headers=bearer_headers(self._api_key), model=self.model))
 
 
 def _first_message_content(payload: Mapping[str, Any], *, provider: str, model: str) -> str:

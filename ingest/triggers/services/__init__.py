@@ -8,8 +8,10 @@ from __future__ import annotations
 from ingest.triggers.services.coalesce import Coalesced, coalesce_add, coalesce_windows_sweep
 from ingest.triggers.services.credentials import (
     ingress_secret_create,
+    ingress_secret_delete,
     ingress_secret_problems,
     ingress_secret_rotate,
+    ingress_secret_set_enabled,
     ingress_secrets_expire,
     rotation_problems,
 )
@@ -71,8 +73,10 @@ __all__ = [
     "event_publish",
     "idempotency_keys_purge",
     "ingress_secret_create",
+    "ingress_secret_delete",
     "ingress_secret_problems",
     "ingress_secret_rotate",
+    "ingress_secret_set_enabled",
     "ingress_secrets_expire",
     "rate_limit_acquire",
     "rate_limit_configure",

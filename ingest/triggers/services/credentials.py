@@ -1,4 +1,5 @@
-"""Ingress credentials: create, rotate with an overlap, and the pair a request's token selects.
+"""Ingress credentials: create, rotate with an overlap, disable, delete, and the pair a request's
+token selects.
 
 A credential is a bearer token and an HMAC secret, both shown once (to whoever creates or rotates
 it) and never readable again: the token is stored as its SHA-256, the secret encrypted. A rotation
@@ -113,6 +114,31 @@ def ingress_secret_rotate(*, tenant: str, name: str, now: datetime, overlap_seco
         row.rotated_at = now
         row.save()
     return row, token, hmac_secret
+
+
+def ingress_secret_set_enabled(*, tenant: str, name: str, enabled: bool) -> IngressSecret:
+    """Enable or disable a credential: a disabled one signs nothing (its requests answer 401)
+    until it is enabled again; its pair is kept. IngressSecretNotFound changes nothing."""
+    with transaction.atomic():
+        row = IngressSecret.objects.select_for_update().filter(tenant=tenant, name=name).first()
+        if row is None:
+            raise IngressSecretNotFound(f"tenant {tenant[:100]!r} has no ingress credential named {name[:100]!r}")
+        row.enabled = enabled
+        row.save(update_fields=["enabled"])
+    return row
+
+
+def ingress_secret_delete(*, tenant: str, name: str) -> IngressSecret:
+    """Delete a credential: its token and secret (and a pair kept by a rotation) are refused with
+    401 from now on, for good. The returned copy holds no secret."""
+    with transaction.atomic():
+        row = IngressSecret.objects.select_for_update().filter(tenant=tenant, name=name).first()
+        if row is None:
+            raise IngressSecretNotFound(f"tenant {tenant[:100]!r} has no ingress credential named {name[:100]!r}")
+        gone = IngressSecret(pk=row.pk, tenant=row.tenant, name=row.name, token_prefix=row.token_prefix,
+                             enabled=row.enabled)
+        row.delete()
+    return gone
 
 
 def _forget_previous(row: IngressSecret) -> None:

@@ -72,25 +72,25 @@ def instance_budget_ensure(*, instance_id: str, limit: Decimal) -> None:
                       actor=WORKFLOW)
 
 
-def _dfs() -> DataForSEOClient:
-    return clients().dataforseo
+def _dfs(ctx: Any) -> DataForSEOClient:
+    return clients(ctx.tenant).dataforseo
 
 
 def fetch_backlinks(ctx: Any, *, domain: str, limit: int) -> list[dict[str, Any]]:
     made = paid(ctx, service=DATAFORSEO_BACKLINKS, items=limit, stage="backlinks", domain=domain,
-                call=lambda: _dfs().backlinks(domain, limit=limit))
+                call=lambda: _dfs(ctx).backlinks(domain, limit=limit))
     return [asdict(item) for item in made.result.items]
 
 
 def fetch_keywords(ctx: Any, *, domain: str, limit: int) -> list[dict[str, Any]]:
     made = paid(ctx, service=DATAFORSEO_KEYWORDS, items=limit, stage="keywords", domain=domain,
-                call=lambda: _dfs().ranked_keywords(domain, limit=limit))
+                call=lambda: _dfs(ctx).ranked_keywords(domain, limit=limit))
     return [asdict(item) for item in made.result.items]
 
 
 def fetch_referring_domains(ctx: Any, *, domain: str, limit: int) -> list[dict[str, Any]]:
     made = paid(ctx, service=DATAFORSEO_REFERRING_DOMAINS, items=limit, stage="referring_domains", domain=domain,
-                call=lambda: _dfs().referring_domains(domain, limit=limit))
+                call=lambda: _dfs(ctx).referring_domains(domain, limit=limit))
     return [asdict(item) for item in made.result.items]
 
 
@@ -99,7 +99,7 @@ def spam_scores(ctx: Any, *, domain_id: int, domain: str, urls: Sequence[str]) -
     scores: dict[str, int | None] = {}
     for batch in spam_score_batches(list(urls)):
         def call(batch: list[str] = batch) -> PaidCall[Any]:
-            return _dfs().bulk_spam_score(batch)
+            return _dfs(ctx).bulk_spam_score(batch)
 
         made = paid(ctx, service=DATAFORSEO_SPAM_SCORE, items=len(batch), stage="spam_scores", domain=domain,
                     call=call)
@@ -122,7 +122,7 @@ def brand_pages(domain: str, ranking_urls: Sequence[str], *, home: bool, ranking
 def discover_properties(ctx: Any, *, domain_id: int, domain: str, pages: Sequence[str]) -> dict[str, Any]:
     """Read each page the cheapest way that works (native, then ZenRows when configured) and keep
     the YouTube channels and social profiles it links to as the domain's brand properties."""
-    made = clients()
+    made = clients(ctx.tenant)
     found: list[tuple[str, str]] = []
     scraped = 0
     for page in pages:

@@ -1,10 +1,11 @@
-"""Which outside systems url-classify talks to, configured from the environment (and the
-tenant's LLM connection), built once per configuration and process.
+"""Which outside systems url-classify talks to, configured from the tenant's connections (LLM,
+ZenRows) and else from the environment, built once per configuration and process.
 
     RUNLEDGER_EMBEDDINGS            wordllama (default, offline) | openai (any OpenAI-compatible
                                     /embeddings) | off (no similarity stage)
     RUNLEDGER_EMBEDDINGS_BASE_URL / _API_KEY / _MODEL / _SERVICE   for `openai`
-    RUNLEDGER_ZENROWS_API_KEY       ZenRows' key; without it the cascade stops after the native fetch
+    the tenant's ZenRows connection, else
+    RUNLEDGER_ZENROWS_API_KEY       ZenRows' key; without either the cascade stops after the native fetch
     RUNLEDGER_ZENROWS_BASE_URL      default https://api.zenrows.com/v1/
     RUNLEDGER_FETCH_PROXY           an HTTP proxy for the native fetch (egress proxies, the demo)
     the tenant's LLM connection     stage 4: provider openai or anthropic (the offline `rules`
@@ -23,7 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from ingest.pipelines.selectors import llm_config_get
+from ingest.pipelines.selectors import llm_config_get, zenrows_config_get
 from ingest.sources.embeddings import Embedder, OpenAIEmbeddings, WordLlamaEmbedder
 from ingest.sources.http import new_session
 from ingest.sources.llm import AnthropicClient, LLMClient, OpenAIChatClient
@@ -69,12 +70,13 @@ def embedder_choice() -> EmbedderChoice | None:
     return EmbedderChoice(client, client.service, client.model)
 
 
-def zenrows_client() -> ZenRowsClient | None:
-    key = ENV.get("RUNLEDGER_ZENROWS_API_KEY", "")
-    if not key:
+def zenrows_client(tenant: str = "") -> ZenRowsClient | None:
+    """The tenant's ZenRows connection, else the environment's key; None when neither is set."""
+    config = zenrows_config_get(tenant=tenant)
+    if not config.api_key:
         return None
-    base = ENV.get("RUNLEDGER_ZENROWS_BASE_URL", "https://api.zenrows.com/v1/")
-    client: ZenRowsClient = _once(("zenrows", key, base), lambda: ZenRowsClient(api_key=key, base_url=base))
+    client: ZenRowsClient = _once(("zenrows", config.api_key, config.base_url),
+                                  lambda: ZenRowsClient(api_key=config.api_key, base_url=config.base_url))
     return client
 
 

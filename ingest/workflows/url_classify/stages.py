@@ -126,7 +126,7 @@ def stage_content(ctx: Any, *, tenant: str, host: str, url: str, prior: Candidat
     basic, then premium), remember what worked, read the page's signals."""
     remembered = fetch_method_get(tenant=tenant, host=host)
     start: FetchMethod = next((m for m in CASCADE if m == remembered), "native")
-    zenrows = zenrows_client()
+    zenrows = zenrows_client(tenant)
 
     def reserve(method: FetchMethod) -> None:
         service = ZENROWS_PREMIUM if method == "zenrows_premium" else ZENROWS_BASIC
