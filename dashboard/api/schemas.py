@@ -12,10 +12,11 @@ from pydantic import BeforeValidator, ConfigDict, StrictBool
 
 from dashboard.api.openapi import NONBLANK_PATTERN
 from dashboard.staleness import VERSION_PATTERN
+from ingest.alerts.services import URL_PATTERN as WEBHOOK_URL_PATTERN
 
 ID_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_-]*$"
-# An http(s) URL with a host and no user or password (ingest/sources/notify.py url_problem).
-URL_PATTERN = r"^https?://[A-Za-z0-9](?:[A-Za-z0-9.-]{0,250}[A-Za-z0-9])?(?::[0-9]{1,5})?(?:[/?#][!-~]*)?$"
+# An http(s) URL with a host and no user or password: the pattern `url_problem` checks.
+URL_PATTERN = WEBHOOK_URL_PATTERN
 _NUMBER = re.compile(r"^\s*[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\s*$")
 
 

@@ -19,6 +19,7 @@ from ingest.alerts.errors import (
     RuleNotFound,
 )
 from ingest.alerts.models import Channel, ChannelKind, IngressError, Rule
+from ingest.sources.notify import URL_PATTERN as URL_PATTERN  # the rule the API's schema states
 from ingest.sources.notify import address_problem, url_problem
 from ingest.triggers.models import Route
 

@@ -9,6 +9,7 @@ network errors are worth another attempt; any other 4xx is not (the receiver ref
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import dataclass
 from email.utils import parseaddr
@@ -23,6 +24,10 @@ from ingest.sources.http import body_excerpt, new_session, retry_after_seconds
 from ingest.triggers.signing import sign
 
 TIMEOUT = (5.0, 15.0)
+# A webhook target as the API's schema states it: http(s), a host name, an optional port, then a
+# path, query or fragment of visible ASCII; no user or password, no space or other byte around it.
+URL_PATTERN = r"^https?://[A-Za-z0-9](?:[A-Za-z0-9.-]{0,250}[A-Za-z0-9])?(?::[0-9]{1,5})?(?:[/?#][!-~]*)?$"
+_URL = re.compile(URL_PATTERN)
 USER_AGENT = "runledger-notify/0.1"
 _session: requests.Session | None = None
 
@@ -38,12 +43,14 @@ class Delivered:
 
 
 def url_problem(url: str) -> str | None:
-    """Why `url` cannot be a webhook target, or None: http(s) with a host, no credentials in it."""
+    """Why `url` cannot be a webhook target, or None: http(s) with a host, no credentials in it,
+    as URL_PATTERN says."""
     parts = urlsplit(url.strip())
-    if parts.scheme not in {"http", "https"} or not parts.hostname:
-        return f"{url[:80]!r} is not an http(s) URL with a host"
     if parts.username or parts.password:
         return "the URL must not carry a user or password; use the channel's HMAC key instead"
+    if parts.scheme not in {"http", "https"} or not parts.hostname or not _URL.match(url):
+        return (f"{url[:80]!r} is not an http(s) URL with a host (an optional port of digits, then a "
+                "path of visible ASCII characters, without spaces)")
     return None
 
 

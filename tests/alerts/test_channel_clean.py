@@ -36,3 +36,28 @@ def test_a_name_of_spaces_alone_is_refused(name: str) -> None:
 
 def test_a_name_is_trimmed() -> None:
     assert _name_checked("\u3000 page ops\x1e", InvalidRule) == "page ops"
+
+
+@pytest.mark.parametrize("url", ["https://b:12663*", " https://hooks.example.com/x", "https://hooks.example.com/a b",
+                                 "https://hooks.example.com:80x/", "ftp://hooks.example.com/", "https://user:pw@h.example/"])
+def test_a_webhook_url_outside_the_schemas_pattern_is_refused(url: str) -> None:
+    """The API's schema states URL_PATTERN; the strict run sent `https://b:12663*`, which the
+    service took while the schema refused it."""
+    import re
+
+    from ingest.sources.notify import URL_PATTERN
+
+    assert re.match(URL_PATTERN, url) is None
+    with pytest.raises(InvalidChannel):
+        channel_clean(kind="slack", config={}, secrets={"url": url})
+
+
+@pytest.mark.parametrize("url", ["https://hooks.slack.com/services/T0/B0/abc", "http://127.0.0.1:8080/hook?x=1#top"])
+def test_a_webhook_url_inside_the_pattern_is_taken(url: str) -> None:
+    import re
+
+    from ingest.sources.notify import URL_PATTERN
+
+    assert re.match(URL_PATTERN, url) is not None
+    _, secrets = channel_clean(kind="slack", config={}, secrets={"url": url})
+    assert secrets["url"] == url
