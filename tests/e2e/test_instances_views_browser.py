@@ -13,6 +13,7 @@ import pytest
 
 from tests.e2e.conftest import Session, create, login, status
 from tests.e2e.servers import Stack, wait_until
+from tests.e2e.test_consoles_browser import axe
 
 pytestmark = pytest.mark.e2e
 
@@ -58,6 +59,7 @@ def test_items_under_their_run_the_attribute_query_and_saved_views(browser, stac
     counts = p.locator(f'[data-items-of="{parent}"]')
     assert "4 items" in counts.inner_text() and "4 done" in counts.inner_text()
     _fits(s)
+    assert axe(s) == []  # the items link's accessible name holds its visible text
     s.shot(f"instances-top-level-{width}", full_page=True)
     counts.get_by_text("4 items").click()
     p.wait_for_url(lambda u: f"parent={parent}" in u)
