@@ -82,40 +82,6 @@ def _by_kind() -> list[dict[str, Any]]:
     return rules
 
 
-class SecretStateOut(Schema):
-    name: str
-    set: bool
-    ends: str
-
-
-class PullOut(Schema):
-    cursor: datetime | None
-    lag_seconds: float | None
-    last_pull_at: datetime | None
-    last_error: str
-    pulled: bool
-
-
-class ConnectionOut(Schema):
-    tenant: str
-    kind: str
-    kind_label: str
-    enabled: bool
-    base_url: str
-    provider: str
-    model: str
-    service: str
-    organization_id: str
-    options: dict[str, Any]
-    secrets: list[SecretStateOut]
-    version: str
-    updated_at: datetime
-    last_tested_at: datetime | None
-    last_test_ok: bool | None
-    last_test_message: str
-    pull: PullOut | None
-
-
 class _Fields(s.InputSchema):
     base_url: Any = checked(None, type="string", maxLength=URL_MAX, pattern=URL_PATTERN)
     key: Any = checked(None, **_SECRET)
@@ -183,13 +149,13 @@ def _version(raw: str | None) -> str | None:
     return raw
 
 
-@router.get("/connections", response={200: list[ConnectionOut], **E},
+@router.get("/connections", response={200: list[sel.ConnectionRow], **E},
             summary="Connections of the token's tenants: settings, secrets as set or not, last test, pull")
 def connection_list(request: HttpRequest) -> list[sel.ConnectionRow]:
     return sel.connection_rows(tenants=access.tenants_for(request.user), now=timezone.now())
 
 
-@router.post("/connections", response={201: ConnectionOut, **E, 409: s.ErrorOut},
+@router.post("/connections", response={201: sel.ConnectionRow, **E, 409: s.ErrorOut},
              summary="Create a connection (every wrong field named at once; nothing is created on a refusal)")
 def connection_create_view(request: HttpRequest, body: ConnectionIn) -> Status[sel.ConnectionRow]:
     tenant, kind, fields = body.tenant, body.kind, _fields(body)
@@ -201,12 +167,12 @@ def connection_create_view(request: HttpRequest, body: ConnectionIn) -> Status[s
     return Status(201, _get(request, tenant, kind))
 
 
-@router.get("/connections/{tenant}/{kind}", response={200: ConnectionOut, **E}, summary="A connection")
+@router.get("/connections/{tenant}/{kind}", response={200: sel.ConnectionRow, **E}, summary="A connection")
 def connection_get(request: HttpRequest, tenant: str, kind: str) -> sel.ConnectionRow:
     return _get(request, tenant, kind)
 
 
-@router.patch("/connections/{tenant}/{kind}", response={200: ConnectionOut, **E, 409: s.ErrorOut},
+@router.patch("/connections/{tenant}/{kind}", response={200: sel.ConnectionRow, **E, 409: s.ErrorOut},
               summary="Edit a connection (an empty secret keeps the stored one; nothing changes on a refusal)")
 def connection_edit(request: HttpRequest, tenant: str, kind: str, body: ConnectionEditIn) -> sel.ConnectionRow:
     _acting(request, tenant, kind)
@@ -239,13 +205,13 @@ def _set(request: HttpRequest, tenant: str, kind: str, enabled: bool, version: s
     return _get(request, tenant, kind)
 
 
-@router.post("/connections/{tenant}/{kind}/enable", response={200: ConnectionOut, **E, 409: s.ErrorOut},
+@router.post("/connections/{tenant}/{kind}/enable", response={200: sel.ConnectionRow, **E, 409: s.ErrorOut},
              summary="Enable a connection")
 def connection_enable(request: HttpRequest, tenant: str, kind: str, version: str | None = None) -> sel.ConnectionRow:
     return _set(request, tenant, kind, True, version)
 
 
-@router.post("/connections/{tenant}/{kind}/disable", response={200: ConnectionOut, **E, 409: s.ErrorOut},
+@router.post("/connections/{tenant}/{kind}/disable", response={200: sel.ConnectionRow, **E, 409: s.ErrorOut},
              summary="Disable a connection: its workflows use the environment's settings meanwhile")
 def connection_disable(request: HttpRequest, tenant: str, kind: str,
                        version: str | None = None) -> sel.ConnectionRow:
