@@ -68,15 +68,24 @@ def _refused(error: EngineError) -> JsonResponse:
     return _error(422, "refused_by_engine", str(error))
 
 
+_BODY = "runledger_hook_body"  # this request's body as the handler read it, kept for a retry
+
+
 def _json_body(request: HttpRequest) -> Any:
     """The body within the input limits (ingest/triggers/limits.py); a body that breaks them
-    raises an InputRejected error, which the input guard answers."""
+    raises an InputRejected error, which the input guard answers.
+
+    Parsed at most once per request: `_hooked` may handle a post again (its kept connection had
+    changed), and the second handling reads the same value."""
+    if _BODY in request.__dict__:
+        return request.__dict__[_BODY]
     if not request.body.strip():
         raise WebhookInvalid("the body is empty; send the event as JSON")
     parsed = limits.parsed_body(request)
-    if parsed is not None:
-        return parsed  # the input guard's parse of this body (a JSON null is parsed here again)
-    return limits.json_parse(request.body, limits=limits.input_limits(), what="the body")
+    if parsed is None:  # the input guard parsed none (a JSON null is parsed here again)
+        parsed = limits.json_parse(request.body, limits=limits.input_limits(), what="the body")
+    request.__dict__[_BODY] = parsed
+    return parsed
 
 
 def _summary(results: list[Started]) -> dict[str, Any]:

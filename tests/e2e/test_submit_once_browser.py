@@ -27,12 +27,20 @@ def test_a_double_click_on_replay_with_these_params_starts_exactly_one_replay(op
     page.wait_for_selector(".diff")
     # The server answers each submit at once; the browser gets the first answer only after the
     # second click, as when the first is slow and the operator clicks again.
+    # Handlers can interleave: the second one's fetch may come back before the first one's, so
+    # which submit is answered is decided by the order the browser sent them, not by the order
+    # their answers arrive. The first submit's route stays open; the browser drops it for the
+    # second, as it drops a pending navigation when the same form is sent again.
     answers: list[Any] = []
+    sent: list[Any] = []
 
     def through(route: Any) -> None:
-        answers.append(route.fetch(max_redirects=0))
-        if len(answers) > 1:
-            route.fulfill(response=answers[-1])
+        sent.append(route)
+        second = len(sent) > 1
+        answer = route.fetch(max_redirects=0)
+        answers.append(answer)
+        if second:
+            route.fulfill(response=answer)
 
     page.route(re.compile(r"/actions/replay/run/$"), through)
     box = page.locator("button:has-text('with these params')").bounding_box()

@@ -112,6 +112,26 @@ def test_a_gong_post_is_parsed_once_and_a_redelivery_writes_nothing_in_one_state
     assert History.objects.filter(kind="instance.created").count() == 1
 
 
+def test_a_post_whose_kept_connection_changed_is_handled_again_from_the_body_parsed_once(
+        client: Client, gong_tenant: str, fake_gong: FakeGong, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The process keeps a webhook's connection between posts; when another process changed the
+    row, the post is handled again from a fresh lookup, and reads the body it already parsed."""
+    from ingest.pipelines.models import Connection
+    from ingest.triggers import limits
+
+    kept = json.dumps({"callData": extensive_json(fake_gong.calls[0], fake_gong.url), "isTest": False})
+    assert client.post("/hooks/gong/hook-acme-123", kept, content_type="application/json").status_code == 202
+    Connection.objects.filter(kind="gong").update(options={"edited": "elsewhere"})  # the kept guard no longer holds
+    parses = []
+    real_parse = limits.json_parse
+    monkeypatch.setattr(limits, "json_parse", lambda *a, **k: parses.append(1) or real_parse(*a, **k))
+    body = json.dumps({"callData": extensive_json(fake_gong.calls[1], fake_gong.url), "isTest": False})
+    second = client.post("/hooks/gong/hook-acme-123", body, content_type="application/json")
+    assert second.status_code == 202, second.content
+    assert len(parses) == 1
+    assert Instance.objects.count() == 2
+
+
 def test_a_disabled_connection_stops_its_webhook_at_once(client: Client, gong_tenant: str,
                                                          fake_gong: FakeGong) -> None:
     from ingest.pipelines.models import Connection
