@@ -19,9 +19,9 @@ from dashboard.audit import Audit, Origin, audit_record, audited
 from dashboard.models import AuditSource
 from ingest.alerts.callbacks import callback_register
 from ingest.alerts.models import CallbackSource
-from ingest.engine import BudgetExceeded, NonRetryableError, error_class_name
+from ingest.engine import BudgetExceeded, InvalidSearchAttributes, NonRetryableError, error_class_name
 from ingest.engine.models import FINISHED_STATUSES, Instance, Status
-from ingest.engine.services import control, forks, instances
+from ingest.engine.services import attributes, control, forks, instances
 from ingest.triggers.limits import reserved_params_check
 
 
@@ -319,14 +319,33 @@ def instance_act(*, user: Any, origin: Origin, instance_id: str, action: str, re
     return Done(spec.name, instance.id, created)
 
 
+def start_attributes_check(values: Any) -> dict[str, str]:
+    """Search attributes a run starts with: the keys and values the engine stores (text, numbers
+    or booleans), at most the engine's number of keys. Raises BadArguments naming what is wrong."""
+    if values is None:
+        return {}
+    if not isinstance(values, dict):
+        raise BadArguments(f"search attributes are an object of key to value, not a {type(values).__name__}")
+    if len(values) > attributes.MAX_KEYS:
+        raise BadArguments(f"{len(values)} search attributes given; a run has at most {attributes.MAX_KEYS}")
+    if empty := [str(k) for k, v in values.items() if v is None]:
+        raise BadArguments(f"search attribute {empty[0][:60]!r} has no value; give one, or leave the key out")
+    try:
+        checked = attributes.attributes_check(values)
+    except InvalidSearchAttributes as exc:
+        raise BadArguments(str(exc)) from None
+    return {k: v for k, v in checked.items() if v is not None}
+
+
 def instance_start(*, user: Any, origin: Origin, workflow: str, params: Any, tenant: str,
                    id: str | None = None, priority: int = 0, start_at: datetime | None = None,
-                   callback_url: str | None = None) -> Done:
+                   callback_url: str | None = None, search_attributes: Any = None) -> Done:
     """Start a run of `workflow` by hand: the same tenant rule and params rule as every action,
-    the instance, its callback and the audit entry in one transaction (a refused callback URL
-    starts nothing)."""
+    the instance, its search attributes, its callback and the audit entry in one transaction (a
+    refused callback URL starts nothing)."""
     tenant_act_check(user, tenant)
     checked = params_check(params)
+    tags = start_attributes_check(search_attributes)
     if not PRIORITY_RANGE[0] <= priority <= PRIORITY_RANGE[1]:
         raise BadArguments(f"priority {priority} is out of range; use {PRIORITY_RANGE[0]} to "
                            f"{PRIORITY_RANGE[1]} (higher runs first)")
@@ -334,12 +353,15 @@ def instance_start(*, user: Any, origin: Origin, workflow: str, params: Any, ten
         created = instances.instance_create(workflow=workflow, id=id, params=checked, tenant=tenant,
                                             priority=priority, start_at=start_at,
                                             actor=actor_name(user, origin))
+        if tags:
+            attributes.attributes_set(instance_id=created.id, values=tags)
         if callback_url is not None:
             source = origin.source if origin.source in CallbackSource.values else CallbackSource.API
             callback_register(instance_id=created.id, tenant=tenant, url=callback_url, source=source,
                               now=timezone.now())
         audit_record(user=user, origin=origin, affected=1,
-                     audit=Audit("instance.start", [tenant], {"workflow": workflow, "instance_id": created.id}))
+                     audit=Audit("instance.start", [tenant], {"workflow": workflow, "instance_id": created.id,
+                                                                    **({"search_attributes": tags} if tags else {})}))
     return Done("start", created.id, created.id)
 
 

@@ -11,7 +11,7 @@ from django import forms
 from django.core.validators import RegexValidator
 from django.utils import timezone
 
-from dashboard.actions import INSTANCE_ID_PATTERN, PRIORITY_RANGE, ActionRefused, params_check
+from dashboard.actions import INSTANCE_ID_PATTERN, PRIORITY_RANGE, ActionRefused, params_check, start_attributes_check
 from ingest.engine.models import BreachPolicy, BudgetPeriod, BudgetScope
 from ingest.triggers import limits
 from ingest.triggers.errors import InputRejected
@@ -198,6 +198,13 @@ class StartForm(forms.Form):
         widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
         help_text="Optional; empty starts now.",
     )
+    search_attributes = forms.CharField(
+        required=False, label="Search attributes",
+        widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false", "class": "mono",
+                                     "placeholder": "customer=acme\nbackfill=true"}),
+        help_text="Optional; one key=value a line, to find the run by in the instances list "
+                  "(e.g. customer=acme). Keys are lower-case letters, digits and _.",
+    )
 
     def __init__(self, *args: Any, tenants: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -212,6 +219,30 @@ class StartForm(forms.Form):
             return params_check(value)
         except (InputRejected, ActionRefused) as exc:
             raise forms.ValidationError(str(exc)) from None
+
+    def clean_search_attributes(self) -> dict[str, str]:
+        """`key=value` lines as the engine stores them; every bad line named at once."""
+        values: dict[str, str] = {}
+        problems: list[str] = []
+        for number, line in enumerate(self.cleaned_data["search_attributes"].splitlines(), start=1):
+            if not line.strip():
+                continue
+            key, equals, value = line.partition("=")
+            key, value = key.strip(), value.strip()
+            if not equals or not key:
+                problems.append(f"line {number} is not key=value")
+            elif key in values:
+                problems.append(f"line {number} sets {key[:40]!r} a second time")
+            elif not value:
+                problems.append(f"line {number} gives {key[:40]!r} no value")
+            else:
+                values[key] = value
+        if not problems:
+            try:
+                return start_attributes_check(values)
+            except ActionRefused as exc:
+                problems.append(str(exc))
+        raise forms.ValidationError("; ".join(problems))
 
     def clean_start_at(self) -> datetime | None:
         value: datetime | None = self.cleaned_data["start_at"]

@@ -94,13 +94,15 @@ def _ok(instance_id: str) -> dict[str, Any]:
 
 
 START_EXAMPLE = {"workflow": "gong-ingest", "tenant": "acme", "params": {"call_id": "7712", "account": "acme"},
-                 "id": "gong-acme-7712", "priority": 10, "start_at": "2026-12-01T09:00:00Z"}
+                 "id": "gong-acme-7712", "priority": 10, "start_at": "2026-12-01T09:00:00Z",
+                 "search_attributes": {"customer": "acme", "backfill": True}}
 
 
 @router.post("", response={201: s.InstanceOut, **ERRORS}, summary="Start an instance",
              description="Start a run of a registered workflow in one of the token's tenants (operator "
                          "role). `id` is optional (a new one is made); a duplicate id answers 409. "
-                         "`start_at` delays the first turn; higher `priority` runs first.",
+                         "`start_at` delays the first turn; higher `priority` runs first; "
+                         "`search_attributes` tag the run for the list's `attr` query from its start.",
              openapi_extra={"requestBody": {"content": {"application/json": {"examples": {
                  "start": {"summary": "Start gong-ingest for one call", "value": START_EXAMPLE},
                  "minimal": {"summary": "Only the workflow and its params",
@@ -112,7 +114,7 @@ def instance_start(request: HttpRequest, body: s.InstanceIn) -> Status[dict[str,
             user=request.user, origin=Origin.of_request(request, source=AuditSource.API),
             workflow=body.workflow, id=body.id, params=body.params, tenant=body.tenant,
             priority=body.priority, start_at=selectors.as_utc(body.start_at, what="start_at"),
-            callback_url=body.callback_url)
+            callback_url=body.callback_url, search_attributes=body.search_attributes)
     except actions.ActionRefused as exc:
         raise ApiProblem(exc.status, exc.code, exc.message) from None
     return Status(201, selectors.instance_dict(Instance.objects.get(pk=done.instance_id)))

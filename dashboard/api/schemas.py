@@ -8,9 +8,9 @@ from decimal import Decimal
 from typing import Annotated, Any, Literal
 
 from ninja import Field, Schema
-from pydantic import BeforeValidator, ConfigDict, StrictBool
+from pydantic import BeforeValidator, ConfigDict, StrictBool, StrictStr
 
-from dashboard.api.openapi import NONBLANK_PATTERN
+from dashboard.api.openapi import NONBLANK_PATTERN, TEXT_PATTERN
 from dashboard.staleness import VERSION_PATTERN
 from ingest.alerts.services import URL_PATTERN as WEBHOOK_URL_PATTERN
 
@@ -39,6 +39,14 @@ def _not_bool(value: object) -> object:
 
 # A whole number as JSON Schema's `integer` reads it: 5 and 5.0, not false.
 Whole = Annotated[int, BeforeValidator(_not_bool)]
+
+
+# A search attribute as the engine stores it (ingest/engine/services/attributes.py): a lower-case
+# key; a value of text, a number or a boolean, stored as its text of at most 200 characters.
+AttributeKey = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,39}$")]
+AttributeValue = (Annotated[StrictStr, Field(max_length=200, json_schema_extra={"pattern": TEXT_PATTERN})]
+                  | StrictBool | Annotated[int, Field(ge=-10**15, le=10**15)]
+                  | Annotated[float, Field(ge=-1e15, le=1e15, allow_inf_nan=False)])
 
 
 class InputSchema(Schema):
@@ -77,6 +85,10 @@ class InstanceIn(InputSchema):
     tenant: str = Field("default", min_length=1, max_length=100)
     priority: Whole = Field(0, ge=-1000, le=1000)
     start_at: Moment | None = None
+    search_attributes: dict[AttributeKey, AttributeValue] = Field(
+        default_factory=dict, max_length=20, json_schema_extra={"additionalProperties": False},
+        description="Tags to find the run by (the instances list's `attr` query), set before its first "
+                    "turn: lower-case keys, text, number or boolean values of at most 200 characters")
     callback_url: str | None = Field(None, max_length=2000, json_schema_extra={"pattern": URL_PATTERN},
                                      description="POSTed the outcome when the instance ends, signed with the tenant's ingress secret")
 

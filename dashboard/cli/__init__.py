@@ -4,6 +4,8 @@ lists and shows; acting needs an operator's). It imports nothing of Django.
 
     runledger [--url URL] [--token TOKEN] list [--status S] [--workflow W] [--tenant T] [--limit N]
         [--attr TERM ...] [--top-level] [--parent ID]
+    runledger start WORKFLOW --params JSON [--id ID] [--tenant T] [--priority N] [--start-at TIME]
+        [--attr KEY=VALUE ...]
     runledger show ID
     runledger tail ID [--interval 1] [--timeout 0]
     runledger retry ID --reason R [--yes]

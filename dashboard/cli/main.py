@@ -171,6 +171,23 @@ def cmd_logs(api: Client, out: Console, a: argparse.Namespace) -> int:
     return 0
 
 
+def _start_attributes(terms: list[str]) -> dict[str, str]:
+    """`--attr key=value` flags as an object; UsageError naming every flag that is not one."""
+    values: dict[str, str] = {}
+    problems = []
+    for term in terms:
+        key, equals, value = term.partition("=")
+        if not equals or not key.strip() or not value.strip():
+            problems.append(f"{term[:60]!r} is not key=value")
+        elif key.strip() in values:
+            problems.append(f"{key.strip()[:40]!r} is given twice")
+        else:
+            values[key.strip()] = value.strip()
+    if problems:
+        raise UsageError("--attr: " + "; ".join(problems) + "; nothing was started")
+    return values
+
+
 def cmd_start(api: Client, out: Console, a: argparse.Namespace) -> int:
     body: dict[str, Any] = {"workflow": a.workflow, "params": json_object(a.params, flag="--params"),
                             "priority": a.priority}
@@ -178,6 +195,10 @@ def cmd_start(api: Client, out: Console, a: argparse.Namespace) -> int:
         body["id"] = a.id
     if a.tenant:
         body["tenant"] = a.tenant
+    if a.start_at:
+        body["start_at"] = a.start_at
+    if a.attr:
+        body["search_attributes"] = _start_attributes(a.attr)
     new = api.post("/instances", body)
     out.print(f"started {new['id']} ({new['workflow']}, tenant {new['tenant']}, {_styled(new['status'])})")
     return 0
@@ -329,6 +350,11 @@ def parser() -> argparse.ArgumentParser:
     start.add_argument("--tenant", metavar="T", help="the tenant the run belongs to (default: 'default')")
     start.add_argument("--priority", metavar="N", type=int, default=0,
                        help="-1000 to 1000, higher runs first (default 0)")
+    start.add_argument("--start-at", metavar="TIME",
+                       help="first turn at this ISO 8601 time, e.g. 2026-12-01T09:00:00Z (default: now)")
+    start.add_argument("--attr", action="append", metavar="KEY=VALUE", default=[],
+                       help="a search attribute the run starts with, to find it by (runledger list --attr); "
+                            "repeat for more, e.g. --attr customer=acme --attr backfill=true")
     for name, text in (("show", "an instance and its steps"), ("tail", "follow an instance live")):
         one = sub.add_parser(name, help=text)
         one.add_argument("instance_id")

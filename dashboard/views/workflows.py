@@ -129,7 +129,8 @@ def workflow_start(request: HtmxHttpRequest, name: str) -> HttpResponse:
         try:
             done = actions.instance_start(user=request.user, origin=Origin.of_request(request), workflow=name,
                                           params=d["params"], tenant=d["tenant"], id=d["id"] or None,
-                                          priority=d["priority"], start_at=d["start_at"])
+                                          priority=d["priority"], start_at=d["start_at"],
+                                          search_attributes=d["search_attributes"])
         except ActionRefused as exc:
             error, status = exc.message, exc.status
         except EngineError as exc:

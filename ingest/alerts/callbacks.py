@@ -34,6 +34,18 @@ def tenant_signing_secret(tenant: str) -> str | None:
             .values_list("hmac_secret", flat=True).first())
 
 
+def tenant_signing_secrets(tenant: str, *, now: datetime) -> list[str]:
+    """What a callback is signed with: the newest enabled ingress secret of the tenant and, while
+    the overlap of its last rotation lasts, the secret it replaced, so a receiver that has not
+    moved to the new secret yet still verifies it (empty: nothing to sign with)."""
+    row = (IngressSecret.objects.filter(tenant=tenant, enabled=True).order_by("-created_at", "-id")
+           .values_list("hmac_secret", "previous_hmac_secret", "previous_valid_until").first())
+    if row is None:
+        return []
+    current, previous, until = row
+    return [current, previous] if previous and until is not None and until > now else [current]
+
+
 def delivery_id(instance_id: str) -> str:
     name = f"cb-{instance_id}"
     return name if len(name) <= 100 else f"cb-{hashlib.sha256(instance_id.encode()).hexdigest()[:40]}"

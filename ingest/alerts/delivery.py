@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db.models import F
 from django.utils import timezone
 
-from ingest.alerts.callbacks import tenant_signing_secret
+from ingest.alerts.callbacks import tenant_signing_secrets
 from ingest.alerts.messages import callback_payload, slack_payload, text
 from ingest.alerts.models import Callback, ChannelKind, DeliveryState, Notification
 from ingest.engine import NonRetryableError, redact
@@ -61,11 +61,12 @@ def notification_deliver(*, notification_id: int) -> dict[str, Any]:
 
 
 def callback_deliver(*, callback_id: int) -> dict[str, Any]:
-    """POST the instance's outcome to its callback URL, signed with the tenant's ingress secret."""
+    """POST the instance's outcome to its callback URL, signed with the tenant's ingress secret
+    (and, during a rotation's overlap, with the secret it replaced too)."""
     callback = Callback.objects.get(id=callback_id)
     instance = Instance.objects.get(id=callback.instance_id)
-    secret = tenant_signing_secret(callback.tenant)
-    if secret is None:
+    secrets = tenant_signing_secrets(callback.tenant, now=timezone.now())
+    if not secrets:
         raise NonRetryableError(f"tenant {callback.tenant!r} has no enabled ingress secret to sign the "
                                 f"callback of {callback.instance_id} with")
     payload = callback_payload(instance_id=instance.id, workflow=instance.workflow, tenant=instance.tenant,
@@ -73,7 +74,7 @@ def callback_deliver(*, callback_id: int) -> dict[str, Any]:
                                error_message=instance.error_message, ended_at=instance.ended_at)
     Callback.objects.filter(id=callback.id).update(attempts=F("attempts") + 1)
     try:
-        sent = webhook_post(url=callback.url, payload=payload, secret=secret,
+        sent = webhook_post(url=callback.url, payload=payload, secret=secrets,
                             headers={"X-Runledger-Event": "instance.finished", "X-Runledger-Instance": instance.id})
     except NotifyError as exc:
         Callback.objects.filter(id=callback.id).update(last_error=redact(str(exc))[:2000], last_status=exc.status)

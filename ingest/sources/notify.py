@@ -21,7 +21,7 @@ from django.core.mail import EmailMessage, get_connection
 
 from ingest.sources.errors import SourceError
 from ingest.sources.http import body_excerpt, new_session, retry_after_seconds
-from ingest.triggers.signing import sign
+from ingest.triggers.signing import sign_all
 
 TIMEOUT = (5.0, 15.0)
 # A webhook target as the API's schema states it: http(s), a host name, an optional port, then a
@@ -54,15 +54,18 @@ def url_problem(url: str) -> str | None:
     return None
 
 
-def signed_headers(*, secret: str, body: bytes, now: float | None = None) -> dict[str, str]:
-    """The headers our ingress verifies: `X-Runledger-Timestamp` and `X-Runledger-Signature`."""
+def signed_headers(*, secret: str | list[str], body: bytes, now: float | None = None) -> dict[str, str]:
+    """The headers our ingress verifies: `X-Runledger-Timestamp` and `X-Runledger-Signature`
+    (with several secrets, one signature each, comma-separated, the first secret's first)."""
     stamp = str(int(time.time() if now is None else now))
-    return {"X-Runledger-Timestamp": stamp, "X-Runledger-Signature": sign(secret=secret, timestamp=stamp, body=body)}
+    secrets = [secret] if isinstance(secret, str) else secret
+    return {"X-Runledger-Timestamp": stamp, "X-Runledger-Signature": sign_all(secrets=secrets, timestamp=stamp, body=body)}
 
 
-def webhook_post(*, url: str, payload: dict[str, Any], secret: str | None = None,
+def webhook_post(*, url: str, payload: dict[str, Any], secret: str | list[str] | None = None,
                  headers: dict[str, str] | None = None) -> Delivered:
-    """POST `payload` as JSON; signed with `secret` when given. Raises NotifyError unless 2xx."""
+    """POST `payload` as JSON; signed with `secret` (or each of several) when given. Raises
+    NotifyError unless 2xx."""
     global _session
     if _session is None:
         _session = new_session()

@@ -14,6 +14,7 @@ from datetime import datetime
 from ingest.triggers.errors import BadSignature, StaleTimestamp
 
 WINDOW_SECONDS = 300
+MAX_SIGNATURES = 4  # signatures read from one header; the rest are ignored
 SCHEME = "sha256="
 # Unix seconds: up to 12 digits reaches the year 33658. Checked as text before int() so a
 # timestamp of hundreds of digits is a 401, not an OverflowError in the clock arithmetic.
@@ -24,6 +25,12 @@ def sign(*, secret: str, timestamp: str, body: bytes) -> str:
     """The `X-Runledger-Signature` header value for a body sent at `timestamp`."""
     message = timestamp.encode("ascii") + b"." + body
     return SCHEME + hmac.new(secret.encode("utf-8"), message, hashlib.sha256).hexdigest()
+
+
+def sign_all(*, secrets: list[str], timestamp: str, body: bytes) -> str:
+    """The header value signed with each of `secrets`, comma-separated: while a rotation's overlap
+    lasts, a receiver that holds either the new or the old secret finds its own signature."""
+    return ", ".join(sign(secret=secret, timestamp=timestamp, body=body) for secret in secrets)
 
 
 def verify(
@@ -57,11 +64,14 @@ def verify(
             "the X-Runledger-Signature header is missing; send sha256=<hex HMAC-SHA256 of "
             "timestamp + '.' + body> keyed with the tenant's ingress secret"
         )
-    given = signature.strip().encode("ascii", errors="replace")
+    # One signature, or several comma-separated (a sender in the overlap of a rotation of its own
+    # signs with both secrets): any one made with any of `secrets` is enough.
+    given = [part.strip().encode("ascii", errors="replace") for part in signature.split(",")[:MAX_SIGNATURES]]
     ok = False
     for secret in secrets:
         expected = sign(secret=secret, timestamp=timestamp.strip(), body=body).encode("ascii")
-        ok = hmac.compare_digest(expected, given) or ok
+        for one in given:
+            ok = hmac.compare_digest(expected, one) or ok
     if not ok:
         raise BadSignature(
             "X-Runledger-Signature does not match the body; sign timestamp + '.' + the exact raw "

@@ -201,6 +201,36 @@
   document.addEventListener("DOMContentLoaded", function () { fitGrids(document); });
   document.addEventListener("htmx:afterSwap", function (evt) { fitGrids(evt.target); });
 
+  // ---- the workflow's step graph: fitted to its box, or at its actual size -----------------
+  // CSS scales the graph down to its box; when that shrank it, a toggle offers the actual size
+  // (the box then scrolls). The choice is kept when a live update swaps the graph in again.
+  var wfdagActual = false;
+  function wfdagTools(root) {
+    (root || document).querySelectorAll("[data-wfdag-wrap]").forEach(function (wrap) {
+      var svg = wrap.querySelector("svg.wfdag");
+      var tools = wrap.parentNode.querySelector("[data-wfdag-tools]");
+      if (!svg || !tools) return;
+      if (wfdagActual) wrap.setAttribute("data-actual", ""); else wrap.removeAttribute("data-actual");
+      var natural = +svg.getAttribute("width");
+      var box = wrap.clientWidth - 16;  // its padding
+      tools.hidden = !(natural > box);
+      var b = tools.querySelector("[data-wfdag-actual]");
+      if (b) b.setAttribute("aria-pressed", wfdagActual ? "true" : "false");
+      var said = tools.querySelector(".muted");
+      if (said) said.textContent = wfdagActual ? "actual size: scroll the box to move around"
+        : "scaled to " + Math.round(100 * box / natural) + "% to fit";
+    });
+  }
+  document.addEventListener("click", function (evt) {
+    var b = evt.target.closest && evt.target.closest("[data-wfdag-actual]");
+    if (!b) return;
+    wfdagActual = !wfdagActual;
+    wfdagTools(document);
+  });
+  document.addEventListener("DOMContentLoaded", function () { wfdagTools(document); });
+  document.addEventListener("htmx:afterSwap", function () { wfdagTools(document); });
+  window.addEventListener("resize", function () { wfdagTools(document); });
+
   // ---- filter forms: the URL the page already shows is not asked for again ----------------
   // Typing in a search field asks for the filtered list after a pause; leaving the field then
   // fires `change`, which would ask for the same URL and push it into the history a second time.

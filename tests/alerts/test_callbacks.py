@@ -110,6 +110,39 @@ def test_a_callback_registered_after_the_instance_ended_is_still_sent_once(follo
     assert Instance.objects.filter(workflow="callback-deliver").count() == 1
 
 
+def _callback_to(url: str, drain: Any, n: int) -> None:
+    inst = instance_create(workflow="alerts-test-ok", params={"n": n}, tenant="acme")
+    callback_register(instance_id=inst.id, tenant="acme", url=url, source="instance", now=timezone.now())
+    drain()
+    follow_round(now=timezone.now())
+    drain()
+
+
+def test_during_a_rotations_overlap_a_callback_verifies_with_the_old_secret_and_with_the_new(
+        following, acme_secret, callee, drain):
+    from ingest.triggers.services import ingress_secret_rotate
+    from ingest.triggers.signing import verify
+
+    _, _, new_secret = ingress_secret_rotate(tenant="acme", name="default", now=timezone.now(),
+                                             overlap_seconds=3600, reason="yearly rotation")
+    _callback_to(callee.url, drain, 1)
+    got = callee.wait_for(1)[0]
+    assert got.signed, got.problem  # the receiver still holds the old secret
+    header = got.headers["X-Runledger-Signature"]
+    assert len(header.split(",")) == 2
+    verify(secrets=[new_secret], timestamp=got.headers["X-Runledger-Timestamp"], signature=header, body=got.body,
+           now=timezone.now())  # and one that moved to the new secret verifies it too
+    with WebhookReceiver(secret=new_secret) as moved:
+        ingress_secret_rotate(tenant="acme", name="default", now=timezone.now(), overlap_seconds=0, reason="again")
+        newest = ingress_secret_rotate(tenant="acme", name="default", now=timezone.now(), overlap_seconds=0,
+                                       reason="once more")[2]
+        moved.secret = newest
+        _callback_to(moved.url, drain, 2)
+        after = moved.wait_for(1)[0]
+    assert after.signed, after.problem
+    assert "," not in after.headers["X-Runledger-Signature"]  # no overlap: one signature, the newest secret's
+
+
 def test_a_tenant_without_an_ingress_secret_cannot_sign_callbacks(db):
     inst = instance_create(workflow="alerts-test-ok", params={}, tenant="globex")
     from ingest.alerts.errors import InvalidCallback

@@ -55,6 +55,24 @@ def test_an_operator_starts_gets_and_lists_instances(operator: ApiClient) -> Non
     assert history[0]["kind"] == "instance.created" and history[0]["actor"] == "api:op"
 
 
+def test_an_instance_starts_with_its_search_attributes_and_bad_ones_start_nothing(operator: ApiClient) -> None:
+    from ingest.engine.models import InstanceAttributes
+
+    created = start(operator, id="tagged-1", search_attributes={"customer": "acme", "wave": 3, "paid": True,
+                                                                "score": 0.5})
+    assert created.status_code == 201, created.content
+    assert InstanceAttributes.objects.get(instance_id="tagged-1").attributes == {
+        "customer": "acme", "wave": "3", "paid": "true", "score": "0.5"}
+    listed = operator.get("/api/instances", attr="wave>=3").json()
+    assert [i["id"] for i in listed["items"]] == ["tagged-1"]
+    for bad in ({"Customer": "x"}, {"customer": None}, {"customer": ["a"]}, {"customer": "x" * 201},
+                {f"k{n}": "v" for n in range(21)}):
+        refused = start(operator, id="tagged-2", search_attributes=bad)
+        assert refused.status_code == 422 and code(refused) == "validation_error", (bad, refused.content)
+    assert not Instance.objects.filter(pk="tagged-2").exists()
+    assert InstanceAttributes.objects.count() == 1
+
+
 def test_the_list_pages_with_a_keyset_cursor_and_filters(operator: ApiClient) -> None:
     for n in range(5):
         start(operator, id=f"page-{n}")

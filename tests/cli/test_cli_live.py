@@ -150,6 +150,26 @@ def test_start_runs_a_workflow_with_those_params_in_the_named_tenant(live_server
     assert code == 1 and "HTTP 409" in out and "already exists" in out
 
 
+def test_start_sets_search_attributes_and_a_start_time(live_server: Any, tokens: dict[str, str]) -> None:
+    from ingest.engine.models import InstanceAttributes
+
+    code, out = run(live_server, tokens["operator"], "start", "test-echo", "--params", "{}", "--tenant", "acme",
+                    "--id", "cli-tagged", "--attr", "customer=acme", "--attr", "wave=3",
+                    "--start-at", "2030-01-02T03:04:05Z")
+    assert code == 0 and "started cli-tagged" in out, out
+    assert InstanceAttributes.objects.get(instance_id="cli-tagged").attributes == {"customer": "acme", "wave": "3"}
+    assert Instance.objects.get(pk="cli-tagged").ready_at.isoformat() == "2030-01-02T03:04:05+00:00"
+    code, out = run(live_server, tokens["operator"], "list", "--attr", "customer:acme")
+    assert code == 0 and "cli-tagged" in out, out
+    code, out = run(live_server, tokens["operator"], "start", "test-echo", "--params", "{}", "--tenant", "acme",
+                    "--attr", "nokey", "--attr", "=x")
+    assert code == 2 and "'nokey' is not key=value" in out and "'=x' is not key=value" in out, out
+    code, out = run(live_server, tokens["operator"], "start", "test-echo", "--params", "{}", "--tenant", "acme",
+                    "--attr", "Bad Key=x")
+    assert code == 1 and "HTTP 422" in out, out
+    assert Instance.objects.count() == 1
+
+
 def test_start_refuses_bad_params_a_viewer_and_a_tenant_not_the_tokens(live_server: Any, tokens: dict[str, str]) -> None:
     code, out = run(live_server, tokens["operator"], "start", "test-echo", "--params", "{bad", "--tenant", "acme")
     assert code == 2 and "--params is not valid JSON" in out

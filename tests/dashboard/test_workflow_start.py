@@ -102,3 +102,29 @@ def test_an_unknown_workflow_has_no_start(operator):
     assert operator.post("/workflows/no-such-flow/start/", {"params": "{}", "tenant": "acme",
                                                              "priority": "0"}).status_code == 404
     assert not Instance.objects.exists()
+
+
+def test_a_run_starts_with_its_search_attributes_found_by_the_list_at_once(operator):
+    from ingest.engine.models import InstanceAttributes
+
+    status, where = _start(operator, id="hand-tagged", search_attributes="customer = acme\n\nbackfill=true\n")
+    assert status == 303 and where == "/instances/hand-tagged/"
+    assert InstanceAttributes.objects.get(instance_id="hand-tagged").attributes == {
+        "customer": "acme", "backfill": "true"}
+    assert AuditEntry.objects.get().selection == {
+        "workflow": DEMO, "instance_id": "hand-tagged", "search_attributes": {"customer": "acme", "backfill": "true"}}
+    listed = operator.get("/instances/", {"attr": "customer:acme"}).content.decode()
+    assert "hand-tagged" in listed
+
+
+def test_bad_search_attribute_lines_are_each_named_and_nothing_starts(operator):
+    status, page = _start(operator, search_attributes="customer=acme\nnot a pair\nCustomer=x\ncustomer=b\nempty=")
+    assert status == 400
+    assert "line 2 is not key=value" in page
+    assert "line 4 sets 'customer' a second time" in page
+    assert "line 5 gives 'empty' no value" in page
+    status, page = _start(operator, search_attributes="Customer=x")
+    assert status == 400 and "search attribute key 'Customer' is not allowed" in page
+    status, page = _start(operator, search_attributes="\n".join(f"k{n}=v" for n in range(21)))
+    assert status == 400 and "21 search attributes given; a run has at most 20" in page
+    assert not Instance.objects.exists() and not AuditEntry.objects.exists()

@@ -26,6 +26,21 @@ def test_a_signature_over_another_body_fails() -> None:
         signing.verify(secrets=["s3"], timestamp=ts, signature=sig, body=b'{"a":2}', now=NOW)
 
 
+def test_a_header_of_several_signatures_passes_when_any_one_is_made_with_a_known_secret() -> None:
+    ts = str(int(NOW.timestamp()))
+    both = signing.sign_all(secrets=["new", "old"], timestamp=ts, body=b"{}")
+    assert both == signing.sign(secret="new", timestamp=ts, body=b"{}") + ", " + signing.sign(
+        secret="old", timestamp=ts, body=b"{}")
+    signing.verify(secrets=["old"], timestamp=ts, signature=both, body=b"{}", now=NOW)
+    signing.verify(secrets=["new"], timestamp=ts, signature=both, body=b"{}", now=NOW)
+    with pytest.raises(BadSignature, match="does not match"):
+        signing.verify(secrets=["other"], timestamp=ts, signature=both, body=b"{}", now=NOW)
+    # Only the first few are read: a header of many guesses is not tried in full.
+    guesses = ", ".join(["sha256=" + "0" * 64] * signing.MAX_SIGNATURES + [signing.sign(secret="s", timestamp=ts, body=b"{}")])
+    with pytest.raises(BadSignature):
+        signing.verify(secrets=["s"], timestamp=ts, signature=guesses, body=b"{}", now=NOW)
+
+
 @pytest.mark.parametrize("offset", [301, -301, 3600])
 def test_timestamps_outside_five_minutes_are_refused(offset: int) -> None:
     ts = str(int(NOW.timestamp()) + offset)
