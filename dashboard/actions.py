@@ -19,7 +19,12 @@ from dashboard.audit import Audit, Origin, audit_record, audited
 from dashboard.models import AuditSource
 from ingest.alerts.callbacks import callback_register
 from ingest.alerts.models import CallbackSource
-from ingest.engine import BudgetExceeded, InvalidSearchAttributes, NonRetryableError, error_class_name
+from ingest.engine import (
+    BudgetExceeded,
+    InvalidSearchAttributes,
+    NonRetryableError,
+    error_class_name,
+)
 from ingest.engine.models import FINISHED_STATUSES, Instance, Status
 from ingest.engine.services import attributes, control, forks, instances
 from ingest.triggers.limits import reserved_params_check

@@ -11,7 +11,13 @@ from django import forms
 from django.core.validators import RegexValidator
 from django.utils import timezone
 
-from dashboard.actions import INSTANCE_ID_PATTERN, PRIORITY_RANGE, ActionRefused, params_check, start_attributes_check
+from dashboard.actions import (
+    INSTANCE_ID_PATTERN,
+    PRIORITY_RANGE,
+    ActionRefused,
+    params_check,
+    start_attributes_check,
+)
 from ingest.engine.models import BreachPolicy, BudgetPeriod, BudgetScope
 from ingest.triggers import limits
 from ingest.triggers.errors import InputRejected

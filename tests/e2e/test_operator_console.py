@@ -267,3 +267,44 @@ def test_overview_tiles_link_to_the_list_of_their_window(op: Session, stack: Sta
     op.shot(f"overview-{width}", full_page=True)
     complete.click()
     page.wait_for_url(re.compile(r"status=complete&range=7d"))
+
+
+def test_the_step_graph_fits_its_box_and_schedule_actions_stay_in_reach(op: Session, stack: Stack, width: int):
+    iid = f"acme-graph-{width}"
+    create(stack, "e2e-live-steps", id=iid, params={"steps": 6, "pause": 0.01})
+    wait_until(lambda: status(stack, iid) == "complete", timeout=30, what=iid)
+    page = op.page
+    op.goto("/workflows/e2e-live-steps/")
+    svg, wrap = page.locator("svg.wfdag"), page.locator("[data-wfdag-wrap]")
+    natural = float(svg.get_attribute("width") or 0)
+    assert svg.bounding_box()["width"] <= wrap.bounding_box()["width"]  # fitted: no part hidden past the box
+    tools = page.locator("[data-wfdag-tools]")
+    assert not tools.is_visible()  # this short chain fits as it is: nothing to offer
+    # A box narrower than the graph (a wide workflow on a phone): scaled down to fit, and the
+    # actual size one click away.
+    wrap.evaluate(f"w => {{ w.style.width = '{natural / 2:.0f}px'; window.dispatchEvent(new Event('resize')); }}")
+    tools.wait_for(state="visible")
+    assert re.search(r"scaled to \d+% to fit", tools.inner_text()), tools.inner_text()
+    assert svg.bounding_box()["width"] <= wrap.bounding_box()["width"]
+    tools.get_by_role("button", name="Actual size").click()
+    assert tools.get_by_role("button", name="Actual size").get_attribute("aria-pressed") == "true"
+    assert abs(svg.bounding_box()["width"] - natural) < 2  # at its size now; the box scrolls
+    assert wrap.evaluate("w => w.scrollWidth > w.clientWidth")
+    wrap.evaluate("w => { w.style.width = ''; window.dispatchEvent(new Event('resize')); }")
+    _fits(op)
+    op.shot(f"workflow-graph-{width}")
+    name = f"graph-fit-{width}"
+    stack.python("from django.utils import timezone; from ingest.triggers.services import schedule_create; "
+                 f"schedule_create(name={name!r}, workflow='e2e-live-steps', cron_expression='0 3 * * *', "
+                 "tenant='acme', now=timezone.now())")
+    op.goto("/schedules/")
+    row = page.locator(f"tr[data-schedule='{name}']")
+    for action in ("Run now", "Disable", "Edit"):
+        box = row.locator("button, a.btn", has_text=action).first.bounding_box()
+        assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width, (action, box)
+    if width < 640:  # each cell under its column's name, not a table to scroll sideways
+        shown = row.locator("td[data-label='Next fires']").evaluate(
+            "td => [getComputedStyle(td).display, getComputedStyle(td, '::before').content]")
+        assert shown == ["block", '"Next fires"'], shown
+    _fits(op)
+    op.shot(f"schedules-{width}", full_page=True)
