@@ -82,8 +82,9 @@ if TYPE_CHECKING:  # loaded lazily (below): they need the ORM, or Django's admin
     from ingest.engine.api import InstanceHandle, create, create_batch, get
     from ingest.engine.costs.budgets import AwaitApproval
     from ingest.engine.retention_runner import RetentionRunner
+    from ingest.engine.runtime.context import StepContext
     from ingest.engine.runtime.journal import StepJournal, call_journal_current, fingerprint_of
-    from ingest.engine.runtime.parallel import Settled
+    from ingest.engine.runtime.parallel import Settled, StepCall
     from ingest.engine.secret_forms import WriteOnlySecretsForm
     from ingest.engine.secrets import (
         REDACTED,
@@ -99,10 +100,11 @@ if TYPE_CHECKING:  # loaded lazily (below): they need the ORM, or Django's admin
         public_value,
     )
     from ingest.engine.selectors import fan_out_list, progress_of, step_progress, workflow_versions
+    from ingest.engine.step_api import AsyncStepApi, StepApi
     from ingest.engine.worker.loop import Worker
 
 __all__ = [
-    "ApprovalError", "AwaitApproval", "BatchNotConfirmable", "BatchTooLarge", "BreakerNotFound",
+    "ApprovalError", "AsyncStepApi", "AwaitApproval", "BatchNotConfirmable", "BatchTooLarge", "BreakerNotFound",
     "BreakerPolicy", "BudgetExceeded", "CheckedRowsChanged", "ChildWorkflowFailed", "CircuitOpen",
     "ConcurrencyLimitChanged", "ConcurrencyLimitNotFound", "DeadLetterError", "DuplicateWorkflow", "EngineError", "FanOutItemMissing",
     "InstanceAlreadyExists", "InstanceFinished", "InstanceHandle", "InstanceNotFound",
@@ -110,7 +112,8 @@ __all__ = [
     "InvalidSelection", "InvalidStepConfig", "InvalidTransition", "LOG_CONTEXT_FIELDS", "Lead",
     "MASK", "NonDeterministicReplay", "NonRetryableError", "Periodic", "PollDeadlineExceeded",
     "REDACTED", "ReadOnly", "RetentionRunner", "RowUnchanged", "SecretKeysMissing",
-    "SecretUnreadable", "SecretsError", "Settled", "StepFailed", "StepJournal", "StepLimitExceeded",
+    "SecretUnreadable", "SecretsError", "Settled", "StepApi", "StepCall", "StepContext", "StepFailed", "StepJournal",
+    "StepLimitExceeded",
     "StepResultNotSerializable", "StepResultTooLarge", "StepTimeout", "UnknownStep",
     "UnknownWorkflow", "VersionInUse", "VersionMismatch", "VersionRetired", "WaitForEventTimeout",
     "Worker", "Workflow", "WorkflowEvent", "WorkflowResult", "WorkflowTimeout",
@@ -132,7 +135,8 @@ _LAZY = {
     "RetentionRunner": "retention_runner", "Worker": "worker.loop",
     "StepJournal": "runtime.journal", "call_journal_current": "runtime.journal", "fingerprint_of": "runtime.journal",
     "fan_out_list": "selectors", "progress_of": "selectors", "step_progress": "selectors",
-    "workflow_versions": "selectors",
+    "workflow_versions": "selectors", "StepApi": "step_api", "AsyncStepApi": "step_api",
+    "StepCall": "runtime.parallel", "StepContext": "runtime.context",
 }
 
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ingest.engine.workflow import Workflow
+
+if TYPE_CHECKING:
+    from ingest.engine.step_api import StepApi
 
 
 class RunledgerBatch(Workflow):
@@ -12,7 +15,7 @@ class RunledgerBatch(Workflow):
 
     name = "runledger-batch"
 
-    def run(self, event: Any, step: Any) -> Any:
+    def run(self, event: Any, step: StepApi) -> Any:
         from ingest.engine.services.batches import batch_run
 
         return batch_run(event, step)

@@ -9,7 +9,7 @@ import os
 import re
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from ingest.engine import NonRetryableError
 from ingest.engine import now as engine_now
@@ -24,6 +24,9 @@ from ingest.pipelines.services import (
 from ingest.sources.errors import SourceError
 from ingest.sources.usage import Usage
 from ingest.workflows.providers import embedder, extractor_for, reservation, usage_meter
+
+if TYPE_CHECKING:
+    from ingest.engine import StepApi
 
 log = logging.getLogger("runledger.ingest")
 
@@ -138,7 +141,7 @@ def unique_facts(items: Sequence[FactItem]) -> list[FactItem]:
     return unique
 
 
-def persist_embed_and_emit(step: Any, *, tenant: str, instance_id: str, workflow: str, source_ref: str,
+def persist_embed_and_emit(step: StepApi, *, tenant: str, instance_id: str, workflow: str, source_ref: str,
                            observed_at: str, items: list[FactItem]) -> dict[str, Any]:
     """`persist-facts-{i}` one step per fact, then `schedule-embeddings` and `emit-signal-eval`.
 

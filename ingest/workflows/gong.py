@@ -21,7 +21,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ingest.engine import (
     InstanceAlreadyExists,
@@ -50,6 +50,9 @@ from ingest.workflows.common import (
 )
 from ingest.workflows.search_attributes import search_slug, searchable
 from ingest.workflows.sharing import FAIR_KEY, LIVE_PRIORITY, tenant_concurrency, tenant_overrides
+
+if TYPE_CHECKING:
+    from ingest.engine import StepApi
 
 WORKFLOW = "gong-ingest"
 ENGAGEMENT_CONFIDENCE = 0.2
@@ -171,7 +174,7 @@ class GongIngest(Workflow):
     concurrency_overrides = tenant_overrides(WORKFLOW)
     version = 2  # 2: "search-attributes" first (docs/engine-contract.md, "Versions")
 
-    def run(self, event: WorkflowEvent, step: Any) -> dict[str, Any]:
+    def run(self, event: WorkflowEvent, step: StepApi) -> dict[str, Any]:
         p = event.payload
         tenant, call_id = event.tenant, str(p["call_id"])
         if step.version_at_least(2):  # before the fetch, so a call Gong keeps failing is found too

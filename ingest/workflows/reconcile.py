@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from itertools import islice
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
@@ -55,6 +55,9 @@ from ingest.workflows.gong import (
 )
 from ingest.workflows.salesforce import salesforce_client, salesforce_ingest_start
 from ingest.workflows.sharing import FAIR_KEY, LIVE_PRIORITY
+
+if TYPE_CHECKING:
+    from ingest.engine import StepApi
 
 log = logging.getLogger("runledger.ingest")
 WORKFLOW = "connections-reconcile"
@@ -159,7 +162,7 @@ class ConnectionsReconcile(Workflow):
     concurrency_key = FAIR_KEY  # one tenant's slow provider does not hold up another's pulls
     retention_days = 7  # one run per tenant every few minutes: the cursors are what lasts
 
-    def run(self, event: WorkflowEvent, step: Any) -> WorkflowResult:
+    def run(self, event: WorkflowEvent, step: StepApi) -> WorkflowResult:
         tenant = event.tenant
         kinds = step.do("list-connections", lambda ctx: [c.kind for c in pulled_connections(tenant=tenant)],
                         retries=QUICK_RETRIES)

@@ -22,7 +22,7 @@ import threading
 from collections.abc import Mapping
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 
@@ -45,6 +45,9 @@ from ingest.workflows.common import (
 from ingest.workflows.gong import Started
 from ingest.workflows.search_attributes import search_slug, searchable
 from ingest.workflows.sharing import FAIR_KEY, LIVE_PRIORITY, tenant_concurrency, tenant_overrides
+
+if TYPE_CHECKING:
+    from ingest.engine import StepApi
 
 WORKFLOW = "salesforce-ingest"
 FREE_TEXT_FIELDS = ("Description", "Notes__c")
@@ -183,7 +186,7 @@ class SalesforceIngest(Workflow):
     concurrency_overrides = tenant_overrides(WORKFLOW)
     version = 2  # 2: "search-attributes" first, and after fetch-record (docs/engine-contract.md, "Versions")
 
-    def run(self, event: WorkflowEvent, step: Any) -> dict[str, Any]:
+    def run(self, event: WorkflowEvent, step: StepApi) -> dict[str, Any]:
         p = event.payload
         tenant, object_type, object_id = event.tenant, str(p.get("object_type") or "Opportunity"), str(p["object_id"])
         record = p.get("record")

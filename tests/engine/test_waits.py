@@ -272,6 +272,44 @@ def test_async_workflows_run_with_awaited_steps_and_replay_alike(drain):
     assert ORDER == ["a", "c"]
 
 
+class AsyncGroup(Workflow):
+    name = "t-async-group"
+
+    async def run(self, event, step):
+        running = {"now": 0, "most": 0}
+
+        async def one(ctx):
+            running["now"] += 1
+            running["most"] = max(running["most"], running["now"])
+            await asyncio.sleep(0.02)
+            running["now"] -= 1
+            if ctx.name == "item-2":
+                raise ValueError("item 2 is bad")
+            return ctx.name
+
+        settled = await step.all_settled([step.call(f"item-{n}", one, retries={"limit": 0}) for n in range(6)],
+                                         concurrency=2)
+        ORDER.append(str(running["most"]))
+        return [r.status for r in settled]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_async_group_runs_at_most_its_concurrency_at_once_and_settles_each_step(drain):
+    h = create("t-async-group", id="async-group-1")
+    drain(advance_clock=True)
+    assert h.status()["output"] == ["fulfilled", "fulfilled", "rejected", "fulfilled", "fulfilled", "fulfilled"]
+    assert max(int(most) for most in ORDER) == 2  # two at a time, not six
+
+
+def test_the_async_step_refuses_a_group_concurrency_below_one():
+    from ingest.engine import InvalidStepConfig
+    from ingest.engine.runtime.steps import AsyncStep
+
+    step = AsyncStep.__new__(AsyncStep)
+    with pytest.raises(InvalidStepConfig, match="at least 1"):
+        asyncio.run(step.all_settled([], concurrency=0))
+
+
 class Saga(Workflow):
     name = "t-saga"
 

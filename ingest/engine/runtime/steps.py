@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ingest.engine import logcontext
 from ingest.engine.costs import approvals
@@ -22,15 +22,45 @@ from ingest.engine.runtime.outcomes import CONTROL_FLOW
 from ingest.engine.runtime.parallel import Settled, StepCall, run_group, settle
 from ingest.engine.runtime.waits import as_datetime, checked_until, checked_wait
 
+if TYPE_CHECKING:
+    from ingest.engine.step_api import AsyncStepApi, StepApi
+
 # The `search-attributes` step's options, sync and async alike.
 ATTRIBUTES_STEP: dict[str, Any] = {"retries": {"limit": 3, "delay": "1 second"}, "checkpoint": "deferred"}
 
 
-class Step:
-    """The step API for synchronous workflows."""
+class _StepCore:
+    """What the sync and the async step share: the instance's version and `call`."""
 
     def __init__(self, execution: Execution) -> None:
         self._x = execution
+
+    @property
+    def version(self) -> int:
+        """The workflow version this instance started on (its class's `version` then)."""
+        return self._x.instance.workflow_version
+
+    def version_at_least(self, version: int) -> bool:
+        """Guard a changed code path: True for instances started on `version` or later, False for
+        older ones, on every replay, so an in-flight instance keeps the path it started on. Not a
+        step: it records nothing and takes no position. `version` may not exceed the class's own
+        `version` (docs/engine-contract.md, "Versions")."""
+        return self._x.version_at_least(version)
+
+    def call(self, name: str, fn: Callable[..., Any], **options: Any) -> StepCall:
+        """A step to run in a group (`all`, `all_settled`): `name`, `fn(ctx)` and `do`'s options."""
+        return StepCall(name, fn, options)
+
+
+def _concurrency_checked(concurrency: int | None) -> None:
+    if concurrency is not None and (isinstance(concurrency, bool) or not isinstance(concurrency, int)
+                                    or concurrency < 1):
+        raise InvalidStepConfig(f"concurrency of a parallel group must be a whole number of at least 1; "
+                                f"got {concurrency!r}")
+
+
+class Step(_StepCore):
+    """The step API for synchronous workflows (its shape: `ingest.engine.StepApi`)."""
 
     def do(self, name: str, fn: Callable[..., Any], **options: Any) -> Any:
         """Run `fn(ctx)` once, durably: its result is stored and returned on every replay.
@@ -62,21 +92,6 @@ class Step:
                     continue
                 return x.succeeded(p, ctx, started, result, logs.kept())
 
-    @property
-    def version(self) -> int:
-        """The workflow version this instance started on (its class's `version` then)."""
-        return self._x.instance.workflow_version
-
-    def version_at_least(self, version: int) -> bool:
-        """Guard a changed code path: True for instances started on `version` or later, False for
-        older ones, on every replay, so an in-flight instance keeps the path it started on. Not a
-        step: it records nothing and takes no position. `version` may not exceed the class's own
-        `version` (docs/engine-contract.md, "Versions")."""
-        return self._x.version_at_least(version)
-
-    def call(self, name: str, fn: Callable[..., Any], **options: Any) -> StepCall:
-        return StepCall(name, fn, options)
-
     def all_settled(self, calls: Sequence[StepCall], *, concurrency: int | None = None) -> list[Settled]:
         """Run steps concurrently; each is memoised on its own, one failing loses no other's result.
 
@@ -86,10 +101,7 @@ class Step:
         `concurrency` caps how many of the group's steps run at once (default: the pool's size
         plus the calling thread), for steps that share a rate limit or a connection budget.
         """
-        if concurrency is not None and (isinstance(concurrency, bool) or not isinstance(concurrency, int)
-                                        or concurrency < 1):
-            raise InvalidStepConfig(f"concurrency of a parallel group must be a whole number of at least 1; "
-                                    f"got {concurrency!r}")
+        _concurrency_checked(concurrency)
         prepared = [self._x.prepare_do(c.name, c.options) for c in calls]
         return settle(run_group(self._run, [(p, c.fn) for p, c in zip(prepared, calls, strict=True)],
                                  width=len(calls) if concurrency is None else min(concurrency, len(calls))))
@@ -195,8 +207,13 @@ class Step:
                         max_interval=max_interval, deadline=deadline, retries=retries, timeout=timeout)
 
 
-class AsyncStep(Step):
-    """The step API for `async def run`: the same methods, awaited."""
+class AsyncStep(_StepCore):
+    """The step API for `async def run`: the same methods, awaited (its shape:
+    `ingest.engine.AsyncStepApi`). The waits run the sync step's code in a thread."""
+
+    def __init__(self, execution: Execution) -> None:
+        super().__init__(execution)
+        self._sync = Step(execution)
 
     async def do(self, name: str, fn: Callable[..., Any], **options: Any) -> Any:
         p = self._x.prepare_do(name, options)  # before any await: positions follow call order
@@ -223,47 +240,74 @@ class AsyncStep(Step):
                     continue
                 return await asyncio.to_thread(x.succeeded, p, ctx, started, result, logs.kept())
 
-    async def all_settled(self, calls: Sequence[StepCall]) -> list[Settled]:  # type: ignore[override]
-        prepared = [self._x.prepare_do(c.name, c.options) for c in calls]
+    async def all_settled(self, calls: Sequence[StepCall], *, concurrency: int | None = None) -> list[Settled]:
+        """Run steps concurrently as tasks; each is memoised on its own, one failing loses no
+        other's result. `concurrency` caps how many run at once (default: all of them)."""
+        _concurrency_checked(concurrency)
+        prepared = [self._x.prepare_do(c.name, c.options) for c in calls]  # in call order, before any await
+        gate = asyncio.Semaphore(concurrency or max(1, len(calls)))
+
+        async def one(p: Prepared, fn: Callable[..., Any]) -> Any:
+            async with gate:
+                return await self._run_async(p, fn)
+
         outcomes = await asyncio.gather(
-            *(self._run_async(p, c.fn) for p, c in zip(prepared, calls, strict=True)), return_exceptions=True
+            *(one(p, c.fn) for p, c in zip(prepared, calls, strict=True)), return_exceptions=True
         )
         return settle([(not isinstance(o, BaseException), o) for o in outcomes])
 
-    async def all(self, calls: Sequence[StepCall]) -> list[Any]:  # type: ignore[override]
-        results = await self.all_settled(calls)
+    async def all(self, calls: Sequence[StepCall], *, concurrency: int | None = None) -> list[Any]:
+        """Like `all_settled`, but raise the first failure (after every step has settled)."""
+        results = await self.all_settled(calls, concurrency=concurrency)
         for r in results:
             if not r.ok:
                 assert r.error is not None
                 raise r.error
         return [r.value for r in results]
 
-    async def sleep(self, name: str, duration: Any) -> None:  # type: ignore[override]
-        await asyncio.to_thread(super().sleep, name, duration)
+    async def sleep(self, name: str, duration: Any) -> None:
+        await asyncio.to_thread(self._sync.sleep, name, duration)
 
-    async def sleep_until(self, name: str, when: Any) -> None:  # type: ignore[override]
-        await asyncio.to_thread(super().sleep_until, name, when)
+    async def sleep_until(self, name: str, when: datetime | str | float | int) -> None:
+        await asyncio.to_thread(self._sync.sleep_until, name, when)
 
-    async def wait_for_event(self, name: str, *, type: str, timeout: Any = "24 hours") -> dict[str, Any]:  # type: ignore[override]
-        return await asyncio.to_thread(super().wait_for_event, name, type=type, timeout=timeout)
+    async def wait_for_event(self, name: str, *, type: str, timeout: Any = "24 hours") -> dict[str, Any]:
+        return await asyncio.to_thread(self._sync.wait_for_event, name, type=type, timeout=timeout)
 
-    async def wait_for_approval(self, name: str, **kwargs: Any) -> dict[str, Any]:  # type: ignore[override]
-        sync = Step(self._x)
-        return await asyncio.to_thread(sync.wait_for_approval, name, **kwargs)
+    async def wait_for_approval(self, name: str, *, title: str, fields: list[dict[str, Any]] | None = None,
+                                timeout: Any = "24 hours", description: str = "",
+                                context: dict[str, Any] | None = None, escalation: str = "") -> dict[str, Any]:
+        return await asyncio.to_thread(self._sync.wait_for_approval, name, title=title, fields=fields,
+                                       timeout=timeout, description=description, context=context,
+                                       escalation=escalation)
 
-    async def set_search_attributes(self, **values: Any) -> dict[str, str]:  # type: ignore[override]
+    async def set_search_attributes(self, **values: Any) -> dict[str, str]:
         from ingest.engine.services.attributes import attributes_check, attributes_set
 
         attributes_check(values)
         instance_id = self._x.instance.id
-        return await self.do("search-attributes",  # type: ignore[no-any-return]
-                             lambda: attributes_set(instance_id=instance_id, values=values), **ATTRIBUTES_STEP)
+        merged: dict[str, str] = await self.do(
+            "search-attributes", lambda: attributes_set(instance_id=instance_id, values=values), **ATTRIBUTES_STEP)
+        return merged
 
-    async def child(self, name: str, **kwargs: Any) -> Any:
-        return await asyncio.to_thread(super().child, name, **kwargs)
+    async def child(self, name: str, *, workflow: str, params: dict[str, Any] | None = None,
+                    id: str | None = None) -> Any:
+        return await asyncio.to_thread(self._sync.child, name, workflow=workflow, params=params, id=id)
 
-    async def poll(self, name: str, check: Callable[..., Any], **kwargs: Any) -> Any:
-        return await asyncio.to_thread(Step(self._x).poll, name, check, **kwargs)
+    async def poll(self, name: str, check: Callable[..., Any], *, until: Callable[[Any], Any] | None = None,
+                   initial: Any = "10 seconds", factor: float = 2, max_interval: Any = "5 minutes",
+                   deadline: Any = "1 hour", retries: dict[str, Any] | None = None, timeout: Any = None) -> Any:
+        return await asyncio.to_thread(self._sync.poll, name, check, until=until, initial=initial, factor=factor,
+                                       max_interval=max_interval, deadline=deadline, retries=retries,
+                                       timeout=timeout)
 
-    async def fan_out(self, name: str, handler: Any, items: Sequence[Any], **kwargs: Any) -> list[Settled]:  # type: ignore[override]
-        return await asyncio.to_thread(super().fan_out, name, handler, items, **kwargs)
+    async def fan_out(self, name: str, handler: Any, items: Sequence[Any], *, batch_size: int = 100,
+                      timeout: Any = "10 minutes", retries: dict[str, Any] | None = None,
+                      item_timeout: Any = None) -> list[Settled]:
+        return await asyncio.to_thread(self._sync.fan_out, name, handler, items, batch_size=batch_size,
+                                       timeout=timeout, retries=retries, item_timeout=item_timeout)
+
+
+if TYPE_CHECKING:  # mypy holds both classes to the shapes workflow authors type against
+    _sync_shape: type[StepApi] = Step
+    _async_shape: type[AsyncStepApi] = AsyncStep

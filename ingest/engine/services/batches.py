@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 from django.db.models import Count, QuerySet
@@ -22,6 +22,9 @@ from ingest.engine.models import Batch, BatchItem, BatchItemState, BatchState, I
 from ingest.engine.services import control
 from ingest.engine.services.instances import instance_create
 from ingest.engine.sql.batches import batch_items_freeze
+
+if TYPE_CHECKING:
+    from ingest.engine.step_api import StepApi
 
 BATCH_WORKFLOW = "runledger-batch"
 ACTIONS = ("terminate", "pause", "resume", "retry", "replay")
@@ -200,7 +203,7 @@ def batch_progress(*, batch_id: int) -> Progress:
                     failed=counts.get(BatchItemState.FAILED, 0))
 
 
-def batch_run(event: Any, step: Any) -> dict[str, Any]:
+def batch_run(event: Any, step: StepApi) -> dict[str, Any]:
     """The `runledger-batch` workflow's body: chunks until nothing is pending (each a step, so a
     crash loses at most the chunk's unwritten outcomes, which are then re-tried)."""
     params = event.payload

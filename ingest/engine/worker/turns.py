@@ -30,7 +30,7 @@ from ingest.engine.workflow import registered_workflows
 from ingest.engine.writes import notify
 
 
-def _make_step(execution: Execution, is_async: bool) -> Step:
+def _make_step(execution: Execution, is_async: bool) -> Step | AsyncStep:
     return AsyncStep(execution) if is_async else Step(execution)
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ingest.classify.matcher import split_url
 from ingest.classify.result import Candidate, ClassificationResult, classification_result, combine
@@ -43,6 +43,9 @@ from ingest.workflows.url_classify.stages import (
     stage_similarity,
     store_classification,
 )
+
+if TYPE_CHECKING:
+    from ingest.engine import StepApi
 
 WORKFLOW = "url-classify"
 _HOST = re.compile(r"[a-z0-9_-]+(\.[a-z0-9_-]+)*|\[?[0-9a-f:.]+\]?", re.IGNORECASE)
@@ -99,7 +102,7 @@ class UrlClassify(Workflow):
     concurrency_overrides = tenant_overrides(WORKFLOW)
     version = 2  # 2: "search-attributes" before cache-check (docs/engine-contract.md, "Versions")
 
-    def run(self, event: WorkflowEvent, step: Any) -> ClassificationResult:
+    def run(self, event: WorkflowEvent, step: StepApi) -> ClassificationResult:
         p = event.payload
         url = str(p.get("url") or "").strip()
         host = split_url(url)[0] if url else ""
@@ -129,9 +132,10 @@ class UrlClassify(Workflow):
             if wants_llm and not skip_llm and cached.get("llm", True):
                 self._llm_rounds(step, state, tenant=tenant, host=host, url=url, max_rounds=max_rounds)
 
-        if state.decided is not None and state.confidence >= HIGH_CONFIDENCE and state.source != "cache":
+        decided = state.decided
+        if decided is not None and state.confidence >= HIGH_CONFIDENCE and state.source != "cache":
             fed = step.do("index-feedback", lambda ctx: index_feedback(
-                ctx, tenant=tenant, host=host, url=url, decided=state.decided, source=state.source), retries=QUICK_RETRIES)  # fmt: skip
+                ctx, tenant=tenant, host=host, url=url, decided=decided, source=state.source), retries=QUICK_RETRIES)  # fmt: skip
             state.cost += Decimal(fed["cost"])
         url_id = p.get("url_id")
         result = classification_result(
@@ -147,7 +151,7 @@ class UrlClassify(Workflow):
         result["duration_ms"] = stored.get("duration_ms")
         return result
 
-    def _free_and_paid_stages(self, step: Any, state: Progress, *, tenant: str, host: str, url: str,
+    def _free_and_paid_stages(self, step: StepApi, state: Progress, *, tenant: str, host: str, url: str,
                               skip_content: bool, confident: Any) -> None:  # fmt: skip
         rules = step.do("rules", lambda ctx: stage_rules(url=url), retries=QUICK_RETRIES,
                         checkpoint="deferred")  # fmt: skip
@@ -176,7 +180,7 @@ class UrlClassify(Workflow):
             state.signals = content["signals"]
             state.propose("content", content["candidate"])
 
-    def _llm_rounds(self, step: Any, state: Progress, *, tenant: str, host: str, url: str, max_rounds: int) -> None:
+    def _llm_rounds(self, step: StepApi, state: Progress, *, tenant: str, host: str, url: str, max_rounds: int) -> None:
         """Up to `max_rounds` verifications, 30 s apart, until one answers at >= 70 within the
         taxonomy; the best valid answer decides."""
         state.stages_run.append("llm")
