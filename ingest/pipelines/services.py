@@ -104,6 +104,18 @@ def _fact_put_postgres(v: dict[str, Any], *, single: bool) -> FactWrite:
     return FactWrite(v["id"], action, valid, tuple(superseded))
 
 
+def fact_values(*, tenant: str, fact: ExtractedFact, source_ref: str, authority: str, observed_at: datetime,
+                instance_id: str, obj: Any, ordinal: int, now: datetime) -> dict[str, Any]:
+    """The row a fact write stores, as both paths of the rule take it."""
+    return {
+        "id": fact_id_for(tenant=tenant, source_ref=source_ref, fact=fact), "tenant": tenant,
+        "subject": fact.subject[:300], "predicate": fact.predicate[:100],
+        "object": fact.object if obj is None else obj, "confidence": fact.confidence,
+        "source_authority": authority, "source_ref": source_ref, "evidence": fact.evidence,
+        "observed_at": observed_at, "instance_id": instance_id, "ordinal": ordinal, "created_at": now,
+    }
+
+
 def fact_insert_or_supersede(*, tenant: str, fact: ExtractedFact, source_ref: str, authority: str,
                              observed_at: datetime, instance_id: str = "", obj: Any = None,
                              ordinal: int = 0) -> FactWrite:
@@ -111,17 +123,21 @@ def fact_insert_or_supersede(*, tenant: str, fact: ExtractedFact, source_ref: st
     conflict with the valid facts of the same subject and predicate (for single-valued ones):
     the most authoritative, then most recently observed, fact stays valid; the others point
     to it through `superseded_by`. `obj` overrides the stored JSON object (default: the text)."""
-    fact_id = fact_id_for(tenant=tenant, source_ref=source_ref, fact=fact)
-    now = timezone.now()
-    values: dict[str, Any] = {
-        "id": fact_id, "tenant": tenant, "subject": fact.subject[:300], "predicate": fact.predicate[:100],
-        "object": fact.object if obj is None else obj, "confidence": fact.confidence,
-        "source_authority": authority, "source_ref": source_ref, "evidence": fact.evidence,
-        "observed_at": observed_at, "instance_id": instance_id, "ordinal": ordinal, "created_at": now,
-    }
+    values = fact_values(tenant=tenant, fact=fact, source_ref=source_ref, authority=authority,
+                         observed_at=observed_at, instance_id=instance_id, obj=obj, ordinal=ordinal,
+                         now=timezone.now())
     single = _is_single_valued(fact.predicate, authority)
     if connection.vendor == "postgresql":
         return _fact_put_postgres(values, single=single)
+    return _fact_put_orm(values, single=single)
+
+
+def _fact_put_orm(values: dict[str, Any], *, single: bool) -> FactWrite:
+    """The rule `ingest_fact_put` applies, written with the ORM for SQLite, where a transaction
+    takes the write lock at BEGIN (transaction_mode IMMEDIATE, see dashboard/config.py): writers
+    are serialised, so the resolution needs no lock of its own. tests/ingest/test_fact_rule_paths.py
+    runs both on the same writes and holds them to the same answers."""
+    fact_id, tenant, now = values["id"], values["tenant"], values["created_at"]
     row = Fact(**values, valid=True, updated_at=now)
     key = {"tenant": tenant, "subject_key": row.subject.upper(), "predicate": row.predicate}
     if not single:
@@ -138,10 +154,8 @@ def fact_insert_or_supersede(*, tenant: str, fact: ExtractedFact, source_ref: st
             return FactWrite(fact_id, "outranked", False)
         Fact.objects.bulk_create([row], ignore_conflicts=True)
         return FactWrite(fact_id, "stored", True)
-    # SQLite transactions take the write lock at BEGIN (transaction_mode IMMEDIATE, see
-    # dashboard/config.py): writers are serialised, so the resolution needs no lock of its own.
-    # The same rules as `ingest_fact_put`: rank against the key's head, or, for a new key or a
-    # head whose fact is gone or no longer valid, against all the key's valid facts.
+    # Rank against the key's head, or, for a new key or a head whose fact is gone or no longer
+    # valid, against all the key's valid facts.
     with transaction.atomic():
         existing = Fact.objects.filter(id=fact_id).values_list("valid", flat=True).first()
         head, head_fact = _key_winner(key)
