@@ -44,13 +44,15 @@ def main() -> None:
     parser.add_argument("--classify", action="store_true", help="fan each domain's URLs out to url-classify")
     args = parser.parse_args()
 
+    # Django first: the fakes' package imports the LLM fake, which reads the ledger's models.
+    base.setup_django()
     from tests.fakes.dataforseo import FakeDataForSEO
     from tests.fakes.zenrows import FakeZenRows
 
     with FakeDataForSEO(latency=(2.0, 5.0)) as dfs, FakeZenRows() as web:
+        # Read by the worker processes `run` starts, which inherit this environment.
         os.environ.update(BENCH_DFS_URL=dfs.url, BENCH_WEB_URL=web.url, BENCH_CLASSIFY="1" if args.classify else "0",
                           RUNLEDGER_PARALLEL_THREADS=str(args.parallel_threads))
-        base.setup_django()
         os.environ["RUNLEDGER_WORKFLOW_MODULES"] = MODULES  # setup_django set only bench.workflows
         run(args, dfs)
 
