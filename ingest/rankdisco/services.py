@@ -174,6 +174,16 @@ def ranking_url_spam_scores_set(*, domain_id: int, scores: Mapping[str, int | No
     return len(rows)
 
 
+def keyword_intents_store(*, domain_id: int, verdicts: Mapping[str, tuple[str, str, int | None]]) -> int:
+    """{keyword: (intent, source, confidence)} onto the domain's keywords (one UPDATE a batch):
+    running it again with the same verdicts writes the same values."""
+    rows = list(RankedKeyword.objects.filter(domain_id=domain_id, keyword__in=list(verdicts)))
+    for row in rows:
+        row.intent, row.intent_source, row.intent_confidence = verdicts[row.keyword]
+    RankedKeyword.objects.bulk_update(rows, ["intent", "intent_source", "intent_confidence"], batch_size=BATCH)
+    return len(rows)
+
+
 def brand_properties_upsert(*, domain_id: int, found: Iterable[tuple[str, str]]) -> int:
     """(profile URL, page it was found on) pairs as brand properties of the domain."""
     now = engine_now()
