@@ -49,7 +49,7 @@ def intent_llm() -> Iterator[FakeClassifyLLM]:
 
 @pytest.fixture
 def batch_of_5(monkeypatch: pytest.MonkeyPatch) -> int:
-    monkeypatch.setattr("ingest.workflows.domain_onboard.workflow.LLM_BATCH", 5)
+    monkeypatch.setattr("ingest.workflows.domain_onboard.intents.LLM_BATCH", 5)
     return 5
 
 
@@ -234,3 +234,18 @@ def test_onboarding_again_reclassifies_the_same_rows(onboard_clients: Any, inten
     drain()
     assert get(second).status()["status"] == "complete"
     assert dict(RankedKeyword.objects.values_list("keyword", "intent")) == first
+
+
+@pytest.mark.db
+@pytest.mark.django_db(transaction=True)
+def test_an_answer_outside_the_four_intents_leaves_that_keyword_undecided_and_is_billed(
+        onboard_clients: Any, intent_llm: FakeClassifyLLM, no_url_classify: None, drain: Any) -> None:  # fmt: skip
+    odd = sorted(k for k in fetched_keywords("acme.example", 40) if k.endswith(" api"))[0]
+    intent_llm.invalid.add(odd)
+    iid, _ = domain_onboard_start("acme", "acme.example", **SMALL)
+    drain()
+    status = get(iid).status()
+    assert status["status"] == "complete" and status["output"]["metrics"]["keyword_intents_undecided"] == 1
+    row = RankedKeyword.objects.get(keyword=odd)
+    assert (row.intent, row.intent_source, row.intent_confidence) == ("", "", None)
+    assert intent_rows(iid).count() == intent_llm.count(CHAT) == 1

@@ -13,6 +13,7 @@ from decimal import Decimal
 from typing import Any
 
 from ingest.classify.keyword_intent import (
+    LLM_BATCH,
     domain_brand,
     intent_answers,
     intent_max_tokens,
@@ -36,8 +37,8 @@ STAGE = "keyword_intent"
 def intent_rules_step(ctx: Any, *, domain_id: int, domain: str, keywords: Sequence[str]) -> dict[str, Any]:
     """keyword-intent-rules: every keyword's intent by its words, stored; the keywords the rules
     leave undecided (stored with their guess, if any) go to the LLM. Whether the tenant has an
-    LLM is decided here and kept in the result, so a replay after its connection changed takes
-    the path the run took."""
+    LLM, and how many keywords an LLM call takes, are decided here and kept in the result, so a
+    replay after its connection or the code changed takes the path the run took."""
     brand = domain_brand(domain)
     guesses = {k: intent_rules(k, brand=brand) for k in keywords}
     services.keyword_intents_store(domain_id=domain_id, verdicts={
@@ -45,7 +46,7 @@ def intent_rules_step(ctx: Any, *, domain_id: int, domain: str, keywords: Sequen
     undecided = [k for k, g in guesses.items() if not g.decided]
     decided = Counter(g.intent for g in guesses.values() if g.decided)
     return {"decided": sum(decided.values()), "by_intent": dict(sorted(decided.items())), "undecided": undecided,
-            "llm": llm_choice(ctx.tenant) is not None}
+            "llm": llm_choice(ctx.tenant) is not None, "batch": LLM_BATCH}
 
 
 def intent_llm_step(ctx: Any, *, domain_id: int, domain: str, keywords: Sequence[str]) -> dict[str, Any]:

@@ -30,7 +30,6 @@ from typing import Any
 
 from django.db.models import Sum
 
-from ingest.classify.keyword_intent import LLM_BATCH
 from ingest.engine import (
     InstanceAlreadyExists,
     InvalidParams,
@@ -236,10 +235,15 @@ class DomainOnboard(Workflow):
         """keyword-intent-rules, then keyword-intent-llm-<n> for what the rules left undecided
         (when the tenant has an LLM), a batch each, all settled: a failed batch is recorded and
         its keywords keep the rules' guess. Before finalize, so their cost is the onboarding's."""
-        ruled = step.do("keyword-intent-rules", lambda ctx: intent_rules_step(
-            ctx, domain_id=domain_id, domain=domain, keywords=keywords), retries=QUICK_RETRIES)
+        try:
+            ruled = step.do("keyword-intent-rules", lambda ctx: intent_rules_step(
+                ctx, domain_id=domain_id, domain=domain, keywords=keywords), retries=QUICK_RETRIES)
+        except Exception as error:  # noqa: BLE001 - allSettled: recorded, the rest go on
+            errors.append(f"Keyword intent failed: {failure_text(error)}")
+            return {}
         undecided: list[str] = list(ruled["undecided"])
-        batches = [undecided[i:i + LLM_BATCH] for i in range(0, len(undecided), LLM_BATCH)] if ruled["llm"] else []
+        size = int(ruled["batch"])  # as recorded: a deploy that changes the size keeps a run's step names
+        batches = [undecided[i:i + size] for i in range(0, len(undecided), size)] if ruled["llm"] else []
 
         def ask(batch: list[str]) -> Any:
             return lambda ctx: intent_llm_step(ctx, domain_id=domain_id, domain=domain, keywords=batch)
