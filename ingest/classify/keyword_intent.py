@@ -49,8 +49,8 @@ SIGNALS: dict[str, tuple[str, ...]] = {
     ),
 }
 # Brands searched by name whatever the domain: a keyword naming one is a search for its site.
-KNOWN_BRANDS = ("google", "youtube", "facebook", "instagram", "amazon", "wikipedia", "twitter", "linkedin",
-                "reddit", "netflix", "tiktok", "ebay", "gmail", "github", "pinterest", "spotify")
+KNOWN_BRANDS = frozenset(("google", "youtube", "facebook", "instagram", "amazon", "wikipedia", "twitter", "linkedin",
+                          "reddit", "netflix", "tiktok", "ebay", "gmail", "github", "pinterest", "spotify"))
 # When the words point several ways, the guess the LLM is shown (the most specific intent first).
 PRECEDENCE = ("transactional", "commercial", "navigational", "informational")
 _WORD = re.compile(r"[a-z0-9]+")
@@ -78,9 +78,15 @@ def domain_brand(domain: str) -> str:
     return labels[-2] if len(labels) >= 2 else labels[0]
 
 
-def _has(words: Sequence[str], phrase: str) -> bool:
-    wanted = phrase.split()
-    return any(list(words[i:i + len(wanted)]) == wanted for i in range(len(words) - len(wanted) + 1))
+# One set lookup a word for the single words, a substring search for the phrases.
+_SINGLE = {intent: frozenset(p for p in phrases if " " not in p) for intent, phrases in SIGNALS.items()}
+_PHRASES = {intent: tuple(f" {p} " for p in phrases if " " in p) for intent, phrases in SIGNALS.items()}
+
+
+def _signal(intent: str, words: Sequence[str], spaced: str) -> str | None:
+    single = _SINGLE[intent]
+    hit = next((w for w in words if w in single), None)
+    return hit or next((p.strip() for p in _PHRASES[intent] if p in spaced), None)
 
 
 def intent_rules(keyword: str, *, brand: str = "") -> IntentGuess:
@@ -90,10 +96,11 @@ def intent_rules(keyword: str, *, brand: str = "") -> IntentGuess:
     compact = "".join(words)
     if brand and len(brand) >= 3 and (brand in words or (len(brand) >= 4 and brand in compact)):
         found["navigational"] = f"brand:{brand}"
-    elif known := next((b for b in KNOWN_BRANDS if b in words), ""):
+    elif known := next((w for w in words if w in KNOWN_BRANDS), ""):
         found["navigational"] = f"brand:{known}"
-    for intent, phrases in SIGNALS.items():
-        hit = next((p for p in phrases if _has(words, p)), None)
+    spaced = f" {' '.join(words)} "
+    for intent in SIGNALS:
+        hit = _signal(intent, words, spaced)
         if hit and intent not in found:
             found[intent] = hit
     if not found:

@@ -89,6 +89,13 @@ def keyword_intent_counts(*, domain: Domain) -> tuple[list[IntentCount], int]:
     return [c for c in found if c.keywords], sum(n for (k, _), n in counts.items() if not k)
 
 
+def keyword_llm_intents(*, domain_id: int, keywords: Collection[str]) -> dict[str, tuple[str, int | None]]:
+    """{keyword: (intent, confidence)} of those keywords of the domain an LLM already classified."""
+    rows = (RankedKeyword.objects.filter(domain_id=domain_id, keyword__in=list(keywords), intent_source="llm")
+            .exclude(intent="").values_list("keyword", "intent", "intent_confidence"))
+    return {k: (i, c) for k, i, c in rows}
+
+
 def domain_onboardings(*, domain: Domain) -> QuerySet[Instance]:
     """The domain's onboarding runs (every `domain-onboard` instance of its tenant for its name)."""
     return Instance.objects.filter(workflow=ONBOARD_WORKFLOW, tenant=domain.tenant, params__domain=domain.name)

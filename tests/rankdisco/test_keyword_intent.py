@@ -225,15 +225,22 @@ def test_an_llm_budget_breach_pauses_for_approval_before_the_call(
 
 @pytest.mark.db
 @pytest.mark.django_db(transaction=True)
-def test_onboarding_again_reclassifies_the_same_rows(onboard_clients: Any, intent_llm: FakeClassifyLLM,
-                                                     no_url_classify: None, drain: Any) -> None:
-    domain_onboard_start("acme", "acme.example", **SMALL)
+def test_onboarding_again_keeps_the_rows_and_does_not_ask_the_llm_again(
+        onboard_clients: Any, intent_llm: FakeClassifyLLM, no_url_classify: None, drain: Any) -> None:  # fmt: skip
+    first, _ = domain_onboard_start("acme", "acme.example", **SMALL)
     drain()
-    first = dict(RankedKeyword.objects.values_list("keyword", "intent"))
+    before = set(RankedKeyword.objects.values_list("keyword", "intent", "intent_source", "intent_confidence"))
+    asked = RankedKeyword.objects.filter(intent_source="llm").count()
+    assert asked > 0 and intent_llm.count(CHAT) == 1
     second, _ = domain_onboard_start("acme", "acme.example", run="2", **SMALL)
     drain()
-    assert get(second).status()["status"] == "complete"
-    assert dict(RankedKeyword.objects.values_list("keyword", "intent")) == first
+    status = get(second).status()
+    assert status["status"] == "complete"
+    assert set(RankedKeyword.objects.values_list("keyword", "intent", "intent_source", "intent_confidence")) == before
+    assert intent_llm.count(CHAT) == 1 and not intent_rows(second).exists()
+    metrics = status["output"]["metrics"]
+    assert (metrics["keyword_intents_known"], metrics["keyword_intents_by_llm"]) == (asked, 0)
+    assert not any(s["name"].startswith("keyword-intent-llm") for s in status["steps"])
 
 
 @pytest.mark.db

@@ -25,6 +25,7 @@ from ingest.engine import now as engine_now
 from ingest.pipelines.pricer import estimate_usage_cost
 from ingest.pipelines.pricing import PriceNotFound
 from ingest.rankdisco import services
+from ingest.rankdisco.selectors import keyword_llm_intents
 from ingest.sources.errors import SourceError
 from ingest.sources.llm import LLMInvalidOutput
 from ingest.sources.usage import Usage
@@ -36,17 +37,22 @@ STAGE = "keyword_intent"
 
 def intent_rules_step(ctx: Any, *, domain_id: int, domain: str, keywords: Sequence[str]) -> dict[str, Any]:
     """keyword-intent-rules: every keyword's intent by its words, stored; the keywords the rules
-    leave undecided (stored with their guess, if any) go to the LLM. Whether the tenant has an
+    leave undecided (stored with their guess, if any) go to the LLM, but for those an LLM
+    classified in an earlier onboarding of the domain. Whether the tenant has an
     LLM, and how many keywords an LLM call takes, are decided here and kept in the result, so a
     replay after its connection or the code changed takes the path the run took."""
     brand = domain_brand(domain)
     guesses = {k: intent_rules(k, brand=brand) for k in keywords}
+    # What an LLM answered for this domain's keyword before (a keyword's intent does not change
+    # between onboardings) is kept and not asked again; what the rules decide is theirs.
+    known = keyword_llm_intents(domain_id=domain_id, keywords=[k for k, g in guesses.items() if not g.decided])
     services.keyword_intents_store(domain_id=domain_id, verdicts={
-        k: (g.intent, "rules" if g.intent else "", g.confidence if g.intent else None) for k, g in guesses.items()})
-    undecided = [k for k, g in guesses.items() if not g.decided]
+        k: (g.intent, "rules" if g.intent else "", g.confidence if g.intent else None)
+        for k, g in guesses.items() if k not in known})
+    undecided = [k for k, g in guesses.items() if not g.decided and k not in known]
     decided = Counter(g.intent for g in guesses.values() if g.decided)
     return {"decided": sum(decided.values()), "by_intent": dict(sorted(decided.items())), "undecided": undecided,
-            "llm": llm_choice(ctx.tenant) is not None, "batch": LLM_BATCH}
+            "known": len(known), "llm": llm_choice(ctx.tenant) is not None, "batch": LLM_BATCH}
 
 
 def intent_llm_step(ctx: Any, *, domain_id: int, domain: str, keywords: Sequence[str]) -> dict[str, Any]:

@@ -258,6 +258,7 @@ class DomainOnboard(Workflow):
                           f"keywords the rules left undecided: {failure_text(failed[0][1])}")
         by_llm = sum(int(a["classified"]) for a in answered)
         return {"keyword_intents_by_rules": int(ruled["decided"]), "keyword_intents_by_llm": by_llm,
+                "keyword_intents_known": int(ruled.get("known", 0)),
                 "keyword_intents_undecided": len(undecided) - by_llm,
                 "keyword_intent_cost_usd": float(sum((Decimal(a["cost"]) for a in answered), Decimal(0)))}
 
