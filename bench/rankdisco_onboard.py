@@ -3,6 +3,7 @@
     .venv/bin/python bench/rankdisco_onboard.py                     # 100 domains, 2 workers
     .venv/bin/python bench/rankdisco_onboard.py --classify          # and their URLs through url-classify
     .venv/bin/python bench/rankdisco_onboard.py --domains 20 --concurrency 10
+    .venv/bin/python bench/rankdisco_onboard.py --intent-llm    # keyword intents the rules leave to a fake LLM
 
 100 domains are onboarded at once (created together) by 2 worker processes against the fake
 DataForSEO answering every task in a deterministic 2-5 s (100 items per list) and a fake web
@@ -42,15 +43,30 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=16, help="instances in flight per worker (default 16)")
     parser.add_argument("--parallel-threads", type=int, default=8, help="RUNLEDGER_PARALLEL_THREADS per worker")
     parser.add_argument("--classify", action="store_true", help="fan each domain's URLs out to url-classify")
+    parser.add_argument("--intent-llm", action="store_true",
+                        help="give the tenant an LLM connection (a fake OpenAI-compatible server) for keyword intents")
     args = parser.parse_args()
 
+    if args.intent_llm and not os.environ.get("RUNLEDGER_SECRET_KEYS"):
+        from cryptography.fernet import Fernet
+
+        # The connection's API key is stored encrypted; the workers inherit the key.
+        os.environ["RUNLEDGER_SECRET_KEYS"] = Fernet.generate_key().decode()
+    # Django first: the fakes' package imports the LLM fake, which reads the ledger's models.
+    base.setup_django()
+    from tests.fakes.classify import FakeClassifyLLM
     from tests.fakes.dataforseo import FakeDataForSEO
     from tests.fakes.zenrows import FakeZenRows
 
-    with FakeDataForSEO(latency=(2.0, 5.0)) as dfs, FakeZenRows() as web:
+    with FakeDataForSEO(latency=(2.0, 5.0)) as dfs, FakeZenRows() as web, FakeClassifyLLM() as llm:
+        if args.intent_llm:
+            from ingest.pipelines.services import connection_upsert
+
+            connection_upsert(tenant="bench", kind="llm", base_url=f"{llm.url}/v1", secret="sk-fake",
+                              options={"provider": "openai", "model": "gpt-4o-mini", "service": "openai"})
+        # Read by the worker processes `run` starts, which inherit this environment.
         os.environ.update(BENCH_DFS_URL=dfs.url, BENCH_WEB_URL=web.url, BENCH_CLASSIFY="1" if args.classify else "0",
                           RUNLEDGER_PARALLEL_THREADS=str(args.parallel_threads))
-        base.setup_django()
         os.environ["RUNLEDGER_WORKFLOW_MODULES"] = MODULES  # setup_django set only bench.workflows
         run(args, dfs)
 
@@ -89,7 +105,9 @@ def run(args: argparse.Namespace, dfs: object) -> None:
         fakes.append(fake)
     engine = [run - fake for run, fake in zip(runs, fakes, strict=True)]
     load = os.getloadavg()
-    print(f"domain-onboard x {args.domains}, 2 workers x {args.concurrency}, classify={args.classify}")
+    print(f"domain-onboard x {args.domains}, 2 workers x {args.concurrency}, classify={args.classify}, "
+          f"intent_llm={args.intent_llm}")
+    print(f"  keyword intents: {intent_figures(ids)}")
     print(f"  wall time, first create to last end: {wall.total_seconds():.1f} s")
     print(f"  per onboarding: run median {statistics.median(runs):.2f} s, fakes' latency median "
           f"{statistics.median(fakes):.2f} s, engine median {statistics.median(engine):.2f} s")
@@ -97,6 +115,22 @@ def run(args: argparse.Namespace, dfs: object) -> None:
     for name, median in step_medians(ids):
         print(f"    step {name}: median {median:.2f} s")
     print(f"  load average: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+
+
+def intent_figures(ids: list[str]) -> str:
+    """Keywords by who decided their intent, and what the LLM calls cost, over the run's domains."""
+    from django.db.models import Count, Sum
+
+    from ingest.engine.models import ApiCost
+    from ingest.rankdisco.models import RankedKeyword
+
+    names = [f"site{i[-3:]}.example" for i in ids]
+    by = dict(RankedKeyword.objects.filter(domain__tenant="bench", domain__name__in=names)
+              .values_list("intent_source").annotate(n=Count("id")))
+    spent = ApiCost.objects.filter(instance_id__in=ids, metadata__stage="keyword_intent").aggregate(
+        total=Sum("cost"), calls=Count("id"))
+    return (f"{by.get('rules', 0)} by the rules, {by.get('llm', 0)} by the LLM, {by.get('', 0)} without; "
+            f"{spent['calls']} LLM calls, ${spent['total'] or 0}")
 
 
 def step_medians(ids: list[str]) -> list[tuple[str, float]]:

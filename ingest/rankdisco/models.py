@@ -79,8 +79,23 @@ class Backlink(models.Model):
         constraints = [models.UniqueConstraint(fields=["domain", "key"], name="rankdisco_backlink_key")]
 
 
+class KeywordIntent(models.TextChoices):
+    """A keyword's search intent, as SEO tools tag keywords."""
+
+    INFORMATIONAL = "informational"
+    NAVIGATIONAL = "navigational"
+    COMMERCIAL = "commercial"
+    TRANSACTIONAL = "transactional"
+
+
+class IntentSource(models.TextChoices):
+    RULES = "rules"
+    LLM = "llm", "LLM"
+
+
 class RankedKeyword(models.Model):
-    """A keyword the domain ranks for, with the ranking URL and that URL's spam score."""
+    """A keyword the domain ranks for, with the ranking URL and that URL's spam score, and the
+    keyword's search intent (set by domain-onboard's keyword-intent steps; "" until classified)."""
 
     tenant = models.CharField(max_length=100)
     domain = models.ForeignKey(Domain, on_delete=models.CASCADE, related_name="keywords")
@@ -96,10 +111,15 @@ class RankedKeyword(models.Model):
     url_spam_score = models.IntegerField(null=True, blank=True)
     classification_source = models.CharField(max_length=20, blank=True, default="")
     classification = models.JSONField(null=True, blank=True)
+    intent = models.CharField(max_length=16, choices=KeywordIntent.choices, blank=True, default="")
+    intent_source = models.CharField(max_length=8, choices=IntentSource.choices, blank=True, default="",
+                                     help_text="rules, or llm when the rules could not decide")
+    intent_confidence = models.IntegerField(null=True, blank=True, help_text="0-100")
     updated_at = models.DateTimeField()
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["domain", "keyword"], name="rankdisco_keyword_domain")]
+        indexes = [models.Index(fields=["domain", "intent"], name="rankdisco_keyword_intent")]
 
 
 class ReferringDomain(models.Model):

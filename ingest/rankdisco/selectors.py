@@ -16,6 +16,7 @@ from ingest.rankdisco.models import (
     Backlink,
     BrandProperty,
     Domain,
+    KeywordIntent,
     OnboardStatus,
     RankedKeyword,
     ReferringDomain,
@@ -57,11 +58,42 @@ class DomainDetail:
     referring: list[ReferringDomain]
     properties: list[BrandProperty]
     runs: list[Instance] = field(default_factory=list)
+    intents: list[IntentCount] = field(default_factory=list)
+    intent_unclassified: int = 0  # keywords no rule or answer gave an intent yet
+    intent: str = ""  # the intent the keywords list shows ("" every keyword)
+
+
+@dataclass(frozen=True)
+class IntentCount:
+    """How many of a domain's keywords have an intent, and who decided it."""
+
+    intent: str
+    keywords: int
+    by_rules: int
+    by_llm: int
 
 
 def _sources(qs: QuerySet[Any]) -> dict[str, int]:
     rows = qs.exclude(classification_source="").values("classification_source").annotate(n=Count("id"))
     return {r["classification_source"]: r["n"] for r in rows}
+
+
+def keyword_intent_counts(*, domain: Domain) -> tuple[list[IntentCount], int]:
+    """(one IntentCount per intent, in the intents' order, keywords without an intent)."""
+    rows = (RankedKeyword.objects.filter(domain=domain).values("intent", "intent_source")
+            .annotate(n=Count("id")))
+    counts: dict[tuple[str, str], int] = {(r["intent"], r["intent_source"]): r["n"] for r in rows}
+    found = [IntentCount(intent=i, keywords=sum(n for (k, _), n in counts.items() if k == i),
+                         by_rules=counts.get((i, "rules"), 0), by_llm=counts.get((i, "llm"), 0))
+             for i in KeywordIntent.values]
+    return [c for c in found if c.keywords], sum(n for (k, _), n in counts.items() if not k)
+
+
+def keyword_llm_intents(*, domain_id: int, keywords: Collection[str]) -> dict[str, tuple[str, int | None]]:
+    """{keyword: (intent, confidence)} of those keywords of the domain an LLM already classified."""
+    rows = (RankedKeyword.objects.filter(domain_id=domain_id, keyword__in=list(keywords), intent_source="llm")
+            .exclude(intent="").values_list("keyword", "intent", "intent_confidence"))
+    return {k: (i, c) for k, i, c in rows}
 
 
 def domain_onboardings(*, domain: Domain) -> QuerySet[Instance]:
@@ -103,7 +135,8 @@ def _money(value: Any) -> Decimal:
         return Decimal(0)
 
 
-def domain_detail(*, tenants: Collection[str], domain_id: int, rows: int = 25) -> DomainDetail | None:
+def domain_detail(*, tenants: Collection[str], domain_id: int, rows: int = 25, intent: str = "") -> DomainDetail | None:
+    """The domain's page; `intent` (one of KeywordIntent) narrows its keywords list to that intent."""
     domain = domain_get(tenants=tenants, domain_id=domain_id)
     if domain is None:
         return None
@@ -113,6 +146,8 @@ def domain_detail(*, tenants: Collection[str], domain_id: int, rows: int = 25) -
     by_source = [(s, from_backlinks.get(s, 0), from_keywords.get(s, 0))
                  for s in sorted(set(from_backlinks) | set(from_keywords))]
     costs = domain_costs(domain=domain)
+    intents, intent_unclassified = keyword_intent_counts(domain=domain)
+    listed = keywords.filter(intent=intent) if intent in KeywordIntent.values else keywords
     hits, saved = domain_cache_savings(domain=domain)
     runs = domain_onboardings(domain=domain).order_by("-created_at")[:10]
     return DomainDetail(
@@ -122,8 +157,9 @@ def domain_detail(*, tenants: Collection[str], domain_id: int, rows: int = 25) -
         cost_by_stage=costs, cost_total=sum((c["total"] for c in costs), Decimal(0)),
         cache_hits=hits, cache_saved=saved,
         backlinks=list(backlinks.order_by("-domain_from_rank", "id")[:rows]),
-        keywords=list(keywords.order_by("-search_volume", "id")[:rows]),
+        keywords=list(listed.order_by("-search_volume", "id")[:rows]),
         referring=list(ReferringDomain.objects.filter(domain=domain).order_by("-rank", "id")[:rows]),
         properties=list(BrandProperty.objects.filter(domain=domain).order_by("kind", "network", "url")),
-        runs=list(runs),
+        runs=list(runs), intents=intents, intent_unclassified=intent_unclassified,
+        intent=intent if intent in KeywordIntent.values else "",
     )

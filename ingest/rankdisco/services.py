@@ -174,6 +174,24 @@ def ranking_url_spam_scores_set(*, domain_id: int, scores: Mapping[str, int | No
     return len(rows)
 
 
+def keyword_intents_store(*, domain_id: int, verdicts: Mapping[str, tuple[str, str, int | None]]) -> int:
+    """{keyword: (intent, source, confidence)} onto the domain's keywords: running it again with
+    the same verdicts writes the same values. One UPDATE per distinct verdict (a few dozen at most:
+    four intents, two sources, the confidences), not `bulk_update`, whose CASE per row took
+    0.1-0.5 s for 100 keywords."""
+    groups: dict[tuple[str, str, int | None], list[str]] = {}
+    for keyword, verdict in verdicts.items():
+        groups.setdefault(verdict, []).append(keyword)
+    updated = 0
+    with transaction.atomic():
+        for (intent, source, confidence), keywords in groups.items():
+            for start in range(0, len(keywords), BATCH):
+                updated += RankedKeyword.objects.filter(
+                    domain_id=domain_id, keyword__in=keywords[start:start + BATCH]).update(
+                    intent=intent, intent_source=source, intent_confidence=confidence)
+    return updated
+
+
 def brand_properties_upsert(*, domain_id: int, found: Iterable[tuple[str, str]]) -> int:
     """(profile URL, page it was found on) pairs as brand properties of the domain."""
     now = engine_now()

@@ -104,3 +104,37 @@ def test_a_backlinks_classification_shows_how_long_its_run_took(viewer) -> None:
     html = viewer.get(f"/domains/{domain.id}/").content.decode()
     assert '<span class="duration">61234 ms</span>' in html
     assert html.count('class="duration"') == 1  # the rows classified before it was measured show none
+
+
+def _intents(domain: Domain) -> None:
+    services.keywords_upsert(domain=domain, now=timezone.now(), items=[
+        {"keyword": "buy ledger", "search_volume": 500}, {"keyword": "ledger api", "search_volume": 300},
+        {"keyword": "what is a ledger", "search_volume": 100}, {"keyword": "ledger orbit", "search_volume": 50}])
+    services.keyword_intents_store(domain_id=domain.id, verdicts={
+        "ledger pricing": ("transactional", "rules", 85), "buy ledger": ("transactional", "rules", 85),
+        "ledger api": ("informational", "llm", 91), "what is a ledger": ("informational", "rules", 85)})
+
+
+def test_a_domain_page_shows_its_keywords_intents_and_who_decided_them(viewer) -> None:
+    domain = _domain("acme", "acme.example")
+    _intents(domain)
+    page = viewer.get(f"/domains/{domain.id}/")
+    assert page.status_code == 200
+    assert [(c.intent, c.keywords, c.by_rules, c.by_llm, pct) for c, pct in page.context["intents"]] == [
+        ("informational", 2, 1, 1, 50.0), ("transactional", 2, 2, 0, 50.0)]
+    assert page.context["d"].intent_unclassified == 1  # "ledger orbit"
+    html = page.content.decode()
+    assert 'aria-label="Keyword intents"' in html and "4 keywords classified, 1 not yet" in html
+    assert '<span class="tag">informational</span> <span class="muted">llm, 91%</span>' in html
+
+    only = viewer.get(f"/domains/{domain.id}/?intent=transactional")
+    assert [k.keyword for k in only.context["d"].keywords] == ["ledger pricing", "buy ledger"]
+    assert "transactional only" in only.content.decode()
+    assert viewer.get(f"/domains/{domain.id}/?intent=curious").status_code == 400
+
+
+def test_another_tenants_keyword_intents_are_not_shown(operator, stranger) -> None:
+    theirs = _domain("initech", "initech.example")
+    _intents(theirs)
+    assert operator.get(f"/domains/{theirs.id}/?intent=informational").status_code == 404
+    assert stranger.get(f"/domains/{theirs.id}/").context["intents"][0][0].keywords == 2

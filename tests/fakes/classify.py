@@ -8,8 +8,9 @@ http:// URLs land here.
 
 `FakeClassifyLLM` answers url-classify's prompt with labels from the taxonomy chosen by the
 words of the URL, and a confidence drawn per URL and round (deterministic); `low` URLs answer
-below 70 on every round, `invalid` URLs answer outside the taxonomy. Every usage it reports is
-kept in `usages` so a test or bench can price what the fake billed.
+below 70 on every round, `invalid` URLs answer outside the taxonomy. It answers domain-onboard's
+keyword-intent prompt too (`intent_answer`). Every usage it reports is kept in `usages` so a test
+or bench can price what the fake billed.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from tests.fakes.server import Planned, Recorded
 from tests.fakes.zenrows import FakeZenRows
 
 CLASSIFY_MARKER = "You verify the classification of a URL"
+INTENT_MARKER = "You classify the search intent of keywords"
+INTENTS = ("informational", "navigational", "commercial", "transactional")
 HINTS = (
     ("shop", {"domain_type": "commerce", "page_type": "product", "channel_bucket": "marketplace"}),
     ("store", {"domain_type": "commerce", "page_type": "category", "channel_bucket": "marketplace"}),
@@ -59,6 +62,23 @@ def classify_answer(url: str, round_no: int, *, low: bool) -> dict[str, Any]:
     return {**labels, "modifiers": ["how_to"] if "how" in lowered else [], "confidence": confidence}
 
 
+def intent_answer(prompt: dict[str, Any], *, invalid: set[str]) -> dict[str, Any]:
+    """domain-onboard's keyword-intent prompt answered: keywords with "api" or "docs" are
+    informational, the others an intent drawn per keyword; `invalid` keywords get one outside the four."""
+    results = []
+    for item in prompt["keywords"]:
+        keyword = str(item["keyword"])
+        rng = rng_for("llm-intent", keyword)
+        if keyword in invalid:
+            intent = "curious"
+        elif {"api", "docs"} & set(keyword.split()):
+            intent = "informational"
+        else:
+            intent = rng.choice(INTENTS)
+        results.append({"id": item["id"], "intent": intent, "confidence": rng.randint(70, 95)})
+    return {"results": results}
+
+
 class FakeClassifyLLM(FakeOpenAI):
     def __init__(self, *, low: Iterable[str] = (), invalid: Iterable[str] = (), **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -70,18 +90,19 @@ class FakeClassifyLLM(FakeOpenAI):
         body = request.json()
         messages = body.get("messages") or []
         system = "".join(m["content"] for m in messages if m["role"] == "system")
-        if not system.startswith(CLASSIFY_MARKER):
+        if not system.startswith((CLASSIFY_MARKER, INTENT_MARKER)):
             return super()._chat(request, match)
         denied = self._denied(request)
         if denied:
             return denied
         user = "\n".join(m["content"] for m in messages if m["role"] == "user")
         facts = json.loads(user)
-        url, round_no = facts["url"], int(facts.get("round", 1))
-        if url in self.invalid:
-            answer: dict[str, Any] = {"domain_type": "spaceship", "page_type": "hologram", "confidence": 99}
+        if system.startswith(INTENT_MARKER):
+            answer: dict[str, Any] = intent_answer(facts, invalid=self.invalid)
+        elif facts["url"] in self.invalid:
+            answer = {"domain_type": "spaceship", "page_type": "hologram", "confidence": 99}
         else:
-            answer = classify_answer(url, round_no, low=url in self.low)
+            answer = classify_answer(facts["url"], int(facts.get("round", 1)), low=facts["url"] in self.low)
         content = json.dumps(answer)
         with self._lock:
             cached = tokens(system) if system in self._seen_prefixes else 0

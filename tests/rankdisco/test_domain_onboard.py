@@ -58,9 +58,10 @@ def test_a_domain_is_fetched_stored_scored_searched_for_brand_properties_and_its
     names = step_names(iid)
     assert names[:4] == ["search-attributes", "ensure-domain", "search-attributes", "initialize"]
     assert set(names[4:7]) == {"fetch-backlinks", "fetch-keywords", "fetch-referring-domains"}
+    # Without an LLM connection the keywords' intents are the rules' alone: no keyword-intent-llm step.
     assert names[7:] == ["parallel-store-all", "track-all-queued", "fetch-ranking-url-spam-scores",
-                         "discover-ranking-domain-properties", "finalize", "queue-domain-classification",
-                         "store-classifications"]
+                         "discover-ranking-domain-properties", "keyword-intent-rules", "finalize",
+                         "queue-domain-classification", "store-classifications"]
 
     domain = Domain.objects.get(tenant="acme", name="acme.example")
     assert domain.onboard_status == "completed" and domain.onboard_duration_ms is not None

@@ -1,5 +1,5 @@
-"""`domain-onboard`: the workflow (`workflow`), its step bodies (`steps`) and the
-outside clients it uses (`clients`)."""
+"""`domain-onboard`: the workflow (`workflow`), its step bodies (`steps`, and `intents` for
+the keywords' search intents) and the outside clients it uses (`clients`)."""
 
 from __future__ import annotations
 

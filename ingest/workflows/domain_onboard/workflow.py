@@ -11,6 +11,9 @@ stored, scored, read for brand properties, and its URLs classified.
     track-all-queued                    quick     the domain's counters, what is queued for classification
     fetch-ranking-url-spam-scores       default   bulk_spam_score, 1,000 ranking URLs a call
     discover-ranking-domain-properties  quick     YouTube channels and social profiles the domain's pages link to
+    keyword-intent-rules                quick     (version 3) each ranked keyword's search intent by its words
+    keyword-intent-llm-<n>              default   (version 3) what the rules left undecided, 50 keywords a call to
+                                                  the tenant's LLM, in parallel, all settled
     finalize                            default   onboard_status completed (or completed_with_errors), duration
     queue-domain-classification         fan-out   backlink and ranking URLs, one `url-classify` instance each
     store-classifications               default   the ClassificationResults onto the rows and the domain's metrics
@@ -42,6 +45,7 @@ from ingest.engine.services.budgets import budget_upsert
 from ingest.rankdisco import services
 from ingest.rankdisco.models import OnboardStatus
 from ingest.workflows.common import DEFAULT_RETRIES, PATIENT_RETRIES, QUICK_RETRIES, id_part
+from ingest.workflows.domain_onboard.intents import intent_llm_step, intent_rules_step
 from ingest.workflows.domain_onboard.steps import (
     INSTANCE_HOURLY_LIMIT,
     WORKFLOW,
@@ -60,7 +64,7 @@ from ingest.workflows.sharing import FAIR_KEY, LIVE_PRIORITY, tenant_concurrency
 CLASSIFIER = "url-classify"
 LIMITS = ("backlink_limit", "keyword_limit", "referring_domains_limit")
 SKIPS = ("skip_backlinks", "skip_keywords", "skip_referring_domains", "skip_brand_properties",
-         "skip_ranking_domain_properties")
+         "skip_ranking_domain_properties", "skip_keyword_intent")
 MAX_LIMIT = 1000  # one DataForSEO live task returns at most 1,000 items
 
 
@@ -117,7 +121,9 @@ class DomainOnboard(Workflow):
     concurrency_key = FAIR_KEY  # tenants served round robin (ingest/workflows/sharing.py)
     concurrency = tenant_concurrency(WORKFLOW)
     concurrency_overrides = tenant_overrides(WORKFLOW)
-    version = 2  # 2: "search-attributes" around ensure-domain (docs/engine-contract.md, "Versions")
+    # 2: "search-attributes" around ensure-domain; 3: the keyword-intent steps before finalize
+    # (docs/engine-contract.md, "Versions")
+    version = 3
 
     def run(self, event: WorkflowEvent, step: Any) -> WorkflowResult:
         p = onboard_params(dict(event.payload))
@@ -186,6 +192,10 @@ class DomainOnboard(Workflow):
             except Exception as error:  # noqa: BLE001
                 errors.append(f"Brand property discovery failed: {failure_text(error)}")
 
+        if keywords and not p["skip_keyword_intent"] and step.version_at_least(3):
+            metrics |= self.classify_intents(step, domain_id=domain_id, domain=name, errors=errors,
+                                             keywords=_unique([str(k["keyword"])[:500] for k in keywords]))
+
         step.do("finalize", lambda ctx: services.domain_finalize(
             domain_id=domain_id, status=OnboardStatus.COMPLETED_WITH_ERRORS if errors else OnboardStatus.COMPLETED,
             metrics=metrics, errors=errors, cost=instance_spend(iid), classified=False), retries=DEFAULT_RETRIES)
@@ -219,6 +229,38 @@ class DomainOnboard(Workflow):
                 fetched[key] = None
                 errors.append(f"{label} fetch failed: {failure_text(outcome.error)}")
         return fetched
+
+    def classify_intents(self, step: Any, *, domain_id: int, domain: str, keywords: list[str],
+                         errors: list[str]) -> dict[str, int | float]:
+        """keyword-intent-rules, then keyword-intent-llm-<n> for what the rules left undecided
+        (when the tenant has an LLM), a batch each, all settled: a failed batch is recorded and
+        its keywords keep the rules' guess. Before finalize, so their cost is the onboarding's."""
+        try:
+            ruled = step.do("keyword-intent-rules", lambda ctx: intent_rules_step(
+                ctx, domain_id=domain_id, domain=domain, keywords=keywords), retries=QUICK_RETRIES)
+        except Exception as error:  # noqa: BLE001 - allSettled: recorded, the rest go on
+            errors.append(f"Keyword intent failed: {failure_text(error)}")
+            return {}
+        undecided: list[str] = list(ruled["undecided"])
+        size = int(ruled["batch"])  # as recorded: a deploy that changes the size keeps a run's step names
+        batches = [undecided[i:i + size] for i in range(0, len(undecided), size)] if ruled["llm"] else []
+
+        def ask(batch: list[str]) -> Any:
+            return lambda ctx: intent_llm_step(ctx, domain_id=domain_id, domain=domain, keywords=batch)
+
+        settled = step.all_settled([step.call(f"keyword-intent-llm-{n}", ask(batch), retries=DEFAULT_RETRIES,
+                                              timeout="2 minutes")
+                                    for n, batch in enumerate(batches, 1)]) if batches else []
+        answered = [s.value for s in settled if s.ok]
+        failed = [(batch, s.error) for batch, s in zip(batches, settled, strict=True) if not s.ok]
+        if failed:
+            errors.append(f"Keyword intent failed for {sum(len(b) for b, _ in failed)} of {len(undecided)} "
+                          f"keywords the rules left undecided: {failure_text(failed[0][1])}")
+        by_llm = sum(int(a["classified"]) for a in answered)
+        return {"keyword_intents_by_rules": int(ruled["decided"]), "keyword_intents_by_llm": by_llm,
+                "keyword_intents_known": int(ruled.get("known", 0)),
+                "keyword_intents_undecided": len(undecided) - by_llm,
+                "keyword_intent_cost_usd": float(sum((Decimal(a["cost"]) for a in answered), Decimal(0)))}
 
     def classify(self, step: Any, *, domain_id: int, urls: list[str], backlink_urls: set[str],
                  ranking_urls: set[str], metrics: dict[str, int | float], errors: list[str],
