@@ -26,7 +26,7 @@ pauses it with an approval request (the budgets' approval policy).
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db.models import Sum
 
@@ -60,6 +60,9 @@ from ingest.workflows.domain_onboard.steps import (
 )
 from ingest.workflows.search_attributes import searchable
 from ingest.workflows.sharing import FAIR_KEY, LIVE_PRIORITY, tenant_concurrency, tenant_overrides
+
+if TYPE_CHECKING:
+    from ingest.engine import StepApi
 
 CLASSIFIER = "url-classify"
 LIMITS = ("backlink_limit", "keyword_limit", "referring_domains_limit")
@@ -125,7 +128,7 @@ class DomainOnboard(Workflow):
     # (docs/engine-contract.md, "Versions")
     version = 3
 
-    def run(self, event: WorkflowEvent, step: Any) -> WorkflowResult:
+    def run(self, event: WorkflowEvent, step: StepApi) -> WorkflowResult:
         p = onboard_params(dict(event.payload))
         tenant, iid, name = event.tenant, event.instance_id, p["domain"]
         errors: list[str] = []
@@ -206,7 +209,7 @@ class DomainOnboard(Workflow):
                           errors=errors, instance_id=iid)
         return WorkflowResult(success=not errors, metrics=metrics, errors=errors)
 
-    def fetch_all(self, step: Any, p: dict[str, Any], errors: list[str]) -> dict[str, list[dict[str, Any]] | None]:
+    def fetch_all(self, step: StepApi, p: dict[str, Any], errors: list[str]) -> dict[str, list[dict[str, Any]] | None]:
         """parallel-fetch-all: the three DataForSEO lists at once, each its own step; a branch
         that failed is None (recorded in `errors`), a skipped one is absent."""
         name = p["domain"]
@@ -230,7 +233,7 @@ class DomainOnboard(Workflow):
                 errors.append(f"{label} fetch failed: {failure_text(outcome.error)}")
         return fetched
 
-    def classify_intents(self, step: Any, *, domain_id: int, domain: str, keywords: list[str],
+    def classify_intents(self, step: StepApi, *, domain_id: int, domain: str, keywords: list[str],
                          errors: list[str]) -> dict[str, int | float]:
         """keyword-intent-rules, then keyword-intent-llm-<n> for what the rules left undecided
         (when the tenant has an LLM), a batch each, all settled: a failed batch is recorded and
@@ -262,7 +265,7 @@ class DomainOnboard(Workflow):
                 "keyword_intents_undecided": len(undecided) - by_llm,
                 "keyword_intent_cost_usd": float(sum((Decimal(a["cost"]) for a in answered), Decimal(0)))}
 
-    def classify(self, step: Any, *, domain_id: int, urls: list[str], backlink_urls: set[str],
+    def classify(self, step: StepApi, *, domain_id: int, urls: list[str], backlink_urls: set[str],
                  ranking_urls: set[str], metrics: dict[str, int | float], errors: list[str],
                  instance_id: str) -> None:
         """queue-domain-classification: one url-classify instance per URL (a fan-out); then
