@@ -31,7 +31,8 @@ def token(transactional_db: Any) -> str:
 
 def run(live_server: Any, token: str, *argv: str) -> tuple[int, str]:
     buffer = io.StringIO()
-    console = Console(file=buffer, width=250, force_terminal=False, color_system=None)
+    console = Console(file=buffer, width=250, force_terminal=False, color_system=None,
+                      soft_wrap=True)  # a message is one line, however long: asserts read it whole
     code = main(["--url", live_server.url, "--token", token, *argv], console=console)
     return code, buffer.getvalue()
 

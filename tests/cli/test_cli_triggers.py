@@ -43,7 +43,8 @@ def tokens(transactional_db: Any) -> dict[str, str]:
 
 def run(live_server: Any, token: str, *argv: str) -> tuple[int, str]:
     buffer = io.StringIO()
-    console = Console(file=buffer, width=250, force_terminal=False, color_system=None)
+    console = Console(file=buffer, width=250, force_terminal=False, color_system=None,
+                      soft_wrap=True)  # a message is one line, however long: asserts read it whole
     code = main(["--url", live_server.url, "--token", token, *argv], console=console)
     return code, buffer.getvalue()
 
