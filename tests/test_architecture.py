@@ -315,9 +315,9 @@ def test_the_action_path_check_catches_a_view_that_calls_the_engine_directly(tmp
 # The differences between PostgreSQL and SQLite stand behind one adapter per concern: a class (or
 # function) per vendor chosen once by `ByVendor` (ingest/engine/sql/base.py), so the code that
 # calls it has one path. `is_postgres()` is defined there; a call of it elsewhere is a branch on
-# the database that no adapter holds. The few left are whole features of one database (a create
-# that checks a row in the same statement, the ingress's one-statement path, the pipelines' row
-# digest); this bound keeps new ones from creeping back in.
+# the database that no adapter holds. The two left (instance_create's `only_if`, which only
+# PostgreSQL's one-statement create can check) decide what a caller may ask, not how it is done;
+# this bound keeps new ones from creeping back in.
 MAX_VENDOR_BRANCHES = 10
 VENDOR_MODULE = "ingest.engine.sql.base"
 
