@@ -310,3 +310,45 @@ def test_the_action_path_check_catches_a_view_that_calls_the_engine_directly(tmp
     assert found == ["dashboard.views.rogue imports ingest.engine.services.control",
                      "dashboard.views.rogue imports ingest.engine.services.forks",
                      "dashboard.views.rogue imports ingest.engine.services.forks.instance_fork"]
+
+
+# The differences between PostgreSQL and SQLite stand behind one adapter per concern: a class (or
+# function) per vendor chosen once by `ByVendor` (ingest/engine/sql/base.py), so the code that
+# calls it has one path. `is_postgres()` is defined there; a call of it elsewhere is a branch on
+# the database that no adapter holds. The two left (instance_create's `only_if`, which only
+# PostgreSQL's one-statement create can check) decide what a caller may ask, not how it is done;
+# this bound keeps new ones from creeping back in.
+MAX_VENDOR_BRANCHES = 10
+VENDOR_MODULE = "ingest.engine.sql.base"
+
+
+def vendor_branches(modules: dict[str, Path]) -> list[str]:
+    """`module:line` of every call of `is_postgres()` outside the module that defines it."""
+    found = []
+    for name, path in modules.items():
+        if name == VENDOR_MODULE:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Call) and not node.args and not node.keywords and (
+                    (isinstance(node.func, ast.Name) and node.func.id in ("is_postgres", "_is_postgres"))
+                    or (isinstance(node.func, ast.Attribute) and node.func.attr in ("is_postgres", "_is_postgres"))):
+                found.append(f"{name}:{node.lineno}")
+    return sorted(found)
+
+
+@pytest.mark.pure
+def test_the_branches_on_the_database_outside_its_adapters_are_few():
+    modules = project_modules()
+    assert VENDOR_MODULE in modules
+    branches = vendor_branches(modules)
+    assert len(branches) <= MAX_VENDOR_BRANCHES, branches
+
+
+@pytest.mark.pure
+def test_the_vendor_branch_count_sees_every_spelling_of_the_call(tmp_path: Path):
+    source = tmp_path / "m.py"
+    source.write_text("from ingest.engine import is_postgres\nfrom ingest import engine\n"
+                      "def f():\n    if is_postgres():\n        return engine.is_postgres()\n"
+                      "    return _is_postgres() or is_postgres\n")
+    assert vendor_branches({"ingest.m": source}) == ["ingest.m:4", "ingest.m:5", "ingest.m:6"]
+    assert vendor_branches({VENDOR_MODULE: source}) == []

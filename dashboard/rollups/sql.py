@@ -20,6 +20,7 @@ from django.db.models.functions import TruncHour
 
 from dashboard.models import INSTANCE_PART_COSTS
 from dashboard.rollups import hist
+from ingest.engine import ByVendor
 from ingest.engine.models import ApiCost, History, Instance, RetentionBatch, Step, StepStatus
 
 Range = tuple[datetime, datetime | None]  # [start, end); end None: open
@@ -35,8 +36,38 @@ def ranges_q(field: str, ranges: Sequence[Range]) -> Q:
     return q
 
 
-def _is_postgres() -> bool:
-    return connection.vendor == "postgresql"
+class _SqliteDialect:
+    """What the rollups' queries say differently on SQLite: no transaction ids to watch (one
+    writer at a time, a hole never fills later), julianday for a duration, MIN of two values,
+    and statistics the planner keeps without being asked."""
+
+    least = "MIN"
+    duration_ms_sql = '(julianday("engine_step"."ended_at") - julianday("engine_step"."started_at")) * 86400000.0'
+
+    def transaction_horizon(self) -> tuple[int, int] | None:
+        return None
+
+    def analyze(self) -> None:
+        pass
+
+
+class _PostgresDialect(_SqliteDialect):
+    least = "LEAST"
+    duration_ms_sql = 'EXTRACT(EPOCH FROM ("engine_step"."ended_at" - "engine_step"."started_at")) * 1000'
+
+    def transaction_horizon(self) -> tuple[int, int] | None:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_snapshot_xmin(s)::text::bigint, pg_snapshot_xmax(s)::text::bigint "
+                           "FROM pg_current_snapshot() AS s")
+            row = cursor.fetchone()
+        return int(row[0]), int(row[1])
+
+    def analyze(self) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE " + ", ".join(ROLLUP_TABLES))
+
+
+_dialect = ByVendor[_SqliteDialect](postgresql=_PostgresDialect(), sqlite=_SqliteDialect())
 
 
 # ---- history: what changed since the roller's cursor ----------------------------------------
@@ -117,13 +148,7 @@ def transaction_horizon() -> tuple[int, int] | None:
     A hole in the history ids is a transaction still running or one that rolled back; once every
     transaction that was running when the hole was seen has ended, it can no longer fill.
     """
-    if not _is_postgres():
-        return None
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_snapshot_xmin(s)::text::bigint, pg_snapshot_xmax(s)::text::bigint "
-                       "FROM pg_current_snapshot() AS s")
-        row = cursor.fetchone()
-    return int(row[0]), int(row[1])
+    return _dialect().transaction_horizon()
 
 
 # ---- steps ------------------------------------------------------------------------------------
@@ -131,12 +156,6 @@ def transaction_horizon() -> tuple[int, int] | None:
 
 _STATUS_COL = '"engine_step"."status"'
 _ENDED_COL = '"engine_step"."ended_at"'
-
-
-def _duration_ms_sql() -> str:
-    if _is_postgres():
-        return 'EXTRACT(EPOCH FROM ("engine_step"."ended_at" - "engine_step"."started_at")) * 1000'
-    return '(julianday("engine_step"."ended_at") - julianday("engine_step"."started_at")) * 86400000.0'
 
 
 IdRange = tuple[int, int]  # [lowest, highest] step id
@@ -202,10 +221,10 @@ def step_aggregate(
     step name)."""
     if not ranges or not (where.ids or where.instance_ids):
         return {}
-    least = "LEAST" if _is_postgres() else "MIN"
+    dialect = _dialect()
     # One scan: grouped by duration bin too (NULL but for completed steps), the counts summed here.
     binned = f"CASE WHEN {_STATUS_COL} = 'complete' AND {_ENDED_COL} IS NOT NULL THEN " \
-             f"{hist.bin_sql(_duration_ms_sql(), least=least)} END"
+             f"{hist.bin_sql(dialect.duration_ms_sql, least=dialect.least)} END"
     qs = _steps_in(ranges, where, workflow=workflow, tenants=tenants).annotate(
         hour=TruncHour("started_at", tzinfo=UTC), wf=F("instance__workflow"), tn=F("instance__tenant"),
         bin=RawSQL(binned, ()),
@@ -312,9 +331,7 @@ ROLLUP_TABLES = ("dashboard_stephourly", "dashboard_stepdaily", "dashboard_costh
 def rollups_analyze() -> None:
     """Fresh planner statistics after a catch-up filled the tables (PostgreSQL). Without them the
     planner, taking a million-row table for empty, scanned it for a top-50 an index answers."""
-    if _is_postgres():
-        with connection.cursor() as cursor:
-            cursor.execute("ANALYZE " + ", ".join(ROLLUP_TABLES))
+    _dialect().analyze()
 
 
 def costs_first_at() -> datetime | None:

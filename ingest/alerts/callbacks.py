@@ -12,6 +12,7 @@ since the register commits its row before it reads the status.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from datetime import datetime
 
 from django.db import IntegrityError, transaction
@@ -19,7 +20,7 @@ from django.db import IntegrityError, transaction
 from ingest.alerts.conditions import COMPLETED_WITH_ERRORS
 from ingest.alerts.errors import CallbackConflict, InvalidCallback
 from ingest.alerts.models import Callback, CallbackSource, DeliveryState, RouteCallback
-from ingest.engine import InstanceAlreadyExists, is_postgres, prepared_row
+from ingest.engine import ByVendor, InstanceAlreadyExists, prepared_row
 from ingest.engine.models import FINISHED_STATUSES, Instance
 from ingest.engine.services.instances import instance_create
 from ingest.sources.notify import url_problem
@@ -74,10 +75,20 @@ ROUTE_CALLBACK_ALSO = f"SELECT url FROM {RouteCallback._meta.db_table} WHERE rou
 
 def route_callback_url(route: str) -> str | None:
     # Asked on every request a route starts an instance for (the route is unique).
-    if is_postgres():
-        row = prepared_row(_ROUTE_CALLBACK, [route])
-        return None if row is None else str(row[0])
+    return _route_callback_url()(route)
+
+
+def _route_callback_prepared(route: str) -> str | None:
+    row = prepared_row(_ROUTE_CALLBACK, [route])
+    return None if row is None else str(row[0])
+
+
+def _route_callback_orm(route: str) -> str | None:
     return RouteCallback.objects.filter(route=route).values_list("url", flat=True).first()
+
+
+_route_callback_url = ByVendor[Callable[[str], str | None]](postgresql=_route_callback_prepared,
+                                                               sqlite=_route_callback_orm)
 
 
 def callback_register(*, instance_id: str, tenant: str, url: str, source: str = CallbackSource.API,

@@ -69,7 +69,7 @@ from ingest.engine.periods import period_start
 from ingest.engine.redaction import MASK, redact, redact_value
 from ingest.engine.results import WorkflowResult
 from ingest.engine.runtime.policy import stored_config_json
-from ingest.engine.sql.base import aware, is_postgres, prepared_row
+from ingest.engine.sql.base import ByVendor, aware, is_postgres, prepared_row
 from ingest.engine.tracing import client_span as trace_client_span
 from ingest.engine.tracing import continues_ingress as tracing_continues_ingress
 from ingest.engine.tracing import ingress_request as trace_ingress_request
@@ -105,7 +105,7 @@ if TYPE_CHECKING:  # loaded lazily (below): they need the ORM, or Django's admin
 
 __all__ = [
     "ApprovalError", "AsyncStepApi", "AwaitApproval", "BatchNotConfirmable", "BatchTooLarge", "BreakerNotFound",
-    "BreakerPolicy", "BudgetExceeded", "CheckedRowsChanged", "ChildWorkflowFailed", "CircuitOpen",
+    "BreakerPolicy", "BudgetExceeded", "ByVendor", "CheckedRowsChanged", "ChildWorkflowFailed", "CircuitOpen",
     "ConcurrencyLimitChanged", "ConcurrencyLimitNotFound", "DeadLetterError", "DuplicateWorkflow", "EngineError", "FanOutItemMissing",
     "InstanceAlreadyExists", "InstanceFinished", "InstanceHandle", "InstanceNotFound",
     "InvalidConcurrencyLimit", "InvalidDuration", "InvalidInstanceId", "InvalidParams", "InvalidSearchAttributes",

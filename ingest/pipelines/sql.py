@@ -3,11 +3,12 @@ creating statement compares to know that the connection it kept is unchanged."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.db import connection
 
-from ingest.engine import RowUnchanged, is_postgres, prepared_row, row_digest_sql
+from ingest.engine import ByVendor, RowUnchanged, prepared_row, row_digest_sql
 from ingest.pipelines.models import Connection
 
 # What a webhook reads of its connection: the credentials are encrypted, and decrypting them on
@@ -40,13 +41,23 @@ def connection_by_webhook_hashes(*, kind: str, hashes: list[str]) -> Connection 
 
 def webhook_connection_by_hashes(*, kind: str, hashes: list[str]) -> WebhookConnection | None:
     """`connection_by_webhook_hashes` with the guard that the row is unchanged (None on SQLite)."""
-    if not is_postgres():
-        row = (Connection.objects.filter(kind=kind, webhook_key_hash__in=hashes, enabled=True)
-               .only(*WEBHOOK_FIELDS).order_by("id").first())
-        return None if row is None else WebhookConnection(row, None)
+    return _by_hashes()(kind, hashes)
+
+
+def _by_hashes_orm(kind: str, hashes: list[str]) -> WebhookConnection | None:
+    row = (Connection.objects.filter(kind=kind, webhook_key_hash__in=hashes, enabled=True)
+           .only(*WEBHOOK_FIELDS).order_by("id").first())
+    return None if row is None else WebhookConnection(row, None)
+
+
+def _by_hashes_prepared(kind: str, hashes: list[str]) -> WebhookConnection | None:
     found = prepared_row(_BY_WEBHOOK_KEY, [kind, hashes])
     if found is None:
         return None
     options = Connection._meta.get_field("options").from_db_value(found[3], None, connection)  # type: ignore[arg-type]
     row = Connection.from_db(connection.alias, list(WEBHOOK_FIELDS), [*found[:3], options, found[4]])
     return WebhookConnection(row, RowUnchanged(model=Connection, pk=row.pk, fields=DIGEST_FIELDS, digest=found[5]))
+
+
+_by_hashes = ByVendor[Callable[[str, list[str]], WebhookConnection | None]](postgresql=_by_hashes_prepared,
+                                                                            sqlite=_by_hashes_orm)

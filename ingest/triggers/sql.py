@@ -16,7 +16,7 @@ from typing import Any
 from django.db import connection
 from django.db.models import Field, Model
 
-from ingest.engine import Lead, aware, prepared_row
+from ingest.engine import ByVendor, Lead, aware, prepared_row
 from ingest.engine.models import Instance
 from ingest.triggers.models import IdempotencyKey, IngressSecret, Route, SeenSignature, TokenBucket
 
@@ -258,5 +258,18 @@ _TAKE_ONE = f"""
 
 def bucket_take_one(*, key: str, capacity: float, refill: float, now: datetime) -> bool:
     """Take one token from bucket `key` (created full with `capacity` and `refill` per second if
-    new; its rates set to these if not): True when taken, False when nothing was written."""
+    new; its rates set to these if not): True when taken, False when nothing was written (always
+    on SQLite, whose single writer takes the locked path)."""
+    return _take_one()(key, capacity, refill, now)
+
+
+def _take_one_statement(key: str, capacity: float, refill: float, now: datetime) -> bool:
     return prepared_row(_TAKE_ONE, {"key": key, "capacity": capacity, "refill": refill, "now": now}) is not None
+
+
+def _take_none(key: str, capacity: float, refill: float, now: datetime) -> bool:
+    return False
+
+
+_take_one = ByVendor[Callable[[str, float, float, datetime], bool]](postgresql=_take_one_statement,
+                                                                     sqlite=_take_none)

@@ -41,7 +41,7 @@ from ingest.engine.runtime.records import (
 )
 from ingest.engine.sql import lease as sql_lease
 from ingest.engine.sql import steps as sql_steps
-from ingest.engine.sql.base import is_postgres
+from ingest.engine.sql.base import ByVendor
 from ingest.engine.sql.steps import StepRow
 from ingest.engine.writes import notify, route
 
@@ -68,19 +68,7 @@ class InstanceStore:
 
     @ledger_io
     def load_steps(self) -> list[StepRecord]:
-        if is_postgres():
-            # Prepared, without the ORM: this runs at every turn. jsonb arrives as text here.
-            return [StepRecord(id=r[0], name=r[1], seq=r[2], position=r[3], kind=r[4], status=r[5],
-                               result=None if r[6] is None else json.loads(r[6]), error_name=r[7],
-                               error_message=r[8], attempts=r[9], wake_at=r[10], event_type=r[11],
-                               child_id=r[12], started_at=r[13],
-                               error_state=None if r[14] is None else json.loads(r[14]))
-                    for r in sql_steps.step_rows(self.instance_id)]
-        rows = Step.objects.filter(instance_id=self.instance_id).order_by("position").values_list(
-            "id", "name", "seq", "position", "kind", "status", "result", "error_name",
-            "error_message", "attempts", "wake_at", "event_type", "child_id", "started_at", "error_state",
-        )
-        return [StepRecord(*row) for row in rows]
+        return _step_writes().load(self.instance_id)
 
     @ledger_io
     def step_traceback(self, rec: StepRecord) -> str:
@@ -182,15 +170,12 @@ class InstanceStore:
     def step_started(self, *, rec: StepRecord | None, name: str, seq: int, position: int,
                      kind: str, config: StepConfig, attempt: int, now: datetime,
                      sensitive: bool, has_rollback: bool) -> StepRecord:
-        if rec is None and is_postgres() and not self.deferred:
-            # The first attempt writes nothing yet: its completion inserts the row, unless it
-            # runs long enough for its start marker to be written first (markers.py).
-            row = StepRow(iid=self.instance_id, name=name, seq=seq, position=position, kind=kind,
-                              config=config.json_text, sensitive=sensitive, has_rollback=has_rollback,
-                              label=step_label(name, seq))
-            return StepRecord(id=0, name=name, seq=seq, position=position, kind=kind,
-                              status=StepStatus.RUNNING, attempts=attempt, started_at=now, row=row,
-                              marker=markers.schedule(row=row, token=self.token, started=now, attempt=attempt))
+        if rec is None and not self.deferred:
+            unwritten = _step_writes().first_attempt(self, name=name, seq=seq, position=position, kind=kind,
+                                                     config=config, attempt=attempt, now=now,
+                                                     sensitive=sensitive, has_rollback=has_rollback)
+            if unwritten is not None:
+                return unwritten
         with self.txn(now):
             sql_lease.async_commit()
             if rec is None:
@@ -244,49 +229,8 @@ class InstanceStore:
 
         `deferred`: queue the write and return before it commits (collected by `settle`); on
         SQLite, or with writes deferred to this transaction, it is written at once."""
-        if is_postgres():
-            if not deferred:
-                self.settle()
-            with_start = self._settle_marker(rec)
-            row = rec.row or StepRow(
-                iid=self.instance_id, name=rec.name, seq=rec.seq, position=rec.position, kind=rec.kind,
-                config="{}", sensitive=False, has_rollback=False, label=step_label(rec.name, rec.seq))
-            finish = functools.partial(
-                route.step_finish, row=row, token=self.token, now=now, started=started, attempt=attempt,
-                result=None if result is None else (encoded if encoded is not None else json.dumps(result)),
-                worker=self.worker,
-                with_start=with_start, logs=logs)
-            handle = route.step_finish_deferred(**finish.keywords) if deferred and not self.deferred else None
-            if handle is not None:
-                with self._pending_lock:
-                    self._pending.append((rec, handle))
-                rec.status, rec.result, rec.row = StepStatus.COMPLETE, result, None
-                return
-            if self.deferred:
-                # The guard, the deferred writes and their history rows, then this statement: one
-                # transaction.
-                with self.txn(now):
-                    got = finish()
-                    if got is None:
-                        raise LeaseLost(self.instance_id)
-            else:
-                got = finish()
-            if got is None:
-                raise LeaseLost(self.instance_id)
-            self.control, rec.id = got
-            notify.history()
-            rec.status, rec.result, rec.row = StepStatus.COMPLETE, result, None
-            return
-        with self.txn(now):
-            Step.objects.filter(id=rec.id).update(
-                status=StepStatus.COMPLETE, result=result, ended_at=now, attempts=attempt,
-                error_name="", error_message="", error_traceback="", live_log=None,
-            )
-            Attempt.objects.create(step_id=rec.id, number=attempt, started_at=started, ended_at=now,
-                                   ok=True, worker=self.worker, logs=_logs(logs))
-            self.history(HistoryKind.STEP_COMPLETED, now, step_name=step_label(rec.name, rec.seq),
-                          attempt=attempt, ms=round((now - started).total_seconds() * 1000, 3))
-        rec.status, rec.result = StepStatus.COMPLETE, result
+        _step_writes().completed(self, rec, attempt=attempt, started=started, now=now, result=result,
+                                 encoded=encoded, deferred=deferred, logs=logs)
 
     @ledger_io
     def step_attempt_failed(self, rec: StepRecord, *, attempt: int, started: datetime, now: datetime,
@@ -347,6 +291,99 @@ class InstanceStore:
         if rec.id == 0:
             return 0
         return Attempt.objects.filter(step_id=rec.id, error_name=AttemptWait.BUDGET_HELD).count()
+
+
+class _OrmStepWrites:
+    """SQLite: a step's rows are read and written through the ORM, each write in the store's
+    guarded transaction."""
+
+    def load(self, instance_id: str) -> list[StepRecord]:
+        rows = Step.objects.filter(instance_id=instance_id).order_by("position").values_list(
+            "id", "name", "seq", "position", "kind", "status", "result", "error_name",
+            "error_message", "attempts", "wake_at", "event_type", "child_id", "started_at", "error_state",
+        )
+        return [StepRecord(*row) for row in rows]
+
+    def first_attempt(self, store: InstanceStore, *, name: str, seq: int, position: int, kind: str,
+                      config: StepConfig, attempt: int, now: datetime, sensitive: bool,
+                      has_rollback: bool) -> StepRecord | None:
+        """A first attempt's record when its row is left to its completion; None: write it now."""
+        return None
+
+    def completed(self, store: InstanceStore, rec: StepRecord, *, attempt: int, started: datetime, now: datetime,
+                  result: Any, encoded: str | None, deferred: bool, logs: str | None) -> None:
+        with store.txn(now):
+            Step.objects.filter(id=rec.id).update(
+                status=StepStatus.COMPLETE, result=result, ended_at=now, attempts=attempt,
+                error_name="", error_message="", error_traceback="", live_log=None,
+            )
+            Attempt.objects.create(step_id=rec.id, number=attempt, started_at=started, ended_at=now,
+                                   ok=True, worker=store.worker, logs=_logs(logs))
+            store.history(HistoryKind.STEP_COMPLETED, now, step_name=step_label(rec.name, rec.seq),
+                          attempt=attempt, ms=round((now - started).total_seconds() * 1000, 3))
+        rec.status, rec.result = StepStatus.COMPLETE, result
+
+
+class _StatementStepWrites(_OrmStepWrites):
+    """PostgreSQL: prepared statements, and a completion through the group commit (route.py)."""
+
+    def load(self, instance_id: str) -> list[StepRecord]:
+        # Prepared, without the ORM: this runs at every turn. jsonb arrives as text here.
+        return [StepRecord(id=r[0], name=r[1], seq=r[2], position=r[3], kind=r[4], status=r[5],
+                           result=None if r[6] is None else json.loads(r[6]), error_name=r[7],
+                           error_message=r[8], attempts=r[9], wake_at=r[10], event_type=r[11],
+                           child_id=r[12], started_at=r[13],
+                           error_state=None if r[14] is None else json.loads(r[14]))
+                for r in sql_steps.step_rows(instance_id)]
+
+    def first_attempt(self, store: InstanceStore, *, name: str, seq: int, position: int, kind: str,
+                      config: StepConfig, attempt: int, now: datetime, sensitive: bool,
+                      has_rollback: bool) -> StepRecord | None:
+        # The first attempt writes nothing yet: its completion inserts the row, unless it
+        # runs long enough for its start marker to be written first (markers.py).
+        row = StepRow(iid=store.instance_id, name=name, seq=seq, position=position, kind=kind,
+                      config=config.json_text, sensitive=sensitive, has_rollback=has_rollback,
+                      label=step_label(name, seq))
+        return StepRecord(id=0, name=name, seq=seq, position=position, kind=kind,
+                          status=StepStatus.RUNNING, attempts=attempt, started_at=now, row=row,
+                          marker=markers.schedule(row=row, token=store.token, started=now, attempt=attempt))
+
+    def completed(self, store: InstanceStore, rec: StepRecord, *, attempt: int, started: datetime, now: datetime,
+                  result: Any, encoded: str | None, deferred: bool, logs: str | None) -> None:
+        if not deferred:
+            store.settle()
+        with_start = store._settle_marker(rec)
+        row = rec.row or StepRow(
+            iid=store.instance_id, name=rec.name, seq=rec.seq, position=rec.position, kind=rec.kind,
+            config="{}", sensitive=False, has_rollback=False, label=step_label(rec.name, rec.seq))
+        finish = functools.partial(
+            route.step_finish, row=row, token=store.token, now=now, started=started, attempt=attempt,
+            result=None if result is None else (encoded if encoded is not None else json.dumps(result)),
+            worker=store.worker,
+            with_start=with_start, logs=logs)
+        handle = route.step_finish_deferred(**finish.keywords) if deferred and not store.deferred else None
+        if handle is not None:
+            with store._pending_lock:
+                store._pending.append((rec, handle))
+            rec.status, rec.result, rec.row = StepStatus.COMPLETE, result, None
+            return
+        if store.deferred:
+            # The guard, the deferred writes and their history rows, then this statement: one
+            # transaction.
+            with store.txn(now):
+                got = finish()
+                if got is None:
+                    raise LeaseLost(store.instance_id)
+        else:
+            got = finish()
+        if got is None:
+            raise LeaseLost(store.instance_id)
+        store.control, rec.id = got
+        notify.history()
+        rec.status, rec.result, rec.row = StepStatus.COMPLETE, result, None
+
+
+_step_writes = ByVendor[_OrmStepWrites](postgresql=_StatementStepWrites(), sqlite=_OrmStepWrites())
 
 
 def _logs(logs: str | None) -> Any:

@@ -30,7 +30,7 @@ from ingest.engine.runtime.records import (
 from ingest.engine.runtime.store import InstanceStore
 from ingest.engine.signature import error_signature
 from ingest.engine.sql import instances as sql_instances
-from ingest.engine.sql.base import is_postgres
+from ingest.engine.sql.base import ByVendor
 from ingest.engine.writes import notify, route
 
 
@@ -46,17 +46,8 @@ def suspend(store: InstanceStore, *, now: datetime, ready_at: datetime | None, s
     store.settle()
     sleep = store.only_sleep_write("start")
     plain = (sleep is not None and status == Status.WAITING and not pause and not event_type
-             and not child_id and not fan_out and not store.control and is_postgres())
-    # A plain sleep: the step, the suspension and their history in one statement. It matches
-    # nothing if an operator's control flag appeared meanwhile (or the lease is gone); the
-    # full path below then deals with that.
-    if plain and sleep is not None and sql_instances.sleep_suspend(
-        iid=store.instance_id, token=store.token, now=now, ready_at=ready_at, name=sleep.name,
-        seq=sleep.seq, position=sleep.position, started=sleep.at, wake_at=sleep.wake_at,
-        label=step_label(sleep.name, sleep.seq),
-    ):
-        store.clear_deferred()
-        notify.history()
+             and not child_id and not fan_out and not store.control)
+    if plain and sleep is not None and _endings().sleep(store, sleep, now=now, ready_at=ready_at):
         return status
     with store.txn(now):
         control = Control.PAUSE if pause else store.control
@@ -85,31 +76,7 @@ def suspend(store: InstanceStore, *, now: datetime, ready_at: datetime | None, s
 @ledger_io
 def finish(store: InstanceStore, *, now: datetime, status: str, output: Any = None, failure: Failure | None = None,
            failed_step: str = "", parent_id: str | None = None, generation: int = 0) -> None:
-    if status == Status.COMPLETE and not parent_id and is_postgres():
-        def complete(woke: SleepWrite | None = None) -> None:
-            if not route.instance_complete(
-                iid=store.instance_id, token=store.token, now=now,
-                output=None if output is None else json.dumps(output),
-                woke=None if woke is None else (woke.step_id, step_label(woke.name, woke.seq), woke.at),
-            ):
-                raise LeaseLost(store.instance_id)
-
-        woke = store.only_sleep_write("end")
-        if woke is not None:
-            store.settle()
-            complete(woke)  # the sleep's end rides in the same statement
-            store.clear_deferred()
-        elif store.deferred:
-            with store.txn(now):  # the guard, then the writes deferred to this transaction
-                complete()
-        else:
-            # Through the group commit this is queued behind the turn's deferred completions
-            # and refused if one of them failed (writes/commits.py): they are collected afterwards.
-            if not route.grouped():
-                store.settle()
-            complete()
-            store.settle()
-        notify.history()
+    if status == Status.COMPLETE and not parent_id and _endings().complete(store, now=now, output=output):
         return
     with store.txn(now):
         Instance.objects.filter(id=store.instance_id).update(
@@ -171,3 +138,63 @@ def rollback_recorded(store: InstanceStore, *, name: str, position: int, now: da
         kind = HistoryKind.STEP_FAILED if failure else HistoryKind.STEP_COMPLETED
         extra = {"error": failure.name, "message": failure.message[:500]} if failure else {}
         store.history(kind, now, step_name=name, rollback=True, **extra)
+
+
+class _OrmEndings:
+    """SQLite: every ending takes the full path (the ORM, in the store's guarded transaction)."""
+
+    def sleep(self, store: InstanceStore, sleep: SleepWrite, *, now: datetime, ready_at: datetime | None) -> bool:
+        """Suspend for a plain sleep in one statement; False when the full path must do it."""
+        return False
+
+    def complete(self, store: InstanceStore, *, now: datetime, output: Any) -> bool:
+        """End a top-level instance as complete in one statement; False when the full path must."""
+        return False
+
+
+class _StatementEndings(_OrmEndings):
+    """PostgreSQL: the common endings are one statement each."""
+
+    def sleep(self, store: InstanceStore, sleep: SleepWrite, *, now: datetime, ready_at: datetime | None) -> bool:
+        # The step, the suspension and their history in one statement. It matches nothing if an
+        # operator's control flag appeared meanwhile (or the lease is gone); the full path then
+        # deals with that.
+        if not sql_instances.sleep_suspend(
+            iid=store.instance_id, token=store.token, now=now, ready_at=ready_at, name=sleep.name,
+            seq=sleep.seq, position=sleep.position, started=sleep.at, wake_at=sleep.wake_at,
+            label=step_label(sleep.name, sleep.seq),
+        ):
+            return False
+        store.clear_deferred()
+        notify.history()
+        return True
+
+    def complete(self, store: InstanceStore, *, now: datetime, output: Any) -> bool:
+        def complete(woke: SleepWrite | None = None) -> None:
+            if not route.instance_complete(
+                iid=store.instance_id, token=store.token, now=now,
+                output=None if output is None else json.dumps(output),
+                woke=None if woke is None else (woke.step_id, step_label(woke.name, woke.seq), woke.at),
+            ):
+                raise LeaseLost(store.instance_id)
+
+        woke = store.only_sleep_write("end")
+        if woke is not None:
+            store.settle()
+            complete(woke)  # the sleep's end rides in the same statement
+            store.clear_deferred()
+        elif store.deferred:
+            with store.txn(now):  # the guard, then the writes deferred to this transaction
+                complete()
+        else:
+            # Through the group commit this is queued behind the turn's deferred completions
+            # and refused if one of them failed (writes/commits.py): they are collected afterwards.
+            if not route.grouped():
+                store.settle()
+            complete()
+            store.settle()
+        notify.history()
+        return True
+
+
+_endings = ByVendor[_OrmEndings](postgresql=_StatementEndings(), sqlite=_OrmEndings())

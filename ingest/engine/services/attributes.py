@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import transaction
 
 from ingest.engine.errors import InvalidSearchAttributes
 from ingest.engine.models import InstanceAttributes
+from ingest.engine.sql import attributes as sql_attributes
 
 KEY = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 MAX_KEYS = 20
@@ -47,28 +47,6 @@ def attributes_check(values: dict[str, Any]) -> dict[str, str | None]:
 # below). On PostgreSQL without waiting for the WAL flush when it is a transaction of its own, as
 # the fact writes: the step's completion, written after it, flushes it, and a crash that loses
 # it loses the completion too, so the step runs again.
-_INSERT_NEW = """INSERT INTO engine_instance_attributes (instance_id, attributes) VALUES (%s, %s)
-    ON CONFLICT (instance_id) DO NOTHING RETURNING 1"""
-_INSERT_NEW_PG = """INSERT INTO engine_instance_attributes (instance_id, attributes) VALUES (%s, %s::jsonb)
-    ON CONFLICT (instance_id) DO NOTHING RETURNING 1"""
-_INSERT_NEW_PG_ALONE = """WITH c AS (SELECT set_config('synchronous_commit', 'off', true) AS v)
-    INSERT INTO engine_instance_attributes (instance_id, attributes) SELECT %s, %s::jsonb FROM c
-    ON CONFLICT (instance_id) DO NOTHING RETURNING 1"""
-
-
-def _insert_new(instance_id: str, attributes: dict[str, str]) -> bool:
-    """Whether the instance's row was inserted with `attributes` (False: it exists already)."""
-    from ingest.engine.sql.base import is_postgres, prepared_row
-
-    text = json.dumps(attributes)
-    if is_postgres():
-        statement = _INSERT_NEW_PG if connection.in_atomic_block else _INSERT_NEW_PG_ALONE
-        return prepared_row(statement, (instance_id, text)) is not None
-    with connection.cursor() as cursor:
-        cursor.execute(_INSERT_NEW, (instance_id, text))
-        return cursor.fetchone() is not None
-
-
 def attributes_set(*, instance_id: str, values: dict[str, Any]) -> dict[str, str]:
     """Merge `values` into the instance's attributes (None removes a key); returns them all.
     Setting the same values again changes nothing, so a step that re-runs may call it again.
@@ -77,7 +55,7 @@ def attributes_set(*, instance_id: str, values: dict[str, Any]) -> dict[str, str
     merged under the row's lock (get-or-create, then an update if anything changed)."""
     checked = attributes_check(values)
     first = {k: v for k, v in checked.items() if v is not None}
-    if len(first) <= MAX_KEYS and _insert_new(instance_id, first):
+    if len(first) <= MAX_KEYS and sql_attributes.attributes_insert_new(instance_id=instance_id, attributes=first):
         return first
     with transaction.atomic():
         row, _ = InstanceAttributes.objects.select_for_update().get_or_create(

@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 
@@ -23,6 +23,29 @@ def is_postgres() -> bool:
     if not _vendor:
         _vendor = connection.vendor
     return _vendor == "postgresql"
+
+
+T = TypeVar("T")
+
+
+class ByVendor(Generic[T]):
+    """One concern's differences between the two databases: an implementation for PostgreSQL
+    and one for SQLite (any other vendor is taken for SQLite, as `is_postgres` does), chosen at
+    first use for the default database and kept. A module that holds a concern's differences
+    keeps them here, so the code that calls it has one path; calling `impl()` costs one
+    attribute read once chosen."""
+
+    __slots__ = ("_chosen", "_postgresql", "_sqlite")
+
+    def __init__(self, *, postgresql: T, sqlite: T) -> None:
+        self._postgresql, self._sqlite = postgresql, sqlite
+        self._chosen: T | None = None
+
+    def __call__(self) -> T:
+        chosen = self._chosen
+        if chosen is None:
+            chosen = self._chosen = self._postgresql if connection.vendor == "postgresql" else self._sqlite
+        return chosen
 
 
 # What a claim writes: the lease, the turn count, the first start, and running for the ledger.

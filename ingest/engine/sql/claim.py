@@ -8,11 +8,11 @@ import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from django.db import connection
 
-from ingest.engine.sql.base import FINISHED_OR_PAUSED, LEASE_SET, is_postgres, prepare_session
+from ingest.engine.sql.base import FINISHED_OR_PAUSED, LEASE_SET, ByVendor, prepare_session
 
 
 @dataclass(frozen=True)
@@ -30,11 +30,7 @@ class Claimed:
 def claim_unlimited(*, owner: str, token: str, limit: int, now: datetime, lease_until: datetime,
                     exclude: Sequence[str] = ()) -> list[Claimed]:
     """The fast path: lease the first `limit` runnable instances of workflows not in `exclude`."""
-    if is_postgres():
-        return _claim_postgres(owner=owner, token=token, limit=limit, now=now, lease_until=lease_until,
-                               exclude=exclude)
-    return _claim_sqlite(owner=owner, token=token, limit=limit, now=now, lease_until=lease_until,
-                         exclude=exclude)
+    return _claim()(owner=owner, token=token, limit=limit, now=now, lease_until=lease_until, exclude=exclude)
 
 
 def _claim_postgres(*, owner: str, token: str, limit: int, now: datetime, lease_until: datetime,
@@ -140,6 +136,14 @@ def _claim_sqlite(*, owner: str, token: str, limit: int, now: datetime, lease_un
         cursor.execute(select, [now, now, *exclude, limit])
         rows = cursor.fetchall()
     return lease_sqlite(rows, owner=owner, token=token, now=now, lease_until=lease_until)
+
+
+class _Claim(Protocol):
+    def __call__(self, *, owner: str, token: str, limit: int, now: datetime, lease_until: datetime,
+                 exclude: Sequence[str] = ()) -> list[Claimed]: ...
+
+
+_claim = ByVendor[_Claim](postgresql=_claim_postgres, sqlite=_claim_sqlite)
 
 
 def lease_sqlite(rows: Sequence[Sequence[Any]], *, owner: str, token: str, now: datetime,

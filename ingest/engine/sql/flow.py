@@ -10,7 +10,7 @@ from typing import Any
 
 from django.db import connection
 
-from ingest.engine.sql.base import FINISHED_OR_PAUSED, LEASE_SET, aware, is_postgres
+from ingest.engine.sql.base import FINISHED_OR_PAUSED, LEASE_SET, ByVendor, aware
 from ingest.engine.sql.claim import Claimed, lease_sqlite
 
 
@@ -45,10 +45,6 @@ _LIVE_LEASE = "i.lease_owner <> '' AND i.lease_expires_at >= %s"
 # A group's latest first start: one backward step of instance_flow_starts per group.
 _LAST_START = """(SELECT MAX(x.started_at) FROM engine_instance x
                    WHERE x.workflow = {w} AND x.concurrency_key = {k} AND x.started_at IS NOT NULL)"""
-
-
-def _ts() -> str:
-    return "CAST(%s AS timestamptz)" if is_postgres() else "%s"
 
 
 def _key_caps(limits: Sequence[FlowLimit]) -> tuple[str, list[Any]]:
@@ -113,18 +109,7 @@ def claim_groups(*, limits: Sequence[FlowLimit], now: datetime, max_groups: int)
     """
     params: list[Any] = [v for lim in limits for v in (lim.workflow, lim.concurrency)]
     params += [*keycap_params, *names, now, now, *names, now]
-    if is_postgres():
-        # The inner LIMIT keeps the subquery from being flattened, so the lock function runs
-        # only on the groups the outer LIMIT pulls, in order, and stops once it holds enough.
-        sql = f"""
-            SELECT g.workflow, g.ckey FROM ({groups}) AS g
-            WHERE pg_try_advisory_xact_lock(hashtext('runledger.flow'), hashtext(g.workflow || '|' || g.ckey))
-            LIMIT %s
-        """
-        params += [max(4 * max_groups, 32), max_groups]
-    else:
-        sql = groups
-        params.append(max_groups)
+    sql = _flow().groups_locked(groups, params, max_groups=max_groups)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return [FlowGroup(workflow=row[0], key=row[1]) for row in cursor.fetchall()]
@@ -142,7 +127,8 @@ def claim_limited(*, groups: Sequence[FlowGroup], limits: Sequence[FlowLimit], o
     slot after that — then priority, then the least recently started group: the round robin
     that keeps one key's backlog from starving the others, even one claim at a time.
     """
-    lim_rows = ", ".join([f"(%s, CAST(%s AS integer), CAST(%s AS integer), {_ts()})"] * len(limits))
+    dialect = _flow()
+    lim_rows = ", ".join([f"(%s, CAST(%s AS integer), CAST(%s AS integer), {dialect.ts})"] * len(limits))
     grp_rows = ", ".join(["(%s, %s)"] * len(groups))
     in_group = "g.workflow = i.workflow AND g.ckey = i.concurrency_key"
     # The literal workflow list (the VALUES rows are opaque to the planner) lets it read the
@@ -158,22 +144,8 @@ def claim_limited(*, groups: Sequence[FlowGroup], limits: Sequence[FlowLimit], o
     rated = sorted({lim.workflow for lim in limits if lim.rate is not None})
     rated_in = f"IN ({', '.join(['%s'] * len(rated))})" if rated else ""
     prune = "c.rn <= %s" + (f" OR c.workflow {rated_in}" if rated else "")
-    if is_postgres():
-        # The same, before the ranking: each group's first `limit` candidates in index order
-        # (instance_flow_ready), so no claim sorts a backlog of thousands.
-        top = f"CASE WHEN g.workflow {rated_in} THEN NULL ELSE CAST(%s AS bigint) END" if rated else "%s"
-        cand_from = f"""FROM grp g CROSS JOIN LATERAL (
-                SELECT i.id, i.status, i.workflow, i.concurrency_key, i.priority, i.ready_at, i.created_at,
-                       i.started_at
-                FROM engine_instance i
-                WHERE i.workflow = g.workflow AND i.concurrency_key = g.ckey AND {_CLAIMABLE}
-                ORDER BY i.priority DESC, i.ready_at, i.created_at, i.id
-                LIMIT {top}
-            ) i"""
-        cand_params: list[Any] = [now, now, *rated, limit]
-    else:
-        cand_from = f"FROM engine_instance i JOIN grp g ON {in_group} WHERE i.workflow IN ({names}) AND {_CLAIMABLE}"
-        cand_params = [*workflows, now, now]
+    cand_from, cand_params = dialect.candidates(in_group=in_group, names=names, workflows=workflows, rated=rated,
+                                                rated_in=rated_in, limit=limit, now=now)
     keycap, keycap_params = _key_caps(limits)
     chosen = f"""
         WITH lim(workflow, conc, rate, since) AS (VALUES {lim_rows}),
@@ -219,29 +191,82 @@ def claim_limited(*, groups: Sequence[FlowGroup], limits: Sequence[FlowLimit], o
     params += keycap_params
     params += [v for g in groups for v in (g.workflow, g.key)]
     params += [now, *cand_params, limit, *rated, limit]
-    if not is_postgres():
+    return dialect.lease_chosen(chosen, params, owner=owner, token=token, now=now, lease_until=lease_until)
+
+
+class _SqliteFlow:
+    """SQLite: one worker process, whose write transaction holds the database from BEGIN, so no
+    group needs a lock of its own and the chosen rows are leased by a second statement."""
+
+    ts = "%s"
+
+    def groups_locked(self, groups: str, params: list[Any], *, max_groups: int) -> str:
+        params.append(max_groups)
+        return groups
+
+    def candidates(self, *, in_group: str, names: str, workflows: Sequence[str], rated: Sequence[str],
+                   rated_in: str, limit: int, now: datetime) -> tuple[str, list[Any]]:
+        return (f"FROM engine_instance i JOIN grp g ON {in_group} WHERE i.workflow IN ({names}) AND {_CLAIMABLE}",
+                [*workflows, now, now])
+
+    def lease_chosen(self, chosen: str, params: list[Any], *, owner: str, token: str, now: datetime,
+                     lease_until: datetime) -> list[Claimed]:
         with connection.cursor() as cursor:
             cursor.execute(f"{chosen} SELECT id, status FROM chosen", params)
             rows = cursor.fetchall()
         return lease_sqlite(rows, owner=owner, token=token, now=now, lease_until=lease_until)
-    # The group locks keep other claimers away from these rows; SKIP LOCKED only steps over a
-    # row an operator holds, and the re-checked WHERE drops one whose state moved meanwhile.
-    lease = LEASE_SET.replace("i.", "u.").replace("%(owner)s", "%s").replace("%(token)s", "%s")
-    lease = lease.replace("%(until)s", "%s").replace("%(now)s", "%s")
-    sql = f"""{chosen},
-        locked AS (
-            SELECT i.id, i.status FROM engine_instance i
-            WHERE i.id IN (SELECT id FROM chosen) AND {_CLAIMABLE}
-            FOR UPDATE SKIP LOCKED
-        )
-        UPDATE engine_instance AS u SET {lease}
-        FROM locked WHERE u.id = locked.id
-        RETURNING u.id, locked.status, u.workflow, u.tenant
-    """
-    params += [now, now, owner, token, lease_until, now, now]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return [Claimed(*row) for row in cursor.fetchall()]
+
+
+class _PostgresFlow(_SqliteFlow):
+    ts = "CAST(%s AS timestamptz)"
+
+    def groups_locked(self, groups: str, params: list[Any], *, max_groups: int) -> str:
+        # The inner LIMIT keeps the subquery from being flattened, so the lock function runs
+        # only on the groups the outer LIMIT pulls, in order, and stops once it holds enough.
+        params += [max(4 * max_groups, 32), max_groups]
+        return f"""
+            SELECT g.workflow, g.ckey FROM ({groups}) AS g
+            WHERE pg_try_advisory_xact_lock(hashtext('runledger.flow'), hashtext(g.workflow || '|' || g.ckey))
+            LIMIT %s
+        """
+
+    def candidates(self, *, in_group: str, names: str, workflows: Sequence[str], rated: Sequence[str],
+                   rated_in: str, limit: int, now: datetime) -> tuple[str, list[Any]]:
+        # The same pruning as claim_limited's, before the ranking: each group's first `limit`
+        # candidates in index order (instance_flow_ready), so no claim sorts a backlog of thousands.
+        top = f"CASE WHEN g.workflow {rated_in} THEN NULL ELSE CAST(%s AS bigint) END" if rated else "%s"
+        return f"""FROM grp g CROSS JOIN LATERAL (
+                SELECT i.id, i.status, i.workflow, i.concurrency_key, i.priority, i.ready_at, i.created_at,
+                       i.started_at
+                FROM engine_instance i
+                WHERE i.workflow = g.workflow AND i.concurrency_key = g.ckey AND {_CLAIMABLE}
+                ORDER BY i.priority DESC, i.ready_at, i.created_at, i.id
+                LIMIT {top}
+            ) i""", [now, now, *rated, limit]
+
+    def lease_chosen(self, chosen: str, params: list[Any], *, owner: str, token: str, now: datetime,
+                     lease_until: datetime) -> list[Claimed]:
+        # The group locks keep other claimers away from these rows; SKIP LOCKED only steps over a
+        # row an operator holds, and the re-checked WHERE drops one whose state moved meanwhile.
+        lease = LEASE_SET.replace("i.", "u.").replace("%(owner)s", "%s").replace("%(token)s", "%s")
+        lease = lease.replace("%(until)s", "%s").replace("%(now)s", "%s")
+        sql = f"""{chosen},
+            locked AS (
+                SELECT i.id, i.status FROM engine_instance i
+                WHERE i.id IN (SELECT id FROM chosen) AND {_CLAIMABLE}
+                FOR UPDATE SKIP LOCKED
+            )
+            UPDATE engine_instance AS u SET {lease}
+            FROM locked WHERE u.id = locked.id
+            RETURNING u.id, locked.status, u.workflow, u.tenant
+        """
+        params += [now, now, owner, token, lease_until, now, now]
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return [Claimed(*row) for row in cursor.fetchall()]
+
+
+_flow = ByVendor[_SqliteFlow](postgresql=_PostgresFlow(), sqlite=_SqliteFlow())
 
 
 def rate_window_starts(*, workflow: str, key: str, since: datetime) -> list[datetime]:

@@ -7,7 +7,7 @@ from datetime import datetime
 
 from django.db import connection
 
-from ingest.engine.sql.base import is_postgres
+from ingest.engine.sql.base import ByVendor
 
 
 def guard(*, instance_id: str, token: str, now: datetime, lease_until: datetime) -> str | None:
@@ -23,27 +23,7 @@ def guard(*, instance_id: str, token: str, now: datetime, lease_until: datetime)
     the lease alive). SQLite's write transactions are exclusive already; there the guard also
     extends the lease to `lease_until`.
     """
-    with connection.cursor() as cursor:
-        if is_postgres():
-            cursor.execute(
-                """
-                SELECT control FROM engine_instance
-                WHERE id = %s AND lease_token = %s AND lease_expires_at > %s
-                FOR SHARE
-                """,
-                [instance_id, token, now],
-            )
-        else:
-            cursor.execute(
-                """
-                UPDATE engine_instance SET lease_expires_at = %s, updated_at = %s
-                WHERE id = %s AND lease_token = %s AND lease_expires_at > %s
-                RETURNING control
-                """,
-                [lease_until, now, instance_id, token, now],
-            )
-        row = cursor.fetchone()
-    return None if row is None else str(row[0])
+    return _lease().guard(instance_id=instance_id, token=token, now=now, lease_until=lease_until)
 
 
 def heartbeat(*, owner: str, tokens: dict[str, str], lease_until: datetime) -> dict[str, str]:
@@ -52,10 +32,7 @@ def heartbeat(*, owner: str, tokens: dict[str, str], lease_until: datetime) -> d
         return {}
     ids = sorted(tokens)
     marks = ", ".join(["%s"] * len(ids))
-    # On PostgreSQL the rows are locked in id order first, as a group commit locks them
-    # (_GROUP_TEMPLATE), so the two never wait on each other in a cycle.
-    locked = (f"SELECT id FROM engine_instance WHERE id IN ({marks}) ORDER BY id FOR UPDATE"
-              if is_postgres() else marks)
+    locked = _lease().heartbeat_ids(marks)
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
@@ -95,6 +72,55 @@ def async_commit() -> None:
     Used only for advisory rows (a step's start marker): losing one in a database crash
     costs nothing, the step's durable completion is written separately.
     """
-    if is_postgres():
+    _lease().async_commit()
+
+
+class _SqliteLease:
+    """SQLite: write transactions are exclusive already (BEGIN IMMEDIATE); the guard extends the
+    lease as it checks it, and every commit is durable."""
+
+    def guard(self, *, instance_id: str, token: str, now: datetime, lease_until: datetime) -> str | None:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                """
+                UPDATE engine_instance SET lease_expires_at = %s, updated_at = %s
+                WHERE id = %s AND lease_token = %s AND lease_expires_at > %s
+                RETURNING control
+                """,
+                [lease_until, now, instance_id, token, now],
+            )
+            row = cursor.fetchone()
+        return None if row is None else str(row[0])
+
+    def heartbeat_ids(self, marks: str) -> str:
+        return marks
+
+    def async_commit(self) -> None:
+        pass
+
+
+class _PostgresLease(_SqliteLease):
+    def guard(self, *, instance_id: str, token: str, now: datetime, lease_until: datetime) -> str | None:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                """
+                SELECT control FROM engine_instance
+                WHERE id = %s AND lease_token = %s AND lease_expires_at > %s
+                FOR SHARE
+                """,
+                [instance_id, token, now],
+            )
+            row = cursor.fetchone()
+        return None if row is None else str(row[0])
+
+    def heartbeat_ids(self, marks: str) -> str:
+        # The rows are locked in id order first, as a group commit locks them (_GROUP_TEMPLATE),
+        # so the two never wait on each other in a cycle.
+        return f"SELECT id FROM engine_instance WHERE id IN ({marks}) ORDER BY id FOR UPDATE"
+
+    def async_commit(self) -> None:
         with connection.cursor() as cursor:
             cursor.execute("SET LOCAL synchronous_commit TO OFF")
+
+
+_lease = ByVendor[_SqliteLease](postgresql=_PostgresLease(), sqlite=_SqliteLease())

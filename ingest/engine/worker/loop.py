@@ -39,9 +39,10 @@ from ingest.engine.runtime.records import EngineFault
 from ingest.engine.sql import lease as sql_lease
 from ingest.engine.sql import liveness as sql_liveness
 from ingest.engine.sql import workers as sql_workers
-from ingest.engine.sql.base import drop_broken_connection, engine_connection, is_postgres
+from ingest.engine.sql.base import drop_broken_connection
 from ingest.engine.sql.claim import Claimed
-from ingest.engine.worker.liveness import Liveness, first_line
+from ingest.engine.worker.database import worker_db
+from ingest.engine.worker.liveness import first_line
 from ingest.engine.worker.turns import claim, lease_token, run_turn
 from ingest.engine.writes import commits
 
@@ -78,8 +79,8 @@ class Worker:
         self._claim_failures = FailureLog()
         self._beat_failures = FailureLog()
         self._renew_failures = FailureLog()  # turns whose lease cannot be taken back after a fault
-        self.liveness = (Liveness(worker_id=self.worker_id, wake=self.wake, stopped=self.stopped,
-                                  released=self._release_dead) if is_postgres() else None)
+        self.liveness = worker_db().liveness(worker_id=self.worker_id, wake=self.wake, stopped=self.stopped,
+                                             released=self._release_dead)
         self.turns = 0
 
     # ---- lifecycle -----------------------------------------------------------------------
@@ -177,13 +178,8 @@ class Worker:
 
     def _claim_connection(self) -> Any:
         """The claim loop's own engine connection (sql/base.py's engine_connection), on PostgreSQL."""
-        if not is_postgres():
-            return None
-        conn = self._claim_conn
-        if conn is None or conn.closed or conn.broken or self._claim_epoch != pg.connections_epoch():
-            self._close_claim_connection()
-            self._claim_epoch = pg.connections_epoch()
-            self._claim_conn = engine_connection()
+        self._claim_conn, self._claim_epoch = worker_db().claim_connection(
+            self._claim_conn, self._claim_epoch, self._close_claim_connection)
         return self._claim_conn
 
     def _close_claim_connection(self) -> None:

@@ -3,31 +3,26 @@ load each claimed instance, and run one turn of it; `run_until_idle` does all of
 
 from __future__ import annotations
 
-import json
 import secrets
 import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, connection
 
-from ingest.engine import clock, flow, logcontext, tracing
-from ingest.engine.models import History, HistoryKind, Instance, Status
+from ingest.engine import clock, logcontext, tracing
+from ingest.engine.models import History, HistoryKind, Instance
 from ingest.engine.runtime import turn
 from ingest.engine.runtime.execution import Execution
 from ingest.engine.runtime.outcomes import TurnEnd
 from ingest.engine.runtime.records import EngineFault
 from ingest.engine.runtime.steps import AsyncStep, Step
 from ingest.engine.runtime.store import InstanceStore
-from ingest.engine.sql import claim as sql_claim
-from ingest.engine.sql import instances as sql_instances
 from ingest.engine.sql import lease as sql_lease
 from ingest.engine.sql import liveness as sql_liveness
-from ingest.engine.sql.base import is_postgres
 from ingest.engine.sql.claim import Claimed
-from ingest.engine.workflow import registered_workflows
-from ingest.engine.writes import notify
+from ingest.engine.worker.database import instance_from_row, worker_db
 
 
 def _make_step(execution: Execution, is_async: bool) -> Step | AsyncStep:
@@ -41,7 +36,7 @@ def run_turn(instance_id: str, *, token: str, worker_id: str, lease: timedelta,
     claim returned of it; when that holds its row, the turn does not read the row again, nor its
     steps when it has none. `ending`: called when only the turn's last write is left."""
     if claimed is not None and claimed.row is not None:
-        inst = _instance_from_row(claimed.row)
+        inst = instance_from_row(claimed.row)
     else:
         inst = load_instance(instance_id)
     store = InstanceStore(instance_id=inst.id, token=token, worker=worker_id, workflow=inst.workflow,
@@ -66,23 +61,9 @@ def _traced(inst: Instance, worker_id: str, run: Callable[[], str]) -> str:
         return tracing.traced_turn(inst, worker=worker_id, ingress=ingress, run=run)
 
 
-_COLUMNS = [f.attname for f in Instance._meta.concrete_fields]
-_JSON_COLUMNS = {i for i, f in enumerate(Instance._meta.concrete_fields) if f.get_internal_type() == "JSONField"}
-
-
 def load_instance(instance_id: str) -> Instance:
-    """The claimed instance's row: on PostgreSQL a prepared statement (every turn starts here)."""
-    if not is_postgres():
-        return Instance.objects.get(id=instance_id)
-    row = sql_instances.instance_row(instance_id, _COLUMNS)
-    if row is None:
-        raise Instance.DoesNotExist(instance_id)
-    return _instance_from_row(row)
-
-
-def _instance_from_row(row: tuple[Any, ...]) -> Instance:
-    values = [json.loads(v) if i in _JSON_COLUMNS and v is not None else v for i, v in enumerate(row)]
-    return Instance.from_db(connection.alias, _COLUMNS, values)
+    """The claimed instance's row (on PostgreSQL a prepared statement: every turn starts here)."""
+    return worker_db().load_instance(instance_id)
 
 
 def claim_batch(*, worker_id: str, limit: int, lease: timedelta, now: datetime | None = None) -> tuple[str, list[str]]:
@@ -99,41 +80,8 @@ def claim(*, worker_id: str, limit: int, lease: timedelta, now: datetime | None 
     lock, so these leases end with its session (sql/liveness.py)."""
     now = now or clock.now()
     token = lease_token(tied=tied)
-    limits = flow.claim_limits(registered_workflows(), now=now) if is_postgres() else None
-    if limits is not None and flow.uncapped(limits):
-        # The fast path: one prepared statement for every workflow but the fair ones, then
-        # (slots left) the fair ones' round robin over their keys, as flow.claim orders them.
-        fair = [lim.workflow for lim in limits]
-        claimed = sql_claim.claim_and_record(owner=worker_id, token=token, limit=limit, now=now,
-                                             lease_until=now + lease, columns=_COLUMNS, raw=raw, exclude=fair)
-        if any(c.previous_status in (Status.QUEUED, Status.WAITING) for c in claimed):
-            notify.request_history()  # committed already: the statement was its own transaction
-        if fair and len(claimed) < limit:
-            claimed += _claim_recorded(lambda: flow.claim_fair(limits, owner=worker_id, token=token,
-                                                               limit=limit - len(claimed), now=now,
-                                                               lease_until=now + lease), now=now)
-        return token, claimed
-    return token, _claim_recorded(lambda: flow.claim(owner=worker_id, token=token, limit=limit, now=now,
-                                                     lease_until=now + lease, limits=limits), now=now)
-
-
-def _claim_recorded(claim_in: Callable[[], list[Claimed]], *, now: datetime) -> list[Claimed]:
-    """Run a claim in a transaction with the history rows of the instances it moves to running."""
-    with transaction.atomic():
-        claimed = claim_in()
-        moved = [c for c in claimed if c.previous_status in (Status.QUEUED, Status.WAITING)]
-        if moved:
-            notify.history()
-            if all(c.workflow for c in moved):
-                sql_claim.history_running(claimed=moved, now=now)
-            else:  # SQLite: the claim did not return them
-                rows = Instance.objects.filter(id__in=[c.id for c in moved]).values_list("id", "workflow", "tenant")
-                History.objects.bulk_create([
-                    History(instance_id=i, workflow=w, tenant=t, kind=HistoryKind.INSTANCE_STATUS,
-                            status=Status.RUNNING, created_at=now)
-                    for i, w, t in rows
-                ])
-    return claimed
+    return token, worker_db().claim(worker_id=worker_id, token=token, limit=limit, now=now,
+                                    lease_until=now + lease, raw=raw)
 
 
 def lease_token(*, tied: bool) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from django.db import transaction
@@ -19,7 +20,7 @@ from django.db import transaction
 from ingest.engine import pg
 from ingest.engine.backoff import Backoff, FailureLog
 from ingest.engine.sql import channels as sql_channels
-from ingest.engine.sql.base import is_postgres
+from ingest.engine.sql.base import ByVendor
 
 log = logging.getLogger("runledger.engine")
 COALESCE_SECONDS = 0.05
@@ -95,18 +96,24 @@ def _send(conn: Any, channels: set[str]) -> Any:
 _notifier = Notifier()
 
 
-def _after_commit(channel: str) -> None:
-    if is_postgres():
-        conn = transaction.get_connection()
-        if conn.in_atomic_block:
-            conn.on_commit(lambda: _notifier.request(channel))
-        else:  # autocommit: the statement that asked has committed already
-            _notifier.request(channel)
+def _notify_after_commit(channel: str) -> None:
+    conn = transaction.get_connection()
+    if conn.in_atomic_block:
+        conn.on_commit(lambda: _notifier.request(channel))
+    else:  # autocommit: the statement that asked has committed already
+        _notifier.request(channel)
+
+
+def _nobody_listens(channel: str) -> None:
+    """SQLite: one process; the live feed polls and the worker's idle wait is short."""
+
+
+_after_commit = ByVendor[Callable[[str], None]](postgresql=_notify_after_commit, sqlite=_nobody_listens)
 
 
 def ready() -> None:
     """Instances became runnable: wake idle workers (after this transaction commits)."""
-    _after_commit(sql_channels.READY_CHANNEL)
+    _after_commit()(sql_channels.READY_CHANNEL)
 
 
 def request_history() -> None:
@@ -116,4 +123,4 @@ def request_history() -> None:
 
 def history() -> None:
     """History rows were written: wake the dashboards' followers (after this transaction commits)."""
-    _after_commit(sql_channels.HISTORY_CHANNEL)
+    _after_commit()(sql_channels.HISTORY_CHANNEL)

@@ -12,7 +12,6 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from ingest.engine import is_postgres
 from ingest.engine.models import FINISHED_STATUSES
 from ingest.engine.services import instances as engine_services
 from ingest.triggers import coalesce, limits, signing
@@ -211,9 +210,10 @@ def _seen(route: Route, *, timestamp: str | None, signature: str | None) -> Seen
 
 
 def _one_statement(route: Route) -> bool:
-    """Whether the request's own row and the instance go in one statement (PostgreSQL, a route
-    that neither debounces nor batches): one round trip where the ORM took five."""
-    return is_postgres() and not route.coalesce
+    """Whether the request's own row and the instance go in one statement, given the digests the
+    lookup found (`current`, which only PostgreSQL's lookup returns, triggers/sql.py): a route
+    that neither debounces nor batches. One round trip where the ORM took five."""
+    return not route.coalesce
 
 
 def _replayed(instance_id: str) -> ReplayedRequest:

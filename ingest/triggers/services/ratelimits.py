@@ -16,7 +16,6 @@ from datetime import datetime, timedelta
 
 from django.db import IntegrityError, transaction
 
-from ingest.engine import is_postgres
 from ingest.triggers import buckets
 from ingest.triggers import sql as trigger_sql
 from ingest.triggers.errors import UnknownRateLimit
@@ -87,7 +86,7 @@ def rate_limit_acquire(*, key: str, cost: float = 1, now: datetime,
     takes the locked path, for the wait.
     """
     capacity = None if per_second is None else float(burst if burst is not None else max(1.0, per_second))
-    if capacity is not None and per_second is not None and cost == 1 and is_postgres() \
+    if capacity is not None and per_second is not None and cost == 1 \
             and trigger_sql.bucket_take_one(key=key, capacity=capacity, refill=float(per_second), now=now):
         return 0.0
     with transaction.atomic():
@@ -120,7 +119,7 @@ def rate_limits_take(*, limits: list[tuple[str, int]], now: datetime) -> float:
     """
     if not limits:
         return 0.0
-    if len(limits) == 1 and is_postgres():
+    if len(limits) == 1:
         key, per_minute = limits[0]
         if trigger_sql.bucket_take_one(key=key, capacity=float(per_minute), refill=per_minute / 60.0, now=now):
             return 0.0

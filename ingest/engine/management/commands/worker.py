@@ -3,21 +3,19 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import gc
 import logging
 import os
 import signal
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ingest.engine import logcontext
-from ingest.engine.sql.base import is_postgres
+from ingest.engine.worker.database import worker_db
 from ingest.engine.worker.loop import Worker
 
 log = logging.getLogger("runledger.engine.worker")
@@ -59,7 +57,7 @@ class Command(BaseCommand):
         stop = threading.Event()
         for sig in STOP_SIGNALS:
             signal.signal(sig, lambda *_: stop.set())
-        lock = self._single_sqlite_worker()
+        lock = worker_db().process_lock()  # SQLite: one worker process per database
         try:
             worker = Worker(concurrency=options["concurrency"], worker_id=options["id"],
                             lease_seconds=options["lease"], poll_seconds=options["poll"])
@@ -105,20 +103,6 @@ class Command(BaseCommand):
             return
         self.stdout.write(message)
         self.stdout.flush()
-
-    def _single_sqlite_worker(self) -> Any:
-        if is_postgres():
-            return None
-        name = Path(str(settings.DATABASES["default"]["NAME"]))
-        handle = open(name.with_suffix(name.suffix + ".worker-lock"), "w")  # noqa: SIM115 - held for the process
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise CommandError(
-                f"another worker already runs on the SQLite database {name}; SQLite takes one worker "
-                "process (use PostgreSQL via DATABASE_URL to run several)"
-            ) from None
-        return handle
 
 
 @contextlib.contextmanager
