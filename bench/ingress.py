@@ -14,12 +14,14 @@ two processes, against each target in turn, the targets' order rotating every ro
 - `noop`: the project's ceiling, `POST /api/bench-noop` — a Django view that reads the body and
   answers 202, mounted only by this module, behind the project's middleware (the input guard
   parses the JSON body, the error envelope, the ingress counter, sessions, CSRF, auth);
-- `bare`: the same view at `POST /bare/noop`, served by the project's request handler
+- `bare`: the same request (same path, same view) served by the project's request handler
   (dashboard/asgi_handler.py) built with no middleware at all, in the same daphne processes:
   `noop`'s CPU per request over `bare`'s is what the project's middleware costs;
-- `django`: the same view at `POST /django/noop`, served by Django's stock ASGI handler with no
-  middleware: how Django itself serves a bare view under daphne (a thread started, and another
-  to join it, per request), for reference;
+- `django`: the same request served by Django's stock ASGI handler with no middleware: how
+  Django itself serves a bare view under daphne (a thread started, and another to join it, per
+  request), for reference;
+- `stock`: the same request through the project's middleware on Django's stock ASGI handler,
+  which the project served with before dashboard/asgi_handler.py, for reference;
 - `ingress`: `POST /api/routes/{route}`, signed (HMAC-SHA256 of timestamp + "." + body) with an
   Idempotency-Key; a share of requests (`--repeat`) reuses a key already sent, with the same
   body, sometimes from two threads at once, so the replay path and the concurrent-duplicate race
@@ -33,9 +35,10 @@ No worker runs: the bench measures ingress, not execution. It prints requests/s,
 latency, web and PostgreSQL CPU per request, status counts and duplicates created (instances
 minus distinct keys: must be 0) per target and round, then per target the medians and two
 ratios, each to a ceiling measured in the same rounds: the project's (`noop`) and the bare view's
-(`bare`); and the project's ceiling's CPU per request over `bare`'s and over `django`'s. Goals: the project's ceiling costs at most 1.5× the bare view's web CPU per request;
-ingress and the hooks reach ≥ 75 % of the project's ceiling's requests/s with a p99 ≤ 1.5× its
-p99, and create 0 duplicates.
+(`bare`); and the project's ceiling's CPU per request over each other ceiling's. Goals: the
+project's ceiling costs at most 1.5× the bare view's web CPU per request; ingress and the hooks
+reach ≥ 75 % of the project's ceiling's requests/s with a p99 ≤ 1.5× its p99, and create 0
+duplicates.
 """
 
 from __future__ import annotations
@@ -65,8 +68,9 @@ TENANT = "bench"
 GONG_KEY = "bench-gong-hook"
 SALESFORCE_KEY = "bench-salesforce-hook"
 NOOP_PATH = "/api/bench-noop"
-BARE_PATH, DJANGO_PATH = "/bare/noop", "/django/noop"
-CEILINGS = ("noop", "bare", "django")
+# The ceilings other than `noop` ask for their handler with this header (the path stays the same).
+HANDLER_HEADER = "X-Bench-Handler"
+CEILINGS = ("noop", "bare", "django", "stock")
 TARGETS = (*CEILINGS, "ingress", "gong", "salesforce")
 WORKFLOWS = {"ingress": "bench-noop", "gong": "gong-ingest", "salesforce": "salesforce-ingest"}
 GOAL_RPS_SHARE, GOAL_P99_TIMES = 0.75, 1.5
@@ -80,22 +84,23 @@ def _noop_view(request: Any) -> Any:
     return JsonResponse({"received": len(request.body)}, status=202)
 
 
-def _handlers_without_middleware() -> dict[str, Any]:
-    """Path prefix → a Django handler built with no middleware: the project's (`bare`) and
-    Django's stock one (`django`)."""
+def _other_handlers() -> dict[bytes, Any]:
+    """`X-Bench-Handler` value → the Django handler that serves it: the project's without any
+    middleware (`bare`), Django's stock one without (`django`) and with the project's (`stock`)."""
     from django.core.handlers.asgi import ASGIHandler
     from django.test import override_settings
 
     from dashboard.asgi_handler import RequestHandler
 
     with override_settings(MIDDLEWARE=[]):
-        return {"/bare/": RequestHandler(), "/django/": ASGIHandler()}
+        handlers = {b"bare": RequestHandler(), b"django": ASGIHandler()}
+    return {**handlers, b"stock": ASGIHandler()}
 
 
 def __getattr__(name: str) -> Any:
     """`daphne bench.ingress:application`: the project's ASGI app with the bench workflow and the
-    no-op view mounted under /api/ (so the same middleware runs in front of it), and handlers
-    without middleware answering the same view under /bare/ and /django/."""
+    no-op view mounted under /api/ (so the same middleware runs in front of it), and the other
+    ceilings' handlers answering the same request when it names them in `X-Bench-Handler`."""
     if name != "application":
         raise AttributeError(name)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
@@ -113,13 +118,12 @@ def __getattr__(name: str) -> Any:
 
     urlpatterns = import_module("dashboard.urls").urlpatterns
     urlpatterns.insert(0, path(NOOP_PATH.lstrip("/"), csrf_exempt(_noop_view)))
-    for bare_path in (BARE_PATH, DJANGO_PATH):
-        urlpatterns.insert(0, path(bare_path.lstrip("/"), _noop_view))
-    bare = _handlers_without_middleware()
+    others = _other_handlers()
+    header = HANDLER_HEADER.lower().encode()
 
     async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        prefix = scope["path"][:scope["path"].find("/", 1) + 1] if scope["type"] == "http" else ""
-        await bare.get(prefix, app)(scope, receive, send)
+        asked = next((v for k, v in scope.get("headers", ()) if k == header), None)
+        await others.get(asked, app)(scope, receive, send)
 
     return application
 
@@ -230,8 +234,8 @@ def _cdc_event(key: str, rng: random.Random) -> bytes:
 
 
 BODIES: dict[str, Callable[[str, random.Random], bytes]] = {
-    "noop": _order, "bare": _order, "django": _order, "ingress": _order, "gong": _gong_call, "salesforce": _cdc_event}
-PATHS = {"noop": NOOP_PATH, "bare": BARE_PATH, "django": DJANGO_PATH, "ingress": f"/api/routes/{ROUTE}", "gong": f"/hooks/gong/{GONG_KEY}",
+    "noop": _order, "bare": _order, "django": _order, "stock": _order, "ingress": _order, "gong": _gong_call, "salesforce": _cdc_event}
+PATHS = {**{c: NOOP_PATH for c in CEILINGS}, "ingress": f"/api/routes/{ROUTE}", "gong": f"/hooks/gong/{GONG_KEY}",
          "salesforce": f"/hooks/salesforce/{SALESFORCE_KEY}/cdc"}
 
 
@@ -266,6 +270,8 @@ class Load:
 
 def headers_for(load: Load, key: str, body: bytes) -> dict[str, str]:
     headers = {"Content-Type": "application/json"}
+    if load.target in CEILINGS[1:]:
+        return {**headers, HANDLER_HEADER: load.target}
     if load.target != "ingress":
         return headers
     from ingest.triggers.signing import sign
@@ -395,7 +401,8 @@ def report(results: list[dict[str, Any]], *, threads: int, seconds: float) -> No
                      f"ceiling's; duplicates {dupes}; goal (≥ {GOAL_RPS_SHARE:.0%}, ≤ "
                      f"{GOAL_P99_TIMES:g}×, 0 duplicates) {'met' if met else 'missed'}")
         print(line)
-    for other, what in (("bare", "the bare view's"), ("django", "Django's stock handler's bare view's")):
+    for other, what in (("bare", "the bare view's"), ("django", "Django's stock handler's bare view's"),
+                        ("stock", "the same middleware's on Django's stock handler")):
         # Per round as well, so a ratio compares two targets measured next to each other.
         rounds = [n["cpu_web_ms"] / b["cpu_web_ms"]
                   for n, b in zip(by_target["noop"], by_target[other], strict=True)]
