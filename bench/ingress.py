@@ -11,9 +11,17 @@ workflow and the no-op view below, so the bench does not depend on the pipelines
 runs a load generator of threads, each with a keep-alive `http.client` connection to one of the
 two processes, against each target in turn, the targets' order rotating every round:
 
-- `noop`: the ceiling, `POST /api/bench-noop` — a Django view that reads the body and answers
-  202, mounted only by this module, behind the same middleware (the input guard parses the JSON
-  body, the error envelope, the ingress counter, sessions, CSRF, auth);
+- `noop`: the project's ceiling, `POST /api/bench-noop` — a Django view that reads the body and
+  answers 202, mounted only by this module, behind the project's middleware (the input guard
+  parses the JSON body, the error envelope, the ingress counter, sessions, CSRF, auth);
+- `bare`: the same request (same path, same view) served by the project's request handler
+  (dashboard/asgi_handler.py) built with no middleware at all, in the same daphne processes:
+  `noop`'s CPU per request over `bare`'s is what the project's middleware costs;
+- `django`: the same request served by Django's stock ASGI handler with no middleware: how
+  Django itself serves a bare view under daphne (a thread started, and another to join it, per
+  request), for reference;
+- `stock`: the same request through the project's middleware on Django's stock ASGI handler,
+  which the project served with before dashboard/asgi_handler.py, for reference;
 - `ingress`: `POST /api/routes/{route}`, signed (HMAC-SHA256 of timestamp + "." + body) with an
   Idempotency-Key; a share of requests (`--repeat`) reuses a key already sent, with the same
   body, sometimes from two threads at once, so the replay path and the concurrent-duplicate race
@@ -24,9 +32,13 @@ two processes, against each target in turn, the targets' order rotating every ro
   opportunity (repeats resend the same event).
 
 No worker runs: the bench measures ingress, not execution. It prints requests/s, p50/p99
-latency, status counts and duplicates created (instances minus distinct keys: must be 0) per
-target and round, then per target the medians and the ratios to the ceiling measured in the same
-rounds, against the goals (≥ 60 % of the ceiling's requests/s, p99 ≤ 2× the ceiling's).
+latency, web and PostgreSQL CPU per request, status counts and duplicates created (instances
+minus distinct keys: must be 0) per target and round, then per target the medians and two
+ratios, each to a ceiling measured in the same rounds: the project's (`noop`) and the bare view's
+(`bare`); and the project's ceiling's CPU per request over each other ceiling's. Goals: the
+project's ceiling costs at most 1.5× the bare view's web CPU per request; ingress and the hooks
+reach ≥ 75 % of the project's ceiling's requests/s with a p99 ≤ 1.5× its p99, and create 0
+duplicates.
 """
 
 from __future__ import annotations
@@ -56,9 +68,13 @@ TENANT = "bench"
 GONG_KEY = "bench-gong-hook"
 SALESFORCE_KEY = "bench-salesforce-hook"
 NOOP_PATH = "/api/bench-noop"
-TARGETS = ("noop", "ingress", "gong", "salesforce")
+# The ceilings other than `noop` ask for their handler with this header (the path stays the same).
+HANDLER_HEADER = "X-Bench-Handler"
+CEILINGS = ("noop", "bare", "django", "stock")
+TARGETS = (*CEILINGS, "ingress", "gong", "salesforce")
 WORKFLOWS = {"ingress": "bench-noop", "gong": "gong-ingest", "salesforce": "salesforce-ingest"}
-GOAL_RPS_SHARE, GOAL_P99_TIMES = 0.60, 2.0
+GOAL_RPS_SHARE, GOAL_P99_TIMES = 0.75, 1.5
+GOAL_STACK_CPU_TIMES = 1.5  # the project's ceiling's web CPU per request over the bare view's
 
 
 def _noop_view(request: Any) -> Any:
@@ -68,9 +84,23 @@ def _noop_view(request: Any) -> Any:
     return JsonResponse({"received": len(request.body)}, status=202)
 
 
+def _other_handlers() -> dict[bytes, Any]:
+    """`X-Bench-Handler` value → the Django handler that serves it: the project's without any
+    middleware (`bare`), Django's stock one without (`django`) and with the project's (`stock`)."""
+    from django.core.handlers.asgi import ASGIHandler
+    from django.test import override_settings
+
+    from dashboard.asgi_handler import RequestHandler
+
+    with override_settings(MIDDLEWARE=[]):
+        handlers = {b"bare": RequestHandler(), b"django": ASGIHandler()}
+    return {**handlers, b"stock": ASGIHandler()}
+
+
 def __getattr__(name: str) -> Any:
     """`daphne bench.ingress:application`: the project's ASGI app with the bench workflow and the
-    no-op view mounted under /api/ (so the same middleware runs in front of it)."""
+    no-op view mounted under /api/ (so the same middleware runs in front of it), and the other
+    ceilings' handlers answering the same request when it names them in `X-Bench-Handler`."""
     if name != "application":
         raise AttributeError(name)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
@@ -86,8 +116,16 @@ def __getattr__(name: str) -> Any:
         def run(self, event: Any, step: Any) -> Any:
             return None
 
-    import_module("dashboard.urls").urlpatterns.insert(0, path(NOOP_PATH.lstrip("/"), csrf_exempt(_noop_view)))
-    return app
+    urlpatterns = import_module("dashboard.urls").urlpatterns
+    urlpatterns.insert(0, path(NOOP_PATH.lstrip("/"), csrf_exempt(_noop_view)))
+    others = _other_handlers()
+    header = HANDLER_HEADER.lower().encode()
+
+    async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        asked = next((v for k, v in scope.get("headers", ()) if k == header), None)
+        await others.get(asked, app)(scope, receive, send)
+
+    return application
 
 
 def setup_database() -> tuple[str, str]:
@@ -123,7 +161,7 @@ def setup_database() -> tuple[str, str]:
 def count_created(target: str) -> int:
     from ingest.engine.models import Instance
 
-    if target == "noop":
+    if target in CEILINGS:
         return 0
     return Instance.objects.filter(workflow=WORKFLOWS[target]).count()
 
@@ -138,7 +176,7 @@ def start_servers() -> list[subprocess.Popen[bytes]]:
         )
         for port in PORTS
     ]
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120  # a loaded machine imports slowly
     for port in PORTS:
         while True:
             try:
@@ -150,7 +188,7 @@ def start_servers() -> list[subprocess.Popen[bytes]]:
             except OSError:
                 if time.monotonic() > deadline:
                     stop_servers(procs)
-                    raise SystemExit(f"daphne on port {port} did not start within 30 s") from None
+                    raise SystemExit(f"daphne on port {port} did not start within 120 s") from None
                 time.sleep(0.2)
     return procs
 
@@ -196,8 +234,8 @@ def _cdc_event(key: str, rng: random.Random) -> bytes:
 
 
 BODIES: dict[str, Callable[[str, random.Random], bytes]] = {
-    "noop": _order, "ingress": _order, "gong": _gong_call, "salesforce": _cdc_event}
-PATHS = {"noop": NOOP_PATH, "ingress": f"/api/routes/{ROUTE}", "gong": f"/hooks/gong/{GONG_KEY}",
+    "noop": _order, "bare": _order, "django": _order, "stock": _order, "ingress": _order, "gong": _gong_call, "salesforce": _cdc_event}
+PATHS = {**{c: NOOP_PATH for c in CEILINGS}, "ingress": f"/api/routes/{ROUTE}", "gong": f"/hooks/gong/{GONG_KEY}",
          "salesforce": f"/hooks/salesforce/{SALESFORCE_KEY}/cdc"}
 
 
@@ -232,6 +270,8 @@ class Load:
 
 def headers_for(load: Load, key: str, body: bytes) -> dict[str, str]:
     headers = {"Content-Type": "application/json"}
+    if load.target in CEILINGS[1:]:
+        return {**headers, HANDLER_HEADER: load.target}
     if load.target != "ingress":
         return headers
     from ingest.triggers.signing import sign
@@ -335,7 +375,7 @@ def run_once(target: str, token: str, secret: str, *, seconds: float, threads: i
         "statuses": dict(sorted(load.statuses.items())),
         "distinct_keys": len({k for k, _ in load.sent}),
         "instances_created": created,
-        "duplicates_created": created - len(named) if target != "noop" else 0,
+        "duplicates_created": created - len(named) if target not in CEILINGS else 0,
         "keys_with_two_ids": sum(1 for ids in load.ids_by_key.values() if len(ids) > 1),
     }
 
@@ -344,7 +384,7 @@ def report(results: list[dict[str, Any]], *, threads: int, seconds: float) -> No
     by_target = {t: [r for r in results if r["target"] == t] for t in TARGETS}
     med = {t: {k: statistics.median(r[k] for r in rs) for k in ("rps", "p50_ms", "p99_ms", "load", "cpu_web_ms", "cpu_pg_ms")}
            for t, rs in by_target.items() if rs}
-    ceiling = med["noop"]
+    ceiling, bare = med["noop"], med["bare"]
     print(f"medians of {len(by_target['noop'])} interleaved rounds, 2 daphne processes, {threads} "
           f"client threads, {seconds:g} s per target and round:")
     for target, m in med.items():
@@ -352,13 +392,27 @@ def report(results: list[dict[str, Any]], *, threads: int, seconds: float) -> No
         line = (f"  {target:10} {m['rps']:7.1f} req/s  p50 {m['p50_ms']:6.1f} ms  p99 "
                 f"{m['p99_ms']:6.1f} ms  CPU/request web {m['cpu_web_ms']:.2f} ms + PostgreSQL "
                 f"{m['cpu_pg_ms']:.2f} ms  (load average {m['load']:.1f})")
-        if target != "noop":
+        if target not in CEILINGS:
             share, times = m["rps"] / ceiling["rps"], m["p99_ms"] / ceiling["p99_ms"]
             dupes = sum(r["duplicates_created"] + r["keys_with_two_ids"] for r in rs)
             met = share >= GOAL_RPS_SHARE and times <= GOAL_P99_TIMES and dupes == 0
-            line += (f"  = {share:.0%} of the ceiling's req/s, p99 {times:.2f}× the ceiling's; "
-                     f"duplicates {dupes}; goal (≥ {GOAL_RPS_SHARE:.0%}, ≤ {GOAL_P99_TIMES:g}×, 0 "
-                     f"duplicates) {'met' if met else 'missed'}")
+            line += (f"\n{'':13}= {share:.0%} of the project's ceiling's req/s "
+                     f"({m['rps'] / bare['rps']:.0%} of the bare view's), p99 {times:.2f}× the "
+                     f"ceiling's; duplicates {dupes}; goal (≥ {GOAL_RPS_SHARE:.0%}, ≤ "
+                     f"{GOAL_P99_TIMES:g}×, 0 duplicates) {'met' if met else 'missed'}")
+        print(line)
+    for other, what in (("bare", "the bare view's"), ("django", "Django's stock handler's bare view's"),
+                        ("stock", "the same middleware's on Django's stock handler")):
+        # Per round as well, so a ratio compares two targets measured next to each other.
+        rounds = [n["cpu_web_ms"] / b["cpu_web_ms"]
+                  for n, b in zip(by_target["noop"], by_target[other], strict=True)]
+        stack = ceiling["cpu_web_ms"] / med[other]["cpu_web_ms"]
+        line = (f"  the project's ceiling costs {stack:.2f}× {what} web CPU per request (per round: "
+                f"{', '.join(f'{r:.2f}' for r in rounds)}) at {ceiling['rps'] / med[other]['rps']:.0%} "
+                "of its req/s")
+        if other == "bare":
+            line += (f"; goal for the middleware ≤ {GOAL_STACK_CPU_TIMES:g}× "
+                     f"{'met' if stack <= GOAL_STACK_CPU_TIMES else 'missed'}")
         print(line)
 
 
@@ -369,14 +423,14 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3, help="rounds; each runs every target once")
     parser.add_argument("--repeat", type=float, default=0.2, help="share of requests reusing a key")
     parser.add_argument("--targets", default=",".join(TARGETS),
-                        help="comma-separated subset of " + ", ".join(TARGETS) + " (noop always runs)")
+                        help="comma-separated subset of " + ", ".join(TARGETS) + " (noop and bare always run)")
     args = parser.parse_args()
     if not os.environ.get("DATABASE_URL", "").startswith("postgres"):
         raise SystemExit("set DATABASE_URL=postgres://postgres@127.0.0.1:5432/rl_bench_ingress")
     # The connections' webhook keys are encrypted at rest: a fixed bench key (its rows hold
     # nothing secret), the same every run so the previous run's rows can be read and replaced.
     os.environ.setdefault("RUNLEDGER_SECRET_KEYS", base64.urlsafe_b64encode(b"runledger-bench-ingress-32-bytes").decode())
-    targets = ["noop", *[t for t in args.targets.split(",") if t in TARGETS and t != "noop"]]
+    targets = [*CEILINGS, *[t for t in args.targets.split(",") if t in TARGETS and t not in CEILINGS]]
     sys.path.insert(0, str(ROOT))
     token, secret = setup_database()
     procs = start_servers()

@@ -9,8 +9,9 @@ domain: 100 values, ~10,000 each) in `engine_instance_attributes`, by INSERT …
 of 100,000 ids (resumable: chunks already present are skipped); the triggers of migration 0020
 write one engine_instance_attribute_values row per key; then VACUUM ANALYZE of both tables.
 
-Fan-out items (`--fan-out-items N`, once): N instances that are items of 50 bench runs' fan-outs,
-as the engine writes them, so the list's "top-level only" default has items to leave out.
+Fan-out items (`--fan-out-items N`, once): N instances that are items of 50 bench runs' fan-outs
+(`--fan-out-parents`), as the engine writes them, so the list's "top-level only" default has items
+to leave out, and one run's items (`?parent=`) are a list of their own.
 
 List: each URL is fetched with Django's test Client as the demo `operator` (acme, globex, default:
 ~5/8 of the rows): once to warm, then `--runs` times; server time p50 and p99 (nearest rank)
@@ -153,6 +154,8 @@ def list_urls() -> list[tuple[str, str]]:
         ("attr domain, not another customer", "/instances/?attr=domain:d3.example&attr=!customer:cust-42"),
         ("status + only a negated attr (instances path)", "/instances/?status=paused&attr=!domain:d3.example"),
         ("no filter, with items (top=0)", "/instances/?top=0"),
+        ("one run's fan-out items (parent=), newest first", "/instances/?parent=bench-0000001"),
+        ("one run's fan-out items, oldest first", "/instances/?parent=bench-0000001&sort=created"),
     ]
 
 
@@ -244,13 +247,16 @@ def main() -> None:
     parser.add_argument("--list-only", action="store_true")
     parser.add_argument("--bulk-only", action="store_true")
     parser.add_argument("--fan-out-items", type=int, default=0,
-                        help="add this many fan-out items (under 50 runs) before measuring, once (default 0)")
+                        help="add this many fan-out items (under --fan-out-parents runs) before measuring, once (default 0)")
+    parser.add_argument("--fan-out-parents", type=int, default=50,
+                        help="runs the fan-out items are shared among (default 50; 10 for fan-outs of 10,000 "
+                             "with --fan-out-items 100000)")
     args = parser.parse_args()
     ensure_database(args.url)
     setup_django(args.url)
     if not args.skip_setup:
         attributes_setup(args.url)
-    fan_out_setup(args.fan_out_items)
+    fan_out_setup(args.fan_out_items, parents=args.fan_out_parents)
     if not args.bulk_only:
         measure_list(args.runs)
     if args.bulk and not args.list_only:

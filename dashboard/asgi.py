@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 
-from django.core.asgi import get_asgi_application
+import django
+
+from dashboard.asgi_handler import RequestHandler
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
 # A web process pools its PostgreSQL connections (dashboard/config.py says why). Only here:
@@ -14,7 +16,10 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
 _POOL_DEFAULTED = "RUNLEDGER_DB_POOL" not in os.environ
 if _POOL_DEFAULTED:
     os.environ["RUNLEDGER_DB_POOL"] = "20"
-django_asgi_app = get_asgi_application()
+django.setup(set_prefix=False)  # what get_asgi_application() does before building its handler
+
+# Django's handler, with one crossing into a reused thread per request (dashboard/asgi_handler.py).
+django_asgi_app = RequestHandler()
 if _POOL_DEFAULTED:
     del os.environ["RUNLEDGER_DB_POOL"]
 

@@ -76,7 +76,7 @@ MIDDLEWARE = [
     "dashboard.guard.InputGuardMiddleware",  # size, NUL, media type, JSON limits: a 4xx, not a 500
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
+    "dashboard.flash.LazyMessageMiddleware",  # Django's, its storage built only when a request uses it
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "dashboard.vary.VaryOnHtmxMiddleware",  # a page and its htmx fragment share a URL, not a cache entry

@@ -116,7 +116,13 @@ class Instance(models.Model):
             models.Index(fields=["updated_at"], name="instance_updated",
                          condition=~Q(status__in=["queued", "running", "waitingForPause"])),
             models.Index(fields=["lease_owner"], name="instance_lease", condition=~Q(lease_owner="")),
-            models.Index(fields=["parent"], name="instance_parent", condition=Q(parent__isnull=False)),
+            # One run's fan-out items and child runs, newest first: the instances list's
+            # `?parent=` reads its capped count and page from this index alone (tenant and status
+            # included, no heap page per item), and a run's page lists its children oldest first
+            # by reading the first entries backwards instead of sorting them all. Partial: most
+            # instances have no parent, and their writes never touch it.
+            models.Index(fields=["parent", "-created_at", "-id"], name="instance_parent",
+                         include=["tenant", "status"], condition=Q(parent__isnull=False)),
             models.Index(fields=["replay_of"], name="instance_replay_of", condition=Q(replay_of__isnull=False)),
             models.Index(fields=["fork_of"], name="instance_fork_of", condition=Q(fork_of__isnull=False)),
             # Versions with their counts (workflow page) and the retire check's "any still running?".
