@@ -109,9 +109,7 @@ def one_run(*, failures: int, writers: int) -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--failures", type=int, default=100)
     parser.add_argument("--runs", type=int, default=16)
     parser.add_argument("--writers", type=int, default=2)

@@ -78,18 +78,31 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     Instance.objects.filter(workflow__in=["bench-alert-fail", "alert-deliver"]).delete()
     follow_start(now=timezone.now())
     with WebhookReceiver(secret=HMAC_KEY) as receiver:
-        channel = channel_save(tenant="bench", name="hook", kind="webhook",
-                               secrets={"url": receiver.url, "hmac_key": HMAC_KEY}, now=timezone.now())
-        rule_save(tenant="bench", name="failures", condition="instance_failed", params={},
-                  channel_ids=[channel.id], throttle_seconds=0, now=timezone.now())
+        channel = channel_save(
+            tenant="bench",
+            name="hook",
+            kind="webhook",
+            secrets={"url": receiver.url, "hmac_key": HMAC_KEY},
+            now=timezone.now(),
+        )
+        rule_save(
+            tenant="bench",
+            name="failures",
+            condition="instance_failed",
+            params={},
+            channel_ids=[channel.id],
+            throttle_seconds=0,
+            now=timezone.now(),
+        )
         worker = Worker(concurrency=args.concurrency).start()
         runner = AlertRunner(interval=args.interval)
         runner.start()
         try:
             ids = []
             for i in range(args.instances):
-                ids.append(instance_create(workflow="bench-alert-fail", id=f"bench-fail-{i}", params={},
-                                           tenant="bench").id)
+                ids.append(
+                    instance_create(workflow="bench-alert-fail", id=f"bench-fail-{i}", params={}, tenant="bench").id
+                )
                 time.sleep(args.spacing)
             got = receiver.wait_for(args.instances, timeout=args.timeout)
         finally:
@@ -99,15 +112,29 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     seconds = [r.at - ended[r.json()["facts"]["instance"]] for r in got]
     # Where the time goes: failure → notification row (the follower), row → receiver (the delivery).
     noted = {r.json()["facts"]["instance"]: r for r in got}
-    follow = [n.created_at.timestamp() - ended[n.body["facts"]["instance"]]
-              for n in Notification.objects.filter(kind__in=["firing", "summary"]) if n.body["facts"]["instance"] in noted]
-    deliver = [noted[n.body["facts"]["instance"]].at - n.created_at.timestamp()
-               for n in Notification.objects.filter(kind__in=["firing", "summary"]) if n.body["facts"]["instance"] in noted]
-    return {"database": connection.vendor, "alerts": len(got), "expected": args.instances,
-            "all_signed": all(r.signed for r in got), "interval_s": args.interval,
-            "p50_s": round(statistics.median(seconds), 3), "p99_s": round(percentile(seconds, 0.99), 3),
-            "max_s": round(max(seconds), 3), "follow_p50_s": round(statistics.median(follow), 3),
-            "deliver_p50_s": round(statistics.median(deliver), 3), "deliver_p99_s": round(percentile(deliver, 0.99), 3)}
+    follow = [
+        n.created_at.timestamp() - ended[n.body["facts"]["instance"]]
+        for n in Notification.objects.filter(kind__in=["firing", "summary"])
+        if n.body["facts"]["instance"] in noted
+    ]
+    deliver = [
+        noted[n.body["facts"]["instance"]].at - n.created_at.timestamp()
+        for n in Notification.objects.filter(kind__in=["firing", "summary"])
+        if n.body["facts"]["instance"] in noted
+    ]
+    return {
+        "database": connection.vendor,
+        "alerts": len(got),
+        "expected": args.instances,
+        "all_signed": all(r.signed for r in got),
+        "interval_s": args.interval,
+        "p50_s": round(statistics.median(seconds), 3),
+        "p99_s": round(percentile(seconds, 0.99), 3),
+        "max_s": round(max(seconds), 3),
+        "follow_p50_s": round(statistics.median(follow), 3),
+        "deliver_p50_s": round(statistics.median(deliver), 3),
+        "deliver_p99_s": round(percentile(deliver, 0.99), 3),
+    }
 
 
 def main() -> None:

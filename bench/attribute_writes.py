@@ -40,8 +40,13 @@ def setup(url: str, rows: int) -> None:
         return
     now = timezone.now()
     Instance.objects.filter(id__startswith="aw-").delete()
-    Instance.objects.bulk_create([Instance(id=f"aw-{i}", workflow="gong-ingest", tenant="acme", created_at=now,
-                                           updated_at=now) for i in range(1, rows + 1)], batch_size=1000)
+    Instance.objects.bulk_create(
+        [
+            Instance(id=f"aw-{i}", workflow="gong-ingest", tenant="acme", created_at=now, updated_at=now)
+            for i in range(1, rows + 1)
+        ],
+        batch_size=1000,
+    )
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(f"""
             INSERT INTO engine_instance_attributes (instance_id, attributes)
@@ -59,8 +64,9 @@ def one_round(url: str, rows: int, status: str) -> float:
         conn.execute("SET synchronous_commit = off")  # the fsync is not what this compares
         for i in range(1, rows + 1):
             t0 = time.perf_counter()
-            conn.execute("UPDATE engine_instance SET status = %s, updated_at = now() WHERE id = %s",
-                         [status, f"aw-{i}"])
+            conn.execute(
+                "UPDATE engine_instance SET status = %s, updated_at = now() WHERE id = %s", [status, f"aw-{i}"]
+            )
             took.append((time.perf_counter() - t0) * 1e6)
     return statistics.median(took)
 
@@ -82,17 +88,22 @@ def main() -> None:
     for r in range(args.rounds):
         for enabled in (True, False) if r % 2 == 0 else (False, True):
             with psycopg.connect(args.url, autocommit=True) as conn:
-                conn.execute(f"ALTER TABLE engine_instance_attributes {'ENABLE' if enabled else 'DISABLE'} "
-                             f"TRIGGER {TRIGGER}")
+                conn.execute(
+                    f"ALTER TABLE engine_instance_attributes {'ENABLE' if enabled else 'DISABLE'} TRIGGER {TRIGGER}"
+                )
             us = one_round(args.url, args.rows, statuses[(r * 2 + int(enabled)) % len(statuses)])
             (with_values if enabled else without).append(us)
     with psycopg.connect(args.url, autocommit=True) as conn:
         conn.execute(f"ALTER TABLE engine_instance_attributes ENABLE TRIGGER {TRIGGER}")
     a, b = statistics.median(with_values), statistics.median(without)
-    print(f"one-row status update of an instance with 2 attributes, median of {args.rounds} rounds of "
-          f"{args.rows:,} (load {os.getloadavg()[0]:.2f}):")
+    print(
+        f"one-row status update of an instance with 2 attributes, median of {args.rounds} rounds of "
+        f"{args.rows:,} (load {os.getloadavg()[0]:.2f}):"
+    )
     print(f"  value rows followed: {a:7.1f} µs   not followed: {b:7.1f} µs   cost {a - b:+.1f} µs per update")
-    print(f"  rounds with: {', '.join(f'{x:.0f}' for x in with_values)}; without: {', '.join(f'{x:.0f}' for x in without)}")
+    print(
+        f"  rounds with: {', '.join(f'{x:.0f}' for x in with_values)}; without: {', '.join(f'{x:.0f}' for x in without)}"
+    )
 
 
 if __name__ == "__main__":

@@ -41,8 +41,10 @@ def one_round(calls: int, round_no: int) -> tuple[float, float, float, float]:
     Instance.objects.filter(id__startswith="af-").delete()
     now = timezone.now()
     ids = [f"af-{round_no}-{i}" for i in range(calls)]
-    Instance.objects.bulk_create([Instance(id=i, workflow="gong-ingest", tenant="acme", created_at=now,
-                                           updated_at=now) for i in ids], batch_size=1000)
+    Instance.objects.bulk_create(
+        [Instance(id=i, workflow="gong-ingest", tenant="acme", created_at=now, updated_at=now) for i in ids],
+        batch_size=1000,
+    )
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_backend_pid()")
         pid = cursor.fetchone()[0]
@@ -74,11 +76,17 @@ def main() -> None:
     setup_django(args.url)
     rounds = [one_round(args.calls, r) for r in range(args.rounds)]
     wall, cpu, backend, statements = (statistics.median(x) for x in zip(*rounds, strict=True))
-    print(f"attributes_set, an instance's first (2 attributes), {args.calls:,} calls × {args.rounds} rounds, "
-          f"code at {ROOT} (load {os.getloadavg()[0]:.2f}):")
-    print(f"  per call, medians: wall {wall:.0f} µs, this process's CPU {cpu:.0f} µs, PostgreSQL backend's "
-          f"CPU {backend:.0f} µs, {statements:.0f} statements")
-    print("  rounds (wall / process / backend µs): " + "; ".join(f"{w:.0f} / {c:.0f} / {b:.0f}" for w, c, b, _ in rounds))
+    print(
+        f"attributes_set, an instance's first (2 attributes), {args.calls:,} calls × {args.rounds} rounds, "
+        f"code at {ROOT} (load {os.getloadavg()[0]:.2f}):"
+    )
+    print(
+        f"  per call, medians: wall {wall:.0f} µs, this process's CPU {cpu:.0f} µs, PostgreSQL backend's "
+        f"CPU {backend:.0f} µs, {statements:.0f} statements"
+    )
+    print(
+        "  rounds (wall / process / backend µs): " + "; ".join(f"{w:.0f} / {c:.0f} / {b:.0f}" for w, c, b, _ in rounds)
+    )
 
 
 if __name__ == "__main__":

@@ -74,8 +74,9 @@ def probe_race(rounds: int, threads: int) -> dict[str, object]:
     from ingest.engine.models import CircuitBreaker
     from ingest.engine.services.breakers import breaker_admit, breaker_record
 
-    policy = BreakerPolicy(threshold=1, window=timedelta(minutes=1), cooldown=timedelta(milliseconds=1),
-                           probe_timeout=timedelta(hours=1))
+    policy = BreakerPolicy(
+        threshold=1, window=timedelta(minutes=1), cooldown=timedelta(milliseconds=1), probe_timeout=timedelta(hours=1)
+    )
     CircuitBreaker.objects.filter(key="race").delete()
     breaker_record(breaker_admit(key="race", policy=policy), ok=False)
     probes_per_round: list[int] = []
@@ -106,9 +107,14 @@ def probe_race(rounds: int, threads: int) -> dict[str, object]:
         probes_per_round.append(outcome.count("probe"))
         refused_per_round.append(outcome.count("refused"))
     connection.close()
-    return {"rounds": rounds, "threads": threads, "probes_min": min(probes_per_round),
-            "probes_max": max(probes_per_round), "rounds_with_exactly_one_probe": probes_per_round.count(1),
-            "refused_median": statistics.median(refused_per_round)}
+    return {
+        "rounds": rounds,
+        "threads": threads,
+        "probes_min": min(probes_per_round),
+        "probes_max": max(probes_per_round),
+        "rounds_with_exactly_one_probe": probes_per_round.count(1),
+        "refused_median": statistics.median(refused_per_round),
+    }
 
 
 def main() -> None:
@@ -122,8 +128,9 @@ def main() -> None:
     runs = [call_costs(args.calls) for _ in range(args.repeats)]
     costs = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
     race = probe_race(args.rounds, args.threads)
-    print(json.dumps({"call_cost_median_us": costs, "half_open_race": race,
-                      "loadavg_1m": os.getloadavg()[0]}, indent=2))
+    print(
+        json.dumps({"call_cost_median_us": costs, "half_open_race": race, "loadavg_1m": os.getloadavg()[0]}, indent=2)
+    )
 
 
 if __name__ == "__main__":

@@ -45,10 +45,32 @@ GOAL_MS = 150.0
 
 WORKFLOWS = ["gong-ingest", "salesforce-ingest", "domain-onboard", "url-classify", "crm-enrich"]
 TENANTS = ["acme", "acme", "globex", "default", "initech", "umbrella", "hooli", "acme"]
-STEPS = ["fetch-source", "keyword-prefilter", "llm-extract", "persist-facts-1", "persist-facts-2",
-         "persist-facts-3", "persist-facts-4", "embed-chunks", "classify", "notify", "persist-facts-5"]
-SERVICES = ["gong", "internal", "openai", "postgres", "postgres", "postgres", "postgres",
-            "openai-embeddings", "anthropic", "slack", "postgres"]
+STEPS = [
+    "fetch-source",
+    "keyword-prefilter",
+    "llm-extract",
+    "persist-facts-1",
+    "persist-facts-2",
+    "persist-facts-3",
+    "persist-facts-4",
+    "embed-chunks",
+    "classify",
+    "notify",
+    "persist-facts-5",
+]
+SERVICES = [
+    "gong",
+    "internal",
+    "openai",
+    "postgres",
+    "postgres",
+    "postgres",
+    "postgres",
+    "openai-embeddings",
+    "anthropic",
+    "slack",
+    "postgres",
+]
 MODELS = ["", "", "gpt-4o-mini", "", "", "", "", "text-embedding-3-small", "claude-3-5-haiku", "", ""]
 
 
@@ -63,9 +85,11 @@ def _h(expr: str, salt: int, m: int) -> str:
 
 def _status_expr(i: str) -> str:
     r = _h(i, 1, 1000)
-    return (f"CASE WHEN {r} < 880 THEN 'complete' WHEN {r} < 940 THEN 'errored' "
-            f"WHEN {r} < 955 THEN 'running' WHEN {r} < 965 THEN 'waiting' WHEN {r} < 975 THEN 'queued' "
-            f"WHEN {r} < 990 THEN 'terminated' ELSE 'paused' END")
+    return (
+        f"CASE WHEN {r} < 880 THEN 'complete' WHEN {r} < 940 THEN 'errored' "
+        f"WHEN {r} < 955 THEN 'running' WHEN {r} < 965 THEN 'waiting' WHEN {r} < 975 THEN 'queued' "
+        f"WHEN {r} < 990 THEN 'terminated' ELSE 'paused' END"
+    )
 
 
 def chunk_sql(lo: int, hi: int) -> list[str]:
@@ -80,14 +104,14 @@ INSERT INTO engine_instance (id, workflow, tenant, status, params, output, error
     paused_ready_at, lease_owner, lease_token, lease_expires_at, generation, run_count,
     concurrency_key, parent_step, parent_id, replay_of_id)
 SELECT 'bench-' || lpad(i::text, 7, '0'),
-    ({_arr(WORKFLOWS)})[1 + {_h('i', 3, 5)}],
-    ({_arr(TENANTS)})[1 + {_h('i', 4, 8)}],
+    ({_arr(WORKFLOWS)})[1 + {_h("i", 3, 5)}],
+    ({_arr(TENANTS)})[1 + {_h("i", 4, 8)}],
     s.status,
-    jsonb_build_object('account', 'acct-' || {_h('i', 5, 5000)}, 'call_id', 'call-' || i,
+    jsonb_build_object('account', 'acct-' || {_h("i", 5, 5000)}, 'call_id', 'call-' || i,
                        'since', to_char({created}, 'YYYY-MM-DD')),
-    CASE WHEN s.status = 'complete' THEN jsonb_build_object('facts', {_h('i', 6, 40)}) END,
-    CASE WHEN s.status = 'errored' THEN ({_arr(['TimeoutError', 'HTTPError', 'ValidationError', 'BudgetExceeded'])})[1 + {_h('i', 7, 4)}] ELSE '' END,
-    CASE WHEN s.status = 'errored' THEN 'upstream call ' || {_h('i', 8, 3)} || ' failed after 6 attempts' ELSE '' END,
+    CASE WHEN s.status = 'complete' THEN jsonb_build_object('facts', {_h("i", 6, 40)}) END,
+    CASE WHEN s.status = 'errored' THEN ({_arr(["TimeoutError", "HTTPError", "ValidationError", "BudgetExceeded"])})[1 + {_h("i", 7, 4)}] ELSE '' END,
+    CASE WHEN s.status = 'errored' THEN 'upstream call ' || {_h("i", 8, 3)} || ' failed after 6 attempts' ELSE '' END,
     {created}, {created} + interval '40 seconds', {created} + interval '1 second',
     CASE WHEN s.status IN ('complete', 'errored', 'terminated') THEN {created} + interval '31 seconds' END,
     NULL, 0, '', NULL, '', NULL, '', '', NULL, 0, 1, '', '', NULL, NULL
@@ -102,13 +126,17 @@ FROM generate_series({lo}, {hi}) AS i
 CROSS JOIN generate_series(1, 11) AS p
 CROSS JOIN LATERAL (SELECT {status} AS status, {stop} AS stop, {created} AS created) s
 WHERE (p <= 10 AND (s.status IN ('complete', 'terminated') OR p <= s.stop))
-   OR (p = 11 AND s.status = 'complete' AND {_h('i', 14, 100)} < 42)
+   OR (p = 11 AND s.status = 'complete' AND {_h("i", 14, 100)} < 42)
 ORDER BY i, p
 """
-    step_status = ("CASE WHEN p < s.stop OR s.status IN ('complete', 'terminated') THEN 'complete' "
-                   "WHEN s.status = 'errored' THEN 'errored' WHEN s.status = 'waiting' THEN 'waiting' "
-                   "WHEN s.status IN ('running', 'paused') THEN 'running' ELSE 'complete' END")
-    attempts = f"CASE WHEN {_h('i * 10 + p', 9, 100)} < 90 THEN 1 WHEN {_h('i * 10 + p', 9, 100)} < 98 THEN 2 ELSE 3 END"
+    step_status = (
+        "CASE WHEN p < s.stop OR s.status IN ('complete', 'terminated') THEN 'complete' "
+        "WHEN s.status = 'errored' THEN 'errored' WHEN s.status = 'waiting' THEN 'waiting' "
+        "WHEN s.status IN ('running', 'paused') THEN 'running' ELSE 'complete' END"
+    )
+    attempts = (
+        f"CASE WHEN {_h('i * 10 + p', 9, 100)} < 90 THEN 1 WHEN {_h('i * 10 + p', 9, 100)} < 98 THEN 2 ELSE 3 END"
+    )
     started = "(s.created + (p - 1) * interval '3 seconds' + interval '1 second')"
     duration = f"(interval '1 millisecond' * (200 + {_h('i * 10 + p', 10, 2800)} * (1 + (p = 3)::int * 3)))"
     steps = f"""
@@ -129,12 +157,12 @@ INSERT INTO api_costs (service, cost, workflow_type, step_name, attempt, success
     tokens_cached, tokens_out, items, metadata, tenant, created_at, instance_id)
 SELECT ({_arr(SERVICES)})[p],
     round((CASE WHEN p = 3 THEN 0.002 WHEN p = 9 THEN 0.001 WHEN p = 8 THEN 0.0001 WHEN p = 1 THEN 0.0005
-          ELSE 0.00001 END) * (1 + {_h('i * 10 + p', 11, 300)} / 100.0), 6),
-    ({_arr(WORKFLOWS)})[1 + {_h('i', 3, 5)}], ({_arr(STEPS)})[p], 1,
+          ELSE 0.00001 END) * (1 + {_h("i * 10 + p", 11, 300)} / 100.0), 6),
+    ({_arr(WORKFLOWS)})[1 + {_h("i", 3, 5)}], ({_arr(STEPS)})[p], 1,
     NOT (s.status = 'errored' AND p = s.stop), ({_arr(MODELS)})[p],
-    CASE WHEN p IN (3, 8, 9) THEN 500 + {_h('i', 12, 3000)} ELSE 0 END, 0,
-    CASE WHEN p IN (3, 9) THEN 50 + {_h('i', 13, 400)} ELSE 0 END, 1, '{{}}'::jsonb,
-    ({_arr(TENANTS)})[1 + {_h('i', 4, 8)}], {started} + interval '500 milliseconds',
+    CASE WHEN p IN (3, 8, 9) THEN 500 + {_h("i", 12, 3000)} ELSE 0 END, 0,
+    CASE WHEN p IN (3, 9) THEN 50 + {_h("i", 13, 400)} ELSE 0 END, 1, '{{}}'::jsonb,
+    ({_arr(TENANTS)})[1 + {_h("i", 4, 8)}], {started} + interval '500 milliseconds',
     'bench-' || lpad(i::text, 7, '0')
 {steps_from}
 """
@@ -169,15 +197,19 @@ def generate(url: str) -> int:
                 for statement in chunk_sql(lo, hi):
                     conn.execute(statement)
             inserted += 1
-            print(f"  chunk {k + 1}/{INSTANCES // CHUNK}: instances {lo}..{hi} in {time.monotonic() - t0:.1f} s",
-                  flush=True)
+            print(
+                f"  chunk {k + 1}/{INSTANCES // CHUNK}: instances {lo}..{hi} in {time.monotonic() - t0:.1f} s",
+                flush=True,
+            )
         # VACUUM too, not only ANALYZE: a ledger whose old rows stopped changing has its visibility
         # map set by autovacuum, and the list's index-only scans (instance_status, the attribute
         # values) depend on it; a freshly generated table has none until then.
         for table in ("engine_instance", "engine_step", "api_costs", "engine_deadletter"):
             conn.execute(f"VACUUM ANALYZE {table}")
-        counts = {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]  # type: ignore[index]
-                  for t in ("engine_instance", "engine_step", "api_costs", "engine_deadletter")}
+        counts = {
+            t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]  # type: ignore[index]
+            for t in ("engine_instance", "engine_step", "api_costs", "engine_deadletter")
+        }
     print("  rows: " + ", ".join(f"{t} {n:,}" for t, n in counts.items()), flush=True)
     return inserted
 
@@ -195,8 +227,10 @@ def rollups_catch_up(*, rebuild: bool) -> None:
         rollup_rebuild(now=timezone.now())
     t0 = time.monotonic()
     passes = RollupRunner().catch_up()
-    print(f"rollups {'rebuilt' if rebuild else 'caught up'}: {passes} pass(es) in {time.monotonic() - t0:.1f} s",
-          flush=True)
+    print(
+        f"rollups {'rebuilt' if rebuild else 'caught up'}: {passes} pass(es) in {time.monotonic() - t0:.1f} s",
+        flush=True,
+    )
 
 
 def ensure_database(url: str) -> None:
@@ -218,7 +252,6 @@ def setup_django(url: str) -> None:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
-
 
 
 def _operator_client() -> Any:
@@ -244,7 +277,11 @@ def page_urls() -> list[tuple[str, str]]:
     from ingest.engine.models import Instance
 
     recent = Instance.objects.filter(tenant="acme", status="errored").order_by("-created_at").only("id").first()
-    old = Instance.objects.filter(created_at__lt=timezone.now() - timedelta(days=12)).order_by("-created_at", "-id").first()
+    old = (
+        Instance.objects.filter(created_at__lt=timezone.now() - timedelta(days=12))
+        .order_by("-created_at", "-id")
+        .first()
+    )
     assert recent is not None and old is not None, "no data: run without --skip-generate first"
     deep = Cursor(old.created_at, old.id).encode()
     return [
@@ -336,8 +373,10 @@ def measure_latency(url: str, *, steps: int, pause: float) -> tuple[float, float
     instance_id = f"acme-latency-{int(time.time())}"
     try:
         with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=[
-                "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+            browser = pw.chromium.launch(
+                executable_path="/usr/bin/chromium",
+                args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+            )
             page = browser.new_context(viewport={"width": 1440, "height": 900}).new_page()
             page.goto(stack.base_url + "/login/")
             page.fill("input[name=username]", "operator")
@@ -348,15 +387,19 @@ def measure_latency(url: str, *, steps: int, pause: float) -> tuple[float, float
             # rendered a live push before (a fresh daphne's first one also loads templates and code:
             # measured once at 0.7 s on a loaded host; it is reported apart, not mixed in).
             warm_id = f"{instance_id}-warm"
-            stack.python("from ingest.engine import create; "
-                         f"create('e2e-live-steps', id={warm_id!r}, tenant='acme', params={{'steps': 3, 'pause': 1.0}})")
+            stack.python(
+                "from ingest.engine import create; "
+                f"create('e2e-live-steps', id={warm_id!r}, tenant='acme', params={{'steps': 3, 'pause': 1.0}})"
+            )
             page.goto(f"{stack.base_url}/instances/{warm_id}/")
             page.wait_for_selector("#live-indicator.live-on", timeout=15_000)
             page.wait_for_selector("#instance-header .status-complete", timeout=60_000)
             # Created paused-free but with a first step long enough for the page to load first.
-            stack.python("from ingest.engine import create; "
-                         f"create('e2e-live-steps', id={instance_id!r}, tenant='acme', "
-                         f"params={{'steps': {steps}, 'pause': {pause}}})")
+            stack.python(
+                "from ingest.engine import create; "
+                f"create('e2e-live-steps', id={instance_id!r}, tenant='acme', "
+                f"params={{'steps': {steps}, 'pause': {pause}}})"
+            )
             page.goto(f"{stack.base_url}/instances/{instance_id}/")
             page.wait_for_selector("#live-indicator.live-on", timeout=15_000)
             page.evaluate(OBSERVER_JS)
@@ -365,8 +408,11 @@ def measure_latency(url: str, *, steps: int, pause: float) -> tuple[float, float
             arrivals = sorted(page.evaluate("window.__msgAt"))
             browser.close()
         with psycopg.connect(url) as conn:
-            rows = conn.execute("SELECT name, seq, extract(epoch FROM ended_at) * 1000 FROM engine_step "
-                                "WHERE instance_id = %s AND status = 'complete'", [instance_id]).fetchall()
+            rows = conn.execute(
+                "SELECT name, seq, extract(epoch FROM ended_at) * 1000 FROM engine_step "
+                "WHERE instance_id = %s AND status = 'complete'",
+                [instance_id],
+            ).fetchall()
         wait_until(lambda: True, timeout=1)
     finally:
         stack.stop()
@@ -385,9 +431,13 @@ def measure_latency(url: str, *, steps: int, pause: float) -> tuple[float, float
     p50 = statistics.median(deltas)
     p99 = deltas[min(len(deltas) - 1, int(round(0.99 * (len(deltas) - 1))))]
     if in_browser:
-        print(f"  of which in the browser (websocket message -> DOM): p50 {statistics.median(in_browser):.0f} ms, "
-              f"max {max(in_browser):.0f} ms", flush=True)
+        print(
+            f"  of which in the browser (websocket message -> DOM): p50 {statistics.median(in_browser):.0f} ms, "
+            f"max {max(in_browser):.0f} ms",
+            flush=True,
+        )
     return p50, p99, len(deltas)
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -412,14 +462,19 @@ def main() -> None:
     if not args.latency_only:
         rollups_catch_up(rebuild=inserted > 0)
     if not args.latency_only:
-        print(f"server time, median of {args.runs} (goal < {GOAL_MS:.0f} ms), as operator (acme, globex, default):",
-              flush=True)
+        print(
+            f"server time, median of {args.runs} (goal < {GOAL_MS:.0f} ms), as operator (acme, globex, default):",
+            flush=True,
+        )
         measure_pages(args.runs, args.only)
     if not args.no_latency:
         before = _load()
         p50, p99, n = measure_latency(args.url, steps=args.steps, pause=args.pause)
-        print(f"live latency, step commit in a worker process -> DOM (MutationObserver), {n} steps: "
-              f"p50 {p50:.0f} ms, p99 {p99:.0f} ms (goal p99 250 ms)  ({before}; after: {_load()})", flush=True)
+        print(
+            f"live latency, step commit in a worker process -> DOM (MutationObserver), {n} steps: "
+            f"p50 {p50:.0f} ms, p99 {p99:.0f} ms (goal p99 250 ms)  ({before}; after: {_load()})",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

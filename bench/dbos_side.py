@@ -328,9 +328,7 @@ def wait_done(url: str, workflows: int, timeout: float) -> dict[str, Any]:
     try:
         with engine.connect() as conn:
             while True:
-                done, total, completed_at, updated_at = conn.execute(
-                    query, {"queue": QUEUE_NAME}
-                ).one()
+                done, total, completed_at, updated_at = conn.execute(query, {"queue": QUEUE_NAME}).one()
                 conn.rollback()
                 if done >= workflows:
                     return {"end": (completed_at or updated_at) / 1000, **db_counts(conn)}

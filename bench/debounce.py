@@ -39,8 +39,10 @@ def reset() -> None:
     from django.db import connection
 
     with connection.cursor() as cursor:
-        cursor.execute("TRUNCATE engine_instance, engine_step, engine_attempt, engine_history, engine_pendingevent, "
-                       "triggers_subscription, triggers_publishedevent, triggers_coalescewindow CASCADE")
+        cursor.execute(
+            "TRUNCATE engine_instance, engine_step, engine_attempt, engine_history, engine_pendingevent, "
+            "triggers_subscription, triggers_publishedevent, triggers_coalescewindow CASCADE"
+        )
 
 
 def publish_all(events: int, keys: int, kind: str) -> tuple[float, list[float]]:
@@ -64,8 +66,13 @@ def publish_all(events: int, keys: int, kind: str) -> tuple[float, list[float]]:
         try:
             while (n := take()) is not None:
                 t = time.perf_counter()
-                event_publish(type=f"bench.{kind}", data={"account": f"acct-{n % keys}", "n": n},
-                              id=f"{kind}-{n}", tenant="bench", now=timezone.now())
+                event_publish(
+                    type=f"bench.{kind}",
+                    data={"account": f"acct-{n % keys}", "n": n},
+                    id=f"{kind}-{n}",
+                    tenant="bench",
+                    now=timezone.now(),
+                )
                 mine.append(time.perf_counter() - t)
         except BaseException as exc:  # noqa: BLE001 - reported after the join
             errors.append(exc)
@@ -131,9 +138,15 @@ def run(kind: str, events: int, keys: int) -> dict[str, float]:
         dup = sum(c - 1 for c in seen.values())
         lost = events - len(seen)
     lat.sort()
-    return {"events_per_s": events / wall, "p50_ms": 1000 * base.percentile(lat, 0.5),
-            "p99_ms": 1000 * base.percentile(lat, 0.99), "instances": total, "expected": expected,
-            "duplicates": dup, "lost": lost}
+    return {
+        "events_per_s": events / wall,
+        "p50_ms": 1000 * base.percentile(lat, 0.5),
+        "p99_ms": 1000 * base.percentile(lat, 0.99),
+        "instances": total,
+        "expected": expected,
+        "duplicates": dup,
+        "lost": lost,
+    }
 
 
 def main() -> None:
@@ -147,14 +160,18 @@ def main() -> None:
 
     worker = Worker(concurrency=8, poll_seconds=0.2).start()
     try:
-        print(f"debounce bench: {args.events:,} events, {args.keys} keys, {THREADS} publishing threads, "
-              f"1 worker x 8 (load {os.getloadavg()[0]:.1f})")
+        print(
+            f"debounce bench: {args.events:,} events, {args.keys} keys, {THREADS} publishing threads, "
+            f"1 worker x 8 (load {os.getloadavg()[0]:.1f})"
+        )
         for kind in ("plain", "debounce", "batch"):
             r = run(kind, args.events, args.keys)
-            print(f"  {kind:9} {r['events_per_s']:8.0f} events/s  publish p50 {r['p50_ms']:6.1f} ms "
-                  f"p99 {r['p99_ms']:6.1f} ms  instances {r['instances']:,} "
-                  f"({'at least ' if kind == 'batch' else 'expected '}{r['expected']:,})  "
-                  f"duplicates {r['duplicates']}  lost {r['lost']}")
+            print(
+                f"  {kind:9} {r['events_per_s']:8.0f} events/s  publish p50 {r['p50_ms']:6.1f} ms "
+                f"p99 {r['p99_ms']:6.1f} ms  instances {r['instances']:,} "
+                f"({'at least ' if kind == 'batch' else 'expected '}{r['expected']:,})  "
+                f"duplicates {r['duplicates']}  lost {r['lost']}"
+            )
     finally:
         worker.stop(timeout=30)
 

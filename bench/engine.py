@@ -57,8 +57,10 @@ def reset() -> None:
     from django.db import connection
 
     with connection.cursor() as cursor:
-        cursor.execute("TRUNCATE engine_instance, engine_step, engine_attempt, engine_history, "
-                       "engine_pendingevent, engine_deadletter CASCADE")
+        cursor.execute(
+            "TRUNCATE engine_instance, engine_step, engine_attempt, engine_history, "
+            "engine_pendingevent, engine_deadletter CASCADE"
+        )
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -77,17 +79,27 @@ def runledger_sequential(workflows: int) -> dict[str, float]:
     for i in range(workflows):
         create("bench-timed-noops", id=f"seq-{i}")
         run_until_idle()
-    samples = STEP_TIMES[10 * 10:]  # the first 10 workflows warm up connections and caches
-    return {"p50_ms": percentile(samples, 0.5) * 1000, "p99_ms": percentile(samples, 0.99) * 1000,
-            "samples": len(samples)}
+    samples = STEP_TIMES[10 * 10 :]  # the first 10 workflows warm up connections and caches
+    return {
+        "p50_ms": percentile(samples, 0.5) * 1000,
+        "p99_ms": percentile(samples, 0.99) * 1000,
+        "samples": len(samples),
+    }
 
 
 def workers(count: int, concurrency: int, *, ready: bool = False) -> list[subprocess.Popen[bytes]]:
     """Start `count` worker processes; with `ready`, return once each says it has started."""
     env = os.environ.copy()
-    procs = [subprocess.Popen([sys.executable, "manage.py", "worker", "--concurrency", str(concurrency),
-                               "--poll", "0.5"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.DEVNULL) for _ in range(count)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "manage.py", "worker", "--concurrency", str(concurrency), "--poll", "0.5"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+        for _ in range(count)
+    ]
     if ready:
         for p in procs:
             assert p.stdout is not None
@@ -133,8 +145,13 @@ def runledger_throughput(instances: int, processes: int, concurrency: int) -> di
     ended = Instance.objects.filter(workflow="bench-ten-noops").aggregate(m=Max("ended_at"))["m"]
     wall = (ended - started).total_seconds()
     errored = Instance.objects.filter(workflow="bench-ten-noops", status="errored").count()
-    return {"steps_per_s": instances * 10 / wall, "wall_s": wall, "create_s": created, "errored": errored,
-            "loadavg_1m": os.getloadavg()[0]}
+    return {
+        "steps_per_s": instances * 10 / wall,
+        "wall_s": wall,
+        "create_s": created,
+        "errored": errored,
+        "loadavg_1m": os.getloadavg()[0],
+    }
 
 
 def rss_mb(pid: int) -> float:
@@ -158,7 +175,7 @@ def runledger_sleepers(count: int, processes: int, lead_s: float, rate: float) -
     try:
         t0 = time.monotonic()
         for b in range(count // 100):
-            due = (now().timestamp() + lead_s)
+            due = now().timestamp() + lead_s
             from datetime import UTC, datetime
 
             until = datetime.fromtimestamp(due, tz=UTC).isoformat()
@@ -178,14 +195,23 @@ def runledger_sleepers(count: int, processes: int, lead_s: float, rate: float) -
     with connection.cursor() as cursor:
         cursor.execute("SELECT extract(epoch FROM ended_at - wake_at) FROM engine_step WHERE name = 'nap'")
         lags = [float(r[0]) for r in cursor.fetchall()]
-    return {"sleepers": count, "worker_rss_peak_mb": peak, "wake_lag_p50_s": percentile(lags, 0.5),
-            "wake_lag_p99_s": percentile(lags, 0.99), "wake_lag_max_s": max(lags)}
+    return {
+        "sleepers": count,
+        "worker_rss_peak_mb": peak,
+        "wake_lag_p50_s": percentile(lags, 0.5),
+        "wake_lag_p99_s": percentile(lags, 0.99),
+        "wake_lag_max_s": max(lags),
+    }
 
 
 def dbos(mode: str, *args: str) -> dict[str, float]:
-    out = subprocess.run([sys.executable, str(ROOT / "bench" / "dbos_side.py"), mode, *args,
-                          "--database", DBOS_DB_NAME], cwd=ROOT,
-                         capture_output=True, text=True, timeout=1800)
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "dbos_side.py"), mode, *args, "--database", DBOS_DB_NAME],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     if out.returncode != 0:
         raise RuntimeError(f"dbos_side.py {mode} failed:\n{out.stderr[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
@@ -200,16 +226,27 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--sequential-workflows", type=int, default=210)
     parser.add_argument("--instances", type=int, default=2000)
-    parser.add_argument("--concurrency", type=int, default=32,
-                        help="instances in flight per worker process (default 32: larger group commits)")
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=32,
+        help="instances in flight per worker process (default 32: larger group commits)",
+    )
     parser.add_argument("--sleepers", type=int, default=100_000)
-    parser.add_argument("--sleeper-rate", type=float, default=300.0,
-                        help="sleepers created per second: their due times spread at this rate")
+    parser.add_argument(
+        "--sleeper-rate",
+        type=float,
+        default=300.0,
+        help="sleepers created per second: their due times spread at this rate",
+    )
     parser.add_argument("--sleeper-repeats", type=int, default=1)
     parser.add_argument("--skip-dbos", action="store_true")
-    parser.add_argument("--drop-index", default="",
-                        help="indexes to drop after migrating, comma-separated: what an index costs the "
-                             "write path (e.g. instance_unfinished,deadletter_open,history_parked)")
+    parser.add_argument(
+        "--drop-index",
+        default="",
+        help="indexes to drop after migrating, comma-separated: what an index costs the "
+        "write path (e.g. instance_unfinished,deadletter_open,history_parked)",
+    )
     args = parser.parse_args()
     setup_django()
     if args.drop_index:
@@ -228,8 +265,19 @@ def main() -> None:
         tp.append(runledger_throughput(args.instances, 2, args.concurrency))
         print(f"[{r + 1}] runledger throughput {json.dumps(tp[-1])}", flush=True)
         if not args.skip_dbos:
-            dtp.append(dbos("queue", "--workflows", str(args.instances), "--steps", "10", "--processes", "2",
-                            "--concurrency", "10"))
+            dtp.append(
+                dbos(
+                    "queue",
+                    "--workflows",
+                    str(args.instances),
+                    "--steps",
+                    "10",
+                    "--processes",
+                    "2",
+                    "--concurrency",
+                    "10",
+                )
+            )
             print(f"[{r + 1}] dbos queue {json.dumps(dtp[-1])}", flush=True)
     sleepers = []
     for r in range(args.sleeper_repeats if args.sleepers else 0):
@@ -237,22 +285,30 @@ def main() -> None:
         print(f"[{r + 1}] runledger sleepers {json.dumps(sleepers[-1])}", flush=True)
     summary: dict[str, object] = {}
     if seq:
-        summary.update({
-            "runledger_step_overhead_p50_ms": median_of(seq, "p50_ms"),
-            "runledger_step_overhead_p99_ms": median_of(seq, "p99_ms"),
-            "runledger_steps_per_s": median_of(tp, "steps_per_s"),
-        })
+        summary.update(
+            {
+                "runledger_step_overhead_p50_ms": median_of(seq, "p50_ms"),
+                "runledger_step_overhead_p99_ms": median_of(seq, "p99_ms"),
+                "runledger_steps_per_s": median_of(tp, "steps_per_s"),
+            }
+        )
     if dseq:
-        summary.update({
-            "dbos_step_overhead_p50_ms": median_of(dseq, "step_p50_ms"),
-            "dbos_step_overhead_p99_ms": median_of(dseq, "step_p99_ms"),
-            "dbos_steps_per_s": median_of(dtp, "steps_per_s"),
-        })
+        summary.update(
+            {
+                "dbos_step_overhead_p50_ms": median_of(dseq, "step_p50_ms"),
+                "dbos_step_overhead_p99_ms": median_of(dseq, "step_p99_ms"),
+                "dbos_steps_per_s": median_of(dtp, "steps_per_s"),
+            }
+        )
         summary["throughput_ratio_vs_dbos"] = summary["runledger_steps_per_s"] / summary["dbos_steps_per_s"]  # type: ignore[operator]
     if sleepers:
-        summary.update({"sleepers": args.sleepers,
-                        "worker_rss_peak_mb": median_of(sleepers, "worker_rss_peak_mb"),
-                        "wake_lag_p99_s": median_of(sleepers, "wake_lag_p99_s")})
+        summary.update(
+            {
+                "sleepers": args.sleepers,
+                "worker_rss_peak_mb": median_of(sleepers, "worker_rss_peak_mb"),
+                "wake_lag_p99_s": median_of(sleepers, "wake_lag_p99_s"),
+            }
+        )
     print("MEDIANS " + json.dumps(summary, indent=2))
 
 

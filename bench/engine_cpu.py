@@ -91,11 +91,16 @@ def main() -> None:
         py, pg = one_run(args.instances)
         load = os.getloadavg()[0]
         results.append((py, pg))
-        print(f"run {run}: {args.instances} instances, per instance Python {py:.2f} ms, "
-              f"PostgreSQL {pg:.2f} ms, total {py + pg:.2f} ms (load {load:.1f})", flush=True)
-    print(f"medians: Python {statistics.median(r[0] for r in results):.2f} ms, "
-          f"PostgreSQL {statistics.median(r[1] for r in results):.2f} ms, "
-          f"total {statistics.median(r[0] + r[1] for r in results):.2f} ms (load {os.getloadavg()[0]:.1f})")
+        print(
+            f"run {run}: {args.instances} instances, per instance Python {py:.2f} ms, "
+            f"PostgreSQL {pg:.2f} ms, total {py + pg:.2f} ms (load {load:.1f})",
+            flush=True,
+        )
+    print(
+        f"medians: Python {statistics.median(r[0] for r in results):.2f} ms, "
+        f"PostgreSQL {statistics.median(r[1] for r in results):.2f} ms, "
+        f"total {statistics.median(r[0] + r[1] for r in results):.2f} ms (load {os.getloadavg()[0]:.1f})"
+    )
 
 
 if __name__ == "__main__":

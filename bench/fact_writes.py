@@ -51,9 +51,17 @@ def fact_writes(calls: int) -> list[dict[str, Any]]:
         call_id = f"1{n:06d}"
         facts = facts_from_result(extractor.extract(call.transcript_text(), subject=call.account))
         items = unique_facts([FactItem(**fact.as_dict(), authority=SourceAuthority.GONG_CALL) for fact in facts])
-        writes += [{"tenant": TENANT, "item": item, "ordinal": i, "source_ref": f"gong:call:{call_id}",
-                    "observed_at": call.started.isoformat(), "instance_id": gong_instance_id(TENANT, call_id)}
-                   for i, item in enumerate(items)]
+        writes += [
+            {
+                "tenant": TENANT,
+                "item": item,
+                "ordinal": i,
+                "source_ref": f"gong:call:{call_id}",
+                "observed_at": call.started.isoformat(),
+                "instance_id": gong_instance_id(TENANT, call_id),
+            }
+            for i, item in enumerate(items)
+        ]
     return writes
 
 
@@ -92,8 +100,12 @@ def main() -> None:
     parser.add_argument("--url", default=os.environ.get("BENCH_FACTS_URL") or DEFAULT_URL)
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--function-set", metavar="NAME=VALUE", default="",
-                        help="run with `ALTER FUNCTION ingest_fact_put SET NAME = VALUE` in the bench's database")
+    parser.add_argument(
+        "--function-set",
+        metavar="NAME=VALUE",
+        default="",
+        help="run with `ALTER FUNCTION ingest_fact_put SET NAME = VALUE` in the bench's database",
+    )
     args = parser.parse_args()
     if not args.url.startswith("postgres"):
         parser.error("the fact writes' PostgreSQL path is measured: --url postgres://…")
@@ -121,11 +133,17 @@ def main() -> None:
     wall, cpu, backend = (statistics.median(r[i] for r in rounds) for i in range(3))
     actions = ", ".join(f"{name} {count:,}" for name, count in sorted(rounds[-1][3].items()))
     altered = f", ingest_fact_put SET {args.function_set}" if args.function_set else ""
-    print(f"persist_fact, {len(writes):,} writes from {args.calls:,} calls × {args.rounds} rounds, code at {ROOT}"
-          f"{altered} (load {os.getloadavg()[0]:.2f}):")
-    print(f"  per write, medians: wall {wall:.0f} µs, this process's CPU {cpu:.0f} µs, PostgreSQL backend's "
-          f"CPU {backend:.0f} µs; outcomes: {actions}")
-    print("  rounds (wall / process / backend µs): " + "; ".join(f"{w:.0f} / {c:.0f} / {b:.0f}" for w, c, b, _ in rounds))
+    print(
+        f"persist_fact, {len(writes):,} writes from {args.calls:,} calls × {args.rounds} rounds, code at {ROOT}"
+        f"{altered} (load {os.getloadavg()[0]:.2f}):"
+    )
+    print(
+        f"  per write, medians: wall {wall:.0f} µs, this process's CPU {cpu:.0f} µs, PostgreSQL backend's "
+        f"CPU {backend:.0f} µs; outcomes: {actions}"
+    )
+    print(
+        "  rounds (wall / process / backend µs): " + "; ".join(f"{w:.0f} / {c:.0f} / {b:.0f}" for w, c, b, _ in rounds)
+    )
 
 
 if __name__ == "__main__":

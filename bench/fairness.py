@@ -105,8 +105,21 @@ def backfill(fake_url: str, start: str, end: str, done: threading.Event, failed:
     from django.db import connection
 
     try:
-        call_command("ingest_pull", "gong", "--tenant", A, "--from", start, "--to", end, "--base-url", fake_url,
-                     "--no-progress", stdout=StringIO(), stderr=StringIO())
+        call_command(
+            "ingest_pull",
+            "gong",
+            "--tenant",
+            A,
+            "--from",
+            start,
+            "--to",
+            end,
+            "--base-url",
+            fake_url,
+            "--no-progress",
+            stdout=StringIO(),
+            stderr=StringIO(),
+        )
     except BaseException as exc:  # reported by the main thread
         failed.append(exc)
     finally:
@@ -121,8 +134,12 @@ def webhooks(corpus: list[Any], stop: threading.Event, every: float) -> int:
     sent, began = 0, time.monotonic()
     while not stop.is_set():
         call = corpus[sent % len(corpus)]
-        gong_ingest_start(B, {"id": f"b{sent:06d}", "title": call.title, "started": call.started.isoformat(),
-                              "account": call.account}, transcript=call.transcript_text(), actor="gong-webhook")
+        gong_ingest_start(
+            B,
+            {"id": f"b{sent:06d}", "title": call.title, "started": call.started.isoformat(), "account": call.account},
+            transcript=call.transcript_text(),
+            actor="gong-webhook",
+        )
         sent += 1
         stop.wait(max(0.0, began + sent * every - time.monotonic()))
     return sent
@@ -135,11 +152,13 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8, help="instances in flight per worker")
     parser.add_argument("--delay", type=float, default=0.2, help="the fake LLM's answer time, seconds")
     parser.add_argument("--rate", type=float, default=2.0, help="tenant B's webhooks a second")
-    parser.add_argument("--tail", type=float, default=5.0,
-                        help="seconds B's webhooks go on after A's backfill is pulled")
+    parser.add_argument(
+        "--tail", type=float, default=5.0, help="seconds B's webhooks go on after A's backfill is pulled"
+    )
     parser.add_argument("--limit-a", type=int, default=None, help="an operator's concurrency limit for A")
-    parser.add_argument("--reference", action="store_true",
-                        help="first run A's backfill alone, for its slot use without B beside it")
+    parser.add_argument(
+        "--reference", action="store_true", help="first run A's backfill alone, for its slot use without B beside it"
+    )
     args = parser.parse_args()
 
     url = os.environ.setdefault("DATABASE_URL", DEFAULT_URL)
@@ -155,9 +174,11 @@ def main() -> None:
     calls_a = demo_calls(seed=11, count=args.calls)
     calls_b = demo_calls(seed=12, count=200)
     slots = args.workers * args.concurrency
-    print(f"A backfills {args.calls} Gong calls; B's webhooks at {args.rate:g}/s; {args.workers} workers × "
-          f"{args.concurrency} = {slots} slots; LLM answers in {args.delay * 1000:.0f} ms"
-          + (f"; A limited to {args.limit_a}" if args.limit_a is not None else ""))
+    print(
+        f"A backfills {args.calls} Gong calls; B's webhooks at {args.rate:g}/s; {args.workers} workers × "
+        f"{args.concurrency} = {slots} slots; LLM answers in {args.delay * 1000:.0f} ms"
+        + (f"; A limited to {args.limit_a}" if args.limit_a is not None else "")
+    )
     alone = None
     if args.reference:
         alone = run(args, calls_a, calls_b, url, rate=0.0)
@@ -189,10 +210,17 @@ def run(args: argparse.Namespace, calls_a: list[Any], calls_b: list[Any], url: s
     slots = args.workers * args.concurrency
     with FakeOpenAI() as llm, FakeGong(calls_a, page_size=100) as gong:
         llm.delay = args.delay
-        env = {**os.environ, "DATABASE_URL": url, "RUNLEDGER_LLM_PROVIDER": "openai",
-               "RUNLEDGER_LLM_BASE_URL": f"{llm.url}/v1", "RUNLEDGER_LLM_API_KEY": llm.api_key or "",
-               "RUNLEDGER_LLM_MODEL": "gpt-4o-mini", "RUNLEDGER_PRICER": "ingest.pipelines.pricer.price_usage",
-               "RUNLEDGER_EMBEDDINGS": "off", "RUNLEDGER_LOG_LEVEL": "WARNING"}
+        env = {
+            **os.environ,
+            "DATABASE_URL": url,
+            "RUNLEDGER_LLM_PROVIDER": "openai",
+            "RUNLEDGER_LLM_BASE_URL": f"{llm.url}/v1",
+            "RUNLEDGER_LLM_API_KEY": llm.api_key or "",
+            "RUNLEDGER_LLM_MODEL": "gpt-4o-mini",
+            "RUNLEDGER_PRICER": "ingest.pipelines.pricer.price_usage",
+            "RUNLEDGER_EMBEDDINGS": "off",
+            "RUNLEDGER_LOG_LEVEL": "WARNING",
+        }
         connection.close()
         procs = start_workers(args.workers, args.concurrency, env)
         sampler = Sampler()
@@ -230,8 +258,11 @@ def run(args: argparse.Namespace, calls_a: list[Any], calls_b: list[Any], url: s
             sampler.join()
             stop_workers(procs)
     with connection.cursor() as cursor:
-        cursor.execute("SELECT extract(epoch FROM started_at - created_at) FROM engine_instance "
-                       "WHERE tenant = %s AND started_at IS NOT NULL", [B])
+        cursor.execute(
+            "SELECT extract(epoch FROM started_at - created_at) FROM engine_instance "
+            "WHERE tenant = %s AND started_at IS NOT NULL",
+            [B],
+        )
         waits = [float(r[0]) for r in cursor.fetchall()]
         cursor.execute("SELECT status, count(*) FROM engine_instance WHERE tenant IN (%s, %s) GROUP BY status", [A, B])
         statuses = dict(cursor.fetchall())
@@ -253,26 +284,34 @@ def slot_use_line(r: Run, *, slots: int, limit_a: int | None) -> str:
     n, busy, held = slot_use(r, slots=slots, limit_a=limit_a)
     what = "every slot" if limit_a is None else f"its limit of {limit_a}"
     peak = max((backlog for _, _, backlog in r.samples), default=0)
-    return (f"while A had a backlog (peak {peak} due and unclaimed; {n} samples of 0.2 s, {r.drain_s:.1f} s in all): "
-            f"slots busy {busy:.1%}; "
-            f"A held {held:.1%} of {what} that B left")
+    return (
+        f"while A had a backlog (peak {peak} due and unclaimed; {n} samples of 0.2 s, {r.drain_s:.1f} s in all): "
+        f"slots busy {busy:.1%}; "
+        f"A held {held:.1%} of {what} that B left"
+    )
 
 
 def report(r: Run, *, slots: int, limit_a: int | None, calls: int, alone: Run | None) -> None:
     p99 = pct(r.waits, 0.99)
-    print(f"A's {calls} calls pulled and B's {r.sent} webhooks sent in {r.pull_s:.1f} s; all done in "
-          f"{r.drain_s:.1f} s ({r.statuses})")
-    print(f"B's queue wait (created → first claim), {len(r.waits)} instances: p50 {pct(r.waits, 0.5):.3f} s, "
-          f"p99 {p99:.3f} s, max {max(r.waits, default=float('nan')):.3f} s — goal p99 ≤ 2 s: "
-          f"{'met' if p99 <= 2.0 else 'MISSED'}")
+    print(
+        f"A's {calls} calls pulled and B's {r.sent} webhooks sent in {r.pull_s:.1f} s; all done in "
+        f"{r.drain_s:.1f} s ({r.statuses})"
+    )
+    print(
+        f"B's queue wait (created → first claim), {len(r.waits)} instances: p50 {pct(r.waits, 0.5):.3f} s, "
+        f"p99 {p99:.3f} s, max {max(r.waits, default=float('nan')):.3f} s — goal p99 ≤ 2 s: "
+        f"{'met' if p99 <= 2.0 else 'MISSED'}"
+    )
     print("A beside B: " + slot_use_line(r, slots=slots, limit_a=limit_a))
     if alone is not None:
         # The slots A leaves between a turn's end and its next claim are the engine's and the
         # machine's, not the fairness's: B beside A should cost A no more than that.
         _, _, held = slot_use(r, slots=slots, limit_a=limit_a)
         _, _, held_alone = slot_use(alone, slots=slots, limit_a=limit_a)
-        print(f"A's slot use beside B vs alone: {held:.1%} vs {held_alone:.1%} — goal: no fewer slots than alone "
-              f"(within 3 points): {'met' if held >= held_alone - 0.03 else 'MISSED'}")
+        print(
+            f"A's slot use beside B vs alone: {held:.1%} vs {held_alone:.1%} — goal: no fewer slots than alone "
+            f"(within 3 points): {'met' if held >= held_alone - 0.03 else 'MISSED'}"
+        )
 
 
 if __name__ == "__main__":

@@ -46,8 +46,10 @@ def reset() -> None:
     from django.db import connection
 
     with connection.cursor() as cursor:
-        cursor.execute("TRUNCATE engine_instance, engine_step, engine_attempt, engine_history, "
-                       "engine_pendingevent, engine_deadletter, engine_fanout, engine_fanoutitem, api_costs CASCADE")
+        cursor.execute(
+            "TRUNCATE engine_instance, engine_step, engine_attempt, engine_history, "
+            "engine_pendingevent, engine_deadletter, engine_fanout, engine_fanoutitem, api_costs CASCADE"
+        )
 
 
 def wait_for(ids: list[str], *, limit_s: float) -> None:
@@ -116,13 +118,12 @@ def many_fan_outs(parents: int, per_parent: int, concurrency: int) -> dict[str, 
     try:
         started = now()
         for b in range(0, parents, 100):
-            create_batch("bench-fan-out", [{"id": i, "params": {"items": per_parent}} for i in ids[b:b + 100]])
+            create_batch("bench-fan-out", [{"id": i, "params": {"items": per_parent}} for i in ids[b : b + 100]])
         wait_for(ids, limit_s=1800)
     finally:
         base.stop(procs)
     wall = finished_in(ids, started)
-    return {"parents": parents, "items_each": per_parent, "wall_s": wall,
-            "items_per_s": parents * per_parent / wall}
+    return {"parents": parents, "items_each": per_parent, "wall_s": wall, "items_per_s": parents * per_parent / wall}
 
 
 def solo_instances(items: int, concurrency: int) -> dict[str, float]:
@@ -135,7 +136,9 @@ def solo_instances(items: int, concurrency: int) -> dict[str, float]:
     try:
         started = now()
         for b in range(0, items, 100):
-            create_batch("fan-out.bench-noop", [{"id": i, "params": {"item": n}} for n, i in enumerate(ids[b:b + 100])])
+            create_batch(
+                "fan-out.bench-noop", [{"id": i, "params": {"item": n}} for n, i in enumerate(ids[b : b + 100])]
+            )
         wait_for(ids, limit_s=1800)
     finally:
         base.stop(procs)
@@ -159,14 +162,23 @@ def main() -> None:
     print(f"concurrent fan-outs {json.dumps(many)}", flush=True)
     solo = solo_instances(args.items, args.concurrency)
     print(f"one-step instances {json.dumps(solo)}", flush=True)
-    print("SUMMARY " + json.dumps({
-        "fan_out_wall_s": fan["wall_s"], "fan_out_per_item_ms": fan["per_item_ms"],
-        "plain_steps_wall_s": plain["wall_s"], "plain_step_per_item_ms": plain["per_item_ms"],
-        "overhead_per_item_ms": fan["per_item_ms"] - plain["per_item_ms"],
-        "concurrent_wall_s": many["wall_s"], "concurrent_items_per_s": many["items_per_s"],
-        "one_step_instance_per_item_ms": solo["per_item_ms"],
-        "loadavg_1m": os.getloadavg()[0],
-    }, indent=2))
+    print(
+        "SUMMARY "
+        + json.dumps(
+            {
+                "fan_out_wall_s": fan["wall_s"],
+                "fan_out_per_item_ms": fan["per_item_ms"],
+                "plain_steps_wall_s": plain["wall_s"],
+                "plain_step_per_item_ms": plain["per_item_ms"],
+                "overhead_per_item_ms": fan["per_item_ms"] - plain["per_item_ms"],
+                "concurrent_wall_s": many["wall_s"],
+                "concurrent_items_per_s": many["items_per_s"],
+                "one_step_instance_per_item_ms": solo["per_item_ms"],
+                "loadavg_1m": os.getloadavg()[0],
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

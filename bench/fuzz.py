@@ -32,8 +32,9 @@ SUITES = [
 
 def main() -> int:
     started = time.monotonic()
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", *SUITES],
-                         cwd=ROOT, capture_output=True, text=True)
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", *SUITES], cwd=ROOT, capture_output=True, text=True
+    )
     elapsed = time.monotonic() - started
     lines = run.stdout.splitlines()
     figures = [line for line in lines if line.startswith("fuzz ")]

@@ -170,9 +170,11 @@ def start_servers() -> list[subprocess.Popen[bytes]]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-             "bench.ingress:application"],
-            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "bench.ingress:application"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         for port in PORTS
     ]
@@ -208,35 +210,92 @@ def _order(key: str, rng: random.Random) -> bytes:
 
 
 def _gong_call(key: str, rng: random.Random) -> bytes:
-    meta = {"id": str(int(key[:15], 16)), "url": "https://app.gong.io/call?id=1",
-            "title": f"Discovery call {key[:6]}", "started": "2025-03-03T12:00:00+00:00",
-            "duration": 1800, "primaryUserId": "1001", "direction": "Conference", "scope": "External",
-            "system": "Zoom", "media": "Video", "language": "eng", "isPrivate": False}
-    parties = [{"id": "p1", "emailAddress": "ada@bench.example", "name": "Ada", "speakerId": "1001",
-                "affiliation": "Internal", "methods": ["Invitee"]},
-               {"id": "p2", "emailAddress": "bob@acme.example", "name": "Bob", "speakerId": "2002",
-                "affiliation": "External", "methods": ["Invitee"]}]
-    return json.dumps({"callData": {"metaData": meta, "parties": parties,
-                                    "context": [{"system": "Salesforce", "objects": []}]},
-                       "isTest": False}).encode()
+    meta = {
+        "id": str(int(key[:15], 16)),
+        "url": "https://app.gong.io/call?id=1",
+        "title": f"Discovery call {key[:6]}",
+        "started": "2025-03-03T12:00:00+00:00",
+        "duration": 1800,
+        "primaryUserId": "1001",
+        "direction": "Conference",
+        "scope": "External",
+        "system": "Zoom",
+        "media": "Video",
+        "language": "eng",
+        "isPrivate": False,
+    }
+    parties = [
+        {
+            "id": "p1",
+            "emailAddress": "ada@bench.example",
+            "name": "Ada",
+            "speakerId": "1001",
+            "affiliation": "Internal",
+            "methods": ["Invitee"],
+        },
+        {
+            "id": "p2",
+            "emailAddress": "bob@acme.example",
+            "name": "Bob",
+            "speakerId": "2002",
+            "affiliation": "External",
+            "methods": ["Invitee"],
+        },
+    ]
+    return json.dumps(
+        {
+            "callData": {"metaData": meta, "parties": parties, "context": [{"system": "Salesforce", "objects": []}]},
+            "isTest": False,
+        }
+    ).encode()
 
 
 def _cdc_event(key: str, rng: random.Random) -> bytes:
-    header = {"entityName": "Opportunity", "recordIds": [f"006BENCH{key[:10].upper()}"],
-              "changeType": "UPDATE", "changeOrigin": "com/salesforce/api/rest/62.0",
-              "transactionKey": key, "sequenceNumber": 1, "commitTimestamp": 1741003200000,
-              "commitNumber": 10648790, "commitUser": "005RM000001vI54YAE",
-              "changedFields": ["StageName", "Amount"], "nulledFields": [], "diffFields": []}
-    return json.dumps({"data": {"schema": "bench", "payload": {
-        "ChangeEventHeader": header, "StageName": "Negotiation/Review",
-        "Amount": float(rng.randint(1, 100_000))}, "event": {"replayId": 1}},
-        "channel": "/data/OpportunityChangeEvent"}).encode()
+    header = {
+        "entityName": "Opportunity",
+        "recordIds": [f"006BENCH{key[:10].upper()}"],
+        "changeType": "UPDATE",
+        "changeOrigin": "com/salesforce/api/rest/62.0",
+        "transactionKey": key,
+        "sequenceNumber": 1,
+        "commitTimestamp": 1741003200000,
+        "commitNumber": 10648790,
+        "commitUser": "005RM000001vI54YAE",
+        "changedFields": ["StageName", "Amount"],
+        "nulledFields": [],
+        "diffFields": [],
+    }
+    return json.dumps(
+        {
+            "data": {
+                "schema": "bench",
+                "payload": {
+                    "ChangeEventHeader": header,
+                    "StageName": "Negotiation/Review",
+                    "Amount": float(rng.randint(1, 100_000)),
+                },
+                "event": {"replayId": 1},
+            },
+            "channel": "/data/OpportunityChangeEvent",
+        }
+    ).encode()
 
 
 BODIES: dict[str, Callable[[str, random.Random], bytes]] = {
-    "noop": _order, "bare": _order, "django": _order, "stock": _order, "ingress": _order, "gong": _gong_call, "salesforce": _cdc_event}
-PATHS = {**{c: NOOP_PATH for c in CEILINGS}, "ingress": f"/api/routes/{ROUTE}", "gong": f"/hooks/gong/{GONG_KEY}",
-         "salesforce": f"/hooks/salesforce/{SALESFORCE_KEY}/cdc"}
+    "noop": _order,
+    "bare": _order,
+    "django": _order,
+    "stock": _order,
+    "ingress": _order,
+    "gong": _gong_call,
+    "salesforce": _cdc_event,
+}
+PATHS = {
+    **{c: NOOP_PATH for c in CEILINGS},
+    "ingress": f"/api/routes/{ROUTE}",
+    "gong": f"/hooks/gong/{GONG_KEY}",
+    "salesforce": f"/hooks/salesforce/{SALESFORCE_KEY}/cdc",
+}
 
 
 class Load:
@@ -277,9 +336,13 @@ def headers_for(load: Load, key: str, body: bytes) -> dict[str, str]:
     from ingest.triggers.signing import sign
 
     stamp = str(int(time.time()))
-    return {**headers, "Authorization": f"Bearer {load.token}", "X-Runledger-Timestamp": stamp,
-            "Idempotency-Key": key,
-            "X-Runledger-Signature": sign(secret=load.secret, timestamp=stamp, body=body)}
+    return {
+        **headers,
+        "Authorization": f"Bearer {load.token}",
+        "X-Runledger-Timestamp": stamp,
+        "Idempotency-Key": key,
+        "X-Runledger-Signature": sign(secret=load.secret, timestamp=stamp, body=body),
+    }
 
 
 def instance_ids(data: bytes) -> list[str]:
@@ -298,8 +361,7 @@ def client(load: Load, port: int, until: float, seed: int) -> None:
         key, body = load.pick(rng)
         started = time.perf_counter()
         try:
-            conn.request("POST", PATHS[load.target], body=body,
-                         headers=headers_for(load, key, body))
+            conn.request("POST", PATHS[load.target], body=body, headers=headers_for(load, key, body))
             response = conn.getresponse()
             data = response.read()
             status = response.status
@@ -327,32 +389,34 @@ def backends() -> list[int]:
     from django.db import connection
 
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
-                       "AND pid <> pg_backend_pid()")
+        cursor.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
         return [pid for (pid,) in cursor.fetchall()]
 
 
 def cpu_now(servers: list[int]) -> dict[str, dict[int, float]]:
-    return {"web": {pid: cpu_seconds(pid) for pid in servers},
-            "postgres": {pid: cpu_seconds(pid) for pid in backends()}}
+    return {
+        "web": {pid: cpu_seconds(pid) for pid in servers},
+        "postgres": {pid: cpu_seconds(pid) for pid in backends()},
+    }
 
 
-def cpu_used(before: dict[str, dict[int, float]], after: dict[str, dict[int, float]], kind: str
-             ) -> float:
+def cpu_used(before: dict[str, dict[int, float]], after: dict[str, dict[int, float]], kind: str) -> float:
     """CPU between two samples; a backend that started since counts from 0 (one that started and
     ended between the samples is missed: with a connection per request most of PostgreSQL's
     CPU would be, which is why the web processes pool their connections)."""
     return sum(cpu - before[kind].get(pid, 0.0) for pid, cpu in after[kind].items())
 
 
-def run_once(target: str, token: str, secret: str, *, seconds: float, threads: int,
-             repeat: float, servers: list[int]) -> dict[str, Any]:
+def run_once(
+    target: str, token: str, secret: str, *, seconds: float, threads: int, repeat: float, servers: list[int]
+) -> dict[str, Any]:
     before_instances = count_created(target)
     cpu_before = cpu_now(servers)
     load = Load(target, token, secret, repeat)
     until = time.monotonic() + seconds
-    workers = [threading.Thread(target=client, args=(load, PORTS[i % 2], until, i))
-               for i in range(threads)]
+    workers = [threading.Thread(target=client, args=(load, PORTS[i % 2], until, i)) for i in range(threads)]
     started = time.monotonic()
     for w in workers:
         w.start()
@@ -382,37 +446,55 @@ def run_once(target: str, token: str, secret: str, *, seconds: float, threads: i
 
 def report(results: list[dict[str, Any]], *, threads: int, seconds: float) -> None:
     by_target = {t: [r for r in results if r["target"] == t] for t in TARGETS}
-    med = {t: {k: statistics.median(r[k] for r in rs) for k in ("rps", "p50_ms", "p99_ms", "load", "cpu_web_ms", "cpu_pg_ms")}
-           for t, rs in by_target.items() if rs}
+    med = {
+        t: {
+            k: statistics.median(r[k] for r in rs)
+            for k in ("rps", "p50_ms", "p99_ms", "load", "cpu_web_ms", "cpu_pg_ms")
+        }
+        for t, rs in by_target.items()
+        if rs
+    }
     ceiling, bare = med["noop"], med["bare"]
-    print(f"medians of {len(by_target['noop'])} interleaved rounds, 2 daphne processes, {threads} "
-          f"client threads, {seconds:g} s per target and round:")
+    print(
+        f"medians of {len(by_target['noop'])} interleaved rounds, 2 daphne processes, {threads} "
+        f"client threads, {seconds:g} s per target and round:"
+    )
     for target, m in med.items():
         rs = by_target[target]
-        line = (f"  {target:10} {m['rps']:7.1f} req/s  p50 {m['p50_ms']:6.1f} ms  p99 "
-                f"{m['p99_ms']:6.1f} ms  CPU/request web {m['cpu_web_ms']:.2f} ms + PostgreSQL "
-                f"{m['cpu_pg_ms']:.2f} ms  (load average {m['load']:.1f})")
+        line = (
+            f"  {target:10} {m['rps']:7.1f} req/s  p50 {m['p50_ms']:6.1f} ms  p99 "
+            f"{m['p99_ms']:6.1f} ms  CPU/request web {m['cpu_web_ms']:.2f} ms + PostgreSQL "
+            f"{m['cpu_pg_ms']:.2f} ms  (load average {m['load']:.1f})"
+        )
         if target not in CEILINGS:
             share, times = m["rps"] / ceiling["rps"], m["p99_ms"] / ceiling["p99_ms"]
             dupes = sum(r["duplicates_created"] + r["keys_with_two_ids"] for r in rs)
             met = share >= GOAL_RPS_SHARE and times <= GOAL_P99_TIMES and dupes == 0
-            line += (f"\n{'':13}= {share:.0%} of the project's ceiling's req/s "
-                     f"({m['rps'] / bare['rps']:.0%} of the bare view's), p99 {times:.2f}× the "
-                     f"ceiling's; duplicates {dupes}; goal (≥ {GOAL_RPS_SHARE:.0%}, ≤ "
-                     f"{GOAL_P99_TIMES:g}×, 0 duplicates) {'met' if met else 'missed'}")
+            line += (
+                f"\n{'':13}= {share:.0%} of the project's ceiling's req/s "
+                f"({m['rps'] / bare['rps']:.0%} of the bare view's), p99 {times:.2f}× the "
+                f"ceiling's; duplicates {dupes}; goal (≥ {GOAL_RPS_SHARE:.0%}, ≤ "
+                f"{GOAL_P99_TIMES:g}×, 0 duplicates) {'met' if met else 'missed'}"
+            )
         print(line)
-    for other, what in (("bare", "the bare view's"), ("django", "Django's stock handler's bare view's"),
-                        ("stock", "the same middleware's on Django's stock handler")):
+    for other, what in (
+        ("bare", "the bare view's"),
+        ("django", "Django's stock handler's bare view's"),
+        ("stock", "the same middleware's on Django's stock handler"),
+    ):
         # Per round as well, so a ratio compares two targets measured next to each other.
-        rounds = [n["cpu_web_ms"] / b["cpu_web_ms"]
-                  for n, b in zip(by_target["noop"], by_target[other], strict=True)]
+        rounds = [n["cpu_web_ms"] / b["cpu_web_ms"] for n, b in zip(by_target["noop"], by_target[other], strict=True)]
         stack = ceiling["cpu_web_ms"] / med[other]["cpu_web_ms"]
-        line = (f"  the project's ceiling costs {stack:.2f}× {what} web CPU per request (per round: "
-                f"{', '.join(f'{r:.2f}' for r in rounds)}) at {ceiling['rps'] / med[other]['rps']:.0%} "
-                "of its req/s")
+        line = (
+            f"  the project's ceiling costs {stack:.2f}× {what} web CPU per request (per round: "
+            f"{', '.join(f'{r:.2f}' for r in rounds)}) at {ceiling['rps'] / med[other]['rps']:.0%} "
+            "of its req/s"
+        )
         if other == "bare":
-            line += (f"; goal for the middleware ≤ {GOAL_STACK_CPU_TIMES:g}× "
-                     f"{'met' if stack <= GOAL_STACK_CPU_TIMES else 'missed'}")
+            line += (
+                f"; goal for the middleware ≤ {GOAL_STACK_CPU_TIMES:g}× "
+                f"{'met' if stack <= GOAL_STACK_CPU_TIMES else 'missed'}"
+            )
         print(line)
 
 
@@ -422,14 +504,19 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=16)
     parser.add_argument("--runs", type=int, default=3, help="rounds; each runs every target once")
     parser.add_argument("--repeat", type=float, default=0.2, help="share of requests reusing a key")
-    parser.add_argument("--targets", default=",".join(TARGETS),
-                        help="comma-separated subset of " + ", ".join(TARGETS) + " (noop and bare always run)")
+    parser.add_argument(
+        "--targets",
+        default=",".join(TARGETS),
+        help="comma-separated subset of " + ", ".join(TARGETS) + " (noop and bare always run)",
+    )
     args = parser.parse_args()
     if not os.environ.get("DATABASE_URL", "").startswith("postgres"):
         raise SystemExit("set DATABASE_URL=postgres://postgres@127.0.0.1:5432/rl_bench_ingress")
     # The connections' webhook keys are encrypted at rest: a fixed bench key (its rows hold
     # nothing secret), the same every run so the previous run's rows can be read and replaced.
-    os.environ.setdefault("RUNLEDGER_SECRET_KEYS", base64.urlsafe_b64encode(b"runledger-bench-ingress-32-bytes").decode())
+    os.environ.setdefault(
+        "RUNLEDGER_SECRET_KEYS", base64.urlsafe_b64encode(b"runledger-bench-ingress-32-bytes").decode()
+    )
     targets = [*CEILINGS, *[t for t in args.targets.split(",") if t in TARGETS and t not in CEILINGS]]
     sys.path.insert(0, str(ROOT))
     token, secret = setup_database()
@@ -437,10 +524,16 @@ def main() -> None:
     results = []
     try:
         for n in range(args.runs):
-            for target in targets[n % len(targets):] + targets[:n % len(targets)]:
-                result = run_once(target, token, secret, seconds=args.seconds,
-                                  threads=args.threads, repeat=args.repeat,
-                                  servers=[p.pid for p in procs])
+            for target in targets[n % len(targets) :] + targets[: n % len(targets)]:
+                result = run_once(
+                    target,
+                    token,
+                    secret,
+                    seconds=args.seconds,
+                    threads=args.threads,
+                    repeat=args.repeat,
+                    servers=[p.pid for p in procs],
+                )
                 results.append(result)
                 print(f"round {n + 1}: {json.dumps(result)}", flush=True)
     finally:

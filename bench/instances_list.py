@@ -49,8 +49,9 @@ def attributes_setup(url: str) -> None:
         conn.execute("SET synchronous_commit = off")
         for lo in range(1, 1_000_001, CHUNK):
             hi = lo + CHUNK - 1
-            if conn.execute("SELECT 1 FROM engine_instance_attributes WHERE instance_id = %s",
-                            [f"bench-{hi:07d}"]).fetchone():
+            if conn.execute(
+                "SELECT 1 FROM engine_instance_attributes WHERE instance_id = %s", [f"bench-{hi:07d}"]
+            ).fetchone():
                 continue
             t0 = time.monotonic()
             conn.execute(f"""
@@ -65,8 +66,10 @@ def attributes_setup(url: str) -> None:
         # the first measured reads.
         for table in ("engine_instance_attributes", "engine_instance_attribute_values"):
             _vacuum_until_visible(conn, table)
-            n = conn.execute(f"SELECT count(*), pg_size_pretty(pg_total_relation_size('{table}')) "  # noqa: S608
-                             f"FROM {table}").fetchone()
+            n = conn.execute(
+                f"SELECT count(*), pg_size_pretty(pg_total_relation_size('{table}')) "  # noqa: S608
+                f"FROM {table}"
+            ).fetchone()
             print(f"  {table}: {n[0] if n else 0:,} rows, {n[1] if n else '?'} with its indexes", flush=True)
 
 
@@ -86,25 +89,61 @@ def fan_out_setup(items: int, *, parents: int = 50) -> None:
     t0, now, per = time.monotonic(), timezone.now(), items // parents
     for p in range(parents):
         parent = Instance.objects.get(id=f"bench-{p * 997 + 1:07d}")
-        step = Step.objects.create(instance=parent, name="bench-fan-out", seq=1, position=99, kind="fan_out",
-                                   status="complete", started_at=now)
-        fan = FanOut.objects.create(instance=parent, step=step, step_name="bench-fan-out", handler="url-classify",
-                                    handler_kind="workflow", item_workflow="url-classify", expected=per, created=per,
-                                    received=per, started_at=now, updated_at=now, deadline=now, state="complete")
-        rows = [Instance(id=f"_fo{fan.id}-{i}", workflow="url-classify", tenant="acme", status="complete",
-                         params={"url": f"https://site{i}.example/"}, parent_id=parent.id,
-                         parent_step="bench-fan-out",
-                         created_at=now - timedelta(seconds=(p * per + i) * 30 * 86400 // items),
-                         updated_at=now, started_at=now, ended_at=now) for i in range(per)]
+        step = Step.objects.create(
+            instance=parent, name="bench-fan-out", seq=1, position=99, kind="fan_out", status="complete", started_at=now
+        )
+        fan = FanOut.objects.create(
+            instance=parent,
+            step=step,
+            step_name="bench-fan-out",
+            handler="url-classify",
+            handler_kind="workflow",
+            item_workflow="url-classify",
+            expected=per,
+            created=per,
+            received=per,
+            started_at=now,
+            updated_at=now,
+            deadline=now,
+            state="complete",
+        )
+        rows = [
+            Instance(
+                id=f"_fo{fan.id}-{i}",
+                workflow="url-classify",
+                tenant="acme",
+                status="complete",
+                params={"url": f"https://site{i}.example/"},
+                parent_id=parent.id,
+                parent_step="bench-fan-out",
+                created_at=now - timedelta(seconds=(p * per + i) * 30 * 86400 // items),
+                updated_at=now,
+                started_at=now,
+                ended_at=now,
+            )
+            for i in range(per)
+        ]
         Instance.objects.bulk_create(rows, batch_size=2000)
-        FanOutItem.objects.bulk_create([FanOutItem(instance_id=r.id, fan_out=fan, index=i, state="complete")
-                                        for i, r in enumerate(rows)], batch_size=2000)
-        InstanceAttributes.objects.bulk_create([InstanceAttributes(instance_id=r.id,
-                                                                   attributes={"customer": f"cust-{i % 2000}"})
-                                                for i, r in enumerate(rows)], batch_size=2000)
+        FanOutItem.objects.bulk_create(
+            [FanOutItem(instance_id=r.id, fan_out=fan, index=i, state="complete") for i, r in enumerate(rows)],
+            batch_size=2000,
+        )
+        InstanceAttributes.objects.bulk_create(
+            [
+                InstanceAttributes(instance_id=r.id, attributes={"customer": f"cust-{i % 2000}"})
+                for i, r in enumerate(rows)
+            ],
+            batch_size=2000,
+        )
     with connection.cursor() as cursor:
-        for table in ("engine_instance", "engine_fanoutitem", "engine_fanout", "engine_step",
-                      "engine_instance_attributes", "engine_instance_attribute_values"):
+        for table in (
+            "engine_instance",
+            "engine_fanoutitem",
+            "engine_fanout",
+            "engine_step",
+            "engine_instance_attributes",
+            "engine_instance_attribute_values",
+        ):
             cursor.execute(f"ANALYZE {table}")
     print(f"  fan-out items: {parents * per:,} under {parents} parents in {time.monotonic() - t0:.1f} s", flush=True)
 
@@ -122,8 +161,11 @@ def _vacuum_until_visible(conn: Any, table: str, *, tries: int = 20) -> None:
         if pages == 0 or visible >= 0.95 * pages:
             print(f"  {table}: {visible:,} of {pages:,} pages all-visible", flush=True)
             return
-        print(f"  {table}: {visible:,} of {pages:,} pages all-visible after VACUUM {attempt + 1}; "
-              "an older snapshot is open, trying again in 5 s", flush=True)
+        print(
+            f"  {table}: {visible:,} of {pages:,} pages all-visible after VACUUM {attempt + 1}; "
+            "an older snapshot is open, trying again in 5 s",
+            flush=True,
+        )
         time.sleep(5)
     raise SystemExit(f"{table}: the visibility map stays under 95 % (a long transaction is open?)")
 
@@ -139,11 +181,19 @@ def _p(values: list[float], q: float) -> float:
 
 def list_urls() -> list[tuple[str, str]]:
     return [
-        ("2 statuses + attr customer, sort started", "/instances/?status=errored&status=running&attr=customer:cust-42&sort=-started"),
-        ("part of workflow + status + attr domain, sort duration",
-         "/instances/?workflow=ingest&status=complete&attr=domain:d7.example&sort=-duration"),
+        (
+            "2 statuses + attr customer, sort started",
+            "/instances/?status=errored&status=running&attr=customer:cust-42&sort=-started",
+        ),
+        (
+            "part of workflow + status + attr domain, sort duration",
+            "/instances/?workflow=ingest&status=complete&attr=domain:d7.example&sort=-duration",
+        ),
         ("attr customer, sort by attr domain", "/instances/?attr=customer:cust-1234&sort=attr.domain"),
-        ("attr domain (10k) + 2 statuses, newest first", "/instances/?attr=domain:d3.example&status=errored&status=paused"),
+        (
+            "attr domain (10k) + 2 statuses, newest first",
+            "/instances/?attr=domain:d3.example&status=errored&status=paused",
+        ),
         ("3 statuses, sort updated", "/instances/?status=errored&status=paused&status=waiting&sort=-updated"),
         ("24h, sort duration", "/instances/?range=24h&sort=-duration"),
         ("step=llm-extract + workflow", "/instances/?workflow=gong-ingest&step=llm-extract"),
@@ -187,7 +237,9 @@ def _bulk_query(target: int) -> str:
 
     from ingest.engine.models import Instance
 
-    active = Instance.objects.filter(tenant__in=["acme", "globex", "default"], status__in=["running", "waiting", "queued"])
+    active = Instance.objects.filter(
+        tenant__in=["acme", "globex", "default"], status__in=["running", "waiting", "queued"]
+    )
     total = active.count()
     days = min(30.0, 30.0 * target / max(1, total))
     since = timezone.now() - timedelta(days=days)
@@ -212,15 +264,32 @@ def measure_bulk(target: int) -> None:
     ids = list(BatchItem.objects.filter(batch=preview.batch).values_list("instance_id", flat=True))
     for action, batch in (("pause", preview.batch), ("resume", None)):
         if batch is None:  # the resume acts on the same ids, now paused
-            batch = Batch.objects.create(action="resume", actor="bench", user_id=str(user.pk), query=query,
-                                         tenants=preview.batch.tenants, created_at=preview.batch.created_at, total=n)
-            BatchItem.objects.bulk_create([BatchItem(batch=batch, instance_id=i, tenant=t) for i, t in
-                                           Instance.objects.filter(id__in=ids).values_list("id", "tenant")],
-                                          batch_size=5000)
-        started = batches.batch_confirm(batch_id=batch.id, user_id=str(user.pk), reason="bench",
-                                        rate_per_second=batches.MAX_RATE) if batch.state == "previewed" else None
-        Instance.objects.filter(workflow=batches.BATCH_WORKFLOW, id__in=started.instance_ids if started else []) \
-            .update(status="terminated")  # the bench drives the chunks itself; no worker runs these
+            batch = Batch.objects.create(
+                action="resume",
+                actor="bench",
+                user_id=str(user.pk),
+                query=query,
+                tenants=preview.batch.tenants,
+                created_at=preview.batch.created_at,
+                total=n,
+            )
+            BatchItem.objects.bulk_create(
+                [
+                    BatchItem(batch=batch, instance_id=i, tenant=t)
+                    for i, t in Instance.objects.filter(id__in=ids).values_list("id", "tenant")
+                ],
+                batch_size=5000,
+            )
+        started = (
+            batches.batch_confirm(
+                batch_id=batch.id, user_id=str(user.pk), reason="bench", rate_per_second=batches.MAX_RATE
+            )
+            if batch.state == "previewed"
+            else None
+        )
+        Instance.objects.filter(workflow=batches.BATCH_WORKFLOW, id__in=started.instance_ids if started else []).update(
+            status="terminated"
+        )  # the bench drives the chunks itself; no worker runs these
         Batch.objects.filter(id=batch.id).update(state="running")
         tenants = sorted(set(BatchItem.objects.filter(batch=batch).values_list("tenant", flat=True)))
         t0 = time.perf_counter()
@@ -233,9 +302,11 @@ def measure_bulk(target: int) -> None:
                     break
         took = time.perf_counter() - t0
         p = batches.batch_progress(batch_id=batch.id)
-        print(f"bulk {action}: {done:,} instances in {took:.1f} s = {done / took:.0f} actions/s "
-              f"(cap {batches.MAX_RATE:g}/s; done {p.done:,}, skipped {p.skipped:,}, failed {p.failed:,})  ({_load()})",
-              flush=True)
+        print(
+            f"bulk {action}: {done:,} instances in {took:.1f} s = {done / took:.0f} actions/s "
+            f"(cap {batches.MAX_RATE:g}/s; done {p.done:,}, skipped {p.skipped:,}, failed {p.failed:,})  ({_load()})",
+            flush=True,
+        )
 
 
 def main() -> None:
@@ -246,11 +317,19 @@ def main() -> None:
     parser.add_argument("--skip-setup", action="store_true")
     parser.add_argument("--list-only", action="store_true")
     parser.add_argument("--bulk-only", action="store_true")
-    parser.add_argument("--fan-out-items", type=int, default=0,
-                        help="add this many fan-out items (under --fan-out-parents runs) before measuring, once (default 0)")
-    parser.add_argument("--fan-out-parents", type=int, default=50,
-                        help="runs the fan-out items are shared among (default 50; 10 for fan-outs of 10,000 "
-                             "with --fan-out-items 100000)")
+    parser.add_argument(
+        "--fan-out-items",
+        type=int,
+        default=0,
+        help="add this many fan-out items (under --fan-out-parents runs) before measuring, once (default 0)",
+    )
+    parser.add_argument(
+        "--fan-out-parents",
+        type=int,
+        default=50,
+        help="runs the fan-out items are shared among (default 50; 10 for fan-outs of 10,000 "
+        "with --fan-out-items 100000)",
+    )
     args = parser.parse_args()
     ensure_database(args.url)
     setup_django(args.url)

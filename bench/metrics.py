@@ -42,8 +42,19 @@ CHUNK = 100_000
 GOAL_MS = 200.0
 WORKFLOWS = ["gong-ingest", "salesforce-ingest", "domain-onboard", "url-classify", "crm-enrich"]
 TENANTS = ["acme", "globex", "default", "initech", "umbrella", "hooli", "stark", "wayne"]
-SERVICES = ["gong", "internal", "openai", "postgres", "salesforce", "dataforseo",
-            "openai-embeddings", "anthropic", "slack", "deepseek", "s3"]
+SERVICES = [
+    "gong",
+    "internal",
+    "openai",
+    "postgres",
+    "salesforce",
+    "dataforseo",
+    "openai-embeddings",
+    "anthropic",
+    "slack",
+    "deepseek",
+    "s3",
+]
 STEPS = ["fetch-source", "llm-extract"]
 
 
@@ -54,9 +65,11 @@ def _arr(values: list[str]) -> str:
 W = f"({_arr(WORKFLOWS)})[1 + i % 5]"
 T = f"({_arr(TENANTS)})[1 + (i / 5) % 8]"
 # i % 100: 0-89 complete, 90-94 errored, 95 terminated, 96-97 waiting, 98 queued, 99 running.
-STATUS = ("CASE WHEN i % 100 < 90 THEN 'complete' WHEN i % 100 < 95 THEN 'errored' "
-          "WHEN i % 100 = 95 THEN 'terminated' WHEN i % 100 < 98 THEN 'waiting' "
-          "WHEN i % 100 = 98 THEN 'queued' ELSE 'running' END")
+STATUS = (
+    "CASE WHEN i % 100 < 90 THEN 'complete' WHEN i % 100 < 95 THEN 'errored' "
+    "WHEN i % 100 = 95 THEN 'terminated' WHEN i % 100 < 98 THEN 'waiting' "
+    "WHEN i % 100 = 98 THEN 'queued' ELSE 'running' END"
+)
 CREATED = "(now() - interval '30 days' * (1 - i::float8 / %(n)s))"
 ENDED = f"({CREATED} + (i % 600) * interval '1 second')"
 
@@ -173,13 +186,16 @@ def fill(url: str, n: int) -> None:
             print(f"fill: instances {hi:,}/{n:,} ({time.monotonic() - started:.0f} s)", flush=True)
         now = conn.execute("SELECT now()").fetchone()[0]  # type: ignore[index]
         for k in range(20):
-            scope, key = [("tenant", TENANTS[k % 8]), ("workflow", WORKFLOWS[k % 5]),
-                          ("service", SERVICES[k % 11])][k % 3]
+            scope, key = [("tenant", TENANTS[k % 8]), ("workflow", WORKFLOWS[k % 5]), ("service", SERVICES[k % 11])][
+                k % 3
+            ]
             period = ["hour", "day", "month"][k % 3]
-            conn.execute("""INSERT INTO engine_budget (scope, key, period, "limit", spent, reserved, period_start,
+            conn.execute(
+                """INSERT INTO engine_budget (scope, key, period, "limit", spent, reserved, period_start,
                             policy, enabled, updated_at) VALUES (%s, %s, %s, 100, %s, 0, %s, 'fail', true, %s)
                             ON CONFLICT DO NOTHING""",
-                         [scope, key, period, k * 3, now, now])
+                [scope, key, period, k * 3, now, now],
+            )
         conn.execute("ANALYZE")
         print(f"fill: done in {time.monotonic() - started:.0f} s")
 
@@ -195,8 +211,10 @@ def _steps_missing(conn: Any, n: int) -> None:
     started = time.monotonic()
     for lo in range(1, n + 1, CHUNK):
         conn.execute(steps_sql(lo, min(n, lo + CHUNK - 1), n))
-        print(f"fill: steps of {min(n, lo + CHUNK - 1):,}/{n:,} instances ({time.monotonic() - started:.0f} s)",
-              flush=True)
+        print(
+            f"fill: steps of {min(n, lo + CHUNK - 1):,}/{n:,} instances ({time.monotonic() - started:.0f} s)",
+            flush=True,
+        )
     conn.execute("ANALYZE engine_step")
 
 
@@ -204,8 +222,10 @@ def counts(url: str) -> dict[str, int]:
     import psycopg
 
     with psycopg.connect(url) as conn:
-        return {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]  # type: ignore[index]
-                for t in ("engine_instance", "api_costs", "engine_history", "engine_step", "engine_deadletter")}
+        return {
+            t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]  # type: ignore[index]
+            for t in ("engine_instance", "api_costs", "engine_history", "engine_step", "engine_deadletter")
+        }
 
 
 def vacuum(url: str) -> None:
@@ -216,8 +236,10 @@ def vacuum(url: str) -> None:
     started = time.monotonic()
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("VACUUM (ANALYZE) engine_instance, engine_history, engine_deadletter")
-        seen = conn.execute("SELECT sum(relallvisible)::float / greatest(sum(relpages), 1) FROM pg_class "
-                            "WHERE relname IN ('engine_instance', 'engine_history', 'engine_deadletter')").fetchone()
+        seen = conn.execute(
+            "SELECT sum(relallvisible)::float / greatest(sum(relpages), 1) FROM pg_class "
+            "WHERE relname IN ('engine_instance', 'engine_history', 'engine_deadletter')"
+        ).fetchone()
     print(f"vacuum: {time.monotonic() - started:.1f} s ({100 * seen[0]:.0f} % of their pages all-visible)")  # type: ignore[index]
 
 
@@ -284,18 +306,33 @@ def earlier_gauges_read(*, now: Any, claim_since: Any, parked_exact: int) -> Any
     try:
         with connection.cursor() as cursor:
             cursor.execute("DROP INDEX " + ", ".join(EARLIER_INDEXES))
-            cursor.execute(EARLIER_GAUGES, {"now": now, "claim_since": claim_since, "parked_exact": parked_exact,
-                                            "active": [str(s) for s in gauges.ACTIVE],
-                                            "parked": list(gauges.PARKED_BY)})
+            cursor.execute(
+                EARLIER_GAUGES,
+                {
+                    "now": now,
+                    "claim_since": claim_since,
+                    "parked_exact": parked_exact,
+                    "active": [str(s) for s in gauges.ACTIVE],
+                    "parked": list(gauges.PARKED_BY),
+                },
+            )
             row = cursor.fetchone()
     finally:
         transaction.savepoint_rollback(saved)  # the indexes are back
     assert row is not None
     rows = sql._rows
     return sql.GaugeRows(
-        active=rows(row[0]), backlog=rows(row[1]), oldest_ready_at=row[2], parked_step=int(row[3]),
-        parked=rows(row[4]), dead_letters=rows(row[5]), slots=rows(row[6]), last_claim_at=row[7],
-        budgets=rows(row[8]), routes=rows(row[9]), ingress=rows(row[10]),
+        active=rows(row[0]),
+        backlog=rows(row[1]),
+        oldest_ready_at=row[2],
+        parked_step=int(row[3]),
+        parked=rows(row[4]),
+        dead_letters=rows(row[5]),
+        slots=rows(row[6]),
+        last_claim_at=row[7],
+        budgets=rows(row[8]),
+        routes=rows(row[9]),
+        ingress=rows(row[10]),
     )
 
 
@@ -319,7 +356,7 @@ def compare(client: Any, runs: int) -> None:
     times: dict[str, list[float]] = {"before": [], "after": []}
     load = [os.getloadavg()[0]]
     for i in range(runs):
-        for name in (("before", "after") if i % 2 == 0 else ("after", "before")):
+        for name in ("before", "after") if i % 2 == 0 else ("after", "before"):
             patch = paths[name]
             if patch is not None:
                 patch.start()
@@ -334,8 +371,10 @@ def compare(client: Any, runs: int) -> None:
     load.append(os.getloadavg()[0])
     for name, got in times.items():
         print(f"/metrics {name:6} over {runs} scrapes: {_percentiles(got)}")
-    print(f"  (interleaved; before: the statement without the covering indexes; load average {load[0]:.1f} "
-          f"at the start, {load[1]:.1f} at the end, on {os.cpu_count()} cores; goal p99 <= {GOAL_MS:.0f} ms)")
+    print(
+        f"  (interleaved; before: the statement without the covering indexes; load average {load[0]:.1f} "
+        f"at the start, {load[1]:.1f} at the end, on {os.cpu_count()} cores; goal p99 <= {GOAL_MS:.0f} ms)"
+    )
 
 
 def main() -> None:
@@ -344,9 +383,12 @@ def main() -> None:
     parser.add_argument("--instances", type=int, default=1_000_000)
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--skip-fill", action="store_true")
-    parser.add_argument("--compare", action="store_true",
-                        help="alternate scrapes through the statement without the covering indexes and the current "
-                             "one (before/after, same run)")
+    parser.add_argument(
+        "--compare",
+        action="store_true",
+        help="alternate scrapes through the statement without the covering indexes and the current "
+        "one (before/after, same run)",
+    )
     args = parser.parse_args()
     os.environ["DATABASE_URL"] = args.url
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
@@ -384,9 +426,11 @@ def main() -> None:
     p99 = times[min(len(times) - 1, round(0.99 * (len(times) - 1)))]
     verdict = "meets" if p99 <= GOAL_MS else "misses"
     load = os.getloadavg()[0]
-    print(f"/metrics server time over {args.runs} runs: min {times[0]:.1f} ms, p50 {p50:.1f} ms, "
-          f"p99 {p99:.1f} ms, max {times[-1]:.1f} ms ({verdict} the {GOAL_MS:.0f} ms goal; "
-          f"load average {load:.1f} on {os.cpu_count()} cores)")
+    print(
+        f"/metrics server time over {args.runs} runs: min {times[0]:.1f} ms, p50 {p50:.1f} ms, "
+        f"p99 {p99:.1f} ms, max {times[-1]:.1f} ms ({verdict} the {GOAL_MS:.0f} ms goal; "
+        f"load average {load:.1f} on {os.cpu_count()} cores)"
+    )
 
 
 if __name__ == "__main__":

@@ -103,8 +103,10 @@ def clear() -> None:
         from ingest.engine.pg import connection_string
 
         with psycopg.connect(connection_string(), autocommit=True) as conn:
-            conn.execute("VACUUM (ANALYZE) engine_instance, engine_step, engine_attempt, engine_history, "
-                         "api_costs, ingest_fact, ingest_facthead, ingest_signalevaluation")
+            conn.execute(
+                "VACUUM (ANALYZE) engine_instance, engine_step, engine_attempt, engine_history, "
+                "api_costs, ingest_fact, ingest_facthead, ingest_signalevaluation"
+            )
 
 
 def add_budgets() -> None:
@@ -118,8 +120,23 @@ def add_budgets() -> None:
 
 def start_workers(n: int, concurrency: int, env: dict[str, str]) -> list[subprocess.Popen[str]]:
     procs = [
-        subprocess.Popen([sys.executable, "manage.py", "worker", "--concurrency", str(concurrency), "--poll", "0.2",
-                          "--id", f"bench-{i}"], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [
+                sys.executable,
+                "manage.py",
+                "worker",
+                "--concurrency",
+                str(concurrency),
+                "--poll",
+                "0.2",
+                "--id",
+                f"bench-{i}",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         for i in range(n)
     ]
     for proc in procs:
@@ -144,11 +161,15 @@ def create_instances(calls: list[Any], run: int) -> None:
     items = []
     for n, call in enumerate(calls):
         call_id = f"{run}{n:06d}"
-        params = gong_params({"call_id": call_id, "title": call.title, "started": call.started.isoformat(),
-                              "account": call.account}, call.transcript_text())
-        items.append({"id": gong_instance_id(TENANT, call_id), "params": {**params, "tenant": TENANT}, "tenant": TENANT})
+        params = gong_params(
+            {"call_id": call_id, "title": call.title, "started": call.started.isoformat(), "account": call.account},
+            call.transcript_text(),
+        )
+        items.append(
+            {"id": gong_instance_id(TENANT, call_id), "params": {**params, "tenant": TENANT}, "tenant": TENANT}
+        )
     for i in range(0, len(items), 100):
-        create_batch("gong-ingest", items[i:i + 100])
+        create_batch("gong-ingest", items[i : i + 100])
 
 
 def cpu_seconds(pid: int) -> float | None:
@@ -196,8 +217,9 @@ class CpuMeter:
         from django.db import connection
 
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
-                           "AND pid <> pg_backend_pid()")
+            cursor.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
             return [pid for (pid,) in cursor.fetchall()]
 
     def _own(self) -> float:
@@ -260,10 +282,16 @@ def machine_reference(url: str, rounds: int = 3, trips: int = 2000) -> str:
             after = cpu_seconds(backend)
             if theirs is not None and after is not None:  # None: the database runs on another machine
                 server.append((after - theirs) / trips)
-    there = f"{min(server) * 1e6:.0f} µs in PostgreSQL" if server else "PostgreSQL's share not readable (not this machine's)"
-    return (f"machine: a fixed Python loop {min(loops) * 1000:.0f} ms of CPU; a prepared SELECT 1 "
-            f"{min(client) * 1e6:.0f} µs here + {there} (best of {rounds}; "
-            f"compare CPU per call between machines through these)")
+    there = (
+        f"{min(server) * 1e6:.0f} µs in PostgreSQL"
+        if server
+        else "PostgreSQL's share not readable (not this machine's)"
+    )
+    return (
+        f"machine: a fixed Python loop {min(loops) * 1000:.0f} ms of CPU; a prepared SELECT 1 "
+        f"{min(client) * 1e6:.0f} µs here + {there} (best of {rounds}; "
+        f"compare CPU per call between machines through these)"
+    )
 
 
 def transactions() -> int:
@@ -297,13 +325,27 @@ def wait_finished(total: int, timeout: float, meter: CpuMeter) -> None:
 
 # ---- where the workers' time goes (py-spy) ------------------------------------------------------
 
-COSTS = ("ingest/engine/costs/", "ingest/engine/runtime/context.py", "ingest/pipelines/pricing.py",
-         "ingest/pipelines/pricer.py", "ingest/sources/usage.py",
-         "reservation (ingest/workflows/providers.py")
-LLM = ("ingest/sources/llm/", "ingest/sources/http.py", "_metered (ingest/workflows/providers.py",
-       "extract (ingest/workflows/providers.py")
-CONCERNS = ("engine: claim, replay, step ledger", "pipeline: facts, prefilter, signal row",
-            "costs, budgets, pricing", "LLM client", "other: idle loops, notify thread")
+COSTS = (
+    "ingest/engine/costs/",
+    "ingest/engine/runtime/context.py",
+    "ingest/pipelines/pricing.py",
+    "ingest/pipelines/pricer.py",
+    "ingest/sources/usage.py",
+    "reservation (ingest/workflows/providers.py",
+)
+LLM = (
+    "ingest/sources/llm/",
+    "ingest/sources/http.py",
+    "_metered (ingest/workflows/providers.py",
+    "extract (ingest/workflows/providers.py",
+)
+CONCERNS = (
+    "engine: claim, replay, step ledger",
+    "pipeline: facts, prefilter, signal row",
+    "costs, budgets, pricing",
+    "LLM client",
+    "other: idle loops, notify thread",
+)
 
 
 def concern(stack: str) -> str:
@@ -333,9 +375,28 @@ def profile_start(pids: list[int], folder: str) -> list[subprocess.Popen[bytes]]
     other every thread that is not idle (running, or inside psycopg waiting for PostgreSQL)."""
     spy = py_spy()
     assert spy is not None  # checked before anything starts (main)
-    return [subprocess.Popen([str(spy), "record", "--nonblocking", "-r", "100", "-f", "raw", "-p", str(pid), *gil,
-                              "-o", f"{folder}/{kind}-{pid}.raw"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            for pid in pids for kind, gil in (("cpu", ["--gil"]), ("busy", []))]
+    return [
+        subprocess.Popen(
+            [
+                str(spy),
+                "record",
+                "--nonblocking",
+                "-r",
+                "100",
+                "-f",
+                "raw",
+                "-p",
+                str(pid),
+                *gil,
+                "-o",
+                f"{folder}/{kind}-{pid}.raw",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for pid in pids
+        for kind, gil in (("cpu", ["--gil"]), ("busy", []))
+    ]
 
 
 def profile_stop(spies: list[subprocess.Popen[bytes]]) -> None:
@@ -368,10 +429,14 @@ def profile_report(counts: dict[str, collections.Counter[str]], worker_cpu: floa
     lines = [f"  {'where the workers spend it':40} {'CPU/call':>9} {'CPU':>6} {'busy':>6} {'in DB':>6}"]
     for name in CONCERNS:
         share = counts["cpu"][name] / cpu
-        lines.append(f"  {name:40} {share * worker_cpu * 1000:6.1f} ms {share:6.1%} "
-                     f"{counts['busy'][name] / busy:6.1%} {counts['db'][name] / busy:6.1%}")
-    lines.append(f"  (CPU: py-spy --gil samples, {cpu}; busy: samples of non-idle threads, {busy}; in DB: "
-                 "of those, inside psycopg, i.e. waiting on a PostgreSQL round trip)")
+        lines.append(
+            f"  {name:40} {share * worker_cpu * 1000:6.1f} ms {share:6.1%} "
+            f"{counts['busy'][name] / busy:6.1%} {counts['db'][name] / busy:6.1%}"
+        )
+    lines.append(
+        f"  (CPU: py-spy --gil samples, {cpu}; busy: samples of non-idle threads, {busy}; in DB: "
+        "of those, inside psycopg, i.e. waiting on a PostgreSQL round trip)"
+    )
     return "\n".join(lines)
 
 
@@ -390,7 +455,8 @@ def measure(calls: int, concurrency: int) -> dict[str, float]:
     ended = dict(instances.values_list("id", "ended_at"))
     attempts: dict[str, list[tuple[Any, Any, str]]] = collections.defaultdict(list)
     for instance_id, name, started, finished in Attempt.objects.filter(step__instance__tenant=TENANT).values_list(
-            "step__instance_id", "step__name", "started_at", "ended_at"):
+        "step__instance_id", "step__name", "started_at", "ended_at"
+    ):
         if finished is not None:
             attempts[instance_id].append((started, finished, name))
     llm = other = gaps = held = 0.0
@@ -407,11 +473,19 @@ def measure(calls: int, concurrency: int) -> dict[str, float]:
     thread_time = wall * concurrency
     errored = instances.exclude(status="complete").count()
     n = len(attempts) or 1
-    return {"wall": wall, "llm_share": llm / thread_time, "steps_share": other / thread_time,
-            "engine_share": 1 - (llm + other) / thread_time, "errored": errored,
-            "steps": sum(len(rows) for rows in attempts.values()) / calls,
-            "held": held / n, "llm": llm / n, "other": other / n, "gaps": gaps / n,
-            "occupancy": held / thread_time}
+    return {
+        "wall": wall,
+        "llm_share": llm / thread_time,
+        "steps_share": other / thread_time,
+        "engine_share": 1 - (llm + other) / thread_time,
+        "errored": errored,
+        "steps": sum(len(rows) for rows in attempts.values()) / calls,
+        "held": held / n,
+        "llm": llm / n,
+        "other": other / n,
+        "gaps": gaps / n,
+        "occupancy": held / thread_time,
+    }
 
 
 def main() -> None:
@@ -422,14 +496,19 @@ def main() -> None:
     parser.add_argument("--delay", type=float, default=0.2, help="the fake LLM's answer time, seconds")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--embeddings", action="store_true", help="embed facts with WordLlama too")
-    parser.add_argument("--budgets", action="store_true",
-                        help="give the tenant and the workflow budgets, so every extraction reserves and settles")
-    parser.add_argument("--profile", action="store_true",
-                        help="sample the workers with py-spy and split their CPU by concern")
+    parser.add_argument(
+        "--budgets",
+        action="store_true",
+        help="give the tenant and the workflow budgets, so every extraction reserves and settles",
+    )
+    parser.add_argument(
+        "--profile", action="store_true", help="sample the workers with py-spy and split their CPU by concern"
+    )
     args = parser.parse_args()
     if args.profile and py_spy() is None:
-        parser.error("--profile samples the workers with py-spy, which is not installed: "
-                     ".venv/bin/pip install -e '.[bench]'")
+        parser.error(
+            "--profile samples the workers with py-spy, which is not installed: .venv/bin/pip install -e '.[bench]'"
+        )
 
     url = os.environ.setdefault("DATABASE_URL", DEFAULT_URL)
     if not url.startswith("postgres"):
@@ -445,16 +524,25 @@ def main() -> None:
     corpus = demo_calls(seed=11, count=args.calls)
     total = args.workers * args.concurrency
     goal = 1.3 * args.calls * args.delay / total
-    print(f"{args.calls} calls, {args.workers} workers × {args.concurrency} = {total} in flight, LLM answers in "
-          f"{args.delay * 1000:.0f} ms; ideal {args.calls * args.delay / total:.2f} s, goal ≤ {goal:.2f} s")
+    print(
+        f"{args.calls} calls, {args.workers} workers × {args.concurrency} = {total} in flight, LLM answers in "
+        f"{args.delay * 1000:.0f} ms; ideal {args.calls * args.delay / total:.2f} s, goal ≤ {goal:.2f} s"
+    )
     print(machine_reference(url))
     results: list[dict[str, float]] = []
     with FakeOpenAI() as fake:
         fake.delay = args.delay
-        env = {**os.environ, "DATABASE_URL": url, "RUNLEDGER_LLM_PROVIDER": "openai",
-               "RUNLEDGER_LLM_BASE_URL": f"{fake.url}/v1", "RUNLEDGER_LLM_API_KEY": fake.api_key or "",
-               "RUNLEDGER_LLM_MODEL": "gpt-4o-mini", "RUNLEDGER_PRICER": "ingest.pipelines.pricer.price_usage",
-               "RUNLEDGER_EMBEDDINGS": "wordllama" if args.embeddings else "off", "RUNLEDGER_LOG_LEVEL": "WARNING"}
+        env = {
+            **os.environ,
+            "DATABASE_URL": url,
+            "RUNLEDGER_LLM_PROVIDER": "openai",
+            "RUNLEDGER_LLM_BASE_URL": f"{fake.url}/v1",
+            "RUNLEDGER_LLM_API_KEY": fake.api_key or "",
+            "RUNLEDGER_LLM_MODEL": "gpt-4o-mini",
+            "RUNLEDGER_PRICER": "ingest.pipelines.pricer.price_usage",
+            "RUNLEDGER_EMBEDDINGS": "wordllama" if args.embeddings else "off",
+            "RUNLEDGER_LOG_LEVEL": "WARNING",
+        }
         for run in range(1, args.runs + 1):
             clear()
             if args.budgets:
@@ -479,15 +567,21 @@ def main() -> None:
                     stop_workers(procs)
             xacts = transactions() - xacts
             result = measure(args.calls, total)
-            result |= {"llm_calls": fake.count(CHAT) - before, "load": load,
-                       "cpu_workers": meter.used("workers") / args.calls,
-                       "cpu_postgres": meter.used("postgres") / args.calls,
-                       "cpu_bench": meter.self_used / args.calls, "switches": meter.switches() / args.calls,
-                       "xacts": xacts / args.calls}
+            result |= {
+                "llm_calls": fake.count(CHAT) - before,
+                "load": load,
+                "cpu_workers": meter.used("workers") / args.calls,
+                "cpu_postgres": meter.used("postgres") / args.calls,
+                "cpu_bench": meter.self_used / args.calls,
+                "switches": meter.switches() / args.calls,
+                "xacts": xacts / args.calls,
+            }
             results.append(result)
             print(f"run {run}: " + summary(result, goal, args.calls))
             if args.profile:
-                print(profile_report(profile_read(folder), result["cpu_workers"]) + f"\n  (py-spy's raw stacks: {folder})")
+                print(
+                    profile_report(profile_read(folder), result["cpu_workers"]) + f"\n  (py-spy's raw stacks: {folder})"
+                )
     med = {k: statistics.median(r[k] for r in results) for k in results[0]}
     print(f"median of {len(results)}: " + summary(med, goal, args.calls))
 
@@ -515,6 +609,7 @@ def summary(r: dict[str, float], goal: float, calls: int) -> str:
         f"  thread-time: LLM step {r['llm_share']:.0%}, other steps {r['steps_share']:.0%}, "
         f"engine + idle {r['engine_share']:.0%}"
     )
+
 
 if __name__ == "__main__":
     main()

@@ -110,10 +110,16 @@ def main(argv: list[str] | None = None) -> None:
     clear()
     with FakeWeb(protected=protected, premium_only=premium_only, gone=gone) as web, FakeClassifyLLM() as llm:
         # The LLM from the environment (a tenant connection would need the secrets key).
-        os.environ |= {"RUNLEDGER_FETCH_PROXY": web.url, "RUNLEDGER_ZENROWS_API_KEY": "zr-key",
-                       "RUNLEDGER_ZENROWS_BASE_URL": f"{web.url}/v1/", "RUNLEDGER_EMBEDDINGS": "wordllama",
-                       "RUNLEDGER_LLM_PROVIDER": "openai", "RUNLEDGER_LLM_BASE_URL": f"{llm.url}/v1",
-                       "RUNLEDGER_LLM_API_KEY": "sk-fake", "RUNLEDGER_LLM_MODEL": "gpt-4o-mini"}
+        os.environ |= {
+            "RUNLEDGER_FETCH_PROXY": web.url,
+            "RUNLEDGER_ZENROWS_API_KEY": "zr-key",
+            "RUNLEDGER_ZENROWS_BASE_URL": f"{web.url}/v1/",
+            "RUNLEDGER_EMBEDDINGS": "wordllama",
+            "RUNLEDGER_LLM_PROVIDER": "openai",
+            "RUNLEDGER_LLM_BASE_URL": f"{llm.url}/v1",
+            "RUNLEDGER_LLM_API_KEY": "sk-fake",
+            "RUNLEDGER_LLM_MODEL": "gpt-4o-mini",
+        }
         config_cache_clear()
         from ingest.workflows.url_classify.clients import embedder_choice
 
@@ -144,14 +150,23 @@ def main(argv: list[str] | None = None) -> None:
     print(f"urls: {total:,} ({distinct:,} distinct), instances: {statuses}")
     print(f"throughput: {total / elapsed:,.1f} URLs/s ({elapsed:.1f} s, one process, one thread, "
           f"{1000 * elapsed / total:.2f} ms per URL)")  # fmt: skip
-    print("decided by (classification_source): " + ", ".join(
-        f"{s} {decided[s] / total:.1%}" for s in ("cache", "rules", "similarity", "content", "llm")))
-    print("ran (stages_run): " + ", ".join(
-        f"{s} {ran[s] / total:.1%}" for s in ("cache", "rules", "similarity", "content", "llm")))
+    print(
+        "decided by (classification_source): "
+        + ", ".join(f"{s} {decided[s] / total:.1%}" for s in ("cache", "rules", "similarity", "content", "llm"))
+    )
+    print(
+        "ran (stages_run): "
+        + ", ".join(f"{s} {ran[s] / total:.1%}" for s in ("cache", "rules", "similarity", "content", "llm"))
+    )
     print("fetched by: " + ", ".join(f"{m} {n}" for m, n in sorted(fetched.items())))
-    print(f"cost: ${ledger:.6f} in api_costs (" + ", ".join(f"{k} ${v:.6f}" for k, v in sorted(by_service.items()))
-          + f"); ${ledger / total:.6f} per URL")
-    print(f"fakes reported: ${fakes:.6f} (ZenRows X-Request-Cost ${web.billed:.6f}, LLM usage priced ${llm_billed:.6f})")
+    print(
+        f"cost: ${ledger:.6f} in api_costs ("
+        + ", ".join(f"{k} ${v:.6f}" for k, v in sorted(by_service.items()))
+        + f"); ${ledger / total:.6f} per URL"
+    )
+    print(
+        f"fakes reported: ${fakes:.6f} (ZenRows X-Request-Cost ${web.billed:.6f}, LLM usage priced ${llm_billed:.6f})"
+    )
     print(f"reconciled: ledger - fakes = ${ledger - fakes:.6f} ({'to the cent' if abs(ledger - fakes) < Decimal('0.005') else 'MISMATCH'}); "
           f"results' cost_usd sum ${results_total:.6f}")  # fmt: skip
 

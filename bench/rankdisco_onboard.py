@@ -43,8 +43,11 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=16, help="instances in flight per worker (default 16)")
     parser.add_argument("--parallel-threads", type=int, default=8, help="RUNLEDGER_PARALLEL_THREADS per worker")
     parser.add_argument("--classify", action="store_true", help="fan each domain's URLs out to url-classify")
-    parser.add_argument("--intent-llm", action="store_true",
-                        help="give the tenant an LLM connection (a fake OpenAI-compatible server) for keyword intents")
+    parser.add_argument(
+        "--intent-llm",
+        action="store_true",
+        help="give the tenant an LLM connection (a fake OpenAI-compatible server) for keyword intents",
+    )
     args = parser.parse_args()
 
     if args.intent_llm and not os.environ.get("RUNLEDGER_SECRET_KEYS"):
@@ -62,11 +65,20 @@ def main() -> None:
         if args.intent_llm:
             from ingest.pipelines.services import connection_upsert
 
-            connection_upsert(tenant="bench", kind="llm", base_url=f"{llm.url}/v1", secret="sk-fake",
-                              options={"provider": "openai", "model": "gpt-4o-mini", "service": "openai"})
+            connection_upsert(
+                tenant="bench",
+                kind="llm",
+                base_url=f"{llm.url}/v1",
+                secret="sk-fake",
+                options={"provider": "openai", "model": "gpt-4o-mini", "service": "openai"},
+            )
         # Read by the worker processes `run` starts, which inherit this environment.
-        os.environ.update(BENCH_DFS_URL=dfs.url, BENCH_WEB_URL=web.url, BENCH_CLASSIFY="1" if args.classify else "0",
-                          RUNLEDGER_PARALLEL_THREADS=str(args.parallel_threads))
+        os.environ.update(
+            BENCH_DFS_URL=dfs.url,
+            BENCH_WEB_URL=web.url,
+            BENCH_CLASSIFY="1" if args.classify else "0",
+            RUNLEDGER_PARALLEL_THREADS=str(args.parallel_threads),
+        )
         os.environ["RUNLEDGER_WORKFLOW_MODULES"] = MODULES  # setup_django set only bench.workflows
         run(args, dfs)
 
@@ -82,11 +94,19 @@ def run(args: argparse.Namespace, dfs: object) -> None:
     try:
         started = now()
         for b in range(0, len(ids), 100):
-            create_batch("domain-onboard", [{"id": i, "tenant": "bench", "params": {"domain": n}}
-                                            for i, n in zip(ids[b:b + 100], names[b:b + 100], strict=True)])
+            create_batch(
+                "domain-onboard",
+                [
+                    {"id": i, "tenant": "bench", "params": {"domain": n}}
+                    for i, n in zip(ids[b : b + 100], names[b : b + 100], strict=True)
+                ],
+            )
         deadline = time.monotonic() + 3600
-        while Instance.objects.filter(id__in=ids).exclude(
-                status__in=["complete", "completed_with_errors", "errored", "paused"]).exists():
+        while (
+            Instance.objects.filter(id__in=ids)
+            .exclude(status__in=["complete", "completed_with_errors", "errored", "paused"])
+            .exists()
+        ):
             if time.monotonic() > deadline:
                 raise RuntimeError("onboardings not finished after an hour")
             time.sleep(0.2)
@@ -105,12 +125,16 @@ def run(args: argparse.Namespace, dfs: object) -> None:
         fakes.append(fake)
     engine = [run - fake for run, fake in zip(runs, fakes, strict=True)]
     load = os.getloadavg()
-    print(f"domain-onboard x {args.domains}, 2 workers x {args.concurrency}, classify={args.classify}, "
-          f"intent_llm={args.intent_llm}")
+    print(
+        f"domain-onboard x {args.domains}, 2 workers x {args.concurrency}, classify={args.classify}, "
+        f"intent_llm={args.intent_llm}"
+    )
     print(f"  keyword intents: {intent_figures(ids)}")
     print(f"  wall time, first create to last end: {wall.total_seconds():.1f} s")
-    print(f"  per onboarding: run median {statistics.median(runs):.2f} s, fakes' latency median "
-          f"{statistics.median(fakes):.2f} s, engine median {statistics.median(engine):.2f} s")
+    print(
+        f"  per onboarding: run median {statistics.median(runs):.2f} s, fakes' latency median "
+        f"{statistics.median(fakes):.2f} s, engine median {statistics.median(engine):.2f} s"
+    )
     print(f"  engine share of run time: {sum(engine) / sum(runs) * 100:.1f}% (sum over onboardings)")
     for name, median in step_medians(ids):
         print(f"    step {name}: median {median:.2f} s")
@@ -125,12 +149,18 @@ def intent_figures(ids: list[str]) -> str:
     from ingest.rankdisco.models import RankedKeyword
 
     names = [f"site{i[-3:]}.example" for i in ids]
-    by = dict(RankedKeyword.objects.filter(domain__tenant="bench", domain__name__in=names)
-              .values_list("intent_source").annotate(n=Count("id")))
+    by = dict(
+        RankedKeyword.objects.filter(domain__tenant="bench", domain__name__in=names)
+        .values_list("intent_source")
+        .annotate(n=Count("id"))
+    )
     spent = ApiCost.objects.filter(instance_id__in=ids, metadata__stage="keyword_intent").aggregate(
-        total=Sum("cost"), calls=Count("id"))
-    return (f"{by.get('rules', 0)} by the rules, {by.get('llm', 0)} by the LLM, {by.get('', 0)} without; "
-            f"{spent['calls']} LLM calls, ${spent['total'] or 0}")
+        total=Sum("cost"), calls=Count("id")
+    )
+    return (
+        f"{by.get('rules', 0)} by the rules, {by.get('llm', 0)} by the LLM, {by.get('', 0)} without; "
+        f"{spent['calls']} LLM calls, ${spent['total'] or 0}"
+    )
 
 
 def step_medians(ids: list[str]) -> list[tuple[str, float]]:
@@ -138,7 +168,8 @@ def step_medians(ids: list[str]) -> list[tuple[str, float]]:
 
     spans: dict[str, list[float]] = {}
     for name, start, end in Step.objects.filter(instance_id__in=ids, ended_at__isnull=False).values_list(
-            "name", "started_at", "ended_at"):
+        "name", "started_at", "ended_at"
+    ):
         spans.setdefault(name, []).append((end - start).total_seconds())
     return sorted(((n, statistics.median(v)) for n, v in spans.items()), key=lambda x: -x[1])
 

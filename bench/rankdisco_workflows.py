@@ -39,6 +39,7 @@ if os.environ.get("BENCH_DFS_URL"):
     clients_install(bench_clients)
 
 if os.environ.get("BENCH_CLASSIFY") == "1":
+
     class RulesOnlyUrlClassify(Workflow):
         """Stage 1 only: the URL rules' answer as a ClassificationResult."""
 
@@ -47,6 +48,14 @@ if os.environ.get("BENCH_CLASSIFY") == "1":
         def run(self, event: Any, step: Any) -> dict[str, Any]:
             url = str(event.payload["url"])
             rules = step.do("rules", lambda ctx: rules_classify(url).as_dict())
-            return {"url": url, "confidence": rules["confidence"], "domain_type": rules["domain_type"],
-                    "page_type": rules["page_type"], "modifiers": rules["modifiers"],
-                    "classification_source": "rules", "stages_run": ["rules"], "round": 0, "cost_usd": 0.0}
+            return {
+                "url": url,
+                "confidence": rules["confidence"],
+                "domain_type": rules["domain_type"],
+                "page_type": rules["page_type"],
+                "modifiers": rules["modifiers"],
+                "classification_source": "rules",
+                "stages_run": ["rules"],
+                "round": 0,
+                "cost_usd": 0.0,
+            }

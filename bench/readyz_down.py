@@ -33,8 +33,11 @@ def main() -> None:
     parser.add_argument("--probes", type=int, default=5)
     parser.add_argument("--wait", type=float, default=None, help="RUNLEDGER_READY_DATABASE_SECONDS")
     args = parser.parse_args()
-    os.environ.update(DATABASE_URL=f"postgres://postgres@127.0.0.1:{closed_port()}/runledger",
-                      RUNLEDGER_DB_POOL="4", DJANGO_SETTINGS_MODULE="dashboard.settings")
+    os.environ.update(
+        DATABASE_URL=f"postgres://postgres@127.0.0.1:{closed_port()}/runledger",
+        RUNLEDGER_DB_POOL="4",
+        DJANGO_SETTINGS_MODULE="dashboard.settings",
+    )
     if args.wait is not None:
         os.environ["RUNLEDGER_READY_DATABASE_SECONDS"] = str(args.wait)
     sys.path.insert(0, str(ROOT))
@@ -50,10 +53,11 @@ def main() -> None:
         started = time.monotonic()
         statuses.append(client.get("/readyz").status_code)
         took.append(time.monotonic() - started)
-    print(f"wait setting {settings.RUNLEDGER_READY_DATABASE_SECONDS:g} s, pool timeout 10 s, "
-          f"{args.probes} probes, answers {sorted(set(statuses))}")
-    print(f"seconds to answer: median {statistics.median(took):.2f}, max {max(took):.2f}, "
-          f"min {min(took):.2f}")
+    print(
+        f"wait setting {settings.RUNLEDGER_READY_DATABASE_SECONDS:g} s, pool timeout 10 s, "
+        f"{args.probes} probes, answers {sorted(set(statuses))}"
+    )
+    print(f"seconds to answer: median {statistics.median(took):.2f}, max {max(took):.2f}, min {min(took):.2f}")
 
 
 if __name__ == "__main__":

@@ -63,7 +63,9 @@ def main() -> None:
     args = parser.parse_args()
     os.environ["RUNLEDGER_EMBEDDINGS"] = "off"
     # The connection's credentials are encrypted at rest: a key made for this bench only.
-    os.environ.setdefault("RUNLEDGER_SECRET_KEYS", base64.urlsafe_b64encode(b"runledger-bench-reconcile-32byte").decode())
+    os.environ.setdefault(
+        "RUNLEDGER_SECRET_KEYS", base64.urlsafe_b64encode(b"runledger-bench-reconcile-32byte").decode()
+    )
     base.setup_django()
 
     from django.conf import settings
@@ -81,15 +83,24 @@ def main() -> None:
     from tests.fakes.gong import extensive_json
 
     now = datetime.now(UTC)
-    calls = [dataclasses.replace(c, started=now - timedelta(minutes=120) + timedelta(seconds=7 * i))
-             for i, c in enumerate(demo_calls(count=args.calls))]
+    calls = [
+        dataclasses.replace(c, started=now - timedelta(minutes=120) + timedelta(seconds=7 * i))
+        for i, c in enumerate(demo_calls(count=args.calls))
+    ]
     lost = set(random.Random(7).sample([c.id for c in calls], round(args.calls * args.lost)))
     fake = FakeGong(calls, page_size=100).start()
     worker = Worker(concurrency=8, poll_seconds=0.2).start()
 
     def upsert(options: dict) -> None:
-        connection_upsert(tenant=TENANT, kind="gong", base_url=fake.url, key="gong-key", secret="gong-secret",
-                          webhook_key="hook-bench", options=options)
+        connection_upsert(
+            tenant=TENANT,
+            kind="gong",
+            base_url=fake.url,
+            key="gong-key",
+            secret="gong-secret",
+            webhook_key="hook-bench",
+            options=options,
+        )
         config_cache_clear()
 
     def ingests(**filters) -> int:
@@ -106,38 +117,55 @@ def main() -> None:
             assert client.post("/hooks/gong/hook-bench", body, content_type="application/json").status_code == 202
             posted += 1
         wait_for(lambda: ingests(status="complete") == posted, limit_s=1800, what="the webhooks' ingests")
-        print(f"reconcile bench: {args.calls:,} calls, {posted:,} webhooks posted, {len(lost):,} lost "
-              f"(load {os.getloadavg()[0]:.1f})")
+        print(
+            f"reconcile bench: {args.calls:,} calls, {posted:,} webhooks posted, {len(lost):,} lost "
+            f"(load {os.getloadavg()[0]:.1f})"
+        )
 
         upsert({})  # Gong's own limit for the pull: 3 calls/s through the shared bucket
         before = len(fake.requests)
         reconcile_schedules_ensure(timezone.now())
         name = reconcile_schedule_name(TENANT)
         pull = schedule_run_now(name=name, now=timezone.now(), actor="bench")
-        pull_s = wait_for(lambda: Instance.objects.filter(id=pull, status__in=("complete", "completed_with_errors"))
-                          .exists(), limit_s=600, what="the pull")
-        all_s = pull_s + wait_for(lambda: ingests(status="complete") == args.calls, limit_s=1800,
-                                  what="every call's ingest")
+        pull_s = wait_for(
+            lambda: Instance.objects.filter(id=pull, status__in=("complete", "completed_with_errors")).exists(),
+            limit_s=600,
+            what="the pull",
+        )
+        all_s = pull_s + wait_for(
+            lambda: ingests(status="complete") == args.calls, limit_s=1800, what="every call's ingest"
+        )
         output = Instance.objects.get(id=pull).output
         pulled = fake.requests[before:]
         interval = settings.RUNLEDGER_RECONCILE_MINUTES * 60
         metrics = output["metrics"]
-        print(f"  pull: listed {metrics['gong_listed']:,}, started {metrics['gong_started']:,}, already started "
-              f"{metrics['gong_listed'] - metrics['gong_started']:,}; {pull_s:.1f} s, {len(pulled)} Gong requests "
-              f"(most in one second: {most_in_a_second([r.at for r in pulled])}; limit 3/s)")
-        print(f"  every call ingested {all_s:.1f} s after the fire; the pull interval is {interval} s "
-              f"({'within' if all_s <= interval else 'NOT within'} one interval)")
+        print(
+            f"  pull: listed {metrics['gong_listed']:,}, started {metrics['gong_started']:,}, already started "
+            f"{metrics['gong_listed'] - metrics['gong_started']:,}; {pull_s:.1f} s, {len(pulled)} Gong requests "
+            f"(most in one second: {most_in_a_second([r.at for r in pulled])}; limit 3/s)"
+        )
+        print(
+            f"  every call ingested {all_s:.1f} s after the fire; the pull interval is {interval} s "
+            f"({'within' if all_s <= interval else 'NOT within'} one interval)"
+        )
         started_of = Counter(i.params["call_id"] for i in Instance.objects.filter(workflow="gong-ingest"))
-        fetched = Counter(i for r in fake.requests_to("POST /v2/calls/transcript") for i in r.json()["filter"]["callIds"])
-        print(f"  calls with an instance {len(started_of):,} of {args.calls:,}; ingested twice: "
-              f"{sum(1 for n in started_of.values() if n > 1)} instances, "
-              f"{sum(1 for n in fetched.values() if n > 1)} transcripts fetched twice")
+        fetched = Counter(
+            i for r in fake.requests_to("POST /v2/calls/transcript") for i in r.json()["filter"]["callIds"]
+        )
+        print(
+            f"  calls with an instance {len(started_of):,} of {args.calls:,}; ingested twice: "
+            f"{sum(1 for n in started_of.values() if n > 1)} instances, "
+            f"{sum(1 for n in fetched.values() if n > 1)} transcripts fetched twice"
+        )
         again = schedule_run_now(name=name, now=timezone.now() + timedelta(seconds=1), actor="bench")
-        wait_for(lambda: Instance.objects.filter(id=again, status="complete").exists(), limit_s=600,
-                 what="the second pull")
+        wait_for(
+            lambda: Instance.objects.filter(id=again, status="complete").exists(), limit_s=600, what="the second pull"
+        )
         second = Instance.objects.get(id=again).output["metrics"]
-        print(f"  second pull: listed {second['gong_listed']:,}, started {second['gong_started']}; "
-              f"gong-ingest instances {ingests():,}")
+        print(
+            f"  second pull: listed {second['gong_listed']:,}, started {second['gong_started']}; "
+            f"gong-ingest instances {ingests():,}"
+        )
     finally:
         worker.stop(timeout=30)
         fake.stop()

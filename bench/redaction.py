@@ -49,9 +49,7 @@ def per_call_us(text: str, lines: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--lines", type=int, default=5000, help="calls per run (five runs per figure)"
-    )
+    parser.add_argument("--lines", type=int, default=5000, help="calls per run (five runs per figure)")
     args = parser.parse_args()
     print(f"{'remembered':>10}  " + "  ".join(f"{name:>18}" for name in TEXTS) + "   (µs per call)")
     for count in (0, 100, 1000, redaction.MOST_LITERALS):

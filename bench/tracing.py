@@ -70,8 +70,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     by_mode: dict[str, list[float]] = {"off": [], "on": []}
     with WebhookReceiver(secret=None) as collector:
         provider = TracerProvider()
-        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(
-            endpoint=collector.url.replace("/hook", "/v1/traces"))))
+        provider.add_span_processor(
+            BatchSpanProcessor(OTLPSpanExporter(endpoint=collector.url.replace("/hook", "/v1/traces")))
+        )
         for r in range(args.rounds * 2):
             mode = "on" if r % 2 else "off"
             tracing.enable(provider) if mode == "on" else tracing.disable()
@@ -85,11 +86,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         exports = len(collector.received)
     off, on = by_mode["off"], by_mode["on"]
     ms = 1000.0
-    return {"steps_per_mode": len(on), "exports": exports,
-            "off_p50_ms": round(statistics.median(off) * ms, 3), "on_p50_ms": round(statistics.median(on) * ms, 3),
-            "off_p99_ms": round(percentile(off, 0.99) * ms, 3), "on_p99_ms": round(percentile(on, 0.99) * ms, 3),
-            "overhead_p50_ms": round((statistics.median(on) - statistics.median(off)) * ms, 3),
-            "overhead_p99_ms": round((percentile(on, 0.99) - percentile(off, 0.99)) * ms, 3)}
+    return {
+        "steps_per_mode": len(on),
+        "exports": exports,
+        "off_p50_ms": round(statistics.median(off) * ms, 3),
+        "on_p50_ms": round(statistics.median(on) * ms, 3),
+        "off_p99_ms": round(percentile(off, 0.99) * ms, 3),
+        "on_p99_ms": round(percentile(on, 0.99) * ms, 3),
+        "overhead_p50_ms": round((statistics.median(on) - statistics.median(off)) * ms, 3),
+        "overhead_p99_ms": round((percentile(on, 0.99) - percentile(off, 0.99)) * ms, 3),
+    }
 
 
 def main() -> None:

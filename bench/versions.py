@@ -95,8 +95,11 @@ def main() -> None:
         one_repeat(args.instances)
         if r == 0:
             continue
-        row = {f"{kind}_{q}_us": percentile(TIMES[kind], p) * 1e6
-               for kind in ("plain", "guarded") for q, p in (("p50", 0.5), ("p99", 0.99))}
+        row = {
+            f"{kind}_{q}_us": percentile(TIMES[kind], p) * 1e6
+            for kind in ("plain", "guarded")
+            for q, p in (("p50", 0.5), ("p99", 0.99))
+        }
         row["samples_each"] = float(min(len(v) for v in TIMES.values()))
         row["loadavg_1m"] = os.getloadavg()[0]
         rows.append(row)

@@ -39,11 +39,7 @@ PYCACHE: str | None = None  # --bytecode: a bytecode cache outside the checkouts
 
 
 def env_for(root: Path, database_url: str) -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("RUNLEDGER_WORKFLOW_MODULES", "DJANGO_SETTINGS_MODULE")
-    }
+    env = {k: v for k, v in os.environ.items() if k not in ("RUNLEDGER_WORKFLOW_MODULES", "DJANGO_SETTINGS_MODULE")}
     env.update(DATABASE_URL=database_url, PYTHONPATH=str(root), PYTHONUNBUFFERED="1")
     if PYCACHE is not None:
         env.pop("PYTHONDONTWRITEBYTECODE", None)
@@ -80,9 +76,7 @@ def boot(root: Path, database_url: str, *, timeout: float = 120.0) -> float:
                     break
                 if proc.poll() is not None or time.perf_counter() - began > timeout:
                     out.seek(0)
-                    raise SystemExit(
-                        f"worker in {root} did not start:\n{out.read().decode(errors='replace')}"
-                    )
+                    raise SystemExit(f"worker in {root} did not start:\n{out.read().decode(errors='replace')}")
                 time.sleep(0.005)
         finally:
             if proc.poll() is None:
@@ -120,12 +114,8 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument(
-        "--runs", type=int, default=10, help="boots per root and database (default 10)"
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=10, help="boots per root and database (default 10)")
     parser.add_argument(
         "--root",
         action="append",
@@ -141,9 +131,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     global PYCACHE
-    bytecode = (
-        tempfile.TemporaryDirectory(prefix="runledger-boot-pycache-") if args.bytecode else None
-    )
+    bytecode = tempfile.TemporaryDirectory(prefix="runledger-boot-pycache-") if args.bytecode else None
     PYCACHE = bytecode.name if bytecode is not None else None
     roots = [r.resolve() for r in (args.root or [ROOT])]
     print(
@@ -161,9 +149,7 @@ def main() -> None:
                     root: pg.url if pg is not None else f"sqlite:///{tmp}/boot-{n}.sqlite3"
                     for n, root in enumerate(roots)
                 }
-                for root in (
-                    roots if pg is None else roots[:1]
-                ):  # one schema serves every root on PostgreSQL
+                for root in roots if pg is None else roots[:1]:  # one schema serves every root on PostgreSQL
                     migrate(root, urls[root])
                 for root in roots:
                     boot(root, urls[root])  # warm the file cache and .pyc files; not counted

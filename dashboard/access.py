@@ -104,7 +104,11 @@ def require_role(role: str = Role.VIEWER) -> Callable[[V], V]:
 
 
 def user_ensure(
-    *, username: str, password: str, memberships: Iterable[tuple[str, str]], staff: bool = False,
+    *,
+    username: str,
+    password: str,
+    memberships: Iterable[tuple[str, str]],
+    staff: bool = False,
     superuser: bool = False,
 ) -> Any:
     """Create or update a user with exactly these (tenant, role) memberships. Used for demo data.
@@ -125,12 +129,20 @@ def user_ensure(
 
 
 DEMO_USERS: list[dict[str, Any]] = [
-    {"username": "operator", "password": "operator",
-     "memberships": [("acme", Role.OPERATOR), ("globex", Role.OPERATOR), ("default", Role.OPERATOR)]},
+    {
+        "username": "operator",
+        "password": "operator",
+        "memberships": [("acme", Role.OPERATOR), ("globex", Role.OPERATOR), ("default", Role.OPERATOR)],
+    },
     {"username": "viewer", "password": "viewer", "memberships": [("acme", Role.VIEWER)]},
     {"username": "stranger", "password": "stranger", "memberships": [("initech", Role.OPERATOR)]},
-    {"username": "admin", "password": "admin", "staff": True, "superuser": True,
-     "memberships": [("acme", Role.ADMIN), ("globex", Role.ADMIN), ("default", Role.ADMIN), ("initech", Role.ADMIN)]},
+    {
+        "username": "admin",
+        "password": "admin",
+        "staff": True,
+        "superuser": True,
+        "memberships": [("acme", Role.ADMIN), ("globex", Role.ADMIN), ("default", Role.ADMIN), ("initech", Role.ADMIN)],
+    },
 ]
 
 

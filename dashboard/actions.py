@@ -40,29 +40,65 @@ class Action:
 
 
 _ACTIVE = frozenset(Status.values) - FINISHED_STATUSES
-ACTIONS: dict[str, Action] = {a.name: a for a in [
-    Action("pause", "Pause", "The instance stops after its running step ends (waitingForPause, then "
-           "paused). Sleep and retry timers are shifted by the paused time on resume.",
-           when=frozenset({Status.QUEUED, Status.RUNNING, Status.WAITING})),
-    Action("resume", "Resume", "The instance continues where it paused; nothing re-runs.",
-           when=frozenset({Status.PAUSED, Status.WAITING_FOR_PAUSE})),
-    Action("terminate", "Terminate", "The instance ends as terminated. Completed steps keep their "
-           "results. With rollback, the rollback handlers of completed steps run in reverse order.",
-           danger=True, when=_ACTIVE),
-    Action("restart", "Restart", "The instance runs again: from scratch, or keeping every step "
-           "result before the chosen step. Steps after that point run again (paid calls too).",
-           danger=True),
-    Action("retry", "Retry", "The errored instance runs again from its failed step; completed "
-           "steps are not re-run.", when=frozenset({Status.ERRORED})),
-    Action("replay", "Replay…", "A new instance of the same workflow starts with these params, "
-           "linked to this one (replay_of). This instance is not changed."),
-    Action("fork", "Fork…", "A new instance of the same workflow starts at the chosen step: the results "
-           "of every step before it are copied (not run again), that step and the rest run with these "
-           "params. Linked both ways to this one (fork of). This instance is not changed."),
-    Action("event", "Send event", "The event is delivered to the instance: a waiting "
-           "wait_for_event of that type receives it, otherwise it is buffered (first in, first out).",
-           when=_ACTIVE),
-]}
+ACTIONS: dict[str, Action] = {
+    a.name: a
+    for a in [
+        Action(
+            "pause",
+            "Pause",
+            "The instance stops after its running step ends (waitingForPause, then "
+            "paused). Sleep and retry timers are shifted by the paused time on resume.",
+            when=frozenset({Status.QUEUED, Status.RUNNING, Status.WAITING}),
+        ),
+        Action(
+            "resume",
+            "Resume",
+            "The instance continues where it paused; nothing re-runs.",
+            when=frozenset({Status.PAUSED, Status.WAITING_FOR_PAUSE}),
+        ),
+        Action(
+            "terminate",
+            "Terminate",
+            "The instance ends as terminated. Completed steps keep their "
+            "results. With rollback, the rollback handlers of completed steps run in reverse order.",
+            danger=True,
+            when=_ACTIVE,
+        ),
+        Action(
+            "restart",
+            "Restart",
+            "The instance runs again: from scratch, or keeping every step "
+            "result before the chosen step. Steps after that point run again (paid calls too).",
+            danger=True,
+        ),
+        Action(
+            "retry",
+            "Retry",
+            "The errored instance runs again from its failed step; completed steps are not re-run.",
+            when=frozenset({Status.ERRORED}),
+        ),
+        Action(
+            "replay",
+            "Replay…",
+            "A new instance of the same workflow starts with these params, "
+            "linked to this one (replay_of). This instance is not changed.",
+        ),
+        Action(
+            "fork",
+            "Fork…",
+            "A new instance of the same workflow starts at the chosen step: the results "
+            "of every step before it are copied (not run again), that step and the rest run with these "
+            "params. Linked both ways to this one (fork of). This instance is not changed.",
+        ),
+        Action(
+            "event",
+            "Send event",
+            "The event is delivered to the instance: a waiting "
+            "wait_for_event of that type receives it, otherwise it is buffered (first in, first out).",
+            when=_ACTIVE,
+        ),
+    ]
+}
 
 
 def available_actions(instance: Instance) -> list[Action]:
@@ -150,9 +186,13 @@ PRIORITY_RANGE = (-1000, 1000)
 INSTANCE_ID_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_-]*$"  # what the engine accepts as an instance id
 # The arguments each action takes beyond the reason; anything else is refused, not ignored.
 ARGUMENTS: dict[str, frozenset[str]] = {
-    "pause": frozenset(), "resume": frozenset(), "retry": frozenset(),
-    "terminate": frozenset({"rollback"}), "restart": frozenset({"from_step"}),
-    "replay": frozenset({"params"}), "fork": frozenset({"from_step", "params", "new_id"}),
+    "pause": frozenset(),
+    "resume": frozenset(),
+    "retry": frozenset(),
+    "terminate": frozenset({"rollback"}),
+    "restart": frozenset({"from_step"}),
+    "replay": frozenset({"params"}),
+    "fork": frozenset({"from_step", "params", "new_id"}),
     "event": frozenset({"type", "payload"}),
 }
 
@@ -183,11 +223,13 @@ def tenant_act_check(user: Any, tenant: str) -> None:
     tenant is not theirs (404), so other tenants' names do not leak."""
     name = user.get_username() if user is not None else ""
     if not access.can_read(user, tenant):
-        raise TenantNotVisible(f"tenant {tenant[:100]!r} is not one of {name}'s tenants; use one of "
-                               "them (nothing was done)")
+        raise TenantNotVisible(
+            f"tenant {tenant[:100]!r} is not one of {name}'s tenants; use one of them (nothing was done)"
+        )
     if not access.can_act(user, tenant):
-        raise NotAnOperator(f"{name} is a viewer of tenant {tenant!r}; acting needs the operator role "
-                            "(nothing was done)")
+        raise NotAnOperator(
+            f"{name} is a viewer of tenant {tenant!r}; acting needs the operator role (nothing was done)"
+        )
 
 
 def instance_actionable(*, user: Any, instance_id: str, action: str) -> tuple[Instance, Action]:
@@ -198,8 +240,9 @@ def instance_actionable(*, user: Any, instance_id: str, action: str) -> tuple[In
     instance = access.scope(Instance.objects.filter(pk=instance_id), user).first()
     if instance is None:
         name = user.get_username() if user is not None else ""
-        raise InstanceNotVisible(f"no instance {instance_id[:100]!r} in {name}'s tenants; check the id "
-                                 "(nothing was done)")
+        raise InstanceNotVisible(
+            f"no instance {instance_id[:100]!r} in {name}'s tenants; check the id (nothing was done)"
+        )
     tenant_act_check(user, instance.tenant)
     return instance, spec
 
@@ -208,11 +251,13 @@ def reason_check(reason: str, *, origin: Origin) -> str:
     """A person at the console or the command line says why they act; an API client may leave
     the reason empty. Either way it is at most REASON_MAX characters."""
     if len(reason) > REASON_MAX:
-        raise BadArguments(f"the reason is {len(reason)} characters long; at most {REASON_MAX} are kept, "
-                           "shorten it (nothing was done)")
+        raise BadArguments(
+            f"the reason is {len(reason)} characters long; at most {REASON_MAX} are kept, shorten it (nothing was done)"
+        )
     if not reason.strip() and origin.source != AuditSource.API:
-        raise BadArguments("give a reason: it is recorded in the instance's history and the audit log "
-                           "(nothing was done)")
+        raise BadArguments(
+            "give a reason: it is recorded in the instance's history and the audit log (nothing was done)"
+        )
     return reason
 
 
@@ -227,8 +272,10 @@ def params_check(params: Any, *, original: dict[str, Any] | None = None) -> dict
 def _arguments_check(spec: Action, instance: Instance, arguments: dict[str, Any]) -> dict[str, Any]:
     unknown = sorted(set(arguments) - ARGUMENTS[spec.name])
     if unknown:
-        raise BadArguments(f"{spec.name} takes no argument {', '.join(unknown)}; it takes "
-                           f"{', '.join(sorted(ARGUMENTS[spec.name])) or 'only a reason'}")
+        raise BadArguments(
+            f"{spec.name} takes no argument {', '.join(unknown)}; it takes "
+            f"{', '.join(sorted(ARGUMENTS[spec.name])) or 'only a reason'}"
+        )
     checked = dict(arguments)
     if checked.get("params") is not None:
         checked["params"] = params_check(checked["params"], original=instance.params)
@@ -239,8 +286,9 @@ def _arguments_check(spec: Action, instance: Instance, arguments: dict[str, Any]
     return checked
 
 
-def _engine_call(action: str, instance: Instance, arguments: dict[str, Any], *, actor: str,
-                 reason: str) -> Instance | object:
+def _engine_call(
+    action: str, instance: Instance, arguments: dict[str, Any], *, actor: str, reason: str
+) -> Instance | object:
     common: dict[str, Any] = {"instance_id": instance.id, "actor": actor}
     match action:
         case "pause":
@@ -256,12 +304,18 @@ def _engine_call(action: str, instance: Instance, arguments: dict[str, Any], *, 
         case "replay":
             return control.instance_replay(**common, reason=reason, params=arguments.get("params"))
         case "fork":
-            return forks.instance_fork(**common, reason=reason, from_step=arguments["from_step"],
-                                       params=arguments.get("params"), new_id=arguments.get("new_id"))
+            return forks.instance_fork(
+                **common,
+                reason=reason,
+                from_step=arguments["from_step"],
+                params=arguments.get("params"),
+                new_id=arguments.get("new_id"),
+            )
         case "event":
             # The event itself carries no reason; the audit entry keeps it.
-            return instances.instance_send_event(**common, type=arguments.get("type", ""),
-                                                 payload=arguments.get("payload"))
+            return instances.instance_send_event(
+                **common, type=arguments.get("type", ""), payload=arguments.get("payload")
+            )
     raise UnknownAction(f"no action {action[:50]!r}")
 
 
@@ -281,8 +335,10 @@ def version_check(raw: str | None) -> str | None:
     if raw is None or raw == "":
         return None
     if not staleness.version_valid(raw):
-        raise BadArguments(f"expected_version {raw[:40]!r} is not a version this server gave; send back "
-                           "the `version` a read answered (nothing was done)")
+        raise BadArguments(
+            f"expected_version {raw[:40]!r} is not a version this server gave; send back "
+            "the `version` a read answered (nothing was done)"
+        )
     return raw
 
 
@@ -295,9 +351,17 @@ def instance_unchanged(*, instance_id: str, version: str) -> None:
         raise StaleState(change)
 
 
-def instance_act(*, user: Any, origin: Origin, instance_id: str, action: str, reason: str = "",
-                 arguments: dict[str, Any] | None = None, expected_version: str | None = None,
-                 audit_as: tuple[str, dict[str, Any]] | None = None) -> Done:
+def instance_act(
+    *,
+    user: Any,
+    origin: Origin,
+    instance_id: str,
+    action: str,
+    reason: str = "",
+    arguments: dict[str, Any] | None = None,
+    expected_version: str | None = None,
+    audit_as: tuple[str, dict[str, Any]] | None = None,
+) -> Done:
     """Take operator action `action` on an instance for `user`, from `origin`: check who may,
     the arguments and the reason, call the engine and write the audit entry in one transaction.
     With `expected_version` (what the user was shown, staleness.py), refuse when the instance
@@ -342,9 +406,19 @@ def start_attributes_check(values: Any) -> dict[str, str]:
     return {k: v for k, v in checked.items() if v is not None}
 
 
-def instance_start(*, user: Any, origin: Origin, workflow: str, params: Any, tenant: str,
-                   id: str | None = None, priority: int = 0, start_at: datetime | None = None,
-                   callback_url: str | None = None, search_attributes: Any = None) -> Done:
+def instance_start(
+    *,
+    user: Any,
+    origin: Origin,
+    workflow: str,
+    params: Any,
+    tenant: str,
+    id: str | None = None,
+    priority: int = 0,
+    start_at: datetime | None = None,
+    callback_url: str | None = None,
+    search_attributes: Any = None,
+) -> Done:
     """Start a run of `workflow` by hand: the same tenant rule and params rule as every action,
     the instance, its search attributes, its callback and the audit entry in one transaction (a
     refused callback URL starts nothing)."""
@@ -352,21 +426,36 @@ def instance_start(*, user: Any, origin: Origin, workflow: str, params: Any, ten
     checked = params_check(params)
     tags = start_attributes_check(search_attributes)
     if not PRIORITY_RANGE[0] <= priority <= PRIORITY_RANGE[1]:
-        raise BadArguments(f"priority {priority} is out of range; use {PRIORITY_RANGE[0]} to "
-                           f"{PRIORITY_RANGE[1]} (higher runs first)")
+        raise BadArguments(
+            f"priority {priority} is out of range; use {PRIORITY_RANGE[0]} to {PRIORITY_RANGE[1]} (higher runs first)"
+        )
     with transaction.atomic():
-        created = instances.instance_create(workflow=workflow, id=id, params=checked, tenant=tenant,
-                                            priority=priority, start_at=start_at,
-                                            actor=actor_name(user, origin))
+        created = instances.instance_create(
+            workflow=workflow,
+            id=id,
+            params=checked,
+            tenant=tenant,
+            priority=priority,
+            start_at=start_at,
+            actor=actor_name(user, origin),
+        )
         if tags:
             attributes.attributes_set(instance_id=created.id, values=tags)
         if callback_url is not None:
             source = origin.source if origin.source in CallbackSource.values else CallbackSource.API
-            callback_register(instance_id=created.id, tenant=tenant, url=callback_url, source=source,
-                              now=timezone.now())
-        audit_record(user=user, origin=origin, affected=1,
-                     audit=Audit("instance.start", [tenant], {"workflow": workflow, "instance_id": created.id,
-                                                                    **({"search_attributes": tags} if tags else {})}))
+            callback_register(
+                instance_id=created.id, tenant=tenant, url=callback_url, source=source, now=timezone.now()
+            )
+        audit_record(
+            user=user,
+            origin=origin,
+            affected=1,
+            audit=Audit(
+                "instance.start",
+                [tenant],
+                {"workflow": workflow, "instance_id": created.id, **({"search_attributes": tags} if tags else {})},
+            ),
+        )
     return Done("start", created.id, created.id)
 
 

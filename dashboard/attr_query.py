@@ -66,8 +66,10 @@ class AttrTerm:
 
 def _number(raw: str, piece: str) -> float:
     if not NUMBER.fullmatch(raw):
-        raise AttrQueryError(f"attribute filter {piece[:60]!r}: {raw[:30]!r} is not a number "
-                             "(digits, an optional - and decimal part, e.g. 100 or 12.5)")
+        raise AttrQueryError(
+            f"attribute filter {piece[:60]!r}: {raw[:30]!r} is not a number "
+            "(digits, an optional - and decimal part, e.g. 100 or 12.5)"
+        )
     return float(raw)
 
 
@@ -77,37 +79,50 @@ def parse_term(piece: str) -> AttrTerm:
     body = piece[1:] if negate else piece
     key_match = KEY.match(body)
     if key_match is None:
-        raise AttrQueryError(f"attribute filter {piece[:60]!r} does not start with a key (lower-case letters, "
-                             f"digits and _, a letter first); e.g. {EXAMPLES}")
-    key, rest = key_match.group(), body[key_match.end():]
+        raise AttrQueryError(
+            f"attribute filter {piece[:60]!r} does not start with a key (lower-case letters, "
+            f"digits and _, a letter first); e.g. {EXAMPLES}"
+        )
+    key, rest = key_match.group(), body[key_match.end() :]
     for op in COMPARISONS:
         if rest.startswith(op):
-            n = _number(rest[len(op):], piece)
+            n = _number(rest[len(op) :], piece)
             low, high = (n, None) if op[0] == ">" else (None, n)
-            return AttrTerm(key=key, low=low, high=high, low_open=op == ">", high_open=op == "<",
-                            negate=negate, text=f"{'!' if negate else ''}{key}{op}{rest[len(op):]}")
+            return AttrTerm(
+                key=key,
+                low=low,
+                high=high,
+                low_open=op == ">",
+                high_open=op == "<",
+                negate=negate,
+                text=f"{'!' if negate else ''}{key}{op}{rest[len(op) :]}",
+            )
     if not rest.startswith(":") or len(rest) == 1:
-        raise AttrQueryError(f"attribute filter {piece[:60]!r} is not key:value, key>=N or key:N..M "
-                             f"after its key {key!r}; e.g. {EXAMPLES}")
+        raise AttrQueryError(
+            f"attribute filter {piece[:60]!r} is not key:value, key>=N or key:N..M "
+            f"after its key {key!r}; e.g. {EXAMPLES}"
+        )
     value = rest[1:]
     text = f"{'!' if negate else ''}{key}:{value}"
     lo, dots, hi = value.partition("..")
     if dots and (lo or hi) and all(NUMBER.fullmatch(p) for p in (lo, hi) if p):
         low, high = (float(lo) if lo else None), (float(hi) if hi else None)
         if low is not None and high is not None and low > high:
-            raise AttrQueryError(f"attribute filter {piece[:60]!r}: the range {value[:40]!r} is empty "
-                                 "(its low end is above its high end)")
+            raise AttrQueryError(
+                f"attribute filter {piece[:60]!r}: the range {value[:40]!r} is empty "
+                "(its low end is above its high end)"
+            )
         return AttrTerm(key=key, low=low, high=high, negate=negate, text=text)
     values = value.split("|")
     if len(values) > MAX_ALTERNATIVES:
-        raise AttrQueryError(f"attribute filter {piece[:60]!r} has {len(values)} alternatives; "
-                             f"at most {MAX_ALTERNATIVES}")
+        raise AttrQueryError(
+            f"attribute filter {piece[:60]!r} has {len(values)} alternatives; at most {MAX_ALTERNATIVES}"
+        )
     for v in values:
         if not v:
             raise AttrQueryError(f"attribute filter {piece[:60]!r} has an empty value (around a '|')")
         if len(v) > MAX_VALUE or "\x00" in v:
-            raise AttrQueryError(f"attribute filter {piece[:60]!r}: a value is 1 to {MAX_VALUE} characters "
-                                 "without NUL")
+            raise AttrQueryError(f"attribute filter {piece[:60]!r}: a value is 1 to {MAX_VALUE} characters without NUL")
     return AttrTerm(key=key, values=tuple(dict.fromkeys(values)), negate=negate, text=text)
 
 

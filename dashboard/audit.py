@@ -67,17 +67,25 @@ def affected_count(result: object) -> int:
 def audit_record(*, user: Any, origin: Origin, audit: Audit, affected: int) -> AuditEntry:
     tenants = sorted(set(audit.tenants))
     entry = AuditEntry.objects.create(
-        created_at=timezone.now(), user=user if getattr(user, "pk", None) else None,
-        actor=user.get_username() if user is not None else "", action=audit.action,
-        source=origin.source, ip=origin.ip, user_agent=origin.user_agent, tenants=tenants,
-        selection=audit.selection, affected=affected, reason=audit.reason[:2000],
+        created_at=timezone.now(),
+        user=user if getattr(user, "pk", None) else None,
+        actor=user.get_username() if user is not None else "",
+        action=audit.action,
+        source=origin.source,
+        ip=origin.ip,
+        user_agent=origin.user_agent,
+        tenants=tenants,
+        selection=audit.selection,
+        affected=affected,
+        reason=audit.reason[:2000],
     )
     AuditTenant.objects.bulk_create([AuditTenant(entry=entry, tenant=t) for t in tenants])
     return entry
 
 
-def audited(*, user: Any, origin: Origin, audit: Audit, run: Callable[[], R],
-            affected: Callable[[R], int] = affected_count) -> R:
+def audited(
+    *, user: Any, origin: Origin, audit: Audit, run: Callable[[], R], affected: Callable[[R], int] = affected_count
+) -> R:
     """Run an action and write its audit entry, both or neither."""
     with transaction.atomic():
         result = run()

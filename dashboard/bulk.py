@@ -59,14 +59,16 @@ def bulk_filters(query: QueryDict) -> InstanceFilters:
     if filters.problems:
         raise BulkRefused("the filters do not parse: " + "; ".join(filters.problems) + " — nothing was done")
     if not filters.active:
-        raise BulkRefused("a bulk action needs at least one filter (an empty filter never means every "
-                          "instance); nothing was done")
+        raise BulkRefused(
+            "a bulk action needs at least one filter (an empty filter never means every instance); nothing was done"
+        )
     return filters
 
 
 def _eligible(user: Any, filters: InstanceFilters, action: str, tenants: list[str]) -> QuerySet[Instance]:
     return instance_filtered(user=user, filters=filters).filter(
-        status__in=sorted(ACTIONS[action].when), tenant__in=tenants)
+        status__in=sorted(ACTIONS[action].when), tenant__in=tenants
+    )
 
 
 def bulk_preview(*, user: Any, query: QueryDict, action: str) -> Preview:
@@ -81,9 +83,14 @@ def bulk_preview(*, user: Any, query: QueryDict, action: str) -> Preview:
     if not acting:
         raise BulkRefused("bulk actions need the operator role in a tenant", status=403)
     matching = instance_filtered(user=user, filters=filters)
-    batch = batches.batch_preview(action=action, selection=_eligible(user, filters, action, acting),
-                                  tenants=acting, user_id=str(user.pk), actor=user.get_username(),
-                                  query=filters.querystring())
+    batch = batches.batch_preview(
+        action=action,
+        selection=_eligible(user, filters, action, acting),
+        tenants=acting,
+        user_id=str(user.pk),
+        actor=user.get_username(),
+        query=filters.querystring(),
+    )
     # Both counts in one read of the matches (the freeze above was the other).
     counts = matching.aggregate(all=Count("id"), acting=Count("id", filter=Q(tenant__in=acting)))
     in_acting, read_only = counts["acting"], counts["all"] - counts["acting"]
@@ -123,9 +130,22 @@ def bulk_failed_for_good(*, batch: Batch) -> list[str]:
     (NonRetryableError): retried, they fail the same way. Sorted ids; empty for other actions."""
     if batch.action != "retry":
         return []
-    steps = (Step.objects.filter(instance_id__in=BatchItem.objects.filter(batch=batch).values("instance_id"),
-                                 status=StepStatus.ERRORED).exclude(kind=StepKind.ROLLBACK)
-             .values_list("instance_id", "error_name", "attempts", "config"))
-    return sorted({instance_id for instance_id, error_name, attempts, config in steps.iterator(chunk_size=2000)
-                   if failed_for_good(status="errored", error_name=error_name, attempts=attempts,
-                                      config=config if isinstance(config, dict) else {})})
+    steps = (
+        Step.objects.filter(
+            instance_id__in=BatchItem.objects.filter(batch=batch).values("instance_id"), status=StepStatus.ERRORED
+        )
+        .exclude(kind=StepKind.ROLLBACK)
+        .values_list("instance_id", "error_name", "attempts", "config")
+    )
+    return sorted(
+        {
+            instance_id
+            for instance_id, error_name, attempts, config in steps.iterator(chunk_size=2000)
+            if failed_for_good(
+                status="errored",
+                error_name=error_name,
+                attempts=attempts,
+                config=config if isinstance(config, dict) else {},
+            )
+        }
+    )

@@ -20,8 +20,20 @@ from grandalf.graphs import Edge, Graph, Vertex
 from grandalf.layouts import SugiyamaLayout
 
 OK, BAD, WARN, INK, MUTED = "#1f9d55", "#d64545", "#d99a1e", "#1f2933", "#7b8794"
-PALETTE = ["#3b6fd8", "#1f9d55", "#d99a1e", "#8e44ad", "#d64545", "#16a2b8", "#e67e22",
-           "#5d6d7e", "#c0392b", "#27ae60", "#2c3e50", "#f39c12"]
+PALETTE = [
+    "#3b6fd8",
+    "#1f9d55",
+    "#d99a1e",
+    "#8e44ad",
+    "#d64545",
+    "#16a2b8",
+    "#e67e22",
+    "#5d6d7e",
+    "#c0392b",
+    "#27ae60",
+    "#2c3e50",
+    "#f39c12",
+]
 _INDEXED = re.compile(r"-(\d+|\{i\})$")
 
 
@@ -32,8 +44,10 @@ def _figure(data: list[dict[str, Any]], layout: dict[str, Any], *, height: int =
     """A figure with the pages' common layout. Built as a plain spec: Plotly's Python objects
     validate and deep-copy every property, which cost tens of milliseconds per chart."""
     base: dict[str, Any] = {
-        "height": height, "margin": {"l": 48, "r": 16, "t": 36 if title else 12, "b": 36},
-        "legend": {"orientation": "h", "y": -0.18}, "font": {"size": 12, "color": INK},
+        "height": height,
+        "margin": {"l": 48, "r": 16, "t": 36 if title else 12, "b": 36},
+        "legend": {"orientation": "h", "y": -0.18},
+        "font": {"size": 12, "color": INK},
         "hovermode": "x unified",
     }
     if title:
@@ -56,14 +70,20 @@ def figure_html(fig: Figure) -> str:
     """The figure as an HTML fragment in the "plotly_white" template; plotly.min.js is loaded once
     by the page, from static/. The template's JSON is computed once per process."""
     spec = {"data": fig["data"], "layout": {**fig["layout"], "template": _white_template()}}
-    return str(pio.to_html(
-        spec, validate=False, full_html=False, include_plotlyjs=False,
-        config={"displayModeBar": False, "responsive": True},
-    ))
+    return str(
+        pio.to_html(
+            spec,
+            validate=False,
+            full_html=False,
+            include_plotlyjs=False,
+            config={"displayModeBar": False, "responsive": True},
+        )
+    )
 
 
-def throughput_figure(rows: Sequence[Mapping[str, Any]], *, since: datetime | None = None,
-                      until: datetime | None = None) -> Figure:
+def throughput_figure(
+    rows: Sequence[Mapping[str, Any]], *, since: datetime | None = None, until: datetime | None = None
+) -> Figure:
     """Finished instances per hour (stacked complete / with errors / errored) and the failure
     rate on the right (completed_with_errors is a warning: it finished, so not a failure).
 
@@ -76,19 +96,56 @@ def throughput_figure(rows: Sequence[Mapping[str, Any]], *, since: datetime | No
     rate = [(b / (o + w + b) * 100) if (o + w + b) else 0.0 for o, w, b in zip(ok, warn, bad, strict=True)]
     hour_ms = 3_600_000
     data: list[dict[str, Any]] = [
-        {"type": "bar", "x": x, "y": ok, "name": "complete", "marker": {"color": OK},
-         "width": [hour_ms * 0.9] * len(x), "offset": 0},
-        {"type": "bar", "x": x, "y": warn, "name": "with errors", "marker": {"color": WARN},
-         "width": [hour_ms * 0.9] * len(x), "offset": 0},
-        {"type": "bar", "x": x, "y": bad, "name": "errored", "marker": {"color": BAD},
-         "width": [hour_ms * 0.9] * len(x), "offset": 0},
-        {"type": "scatter", "x": x, "y": rate, "name": "failure rate %", "yaxis": "y2",
-         "mode": "lines+markers", "line": {"color": INK, "width": 2}},
+        {
+            "type": "bar",
+            "x": x,
+            "y": ok,
+            "name": "complete",
+            "marker": {"color": OK},
+            "width": [hour_ms * 0.9] * len(x),
+            "offset": 0,
+        },
+        {
+            "type": "bar",
+            "x": x,
+            "y": warn,
+            "name": "with errors",
+            "marker": {"color": WARN},
+            "width": [hour_ms * 0.9] * len(x),
+            "offset": 0,
+        },
+        {
+            "type": "bar",
+            "x": x,
+            "y": bad,
+            "name": "errored",
+            "marker": {"color": BAD},
+            "width": [hour_ms * 0.9] * len(x),
+            "offset": 0,
+        },
+        {
+            "type": "scatter",
+            "x": x,
+            "y": rate,
+            "name": "failure rate %",
+            "yaxis": "y2",
+            "mode": "lines+markers",
+            "line": {"color": INK, "width": 2},
+        },
     ]
-    layout = {"barmode": "stack", "yaxis": {"title": {"text": "instances / hour"}},
-              "yaxis2": {"title": {"text": "failure %"}, "overlaying": "y", "side": "right",
-                         "range": [0, 100], "tickvals": [0, 25, 50, 75, 100], "ticksuffix": "%",
-                         "showgrid": False}}
+    layout = {
+        "barmode": "stack",
+        "yaxis": {"title": {"text": "instances / hour"}},
+        "yaxis2": {
+            "title": {"text": "failure %"},
+            "overlaying": "y",
+            "side": "right",
+            "range": [0, 100],
+            "tickvals": [0, 25, 50, 75, 100],
+            "ticksuffix": "%",
+            "showgrid": False,
+        },
+    }
     if until is not None:
         # Each bar spans its hour from the hour's start: the axis runs to the end of the current
         # hour, so the hour in progress is drawn whole, left of the right-hand axis.
@@ -99,8 +156,9 @@ def throughput_figure(rows: Sequence[Mapping[str, Any]], *, since: datetime | No
     return figure
 
 
-def _filled(buckets: set[datetime], *, since: datetime | None, until: datetime | None,
-            step: timedelta) -> list[datetime]:
+def _filled(
+    buckets: set[datetime], *, since: datetime | None, until: datetime | None, step: timedelta
+) -> list[datetime]:
     """Every bucket of the window, the empty ones too, aligned on the buckets that have spend (they
     are local hours or local midnights): a series with spend in one hour of a week is a line that
     rises once, not a lone dot. Capped, so a custom window of years keeps only the spent buckets."""
@@ -125,8 +183,13 @@ def _filled(buckets: set[datetime], *, since: datetime | None, until: datetime |
     return sorted(out)
 
 
-def spend_series_figure(rows: Sequence[Mapping[str, Any]], *, since: datetime | None = None,
-                        until: datetime | None = None, daily: bool = False) -> Figure:
+def spend_series_figure(
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    daily: bool = False,
+) -> Figure:
     """Stacked spend over time, one trace per key (service, workflow, step, tenant or model), with a
     point for every hour (or day) of the window, zero where nothing was spent."""
     series: dict[str, dict[datetime, float]] = defaultdict(dict)
@@ -137,18 +200,25 @@ def spend_series_figure(rows: Sequence[Mapping[str, Any]], *, since: datetime | 
     x = _filled(buckets, since=since, until=until, step=timedelta(days=1) if daily else timedelta(hours=1))
     totals = {k: sum(v.values()) for k, v in series.items()}
     data: list[dict[str, Any]] = [
-        {"type": "scatter", "x": x, "y": [series[key].get(b, 0.0) for b in x], "name": key,
-         "stackgroup": "spend", "mode": "lines+markers" if len(x) <= 2 else "lines",
-         "line": {"width": 1, "color": PALETTE[i % len(PALETTE)], "shape": "hv"},
-         "hovertemplate": "%{y:$.4f}"}
+        {
+            "type": "scatter",
+            "x": x,
+            "y": [series[key].get(b, 0.0) for b in x],
+            "name": key,
+            "stackgroup": "spend",
+            "mode": "lines+markers" if len(x) <= 2 else "lines",
+            "line": {"width": 1, "color": PALETTE[i % len(PALETTE)], "shape": "hv"},
+            "hovertemplate": "%{y:$.4f}",
+        }
         for i, key in enumerate(sorted(series, key=lambda k: -totals[k]))
     ]
     layout = {"yaxis": {"title": {"text": "USD"}, "tickprefix": "$"}, "hovermode": "x unified"}
     return _figure(data, _date_axis(layout, since, until), height=320)
 
 
-def spend_treemap_figure(rows: Sequence[Mapping[str, Any]], *,
-                         levels: Sequence[str] = ("service", "workflow", "step")) -> Figure:
+def spend_treemap_figure(
+    rows: Sequence[Mapping[str, Any]], *, levels: Sequence[str] = ("service", "workflow", "step")
+) -> Figure:
     """Spend as nested rectangles, `levels` deep (the chosen breakdown first), sized by spend."""
     ids, labels, parents, values = [], [], [], []
     inner: dict[tuple[str, ...], float] = defaultdict(float)
@@ -166,14 +236,24 @@ def spend_treemap_figure(rows: Sequence[Mapping[str, Any]], *,
         labels.append(path[-1])
         parents.append("/".join(path[:-1]))
         values.append(v)
-    data = [{"type": "treemap", "ids": ids, "labels": labels, "parents": parents, "values": values,
-             "branchvalues": "total", "texttemplate": "%{label}<br>$%{value:.4f}",
-             "hovertemplate": "%{id}<br>$%{value:.6f}<extra></extra>"}]
+    data = [
+        {
+            "type": "treemap",
+            "ids": ids,
+            "labels": labels,
+            "parents": parents,
+            "values": values,
+            "branchvalues": "total",
+            "texttemplate": "%{label}<br>$%{value:.4f}",
+            "hovertemplate": "%{id}<br>$%{value:.6f}<extra></extra>",
+        }
+    ]
     return {"data": data, "layout": {"margin": {"l": 4, "r": 4, "t": 4, "b": 4}, "height": 320}}
 
 
-def burn_down_figure(budgets: Sequence[Any], burns: Mapping[int, Sequence[Mapping[str, Any]]], *,
-                     now: datetime) -> Figure:
+def burn_down_figure(
+    budgets: Sequence[Any], burns: Mapping[int, Sequence[Mapping[str, Any]]], *, now: datetime
+) -> Figure:
     """One small chart per budget (its own period and its own dollar scale, so a $5 budget and a
     $0.0001 one are both readable and equal budgets do not hide behind each other): remaining
     budget over the current period, and a dashed linear forecast to its end."""
@@ -195,33 +275,80 @@ def burn_down_figure(budgets: Sequence[Any], burns: Mapping[int, Sequence[Mappin
         remaining_now = float(b.limit - b.spent)
         x.append(now)
         y.append(remaining_now)
-        data.append({"type": "scatter", "x": x, "y": y, "name": label, "mode": "lines", "showlegend": False,
-                     "xaxis": f"x{axis}", "yaxis": f"y{axis}", "line": {"color": color, "width": 2, "shape": "hv"},
-                     "hovertemplate": "$%{y:.4f} left<extra>" + label + "</extra>"})
+        data.append(
+            {
+                "type": "scatter",
+                "x": x,
+                "y": y,
+                "name": label,
+                "mode": "lines",
+                "showlegend": False,
+                "xaxis": f"x{axis}",
+                "yaxis": f"y{axis}",
+                "line": {"color": color, "width": 2, "shape": "hv"},
+                "hovertemplate": "$%{y:.4f} left<extra>" + label + "</extra>",
+            }
+        )
         fc = b.forecast
         end_x = fc.runs_out_at if fc.runs_out_at and fc.runs_out_at > now else b.period_end
         end_y = 0.0 if fc.runs_out_at else float(b.limit - fc.projected)
-        data.append({"type": "scatter", "x": [now, end_x], "y": [remaining_now, end_y], "mode": "lines",
-                     "showlegend": False, "xaxis": f"x{axis}", "yaxis": f"y{axis}",
-                     "line": {"color": color, "dash": "dash", "width": 1.5},
-                     "hovertemplate": "forecast $%{y:.4f}<extra>" + label + "</extra>"})
+        data.append(
+            {
+                "type": "scatter",
+                "x": [now, end_x],
+                "y": [remaining_now, end_y],
+                "mode": "lines",
+                "showlegend": False,
+                "xaxis": f"x{axis}",
+                "yaxis": f"y{axis}",
+                "line": {"color": color, "dash": "dash", "width": 1.5},
+                "hovertemplate": "forecast $%{y:.4f}<extra>" + label + "</extra>",
+            }
+        )
         layout[f"xaxis{axis}"] = {"range": [b.period_start, b.period_end], "type": "date", "nticks": 4}
-        layout[f"yaxis{axis}"] = {"range": [min(0.0, min(y)) * 1.05, float(b.limit) * 1.08], "tickprefix": "$",
-                                  "nticks": 4, "zeroline": True, "zerolinecolor": BAD,
-                                  # dollars, not SI: a $0.0001 budget reads $0.0001, not $100µ
-                                  "tickformat": ",.4~f" if b.limit < 1 else ",.2~f"}
-        annotations.append({"text": f"<b>{label}</b>", "showarrow": False, "xref": f"x{axis} domain",
-                            "yref": f"y{axis} domain", "x": 0, "y": 1.0, "xanchor": "left", "yanchor": "bottom",
-                            "font": {"size": 11}})
-    layout.update({"grid": {"rows": rows, "columns": columns, "pattern": "independent", "ygap": 0.45,
-                            "xgap": 0.12},
-                   "annotations": annotations, "showlegend": False})
+        layout[f"yaxis{axis}"] = {
+            "range": [min(0.0, min(y)) * 1.05, float(b.limit) * 1.08],
+            "tickprefix": "$",
+            "nticks": 4,
+            "zeroline": True,
+            "zerolinecolor": BAD,
+            # dollars, not SI: a $0.0001 budget reads $0.0001, not $100µ
+            "tickformat": ",.4~f" if b.limit < 1 else ",.2~f",
+        }
+        annotations.append(
+            {
+                "text": f"<b>{label}</b>",
+                "showarrow": False,
+                "xref": f"x{axis} domain",
+                "yref": f"y{axis} domain",
+                "x": 0,
+                "y": 1.0,
+                "xanchor": "left",
+                "yanchor": "bottom",
+                "font": {"size": 11},
+            }
+        )
+    layout.update(
+        {
+            "grid": {"rows": rows, "columns": columns, "pattern": "independent", "ygap": 0.45, "xgap": 0.12},
+            "annotations": annotations,
+            "showlegend": False,
+        }
+    )
     return _figure(data, layout, height=max(200, 170 * rows))
 
 
 def spend_bar_figure(rows: Sequence[Mapping[str, Any]]) -> Figure:
-    data = [{"type": "bar", "x": [float(r["total"]) for r in rows], "y": [r["service"] for r in rows],
-             "orientation": "h", "marker": {"color": PALETTE[0]}, "hovertemplate": "$%{x:.4f}<extra></extra>"}]
+    data = [
+        {
+            "type": "bar",
+            "x": [float(r["total"]) for r in rows],
+            "y": [r["service"] for r in rows],
+            "orientation": "h",
+            "marker": {"color": PALETTE[0]},
+            "hovertemplate": "$%{x:.4f}<extra></extra>",
+        }
+    ]
     layout = {"xaxis": {"tickprefix": "$"}, "yaxis": {"autorange": "reversed"}}
     return _figure(data, layout, height=max(160, 40 + 28 * len(rows)))
 
@@ -329,8 +456,7 @@ class _EdgeView:
         self.points = [(float(x), float(y)) for x, y in pts]
 
 
-def dag_layout(graph: StepGraph, *, node_w: float = 200, node_h: float = 70,
-               margin: float = 24) -> DagLayout:
+def dag_layout(graph: StepGraph, *, node_w: float = 200, node_h: float = 70, margin: float = 24) -> DagLayout:
     """Sugiyama layout (grandalf) of the step graph, top to bottom, shifted to positive SVG space.
     Disconnected parts are laid out separately and placed side by side."""
     vertices = {name: Vertex(name) for name in graph.nodes}

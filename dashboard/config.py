@@ -28,9 +28,7 @@ def env_bool(env: Mapping[str, str], name: str, default: bool) -> bool:
         return True
     if value in _FALSE:
         return False
-    raise ImproperlyConfigured(
-        f"{name}={raw!r} is not a boolean; use one of 1/0, true/false, yes/no, on/off"
-    )
+    raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean; use one of 1/0, true/false, yes/no, on/off")
 
 
 def env_float(env: Mapping[str, str], name: str, default: float, *, minimum: float = 0.0) -> float:
@@ -41,8 +39,9 @@ def env_int(env: Mapping[str, str], name: str, default: int, *, minimum: int = 0
     return _env_number(env, name, default, minimum=minimum, parse=int, kind="an integer")
 
 
-def _env_number(env: Mapping[str, str], name: str, default: N, *, minimum: N, parse: Callable[[str], N],
-                kind: str) -> N:
+def _env_number(
+    env: Mapping[str, str], name: str, default: N, *, minimum: N, parse: Callable[[str], N], kind: str
+) -> N:
     raw = env.get(name)
     if raw is None or raw.strip() == "":
         return default
@@ -70,7 +69,8 @@ def env_caps(env: Mapping[str, str], name: str) -> dict[str, int]:
         if value < 1:
             raise ImproperlyConfigured(
                 f"{name}: {part!r} is not workflow=N or workflow/tenant=N with N a whole number of at "
-                "least 1, e.g. gong-ingest=4,domain-onboard=2,gong-ingest/acme=8")
+                "least 1, e.g. gong-ingest=4,domain-onboard=2,gong-ingest/acme=8"
+            )
         caps[key.strip()] = value
     return caps
 
@@ -91,7 +91,8 @@ def env_rate_limits(env: Mapping[str, str], name: str) -> dict[str, dict[str, fl
         if not (sep and colon and provider.strip()) or not 0 < per_second < float("inf") or most < 1:
             raise ImproperlyConfigured(
                 f"{name}: {part!r} is not provider=R:B with R calls a second (above 0) and B a burst "
-                "of at least 1, e.g. gong=3:1,dataforseo=30:200")
+                "of at least 1, e.g. gong=3:1,dataforseo=30:200"
+            )
         limits[provider.strip()] = {"per_second": per_second, "burst": most}
     return limits
 
@@ -101,8 +102,9 @@ def env_divisor_of_hour(env: Mapping[str, str], name: str, default: int) -> int:
     `*/N` of another N fires unevenly across the hour."""
     value = env_int(env, name, default, minimum=1)
     if 60 % value:
-        raise ImproperlyConfigured(f"{name}={value} does not divide an hour; use one of "
-                                   "1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30 or 60")
+        raise ImproperlyConfigured(
+            f"{name}={value} does not divide an hour; use one of 1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30 or 60"
+        )
     return value
 
 
@@ -129,9 +131,7 @@ def database_config(env: Mapping[str, str], *, base_dir: Path) -> dict[str, Any]
             {
                 "transaction_mode": "IMMEDIATE",
                 "timeout": 30,
-                "init_command": (
-                    "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;"
-                ),
+                "init_command": ("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;"),
             }
         )
         name = str(config.get("NAME", ""))
@@ -171,9 +171,7 @@ def redis_url(env: Mapping[str, str]) -> str | None:
     if not raw:
         return None
     if not raw.startswith(("redis://", "rediss://", "unix://")):
-        raise ImproperlyConfigured(
-            f"REDIS_URL={raw!r} must start with redis://, rediss:// or unix://"
-        )
+        raise ImproperlyConfigured(f"REDIS_URL={raw!r} must start with redis://, rediss:// or unix://")
     return raw
 
 
@@ -186,8 +184,12 @@ def channel_layers(redis: str | None, *, prefix: str = "") -> dict[str, Any]:
         # blocking 5 s BZPOPMIN: every idle websocket consumer crashed after 5 s. 15 s is above
         # the pop's timeout and still notices a dead server.
         host = {"address": redis, "socket_timeout": 15, "socket_connect_timeout": 5}
-        return {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
-                            "CONFIG": {"hosts": [host], "capacity": 1000, "prefix": prefix or "asgi"}}}
+        return {
+            "default": {
+                "BACKEND": "channels_redis.core.RedisChannelLayer",
+                "CONFIG": {"hosts": [host], "capacity": 1000, "prefix": prefix or "asgi"},
+            }
+        }
     # Capacity above the default 100: a socket's queue must not drop a burst before it is coalesced.
     return {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer", "CONFIG": {"capacity": 1000}}}
 

@@ -72,7 +72,8 @@ class LiveConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
         ensure_follower_started()
         if self.sub.after is not None:
             missed = await database_sync_to_async(selectors.history_changes)(
-                tenants=self.sub.tenants, instance_id=self.sub.instance_id,
+                tenants=self.sub.tenants,
+                instance_id=self.sub.instance_id,
                 after=max(0, self.sub.after - RESUME_OVERLAP),
             )
             for change in missed:
@@ -138,7 +139,10 @@ class LiveConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
         messages = await database_sync_to_async(render_push)(self.user, self.sub, pending)
         took = loop.time() - self.last_push
         # The first render also loads templates and opens a connection: it says little.
-        self.render_seconds = (0.0 if self.render_seconds is None
-                               else self.render_seconds + RENDER_SMOOTHING * (took - self.render_seconds))
+        self.render_seconds = (
+            0.0
+            if self.render_seconds is None
+            else self.render_seconds + RENDER_SMOOTHING * (took - self.render_seconds)
+        )
         for html in messages:
             await self.send(text_data=html)

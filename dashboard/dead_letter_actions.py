@@ -51,8 +51,9 @@ def dead_letter_actionable(*, user: Any, dead_letter_id: int) -> DeadLetter:
     """The dead letter, if `user` may act on it (404 outside their tenants, 403 for a viewer)."""
     letter = DeadLetter.objects.filter(pk=dead_letter_id, tenant__in=access.tenants_for(user)).first()
     if letter is None:
-        raise DeadLetterNotVisible(f"no dead letter {dead_letter_id} in {user.get_username()}'s tenants; "
-                                   "check the id (nothing was done)")
+        raise DeadLetterNotVisible(
+            f"no dead letter {dead_letter_id} in {user.get_username()}'s tenants; check the id (nothing was done)"
+        )
     actions.tenant_act_check(user, letter.tenant)
     return letter
 
@@ -64,8 +65,16 @@ def _unchanged(letter_id: int, expected: str | None) -> DeadLetter:
     return letter
 
 
-def dead_letter_act(*, user: Any, origin: Origin, dead_letter_id: int, action: LetterAction, reason: str,
-                    expected_version: str | None = None, params: dict[str, Any] | None = None) -> LetterDone:
+def dead_letter_act(
+    *,
+    user: Any,
+    origin: Origin,
+    dead_letter_id: int,
+    action: LetterAction,
+    reason: str,
+    expected_version: str | None = None,
+    params: dict[str, Any] | None = None,
+) -> LetterDone:
     """Retry, replay (with `params`, or the same ones) or discard one dead letter, audited as
     `dead_letter.<action>`. Raises ActionRefused (nothing done; StaleState when the letter moved
     since `expected_version`), the engine's EngineError or InputRejected (reserved params)."""
@@ -76,12 +85,21 @@ def dead_letter_act(*, user: Any, origin: Origin, dead_letter_id: int, action: L
 
         def discard() -> DeadLetter:
             _unchanged(letter.id, expected)
-            return engine_dead_letters.dead_letter_discard(dead_letter_id=letter.id, reason=checked,
-                                                           actor=actions.actor_name(user, origin))
+            return engine_dead_letters.dead_letter_discard(
+                dead_letter_id=letter.id, reason=checked, actor=actions.actor_name(user, origin)
+            )
 
-        audited(user=user, origin=origin, run=discard,
-                audit=Audit("dead_letter.discard", [letter.tenant],
-                            {"dead_letter_id": letter.id, "instance_id": letter.instance_id}, checked))
+        audited(
+            user=user,
+            origin=origin,
+            run=discard,
+            audit=Audit(
+                "dead_letter.discard",
+                [letter.tenant],
+                {"dead_letter_id": letter.id, "instance_id": letter.instance_id},
+                checked,
+            ),
+        )
         return LetterDone(action, letter.id, letter.instance_id)
     arguments: dict[str, Any] = {}
     facts: dict[str, Any] = {"dead_letter_id": letter.id}
@@ -90,15 +108,29 @@ def dead_letter_act(*, user: Any, origin: Origin, dead_letter_id: int, action: L
         facts["edited"] = params is not None
     with transaction.atomic():
         _unchanged(letter.id, expected)
-        done = actions.instance_act(user=user, origin=origin, instance_id=letter.instance_id, action=action,
-                                    reason=reason, arguments=arguments,
-                                    audit_as=(f"dead_letter.{action}", facts))
+        done = actions.instance_act(
+            user=user,
+            origin=origin,
+            instance_id=letter.instance_id,
+            action=action,
+            reason=reason,
+            arguments=arguments,
+            audit_as=(f"dead_letter.{action}", facts),
+        )
     return LetterDone(action, letter.id, done.target)
 
 
-def dead_letters_redrive(*, user: Any, origin: Origin, ids: list[int], scope: DeadLetterFilter | None,
-                         rate_per_second: float, reason: str, selection: dict[str, Any],
-                         tenants: Collection[str]) -> int:
+def dead_letters_redrive(
+    *,
+    user: Any,
+    origin: Origin,
+    ids: list[int],
+    scope: DeadLetterFilter | None,
+    rate_per_second: float,
+    reason: str,
+    selection: dict[str, Any],
+    tenants: Collection[str],
+) -> int:
     """Redrive exactly `ids` (narrowed by `scope`, when it says so) at the capped rate, audited as
     `dead_letters.redrive` with `selection`. When none of them is open any more (redriven or
     discarded meanwhile, by another tab or a second submit) nothing is done and no audit entry is
@@ -106,13 +138,22 @@ def dead_letters_redrive(*, user: Any, origin: Origin, ids: list[int], scope: De
 
     def run() -> int:
         count = engine_dead_letters.dead_letter_redrive(
-            ids=ids, filter=scope, rate_per_second=rate_per_second,
-            actor=actions.actor_name(user, origin), reason=reason)
+            ids=ids,
+            filter=scope,
+            rate_per_second=rate_per_second,
+            actor=actions.actor_name(user, origin),
+            reason=reason,
+        )
         if not count:
-            raise NothingToRedrive(f"none of the {len(ids)} selected dead letter(s) is open any more: they "
-                                   "were redriven or discarded meanwhile; nothing was done")
+            raise NothingToRedrive(
+                f"none of the {len(ids)} selected dead letter(s) is open any more: they "
+                "were redriven or discarded meanwhile; nothing was done"
+            )
         return count
 
-    return audited(user=user, origin=origin,
-                   audit=Audit("dead_letters.redrive", tenants, {**selection, "rate_per_second": rate_per_second},
-                               reason), run=run)
+    return audited(
+        user=user,
+        origin=origin,
+        audit=Audit("dead_letters.redrive", tenants, {**selection, "rate_per_second": rate_per_second}, reason),
+        run=run,
+    )

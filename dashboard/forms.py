@@ -30,14 +30,18 @@ class ReasonForm(forms.Form):
     """Every operator action says why; the reason lands in the history beside the user."""
 
     reason = forms.CharField(
-        max_length=500, strip=True, widget=forms.TextInput(attrs={"size": 48}),
+        max_length=500,
+        strip=True,
+        widget=forms.TextInput(attrs={"size": 48}),
         help_text="Why you are doing this: recorded in the history with your name.",
     )
 
 
 class RedriveForm(ReasonForm):
     rate_per_second = forms.FloatField(
-        min_value=0.1, max_value=50.0, initial=5.0,
+        min_value=0.1,
+        max_value=50.0,
+        initial=5.0,
         help_text="Instances restarted per second, so a redrive does not stampede the providers.",
     )
 
@@ -157,8 +161,7 @@ class ReplayForm(ReasonForm):
 
     def clean_params(self) -> dict[str, Any]:
         try:  # within the input limits: no NUL, no 5,000-digit number, no RecursionError
-            value = limits.json_parse(self.cleaned_data["params"], limits=limits.input_limits(),
-                                      what="params")
+            value = limits.json_parse(self.cleaned_data["params"], limits=limits.input_limits(), what="params")
             if not isinstance(value, dict):
                 raise forms.ValidationError("params must be a JSON object ({...})")
             limits.reserved_params_check(value, original=self.original)
@@ -186,30 +189,41 @@ class StartForm(forms.Form):
     """Start a run of one workflow by hand: every field is checked, every error shown at once."""
 
     params = forms.CharField(
-        initial="{}", required=False,
+        initial="{}",
+        required=False,
         widget=forms.Textarea(attrs={"rows": 8, "spellcheck": "false", "class": "mono"}),
         help_text='The run\'s params as a JSON object, e.g. {"account": "acme"}.',
     )
     tenant = forms.ChoiceField(help_text="The tenant the run belongs to: one where you are an operator.")
     id = forms.CharField(
-        required=False, max_length=100, label="Instance id",
-        validators=[RegexValidator(INSTANCE_ID_PATTERN, "an id is letters, digits, _ and -, and does not "
-                                                        "start with -")],
+        required=False,
+        max_length=100,
+        label="Instance id",
+        validators=[
+            RegexValidator(INSTANCE_ID_PATTERN, "an id is letters, digits, _ and -, and does not start with -")
+        ],
         help_text="Optional; a new one is made. A run with this id already started is refused.",
     )
-    priority = forms.IntegerField(initial=0, min_value=PRIORITY_RANGE[0], max_value=PRIORITY_RANGE[1],
-                                  help_text="Higher runs first when workers are busy.")
+    priority = forms.IntegerField(
+        initial=0,
+        min_value=PRIORITY_RANGE[0],
+        max_value=PRIORITY_RANGE[1],
+        help_text="Higher runs first when workers are busy.",
+    )
     start_at = forms.DateTimeField(
-        required=False, label="Start at (UTC)",
+        required=False,
+        label="Start at (UTC)",
         widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
         help_text="Optional; empty starts now.",
     )
     search_attributes = forms.CharField(
-        required=False, label="Search attributes",
-        widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false", "class": "mono",
-                                     "placeholder": "customer=acme\nbackfill=true"}),
+        required=False,
+        label="Search attributes",
+        widget=forms.Textarea(
+            attrs={"rows": 3, "spellcheck": "false", "class": "mono", "placeholder": "customer=acme\nbackfill=true"}
+        ),
         help_text="Optional; one key=value a line, to find the run by in the instances list "
-                  "(e.g. customer=acme). Keys are lower-case letters, digits and _.",
+        "(e.g. customer=acme). Keys are lower-case letters, digits and _.",
     )
 
     def __init__(self, *args: Any, tenants: list[str], **kwargs: Any) -> None:
@@ -258,6 +272,7 @@ class StartForm(forms.Form):
         # the server's time zone.
         utc = timezone.make_naive(value).replace(tzinfo=UTC) if timezone.is_aware(value) else value.replace(tzinfo=UTC)
         if utc > timezone.now() + START_AHEAD_MAX:
-            raise forms.ValidationError(f"start at most {START_AHEAD_MAX.days} days ahead; for a later "
-                                        "start use a schedule")
+            raise forms.ValidationError(
+                f"start at most {START_AHEAD_MAX.days} days ahead; for a later start use a schedule"
+            )
         return utc

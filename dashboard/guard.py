@@ -61,8 +61,9 @@ def rejection(request: HttpRequest, exc: InputRejected, *, session_usable: bool 
         request.user = SimpleLazyObject(lambda: get_user(request))  # type: ignore[assignment]
     problems = exc.problems if isinstance(exc, BadQuery) else (str(exc),)
     heading = "Bad request" if exc.status == 400 else HTTPStatus(exc.status).phrase
-    body = loader.render_to_string("errors/400.html", {"status": exc.status, "heading": heading,
-                                                       "problems": problems}, request=request)
+    body = loader.render_to_string(
+        "errors/400.html", {"status": exc.status, "heading": heading, "problems": problems}, request=request
+    )
     return HttpResponse(body, status=exc.status)
 
 
@@ -76,17 +77,20 @@ def _body_kind(path: str) -> str:
 
 def _is_json_type(content_type: str) -> bool:
     return content_type == "application/json" or (
-        content_type.startswith("application/") and content_type.endswith("+json"))
+        content_type.startswith("application/") and content_type.endswith("+json")
+    )
 
 
 def _check_media_type(request: HttpRequest, kind: str) -> None:
     given = request.content_type or "(none)"
     if kind == "json" and not _is_json_type(request.content_type or ""):
-        raise UnsupportedMediaType(f"the body's Content-Type is {given}; {request.path} reads JSON "
-                                   "— send Content-Type: application/json")
+        raise UnsupportedMediaType(
+            f"the body's Content-Type is {given}; {request.path} reads JSON — send Content-Type: application/json"
+        )
     if kind == "xml" and request.content_type not in _XML_TYPES:
-        raise UnsupportedMediaType(f"the body's Content-Type is {given}; Outbound Messages are "
-                                   "SOAP — send Content-Type: text/xml")
+        raise UnsupportedMediaType(
+            f"the body's Content-Type is {given}; Outbound Messages are SOAP — send Content-Type: text/xml"
+        )
 
 
 def _check_fields(where: str, data: Any, bounds: limits.InputLimits) -> None:
@@ -135,8 +139,10 @@ def check_request(request: HttpRequest, bounds: limits.InputLimits) -> None:
 
 
 def _too_big(bounds: limits.InputLimits) -> BodyTooLarge:
-    return BodyTooLarge(f"the body is over {bounds.body_bytes:,} bytes, the most accepted; send "
-                        "less, or store large data elsewhere and send its reference")
+    return BodyTooLarge(
+        f"the body is over {bounds.body_bytes:,} bytes, the most accepted; send "
+        "less, or store large data elsewhere and send its reference"
+    )
 
 
 class InputGuardMiddleware:
@@ -146,9 +152,14 @@ class InputGuardMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         bounds = limits.input_limits()
         if cookies := bad_cookies(request, bounds):
-            response = rejection(request, InputRejected(
-                f"the cookie {cookies[0][:40]!r} holds a NUL character, a lone surrogate or too much "
-                "text; it has been deleted — reload the page"), session_usable=False)
+            response = rejection(
+                request,
+                InputRejected(
+                    f"the cookie {cookies[0][:40]!r} holds a NUL character, a lone surrogate or too much "
+                    "text; it has been deleted — reload the page"
+                ),
+                session_usable=False,
+            )
             for name in cookies:
                 response.delete_cookie(name)
             return response
@@ -170,8 +181,15 @@ class InputGuardMiddleware:
         return None
 
 
-_CODES = {400: "bad_request", 401: "not_authenticated", 403: "forbidden", 404: "not_found",
-          405: "method_not_allowed", 413: "body_too_large", 415: "unsupported_media_type"}
+_CODES = {
+    400: "bad_request",
+    401: "not_authenticated",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "body_too_large",
+    415: "unsupported_media_type",
+}
 
 
 def _envelope_message(request: HttpRequest, response: HttpResponse) -> str:
@@ -200,8 +218,11 @@ class ErrorEnvelopeMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         response = self.get_response(request)
-        if (response.status_code < 400 or not answers_json(request)
-                or response.get("Content-Type", "").startswith("application/json")):
+        if (
+            response.status_code < 400
+            or not answers_json(request)
+            or response.get("Content-Type", "").startswith("application/json")
+        ):
             return response
         status = response.status_code
         code = _CODES.get(status, "internal_error" if status >= 500 else "error")
@@ -221,7 +242,10 @@ def bad_request(request: HttpRequest, exception: Any) -> HttpResponse:
     if isinstance(exception, (TooManyFieldsSent, TooManyFilesSent)):
         return rejection(request, InputRejected("the request has more fields than accepted"))
     if answers_json(request):
-        told = ("the Host header names a host this server does not answer for (ALLOWED_HOSTS)"
-                if isinstance(exception, DisallowedHost) else "the request is malformed")
+        told = (
+            "the Host header names a host this server does not answer for (ALLOWED_HOSTS)"
+            if isinstance(exception, DisallowedHost)
+            else "the request is malformed"
+        )
         return error_response(400, "bad_request", f"{told}; nothing was done")
     return rejection(request, InputRejected("the request is malformed; nothing was done"))

@@ -16,11 +16,13 @@ class LimitForm(forms.Form):
     workflow = forms.ChoiceField(help_text="A workflow whose instances are shared out by tenant.")
     tenant = forms.ChoiceField(help_text="A tenant you operate.")
     max_concurrent = forms.IntegerField(
-        label="Max concurrent", min_value=1, max_value=MAX_CONCURRENT,
+        label="Max concurrent",
+        min_value=1,
+        max_value=MAX_CONCURRENT,
         help_text="At most this many of the tenant's instances of the workflow run at once, in "
-                  "place of the workflow's own cap. Remove the limit to fall back to that cap.")
-    version = forms.RegexField(regex=r"^[0-9]{1,20}$", widget=forms.HiddenInput, required=False,
-                               help_text=VERSION_HELP)
+        "place of the workflow's own cap. Remove the limit to fall back to that cap.",
+    )
+    version = forms.RegexField(regex=r"^[0-9]{1,20}$", widget=forms.HiddenInput, required=False, help_text=VERSION_HELP)
 
     def __init__(self, *args: Any, workflows: list[str], tenants: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -18,9 +18,7 @@ class Role(models.TextChoices):
 class Membership(models.Model):
     """A user's role in one tenant. A user sees only the tenants they are a member of."""
 
-    user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
-    )
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
     tenant = models.CharField(max_length=100)
     role = models.CharField(max_length=10, choices=Role.choices, default=Role.VIEWER)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -53,8 +51,9 @@ class AuditEntry(models.Model):
     """One operator action: who, what, on which selection or filter, how many, when, from where."""
 
     created_at = models.DateTimeField()
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
-                             on_delete=models.SET_NULL, related_name="+")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     actor = models.CharField(max_length=150)  # the username as it was when acting
     action = models.CharField(max_length=60)  # "instance.pause", "dead_letters.redrive", ...
     source = models.CharField(max_length=8, choices=AuditSource.choices)
@@ -67,8 +66,10 @@ class AuditEntry(models.Model):
 
     class Meta:
         verbose_name_plural = "audit entries"
-        indexes = [models.Index(fields=["-created_at", "-id"], name="audit_newest"),
-                   models.Index(fields=["action", "-id"], name="audit_action")]
+        indexes = [
+            models.Index(fields=["-created_at", "-id"], name="audit_newest"),
+            models.Index(fields=["action", "-id"], name="audit_action"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.actor} {self.action} ({self.affected}) at {self.created_at:%Y-%m-%d %H:%M:%S}"
@@ -281,8 +282,11 @@ class _InstancePartCost(_InstanceSpend):
 
 def _part_key(column: str, short: str) -> list[models.BaseConstraint]:
     """One row per instance and value of `column`."""
-    return [models.UniqueConstraint(fields=["instance_id", "tenant", "workflow_type", column],
-                                    name=f"instance_{short}_cost_key")]
+    return [
+        models.UniqueConstraint(
+            fields=["instance_id", "tenant", "workflow_type", column], name=f"instance_{short}_cost_key"
+        )
+    ]
 
 
 def _part_indexes(column: str, short: str) -> list[models.Index]:
@@ -321,7 +325,9 @@ class InstanceModelCost(_InstancePartCost):
 
 # The per-instance rollups split by one api_costs column, by that column.
 INSTANCE_PART_COSTS: dict[str, type[_InstancePartCost]] = {
-    "service": InstanceServiceCost, "step_name": InstanceStepCost, "model": InstanceModelCost,
+    "service": InstanceServiceCost,
+    "step_name": InstanceStepCost,
+    "model": InstanceModelCost,
 }
 
 
@@ -370,8 +376,9 @@ class InstanceHourly(_InstanceCounts):
     hour = models.DateTimeField()
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["hour", "tenant", "workflow", "status"],
-                                               name="instance_hourly_key")]
+        constraints = [
+            models.UniqueConstraint(fields=["hour", "tenant", "workflow", "status"], name="instance_hourly_key")
+        ]
 
 
 class InstanceDaily(_InstanceCounts):
@@ -380,8 +387,9 @@ class InstanceDaily(_InstanceCounts):
     day = models.DateField()
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["day", "tenant", "workflow", "status"],
-                                               name="instance_daily_key")]
+        constraints = [
+            models.UniqueConstraint(fields=["day", "tenant", "workflow", "status"], name="instance_daily_key")
+        ]
         indexes = [models.Index(fields=["status", "tenant"], name="instance_daily_status")]
 
 
@@ -395,8 +403,9 @@ class InstanceEndedHourly(models.Model):
     n = models.IntegerField(default=0)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["hour", "tenant", "workflow", "status"],
-                                               name="instance_ended_hourly_key")]
+        constraints = [
+            models.UniqueConstraint(fields=["hour", "tenant", "workflow", "status"], name="instance_ended_hourly_key")
+        ]
 
 
 class RollupState(models.Model):

@@ -115,13 +115,14 @@ def _locked(user: Any, view_id: int, version: str) -> SavedView:
     if v is None:
         raise SavedViewNotFound(f"you have no saved view with id {view_id} (deleted in another tab?)")
     if version and _row(v).version != version:
-        raise SavedViewChanged(f"saved view {v.name!r} changed at {v.updated_at:%H:%M:%S} UTC, after this page "
-                               "showed it (another tab?); nothing was done: look at it again and retry")
+        raise SavedViewChanged(
+            f"saved view {v.name!r} changed at {v.updated_at:%H:%M:%S} UTC, after this page "
+            "showed it (another tab?); nothing was done: look at it again and retry"
+        )
     return v
 
 
-def saved_view_rename(*, user: Any, view_id: int, name: str, version: str,
-                      now: datetime) -> tuple[str, SavedViewRow]:
+def saved_view_rename(*, user: Any, view_id: int, name: str, version: str, now: datetime) -> tuple[str, SavedViewRow]:
     """(the old name, the renamed view)."""
     try:
         with transaction.atomic():
@@ -143,14 +144,19 @@ def saved_view_delete(*, user: Any, view_id: int, version: str) -> SavedViewRow:
 
 
 class SavedViewForm(forms.Form):
-    name = forms.CharField(max_length=80, strip=True, help_text=NAME_HELP,
-                           widget=forms.TextInput(attrs={"placeholder": "errored acme runs", "autocomplete": "off"}))
+    name = forms.CharField(
+        max_length=80,
+        strip=True,
+        help_text=NAME_HELP,
+        widget=forms.TextInput(attrs={"placeholder": "errored acme runs", "autocomplete": "off"}),
+    )
     query = forms.CharField(max_length=4000, required=False, widget=forms.HiddenInput)
 
 
 class SavedViewRenameForm(forms.Form):
-    name = forms.CharField(max_length=80, strip=True, help_text=NAME_HELP,
-                           widget=forms.TextInput(attrs={"autocomplete": "off"}))
+    name = forms.CharField(
+        max_length=80, strip=True, help_text=NAME_HELP, widget=forms.TextInput(attrs={"autocomplete": "off"})
+    )
     version = forms.RegexField(regex=r"^[0-9]{1,20}$", widget=forms.HiddenInput)
 
 

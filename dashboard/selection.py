@@ -35,15 +35,21 @@ def ids_parse(values: Iterable[str]) -> list[int]:
         for piece in str(value).split(","):
             piece = piece.strip()
             if len(piece) > 18 and piece.isascii() and piece.isdigit():
-                raise SelectionError(f"the id {piece[:20]}… is too long to be a dead letter id (ids are "
-                                     "64-bit); select items from the list; nothing was done")
+                raise SelectionError(
+                    f"the id {piece[:20]}… is too long to be a dead letter id (ids are "
+                    "64-bit); select items from the list; nothing was done"
+                )
             if not piece.isascii() or not piece.isdigit() or len(piece) > 18 or int(piece) == 0:
-                raise SelectionError(f"the id {piece[:40]!r} is not a positive integer; the selection "
-                                     "must list ids such as ids=12&ids=15; nothing was done")
+                raise SelectionError(
+                    f"the id {piece[:40]!r} is not a positive integer; the selection "
+                    "must list ids such as ids=12&ids=15; nothing was done"
+                )
             ids.append(int(piece))
     if not ids:
-        raise SelectionError("the selection is empty: choose at least one item (an empty id list "
-                             "never means everything); nothing was done")
+        raise SelectionError(
+            "the selection is empty: choose at least one item (an empty id list "
+            "never means everything); nothing was done"
+        )
     if len(ids) > MAX_IDS:
         raise SelectionError(f"the selection lists {len(ids)} ids; at most {MAX_IDS} at a time")
     return sorted(set(ids))
@@ -66,14 +72,18 @@ class Change:
 
 
 def token_issue(*, user_id: Any, snapshot: Snapshot) -> str:
-    return signing.dumps({"u": user_id, "a": snapshot.action, "f": snapshot.filters,
-                          "i": snapshot.ids, "s": snapshot.selected}, salt=_SALT, compress=True)
+    return signing.dumps(
+        {"u": user_id, "a": snapshot.action, "f": snapshot.filters, "i": snapshot.ids, "s": snapshot.selected},
+        salt=_SALT,
+        compress=True,
+    )
 
 
 def token_read(token: str, *, user_id: Any, action: str) -> Snapshot:
     if not token:
-        raise SelectionError("the confirmation has no preview token; open the preview and "
-                             "confirm from there; nothing was done")
+        raise SelectionError(
+            "the confirmation has no preview token; open the preview and confirm from there; nothing was done"
+        )
     try:
         data = signing.loads(token, salt=_SALT, max_age=TOKEN_MAX_AGE)
     except signing.SignatureExpired:

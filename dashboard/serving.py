@@ -44,8 +44,10 @@ def listen_socket(host: str, port: int) -> socket.socket:
 
 def _answer(status: str, message: str) -> bytes:
     body = (message + "\n").encode()
-    head = (f"HTTP/1.1 {status}\r\nContent-Type: text/plain; charset=utf-8\r\n"
-            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n")
+    head = (
+        f"HTTP/1.1 {status}\r\nContent-Type: text/plain; charset=utf-8\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    )
     return head.encode() + body
 
 
@@ -64,12 +66,18 @@ class LimitedHTTPChannel(HTTPChannel):
             return
         self._refused = True
         if self._in_request_line():
-            answer = _answer("414 URI Too Long", f"The request line is over {MAX_HEAD_BYTES:,} bytes, the most "
-                             "this server reads: shorten the URL (fewer or shorter filters).")
+            answer = _answer(
+                "414 URI Too Long",
+                f"The request line is over {MAX_HEAD_BYTES:,} bytes, the most "
+                "this server reads: shorten the URL (fewer or shorter filters).",
+            )
         else:
-            answer = _answer("431 Request Header Fields Too Large", f"The request's headers are over "
-                             f"{MAX_HEAD_BYTES:,} bytes, the most this server reads: send fewer or "
-                             "shorter headers or cookies.")
+            answer = _answer(
+                "431 Request Header Fields Too Large",
+                f"The request's headers are over "
+                f"{MAX_HEAD_BYTES:,} bytes, the most this server reads: send fewer or "
+                "shorter headers or cookies.",
+            )
         transport: Any = self.transport
         transport.write(answer)
         # Stop reading but let the client read the answer: closing with its unread bytes still

@@ -27,11 +27,15 @@ DEBUG = config.env_bool(ENV, "DEBUG", False)
 SECRET_KEY = ENV.get("SECRET_KEY", "")
 if not SECRET_KEY:
     if not DEBUG and config.env_bool(ENV, "RUNLEDGER_REQUIRE_SECRET_KEY", False):
-        raise ImproperlyConfigured("SECRET_KEY is not set; generate one with `python -c 'import secrets; print(secrets.token_urlsafe(50))'`")
+        raise ImproperlyConfigured(
+            "SECRET_KEY is not set; generate one with `python -c 'import secrets; print(secrets.token_urlsafe(50))'`"
+        )
     # A development key: fine for the embedded default, refused when RUNLEDGER_REQUIRE_SECRET_KEY=1.
     SECRET_KEY = "runledger-dev-insecure-key-set-SECRET_KEY-in-production"
 
-ALLOWED_HOSTS = [h.strip() for h in ENV.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver").split(",") if h.strip()]
+ALLOWED_HOSTS = [
+    h.strip() for h in ENV.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver").split(",") if h.strip()
+]
 CSRF_FAILURE_VIEW = "dashboard.views.errors.csrf_failure"  # the app's layout, not Django's bare page
 CSRF_TRUSTED_ORIGINS = [o.strip() for o in ENV.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()]
 
@@ -119,8 +123,10 @@ DATABASES = {"default": config.database_config(ENV, base_dir=BASE_DIR)}
 # embedded default reads the key file `manage.py up` creates.
 RUNLEDGER_SECRET_KEY_FILE = config.secret_key_file(ENV, DATABASES["default"], base_dir=BASE_DIR)
 RUNLEDGER_SECRET_KEYS = config.secret_keys(
-    ENV, key_file=RUNLEDGER_SECRET_KEY_FILE,
-    required=not DEBUG and config.env_bool(ENV, "RUNLEDGER_REQUIRE_SECRET_KEY", False))
+    ENV,
+    key_file=RUNLEDGER_SECRET_KEY_FILE,
+    required=not DEBUG and config.env_bool(ENV, "RUNLEDGER_REQUIRE_SECRET_KEY", False),
+)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # The covering indexes (INCLUDE columns, engine 0016/0018) are a PostgreSQL read path; on SQLite
 # Django builds them without the extra columns, which is what the embedded default wants, so
@@ -205,10 +211,12 @@ RUNLEDGER_RATE_LIMITS = config.env_rate_limits(ENV, "RUNLEDGER_RATE_LIMITS")
 # every N minutes per tenant, re-reading the last M minutes of Gong calls (by start time: Gong
 # lists a call once its recording is processed) and of Salesforce changes (by SystemModstamp).
 RUNLEDGER_RECONCILE_MINUTES = config.env_divisor_of_hour(ENV, "RUNLEDGER_RECONCILE_MINUTES", 5)
-RUNLEDGER_RECONCILE_GONG_LOOKBACK_MINUTES = config.env_int(ENV, "RUNLEDGER_RECONCILE_GONG_LOOKBACK_MINUTES", 180,
-                                                           minimum=1)
+RUNLEDGER_RECONCILE_GONG_LOOKBACK_MINUTES = config.env_int(
+    ENV, "RUNLEDGER_RECONCILE_GONG_LOOKBACK_MINUTES", 180, minimum=1
+)
 RUNLEDGER_RECONCILE_SALESFORCE_LOOKBACK_MINUTES = config.env_int(
-    ENV, "RUNLEDGER_RECONCILE_SALESFORCE_LOOKBACK_MINUTES", 10, minimum=1)
+    ENV, "RUNLEDGER_RECONCILE_SALESFORCE_LOOKBACK_MINUTES", 10, minimum=1
+)
 # Prices usage when a step records a cost without an amount (the pipelines' price table, then list prices).
 # Where retention writes archived instances (gzip JSON lines, one file per workflow and day).
 RUNLEDGER_ARCHIVE_DIR = Path(ENV.get("RUNLEDGER_ARCHIVE_DIR", "") or BASE_DIR / "var" / "archive")
@@ -237,7 +245,9 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = RUNLEDGER_MAX_BODY_BYTES
 
 # /metrics: a bearer token, or client addresses allowed without one (docs/observability.md).
 RUNLEDGER_METRICS_TOKEN = ENV.get("RUNLEDGER_METRICS_TOKEN", "")
-RUNLEDGER_METRICS_ALLOW = [a.strip() for a in ENV.get("RUNLEDGER_METRICS_ALLOW", "127.0.0.1,::1").split(",") if a.strip()]
+RUNLEDGER_METRICS_ALLOW = [
+    a.strip() for a in ENV.get("RUNLEDGER_METRICS_ALLOW", "127.0.0.1,::1").split(",") if a.strip()
+]
 # /readyz fails when instances are overdue this long with no worker seen; 0 turns that check off.
 RUNLEDGER_READY_WORKER_SECONDS = config.env_float(ENV, "RUNLEDGER_READY_WORKER_SECONDS", 60.0, minimum=0.0)
 # Traces: an ingress request's traceparent is linked from the instance's trace (`link`) or the
@@ -245,7 +255,8 @@ RUNLEDGER_READY_WORKER_SECONDS = config.env_float(ENV, "RUNLEDGER_READY_WORKER_S
 RUNLEDGER_TRACE_INGRESS = ENV.get("RUNLEDGER_TRACE_INGRESS", "").strip().lower() or "link"
 if RUNLEDGER_TRACE_INGRESS not in ("link", "continue"):
     raise ImproperlyConfigured(
-        f"RUNLEDGER_TRACE_INGRESS={RUNLEDGER_TRACE_INGRESS!r} is not a choice; use link (the default) or continue")
+        f"RUNLEDGER_TRACE_INGRESS={RUNLEDGER_TRACE_INGRESS!r} is not a choice; use link (the default) or continue"
+    )
 # /readyz waits at most this long for a database connection (a load balancer gives up after 1-5 s).
 RUNLEDGER_READY_DATABASE_SECONDS = config.env_float(ENV, "RUNLEDGER_READY_DATABASE_SECONDS", 1.5, minimum=0.1)
 

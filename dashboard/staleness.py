@@ -29,13 +29,26 @@ from ingest.engine.models import (
 
 VERSION_PATTERN = r"^[0-9]{1,20}$"
 _VERSION = re.compile(VERSION_PATTERN)
-_DECISIVE = (Q(kind__in=[HistoryKind.OPERATOR, HistoryKind.INSTANCE_CREATED])
-             | Q(kind=HistoryKind.INSTANCE_STATUS, status__in=sorted(FINISHED_STATUSES)))
-_DONE = {"pause": "paused", "resume": "resumed", "terminate": "terminated", "restart": "restarted",
-         "retry": "retried", "replay": "replayed", "fork": "forked", "discard": "discarded",
-         "approve": "answered an approval of"}
-_ENDED = {"complete": "completed", "completed_with_errors": "completed with errors", "errored": "errored",
-          "terminated": "was terminated"}
+_DECISIVE = Q(kind__in=[HistoryKind.OPERATOR, HistoryKind.INSTANCE_CREATED]) | Q(
+    kind=HistoryKind.INSTANCE_STATUS, status__in=sorted(FINISHED_STATUSES)
+)
+_DONE = {
+    "pause": "paused",
+    "resume": "resumed",
+    "terminate": "terminated",
+    "restart": "restarted",
+    "retry": "retried",
+    "replay": "replayed",
+    "fork": "forked",
+    "discard": "discarded",
+    "approve": "answered an approval of",
+}
+_ENDED = {
+    "complete": "completed",
+    "completed_with_errors": "completed with errors",
+    "errored": "errored",
+    "terminated": "was terminated",
+}
 
 
 def version_valid(raw: str) -> bool:
@@ -47,8 +60,9 @@ def _clock(at: datetime | None) -> str:
 
 
 def instance_version(*, instance_id: str) -> str:
-    newest = (History.objects.filter(_DECISIVE, instance_id=instance_id).order_by("-id")
-              .values_list("id", flat=True).first())
+    newest = (
+        History.objects.filter(_DECISIVE, instance_id=instance_id).order_by("-id").values_list("id", flat=True).first()
+    )
     return str(newest or 0)
 
 
@@ -58,10 +72,11 @@ def instance_change(*, instance: Instance, version: str) -> str | None:
     if current == version:
         return None
     if int(version) > int(current):
-        return (f"instance {instance.id} was never at version {version} (it is at {current}); send the "
-                "`version` a read of it answered. Nothing was done.")
-    rows = list(History.objects.filter(_DECISIVE, instance_id=instance.id, id__gt=int(version))
-                .order_by("id")[:4])
+        return (
+            f"instance {instance.id} was never at version {version} (it is at {current}); send the "
+            "`version` a read of it answered. Nothing was done."
+        )
+    rows = list(History.objects.filter(_DECISIVE, instance_id=instance.id, id__gt=int(version)).order_by("id")[:4])
     said = []
     for row in rows[:3]:
         if row.kind == HistoryKind.OPERATOR:
@@ -74,8 +89,10 @@ def instance_change(*, instance: Instance, version: str) -> str | None:
     if len(rows) > 3:
         said.append("and more")
     what = "; ".join(said)
-    return (f"instance {instance.id} changed since you loaded the page: {what}. It is now "
-            f"{instance.status}. Nothing was done; look at it as it is now and decide again.")
+    return (
+        f"instance {instance.id} changed since you loaded the page: {what}. It is now "
+        f"{instance.status}. Nothing was done; look at it as it is now and decide again."
+    )
 
 
 def dead_letter_version(letter: DeadLetter) -> str:
@@ -92,10 +109,15 @@ def dead_letter_change(letter: DeadLetter, *, version: str) -> str | None:
     if dead_letter_version(letter) == version:
         return None
     if letter.state == DeadLetterState.OPEN:
-        what = (f"it was dead-lettered again at {_clock(letter.created_at)} (its instance failed again: "
-                f"{letter.error_name})")
+        what = (
+            f"it was dead-lettered again at {_clock(letter.created_at)} (its instance failed again: "
+            f"{letter.error_name})"
+        )
     else:
-        what = (f"it was {letter.state} by {letter.resolved_by or 'the engine'} at {_clock(letter.resolved_at)}"
-                + (f" ({letter.resolution[:200]})" if letter.resolution else ""))
-    return (f"dead letter {letter.id} of {letter.instance_id} changed since you loaded the page: {what}. "
-            "Nothing was done; look at it as it is now and decide again.")
+        what = f"it was {letter.state} by {letter.resolved_by or 'the engine'} at {_clock(letter.resolved_at)}" + (
+            f" ({letter.resolution[:200]})" if letter.resolution else ""
+        )
+    return (
+        f"dead letter {letter.id} of {letter.instance_id} changed since you loaded the page: {what}. "
+        "Nothing was done; look at it as it is now and decide again."
+    )

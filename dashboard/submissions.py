@@ -53,11 +53,15 @@ def token_key(token: str) -> str:
     try:
         signing.TimestampSigner(salt=_SALT).unsign(token[:200], max_age=MAX_AGE)
     except signing.SignatureExpired:
-        raise SubmissionRefused(f"this form was loaded more than {MAX_AGE.days} days ago; load the page "
-                                "again and submit it from there (nothing was done)") from None
+        raise SubmissionRefused(
+            f"this form was loaded more than {MAX_AGE.days} days ago; load the page "
+            "again and submit it from there (nothing was done)"
+        ) from None
     except signing.BadSignature:
-        raise SubmissionRefused("this form's submission token is not one this console made; load the "
-                                "page again and submit it from there (nothing was done)") from None
+        raise SubmissionRefused(
+            "this form's submission token is not one this console made; load the "
+            "page again and submit it from there (nothing was done)"
+        ) from None
     return hashlib.sha256(token.encode()).hexdigest()
 
 
@@ -82,8 +86,9 @@ def _claimed(request: HttpRequest, user_id: int, key: str) -> FormSubmission | N
     """The claim of `key` for this request, or None when another request holds it."""
     try:
         with transaction.atomic():  # a savepoint: a refused insert leaves the outer transaction usable
-            return FormSubmission.objects.create(user_id=user_id, key=key, path=request.path[:500],
-                                                 created_at=timezone.now())
+            return FormSubmission.objects.create(
+                user_id=user_id, key=key, path=request.path[:500], created_at=timezone.now()
+            )
     except IntegrityError:
         return None
 
@@ -92,13 +97,19 @@ def _again(request: HttpRequest, user_id: int, key: str) -> HttpResponse:
     """The first submission's answer, for the same token sent again."""
     first = FormSubmission.objects.filter(user_id=user_id, key=key).first()
     if first is None or first.path != request.path[:500]:
-        response = HttpResponse("This form's submission token was already used by another form; load the "
-                                "page again (nothing was done).", status=409, content_type="text/plain")
+        response = HttpResponse(
+            "This form's submission token was already used by another form; load the page again (nothing was done).",
+            status=409,
+            content_type="text/plain",
+        )
         return response
     for level, text in first.notes:
         messages.add_message(request, level, text)
-    messages.info(request, f"This form was already submitted at {first.created_at:%H:%M:%S} UTC; it was "
-                           "not done again. Above is what the first submission did.")
+    messages.info(
+        request,
+        f"This form was already submitted at {first.created_at:%H:%M:%S} UTC; it was "
+        "not done again. Above is what the first submission did.",
+    )
     if getattr(request, "htmx", False):
         return HttpResponseClientRedirect(first.location)
     return HttpResponseRedirect(first.location, status=303)

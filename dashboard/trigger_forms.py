@@ -59,8 +59,9 @@ class JSONObjectField(forms.CharField):
         try:
             parsed = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise forms.ValidationError(f"not valid JSON ({exc.msg} at line {exc.lineno}); write an "
-                                        'object such as {"customer": "acme"}') from None
+            raise forms.ValidationError(
+                f'not valid JSON ({exc.msg} at line {exc.lineno}); write an object such as {{"customer": "acme"}}'
+            ) from None
         if not isinstance(parsed, dict):
             raise forms.ValidationError(f"a JSON object is expected, not {type(parsed).__name__}")
         return parsed
@@ -68,16 +69,25 @@ class JSONObjectField(forms.CharField):
 
 class ScheduleForm(forms.Form):
     cron = forms.CharField(
-        max_length=200, strip=True,
+        max_length=200,
+        strip=True,
         help_text="Five fields (minute hour day-of-month month day-of-week) with L, W, LW, # and 5L, "
-                  "e.g. '59 23 LW * *' for the last weekday of the month at 23:59.")
-    timezone = forms.CharField(max_length=64, strip=True, initial="UTC",
-                               help_text="An IANA name such as UTC or Europe/Paris.")
+        "e.g. '59 23 LW * *' for the last weekday of the month at 23:59.",
+    )
+    timezone = forms.CharField(
+        max_length=64, strip=True, initial="UTC", help_text="An IANA name such as UTC or Europe/Paris."
+    )
     missed_fire_policy = forms.ChoiceField(
-        choices=MissedFirePolicy.choices, label="Missed fires",
-        help_text="What the scheduler does with fires missed while it was down.")
-    catch_up_limit = forms.IntegerField(min_value=1, max_value=CATCH_UP_MAX, initial=1,
-                                        help_text="With catch up: how many of the latest missed fires run.")
+        choices=MissedFirePolicy.choices,
+        label="Missed fires",
+        help_text="What the scheduler does with fires missed while it was down.",
+    )
+    catch_up_limit = forms.IntegerField(
+        min_value=1,
+        max_value=CATCH_UP_MAX,
+        initial=1,
+        help_text="With catch up: how many of the latest missed fires run.",
+    )
     params = JSONObjectField(blank_value={}, help_text="The JSON object each fire's instance gets.")
 
     def schedule_fields(self) -> dict[str, Any]:
@@ -95,14 +105,26 @@ class ScheduleCreateForm(ScheduleForm):
     """A new schedule: its name, the workflow it starts and the tenant it runs in (one the user
     operates), then the same fields as an edit."""
 
-    name = forms.CharField(max_length=60, strip=True,
-                           help_text="1 to 60 letters, digits, '_' or '-'; it prefixes the ids of "
-                                     "the instances it starts (nightly-sync-20261122T0300Z).")
+    name = forms.CharField(
+        max_length=60,
+        strip=True,
+        help_text="1 to 60 letters, digits, '_' or '-'; it prefixes the ids of "
+        "the instances it starts (nightly-sync-20261122T0300Z).",
+    )
     workflow = forms.ChoiceField(help_text="The workflow each fire starts.")
     tenant = forms.ChoiceField(help_text="The tenant its instances run in (one you operate).")
     enabled = forms.BooleanField(required=False, initial=True, help_text="Fire on the cron from now on.")
-    field_order = ["name", "workflow", "tenant", "cron", "timezone", "missed_fire_policy",
-                   "catch_up_limit", "params", "enabled"]
+    field_order = [
+        "name",
+        "workflow",
+        "tenant",
+        "cron",
+        "timezone",
+        "missed_fire_policy",
+        "catch_up_limit",
+        "params",
+        "enabled",
+    ]
 
     def __init__(self, *args: Any, workflows: list[str], tenants: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -120,10 +142,12 @@ class CoalesceForm(forms.Form):
     """A route's or subscription's coalesce setting as JSON; blank turns coalescing off."""
 
     coalesce = JSONObjectField(
-        blank_value=None, label="Coalesce",
+        blank_value=None,
+        label="Coalesce",
         help_text='Debounce or batch events per key, e.g. {"debounce": {"key": "account", "period": '
-                  '"30 seconds"}} or {"batch": {"key": "account", "max_size": 100, "timeout": "10 seconds"}}; '
-                  "blank turns it off.")
+        '"30 seconds"}} or {"batch": {"key": "account", "max_size": 100, "timeout": "10 seconds"}}; '
+        "blank turns it off.",
+    )
 
 
 class RouteForm(forms.Form):
@@ -132,18 +156,26 @@ class RouteForm(forms.Form):
 
     workflow = forms.ChoiceField(help_text="The workflow a request starts, with the body as its params.")
     enabled = forms.BooleanField(required=False, initial=True, help_text="Disabled: requests answer 409.")
-    sync_default = forms.BooleanField(required=False, label="Wait for the output",
-                                      help_text="Answer with the output unless the caller passes ?wait=0.")
-    wait_seconds = forms.FloatField(initial=30.0, label="Wait (seconds)",
-                                    help_text="How long a waiting request waits for the output.")
-    rate_limit_per_minute = forms.IntegerField(required=False, label="Rate limit (per minute)",
-                                               help_text="Requests a minute for this route; empty: no limit.")
-    idempotency_ttl_seconds = forms.IntegerField(initial=24 * 3600, label="Idempotency keys live (seconds)",
-                                                 help_text="A repeated Idempotency-Key within this time "
-                                                           "returns the first instance.")
+    sync_default = forms.BooleanField(
+        required=False,
+        label="Wait for the output",
+        help_text="Answer with the output unless the caller passes ?wait=0.",
+    )
+    wait_seconds = forms.FloatField(
+        initial=30.0, label="Wait (seconds)", help_text="How long a waiting request waits for the output."
+    )
+    rate_limit_per_minute = forms.IntegerField(
+        required=False, label="Rate limit (per minute)", help_text="Requests a minute for this route; empty: no limit."
+    )
+    idempotency_ttl_seconds = forms.IntegerField(
+        initial=24 * 3600,
+        label="Idempotency keys live (seconds)",
+        help_text="A repeated Idempotency-Key within this time returns the first instance.",
+    )
     priority = forms.IntegerField(initial=0, help_text="Higher runs first when workers are busy.")
-    description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}),
-                                  help_text="What calls it, for the next operator.")
+    description = forms.CharField(
+        required=False, widget=forms.Textarea(attrs={"rows": 2}), help_text="What calls it, for the next operator."
+    )
 
     def __init__(self, *args: Any, workflows: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -160,12 +192,25 @@ class RouteForm(forms.Form):
 
 
 class RouteCreateForm(RouteForm):
-    name = forms.CharField(max_length=100, strip=True,
-                           help_text="Letters, digits, '_' or '-': requests go to POST /api/routes/<name>.")
-    tenant = forms.ChoiceField(help_text="The tenant its instances run in (one you operate); callers "
-                                         "sign with an ingress credential of this tenant.")
-    field_order = ["name", "tenant", "workflow", "enabled", "sync_default", "wait_seconds",
-                   "rate_limit_per_minute", "idempotency_ttl_seconds", "priority", "description"]
+    name = forms.CharField(
+        max_length=100, strip=True, help_text="Letters, digits, '_' or '-': requests go to POST /api/routes/<name>."
+    )
+    tenant = forms.ChoiceField(
+        help_text="The tenant its instances run in (one you operate); callers "
+        "sign with an ingress credential of this tenant."
+    )
+    field_order = [
+        "name",
+        "tenant",
+        "workflow",
+        "enabled",
+        "sync_default",
+        "wait_seconds",
+        "rate_limit_per_minute",
+        "idempotency_ttl_seconds",
+        "priority",
+        "description",
+    ]
 
     def __init__(self, *args: Any, tenants: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -182,12 +227,20 @@ class SubscriptionForm(forms.Form):
     """A subscription's settings; the service's own check (`subscription_problems`) runs in
     `clean`, so every wrong field carries its message in one answer."""
 
-    pattern = forms.CharField(max_length=200, strip=True, label="Event type pattern",
-                              help_text="A glob over event types: user.*, gong.call.*, invoice.paid.")
-    workflow = forms.ChoiceField(help_text="The workflow each matching event starts, with the event's data "
-                                           "as its params.")
-    filters = JSONObjectField(blank_value={}, help_text='Payload fields that must be equal, e.g. {"plan": "pro"}; a '
-                                                        "list means any of its values. Blank: every event.")
+    pattern = forms.CharField(
+        max_length=200,
+        strip=True,
+        label="Event type pattern",
+        help_text="A glob over event types: user.*, gong.call.*, invoice.paid.",
+    )
+    workflow = forms.ChoiceField(
+        help_text="The workflow each matching event starts, with the event's data as its params."
+    )
+    filters = JSONObjectField(
+        blank_value={},
+        help_text='Payload fields that must be equal, e.g. {"plan": "pro"}; a '
+        "list means any of its values. Blank: every event.",
+    )
     enabled = forms.BooleanField(required=False, initial=True, help_text="Disabled: matching events start nothing.")
 
     def __init__(self, *args: Any, workflows: list[str], **kwargs: Any) -> None:
@@ -195,7 +248,9 @@ class SubscriptionForm(forms.Form):
         _choices(self, "workflow", workflows)
 
     def subscription_fields(self) -> dict[str, Any]:
-        return {k: self.cleaned_data[k] for k in ("workflow", "pattern", "filters", "enabled") if k in self.cleaned_data}
+        return {
+            k: self.cleaned_data[k] for k in ("workflow", "pattern", "filters", "enabled") if k in self.cleaned_data
+        }
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
@@ -204,8 +259,9 @@ class SubscriptionForm(forms.Form):
 
 
 class SubscriptionCreateForm(SubscriptionForm):
-    tenant = forms.ChoiceField(required=False, help_text="Whose events it starts from: a tenant you operate, or "
-                                                         "every tenant (staff only).")
+    tenant = forms.ChoiceField(
+        required=False, help_text="Whose events it starts from: a tenant you operate, or every tenant (staff only)."
+    )
     field_order = ["pattern", "workflow", "tenant", "filters", "enabled"]
 
     def __init__(self, *args: Any, tenants: list[str], every_tenant: bool, **kwargs: Any) -> None:
@@ -219,6 +275,7 @@ class SubscriptionCreateForm(SubscriptionForm):
     def clean_tenant(self) -> str:
         tenant: str = self.cleaned_data["tenant"]
         if not tenant and not self.every_tenant:
-            raise forms.ValidationError("a subscription for every tenant's events is made by staff; pick a tenant "
-                                        "you operate")
+            raise forms.ValidationError(
+                "a subscription for every tenant's events is made by staff; pick a tenant you operate"
+            )
         return tenant

@@ -49,8 +49,13 @@ class DatabaseUnavailableMiddleware(MiddlewareMixin):
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if not isinstance(exception, OperationalError | InterfaceError):
             return None
-        log.warning("%s %s: the database failed (%s: %s); answered 503", request.method, request.path,
-                    type(exception).__name__, str(exception).strip().splitlines()[0] if str(exception) else "")
+        log.warning(
+            "%s %s: the database failed (%s: %s); answered 503",
+            request.method,
+            request.path,
+            type(exception).__name__,
+            str(exception).strip().splitlines()[0] if str(exception) else "",
+        )
         if request.path.startswith(JSON_PREFIXES):
             response: HttpResponse = error_response(503, "database_unavailable", MESSAGE)
         else:

@@ -20,6 +20,8 @@ def retire_refusal(user: Any, *, workflow: str, version: int) -> str | None:
         return "retiring a workflow version needs the operator role"
     others = version_tenants(workflow=workflow, version=version) - acting
     if others:
-        return (f"instances of tenants you do not operate started on version {version} of {workflow!r}; "
-                "only an operator of every tenant that ran it may retire it")
+        return (
+            f"instances of tenants you do not operate started on version {version} of {workflow!r}; "
+            "only an operator of every tenant that ran it may retire it"
+        )
     return None

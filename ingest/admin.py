@@ -27,8 +27,17 @@ class ReadOnly(admin.ModelAdmin):  # type: ignore[type-arg]
 class PriceAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     """A price change is a new row with a later `effective_from`: past costs keep their price."""
 
-    list_display = ("service", "model", "effective_from", "input_per_million", "cached_input_per_million",
-                    "output_per_million", "per_call", "per_item", "note")
+    list_display = (
+        "service",
+        "model",
+        "effective_from",
+        "input_per_million",
+        "cached_input_per_million",
+        "output_per_million",
+        "per_call",
+        "per_item",
+        "note",
+    )
     list_filter = ("service",)
     search_fields = ("service", "model")
     ordering = ("service", "model", "-effective_from")
@@ -56,15 +65,23 @@ class ConnectionForm(WriteOnlySecretsForm):
 
     class Meta:
         model = models.Connection
-        exclude = ("updated_at", "webhook_key_hash", "access_token", "access_token_expires_at", "instance_url",
-                   "last_tested_at", "last_test_ok", "last_test_message")
+        exclude = (
+            "updated_at",
+            "webhook_key_hash",
+            "access_token",
+            "access_token_expires_at",
+            "instance_url",
+            "last_tested_at",
+            "last_test_ok",
+            "last_test_message",
+        )
 
     def clean_options(self) -> Any:
         """The options the pulls and the rate limits read, refused here with what is wrong
         rather than failing the connection's steps later."""
         options = self.cleaned_data.get("options")
         if not isinstance(options, dict):
-            raise ValidationError("options are a JSON object, e.g. {\"rate_limit\": {\"per_second\": 3, \"burst\": 1}}")
+            raise ValidationError('options are a JSON object, e.g. {"rate_limit": {"per_second": 3, "burst": 1}}')
         try:
             if LIMIT_OPTION in options:
                 limit_parse(options[LIMIT_OPTION], what=LIMIT_OPTION)
@@ -110,7 +127,16 @@ class ConnectionCursorAdmin(ReadOnly):
 
 @admin.register(models.Fact)
 class FactAdmin(ReadOnly):
-    list_display = ("subject", "predicate", "object", "confidence", "source_authority", "valid", "observed_at", "tenant")
+    list_display = (
+        "subject",
+        "predicate",
+        "object",
+        "confidence",
+        "source_authority",
+        "valid",
+        "observed_at",
+        "tenant",
+    )
     list_filter = ("tenant", "source_authority", "valid", "predicate")
     search_fields = ("subject", "id", "source_ref")
     show_full_result_count = False

@@ -133,8 +133,12 @@ def _server_url() -> str:
 
 
 @pytest.fixture(scope="session")
-def django_db_setup(request: pytest.FixtureRequest, django_test_environment: None,
-                    django_db_blocker: Any, django_db_modify_db_settings: None) -> Iterator[None]:
+def django_db_setup(
+    request: pytest.FixtureRequest,
+    django_test_environment: None,
+    django_db_blocker: Any,
+    django_db_modify_db_settings: None,
+) -> Iterator[None]:
     """pytest-django's test database, cloned from a migrated template (tests/dbtemplate.py)
     instead of migrated anew by every xdist worker; dropped at the end with its sessions."""
     from django.conf import settings
@@ -155,9 +159,13 @@ def django_db_setup(request: pytest.FixtureRequest, django_test_environment: Non
         dbtemplate.postgres_clone(_server_url(), test_name)
     with django_db_blocker.unblock():
         # keepdb: the clone is there and migrated; Django checks the plan and runs post_migrate.
-        old_config = setup_databases(verbosity=request.config.option.verbose, interactive=False,
-                                     keepdb=True, aliases={"default"},
-                                     serialized_aliases=set())
+        old_config = setup_databases(
+            verbosity=request.config.option.verbose,
+            interactive=False,
+            keepdb=True,
+            aliases={"default"},
+            serialized_aliases=set(),
+        )
     yield
     from django.db import connections
 

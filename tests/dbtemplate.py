@@ -66,11 +66,16 @@ def _locked(name: str) -> Iterator[None]:
 def _migrate(database_url: str) -> None:
     env = dict(os.environ, DATABASE_URL=database_url, PYTHONUNBUFFERED="1")
     env.pop("RUNLEDGER_WORKFLOW_MODULES", None)
-    result = subprocess.run([sys.executable, "manage.py", "migrate", "--run-syncdb", "-v0"],
-                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--run-syncdb", "-v0"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if result.returncode != 0:
-        raise RuntimeError(f"migrating the test template {database_url} failed:\n"
-                           f"{result.stdout}\n{result.stderr}")
+        raise RuntimeError(f"migrating the test template {database_url} failed:\n{result.stdout}\n{result.stderr}")
 
 
 def _with_database(server_url: str, name: str) -> str:
@@ -86,8 +91,7 @@ def postgres_template(server_url: str) -> str:
     """The name of the migrated template database on `server_url`'s server, built if missing."""
     name = f"rl_tmpl_{schema_hash()}"
     with _locked(name), psycopg.connect(_admin_url(server_url), autocommit=True) as conn:
-        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s AND datistemplate",
-                              [name]).fetchone()
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s AND datistemplate", [name]).fetchone()
         if exists:
             return name
         building = f"{name}_building"

@@ -26,8 +26,9 @@ tally: Counter[str] = Counter()  # "<suite>:cases", "<suite>:5xx", "<suite>:rows
 
 
 def ledger_tables() -> list[str]:
-    return sorted({m._meta.db_table for label in LEDGER_APPS
-                   for m in apps.get_app_config(label).get_models() if m._meta.managed})
+    return sorted(
+        {m._meta.db_table for label in LEDGER_APPS for m in apps.get_app_config(label).get_models() if m._meta.managed}
+    )
 
 
 def ledger_counts() -> tuple[int, ...]:
@@ -84,12 +85,12 @@ def api_fuzz_token(username: str) -> str:
     from ingest.engine.services import instances as engine_services
     from ingest.triggers.services import api_token_create, schedule_create
 
-    user = user_ensure(username=username, password="pw", memberships=[("acme", Role.OPERATOR),
-                       ("default", Role.OPERATOR)])
+    user = user_ensure(
+        username=username, password="pw", memberships=[("acme", Role.OPERATOR), ("default", Role.OPERATOR)]
+    )
     _, token = api_token_create(user=user, name=f"{username}-schemathesis")
     engine_services.instance_create(workflow="test-echo", id=f"{username}-1", tenant="acme")
-    schedule_create(name=username, workflow="test-echo", cron_expression="* * * * *", tenant="acme",
-                    now=timezone.now())
+    schedule_create(name=username, workflow="test-echo", cron_expression="* * * * *", tenant="acme", now=timezone.now())
     return token
 
 
@@ -97,8 +98,10 @@ def summary_lines() -> list[str]:
     suites = sorted({key.split(":")[0] for key in tally})
     lines = []
     for suite in suites:
-        lines.append(f"fuzz {suite}: {tally[suite + ':cases']} cases, {tally[suite + ':5xx']} answered 5xx, "
-                     f"{tally[suite + ':rows_changed']} refused requests changed rows")
+        lines.append(
+            f"fuzz {suite}: {tally[suite + ':cases']} cases, {tally[suite + ':5xx']} answered 5xx, "
+            f"{tally[suite + ':rows_changed']} refused requests changed rows"
+        )
     if suites:
         total = sum(tally[s + ":cases"] for s in suites)
         errors = sum(tally[s + ":5xx"] for s in suites)
@@ -109,12 +112,29 @@ def summary_lines() -> list[str]:
 
 # ---- hostile values ----------------------------------------------------------------------------
 
-NASTY_TEXT = ["\x00", "a\x00b", "\ud800", "x\udfffy", "\U0001f600", "", " ", "%00", "\\u0000",
-              "'; DROP TABLE x; --", "<script>", "9" * 5000, "\u202e", "a" * 300]
+NASTY_TEXT = [
+    "\x00",
+    "a\x00b",
+    "\ud800",
+    "x\udfffy",
+    "\U0001f600",
+    "",
+    " ",
+    "%00",
+    "\\u0000",
+    "'; DROP TABLE x; --",
+    "<script>",
+    "9" * 5000,
+    "\u202e",
+    "a" * 300,
+]
 nasty_text = st.sampled_from(NASTY_TEXT) | st.text(max_size=30)
 huge_int = st.integers(min_value=4301, max_value=6000).map(lambda n: int("9" * n))
-edge_numbers = (st.sampled_from([0, -1, 2**63, -(2**63) - 1, 10**40, 10**41, 1e308, 5e-324, 0.1])
-                | st.integers() | st.floats(allow_nan=False, allow_infinity=False))
+edge_numbers = (
+    st.sampled_from([0, -1, 2**63, -(2**63) - 1, 10**40, 10**41, 1e308, 5e-324, 0.1])
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+)
 scalars = st.none() | st.booleans() | edge_numbers | nasty_text
 
 
@@ -125,8 +145,11 @@ def nested(depth: int, leaf: Any = 1) -> Any:
     return value
 
 
-json_values = st.recursive(scalars, lambda children: st.lists(children, max_size=4)
-                           | st.dictionaries(nasty_text, children, max_size=4), max_leaves=12)
+json_values = st.recursive(
+    scalars,
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(nasty_text, children, max_size=4),
+    max_leaves=12,
+)
 
 
 def raw_json(value: Any) -> bytes:
@@ -135,25 +158,63 @@ def raw_json(value: Any) -> bytes:
 
 
 HOSTILE_BODIES = [
-    b'{"a": "\\u0000"}', b'{"a\\u0000": 1}', b'{"a": "\\ud800"}', b'{"a": NaN}', b'{"a": Infinity}',
-    b'{"a": 1e999}', b'{"a": ' + b"9" * 5000 + b"}", b"[" * 5000 + b"]" * 5000,
-    b'{"a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", b'{"a": "' + b"[" * 50 + b'"}',
-    b'{"_schedule": {"cron": "* * * * *"}}', b'{"_event": {"id": "x"}}', b"\xff\xfe", b"\x00",
-    b"null", b"[]", b'"x"', b"", b"{", b'{"a": 1', b'{"a": 1}{', b"\xef\xbb\xbf{}",
-    b'{"a": "' + b"x" * 300_000 + b'"}', b"[" + b"1," * 20_000 + b"1]",
+    b'{"a": "\\u0000"}',
+    b'{"a\\u0000": 1}',
+    b'{"a": "\\ud800"}',
+    b'{"a": NaN}',
+    b'{"a": Infinity}',
+    b'{"a": 1e999}',
+    b'{"a": ' + b"9" * 5000 + b"}",
+    b"[" * 5000 + b"]" * 5000,
+    b'{"a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+    b'{"a": "' + b"[" * 50 + b'"}',
+    b'{"_schedule": {"cron": "* * * * *"}}',
+    b'{"_event": {"id": "x"}}',
+    b"\xff\xfe",
+    b"\x00",
+    b"null",
+    b"[]",
+    b'"x"',
+    b"",
+    b"{",
+    b'{"a": 1',
+    b'{"a": 1}{',
+    b"\xef\xbb\xbf{}",
+    b'{"a": "' + b"x" * 300_000 + b'"}',
+    b"[" + b"1," * 20_000 + b"1]",
 ]
-hostile_body = (st.sampled_from(HOSTILE_BODIES) | st.binary(max_size=200)
-                | json_values.map(raw_json)
-                | st.integers(min_value=30, max_value=3000).map(lambda d: b'{"x": ' + b"[" * d + b"]" * d + b"}"))
-content_types = st.sampled_from(["application/json", "text/plain", "application/x-www-form-urlencoded",
-                                  "text/xml", "application/json; charset=utf-8", "multipart/form-data; boundary=x",
-                                  "application/vnd.api+json", ""])
+hostile_body = (
+    st.sampled_from(HOSTILE_BODIES)
+    | st.binary(max_size=200)
+    | json_values.map(raw_json)
+    | st.integers(min_value=30, max_value=3000).map(lambda d: b'{"x": ' + b"[" * d + b"]" * d + b"}")
+)
+content_types = st.sampled_from(
+    [
+        "application/json",
+        "text/plain",
+        "application/x-www-form-urlencoded",
+        "text/xml",
+        "application/json; charset=utf-8",
+        "multipart/form-data; boundary=x",
+        "application/vnd.api+json",
+        "",
+    ]
+)
 
 
 def fuzz(examples: int) -> settings:
     """Hypothesis settings for a fuzz test: no deadline (the database sets the pace). Under CI
     the examples are derandomized, so a submission's run is repeatable; a developer's runs
     explore new ones (and keep failures in .hypothesis/ to replay)."""
-    return settings(max_examples=examples, deadline=None, derandomize=IN_CI,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                                           HealthCheck.data_too_large, HealthCheck.filter_too_much])
+    return settings(
+        max_examples=examples,
+        deadline=None,
+        derandomize=IN_CI,
+        suppress_health_check=[
+            HealthCheck.function_scoped_fixture,
+            HealthCheck.too_slow,
+            HealthCheck.data_too_large,
+            HealthCheck.filter_too_much,
+        ],
+    )

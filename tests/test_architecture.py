@@ -62,8 +62,12 @@ def import_graph() -> dict[str, set[str]]:
         for target in imported_names(path, name, modules):
             if target in modules and target != name:
                 graph[name].add(target)
-            elif (parent := target.rpartition(".")[0]) and parent in modules and parent != name \
-                    and f"{parent}." + target.rpartition(".")[2] not in modules:
+            elif (
+                (parent := target.rpartition(".")[0])
+                and parent in modules
+                and parent != name
+                and f"{parent}." + target.rpartition(".")[2] not in modules
+            ):
                 graph[name].add(parent)
     return graph
 
@@ -132,7 +136,10 @@ def test_a_relative_import_resolves_to_the_module_it_names(tmp_path: Path):
     source = tmp_path / "views.py"
     source.write_text("from .forms import Form\nfrom ..engine import api\n")
     assert set(imported_names(source, "dashboard.views.runs")) >= {
-        "dashboard.views.forms.Form", "dashboard.views.forms", "dashboard.engine.api"}
+        "dashboard.views.forms.Form",
+        "dashboard.views.forms",
+        "dashboard.engine.api",
+    }
 
 
 @pytest.mark.pure
@@ -245,16 +252,21 @@ def test_code_outside_the_engine_imports_only_its_surface():
 @pytest.mark.pure
 def test_the_surface_check_catches_a_reach_into_the_engine(tmp_path: Path):
     source = tmp_path / "gong.py"
-    source.write_text("from ingest.engine.sql.create import instance_insert\nfrom ingest.engine import clock\n"
-                      "from ingest.engine.services import instances\nfrom ingest.engine.models import Instance\n")
+    source.write_text(
+        "from ingest.engine.sql.create import instance_insert\nfrom ingest.engine import clock\n"
+        "from ingest.engine.services import instances\nfrom ingest.engine.models import Instance\n"
+    )
     modules = project_modules()
     targets = {t for t in imported_names(source, "ingest.workflows.gong", modules) if t in modules}
     found = engine_internals_imported({"ingest.workflows.gong": targets})
-    assert found == ["ingest.workflows.gong imports ingest.engine.clock",
-                     "ingest.workflows.gong imports ingest.engine.sql.create"]
+    assert found == [
+        "ingest.workflows.gong imports ingest.engine.clock",
+        "ingest.workflows.gong imports ingest.engine.sql.create",
+    ]
     assert engine_internals_imported({"ingest.engine.api": {"ingest.engine.sql.create"}}) == []
     assert engine_internals_imported({"dashboard.x": {"ingest.engine.services.base"}}) == [
-        "dashboard.x imports ingest.engine.services.base"]
+        "dashboard.x imports ingest.engine.services.base"
+    ]
 
 
 def orm_lock_modules_documented() -> list[str]:
@@ -264,15 +276,21 @@ def orm_lock_modules_documented() -> list[str]:
 
 
 def calls_select_for_update(path: Path) -> bool:
-    return any(isinstance(node, ast.Attribute) and node.attr == "select_for_update"
-               for node in ast.walk(ast.parse(path.read_text(), filename=str(path))))
+    return any(
+        isinstance(node, ast.Attribute) and node.attr == "select_for_update"
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path)))
+    )
 
 
 @pytest.mark.pure
 def test_the_engine_modules_that_lock_rows_through_the_orm_are_the_ones_the_doc_lists():
-    locking = sorted(name for name, path in project_modules().items()
-                     if name.startswith("ingest.engine.") and not name.startswith("ingest.engine.sql.")
-                     and calls_select_for_update(path))
+    locking = sorted(
+        name
+        for name, path in project_modules().items()
+        if name.startswith("ingest.engine.")
+        and not name.startswith("ingest.engine.sql.")
+        and calls_select_for_update(path)
+    )
     assert len(locking) >= 3  # the walk really found them
     assert locking == orm_lock_modules_documented()
 
@@ -280,10 +298,20 @@ def test_the_engine_modules_that_lock_rows_through_the_orm_are_the_ones_the_doc_
 # The engine's instance services that act on one instance (or start one): the console, the REST
 # API, the command line and the live feed reach them only through `dashboard.actions`, which holds
 # each action's rules (who may act, arguments, reason, audit entry) once.
-INSTANCE_ACTION_SERVICES = ("ingest.engine.services.control", "ingest.engine.services.forks",
-                            "ingest.engine.services.instances")
-INTERFACES = ("dashboard.views", "dashboard.api", "dashboard.management", "dashboard.cli",
-              "dashboard.live", "dashboard.consumers")
+INSTANCE_ACTION_SERVICES = (
+    "ingest.engine.services.control",
+    "ingest.engine.services.forks",
+    "ingest.engine.services.instances",
+)
+INTERFACES = (
+    "dashboard.views",
+    "dashboard.api",
+    "dashboard.management",
+    "dashboard.cli",
+    "dashboard.live",
+    "dashboard.consumers",
+)
+
 
 def bypasses(modules: dict[str, Path]) -> list[str]:
     found = []
@@ -291,7 +319,9 @@ def bypasses(modules: dict[str, Path]) -> list[str]:
         if not name.startswith(INTERFACES):
             continue
         for target in imported_names(path, name):
-            if target.startswith(INSTANCE_ACTION_SERVICES) or target in {f"ingest.engine.{n}" for n in ("create", "create_batch", "api")}:
+            if target.startswith(INSTANCE_ACTION_SERVICES) or target in {
+                f"ingest.engine.{n}" for n in ("create", "create_batch", "api")
+            }:
                 found.append(f"{name} imports {target}")
     return sorted(set(found))
 
@@ -305,11 +335,15 @@ def test_the_console_api_and_cli_act_on_instances_only_through_the_action_servic
 def test_the_action_path_check_catches_a_view_that_calls_the_engine_directly(tmp_path):
     rogue = tmp_path / "dashboard" / "views" / "rogue.py"
     rogue.parent.mkdir(parents=True)
-    rogue.write_text("from ingest.engine.services import control\nfrom ingest.engine.services.forks import instance_fork\n")
+    rogue.write_text(
+        "from ingest.engine.services import control\nfrom ingest.engine.services.forks import instance_fork\n"
+    )
     found = bypasses({"dashboard.views.rogue": rogue})
-    assert found == ["dashboard.views.rogue imports ingest.engine.services.control",
-                     "dashboard.views.rogue imports ingest.engine.services.forks",
-                     "dashboard.views.rogue imports ingest.engine.services.forks.instance_fork"]
+    assert found == [
+        "dashboard.views.rogue imports ingest.engine.services.control",
+        "dashboard.views.rogue imports ingest.engine.services.forks",
+        "dashboard.views.rogue imports ingest.engine.services.forks.instance_fork",
+    ]
 
 
 # The differences between PostgreSQL and SQLite stand behind one adapter per concern: a class (or
@@ -329,9 +363,15 @@ def vendor_branches(modules: dict[str, Path]) -> list[str]:
         if name == VENDOR_MODULE:
             continue
         for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-            if isinstance(node, ast.Call) and not node.args and not node.keywords and (
+            if (
+                isinstance(node, ast.Call)
+                and not node.args
+                and not node.keywords
+                and (
                     (isinstance(node.func, ast.Name) and node.func.id in ("is_postgres", "_is_postgres"))
-                    or (isinstance(node.func, ast.Attribute) and node.func.attr in ("is_postgres", "_is_postgres"))):
+                    or (isinstance(node.func, ast.Attribute) and node.func.attr in ("is_postgres", "_is_postgres"))
+                )
+            ):
                 found.append(f"{name}:{node.lineno}")
     return sorted(found)
 
@@ -347,8 +387,10 @@ def test_the_branches_on_the_database_outside_its_adapters_are_few():
 @pytest.mark.pure
 def test_the_vendor_branch_count_sees_every_spelling_of_the_call(tmp_path: Path):
     source = tmp_path / "m.py"
-    source.write_text("from ingest.engine import is_postgres\nfrom ingest import engine\n"
-                      "def f():\n    if is_postgres():\n        return engine.is_postgres()\n"
-                      "    return _is_postgres() or is_postgres\n")
+    source.write_text(
+        "from ingest.engine import is_postgres\nfrom ingest import engine\n"
+        "def f():\n    if is_postgres():\n        return engine.is_postgres()\n"
+        "    return _is_postgres() or is_postgres\n"
+    )
     assert vendor_branches({"ingest.m": source}) == ["ingest.m:4", "ingest.m:5", "ingest.m:6"]
     assert vendor_branches({VENDOR_MODULE: source}) == []

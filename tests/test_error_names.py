@@ -27,15 +27,20 @@ def _error_names(scope: ast.AST) -> set[str]:
         return {scope.name} if scope.name else set()
     if isinstance(scope, ast.FunctionDef | ast.AsyncFunctionDef):
         args = scope.args
-        return {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]
-                if _is_exception_annotation(a.annotation)}
+        return {
+            a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs] if _is_exception_annotation(a.annotation)
+        }
     return set()
 
 
 def _is_non_retryable(node: ast.AST) -> bool:
     func = node.func if isinstance(node, ast.Call) else None
-    return (isinstance(func, ast.Name) and func.id == "NonRetryableError"
-            or isinstance(func, ast.Attribute) and func.attr == "NonRetryableError")
+    return (
+        isinstance(func, ast.Name)
+        and func.id == "NonRetryableError"
+        or isinstance(func, ast.Attribute)
+        and func.attr == "NonRetryableError"
+    )
 
 
 def name_losing_wraps(source: str, filename: str = "<source>") -> list[int]:
@@ -67,18 +72,18 @@ def test_no_code_turns_an_error_into_a_permanent_failure_without_its_name():
 @pytest.mark.pure
 def test_the_check_finds_each_way_of_dropping_an_error_s_name():
     source = (
-        "def source_error_step(error: SourceError) -> Exception:\n"           # 1
-        "    return NonRetryableError(str(error))\n"                           # 2
-        "def fetch():\n"                                                       # 3
-        "    try:\n"                                                           # 4
-        "        call()\n"                                                     # 5
-        "    except PriceNotFound as error:\n"                                 # 6
+        "def source_error_step(error: SourceError) -> Exception:\n"  # 1
+        "    return NonRetryableError(str(error))\n"  # 2
+        "def fetch():\n"  # 3
+        "    try:\n"  # 4
+        "        call()\n"  # 5
+        "    except PriceNotFound as error:\n"  # 6
         "        raise NonRetryableError(f'cannot reserve: {error}') from error\n"  # 7
-        "    except errors.GongError as exc:\n"                                # 8
+        "    except errors.GongError as exc:\n"  # 8
         "        raise engine.NonRetryableError(message=str(exc)) from None\n"  # 9
-        "    except KeyError as error:\n"                                      # 10
+        "    except KeyError as error:\n"  # 10
         "        raise NonRetryableError.wrap(error, f'no row: {error}') from error\n"  # 11
-        "def check(value):\n"                                                  # 12
+        "def check(value):\n"  # 12
         "    raise NonRetryableError(f'param must be true or false, got {value!r}')\n"  # 13
     )
     assert name_losing_wraps(source) == [2, 7, 9]

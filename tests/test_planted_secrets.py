@@ -62,13 +62,26 @@ class SecretKeeper(Workflow):
 
 @pytest.fixture
 def planted() -> dict[str, Any]:
-    connection_upsert(tenant="acme", kind="gong", base_url="http://127.0.0.1:9", key="gk-" + MARKER,
-                      secret="gs-" + MARKER, webhook_key="wh" + MARKER)
-    connection_upsert(tenant="acme", kind="salesforce", key="client-id", secret="sfs-" + MARKER,
-                      refresh_token="sfr-" + MARKER, webhook_key="sf" + MARKER)
+    connection_upsert(
+        tenant="acme",
+        kind="gong",
+        base_url="http://127.0.0.1:9",
+        key="gk-" + MARKER,
+        secret="gs-" + MARKER,
+        webhook_key="wh" + MARKER,
+    )
+    connection_upsert(
+        tenant="acme",
+        kind="salesforce",
+        key="client-id",
+        secret="sfs-" + MARKER,
+        refresh_token="sfr-" + MARKER,
+        webhook_key="sf" + MARKER,
+    )
     connection_upsert(tenant="acme", kind="llm", secret="sk-" + MARKER, options={"provider": "rules"})
-    connection_upsert(tenant="acme", kind="dataforseo", base_url="http://127.0.0.1:9", key="dl-" + MARKER,
-                      secret="dp-" + MARKER)
+    connection_upsert(
+        tenant="acme", kind="dataforseo", base_url="http://127.0.0.1:9", key="dl-" + MARKER, secret="dp-" + MARKER
+    )
     connection_upsert(tenant="acme", kind="zenrows", base_url="http://127.0.0.1:9/v1/", secret="zk-" + MARKER)
     row, token, _ = ingress_secret_create(tenant="acme")
     hmac_secret = "hm-" + MARKER
@@ -116,9 +129,18 @@ def _access_log(capture: LogCapture, responses: list[Any]) -> None:
     for r in responses:
         query = r.request.get("QUERY_STRING", "")
         path = r.request["PATH_INFO"] + (f"?{query}" if query else "")
-        capture.access("http", "complete", {"path": path, "client": "127.0.0.1:5000",
-                                            "method": r.request["REQUEST_METHOD"], "status": r.status_code,
-                                            "time_taken": 0.01, "size": len(r.content)})
+        capture.access(
+            "http",
+            "complete",
+            {
+                "path": path,
+                "client": "127.0.0.1:5000",
+                "method": r.request["REQUEST_METHOD"],
+                "status": r.status_code,
+                "time_taken": 0.01,
+                "size": len(r.content),
+            },
+        )
 
 
 def _answers_with_marker(responses: list[Any]) -> list[str]:
@@ -149,16 +171,21 @@ def columns_holding(text: str) -> list[str]:
 
 
 def test_a_planted_marker_is_in_no_column_no_log_line_and_no_answer(
-        planted: dict[str, Any], log_lines: LogCapture) -> None:
+    planted: dict[str, Any], log_lines: LogCapture
+) -> None:
     web = Client()
     answers: list[Any] = []
     # A real ingress request (signed with the planted HMAC secret) and a real Gong webhook.
     ok = signed_post(web, "keeper", {"password": "pw-" + MARKER}, token=planted["token"], secret=planted["hmac"])
-    failing = signed_post(web, "keeper", {"password": "pw-" + MARKER, "fail": True},
-                          token=planted["token"], secret=planted["hmac"])
+    failing = signed_post(
+        web, "keeper", {"password": "pw-" + MARKER, "fail": True}, token=planted["token"], secret=planted["hmac"]
+    )
     assert ok.status_code == 202 and failing.status_code == 202, (ok.content, failing.content)
-    hook = web.post(f"/hooks/gong/wh{MARKER}", json.dumps({"isTest": True, "callData": {"metaData": {"id": "7"}}}),
-                    content_type="application/json")
+    hook = web.post(
+        f"/hooks/gong/wh{MARKER}",
+        json.dumps({"isTest": True, "callData": {"metaData": {"id": "7"}}}),
+        content_type="application/json",
+    )
     assert hook.status_code != 404, "the webhook key must still find its connection"
     answers += [ok, failing, hook]
 
@@ -180,14 +207,26 @@ def test_a_planted_marker_is_in_no_column_no_log_line_and_no_answer(
         answers.append(staff.get(f"/admin/ingest/connection/{c.pk}/change/"))
     answers.append(staff.get("/admin/ingest/connection/"))
     answers.append(staff.get(f"/admin/triggers/ingresssecret/{planted['ingress_id']}/change/"))
-    for path in ("/instances/", f"/instances/{done.id}/", f"/instances/{errored.id}/", "/dead-letters/",
-                 f"/dead-letters/{dead.pk}/", f"/dead-letters/{dead.pk}/replay/",
-                 f"/instances/{done.id}/actions/replay/"):
+    for path in (
+        "/instances/",
+        f"/instances/{done.id}/",
+        f"/instances/{errored.id}/",
+        "/dead-letters/",
+        f"/dead-letters/{dead.pk}/",
+        f"/dead-letters/{dead.pk}/replay/",
+        f"/instances/{done.id}/actions/replay/",
+    ):
         answers.append(staff.get(path))
     _, api_token = api_token_create(user=admin_user, name="scan")
     bearer = {"Authorization": f"Bearer {api_token}"}
-    for path in ("/api/instances", f"/api/instances/{done.id}", f"/api/instances/{errored.id}",
-                 f"/api/instances/{done.id}/history", f"/api/instances/{errored.id}/history", "/api/dead-letters"):
+    for path in (
+        "/api/instances",
+        f"/api/instances/{done.id}",
+        f"/api/instances/{errored.id}",
+        f"/api/instances/{done.id}/history",
+        f"/api/instances/{errored.id}/history",
+        "/api/dead-letters",
+    ):
         answers.append(web.get(path, headers=bearer))
     assert all(r.status_code == 200 for r in answers[3:]), [(r.request["PATH_INFO"], r.status_code) for r in answers]
     detail = json.loads(answers[-5].content)
@@ -199,24 +238,33 @@ def test_a_planted_marker_is_in_no_column_no_log_line_and_no_answer(
     for kind in ("gong", "dataforseo", "zenrows"):
         tested = staff.post(f"/connections/acme/{kind}/test/", follow=True)
         assert tested.status_code == 200 and b"Test connection failed" in tested.content, tested.content[:300]
-        answers += [tested, web.post(f"/api/connections/acme/{kind}/test", "{}", content_type="application/json",
-                                      headers=bearer)]
-    for path in ("/connections/", *(f"/connections/acme/{k}/" for k in ("gong", "salesforce", "llm", "dataforseo",
-                                                                        "zenrows")),
-                 "/connections/acme/gong/delete/"):
+        answers += [
+            tested,
+            web.post(f"/api/connections/acme/{kind}/test", "{}", content_type="application/json", headers=bearer),
+        ]
+    for path in (
+        "/connections/",
+        *(f"/connections/acme/{k}/" for k in ("gong", "salesforce", "llm", "dataforseo", "zenrows")),
+        "/connections/acme/gong/delete/",
+    ):
         answers.append(staff.get(path))
-    answers += [web.get("/api/connections", headers=bearer), web.get("/api/connections/acme/salesforce",
-                                                                     headers=bearer)]
-    assert all(r.status_code == 200 for r in answers[-15:]), [(r.request["PATH_INFO"], r.status_code)
-                                                              for r in answers[-15:]]
+    answers += [
+        web.get("/api/connections", headers=bearer),
+        web.get("/api/connections/acme/salesforce", headers=bearer),
+    ]
+    assert all(r.status_code == 200 for r in answers[-15:]), [
+        (r.request["PATH_INFO"], r.status_code) for r in answers[-15:]
+    ]
 
     _access_log(log_lines, answers)
     lines = log_lines.text().splitlines()
     in_columns, in_answers = _columns_with_marker(), _answers_with_marker(answers)
     in_logs = [line for line in lines if MARKER in line]
     found = len(in_columns) + len(in_answers) + len(in_logs)
-    print(f"planted marker found in clear: {found} (columns {in_columns}, answers {in_answers}, log lines "
-          f"{in_logs[:3]}; {len(lines)} log lines and {len(answers)} answers scanned)")
+    print(
+        f"planted marker found in clear: {found} (columns {in_columns}, answers {in_answers}, log lines "
+        f"{in_logs[:3]}; {len(lines)} log lines and {len(answers)} answers scanned)"
+    )
     assert (in_columns, in_answers, in_logs) == ([], [], [])
     # Nor is the ciphertext shown: pages and answers say "redacted" or show a mask.
     assert [r.request["PATH_INFO"] for r in answers if b"enc:gAAAA" in r.content] == []
@@ -226,8 +274,9 @@ def test_a_planted_marker_is_in_no_column_no_log_line_and_no_answer(
 
 def test_searching_instances_for_a_sensitive_value_finds_nothing(planted: dict[str, Any]) -> None:
     web = Client()
-    started = signed_post(web, "keeper", {"password": "pw-" + MARKER, "note": "findable"}, token=planted["token"],
-                          secret=planted["hmac"])
+    started = signed_post(
+        web, "keeper", {"password": "pw-" + MARKER, "note": "findable"}, token=planted["token"], secret=planted["hmac"]
+    )
     instance_id = json.loads(started.content)["instance_id"].encode()
     admin_user = user_ensure(username="root", password="pw-root", memberships=[("acme", Role.ADMIN)], staff=True)
     web.force_login(admin_user)

@@ -97,9 +97,7 @@ class SecretSpiller(Workflow):
                 try:
                     return new_session().get(url, timeout=(5.0, 5.0)).status_code
                 except OSError as exc:
-                    raise NonRetryableError(
-                        f"export from {url} failed: {type(exc).__name__}"
-                    ) from None
+                    raise NonRetryableError(f"export from {url} failed: {type(exc).__name__}") from None
 
             return step.do("export", export)
         if kind == "bearer":
@@ -128,10 +126,7 @@ def log_buffers() -> Iterator[dict[str, io.StringIO]]:
     handlers, each built by `logging_config`), every logger at DEBUG; restored after."""
     buffers = {"console": io.StringIO(), "json": io.StringIO()}
     names = ("", "runledger", "daphne", "django", "django.request")
-    saved = {
-        n: (lg.handlers[:], lg.level, lg.propagate)
-        for n, lg in ((n, logging.getLogger(n)) for n in names)
-    }
+    saved = {n: (lg.handlers[:], lg.level, lg.propagate) for n, lg in ((n, logging.getLogger(n)) for n in names)}
     handlers = []
     for fmt, buffer in buffers.items():
         config = logging_config(
@@ -224,9 +219,7 @@ def test_no_planted_secret_reaches_a_log_line_a_span_an_alert_a_callback_or_a_ro
                 secrets={"url": hook.url, "hmac_key": HMAC_KEY},
                 now=now,
             ),
-            channel_save(
-                tenant="acme", name="ops-slack", kind="slack", secrets={"url": slack.url}, now=now
-            ),
+            channel_save(tenant="acme", name="ops-slack", kind="slack", secrets={"url": slack.url}, now=now),
             channel_save(
                 tenant="acme",
                 name="ops-mail",
@@ -250,9 +243,7 @@ def test_no_planted_secret_reaches_a_log_line_a_span_an_alert_a_callback_or_a_ro
             )
         ids = []
         for kind in KINDS:
-            instance = instance_create(
-                workflow="secret-spiller", params={"kind": kind}, tenant="acme"
-            )
+            instance = instance_create(workflow="secret-spiller", params={"kind": kind}, tenant="acme")
             callback_register(instance_id=instance.id, tenant="acme", url=callee.url, now=now)
             ids.append(instance.id)
 
@@ -270,9 +261,7 @@ def test_no_planted_secret_reaches_a_log_line_a_span_an_alert_a_callback_or_a_ro
 
         _drain_and_follow()
         errored = Instance.objects.filter(id__in=ids, status="errored").count()
-        assert errored == len(KINDS), list(
-            Instance.objects.filter(id__in=ids).values_list("id", "status")
-        )
+        assert errored == len(KINDS), list(Instance.objects.filter(id__in=ids).values_list("id", "status"))
         # Alerts: two rules × five failures × three channels; callbacks: one per instance.
         notes = hook.wait_for(2 * len(KINDS), timeout=30)
         pings = slack.wait_for(2 * len(KINDS), timeout=30)
@@ -289,10 +278,7 @@ def test_no_planted_secret_reaches_a_log_line_a_span_an_alert_a_callback_or_a_ro
     logs = {fmt: buffer.getvalue().splitlines() for fmt, buffer in log_buffers.items()}
     leaks = {
         **{f"log:{fmt}": [line for line in lines if MARKER in line] for fmt, lines in logs.items()},
-        **{
-            f"sent:{sink}": [text for text in texts if MARKER in text]
-            for sink, texts in received.items()
-        },
+        **{f"sent:{sink}": [text for text in texts if MARKER in text] for sink, texts in received.items()},
         "spans": [f"{s.name}: {t}" for s in exported for t in _span_texts(s) if MARKER in t],
         "rows": columns_holding(MARKER),
     }

@@ -66,9 +66,7 @@ def resolve(dotted: str) -> Any:
 
 def test_the_docs_show_public_names_and_the_moved_ones() -> None:
     names = documented()
-    assert (
-        "ingest.engine.worker.turns.run_until_idle" in names and "ingest.engine.Workflow" in names
-    )
+    assert "ingest.engine.worker.turns.run_until_idle" in names and "ingest.engine.Workflow" in names
     assert moved() == {
         "ingest.engine.worker.run_until_idle": "ingest.engine.worker.turns.run_until_idle",
         "ingest.engine.worker.Worker": "ingest.engine.worker.loop.Worker",
@@ -99,10 +97,7 @@ def test_every_name_of_the_engine_facade_imports() -> None:
 
 def test_the_operator_services_the_contract_lists_are_in_the_modules_it_names() -> None:
     section = _section(CONTRACT.read_text(), "## Operator services")
-    modules = [
-        importlib.import_module(f"ingest.engine.{m}")
-        for m in re.findall(r"`(services\.\w+)`", section)
-    ]
+    modules = [importlib.import_module(f"ingest.engine.{m}") for m in re.findall(r"`(services\.\w+)`", section)]
     functions = set(re.findall(r"`(\w+)\(", section))
     assert len(modules) >= 7 and len(functions) >= 10
     missing = sorted(f for f in functions if not any(hasattr(m, f) for m in modules))

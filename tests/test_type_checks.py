@@ -28,8 +28,16 @@ def class_name_checks(source: str, filename: str = "<source>") -> list[int]:
     """The lines of `source` that decide by a class's name."""
     lines = []
     for node in ast.walk(ast.parse(source, filename=filename)):
-        if isinstance(node, ast.Compare) and any(map(_is_class_name, [node.left, *node.comparators])) or (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-              and node.func.attr in ("startswith", "endswith") and _is_class_name(node.func.value)):
+        if (
+            isinstance(node, ast.Compare)
+            and any(map(_is_class_name, [node.left, *node.comparators]))
+            or (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("startswith", "endswith")
+                and _is_class_name(node.func.value)
+            )
+        ):
             lines.append(node.lineno)
     return sorted(lines)
 
@@ -53,7 +61,7 @@ def test_the_check_finds_each_way_of_comparing_a_class_name():
         'if type(exc).__qualname__.endswith("Limited"): pass\n'
         'if __name__ == "__main__": pass\n'
         'message = f"{type(exc).__name__}: {exc}"\n'
-        'if isinstance(exc, AwaitApproval) or exc.rate_limited: pass\n'
+        "if isinstance(exc, AwaitApproval) or exc.rate_limited: pass\n"
     )
     assert class_name_checks(source) == [1, 2, 3]
 
@@ -62,8 +70,15 @@ ERROR_NAME_FILTERS = {"error_name", "error_name__in", "error_name__startswith", 
 
 
 def _mentions_error_name(node: ast.AST) -> bool:
-    return any(isinstance(n, ast.Attribute) and n.attr == "error_name" or isinstance(n, ast.Name) and n.id == "error_name"
-               or isinstance(n, ast.Constant) and n.value == "error_name" for n in ast.walk(node))
+    return any(
+        isinstance(n, ast.Attribute)
+        and n.attr == "error_name"
+        or isinstance(n, ast.Name)
+        and n.id == "error_name"
+        or isinstance(n, ast.Constant)
+        and n.value == "error_name"
+        for n in ast.walk(node)
+    )
 
 
 def _typed_out_names(node: ast.AST) -> bool:
@@ -81,7 +96,8 @@ def stored_name_checks(source: str, filename: str = "<source>") -> list[int]:
             if any(map(_mentions_error_name, sides)) and any(map(_typed_out_names, sides)):
                 lines.add(node.lineno)
         elif isinstance(node, ast.Call) and any(
-                k.arg in ERROR_NAME_FILTERS and _typed_out_names(k.value) for k in node.keywords):
+            k.arg in ERROR_NAME_FILTERS and _typed_out_names(k.value) for k in node.keywords
+        ):
             lines.add(node.lineno)
     return sorted(lines)
 
@@ -105,8 +121,8 @@ def test_the_stored_name_check_finds_each_way_of_typing_a_name_out():
         'if error_name.rsplit(".", 1)[-1] in {"NonRetryableError", "BudgetExceeded"}: pass\n'
         'Attempt.objects.filter(error_name="BudgetHeld")\n'
         'Step.objects.update(error_name="", error_message="")\n'
-        'if a.error_name == AttemptWait.AWAITING_APPROVAL: pass\n'
-        'Attempt.objects.filter(error_name__in=AttemptWait.values)\n'
-        'if error_name in _PERMANENT: pass\n'
+        "if a.error_name == AttemptWait.AWAITING_APPROVAL: pass\n"
+        "Attempt.objects.filter(error_name__in=AttemptWait.values)\n"
+        "if error_name in _PERMANENT: pass\n"
     )
     assert stored_name_checks(source) == [1, 2, 3, 4]

@@ -36,8 +36,7 @@ def rule_variants() -> dict[str, Any]:
                         "type": "object",
                         "additionalProperties": False,
                         "properties": {
-                            name: _param(condition, name, kind, minimum)
-                            for name, (kind, _, minimum) in spec.items()
+                            name: _param(condition, name, kind, minimum) for name, (kind, _, minimum) in spec.items()
                         },
                     },
                 }

@@ -88,9 +88,11 @@ def rule_update(request: HttpRequest, rule_id: int, body: RuleIn) -> dict[str, A
     require_act(request.user, rule.tenant)
     if body.tenant != rule.tenant:
         # The body is valid; the rule's state (its tenant) is what refuses it: a conflict.
-        raise ApiProblem(409, "rule_tenant_fixed",
-                         f"rule {rule.id} belongs to tenant {rule.tenant!r} and stays there; "
-                         "create a new rule in the other tenant")
+        raise ApiProblem(
+            409,
+            "rule_tenant_fixed",
+            f"rule {rule.id} belongs to tenant {rule.tenant!r} and stays there; create a new rule in the other tenant",
+        )
     saved = services.rule_save(**body.dict(), rule_id=rule.id, actor=request.user.username, now=timezone.now())
     return selectors.rule_row(saved)
 
@@ -101,8 +103,9 @@ def rule_toggle(request: HttpRequest, rule_id: int, action: str) -> dict[str, An
         raise ApiProblem(404, "not_found", f"no action {action!r}; use enable or disable")
     rule = _rule(request, rule_id)
     require_act(request.user, rule.tenant)
-    saved = services.rule_set_enabled(rule_id=rule.id, tenant=rule.tenant, enabled=action == "enable",
-                                      now=timezone.now())
+    saved = services.rule_set_enabled(
+        rule_id=rule.id, tenant=rule.tenant, enabled=action == "enable", now=timezone.now()
+    )
     return selectors.rule_row(saved)
 
 
@@ -123,11 +126,15 @@ def channel_update(request: HttpRequest, channel_id: int, body: ChannelIn) -> di
     channel = _channel(request, channel_id)
     require_act(request.user, channel.tenant)
     if body.kind != channel.kind:
-        raise ApiProblem(409, "kind_fixed", f"channel {channel.id} is a {channel.kind} channel and stays one; "
-                         "create a new channel of the other kind")
+        raise ApiProblem(
+            409,
+            "kind_fixed",
+            f"channel {channel.id} is a {channel.kind} channel and stays one; create a new channel of the other kind",
+        )
     fields = body.dict(exclude={"tenant", "kind"})
-    saved = services.channel_save(**fields, tenant=channel.tenant, kind=channel.kind, channel_id=channel.id,
-                                  now=timezone.now())
+    saved = services.channel_save(
+        **fields, tenant=channel.tenant, kind=channel.kind, channel_id=channel.id, now=timezone.now()
+    )
     return selectors.channel_row(saved)
 
 
@@ -145,8 +152,11 @@ def notification_list(request: HttpRequest, limit: int = 100) -> list[dict[str, 
 
 
 def _instance_tenant(request: HttpRequest, instance_id: str) -> str:
-    tenant = Instance.objects.filter(id=instance_id, tenant__in=access.tenants_for(request.user)
-                                     ).values_list("tenant", flat=True).first()
+    tenant = (
+        Instance.objects.filter(id=instance_id, tenant__in=access.tenants_for(request.user))
+        .values_list("tenant", flat=True)
+        .first()
+    )
     if tenant is None:
         raise ApiProblem(404, "instance_not_found", f"no instance {instance_id[:100]!r} is visible to this token")
     return tenant
@@ -165,15 +175,19 @@ def instance_callback_get(request: HttpRequest, instance_id: str) -> dict[str, A
 def instance_callback_set(request: HttpRequest, instance_id: str, body: CallbackIn) -> dict[str, Any]:
     tenant = _instance_tenant(request, instance_id)
     require_act(request.user, tenant)
-    found = callbacks.callback_register(instance_id=instance_id, tenant=tenant, url=body.url,
-                                        source="instance", now=timezone.now())
+    found = callbacks.callback_register(
+        instance_id=instance_id, tenant=tenant, url=body.url, source="instance", now=timezone.now()
+    )
     return selectors.callback_row(found)
 
 
 @router.put("/callbacks/routes/{route}", response={200: dict[str, Any], **E})
 def route_callback_set(request: HttpRequest, route: str, body: CallbackIn) -> dict[str, Any]:
-    tenant = Route.objects.filter(name=route, tenant__in=access.tenants_for(request.user)
-                                  ).values_list("tenant", flat=True).first()
+    tenant = (
+        Route.objects.filter(name=route, tenant__in=access.tenants_for(request.user))
+        .values_list("tenant", flat=True)
+        .first()
+    )
     if tenant is None:
         raise ApiProblem(404, "route_not_found", f"no route {route[:100]!r} is visible to this token")
     require_act(request.user, tenant)

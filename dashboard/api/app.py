@@ -45,15 +45,17 @@ from ingest.engine import EngineError
 from ingest.triggers.errors import TriggerError
 
 # Request bodies whose `params` are an instance's params (no key the engine sets itself).
-PARAMS_FIELDS = {name: frozenset({"params"})
-                 for name in ("InstanceIn", "ReplayIn", "ForkIn", "ScheduleIn", "ScheduleEditIn")}
+PARAMS_FIELDS = {
+    name: frozenset({"params"}) for name in ("InstanceIn", "ReplayIn", "ForkIn", "ScheduleIn", "ScheduleEditIn")
+}
 
 
 class RunledgerAPI(NinjaAPI):
     """The API whose OpenAPI document also states the input guard's rules and the links."""
 
-    def get_openapi_schema(self, *, path_prefix: str | None = None,
-                           path_params: dict[str, Any] | None = None) -> OpenAPISchema:
+    def get_openapi_schema(
+        self, *, path_prefix: str | None = None, path_params: dict[str, Any] | None = None
+    ) -> OpenAPISchema:
         document = super().get_openapi_schema(path_prefix=path_prefix, path_params=path_params)
         declare_limits(document, params_fields=PARAMS_FIELDS)
         document_refusals(document)
@@ -115,22 +117,22 @@ def _trigger(request: HttpRequest, exc: TriggerError) -> HttpResponse:
 
 @api.exception_handler(AuthenticationError)
 def _unauthenticated(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
-    response = error_response(401, "not_authenticated", "send Authorization: Bearer <API token>; "
-                              "the token is missing, unknown, expired or revoked; make one on the "
-                              "console's API tokens page, /tokens/")
+    response = error_response(
+        401,
+        "not_authenticated",
+        "send Authorization: Bearer <API token>; "
+        "the token is missing, unknown, expired or revoked; make one on the "
+        "console's API tokens page, /tokens/",
+    )
     response["WWW-Authenticate"] = "Bearer"
     return response
 
 
 @api.exception_handler(ValidationError)
 def _invalid(request: HttpRequest, exc: ValidationError) -> HttpResponse:
-    details = [
-        {"loc": [str(p) for p in e.get("loc", [])], "msg": str(e.get("msg", ""))}
-        for e in exc.errors
-    ]
+    details = [{"loc": [str(p) for p in e.get("loc", [])], "msg": str(e.get("msg", ""))} for e in exc.errors]
     where = "; ".join(f"{'.'.join(d['loc'])}: {d['msg']}" for d in details[:5])
-    return error_response(422, "validation_error", f"the request is invalid: {where}",
-                          details=details)
+    return error_response(422, "validation_error", f"the request is invalid: {where}", details=details)
 
 
 @api.exception_handler(HttpError)

@@ -22,18 +22,34 @@ router = Router(tags=["audit"])
 E: dict[int, Any] = {400: s.ErrorOut, 401: s.ErrorOut, 422: s.ErrorOut}
 
 
-def acted(request: HttpRequest, *, action: str, tenants: Iterable[str], selection: dict[str, Any],
-          run: Callable[[], R], reason: str = "", affected: Callable[[R], int] = affected_count) -> R:
+def acted(
+    request: HttpRequest,
+    *,
+    action: str,
+    tenants: Iterable[str],
+    selection: dict[str, Any],
+    run: Callable[[], R],
+    reason: str = "",
+    affected: Callable[[R], int] = affected_count,
+) -> R:
     """Run an API action and write its audit entry (source "api"), both or neither."""
-    return audited(user=request.user, origin=Origin.of_request(request, source=AuditSource.API),
-                   audit=Audit(action, list(tenants), selection, reason), run=run, affected=affected)
+    return audited(
+        user=request.user,
+        origin=Origin.of_request(request, source=AuditSource.API),
+        audit=Audit(action, list(tenants), selection, reason),
+        run=run,
+        affected=affected,
+    )
 
 
 class AuditQuery(Schema):
     action: str | None = None
     actor: str | None = None
-    source: str | None = Field(None, json_schema_extra={"pattern": f"^{SPACES_RUN}(?:{'|'.join(AuditSource.values)})?{SPACES_RUN}$"},
-                               description="web, api or cli")
+    source: str | None = Field(
+        None,
+        json_schema_extra={"pattern": f"^{SPACES_RUN}(?:{'|'.join(AuditSource.values)})?{SPACES_RUN}$"},
+        description="web, api or cli",
+    )
     tenant: str | None = None
     before: int | None = None
     limit: int = 50
@@ -58,10 +74,17 @@ class AuditPageOut(Schema):
     next_before: int | None
 
 
-@router.get("", response={200: AuditPageOut, **E},
-            summary="Operator actions (dashboard, API, CLI) in the caller's tenants, newest first")
+@router.get(
+    "",
+    response={200: AuditPageOut, **E},
+    summary="Operator actions (dashboard, API, CLI) in the caller's tenants, newest first",
+)
 def audit_list(request: HttpRequest, q: Query[AuditQuery]) -> dict[str, Any]:
-    page = audit_page(tenants=access.tenants_for(request.user),
-                      see_global=bool(request.user.is_staff or request.user.is_superuser),
-                      filters=AuditFilters.from_query(q.dict()), before=q.before, limit=q.limit)
+    page = audit_page(
+        tenants=access.tenants_for(request.user),
+        see_global=bool(request.user.is_staff or request.user.is_superuser),
+        filters=AuditFilters.from_query(q.dict()),
+        before=q.before,
+        limit=q.limit,
+    )
     return {"items": page.rows, "next_before": page.next_before}

@@ -29,12 +29,13 @@ class ApiTokenAuth(HttpBearer):
 def require_act(user: Any, tenant: str) -> None:
     """Operators act; a viewer gets 403, a non-member 404 (so ids of other tenants do not leak)."""
     if not access.can_read(user, tenant):
-        raise ApiProblem(404, "tenant_not_found",
-                         f"tenant {tenant!r} is not visible to this token; use one of its tenants")
+        raise ApiProblem(
+            404, "tenant_not_found", f"tenant {tenant!r} is not visible to this token; use one of its tenants"
+        )
     if not access.can_act(user, tenant):
-        raise ApiProblem(403, "forbidden",
-                         f"this token's user is a viewer of tenant {tenant!r}; acting needs the "
-                         "operator role")
+        raise ApiProblem(
+            403, "forbidden", f"this token's user is a viewer of tenant {tenant!r}; acting needs the operator role"
+        )
 
 
 def actor(user: Any) -> str:

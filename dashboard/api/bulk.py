@@ -23,8 +23,14 @@ from ingest.engine.models import Status as InstanceStatus
 from ingest.engine.services import batches
 
 router = Router(tags=["bulk actions"])
-ERRORS: dict[int, Any] = {400: s.ErrorOut, 401: s.ErrorOut, 403: s.ErrorOut, 404: s.ErrorOut, 409: s.ErrorOut,
-                          422: s.ErrorOut}
+ERRORS: dict[int, Any] = {
+    400: s.ErrorOut,
+    401: s.ErrorOut,
+    403: s.ErrorOut,
+    404: s.ErrorOut,
+    409: s.ErrorOut,
+    422: s.ErrorOut,
+}
 
 
 _STATUSES = "(?:" + "|".join(InstanceStatus.values) + ")"
@@ -53,26 +59,43 @@ def _refused(exc: bulk.BulkRefused) -> ApiProblem:
 def _batch_dict(batch: Any) -> dict[str, Any]:
     p = batches.batch_progress(batch_id=batch.id)
     tenants = sorted(set(BatchItem.objects.filter(batch=batch).values_list("tenant", flat=True)))
-    return {"batch": batch.id, "action": batch.action, "state": batch.state, "query": batch.query,
-            "count": batch.total, "rate_per_second": batch.rate_per_second,
-            "instances": [batches.batch_instance_id(batch.id, t) for t in tenants] if batch.state != "previewed" else [],
-            "progress": {"total": p.total, "done": p.done, "skipped": p.skipped, "failed": p.failed,
-                         "pending": p.pending}}
+    return {
+        "batch": batch.id,
+        "action": batch.action,
+        "state": batch.state,
+        "query": batch.query,
+        "count": batch.total,
+        "rate_per_second": batch.rate_per_second,
+        "instances": [batches.batch_instance_id(batch.id, t) for t in tenants] if batch.state != "previewed" else [],
+        "progress": {"total": p.total, "done": p.done, "skipped": p.skipped, "failed": p.failed, "pending": p.pending},
+    }
 
 
-@router.post("/preview", response={201: dict, **ERRORS}, summary="Freeze and count what a query matches",
-             description="Answers the frozen `count`, a `sample` of its ids, and for a retry `non_retryable`: "
-                         "how many of them failed for good (NonRetryableError: retried, they fail the same "
-                         "way; replay them with edited params), with a `non_retryable_sample` of their ids.")
+@router.post(
+    "/preview",
+    response={201: dict, **ERRORS},
+    summary="Freeze and count what a query matches",
+    description="Answers the frozen `count`, a `sample` of its ids, and for a retry `non_retryable`: "
+    "how many of them failed for good (NonRetryableError: retried, they fail the same "
+    "way; replay them with edited params), with a `non_retryable_sample` of their ids.",
+)
 def bulk_preview(request: HttpRequest, body: PreviewIn) -> Status[dict[str, Any]]:
     try:
         preview = bulk.bulk_preview(user=request.user, query=QueryDict(body.query[:4000]), action=body.action)
     except bulk.BulkRefused as exc:
         raise _refused(exc) from None
     for_good = bulk.bulk_failed_for_good(batch=preview.batch)
-    return Status(201, {**_batch_dict(preview.batch), "not_applicable": preview.not_applicable,
-                 "read_only": preview.read_only, "sample": preview.sample,
-                 "non_retryable": len(for_good), "non_retryable_sample": for_good[:20]})
+    return Status(
+        201,
+        {
+            **_batch_dict(preview.batch),
+            "not_applicable": preview.not_applicable,
+            "read_only": preview.read_only,
+            "sample": preview.sample,
+            "non_retryable": len(for_good),
+            "non_retryable_sample": for_good[:20],
+        },
+    )
 
 
 @router.post("/{batch_id}/confirm", response={202: dict, **ERRORS}, summary="Start a previewed bulk action")
@@ -83,15 +106,26 @@ def bulk_confirm(request: HttpRequest, batch_id: int, body: ConfirmIn) -> Status
         raise _refused(exc) from None
     drift = bulk.bulk_drift(user=request.user, batch=batch)
     tenants = sorted(set(BatchItem.objects.filter(batch=batch).values_list("tenant", flat=True)))
-    started = acted(request, action=f"instances.bulk_{batch.action}", tenants=tenants, reason=body.reason,
-                    selection={"batch": batch.id, "query": batch.query, "count": batch.total,
-                               "rate_per_second": body.rate_per_second,
-                               "changed_since_preview": {"added": drift.added, "removed": drift.removed}},
-                    run=lambda: batches.batch_confirm(batch_id=batch.id, user_id=str(request.user.pk),
-                                                      reason=body.reason, rate_per_second=body.rate_per_second),
-                    affected=lambda st: st.batch.total)
-    return Status(202, {**_batch_dict(started.batch),
-                 "changed_since_preview": {"added": drift.added, "removed": drift.removed}})
+    started = acted(
+        request,
+        action=f"instances.bulk_{batch.action}",
+        tenants=tenants,
+        reason=body.reason,
+        selection={
+            "batch": batch.id,
+            "query": batch.query,
+            "count": batch.total,
+            "rate_per_second": body.rate_per_second,
+            "changed_since_preview": {"added": drift.added, "removed": drift.removed},
+        },
+        run=lambda: batches.batch_confirm(
+            batch_id=batch.id, user_id=str(request.user.pk), reason=body.reason, rate_per_second=body.rate_per_second
+        ),
+        affected=lambda st: st.batch.total,
+    )
+    return Status(
+        202, {**_batch_dict(started.batch), "changed_since_preview": {"added": drift.added, "removed": drift.removed}}
+    )
 
 
 @router.get("/{batch_id}", response={200: dict, **ERRORS}, summary="A bulk action and its progress")

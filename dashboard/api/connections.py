@@ -56,9 +56,15 @@ OPTIONS = {
     "properties": {
         "reconcile": {"type": "boolean"},
         LOOKBACK_OPTION: {"type": "integer", "minimum": 1, "maximum": MOST_LOOKBACK_MINUTES},
-        "rate_limit": {"type": "object", "required": ["per_second", "burst"], "additionalProperties": False,
-                       "properties": {"per_second": {"type": "number", "exclusiveMinimum": 0, "maximum": 100_000},
-                                      "burst": {"type": "integer", "minimum": 1, "maximum": 1_000_000}}},
+        "rate_limit": {
+            "type": "object",
+            "required": ["per_second", "burst"],
+            "additionalProperties": False,
+            "properties": {
+                "per_second": {"type": "number", "exclusiveMinimum": 0, "maximum": 100_000},
+                "burst": {"type": "integer", "minimum": 1, "maximum": 1_000_000},
+            },
+        },
     },
     "not": {"anyOf": [{"required": [name]} for name in RESERVED_OPTIONS]},
 }
@@ -76,9 +82,15 @@ def _by_kind() -> list[dict[str, Any]]:
         then["not"] = {"anyOf": [{"required": [name]} for name in foreign]}
         rules.append({"if": {"properties": {"kind": {"const": kind}}, "required": ["kind"]}, "then": then})
     # Anthropic has no keyless local servers: its API key is needed.
-    rules.append({"if": {"properties": {"kind": {"const": "llm"}, "provider": {"const": "anthropic"}},
-                         "required": ["kind", "provider"]},
-                  "then": {"required": ["secret"], "properties": {"secret": {"minLength": 1}}}})
+    rules.append(
+        {
+            "if": {
+                "properties": {"kind": {"const": "llm"}, "provider": {"const": "anthropic"}},
+                "required": ["kind", "provider"],
+            },
+            "then": {"required": ["secret"], "properties": {"secret": {"minLength": 1}}},
+        }
+    )
     return rules
 
 
@@ -132,8 +144,11 @@ def _fields(body: _Fields) -> dict[str, Any]:
 def _get(request: HttpRequest, tenant: str, kind: str) -> sel.ConnectionRow:
     row = sel.connection_get(tenant=tenant, kind=kind, tenants=access.tenants_for(request.user), now=timezone.now())
     if row is None:
-        raise ApiProblem(404, "connection_not_found", f"no {kind[:40]} connection of tenant {tenant[:100]!r} is "
-                         "visible to this token")
+        raise ApiProblem(
+            404,
+            "connection_not_found",
+            f"no {kind[:40]} connection of tenant {tenant[:100]!r} is visible to this token",
+        )
     return row
 
 
@@ -149,21 +164,31 @@ def _version(raw: str | None) -> str | None:
     return raw
 
 
-@router.get("/connections", response={200: list[sel.ConnectionRow], **E},
-            summary="Connections of the token's tenants: settings, secrets as set or not, last test, pull")
+@router.get(
+    "/connections",
+    response={200: list[sel.ConnectionRow], **E},
+    summary="Connections of the token's tenants: settings, secrets as set or not, last test, pull",
+)
 def connection_list(request: HttpRequest) -> list[sel.ConnectionRow]:
     return sel.connection_rows(tenants=access.tenants_for(request.user), now=timezone.now())
 
 
-@router.post("/connections", response={201: sel.ConnectionRow, **E, 409: s.ErrorOut},
-             summary="Create a connection (every wrong field named at once; nothing is created on a refusal)")
+@router.post(
+    "/connections",
+    response={201: sel.ConnectionRow, **E, 409: s.ErrorOut},
+    summary="Create a connection (every wrong field named at once; nothing is created on a refusal)",
+)
 def connection_create_view(request: HttpRequest, body: ConnectionIn) -> Status[sel.ConnectionRow]:
     tenant, kind, fields = body.tenant, body.kind, _fields(body)
     if isinstance(tenant, str):
         require_act(request.user, tenant)
-    acted(request, action="connection.create", tenants=[tenant] if isinstance(tenant, str) else [],
-          selection={"tenant": tenant, "kind": kind, **connection_audit_fields(fields)},
-          run=lambda: connection_create(tenant=tenant, kind=kind, **fields))
+    acted(
+        request,
+        action="connection.create",
+        tenants=[tenant] if isinstance(tenant, str) else [],
+        selection={"tenant": tenant, "kind": kind, **connection_audit_fields(fields)},
+        run=lambda: connection_create(tenant=tenant, kind=kind, **fields),
+    )
     return Status(201, _get(request, tenant, kind))
 
 
@@ -172,57 +197,87 @@ def connection_get(request: HttpRequest, tenant: str, kind: str) -> sel.Connecti
     return _get(request, tenant, kind)
 
 
-@router.patch("/connections/{tenant}/{kind}", response={200: sel.ConnectionRow, **E, 409: s.ErrorOut},
-              summary="Edit a connection (an empty secret keeps the stored one; nothing changes on a refusal)")
+@router.patch(
+    "/connections/{tenant}/{kind}",
+    response={200: sel.ConnectionRow, **E, 409: s.ErrorOut},
+    summary="Edit a connection (an empty secret keeps the stored one; nothing changes on a refusal)",
+)
 def connection_edit(request: HttpRequest, tenant: str, kind: str, body: ConnectionEditIn) -> sel.ConnectionRow:
     _acting(request, tenant, kind)
     fields, version = _fields(body), body.version
     if not fields:
         raise ApiProblem(400, "nothing_to_change", f"send at least one of {', '.join(EVERY_FIELD)}")
-    acted(request, action="connection.update", tenants=[tenant],
-          selection={"tenant": tenant, "kind": kind, **connection_audit_fields(fields)},
-          run=lambda: connection_update(tenant=tenant, kind=kind, version=version, **fields))
+    acted(
+        request,
+        action="connection.update",
+        tenants=[tenant],
+        selection={"tenant": tenant, "kind": kind, **connection_audit_fields(fields)},
+        run=lambda: connection_update(tenant=tenant, kind=kind, version=version, **fields),
+    )
     return _get(request, tenant, kind)
 
 
-@router.delete("/connections/{tenant}/{kind}", response={200: ConnectionDeletedOut, **E, 409: s.ErrorOut},
-               summary="Delete a connection and its secrets; its workflows fall back on the environment")
-def connection_delete_view(request: HttpRequest, tenant: str, kind: str,
-                           version: str | None = None) -> dict[str, Any]:
+@router.delete(
+    "/connections/{tenant}/{kind}",
+    response={200: ConnectionDeletedOut, **E, 409: s.ErrorOut},
+    summary="Delete a connection and its secrets; its workflows fall back on the environment",
+)
+def connection_delete_view(request: HttpRequest, tenant: str, kind: str, version: str | None = None) -> dict[str, Any]:
     _acting(request, tenant, kind)
     checked_version = _version(version)
-    acted(request, action="connection.delete", tenants=[tenant], selection={"tenant": tenant, "kind": kind},
-          run=lambda: connection_delete(tenant=tenant, kind=kind, version=checked_version))
+    acted(
+        request,
+        action="connection.delete",
+        tenants=[tenant],
+        selection={"tenant": tenant, "kind": kind},
+        run=lambda: connection_delete(tenant=tenant, kind=kind, version=checked_version),
+    )
     return {"tenant": tenant, "kind": kind, "deleted": True}
 
 
 def _set(request: HttpRequest, tenant: str, kind: str, enabled: bool, version: str | None) -> sel.ConnectionRow:
     _acting(request, tenant, kind)
     checked_version = _version(version)
-    acted(request, action="connection.enable" if enabled else "connection.disable", tenants=[tenant],
-          selection={"tenant": tenant, "kind": kind},
-          run=lambda: connection_set_enabled(tenant=tenant, kind=kind, enabled=enabled, version=checked_version))
+    acted(
+        request,
+        action="connection.enable" if enabled else "connection.disable",
+        tenants=[tenant],
+        selection={"tenant": tenant, "kind": kind},
+        run=lambda: connection_set_enabled(tenant=tenant, kind=kind, enabled=enabled, version=checked_version),
+    )
     return _get(request, tenant, kind)
 
 
-@router.post("/connections/{tenant}/{kind}/enable", response={200: sel.ConnectionRow, **E, 409: s.ErrorOut},
-             summary="Enable a connection")
+@router.post(
+    "/connections/{tenant}/{kind}/enable",
+    response={200: sel.ConnectionRow, **E, 409: s.ErrorOut},
+    summary="Enable a connection",
+)
 def connection_enable(request: HttpRequest, tenant: str, kind: str, version: str | None = None) -> sel.ConnectionRow:
     return _set(request, tenant, kind, True, version)
 
 
-@router.post("/connections/{tenant}/{kind}/disable", response={200: sel.ConnectionRow, **E, 409: s.ErrorOut},
-             summary="Disable a connection: its workflows use the environment's settings meanwhile")
-def connection_disable(request: HttpRequest, tenant: str, kind: str,
-                       version: str | None = None) -> sel.ConnectionRow:
+@router.post(
+    "/connections/{tenant}/{kind}/disable",
+    response={200: sel.ConnectionRow, **E, 409: s.ErrorOut},
+    summary="Disable a connection: its workflows use the environment's settings meanwhile",
+)
+def connection_disable(request: HttpRequest, tenant: str, kind: str, version: str | None = None) -> sel.ConnectionRow:
     return _set(request, tenant, kind, False, version)
 
 
-@router.post("/connections/{tenant}/{kind}/test", response={200: TestOut, **E},
-             summary="One cheap, unbilled call through the real client; the outcome is kept on the connection")
+@router.post(
+    "/connections/{tenant}/{kind}/test",
+    response={200: TestOut, **E},
+    summary="One cheap, unbilled call through the real client; the outcome is kept on the connection",
+)
 def connection_test_view(request: HttpRequest, tenant: str, kind: str) -> dict[str, Any]:
     _acting(request, tenant, kind)
-    outcome = acted(request, action="connection.test", tenants=[tenant], selection={"tenant": tenant, "kind": kind},
-                    run=lambda: connection_test(tenant=tenant, kind=kind, now=timezone.now()))
+    outcome = acted(
+        request,
+        action="connection.test",
+        tenants=[tenant],
+        selection={"tenant": tenant, "kind": kind},
+        run=lambda: connection_test(tenant=tenant, kind=kind, now=timezone.now()),
+    )
     return {"ok": outcome.ok, "message": outcome.message, "tested_at": outcome.tested_at}
-

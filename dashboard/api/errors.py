@@ -72,8 +72,11 @@ def from_trigger_error(exc: TriggerError) -> HttpResponse:
 
 
 def not_found(what: str, key: str) -> JsonResponse:
-    return error_response(404, f"{what}_not_found", f"no {what.replace('_', ' ')} {key!r} is visible "
-                          "to this token; check the id and the token's tenants")
+    return error_response(
+        404,
+        f"{what}_not_found",
+        f"no {what.replace('_', ' ')} {key!r} is visible to this token; check the id and the token's tenants",
+    )
 
 
 class ApiProblem(Exception):

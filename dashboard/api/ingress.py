@@ -37,12 +37,12 @@ def parse_wait(raw: str | None, *, default: float) -> float:
         return default
     match = _WAIT.match(raw)
     if not match:
-        raise InvalidWait(f"wait={raw[:40]!r} is not a duration; use e.g. wait=30s, wait=500ms "
-                          "or wait=0 for async")
+        raise InvalidWait(f"wait={raw[:40]!r} is not a duration; use e.g. wait=30s, wait=500ms or wait=0 for async")
     value = float(match.group(1)) * {"ms": 0.001, "s": 1.0, "m": 60.0, None: 1.0}[match.group(2)]
     if value > max_wait():
-        raise InvalidWait(f"wait={raw!r} is longer than the {max_wait():g} s maximum; poll the "
-                          "status URL for longer runs")
+        raise InvalidWait(
+            f"wait={raw!r} is longer than the {max_wait():g} s maximum; poll the status URL for longer runs"
+        )
     return value
 
 
@@ -59,8 +59,10 @@ def _read_body(request: HttpRequest) -> bytes:
     except ValueError:
         declared = 0
     if declared > most:
-        raise BodyTooLarge(f"the body is {declared:,} bytes; ingress accepts at most {most:,} "
-                           "bytes — store large data elsewhere and send its reference")
+        raise BodyTooLarge(
+            f"the body is {declared:,} bytes; ingress accepts at most {most:,} "
+            "bytes — store large data elsewhere and send its reference"
+        )
     # Read one byte past the limit: a chunked body without Content-Length is caught here too.
     body = request.read(most + 1)
     if len(body) > most:
@@ -79,11 +81,15 @@ def route_ingress(request: HttpRequest, route: str) -> HttpResponse:
         body = _read_body(request)
         with trace_ingress_request(route, request.headers.get("traceparent")):
             triggered = route_trigger(
-                route=route, token=_bearer(request),
+                route=route,
+                token=_bearer(request),
                 timestamp=request.headers.get("X-Runledger-Timestamp"),
-                signature=request.headers.get("X-Runledger-Signature"), body=body,
-                idempotency_key=request.headers.get("Idempotency-Key"), now=timezone.now(),
-                parsed=parsed_body(request), also=ROUTE_CALLBACK_ALSO,
+                signature=request.headers.get("X-Runledger-Signature"),
+                body=body,
+                idempotency_key=request.headers.get("Idempotency-Key"),
+                now=timezone.now(),
+                parsed=parsed_body(request),
+                also=ROUTE_CALLBACK_ALSO,
             )
         route_default = min(triggered.route.wait_seconds, max_wait()) if triggered.route.sync_default else 0.0
         wait = route_default if asked < 0 else asked
@@ -91,18 +97,31 @@ def route_ingress(request: HttpRequest, route: str) -> HttpResponse:
         if joined is not None:
             wait = 0.0  # the window's instance starts later: nothing to wait for now
         if triggered.created and (joined is None or joined.opened):
-            route_callback_attach(route=route, instance_id=triggered.instance_id, now=timezone.now(),
-                                  url=triggered.also, url_read=triggered.also_read)
+            route_callback_attach(
+                route=route,
+                instance_id=triggered.instance_id,
+                now=timezone.now(),
+                url=triggered.also,
+                url_read=triggered.also_read,
+            )
     except TriggerError as exc:
         return from_trigger_error(exc)
     except EngineError as exc:
         return from_engine_error(exc)
     status_url = f"/api/instances/{triggered.instance_id}"
-    data: dict[str, Any] = {"instance_id": triggered.instance_id, "created": triggered.created,
-                            "status_url": status_url}
+    data: dict[str, Any] = {
+        "instance_id": triggered.instance_id,
+        "created": triggered.created,
+        "status_url": status_url,
+    }
     if joined is not None:
-        data["coalesced"] = {"mode": joined.mode, "key": joined.key, "events": joined.count,
-                             "starts_at": joined.starts_at.isoformat(), "opened": joined.opened}
+        data["coalesced"] = {
+            "mode": joined.mode,
+            "key": joined.key,
+            "events": joined.count,
+            "starts_at": joined.starts_at.isoformat(),
+            "opened": joined.opened,
+        }
     if wait <= 0 and triggered.created:
         # Asynchronous, and this request inserted the instance queued: what a read would say
         # (a worker may claim it at any moment; the status URL tells what it is now).

@@ -98,21 +98,15 @@ LINKS: dict[tuple[str, str], dict[str, dict[str, Any]]] = {
     (P + "dead_letters_dead_letter_list", "200"): _to(
         ("dead_letters_dead_letter_retry", "dead_letters_dead_letter_discard"), "dead_letter_id", "$response.body#/0/id"
     ),
-    (P + "bulk_bulk_preview", "201"): _to(
-        ("bulk_bulk_confirm", "bulk_bulk_get"), "batch_id", "$response.body#/batch"
-    ),
+    (P + "bulk_bulk_preview", "201"): _to(("bulk_bulk_confirm", "bulk_bulk_get"), "batch_id", "$response.body#/batch"),
     (P + "routes_route_list", "200"): {
         **_to(ROUTE_OPERATIONS, "name", "$response.body#/0/name"),
         **_to(("alerts_route_callback_set",), "route", "$response.body#/0/name"),
     },
     (P + "routes_route_create_view", "201"): _to(ROUTE_OPERATIONS, "name", "$response.body#/name"),
     (P + "schedules_schedule_create_view", "201"): _to(SCHEDULE_OPERATIONS, "name", "$response.body#/name"),
-    (P + "subscriptions_subscription_list", "200"): _to(
-        SUBSCRIPTION_OPERATIONS, "sub_id", "$response.body#/0/id"
-    ),
-    (P + "subscriptions_subscription_create_view", "201"): _to(
-        SUBSCRIPTION_OPERATIONS, "sub_id", "$response.body#/id"
-    ),
+    (P + "subscriptions_subscription_list", "200"): _to(SUBSCRIPTION_OPERATIONS, "sub_id", "$response.body#/0/id"),
+    (P + "subscriptions_subscription_create_view", "201"): _to(SUBSCRIPTION_OPERATIONS, "sub_id", "$response.body#/id"),
     (P + "credentials_credential_list", "200"): {
         "credential_rotate": {
             "operationId": P + "credentials_credential_rotate",

@@ -31,8 +31,10 @@ TEXT_PATTERN = r"^(?:[^\x00]+|)$"
 # What `str.strip()` trims (the characters of `str.isspace`), spelled out: JavaScript's and
 # Python's `\s` differ (U+001C-U+001F, U+0085, U+FEFF), and a service that trims a name or a
 # reason and finds it empty must refuse exactly what the pattern below leaves out.
-SPACES = ("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005"
-          "\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
+SPACES = (
+    "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005"
+    "\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
 _TEXT_CHAR = r"[^\x00]"
 # SPACES as the inside of a regex character class, escaped for every dialect.
 SPACES_CLASS = "".join(f"\\u{ord(c):04x}" for c in SPACES)
@@ -88,11 +90,7 @@ COMPONENTS: dict[str, dict[str, Any]] = {
 
 
 def _is_free_form(node: dict[str, Any]) -> bool:
-    return (
-        node.get("type") == "object"
-        and "properties" not in node
-        and node.get("additionalProperties", True) is True
-    )
+    return node.get("type") == "object" and "properties" not in node and node.get("additionalProperties", True) is True
 
 
 def _is_any(node: dict[str, Any]) -> bool:
@@ -110,18 +108,12 @@ def declare_input_limits(node: Any, *, params_keys: frozenset[str] = frozenset()
     if _is_any(node):
         return {**node, "$ref": JSON_VALUE}
     if _is_free_form(node):
-        return {k: v for k, v in node.items() if k not in ("type", "additionalProperties")} | {
-            "$ref": JSON_OBJECT
-        }
+        return {k: v for k, v in node.items() if k not in ("type", "additionalProperties")} | {"$ref": JSON_OBJECT}
     out: dict[str, Any] = {}
     for key, value in node.items():
         if key == "properties":
             out[key] = {
-                name: (
-                    _as_params(prop)
-                    if name in params_keys
-                    else declare_input_limits(prop, params_keys=params_keys)
-                )
+                name: (_as_params(prop) if name in params_keys else declare_input_limits(prop, params_keys=params_keys))
                 for name, prop in value.items()
             }
         elif key in ("anyOf", "oneOf", "allOf", "items", "additionalProperties", "schema"):
@@ -136,9 +128,7 @@ def declare_input_limits(node: Any, *, params_keys: frozenset[str] = frozenset()
 def _as_params(prop: dict[str, Any]) -> dict[str, Any]:
     """An instance's `params` (an object, or an object or null) as the Params schema."""
     if _is_free_form(prop):
-        return {k: v for k, v in prop.items() if k not in ("type", "additionalProperties")} | {
-            "$ref": PARAMS_OBJECT
-        }
+        return {k: v for k, v in prop.items() if k not in ("type", "additionalProperties")} | {"$ref": PARAMS_OBJECT}
     if "anyOf" in prop:
         return {**prop, "anyOf": [_as_params(option) for option in prop["anyOf"]]}
     return prop
@@ -179,9 +169,7 @@ def declare_limits(document: dict[str, Any], *, params_fields: dict[str, frozens
     """Apply `declare_input_limits` to every input of `document`, in place."""
     components = document.setdefault("components", {}).setdefault("schemas", {})
     for name in input_components(document):
-        components[name] = declare_input_limits(
-            components[name], params_keys=params_fields.get(name, frozenset())
-        )
+        components[name] = declare_input_limits(components[name], params_keys=params_fields.get(name, frozenset()))
     for operations in document.get("paths", {}).values():
         for operation in operations.values():
             operation["parameters"] = declare_input_limits(operation.get("parameters", []))
@@ -220,9 +208,7 @@ REFUSALS = {
 }
 
 
-def add_links(
-    document: dict[str, Any], links: dict[tuple[str, str], dict[str, dict[str, Any]]]
-) -> None:
+def add_links(document: dict[str, Any], links: dict[tuple[str, str], dict[str, dict[str, Any]]]) -> None:
     """Add `links` (keyed by operation id and status) to the responses of `document`, in place."""
     by_id = {
         operation["operationId"]: operation

@@ -61,16 +61,23 @@ def route_list(request: HttpRequest) -> list[RouteRow]:
     return sel.route_rows(tenants=access.tenants_for(request.user), now=timezone.now())
 
 
-@router.post("/routes", response={201: RouteRow, **E, 409: s.ErrorOut},
-             summary="Create a route (every wrong field named at once; nothing is created on a refusal)")
+@router.post(
+    "/routes",
+    response={201: RouteRow, **E, 409: s.ErrorOut},
+    summary="Create a route (every wrong field named at once; nothing is created on a refusal)",
+)
 def route_create_view(request: HttpRequest, body: ts.RouteIn) -> Status[RouteRow]:
     fields = body.model_dump()
     name, tenant = fields.pop("name"), fields.pop("tenant")
     if isinstance(tenant, str):
         require_act(request.user, tenant)
-    acted(request, action="route.create", tenants=[tenant] if isinstance(tenant, str) else [],
-          selection={"route": name, "tenant": tenant, **fields},
-          run=lambda: route_create(name=name, tenant=tenant, **fields))
+    acted(
+        request,
+        action="route.create",
+        tenants=[tenant] if isinstance(tenant, str) else [],
+        selection={"route": name, "tenant": tenant, **fields},
+        run=lambda: route_create(name=name, tenant=tenant, **fields),
+    )
     return Status(201, _route(request, name))
 
 
@@ -79,31 +86,48 @@ def route_get(request: HttpRequest, name: str) -> RouteRow:
     return _route(request, name)
 
 
-@router.patch("/routes/{name}/detail", response={200: RouteRow, **E},
-              summary="Edit a route's settings (every wrong field named at once; nothing changes on a refusal)")
+@router.patch(
+    "/routes/{name}/detail",
+    response={200: RouteRow, **E},
+    summary="Edit a route's settings (every wrong field named at once; nothing changes on a refusal)",
+)
 def route_edit(request: HttpRequest, name: str, body: ts.RouteEditIn) -> RouteRow:
     tenant = _acting(request, name)
     fields = body.model_dump(exclude_unset=True)
     if not fields:
         raise ApiProblem(400, "nothing_to_change", f"send at least one of {', '.join(EDITABLE)}")
-    acted(request, action="route.update", tenants=[tenant], selection={"route": name, **fields},
-          run=lambda: route_update(name=name, **fields))
+    acted(
+        request,
+        action="route.update",
+        tenants=[tenant],
+        selection={"route": name, **fields},
+        run=lambda: route_update(name=name, **fields),
+    )
     return _route(request, name)
 
 
-@router.delete("/routes/{name}/detail", response={200: RoutesDeletedOut, **E},
-               summary="Delete a route: POST /api/routes/<name> answers 404 from then on")
+@router.delete(
+    "/routes/{name}/detail",
+    response={200: RoutesDeletedOut, **E},
+    summary="Delete a route: POST /api/routes/<name> answers 404 from then on",
+)
 def route_delete_view(request: HttpRequest, name: str) -> dict[str, Any]:
     tenant = _acting(request, name)
-    acted(request, action="route.delete", tenants=[tenant], selection={"route": name},
-          run=lambda: route_delete(name=name))
+    acted(
+        request, action="route.delete", tenants=[tenant], selection={"route": name}, run=lambda: route_delete(name=name)
+    )
     return {"name": name, "deleted": True}
 
 
 def _set(request: HttpRequest, name: str, enabled: bool) -> RouteRow:
     tenant = _acting(request, name)
-    acted(request, action="route.enable" if enabled else "route.disable", tenants=[tenant],
-          selection={"route": name}, run=lambda: route_set_enabled(name=name, enabled=enabled))
+    acted(
+        request,
+        action="route.enable" if enabled else "route.disable",
+        tenants=[tenant],
+        selection={"route": name},
+        run=lambda: route_set_enabled(name=name, enabled=enabled),
+    )
     return _route(request, name)
 
 
@@ -112,16 +136,27 @@ def route_enable(request: HttpRequest, name: str) -> RouteRow:
     return _set(request, name, True)
 
 
-@router.post("/routes/{name}/disable", response={200: RouteRow, **E},
-             summary="Disable a route: its requests answer 409 route_disabled and start nothing")
+@router.post(
+    "/routes/{name}/disable",
+    response={200: RouteRow, **E},
+    summary="Disable a route: its requests answer 409 route_disabled and start nothing",
+)
 def route_disable(request: HttpRequest, name: str) -> RouteRow:
     return _set(request, name, False)
 
 
-@router.put("/routes/{name}/coalesce", response={200: RouteRow, **E},
-            summary="Set a route's debounce or batch (null or {} turns it off)")
+@router.put(
+    "/routes/{name}/coalesce",
+    response={200: RouteRow, **E},
+    summary="Set a route's debounce or batch (null or {} turns it off)",
+)
 def route_coalesce(request: HttpRequest, name: str, body: CoalesceIn) -> RouteRow:
     tenant = _acting(request, name)
-    acted(request, action="route.coalesce", tenants=[tenant], selection={"route": name, "coalesce": body.coalesce},
-          run=lambda: route_coalesce_set(name=name, coalesce_setting=body.coalesce))
+    acted(
+        request,
+        action="route.coalesce",
+        tenants=[tenant],
+        selection={"route": name, "coalesce": body.coalesce},
+        run=lambda: route_coalesce_set(name=name, coalesce_setting=body.coalesce),
+    )
     return _route(request, name)

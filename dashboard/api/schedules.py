@@ -39,8 +39,7 @@ class SchedulesDeletedOut(Schema):
 def _visible(request: HttpRequest, name: str) -> ScheduleRow:
     row = selectors.schedule_get(name=name, now=timezone.now())
     if row is None or not access.can_read(request.user, row.tenant):
-        raise ApiProblem(404, "schedule_not_found", f"no schedule {name[:100]!r} is visible to "
-                         "this token")
+        raise ApiProblem(404, "schedule_not_found", f"no schedule {name[:100]!r} is visible to this token")
     return row
 
 
@@ -54,42 +53,72 @@ def schedule_get(request: HttpRequest, name: str) -> ScheduleRow:
     return _visible(request, name)
 
 
-@router.post("", response={201: ScheduleRow, **E, 409: s.ErrorOut},
-             summary="Create a schedule (every wrong field named at once; nothing is created on a refusal)")
+@router.post(
+    "",
+    response={201: ScheduleRow, **E, 409: s.ErrorOut},
+    summary="Create a schedule (every wrong field named at once; nothing is created on a refusal)",
+)
 def schedule_create_view(request: HttpRequest, body: ts.ScheduleIn) -> Status[ScheduleRow]:
     f = body.model_dump()
     if isinstance(f["tenant"], str):
         require_act(request.user, f["tenant"])
-    acted(request, action="schedule.create", tenants=[f["tenant"]] if isinstance(f["tenant"], str) else [],
-          selection={"schedule": f["name"], **f},
-          run=lambda: schedule_create(name=f["name"], workflow=f["workflow"], cron_expression=f["cron"],
-                                      now=timezone.now(), timezone=f["timezone"], params=f["params"],
-                                      tenant=f["tenant"], enabled=f["enabled"],
-                                      missed_fire_policy=f["missed_fire_policy"], catch_up_limit=f["catch_up_limit"]))
+    acted(
+        request,
+        action="schedule.create",
+        tenants=[f["tenant"]] if isinstance(f["tenant"], str) else [],
+        selection={"schedule": f["name"], **f},
+        run=lambda: schedule_create(
+            name=f["name"],
+            workflow=f["workflow"],
+            cron_expression=f["cron"],
+            now=timezone.now(),
+            timezone=f["timezone"],
+            params=f["params"],
+            tenant=f["tenant"],
+            enabled=f["enabled"],
+            missed_fire_policy=f["missed_fire_policy"],
+            catch_up_limit=f["catch_up_limit"],
+        ),
+    )
     return Status(201, _visible(request, f["name"]))
 
 
-@router.patch("/{name}", response={200: ScheduleRow, **E},
-              summary="Edit a schedule (every wrong field named at once; nothing changes on a refusal)")
+@router.patch(
+    "/{name}",
+    response={200: ScheduleRow, **E},
+    summary="Edit a schedule (every wrong field named at once; nothing changes on a refusal)",
+)
 def schedule_edit(request: HttpRequest, name: str, body: ts.ScheduleEditIn) -> ScheduleRow:
     tenant = _visible(request, name).tenant
     require_act(request.user, tenant)
     fields = body.model_dump(exclude_unset=True)
     if not fields:
         raise ApiProblem(400, "nothing_to_change", f"send at least one of {', '.join(EDITABLE)}")
-    acted(request, action="schedule.update", tenants=[tenant], selection={"schedule": name, **fields},
-          run=lambda: schedule_update(name=name, now=timezone.now(), **fields))
+    acted(
+        request,
+        action="schedule.update",
+        tenants=[tenant],
+        selection={"schedule": name, **fields},
+        run=lambda: schedule_update(name=name, now=timezone.now(), **fields),
+    )
     return _visible(request, name)
 
 
-@router.delete("/{name}", response={200: SchedulesDeletedOut, **E},
-               summary="Delete a schedule: it fires no more; the instances it started stay")
+@router.delete(
+    "/{name}",
+    response={200: SchedulesDeletedOut, **E},
+    summary="Delete a schedule: it fires no more; the instances it started stay",
+)
 def schedule_delete_view(request: HttpRequest, name: str) -> dict[str, Any]:
     row = _visible(request, name)
     require_act(request.user, row.tenant)
-    acted(request, action="schedule.delete", tenants=[row.tenant],
-          selection={"schedule": name, "workflow": row.workflow, "cron": row.cron},
-          run=lambda: schedule_delete(name=name))
+    acted(
+        request,
+        action="schedule.delete",
+        tenants=[row.tenant],
+        selection={"schedule": name, "workflow": row.workflow, "cron": row.cron},
+        run=lambda: schedule_delete(name=name),
+    )
     return {"name": name, "deleted": True}
 
 
@@ -97,17 +126,26 @@ def schedule_delete_view(request: HttpRequest, name: str) -> dict[str, Any]:
 def schedule_run(request: HttpRequest, name: str) -> Status[dict[str, str]]:
     tenant = _visible(request, name).tenant
     require_act(request.user, tenant)
-    instance_id = acted(request, action="schedule.run", tenants=[tenant], selection={"schedule": name},
-                        run=lambda: schedule_run_now(name=name, now=timezone.now(), actor=actor(request.user)))
+    instance_id = acted(
+        request,
+        action="schedule.run",
+        tenants=[tenant],
+        selection={"schedule": name},
+        run=lambda: schedule_run_now(name=name, now=timezone.now(), actor=actor(request.user)),
+    )
     return Status(201, {"instance_id": instance_id, "status_url": f"/api/instances/{instance_id}"})
 
 
 def _set(request: HttpRequest, name: str, enabled: bool) -> ScheduleRow:
     tenant = _visible(request, name).tenant
     require_act(request.user, tenant)
-    acted(request, action="schedule.enable" if enabled else "schedule.disable", tenants=[tenant],
-          selection={"schedule": name},
-          run=lambda: schedule_set_enabled(name=name, enabled=enabled, now=timezone.now()))
+    acted(
+        request,
+        action="schedule.enable" if enabled else "schedule.disable",
+        tenants=[tenant],
+        selection={"schedule": name},
+        run=lambda: schedule_set_enabled(name=name, enabled=enabled, now=timezone.now()),
+    )
     return _visible(request, name)
 
 

@@ -44,9 +44,12 @@ Whole = Annotated[int, BeforeValidator(_not_bool)]
 # A search attribute as the engine stores it (ingest/engine/services/attributes.py): a lower-case
 # key; a value of text, a number or a boolean, stored as its text of at most 200 characters.
 AttributeKey = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,39}$")]
-AttributeValue = (Annotated[StrictStr, Field(max_length=200, json_schema_extra={"pattern": TEXT_PATTERN})]
-                  | StrictBool | Annotated[int, Field(ge=-10**15, le=10**15)]
-                  | Annotated[float, Field(ge=-1e15, le=1e15, allow_inf_nan=False)])
+AttributeValue = (
+    Annotated[StrictStr, Field(max_length=200, json_schema_extra={"pattern": TEXT_PATTERN})]
+    | StrictBool
+    | Annotated[int, Field(ge=-(10**15), le=10**15)]
+    | Annotated[float, Field(ge=-1e15, le=1e15, allow_inf_nan=False)]
+)
 
 
 class InputSchema(Schema):
@@ -60,8 +63,11 @@ class ErrorBody(Schema):
     code: str
     message: str
     details: list[dict[str, Any]] | None = None
-    fields: dict[str, str] | None = Field(None, description="Each invalid field by name with what is wrong "
-                                           "(`__all__`: the request as a whole), all of them at once")
+    fields: dict[str, str] | None = Field(
+        None,
+        description="Each invalid field by name with what is wrong "
+        "(`__all__`: the request as a whole), all of them at once",
+    )
 
 
 class ErrorOut(Schema):
@@ -86,11 +92,18 @@ class InstanceIn(InputSchema):
     priority: Whole = Field(0, ge=-1000, le=1000)
     start_at: Moment | None = None
     search_attributes: dict[AttributeKey, AttributeValue] = Field(
-        default_factory=dict, max_length=20, json_schema_extra={"additionalProperties": False},
+        default_factory=dict,
+        max_length=20,
+        json_schema_extra={"additionalProperties": False},
         description="Tags to find the run by (the instances list's `attr` query), set before its first "
-                    "turn: lower-case keys, text, number or boolean values of at most 200 characters")
-    callback_url: str | None = Field(None, max_length=2000, json_schema_extra={"pattern": URL_PATTERN},
-                                     description="POSTed the outcome when the instance ends, signed with the tenant's ingress secret")
+        "turn: lower-case keys, text, number or boolean values of at most 200 characters",
+    )
+    callback_url: str | None = Field(
+        None,
+        max_length=2000,
+        json_schema_extra={"pattern": URL_PATTERN},
+        description="POSTed the outcome when the instance ends, signed with the tenant's ingress secret",
+    )
 
 
 class ErrorInfo(Schema):
@@ -174,19 +187,27 @@ class StepOut(Schema):
     sensitive: bool
     config: StepConfigOut | None = Field(None, description="step.do's retries and timeout; none for sleeps and waits")
     progress: ProgressOut | None = None
-    non_retryable: bool = Field(False, description="It failed for good (NonRetryableError, or failed without "
-                                "using its retries): a retry fails the same way; replay with edited params")
+    non_retryable: bool = Field(
+        False,
+        description="It failed for good (NonRetryableError, or failed without "
+        "using its retries): a retry fails the same way; replay with edited params",
+    )
 
 
-NON_RETRYABLE = ("The instance errored at a step that failed for good (NonRetryableError): a retry runs it "
-                 "on the same input and fails the same way; replay it with edited params instead")
+NON_RETRYABLE = (
+    "The instance errored at a step that failed for good (NonRetryableError): a retry runs it "
+    "on the same input and fails the same way; replay it with edited params instead"
+)
 
 
 class InstanceDetail(InstanceOut):
     steps: list[StepOut]
     forks: list[str] = Field(default_factory=list, description="Instances forked from this one, oldest first")
-    version: str = Field(..., description="What the instance is now, for an action's expected_version: it moves "
-                         "when an operator acts on it or it ends, not with its steps")
+    version: str = Field(
+        ...,
+        description="What the instance is now, for an action's expected_version: it moves "
+        "when an operator acts on it or it ends, not with its steps",
+    )
     non_retryable: bool = Field(..., description=NON_RETRYABLE)
 
 
@@ -194,17 +215,25 @@ class LogLineOut(Schema):
     at: datetime
     level: str = Field(..., description="logging's level name: DEBUG, INFO, WARNING, ERROR, CRITICAL")
     logger: str
-    message: str = Field(..., description="the line as logged (a traceback follows it), secrets redacted, "
-                         "at most 4,000 characters")
+    message: str = Field(
+        ..., description="the line as logged (a traceback follows it), secrets redacted, at most 4,000 characters"
+    )
 
 
 class AttemptLogOut(Schema):
     number: int
-    running: bool = Field(..., description="the attempt has not ended: its lines so far, written every "
-                          "RUNLEDGER_STEP_LOG_SECONDS while it runs; more may come")
+    running: bool = Field(
+        ...,
+        description="the attempt has not ended: its lines so far, written every "
+        "RUNLEDGER_STEP_LOG_SECONDS while it runs; more may come",
+    )
     lines: list[LogLineOut] = Field(..., description="its last lines, oldest first")
-    dropped: int = Field(..., ge=0, description="earlier lines left out: an attempt keeps its last "
-                         "RUNLEDGER_STEP_LOG_LINES lines and RUNLEDGER_STEP_LOG_BYTES of them")
+    dropped: int = Field(
+        ...,
+        ge=0,
+        description="earlier lines left out: an attempt keeps its last "
+        "RUNLEDGER_STEP_LOG_LINES lines and RUNLEDGER_STEP_LOG_BYTES of them",
+    )
     truncated: bool = Field(..., description="dropped is more than 0")
 
 
@@ -219,8 +248,9 @@ class StepLogsOut(Schema):
 class InstanceLogsOut(Schema):
     instance_id: str
     status: str
-    steps: list[StepLogsOut] = Field(..., description="the steps that logged (or the one asked for), in the "
-                                     "order the run asked for them")
+    steps: list[StepLogsOut] = Field(
+        ..., description="the steps that logged (or the one asked for), in the order the run asked for them"
+    )
     next_after: int | None = Field(..., description="more steps follow: pass this as `after`")
 
 
@@ -240,8 +270,10 @@ class HistoryPage(Schema):
     next_after: int | None
 
 
-EXPECTED_VERSION = ("The `version` of the resource as the caller last read it: the action is refused (409, "
-                    "code `stale`, saying what changed) when it moved since. Omitted: no check.")
+EXPECTED_VERSION = (
+    "The `version` of the resource as the caller last read it: the action is refused (409, "
+    "code `stale`, saying what changed) when it moved since. Omitted: no check."
+)
 
 
 class ReasonIn(InputSchema):
@@ -262,8 +294,9 @@ class ReplayIn(ReasonIn):
 
 
 class ForkIn(ReasonIn):
-    from_step: str = Field(..., min_length=1, max_length=300,
-                           description="The step to start at: its name, or name#2 for its second call")
+    from_step: str = Field(
+        ..., min_length=1, max_length=300, description="The step to start at: its name, or name#2 for its second call"
+    )
     params: dict[str, Any] | None = Field(None, description="The fork's params; default: the original's")
     id: str | None = Field(None, max_length=100, pattern=ID_PATTERN)
 
@@ -355,9 +388,18 @@ class BudgetIn(InputSchema):
     scope: Literal["tenant", "workflow", "service", "instance"]
     key: str = Field(..., min_length=1, max_length=200)
     period: Literal["hour", "day", "month"]
-    limit: Decimal = Field(..., ge=0, max_digits=14, decimal_places=6, json_schema_extra={"anyOf": [
-        {"type": "integer", "minimum": 0, "maximum": 99_999_999},
-        {"type": "string", "pattern": r"^[0-9]{1,8}(?:\.[0-9]{1,6})?$"}]})
+    limit: Decimal = Field(
+        ...,
+        ge=0,
+        max_digits=14,
+        decimal_places=6,
+        json_schema_extra={
+            "anyOf": [
+                {"type": "integer", "minimum": 0, "maximum": 99_999_999},
+                {"type": "string", "pattern": r"^[0-9]{1,8}(?:\.[0-9]{1,6})?$"},
+            ]
+        },
+    )
     policy: Literal["fail", "approval"] = "fail"
 
 

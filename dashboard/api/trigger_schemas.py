@@ -29,8 +29,13 @@ TIMEZONES = cast("list[JsonValue]", sorted(available_timezones()))  # IANA names
 # in its field, `LW` alone and only with `*` as the day of week, `5L` and `5#3` among the days of
 # the week (without a step, and not in a list with plain days). An expression that matches no date (February 30th) is valid: its
 # schedule never fires.
-_N = {"min": r"[0-5]?[0-9]", "hour": r"(?:[01]?[0-9]|2[0-3])", "dom": r"(?:0?[1-9]|[12][0-9]|3[01])",
-      "mon": r"(?:0?[1-9]|1[0-2])", "dow": r"[0-7]"}
+_N = {
+    "min": r"[0-5]?[0-9]",
+    "hour": r"(?:[01]?[0-9]|2[0-3])",
+    "dom": r"(?:0?[1-9]|[12][0-9]|3[01])",
+    "mon": r"(?:0?[1-9]|1[0-2])",
+    "dow": r"[0-7]",
+}
 _RANGE = {k: rf"(?:\*|{n}(?:-{n})?)(?:/[1-9][0-9]?)?" for k, n in _N.items()}
 
 
@@ -42,8 +47,11 @@ _DOM_ITEM = rf"(?:{_RANGE['dom']}|L)"
 _DOM = rf"(?:{_N['dom']}W|{_items(_DOM_ITEM)})"
 _DOW = rf"(?:{_items(_RANGE['dow'])}|{_items('[0-7](?:L|#[1-5])')})"
 _MIN, _HOUR, _MON = _items(_RANGE["min"]), _items(_RANGE["hour"]), _items(_RANGE["mon"])
-CRON_PATTERN = (r"^(?:@(?:yearly|annually|monthly|weekly|daily|midnight|hourly)|"
-                + rf"{_MIN} {_HOUR} (?:LW {_MON} \*|{_DOM} {_MON} {_DOW})" + ")$")
+CRON_PATTERN = (
+    r"^(?:@(?:yearly|annually|monthly|weekly|daily|midnight|hourly)|"
+    + rf"{_MIN} {_HOUR} (?:LW {_MON} \*|{_DOM} {_MON} {_DOW})"
+    + ")$"
+)
 
 
 def checked(default: Any, **rule: Any) -> Any:
@@ -78,6 +86,7 @@ PARAMS = {"type": "object"}  # the document's Params: no key the engine sets its
 
 # --- routes -------------------------------------------------------------------------------
 
+
 class RouteEditIn(s.InputSchema):
     """The settings to change; the others keep their value. A refusal changes none of them."""
 
@@ -95,7 +104,9 @@ class RouteEditIn(s.InputSchema):
 class RouteIn(s.InputSchema):
     """A new route: POST /api/routes/<name> then starts `workflow` in `tenant`."""
 
-    name: Any = checked(..., type="string", pattern=routes.NAME_PATTERN, **{"not": {"enum": sorted(routes.RESERVED_NAMES)}})
+    name: Any = checked(
+        ..., type="string", pattern=routes.NAME_PATTERN, **{"not": {"enum": sorted(routes.RESERVED_NAMES)}}
+    )
     tenant: Any = checked(..., **TENANT)
     workflow: Any = workflow_field()
     enabled: Any = checked(True, **BOOLEAN)
@@ -131,8 +142,9 @@ class ScheduleEditIn(s.InputSchema):
 class ScheduleIn(s.InputSchema):
     """A new schedule: it fires from its creation on, starting `workflow` in `tenant`."""
 
-    name: Any = checked(..., type="string", pattern=schedules.NAME_PATTERN,
-                        **{"not": {"enum": sorted(schedules.RESERVED_NAMES)}})
+    name: Any = checked(
+        ..., type="string", pattern=schedules.NAME_PATTERN, **{"not": {"enum": sorted(schedules.RESERVED_NAMES)}}
+    )
     tenant: Any = checked(..., **TENANT)
     workflow: Any = workflow_field()
     cron: Any = checked(..., **CRON)
@@ -147,30 +159,62 @@ class ScheduleIn(s.InputSchema):
 
 # A duration as `parse_duration` reads it: words ("30 seconds") or a number of seconds, from
 # 100 ms to 7 days. Words state their range only in the service, which names the field.
-_DURATION = {"anyOf": [
-    {"type": "string", "pattern": NONBLANK_PATTERN},
-    {"type": "number", "minimum": coalescing.MIN_PERIOD.total_seconds(),
-     "maximum": coalescing.MAX_PERIOD.total_seconds()},
-]}
-# A dotted path into the payload ("account", "customer.id"); empty or null: one window for all.
-_KEY = {"anyOf": [{"type": "string", "maxLength": coalescing.MAX_KEY_CHARS,
-                   "pattern": r"^(?:[^.\x00]+(?:\.[^.\x00]+)*|)$"}, {"type": "null"}]}
-COALESCE: dict[str, Any] = {
-    "description": "Debounce or batch the events per key: {\"debounce\": {\"key\", \"period\", "
-                   "\"timeout\"}} or {\"batch\": {\"key\", \"max_size\", \"timeout\"}}; null or {} "
-                   "turns it off. A debounce's timeout is at least its period (checked by the service).",
+_DURATION = {
     "anyOf": [
-        {"type": "object", "additionalProperties": False, "required": [coalescing.DEBOUNCE],
-         "properties": {coalescing.DEBOUNCE: {
-             "type": "object", "additionalProperties": False, "required": ["period"],
-             "properties": {"key": _KEY, "period": _DURATION, "timeout": {"anyOf": [_DURATION, {"type": "null"}]}},
-         }}},
-        {"type": "object", "additionalProperties": False, "required": [coalescing.BATCH],
-         "properties": {coalescing.BATCH: {
-             "type": "object", "additionalProperties": False, "required": ["max_size", "timeout"],
-             "properties": {"key": _KEY, "timeout": _DURATION,
-                            "max_size": {"type": "integer", "minimum": 2, "maximum": coalescing.MAX_BATCH_SIZE}},
-         }}},
+        {"type": "string", "pattern": NONBLANK_PATTERN},
+        {
+            "type": "number",
+            "minimum": coalescing.MIN_PERIOD.total_seconds(),
+            "maximum": coalescing.MAX_PERIOD.total_seconds(),
+        },
+    ]
+}
+# A dotted path into the payload ("account", "customer.id"); empty or null: one window for all.
+_KEY = {
+    "anyOf": [
+        {"type": "string", "maxLength": coalescing.MAX_KEY_CHARS, "pattern": r"^(?:[^.\x00]+(?:\.[^.\x00]+)*|)$"},
+        {"type": "null"},
+    ]
+}
+COALESCE: dict[str, Any] = {
+    "description": 'Debounce or batch the events per key: {"debounce": {"key", "period", '
+    '"timeout"}} or {"batch": {"key", "max_size", "timeout"}}; null or {} '
+    "turns it off. A debounce's timeout is at least its period (checked by the service).",
+    "anyOf": [
+        {
+            "type": "object",
+            "additionalProperties": False,
+            "required": [coalescing.DEBOUNCE],
+            "properties": {
+                coalescing.DEBOUNCE: {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["period"],
+                    "properties": {
+                        "key": _KEY,
+                        "period": _DURATION,
+                        "timeout": {"anyOf": [_DURATION, {"type": "null"}]},
+                    },
+                }
+            },
+        },
+        {
+            "type": "object",
+            "additionalProperties": False,
+            "required": [coalescing.BATCH],
+            "properties": {
+                coalescing.BATCH: {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["max_size", "timeout"],
+                    "properties": {
+                        "key": _KEY,
+                        "timeout": _DURATION,
+                        "max_size": {"type": "integer", "minimum": 2, "maximum": coalescing.MAX_BATCH_SIZE},
+                    },
+                }
+            },
+        },
         {"type": "object", "maxProperties": 0},
         {"type": "null"},
     ],
@@ -195,8 +239,12 @@ FILTERS = {
     "type": "object",
     "maxProperties": subscriptions.FILTERS_MAX,
     "propertyNames": {"minLength": 1, "maxLength": subscriptions.FILTER_KEY_MAX, "pattern": TRIMMED_PATTERN},
-    "additionalProperties": {"anyOf": [_FILTER_SCALAR, {"type": "array", "maxItems": subscriptions.FILTER_VALUES_MAX,
-                                                        "items": _FILTER_SCALAR}]},
+    "additionalProperties": {
+        "anyOf": [
+            _FILTER_SCALAR,
+            {"type": "array", "maxItems": subscriptions.FILTER_VALUES_MAX, "items": _FILTER_SCALAR},
+        ]
+    },
 }
 
 
@@ -224,18 +272,21 @@ class SubscriptionIn(s.InputSchema):
 
 # --- ingress credentials ------------------------------------------------------------------
 
+
 class CredentialIn(s.InputSchema):
     """A new ingress credential of `tenant`; its token and secret are in the answer only."""
 
     tenant: Any = checked(..., **TENANT)
     name: Any = checked("default", type="string", pattern=credentials.NAME_PATTERN)
-    rate_limit_per_minute: Any = checked(None, **_nullable({"type": "integer", "minimum": 1,
-                                                             "maximum": credentials.RATE_MAX}))
+    rate_limit_per_minute: Any = checked(
+        None, **_nullable({"type": "integer", "minimum": 1, "maximum": credentials.RATE_MAX})
+    )
 
 
 class RotateIn(s.InputSchema):
     """Why, and how long the replaced pair keeps working (0: it stops at once)."""
 
     reason: Any = checked(..., type="string", maxLength=credentials.REASON_MAX, pattern=NONBLANK_PATTERN)
-    overlap_seconds: Any = checked(credentials.OVERLAP_DEFAULT, type="integer", minimum=0,
-                                   maximum=credentials.OVERLAP_MAX)
+    overlap_seconds: Any = checked(
+        credentials.OVERLAP_DEFAULT, type="integer", minimum=0, maximum=credentials.OVERLAP_MAX
+    )

@@ -23,9 +23,15 @@ MAX_VERSION = 2**31 - 1  # the column's range: a larger number is no version of 
 
 def _out(name: str, counts: dict[str, int]) -> dict[str, Any]:
     cls = get_workflow(name)
-    return {"name": name, "is_async": cls.is_async(), "concurrency": cls.concurrency,
-            "concurrency_key": cls.concurrency_key, "priority": cls.priority, "counts": counts,
-            "version": cls.version}
+    return {
+        "name": name,
+        "is_async": cls.is_async(),
+        "concurrency": cls.concurrency,
+        "concurrency_key": cls.concurrency_key,
+        "priority": cls.priority,
+        "counts": counts,
+        "version": cls.version,
+    }
 
 
 @router.get("", response={200: list[s.WorkflowOut], 401: s.ErrorOut})
@@ -36,8 +42,9 @@ def workflow_list(request: HttpRequest) -> list[dict[str, Any]]:
 
 def _known(name: str) -> None:
     if name not in workflow_names():
-        raise ApiProblem(404, "workflow_not_found", f"no workflow is registered as {name[:200]!r}; "
-                         "GET /api/workflows lists them")
+        raise ApiProblem(
+            404, "workflow_not_found", f"no workflow is registered as {name[:200]!r}; GET /api/workflows lists them"
+        )
 
 
 @router.get("/{name}", response={200: s.WorkflowOut, 401: s.ErrorOut, 404: s.ErrorOut})
@@ -47,28 +54,47 @@ def workflow_get(request: HttpRequest, name: str) -> dict[str, Any]:
     return _out(name, counts.get(name, {}))
 
 
-@router.get("/{name}/versions", response={200: list[s.VersionOut], 401: s.ErrorOut, 404: s.ErrorOut},
-            summary="The workflow's versions, newest first, with their instance counts in the caller's tenants")
+@router.get(
+    "/{name}/versions",
+    response={200: list[s.VersionOut], 401: s.ErrorOut, 404: s.ErrorOut},
+    summary="The workflow's versions, newest first, with their instance counts in the caller's tenants",
+)
 def version_list(request: HttpRequest, name: str) -> list[dict[str, Any]]:
     _known(name)
     return workflow_versions(workflow=name, tenants=access.tenants_for(request.user))
 
 
-@router.post("/{name}/versions/{version}/retire",
-             response={200: s.VersionOut, 400: s.ErrorOut, 401: s.ErrorOut, 403: s.ErrorOut, 404: s.ErrorOut,
-                       409: s.ErrorOut, 422: s.ErrorOut},
-             summary="Retire an old version once no instance runs on it (409 while some do)")
+@router.post(
+    "/{name}/versions/{version}/retire",
+    response={
+        200: s.VersionOut,
+        400: s.ErrorOut,
+        401: s.ErrorOut,
+        403: s.ErrorOut,
+        404: s.ErrorOut,
+        409: s.ErrorOut,
+        422: s.ErrorOut,
+    },
+    summary="Retire an old version once no instance runs on it (409 while some do)",
+)
 def version_retire(request: HttpRequest, name: str, version: int, body: s.ReasonIn) -> dict[str, Any]:
     _known(name)
     if not 1 <= version <= MAX_VERSION:
-        raise ApiProblem(422, "invalid_version", f"a workflow version is a whole number from 1 to {MAX_VERSION}; "
-                         f"got {version}")
+        raise ApiProblem(
+            422, "invalid_version", f"a workflow version is a whole number from 1 to {MAX_VERSION}; got {version}"
+        )
     refusal = retire_refusal(request.user, workflow=name, version=version)
     if refusal is not None:
         raise ApiProblem(403, "forbidden", refusal)
-    acted(request, action="workflow.version_retire", tenants=access.acting_tenants(request.user),
-          reason=body.reason, selection={"workflow": name, "version": version},
-          run=lambda: workflow_version_retire(workflow=name, version=version, actor=actor(request.user),
-                                              reason=body.reason))
+    acted(
+        request,
+        action="workflow.version_retire",
+        tenants=access.acting_tenants(request.user),
+        reason=body.reason,
+        selection={"workflow": name, "version": version},
+        run=lambda: workflow_version_retire(
+            workflow=name, version=version, actor=actor(request.user), reason=body.reason
+        ),
+    )
     rows = workflow_versions(workflow=name, tenants=access.tenants_for(request.user))
     return next(r for r in rows if r["version"] == version)

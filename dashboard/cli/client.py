@@ -21,23 +21,28 @@ class Client:
     def __init__(self, *, url: str, token: str, timeout: float = 30.0) -> None:
         self.base = url.rstrip("/") + "/api"
         self.session = requests.Session()
-        self.session.headers.update({"Authorization": f"Bearer {token}", "Accept": "application/json",
-                                     "User-Agent": "runledger-cli"})
+        self.session.headers.update(
+            {"Authorization": f"Bearer {token}", "Accept": "application/json", "User-Agent": "runledger-cli"}
+        )
         self.timeout = timeout
 
-    def call(self, method: str, path: str, *, params: dict[str, Any] | None = None,
-             body: dict[str, Any] | None = None) -> Any:
+    def call(
+        self, method: str, path: str, *, params: dict[str, Any] | None = None, body: dict[str, Any] | None = None
+    ) -> Any:
         try:
-            answer = self.session.request(method, self.base + path, params=params, json=body,
-                                          timeout=self.timeout)
+            answer = self.session.request(method, self.base + path, params=params, json=body, timeout=self.timeout)
         except requests.RequestException as exc:
             raise ApiRefused(0, "unreachable", f"{self.base} did not answer ({type(exc).__name__})") from None
         if answer.status_code >= 400:
             try:
                 error = answer.json()["error"]
                 fields = error.get("fields") if isinstance(error.get("fields"), dict) else None
-                raise ApiRefused(answer.status_code, str(error["code"]), str(error["message"]),
-                                 {str(k): str(v) for k, v in (fields or {}).items()})
+                raise ApiRefused(
+                    answer.status_code,
+                    str(error["code"]),
+                    str(error["message"]),
+                    {str(k): str(v) for k, v in (fields or {}).items()},
+                )
             except (ValueError, KeyError, TypeError):
                 raise ApiRefused(answer.status_code, "http_error", answer.text[:200]) from None
         return answer.json() if answer.content else None

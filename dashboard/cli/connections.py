@@ -82,11 +82,15 @@ def connections_list(api: Client, out: Console, a: argparse.Namespace) -> int:
 
 
 def _line(out: Console, c: dict[str, Any], said: str = "") -> None:
-    out.print(f"{said}[bold]{c['tenant']}/{c['kind']}[/] · {_state(c)} · {c['base_url'] or 'default base URL'}"
-              + (f" · {c['provider']} {c['model']}".rstrip() if c["provider"] else "") + f" · version {c['version']}")
+    out.print(
+        f"{said}[bold]{c['tenant']}/{c['kind']}[/] · {_state(c)} · {c['base_url'] or 'default base URL'}"
+        + (f" · {c['provider']} {c['model']}".rstrip() if c["provider"] else "")
+        + f" · version {c['version']}"
+    )
     out.print(f"secrets: {_secrets(c) or 'none'}", highlight=False)
-    out.print(f"last test: {_tested(c)}" + (f" — {c['last_test_message']}" if c["last_test_message"] else ""),
-              highlight=False)
+    out.print(
+        f"last test: {_tested(c)}" + (f" — {c['last_test_message']}" if c["last_test_message"] else ""), highlight=False
+    )
     if c["options"]:
         out.print(f"options: {json.dumps(c['options'], sort_keys=True)}", highlight=False)
 
@@ -115,6 +119,7 @@ def _switch(enabled: bool) -> Any:
         api.call("POST", f"{_path(a)}/{action}", params={"version": a.version} if a.version else None)
         out.print(f"{a.tenant}/{a.kind} {action}d")
         return 0
+
     return run
 
 
@@ -143,13 +148,20 @@ def _fields(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", help="llm only, e.g. gpt-4o-mini")
     p.add_argument("--service", help="llm only: the name its costs are recorded under")
     p.add_argument("--organization-id", dest="organization_id", help="salesforce only: the org's id")
-    secrets = {"key": "gong access key, salesforce client id, dataforseo login",
-               "secret": "gong access key secret, salesforce client secret, llm/zenrows API key, dataforseo password",
-               "refresh_token": "salesforce refresh token", "webhook_key": "gong/salesforce webhook key"}
+    secrets = {
+        "key": "gong access key, salesforce client id, dataforseo login",
+        "secret": "gong access key secret, salesforce client secret, llm/zenrows API key, dataforseo password",
+        "refresh_token": "salesforce refresh token",
+        "webhook_key": "gong/salesforce webhook key",
+    }
     for name, what in secrets.items():
-        p.add_argument(f"--{name.replace('_', '-')}", dest=name, metavar="VALUE|-",
-                       help=f"{what}; '-' reads it from standard input")
-    p.add_argument("--options", metavar="JSON", help='e.g. \'{"reconcile": false}\'')
+        p.add_argument(
+            f"--{name.replace('_', '-')}",
+            dest=name,
+            metavar="VALUE|-",
+            help=f"{what}; '-' reads it from standard input",
+        )
+    p.add_argument("--options", metavar="JSON", help="e.g. '{\"reconcile\": false}'")
     p.add_argument("--enabled", action=argparse.BooleanOptionalAction, help="use it (default: enabled)")
 
 
@@ -160,15 +172,21 @@ def _add(group: Any, name: str, run: Any, help_text: str, description: str | Non
 
 
 def add_parsers(sub: Any) -> None:
-    group = sub.add_parser("connections", help="source connections: list, show, create, edit, enable, disable, "
-                                               "test, delete").add_subparsers(dest="action", required=True)
+    group = sub.add_parser(
+        "connections", help="source connections: list, show, create, edit, enable, disable, test, delete"
+    ).add_subparsers(dest="action", required=True)
     _add(group, "list", connections_list, "the connections of the token's tenants, with their last test and pull")
     _target(_add(group, "show", connections_show, "a connection: settings, secrets as set or not, last test"))
-    create = _add(group, "create", connections_create, "add a tenant's connection of a kind",
-                  "Add TENANT's connection of KIND. Each kind takes its own fields (gong: --key --secret "
-                  "[--webhook-key]; salesforce: --key --secret [--refresh-token --webhook-key --organization-id]; "
-                  "llm: --provider [--secret --model --service]; dataforseo: --key --secret; zenrows: --secret). "
-                  "Every wrong field is named at once and nothing is saved.")
+    create = _add(
+        group,
+        "create",
+        connections_create,
+        "add a tenant's connection of a kind",
+        "Add TENANT's connection of KIND. Each kind takes its own fields (gong: --key --secret "
+        "[--webhook-key]; salesforce: --key --secret [--refresh-token --webhook-key --organization-id]; "
+        "llm: --provider [--secret --model --service]; dataforseo: --key --secret; zenrows: --secret). "
+        "Every wrong field is named at once and nothing is saved.",
+    )
     _target(create)
     _fields(create)
     edit = _add(group, "edit", connections_edit, "change a connection (a secret left out keeps the stored one)")
@@ -179,8 +197,14 @@ def add_parsers(sub: Any) -> None:
         p = _add(group, name, _switch(enabled), f"{name} a connection")
         _target(p)
         p.add_argument("--version", help="refuse if it was saved since this version")
-    _target(_add(group, "test", connections_test, "one cheap, unbilled call with the stored settings "
-                                                  "(exit status 1 when it fails)"))
+    _target(
+        _add(
+            group,
+            "test",
+            connections_test,
+            "one cheap, unbilled call with the stored settings (exit status 1 when it fails)",
+        )
+    )
     delete = _add(group, "delete", connections_delete, "delete a connection and its secrets (asks first)")
     _target(delete)
     delete.add_argument("--version", help="refuse if it was saved since this version")

@@ -28,9 +28,13 @@ def credentials_list(api: Client, out: Console, a: argparse.Namespace) -> int:
     for column in ("tenant", "name", "token", "rotated", "old pair works until"):
         table.add_column(column, overflow="fold")
     for c in rows:
-        table.add_row(c["tenant"], c["name"], c["token_prefix"] + "…", c["rotated_at"] or "never",
-                      (c["previous_token_prefix"] + "… until " + c["previous_valid_until"])
-                      if c["previous_valid_until"] else "—")
+        table.add_row(
+            c["tenant"],
+            c["name"],
+            c["token_prefix"] + "…",
+            c["rotated_at"] or "never",
+            (c["previous_token_prefix"] + "… until " + c["previous_valid_until"]) if c["previous_valid_until"] else "—",
+        )
     out.print(table)
     return 0
 
@@ -82,35 +86,50 @@ def credentials_delete(api: Client, out: Console, a: argparse.Namespace) -> int:
 
 
 def add_parsers(sub: Any) -> None:
-    group = sub.add_parser("credentials", help="ingress credentials: list, create, rotate, enable, disable, "
-                                               "delete").add_subparsers(
-        dest="action", required=True)
+    group = sub.add_parser(
+        "credentials", help="ingress credentials: list, create, rotate, enable, disable, delete"
+    ).add_subparsers(dest="action", required=True)
     group.add_parser("list", help="credentials by token prefix, never a token or secret").set_defaults(
-        run=credentials_list)
-    create = group.add_parser("create", help="a new credential; its token and secret are printed once",
-                              description="A new ingress credential of TENANT, with which callers sign "
-                                          "POST /api/routes/<name>. Its token and HMAC secret are printed once.")
+        run=credentials_list
+    )
+    create = group.add_parser(
+        "create",
+        help="a new credential; its token and secret are printed once",
+        description="A new ingress credential of TENANT, with which callers sign "
+        "POST /api/routes/<name>. Its token and HMAC secret are printed once.",
+    )
     create.set_defaults(run=credentials_create)
     create.add_argument("--tenant", required=True, metavar="T", help="a tenant you operate")
-    create.add_argument("--name", default="default", metavar="N", help="letters, digits, '_', '.' or '-' "
-                                                                      "(default: default)")
-    create.add_argument("--rate-limit-per-minute", dest="rate_limit_per_minute", type=int, metavar="N",
-                        help="requests a minute across the tenant's routes with it")
+    create.add_argument(
+        "--name", default="default", metavar="N", help="letters, digits, '_', '.' or '-' (default: default)"
+    )
+    create.add_argument(
+        "--rate-limit-per-minute",
+        dest="rate_limit_per_minute",
+        type=int,
+        metavar="N",
+        help="requests a minute across the tenant's routes with it",
+    )
     rotate = group.add_parser(
-        "rotate", help="a new token and secret (asks first); the old pair works for --overlap seconds",
+        "rotate",
+        help="a new token and secret (asks first); the old pair works for --overlap seconds",
         description="Replace the token and HMAC secret of TENANT/NAME; the new pair is printed once. The old "
-                    "pair keeps working for --overlap seconds (default one hour; 0 stops it at once), then "
-                    "is refused with 401. Audited with --reason.")
+        "pair keeps working for --overlap seconds (default one hour; 0 stops it at once), then "
+        "is refused with 401. Audited with --reason.",
+    )
     rotate.set_defaults(run=credentials_rotate)
     rotate.add_argument("tenant", metavar="TENANT")
     rotate.add_argument("name", metavar="NAME")
     rotate.add_argument("--reason", required=True, help="why, kept in the audit log")
-    rotate.add_argument("--overlap", type=int, metavar="SECONDS",
-                        help="how long the old pair keeps working, 0 to 604800 (default 3600)")
+    rotate.add_argument(
+        "--overlap", type=int, metavar="SECONDS", help="how long the old pair keeps working, 0 to 604800 (default 3600)"
+    )
     rotate.add_argument("--yes", action="store_true", help="do not ask before rotating")
-    for action, run, what in (("enable", credentials_enable, "accept requests signed with it again"),
-                              ("disable", credentials_disable, "refuse requests signed with it (401) for now"),
-                              ("delete", credentials_delete, "delete it for good (asks first)")):
+    for action, run, what in (
+        ("enable", credentials_enable, "accept requests signed with it again"),
+        ("disable", credentials_disable, "refuse requests signed with it (401) for now"),
+        ("delete", credentials_delete, "delete it for good (asks first)"),
+    ):
         p = group.add_parser(action, help=what, description=f"{action.title()} TENANT/NAME: {what}. Audited.")
         p.set_defaults(run=run)
         p.add_argument("tenant", metavar="TENANT")

@@ -23,9 +23,17 @@ from dashboard.cli.client import ApiRefused, Client
 from dashboard.cli.usage import UsageError, confirmed, json_object
 
 FINISHED = {"complete", "errored", "terminated", "completed_with_errors"}
-STATUS_STYLE = {"complete": "green", "errored": "red", "terminated": "dim", "running": "cyan",
-                "queued": "yellow", "paused": "magenta", "waiting": "blue", "sleeping": "blue",
-                "completed_with_errors": "yellow"}
+STATUS_STYLE = {
+    "complete": "green",
+    "errored": "red",
+    "terminated": "dim",
+    "running": "cyan",
+    "queued": "yellow",
+    "paused": "magenta",
+    "waiting": "blue",
+    "sleeping": "blue",
+    "completed_with_errors": "yellow",
+}
 
 
 def _styled(status: str) -> str:
@@ -41,8 +49,16 @@ def cmd_list(api: Client, out: Console, a: argparse.Namespace) -> int:
     _, problems = parse_attr_query(a.attr or [])
     if problems:
         raise UsageError("--attr: " + "; ".join(problems))
-    page = api.get("/instances", status=a.status, workflow=a.workflow, tenant=a.tenant, limit=a.limit,
-                   attr=a.attr or None, top_level="true" if a.top_level else None, parent=a.parent)
+    page = api.get(
+        "/instances",
+        status=a.status,
+        workflow=a.workflow,
+        tenant=a.tenant,
+        limit=a.limit,
+        attr=a.attr or None,
+        top_level="true" if a.top_level else None,
+        parent=a.parent,
+    )
     table = Table(title=f"{len(page['items'])} instance(s)", header_style="bold")
     for column in ("id", "workflow", "tenant", "status", "created"):
         table.add_column(column, overflow="fold")
@@ -58,8 +74,14 @@ def _steps_table(detail: dict[str, Any]) -> Table:
         table.add_column(column, overflow="fold")
     for step in detail["steps"]:
         error = step.get("error") or {}
-        table.add_row(str(step["position"]), step["name"], step["kind"], _styled(step["status"]),
-                      str(len(step["attempts"])), error.get("message", "") if error else "")
+        table.add_row(
+            str(step["position"]),
+            step["name"],
+            step["kind"],
+            _styled(step["status"]),
+            str(len(step["attempts"])),
+            error.get("message", "") if error else "",
+        )
     return table
 
 
@@ -79,8 +101,14 @@ def cmd_tail(api: Client, out: Console, a: argparse.Namespace) -> int:
     """Follow an instance: a progress bar of its steps and every history line as it happens."""
     after: int | None = None
     deadline = time.monotonic() + a.timeout if a.timeout else None
-    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:.0f} step(s) done"),
-                  TimeElapsedColumn(), console=out, transient=False) as bar:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed:.0f} step(s) done"),
+        TimeElapsedColumn(),
+        console=out,
+        transient=False,
+    ) as bar:
         task = bar.add_task(a.instance_id, total=None)
         while True:
             # The state first, the history after it: a finished state's last lines are then
@@ -92,12 +120,18 @@ def cmd_tail(api: Client, out: Console, a: argparse.Namespace) -> int:
                 if line["kind"] == "step.log":
                     continue  # a running step's lines were written: `runledger logs --follow` prints them
                 step = f" {line['step_name']}" if line["step_name"] else ""
-                bar.console.print(f"{line['created_at'][11:19]} {line['kind']}{step} {line['status']} "
-                                  f"[dim]{line['actor']}[/]".rstrip())
+                bar.console.print(
+                    f"{line['created_at'][11:19]} {line['kind']}{step} {line['status']} "
+                    f"[dim]{line['actor']}[/]".rstrip()
+                )
             done = sum(s["status"] == "complete" for s in detail["steps"])
             finished = detail["status"] in FINISHED
-            bar.update(task, completed=done, total=done if finished else None,
-                       description=f"{a.instance_id} {detail['status']}")
+            bar.update(
+                task,
+                completed=done,
+                total=done if finished else None,
+                description=f"{a.instance_id} {detail['status']}",
+            )
             if history["next_after"] is not None:
                 continue  # more history than one page: read on before sleeping
             if finished:
@@ -135,16 +169,21 @@ def _logs_print(out: Console, page: dict[str, Any], shown: dict[tuple[int, int],
             first = attempt["dropped"]  # the index of the first line kept
             behind = shown.get(key, 0)
             if behind < first:
-                out.print(f"[dim]… {first - behind} earlier line(s) of {escape(label)} attempt {attempt['number']} "
-                          "left out (an attempt keeps only its last lines)[/]")
+                out.print(
+                    f"[dim]… {first - behind} earlier line(s) of {escape(label)} attempt {attempt['number']} "
+                    "left out (an attempt keeps only its last lines)[/]"
+                )
                 behind = first
             for index, line in enumerate(attempt["lines"], start=first):
                 if index < behind:
                     continue
                 style = LEVEL_STYLE.get(line["level"], "")
                 level = f"[{style}]{line['level']:<7}[/]" if style else f"{line['level']:<7}"
-                out.print(f"{line['at'][11:23]} {escape(label)} a{attempt['number']} {level} "
-                          f"[dim]{escape(line['logger'])}[/] {escape(line['message'])}", highlight=False)
+                out.print(
+                    f"{line['at'][11:23]} {escape(label)} a{attempt['number']} {level} "
+                    f"[dim]{escape(line['logger'])}[/] {escape(line['message'])}",
+                    highlight=False,
+                )
                 printed += 1
             shown[key] = max(behind, first + len(attempt["lines"]))
     return printed
@@ -166,8 +205,13 @@ def cmd_logs(api: Client, out: Console, a: argparse.Namespace) -> int:
             return 3
         time.sleep(a.interval)
     if not printed:
-        out.print(escape(f"step {a.step!r} of {a.instance_id} logged nothing" if a.step
-                         else f"no step of {a.instance_id} logged anything"))
+        out.print(
+            escape(
+                f"step {a.step!r} of {a.instance_id} logged nothing"
+                if a.step
+                else f"no step of {a.instance_id} logged anything"
+            )
+        )
     return 0
 
 
@@ -189,8 +233,11 @@ def _start_attributes(terms: list[str]) -> dict[str, str]:
 
 
 def cmd_start(api: Client, out: Console, a: argparse.Namespace) -> int:
-    body: dict[str, Any] = {"workflow": a.workflow, "params": json_object(a.params, flag="--params"),
-                            "priority": a.priority}
+    body: dict[str, Any] = {
+        "workflow": a.workflow,
+        "params": json_object(a.params, flag="--params"),
+        "priority": a.priority,
+    }
     if a.id:
         body["id"] = a.id
     if a.tenant:
@@ -205,8 +252,7 @@ def cmd_start(api: Client, out: Console, a: argparse.Namespace) -> int:
 
 
 def _replay_hint(instance_id: str) -> str:
-    return (f"replay it with edited params instead: runledger replay {instance_id} --params '{{...}}' "
-            "--reason '...'")
+    return f"replay it with edited params instead: runledger replay {instance_id} --params '{{...}}' --reason '...'"
 
 
 def cmd_retry(api: Client, out: Console, a: argparse.Namespace) -> int:
@@ -216,9 +262,11 @@ def cmd_retry(api: Client, out: Console, a: argparse.Namespace) -> int:
     if detail.get("non_retryable"):
         failed: dict[str, Any] = next((s for s in detail["steps"] if s.get("non_retryable")), {})
         error = (failed.get("error") or {}).get("name", "NonRetryableError")
-        out.print(f"[yellow]non-retryable[/]: step {failed.get('name', '?')} of {a.instance_id} failed with "
-                  f"{error}, which is not retried; a retry runs it on the same input and fails the same way. "
-                  + _replay_hint(a.instance_id))
+        out.print(
+            f"[yellow]non-retryable[/]: step {failed.get('name', '?')} of {a.instance_id} failed with "
+            f"{error}, which is not retried; a retry runs it on the same input and fails the same way. "
+            + _replay_hint(a.instance_id)
+        )
         if not confirmed(out, "retry anyway?", yes=a.yes):
             return 0
     api.post(f"/instances/{_id(a.instance_id)}/retry", {"reason": a.reason, "expected_version": detail["version"]})
@@ -232,14 +280,22 @@ def cmd_dead_letters(api: Client, out: Console, a: argparse.Namespace) -> int:
     for column in ("id", "instance", "tenant", "failed step", "error", "state", "retry"):
         table.add_column(column, overflow="fold")
     for d in items:
-        table.add_row(str(d["id"]), d["instance_id"], d["tenant"], d["step_name"],
-                      f"{d['error_name']}: {d['error_message'][:120]}", d["state"],
-                      "[yellow]fails again: replay with edited params[/]" if d["non_retryable"] else "may help")
+        table.add_row(
+            str(d["id"]),
+            d["instance_id"],
+            d["tenant"],
+            d["step_name"],
+            f"{d['error_name']}: {d['error_message'][:120]}",
+            d["state"],
+            "[yellow]fails again: replay with edited params[/]" if d["non_retryable"] else "may help",
+        )
     out.print(table)
     futile = [d for d in items if d["non_retryable"] and d["state"] == "open"]
     if futile:
-        out.print(f"{len(futile)} of them failed for good (NonRetryableError): retrying or redriving them fails "
-                  f"the same way; {_replay_hint(futile[0]['instance_id'])}")
+        out.print(
+            f"{len(futile)} of them failed for good (NonRetryableError): retrying or redriving them fails "
+            f"the same way; {_replay_hint(futile[0]['instance_id'])}"
+        )
     return 0
 
 
@@ -278,29 +334,42 @@ def cmd_redrive(api: Client, out: Console, a: argparse.Namespace) -> int:
     else:
         chosen = {k: getattr(a, k) for k in ("workflow", "tenant", "step_name", "signature") if getattr(a, k)}
         if not chosen:
-            raise UsageError("name the selection: --ids 4,7 or at least one filter (--workflow, --tenant, "
-                             "--step-name, --signature); nothing was done")
+            raise UsageError(
+                "name the selection: --ids 4,7 or at least one filter (--workflow, --tenant, "
+                "--step-name, --signature); nothing was done"
+            )
         selection["filter"] = chosen
     preview = api.post("/dead-letters/redrive/preview", selection)
     out.print(f"{preview['count']} open dead letter(s) selected: {preview['ids'][:20]}")
     if preview["non_retryable_ids"]:
-        out.print(f"[yellow]non-retryable[/]: {len(preview['non_retryable_ids'])} of them "
-                  f"({preview['non_retryable_ids'][:20]}) failed for good (NonRetryableError): a redrive fails "
-                  "them the same way; replay their instances with edited params instead (runledger replay ID "
-                  "--params '{...}' --reason '...')")
+        out.print(
+            f"[yellow]non-retryable[/]: {len(preview['non_retryable_ids'])} of them "
+            f"({preview['non_retryable_ids'][:20]}) failed for good (NonRetryableError): a redrive fails "
+            "them the same way; replay their instances with edited params instead (runledger replay ID "
+            "--params '{...}' --reason '...')"
+        )
     if not preview["count"]:
         return 0
     if not confirmed(out, "redrive exactly these?", yes=a.yes):
         return 0
-    done = api.post("/dead-letters/redrive", {**selection, "token": preview["token"],
-                                              "rate_per_second": a.rate, "reason": a.reason})
+    done = api.post(
+        "/dead-letters/redrive", {**selection, "token": preview["token"], "rate_per_second": a.rate, "reason": a.reason}
+    )
     out.print(f"redriven: {done['redriven']} at most {a.rate:g} per second")
     return 0
 
 
 COMMANDS: dict[str, Callable[[Client, Console, argparse.Namespace], int]] = {
-    "list": cmd_list, "show": cmd_show, "start": cmd_start, "tail": cmd_tail, "logs": cmd_logs, "retry": cmd_retry,
-    "replay": cmd_replay, "terminate": cmd_terminate, "redrive": cmd_redrive, "dead-letters": cmd_dead_letters,
+    "list": cmd_list,
+    "show": cmd_show,
+    "start": cmd_start,
+    "tail": cmd_tail,
+    "logs": cmd_logs,
+    "retry": cmd_retry,
+    "replay": cmd_replay,
+    "terminate": cmd_terminate,
+    "redrive": cmd_redrive,
+    "dead-letters": cmd_dead_letters,
     "discard": cmd_discard,
 }
 
@@ -320,51 +389,83 @@ field at once and changes nothing."""
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="runledger", description="Operate Runledger over its REST API.",
-        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXAMPLES)
-    p.add_argument("--url", default=os.environ.get("RUNLEDGER_URL", "http://127.0.0.1:8000"),
-                   help="the dashboard's base URL (default $RUNLEDGER_URL or http://127.0.0.1:8000)")
-    p.add_argument("--token", default=os.environ.get("RUNLEDGER_TOKEN", ""),
-                   help="an API token (default $RUNLEDGER_TOKEN); make one on the console's "
-                        "/tokens/ page or with `manage.py token create`")
+        prog="runledger",
+        description="Operate Runledger over its REST API.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=EXAMPLES,
+    )
+    p.add_argument(
+        "--url",
+        default=os.environ.get("RUNLEDGER_URL", "http://127.0.0.1:8000"),
+        help="the dashboard's base URL (default $RUNLEDGER_URL or http://127.0.0.1:8000)",
+    )
+    p.add_argument(
+        "--token",
+        default=os.environ.get("RUNLEDGER_TOKEN", ""),
+        help="an API token (default $RUNLEDGER_TOKEN); make one on the console's "
+        "/tokens/ page or with `manage.py token create`",
+    )
     sub = p.add_subparsers(dest="command", required=True)
     ls = sub.add_parser("list", help="instances, newest first")
     for name in ("status", "workflow", "tenant"):
         ls.add_argument(f"--{name}")
-    ls.add_argument("--attr", action="append", metavar="TERM",
-                    help="search attributes, repeatable, all must hold: key:value, key:a|b (any of), key>=N, "
-                         f"key<N, key:N..M (numbers), !term (not); e.g. {ATTR_EXAMPLES}. Quote terms with "
-                         "| < > ! for the shell")
-    ls.add_argument("--top-level", action="store_true",
-                    help="leave out fan-out items and child runs (as the console's list does by default)")
+    ls.add_argument(
+        "--attr",
+        action="append",
+        metavar="TERM",
+        help="search attributes, repeatable, all must hold: key:value, key:a|b (any of), key>=N, "
+        f"key<N, key:N..M (numbers), !term (not); e.g. {ATTR_EXAMPLES}. Quote terms with "
+        "| < > ! for the shell",
+    )
+    ls.add_argument(
+        "--top-level",
+        action="store_true",
+        help="leave out fan-out items and child runs (as the console's list does by default)",
+    )
     ls.add_argument("--parent", metavar="ID", help="only the fan-out items and child runs of instance ID")
     ls.add_argument("--limit", type=int, default=20)
     start = sub.add_parser(
-        "start", help="start a run of a workflow",
+        "start",
+        help="start a run of a workflow",
         description="Start a run of WORKFLOW in one of the token's tenants (the token's user must be an "
-                    "operator there); prints the new instance's id. Audited like every action.")
+        "operator there); prints the new instance's id. Audited like every action.",
+    )
     start.add_argument("workflow", metavar="WORKFLOW", help="the workflow's name, e.g. gong-ingest")
-    start.add_argument("--params", metavar="JSON", required=True,
-                       help="the run's params, a JSON object, e.g. '{\"call_id\": \"7712\"}' ('{}' for none)")
+    start.add_argument(
+        "--params",
+        metavar="JSON",
+        required=True,
+        help="the run's params, a JSON object, e.g. '{\"call_id\": \"7712\"}' ('{}' for none)",
+    )
     start.add_argument("--id", metavar="ID", help="the instance id (default: a new one); an id already used is refused")
     start.add_argument("--tenant", metavar="T", help="the tenant the run belongs to (default: 'default')")
-    start.add_argument("--priority", metavar="N", type=int, default=0,
-                       help="-1000 to 1000, higher runs first (default 0)")
-    start.add_argument("--start-at", metavar="TIME",
-                       help="first turn at this ISO 8601 time, e.g. 2026-12-01T09:00:00Z (default: now)")
-    start.add_argument("--attr", action="append", metavar="KEY=VALUE", default=[],
-                       help="a search attribute the run starts with, to find it by (runledger list --attr); "
-                            "repeat for more, e.g. --attr customer=acme --attr backfill=true")
+    start.add_argument(
+        "--priority", metavar="N", type=int, default=0, help="-1000 to 1000, higher runs first (default 0)"
+    )
+    start.add_argument(
+        "--start-at", metavar="TIME", help="first turn at this ISO 8601 time, e.g. 2026-12-01T09:00:00Z (default: now)"
+    )
+    start.add_argument(
+        "--attr",
+        action="append",
+        metavar="KEY=VALUE",
+        default=[],
+        help="a search attribute the run starts with, to find it by (runledger list --attr); "
+        "repeat for more, e.g. --attr customer=acme --attr backfill=true",
+    )
     for name, text in (("show", "an instance and its steps"), ("tail", "follow an instance live")):
         one = sub.add_parser(name, help=text)
         one.add_argument("instance_id")
     tail = sub.choices["tail"]
     tail.add_argument("--interval", type=float, default=1.0, help="seconds between polls")
     tail.add_argument("--timeout", type=float, default=0.0, help="stop following after this many seconds (0: never)")
-    logs = sub.add_parser("logs", help="what an instance's steps logged, per attempt",
-                          description="Print the lines each step attempt of INSTANCE logged (its last lines, "
-                                      "secrets redacted), oldest first; --follow prints new ones as they are "
-                                      "written until the instance finishes.")
+    logs = sub.add_parser(
+        "logs",
+        help="what an instance's steps logged, per attempt",
+        description="Print the lines each step attempt of INSTANCE logged (its last lines, "
+        "secrets redacted), oldest first; --follow prints new ones as they are "
+        "written until the instance finishes.",
+    )
     logs.add_argument("instance_id", metavar="INSTANCE")
     logs.add_argument("--step", metavar="NAME", help="only this step (every call of it, or --seq N for its Nth)")
     logs.add_argument("--seq", metavar="N", type=int, help="with --step: its Nth call")
@@ -375,8 +476,9 @@ def parser() -> argparse.ArgumentParser:
         act = sub.add_parser(name, help=f"{name} an instance")
         act.add_argument("instance_id")
         act.add_argument("--reason", required=True, help="recorded in the history and the audit log")
-    sub.choices["retry"].add_argument("--yes", action="store_true",
-                                      help="retry even a step that failed for good (NonRetryableError)")
+    sub.choices["retry"].add_argument(
+        "--yes", action="store_true", help="retry even a step that failed for good (NonRetryableError)"
+    )
     sub.choices["replay"].add_argument("--params", help="edited params, a JSON object")
     sub.choices["terminate"].add_argument("--rollback", action="store_true")
     redrive = sub.add_parser("redrive", help="redrive dead letters (preview, then confirm)")
@@ -403,8 +505,10 @@ def parser() -> argparse.ArgumentParser:
 
 def where_tokens(url: str) -> str:
     """Where a user gets a token: the console's page, or the server's management command."""
-    return (f"Create a token at {url.rstrip('/')}/tokens/ (signed in to the console), or on the "
-            "server: manage.py token create --user YOUR_USERNAME --name cli")
+    return (
+        f"Create a token at {url.rstrip('/')}/tokens/ (signed in to the console), or on the "
+        "server: manage.py token create --user YOUR_USERNAME --name cli"
+    )
 
 
 def main(argv: Sequence[str] | None = None, *, console: Console | None = None) -> int:

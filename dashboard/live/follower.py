@@ -70,10 +70,12 @@ def read_after(state: FeedState) -> list[ChangeMsg]:
     q = Q(id__gt=state.cursor)
     if state.gaps:
         q |= Q(id__in=list(state.gaps))
-    rows = (History.objects.filter(q).order_by("id")
-            .values_list("id", "instance_id", "tenant", "kind", "status", "step_name")[:READ_LIMIT])
-    return [ChangeMsg(id=r[0], instance_id=r[1], tenant=r[2], kind=r[3], status=r[4], step_name=r[5])
-            for r in rows]
+    rows = (
+        History.objects.filter(q)
+        .order_by("id")
+        .values_list("id", "instance_id", "tenant", "kind", "status", "step_name")[:READ_LIMIT]
+    )
+    return [ChangeMsg(id=r[0], instance_id=r[1], tenant=r[2], kind=r[3], status=r[4], step_name=r[5]) for r in rows]
 
 
 def batches_by_group(changes: list[ChangeMsg]) -> dict[str, list[ChangeMsg]]:
@@ -132,7 +134,9 @@ class HistoryFollower:
         import psycopg
 
         params = connection.get_connection_params()
-        keep = {k: v for k, v in params.items() if k in {"dbname", "user", "password", "host", "port", "sslmode", "options"}}
+        keep = {
+            k: v for k, v in params.items() if k in {"dbname", "user", "password", "host", "port", "sslmode", "options"}
+        }
         async with await psycopg.AsyncConnection.connect(**keep, autocommit=True) as conn:
             await conn.execute(f"LISTEN {CHANNEL}")
             await self.poll_once()

@@ -26,14 +26,37 @@ from ingest.engine import workflow_names
 from ingest.engine.models import FINISHED_STATUSES, DeadLetterState
 
 # History kinds that can change what each page shows (everything else is skipped unrendered).
-OVERVIEW_KINDS = frozenset({"instance.created", "instance.status", "step.started", "step.completed",
-                            "step.retry", "step.failed", "step.sleep", "step.wait", "cost.recorded",
-                            "budget", "approval", "operator", "event.received"})
+OVERVIEW_KINDS = frozenset(
+    {
+        "instance.created",
+        "instance.status",
+        "step.started",
+        "step.completed",
+        "step.retry",
+        "step.failed",
+        "step.sleep",
+        "step.wait",
+        "cost.recorded",
+        "budget",
+        "approval",
+        "operator",
+        "event.received",
+    }
+)
 DEAD_LETTER_KINDS = frozenset({"instance.status", "operator"})
-APPROVAL_KINDS = frozenset({"approval", "budget", "step.wait", "event.received", "instance.status",
-                            "operator"})
-DAG_KINDS = frozenset({"step.started", "step.completed", "step.retry", "step.failed", "step.sleep",
-                       "step.wait", "cost.recorded", "instance.status"})
+APPROVAL_KINDS = frozenset({"approval", "budget", "step.wait", "event.received", "instance.status", "operator"})
+DAG_KINDS = frozenset(
+    {
+        "step.started",
+        "step.completed",
+        "step.retry",
+        "step.failed",
+        "step.sleep",
+        "step.wait",
+        "cost.recorded",
+        "instance.status",
+    }
+)
 
 
 def sees_global(user: Any) -> bool:
@@ -93,12 +116,15 @@ def dead_letter_filters(data: Any, reader: QueryReader | None = None) -> sel.Dea
     value raises BadQuery, or is left in `reader` for its caller to raise with its own."""
     own = reader is None
     reader = reader or QueryReader(data)
-    state = (DeadLetterState.OPEN if data.get("state") is None
-             else reader.choice("state", DeadLetterState.values, ""))
+    state = DeadLetterState.OPEN if data.get("state") is None else reader.choice("state", DeadLetterState.values, "")
     f = sel.DeadLetterFilters(
-        state=state, workflow=reader.text("workflow", max_chars=200), step=reader.text("step", max_chars=256),
-        error=reader.text("error", max_chars=500), tenant=reader.text("tenant", max_chars=100),
-        signature=reader.text("signature", max_chars=100), q=reader.text("q", max_chars=200),
+        state=state,
+        workflow=reader.text("workflow", max_chars=200),
+        step=reader.text("step", max_chars=256),
+        error=reader.text("error", max_chars=500),
+        tenant=reader.text("tenant", max_chars=100),
+        signature=reader.text("signature", max_chars=100),
+        q=reader.text("q", max_chars=200),
     )
     if own:
         reader.done()
@@ -114,7 +140,10 @@ def dead_letters_context(user: Any, query: QueryDict) -> dict[str, Any]:
     reader.done()
     qs = query_string(query)
     context: dict[str, Any] = {
-        "f": f, "sort": sort, "tenants": tenants, "states": DeadLetterState.values,
+        "f": f,
+        "sort": sort,
+        "tenants": tenants,
+        "states": DeadLetterState.values,
         "can_act_any": bool(access.acting_tenants(user)),
         "groups": sel.dead_letter_groups(tenants=tenants, filters=f, sort=sort),
         "query": qs,
@@ -136,9 +165,12 @@ def approvals_context(user: Any) -> dict[str, Any]:
     cursor = sel.history_cursor()  # before the page's reads: a change made meanwhile is pushed on connect
     tenants = access.tenants_for(user)
     # Overdue by the engine's clock, the one that expires the request and wakes its instance.
-    return {"pending": sel.approvals_pending(tenants=tenants), "recent": sel.approvals_recent(tenants=tenants),
-            "now": engine_now(),
-            "live_query": urlencode([("view", "approvals"), ("after", str(cursor))])}
+    return {
+        "pending": sel.approvals_pending(tenants=tenants),
+        "recent": sel.approvals_recent(tenants=tenants),
+        "now": engine_now(),
+        "live_query": urlencode([("view", "approvals"), ("after", str(cursor))]),
+    }
 
 
 # ---- workflow DAG --------------------------------------------------------------------------
@@ -168,10 +200,22 @@ def workflow_dag_context(user: Any, query: QueryDict, *, name: str) -> dict[str,
         nodes.append({"box": box, "heat": h, "fill": charts.heat_color(charts.heat_value(h, metric), top)})
     return {
         "retention": sel.workflow_retention(tenants=tenants, name=name, now=now),
-        "name": name, "window": window, "windows": DAG_WINDOWS, "metric": metric,
-        "metrics": charts.HEAT_METRICS, "layout": layout, "nodes": nodes,
-        "live_query": urlencode([("view", "workflow_dag"), ("workflow_dag", name), ("after", str(cursor)),
-                                 ("window", window), ("metric", metric)]),
+        "name": name,
+        "window": window,
+        "windows": DAG_WINDOWS,
+        "metric": metric,
+        "metrics": charts.HEAT_METRICS,
+        "layout": layout,
+        "nodes": nodes,
+        "live_query": urlencode(
+            [
+                ("view", "workflow_dag"),
+                ("workflow_dag", name),
+                ("after", str(cursor)),
+                ("window", window),
+                ("metric", metric),
+            ]
+        ),
     }
 
 

@@ -85,9 +85,15 @@ def subscription_for(user: Any, query_string: str) -> Subscription:
     newest_raw = qd.get("newest", "")
     rows = frozenset(r for r in qd.get("rows", "").split(",") if r)
     return Subscription(
-        view, visible, [tenant_group(t) for t in visible], after, filters=filters,
+        view,
+        visible,
+        [tenant_group(t) for t in visible],
+        after,
+        filters=filters,
         newest=selectors.Cursor.decode(newest_raw) if newest_raw not in ("", "empty") else None,
-        count_new=bool(newest_raw), rows=rows, query=raw,
+        count_new=bool(newest_raw),
+        rows=rows,
+        query=raw,
     )
 
 
@@ -98,8 +104,19 @@ def cursor_fragment(cursor: int) -> str:
 # Changes that touch some steps and nothing else: the instance page gets those steps' rows, not
 # every row again (a run of 50 steps re-sent whole was 160 KB a push, most of the render and of the
 # browser's work, for one step turning green).
-STEP_KINDS = frozenset({"step.started", "step.completed", "step.retry", "step.failed", "step.sleep",
-                        "step.wait", "step.progress", "step.log", "cost.recorded"})
+STEP_KINDS = frozenset(
+    {
+        "step.started",
+        "step.completed",
+        "step.retry",
+        "step.failed",
+        "step.sleep",
+        "step.wait",
+        "step.progress",
+        "step.log",
+        "cost.recorded",
+    }
+)
 
 
 def step_label(name: str, seq: int) -> str:
@@ -113,8 +130,11 @@ def render_instance(user: Any, sub: Subscription, pending: Pending) -> str:
     detail = selectors.instance_detail(user=user, instance_id=sub.instance_id)
     if detail is None:
         return ""
-    context: dict[str, Any] = {"d": detail, "i": detail.instance,
-                               "actions": available_actions(detail.instance) if detail.can_act else []}
+    context: dict[str, Any] = {
+        "d": detail,
+        "i": detail.instance,
+        "actions": available_actions(detail.instance) if detail.can_act else [],
+    }
     labels = [step_label(v.step.name, v.step.seq) for v in detail.steps]
     steps_now = frozenset(labels)
     newest = max((h.id for h in detail.history), default=sub.shown_history)
@@ -123,8 +143,14 @@ def render_instance(user: Any, sub: Subscription, pending: Pending) -> str:
     # order the run asked for them): appended. Anything else (a step gone, one in the middle, the
     # instance's own status changing) sends the page whole.
     kept = len(shown) if shown is not None else 0
-    partial = (shown is not None and frozenset(labels[:kept]) == shown and not detail.steps_hidden
-               and pending.kinds <= STEP_KINDS and not pending.created and bool(shown))
+    partial = (
+        shown is not None
+        and frozenset(labels[:kept]) == shown
+        and not detail.steps_hidden
+        and pending.kinds <= STEP_KINDS
+        and not pending.created
+        and bool(shown)
+    )
     if partial:
         context.update(
             changed_steps=[v for label, v in zip(labels[:kept], detail.steps, strict=False) if label in pending.steps],
@@ -143,9 +169,15 @@ def render_instances(user: Any, sub: Subscription, pending: Pending) -> list[str
         if n:
             label = "99+" if n >= 100 else str(n)
             href = "?" + sub.filters.querystring()
-            parts.append(format_html(
-                '<a id="new-rows" class="new-rows" hx-swap-oob="true" href="{}" aria-live="polite">'
-                '{} new instance{} — show newest</a>', href, label, "" if n == 1 else "s"))
+            parts.append(
+                format_html(
+                    '<a id="new-rows" class="new-rows" hx-swap-oob="true" href="{}" aria-live="polite">'
+                    "{} new instance{} — show newest</a>",
+                    href,
+                    label,
+                    "" if n == 1 else "s",
+                )
+            )
     messages = ["".join(parts)]
     changed = [i for i in pending.instances if i in sub.rows]
     if changed:
@@ -183,4 +215,3 @@ def render_push(user: Any, sub: Subscription, pending: Pending) -> list[str]:
     if pending.cursor:
         messages[0] += cursor_fragment(pending.cursor)
     return [m for m in messages if m.strip()]
-

@@ -33,13 +33,23 @@ class AccessLogger:
         if protocol == "http" and action == "complete":
             method, status = details.get("method", "-"), details.get("status")
             took = details.get("time_taken")
-            log.info("%s %s %s %s", client, method, path, status,
-                     extra={"method": method, "path": path, "status": status, "client": client,
-                            "duration_ms": None if took is None else round(float(took) * 1000, 3),
-                            "size": details.get("size")})
+            log.info(
+                "%s %s %s %s",
+                client,
+                method,
+                path,
+                status,
+                extra={
+                    "method": method,
+                    "path": path,
+                    "status": status,
+                    "client": client,
+                    "duration_ms": None if took is None else round(float(took) * 1000, 3),
+                    "size": details.get("size"),
+                },
+            )
         elif protocol == "websocket":
-            log.info("%s WS%s %s", client, action.upper(), path,
-                     extra={"path": path, "client": client, "ws": action})
+            log.info("%s WS%s %s", client, action.upper(), path, extra={"path": path, "client": client, "ws": action})
 
 
 class RedactingServer(AnswersOversizedHeads, Server):  # type: ignore[misc]  # daphne ships no types

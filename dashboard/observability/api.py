@@ -17,8 +17,10 @@ from ingest.engine import workflow_names
 
 router = Router(tags=["metrics"])
 # 1 minute to 90 days, as summary.parse_window reads it: 1-129600m, 1-2160h or 1-90d.
-WINDOW_PATTERN = (r"^(?:(?:[1-9][0-9]{0,4}|1[01][0-9]{4}|12[0-8][0-9]{3}|129[0-5][0-9]{2}|129600)m"
-                  r"|(?:[1-9][0-9]{0,2}|1[0-9]{3}|20[0-9]{2}|21[0-5][0-9]|2160)h|(?:[1-9]|[1-8][0-9]|90)d)$")
+WINDOW_PATTERN = (
+    r"^(?:(?:[1-9][0-9]{0,4}|1[01][0-9]{4}|12[0-8][0-9]{3}|129[0-5][0-9]{2}|129600)m"
+    r"|(?:[1-9][0-9]{0,2}|1[0-9]{3}|20[0-9]{2}|21[0-5][0-9]|2160)h|(?:[1-9]|[1-8][0-9]|90)d)$"
+)
 
 
 class WorkflowMetricsOut(Schema):
@@ -47,8 +49,11 @@ class MetricsQuery(Schema):
     window: str = Field("24h", json_schema_extra={"pattern": WINDOW_PATTERN})
 
 
-@router.get("", response={200: MetricsOut, 400: ErrorOut, 401: ErrorOut, 404: ErrorOut},
-            summary="Per workflow over a window: counts by outcome, rates, p50/p95 durations, cost")
+@router.get(
+    "",
+    response={200: MetricsOut, 400: ErrorOut, 401: ErrorOut, 404: ErrorOut},
+    summary="Per workflow over a window: counts by outcome, rates, p50/p95 durations, cost",
+)
 def metrics_get(request: HttpRequest, q: Query[MetricsQuery]) -> dict[str, Any]:
     workflow, window = q.workflow, q.window
     try:
@@ -56,10 +61,16 @@ def metrics_get(request: HttpRequest, q: Query[MetricsQuery]) -> dict[str, Any]:
     except summary.InvalidWindow as exc:
         raise ApiProblem(400, "invalid_window", str(exc)) from None
     if workflow is not None and workflow not in workflow_names():
-        raise ApiProblem(404, "workflow_not_found", f"no workflow is registered as {workflow[:200]!r}; "
-                         "GET /api/workflows lists them")
+        raise ApiProblem(
+            404, "workflow_not_found", f"no workflow is registered as {workflow[:200]!r}; GET /api/workflows lists them"
+        )
     tenants = access.tenants_for(request.user)
     now = timezone.now()
     figures = summary.workflow_metrics(tenants=tenants, now=now, window=span, workflow=workflow)
-    return {"window": window.strip(), "since": (now - span).isoformat(), "until": now.isoformat(),
-            "tenants": tenants, "workflows": [vars(f) for f in figures]}
+    return {
+        "window": window.strip(),
+        "since": (now - span).isoformat(),
+        "until": now.isoformat(),
+        "tenants": tenants,
+        "workflows": [vars(f) for f in figures],
+    }

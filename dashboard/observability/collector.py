@@ -33,7 +33,11 @@ PREFIX = "runledger"
 # Counter families: (tally series, exposed name, help).
 COUNTERS = (
     ("started", "instances_started", "Workflow instances created."),
-    ("finished", "instances_finished", "Workflow instances that finished, by outcome (complete, completed_with_errors, errored, terminated)."),
+    (
+        "finished",
+        "instances_finished",
+        "Workflow instances that finished, by outcome (complete, completed_with_errors, errored, terminated).",
+    ),
     ("attempts", "step_attempts", "Step attempts that ended (succeeded, retried or failed)."),
     ("failures", "step_failures", "Steps that failed for good (retries exhausted or non-retryable)."),
     ("retries", "step_retries", "Step attempts that failed and were scheduled to retry."),
@@ -41,8 +45,12 @@ COUNTERS = (
 )
 HISTOGRAMS = (
     ("step_seconds", "step_duration_seconds", "Duration of successful step attempts.", STEP_BUCKETS),
-    ("instance_seconds", "instance_duration_seconds",
-     "Time from an instance's creation to its finish, by outcome.", INSTANCE_BUCKETS),
+    (
+        "instance_seconds",
+        "instance_duration_seconds",
+        "Time from an instance's creation to its finish, by outcome.",
+        INSTANCE_BUCKETS,
+    ),
 )
 
 
@@ -98,34 +106,72 @@ def _gauge(name: str, doc: str, labels: list[str], rows: dict[tuple[str, ...], f
 
 
 def gauge_families(ledger: gauges.Ledger, *, now: datetime) -> Iterator[Metric]:
-    yield _gauge("instances_active", "Unfinished instances by status.", ["workflow", "status"],
-                 {k: float(v) for k, v in ledger.active.items()})
-    yield _gauge("runnable_backlog", "Instances due to run now that no worker holds.", ["workflow"],
-                 {(k,): float(v) for k, v in ledger.backlog.items()})
+    yield _gauge(
+        "instances_active",
+        "Unfinished instances by status.",
+        ["workflow", "status"],
+        {k: float(v) for k, v in ledger.active.items()},
+    )
+    yield _gauge(
+        "runnable_backlog",
+        "Instances due to run now that no worker holds.",
+        ["workflow"],
+        {(k,): float(v) for k, v in ledger.backlog.items()},
+    )
     lag = 0.0 if ledger.oldest_ready_at is None else max(0.0, (now - ledger.oldest_ready_at).total_seconds())
-    yield GaugeMetricFamily(f"{PREFIX}_runnable_oldest_age_seconds",
-                            "How long the oldest runnable instance has been due (queue lag); 0 when none is.",
-                            value=lag)
-    yield _gauge("instances_sleeping", "Instances suspended in step.sleep.", ["workflow"],
-                 {(k,): float(v) for k, v in ledger.sleeping.items()})
-    yield _gauge("instances_waiting_event", "Instances waiting for an event or an approval.", ["workflow"],
-                 {(k,): float(v) for k, v in ledger.waiting_event.items()})
-    yield _gauge("instances_retry_backoff", "Instances waiting out a step's retry delay.", ["workflow"],
-                 {(k,): float(v) for k, v in ledger.backing_off.items()})
-    yield _gauge("dead_letters_open", "Dead letters not yet redriven or discarded.", ["workflow"],
-                 {(k,): float(v) for k, v in ledger.dead_letters.items()})
-    yield _gauge("budget_used_ratio", "Spent / limit of each enabled budget's current period.",
-                 ["scope", "key", "period"], {k: v for k, v in ledger.budgets.items()})
-    yield GaugeMetricFamily(f"{PREFIX}_workers_live", "Workers holding a live lease on an instance.",
-                            value=len(ledger.slots))
-    yield _gauge("worker_slots_in_use", "Instances each live worker holds under a lease.", ["worker"],
-                 {(k,): float(v) for k, v in ledger.slots.items()})
+    yield GaugeMetricFamily(
+        f"{PREFIX}_runnable_oldest_age_seconds",
+        "How long the oldest runnable instance has been due (queue lag); 0 when none is.",
+        value=lag,
+    )
+    yield _gauge(
+        "instances_sleeping",
+        "Instances suspended in step.sleep.",
+        ["workflow"],
+        {(k,): float(v) for k, v in ledger.sleeping.items()},
+    )
+    yield _gauge(
+        "instances_waiting_event",
+        "Instances waiting for an event or an approval.",
+        ["workflow"],
+        {(k,): float(v) for k, v in ledger.waiting_event.items()},
+    )
+    yield _gauge(
+        "instances_retry_backoff",
+        "Instances waiting out a step's retry delay.",
+        ["workflow"],
+        {(k,): float(v) for k, v in ledger.backing_off.items()},
+    )
+    yield _gauge(
+        "dead_letters_open",
+        "Dead letters not yet redriven or discarded.",
+        ["workflow"],
+        {(k,): float(v) for k, v in ledger.dead_letters.items()},
+    )
+    yield _gauge(
+        "budget_used_ratio",
+        "Spent / limit of each enabled budget's current period.",
+        ["scope", "key", "period"],
+        {k: v for k, v in ledger.budgets.items()},
+    )
+    yield GaugeMetricFamily(
+        f"{PREFIX}_workers_live", "Workers holding a live lease on an instance.", value=len(ledger.slots)
+    )
+    yield _gauge(
+        "worker_slots_in_use",
+        "Instances each live worker holds under a lease.",
+        ["worker"],
+        {(k,): float(v) for k, v in ledger.slots.items()},
+    )
     age = -1.0 if ledger.last_claim_at is None else max(0.0, (now - ledger.last_claim_at).total_seconds())
-    yield GaugeMetricFamily(f"{PREFIX}_worker_last_claim_age_seconds",
-                            "Seconds since a worker last claimed an instance; -1: none in the last hour.",
-                            value=age)
-    ingress = CounterMetricFamily(f"{PREFIX}_ingress_requests", "Ingress requests answered, by route and status.",
-                                  labels=["route", "status"])
+    yield GaugeMetricFamily(
+        f"{PREFIX}_worker_last_claim_age_seconds",
+        "Seconds since a worker last claimed an instance; -1: none in the last hour.",
+        value=age,
+    )
+    ingress = CounterMetricFamily(
+        f"{PREFIX}_ingress_requests", "Ingress requests answered, by route and status.", labels=["route", "status"]
+    )
     for (route, status), n in sorted(ledger.ingress.items()):
         ingress.add_metric([route, status], n)
     yield ingress
@@ -142,22 +188,27 @@ def _read() -> tuple[tally.Snapshot, gauges.Ledger, datetime, float]:
             # compiling them took 600 ms on the 1 M-instance bench, parallel workers' start-up
             # more than they saved. Both off for this transaction only.
             with connection.cursor() as cursor:  # one round trip for both
-                cursor.execute("SELECT set_config('jit', 'off', true), "
-                               "set_config('max_parallel_workers_per_gather', '0', true)")
+                cursor.execute(
+                    "SELECT set_config('jit', 'off', true), set_config('max_parallel_workers_per_gather', '0', true)"
+                )
         snapshot = tally.tally_snapshot()
         ledger = gauges.ledger_read(now=now)
     return snapshot, ledger, now, time.perf_counter() - started
 
 
-def tail_families(ledger: gauges.Ledger, snapshot: tally.Snapshot, *, now: datetime,
-                  read_seconds: float) -> Iterator[Metric]:
+def tail_families(
+    ledger: gauges.Ledger, snapshot: tally.Snapshot, *, now: datetime, read_seconds: float
+) -> Iterator[Metric]:
     """Every family after the counters: the gauges and the scrape's own two."""
     yield from gauge_families(ledger, now=now)
-    yield GaugeMetricFamily(f"{PREFIX}_metrics_lag_rows",
-                            "History rows not yet counted by the counters (0 when current).",
-                            value=snapshot.lag_rows)
-    yield GaugeMetricFamily(f"{PREFIX}_metrics_read_seconds",
-                            "Time this scrape spent reading the ledger.", value=read_seconds)
+    yield GaugeMetricFamily(
+        f"{PREFIX}_metrics_lag_rows",
+        "History rows not yet counted by the counters (0 when current).",
+        value=snapshot.lag_rows,
+    )
+    yield GaugeMetricFamily(
+        f"{PREFIX}_metrics_read_seconds", "Time this scrape spent reading the ledger.", value=read_seconds
+    )
 
 
 class LedgerCollector(Collector):
@@ -204,7 +255,7 @@ def _help(doc: str) -> str:
 
 
 def _escape(value: str) -> str:
-    return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r'\"')
+    return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
 
 
 def _line(name: str, names: tuple[str, ...], values: tuple[str, ...], value: float) -> str:

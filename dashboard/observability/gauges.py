@@ -57,20 +57,27 @@ class Ledger:
 
 def _runnable(now: datetime) -> Q:
     """What a claim would take now: due, no live lease, neither finished nor paused."""
-    return (Q(status__in=sql.CLAIMABLE_STATUSES) & Q(ready_at__lte=now)
-            & (Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lte=now)))
+    return (
+        Q(status__in=sql.CLAIMABLE_STATUSES)
+        & Q(ready_at__lte=now)
+        & (Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lte=now))
+    )
 
 
 def budget_ratios(now: datetime) -> dict[tuple[str, str, str], float]:
     """Spent / limit of each enabled budget's current period. Per-instance budgets are left out:
     their key is an instance id, which would make a series per instance."""
-    rows = Budget.objects.filter(enabled=True).exclude(scope=BudgetScope.INSTANCE).values_list(
-        "scope", "key", "period", "limit", "spent", "period_start")
+    rows = (
+        Budget.objects.filter(enabled=True)
+        .exclude(scope=BudgetScope.INSTANCE)
+        .values_list("scope", "key", "period", "limit", "spent", "period_start")
+    )
     return _ratios(rows, now)
 
 
-def _ratios(rows: Iterable[tuple[str, str, str, Decimal, Decimal, datetime]],
-            now: datetime) -> dict[tuple[str, str, str], float]:
+def _ratios(
+    rows: Iterable[tuple[str, str, str, Decimal, Decimal, datetime]], now: datetime
+) -> dict[tuple[str, str, str], float]:
     out: dict[tuple[str, str, str], float] = {}
     for scope, key, period, limit, spent, start in rows:
         # A period that rolled over with no spend since still shows the old `spent`: it is 0 now.
@@ -110,7 +117,11 @@ class InstanceGauges:
 # waiting instance's steps for the parked one cost 2.5 s on the 1 M-instance bench (the planner
 # chose a sequential scan of 9 M steps).
 PARKED_EXACT = 2_000  # waiting instances whose reason is looked up one by one; past it, a sample
-PARKED_BY: dict[str, str] = {HistoryKind.STEP_SLEEP: "sleep", HistoryKind.STEP_WAIT: "event", HistoryKind.STEP_RETRY: "retry"}
+PARKED_BY: dict[str, str] = {
+    HistoryKind.STEP_SLEEP: "sleep",
+    HistoryKind.STEP_WAIT: "event",
+    HistoryKind.STEP_RETRY: "retry",
+}
 
 
 def parked_reasons(*, totals: dict[str, int]) -> dict[str, dict[str, int]]:
@@ -121,8 +132,9 @@ def parked_reasons(*, totals: dict[str, int]) -> dict[str, dict[str, int]]:
     scrape to the next), and each workflow's counts are scaled to its waiting total: a probe per
     waiting instance is what costs here (5 µs each), so a scrape stays bounded with 100,000
     sleepers. The estimate's error is a few per cent at worst."""
-    reason = Subquery(History.objects.filter(instance_id=OuterRef("id"), kind__in=list(PARKED_BY))
-                      .order_by("-id").values("kind")[:1])
+    reason = Subquery(
+        History.objects.filter(instance_id=OuterRef("id"), kind__in=list(PARKED_BY)).order_by("-id").values("kind")[:1]
+    )
     qs = Instance.objects.filter(status=Status.WAITING)
     waiting, step = sum(totals.values()), 1
     if waiting > PARKED_EXACT and connection.vendor == "postgresql":
@@ -132,8 +144,9 @@ def parked_reasons(*, totals: dict[str, int]) -> dict[str, dict[str, int]]:
     return _parked(rows, step=step, totals=totals)
 
 
-def _parked(rows: Iterable[tuple[str, str | None, int]], *, step: int,
-            totals: dict[str, int]) -> dict[str, dict[str, int]]:
+def _parked(
+    rows: Iterable[tuple[str, str | None, int]], *, step: int, totals: dict[str, int]
+) -> dict[str, dict[str, int]]:
     """The probed waiting instances' reasons, scaled to each workflow's waiting total when only
     every `step`-th was probed."""
     seen: dict[str, int] = {}
@@ -150,8 +163,13 @@ def _parked(rows: Iterable[tuple[str, str | None, int]], *, step: int,
 def instance_gauges(*, now: datetime) -> InstanceGauges:
     """Unfinished instances by status (the instance_status index), the runnable ones (the claim
     index) and why the waiting ones wait (their newest parking history row)."""
-    active = {(w, s): n for w, s, n in Instance.objects.filter(status__in=ACTIVE)
-              .values_list("workflow", "status").annotate(n=Count("id")).order_by()}
+    active = {
+        (w, s): n
+        for w, s, n in Instance.objects.filter(status__in=ACTIVE)
+        .values_list("workflow", "status")
+        .annotate(n=Count("id"))
+        .order_by()
+    }
     runnable = Instance.objects.filter(_runnable(now))
     backlog = {w: n for w, n in runnable.values_list("workflow").annotate(n=Count("id")).order_by()}
     oldest = runnable.aggregate(m=Min("ready_at"))["m"] if backlog else None
@@ -169,18 +187,46 @@ def ledger_read(*, now: datetime) -> Ledger:
 
 def ledger_read_by_query(*, now: datetime) -> Ledger:
     inst = instance_gauges(now=now)
-    dead = {w: n for w, n in DeadLetter.objects.filter(state=DeadLetterState.OPEN)
-            .values_list("workflow").annotate(n=Count("id")).order_by()}
-    slots = {o: n for o, n in Instance.objects.filter(status__in=ACTIVE, lease_expires_at__gt=now).exclude(lease_owner="")
-             .values_list("lease_owner").annotate(n=Count("id")).order_by()}
-    claim = (History.objects.filter(created_at__gte=now - CLAIM_LOOKBACK, created_at__lte=now,
-                                    kind=HistoryKind.INSTANCE_STATUS, status=Status.RUNNING)
-             .order_by("-created_at").values_list("created_at", flat=True).first())
+    dead = {
+        w: n
+        for w, n in DeadLetter.objects.filter(state=DeadLetterState.OPEN)
+        .values_list("workflow")
+        .annotate(n=Count("id"))
+        .order_by()
+    }
+    slots = {
+        o: n
+        for o, n in Instance.objects.filter(status__in=ACTIVE, lease_expires_at__gt=now)
+        .exclude(lease_owner="")
+        .values_list("lease_owner")
+        .annotate(n=Count("id"))
+        .order_by()
+    }
+    claim = (
+        History.objects.filter(
+            created_at__gte=now - CLAIM_LOOKBACK,
+            created_at__lte=now,
+            kind=HistoryKind.INSTANCE_STATUS,
+            status=Status.RUNNING,
+        )
+        .order_by("-created_at")
+        .values_list("created_at", flat=True)
+        .first()
+    )
     routes = set(Route.objects.values_list("name", flat=True))
-    return Ledger(active=inst.active, backlog=inst.backlog, oldest_ready_at=inst.oldest_ready_at,
-                  sleeping=inst.sleeping, waiting_event=inst.waiting, backing_off=inst.backing_off,
-                  dead_letters=dead,
-                  budgets=budget_ratios(now), slots=slots, last_claim_at=claim, ingress=ingress_counts(routes))
+    return Ledger(
+        active=inst.active,
+        backlog=inst.backlog,
+        oldest_ready_at=inst.oldest_ready_at,
+        sleeping=inst.sleeping,
+        waiting_event=inst.waiting,
+        backing_off=inst.backing_off,
+        dead_letters=dead,
+        budgets=budget_ratios(now),
+        slots=slots,
+        last_claim_at=claim,
+        ingress=ingress_counts(routes),
+    )
 
 
 def ledger_read_one_statement(*, now: datetime) -> Ledger:
@@ -188,11 +234,26 @@ def ledger_read_one_statement(*, now: datetime) -> Ledger:
     got = sql.gauges_read(now=now, claim_since=now - CLAIM_LOOKBACK, parked_exact=PARKED_EXACT)
     active = {(w, s): n for w, s, n in got.active}
     totals = {w: n for (w, s), n in active.items() if s == Status.WAITING}
-    parked = (_parked(got.parked, step=got.parked_step, totals=totals) if totals
-              else {"sleep": {}, "event": {}, "retry": {}})
-    budgets = _ratios(((scope, key, period, Decimal(limit), Decimal(spent), datetime.fromisoformat(start))
-                       for scope, key, period, limit, spent, start in got.budgets), now)
-    return Ledger(active=active, backlog=dict(got.backlog), oldest_ready_at=got.oldest_ready_at,
-                  sleeping=parked["sleep"], waiting_event=parked["event"], backing_off=parked["retry"],
-                  dead_letters=dict(got.dead_letters), budgets=budgets, slots=dict(got.slots),
-                  last_claim_at=got.last_claim_at, ingress=_ingress(got.ingress, set(got.routes)))
+    parked = (
+        _parked(got.parked, step=got.parked_step, totals=totals) if totals else {"sleep": {}, "event": {}, "retry": {}}
+    )
+    budgets = _ratios(
+        (
+            (scope, key, period, Decimal(limit), Decimal(spent), datetime.fromisoformat(start))
+            for scope, key, period, limit, spent, start in got.budgets
+        ),
+        now,
+    )
+    return Ledger(
+        active=active,
+        backlog=dict(got.backlog),
+        oldest_ready_at=got.oldest_ready_at,
+        sleeping=parked["sleep"],
+        waiting_event=parked["event"],
+        backing_off=parked["retry"],
+        dead_letters=dict(got.dead_letters),
+        budgets=budgets,
+        slots=dict(got.slots),
+        last_claim_at=got.last_claim_at,
+        ingress=_ingress(got.ingress, set(got.routes)),
+    )

@@ -52,18 +52,20 @@ def check(*, authorization: str, address: str, token: str, allow: list[Network])
     if scheme.lower() == "bearer" and presented:
         if token and hmac.compare_digest(presented.strip().encode(), token.encode()):
             return None
-        return Refusal(401, "invalid_token", "the bearer token is not the metrics token "
-                       "(RUNLEDGER_METRICS_TOKEN)")
+        return Refusal(401, "invalid_token", "the bearer token is not the metrics token (RUNLEDGER_METRICS_TOKEN)")
     if allowed(address, allow):
         return None
     if token:
         return Refusal(401, "not_authenticated", "send Authorization: Bearer <RUNLEDGER_METRICS_TOKEN>")
-    return Refusal(403, "forbidden", f"address {address} is not in RUNLEDGER_METRICS_ALLOW and no "
-                   "metrics token is configured")
+    return Refusal(
+        403, "forbidden", f"address {address} is not in RUNLEDGER_METRICS_ALLOW and no metrics token is configured"
+    )
 
 
 def check_request(request: HttpRequest) -> Refusal | None:
-    return check(authorization=request.headers.get("Authorization", ""),
-                 address=request.META.get("REMOTE_ADDR", ""),
-                 token=settings.RUNLEDGER_METRICS_TOKEN,
-                 allow=networks(settings.RUNLEDGER_METRICS_ALLOW))
+    return check(
+        authorization=request.headers.get("Authorization", ""),
+        address=request.META.get("REMOTE_ADDR", ""),
+        token=settings.RUNLEDGER_METRICS_TOKEN,
+        allow=networks(settings.RUNLEDGER_METRICS_ALLOW),
+    )

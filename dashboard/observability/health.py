@@ -77,16 +77,25 @@ def migrations_check() -> Check:
 def worker_check(*, now: datetime, within: timedelta) -> Check:
     if Instance.objects.exclude(lease_owner="").filter(lease_expires_at__gt=now).exists():
         return Check("worker", True, "a worker holds a live lease")
-    claimed = History.objects.filter(created_at__gte=now - within, created_at__lte=now + within,
-                                     kind=HistoryKind.INSTANCE_STATUS, status=Status.RUNNING).exists()
+    claimed = History.objects.filter(
+        created_at__gte=now - within,
+        created_at__lte=now + within,
+        kind=HistoryKind.INSTANCE_STATUS,
+        status=Status.RUNNING,
+    ).exists()
     if claimed:
         return Check("worker", True, f"a worker claimed an instance in the last {within.total_seconds():g} s")
-    overdue = Instance.objects.filter(ready_at__lte=now - within).filter(
-        lease_expires_at__isnull=True).exists() or Instance.objects.filter(
-        ready_at__lte=now - within, lease_expires_at__lte=now).exists()
+    overdue = (
+        Instance.objects.filter(ready_at__lte=now - within).filter(lease_expires_at__isnull=True).exists()
+        or Instance.objects.filter(ready_at__lte=now - within, lease_expires_at__lte=now).exists()
+    )
     if overdue:
-        return Check("worker", False, f"instances have been due for over {within.total_seconds():g} s "
-                     "and no worker holds a lease or claimed one: start `manage.py worker`")
+        return Check(
+            "worker",
+            False,
+            f"instances have been due for over {within.total_seconds():g} s "
+            "and no worker holds a lease or claimed one: start `manage.py worker`",
+        )
     return Check("worker", True, "idle: nothing has been due that long")
 
 

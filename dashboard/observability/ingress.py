@@ -95,11 +95,14 @@ class Counts:
             except (OperationalError, InterfaceError):
                 kept[(route, status)] = n
             except DatabaseError:
-                log.warning("ingress count for route %r status %s refused by the database; dropped",
-                            route[:40], status, exc_info=True)
+                log.warning(
+                    "ingress count for route %r status %s refused by the database; dropped",
+                    route[:40],
+                    status,
+                    exc_info=True,
+                )
         if kept:
-            log.warning("ingress counts could not be stored (%d series); keeping them for the next flush",
-                        len(kept))
+            log.warning("ingress counts could not be stored (%d series); keeping them for the next flush", len(kept))
             with self._lock:
                 for key, n in kept.items():
                     self._counts[key] = self._counts.get(key, 0) + n

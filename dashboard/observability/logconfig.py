@@ -41,8 +41,7 @@ class JsonFormatter(_JsonFormatter):
         kwargs.setdefault("rename_fields", {"levelname": "level", "message": "event", "name": "logger"})
         super().__init__("%(levelname)s %(message)s %(name)s", *args, **kwargs)
 
-    def add_fields(self, log_data: dict[str, Any], record: logging.LogRecord,
-                   message_dict: dict[str, Any]) -> None:
+    def add_fields(self, log_data: dict[str, Any], record: logging.LogRecord, message_dict: dict[str, Any]) -> None:
         log_data["timestamp"] = datetime.fromtimestamp(record.created, tz=UTC).isoformat(timespec="milliseconds")
         super().add_fields(log_data, record, message_dict)
 
@@ -62,8 +61,9 @@ class ConsoleFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         line = redact(super().format(record))
-        fields = [f"{name}={getattr(record, name)}" for name in context.FIELDS
-                  if getattr(record, name, None) is not None]
+        fields = [
+            f"{name}={getattr(record, name)}" for name in context.FIELDS if getattr(record, name, None) is not None
+        ]
         if not fields:
             return line
         head, sep, tail = line.partition("\n")  # the context stays on the message's line
@@ -104,13 +104,15 @@ def logging_config(env: Mapping[str, str]) -> dict[str, Any]:
             "json": {"()": JsonFormatter},
         },
         "handlers": {
-            "console": {"class": "logging.StreamHandler", "formatter": formatter,
-                        "filters": ["context", "redact"]},
+            "console": {"class": "logging.StreamHandler", "formatter": formatter, "filters": ["context", "redact"]},
         },
         "root": {"handlers": ["console"], "level": "WARNING"},
         "loggers": {
             "runledger": {"handlers": ["console"], "level": level, "propagate": False},
-            "daphne": {"handlers": ["console"], "level": env.get("RUNLEDGER_DAPHNE_LOG_LEVEL", "WARNING"),
-                       "propagate": False},
+            "daphne": {
+                "handlers": ["console"],
+                "level": env.get("RUNLEDGER_DAPHNE_LOG_LEVEL", "WARNING"),
+                "propagate": False,
+            },
         },
     }

@@ -25,6 +25,7 @@ from ingest.engine.models import PARKED_KINDS, UNFINISHED_STATUSES, Status
 # no live lease holds it: the runnable backlog.
 CLAIMABLE_STATUSES = tuple(s for s in UNFINISHED_STATUSES if s != Status.PAUSED)
 
+
 def _in(values: Sequence[str]) -> str:
     # Literals, not parameters: the partial indexes' conditions are proved from them at planning
     # time. They are the engine's own constants (statuses, history kinds), never user input.
@@ -76,8 +77,11 @@ SELECT
      FROM engine_budget WHERE enabled AND scope <> 'instance'),
   (SELECT coalesce(json_agg(name), '[]') FROM triggers_route),
   (SELECT coalesce(json_agg(json_build_array(route, status, n)), '[]') FROM observability_ingresstally)
-""".replace("{runnable}", f"""status IN {_in(CLAIMABLE_STATUSES)} AND ready_at <= %(now)s
-                                      AND (lease_expires_at IS NULL OR lease_expires_at <= %(now)s)""")
+""".replace(
+    "{runnable}",
+    f"""status IN {_in(CLAIMABLE_STATUSES)} AND ready_at <= %(now)s
+                                      AND (lease_expires_at IS NULL OR lease_expires_at <= %(now)s)""",
+)
 
 
 @dataclass(frozen=True)
@@ -109,7 +113,15 @@ def gauges_read(*, now: datetime, claim_since: datetime, parked_exact: int) -> G
         row = cursor.fetchone()
     assert row is not None
     return GaugeRows(
-        active=_rows(row[0]), backlog=_rows(row[1]), oldest_ready_at=row[2], parked_step=int(row[3]),
-        parked=_rows(row[4]), dead_letters=_rows(row[5]), slots=_rows(row[6]), last_claim_at=row[7],
-        budgets=_rows(row[8]), routes=_rows(row[9]), ingress=_rows(row[10]),
+        active=_rows(row[0]),
+        backlog=_rows(row[1]),
+        oldest_ready_at=row[2],
+        parked_step=int(row[3]),
+        parked=_rows(row[4]),
+        dead_letters=_rows(row[5]),
+        slots=_rows(row[6]),
+        last_claim_at=row[7],
+        budgets=_rows(row[8]),
+        routes=_rows(row[9]),
+        ingress=_rows(row[10]),
     )

@@ -20,8 +20,14 @@ from django.db.models import Count
 from dashboard.rollups.reads import CostScope, cost_grouped
 from ingest.engine.models import Instance
 
-WINDOWS = {"15m": timedelta(minutes=15), "1h": timedelta(hours=1), "6h": timedelta(hours=6),
-           "24h": timedelta(hours=24), "7d": timedelta(days=7), "30d": timedelta(days=30)}
+WINDOWS = {
+    "15m": timedelta(minutes=15),
+    "1h": timedelta(hours=1),
+    "6h": timedelta(hours=6),
+    "24h": timedelta(hours=24),
+    "7d": timedelta(days=7),
+    "30d": timedelta(days=30),
+}
 _WINDOW = re.compile(r"^(\d{1,4})([mhd])$")
 _UNIT = {"m": timedelta(minutes=1), "h": timedelta(hours=1), "d": timedelta(days=1)}
 MAX_WINDOW = timedelta(days=90)
@@ -35,8 +41,9 @@ def parse_window(raw: str) -> timedelta:
     """`15m`, `1h`, `36h`, `7d`…: a number and m, h or d, from 1 minute to 90 days."""
     match = _WINDOW.match(raw.strip())
     if not match:
-        raise InvalidWindow(f"window {raw[:40]!r} is not a duration like 15m, 1h, 24h or 7d "
-                            "(a number followed by m, h or d)")
+        raise InvalidWindow(
+            f"window {raw[:40]!r} is not a duration like 15m, 1h, 24h or 7d (a number followed by m, h or d)"
+        )
     window = int(match.group(1)) * _UNIT[match.group(2)]
     if not timedelta(minutes=1) <= window <= MAX_WINDOW:
         raise InvalidWindow(f"window {raw!r} must be between 1m and 90d")
@@ -64,10 +71,12 @@ class WorkflowFigures:
     cost_calls: int = 0
 
 
-def _durations(*, tenants: Collection[str], since: datetime, until: datetime,
-               workflow: str | None) -> dict[str, list[float]]:
-    qs = Instance.objects.filter(tenant__in=list(tenants), created_at__gte=since, created_at__lt=until,
-                                 ended_at__isnull=False)
+def _durations(
+    *, tenants: Collection[str], since: datetime, until: datetime, workflow: str | None
+) -> dict[str, list[float]]:
+    qs = Instance.objects.filter(
+        tenant__in=list(tenants), created_at__gte=since, created_at__lt=until, ended_at__isnull=False
+    )
     if workflow:
         qs = qs.filter(workflow=workflow)
     out: dict[str, list[float]] = {}
@@ -77,8 +86,9 @@ def _durations(*, tenants: Collection[str], since: datetime, until: datetime,
     return out
 
 
-def _pg_percentiles(*, tenants: Collection[str], since: datetime, until: datetime,
-                    workflow: str | None) -> dict[str, tuple[float | None, float | None]]:
+def _pg_percentiles(
+    *, tenants: Collection[str], since: datetime, until: datetime, workflow: str | None
+) -> dict[str, tuple[float | None, float | None]]:
     # PostgreSQL sorts in the database: the rows need not travel to Python.
     sql = """SELECT workflow,
                     percentile_disc(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM ended_at - created_at)),
@@ -89,12 +99,12 @@ def _pg_percentiles(*, tenants: Collection[str], since: datetime, until: datetim
              GROUP BY workflow"""
     with connection.cursor() as cursor:
         cursor.execute(sql, [list(tenants), since, until, workflow or "", workflow or ""])
-        return {w: (None if a is None else float(a), None if b is None else float(b))
-                for w, a, b in cursor.fetchall()}
+        return {w: (None if a is None else float(a), None if b is None else float(b)) for w, a, b in cursor.fetchall()}
 
 
-def workflow_metrics(*, tenants: Collection[str], now: datetime, window: timedelta,
-                     workflow: str | None = None) -> list[WorkflowFigures]:
+def workflow_metrics(
+    *, tenants: Collection[str], now: datetime, window: timedelta, workflow: str | None = None
+) -> list[WorkflowFigures]:
     since = now - window
     minutes = window.total_seconds() / 60
     qs = Instance.objects.filter(tenant__in=list(tenants), created_at__gte=since, created_at__lt=now)
@@ -111,8 +121,11 @@ def workflow_metrics(*, tenants: Collection[str], now: datetime, window: timedel
             values.sort()
             pcts[name] = (percentile(values, 0.5), percentile(values, 0.95))
     equals = (("workflow_type", workflow),) if workflow else ()
-    costs = cost_grouped(CostScope(tenants=list(tenants), since=since, until=now, equals=equals),
-                         by=["workflow_type"], measures=["total", "calls"])
+    costs = cost_grouped(
+        CostScope(tenants=list(tenants), since=since, until=now, equals=equals),
+        by=["workflow_type"],
+        measures=["total", "calls"],
+    )
     for (name,), acc in costs.items():
         fig = figures.setdefault(name, WorkflowFigures(name))
         fig.cost_usd, fig.cost_calls = Decimal(acc["total"]), int(acc["calls"])

@@ -32,13 +32,17 @@ BATCH = 20_000  # rows per stored advance
 LIVE_LIMIT = 20_000  # rows a read folds in memory past the stored cursor
 MAX_STEPS_PER_WORKFLOW = 100  # past this, a workflow's new step names count as "other"
 
-STEP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
-                300.0, 600.0)
-INSTANCE_BUCKETS = (0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 10800.0,
-                    21600.0, 86400.0)
+STEP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+INSTANCE_BUCKETS = (0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 10800.0, 21600.0, 86400.0)
 FINISHED = ("complete", "completed_with_errors", "errored", "terminated")
-KINDS = (HistoryKind.INSTANCE_CREATED, HistoryKind.INSTANCE_STATUS, HistoryKind.STEP_COMPLETED,
-         HistoryKind.STEP_RETRY, HistoryKind.STEP_FAILED, HistoryKind.COST_RECORDED)
+KINDS = (
+    HistoryKind.INSTANCE_CREATED,
+    HistoryKind.INSTANCE_STATUS,
+    HistoryKind.STEP_COMPLETED,
+    HistoryKind.STEP_RETRY,
+    HistoryKind.STEP_FAILED,
+    HistoryKind.COST_RECORDED,
+)
 
 # The tally's series: name -> its label names (histograms keep `le` as the bucket's index).
 LABELS: dict[str, tuple[str, ...]] = {
@@ -94,7 +98,7 @@ def bucket_index(seconds: float, bounds: tuple[float, ...]) -> int:
 def known_steps(values: dict[Series, float]) -> dict[str, set[str]]:
     """The step labels each workflow already has a series for."""
     out: dict[str, set[str]] = {}
-    for (metric, labels) in values:
+    for metric, labels in values:
         if metric == "attempts":
             out.setdefault(labels[0], set()).add(labels[1])
     return out
@@ -105,8 +109,9 @@ def _add(into: dict[Series, float], metric: str, labels: tuple[str, ...], by: fl
     into[key] = into.get(key, 0.0) + by
 
 
-def _observe(into: dict[Series, float], metric: str, labels: tuple[str, ...], seconds: float,
-             bounds: tuple[float, ...]) -> None:
+def _observe(
+    into: dict[Series, float], metric: str, labels: tuple[str, ...], seconds: float, bounds: tuple[float, ...]
+) -> None:
     _add(into, metric, (*labels, str(bucket_index(seconds, bounds))))
     _add(into, f"{metric}_sum", labels, seconds)
     _add(into, f"{metric}_count", labels)
@@ -136,8 +141,12 @@ def fold(rows: Iterable[Row], *, into: dict[Series, float], steps: dict[str, set
                     seconds = max(0.0, (row.created_at - row.instance_created_at).total_seconds())
                     _observe(into, "instance_seconds", (row.workflow, row.status), seconds, INSTANCE_BUCKETS)
         elif kind == HistoryKind.COST_RECORDED:
-            _add(into, "cost", (str(row.data.get("service", "")), row.workflow, row.tenant),
-                 float(row.data.get("cost") or 0))
+            _add(
+                into,
+                "cost",
+                (str(row.data.get("service", "")), row.workflow, row.tenant),
+                float(row.data.get("cost") or 0),
+            )
         elif "attempt" in row.data and not row.data.get("rollback"):
             # A step attempt's end: sleeps, event waits and rollbacks carry no attempt number.
             labels = (row.workflow, _step(row, steps))
@@ -166,9 +175,13 @@ def tally_read() -> tuple[int, dict[Series, float]]:
 
 def rows_after(cursor: int, *, limit: int) -> list[Row]:
     """The counted history rows after `cursor`, oldest first."""
-    rows = list(History.objects.filter(id__gt=cursor, kind__in=KINDS).order_by("id")
-                .values_list("id", "kind", "status", "workflow", "tenant", "step_name", "data", "created_at",
-                             "instance_id")[:limit])
+    rows = list(
+        History.objects.filter(id__gt=cursor, kind__in=KINDS)
+        .order_by("id")
+        .values_list("id", "kind", "status", "workflow", "tenant", "step_name", "data", "created_at", "instance_id")[
+            :limit
+        ]
+    )
     # Only a finish needs its instance's creation time: one lookup for those, not a join per row.
     finished = {r[8] for r in rows if r[1] == HistoryKind.INSTANCE_STATUS and r[2] in FINISHED}
     created = dict(Instance.objects.filter(id__in=finished).values_list("id", "created_at")) if finished else {}
@@ -194,8 +207,7 @@ def tally_snapshot(*, live_limit: int = LIVE_LIMIT) -> Snapshot:
 
 def _cursor_row() -> MetricTally | None:
     """The cursor row, locked; None when another process holds it (it is advancing)."""
-    row = MetricTally.objects.select_for_update(skip_locked=True).filter(
-        metric=MetricTally.CURSOR, labels="").first()
+    row = MetricTally.objects.select_for_update(skip_locked=True).filter(metric=MetricTally.CURSOR, labels="").first()
     if row is not None:
         return row
     if MetricTally.objects.filter(metric=MetricTally.CURSOR, labels="").exists():
@@ -227,9 +239,13 @@ def tally_advance(*, now: datetime, batch: int = BATCH, settle: timedelta = SETT
         delta: dict[Series, float] = {}
         fold(kept, into=delta, steps=known_steps(values))
         MetricTally.objects.bulk_create(
-            [MetricTally(metric=m, labels=SEP.join(labels), value=values.get((m, labels), 0.0) + by)
-             for (m, labels), by in delta.items()],
-            update_conflicts=True, unique_fields=["metric", "labels"], update_fields=["value"],
+            [
+                MetricTally(metric=m, labels=SEP.join(labels), value=values.get((m, labels), 0.0) + by)
+                for (m, labels), by in delta.items()
+            ],
+            update_conflicts=True,
+            unique_fields=["metric", "labels"],
+            update_fields=["value"],
         )
         cursor_row.value = kept[-1].id
         cursor_row.save(update_fields=["value"])

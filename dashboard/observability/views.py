@@ -39,8 +39,7 @@ def _advance() -> None:
 def metrics(request: HttpRequest) -> HttpResponse:
     refusal = guard.check_request(request)
     if refusal is not None:
-        response = JsonResponse({"error": {"code": refusal.code, "message": refusal.message}},
-                                status=refusal.status)
+        response = JsonResponse({"error": {"code": refusal.code, "message": refusal.message}}, status=refusal.status)
         if refusal.status == 401:
             response["WWW-Authenticate"] = "Bearer"
         return response
@@ -66,6 +65,8 @@ def readyz(request: HttpRequest) -> JsonResponse:
     except Exception as exc:  # noqa: BLE001 - the database went away between two checks
         checks = [health.Check("database", False, f"{type(exc).__name__}: {str(exc).strip()[:200]}")]
     ready = all(c.ok for c in checks)
-    body = {"status": "ready" if ready else "unavailable",
-            "checks": {c.name: {"ok": c.ok, "detail": c.detail} for c in checks}}
+    body = {
+        "status": "ready" if ready else "unavailable",
+        "checks": {c.name: {"ok": c.ok, "detail": c.detail} for c in checks},
+    }
     return JsonResponse(body, status=200 if ready else 503)

@@ -126,7 +126,8 @@ def cursor_advance(
             holes.pop(i, None)
     oldest = horizon[0] if horizon else None
     kept = {
-        i: (seen, xid) for i, (seen, xid) in holes.items()
+        i: (seen, xid)
+        for i, (seen, xid) in holes.items()
         if now - seen < HOLE_KEEP_SECONDS or (oldest is not None and oldest < xid)
     }
     if len(kept) > MAX_HOLES:

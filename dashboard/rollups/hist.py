@@ -20,12 +20,13 @@ LAST = PER_DOUBLING * 35 + 1  # 2^35 ms ≈ 398 days; longer steps share this bi
 RELATIVE_ERROR = 2 ** (1 / (2 * PER_DOUBLING)) - 1
 
 
-
 def bin_sql(ms: str, *, least: str) -> str:
     """`bin_of` in SQL over the expression `ms` (PostgreSQL and SQLite both have LN and FLOOR;
     `least` is the two-argument minimum: LEAST on PostgreSQL, MIN on SQLite)."""
-    return (f"CASE WHEN {ms} < 1 THEN 0 ELSE {least}({LAST}, 1 + CAST(FLOOR("
-            f"{PER_DOUBLING} * LN({ms}) / LN(2)) AS INTEGER)) END")
+    return (
+        f"CASE WHEN {ms} < 1 THEN 0 ELSE {least}({LAST}, 1 + CAST(FLOOR("
+        f"{PER_DOUBLING} * LN({ms}) / LN(2)) AS INTEGER)) END"
+    )
 
 
 def bin_of(ms: float) -> int:

@@ -56,23 +56,53 @@ def _write_created(hours: Collection[datetime] | None) -> None:
     if hours is not None and not hours:
         return
     InstanceHourly.objects.filter(Q() if hours is None else _ranges_q("hour", hours)).delete()
-    rows = (InstanceState.objects.filter(Q(~Q(created_at=None)) if hours is None else _ranges_q("created_at", hours))
-            .annotate(h=TruncHour("created_at", tzinfo=UTC)).values("h", "tenant", "workflow", "status")
-            .annotate(c=Count("instance_id"), r=Sum("running_steps")).order_by())
+    rows = (
+        InstanceState.objects.filter(Q(~Q(created_at=None)) if hours is None else _ranges_q("created_at", hours))
+        .annotate(h=TruncHour("created_at", tzinfo=UTC))
+        .values("h", "tenant", "workflow", "status")
+        .annotate(c=Count("instance_id"), r=Sum("running_steps"))
+        .order_by()
+    )
     InstanceHourly.objects.bulk_create(
-        [InstanceHourly(hour=r["h"], tenant=r["tenant"], workflow=r["workflow"], status=r["status"], n=r["c"],
-                        running_steps=r["r"] or 0) for r in rows], batch_size=2000)
+        [
+            InstanceHourly(
+                hour=r["h"],
+                tenant=r["tenant"],
+                workflow=r["workflow"],
+                status=r["status"],
+                n=r["c"],
+                running_steps=r["r"] or 0,
+            )
+            for r in rows
+        ],
+        batch_size=2000,
+    )
 
 
 def _write_days(day_list: Iterable[date]) -> None:
     tz = days.zone()
     for day in sorted(set(day_list)):
         InstanceDaily.objects.filter(day=day).delete()
-        rows = (InstanceHourly.objects.filter(hour__in=days.hours_of_day(day, tz))
-                .values("tenant", "workflow", "status").annotate(c=Sum("n"), r=Sum("running_steps")).order_by())
+        rows = (
+            InstanceHourly.objects.filter(hour__in=days.hours_of_day(day, tz))
+            .values("tenant", "workflow", "status")
+            .annotate(c=Sum("n"), r=Sum("running_steps"))
+            .order_by()
+        )
         InstanceDaily.objects.bulk_create(
-            [InstanceDaily(day=day, tenant=r["tenant"], workflow=r["workflow"], status=r["status"], n=r["c"],
-                           running_steps=r["r"] or 0) for r in rows], batch_size=2000)
+            [
+                InstanceDaily(
+                    day=day,
+                    tenant=r["tenant"],
+                    workflow=r["workflow"],
+                    status=r["status"],
+                    n=r["c"],
+                    running_steps=r["r"] or 0,
+                )
+                for r in rows
+            ],
+            batch_size=2000,
+        )
 
 
 def _write_ended(hours: Collection[datetime] | None) -> None:
@@ -80,12 +110,20 @@ def _write_ended(hours: Collection[datetime] | None) -> None:
     if hours is not None and not hours:
         return
     InstanceEndedHourly.objects.filter(Q() if hours is None else _ranges_q("hour", hours)).delete()
-    rows = (InstanceState.objects.filter(Q(~Q(ended_at=None)) if hours is None else _ranges_q("ended_at", hours))
-            .annotate(h=TruncHour("ended_at", tzinfo=UTC)).values("h", "tenant", "workflow", "status")
-            .annotate(c=Count("instance_id")).order_by())
+    rows = (
+        InstanceState.objects.filter(Q(~Q(ended_at=None)) if hours is None else _ranges_q("ended_at", hours))
+        .annotate(h=TruncHour("ended_at", tzinfo=UTC))
+        .values("h", "tenant", "workflow", "status")
+        .annotate(c=Count("instance_id"))
+        .order_by()
+    )
     InstanceEndedHourly.objects.bulk_create(
-        [InstanceEndedHourly(hour=r["h"], tenant=r["tenant"], workflow=r["workflow"], status=r["status"], n=r["c"])
-         for r in rows], batch_size=2000)
+        [
+            InstanceEndedHourly(hour=r["h"], tenant=r["tenant"], workflow=r["workflow"], status=r["status"], n=r["c"])
+            for r in rows
+        ],
+        batch_size=2000,
+    )
 
 
 def all_days_rewrite() -> None:
@@ -110,16 +148,20 @@ def purged(batches: Iterable[tuple[int, str, datetime]]) -> set[str]:
         cutoffs[workflow] = max(cutoff, cutoffs.get(workflow, cutoff))
     gone: set[str] = set()
     for workflow, cutoff in cutoffs.items():
-        gone |= set(InstanceState.objects.filter(workflow=workflow, ended_at__lt=cutoff)
-                    .filter(~Exists(Instance.objects.filter(pk=OuterRef("instance_id"))))
-                    .values_list("instance_id", flat=True))
+        gone |= set(
+            InstanceState.objects.filter(workflow=workflow, ended_at__lt=cutoff)
+            .filter(~Exists(Instance.objects.filter(pk=OuterRef("instance_id"))))
+            .values_list("instance_id", flat=True)
+        )
     return gone
 
 
 def state_rows(instance_ids: Collection[str]) -> dict[str, dict[str, Any]]:
     """`InstanceState` rows of these instances, by id."""
-    return {r["instance_id"]: r for r in
-            InstanceState.objects.filter(instance_id__in=list(instance_ids)).values(*sql.INSTANCE_STATE_FIELDS)}
+    return {
+        r["instance_id"]: r
+        for r in InstanceState.objects.filter(instance_id__in=list(instance_ids)).values(*sql.INSTANCE_STATE_FIELDS)
+    }
 
 
 def refresh(instance_ids: Collection[str]) -> int:
@@ -130,7 +172,7 @@ def refresh(instance_ids: Collection[str]) -> int:
     ended: set[datetime] = set()
     changed = 0
     for k in range(0, len(ids), CHUNK):
-        chunk = ids[k:k + CHUNK]
+        chunk = ids[k : k + CHUNK]
         old = state_rows(chunk)
         new = {r["instance_id"]: r for r in sql.instance_states(instance_ids=chunk)}
         moved = [i for i in chunk if old.get(i) != new.get(i)]

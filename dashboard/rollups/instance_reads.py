@@ -58,8 +58,9 @@ def overview_counts(*, tenants: Collection[str], since: datetime, attempts: int 
         state = state_get()
         if state is None or not state.instance_counts_built or state.day_zone != days.zone_name():
             return None
-        touches = sql.history_touches(after=state.cursor, also=dirty_mod.hole_runs_from_json(state.gaps),
-                                      limit=READ_LIMIT)
+        touches = sql.history_touches(
+            after=state.cursor, also=dirty_mod.hole_runs_from_json(state.gaps), limit=READ_LIMIT
+        )
         if len(touches) >= READ_LIMIT:
             return None
         changed = {t.instance_id for t in touches if t.instance_id}
@@ -106,8 +107,13 @@ def _from_rollups(*, tenants: Collection[str], since: datetime) -> _Counts:
     by_status: Counter[str] = Counter()
     running = 0
     # Live statuses count every instance in them now, whatever its age: all days.
-    for status, c, r in (InstanceDaily.objects.filter(tenant__in=visible, status__in=LIVE).values("status")
-                         .annotate(c=Sum("n"), r=Sum("running_steps")).order_by().values_list("status", "c", "r")):
+    for status, c, r in (
+        InstanceDaily.objects.filter(tenant__in=visible, status__in=LIVE)
+        .values("status")
+        .annotate(c=Sum("n"), r=Sum("running_steps"))
+        .order_by()
+        .values_list("status", "c", "r")
+    ):
         by_status[status] += c or 0
         if status in IN_FLIGHT:
             running += r or 0
@@ -116,35 +122,53 @@ def _from_rollups(*, tenants: Collection[str], since: datetime) -> _Counts:
     finished = list(FINISHED_STATUSES)
     first_day, first_day_hour = _first_whole_day(whole)
     parts: list[Iterable[tuple[str, Any]]] = [
-        InstanceState.objects.filter(tenant__in=visible, status__in=finished, created_at__gte=since,
-                                     created_at__lt=whole).values("status").annotate(c=Count("instance_id"))
-        .order_by().values_list("status", "c"),
+        InstanceState.objects.filter(
+            tenant__in=visible, status__in=finished, created_at__gte=since, created_at__lt=whole
+        )
+        .values("status")
+        .annotate(c=Count("instance_id"))
+        .order_by()
+        .values_list("status", "c"),
         InstanceDaily.objects.filter(tenant__in=visible, status__in=finished, day__gte=first_day)
-        .values("status").annotate(c=Sum("n")).order_by().values_list("status", "c"),
+        .values("status")
+        .annotate(c=Sum("n"))
+        .order_by()
+        .values_list("status", "c"),
     ]
     if first_day_hour > whole:
-        parts.append(InstanceHourly.objects.filter(tenant__in=visible, status__in=finished, hour__gte=whole,
-                                                   hour__lt=first_day_hour)
-                     .values("status").annotate(c=Sum("n")).order_by().values_list("status", "c"))
+        parts.append(
+            InstanceHourly.objects.filter(
+                tenant__in=visible, status__in=finished, hour__gte=whole, hour__lt=first_day_hour
+            )
+            .values("status")
+            .annotate(c=Sum("n"))
+            .order_by()
+            .values_list("status", "c")
+        )
     for rows in parts:
         for status, c in rows:
             by_status[status] += c or 0
     ended: Counter[tuple[datetime, str]] = Counter()
-    edge = (InstanceState.objects.filter(tenant__in=visible, status__in=THROUGHPUT, ended_at__gte=since,
-                                         ended_at__lt=whole).values_list("ended_at", "status"))
+    edge = InstanceState.objects.filter(
+        tenant__in=visible, status__in=THROUGHPUT, ended_at__gte=since, ended_at__lt=whole
+    ).values_list("ended_at", "status")
     for at, status in edge:
         assert at is not None
         ended[(dirty_mod.hour_of(at), status)] += 1
-    for hour, status, n in (InstanceEndedHourly.objects.filter(tenant__in=visible, status__in=THROUGHPUT,
-                                                               hour__gte=whole)
-                            .values("hour", "status").annotate(c=Sum("n")).order_by()
-                            .values_list("hour", "status", "c")):
+    for hour, status, n in (
+        InstanceEndedHourly.objects.filter(tenant__in=visible, status__in=THROUGHPUT, hour__gte=whole)
+        .values("hour", "status")
+        .annotate(c=Sum("n"))
+        .order_by()
+        .values_list("hour", "status", "c")
+    ):
         ended[(hour, status)] += n or 0
     return _Counts(by_status, ended, running)
 
 
-def _apply(got: _Counts, rows: Iterable[dict[str, Any]], sign: int, *, tenants: Collection[str],
-           since: datetime) -> None:
+def _apply(
+    got: _Counts, rows: Iterable[dict[str, Any]], sign: int, *, tenants: Collection[str], since: datetime
+) -> None:
     """Add (sign +1) or take away (-1) what each instance row counts in the overview."""
     visible = set(tenants)
     for r in rows:
@@ -164,4 +188,3 @@ def _apply(got: _Counts, rows: Iterable[dict[str, Any]], sign: int, *, tenants: 
 def local_hour(hour: datetime) -> datetime:
     """A UTC hour as the throughput chart buckets it (local time)."""
     return timezone.localtime(hour, days.zone())
-

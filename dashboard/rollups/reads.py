@@ -85,7 +85,11 @@ def _merge(ranges: list[Range], a: datetime, b: datetime | None) -> None:
 
 
 def split(
-    view: RollupView, *, since: datetime, until: datetime | None, dirty_hours: frozenset[datetime],
+    view: RollupView,
+    *,
+    since: datetime,
+    until: datetime | None,
+    dirty_hours: frozenset[datetime],
     use_days: bool = True,
 ) -> Split:
     """[since, until) (until None: open). The rollups take whole, closed, clean hours (grouped in
@@ -133,18 +137,28 @@ def step_figures(
     fields = ("step_name", "n", "in_flight", "completed", "errored", "retried", "attempts", "durations")
     rows: list[Iterable[tuple[Any, ...]]] = []
     if parts.days:
-        rows.append(StepDaily.objects.filter(day__in=parts.days, workflow=workflow, tenant__in=list(tenants))
-                    .values_list(*fields))
+        rows.append(
+            StepDaily.objects.filter(day__in=parts.days, workflow=workflow, tenant__in=list(tenants)).values_list(
+                *fields
+            )
+        )
     if parts.hours:
-        rows.append(StepHourly.objects.filter(ranges_q("hour", parts.hours), workflow=workflow,
-                                              tenant__in=list(tenants)).values_list(*fields))
+        rows.append(
+            StepHourly.objects.filter(
+                ranges_q("hour", parts.hours), workflow=workflow, tenant__in=list(tenants)
+            ).values_list(*fields)
+        )
     for source in rows:
         for name, n, in_flight, completed, errored, retried, attempts, durations in source:
             out.setdefault(name, StepFigures()).add(
-                StepFigures(n, in_flight, completed, errored, retried, attempts, hist.unpack_into({}, durations)))
+                StepFigures(n, in_flight, completed, errored, retried, attempts, hist.unpack_into({}, durations))
+            )
     if parts.raw:
-        where = (step_rows_for(parts.raw, instance_ids=view.dirty.step_instances) if view.usable
-                 else StepRows(ids=[(0, MAX_ID)]))
+        where = (
+            step_rows_for(parts.raw, instance_ids=view.dirty.step_instances)
+            if view.usable
+            else StepRows(ids=[(0, MAX_ID)])
+        )
         for (_h, _w, _t, name), f in step_aggregate(parts.raw, where, workflow=workflow, tenants=tenants).items():
             out.setdefault(name, StepFigures()).add(f)
     return out
@@ -179,7 +193,11 @@ def _bucket(hour: datetime, bucket: str) -> datetime:
 
 
 def cost_grouped(
-    scope: CostScope, *, by: Sequence[str], measures: Sequence[str], bucket: str = "",
+    scope: CostScope,
+    *,
+    by: Sequence[str],
+    measures: Sequence[str],
+    bucket: str = "",
     view: RollupView | None = None,
 ) -> dict[tuple[Any, ...], dict[str, Any]]:
     """{key tuple (in `by` order): {measure: value}} over the scope, rollups and ledger merged.
@@ -187,8 +205,9 @@ def cost_grouped(
     `by` holds api_costs columns and, with `bucket` "hour" or "day", BUCKET: the local hour, or the
     local day (days.py) as an aware local midnight."""
     view = view or rollup_view()
-    parts = split(view, since=scope.since, until=scope.until, dirty_hours=view.dirty.cost_hours,
-                  use_days=bucket != "hour")
+    parts = split(
+        view, since=scope.since, until=scope.until, dirty_hours=view.dirty.cost_hours, use_days=bucket != "hour"
+    )
     filters: dict[str, Any] = dict(scope.equals)
     if scope.tenants is not None:
         filters["tenant__in"] = list(scope.tenants)
@@ -210,15 +229,21 @@ def cost_grouped(
     rollup_aggs = {m: COST_MEASURES[m][0] for m in measures}
     if parts.days:
         qs_days = CostDaily.objects.filter(day__in=parts.days, **filters)
-        fold(_grouped(qs_days, keys("day"), rollup_aggs), "day",
-             lambda d: timezone.make_aware(datetime.combine(d, time()), days.zone()))
+        fold(
+            _grouped(qs_days, keys("day"), rollup_aggs),
+            "day",
+            lambda d: timezone.make_aware(datetime.combine(d, time()), days.zone()),
+        )
     if parts.hours:
         qs_hours = CostHourly.objects.filter(ranges_q("hour", parts.hours), **filters)
         fold(_grouped(qs_hours, keys("hour"), rollup_aggs), "hour", lambda h: _bucket(h, bucket))
     if parts.raw:
         qs_raw = costs_in(parts.raw).filter(**filters).annotate(hour=TruncHour("created_at", tzinfo=UTC))
-        fold(_grouped(qs_raw, keys("hour"), {m: COST_MEASURES[m][1] for m in measures}), "hour",
-             lambda h: _bucket(h, bucket))
+        fold(
+            _grouped(qs_raw, keys("hour"), {m: COST_MEASURES[m][1] for m in measures}),
+            "hour",
+            lambda h: _bucket(h, bucket),
+        )
     if "total" in measures:  # SQLite sums decimals in floating point: back to the ledger's 6 places
         for acc in out.values():
             acc["total"] = money(acc["total"])

@@ -72,14 +72,22 @@ def _state_locked(now: datetime) -> RollupState:
     seen, next_xid = time.time(), (sql.transaction_horizon() or (0, 0))[1]
     holes = {i: (seen, next_xid) for i in range(max(1, cursor - FIRST_HOLE_SCAN + 1), cursor + 1) if i not in present}
     StepHourIds.objects.all().delete()
-    StepHourIds.objects.bulk_create([StepHourIds(hour=h, min_id=lo, max_id=hi) for h, lo, hi in sql.step_hour_ids_all()],
-                                    batch_size=2000)
+    StepHourIds.objects.bulk_create(
+        [StepHourIds(hour=h, min_id=lo, max_id=hi) for h, lo, hi in sql.step_hour_ids_all()], batch_size=2000
+    )
     starts = [t for t in (StepHourIds.objects.aggregate(m=Min("hour"))["m"], sql.costs_first_at()) if t]
     closed_until = dirty_mod.hour_of(min(starts)) if starts else dirty_mod.hour_of(now)
-    state, _ = RollupState.objects.update_or_create(name=STATE, defaults={
-        "cursor": cursor, "gaps": dirty_mod.holes_to_json(holes), "closed_until": closed_until,
-        "instances_built": False, "instance_counts_built": False, "updated_at": now,
-    })
+    state, _ = RollupState.objects.update_or_create(
+        name=STATE,
+        defaults={
+            "cursor": cursor,
+            "gaps": dirty_mod.holes_to_json(holes),
+            "closed_until": closed_until,
+            "instances_built": False,
+            "instance_counts_built": False,
+            "updated_at": now,
+        },
+    )
     return RollupState.objects.select_for_update().get(name=STATE)
 
 
@@ -98,10 +106,22 @@ def _write_steps(ranges: list[sql.Range]) -> None:
     StepHourly.objects.filter(sql.ranges_q("hour", ranges)).delete()
     where = step_rows_for(ranges)
     StepHourly.objects.bulk_create(
-        [StepHourly(hour=h, workflow=w, tenant=t, step_name=name, n=f.n, in_flight=f.in_flight,
-                    completed=f.completed, errored=f.errored, retried=f.retried, attempts=f.attempts,
-                    durations=hist.pack(f.durations or {}))
-         for (h, w, t, name), f in sql.step_aggregate(ranges, where).items()],
+        [
+            StepHourly(
+                hour=h,
+                workflow=w,
+                tenant=t,
+                step_name=name,
+                n=f.n,
+                in_flight=f.in_flight,
+                completed=f.completed,
+                errored=f.errored,
+                retried=f.retried,
+                attempts=f.attempts,
+                durations=hist.pack(f.durations or {}),
+            )
+            for (h, w, t, name), f in sql.step_aggregate(ranges, where).items()
+        ],
         batch_size=2000,
     )
 
@@ -109,10 +129,22 @@ def _write_steps(ranges: list[sql.Range]) -> None:
 def _write_costs(ranges: list[sql.Range]) -> None:
     CostHourly.objects.filter(sql.ranges_q("hour", ranges)).delete()
     CostHourly.objects.bulk_create(
-        [CostHourly(hour=r["hour"], tenant=r["tenant"], service=r["service"], workflow_type=r["workflow_type"],
-                    step_name=r["step_name"], model=r["model"], total=r["total"], calls=r["calls"],
-                    failed=r["failed"], tokens_in=r["tokens_in"] or 0, tokens_out=r["tokens_out"] or 0)
-         for r in sql.cost_hour_rows(ranges)],
+        [
+            CostHourly(
+                hour=r["hour"],
+                tenant=r["tenant"],
+                service=r["service"],
+                workflow_type=r["workflow_type"],
+                step_name=r["step_name"],
+                model=r["model"],
+                total=r["total"],
+                calls=r["calls"],
+                failed=r["failed"],
+                tokens_in=r["tokens_in"] or 0,
+                tokens_out=r["tokens_out"] or 0,
+            )
+            for r in sql.cost_hour_rows(ranges)
+        ],
         batch_size=2000,
     )
 
@@ -136,24 +168,54 @@ def _write_days(day_list: Iterable[date]) -> None:
         StepDaily.objects.filter(day=day).delete()
         merged: dict[tuple[str, str, str], sql.StepFigures] = {}
         for w, t, name, n, fl, c, e, r, a, d in StepHourly.objects.filter(hour__in=hours).values_list(
-            "workflow", "tenant", "step_name", "n", "in_flight", "completed", "errored", "retried", "attempts",
+            "workflow",
+            "tenant",
+            "step_name",
+            "n",
+            "in_flight",
+            "completed",
+            "errored",
+            "retried",
+            "attempts",
             "durations",
         ):
             merged.setdefault((w, t, name), sql.StepFigures()).add(
-                sql.StepFigures(n, fl, c, e, r, a, hist.unpack_into({}, d)))
+                sql.StepFigures(n, fl, c, e, r, a, hist.unpack_into({}, d))
+            )
         StepDaily.objects.bulk_create(
-            [StepDaily(day=day, workflow=w, tenant=t, step_name=name, n=f.n, in_flight=f.in_flight,
-                       completed=f.completed, errored=f.errored, retried=f.retried, attempts=f.attempts,
-                       durations=hist.pack(f.durations or {}))
-             for (w, t, name), f in merged.items()],
+            [
+                StepDaily(
+                    day=day,
+                    workflow=w,
+                    tenant=t,
+                    step_name=name,
+                    n=f.n,
+                    in_flight=f.in_flight,
+                    completed=f.completed,
+                    errored=f.errored,
+                    retried=f.retried,
+                    attempts=f.attempts,
+                    durations=hist.pack(f.durations or {}),
+                )
+                for (w, t, name), f in merged.items()
+            ],
             batch_size=2000,
         )
         CostDaily.objects.filter(day=day).delete()
         CostDaily.objects.bulk_create(
-            [CostDaily(day=day, **r) for r in CostHourly.objects.filter(hour__in=hours)
-             .values(*sql.COST_KEY_FIELDS)
-             .annotate(total=Sum("total"), calls=Sum("calls"), failed=Sum("failed"), tokens_in=Sum("tokens_in"),
-                       tokens_out=Sum("tokens_out")).order_by()],
+            [
+                CostDaily(day=day, **r)
+                for r in CostHourly.objects.filter(hour__in=hours)
+                .values(*sql.COST_KEY_FIELDS)
+                .annotate(
+                    total=Sum("total"),
+                    calls=Sum("calls"),
+                    failed=Sum("failed"),
+                    tokens_in=Sum("tokens_in"),
+                    tokens_out=Sum("tokens_out"),
+                )
+                .order_by()
+            ],
             batch_size=2000,
         )
 
@@ -161,23 +223,45 @@ def _write_days(day_list: Iterable[date]) -> None:
 def _write_instances(instance_ids: set[str]) -> None:
     ids = sorted(instance_ids)
     for k in range(0, len(ids), 1000):
-        chunk = ids[k:k + 1000]
+        chunk = ids[k : k + 1000]
         InstanceCost.objects.filter(instance_id__in=chunk).delete()
         InstanceCost.objects.bulk_create(
-            [InstanceCost(instance_id=r["instance_id"], tenant=r["tenant"], workflow_type=r["workflow_type"],
-                          first_at=r["first_at"], last_at=r["last_at"], total=r["total"], calls=r["calls"],
-                          failed=r["failed"], tokens_in=r["tokens_in"] or 0, tokens_out=r["tokens_out"] or 0)
-             for r in sql.instance_cost_rows(instance_ids=chunk)],
+            [
+                InstanceCost(
+                    instance_id=r["instance_id"],
+                    tenant=r["tenant"],
+                    workflow_type=r["workflow_type"],
+                    first_at=r["first_at"],
+                    last_at=r["last_at"],
+                    total=r["total"],
+                    calls=r["calls"],
+                    failed=r["failed"],
+                    tokens_in=r["tokens_in"] or 0,
+                    tokens_out=r["tokens_out"] or 0,
+                )
+                for r in sql.instance_cost_rows(instance_ids=chunk)
+            ],
             batch_size=2000,
         )
         for column, model in INSTANCE_PART_COSTS.items():
             model.objects.filter(instance_id__in=chunk).delete()
             model.objects.bulk_create(
-                [model(instance_id=r["instance_id"], tenant=r["tenant"], workflow_type=r["workflow_type"],
-                       first_at=r["first_at"], last_at=r["last_at"], total=r["total"], calls=r["calls"],
-                       failed=r["failed"], tokens_in=r["tokens_in"] or 0, tokens_out=r["tokens_out"] or 0,
-                       **{column: r[column]})
-                 for r in sql.instance_part_cost_rows(column, instance_ids=chunk)],
+                [
+                    model(
+                        instance_id=r["instance_id"],
+                        tenant=r["tenant"],
+                        workflow_type=r["workflow_type"],
+                        first_at=r["first_at"],
+                        last_at=r["last_at"],
+                        total=r["total"],
+                        calls=r["calls"],
+                        failed=r["failed"],
+                        tokens_in=r["tokens_in"] or 0,
+                        tokens_out=r["tokens_out"] or 0,
+                        **{column: r[column]},
+                    )
+                    for r in sql.instance_part_cost_rows(column, instance_ids=chunk)
+                ],
                 batch_size=2000,
             )
 
@@ -195,8 +279,9 @@ def dirty_since(*, cursor: int, holes: Sequence[dirty_mod.IdRun], limit: int = R
     touches = sql.history_touches(after=cursor, also=holes, limit=limit)
     t = dirty_mod.touched(touches)
     step_ids = sql.step_ids_of(instance_ids=t.step_instances) if t.step_instances else []
-    span_hours = (dirty_mod.history_span_hours(sql.history_times_of(instance_ids=t.span_instances))
-                  if t.span_instances else set())
+    span_hours = (
+        dirty_mod.history_span_hours(sql.history_times_of(instance_ids=t.span_instances)) if t.span_instances else set()
+    )
     dirty = dirty_mod.dirty_of(t, step_hours=[h for _, h in step_ids], span_hours=span_hours)
     return Since(touches, dirty, step_ids)
 
@@ -225,8 +310,10 @@ def _hour_ids_extend(pairs: Iterable[tuple[int, datetime]]) -> None:
         wanted[hour] = (min(lo, step_id), max(hi, step_id))
     if not wanted:
         return
-    have = {h: (lo, hi) for h, lo, hi in
-            StepHourIds.objects.filter(hour__in=list(wanted)).values_list("hour", "min_id", "max_id")}
+    have = {
+        h: (lo, hi)
+        for h, lo, hi in StepHourIds.objects.filter(hour__in=list(wanted)).values_list("hour", "min_id", "max_id")
+    }
     for hour, (lo, hi) in wanted.items():
         if hour not in have:
             StepHourIds.objects.create(hour=hour, min_id=lo, max_id=hi)
@@ -257,7 +344,8 @@ def rollup_catch_up(*, now: datetime, max_hours: int = 24) -> PassResult:
         touches, dirty = since.touches, since.dirty
         _hour_ids_extend(since.step_ids)
         cursor, holes = dirty_mod.cursor_advance(
-            state.cursor, holes, [r.id for r in touches], now=time.time(), horizon=sql.transaction_horizon())
+            state.cursor, holes, [r.id for r in touches], now=time.time(), horizon=sql.transaction_horizon()
+        )
         closed_until = state.closed_until
         # Hours at or past closed_until are computed below (or stay raw) whatever dirtied them.
         step_ranges = _hour_ranges({h for h in dirty.step_hours if h < closed_until})
@@ -278,8 +366,9 @@ def rollup_catch_up(*, now: datetime, max_hours: int = 24) -> PassResult:
             first = StepHourly.objects.aggregate(m=Min("hour"))["m"]
             first_cost = CostHourly.objects.aggregate(m=Min("hour"))["m"]
             starts = [t for t in (first, first_cost) if t is not None]
-            day_set = (days.days_of(_hours_in([(min(starts), max(target, closed_until))]), days.zone())
-                       if starts else set())
+            day_set = (
+                days.days_of(_hours_in([(min(starts), max(target, closed_until))]), days.zone()) if starts else set()
+            )
         else:
             day_set = days.days_of(_hours_in([*step_ranges, *cost_ranges, *closing]), days.zone())
         _write_days(day_set)
@@ -289,8 +378,13 @@ def rollup_catch_up(*, now: datetime, max_hours: int = 24) -> PassResult:
             built = True
         retention_seen = _instance_counts_pass(state, dirty.step_instances, tz_changed=state.day_zone != tz_name)
         RollupState.objects.filter(name=STATE).update(
-            cursor=cursor, gaps=dirty_mod.holes_to_json(holes), closed_until=max(target, closed_until),
-            instances_built=built, day_zone=tz_name, updated_at=now, instance_counts_built=True,
+            cursor=cursor,
+            gaps=dirty_mod.holes_to_json(holes),
+            closed_until=max(target, closed_until),
+            instances_built=built,
+            day_zone=tz_name,
+            updated_at=now,
+            instance_counts_built=True,
             retention_seen=retention_seen,
         )
     hours_closed = int((target - closed_until).total_seconds() // 3600) if closing else 0

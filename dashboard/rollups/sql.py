@@ -57,8 +57,10 @@ class _PostgresDialect(_SqliteDialect):
 
     def transaction_horizon(self) -> tuple[int, int] | None:
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_snapshot_xmin(s)::text::bigint, pg_snapshot_xmax(s)::text::bigint "
-                           "FROM pg_current_snapshot() AS s")
+            cursor.execute(
+                "SELECT pg_snapshot_xmin(s)::text::bigint, pg_snapshot_xmax(s)::text::bigint "
+                "FROM pg_current_snapshot() AS s"
+            )
             row = cursor.fetchone()
         return int(row[0]), int(row[1])
 
@@ -98,11 +100,12 @@ def history_touches(*, after: int, also: Sequence[tuple[int, int]], limit: int) 
     if singles:
         q |= Q(id__in=singles)
     rows = (
-        History.objects.filter(q).order_by("id")
-        .values_list("id", "instance_id", "kind", "created_at", "data")[:limit]
+        History.objects.filter(q).order_by("id").values_list("id", "instance_id", "kind", "created_at", "data")[:limit]
     )
-    return [Touch(i, inst, kind, at, bool(isinstance(data, dict) and data.get("rollback")))
-            for i, inst, kind, at, data in rows]
+    return [
+        Touch(i, inst, kind, at, bool(isinstance(data, dict) and data.get("rollback")))
+        for i, inst, kind, at, data in rows
+    ]
 
 
 def history_max_id() -> int:
@@ -118,7 +121,8 @@ def history_times_of(*, instance_ids: Collection[str]) -> list[tuple[str, dateti
     """(instance, created_at, is a rollback step's row) of every history row of these instances,
     in id order: the times their steps were written (see dirty.py)."""
     rows = (
-        History.objects.filter(instance_id__in=list(instance_ids)).order_by("instance_id", "id")
+        History.objects.filter(instance_id__in=list(instance_ids))
+        .order_by("instance_id", "id")
         .values_list("instance_id", "created_at", "data")
     )
     return [(i, at, bool(isinstance(d, dict) and d.get("rollback"))) for i, at, d in rows]
@@ -129,7 +133,8 @@ def step_ids_of(*, instance_ids: Collection[str]) -> list[tuple[int, datetime]]:
     step_occurrence index leads with the instance)."""
     return list(
         Step.objects.filter(instance_id__in=list(instance_ids))
-        .annotate(h=TruncHour("started_at", tzinfo=UTC)).values_list("id", "h")
+        .annotate(h=TruncHour("started_at", tzinfo=UTC))
+        .values_list("id", "h")
     )
 
 
@@ -137,8 +142,11 @@ def step_hour_ids_all() -> list[tuple[datetime, int, int]]:
     """(UTC hour, lowest id, highest id) of the steps started in each hour: one scan of the table,
     for the roller's first pass."""
     return list(
-        Step.objects.annotate(h=TruncHour("started_at", tzinfo=UTC)).values("h")
-        .annotate(lo=Min("id"), hi=Max("id")).order_by().values_list("h", "lo", "hi")
+        Step.objects.annotate(h=TruncHour("started_at", tzinfo=UTC))
+        .values("h")
+        .annotate(lo=Min("id"), hi=Max("id"))
+        .order_by()
+        .values_list("h", "lo", "hi")
     )
 
 
@@ -170,8 +178,9 @@ class StepRows:
     instance_ids: Collection[str] = ()
 
 
-def _steps_in(ranges: Sequence[Range], where: StepRows, *, workflow: str | None,
-              tenants: Collection[str] | None) -> QuerySet[Step]:
+def _steps_in(
+    ranges: Sequence[Range], where: StepRows, *, workflow: str | None, tenants: Collection[str] | None
+) -> QuerySet[Step]:
     # The engine indexes neither steps' start time nor (for all steps) their status: the id
     # ranges and the instances say where to look, `started_at` then says exactly what counts.
     located = Q(pk__in=[])
@@ -214,7 +223,10 @@ class StepFigures:
 
 
 def step_aggregate(
-    ranges: Sequence[Range], where: StepRows, *, workflow: str | None = None,
+    ranges: Sequence[Range],
+    where: StepRows,
+    *,
+    workflow: str | None = None,
     tenants: Collection[str] | None = None,
 ) -> dict[StepKey, StepFigures]:
     """Steps started in `ranges` (found where `where` says), per (UTC hour, workflow, tenant,
@@ -223,24 +235,41 @@ def step_aggregate(
         return {}
     dialect = _dialect()
     # One scan: grouped by duration bin too (NULL but for completed steps), the counts summed here.
-    binned = f"CASE WHEN {_STATUS_COL} = 'complete' AND {_ENDED_COL} IS NOT NULL THEN " \
-             f"{hist.bin_sql(dialect.duration_ms_sql, least=dialect.least)} END"
+    binned = (
+        f"CASE WHEN {_STATUS_COL} = 'complete' AND {_ENDED_COL} IS NOT NULL THEN "
+        f"{hist.bin_sql(dialect.duration_ms_sql, least=dialect.least)} END"
+    )
     qs = _steps_in(ranges, where, workflow=workflow, tenants=tenants).annotate(
-        hour=TruncHour("started_at", tzinfo=UTC), wf=F("instance__workflow"), tn=F("instance__tenant"),
+        hour=TruncHour("started_at", tzinfo=UTC),
+        wf=F("instance__workflow"),
+        tn=F("instance__tenant"),
         bin=RawSQL(binned, ()),
     )
     out: dict[StepKey, StepFigures] = {}
-    for r in qs.values("hour", "wf", "tn", "name", "bin").annotate(
-        n=Count("id"),
-        in_flight=Count("id", filter=Q(status__in=IN_FLIGHT)),
-        completed=Count("id", filter=Q(status=StepStatus.COMPLETE)),
-        errored=Count("id", filter=Q(status=StepStatus.ERRORED)),
-        retried=Count("id", filter=Q(attempts__gt=1)),
-        attempts=Sum("attempts"),
-    ).order_by():
+    for r in (
+        qs.values("hour", "wf", "tn", "name", "bin")
+        .annotate(
+            n=Count("id"),
+            in_flight=Count("id", filter=Q(status__in=IN_FLIGHT)),
+            completed=Count("id", filter=Q(status=StepStatus.COMPLETE)),
+            errored=Count("id", filter=Q(status=StepStatus.ERRORED)),
+            retried=Count("id", filter=Q(attempts__gt=1)),
+            attempts=Sum("attempts"),
+        )
+        .order_by()
+    ):
         fig = out.setdefault((r["hour"], r["wf"], r["tn"], r["name"]), StepFigures())
-        fig.add(StepFigures(r["n"], r["in_flight"], r["completed"], r["errored"], r["retried"], r["attempts"] or 0,
-                            None if r["bin"] is None else {int(r["bin"]): r["completed"]}))
+        fig.add(
+            StepFigures(
+                r["n"],
+                r["in_flight"],
+                r["completed"],
+                r["errored"],
+                r["retried"],
+                r["attempts"] or 0,
+                None if r["bin"] is None else {int(r["bin"]): r["completed"]},
+            )
+        )
     return out
 
 
@@ -260,10 +289,16 @@ def cost_hour_rows(ranges: Sequence[Range]) -> Iterable[dict[str, Any]]:
     if not ranges:
         return []
     rows: Iterable[dict[str, Any]] = (
-        costs_in(ranges).annotate(hour=TruncHour("created_at", tzinfo=UTC))
+        costs_in(ranges)
+        .annotate(hour=TruncHour("created_at", tzinfo=UTC))
         .values("hour", *COST_KEY_FIELDS)
-        .annotate(total=Sum("cost"), calls=Count("id"), failed=Count("id", filter=Q(success=False)),
-                  tokens_in=Sum("tokens_in"), tokens_out=Sum("tokens_out"))
+        .annotate(
+            total=Sum("cost"),
+            calls=Count("id"),
+            failed=Count("id", filter=Q(success=False)),
+            tokens_in=Sum("tokens_in"),
+            tokens_out=Sum("tokens_out"),
+        )
         .order_by()
     )
     return rows
@@ -271,28 +306,47 @@ def cost_hour_rows(ranges: Sequence[Range]) -> Iterable[dict[str, Any]]:
 
 def instance_cost_rows(*, instance_ids: Collection[str]) -> Iterable[dict[str, Any]]:
     """Per instance (and the tenant and workflow its rows carry): lifetime spend and span."""
-    rows = cast("Iterable[dict[str, Any]]", (
-        ApiCost.objects.filter(instance_id__in=list(instance_ids))
-        .values("instance_id", "tenant", "workflow_type")
-        .annotate(first_at=Min("created_at"), last_at=Max("created_at"), total=Sum("cost"),
-                  calls=Count("id"), failed=Count("id", filter=Q(success=False)),
-                  tokens_in=Sum("tokens_in"), tokens_out=Sum("tokens_out"))
-        .order_by()
-    ))
+    rows = cast(
+        "Iterable[dict[str, Any]]",
+        (
+            ApiCost.objects.filter(instance_id__in=list(instance_ids))
+            .values("instance_id", "tenant", "workflow_type")
+            .annotate(
+                first_at=Min("created_at"),
+                last_at=Max("created_at"),
+                total=Sum("cost"),
+                calls=Count("id"),
+                failed=Count("id", filter=Q(success=False)),
+                tokens_in=Sum("tokens_in"),
+                tokens_out=Sum("tokens_out"),
+            )
+            .order_by()
+        ),
+    )
     return rows
 
 
 def instance_part_cost_rows(column: str, *, instance_ids: Collection[str]) -> Iterable[dict[str, Any]]:
     """Per instance and value of `column` (service, step_name or model; not empty), with the tenant
     and workflow its rows carry: lifetime spend and span."""
-    rows = cast("Iterable[dict[str, Any]]", (
-        ApiCost.objects.filter(instance_id__in=list(instance_ids)).exclude(**{column: ""})
-        .values("instance_id", "tenant", "workflow_type", column)
-        .annotate(first_at=Min("created_at"), last_at=Max("created_at"), total=Sum("cost"),
-                  calls=Count("id"), failed=Count("id", filter=Q(success=False)),
-                  tokens_in=Sum("tokens_in"), tokens_out=Sum("tokens_out"))
-        .order_by()
-    ))
+    rows = cast(
+        "Iterable[dict[str, Any]]",
+        (
+            ApiCost.objects.filter(instance_id__in=list(instance_ids))
+            .exclude(**{column: ""})
+            .values("instance_id", "tenant", "workflow_type", column)
+            .annotate(
+                first_at=Min("created_at"),
+                last_at=Max("created_at"),
+                total=Sum("cost"),
+                calls=Count("id"),
+                failed=Count("id", filter=Q(success=False)),
+                tokens_in=Sum("tokens_in"),
+                tokens_out=Sum("tokens_out"),
+            )
+            .order_by()
+        ),
+    )
     return rows
 
 
@@ -322,10 +376,21 @@ def instance_costs_build_all() -> int:
         return built
 
 
-ROLLUP_TABLES = ("dashboard_stephourly", "dashboard_stepdaily", "dashboard_costhourly", "dashboard_costdaily",
-                 "dashboard_instancecost", "dashboard_instanceservicecost", "dashboard_instancestepcost",
-                 "dashboard_instancemodelcost", "dashboard_stephourids", "dashboard_instancestate",
-                 "dashboard_instancehourly", "dashboard_instancedaily", "dashboard_instanceendedhourly")
+ROLLUP_TABLES = (
+    "dashboard_stephourly",
+    "dashboard_stepdaily",
+    "dashboard_costhourly",
+    "dashboard_costdaily",
+    "dashboard_instancecost",
+    "dashboard_instanceservicecost",
+    "dashboard_instancestepcost",
+    "dashboard_instancemodelcost",
+    "dashboard_stephourids",
+    "dashboard_instancestate",
+    "dashboard_instancehourly",
+    "dashboard_instancedaily",
+    "dashboard_instanceendedhourly",
+)
 
 
 def rollups_analyze() -> None:
@@ -352,14 +417,25 @@ def instance_states(*, instance_ids: Collection[str]) -> list[dict[str, Any]]:
     their steps run (the engine's step_occurrence index leads with the instance)."""
     ids = list(instance_ids)
     running = dict(
-        Step.objects.filter(instance_id__in=ids, status=StepStatus.RUNNING).values("instance_id")
-        .annotate(n=Count("id")).order_by().values_list("instance_id", "n")
+        Step.objects.filter(instance_id__in=ids, status=StepStatus.RUNNING)
+        .values("instance_id")
+        .annotate(n=Count("id"))
+        .order_by()
+        .values_list("instance_id", "n")
     )
     return [
-        {"instance_id": i, "tenant": t, "workflow": w, "status": s, "created_at": c, "ended_at": e,
-         "running_steps": running.get(i, 0)}
+        {
+            "instance_id": i,
+            "tenant": t,
+            "workflow": w,
+            "status": s,
+            "created_at": c,
+            "ended_at": e,
+            "running_steps": running.get(i, 0),
+        }
         for i, t, w, s, c, e in Instance.objects.filter(id__in=ids).values_list(
-            "id", "tenant", "workflow", "status", "created_at", "ended_at")
+            "id", "tenant", "workflow", "status", "created_at", "ended_at"
+        )
     ]
 
 

@@ -35,9 +35,7 @@ def approvals_recent(*, tenants: Collection[str], limit: int = 15) -> list[Appro
 
 def approval_get(*, tenants: Collection[str], approval_id: int) -> ApprovalRequest:
     req = (
-        ApprovalRequest.objects.select_related("budget", "instance")
-        .filter(tenant__in=tenants, id=approval_id)
-        .first()
+        ApprovalRequest.objects.select_related("budget", "instance").filter(tenant__in=tenants, id=approval_id).first()
     )
     if req is None:
         raise Http404("no such approval request")

@@ -28,9 +28,12 @@ class AuditFilters:
         """The filters in `data` (the page's query, the API's parsed one); BadQuery names each
         value that does not parse."""
         reader = QueryReader(data)
-        filters = cls(action=reader.text("action", max_chars=60), actor=reader.text("actor", max_chars=150),
-                      source=reader.choice("source", AuditSource.values),
-                      tenant=reader.text("tenant", max_chars=100))
+        filters = cls(
+            action=reader.text("action", max_chars=60),
+            actor=reader.text("actor", max_chars=150),
+            source=reader.choice("source", AuditSource.values),
+            tenant=reader.text("tenant", max_chars=100),
+        )
         reader.done()
         return filters
 
@@ -57,11 +60,22 @@ def audit_visible(*, tenants: Collection[str], see_global: bool = False) -> Quer
     return AuditEntry.objects.filter(visible)
 
 
-def audit_page(*, tenants: Collection[str], see_global: bool, filters: AuditFilters,
-               before: int | None = None, limit: int = AUDIT_PAGE) -> AuditPage:
-    qs = filter_given(audit_visible(tenants=tenants, see_global=see_global), [
-        ("action", filters.action), ("actor", filters.actor), ("source", filters.source),
-    ])
+def audit_page(
+    *,
+    tenants: Collection[str],
+    see_global: bool,
+    filters: AuditFilters,
+    before: int | None = None,
+    limit: int = AUDIT_PAGE,
+) -> AuditPage:
+    qs = filter_given(
+        audit_visible(tenants=tenants, see_global=see_global),
+        [
+            ("action", filters.action),
+            ("actor", filters.actor),
+            ("source", filters.source),
+        ],
+    )
     if filters.tenant:
         qs = qs.filter(Exists(AuditTenant.objects.filter(entry=OuterRef("pk"), tenant=filters.tenant)))
     if before is not None:
@@ -75,5 +89,6 @@ def audit_page(*, tenants: Collection[str], see_global: bool, filters: AuditFilt
 
 def audit_actions(*, tenants: Collection[str], see_global: bool) -> list[str]:
     """The action names the reader's entries use, for the filter's choices."""
-    return sorted(set(audit_visible(tenants=tenants, see_global=see_global)
-                      .values_list("action", flat=True).distinct()[:200]))
+    return sorted(
+        set(audit_visible(tenants=tenants, see_global=see_global).values_list("action", flat=True).distinct()[:200])
+    )

@@ -165,22 +165,40 @@ class BudgetRow:
 
 def budget_rows(*, budgets: Collection[Budget], now: datetime) -> list[BudgetRow]:
     budgets = list(budgets)
-    held = {
-        row["budget_id"]: (row["n"], row["asked"] or ZERO)
-        for row in ApprovalRequest.objects.filter(
-            kind=ApprovalKind.BUDGET, state=ApprovalState.PENDING, budget_id__in=[b.id for b in budgets])
-        .values("budget_id").annotate(n=Count("id"), asked=Sum("requested_amount"))
-    } if budgets else {}
+    held = (
+        {
+            row["budget_id"]: (row["n"], row["asked"] or ZERO)
+            for row in ApprovalRequest.objects.filter(
+                kind=ApprovalKind.BUDGET, state=ApprovalState.PENDING, budget_id__in=[b.id for b in budgets]
+            )
+            .values("budget_id")
+            .annotate(n=Count("id"), asked=Sum("requested_amount"))
+        }
+        if budgets
+        else {}
+    )
     rows = []
     for b in budgets:
         end = period_end(b.period, b.period_start)
-        fc = budget_forecast(
-            spent=b.spent, limit=b.limit, period_start=b.period_start, period_end=end, now=now
-        )
+        fc = budget_forecast(spent=b.spent, limit=b.limit, period_start=b.period_start, period_end=end, now=now)
         waiting, asked = held.get(b.id, (0, ZERO))
         rows.append(
-            BudgetRow(b.id, b.scope, b.key, b.period, b.limit, b.spent, b.reserved, b.policy,
-                      b.enabled, b.period_start, end, fc, waiting, asked)
+            BudgetRow(
+                b.id,
+                b.scope,
+                b.key,
+                b.period,
+                b.limit,
+                b.spent,
+                b.reserved,
+                b.policy,
+                b.enabled,
+                b.period_start,
+                end,
+                fc,
+                waiting,
+                asked,
+            )
         )
     return rows
 
@@ -202,10 +220,12 @@ def budget_burn_rows(
         qs = ApiCost.objects.filter(created_at__gte=budget.period_start, instance_id=budget.key)
         if not see_global:
             qs = qs.filter(tenant__in=tenants)
-        return list(qs.annotate(bucket=TruncHour("created_at")).values("bucket")
-                    .annotate(total=Sum("cost")).order_by("bucket"))
-    scope = reads.CostScope(tenants=None if see_global else tenants, since=budget.period_start,
-                            equals=((column, budget.key),))
+        return list(
+            qs.annotate(bucket=TruncHour("created_at")).values("bucket").annotate(total=Sum("cost")).order_by("bucket")
+        )
+    scope = reads.CostScope(
+        tenants=None if see_global else tenants, since=budget.period_start, equals=((column, budget.key),)
+    )
     got = reads.cost_grouped(scope, by=(reads.BUCKET,), measures=("total",), bucket="hour", view=view)
     return [{"bucket": bucket, "total": m["total"]} for (bucket,), m in sorted(got.items())]
 
@@ -215,8 +235,16 @@ def reservations_held(*, budget_ids: Collection[int], limit: int = 50) -> list[R
         BudgetReservation.objects.filter(budget_id__in=budget_ids, state=ReservationState.HELD)
         .order_by("-created_at")
         .values(
-            "id", "instance_id", "step_name", "attempt", "service", "amount", "created_at",
-            scope=F("budget__scope"), key=F("budget__key"), period=F("budget__period"),
+            "id",
+            "instance_id",
+            "step_name",
+            "attempt",
+            "service",
+            "amount",
+            "created_at",
+            scope=F("budget__scope"),
+            key=F("budget__key"),
+            period=F("budget__period"),
         )[:limit]
     )
 
@@ -227,7 +255,6 @@ def budget_events(*, tenants: Collection[str], limit: int = 30) -> list[BudgetEv
     rows = (
         History.objects.filter(tenant__in=tenants, kind=HistoryKind.BUDGET)
         .order_by("-id")
-        .values("id", "instance_id", "workflow", "tenant", "step_name", "status", "data", "actor",
-                "created_at")[:limit]
+        .values("id", "instance_id", "workflow", "tenant", "step_name", "status", "data", "actor", "created_at")[:limit]
     )
     return [{**r, "breach": "action" not in (r["data"] or {})} for r in rows]

@@ -61,28 +61,48 @@ class ConnectionRow:
 
 def _row(c: Connection, now: datetime) -> ConnectionRow:
     options = dict(c.options or {})
-    secrets = [SecretState(name, bool(getattr(c, name)), mask(str(getattr(c, name) or "")))
-               for name in SECRET_FIELDS if name in KIND_FIELDS.get(c.kind, ())]
+    secrets = [
+        SecretState(name, bool(getattr(c, name)), mask(str(getattr(c, name) or "")))
+        for name in SECRET_FIELDS
+        if name in KIND_FIELDS.get(c.kind, ())
+    ]
     pull = None
     if c.kind in PULLED_KINDS:
         cur = getattr(c, "pull_cursor", None)
         cursor = cur.cursor if cur else None
-        pull = PullState(cursor=cursor, lag_seconds=None if cursor is None else max(0.0, (now - cursor).total_seconds()),
-                         last_pull_at=cur.last_pull_at if cur else None, last_error=cur.last_error if cur else "",
-                         pulled=options.get(PULL_OPTION) is not False)
+        pull = PullState(
+            cursor=cursor,
+            lag_seconds=None if cursor is None else max(0.0, (now - cursor).total_seconds()),
+            last_pull_at=cur.last_pull_at if cur else None,
+            last_error=cur.last_error if cur else "",
+            pulled=options.get(PULL_OPTION) is not False,
+        )
     return ConnectionRow(
-        tenant=c.tenant, kind=c.kind, kind_label=ConnectionKind(c.kind).label if c.kind in ConnectionKind.values
-        else c.kind, enabled=c.enabled, base_url=c.base_url,
+        tenant=c.tenant,
+        kind=c.kind,
+        kind_label=ConnectionKind(c.kind).label if c.kind in ConnectionKind.values else c.kind,
+        enabled=c.enabled,
+        base_url=c.base_url,
         **{name: str(options.get(name, "")) for name in OPTION_FIELDS},
         options={k: v for k, v in options.items() if k not in OPTION_FIELDS},
-        secrets=secrets, version=connection_version(c), updated_at=c.updated_at, last_tested_at=c.last_tested_at,
-        last_test_ok=c.last_test_ok, last_test_message=c.last_test_message, pull=pull)
+        secrets=secrets,
+        version=connection_version(c),
+        updated_at=c.updated_at,
+        last_tested_at=c.last_tested_at,
+        last_test_ok=c.last_test_ok,
+        last_test_message=c.last_test_message,
+        pull=pull,
+    )
 
 
 def connection_rows(*, tenants: Collection[str], now: datetime) -> list[ConnectionRow]:
     """Every connection of `tenants`, by tenant and kind."""
-    rows = (Connection.objects.filter(tenant__in=list(tenants)).select_related("pull_cursor")
-            .order_by("tenant", "kind").defer("access_token"))
+    rows = (
+        Connection.objects.filter(tenant__in=list(tenants))
+        .select_related("pull_cursor")
+        .order_by("tenant", "kind")
+        .defer("access_token")
+    )
     return [_row(c, now) for c in rows]
 
 

@@ -43,26 +43,36 @@ class CostDays:
     day_totals: dict[date, Decimal]
 
 
-def cost_by_day(*, tenants: Collection[str], filters: CostFilters, view: reads.RollupView | None = None,
-                limit: int = DAY_ROWS) -> CostDays:
+def cost_by_day(
+    *, tenants: Collection[str], filters: CostFilters, view: reads.RollupView | None = None, limit: int = DAY_ROWS
+) -> CostDays:
     """Spend per local day, workflow and step in the selection: newest day first, then the
     costliest workflow and step of the day."""
-    got = reads.cost_grouped(_scope(tenants=tenants, f=filters), by=(reads.BUCKET, "workflow_type", "step_name"),
-                             measures=("total", "calls"), bucket="day", view=view)
+    got = reads.cost_grouped(
+        _scope(tenants=tenants, f=filters),
+        by=(reads.BUCKET, "workflow_type", "step_name"),
+        measures=("total", "calls"),
+        bucket="day",
+        view=view,
+    )
     merged: dict[tuple[date, str, str], list[Any]] = {}
     for (bucket, workflow, step), m in got.items():
         key = (bucket.date(), workflow or "", step_shape(step) if step else "")
         acc = merged.setdefault(key, [0, Decimal(0)])
         acc[0] += m["calls"]
         acc[1] += m["total"]
-    rows = [CostDayRow(day=d, workflow=w, step=s, calls=int(c), total=reads.money(t))
-            for (d, w, s), (c, t) in merged.items() if c or t]
+    rows = [
+        CostDayRow(day=d, workflow=w, step=s, calls=int(c), total=reads.money(t))
+        for (d, w, s), (c, t) in merged.items()
+        if c or t
+    ]
     rows.sort(key=lambda r: (-r.day.toordinal(), -r.total, r.workflow, r.step))
     totals: dict[date, Decimal] = defaultdict(lambda: Decimal(0))
     for r in rows:
         totals[r.day] += r.total
-    return CostDays(rows=rows[:limit], left_out=max(0, len(rows) - limit),
-                    day_totals={d: reads.money(t) for d, t in totals.items()})
+    return CostDays(
+        rows=rows[:limit], left_out=max(0, len(rows) - limit), day_totals={d: reads.money(t) for d, t in totals.items()}
+    )
 
 
 @dataclass(frozen=True)
@@ -81,21 +91,26 @@ def percentile_cont(ordered: list[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (at - lo)
 
 
-def cost_run_percentiles(*, tenants: Collection[str], filters: CostFilters, view: reads.RollupView | None = None,
-                         spend: RunSpend | None = None) -> list[RunCostPercentiles]:
+def cost_run_percentiles(
+    *,
+    tenants: Collection[str],
+    filters: CostFilters,
+    view: reads.RollupView | None = None,
+    spend: RunSpend | None = None,
+) -> list[RunCostPercentiles]:
     """Per workflow, how many runs spent in the selection and the p50, p90 and p99 of what each
     spent there (a run's spend inside the window: a run that straddles an edge counts its part)."""
     spend = spend or run_spend(tenants=tenants, filters=filters, view=view)
     ledger = spend.ledger.values("instance_id", "workflow_type").annotate(total=Sum("cost")).order_by()
-    parts = [ledger] if spend.rolled is None else [spend.rolled.values("instance_id", "workflow_type", "total")
-                                                  .order_by(), ledger]
+    parts = (
+        [ledger]
+        if spend.rolled is None
+        else [spend.rolled.values("instance_id", "workflow_type", "total").order_by(), ledger]
+    )
     parts = [p for p in parts if not p.query.is_empty()]  # no edge instances: no ledger part
     if not parts:
         return []
-    if connection.vendor == "postgresql":
-        found = _percentiles_sql(parts)
-    else:
-        found = _percentiles_python(parts)
+    found = _percentiles_sql(parts) if connection.vendor == "postgresql" else _percentiles_python(parts)
     return sorted(found, key=lambda r: (-r.p50, r.workflow))
 
 
@@ -106,12 +121,19 @@ def _percentiles_sql(parts: list[Any]) -> list[RunCostPercentiles]:
     with connection.cursor() as cursor:
         # r holds one row per run: (instance_id, workflow_type, its spend); each part's columns
         # are in that order (values() above), so the union lines them up.
-        cursor.execute(f"SELECT r.workflow_type, count(*), percentile_cont(ARRAY[{', '.join(map(str, PERCENTILES))}]) "  # noqa: S608 - compiled by the ORM
-                       f"WITHIN GROUP (ORDER BY r.total) FROM ({union}) AS r (instance_id, workflow_type, total) "
-                       "GROUP BY r.workflow_type", params)
+        cursor.execute(
+            f"SELECT r.workflow_type, count(*), percentile_cont(ARRAY[{', '.join(map(str, PERCENTILES))}]) "  # noqa: S608 - compiled by the ORM
+            f"WITHIN GROUP (ORDER BY r.total) FROM ({union}) AS r (instance_id, workflow_type, total) "
+            "GROUP BY r.workflow_type",
+            params,
+        )
         rows = cursor.fetchall()
-    return [RunCostPercentiles(workflow=w or "", runs=int(n), p50=reads.money(q[0]), p90=reads.money(q[1]),
-                               p99=reads.money(q[2])) for w, n, q in rows]
+    return [
+        RunCostPercentiles(
+            workflow=w or "", runs=int(n), p50=reads.money(q[0]), p90=reads.money(q[1]), p99=reads.money(q[2])
+        )
+        for w, n, q in rows
+    ]
 
 
 def _percentiles_python(parts: list[Any]) -> list[RunCostPercentiles]:
@@ -123,6 +145,9 @@ def _percentiles_python(parts: list[Any]) -> list[RunCostPercentiles]:
     for workflow, values in by_workflow.items():
         values.sort()
         q = [percentile_cont(values, p) for p in PERCENTILES]
-        out.append(RunCostPercentiles(workflow=workflow, runs=len(values), p50=reads.money(q[0]),
-                                      p90=reads.money(q[1]), p99=reads.money(q[2])))
+        out.append(
+            RunCostPercentiles(
+                workflow=workflow, runs=len(values), p50=reads.money(q[0]), p90=reads.money(q[1]), p99=reads.money(q[2])
+            )
+        )
     return out

@@ -69,8 +69,9 @@ def _cost_qs(*, tenants: Collection[str], f: CostFilters) -> QuerySet[ApiCost]:
 
 
 def _scope(*, tenants: Collection[str] | None, f: CostFilters) -> reads.CostScope:
-    equals = tuple((COST_DIMENSIONS[name], getattr(f, name)) for name in COST_DIMENSIONS
-                   if getattr(f, name) and name != "tenant")
+    equals = tuple(
+        (COST_DIMENSIONS[name], getattr(f, name)) for name in COST_DIMENSIONS if getattr(f, name) and name != "tenant"
+    )
     visible = None if tenants is None else _visible(tenants, f.tenant)
     return reads.CostScope(tenants=visible, since=f.since, until=f.until, equals=equals)
 
@@ -84,7 +85,11 @@ def cost_total(
 
 
 def cost_series(
-    *, tenants: Collection[str], filters: CostFilters, by: str, daily: bool,
+    *,
+    tenants: Collection[str],
+    filters: CostFilters,
+    by: str,
+    daily: bool,
     view: reads.RollupView | None = None,
 ) -> list[dict[str, Any]]:
     """[{"bucket", "key", "total"}] per hour (or day) and per value of the `by` dimension.
@@ -92,8 +97,13 @@ def cost_series(
     Buckets are built from UTC hours (what the rollups keep): a day collects the hours that start
     on it in local time (identical to local days wherever the offset is whole hours)."""
     column = COST_DIMENSIONS.get(by, "service")  # a metadata breakdown charts by service
-    got = reads.cost_grouped(_scope(tenants=tenants, f=filters), by=(reads.BUCKET, column),
-                             measures=("total",), bucket="day" if daily else "hour", view=view)
+    got = reads.cost_grouped(
+        _scope(tenants=tenants, f=filters),
+        by=(reads.BUCKET, column),
+        measures=("total",),
+        bucket="day" if daily else "hour",
+        view=view,
+    )
     merged: dict[tuple[datetime, str], Decimal] = defaultdict(lambda: ZERO)
     for (bucket, key), m in got.items():
         merged[(bucket, step_shape(key) if by == "step" else key)] += m["total"]
@@ -111,15 +121,19 @@ def treemap_levels(by: str) -> tuple[str, ...]:
 
 
 def cost_breakdown(
-    *, tenants: Collection[str], filters: CostFilters, by: str = "service",
+    *,
+    tenants: Collection[str],
+    filters: CostFilters,
+    by: str = "service",
     view: reads.RollupView | None = None,
 ) -> list[dict[str, Any]]:
     """Spend per `treemap_levels(by)` (indexed steps merged): the treemap's rows, each
     {"path": (level values…), "total"} and, for the default levels, service/workflow/step too."""
     levels = treemap_levels(by)
     merged: dict[tuple[str, ...], Decimal] = defaultdict(lambda: ZERO)
-    got = reads.cost_grouped(_scope(tenants=tenants, f=filters), by=tuple(COST_DIMENSIONS[d] for d in levels),
-                             measures=("total",), view=view)
+    got = reads.cost_grouped(
+        _scope(tenants=tenants, f=filters), by=tuple(COST_DIMENSIONS[d] for d in levels), measures=("total",), view=view
+    )
     for key, m in got.items():
         path = tuple((step_shape(v) if d == "step" else v) or "(none)" for d, v in zip(levels, key, strict=True))
         merged[path] += m["total"]
@@ -132,7 +146,11 @@ def cost_breakdown(
 
 
 def cost_by_dimension(
-    *, tenants: Collection[str], filters: CostFilters, by: str, limit: int = 12,
+    *,
+    tenants: Collection[str],
+    filters: CostFilters,
+    by: str,
+    limit: int = 12,
     view: reads.RollupView | None = None,
 ) -> list[dict[str, Any]]:
     if by in METADATA_DIMENSIONS:
@@ -144,8 +162,12 @@ def cost_by_dimension(
 
 
 def _cost_by_metadata(*, tenants: Collection[str], filters: CostFilters, key: str, limit: int) -> list[dict[str, Any]]:
-    grouped = (_cost_qs(tenants=tenants, f=filters).annotate(key=KeyTextTransform(key, "metadata"))
-               .values("key").annotate(total=Sum("cost"), calls=Count("id")))
+    grouped = (
+        _cost_qs(tenants=tenants, f=filters)
+        .annotate(key=KeyTextTransform(key, "metadata"))
+        .values("key")
+        .annotate(total=Sum("cost"), calls=Count("id"))
+    )
     rows = [{"key": r["key"] or "", "total": r["total"] or ZERO, "calls": r["calls"]} for r in grouped]
     return sorted(rows, key=lambda r: (-r["total"], r["key"]))[:limit]
 
@@ -153,8 +175,14 @@ def _cost_by_metadata(*, tenants: Collection[str], filters: CostFilters, key: st
 # Each sort's keys, then the instance id. Calls tie often (most instances of a workflow make the
 # same calls): among equal calls the latest spend comes first, which an index on (calls, last)
 # answers by reading the window's newest instances, not every older one in id order.
-INSTANCE_SORTS: dict[str, tuple[str, ...]] = {"-total": ("-total",), "total": ("total",),
-                                               "-calls": ("-calls", "-last"), "-last": ("-last",)}
+INSTANCE_SORTS: dict[str, tuple[str, ...]] = {
+    "-total": ("-total",),
+    "total": ("total",),
+    "-calls": ("-calls", "-last"),
+    "-last": ("-last",),
+}
+
+
 def _visible(tenants: Collection[str], tenant: str) -> list[str]:
     # One predicate on tenant: `tenant IN (...) AND tenant = x` makes PostgreSQL multiply the two
     # selectivities and, expecting one row, scan the table.
@@ -172,9 +200,7 @@ class RunSpend:
     ledger: QuerySet[ApiCost]
 
 
-def run_spend(
-    *, tenants: Collection[str], filters: CostFilters, view: reads.RollupView | None = None
-) -> RunSpend:
+def run_spend(*, tenants: Collection[str], filters: CostFilters, view: reads.RollupView | None = None) -> RunSpend:
     """Each instance's spend in the selection, as `cost_by_instance` and the per-run percentiles
     read it (see RunSpend).
 
@@ -186,8 +212,11 @@ def run_spend(
     them implies the others in the window (`_implied`)."""
     view = view or reads.rollup_view()
     ledger = _cost_qs(tenants=tenants, f=filters).exclude(instance_id=None)
-    split = [(column, getattr(filters, name)) for name, column in COST_DIMENSIONS.items()
-             if name in ("service", "step", "model") and getattr(filters, name)]
+    split = [
+        (column, getattr(filters, name))
+        for name, column in COST_DIMENSIONS.items()
+        if name in ("service", "step", "model") and getattr(filters, name)
+    ]
     if not (view.usable and view.instances_built):
         return RunSpend(None, ledger)
     if len(split) > 1:
@@ -222,8 +251,13 @@ def run_spend(
 
 
 def cost_by_instance(
-    *, tenants: Collection[str], filters: CostFilters, sort: str = "-total", limit: int = 50,
-    view: reads.RollupView | None = None, spend: RunSpend | None = None,
+    *,
+    tenants: Collection[str],
+    filters: CostFilters,
+    sort: str = "-total",
+    limit: int = 50,
+    view: reads.RollupView | None = None,
+    spend: RunSpend | None = None,
 ) -> list[dict[str, Any]]:
     """The instances that spent most (or most calls, latest, least) in the selection, read as
     `run_spend` says (pass its answer as `spend` when the page reads it for another figure too)."""
@@ -233,12 +267,20 @@ def cost_by_instance(
         return _money(_instance_rows(spend.ledger, order, limit))
     keys = [k.replace("last", "last_at") for k in INSTANCE_SORTS[order]]
     top = [
-        {"instance_id": r["instance_id"], "workflow_type": r["workflow_type"], "tenant": r["tenant"],
-         "total": r["total"], "calls": r["calls"], "failed": r["failed"], "tokens_in": r["tokens_in"],
-         "tokens_out": r["tokens_out"], "last": r["last_at"]}
-        for r in spend.rolled.order_by(*keys, "instance_id")
-        .values("instance_id", "workflow_type", "tenant", "total", "calls", "failed", "tokens_in",
-                "tokens_out", "last_at")[:limit]
+        {
+            "instance_id": r["instance_id"],
+            "workflow_type": r["workflow_type"],
+            "tenant": r["tenant"],
+            "total": r["total"],
+            "calls": r["calls"],
+            "failed": r["failed"],
+            "tokens_in": r["tokens_in"],
+            "tokens_out": r["tokens_out"],
+            "last": r["last_at"],
+        }
+        for r in spend.rolled.order_by(*keys, "instance_id").values(
+            "instance_id", "workflow_type", "tenant", "total", "calls", "failed", "tokens_in", "tokens_out", "last_at"
+        )[:limit]
     ]
     return _ranked(top + _instance_rows(spend.ledger, order, limit), order, limit)
 
@@ -253,8 +295,9 @@ def _implied(
     for column, value in split:
         others = [(c, v) for c, v in split if c != column]
         equals = ((column, value), *((("workflow_type", filters.workflow),) if filters.workflow else ()))
-        scope = reads.CostScope(tenants=_visible(tenants, filters.tenant), since=filters.since,
-                                until=filters.until, equals=equals)
+        scope = reads.CostScope(
+            tenants=_visible(tenants, filters.tenant), since=filters.since, until=filters.until, equals=equals
+        )
         got = reads.cost_grouped(scope, by=tuple(c for c, _ in others), measures=("calls",), view=view)
         if all(key == tuple(v for _, v in others) for key in got):
             return [(column, value)]
@@ -285,19 +328,38 @@ def _straddling(base: QuerySet[InstanceCost], at: datetime) -> QuerySet[Instance
 
 
 def _instance_rows(qs: QuerySet[ApiCost], order: str, limit: int) -> list[dict[str, Any]]:
-    return cast("list[dict[str, Any]]", list(
-        qs.values("instance_id", "workflow_type", "tenant")
-        .annotate(
-            total=Sum("cost"), calls=Count("id"), failed=Count("id", filter=Q(success=False)),
-            tokens_in=Sum("tokens_in"), tokens_out=Sum("tokens_out"), last=Max("created_at"),
-        )
-        .order_by(*INSTANCE_SORTS[order], "instance_id")[:limit]
-    ))
+    return cast(
+        "list[dict[str, Any]]",
+        list(
+            qs.values("instance_id", "workflow_type", "tenant")
+            .annotate(
+                total=Sum("cost"),
+                calls=Count("id"),
+                failed=Count("id", filter=Q(success=False)),
+                tokens_in=Sum("tokens_in"),
+                tokens_out=Sum("tokens_out"),
+                last=Max("created_at"),
+            )
+            .order_by(*INSTANCE_SORTS[order], "instance_id")[:limit]
+        ),
+    )
 
 
 EXPORT_COLUMNS = (
-    "created_at", "tenant", "service", "model", "workflow_type", "instance_id", "step_name",
-    "attempt", "success", "cost", "tokens_in", "tokens_cached", "tokens_out", "items",
+    "created_at",
+    "tenant",
+    "service",
+    "model",
+    "workflow_type",
+    "instance_id",
+    "step_name",
+    "attempt",
+    "success",
+    "cost",
+    "tokens_in",
+    "tokens_cached",
+    "tokens_out",
+    "items",
 )
 
 
@@ -315,9 +377,7 @@ def cost_filter_choices(
     *, tenants: Collection[str], since: datetime, view: reads.RollupView | None = None
 ) -> dict[str, list[str]]:
     columns = {name: column for name, column in COST_DIMENSIONS.items() if name != "step"}
-    got = reads.cost_grouped(reads.CostScope(tenants=tenants, since=since), by=tuple(columns.values()),
-                             measures=("calls",), view=view)
-    return {
-        name: sorted({key[k] for key in got if key[k]})[:200]
-        for k, name in enumerate(columns)
-    }
+    got = reads.cost_grouped(
+        reads.CostScope(tenants=tenants, since=since), by=tuple(columns.values()), measures=("calls",), view=view
+    )
+    return {name: sorted({key[k] for key in got if key[k]})[:200] for k, name in enumerate(columns)}

@@ -52,10 +52,17 @@ class DeadLetterFilters:
 
 
 def _dead_letter_qs(*, tenants: Collection[str], f: DeadLetterFilters) -> QuerySet[DeadLetter]:
-    qs = filter_given(DeadLetter.objects.filter(tenant__in=tenants), [
-        ("state", f.state), ("workflow", f.workflow), ("step_name", f.step), ("error_name", f.error),
-        ("tenant", f.tenant), ("signature", f.signature),
-    ])
+    qs = filter_given(
+        DeadLetter.objects.filter(tenant__in=tenants),
+        [
+            ("state", f.state),
+            ("workflow", f.workflow),
+            ("step_name", f.step),
+            ("error_name", f.error),
+            ("tenant", f.tenant),
+            ("signature", f.signature),
+        ],
+    )
     if f.q:
         qs = qs.filter(Q(error_message__icontains=f.q) | Q(instance__id__startswith=f.q))  # the id, not the relation
     return qs
@@ -118,13 +125,23 @@ def dead_letters_failed_for_good(*, letters: Collection[tuple[int, str, str]]) -
     if not letters:
         return set()
     by_instance = {instance_id: letter_id for letter_id, instance_id, _ in letters}
-    found = {letter_id for letter_id, _, error_name in letters
-             if failed_for_good(status="errored", error_name=error_name, attempts=0, config={})}
-    steps = (Step.objects.filter(instance_id__in=list(by_instance), status=StepStatus.ERRORED)
-             .exclude(kind=StepKind.ROLLBACK).values_list("instance_id", "error_name", "attempts", "config"))
+    found = {
+        letter_id
+        for letter_id, _, error_name in letters
+        if failed_for_good(status="errored", error_name=error_name, attempts=0, config={})
+    }
+    steps = (
+        Step.objects.filter(instance_id__in=list(by_instance), status=StepStatus.ERRORED)
+        .exclude(kind=StepKind.ROLLBACK)
+        .values_list("instance_id", "error_name", "attempts", "config")
+    )
     for instance_id, error_name, attempts, config in steps:
-        if failed_for_good(status="errored", error_name=error_name, attempts=attempts,
-                           config=config if isinstance(config, dict) else {}):
+        if failed_for_good(
+            status="errored",
+            error_name=error_name,
+            attempts=attempts,
+            config=config if isinstance(config, dict) else {},
+        ):
             found.add(by_instance[instance_id])
     return found
 
@@ -137,33 +154,50 @@ def dead_letter_groups(
     grouped = list(
         qs.values("signature")
         .annotate(
-            n=Count("id"), first=Min("created_at"), last=Max("created_at"), example_id=Max("id"),
+            n=Count("id"),
+            first=Min("created_at"),
+            last=Max("created_at"),
+            example_id=Max("id"),
         )
         .order_by(order, "signature")[:limit]
     )
     sigs = [g["signature"] for g in grouped]
     tenants_hit: dict[str, list[str]] = defaultdict(list)
-    for sig, tenant in (
-        qs.filter(signature__in=sigs).values_list("signature", "tenant").distinct().order_by("tenant")
-    ):
+    for sig, tenant in qs.filter(signature__in=sigs).values_list("signature", "tenant").distinct().order_by("tenant"):
         tenants_hit[sig].append(tenant)
     examples = {
         d["id"]: d
         for d in DeadLetter.objects.filter(id__in=[g["example_id"] for g in grouped]).values(
-            "id", "instance_id", "workflow", "step_name", "error_name", "error_message",
-            "normalized_message", "tenant", "created_at",
+            "id",
+            "instance_id",
+            "workflow",
+            "step_name",
+            "error_name",
+            "error_message",
+            "normalized_message",
+            "tenant",
+            "created_at",
         )
     }
     for_good = dead_letters_failed_for_good(
-        letters=[(e["id"], e["instance_id"], e["error_name"]) for e in examples.values()])
+        letters=[(e["id"], e["instance_id"], e["error_name"]) for e in examples.values()]
+    )
     out = []
     for g in grouped:
         ex = examples[g["example_id"]]
         out.append(
             DeadLetterGroup(
-                g["signature"], ex["workflow"], step_shape(ex["step_name"]), ex["error_name"],
-                ex["normalized_message"], g["n"], g["first"], g["last"],
-                tenants_hit[g["signature"]], ex, ex["id"] in for_good,
+                g["signature"],
+                ex["workflow"],
+                step_shape(ex["step_name"]),
+                ex["error_name"],
+                ex["normalized_message"],
+                g["n"],
+                g["first"],
+                g["last"],
+                tenants_hit[g["signature"]],
+                ex,
+                ex["id"] in for_good,
             )
         )
     return out
@@ -176,16 +210,34 @@ def dead_letter_items(
     if ids is not None:
         qs = qs.filter(id__in=list(ids))
     rows = list(
-        qs
-        .order_by("-created_at", "-id")
-        .values("id", "instance_id", "workflow", "tenant", "step_name", "error_name", "error_message",
-                "signature", "state", "created_at", "resolved_at", "resolved_by", "resolution")[:limit]
+        qs.order_by("-created_at", "-id").values(
+            "id",
+            "instance_id",
+            "workflow",
+            "tenant",
+            "step_name",
+            "error_name",
+            "error_message",
+            "signature",
+            "state",
+            "created_at",
+            "resolved_at",
+            "resolved_by",
+            "resolution",
+        )[:limit]
     )
     for_good = dead_letters_failed_for_good(letters=[(r["id"], r["instance_id"], r["error_name"]) for r in rows])
-    return [cast(DeadLetterItem, {
-        **r, "non_retryable": r["id"] in for_good,
-        "version": letter_version(created_at=r["created_at"], resolved_at=r["resolved_at"]),
-    }) for r in rows]
+    return [
+        cast(
+            DeadLetterItem,
+            {
+                **r,
+                "non_retryable": r["id"] in for_good,
+                "version": letter_version(created_at=r["created_at"], resolved_at=r["resolved_at"]),
+            },
+        )
+        for r in rows
+    ]
 
 
 def dead_letter_ids_visible(*, tenants: Collection[str], ids: Collection[int]) -> set[int]:
@@ -198,11 +250,7 @@ def dead_letter_tenants(*, ids: Collection[int]) -> list[str]:
 
 
 def dead_letter_get(*, tenants: Collection[str], dead_letter_id: int) -> DeadLetter:
-    dl = (
-        DeadLetter.objects.select_related("instance")
-        .filter(tenant__in=tenants, id=dead_letter_id)
-        .first()
-    )
+    dl = DeadLetter.objects.select_related("instance").filter(tenant__in=tenants, id=dead_letter_id).first()
     if dl is None:
         raise Http404("no such dead letter")
     return dl
@@ -235,7 +283,9 @@ def step_cost_per_attempt(*, pairs: Collection[tuple[str, str]]) -> dict[tuple[s
         cond |= Q(workflow_type=wf, step_name=st)
     # An attempt may record several api_costs rows (one per service): count attempts, not rows.
     attempt_key = Concat(
-        F("instance_id"), Value(":"), Cast("attempt", output_field=CharField()),
+        F("instance_id"),
+        Value(":"),
+        Cast("attempt", output_field=CharField()),
         output_field=CharField(),
     )
     rows = (
@@ -244,10 +294,7 @@ def step_cost_per_attempt(*, pairs: Collection[tuple[str, str]]) -> dict[tuple[s
         .annotate(total=Sum("cost"), attempts=Count(attempt_key, distinct=True))
         .order_by()
     )
-    return {
-        (r["workflow_type"], r["step_name"]): (r["total"] / r["attempts"] if r["attempts"] else ZERO)
-        for r in rows
-    }
+    return {(r["workflow_type"], r["step_name"]): (r["total"] / r["attempts"] if r["attempts"] else ZERO) for r in rows}
 
 
 class RedriveForGood(TypedDict):
@@ -262,11 +309,17 @@ class RedriveForGood(TypedDict):
 def redrive_failed_for_good(*, dead_letter_ids: Collection[int]) -> list[RedriveForGood]:
     """The letters of a selection a redrive cannot help (their step raised NonRetryableError),
     oldest first, for the preview to name and to offer a replay with edited params instead."""
-    rows = list(DeadLetter.objects.filter(id__in=list(dead_letter_ids)).order_by("id")
-                .values("id", "instance_id", "step_name", "error_name"))
+    rows = list(
+        DeadLetter.objects.filter(id__in=list(dead_letter_ids))
+        .order_by("id")
+        .values("id", "instance_id", "step_name", "error_name")
+    )
     for_good = dead_letters_failed_for_good(letters=[(r["id"], r["instance_id"], r["error_name"]) for r in rows])
-    return [RedriveForGood(id=r["id"], instance_id=r["instance_id"], step_name=r["step_name"],
-                           error_name=r["error_name"]) for r in rows if r["id"] in for_good]
+    return [
+        RedriveForGood(id=r["id"], instance_id=r["instance_id"], step_name=r["step_name"], error_name=r["error_name"])
+        for r in rows
+        if r["id"] in for_good
+    ]
 
 
 def redrive_estimate(*, dead_letter_ids: Collection[int]) -> RedriveEstimate:

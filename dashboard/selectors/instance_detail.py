@@ -180,29 +180,51 @@ def instance_detail(*, user: Any, instance_id: str, now: datetime | None = None)
     costs: dict[str, list[CostLine]] = defaultdict(list)
     cost_rows = ApiCost.objects.filter(instance=instance)
     by_service: dict[str, Decimal] = {
-        r["service"]: r["total"]
-        for r in cost_rows.values("service").annotate(total=Sum("cost")).order_by()
+        r["service"]: r["total"] for r in cost_rows.values("service").annotate(total=Sum("cost")).order_by()
     }
     total = sum(by_service.values(), Decimal("0"))
     shown = {s.name for s in steps}
     for c in cost_rows.filter(step_name__in=shown).order_by("created_at", "id")[:COST_LINE_LIMIT]:
-        costs[c.step_name].append(CostLine(c.step_name, c.attempt, c.service, c.model, c.cost, c.success,
-                                           c.tokens_in, c.tokens_out, c.items, c.created_at))
+        costs[c.step_name].append(
+            CostLine(
+                c.step_name,
+                c.attempt,
+                c.service,
+                c.model,
+                c.cost,
+                c.success,
+                c.tokens_in,
+                c.tokens_out,
+                c.items,
+                c.created_at,
+            )
+        )
     copied_below = _fork_position(instance, steps)
     progress = step_progress(instance_id=instance.id)
-    views = [StepView(s, attempts.get(s.id, []), costs.get(s.name, []) if s.seq == 1 else [],
-                      copied=s.position < copied_below,
-                      progress=_progress(progress_of(progress, s.name, s.seq), sensitive=s.sensitive),
-                      logs=attempt_logs(s, attempts.get(s.id, [])))
-             for s in steps]
+    views = [
+        StepView(
+            s,
+            attempts.get(s.id, []),
+            costs.get(s.name, []) if s.seq == 1 else [],
+            copied=s.position < copied_below,
+            progress=_progress(progress_of(progress, s.name, s.seq), sensitive=s.sensitive),
+            logs=attempt_logs(s, attempts.get(s.id, [])),
+        )
+        for s in steps
+    ]
     laid = waterfall_layout(
-        [(v.step, v.attempts) for v in views], start=instance.started_at or instance.created_at, now=now,
+        [(v.step, v.attempts) for v in views],
+        start=instance.started_at or instance.created_at,
+        now=now,
         turns=instance_turns(instance),
     )
     # Progress reports show on their step's row, not as a line each in the history.
     # ...and so do the writes of a running step's lines.
-    history_qs = (History.objects.filter(instance=instance)
-                  .exclude(kind__in=(HistoryKind.STEP_PROGRESS, HistoryKind.STEP_LOG)).order_by("-id"))
+    history_qs = (
+        History.objects.filter(instance=instance)
+        .exclude(kind__in=(HistoryKind.STEP_PROGRESS, HistoryKind.STEP_LOG))
+        .order_by("-id")
+    )
     history = list(history_qs[: HISTORY_LIMIT + 1])
     truncated = len(history) > HISTORY_LIMIT
     history = list(reversed(history[:HISTORY_LIMIT]))
@@ -212,16 +234,21 @@ def instance_detail(*, user: Any, instance_id: str, now: datetime | None = None)
         replay_of=visible.filter(id=instance.replay_of_id).first() if instance.replay_of_id else None,
         replays=list(visible.filter(replay_of=instance).order_by("created_at")[:50]),
         fork_of=visible.filter(id=instance.fork_of_id).first() if instance.fork_of_id else None,
-        forks=list(visible.filter(fork_of=instance).only("id", "workflow", "status", "created_at", "tenant",
-                                                        "fork_step").order_by("created_at")[:50]),
+        forks=list(
+            visible.filter(fork_of=instance)
+            .only("id", "workflow", "status", "created_at", "tenant", "fork_step")
+            .order_by("created_at")[:50]
+        ),
         parent=visible.filter(id=instance.parent_id).first() if instance.parent_id else None,
         children=list(visible.filter(parent=instance).order_by("created_at")[:100]),
     )
     restartable = list(dict.fromkeys(s.name for s in steps if s.kind == "do"))
     if steps_hidden:
-        restartable = list(dict.fromkeys(
-            Step.objects.filter(instance=instance, kind="do").order_by("position").values_list("name", flat=True)
-        ))
+        restartable = list(
+            dict.fromkeys(
+                Step.objects.filter(instance=instance, kind="do").order_by("position").values_list("name", flat=True)
+            )
+        )
     return InstanceDetail(
         instance=instance,
         steps=views,
@@ -229,8 +256,9 @@ def instance_detail(*, user: Any, instance_id: str, now: datetime | None = None)
         ticks=laid.ticks,
         breaks=laid.breaks,
         turns=laid.turns,
-        dag=dag_ranks([v.step for v in views if v.step.kind != "rollback"], now=now,
-                      fan_outs=_fan_outs(instance, views)),
+        dag=dag_ranks(
+            [v.step for v in views if v.step.kind != "rollback"], now=now, fan_outs=_fan_outs(instance, views)
+        ),
         events=list(PendingEvent.objects.filter(instance=instance).order_by("id")[:200]),
         costs_total=total,
         costs_by_service=sorted(by_service.items(), key=lambda kv: kv[1], reverse=True),
@@ -241,8 +269,9 @@ def instance_detail(*, user: Any, instance_id: str, now: datetime | None = None)
         steps_hidden=steps_hidden,
         can_act=access.can_act(user, instance.tenant),
         cursor=cursor,
-        approvals=list(ApprovalRequest.objects.filter(instance=instance, state=ApprovalState.PENDING)
-                       .order_by("created_at")[:5]),
+        approvals=list(
+            ApprovalRequest.objects.filter(instance=instance, state=ApprovalState.PENDING).order_by("created_at")[:5]
+        ),
         failed_for_good=instance_failed_for_good(instance, steps) if instance.status == Status.ERRORED else None,
     )
 
@@ -285,14 +314,20 @@ def _steps_capped(instance: Instance) -> tuple[list[Step], int]:
 
 def instance_turns(instance: Instance) -> list[Turn]:
     """The run's turns (run_turns.py) from its last TURN_ROWS status changes."""
-    rows = list(History.objects.filter(instance=instance, kind=HistoryKind.INSTANCE_STATUS)
-                .order_by("-id").values_list("created_at", "status", "data")[:TURN_ROWS])
+    rows = list(
+        History.objects.filter(instance=instance, kind=HistoryKind.INSTANCE_STATUS)
+        .order_by("-id")
+        .values_list("created_at", "status", "data")[:TURN_ROWS]
+    )
     return turns_of(reversed(rows))
 
 
 def instance_ingress_traceparent(*, instance_id: str) -> str | None:
     """The traceparent of the ingress request that created the instance, as its creation kept it."""
-    data = (History.objects.filter(instance_id=instance_id, kind=HistoryKind.INSTANCE_CREATED)
-            .values_list("data", flat=True).first()) or {}
+    data = (
+        History.objects.filter(instance_id=instance_id, kind=HistoryKind.INSTANCE_CREATED)
+        .values_list("data", flat=True)
+        .first()
+    ) or {}
     value = data.get("traceparent")
     return value if isinstance(value, str) else None

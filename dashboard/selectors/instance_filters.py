@@ -89,17 +89,13 @@ class InstanceFilters:
                 if value in Status.values:
                     statuses.append(value)
                 elif value:
-                    problems.append(
-                        f"status {value[:40]!r} is not a status (one of {', '.join(Status.values)})"
-                    )
+                    problems.append(f"status {value[:40]!r} is not a status (one of {', '.join(Status.values)})")
         rng = query.get("range", "")
         if rng and rng not in RANGES:
             problems.append(f"range {rng[:20]!r} is not one of {', '.join(RANGES)}")
         sort = query.get("sort", "").strip() or DEFAULT_SORT
         if sort.lstrip("-") not in SORTS and not attr_sort_key(sort):
-            problems.append(
-                f"sort {sort[:40]!r} is not one of {', '.join(SORT_LABELS)} or attr.<key>"
-            )
+            problems.append(f"sort {sort[:40]!r} is not one of {', '.join(SORT_LABELS)} or attr.<key>")
             sort = DEFAULT_SORT
         attrs, attr_problems = parse_attr_query(query.getlist("attr"))
         problems += attr_problems
@@ -107,15 +103,19 @@ class InstanceFilters:
         top = [v.strip() for v in query.getlist("top") if v.strip()]
         for value in top:
             if value not in ("0", "1"):
-                reader.problem(f"top={shown(value)} is not 1 (top-level runs only, the default) or 0 (with "
-                               "fan-out items and child runs)")
+                reader.problem(
+                    f"top={shown(value)} is not 1 (top-level runs only, the default) or 0 (with "
+                    "fan-out items and child runs)"
+                )
         since, until = reader.when("since"), reader.when("until")
         if paging:
             reader.integer("page", default=1, low=1, high=MAX_PAGE)
         for name in ("after", "before") if paging else ():
             if reader.raw(name) and Cursor.decode(reader.raw(name)) is None:
-                reader.problem(f"{name}={shown(reader.raw(name))} is not a page cursor of this list; "
-                               "follow the list's own Newer/Older links")
+                reader.problem(
+                    f"{name}={shown(reader.raw(name))} is not a page cursor of this list; "
+                    "follow the list's own Newer/Older links"
+                )
         problems += reader.problems
         return cls(
             workflow=query.get("workflow", "").strip()[:200],

@@ -58,8 +58,12 @@ def instance_items(*, ids: list[str]) -> dict[str, RunItems]:
     if not ids or not items_exist():
         return {}
     out: dict[str, RunItems] = {}
-    fan_outs = (FanOut.objects.filter(instance_id__in=ids).values("instance_id")
-                .annotate(expected=Sum("expected"), received=Sum("received"), failed=Sum("failed")).order_by())
+    fan_outs = (
+        FanOut.objects.filter(instance_id__in=ids)
+        .values("instance_id")
+        .annotate(expected=Sum("expected"), received=Sum("received"), failed=Sum("failed"))
+        .order_by()
+    )
     for f in fan_outs:
         parent = str(f["instance_id"])
         expected, received, failed = int(f["expected"] or 0), int(f["received"] or 0), int(f["failed"] or 0)
@@ -70,8 +74,9 @@ def instance_items(*, ids: list[str]) -> dict[str, RunItems]:
                 run.item_counts.append(ItemCount(label, n, _query(parent, ITEM_STATES[label])))
     children: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     # step_child holds the steps that started one; a child that was since deleted leaves child NULL.
-    for parent, status in (Step.objects.filter(instance_id__in=ids, child__isnull=False)
-                           .values_list("instance_id", "child__status")):
+    for parent, status in Step.objects.filter(instance_id__in=ids, child__isnull=False).values_list(
+        "instance_id", "child__status"
+    ):
         if status:
             children[str(parent)][str(status)] += 1
     for parent, by_status in children.items():

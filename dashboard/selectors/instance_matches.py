@@ -28,9 +28,7 @@ from ingest.engine.models import (
 )
 
 
-def instance_filtered(
-    *, user: Any, filters: InstanceFilters, now: datetime | None = None
-) -> QuerySet[Instance]:
+def instance_filtered(*, user: Any, filters: InstanceFilters, now: datetime | None = None) -> QuerySet[Instance]:
     """Every instance of the user's tenants the filters match (unordered). A filter with problems
     matches nothing: a value that did not parse never widens the list."""
     if filters.problems:
@@ -70,21 +68,13 @@ def _workflow_and_step(qs: QuerySet[M], filters: InstanceFilters, *, id_column: 
     if filters.workflow:
         # A known name is matched exactly (its index); anything else is a part of a name.
         known = filters.workflow in workflow_names_registered()
-        qs = (
-            qs.filter(workflow=filters.workflow)
-            if known
-            else qs.filter(workflow__icontains=filters.workflow)
-        )
+        qs = qs.filter(workflow=filters.workflow) if known else qs.filter(workflow__icontains=filters.workflow)
     if filters.step:
-        qs = qs.filter(
-            Exists(Step.objects.filter(instance_id=OuterRef(id_column), name=filters.step))
-        )
+        qs = qs.filter(Exists(Step.objects.filter(instance_id=OuterRef(id_column), name=filters.step)))
     return qs
 
 
-def attributes_filter(
-    qs: QuerySet[M], attrs: tuple[AttrTerm, ...], *, field: str = "attrs__attributes"
-) -> QuerySet[M]:
+def attributes_filter(qs: QuerySet[M], attrs: tuple[AttrTerm, ...], *, field: str = "attrs__attributes") -> QuerySet[M]:
     """Instances (or attribute rows, with `field="attributes"`) whose search attributes match
     every term. Instances: an EXISTS (NOT EXISTS for a negated term) per term over
     engine_instance_attribute_values, which its covering btree answers from one key's entries (a
@@ -112,8 +102,9 @@ def attributes_filter(
 def _number() -> Case:
     """The value as a number, or NULL when it is not one: the CASE keeps the cast from ever seeing
     text that is not a number (PostgreSQL would raise, SQLite would read it as 0)."""
-    return Case(When(value__regex=NUMBER_SQL, then=Cast("value", FloatField())), default=None,
-                output_field=FloatField())
+    return Case(
+        When(value__regex=NUMBER_SQL, then=Cast("value", FloatField())), default=None, output_field=FloatField()
+    )
 
 
 def _term_rows(qs: QuerySet[InstanceAttributeValue], term: AttrTerm) -> QuerySet[InstanceAttributeValue]:
@@ -143,8 +134,10 @@ def _item_of_a_run(outer: str) -> tuple[Exists, Exists]:
     copies, which keep no parent column, answer it without reading the instance. An instance whose
     parent's step is gone (a restart deletes the steps it redoes, and their fan-outs) is nobody's
     item any more: it is listed among the top-level runs, as its parent no longer counts it."""
-    return (Exists(FanOutItem.objects.filter(instance_id=OuterRef(outer))),
-            Exists(Step.objects.filter(child_id=OuterRef(outer))))
+    return (
+        Exists(FanOutItem.objects.filter(instance_id=OuterRef(outer))),
+        Exists(Step.objects.filter(child_id=OuterRef(outer))),
+    )
 
 
 def _item_or_child_of(parent: str) -> Q:
@@ -179,8 +172,10 @@ def items_exist() -> bool:
     if time.monotonic() < _none_until:
         return False
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT EXISTS (SELECT 1 FROM {FanOutItem._meta.db_table}) "  # noqa: S608 - table names
-                       f"OR EXISTS (SELECT 1 FROM {Step._meta.db_table} WHERE child_id IS NOT NULL)")
+        cursor.execute(
+            f"SELECT EXISTS (SELECT 1 FROM {FanOutItem._meta.db_table}) "  # noqa: S608 - table names
+            f"OR EXISTS (SELECT 1 FROM {Step._meta.db_table} WHERE child_id IS NOT NULL)"
+        )
         row = cursor.fetchone()
     _items_seen = bool(row and row[0])
     _none_until = time.monotonic() + NONE_FOR
@@ -213,16 +208,9 @@ def attribute_rows_filtered(
     negated: an instance without attributes could match), when the list asks for one run's
     items (`parent`: its index narrows them first), or the sort needs a column the copy does not keep (updated_at, which
     every claim and heartbeat changes)."""
-    if (
-        _positive(filters) is None
-        or filters.problems
-        or filters.parent
-        or filters.sort.lstrip("-") == "updated"
-    ):
+    if _positive(filters) is None or filters.problems or filters.parent or filters.sort.lstrip("-") == "updated":
         return None
-    qs = _copy_filtered(
-        InstanceAttributes.objects.all(), user=user, filters=filters, now=now or timezone.now()
-    )
+    qs = _copy_filtered(InstanceAttributes.objects.all(), user=user, filters=filters, now=now or timezone.now())
     return attributes_filter(qs, filters.attrs, field="attributes")
 
 
@@ -261,9 +249,7 @@ def attribute_values_filtered(
 C = TypeVar("C", InstanceAttributes, InstanceAttributeValue)
 
 
-def _copy_filtered(
-    qs: QuerySet[C], *, user: Any, filters: InstanceFilters, now: datetime
-) -> QuerySet[C]:
+def _copy_filtered(qs: QuerySet[C], *, user: Any, filters: InstanceFilters, now: datetime) -> QuerySet[C]:
     """`qs` (rows that keep the instance's list columns, keyed by `instance_id`) narrowed to the
     user's tenants and every filter but the attributes."""
     qs = filter_given(
@@ -272,9 +258,7 @@ def _copy_filtered(
             *_tenant_status_time(filters, now),
             # InstanceAttributes.instance is a one-to-one key: instance__id is its local column, no join.
             (
-                "instance__id__startswith"
-                if qs.model is InstanceAttributes
-                else "instance_id__startswith",
+                "instance__id__startswith" if qs.model is InstanceAttributes else "instance_id__startswith",
                 filters.id_prefix,
             ),
         ],
@@ -283,18 +267,12 @@ def _copy_filtered(
         qs = qs.filter(_top_level("instance_id"))
     if filters.text:
         qs = qs.filter(
-            Exists(
-                InstanceSearch.objects.filter(
-                    instance_id=OuterRef("instance_id"), text__icontains=filters.text
-                )
-            )
+            Exists(InstanceSearch.objects.filter(instance_id=OuterRef("instance_id"), text__icontains=filters.text))
         )
     return _workflow_and_step(qs, filters, id_column="instance_id")
 
 
-def instance_matches(
-    user: Any, filters: InstanceFilters, *, now: datetime
-) -> tuple[QuerySet[Any], str]:
+def instance_matches(user: Any, filters: InstanceFilters, *, now: datetime) -> tuple[QuerySet[Any], str]:
     """(the matches, the name of their instance id column): an attribute's value rows or the
     attribute rows when they can answer the filters alone, else the instances."""
     rows: QuerySet[Any] | None = attribute_values_filtered(user=user, filters=filters, now=now)

@@ -43,8 +43,9 @@ class InstancePage:
     has_more: bool = False
 
 
-def instance_count(*, user: Any, filters: InstanceFilters, cap: int = COUNT_CAP,
-                   now: datetime | None = None) -> tuple[int, bool]:
+def instance_count(
+    *, user: Any, filters: InstanceFilters, cap: int = COUNT_CAP, now: datetime | None = None
+) -> tuple[int, bool]:
     """(how many instances match, up to `cap`; whether more than `cap` do). One statement: a
     count over the capped subquery, so a million-row ledger stops counting at the cap."""
     if filters.problems:
@@ -76,8 +77,9 @@ def _sort_value(qs: QuerySet[Any], sort: str, id_field: str = "id") -> tuple[Que
         attributes = "attributes" if id_field == "instance_id" else "attrs__attributes"
         return qs.annotate(sort_value=KeyTextTransform(attr, attributes)), True
     if key == "duration":
-        return qs.annotate(sort_value=ExpressionWrapper(Coalesce(F("ended_at"), Now()) - F("started_at"),
-                                                        output_field=DurationField())), True
+        return qs.annotate(
+            sort_value=ExpressionWrapper(Coalesce(F("ended_at"), Now()) - F("started_at"), output_field=DurationField())
+        ), True
     if key == "cost":
         spend = InstanceCost.objects.filter(instance_id=OuterRef(id_field)).values("total")[:1]
         return qs.annotate(sort_value=Subquery(spend)), True
@@ -98,8 +100,14 @@ def instance_order(qs: QuerySet[Any], sort: str, id_field: str = "id") -> QueryS
 
 
 def instance_list(
-    *, user: Any, filters: InstanceFilters, after: Cursor | None = None,
-    before: Cursor | None = None, limit: int = PAGE_SIZE, now: datetime | None = None, page: int = 1,
+    *,
+    user: Any,
+    filters: InstanceFilters,
+    after: Cursor | None = None,
+    before: Cursor | None = None,
+    limit: int = PAGE_SIZE,
+    now: datetime | None = None,
+    page: int = 1,
 ) -> InstancePage:
     """One page of the ledger. Newest first by keyset on (created_at, id): no OFFSET, so page
     1,000 costs what page 1 costs; `after` pages towards older rows, `before` towards newer.
@@ -117,19 +125,25 @@ def instance_list(
 
         def fetch(qs: QuerySet[Any]) -> list[Instance]:
             return list(qs)
+
     if not filters.keyset:
         page = max(1, min(page, MAX_PAGE))
-        rows = fetch(instance_order(matches, filters.sort, id_field)[(page - 1) * limit: page * limit + 1])
-        return InstancePage(rows=rows[:limit], next_cursor=None, prev_cursor=None, newest=None,
-                            page_number=page, has_more=len(rows) > limit)
+        rows = fetch(instance_order(matches, filters.sort, id_field)[(page - 1) * limit : page * limit + 1])
+        return InstancePage(
+            rows=rows[:limit],
+            next_cursor=None,
+            prev_cursor=None,
+            newest=None,
+            page_number=page,
+            has_more=len(rows) > limit,
+        )
     if before is not None:
         rows = fetch(matches.filter(_newer(before, id_field)).order_by("created_at", id_field)[: limit + 1])
         has_newer = len(rows) > limit
         rows = list(reversed(rows[:limit]))
         if not rows:
             return instance_list(user=user, filters=filters, limit=limit, now=now)
-        return InstancePage(rows, Cursor.of(rows[-1]), Cursor.of(rows[0]) if has_newer else None,
-                            Cursor.of(rows[0]))
+        return InstancePage(rows, Cursor.of(rows[-1]), Cursor.of(rows[0]) if has_newer else None, Cursor.of(rows[0]))
     if after is not None:
         matches = matches.filter(_older(after, id_field))
     rows = fetch(matches.order_by("-created_at", f"-{id_field}")[: limit + 1])
@@ -158,8 +172,15 @@ class CountedPage:
 
 
 def instance_list_counted(
-    *, user: Any, filters: InstanceFilters, after: Cursor | None = None, before: Cursor | None = None,
-    limit: int = PAGE_SIZE, page: int = 1, cap: int = COUNT_CAP, now: datetime | None = None,
+    *,
+    user: Any,
+    filters: InstanceFilters,
+    after: Cursor | None = None,
+    before: Cursor | None = None,
+    limit: int = PAGE_SIZE,
+    page: int = 1,
+    cap: int = COUNT_CAP,
+    now: datetime | None = None,
 ) -> CountedPage:
     """A page of the ledger and how many instances match (exact up to `cap`), as
     `instance_list` and `instance_count` give them, in fewer passes over the matches.
@@ -184,8 +205,9 @@ def instance_list_counted(
     return CountedPage(rows, count, more)
 
 
-def _page_ids_of_capped(user: Any, filters: InstanceFilters, *, offset: int, limit: int, cap: int,
-                        now: datetime) -> tuple[list[str], int]:
+def _page_ids_of_capped(
+    user: Any, filters: InstanceFilters, *, offset: int, limit: int, cap: int, now: datetime
+) -> tuple[list[str], int]:
     """(the ids of the page, in the list's order; how many match, up to cap + 1) out of one read of
     at most `cap + 1` matches. With more than `cap`, some matches were not read: no ids then."""
     sort = filters.sort if not filters.keyset else "created"  # the keyset's value is created_at
@@ -203,12 +225,14 @@ def _page_ids_of_capped(user: Any, filters: InstanceFilters, *, offset: int, lim
         # c counts m (the capped matches); the page is sorted out of m only when c says m holds
         # every match, so a broad filter pays for its count and not for sorting 10,001 rows it
         # will not use. rn keeps the page's order through the join.
-        cursor.execute(f"WITH m (id, created_at, sort_value) AS {hint}({sql}), "  # noqa: S608 - compiled by the ORM
-                       f"c (n) AS {hint}(SELECT count(*) FROM m) "
-                       "SELECT c.n, p.id, p.rn FROM c LEFT JOIN ("
-                       f"SELECT m.id, row_number() OVER (ORDER BY {order}) AS rn FROM m "
-                       f"WHERE (SELECT n FROM c) <= %s ORDER BY {order} LIMIT %s OFFSET %s) p ON 1 = 1",
-                       [*params, cap, limit, offset])
+        cursor.execute(
+            f"WITH m (id, created_at, sort_value) AS {hint}({sql}), "  # noqa: S608 - compiled by the ORM
+            f"c (n) AS {hint}(SELECT count(*) FROM m) "
+            "SELECT c.n, p.id, p.rn FROM c LEFT JOIN ("
+            f"SELECT m.id, row_number() OVER (ORDER BY {order}) AS rn FROM m "
+            f"WHERE (SELECT n FROM c) <= %s ORDER BY {order} LIMIT %s OFFSET %s) p ON 1 = 1",
+            [*params, cap, limit, offset],
+        )
         got = cursor.fetchall()
     page = sorted((int(r[2]), str(r[1])) for r in got if r[1] is not None)
     return [i for _, i in page], int(got[0][0])
@@ -219,10 +243,14 @@ def _page_of(user: Any, filters: InstanceFilters, ids: list[str], *, limit: int,
     more = len(rows) > limit
     rows = rows[:limit]
     if not filters.keyset:
-        return InstancePage(rows=rows, next_cursor=None, prev_cursor=None, newest=None, page_number=page,
-                            has_more=more)
-    return InstancePage(rows=rows, next_cursor=Cursor.of(rows[-1]) if more and rows else None, prev_cursor=None,
-                        newest=Cursor.of(rows[0]) if rows else None, has_more=more)
+        return InstancePage(rows=rows, next_cursor=None, prev_cursor=None, newest=None, page_number=page, has_more=more)
+    return InstancePage(
+        rows=rows,
+        next_cursor=Cursor.of(rows[-1]) if more and rows else None,
+        prev_cursor=None,
+        newest=Cursor.of(rows[0]) if rows else None,
+        has_more=more,
+    )
 
 
 def instance_attributes(*, ids: list[str]) -> dict[str, dict[str, str]]:

@@ -45,8 +45,11 @@ class LimitWorkflow:
 
 def limit_workflows() -> list[LimitWorkflow]:
     """The workflows a limit may cap from the console: keyed by tenant."""
-    return [LimitWorkflow(cls.name, cls.concurrency, dict(cls.concurrency_overrides or {}))
-            for cls in keyed_workflows() if cls.concurrency_key == TENANT_KEY]
+    return [
+        LimitWorkflow(cls.name, cls.concurrency, dict(cls.concurrency_overrides or {}))
+        for cls in keyed_workflows()
+        if cls.concurrency_key == TENANT_KEY
+    ]
 
 
 def limit_rows(*, tenants: Collection[str], now: datetime, workflow: str = "") -> list[LimitRow]:
@@ -54,14 +57,21 @@ def limit_rows(*, tenants: Collection[str], now: datetime, workflow: str = "") -
     waiting now, by workflow then tenant."""
     flows = {w.name: w for w in limit_workflows() if not workflow or w.name == workflow}
     visible = list(tenants)
-    set_rows = {(r.workflow, r.key): r for r in ConcurrencyLimit.objects.filter(
-        workflow__in=list(flows), key__in=visible)}
+    set_rows = {
+        (r.workflow, r.key): r for r in ConcurrencyLimit.objects.filter(workflow__in=list(flows), key__in=visible)
+    }
     live = Q(lease_expires_at__gte=now) & ~Q(lease_owner="")
-    ready = (Q(ready_at__lte=now) & ~Q(status__in=[*sorted(FINISHED_STATUSES), Status.PAUSED])
-             & (Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)))
-    counts = (Instance.objects.filter(workflow__in=list(flows), concurrency_key__in=visible)
-              .filter(live | ready).values("workflow", "concurrency_key")
-              .annotate(running=Count("id", filter=live), waiting=Count("id", filter=ready)))
+    ready = (
+        Q(ready_at__lte=now)
+        & ~Q(status__in=[*sorted(FINISHED_STATUSES), Status.PAUSED])
+        & (Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now))
+    )
+    counts = (
+        Instance.objects.filter(workflow__in=list(flows), concurrency_key__in=visible)
+        .filter(live | ready)
+        .values("workflow", "concurrency_key")
+        .annotate(running=Count("id", filter=live), waiting=Count("id", filter=ready))
+    )
     now_by = {(c["workflow"], c["concurrency_key"]): (c["running"], c["waiting"]) for c in counts}
     keys = set(set_rows) | set(now_by)
     keys |= {(w.name, t) for w in flows.values() for t in w.settings if t in visible}
@@ -76,10 +86,20 @@ def limit_rows(*, tenants: Collection[str], now: datetime, workflow: str = "") -
             cap, source = flow.settings[tenant], "settings"
         else:
             cap, source = flow.default, "workflow" if flow.default is not None else "none"
-        rows.append(LimitRow(workflow=name, tenant=tenant, max_concurrent=cap, source=source,
-                             workflow_default=flow.default, running=running, waiting=waiting,
-                             version=limit_version(row), updated_by=row.updated_by if row else "",
-                             updated_at=row.updated_at if row else None))
+        rows.append(
+            LimitRow(
+                workflow=name,
+                tenant=tenant,
+                max_concurrent=cap,
+                source=source,
+                workflow_default=flow.default,
+                running=running,
+                waiting=waiting,
+                version=limit_version(row),
+                updated_by=row.updated_by if row else "",
+                updated_at=row.updated_at if row else None,
+            )
+        )
     return rows
 
 

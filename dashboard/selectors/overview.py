@@ -31,7 +31,6 @@ from ingest.engine.models import (
 # ---- overview ----------------------------------------------------------------------------
 
 
-
 class ThroughputRow(TypedDict):
     """Instances that finished in one hour, by outcome."""
 
@@ -63,10 +62,7 @@ def instance_status_counts(*, tenants: Collection[str], since: datetime | None =
     # One query either way: with `since`, the recent count is a filtered aggregate beside the total.
     recent = Count("id", filter=Q(created_at__gte=since)) if since is not None else Count("id")
     rows = (
-        Instance.objects.filter(tenant__in=tenants)
-        .values("status")
-        .annotate(n=Count("id"), recent=recent)
-        .order_by()
+        Instance.objects.filter(tenant__in=tenants).values("status").annotate(n=Count("id"), recent=recent).order_by()
     )
     counts = {s.value: 0 for s in Status}
     for row in rows:
@@ -94,8 +90,9 @@ def _throughput(counts: Iterable[tuple[tuple[datetime, str], int]]) -> list[Thro
     column = {Status.COMPLETE: "complete", Status.COMPLETED_WITH_ERRORS: "with_errors", Status.ERRORED: "errored"}
     out: dict[datetime, ThroughputRow] = {}
     for (hour, status), n in counts:
-        row = out.setdefault(hour, {"bucket": instance_reads.local_hour(hour), "complete": 0, "with_errors": 0,
-                                    "errored": 0})
+        row = out.setdefault(
+            hour, {"bucket": instance_reads.local_hour(hour), "complete": 0, "with_errors": 0, "errored": 0}
+        )
         row[column[Status(status)]] += n  # type: ignore[literal-required]
     return [out[h] for h in sorted(out)]
 
@@ -113,8 +110,11 @@ def overview_figures(*, tenants: Collection[str], since: datetime) -> OverviewFi
     (dashboard/rollups/instance_reads.py), or from the ledger when there are none to read."""
     got = instance_reads.overview_counts(tenants=tenants, since=since)
     if got is None:
-        return OverviewFigures(instance_status_counts(tenants=tenants, since=since),
-                               throughput_rows(tenants=tenants, since=since), steps_in_flight_count(tenants=tenants))
+        return OverviewFigures(
+            instance_status_counts(tenants=tenants, since=since),
+            throughput_rows(tenants=tenants, since=since),
+            steps_in_flight_count(tenants=tenants),
+        )
     return OverviewFigures(got.by_status, _throughput(got.ended.items()), got.running_steps)
 
 
@@ -128,15 +128,20 @@ def steps_in_flight(*, tenants: Collection[str], limit: int = 12) -> list[StepIn
         Step.objects.filter(instance__tenant__in=tenants, status=StepStatus.RUNNING, instance__status__in=_IN_FLIGHT)
         .order_by("started_at")
         .values(
-            "instance_id", "name", "attempts", "started_at",
-            workflow=F("instance__workflow"), tenant=F("instance__tenant"),
+            "instance_id",
+            "name",
+            "attempts",
+            "started_at",
+            workflow=F("instance__workflow"),
+            tenant=F("instance__tenant"),
         )[:limit]
     )
 
 
 def steps_in_flight_count(*, tenants: Collection[str]) -> int:
-    return Step.objects.filter(instance__tenant__in=tenants, status=StepStatus.RUNNING,
-                               instance__status__in=_IN_FLIGHT).count()
+    return Step.objects.filter(
+        instance__tenant__in=tenants, status=StepStatus.RUNNING, instance__status__in=_IN_FLIGHT
+    ).count()
 
 
 def dead_letters_open_count(*, tenants: Collection[str]) -> int:
@@ -150,7 +155,10 @@ def approvals_pending_count(*, tenants: Collection[str]) -> int:
 def spend_by_service(
     *, tenants: Collection[str], since: datetime, view: reads.RollupView | None = None
 ) -> list[ServiceSpend]:
-    got = reads.cost_grouped(reads.CostScope(tenants=tenants, since=since), by=("service",),
-                             measures=("total", "calls"), view=view)
-    rows: list[ServiceSpend] = [{"service": service, "total": m["total"], "calls": m["calls"]} for (service,), m in got.items()]
+    got = reads.cost_grouped(
+        reads.CostScope(tenants=tenants, since=since), by=("service",), measures=("total", "calls"), view=view
+    )
+    rows: list[ServiceSpend] = [
+        {"service": service, "total": m["total"], "calls": m["calls"]} for (service,), m in got.items()
+    ]
     return sorted(rows, key=lambda r: (-r["total"], r["service"]))

@@ -90,8 +90,7 @@ class Credential:
 
 def windows_open(*, source: str, now: datetime) -> list[Window]:
     """The source's windows holding a queued instance that has not started yet."""
-    rows = (CoalesceWindow.objects.filter(source=source, starts_at__gt=now).exclude(instance_id="")
-            .order_by("starts_at"))
+    rows = CoalesceWindow.objects.filter(source=source, starts_at__gt=now).exclude(instance_id="").order_by("starts_at")
     return [Window(w.key, w.mode, w.count, w.starts_at, w.instance_id) for w in rows]
 
 
@@ -102,23 +101,35 @@ def _route_prefixes(name: str) -> Q:
 
 
 def route_deliveries(*, route: Route, limit: int = 10) -> list[Delivery]:
-    rows = (Instance.objects.filter(workflow=route.workflow, tenant=route.tenant)
-            .filter(_route_prefixes(route.name)).order_by("-created_at")
-            .values_list("id", "status", "created_at")[:limit])
+    rows = (
+        Instance.objects.filter(workflow=route.workflow, tenant=route.tenant)
+        .filter(_route_prefixes(route.name))
+        .order_by("-created_at")
+        .values_list("id", "status", "created_at")[:limit]
+    )
     return [Delivery(i, s, at) for i, s, at in rows]
 
 
 def _route_row(route: Route, *, now: datetime, limit: int) -> RouteRow:
-    return RouteRow(route.name, route.workflow, route.tenant, route.enabled, route.description,
-                    route.coalesce or {}, route.rate_limit_per_minute,
-                    route_deliveries(route=route, limit=limit),
-                    windows_open(source=f"route:{route.name}", now=now),
-                    route.sync_default, route.wait_seconds, route.idempotency_ttl_seconds, route.priority)
+    return RouteRow(
+        route.name,
+        route.workflow,
+        route.tenant,
+        route.enabled,
+        route.description,
+        route.coalesce or {},
+        route.rate_limit_per_minute,
+        route_deliveries(route=route, limit=limit),
+        windows_open(source=f"route:{route.name}", now=now),
+        route.sync_default,
+        route.wait_seconds,
+        route.idempotency_ttl_seconds,
+        route.priority,
+    )
 
 
 def route_rows(*, tenants: list[str], now: datetime, limit: int = 5) -> list[RouteRow]:
-    return [_route_row(r, now=now, limit=limit)
-            for r in Route.objects.filter(tenant__in=tenants).order_by("name")]
+    return [_route_row(r, now=now, limit=limit) for r in Route.objects.filter(tenant__in=tenants).order_by("name")]
 
 
 def route_page_get(*, name: str, tenants: list[str], now: datetime, limit: int = 20) -> RouteRow | None:
@@ -148,10 +159,17 @@ def subscription_deliveries(*, sub: Subscription, tenants: list[str], limit: int
 
 
 def _sub_row(sub: Subscription, *, tenants: list[str], now: datetime, limit: int) -> SubscriptionRow:
-    return SubscriptionRow(sub.pk, sub.pattern, sub.workflow, sub.tenant, sub.filters or {}, sub.enabled,
-                           sub.coalesce or {}, subscription_deliveries(sub=sub, tenants=tenants, limit=limit),
-                           [w for w in windows_open(source=f"subscription:{sub.pk}", now=now)
-                            if _window_tenant_visible(w, tenants)])
+    return SubscriptionRow(
+        sub.pk,
+        sub.pattern,
+        sub.workflow,
+        sub.tenant,
+        sub.filters or {},
+        sub.enabled,
+        sub.coalesce or {},
+        subscription_deliveries(sub=sub, tenants=tenants, limit=limit),
+        [w for w in windows_open(source=f"subscription:{sub.pk}", now=now) if _window_tenant_visible(w, tenants)],
+    )
 
 
 def _window_tenant_visible(window: Window, tenants: list[str]) -> bool:
@@ -159,31 +177,55 @@ def _window_tenant_visible(window: Window, tenants: list[str]) -> bool:
     return Instance.objects.filter(pk=window.instance_id, tenant__in=tenants).exists()
 
 
-def subscription_rows(*, tenants: list[str], see_global: bool, now: datetime, limit: int = 5
-                      ) -> list[SubscriptionRow]:
+def subscription_rows(*, tenants: list[str], see_global: bool, now: datetime, limit: int = 5) -> list[SubscriptionRow]:
     subs = Subscription.objects.filter(_sub_visible(tenants=tenants, see_global=see_global)).order_by("pk")
     return [_sub_row(s, tenants=tenants, now=now, limit=limit) for s in subs]
 
 
-def subscription_page_get(*, subscription_id: int, tenants: list[str], see_global: bool, now: datetime,
-                          limit: int = 20) -> SubscriptionRow | None:
-    sub = (Subscription.objects.filter(_sub_visible(tenants=tenants, see_global=see_global))
-           .filter(pk=subscription_id).first())
+def subscription_page_get(
+    *, subscription_id: int, tenants: list[str], see_global: bool, now: datetime, limit: int = 20
+) -> SubscriptionRow | None:
+    sub = (
+        Subscription.objects.filter(_sub_visible(tenants=tenants, see_global=see_global))
+        .filter(pk=subscription_id)
+        .first()
+    )
     return None if sub is None else _sub_row(sub, tenants=tenants, now=now, limit=limit)
 
 
 def _credential(row: tuple[Any, ...], now: datetime) -> Credential:
     tenant, name, prefix, enabled, created_at, rate, rotated_at, previous_prefix, until = row
     live = until is not None and until > now
-    return Credential(tenant, name, prefix, enabled, created_at, rate, rotated_at,
-                      previous_prefix if live else None, until if live else None)
+    return Credential(
+        tenant,
+        name,
+        prefix,
+        enabled,
+        created_at,
+        rate,
+        rotated_at,
+        previous_prefix if live else None,
+        until if live else None,
+    )
 
 
 def credentials(*, tenants: list[str], now: datetime) -> list[Credential]:
     # Never a secret column: they are not even decrypted for this page.
-    rows = (IngressSecret.objects.filter(tenant__in=tenants).order_by("tenant", "name")
-            .values_list("tenant", "name", "token_prefix", "enabled", "created_at", "rate_limit_per_minute",
-                         "rotated_at", "previous_token_prefix", "previous_valid_until"))
+    rows = (
+        IngressSecret.objects.filter(tenant__in=tenants)
+        .order_by("tenant", "name")
+        .values_list(
+            "tenant",
+            "name",
+            "token_prefix",
+            "enabled",
+            "created_at",
+            "rate_limit_per_minute",
+            "rotated_at",
+            "previous_token_prefix",
+            "previous_valid_until",
+        )
+    )
     return [_credential(row, now) for row in rows]
 
 

@@ -186,8 +186,9 @@ def waterfall(
     return laid.rows, laid.ticks
 
 
-def waterfall_layout(steps: list[tuple[Step, list[Attempt]]], *, start: datetime, now: datetime,
-                     turns: list[Turn] | None = None) -> Waterfall:
+def waterfall_layout(
+    steps: list[tuple[Step, list[Attempt]]], *, start: datetime, now: datetime, turns: list[Turn] | None = None
+) -> Waterfall:
     """`waterfall`, with long idle stretches cut out of the time axis (`Waterfall.breaks`), and
     the run's `turns` (run_turns.py) as bars of their own on the same axis."""
     turns = turns or []
@@ -222,7 +223,11 @@ def waterfall_layout(steps: list[tuple[Step, list[Attempt]]], *, start: datetime
                 if i + 1 < len(atts) and a.ended_at is not None:
                     nxt = atts[i + 1].started_at
                     gl = pct(a.ended_at)
-                    delay = a.retry_delay_seconds if a.retry_delay_seconds is not None else (nxt - a.ended_at).total_seconds()
+                    delay = (
+                        a.retry_delay_seconds
+                        if a.retry_delay_seconds is not None
+                        else (nxt - a.ended_at).total_seconds()
+                    )
                     segs.append(Segment(gl, max(pct(nxt) - gl, 0.0), "gap", f"retry delay {delay:.1f}s"))
         else:
             end = step.ended_at or now
@@ -231,8 +236,9 @@ def waterfall_layout(steps: list[tuple[Step, list[Attempt]]], *, start: datetime
             segs.append(Segment(left, max(pct(end) - left, 0.3), css, step.status))
         seconds = ((step.ended_at or now) - step.started_at).total_seconds()
         rows.append(WaterfallRow(step.name, step.seq, step.kind, step.status, segs, seconds))
-    bars = [TurnBar(t, pct(t.started), max(pct(t.ended or now) - pct(t.started), 0.3), _turn_label(t, now))
-            for t in turns]
+    bars = [
+        TurnBar(t, pct(t.started), max(pct(t.ended or now) - pct(t.started), 0.3), _turn_label(t, now)) for t in turns
+    ]
     return Waterfall(rows, axis.ticks(), axis.breaks, bars)
 
 
@@ -370,8 +376,9 @@ def _grouped(ranks: list[DagRank]) -> list[DagRank]:
         if family is None:
             flush()
             wide = len(rank.nodes) > PARALLEL_OVER
-            out.append(DagRank(rank.nodes, DagGroup(_shared_start(rank.nodes), rank.nodes, parallel=True))
-                       if wide else rank)
+            out.append(
+                DagRank(rank.nodes, DagGroup(_shared_start(rank.nodes), rank.nodes, parallel=True)) if wide else rank
+            )
             continue
         if block and _family_of(block[0]) != family:
             flush()
@@ -380,8 +387,9 @@ def _grouped(ranks: list[DagRank]) -> list[DagRank]:
     return out
 
 
-def dag_ranks(steps: list[Step], *, now: datetime,
-              fan_outs: Mapping[int, Mapping[str, Any]] | None = None) -> list[DagRank]:
+def dag_ranks(
+    steps: list[Step], *, now: datetime, fan_outs: Mapping[int, Mapping[str, Any]] | None = None
+) -> list[DagRank]:
     """The run as the steps actually ran: a step that started before every step of the current
     rank ended ran in parallel with them (all_settled fan-out) and joins that rank. A
     `step.fan_out` is one node carrying its progress (`fan_outs`: engine's fan_out_list rows by
@@ -396,10 +404,26 @@ def dag_ranks(steps: list[Step], *, now: datetime,
         else:
             ranks.append([s])
             rank_end = s.ended_at or now
-    bars = {step_id: FanOutBar(f["received"], f["expected"], f["failed"], f["missing"], f["state"])
-            for step_id, f in (fan_outs or {}).items()}
+    bars = {
+        step_id: FanOutBar(f["received"], f["expected"], f["failed"], f["missing"], f["state"])
+        for step_id, f in (fan_outs or {}).items()
+    }
     last = len(ranks) - 1
-    laid = [DagRank([DagNode(s.name, s.seq, s.kind, s.status, s.attempts, bars.get(s.id),
-                             fallback=s.status == "errored" and i < last) for s in r])
-            for i, r in enumerate(ranks)]
+    laid = [
+        DagRank(
+            [
+                DagNode(
+                    s.name,
+                    s.seq,
+                    s.kind,
+                    s.status,
+                    s.attempts,
+                    bars.get(s.id),
+                    fallback=s.status == "errored" and i < last,
+                )
+                for s in r
+            ]
+        )
+        for i, r in enumerate(ranks)
+    ]
     return _grouped(laid)

@@ -24,8 +24,7 @@ def source_pull_rows(*, tenants: Collection[str], now: datetime) -> list[SourceP
     """Every Gong and Salesforce connection of `tenants`, with its pull and its schedule."""
     pulls = connection_cursor_list(tenants=tenants, now=now)
     names = {reconcile_schedule_name(p.tenant) for p in pulls}
-    schedules = dict(Schedule.objects.filter(name__in=names, tenant__in=list(tenants))
-                     .values_list("name", "enabled"))
+    schedules = dict(Schedule.objects.filter(name__in=names, tenant__in=list(tenants)).values_list("name", "enabled"))
     rows = []
     for pull in pulls:
         name = reconcile_schedule_name(pull.tenant)

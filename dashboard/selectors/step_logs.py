@@ -35,8 +35,13 @@ class AttemptLog:
         return self.lines[-1] if self.lines else None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"number": self.number, "running": self.running, "lines": self.lines, "dropped": self.dropped,
-                "truncated": self.truncated}
+        return {
+            "number": self.number,
+            "running": self.running,
+            "lines": self.lines,
+            "dropped": self.dropped,
+            "truncated": self.truncated,
+        }
 
 
 def _kept(value: Any) -> tuple[list[dict[str, Any]], int] | None:
@@ -59,14 +64,20 @@ def attempt_logs(step: Step, attempts: Iterable[Attempt]) -> list[AttemptLog]:
             out.append(AttemptLog(a.number, False, *kept))
     live = step.live_log
     kept = _kept(live)
-    if (kept is not None and isinstance(live, dict) and step.ended_at is None and live.get("attempt") == step.attempts
-            and step.attempts not in numbers):
+    if (
+        kept is not None
+        and isinstance(live, dict)
+        and step.ended_at is None
+        and live.get("attempt") == step.attempts
+        and step.attempts not in numbers
+    ):
         out.append(AttemptLog(step.attempts, True, *kept))
     return out
 
 
-def step_logs(*, instance: Instance, name: str | None = None, seq: int | None = None, after: int | None = None,
-              limit: int = 100) -> tuple[list[dict[str, Any]], int | None]:
+def step_logs(
+    *, instance: Instance, name: str | None = None, seq: int | None = None, after: int | None = None, limit: int = 100
+) -> tuple[list[dict[str, Any]], int | None]:
     """The instance's steps that logged, in the order the run asked for them (or the step `name`,
     its `seq`th call when given, whether it logged or not), after the step at position `after`;
     at most `limit` steps, and the position to continue after when there are more."""
@@ -87,7 +98,14 @@ def step_logs(*, instance: Instance, name: str | None = None, seq: int | None = 
     attempts: dict[int, list[Attempt]] = {}
     for a in Attempt.objects.filter(step_id__in=[s.id for s in rows]).order_by("step_id", "number"):
         attempts.setdefault(a.step_id, []).append(a)
-    found = [{"name": s.name, "seq": s.seq, "position": s.position, "status": s.status,
-              "attempts": [log.as_dict() for log in attempt_logs(s, attempts.get(s.id, []))]}
-             for s in rows]
+    found = [
+        {
+            "name": s.name,
+            "seq": s.seq,
+            "position": s.position,
+            "status": s.status,
+            "attempts": [log.as_dict() for log in attempt_logs(s, attempts.get(s.id, []))],
+        }
+        for s in rows
+    ]
     return found, rows[-1].position if more and rows else None

@@ -52,14 +52,25 @@ def worker_rows(*, tenants: list[str], now: datetime) -> list[WorkerRow]:
     held = Instance.objects.filter(lease_owner__in=ids, lease_expires_at__gte=now)
     busy = dict(held.values("lease_owner").annotate(n=Count("id")).values_list("lease_owner", "n"))
     mine: dict[str, list[Running]] = {}
-    for row in (held.filter(Q(tenant__in=tenants)).order_by("started_at")
-                .values_list("lease_owner", "id", "workflow", "tenant", "status", "started_at")):
+    for row in (
+        held.filter(Q(tenant__in=tenants))
+        .order_by("started_at")
+        .values_list("lease_owner", "id", "workflow", "tenant", "status", "started_at")
+    ):
         mine.setdefault(row[0], []).append(Running(*row[1:]))
     return [
-        WorkerRow(w.worker_id, w.host, w.pid, w.slots, w.started_at, w.beat_at,
-                  max(0.0, (now - w.beat_at).total_seconds()),
-                  worker_state(beat_at=w.beat_at, stopped_at=w.stopped_at, now=now, lease=lease),
-                  busy.get(w.worker_id, 0), mine.get(w.worker_id, []),
-                  busy.get(w.worker_id, 0) - len(mine.get(w.worker_id, [])))
+        WorkerRow(
+            w.worker_id,
+            w.host,
+            w.pid,
+            w.slots,
+            w.started_at,
+            w.beat_at,
+            max(0.0, (now - w.beat_at).total_seconds()),
+            worker_state(beat_at=w.beat_at, stopped_at=w.stopped_at, now=now, lease=lease),
+            busy.get(w.worker_id, 0),
+            mine.get(w.worker_id, []),
+            busy.get(w.worker_id, 0) - len(mine.get(w.worker_id, [])),
+        )
         for w in workers
     ]

@@ -68,20 +68,14 @@ def workflow_summaries(*, tenants: Collection[str], since: datetime) -> list[Wor
 
 
 def instance_tenant(*, instance_id: str, tenants: Collection[str]) -> str | None:
-    return (
-        Instance.objects.filter(id=instance_id, tenant__in=tenants)
-        .values_list("tenant", flat=True)
-        .first()
-    )
+    return Instance.objects.filter(id=instance_id, tenant__in=tenants).values_list("tenant", flat=True).first()
 
 
 def workflow_known(*, tenants: Collection[str], name: str) -> bool:
     return Instance.objects.filter(tenant__in=tenants, workflow=name).exists()
 
 
-def workflow_step_runs(
-    *, tenants: Collection[str], name: str, sample: int = 40
-) -> list[list[StepRun]]:
+def workflow_step_runs(*, tenants: Collection[str], name: str, sample: int = 40) -> list[list[StepRun]]:
     """Steps of the most recent runs (bounded sample), each run in position order."""
     ids = list(
         Instance.objects.filter(tenant__in=tenants, workflow=name)
@@ -134,8 +128,17 @@ def workflow_step_heat(
 
 
 def empty_heat() -> dict[str, Any]:
-    return {"n": 0, "in_flight": 0, "completed": 0, "errored": 0, "retried": 0, "attempts": 0,
-            "p95_parts": [], "cost": ZERO, "dead_letters": 0}
+    return {
+        "n": 0,
+        "in_flight": 0,
+        "completed": 0,
+        "errored": 0,
+        "retried": 0,
+        "attempts": 0,
+        "p95_parts": [],
+        "cost": ZERO,
+        "dead_letters": 0,
+    }
 
 
 class WorkflowRetention(TypedDict):
@@ -153,5 +156,9 @@ def workflow_retention(*, tenants: Collection[str], name: str, now: datetime) ->
 
 def version_tenants(*, workflow: str, version: int) -> set[str]:
     """Every tenant with an instance (of any status) that started on this version of the workflow."""
-    return set(Instance.objects.filter(workflow=workflow, workflow_version=version)
-               .values_list("tenant", flat=True).distinct().order_by())
+    return set(
+        Instance.objects.filter(workflow=workflow, workflow_version=version)
+        .values_list("tenant", flat=True)
+        .distinct()
+        .order_by()
+    )

@@ -27,8 +27,11 @@ urlpatterns = [
     path("workflows/", workflows.workflows, name="workflows"),
     path("workflows/<str:name>/", workflows.workflow_dag, name="workflow"),
     path("workflows/<str:name>/start/", workflows.workflow_start, name="workflow_start"),
-    path("workflows/<str:name>/versions/<int:version>/retire/", workflows.workflow_version_retire_view,
-         name="workflow_version_retire"),
+    path(
+        "workflows/<str:name>/versions/<int:version>/retire/",
+        workflows.workflow_version_retire_view,
+        name="workflow_version_retire",
+    ),
     path("dead-letters/", dead_letters.dead_letters, name="dead_letters"),
     path("dead-letters/redrive/", dead_letters.dead_letter_redrive_preview, name="redrive_preview"),
     path("dead-letters/redrive/run/", dead_letters.dead_letter_redrive, name="redrive"),

@@ -23,8 +23,8 @@ urlpatterns = [
     path("bulk-actions/<int:batch_id>/", bulk.bulk_detail, name="instance-bulk"),
     path("bulk-actions/<int:batch_id>/confirm/", bulk.bulk_confirm, name="instance-bulk-confirm"),
     path("instances/<str:instance_id>/", runs.instance_detail, name="instance-detail"),
-    path("instances/<str:instance_id>/actions/<slug:action>/", runs.instance_action_confirm,
-         name="instance-action"),
-    path("instances/<str:instance_id>/actions/<slug:action>/run/", runs.instance_action_run,
-         name="instance-action-run"),
+    path("instances/<str:instance_id>/actions/<slug:action>/", runs.instance_action_confirm, name="instance-action"),
+    path(
+        "instances/<str:instance_id>/actions/<slug:action>/run/", runs.instance_action_run, name="instance-action-run"
+    ),
 ]

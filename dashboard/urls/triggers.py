@@ -42,8 +42,11 @@ urlpatterns += [
     path("subscriptions/<int:sub_id>/save/", subscriptions.subscription_save, name="subscription_save"),
     path("subscriptions/<int:sub_id>/enable/", subscriptions.subscription_enable, name="subscription_enable"),
     path("subscriptions/<int:sub_id>/disable/", subscriptions.subscription_disable, name="subscription_disable"),
-    path("subscriptions/<int:sub_id>/delete/", subscriptions.subscription_delete_confirm,
-         name="subscription_delete_confirm"),
+    path(
+        "subscriptions/<int:sub_id>/delete/",
+        subscriptions.subscription_delete_confirm,
+        name="subscription_delete_confirm",
+    ),
     path("subscriptions/<int:sub_id>/delete/run/", subscriptions.subscription_delete_view, name="subscription_delete"),
     path("subscriptions/<int:sub_id>/coalesce/", subscriptions.subscription_coalesce, name="subscription_coalesce"),
 ]
@@ -51,16 +54,22 @@ urlpatterns += [
 urlpatterns += [
     path("credentials/new/", credentials.credential_new, name="credential_new"),
     path("credentials/new/create/", credentials.credential_create, name="credential_create"),
-    path("credentials/<str:tenant>/<str:name>/rotate/", credentials.credential_rotate_confirm,
-         name="credential_rotate_confirm"),
+    path(
+        "credentials/<str:tenant>/<str:name>/rotate/",
+        credentials.credential_rotate_confirm,
+        name="credential_rotate_confirm",
+    ),
     path("credentials/<str:tenant>/<str:name>/rotate/run/", credentials.credential_rotate, name="credential_rotate"),
 ]
 
 urlpatterns += [
     path("credentials/<str:tenant>/<str:name>/enable/", credentials.credential_enable, name="credential_enable"),
     path("credentials/<str:tenant>/<str:name>/disable/", credentials.credential_disable, name="credential_disable"),
-    path("credentials/<str:tenant>/<str:name>/delete/", credentials.credential_delete_confirm,
-         name="credential_delete_confirm"),
+    path(
+        "credentials/<str:tenant>/<str:name>/delete/",
+        credentials.credential_delete_confirm,
+        name="credential_delete_confirm",
+    ),
     path("credentials/<str:tenant>/<str:name>/delete/run/", credentials.credential_delete, name="credential_delete"),
 ]
 
@@ -73,10 +82,14 @@ urlpatterns += [
     path("connections/<str:tenant>/<str:kind>/enable/", connections.connection_enable, name="connection_enable"),
     path("connections/<str:tenant>/<str:kind>/disable/", connections.connection_disable, name="connection_disable"),
     path("connections/<str:tenant>/<str:kind>/test/", connections.connection_test_view, name="connection_test"),
-    path("connections/<str:tenant>/<str:kind>/delete/", connections.connection_delete_confirm,
-         name="connection_delete_confirm"),
-    path("connections/<str:tenant>/<str:kind>/delete/run/", connections.connection_delete_view,
-         name="connection_delete"),
+    path(
+        "connections/<str:tenant>/<str:kind>/delete/",
+        connections.connection_delete_confirm,
+        name="connection_delete_confirm",
+    ),
+    path(
+        "connections/<str:tenant>/<str:kind>/delete/run/", connections.connection_delete_view, name="connection_delete"
+    ),
 ]
 
 urlpatterns += [path("workers/", workers.workers, name="workers")]

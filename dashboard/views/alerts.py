@@ -85,8 +85,9 @@ def rule_form(request: HtmxHttpRequest, rule_id: int | None = None) -> HttpRespo
         require_act(request, rule.tenant)
         row = alert_sel.rule_row(rule)
         initial = {**row, "params": json.dumps(row["params"]), "channels": [str(i) for i in row["channel_ids"]]}
-    return render(request, "ops/alert_rule_form.html", {"form": _rule_form(request, initial=initial),
-                                                         "rule_id": rule_id})
+    return render(
+        request, "ops/alert_rule_form.html", {"form": _rule_form(request, initial=initial), "rule_id": rule_id}
+    )
 
 
 @require_POST
@@ -98,8 +99,9 @@ def rule_save(request: HtmxHttpRequest, rule_id: int | None = None) -> HttpRespo
         require_act(request, _rule(request, rule_id).tenant)
     if form.is_valid():
         try:
-            services.rule_save(**form.service_arguments(), rule_id=rule_id, actor=request.user.username,
-                               now=timezone.now())
+            services.rule_save(
+                **form.service_arguments(), rule_id=rule_id, actor=request.user.username, now=timezone.now()
+            )
         except AlertError as exc:
             form.add_error(None, str(exc))
         else:
@@ -155,8 +157,9 @@ def channel_save(request: HtmxHttpRequest, channel_id: int | None = None) -> Htt
 def channel_toggle(request: HtmxHttpRequest, channel_id: int) -> HttpResponse:
     channel = _channel(request, channel_id)
     require_act(request, channel.tenant)
-    services.channel_set_enabled(channel_id=channel.id, tenant=channel.tenant, enabled=not channel.enabled,
-                                 now=timezone.now())
+    services.channel_set_enabled(
+        channel_id=channel.id, tenant=channel.tenant, enabled=not channel.enabled, now=timezone.now()
+    )
     messages.success(request, f"Channel {channel.name!r} {'disabled' if channel.enabled else 'enabled'}.")
     return redirect("ops:alerts")
 

@@ -28,12 +28,16 @@ def approvals(request: HtmxHttpRequest) -> HttpResponse:
     return page(request, "ops/approvals.html", live_pages.approvals_context(request.user), fragment="inbox")
 
 
-def _approval_context(request: HttpRequest, req: ApprovalRequest,
-                      form: django_forms.Form | None = None) -> dict[str, Any]:
+def _approval_context(
+    request: HttpRequest, req: ApprovalRequest, form: django_forms.Form | None = None
+) -> dict[str, Any]:
     form_class = forms.approval_form_class(req.fields or [], grants_budget=req.budget_id is not None)
     return {
-        "req": req, "form": form or form_class(prefix=None), "can_act": access.can_act(request.user, req.tenant),
-        "answerable": req.state == ApprovalState.PENDING, "now": engine_now(),
+        "req": req,
+        "form": form or form_class(prefix=None),
+        "can_act": access.can_act(request.user, req.tenant),
+        "answerable": req.state == ApprovalState.PENDING,
+        "now": engine_now(),
         "context_items": sorted((req.context or {}).items()),
     }
 
@@ -61,13 +65,23 @@ def approval_answer(request: HtmxHttpRequest, approval_id: int) -> HttpResponse:
         return render(request, "ops/approval_detail.html", _approval_context(request, req, form), status=400)
     try:
         decision = form.cleaned_data["decision"]
-        audited(user=request.user, origin=Origin.of_request(request),
-                audit=Audit(f"approval.{decision}", [req.tenant],
-                            {"approval_id": req.id, "instance_id": req.instance_id},
-                            form.cleaned_data.get("comment", "")),
-                run=lambda: engine_approvals.approval_answer(
-                    approval_id=req.id, approved=decision == "approve", values=form.values(),
-                    comment=form.cleaned_data.get("comment", ""), actor=request.user.username))
+        audited(
+            user=request.user,
+            origin=Origin.of_request(request),
+            audit=Audit(
+                f"approval.{decision}",
+                [req.tenant],
+                {"approval_id": req.id, "instance_id": req.instance_id},
+                form.cleaned_data.get("comment", ""),
+            ),
+            run=lambda: engine_approvals.approval_answer(
+                approval_id=req.id,
+                approved=decision == "approve",
+                values=form.values(),
+                comment=form.cleaned_data.get("comment", ""),
+                actor=request.user.username,
+            ),
+        )
     except EngineError as exc:
         req.refresh_from_db()
         ctx = _approval_context(request, req, form)

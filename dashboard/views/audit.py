@@ -26,10 +26,14 @@ def audit(request: HtmxHttpRequest) -> HttpResponse:
     result = audit_page(tenants=mine, see_global=see_global, filters=f, before=before)
     base = urlencode(f.as_params())
     context = {
-        "f": f, "rows": result.rows, "tenants": mine, "sources": AuditSource.choices,
+        "f": f,
+        "rows": result.rows,
+        "tenants": mine,
+        "sources": AuditSource.choices,
         "actions": audit_actions(tenants=mine, see_global=see_global),
         "next_url": "?" + "&".join(p for p in (base, urlencode({"before": result.next_before})) if p)
-        if result.next_before else "",
+        if result.next_before
+        else "",
         "first_url": f"?{base}" if base and request.GET.get("before") else ("?" if request.GET.get("before") else ""),
     }
     return page(request, "ops/audit.html", context, fragment="results")

@@ -33,8 +33,12 @@ def breakers(request: HtmxHttpRequest) -> HttpResponse:
     state = reader.choice("state", BreakerState.values)
     reader.done()
     rows = sel.breakers_visible(tenants=tenants(request), see_global=sees_global(request), state=state)
-    context = {"rows": rows, "state": state, "states": BreakerState.choices,
-               "resettable": {r.breaker.key for r in rows if may_reset(request, r.breaker)}}
+    context = {
+        "rows": rows,
+        "state": state,
+        "states": BreakerState.choices,
+        "resettable": {r.breaker.key for r in rows if may_reset(request, r.breaker)},
+    }
     return page(request, "ops/breakers.html", context, fragment="table")
 
 
@@ -44,8 +48,7 @@ def breaker_detail(request: HtmxHttpRequest, key: str) -> HttpResponse:
     breaker = sel.breaker_get(key=key, tenants=tenants(request), see_global=sees_global(request))
     if breaker is None:
         raise Http404("no such circuit breaker")
-    context = {"b": breaker, "transitions": sel.breaker_transitions(key=key),
-               "can_reset": may_reset(request, breaker)}
+    context = {"b": breaker, "transitions": sel.breaker_transitions(key=key), "can_reset": may_reset(request, breaker)}
     return page(request, "ops/breaker_detail.html", context, fragment="state")
 
 
@@ -58,15 +61,29 @@ def breaker_reset(request: HtmxHttpRequest) -> HttpResponse:
     if breaker is None:
         raise Http404("no such circuit breaker")
     if not may_reset(request, breaker):
-        messages.error(request, "Resetting this breaker needs the operator role in its tenant"
-                                + ("" if breaker.tenant else " and staff access (it is shared by every tenant)") + ".")
+        messages.error(
+            request,
+            "Resetting this breaker needs the operator role in its tenant"
+            + ("" if breaker.tenant else " and staff access (it is shared by every tenant)")
+            + ".",
+        )
         return HttpResponse(status=403, content=b"You may not reset this circuit breaker.")
     reason = request.POST.get("reason", "").strip()
     if len(reason) > MAX_REASON:
-        return HttpResponse(status=400, content=f"The reason is {len(reason)} characters; at most {MAX_REASON}.".encode())
-    engine_call(request, engine_breakers.breaker_reset,
-                f"Circuit breaker {key} reset: calls go again.",
-                audit=Audit("breaker.reset", [breaker.tenant] if breaker.tenant else [],
-                            {"key": key, "state_before": breaker.state}, reason),
-                key=key, reason=reason)
+        return HttpResponse(
+            status=400, content=f"The reason is {len(reason)} characters; at most {MAX_REASON}.".encode()
+        )
+    engine_call(
+        request,
+        engine_breakers.breaker_reset,
+        f"Circuit breaker {key} reset: calls go again.",
+        audit=Audit(
+            "breaker.reset",
+            [breaker.tenant] if breaker.tenant else [],
+            {"key": key, "state_before": breaker.state},
+            reason,
+        ),
+        key=key,
+        reason=reason,
+    )
     return redirect("ops:breaker", key=key)

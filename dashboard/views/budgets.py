@@ -74,8 +74,11 @@ def budget_form(request: HtmxHttpRequest, budget_id: int | None = None) -> HttpR
             raise PermissionDenied("you may not edit this budget")
         initial = {"scope": b.scope, "key": b.key, "period": b.period, "limit": b.limit, "policy": b.policy}
     form = forms.BudgetForm(initial=initial, allowed_scopes=_budget_scopes(request))
-    return render(request, "ops/budget_form.html", {"form": form, "editing": budget_id is not None,
-                                                     "tenants": access.acting_tenants(request.user)})
+    return render(
+        request,
+        "ops/budget_form.html",
+        {"form": form, "editing": budget_id is not None, "tenants": access.acting_tenants(request.user)},
+    )
 
 
 @require_POST
@@ -84,15 +87,31 @@ def budget_form(request: HtmxHttpRequest, budget_id: int | None = None) -> HttpR
 def budget_save(request: HtmxHttpRequest) -> HttpResponse:
     form = forms.BudgetForm(request.POST, allowed_scopes=_budget_scopes(request))
     if not form.is_valid():
-        return render(request, "ops/budget_form.html", {"form": form, "tenants": access.acting_tenants(request.user)},
-                      status=400)
+        return render(
+            request, "ops/budget_form.html", {"form": form, "tenants": access.acting_tenants(request.user)}, status=400
+        )
     d = form.cleaned_data
     if not _may_edit_budget(request, d["scope"], d["key"]):
         raise PermissionDenied(f"you may not set a {d['scope']} budget for {d['key']!r}")
-    engine_call(request, engine_budgets.budget_upsert,
-                f"Budget {d['scope']}:{d['key']} set to {d['limit']:.2f} per {d['period']} ({d['policy']}).",
-                audit=Audit("budget.set", _budget_tenants(request, d["scope"], d["key"]),
-                            {"scope": d["scope"], "key": d["key"], "period": d["period"],
-                             "limit": str(d["limit"]), "policy": d["policy"]}),
-                scope=d["scope"], key=d["key"], period=d["period"], limit=d["limit"], policy=d["policy"])
+    engine_call(
+        request,
+        engine_budgets.budget_upsert,
+        f"Budget {d['scope']}:{d['key']} set to {d['limit']:.2f} per {d['period']} ({d['policy']}).",
+        audit=Audit(
+            "budget.set",
+            _budget_tenants(request, d["scope"], d["key"]),
+            {
+                "scope": d["scope"],
+                "key": d["key"],
+                "period": d["period"],
+                "limit": str(d["limit"]),
+                "policy": d["policy"],
+            },
+        ),
+        scope=d["scope"],
+        key=d["key"],
+        period=d["period"],
+        limit=d["limit"],
+        policy=d["policy"],
+    )
     return redirect("ops:budgets")

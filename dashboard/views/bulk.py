@@ -28,11 +28,18 @@ MAX_COUNT = 10**9
 
 
 class BulkForm(forms.Form):
-    rate_per_second = forms.FloatField(min_value=0.1, max_value=batches.MAX_RATE, initial=20,
-                                       label="Rate (instances per second)",
-                                       help_text=f"At most {batches.MAX_RATE:g} per second, shared between tenants.")
-    reason = forms.CharField(max_length=2000, widget=forms.Textarea(attrs={"rows": 2}),
-                             help_text="Required. Recorded in each instance's history and the audit log.")
+    rate_per_second = forms.FloatField(
+        min_value=0.1,
+        max_value=batches.MAX_RATE,
+        initial=20,
+        label="Rate (instances per second)",
+        help_text=f"At most {batches.MAX_RATE:g} per second, shared between tenants.",
+    )
+    reason = forms.CharField(
+        max_length=2000,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Required. Recorded in each instance's history and the audit log.",
+    )
 
 
 def _refused(request: HtmxHttpRequest, exc: bulk.BulkRefused | EngineError, *, status: int = 400) -> HttpResponse:
@@ -69,12 +76,19 @@ def _context(request: HtmxHttpRequest, batch: Batch, **extra: Any) -> dict[str, 
     item_tenants = sorted(set(BatchItem.objects.filter(batch=batch).values_list("tenant", flat=True)))
     context: dict[str, Any] = {
         "item_tenants": item_tenants,
-        "batch": batch, "progress": progress, "back": batch.query, "action": batch.action,
+        "batch": batch,
+        "progress": progress,
+        "back": batch.query,
+        "action": batch.action,
         "instances": [batches.batch_instance_id(batch.id, t) for t in item_tenants],
         "sample": list(BatchItem.objects.filter(batch=batch).order_by("id").values_list("instance_id", flat=True)[:20]),
-        "problems": list(BatchItem.objects.filter(batch=batch, state__in=[BatchItemState.SKIPPED, BatchItemState.FAILED])
-                         .order_by("id").values("instance_id", "state", "detail")[:20]),
-        "left_out": left_out, "read_only": read_only,
+        "problems": list(
+            BatchItem.objects.filter(batch=batch, state__in=[BatchItemState.SKIPPED, BatchItemState.FAILED])
+            .order_by("id")
+            .values("instance_id", "state", "detail")[:20]
+        ),
+        "left_out": left_out,
+        "read_only": read_only,
         **extra,
     }
     if batch.state == "previewed":
@@ -109,30 +123,46 @@ def bulk_confirm(request: HtmxHttpRequest, batch_id: int) -> HttpResponse:
         return _refused(request, exc)
     form = BulkForm(request.POST)
     if batch.state != "previewed" or batch.user_id != str(request.user.pk):
-        return _refused(request, bulk.BulkRefused(f"bulk action {batch.id} was already confirmed; nothing more was done",
-                                                  status=409))
+        return _refused(
+            request,
+            bulk.BulkRefused(f"bulk action {batch.id} was already confirmed; nothing more was done", status=409),
+        )
     if not form.is_valid():
         return render(request, TEMPLATE, _context(request, batch, form=form), status=400)
     drift = bulk.bulk_drift(user=request.user, batch=batch)
     tenants = sorted(set(BatchItem.objects.filter(batch=batch).values_list("tenant", flat=True)))
     try:
         started = audited(
-            user=request.user, origin=Origin.of_request(request),
-            audit=Audit(f"instances.bulk_{batch.action}", tenants,
-                        {"batch": batch.id, "query": batch.query, "count": batch.total,
-                         "rate_per_second": form.cleaned_data["rate_per_second"],
-                         "changed_since_preview": {"added": drift.added, "removed": drift.removed}},
-                        form.cleaned_data["reason"]),
-            run=lambda: batches.batch_confirm(batch_id=batch.id, user_id=str(request.user.pk),
-                                              reason=form.cleaned_data["reason"],
-                                              rate_per_second=form.cleaned_data["rate_per_second"]),
-            affected=lambda s: s.batch.total)
+            user=request.user,
+            origin=Origin.of_request(request),
+            audit=Audit(
+                f"instances.bulk_{batch.action}",
+                tenants,
+                {
+                    "batch": batch.id,
+                    "query": batch.query,
+                    "count": batch.total,
+                    "rate_per_second": form.cleaned_data["rate_per_second"],
+                    "changed_since_preview": {"added": drift.added, "removed": drift.removed},
+                },
+                form.cleaned_data["reason"],
+            ),
+            run=lambda: batches.batch_confirm(
+                batch_id=batch.id,
+                user_id=str(request.user.pk),
+                reason=form.cleaned_data["reason"],
+                rate_per_second=form.cleaned_data["rate_per_second"],
+            ),
+            affected=lambda s: s.batch.total,
+        )
     except EngineError as exc:
         return render(request, TEMPLATE, _context(request, batch, form=form, error=str(exc)), status=409)
     note = f"Bulk {batch.action} started on the {batch.total} previewed instance{'s' if batch.total != 1 else ''}"
     if drift.changed:
-        note += (f". The matching set changed since the preview ({drift.added} more match now, {drift.removed} "
-                 "previewed no longer match): only the previewed instances are acted on; those the action "
-                 "no longer applies to are skipped")
+        note += (
+            f". The matching set changed since the preview ({drift.added} more match now, {drift.removed} "
+            "previewed no longer match): only the previewed instances are acted on; those the action "
+            "no longer applies to are skipped"
+        )
     messages.success(request, note + ".")
     return HttpResponseRedirect(reverse("instance-bulk", args=[started.batch.id]), status=303)

@@ -32,9 +32,14 @@ def classifications(request: HtmxHttpRequest) -> HttpResponse:
                                  offset=(number - 1) * PER_PAGE)  # fmt: skip
     base = {k: v for k, v in {"domain": host, "source": source, "tenant": tenant}.items() if v}
     context = {
-        "rows": result.rows, "total": result.total, "tenants": mine,
-        "stage_counts": [(value, label, result.by_source.get(value, 0)) for value, label in ClassificationSource.choices],
-        "sources": ClassificationSource.choices, "f": {"domain": host, "source": source, "tenant": tenant},
+        "rows": result.rows,
+        "total": result.total,
+        "tenants": mine,
+        "stage_counts": [
+            (value, label, result.by_source.get(value, 0)) for value, label in ClassificationSource.choices
+        ],
+        "sources": ClassificationSource.choices,
+        "f": {"domain": host, "source": source, "tenant": tenant},
         "next_url": "?" + urlencode({**base, "page": number + 1}) if number * PER_PAGE < result.total else "",
         "prev_url": "?" + urlencode({**base, "page": number - 1}) if number > 1 else "",
     }

@@ -32,8 +32,9 @@ class HtmxHttpRequest(HttpRequest):
     htmx: HtmxDetails
 
 
-def page(request: HtmxHttpRequest, template: str, context: dict[str, Any], *,
-         fragment: str | None = None, status: int = 200) -> HttpResponse:
+def page(
+    request: HtmxHttpRequest, template: str, context: dict[str, Any], *, fragment: str | None = None, status: int = 200
+) -> HttpResponse:
     """The whole page, or only `fragment` of it when htmx asks (filters, polling)."""
     name = f"{template}#{fragment}" if fragment and request.htmx and not request.htmx.boosted else template
     return render(request, name, context, status=status)
@@ -56,15 +57,20 @@ def query(request: HttpRequest, **overrides: Any) -> str:
     return live_pages.query_string(request.GET, **overrides)
 
 
-def engine_call(request: HttpRequest, fn: Callable[..., R], ok: str, *, audit: Audit,
-                **kwargs: Any) -> R | Literal[True] | None:
+def engine_call(
+    request: HttpRequest, fn: Callable[..., R], ok: str, *, audit: Audit, **kwargs: Any
+) -> R | Literal[True] | None:
     """Call an engine service and write its audit entry (both or neither); its refusals
     (EngineError) become a message, never a 500.
 
     None when the engine refused; True when the service succeeded and returned nothing."""
     try:
-        result = audited(user=request.user, origin=Origin.of_request(request), audit=audit,
-                         run=lambda: fn(actor=request.user.username, **kwargs))
+        result = audited(
+            user=request.user,
+            origin=Origin.of_request(request),
+            audit=audit,
+            run=lambda: fn(actor=request.user.username, **kwargs),
+        )
     except EngineError as exc:
         messages.error(request, str(exc))
         return None

@@ -40,8 +40,11 @@ from ingest.triggers.errors import TriggerError
 @require_GET
 @access.require_role()
 def connections(request: HtmxHttpRequest) -> HttpResponse:
-    context = {"rows": sel.connection_rows(tenants=tenants(request), now=timezone.now()),
-               "acting": set(access.acting_tenants(request.user)), "kinds": ConnectionKind.choices}
+    context = {
+        "rows": sel.connection_rows(tenants=tenants(request), now=timezone.now()),
+        "acting": set(access.acting_tenants(request.user)),
+        "kinds": ConnectionKind.choices,
+    }
     return page(request, "connections/list.html", context)
 
 
@@ -86,9 +89,14 @@ def connection_create_view(request: HtmxHttpRequest) -> HttpResponse:
     tenant, fields = form.cleaned_data["tenant"], form.connection_fields()
     require_act(request, tenant)
     try:
-        audited(user=request.user, origin=Origin.of_request(request),
-                audit=Audit("connection.create", [tenant], {"tenant": tenant, "kind": kind, **connection_audit_fields(fields)}),
-                run=lambda: connection_create(tenant=tenant, kind=kind, **fields))
+        audited(
+            user=request.user,
+            origin=Origin.of_request(request),
+            audit=Audit(
+                "connection.create", [tenant], {"tenant": tenant, "kind": kind, **connection_audit_fields(fields)}
+            ),
+            run=lambda: connection_create(tenant=tenant, kind=kind, **fields),
+        )
     except TriggerError as exc:
         add_refusal(form, exc)
         return _new_page(request, form, status=exc.status if exc.status == 409 else 400)
@@ -97,17 +105,34 @@ def connection_create_view(request: HtmxHttpRequest) -> HttpResponse:
 
 
 def _edit_form(row: sel.ConnectionRow, data: Any = None) -> ConnectionForm:
-    initial: dict[str, Any] = {"version": row.version, "base_url": row.base_url, "provider": row.provider or "openai",
-                               "model": row.model, "service": row.service, "organization_id": row.organization_id,
-                               "options": row.options, "enabled": row.enabled}
+    initial: dict[str, Any] = {
+        "version": row.version,
+        "base_url": row.base_url,
+        "provider": row.provider or "openai",
+        "model": row.model,
+        "service": row.service,
+        "organization_id": row.organization_id,
+        "options": row.options,
+        "enabled": row.enabled,
+    }
     stored = {s.name: s.ends for s in row.secrets if s.set}
     return ConnectionForm(data, kind=row.kind, stored=stored, initial=initial)
 
 
-def _detail_page(request: HtmxHttpRequest, row: sel.ConnectionRow, form: ConnectionForm | None = None, *,
-                 status: int = 200, refusal: str = "") -> HttpResponse:
-    context = {"c": row, "form": form or _edit_form(row), "can_act": access.can_act(request.user, row.tenant),
-               "refusal": refusal}
+def _detail_page(
+    request: HtmxHttpRequest,
+    row: sel.ConnectionRow,
+    form: ConnectionForm | None = None,
+    *,
+    status: int = 200,
+    refusal: str = "",
+) -> HttpResponse:
+    context = {
+        "c": row,
+        "form": form or _edit_form(row),
+        "can_act": access.can_act(request.user, row.tenant),
+        "refusal": refusal,
+    }
     return page(request, "connections/detail.html", context, status=status)
 
 
@@ -128,9 +153,14 @@ def connection_save(request: HtmxHttpRequest, tenant: str, kind: str) -> HttpRes
         return _detail_page(request, row, form, status=400)
     fields, version = form.connection_fields(), form.cleaned_data["version"]
     try:
-        audited(user=request.user, origin=Origin.of_request(request),
-                audit=Audit("connection.update", [tenant], {"tenant": tenant, "kind": kind, **connection_audit_fields(fields)}),
-                run=lambda: connection_update(tenant=tenant, kind=kind, version=version, **fields))
+        audited(
+            user=request.user,
+            origin=Origin.of_request(request),
+            audit=Audit(
+                "connection.update", [tenant], {"tenant": tenant, "kind": kind, **connection_audit_fields(fields)}
+            ),
+            run=lambda: connection_update(tenant=tenant, kind=kind, version=version, **fields),
+        )
     except TriggerError as exc:
         add_refusal(form, exc)
         return _detail_page(request, row, form, status=409 if isinstance(exc, ConnectionChanged) else 400)
@@ -141,8 +171,12 @@ def connection_save(request: HtmxHttpRequest, tenant: str, kind: str) -> HttpRes
 def _acted(request: HtmxHttpRequest, row: sel.ConnectionRow, action: str, run: Any) -> HttpResponse | None:
     """Run an audited action on `row`; the detail page with the refusal (409) when the row moved."""
     try:
-        audited(user=request.user, origin=Origin.of_request(request),
-                audit=Audit(f"connection.{action}", [row.tenant], {"tenant": row.tenant, "kind": row.kind}), run=run)
+        audited(
+            user=request.user,
+            origin=Origin.of_request(request),
+            audit=Audit(f"connection.{action}", [row.tenant], {"tenant": row.tenant, "kind": row.kind}),
+            run=run,
+        )
     except ConnectionChanged as exc:
         fresh = sel.connection_get(tenant=row.tenant, kind=row.kind, tenants=[row.tenant], now=timezone.now())
         return _detail_page(request, fresh or row, status=409, refusal=str(exc))
@@ -155,13 +189,19 @@ def _set_enabled(request: HtmxHttpRequest, tenant: str, kind: str, enabled: bool
     row = _connection(request, tenant, kind)
     require_act(request, tenant)
     version = request.POST.get("version", "")[:30]
-    refused = _acted(request, row, "enable" if enabled else "disable",
-                     lambda: connection_set_enabled(tenant=tenant, kind=kind, enabled=enabled, version=version))
+    refused = _acted(
+        request,
+        row,
+        "enable" if enabled else "disable",
+        lambda: connection_set_enabled(tenant=tenant, kind=kind, enabled=enabled, version=version),
+    )
     if refused is not None:
         return refused
-    messages.success(request, f"{row.kind_label} connection of {tenant} {'enabled' if enabled else 'disabled'}."
-                     + ("" if enabled else " Its workflows use the environment's settings, if any, until it is "
-                                           "enabled again."))
+    messages.success(
+        request,
+        f"{row.kind_label} connection of {tenant} {'enabled' if enabled else 'disabled'}."
+        + ("" if enabled else " Its workflows use the environment's settings, if any, until it is enabled again."),
+    )
     if request.POST.get("next") == "list":
         return redirect("triggers:connections")
     return redirect("triggers:connection", tenant=tenant, kind=kind)
@@ -189,9 +229,12 @@ def connection_test_view(request: HtmxHttpRequest, tenant: str, kind: str) -> Ht
     _connection(request, tenant, kind)
     require_act(request, tenant)
     try:
-        outcome = audited(user=request.user, origin=Origin.of_request(request),
-                          audit=Audit("connection.test", [tenant], {"tenant": tenant, "kind": kind}),
-                          run=lambda: connection_test(tenant=tenant, kind=kind, now=timezone.now()))
+        outcome = audited(
+            user=request.user,
+            origin=Origin.of_request(request),
+            audit=Audit("connection.test", [tenant], {"tenant": tenant, "kind": kind}),
+            run=lambda: connection_test(tenant=tenant, kind=kind, now=timezone.now()),
+        )
     except ConnectionNotFound as exc:  # deleted by someone else since the page was read
         raise Http404(str(exc)) from None
     if outcome.ok:
@@ -219,6 +262,7 @@ def connection_delete_view(request: HtmxHttpRequest, tenant: str, kind: str) -> 
     refused = _acted(request, row, "delete", lambda: connection_delete(tenant=tenant, kind=kind, version=version))
     if refused is not None:
         return refused
-    messages.success(request, f"{row.kind_label} connection of {tenant} deleted; its secrets are gone. The "
-                              "instances it served stay.")
+    messages.success(
+        request, f"{row.kind_label} connection of {tenant} deleted; its secrets are gone. The instances it served stay."
+    )
     return redirect("triggers:connections")

@@ -35,8 +35,10 @@ def _cost_filters(request: HttpRequest, now: datetime, reader: QueryReader) -> t
     return sel.CostFilters(
         since=since or sel.window_start(window if window != "custom" else "7d", now=now),
         until=until + timedelta(days=1) if until is not None else None,
-        service=reader.text("service", max_chars=200), workflow=reader.text("workflow", max_chars=200),
-        step=reader.text("step", max_chars=256), tenant=reader.text("tenant", max_chars=100),
+        service=reader.text("service", max_chars=200),
+        workflow=reader.text("workflow", max_chars=200),
+        step=reader.text("step", max_chars=256),
+        tenant=reader.text("tenant", max_chars=100),
         model=reader.text("model", max_chars=200),
     ), window
 
@@ -58,23 +60,32 @@ def costs(request: HtmxHttpRequest) -> HttpResponse:
         percentiles = cost_run_percentiles(tenants=visible, filters=f)
         return render(request, "ops/costs.html#run-percentiles", {"percentiles": percentiles})
     daily = (f.until or now) - f.since > timedelta(days=7)
-    budgets = sel.budget_rows(budgets=list(sel.budgets_visible(tenants=visible, see_global=sees_global(request))),
-                              now=now)
+    budgets = sel.budget_rows(
+        budgets=list(sel.budgets_visible(tenants=visible, see_global=sees_global(request))), now=now
+    )
     burn = sorted(budgets, key=lambda b: -b.forecast.used_pct)[:6]
     view = rollup_view()  # one read of the roller's state for every figure on the page
-    burns = {b.id: sel.budget_burn_rows(budget=b, tenants=visible, see_global=sees_global(request), view=view)
-             for b in burn}
+    burns = {
+        b.id: sel.budget_burn_rows(budget=b, tenants=visible, see_global=sees_global(request), view=view) for b in burn
+    }
     series = sel.cost_series(tenants=visible, filters=f, by=by, daily=daily, view=view)
     spend = run_spend(tenants=visible, filters=f, view=view)
     context = {
-        "f": f, "window": window, "by": by, "dimensions": breakdowns,
+        "f": f,
+        "window": window,
+        "by": by,
+        "dimensions": breakdowns,
         "selected": {name: getattr(f, name) for name in sel.COST_DIMENSIONS},
         "choices": sel.cost_filter_choices(tenants=visible, since=f.since, view=view),
         "total": sel.cost_total(tenants=visible, filters=f, view=view),
-        "series_html": charts.figure_html(charts.spend_series_figure(series, since=f.since, until=f.until or now,
-                                                                     daily=daily)),
-        "treemap_html": charts.figure_html(charts.spend_treemap_figure(
-            sel.cost_breakdown(tenants=visible, filters=f, by=by, view=view), levels=sel.treemap_levels(by))),
+        "series_html": charts.figure_html(
+            charts.spend_series_figure(series, since=f.since, until=f.until or now, daily=daily)
+        ),
+        "treemap_html": charts.figure_html(
+            charts.spend_treemap_figure(
+                sel.cost_breakdown(tenants=visible, filters=f, by=by, view=view), levels=sel.treemap_levels(by)
+            )
+        ),
         "treemap_levels": sel.treemap_levels(by),
         "by_dimension": sel.cost_by_dimension(tenants=visible, filters=f, by=by, view=view),
         "instances": sel.cost_by_instance(tenants=visible, filters=f, sort=sort, view=view, spend=spend),
@@ -83,7 +94,8 @@ def costs(request: HtmxHttpRequest) -> HttpResponse:
         "budgets": budgets,
         "burn_html": charts.figure_html(charts.burn_down_figure(burn, burns, now=now)) if burn else "",
         "query": query(request),
-        "from_value": request.GET.get("from", ""), "to_value": request.GET.get("to", ""),
+        "from_value": request.GET.get("from", ""),
+        "to_value": request.GET.get("to", ""),
     }
     return page(request, "ops/costs.html", context, fragment="results")
 

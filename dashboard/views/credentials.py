@@ -41,11 +41,16 @@ def _credential(request: HtmxHttpRequest, tenant: str, name: str) -> sel.Credent
 
 
 def _shown(request: HtmxHttpRequest, row: IngressSecret, token: str, secret: str, *, rotated: bool) -> HttpResponse:
-    context = {"tenant": row.tenant, "name": row.name, "token": token, "secret": secret, "rotated": rotated,
-               "previous_valid_until": row.previous_valid_until,
-               "base_url": request.build_absolute_uri("/").rstrip("/")}
+    context = {
+        "tenant": row.tenant,
+        "name": row.name,
+        "token": token,
+        "secret": secret,
+        "rotated": rotated,
+        "previous_valid_until": row.previous_valid_until,
+        "base_url": request.build_absolute_uri("/").rstrip("/"),
+    }
     return page(request, "triggers/credential_shown.html", context)
-
 
 
 def _new_page(request: HtmxHttpRequest, form: CredentialForm, *, status: int = 200) -> HttpResponse:
@@ -74,10 +79,13 @@ def credential_create(request: HtmxHttpRequest) -> HttpResponse:
     require_act(request, tenant)
     try:
         row, token, secret = audited(
-            user=request.user, origin=Origin.of_request(request),
-            audit=Audit("ingress_secret.create", [tenant], {"tenant": tenant, "name": name,
-                                                            "rate_limit_per_minute": rate}),
-            run=lambda: ingress_secret_create(tenant=tenant, name=name, rate_limit_per_minute=rate))
+            user=request.user,
+            origin=Origin.of_request(request),
+            audit=Audit(
+                "ingress_secret.create", [tenant], {"tenant": tenant, "name": name, "rate_limit_per_minute": rate}
+            ),
+            run=lambda: ingress_secret_create(tenant=tenant, name=name, rate_limit_per_minute=rate),
+        )
     except TriggerError as exc:
         add_refusal(form, exc)
         return _new_page(request, form, status=400)
@@ -110,11 +118,18 @@ def credential_rotate(request: HtmxHttpRequest, tenant: str, name: str) -> HttpR
     reason, overlap = form.cleaned_data["reason"], form.cleaned_data["overlap_seconds"]
     try:
         row, token, secret = audited(
-            user=request.user, origin=Origin.of_request(request),
-            audit=Audit("ingress_secret.rotate", [tenant], {"tenant": tenant, "name": name,
-                                                            "overlap_seconds": overlap}, reason=reason),
-            run=lambda: ingress_secret_rotate(tenant=tenant, name=name, now=timezone.now(),
-                                              overlap_seconds=overlap, reason=reason))
+            user=request.user,
+            origin=Origin.of_request(request),
+            audit=Audit(
+                "ingress_secret.rotate",
+                [tenant],
+                {"tenant": tenant, "name": name, "overlap_seconds": overlap},
+                reason=reason,
+            ),
+            run=lambda: ingress_secret_rotate(
+                tenant=tenant, name=name, now=timezone.now(), overlap_seconds=overlap, reason=reason
+            ),
+        )
     except TriggerError as exc:
         add_refusal(form, exc)
         return _rotate_page(request, c, form, status=400)
@@ -125,11 +140,17 @@ def _set_enabled(request: HtmxHttpRequest, tenant: str, name: str, enabled: bool
     _credential(request, tenant, name)
     require_act(request, tenant)
     action = "enable" if enabled else "disable"
-    audited(user=request.user, origin=Origin.of_request(request),
-            audit=Audit(f"ingress_secret.{action}", [tenant], {"tenant": tenant, "name": name}),
-            run=lambda: ingress_secret_set_enabled(tenant=tenant, name=name, enabled=enabled))
-    messages.success(request, f"Ingress credential {tenant}/{name} {action}d." + (
-        "" if enabled else " Requests signed with it answer 401 until it is enabled again."))
+    audited(
+        user=request.user,
+        origin=Origin.of_request(request),
+        audit=Audit(f"ingress_secret.{action}", [tenant], {"tenant": tenant, "name": name}),
+        run=lambda: ingress_secret_set_enabled(tenant=tenant, name=name, enabled=enabled),
+    )
+    messages.success(
+        request,
+        f"Ingress credential {tenant}/{name} {action}d."
+        + ("" if enabled else " Requests signed with it answer 401 until it is enabled again."),
+    )
     return redirect("triggers:routes")
 
 
@@ -161,9 +182,13 @@ def credential_delete_confirm(request: HtmxHttpRequest, tenant: str, name: str) 
 def credential_delete(request: HtmxHttpRequest, tenant: str, name: str) -> HttpResponse:
     _credential(request, tenant, name)
     require_act(request, tenant)
-    audited(user=request.user, origin=Origin.of_request(request),
-            audit=Audit("ingress_secret.delete", [tenant], {"tenant": tenant, "name": name}),
-            run=lambda: ingress_secret_delete(tenant=tenant, name=name))
-    messages.success(request, f"Ingress credential {tenant}/{name} deleted: requests signed with it answer 401 "
-                              "from now on.")
+    audited(
+        user=request.user,
+        origin=Origin.of_request(request),
+        audit=Audit("ingress_secret.delete", [tenant], {"tenant": tenant, "name": name}),
+        run=lambda: ingress_secret_delete(tenant=tenant, name=name),
+    )
+    messages.success(
+        request, f"Ingress credential {tenant}/{name} deleted: requests signed with it answer 401 from now on."
+    )
     return redirect("triggers:routes")

@@ -38,14 +38,21 @@ from ingest.triggers.errors import InputRejected
 @require_GET
 @access.require_role()
 def dead_letters(request: HtmxHttpRequest) -> HttpResponse:
-    return page(request, "ops/dead_letters.html", live_pages.dead_letters_context(request.user, request.GET),
-                fragment="results")
+    return page(
+        request, "ops/dead_letters.html", live_pages.dead_letters_context(request.user, request.GET), fragment="results"
+    )
 
 
 def _detail_context(request: HttpRequest, dl: DeadLetter, **extra: Any) -> dict[str, Any]:
     for_good = sel.dead_letters_failed_for_good(letters=[(dl.id, dl.instance_id, dl.error_name)])
-    return {"dl": dl, "can_act": access.can_act(request.user, dl.tenant), "reason_form": forms.ReasonForm(),
-            "version": dead_letter_version(dl), "non_retryable": dl.id in for_good, **extra}
+    return {
+        "dl": dl,
+        "can_act": access.can_act(request.user, dl.tenant),
+        "reason_form": forms.ReasonForm(),
+        "version": dead_letter_version(dl),
+        "non_retryable": dl.id in for_good,
+        **extra,
+    }
 
 
 @require_GET
@@ -55,19 +62,33 @@ def dead_letter_detail(request: HtmxHttpRequest, dl_id: int) -> HttpResponse:
     return page(request, "ops/dead_letter_detail.html", _detail_context(request, dl))
 
 
-def _letter_act(request: HttpRequest, dl_id: int, action: LetterAction, *, reason: str, ok: str,
-                params: dict[str, Any] | None = None) -> HttpResponse | LetterDone:
+def _letter_act(
+    request: HttpRequest,
+    dl_id: int,
+    action: LetterAction,
+    *,
+    reason: str,
+    ok: str,
+    params: dict[str, Any] | None = None,
+) -> HttpResponse | LetterDone:
     """The action through the dead letters' service. A refusal for who acts is the 403/404 page;
     a letter that moved since the page was loaded is that page again, as it is now, saying what
     moved it (409); the engine's refusal is a message on the letter's page."""
     try:
-        done = dead_letter_act(user=request.user, origin=Origin.of_request(request), dead_letter_id=dl_id,
-                               action=action, reason=reason, params=params,
-                               expected_version=request.POST.get("expected_version") or None)
+        done = dead_letter_act(
+            user=request.user,
+            origin=Origin.of_request(request),
+            dead_letter_id=dl_id,
+            action=action,
+            reason=reason,
+            params=params,
+            expected_version=request.POST.get("expected_version") or None,
+        )
     except StaleState as exc:
         dl = sel.dead_letter_get(tenants=tenants(request), dead_letter_id=dl_id)
-        return render(request, "ops/dead_letter_detail.html", _detail_context(request, dl, stale=exc.message),
-                      status=409)
+        return render(
+            request, "ops/dead_letter_detail.html", _detail_context(request, dl, stale=exc.message), status=409
+        )
     except ActionRefused as exc:
         if exc.status in (403, 404):
             raise (PermissionDenied(exc.message) if exc.status == 403 else Http404(exc.message)) from None
@@ -96,23 +117,31 @@ def _with_reason(request: HttpRequest, dl_id: int, action: LetterAction, *, miss
 @access.require_role()
 @once()
 def dead_letter_retry(request: HtmxHttpRequest, dl_id: int) -> HttpResponse:
-    return _with_reason(request, dl_id, "retry", missing="Retry needs a reason.",
-                        ok="Instance {dl.instance_id} retried from step {dl.step_name}.")
+    return _with_reason(
+        request,
+        dl_id,
+        "retry",
+        missing="Retry needs a reason.",
+        ok="Instance {dl.instance_id} retried from step {dl.step_name}.",
+    )
 
 
 @require_POST
 @access.require_role()
 @once()
 def dead_letter_discard(request: HtmxHttpRequest, dl_id: int) -> HttpResponse:
-    return _with_reason(request, dl_id, "discard", missing="Discarding needs a reason.",
-                        ok="Dead letter of {dl.instance_id} discarded.")
+    return _with_reason(
+        request, dl_id, "discard", missing="Discarding needs a reason.", ok="Dead letter of {dl.instance_id} discarded."
+    )
 
 
-def _replay_page(request: HttpRequest, dl: DeadLetter, form: forms.ReplayForm, *, status: int = 200,
-                 **extra: Any) -> HttpResponse:
+def _replay_page(
+    request: HttpRequest, dl: DeadLetter, form: forms.ReplayForm, *, status: int = 200, **extra: Any
+) -> HttpResponse:
     version = request.POST.get("expected_version") or dead_letter_version(dl)
-    return render(request, "ops/dead_letter_replay.html", {"dl": dl, "form": form, "version": version, **extra},
-                  status=status)
+    return render(
+        request, "ops/dead_letter_replay.html", {"dl": dl, "form": form, "version": version, **extra}, status=status
+    )
 
 
 @require_GET
@@ -138,18 +167,26 @@ def dead_letter_replay(request: HtmxHttpRequest, dl_id: int) -> HttpResponse:
     diff = forms.params_diff(public_value(dl.instance.params), params)
     if "confirm" not in request.POST:
         return _replay_page(request, dl, form, diff=diff, preview=True, edited=bool(diff))
-    answer = _letter_act(request, dl.id, "replay", reason=form.cleaned_data["reason"], params=params if diff else None,
-                         ok=f"Replayed {dl.instance_id} {'with edited params' if diff else 'with the same params'}.")
+    answer = _letter_act(
+        request,
+        dl.id,
+        "replay",
+        reason=form.cleaned_data["reason"],
+        params=params if diff else None,
+        ok=f"Replayed {dl.instance_id} {'with edited params' if diff else 'with the same params'}.",
+    )
     if isinstance(answer, HttpResponse):
         return answer
     return redirect(f"/instances/{answer.instance_id}/")
+
 
 _REDRIVE = "dead_letters.redrive"  # the action's name in the audit log and in its preview token
 
 
 def _refuse(request: HttpRequest, message: str, *, status: int = 400) -> HttpResponse:
-    return render(request, "ops/dead_letter_redrive.html",
-                  {"error": message, "f": sel.DeadLetterFilters()}, status=status)
+    return render(
+        request, "ops/dead_letter_redrive.html", {"error": message, "f": sel.DeadLetterFilters()}, status=status
+    )
 
 
 def _requested(data: QueryDict) -> tuple[sel.DeadLetterFilters, list[int] | None]:
@@ -176,14 +213,26 @@ def _scoped(request: HttpRequest, f: sel.DeadLetterFilters, ids: list[int] | Non
     return mine, len(visible) - len(mine)
 
 
-def _preview(request: HttpRequest, f: sel.DeadLetterFilters, ids: list[int] | None, mine: list[int],
-             read_only: int, *, form: forms.RedriveForm | None = None, change: selection.Change | None = None,
-             status: int = 200) -> HttpResponse:
+def _preview(
+    request: HttpRequest,
+    f: sel.DeadLetterFilters,
+    ids: list[int] | None,
+    mine: list[int],
+    read_only: int,
+    *,
+    form: forms.RedriveForm | None = None,
+    change: selection.Change | None = None,
+    status: int = 200,
+) -> HttpResponse:
     snapshot = selection.Snapshot(_REDRIVE, asdict(f), ids, mine)
     context = {
-        "f": f, "ids": mine, "estimate": sel.redrive_estimate(dead_letter_ids=mine), "skipped": read_only,
+        "f": f,
+        "ids": mine,
+        "estimate": sel.redrive_estimate(dead_letter_ids=mine),
+        "skipped": read_only,
         "non_retryable": sel.redrive_failed_for_good(dead_letter_ids=mine),
-        "form": form or forms.RedriveForm(), "change": change,
+        "form": form or forms.RedriveForm(),
+        "change": change,
         "token": selection.token_issue(user_id=request.user.pk, snapshot=snapshot),
         "back": urlencode({k: v for k, v in asdict(f).items() if v}),
     }
@@ -229,13 +278,24 @@ def dead_letter_redrive(request: HtmxHttpRequest) -> HttpResponse:
     if not mine:
         return _refuse(request, "the selection has no open dead letters; nothing was done")
     rate, reason = form.cleaned_data["rate_per_second"], form.cleaned_data["reason"]
-    scope = DeadLetterFilter(tenants=tuple(access.acting_tenants(request.user)), workflow=f.workflow or None,
-                             step_name=f.step or None, signature=f.signature or None)
+    scope = DeadLetterFilter(
+        tenants=tuple(access.acting_tenants(request.user)),
+        workflow=f.workflow or None,
+        step_name=f.step or None,
+        signature=f.signature or None,
+    )
     chosen = {"ids": mine} if ids is not None else {"filter": {k: v for k, v in snap.filters.items() if v}}
     try:
-        count = dead_letters_redrive(user=request.user, origin=Origin.of_request(request), ids=mine, scope=scope,
-                                     rate_per_second=rate, reason=reason, selection=chosen,
-                                     tenants=sel.dead_letter_tenants(ids=mine))
+        count = dead_letters_redrive(
+            user=request.user,
+            origin=Origin.of_request(request),
+            ids=mine,
+            scope=scope,
+            rate_per_second=rate,
+            reason=reason,
+            selection=chosen,
+            tenants=sel.dead_letter_tenants(ids=mine),
+        )
     except (ActionRefused, EngineError) as exc:
         messages.error(request, str(exc))
     else:

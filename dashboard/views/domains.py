@@ -14,8 +14,13 @@ from ingest.rankdisco import selectors as rankdisco
 from ingest.rankdisco.models import KeywordIntent, OnboardStatus
 
 # The engine's status pills for the onboarding statuses.
-PILLS = {"pending": "queued", "in_progress": "running", "completed": "complete",
-         "completed_with_errors": "completed_with_errors", "failed": "errored"}
+PILLS = {
+    "pending": "queued",
+    "in_progress": "running",
+    "completed": "complete",
+    "completed_with_errors": "completed_with_errors",
+    "failed": "errored",
+}
 
 
 @require_GET
@@ -27,9 +32,14 @@ def domains(request: HtmxHttpRequest) -> HttpResponse:
     reader.done()
     rows = list(rankdisco.domain_list(tenants=visible, status=status, q=q))
     context = {
-        "rows": rows, "status": status, "q": q, "statuses": OnboardStatus.values,
-        "counts": rankdisco.domain_status_counts(tenants=visible), "query": query(request),
-        "busy": any(d.onboard_status == OnboardStatus.IN_PROGRESS for d in rows), "pills": PILLS,
+        "rows": rows,
+        "status": status,
+        "q": q,
+        "statuses": OnboardStatus.values,
+        "counts": rankdisco.domain_status_counts(tenants=visible),
+        "query": query(request),
+        "busy": any(d.onboard_status == OnboardStatus.IN_PROGRESS for d in rows),
+        "pills": PILLS,
     }
     return page(request, "ops/domains.html", context, fragment="results")
 
@@ -46,9 +56,13 @@ def domain_detail(request: HtmxHttpRequest, domain_id: int) -> HttpResponse:
     classified = sum(b + k for _, b, k in detail.by_source)
     with_intent = sum(c.keywords for c in detail.intents)
     context = {
-        "d": detail, "domain": detail.domain, "classified": classified, "pills": PILLS,
-        "sources": [(s, b, k, round((b + k) / classified * 100, 1) if classified else 0.0)
-                    for s, b, k in detail.by_source],
+        "d": detail,
+        "domain": detail.domain,
+        "classified": classified,
+        "pills": PILLS,
+        "sources": [
+            (s, b, k, round((b + k) / classified * 100, 1) if classified else 0.0) for s, b, k in detail.by_source
+        ],
         "intents": [(c, round(c.keywords / with_intent * 100, 1) if with_intent else 0.0) for c in detail.intents],
         "with_intent": with_intent,
         "busy": detail.domain.onboard_status == OnboardStatus.IN_PROGRESS

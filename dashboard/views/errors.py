@@ -49,7 +49,9 @@ def permission_denied(request: HttpRequest, exception: Exception) -> HttpRespons
 def server_error(request: HttpRequest) -> HttpResponse:
     if answers_json(request):
         return defaults.server_error(request)
-    return HttpResponse(loader.render_to_string("errors/500.html", {"status": 500, "heading": "Server error"}), status=500)
+    return HttpResponse(
+        loader.render_to_string("errors/500.html", {"status": 500, "heading": "Server error"}), status=500
+    )
 
 
 def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:

@@ -29,7 +29,9 @@ def _context(request: HtmxHttpRequest, **extra: Any) -> dict[str, Any]:
     workflows = sel.limit_workflows()
     rows = sel.limit_rows(tenants=tenants(request), now=timezone.now())
     context: dict[str, Any] = {
-        "rows": rows, "workflows": workflows, "acting": set(acting),
+        "rows": rows,
+        "workflows": workflows,
+        "acting": set(acting),
         "form": LimitForm(workflows=[w.name for w in workflows], tenants=acting, initial={"version": ""}),
     }
     context.update(extra)
@@ -56,24 +58,42 @@ def limit_save(request: HtmxHttpRequest) -> HttpResponse:
     form = LimitForm(request.POST, workflows=[w.name for w in sel.limit_workflows()], tenants=acting)
     if not form.is_valid():
         # A tenant the user does not operate is refused here too: the choices are their tenants.
-        return _refused(request, 400, "The limit was not saved: " + "; ".join(
-            f"{name.replace('_', ' ')}: {' '.join(str(e) for e in errs)}" for name, errs in form.errors.items()), form=form)
+        return _refused(
+            request,
+            400,
+            "The limit was not saved: "
+            + "; ".join(
+                f"{name.replace('_', ' ')}: {' '.join(str(e) for e in errs)}" for name, errs in form.errors.items()
+            ),
+            form=form,
+        )
     d = form.cleaned_data
     # A form without a version creates a limit only where none is set (version "0").
     version = d["version"] or "0"
     try:
-        audited(user=request.user, origin=Origin.of_request(request),
-                audit=Audit("limit.set", [d["tenant"]], {"workflow": d["workflow"], "tenant": d["tenant"],
-                                                         "max_concurrent": d["max_concurrent"]}),
-                run=lambda: engine_limits.concurrency_limit_set(
-                    workflow=d["workflow"], key=d["tenant"], max_concurrent=d["max_concurrent"],
-                    actor=request.user.get_username(), version=version))
+        audited(
+            user=request.user,
+            origin=Origin.of_request(request),
+            audit=Audit(
+                "limit.set",
+                [d["tenant"]],
+                {"workflow": d["workflow"], "tenant": d["tenant"], "max_concurrent": d["max_concurrent"]},
+            ),
+            run=lambda: engine_limits.concurrency_limit_set(
+                workflow=d["workflow"],
+                key=d["tenant"],
+                max_concurrent=d["max_concurrent"],
+                actor=request.user.get_username(),
+                version=version,
+            ),
+        )
     except ConcurrencyLimitChanged as exc:
         return _refused(request, 409, str(exc), form=form)
     except EngineError as exc:
         return _refused(request, 400, str(exc), form=form)
-    messages.success(request, f"{d['tenant']} runs at most {d['max_concurrent']} {d['workflow']} at once, "
-                              "from the next claim on.")
+    messages.success(
+        request, f"{d['tenant']} runs at most {d['max_concurrent']} {d['workflow']} at once, from the next claim on."
+    )
     return redirect("ops:limits")
 
 
@@ -83,21 +103,29 @@ def limit_save(request: HtmxHttpRequest) -> HttpResponse:
 def limit_remove(request: HtmxHttpRequest) -> HttpResponse:
     form = LimitRemoveForm(request.POST)
     if not form.is_valid():
-        return _refused(request, 400, "Nothing was removed: " + "; ".join(
-            f"{name}: {' '.join(str(e) for e in errs)}" for name, errs in form.errors.items()))
+        return _refused(
+            request,
+            400,
+            "Nothing was removed: "
+            + "; ".join(f"{name}: {' '.join(str(e) for e in errs)}" for name, errs in form.errors.items()),
+        )
     d = form.cleaned_data
     if not access.can_act(request.user, d["tenant"]):
         return _refused(request, 403, f"Removing a limit of tenant {d['tenant']!r} needs the operator role there.")
     try:
-        audited(user=request.user, origin=Origin.of_request(request),
-                audit=Audit("limit.remove", [d["tenant"]], {"workflow": d["workflow"], "tenant": d["tenant"]}),
-                run=lambda: engine_limits.concurrency_limit_delete(
-                    workflow=d["workflow"], key=d["tenant"], actor=request.user.get_username(),
-                    version=d["version"]))
+        audited(
+            user=request.user,
+            origin=Origin.of_request(request),
+            audit=Audit("limit.remove", [d["tenant"]], {"workflow": d["workflow"], "tenant": d["tenant"]}),
+            run=lambda: engine_limits.concurrency_limit_delete(
+                workflow=d["workflow"], key=d["tenant"], actor=request.user.get_username(), version=d["version"]
+            ),
+        )
     except ConcurrencyLimitChanged as exc:
         return _refused(request, 409, str(exc))
     except EngineError as exc:
         return _refused(request, 404, str(exc))
-    messages.success(request, f"The limit of {d['tenant']} on {d['workflow']} is removed: the workflow's own "
-                              "cap applies again.")
+    messages.success(
+        request, f"The limit of {d['tenant']} on {d['workflow']} is removed: the workflow's own cap applies again."
+    )
     return redirect("ops:limits")

@@ -13,5 +13,4 @@ from dashboard.views.common import HtmxHttpRequest, page
 @require_GET
 @access.require_role()
 def overview(request: HtmxHttpRequest) -> HttpResponse:
-    return page(request, "ops/overview.html", live_pages.overview_context(request.user, request.GET),
-                fragment="live")
+    return page(request, "ops/overview.html", live_pages.overview_context(request.user, request.GET), fragment="live")

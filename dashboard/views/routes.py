@@ -53,10 +53,15 @@ def _route(request: HtmxHttpRequest, name: str) -> sel.RouteRow:
     return row
 
 
-def _route_page(request: HtmxHttpRequest, row: sel.RouteRow, form: CoalesceForm, status: int = 200,
-                edit: RouteForm | None = None) -> HttpResponse:
-    context: dict[str, Any] = {"r": row, "form": form, "can_act": access.can_act(request.user, row.tenant),
-                               "edit": edit or _edit_form(name=row.name)}
+def _route_page(
+    request: HtmxHttpRequest, row: sel.RouteRow, form: CoalesceForm, status: int = 200, edit: RouteForm | None = None
+) -> HttpResponse:
+    context: dict[str, Any] = {
+        "r": row,
+        "form": form,
+        "can_act": access.can_act(request.user, row.tenant),
+        "edit": edit or _edit_form(name=row.name),
+    }
     return page(request, "triggers/route_detail.html", context, status=status)
 
 
@@ -72,7 +77,6 @@ def route_detail(request: HtmxHttpRequest, name: str) -> HttpResponse:
     return _route_page(request, row, CoalesceForm(initial={"coalesce": row.coalesce or ""}))
 
 
-
 @require_POST
 @access.require_role()
 @once()
@@ -85,9 +89,12 @@ def route_save(request: HtmxHttpRequest, name: str) -> HttpResponse:
         return _route_page(request, row, coalesce, status=400, edit=form)
     fields = form.route_fields()
     try:
-        audited(user=request.user, origin=Origin.of_request(request),
-                audit=Audit("route.update", [row.tenant], {"route": name, **fields}),
-                run=lambda: route_update(name=name, **fields))
+        audited(
+            user=request.user,
+            origin=Origin.of_request(request),
+            audit=Audit("route.update", [row.tenant], {"route": name, **fields}),
+            run=lambda: route_update(name=name, **fields),
+        )
     except TriggerError as exc:
         add_refusal(form, exc)
         return _route_page(request, row, coalesce, status=400, edit=form)
@@ -96,10 +103,12 @@ def route_save(request: HtmxHttpRequest, name: str) -> HttpResponse:
 
 
 def _create_form(request: HtmxHttpRequest, data: Any = None) -> RouteCreateForm:
-    return RouteCreateForm(data, workflows=startable_workflows(),
-                           tenants=access.acting_tenants(request.user),
-                           initial={"enabled": True, "wait_seconds": 30.0, "idempotency_ttl_seconds": 24 * 3600,
-                                    "priority": 0})
+    return RouteCreateForm(
+        data,
+        workflows=startable_workflows(),
+        tenants=access.acting_tenants(request.user),
+        initial={"enabled": True, "wait_seconds": 30.0, "idempotency_ttl_seconds": 24 * 3600, "priority": 0},
+    )
 
 
 def _new_page(request: HtmxHttpRequest, form: RouteCreateForm, *, status: int = 200) -> HttpResponse:
@@ -122,14 +131,20 @@ def route_create_view(request: HtmxHttpRequest) -> HttpResponse:
     name, tenant, fields = form.cleaned_data["name"], form.cleaned_data["tenant"], form.route_fields()
     require_act(request, tenant)
     try:
-        audited(user=request.user, origin=Origin.of_request(request),
-                audit=Audit("route.create", [tenant], {"route": name, "tenant": tenant, **fields}),
-                run=lambda: route_create(name=name, tenant=tenant, **fields))
+        audited(
+            user=request.user,
+            origin=Origin.of_request(request),
+            audit=Audit("route.create", [tenant], {"route": name, "tenant": tenant, **fields}),
+            run=lambda: route_create(name=name, tenant=tenant, **fields),
+        )
     except TriggerError as exc:
         add_refusal(form, exc)
         return _new_page(request, form, status=400)
-    messages.success(request, f"Route {name} created: POST /api/routes/{name} with an ingress credential of "
-                              f"{tenant} starts {fields['workflow']}.")
+    messages.success(
+        request,
+        f"Route {name} created: POST /api/routes/{name} with an ingress credential of "
+        f"{tenant} starts {fields['workflow']}.",
+    )
     return redirect("triggers:route", name=name)
 
 
@@ -147,9 +162,12 @@ def route_delete_confirm(request: HtmxHttpRequest, name: str) -> HttpResponse:
 def route_delete_view(request: HtmxHttpRequest, name: str) -> HttpResponse:
     row = _route(request, name)
     require_act(request, row.tenant)
-    audited(user=request.user, origin=Origin.of_request(request),
-            audit=Audit("route.delete", [row.tenant], {"route": name, "workflow": row.workflow}),
-            run=lambda: route_delete(name=name))
+    audited(
+        user=request.user,
+        origin=Origin.of_request(request),
+        audit=Audit("route.delete", [row.tenant], {"route": name, "workflow": row.workflow}),
+        run=lambda: route_delete(name=name),
+    )
     messages.success(request, f"Route {name} deleted: POST /api/routes/{name} answers 404 from now on.")
     return redirect("triggers:routes")
 
@@ -164,9 +182,12 @@ def route_coalesce(request: HtmxHttpRequest, name: str) -> HttpResponse:
     if form.is_valid():
         setting = form.cleaned_data["coalesce"]
         try:
-            audited(user=request.user, origin=Origin.of_request(request),
-                    audit=Audit("route.coalesce", [row.tenant], {"route": name, "coalesce": setting}),
-                    run=lambda: route_coalesce_set(name=name, coalesce_setting=setting))
+            audited(
+                user=request.user,
+                origin=Origin.of_request(request),
+                audit=Audit("route.coalesce", [row.tenant], {"route": name, "coalesce": setting}),
+                run=lambda: route_coalesce_set(name=name, coalesce_setting=setting),
+            )
         except TriggerError as exc:
             form.add_error("coalesce", str(exc))
     if form.errors:
@@ -193,11 +214,17 @@ def _set_enabled(request: HtmxHttpRequest, name: str, enabled: bool) -> HttpResp
     row = _route(request, name)
     require_act(request, row.tenant)
     action = "enable" if enabled else "disable"
-    audited(user=request.user, origin=Origin.of_request(request),
-            audit=Audit(f"route.{action}", [row.tenant], {"route": name}),
-            run=lambda: route_set_enabled(name=name, enabled=enabled))
-    messages.success(request, f"Route {name} {action}d." + ("" if enabled else
-                              f" POST /api/routes/{name} answers 409 route_disabled until it is enabled."))
+    audited(
+        user=request.user,
+        origin=Origin.of_request(request),
+        audit=Audit(f"route.{action}", [row.tenant], {"route": name}),
+        run=lambda: route_set_enabled(name=name, enabled=enabled),
+    )
+    messages.success(
+        request,
+        f"Route {name} {action}d."
+        + ("" if enabled else f" POST /api/routes/{name} answers 409 route_disabled until it is enabled."),
+    )
     if request.POST.get("next") == "list":
         return redirect("triggers:routes")
     return redirect("triggers:route", name=name)

@@ -52,8 +52,9 @@ def instance_list(request: HtmxHttpRequest) -> HttpResponse:
     before = selectors.Cursor.decode(request.GET.get("before", ""))
     number = _page_number(request.GET.get("page", ""))
     cursor = selectors.history_cursor()  # before the rows: a change made while they are read is pushed
-    counted = selectors.instance_list_counted(user=request.user, filters=filters, after=after, before=before,
-                                              page=number)
+    counted = selectors.instance_list_counted(
+        user=request.user, filters=filters, after=after, before=before, page=number
+    )
     page, count, count_more = counted.page, counted.count, counted.count_more
     first_page = after is None and before is None and page.page_number == 1
     base = filters.querystring()
@@ -91,7 +92,9 @@ def instance_list(request: HtmxHttpRequest) -> HttpResponse:
         "bulk_actions": BULK_ACTIONS,
         "next_url": f"?{_join(base, urlencode({'after': page.next_cursor.encode()}))}" if page.next_cursor else "",
         "prev_url": f"?{_join(base, urlencode({'before': page.prev_cursor.encode()}))}" if page.prev_cursor else "",
-        "page_next_url": f"?{_join(base, urlencode({'page': page.page_number + 1}))}" if page.has_more and not filters.keyset else "",
+        "page_next_url": f"?{_join(base, urlencode({'page': page.page_number + 1}))}"
+        if page.has_more and not filters.keyset
+        else "",
         "page_prev_url": f"?{_join(base, urlencode({'page': page.page_number - 1}))}" if page.page_number > 1 else "",
         "first_url": f"?{base}" if base else "?",
         "live_query": urlencode(live),
@@ -153,13 +156,15 @@ def _json_field(raw: str, *, what: str) -> Any:
 
 class ActionForm(forms.Form):
     reason = forms.CharField(
-        max_length=2000, widget=forms.Textarea(attrs={"rows": 2}),
+        max_length=2000,
+        widget=forms.Textarea(attrs={"rows": 2}),
         help_text="Required. Recorded in the instance's history with your name.",
     )
     # The instance's version this form was shown with (dashboard.staleness): the action refuses
     # when the instance moved since.
-    expected_version = forms.CharField(required=False, max_length=20, widget=forms.HiddenInput,
-                                       validators=[RegexValidator(staleness.VERSION_PATTERN)])
+    expected_version = forms.CharField(
+        required=False, max_length=20, widget=forms.HiddenInput, validators=[RegexValidator(staleness.VERSION_PATTERN)]
+    )
 
     def __init__(self, *args: Any, instance: Instance, **kwargs: Any) -> None:
         self.instance = instance
@@ -190,8 +195,10 @@ class RestartForm(ActionForm):
 
 
 class ReplayForm(ActionForm):
-    params = forms.CharField(widget=forms.Textarea(attrs={"rows": 12, "spellcheck": "false"}),
-                             help_text="JSON object. Edit to replay with different params.")
+    params = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 12, "spellcheck": "false"}),
+        help_text="JSON object. Edit to replay with different params.",
+    )
     confirm = forms.BooleanField(required=False, widget=forms.HiddenInput)
 
     def clean_params(self) -> Any:
@@ -206,10 +213,13 @@ class ReplayForm(ActionForm):
 
 
 class ForkForm(ReplayForm):
-    from_step = forms.ChoiceField(label="Fork from step", help_text="Steps before it keep their results; "
-                                  "it and every step after it run again.")
-    params = forms.CharField(widget=forms.Textarea(attrs={"rows": 10, "spellcheck": "false"}),
-                             help_text="JSON object: the fork's params. Edit them or leave them as they are.")
+    from_step = forms.ChoiceField(
+        label="Fork from step", help_text="Steps before it keep their results; it and every step after it run again."
+    )
+    params = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 10, "spellcheck": "false"}),
+        help_text="JSON object: the fork's params. Edit them or leave them as they are.",
+    )
     field_order = ["from_step", "params", "reason"]
 
     def __init__(self, *args: Any, steps: list[str], **kwargs: Any) -> None:
@@ -225,10 +235,14 @@ class ForkForm(ReplayForm):
 
 class EventForm(ActionForm):
     type = forms.CharField(max_length=200, label="Event type")
-    payload = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 6, "spellcheck": "false"}),
-                              help_text="JSON (optional).")
-    reason = forms.CharField(max_length=2000, widget=forms.Textarea(attrs={"rows": 2}),
-                             help_text="Required. Recorded in the history with your name.")
+    payload = forms.CharField(
+        required=False, widget=forms.Textarea(attrs={"rows": 6, "spellcheck": "false"}), help_text="JSON (optional)."
+    )
+    reason = forms.CharField(
+        max_length=2000,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Required. Recorded in the history with your name.",
+    )
 
     def clean_payload(self) -> Any:
         return _json_field(self.cleaned_data.get("payload", ""), what="payload")
@@ -237,8 +251,13 @@ class EventForm(ActionForm):
         return {"type": self.cleaned_data["type"], "payload": self.cleaned_data["payload"]}
 
 
-FORMS: dict[str, type[ActionForm]] = {"terminate": TerminateForm, "restart": RestartForm,
-                                      "replay": ReplayForm, "fork": ForkForm, "event": EventForm}
+FORMS: dict[str, type[ActionForm]] = {
+    "terminate": TerminateForm,
+    "restart": RestartForm,
+    "replay": ReplayForm,
+    "fork": ForkForm,
+    "event": EventForm,
+}
 
 
 def _form(action: str, instance: Instance, data: Any = None) -> ActionForm:
@@ -277,17 +296,42 @@ def params_diff(before: Any, after: Any) -> list[tuple[str, str]]:
     b = json.dumps(after, indent=2, sort_keys=True, ensure_ascii=False).splitlines()
     lines: list[tuple[str, str]] = []
     for line in difflib.unified_diff(a, b, "original params", "replay params", lineterm="", n=2):
-        css = "hdr" if line.startswith(("---", "+++", "@@")) else "add" if line.startswith("+") else "del" if line.startswith("-") else ""
+        css = (
+            "hdr"
+            if line.startswith(("---", "+++", "@@"))
+            else "add"
+            if line.startswith("+")
+            else "del"
+            if line.startswith("-")
+            else ""
+        )
         lines.append((css, line))
     return lines
 
 
-def _confirm(request: HtmxHttpRequest, instance: Instance, spec: Action, form: ActionForm, *, status: int = 200,
-             engine_error: str = "", stale: str = "", diff: list[tuple[str, str]] | None = None) -> HttpResponse:
-    context = {"i": instance, "action": spec, "form": form, "engine_error": engine_error, "diff": diff, "stale": stale,
-               "post_url": reverse("instance-action-run", args=[instance.id, spec.name]),
-               "applies": instance.status in spec.when, "in_dialog": bool(request.htmx),
-               "failed_for_good": selectors.instance_failed_for_good(instance) if spec.name == "retry" else None}
+def _confirm(
+    request: HtmxHttpRequest,
+    instance: Instance,
+    spec: Action,
+    form: ActionForm,
+    *,
+    status: int = 200,
+    engine_error: str = "",
+    stale: str = "",
+    diff: list[tuple[str, str]] | None = None,
+) -> HttpResponse:
+    context = {
+        "i": instance,
+        "action": spec,
+        "form": form,
+        "engine_error": engine_error,
+        "diff": diff,
+        "stale": stale,
+        "post_url": reverse("instance-action-run", args=[instance.id, spec.name]),
+        "applies": instance.status in spec.when,
+        "in_dialog": bool(request.htmx),
+        "failed_for_good": selectors.instance_failed_for_good(instance) if spec.name == "retry" else None,
+    }
     template = "runs/instance_action.html"
     if request.htmx:
         # The dialog posts back into itself (hx-post): an invalid form comes back here, with the
@@ -319,10 +363,15 @@ def instance_action_run(request: HtmxHttpRequest, instance_id: str, action: str)
         data["params"] = json.dumps(form.cleaned_data["params"], indent=2, sort_keys=True)
         return _confirm(request, instance, spec, _form(action, instance, data), diff=diff)
     try:
-        done = actions.instance_act(user=request.user, origin=Origin.of_request(request),
-                                    instance_id=instance.id, action=spec.name,
-                                    reason=form.cleaned_data["reason"], arguments=form.engine_kwargs(),
-                                    expected_version=form.cleaned_data["expected_version"] or None)
+        done = actions.instance_act(
+            user=request.user,
+            origin=Origin.of_request(request),
+            instance_id=instance.id,
+            action=spec.name,
+            reason=form.cleaned_data["reason"],
+            arguments=form.engine_kwargs(),
+            expected_version=form.cleaned_data["expected_version"] or None,
+        )
     except StaleState as exc:
         # Shown as it is now: the form carries the new version, so confirming again acts on
         # what this answer shows.
@@ -339,11 +388,11 @@ def instance_action_run(request: HtmxHttpRequest, instance_id: str, action: str)
     if spec.name == "replay":
         messages.success(request, f"Replay started as {target} (replay of {instance.id}).")
     elif spec.name == "fork":
-        messages.success(request, f"Fork started as {target} (fork of {instance.id} from step "
-                                  f"{form.cleaned_data['from_step']}).")
+        messages.success(
+            request, f"Fork started as {target} (fork of {instance.id} from step {form.cleaned_data['from_step']})."
+        )
     else:
         messages.success(request, f"{spec.label.rstrip('…')} requested for {instance.id}.")
     if request.htmx:  # posted from the dialog: the whole page goes to the instance, not the dialog
         return HttpResponseClientRedirect(reverse("instance-detail", args=[target]))
     return HttpResponseRedirect(reverse("instance-detail", args=[target]), status=303)
-

@@ -33,8 +33,13 @@ from dashboard.submissions import once
 from dashboard.views.common import HtmxHttpRequest, page, tenants
 
 
-def _page(request: HtmxHttpRequest, *, form: SavedViewForm | None = None, rename: tuple[int, Any] | None = None,
-          status: int = 200) -> HttpResponse:
+def _page(
+    request: HtmxHttpRequest,
+    *,
+    form: SavedViewForm | None = None,
+    rename: tuple[int, Any] | None = None,
+    status: int = 200,
+) -> HttpResponse:
     context = {"rows": saved_view_list(user=request.user), "form": form, "rename": rename}
     return page(request, "runs/saved_views.html", context, status=status)
 
@@ -54,9 +59,12 @@ def saved_view_save(request: HtmxHttpRequest) -> HttpResponse:
         return _page(request, form=form, status=400)
     name, query = form.cleaned_data["name"], form.cleaned_data["query"]
     try:
-        row = audited(user=request.user, origin=Origin.of_request(request),
-                      audit=Audit("saved_view.create", tenants(request), {"name": name, "query": query}),
-                      run=lambda: saved_view_create(user=request.user, name=name, query=query, now=timezone.now()))
+        row = audited(
+            user=request.user,
+            origin=Origin.of_request(request),
+            audit=Audit("saved_view.create", tenants(request), {"name": name, "query": query}),
+            run=lambda: saved_view_create(user=request.user, name=name, query=query, now=timezone.now()),
+        )
     except SavedViewError as exc:
         form.add_error("name" if isinstance(exc, SavedViewNameTaken) else None, str(exc))
         return _page(request, form=form, status=exc.status)
@@ -87,10 +95,14 @@ def saved_view_rename_run(request: HtmxHttpRequest, view_id: int) -> HttpRespons
         return _page(request, rename=(view_id, form), status=400)
     name, version = form.cleaned_data["name"], form.cleaned_data["version"]
     try:
-        old, row = audited(user=request.user, origin=Origin.of_request(request),
-                           audit=Audit("saved_view.rename", tenants(request), {"id": view_id, "name": name}),
-                           run=lambda: saved_view_rename(user=request.user, view_id=view_id, name=name,
-                                                         version=version, now=timezone.now()))
+        old, row = audited(
+            user=request.user,
+            origin=Origin.of_request(request),
+            audit=Audit("saved_view.rename", tenants(request), {"id": view_id, "name": name}),
+            run=lambda: saved_view_rename(
+                user=request.user, view_id=view_id, name=name, version=version, now=timezone.now()
+            ),
+        )
     except SavedViewError as exc:
         return _refused(request, exc, view_id, form)
     messages.success(request, f"Saved view {old!r} renamed to {row.name!r}.")
@@ -111,11 +123,13 @@ def saved_view_delete_run(request: HtmxHttpRequest, view_id: int) -> HttpRespons
         messages.error(request, "the delete form carried no version of the view; load the page again")
         return _page(request, status=400)
     try:
-        row = audited(user=request.user, origin=Origin.of_request(request),
-                      audit=Audit("saved_view.delete", tenants(request), {"id": view_id}),
-                      run=lambda: saved_view_delete(user=request.user, view_id=view_id, version=version))
+        row = audited(
+            user=request.user,
+            origin=Origin.of_request(request),
+            audit=Audit("saved_view.delete", tenants(request), {"id": view_id}),
+            run=lambda: saved_view_delete(user=request.user, view_id=view_id, version=version),
+        )
     except SavedViewError as exc:
         return _refused(request, exc, view_id)
     messages.success(request, f"Saved view {row.name!r} deleted.")
     return redirect("saved-views")
-

@@ -47,8 +47,12 @@ def schedules(request: HtmxHttpRequest) -> HttpResponse:
 
 
 def _detail(request: HtmxHttpRequest, row: ScheduleRow, form: ScheduleForm, *, status: int = 200) -> HttpResponse:
-    context: dict[str, Any] = {"s": row, "form": form, "can_act": access.can_act(request.user, row.tenant),
-                               "last_status": sel.instance_status(instance_id=row.last_instance_id)}
+    context: dict[str, Any] = {
+        "s": row,
+        "form": form,
+        "can_act": access.can_act(request.user, row.tenant),
+        "last_status": sel.instance_status(instance_id=row.last_instance_id),
+    }
     return page(request, "triggers/schedule_detail.html", context, status=status)
 
 
@@ -56,9 +60,15 @@ def _detail(request: HtmxHttpRequest, row: ScheduleRow, form: ScheduleForm, *, s
 @access.require_role()
 def schedule_detail(request: HtmxHttpRequest, name: str) -> HttpResponse:
     row = _get(request, name)
-    form = ScheduleForm(initial={"cron": row.cron, "timezone": row.timezone, "params": row.params,
-                                 "missed_fire_policy": row.missed_fire_policy,
-                                 "catch_up_limit": row.catch_up_limit})
+    form = ScheduleForm(
+        initial={
+            "cron": row.cron,
+            "timezone": row.timezone,
+            "params": row.params,
+            "missed_fire_policy": row.missed_fire_policy,
+            "catch_up_limit": row.catch_up_limit,
+        }
+    )
     return _detail(request, row, form)
 
 
@@ -73,9 +83,12 @@ def schedule_save(request: HtmxHttpRequest, name: str) -> HttpResponse:
         return _detail(request, row, form, status=400)
     fields = form.schedule_fields()
     try:
-        audited(user=request.user, origin=Origin.of_request(request),
-                audit=Audit("schedule.update", [row.tenant], {"schedule": name, **fields}),
-                run=lambda: schedule_update(name=name, now=timezone.now(), **fields))
+        audited(
+            user=request.user,
+            origin=Origin.of_request(request),
+            audit=Audit("schedule.update", [row.tenant], {"schedule": name, **fields}),
+            run=lambda: schedule_update(name=name, now=timezone.now(), **fields),
+        )
     except TriggerError as exc:
         add_refusal(form, exc)
         return _detail(request, row, form, status=400)
@@ -90,12 +103,20 @@ def _act(request: HtmxHttpRequest, name: str, action: str) -> HttpResponse:
     audit = Audit(f"schedule.{action}", [row.tenant], {"schedule": name})
     origin = Origin.of_request(request)
     if action == "run":
-        instance_id = audited(user=request.user, origin=origin, audit=audit,
-                              run=lambda: schedule_run_now(name=name, now=now, actor=request.user.username))
+        instance_id = audited(
+            user=request.user,
+            origin=origin,
+            audit=audit,
+            run=lambda: schedule_run_now(name=name, now=now, actor=request.user.username),
+        )
         messages.success(request, f"Schedule {name} fired now: instance {instance_id}.")
     else:
-        audited(user=request.user, origin=origin, audit=audit,
-                run=lambda: schedule_set_enabled(name=name, enabled=action == "enable", now=now))
+        audited(
+            user=request.user,
+            origin=origin,
+            audit=audit,
+            run=lambda: schedule_set_enabled(name=name, enabled=action == "enable", now=now),
+        )
         messages.success(request, f"Schedule {name} {action}d.")
     if request.POST.get("next") == "detail":
         return redirect("triggers:schedule", name=name)
@@ -125,9 +146,12 @@ def schedule_run(request: HtmxHttpRequest, name: str) -> HttpResponse:
 
 def _create_form(request: HtmxHttpRequest, data: Any = None) -> ScheduleCreateForm:
     acting = access.acting_tenants(request.user)
-    return ScheduleCreateForm(data, workflows=startable_workflows(), tenants=sorted(acting),
-                              initial={"timezone": "UTC", "enabled": True, "catch_up_limit": 1,
-                                       "missed_fire_policy": "skip", "params": {}})
+    return ScheduleCreateForm(
+        data,
+        workflows=startable_workflows(),
+        tenants=sorted(acting),
+        initial={"timezone": "UTC", "enabled": True, "catch_up_limit": 1, "missed_fire_policy": "skip", "params": {}},
+    )
 
 
 def _new_page(request: HtmxHttpRequest, form: ScheduleCreateForm, *, status: int = 200) -> HttpResponse:
@@ -150,12 +174,23 @@ def schedule_create_view(request: HtmxHttpRequest) -> HttpResponse:
     f = form.cleaned_data
     require_act(request, f["tenant"])
     try:
-        audited(user=request.user, origin=Origin.of_request(request),
-                audit=Audit("schedule.create", [f["tenant"]], {"schedule": f["name"], **f}),
-                run=lambda: schedule_create(
-                    name=f["name"], workflow=f["workflow"], cron_expression=f["cron"], now=timezone.now(),
-                    timezone=f["timezone"], params=f["params"], tenant=f["tenant"], enabled=f["enabled"],
-                    missed_fire_policy=f["missed_fire_policy"], catch_up_limit=f["catch_up_limit"]))
+        audited(
+            user=request.user,
+            origin=Origin.of_request(request),
+            audit=Audit("schedule.create", [f["tenant"]], {"schedule": f["name"], **f}),
+            run=lambda: schedule_create(
+                name=f["name"],
+                workflow=f["workflow"],
+                cron_expression=f["cron"],
+                now=timezone.now(),
+                timezone=f["timezone"],
+                params=f["params"],
+                tenant=f["tenant"],
+                enabled=f["enabled"],
+                missed_fire_policy=f["missed_fire_policy"],
+                catch_up_limit=f["catch_up_limit"],
+            ),
+        )
     except TriggerError as exc:
         add_refusal(form, exc)
         return _new_page(request, form, status=400)
@@ -177,9 +212,11 @@ def schedule_delete_confirm(request: HtmxHttpRequest, name: str) -> HttpResponse
 def schedule_delete_view(request: HtmxHttpRequest, name: str) -> HttpResponse:
     row = _get(request, name)
     require_act(request, row.tenant)
-    audited(user=request.user, origin=Origin.of_request(request),
-            audit=Audit("schedule.delete", [row.tenant], {"schedule": name, "workflow": row.workflow,
-                                                            "cron": row.cron}),
-            run=lambda: schedule_delete(name=name))
+    audited(
+        user=request.user,
+        origin=Origin.of_request(request),
+        audit=Audit("schedule.delete", [row.tenant], {"schedule": name, "workflow": row.workflow, "cron": row.cron}),
+        run=lambda: schedule_delete(name=name),
+    )
     messages.success(request, f"Schedule {name} deleted: it fires no more. The instances it started stay.")
     return redirect("triggers:schedules")

@@ -38,8 +38,9 @@ from ingest.triggers.services import (
 
 
 def _get(request: HtmxHttpRequest, sub_id: int) -> sel.SubscriptionRow:
-    row = sel.subscription_page_get(subscription_id=sub_id, tenants=tenants(request),
-                                    see_global=sees_global(request), now=timezone.now())
+    row = sel.subscription_page_get(
+        subscription_id=sub_id, tenants=tenants(request), see_global=sees_global(request), now=timezone.now()
+    )
     if row is None:
         raise Http404(f"no subscription {sub_id} visible to you")
     return row
@@ -48,26 +49,35 @@ def _get(request: HtmxHttpRequest, sub_id: int) -> sel.SubscriptionRow:
 def _require_act(request: HtmxHttpRequest, tenant: str) -> list[str]:
     """The audit entry's tenants, once the user may change a subscription of `tenant`."""
     if not access.can_act_subscription(request.user, tenant):
-        raise PermissionDenied("changing this subscription needs the operator role in its tenant "
-                               "(staff, for one of every tenant)")
+        raise PermissionDenied(
+            "changing this subscription needs the operator role in its tenant (staff, for one of every tenant)"
+        )
     return [tenant] if tenant else []
 
 
 def _edit_form(row: sel.SubscriptionRow, data: Any = None) -> SubscriptionForm:
-    return SubscriptionForm(data, workflows=startable_workflows(),
-                            initial={"pattern": row.pattern, "workflow": row.workflow, "filters": row.filters,
-                                     "enabled": row.enabled})
+    return SubscriptionForm(
+        data,
+        workflows=startable_workflows(),
+        initial={"pattern": row.pattern, "workflow": row.workflow, "filters": row.filters, "enabled": row.enabled},
+    )
 
 
-def _page(request: HtmxHttpRequest, row: sel.SubscriptionRow, *, coalesce: CoalesceForm | None = None,
-          edit: SubscriptionForm | None = None, status: int = 200) -> HttpResponse:
+def _page(
+    request: HtmxHttpRequest,
+    row: sel.SubscriptionRow,
+    *,
+    coalesce: CoalesceForm | None = None,
+    edit: SubscriptionForm | None = None,
+    status: int = 200,
+) -> HttpResponse:
     context: dict[str, Any] = {
-        "sub": row, "can_act": access.can_act_subscription(request.user, row.tenant),
+        "sub": row,
+        "can_act": access.can_act_subscription(request.user, row.tenant),
         "form": coalesce or CoalesceForm(initial={"coalesce": row.coalesce or ""}),
         "edit": edit or _edit_form(row),
     }
     return page(request, "triggers/subscription_detail.html", context, status=status)
-
 
 
 @require_GET
@@ -87,9 +97,12 @@ def subscription_save(request: HtmxHttpRequest, sub_id: int) -> HttpResponse:
         return _page(request, row, edit=form, status=400)
     fields = form.subscription_fields()
     try:
-        audited(user=request.user, origin=Origin.of_request(request),
-                audit=Audit("subscription.update", audit_tenants, {"subscription": sub_id, **fields}),
-                run=lambda: subscription_update(subscription_id=sub_id, **fields))
+        audited(
+            user=request.user,
+            origin=Origin.of_request(request),
+            audit=Audit("subscription.update", audit_tenants, {"subscription": sub_id, **fields}),
+            run=lambda: subscription_update(subscription_id=sub_id, **fields),
+        )
     except TriggerError as exc:
         add_refusal(form, exc)
         return _page(request, row, edit=form, status=400)
@@ -98,9 +111,13 @@ def subscription_save(request: HtmxHttpRequest, sub_id: int) -> HttpResponse:
 
 
 def _create_form(request: HtmxHttpRequest, data: Any = None) -> SubscriptionCreateForm:
-    return SubscriptionCreateForm(data, workflows=startable_workflows(), tenants=access.acting_tenants(request.user),
-                                  every_tenant=access.can_act_subscription(request.user, ""),
-                                  initial={"enabled": True, "filters": {}})
+    return SubscriptionCreateForm(
+        data,
+        workflows=startable_workflows(),
+        tenants=access.acting_tenants(request.user),
+        every_tenant=access.can_act_subscription(request.user, ""),
+        initial={"enabled": True, "filters": {}},
+    )
 
 
 def _new_page(request: HtmxHttpRequest, form: SubscriptionCreateForm, *, status: int = 200) -> HttpResponse:
@@ -123,14 +140,19 @@ def subscription_create_view(request: HtmxHttpRequest) -> HttpResponse:
     tenant, fields = form.cleaned_data["tenant"], form.subscription_fields()
     audit_tenants = _require_act(request, tenant)
     try:
-        sub = audited(user=request.user, origin=Origin.of_request(request),
-                      audit=Audit("subscription.create", audit_tenants, {"tenant": tenant, **fields}),
-                      run=lambda: subscription_create(tenant=tenant, **fields))
+        sub = audited(
+            user=request.user,
+            origin=Origin.of_request(request),
+            audit=Audit("subscription.create", audit_tenants, {"tenant": tenant, **fields}),
+            run=lambda: subscription_create(tenant=tenant, **fields),
+        )
     except TriggerError as exc:
         add_refusal(form, exc)
         return _new_page(request, form, status=400)
-    messages.success(request, f"Subscription created: events {fields['pattern']} of "
-                              f"{tenant or 'every tenant'} start {fields['workflow']}.")
+    messages.success(
+        request,
+        f"Subscription created: events {fields['pattern']} of {tenant or 'every tenant'} start {fields['workflow']}.",
+    )
     return redirect("triggers:subscription", sub_id=sub.pk)
 
 
@@ -138,9 +160,12 @@ def _set_enabled(request: HtmxHttpRequest, sub_id: int, enabled: bool) -> HttpRe
     row = _get(request, sub_id)
     audit_tenants = _require_act(request, row.tenant)
     action = "enable" if enabled else "disable"
-    audited(user=request.user, origin=Origin.of_request(request),
-            audit=Audit(f"subscription.{action}", audit_tenants, {"subscription": sub_id}),
-            run=lambda: subscription_set_enabled(subscription_id=sub_id, enabled=enabled))
+    audited(
+        user=request.user,
+        origin=Origin.of_request(request),
+        audit=Audit(f"subscription.{action}", audit_tenants, {"subscription": sub_id}),
+        run=lambda: subscription_set_enabled(subscription_id=sub_id, enabled=enabled),
+    )
     messages.success(request, f"Subscription {row.pattern} {action}d.")
     return redirect("triggers:subscription", sub_id=sub_id)
 
@@ -173,10 +198,16 @@ def subscription_delete_confirm(request: HtmxHttpRequest, sub_id: int) -> HttpRe
 def subscription_delete_view(request: HtmxHttpRequest, sub_id: int) -> HttpResponse:
     row = _get(request, sub_id)
     audit_tenants = _require_act(request, row.tenant)
-    audited(user=request.user, origin=Origin.of_request(request),
-            audit=Audit("subscription.delete", audit_tenants,
-                        {"subscription": sub_id, "pattern": row.pattern, "workflow": row.workflow}),
-            run=lambda: subscription_delete(subscription_id=sub_id))
+    audited(
+        user=request.user,
+        origin=Origin.of_request(request),
+        audit=Audit(
+            "subscription.delete",
+            audit_tenants,
+            {"subscription": sub_id, "pattern": row.pattern, "workflow": row.workflow},
+        ),
+        run=lambda: subscription_delete(subscription_id=sub_id),
+    )
     messages.success(request, f"Subscription {row.pattern} deleted: it starts nothing more. What it started stays.")
     return redirect("triggers:routes")
 
@@ -191,9 +222,12 @@ def subscription_coalesce(request: HtmxHttpRequest, sub_id: int) -> HttpResponse
     if form.is_valid():
         setting = form.cleaned_data["coalesce"]
         try:
-            audited(user=request.user, origin=Origin.of_request(request),
-                    audit=Audit("subscription.coalesce", audit_tenants, {"subscription": sub_id, "coalesce": setting}),
-                    run=lambda: subscription_coalesce_set(subscription_id=sub_id, coalesce_setting=setting))
+            audited(
+                user=request.user,
+                origin=Origin.of_request(request),
+                audit=Audit("subscription.coalesce", audit_tenants, {"subscription": sub_id, "coalesce": setting}),
+                run=lambda: subscription_coalesce_set(subscription_id=sub_id, coalesce_setting=setting),
+            )
         except TriggerError as exc:
             form.add_error("coalesce", str(exc))
     if form.errors:

@@ -26,11 +26,11 @@ from ingest.triggers.selectors import ApiTokenRow, api_token_list
 from ingest.triggers.services import api_token_create, api_token_expiry, api_token_revoke
 
 
-def _page(request: HtmxHttpRequest, form: ApiTokenForm, *, created: dict[str, Any] | None = None,
-          status: int = 200) -> HttpResponse:
+def _page(
+    request: HtmxHttpRequest, form: ApiTokenForm, *, created: dict[str, Any] | None = None, status: int = 200
+) -> HttpResponse:
     rows = api_token_list(user=request.user, now=timezone.now())
-    context = {"form": form, "rows": rows, "created": created,
-               "base_url": request.build_absolute_uri("/").rstrip("/")}
+    context = {"form": form, "rows": rows, "created": created, "base_url": request.build_absolute_uri("/").rstrip("/")}
     return page(request, "account/tokens.html", context, status=status)
 
 
@@ -53,10 +53,15 @@ def token_create(request: HtmxHttpRequest) -> HttpResponse:
     try:
         expires_at = api_token_expiry(days=days, now=now)
         row, token = audited(
-            user=request.user, origin=Origin.of_request(request),
-            audit=Audit("api_token.create", tenants(request),
-                        {"name": name, "expires_at": expires_at.isoformat() if expires_at else None}),
-            run=lambda: api_token_create(user=request.user, name=name, expires_at=expires_at, now=now))
+            user=request.user,
+            origin=Origin.of_request(request),
+            audit=Audit(
+                "api_token.create",
+                tenants(request),
+                {"name": name, "expires_at": expires_at.isoformat() if expires_at else None},
+            ),
+            run=lambda: api_token_create(user=request.user, name=name, expires_at=expires_at, now=now),
+        )
     except TriggerError as exc:
         form.add_error(None, str(exc))
         return _page(request, form, status=400)
@@ -86,9 +91,12 @@ def token_revoke(request: HtmxHttpRequest, token_id: int) -> HttpResponse:
         messages.info(request, f"Token {row.name} ({row.prefix}…) was already revoked.")
         return redirect("api-tokens")
     try:
-        audited(user=request.user, origin=Origin.of_request(request),
-                audit=Audit("api_token.revoke", tenants(request), {"name": row.name, "prefix": row.prefix}),
-                run=lambda: api_token_revoke(token_id=token_id, now=timezone.now(), user=request.user))
+        audited(
+            user=request.user,
+            origin=Origin.of_request(request),
+            audit=Audit("api_token.revoke", tenants(request), {"name": row.name, "prefix": row.prefix}),
+            run=lambda: api_token_revoke(token_id=token_id, now=timezone.now(), user=request.user),
+        )
     except ApiTokenNotFound as exc:
         raise Http404(str(exc)) from None
     messages.success(request, f"Token {row.name} ({row.prefix}…) revoked: requests with it are refused from now on.")

@@ -15,7 +15,10 @@ from dashboard.views.common import HtmxHttpRequest, page, tenants
 @access.require_role()
 def workers(request: HtmxHttpRequest) -> HttpResponse:
     rows = sel.worker_rows(tenants=tenants(request), now=timezone.now())
-    context = {"rows": rows, "live": sum(r.state == "live" for r in rows),
-               "slots": sum(r.slots for r in rows if r.state == "live"),
-               "busy": sum(r.busy for r in rows if r.state == "live")}
+    context = {
+        "rows": rows,
+        "live": sum(r.state == "live" for r in rows),
+        "slots": sum(r.slots for r in rows if r.state == "live"),
+        "busy": sum(r.busy for r in rows if r.state == "live"),
+    }
     return page(request, "triggers/workers.html", context, fragment="workers")

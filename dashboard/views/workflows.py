@@ -43,8 +43,12 @@ def workflows(request: HtmxHttpRequest) -> HttpResponse:
     window, now = _window(request), timezone.now()
     rows = sel.workflow_summaries(tenants=tenants(request), since=sel.window_start(window, now=now))
     pulls = sel.source_pull_rows(tenants=tenants(request), now=now)
-    return page(request, "ops/workflows.html", {"rows": rows, "window": window, "windows": WINDOWS, "pulls": pulls},
-                fragment="results")
+    return page(
+        request,
+        "ops/workflows.html",
+        {"rows": rows, "window": window, "windows": WINDOWS, "pulls": pulls},
+        fragment="results",
+    )
 
 
 @require_GET
@@ -53,23 +57,37 @@ def workflow_dag(request: HtmxHttpRequest, name: str) -> HttpResponse:
     context = live_pages.workflow_dag_context(request.user, request.GET, name=name)
     if context is None:
         raise Http404("no runs of this workflow in your tenants")
-    return page(request, "ops/workflow_dag.html",
-                {**context, **_versions_context(request, name), **_start_context(request, name)}, fragment="dag")
+    return page(
+        request,
+        "ops/workflow_dag.html",
+        {**context, **_versions_context(request, name), **_start_context(request, name)},
+        fragment="dag",
+    )
 
 
 class RetireForm(forms.Form):
-    reason = forms.CharField(max_length=2000, required=False,
-                             help_text="Recorded in the audit log with your name.")
+    reason = forms.CharField(max_length=2000, required=False, help_text="Recorded in the audit log with your name.")
 
 
-def _versions_context(request: HttpRequest, name: str, *, form: RetireForm | None = None,
-                      error: str = "", failed_version: int | None = None) -> dict[str, Any]:
+def _versions_context(
+    request: HttpRequest,
+    name: str,
+    *,
+    form: RetireForm | None = None,
+    error: str = "",
+    failed_version: int | None = None,
+) -> dict[str, Any]:
     try:
         versions = workflow_versions(workflow=name, tenants=tenants(request))
     except UnknownWorkflow:
         versions = []  # runs of a workflow no code registers any more: nothing to retire
-    return {"versions": versions, "can_retire": bool(access.acting_tenants(request.user)),
-            "retire_form": form or RetireForm(), "retire_error": error, "failed_version": failed_version}
+    return {
+        "versions": versions,
+        "can_retire": bool(access.acting_tenants(request.user)),
+        "retire_form": form or RetireForm(),
+        "retire_error": error,
+        "failed_version": failed_version,
+    }
 
 
 @require_POST
@@ -90,11 +108,19 @@ def workflow_version_retire_view(request: HtmxHttpRequest, name: str, version: i
         if not error:
             reason = form.cleaned_data["reason"]
             try:
-                audited(user=request.user, origin=Origin.of_request(request),
-                        audit=Audit("workflow.version_retire", access.acting_tenants(request.user),
-                                    {"workflow": name, "version": version}, reason),
-                        run=lambda: workflow_version_retire(workflow=name, version=version,
-                                                            actor=request.user.get_username(), reason=reason))
+                audited(
+                    user=request.user,
+                    origin=Origin.of_request(request),
+                    audit=Audit(
+                        "workflow.version_retire",
+                        access.acting_tenants(request.user),
+                        {"workflow": name, "version": version},
+                        reason,
+                    ),
+                    run=lambda: workflow_version_retire(
+                        workflow=name, version=version, actor=request.user.get_username(), reason=reason
+                    ),
+                )
             except (EngineError, ValueError) as exc:
                 error, status = str(exc), 409
             else:
@@ -105,8 +131,9 @@ def workflow_version_retire_view(request: HtmxHttpRequest, name: str, version: i
     return page(request, "ops/workflow_dag.html", context, status=status)
 
 
-def _start_context(request: HttpRequest, name: str, *, form: StartForm | None = None,
-                   error: str = "") -> dict[str, Any]:
+def _start_context(
+    request: HttpRequest, name: str, *, form: StartForm | None = None, error: str = ""
+) -> dict[str, Any]:
     acting = access.acting_tenants(request.user)
     if form is None:
         form = StartForm(tenants=acting, initial={"tenant": acting[0] if acting else ""})
@@ -127,10 +154,17 @@ def workflow_start(request: HtmxHttpRequest, name: str) -> HttpResponse:
     if form.is_valid():
         d = form.cleaned_data
         try:
-            done = actions.instance_start(user=request.user, origin=Origin.of_request(request), workflow=name,
-                                          params=d["params"], tenant=d["tenant"], id=d["id"] or None,
-                                          priority=d["priority"], start_at=d["start_at"],
-                                          search_attributes=d["search_attributes"])
+            done = actions.instance_start(
+                user=request.user,
+                origin=Origin.of_request(request),
+                workflow=name,
+                params=d["params"],
+                tenant=d["tenant"],
+                id=d["id"] or None,
+                priority=d["priority"],
+                start_at=d["start_at"],
+                search_attributes=d["search_attributes"],
+            )
         except ActionRefused as exc:
             error, status = exc.message, exc.status
         except EngineError as exc:

@@ -31,16 +31,24 @@ DELIVER_WORKFLOW = "callback-deliver"
 
 def tenant_signing_secret(tenant: str) -> str | None:
     """The newest enabled ingress secret of the tenant: what its clients already verify with."""
-    return (IngressSecret.objects.filter(tenant=tenant, enabled=True).order_by("-created_at", "-id")
-            .values_list("hmac_secret", flat=True).first())
+    return (
+        IngressSecret.objects.filter(tenant=tenant, enabled=True)
+        .order_by("-created_at", "-id")
+        .values_list("hmac_secret", flat=True)
+        .first()
+    )
 
 
 def tenant_signing_secrets(tenant: str, *, now: datetime) -> list[str]:
     """What a callback is signed with: the newest enabled ingress secret of the tenant and, while
     the overlap of its last rotation lasts, the secret it replaced, so a receiver that has not
     moved to the new secret yet still verifies it (empty: nothing to sign with)."""
-    row = (IngressSecret.objects.filter(tenant=tenant, enabled=True).order_by("-created_at", "-id")
-           .values_list("hmac_secret", "previous_hmac_secret", "previous_valid_until").first())
+    row = (
+        IngressSecret.objects.filter(tenant=tenant, enabled=True)
+        .order_by("-created_at", "-id")
+        .values_list("hmac_secret", "previous_hmac_secret", "previous_valid_until")
+        .first()
+    )
     if row is None:
         return []
     current, previous, until = row
@@ -54,7 +62,9 @@ def delivery_id(instance_id: str) -> str:
 
 def url_checked(url: str) -> str:
     if not isinstance(url, str) or len(url) > 2000 or (problem := url_problem(url)):
-        raise InvalidCallback(f"callback URL: {problem if isinstance(url, str) and len(url) <= 2000 else 'at most 2000 characters'}")
+        raise InvalidCallback(
+            f"callback URL: {problem if isinstance(url, str) and len(url) <= 2000 else 'at most 2000 characters'}"
+        )
     return url.strip()
 
 
@@ -63,7 +73,9 @@ def route_callback_set(*, route: str, url: str | None, now: datetime) -> RouteCa
     if not url:
         RouteCallback.objects.filter(route=route).delete()
         return None
-    found, _ = RouteCallback.objects.update_or_create(route=route, defaults={"url": url_checked(url), "created_at": now})
+    found, _ = RouteCallback.objects.update_or_create(
+        route=route, defaults={"url": url_checked(url), "created_at": now}
+    )
     return found
 
 
@@ -87,25 +99,32 @@ def _route_callback_orm(route: str) -> str | None:
     return RouteCallback.objects.filter(route=route).values_list("url", flat=True).first()
 
 
-_route_callback_url = ByVendor[Callable[[str], str | None]](postgresql=_route_callback_prepared,
-                                                               sqlite=_route_callback_orm)
+_route_callback_url = ByVendor[Callable[[str], str | None]](
+    postgresql=_route_callback_prepared, sqlite=_route_callback_orm
+)
 
 
-def callback_register(*, instance_id: str, tenant: str, url: str, source: str = CallbackSource.API,
-                      now: datetime) -> Callback:
+def callback_register(
+    *, instance_id: str, tenant: str, url: str, source: str = CallbackSource.API, now: datetime
+) -> Callback:
     """Attach a callback to an instance (one per instance; a second one replaces a pending one)."""
     url = url_checked(url)
     if source not in CallbackSource.values:
         raise InvalidCallback(f"source {source!r} is unknown")
     if tenant_signing_secret(tenant) is None:
-        raise CallbackConflict(f"tenant {tenant!r} has no enabled ingress secret to sign callbacks with; "
-                              "an operator makes one with New credential on the console's routes page (/routes/) "
-                              "or POST /api/ingress-credentials; verify callbacks with its HMAC secret")
+        raise CallbackConflict(
+            f"tenant {tenant!r} has no enabled ingress secret to sign callbacks with; "
+            "an operator makes one with New credential on the console's routes page (/routes/) "
+            "or POST /api/ingress-credentials; verify callbacks with its HMAC secret"
+        )
     try:
         with transaction.atomic():
             callback, _ = Callback.objects.update_or_create(
-                instance_id=instance_id, state=DeliveryState.PENDING, delivery_instance_id="",
-                defaults={"tenant": tenant, "url": url, "source": source, "created_at": now})
+                instance_id=instance_id,
+                state=DeliveryState.PENDING,
+                delivery_instance_id="",
+                defaults={"tenant": tenant, "url": url, "source": source, "created_at": now},
+            )
     except IntegrityError:
         raise CallbackConflict(f"instance {instance_id} has already ended and its callback was sent") from None
     status = Instance.objects.filter(id=instance_id).values_list("status", flat=True).first()
@@ -122,16 +141,22 @@ def callback_start(*, instance_id: str) -> str | None:
     name = delivery_id(instance_id)
     try:
         with transaction.atomic():
-            instance_create(workflow=DELIVER_WORKFLOW, id=name, params={"callback": callback.id},
-                            tenant=callback.tenant, actor="callbacks")
+            instance_create(
+                workflow=DELIVER_WORKFLOW,
+                id=name,
+                params={"callback": callback.id},
+                tenant=callback.tenant,
+                actor="callbacks",
+            )
             Callback.objects.filter(id=callback.id).update(delivery_instance_id=name)
     except InstanceAlreadyExists:
         pass
     return name
 
 
-def route_callback_attach(*, route: str, instance_id: str, now: datetime, url: str | None = None,
-                          url_read: bool = False) -> Callback | None:
+def route_callback_attach(
+    *, route: str, instance_id: str, now: datetime, url: str | None = None, url_read: bool = False
+) -> Callback | None:
     """The route's callback URL, if it has one, on an instance its request just started
     (`url_read`: `url` is the route's, read with the instance, else it is asked for)."""
     if not url_read:

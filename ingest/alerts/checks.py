@@ -55,8 +55,9 @@ def dead_letter_signature_gone(rule: Rule, now: datetime) -> tuple[list[Signal],
     looked, holding = set(), []
     for group in Alert.objects.filter(rule=rule, state=AlertState.FIRING).values_list("group_key", flat=True):
         looked.add(group)
-        if DeadLetter.objects.filter(tenant=rule.tenant, state=DeadLetterState.OPEN,
-                                     signature=group.removeprefix("signature:")).exists():
+        if DeadLetter.objects.filter(
+            tenant=rule.tenant, state=DeadLetterState.OPEN, signature=group.removeprefix("signature:")
+        ).exists():
             holding.append(Signal(rule.condition, rule.tenant, group, "", ""))
     return holding, looked
 
@@ -69,8 +70,16 @@ def budget_threshold(rule: Rule, now: datetime) -> tuple[list[Signal], set[str]]
         looked.add(group)
         if budget_level(spent=float(b.spent), limit=float(b.limit), percent=percent):
             title = f"budget {b.scope}:{b.key} per {b.period} at {percent} % ({b.spent} of {b.limit})"
-            signals.append(Signal(rule.condition, rule.tenant, group, title, "",
-                                  {"budget": b.id, "spent": str(b.spent), "limit": str(b.limit), "percent": percent}))
+            signals.append(
+                Signal(
+                    rule.condition,
+                    rule.tenant,
+                    group,
+                    title,
+                    "",
+                    {"budget": b.id, "spent": str(b.spent), "limit": str(b.limit), "percent": percent},
+                )
+            )
     return signals, looked
 
 
@@ -89,17 +98,29 @@ def approval_overdue(rule: Rule, now: datetime) -> tuple[list[Signal], set[str]]
     # Those already told are left out in the query, not after the cap: a burst of more expiries
     # than one round takes is told over the next rounds instead of stalling on the first ones.
     told = Alert.objects.filter(rule=rule, group_key=Concat(Value("approval:"), Cast(OuterRef("id"), CharField())))
-    expired = list(qs.filter(state=ApprovalState.EXPIRED, due_at__gte=since).exclude(Exists(told))
-                   .order_by("due_at")[:ROUND_CAP])
+    expired = list(
+        qs.filter(state=ApprovalState.EXPIRED, due_at__gte=since).exclude(Exists(told)).order_by("due_at")[:ROUND_CAP]
+    )
     signals = [_overdue_signal(rule, a) for a in pending + expired]
     looked = {s.group_key for s in signals} | _firing_groups(rule)
     return signals, looked
 
 
 def _overdue_signal(rule: Rule, a: ApprovalRequest) -> Signal:
-    return Signal(rule.condition, rule.tenant, f"approval:{a.id}", f"approval overdue: {a.title}"[:300], a.workflow,
-                  {"instance": a.instance_id, "approval": a.id, "due_at": a.due_at.isoformat() if a.due_at else "",
-                   "escalation": a.escalation, "state": a.state})
+    return Signal(
+        rule.condition,
+        rule.tenant,
+        f"approval:{a.id}",
+        f"approval overdue: {a.title}"[:300],
+        a.workflow,
+        {
+            "instance": a.instance_id,
+            "approval": a.id,
+            "due_at": a.due_at.isoformat() if a.due_at else "",
+            "escalation": a.escalation,
+            "state": a.state,
+        },
+    )
 
 
 def approval_answered(rule: Rule, now: datetime) -> tuple[list[Signal], set[str]]:
@@ -111,41 +132,67 @@ def approval_answered(rule: Rule, now: datetime) -> tuple[list[Signal], set[str]
 
 
 def backlog_age(rule: Rule, now: datetime) -> tuple[list[Signal], set[str]]:
-    oldest = (Instance.objects.filter(tenant=rule.tenant, ready_at__lte=now, status__in=[Status.QUEUED,
-                                      Status.RUNNING, Status.WAITING]).filter(lease_token="")
-              .aggregate(oldest=Min("ready_at"))["oldest"])
+    oldest = (
+        Instance.objects.filter(
+            tenant=rule.tenant, ready_at__lte=now, status__in=[Status.QUEUED, Status.RUNNING, Status.WAITING]
+        )
+        .filter(lease_token="")
+        .aggregate(oldest=Min("ready_at"))["oldest"]
+    )
     if oldest is None or now - oldest < _minutes(rule):
         return [], {"backlog"}
     age = int((now - oldest).total_seconds())
-    return [Signal(rule.condition, rule.tenant, "backlog", f"runnable backlog {age} s old", "",
-                   {"oldest_ready_at": oldest.isoformat(), "age_seconds": age})], {"backlog"}
+    return [
+        Signal(
+            rule.condition,
+            rule.tenant,
+            "backlog",
+            f"runnable backlog {age} s old",
+            "",
+            {"oldest_ready_at": oldest.isoformat(), "age_seconds": age},
+        )
+    ], {"backlog"}
 
 
 def no_live_worker(rule: Rule, now: datetime) -> tuple[list[Signal], set[str]]:
     """As /readyz judges it: a live lease or a claim within T is a worker; with neither, work
     due for longer than T means none is there (an idle system with nothing due is not alerted)."""
     within = _minutes(rule)
-    alive = Instance.objects.exclude(lease_owner="").filter(lease_expires_at__gt=now).exists() or \
-        History.objects.filter(created_at__gte=now - within, kind=HistoryKind.INSTANCE_STATUS,
-                               status=Status.RUNNING).exists()
+    alive = (
+        Instance.objects.exclude(lease_owner="").filter(lease_expires_at__gt=now).exists()
+        or History.objects.filter(
+            created_at__gte=now - within, kind=HistoryKind.INSTANCE_STATUS, status=Status.RUNNING
+        ).exists()
+    )
     overdue = Instance.objects.filter(ready_at__lte=now - within, lease_token="").exists()
     if alive or not overdue:
         return [], {"workers"}
-    return [Signal(rule.condition, rule.tenant, "workers", f"no live worker for {rule.params['minutes']} min", "",
-                   {})], {"workers"}
+    return [
+        Signal(rule.condition, rule.tenant, "workers", f"no live worker for {rule.params['minutes']} min", "", {})
+    ], {"workers"}
 
 
 def ingress_5xx_rate(rule: Rule, now: datetime) -> tuple[list[Signal], set[str]]:
     since = now - _minutes(rule)
     errors = IngressError.objects.filter(tenant=rule.tenant, created_at__gte=since).count()
-    successes = History.objects.filter(tenant=rule.tenant, kind=HistoryKind.INSTANCE_CREATED, created_at__gte=since,
-                                       actor__startswith="ingress:").count()
-    if not rate_exceeded(errors=errors, successes=successes, percent=int(rule.params["percent"]),
-                         min_count=int(rule.params["min_count"])):
+    successes = History.objects.filter(
+        tenant=rule.tenant, kind=HistoryKind.INSTANCE_CREATED, created_at__gte=since, actor__startswith="ingress:"
+    ).count()
+    if not rate_exceeded(
+        errors=errors, successes=successes, percent=int(rule.params["percent"]), min_count=int(rule.params["min_count"])
+    ):
         return [], {"ingress"}
     share = round(100 * errors / (errors + successes), 1)
-    return [Signal(rule.condition, rule.tenant, "ingress", f"ingress 5xx at {share} % ({errors} errors)", "",
-                   {"errors": errors, "started": successes, "percent": share})], {"ingress"}
+    return [
+        Signal(
+            rule.condition,
+            rule.tenant,
+            "ingress",
+            f"ingress 5xx at {share} % ({errors} errors)",
+            "",
+            {"errors": errors, "started": successes, "percent": share},
+        )
+    ], {"ingress"}
 
 
 def _firing_groups(rule: Rule) -> set[str]:
@@ -177,8 +224,9 @@ def checks_round(*, now: datetime) -> int:
                 if _is_new(rule, signal):
                     alert_fire(rule=rule, signal=signal, now=now)
                     fired += 1
-        for alert_id in Alert.objects.filter(rule=rule, state=AlertState.FIRING, group_key__in=looked - holding
-                                             ).values_list("id", flat=True):
+        for alert_id in Alert.objects.filter(
+            rule=rule, state=AlertState.FIRING, group_key__in=looked - holding
+        ).values_list("id", flat=True):
             alert_resolve(alert_id=alert_id, now=now)
     summaries_send(now=now)
     return fired

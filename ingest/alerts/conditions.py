@@ -28,8 +28,14 @@ PARAMS: dict[str, dict[str, tuple[type, Any, float | None]]] = {
     Condition.NO_LIVE_WORKER: {"minutes": (int, 5, 1)},
     Condition.INGRESS_5XX_RATE: {"percent": (int, 5, 1), "minutes": (int, 5, 1), "min_count": (int, 3, 1)},
 }
-EVENT_CONDITIONS = frozenset({Condition.INSTANCE_FAILED, Condition.COMPLETED_WITH_ERRORS,
-                              Condition.DEAD_LETTER_NEW_SIGNATURE, Condition.APPROVAL_CREATED})
+EVENT_CONDITIONS = frozenset(
+    {
+        Condition.INSTANCE_FAILED,
+        Condition.COMPLETED_WITH_ERRORS,
+        Condition.DEAD_LETTER_NEW_SIGNATURE,
+        Condition.APPROVAL_CREATED,
+    }
+)
 
 
 def params_clean(condition: str, params: dict[str, Any] | None) -> dict[str, Any]:
@@ -40,8 +46,9 @@ def params_clean(condition: str, params: dict[str, Any] | None) -> dict[str, Any
     spec = PARAMS[condition]
     unknown = sorted(set(given) - set(spec))
     if unknown:
-        raise InvalidRule(f"condition {condition} takes {', '.join(sorted(spec)) or 'no parameters'}; "
-                          f"not {', '.join(unknown)}")
+        raise InvalidRule(
+            f"condition {condition} takes {', '.join(sorted(spec)) or 'no parameters'}; not {', '.join(unknown)}"
+        )
     clean: dict[str, Any] = {}
     for name, (kind, default, minimum) in spec.items():
         value = given.get(name, default)
@@ -98,19 +105,41 @@ def history_signals(row: dict[str, Any]) -> list[Signal | Clear]:
     if workflow in SILENT_WORKFLOWS:
         return []
     if kind == "instance.status" and status == "errored":
-        facts = {"instance": iid, "error": data.get("error", ""), "message": data.get("message", ""),
-                 "step": data.get("step", "")}
+        facts = {
+            "instance": iid,
+            "error": data.get("error", ""),
+            "message": data.get("message", ""),
+            "step": data.get("step", ""),
+        }
         return [Signal(Condition.INSTANCE_FAILED, tenant, workflow, f"{workflow} failed", workflow, facts)]
     if kind == "instance.status" and status == COMPLETED_WITH_ERRORS:
-        return [Signal(Condition.COMPLETED_WITH_ERRORS, tenant, workflow,
-                       f"{workflow} completed with errors", workflow, {"instance": iid})]
+        return [
+            Signal(
+                Condition.COMPLETED_WITH_ERRORS,
+                tenant,
+                workflow,
+                f"{workflow} completed with errors",
+                workflow,
+                {"instance": iid},
+            )
+        ]
     if kind == "instance.status" and status == "complete":
-        return [Clear(Condition.INSTANCE_FAILED, tenant, workflow),
-                Clear(Condition.COMPLETED_WITH_ERRORS, tenant, workflow)]
+        return [
+            Clear(Condition.INSTANCE_FAILED, tenant, workflow),
+            Clear(Condition.COMPLETED_WITH_ERRORS, tenant, workflow),
+        ]
     if kind == "approval" and data.get("state") == "pending" and data.get("approval"):
         title = f"approval waits: {data.get('title', '')}"[:300]
-        return [Signal(Condition.APPROVAL_CREATED, tenant, f"approval:{data['approval']}", title, workflow,
-                       {"instance": iid, "approval": data["approval"], "step": row.get("step_name", "")})]
+        return [
+            Signal(
+                Condition.APPROVAL_CREATED,
+                tenant,
+                f"approval:{data['approval']}",
+                title,
+                workflow,
+                {"instance": iid, "approval": data["approval"], "step": row.get("step_name", "")},
+            )
+        ]
     return []
 
 

@@ -33,13 +33,22 @@ def _send(note: Notification) -> Delivered:
     secrets = channel.secret_values()
     if channel.kind == ChannelKind.EMAIL:
         sender = str(getattr(settings, "RUNLEDGER_ALERT_SENDER", settings.DEFAULT_FROM_EMAIL))
-        return mail_send(subject=note.subject, body=text(note.body, base_url=_base_url()),
-                         to=list(note.body.get("to") or channel.config.get("to", [])), sender=sender,
-                         smtp=channel.config.get("smtp"), password=str(secrets.get("smtp_password", "")))
+        return mail_send(
+            subject=note.subject,
+            body=text(note.body, base_url=_base_url()),
+            to=list(note.body.get("to") or channel.config.get("to", [])),
+            sender=sender,
+            smtp=channel.config.get("smtp"),
+            password=str(secrets.get("smtp_password", "")),
+        )
     if channel.kind == ChannelKind.SLACK:
         return webhook_post(url=secrets["url"], payload=slack_payload(note.body, base_url=_base_url()))
-    return webhook_post(url=secrets["url"], payload=note.body, secret=secrets["hmac_key"],
-                        headers={"X-Runledger-Event": note.body.get("type", "alert")})
+    return webhook_post(
+        url=secrets["url"],
+        payload=note.body,
+        secret=secrets["hmac_key"],
+        headers={"X-Runledger-Event": note.body.get("type", "alert")},
+    )
 
 
 def notification_deliver(*, notification_id: int) -> dict[str, Any]:
@@ -55,8 +64,9 @@ def notification_deliver(*, notification_id: int) -> dict[str, Any]:
         if not exc.retryable:
             raise NonRetryableError.wrap(exc) from exc
         raise
-    Notification.objects.filter(id=note.id).update(state=DeliveryState.DELIVERED, delivered_at=timezone.now(),
-                                                   last_error="")
+    Notification.objects.filter(id=note.id).update(
+        state=DeliveryState.DELIVERED, delivered_at=timezone.now(), last_error=""
+    )
     return {"delivered": True, "status": sent.status, "seconds": round(sent.seconds, 4)}
 
 
@@ -67,29 +77,49 @@ def callback_deliver(*, callback_id: int) -> dict[str, Any]:
     instance = Instance.objects.get(id=callback.instance_id)
     secrets = tenant_signing_secrets(callback.tenant, now=timezone.now())
     if not secrets:
-        raise NonRetryableError(f"tenant {callback.tenant!r} has no enabled ingress secret to sign the "
-                                f"callback of {callback.instance_id} with")
-    payload = callback_payload(instance_id=instance.id, workflow=instance.workflow, tenant=instance.tenant,
-                               status=instance.status, output=instance.output, error_name=instance.error_name,
-                               error_message=instance.error_message, ended_at=instance.ended_at)
+        raise NonRetryableError(
+            f"tenant {callback.tenant!r} has no enabled ingress secret to sign the "
+            f"callback of {callback.instance_id} with"
+        )
+    payload = callback_payload(
+        instance_id=instance.id,
+        workflow=instance.workflow,
+        tenant=instance.tenant,
+        status=instance.status,
+        output=instance.output,
+        error_name=instance.error_name,
+        error_message=instance.error_message,
+        ended_at=instance.ended_at,
+    )
     Callback.objects.filter(id=callback.id).update(attempts=F("attempts") + 1)
     try:
-        sent = webhook_post(url=callback.url, payload=payload, secret=secrets,
-                            headers={"X-Runledger-Event": "instance.finished", "X-Runledger-Instance": instance.id})
+        sent = webhook_post(
+            url=callback.url,
+            payload=payload,
+            secret=secrets,
+            headers={"X-Runledger-Event": "instance.finished", "X-Runledger-Instance": instance.id},
+        )
     except NotifyError as exc:
         Callback.objects.filter(id=callback.id).update(last_error=redact(str(exc))[:2000], last_status=exc.status)
         if not exc.retryable:
             raise NonRetryableError.wrap(exc) from exc
         raise
-    Callback.objects.filter(id=callback.id).update(state=DeliveryState.DELIVERED, delivered_at=timezone.now(),
-                                                   last_status=sent.status, last_error="")
+    Callback.objects.filter(id=callback.id).update(
+        state=DeliveryState.DELIVERED, delivered_at=timezone.now(), last_status=sent.status, last_error=""
+    )
     return {"delivered": True, "status": sent.status}
 
 
 def delivery_failed(*, workflow: str, instance_id: str, message: str) -> int:
     """The delivery instance errored (retries exhausted): its row is failed, for the operator."""
     if workflow == "alert-deliver":
-        return Notification.objects.filter(instance_id=instance_id).exclude(state=DeliveryState.DELIVERED).update(
-            state=DeliveryState.FAILED, last_error=redact(message)[:2000])
-    return Callback.objects.filter(delivery_instance_id=instance_id).exclude(state=DeliveryState.DELIVERED).update(
-        state=DeliveryState.FAILED, last_error=redact(message)[:2000])
+        return (
+            Notification.objects.filter(instance_id=instance_id)
+            .exclude(state=DeliveryState.DELIVERED)
+            .update(state=DeliveryState.FAILED, last_error=redact(message)[:2000])
+        )
+    return (
+        Callback.objects.filter(delivery_instance_id=instance_id)
+        .exclude(state=DeliveryState.DELIVERED)
+        .update(state=DeliveryState.FAILED, last_error=redact(message)[:2000])
+    )

@@ -45,12 +45,23 @@ def alert_fire(*, rule: Rule, signal: Signal, now: datetime) -> Alert:
     """One more event for the rule's group: a new alert notifies at once; an alert already firing
     notifies again only once its window has passed, else the event waits for the summary."""
     with transaction.atomic():
-        alert = (Alert.objects.select_for_update()
-                 .filter(rule=rule, group_key=signal.group_key, state=AlertState.FIRING).first())
+        alert = (
+            Alert.objects.select_for_update()
+            .filter(rule=rule, group_key=signal.group_key, state=AlertState.FIRING)
+            .first()
+        )
         if alert is None:
-            alert = Alert.objects.create(rule=rule, tenant=rule.tenant, group_key=signal.group_key,
-                                         title=signal.title[:300], facts=signal.facts, first_at=now,
-                                         last_at=now, last_sent_at=now, unsent=0)
+            alert = Alert.objects.create(
+                rule=rule,
+                tenant=rule.tenant,
+                group_key=signal.group_key,
+                title=signal.title[:300],
+                facts=signal.facts,
+                first_at=now,
+                last_at=now,
+                last_sent_at=now,
+                unsent=0,
+            )
             notifications_create(alert=alert, rule=rule, kind=NotificationKind.FIRING, now=now)
             return alert
         alert.count += 1
@@ -73,15 +84,20 @@ def _send_summary(alert: Alert, rule: Rule, now: datetime) -> None:
 
 def clear_handle(clear: Clear, *, now: datetime) -> int:
     """Resolve the firing alerts of the group; how many resolved."""
-    alerts = Alert.objects.filter(rule__condition=clear.condition, tenant=clear.tenant,
-                                  group_key=clear.group_key, state=AlertState.FIRING).values_list("id", flat=True)
+    alerts = Alert.objects.filter(
+        rule__condition=clear.condition, tenant=clear.tenant, group_key=clear.group_key, state=AlertState.FIRING
+    ).values_list("id", flat=True)
     return sum(alert_resolve(alert_id=a, now=now) for a in list(alerts))
 
 
 def alert_resolve(*, alert_id: int, now: datetime) -> bool:
     with transaction.atomic():
-        alert = Alert.objects.select_for_update().select_related("rule").filter(
-            id=alert_id, state=AlertState.FIRING).first()
+        alert = (
+            Alert.objects.select_for_update()
+            .select_related("rule")
+            .filter(id=alert_id, state=AlertState.FIRING)
+            .first()
+        )
         if alert is None:
             return False
         alert.state, alert.resolved_at = AlertState.RESOLVED, now
@@ -110,8 +126,18 @@ def summaries_send(*, now: datetime) -> int:
 def view_of(alert: Alert | None, rule: Rule | None, *, now: datetime, tenant: str = "") -> AlertView:
     if alert is None or rule is None:
         return AlertView(None, "test", "test", tenant, "test", "Test notification", 0, 0, {}, now)
-    return AlertView(alert.id, rule.name, rule.condition, alert.tenant, alert.group_key, alert.title,
-                     alert.count, alert.unsent, alert.facts, now)
+    return AlertView(
+        alert.id,
+        rule.name,
+        rule.condition,
+        alert.tenant,
+        alert.group_key,
+        alert.title,
+        alert.count,
+        alert.unsent,
+        alert.facts,
+        now,
+    )
 
 
 def email_to(channel: Channel, alert: Alert | None) -> list[str]:
@@ -130,8 +156,9 @@ def recipient_of(channel: Channel, alert: Alert | None = None) -> str:
     return f"{channel.kind}: {urlsplit(channel.secret_values().get('url', '')).hostname or '?'}"
 
 
-def notifications_create(*, alert: Alert | None, rule: Rule | None, kind: str, now: datetime,
-                         channels: Iterable[Channel] | None = None) -> list[Notification]:
+def notifications_create(
+    *, alert: Alert | None, rule: Rule | None, kind: str, now: datetime, channels: Iterable[Channel] | None = None
+) -> list[Notification]:
     """A notification per enabled channel, each handed to the engine as an `alert-deliver`
     instance in the same transaction: it commits with the alert or not at all."""
     targets = channels if channels is not None else rule.channels.filter(enabled=True) if rule else []
@@ -143,11 +170,23 @@ def notifications_create(*, alert: Alert | None, rule: Rule | None, kind: str, n
         for channel in targets:
             body = {**payload, "to": email_to(channel, alert)} if channel.kind == ChannelKind.EMAIL else payload
             note = Notification.objects.create(
-                tenant=channel.tenant, alert=alert, channel=channel, kind=kind, recipient=recipient_of(channel, alert),
-                subject=payload["subject"], body=body, created_at=now,
-                instance_id=f"{DELIVER_WORKFLOW}-{uuid.uuid4().hex[:20]}")
-            instance_create(workflow=DELIVER_WORKFLOW, id=note.instance_id, params={"notification": note.id},
-                            tenant=channel.tenant, actor="alerts")
+                tenant=channel.tenant,
+                alert=alert,
+                channel=channel,
+                kind=kind,
+                recipient=recipient_of(channel, alert),
+                subject=payload["subject"],
+                body=body,
+                created_at=now,
+                instance_id=f"{DELIVER_WORKFLOW}-{uuid.uuid4().hex[:20]}",
+            )
+            instance_create(
+                workflow=DELIVER_WORKFLOW,
+                id=note.instance_id,
+                params={"notification": note.id},
+                tenant=channel.tenant,
+                actor="alerts",
+            )
             made.append(note)
     return made
 

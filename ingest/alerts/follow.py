@@ -86,7 +86,9 @@ def _round_of(rows: list[dict[str, Any]]) -> Round:
     for rule in Rule.objects.filter(enabled=True, condition__in=list(EVENT_CONDITIONS)):
         rules.setdefault((rule.condition, rule.tenant), []).append(rule)
     ended = [r["instance_id"] for r in rows if r["kind"] == "instance.status" and r["status"] in ENDED]
-    callbacks = set(Callback.objects.filter(instance_id__in=ended).values_list("instance_id", flat=True)) if ended else set()
+    callbacks = (
+        set(Callback.objects.filter(instance_id__in=ended).values_list("instance_id", flat=True)) if ended else set()
+    )
     return Round(rules, callbacks)
 
 
@@ -116,11 +118,15 @@ def round_rows(*, cursor: int, gaps: dict[str, float]) -> tuple[list[dict[str, A
     if gaps:
         wanted |= Q(id__in=[int(g) for g in gaps])
     relevant = Q(kind="approval") | Q(kind="instance.status", status__in=list(ENDED))
-    query = (History.objects.filter(wanted).order_by("id")
-             .annotate(acts=Case(When(relevant, then=Value(True)), default=Value(False), output_field=BooleanField()),
-                       payload=Case(When(relevant, then=F("data")), default=Value(None), output_field=JSONField()))
-             .values("id", "acts", "kind", "status", "workflow", "tenant", "instance_id", "step_name", "payload")
-             [:SCAN])
+    query = (
+        History.objects.filter(wanted)
+        .order_by("id")
+        .annotate(
+            acts=Case(When(relevant, then=Value(True)), default=Value(False), output_field=BooleanField()),
+            payload=Case(When(relevant, then=F("data")), default=Value(None), output_field=JSONField()),
+        )
+        .values("id", "acts", "kind", "status", "workflow", "tenant", "instance_id", "step_name", "payload")[:SCAN]
+    )
     rows: list[dict[str, Any]] = []
     seen: list[int] = []
     for found in query:
@@ -139,8 +145,13 @@ def _act(row: dict[str, Any], found: Round, *, now: datetime) -> None:
         with transaction.atomic():  # one bad row must not undo the round's others
             _act_on(row, found, now=now)
     except Exception:
-        log.exception("alerts: history row %s (%s %s of %s) could not be handled",
-                      row["id"], row["kind"], row["status"], row["instance_id"])
+        log.exception(
+            "alerts: history row %s (%s %s of %s) could not be handled",
+            row["id"],
+            row["kind"],
+            row["status"],
+            row["instance_id"],
+        )
 
 
 def _act_on(row: dict[str, Any], found: Round, *, now: datetime) -> None:
@@ -172,11 +183,23 @@ def _new_signature(row: dict[str, Any]) -> Signal | None:
     letter = DeadLetter.objects.filter(instance_id=row["instance_id"], state=DeadLetterState.OPEN).first()
     if letter is None:
         return None
-    others = DeadLetter.objects.filter(tenant=letter.tenant, signature=letter.signature,
-                                       state=DeadLetterState.OPEN, id__lt=letter.id).exists()
+    others = DeadLetter.objects.filter(
+        tenant=letter.tenant, signature=letter.signature, state=DeadLetterState.OPEN, id__lt=letter.id
+    ).exists()
     if others:
         return None
-    facts = {"instance": letter.instance_id, "step": letter.step_name, "error": letter.error_name,
-             "message": letter.error_message[:500], "signature": letter.signature}
-    return Signal(Condition.DEAD_LETTER_NEW_SIGNATURE, letter.tenant, f"signature:{letter.signature}",
-                  f"new error in {letter.workflow}: {letter.error_name}", letter.workflow, facts)
+    facts = {
+        "instance": letter.instance_id,
+        "step": letter.step_name,
+        "error": letter.error_name,
+        "message": letter.error_message[:500],
+        "signature": letter.signature,
+    }
+    return Signal(
+        Condition.DEAD_LETTER_NEW_SIGNATURE,
+        letter.tenant,
+        f"signature:{letter.signature}",
+        f"new error in {letter.workflow}: {letter.error_name}",
+        letter.workflow,
+        facts,
+    )

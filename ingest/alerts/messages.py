@@ -30,8 +30,9 @@ class AlertView:
 
 
 def subject(kind: str, view: AlertView) -> str:
-    prefix = {"firing": "[ALERT]", "summary": "[ALERT, still firing]", "resolved": "[RESOLVED]",
-              "test": "[TEST]"}.get(kind, "[ALERT]")
+    prefix = {"firing": "[ALERT]", "summary": "[ALERT, still firing]", "resolved": "[RESOLVED]", "test": "[TEST]"}.get(
+        kind, "[ALERT]"
+    )
     return redact(f"{prefix} {view.title} ({view.tenant})")[:300]
 
 
@@ -40,8 +41,9 @@ def text(payload: dict[str, Any], *, base_url: str = "") -> str:
     kind = payload["type"].removeprefix("alert.")
     lines = [payload["subject"]]
     if kind == "summary":
-        lines.append(f"{payload['unsent']} more event(s) since the last notification; "
-                     f"{payload['count']} in all since it fired.")
+        lines.append(
+            f"{payload['unsent']} more event(s) since the last notification; {payload['count']} in all since it fired."
+        )
     elif kind == "resolved":
         lines.append(f"The condition cleared after {payload['count']} event(s).")
     elif kind == "test":
@@ -58,11 +60,22 @@ def text(payload: dict[str, Any], *, base_url: str = "") -> str:
 
 def webhook_payload(kind: str, view: AlertView) -> dict[str, Any]:
     """The generic webhook's JSON: a stable, typed event."""
-    payload: dict[str, Any] = redact_value({
-        "type": f"alert.{kind}", "subject": subject(kind, view), "alert_id": view.alert_id, "rule": view.rule, "condition": view.condition,
-        "tenant": view.tenant, "group": view.group_key, "title": view.title, "count": view.count,
-        "unsent": view.unsent, "facts": view.facts, "at": view.at.isoformat(),
-    })
+    payload: dict[str, Any] = redact_value(
+        {
+            "type": f"alert.{kind}",
+            "subject": subject(kind, view),
+            "alert_id": view.alert_id,
+            "rule": view.rule,
+            "condition": view.condition,
+            "tenant": view.tenant,
+            "group": view.group_key,
+            "title": view.title,
+            "count": view.count,
+            "unsent": view.unsent,
+            "facts": view.facts,
+            "at": view.at.isoformat(),
+        }
+    )
     return payload
 
 
@@ -71,14 +84,27 @@ def slack_payload(payload: dict[str, Any], *, base_url: str = "") -> dict[str, A
     return {"text": text(payload, base_url=base_url)}
 
 
-def callback_payload(*, instance_id: str, workflow: str, tenant: str, status: str, output: Any,
-                     error_name: str, error_message: str, ended_at: datetime | None) -> dict[str, Any]:
+def callback_payload(
+    *,
+    instance_id: str,
+    workflow: str,
+    tenant: str,
+    status: str,
+    output: Any,
+    error_name: str,
+    error_message: str,
+    ended_at: datetime | None,
+) -> dict[str, Any]:
     """What a callback URL receives when its instance ends. The error message is redacted; the
     output is the workflow's answer to its caller, as the API shows it (a sensitive step's
     result never reaches it in clear: it is sealed)."""
     return {
-        "type": "instance.finished", "instance_id": instance_id, "workflow": workflow, "tenant": tenant,
-        "status": status, "output": output,
+        "type": "instance.finished",
+        "instance_id": instance_id,
+        "workflow": workflow,
+        "tenant": tenant,
+        "status": status,
+        "output": output,
         "error": {"name": error_name, "message": redact(error_message)} if error_name else None,
         "ended_at": ended_at.isoformat() if ended_at else None,
     }

@@ -104,8 +104,11 @@ class Alert(models.Model):
     resolved_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["rule", "group_key"], condition=Q(state="firing"),
-                                               name="alerts_one_firing_per_group")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["rule", "group_key"], condition=Q(state="firing"), name="alerts_one_firing_per_group"
+            )
+        ]
         indexes = [models.Index(fields=["state", "rule"], name="alerts_alert_state")]
 
 

@@ -10,19 +10,26 @@ from ingest.alerts.models import Alert, AlertState, Callback, Channel, Notificat
 
 def rule_row(rule: Rule) -> dict[str, Any]:
     return {
-        "id": rule.id, "tenant": rule.tenant, "name": rule.name, "condition": rule.condition,
-        "params": rule.params, "channel_ids": sorted(c.id for c in rule.channels.all()),
-        "throttle_seconds": rule.throttle_seconds, "notify_resolved": rule.notify_resolved,
-        "enabled": rule.enabled, "created_by": rule.created_by, "updated_at": rule.updated_at,
+        "id": rule.id,
+        "tenant": rule.tenant,
+        "name": rule.name,
+        "condition": rule.condition,
+        "params": rule.params,
+        "channel_ids": sorted(c.id for c in rule.channels.all()),
+        "throttle_seconds": rule.throttle_seconds,
+        "notify_resolved": rule.notify_resolved,
+        "enabled": rule.enabled,
+        "created_by": rule.created_by,
+        "updated_at": rule.updated_at,
     }
 
 
 def rule_rows(*, tenants: list[str]) -> list[dict[str, Any]]:
     rules = Rule.objects.filter(tenant__in=tenants).prefetch_related("channels").order_by("tenant", "name")
-    firing = dict.fromkeys(Alert.objects.filter(rule__in=rules, state=AlertState.FIRING)
-                           .values_list("rule_id", flat=True), True)
-    return [{**rule_row(r), "channels": [c.name for c in r.channels.all()], "firing": r.id in firing}
-            for r in rules]
+    firing = dict.fromkeys(
+        Alert.objects.filter(rule__in=rules, state=AlertState.FIRING).values_list("rule_id", flat=True), True
+    )
+    return [{**rule_row(r), "channels": [c.name for c in r.channels.all()], "firing": r.id in firing} for r in rules]
 
 
 def rule_get(*, tenants: list[str], rule_id: int) -> Rule | None:
@@ -32,8 +39,12 @@ def rule_get(*, tenants: list[str], rule_id: int) -> Rule | None:
 def channel_row(channel: Channel) -> dict[str, Any]:
     secrets = channel.secret_values()
     return {
-        "id": channel.id, "tenant": channel.tenant, "name": channel.name, "kind": channel.kind,
-        "config": channel.config, "enabled": channel.enabled,
+        "id": channel.id,
+        "tenant": channel.tenant,
+        "name": channel.name,
+        "kind": channel.kind,
+        "config": channel.config,
+        "enabled": channel.enabled,
         "secrets_set": sorted(k for k, v in secrets.items() if v),
     }
 
@@ -52,9 +63,17 @@ def channels_of(*, tenants: list[str]) -> list[Channel]:
 
 def notification_row(note: Notification) -> dict[str, Any]:
     return {
-        "id": note.id, "tenant": note.tenant, "kind": note.kind, "channel": note.channel.name if note.channel else "",
-        "recipient": note.recipient, "subject": note.subject, "state": note.state, "attempts": note.attempts,
-        "last_error": note.last_error, "instance_id": note.instance_id, "created_at": note.created_at,
+        "id": note.id,
+        "tenant": note.tenant,
+        "kind": note.kind,
+        "channel": note.channel.name if note.channel else "",
+        "recipient": note.recipient,
+        "subject": note.subject,
+        "state": note.state,
+        "attempts": note.attempts,
+        "last_error": note.last_error,
+        "instance_id": note.instance_id,
+        "created_at": note.created_at,
         "delivered_at": note.delivered_at,
     }
 
@@ -66,16 +85,33 @@ def notification_rows(*, tenants: list[str], limit: int = 100) -> list[dict[str,
 
 def alert_rows(*, tenants: list[str], limit: int = 50) -> list[dict[str, Any]]:
     alerts = Alert.objects.filter(tenant__in=tenants).select_related("rule").order_by("-last_at", "-id")[:limit]
-    return [{"id": a.id, "tenant": a.tenant, "rule": a.rule.name, "group": a.group_key, "title": a.title,
-             "state": a.state, "count": a.count, "first_at": a.first_at, "last_at": a.last_at,
-             "resolved_at": a.resolved_at} for a in alerts]
+    return [
+        {
+            "id": a.id,
+            "tenant": a.tenant,
+            "rule": a.rule.name,
+            "group": a.group_key,
+            "title": a.title,
+            "state": a.state,
+            "count": a.count,
+            "first_at": a.first_at,
+            "last_at": a.last_at,
+            "resolved_at": a.resolved_at,
+        }
+        for a in alerts
+    ]
 
 
 def callback_row(callback: Callback) -> dict[str, Any]:
     return {
-        "instance_id": callback.instance_id, "url": callback.url, "source": callback.source,
-        "state": callback.state, "attempts": callback.attempts, "last_status": callback.last_status,
-        "last_error": callback.last_error, "delivery_instance_id": callback.delivery_instance_id,
+        "instance_id": callback.instance_id,
+        "url": callback.url,
+        "source": callback.source,
+        "state": callback.state,
+        "attempts": callback.attempts,
+        "last_status": callback.last_status,
+        "last_error": callback.last_error,
+        "delivery_instance_id": callback.delivery_instance_id,
         "delivered_at": callback.delivered_at,
     }
 

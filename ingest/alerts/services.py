@@ -49,8 +49,9 @@ def _port_checked(port: Any) -> int | None:
     return port
 
 
-def channel_clean(*, kind: str, config: dict[str, Any], secrets: dict[str, Any],
-                  before: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+def channel_clean(
+    *, kind: str, config: dict[str, Any], secrets: dict[str, Any], before: dict[str, Any] | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """(config, secrets) for a channel of `kind`; a secret left blank keeps its value `before`."""
     merged = {**(before or {}), **{k: v for k, v in secrets.items() if v not in ("", None)}}
     if kind == ChannelKind.EMAIL:
@@ -84,9 +85,17 @@ def channel_clean(*, kind: str, config: dict[str, Any], secrets: dict[str, Any],
     return {}, kept
 
 
-def channel_save(*, tenant: str, name: str, kind: str, config: dict[str, Any] | None = None,
-                 secrets: dict[str, Any] | None = None, enabled: bool = True, channel_id: int | None = None,
-                 now: datetime) -> Channel:
+def channel_save(
+    *,
+    tenant: str,
+    name: str,
+    kind: str,
+    config: dict[str, Any] | None = None,
+    secrets: dict[str, Any] | None = None,
+    enabled: bool = True,
+    channel_id: int | None = None,
+    now: datetime,
+) -> Channel:
     """Create a channel, or update `channel_id` of the same tenant (its kind stays)."""
     name = _name_checked(name, InvalidChannel)
     with transaction.atomic():
@@ -96,8 +105,9 @@ def channel_save(*, tenant: str, name: str, kind: str, config: dict[str, Any] | 
             if channel is None:
                 raise ChannelNotFound(f"no channel {channel_id} in tenant {tenant!r}")
             kind = channel.kind
-        clean_config, clean_secrets = channel_clean(kind=kind, config=config or {}, secrets=secrets or {},
-                                                    before=channel.secret_values() if channel else None)
+        clean_config, clean_secrets = channel_clean(
+            kind=kind, config=config or {}, secrets=secrets or {}, before=channel.secret_values() if channel else None
+        )
         if channel is None:
             channel = Channel(tenant=tenant, kind=kind, created_at=now)
         channel.name, channel.config, channel.enabled, channel.updated_at = name, clean_config, enabled, now
@@ -110,9 +120,20 @@ def channel_save(*, tenant: str, name: str, kind: str, config: dict[str, Any] | 
     return channel
 
 
-def rule_save(*, tenant: str, name: str, condition: str, params: dict[str, Any] | None = None,
-              channel_ids: Iterable[int], throttle_seconds: int = 600, notify_resolved: bool = True,
-              enabled: bool = True, rule_id: int | None = None, actor: str = "", now: datetime) -> Rule:
+def rule_save(
+    *,
+    tenant: str,
+    name: str,
+    condition: str,
+    params: dict[str, Any] | None = None,
+    channel_ids: Iterable[int],
+    throttle_seconds: int = 600,
+    notify_resolved: bool = True,
+    enabled: bool = True,
+    rule_id: int | None = None,
+    actor: str = "",
+    now: datetime,
+) -> Rule:
     """Create a rule, or update `rule_id` of the same tenant; its channels must be the tenant's."""
     name = _name_checked(name, InvalidRule)
     clean = params_clean(condition, params)

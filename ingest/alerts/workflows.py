@@ -17,8 +17,11 @@ if TYPE_CHECKING:
 
 def retry_policy() -> dict[str, Any]:
     """Settings may shorten the delay (tests, benches); 6 attempts over about a minute by default."""
-    return {"limit": int(getattr(settings, "RUNLEDGER_DELIVERY_RETRIES", 5)),
-            "delay": getattr(settings, "RUNLEDGER_DELIVERY_RETRY_DELAY", "2 seconds"), "backoff": "exponential"}
+    return {
+        "limit": int(getattr(settings, "RUNLEDGER_DELIVERY_RETRIES", 5)),
+        "delay": getattr(settings, "RUNLEDGER_DELIVERY_RETRY_DELAY", "2 seconds"),
+        "backoff": "exponential",
+    }
 
 
 class AlertDeliver(Workflow):
@@ -27,8 +30,12 @@ class AlertDeliver(Workflow):
 
     def run(self, event: Any, step: StepApi) -> Any:
         notification = int(event.payload["notification"])
-        return step.do("send", lambda ctx: notification_deliver(notification_id=notification),
-                       retries=retry_policy(), timeout="1 minute")
+        return step.do(
+            "send",
+            lambda ctx: notification_deliver(notification_id=notification),
+            retries=retry_policy(),
+            timeout="1 minute",
+        )
 
 
 class CallbackDeliver(Workflow):
@@ -37,5 +44,9 @@ class CallbackDeliver(Workflow):
 
     def run(self, event: Any, step: StepApi) -> Any:
         callback = int(event.payload["callback"])
-        return step.do("post-outcome", lambda ctx: callback_deliver(callback_id=callback),
-                       retries=retry_policy(), timeout="1 minute")
+        return step.do(
+            "post-outcome",
+            lambda ctx: callback_deliver(callback_id=callback),
+            retries=retry_policy(),
+            timeout="1 minute",
+        )

@@ -19,8 +19,17 @@ from typing import Any
 
 from ingest.sources.llm import ChatMessage
 
-__all__ = ["INTENTS", "LLM_BATCH", "RULES_MIN_CONFIDENCE", "IntentGuess", "domain_brand", "intent_answers",
-           "intent_max_tokens", "intent_messages", "intent_rules"]
+__all__ = [
+    "INTENTS",
+    "LLM_BATCH",
+    "RULES_MIN_CONFIDENCE",
+    "IntentGuess",
+    "domain_brand",
+    "intent_answers",
+    "intent_max_tokens",
+    "intent_messages",
+    "intent_rules",
+]
 
 INTENTS = ("informational", "navigational", "commercial", "transactional")
 RULES_MIN_CONFIDENCE = 70  # the pipeline's early-exit threshold: below it the LLM decides
@@ -29,28 +38,122 @@ LLM_BATCH = 50  # keywords per LLM call: one prompt's overhead shared, one answe
 # Word sequences per intent, matched on whole words of the lower-cased keyword.
 SIGNALS: dict[str, tuple[str, ...]] = {
     "transactional": (
-        "buy", "order", "purchase", "price", "prices", "pricing", "cost", "costs", "cheap", "cheapest",
-        "coupon", "coupons", "discount", "discounts", "deal", "deals", "promo", "promo code", "for sale",
-        "near me", "shop", "free trial", "trial", "subscribe", "subscription", "download", "book", "booking",
-        "hire", "rent", "quote", "sign up", "signup",
+        "buy",
+        "order",
+        "purchase",
+        "price",
+        "prices",
+        "pricing",
+        "cost",
+        "costs",
+        "cheap",
+        "cheapest",
+        "coupon",
+        "coupons",
+        "discount",
+        "discounts",
+        "deal",
+        "deals",
+        "promo",
+        "promo code",
+        "for sale",
+        "near me",
+        "shop",
+        "free trial",
+        "trial",
+        "subscribe",
+        "subscription",
+        "download",
+        "book",
+        "booking",
+        "hire",
+        "rent",
+        "quote",
+        "sign up",
+        "signup",
     ),
     "commercial": (
-        "best", "top", "review", "reviews", "vs", "versus", "compare", "comparison", "alternative",
-        "alternatives", "competitors", "pros and cons", "rating", "ratings", "ranked", "recommended",
+        "best",
+        "top",
+        "review",
+        "reviews",
+        "vs",
+        "versus",
+        "compare",
+        "comparison",
+        "alternative",
+        "alternatives",
+        "competitors",
+        "pros and cons",
+        "rating",
+        "ratings",
+        "ranked",
+        "recommended",
     ),
     "navigational": (
-        "login", "log in", "sign in", "signin", "account", "official site", "official website", "website",
-        "homepage", "customer service", "support", "contact", "dashboard", "portal",
+        "login",
+        "log in",
+        "sign in",
+        "signin",
+        "account",
+        "official site",
+        "official website",
+        "website",
+        "homepage",
+        "customer service",
+        "support",
+        "contact",
+        "dashboard",
+        "portal",
     ),
     "informational": (
-        "how", "what", "why", "when", "where", "who", "guide", "tutorial", "tips", "ideas", "examples",
-        "example", "meaning", "definition", "define", "learn", "explained", "history", "is it", "does",
-        "can i", "ways to", "checklist", "template",
+        "how",
+        "what",
+        "why",
+        "when",
+        "where",
+        "who",
+        "guide",
+        "tutorial",
+        "tips",
+        "ideas",
+        "examples",
+        "example",
+        "meaning",
+        "definition",
+        "define",
+        "learn",
+        "explained",
+        "history",
+        "is it",
+        "does",
+        "can i",
+        "ways to",
+        "checklist",
+        "template",
     ),
 }
 # Brands searched by name whatever the domain: a keyword naming one is a search for its site.
-KNOWN_BRANDS = frozenset(("google", "youtube", "facebook", "instagram", "amazon", "wikipedia", "twitter", "linkedin",
-                          "reddit", "netflix", "tiktok", "ebay", "gmail", "github", "pinterest", "spotify"))
+KNOWN_BRANDS = frozenset(
+    (
+        "google",
+        "youtube",
+        "facebook",
+        "instagram",
+        "amazon",
+        "wikipedia",
+        "twitter",
+        "linkedin",
+        "reddit",
+        "netflix",
+        "tiktok",
+        "ebay",
+        "gmail",
+        "github",
+        "pinterest",
+        "spotify",
+    )
+)
 # When the words point several ways, the guess the LLM is shown (the most specific intent first).
 PRECEDENCE = ("transactional", "commercial", "navigational", "informational")
 _WORD = re.compile(r"[a-z0-9]+")
@@ -122,8 +225,9 @@ SYSTEM_PROMPT = (
 )
 
 
-def intent_messages(keywords: Sequence[str], *, domain: str,
-                    guesses: Sequence[IntentGuess] | None = None) -> list[ChatMessage]:
+def intent_messages(
+    keywords: Sequence[str], *, domain: str, guesses: Sequence[IntentGuess] | None = None
+) -> list[ChatMessage]:
     """The prompt for one batch: the keywords by id, with the rules' guess where they had one."""
     items: list[dict[str, Any]] = []
     for i, keyword in enumerate(keywords):

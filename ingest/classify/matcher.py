@@ -23,6 +23,7 @@ from ingest.classify.taxonomy import PIPELINE_MIN_CONFIDENCE
 
 __all__ = ["RulesMatcher", "RulesResult", "rules_classify", "split_url"]
 
+
 @dataclass(frozen=True)
 class RulesResult:
     """The rules stage's answer, in ClassificationResult's fields. `rule` is the rule that
@@ -61,7 +62,7 @@ def split_url(url: str) -> tuple[str, str, str]:
 
 
 def _suffixes(host: str) -> Iterable[str]:
-    """"a.b.c.com" → "a.b.c.com", "b.c.com", "c.com", "com"."""
+    """ "a.b.c.com" → "a.b.c.com", "b.c.com", "c.com", "com"."""
     start = 0
     while True:
         yield host[start:]

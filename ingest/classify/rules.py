@@ -91,8 +91,10 @@ def _check_values(rule_id: str, sets: Mapping[str, Any], modifiers: list[str]) -
         if axis not in AXES:
             raise RulesInvalid(f"rule {rule_id!r} sets {axis!r}; axes are {sorted(AXES)}")
         if value not in AXES[axis]:
-            raise RulesInvalid(f"rule {rule_id!r}: {axis} {value!r} is not in the taxonomy; "
-                               f"add it to ingest/classify/taxonomy.py or use one of {sorted(AXES[axis])}")
+            raise RulesInvalid(
+                f"rule {rule_id!r}: {axis} {value!r} is not in the taxonomy; "
+                f"add it to ingest/classify/taxonomy.py or use one of {sorted(AXES[axis])}"
+            )
     unknown = sorted(set(modifiers) - MODIFIERS)
     if unknown:
         raise RulesInvalid(f"rule {rule_id!r}: modifiers {unknown} are not in the taxonomy")

@@ -57,4 +57,3 @@ def classification_list(
         "channel_bucket", "media_type", "modifiers", "classification_source", "stages_run", "round",
         "cost_usd", "fetch_method", "instance_id", "duration_ms", "updated_at")[offset : offset + limit]]  # fmt: skip
     return ClassificationPage(rows=rows, total=total, by_source=counts)
-

@@ -121,8 +121,7 @@ def content_signals(html: str) -> ContentSignals:
         h1=" ".join("".join(reader.h1).split()),
         description=reader.description,
         word_count=reader.words,
-        has_pricing=_PRICE.search(text) is not None
-        or (_PRICING_WORDS.search(text) is not None and "$" in text),
+        has_pricing=_PRICE.search(text) is not None or (_PRICING_WORDS.search(text) is not None and "$" in text),
         has_login=reader.password_input,
         has_affiliate=_affiliate(reader.links, text),
         social_profiles=_social_profiles(reader.links),

@@ -164,9 +164,7 @@ def _sfid(rng: random.Random, prefix: str) -> str:
     return prefix + "".join(rng.choice(alphabet) for _ in range(15 - len(prefix))) + "AAA"
 
 
-def demo_opportunities(
-    seed: int = 7, count: int = 20, *, today: date = date(2025, 3, 3)
-) -> list[DemoOpportunity]:
+def demo_opportunities(seed: int = 7, count: int = 20, *, today: date = date(2025, 3, 3)) -> list[DemoOpportunity]:
     rng = random.Random(seed * 7919 + 1)
     opportunities = []
     for index in range(count):

@@ -33,12 +33,24 @@ DOMAINS = {"acme": ["acme-logistics.example", "northwind.example"], "globex": ["
 FAILING_KEYWORDS = "hooli.example"  # its ranked_keywords task fails: a fallback branch in the demo
 DEMO_LIMIT = 40
 WORDS = ("ledger", "signal", "orbit", "forge", "atlas", "harbor", "summit", "quartz", "ember", "nimbus", "vector")
-SOURCES = ("https://www.youtube.com/watch?v={id}", "https://github.com/{w}/{w2}", "https://medium.com/@{w}/{w2}",
-           "https://www.reddit.com/r/{w}/comments/{id}/{w2}/", "https://{w}.substack.com/p/{w2}",
-           "https://techcrunch.com/2025/02/11/{w}-{w2}/", "https://dev.to/{w}/{w2}", "https://{w}.io/docs/{w2}",
-           "https://www.amazon.com/{w}/dp/B0{id}", "https://blog.{w}.com/{w2}")
-PRICES = {"backlinks": (Decimal("0.02"), Decimal("0.00003")), "referring_domains": (Decimal("0.02"), Decimal("0.00003")),
-          "ranked_keywords": (Decimal("0.01"), Decimal("0.0001")), "bulk_spam_score": (Decimal(0), Decimal("0.00002"))}
+SOURCES = (
+    "https://www.youtube.com/watch?v={id}",
+    "https://github.com/{w}/{w2}",
+    "https://medium.com/@{w}/{w2}",
+    "https://www.reddit.com/r/{w}/comments/{id}/{w2}/",
+    "https://{w}.substack.com/p/{w2}",
+    "https://techcrunch.com/2025/02/11/{w}-{w2}/",
+    "https://dev.to/{w}/{w2}",
+    "https://{w}.io/docs/{w2}",
+    "https://www.amazon.com/{w}/dp/B0{id}",
+    "https://blog.{w}.com/{w2}",
+)
+PRICES = {
+    "backlinks": (Decimal("0.02"), Decimal("0.00003")),
+    "referring_domains": (Decimal("0.02"), Decimal("0.00003")),
+    "ranked_keywords": (Decimal("0.01"), Decimal("0.0001")),
+    "bulk_spam_score": (Decimal(0), Decimal("0.00002")),
+}
 
 
 def _rng(*parts: str) -> random.Random:
@@ -58,17 +70,42 @@ def _items(kind: str, data: dict[str, Any]) -> list[dict[str, Any]]:
         rng = _rng(kind, target, str(i))
         if kind == "backlinks":
             url = _source(rng)
-            items.append({"url_from": url, "url_to": f"https://{target}/{rng.choice(WORDS)}",
-                          "domain_from": url.split("/")[2], "anchor": rng.choice(WORDS), "dofollow": rng.random() < .7,
-                          "domain_from_rank": rng.randint(0, 1000), "backlink_spam_score": rng.randint(0, 100)})
+            items.append(
+                {
+                    "url_from": url,
+                    "url_to": f"https://{target}/{rng.choice(WORDS)}",
+                    "domain_from": url.split("/")[2],
+                    "anchor": rng.choice(WORDS),
+                    "dofollow": rng.random() < 0.7,
+                    "domain_from_rank": rng.randint(0, 1000),
+                    "backlink_spam_score": rng.randint(0, 100),
+                }
+            )
         elif kind == "referring_domains":
-            items.append({"domain": _source(rng).split("/")[2], "rank": rng.randint(0, 1000),
-                          "backlinks": rng.randint(1, 400), "referring_pages": rng.randint(1, 100)})
+            items.append(
+                {
+                    "domain": _source(rng).split("/")[2],
+                    "rank": rng.randint(0, 1000),
+                    "backlinks": rng.randint(1, 400),
+                    "referring_pages": rng.randint(1, 100),
+                }
+            )
         else:
-            items.append({"keyword_data": {"keyword": f"{rng.choice(WORDS)} {rng.choice(WORDS)} {i}",
-                                           "keyword_info": {"search_volume": rng.randint(10, 40000)}},
-                          "ranked_serp_element": {"serp_item": {"type": "organic", "rank_group": rng.randint(1, 50),
-                                                                "url": f"https://{target}/{rng.choice(WORDS)}/{i}"}}})
+            items.append(
+                {
+                    "keyword_data": {
+                        "keyword": f"{rng.choice(WORDS)} {rng.choice(WORDS)} {i}",
+                        "keyword_info": {"search_volume": rng.randint(10, 40000)},
+                    },
+                    "ranked_serp_element": {
+                        "serp_item": {
+                            "type": "organic",
+                            "rank_group": rng.randint(1, 50),
+                            "url": f"https://{target}/{rng.choice(WORDS)}/{i}",
+                        }
+                    },
+                }
+            )
     return items
 
 
@@ -83,23 +120,38 @@ class DemoWeb(BaseAdapter):
             return self._answer(request, 200, self._task(url.split("/v3/", 1)[1], body[0]), "application/json")
         host = url.split("/")[2]
         brand = host.split(".")[0]
-        html = (f"<html><head><title>{host}</title></head><body><h1>{host}</h1><p>{' '.join(WORDS)}</p>"
-                f'<a href="https://www.youtube.com/@{brand}">YouTube</a><a href="https://x.com/{brand}">X</a>'
-                f'<a href="https://www.linkedin.com/company/{brand}">LinkedIn</a></body></html>')
+        html = (
+            f"<html><head><title>{host}</title></head><body><h1>{host}</h1><p>{' '.join(WORDS)}</p>"
+            f'<a href="https://www.youtube.com/@{brand}">YouTube</a><a href="https://x.com/{brand}">X</a>'
+            f'<a href="https://www.linkedin.com/company/{brand}">LinkedIn</a></body></html>'
+        )
         return self._answer(request, 200, html, "text/html; charset=utf-8")
 
     def _task(self, path: str, data: dict[str, Any]) -> str:
         kind = path.split("/")[-2]
-        task: dict[str, Any] = {"id": str(uuid.uuid4()), "status_code": 20000, "status_message": "Ok.",
-                                "path": ["v3", *path.split("/")], "data": data}
+        task: dict[str, Any] = {
+            "id": str(uuid.uuid4()),
+            "status_code": 20000,
+            "status_message": "Ok.",
+            "path": ["v3", *path.split("/")],
+            "data": data,
+        }
         if kind == "ranked_keywords" and data.get("target") == FAILING_KEYWORDS:
             task |= {"status_code": 40501, "status_message": "Invalid Field.", "cost": 0, "result": None}
         else:
             items = _items(kind, data)
             per_task, per_item = PRICES[kind]
-            task |= {"cost": float(per_task + per_item * len(items)),
-                     "result": [{"target": data.get("target"), "total_count": len(items) * 7,
-                                 "items_count": len(items), "items": items}]}
+            task |= {
+                "cost": float(per_task + per_item * len(items)),
+                "result": [
+                    {
+                        "target": data.get("target"),
+                        "total_count": len(items) * 7,
+                        "items_count": len(items),
+                        "items": items,
+                    }
+                ],
+            }
         return json.dumps({"status_code": 20000, "status_message": "Ok.", "cost": task["cost"], "tasks": [task]})
 
     def _answer(self, request: requests.PreparedRequest, status: int, text: str, kind: str) -> requests.Response:
@@ -118,8 +170,13 @@ def demo_clients() -> OnboardClients:
     session = requests.Session()
     session.mount("https://", DemoWeb())
     return OnboardClients(
-        dataforseo=DataForSEOClient(login="demo", password="demo", session=session, cache=TenantAnswerCache(),
-                                    limiter=InProcess(RateLimiter(2000, 60.0))),
+        dataforseo=DataForSEOClient(
+            login="demo",
+            password="demo",
+            session=session,
+            cache=TenantAnswerCache(),
+            limiter=InProcess(RateLimiter(2000, 60.0)),
+        ),
         native=NativeFetcher(session=session),
     )
 
@@ -131,7 +188,13 @@ def demo_onboard() -> tuple[int, int]:
     started = already = 0
     for tenant, names in DOMAINS.items():
         for name in names:
-            _, created = domain_onboard_start(tenant, name, actor="demo", backlink_limit=DEMO_LIMIT,
-                                              keyword_limit=DEMO_LIMIT, referring_domains_limit=DEMO_LIMIT)
+            _, created = domain_onboard_start(
+                tenant,
+                name,
+                actor="demo",
+                backlink_limit=DEMO_LIMIT,
+                keyword_limit=DEMO_LIMIT,
+                referring_domains_limit=DEMO_LIMIT,
+            )
             started, already = started + created, already + (not created)
     return started, already

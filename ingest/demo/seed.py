@@ -67,8 +67,13 @@ def _call_params(call: DemoCall) -> dict[str, Any]:
 def opportunity_record(opp: DemoOpportunity) -> dict[str, Any]:
     """The opportunity as the Salesforce REST API returns it (with its account)."""
     return {
-        "Id": opp.id, "Name": opp.name, "StageName": opp.stage_name, "Amount": opp.amount,
-        "CloseDate": opp.close_date.isoformat(), "Description": opp.description, "Notes__c": opp.notes,
+        "Id": opp.id,
+        "Name": opp.name,
+        "StageName": opp.stage_name,
+        "Amount": opp.amount,
+        "CloseDate": opp.close_date.isoformat(),
+        "Description": opp.description,
+        "Notes__c": opp.notes,
         "Account": {"Name": opp.account, "Industry": opp.industry},
         "LastModifiedDate": opp.last_modified.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
     }
@@ -79,10 +84,20 @@ def _configure(flaky: list[str]) -> None:
         keyword_list_set(tenant=tenant, keywords=KEYWORDS[tenant])
         connection_upsert(tenant=tenant, kind=ConnectionKind.LLM, options={**DEMO_MODEL, "flaky": flaky})
         # No credentials and no network: the demo's webhooks start its ingests, no schedule pulls.
-        connection_upsert(tenant=tenant, kind=ConnectionKind.GONG, base_url="https://api.gong.io",
-                          webhook_key=f"demo-{tenant}-gong", options={"reconcile": False})
-        connection_upsert(tenant=tenant, kind=ConnectionKind.SALESFORCE, base_url="https://login.salesforce.com",
-                          webhook_key=f"demo-{tenant}-sfdc", options={"reconcile": False})
+        connection_upsert(
+            tenant=tenant,
+            kind=ConnectionKind.GONG,
+            base_url="https://api.gong.io",
+            webhook_key=f"demo-{tenant}-gong",
+            options={"reconcile": False},
+        )
+        connection_upsert(
+            tenant=tenant,
+            kind=ConnectionKind.SALESFORCE,
+            base_url="https://login.salesforce.com",
+            webhook_key=f"demo-{tenant}-sfdc",
+            options={"reconcile": False},
+        )
         _budget_once(scope="tenant", key=tenant, period="month", limit="5.00", policy="fail")
 
 
@@ -120,18 +135,30 @@ def demo_seed(*, seed: int = 7, calls: int = 24, opportunities: int = 12) -> Dem
     for n, tenant in enumerate(("acme", "globex")):
         speakers = base.speakers
         text = CHECK_IN.format(rep=speakers[0].name, buyer=speakers[2 + n].name)
-        params = {"call_id": f"{seed}{n:02d}0000000000000001", "title": f"{base.account} <> check-in",
-                  "started": (base.started + timedelta(days=2 + n)).isoformat(), "account": base.account}
+        params = {
+            "call_id": f"{seed}{n:02d}0000000000000001",
+            "title": f"{base.account} <> check-in",
+            "started": (base.started + timedelta(days=2 + n)).isoformat(),
+            "account": base.account,
+        }
         _start(summary, gong_ingest_start(tenant, params, transcript=text, actor="demo"))
 
-    broken = {"call_id": f"{seed}990000000000000013", "title": "Hooli <> Northwind Analytics: Demo",
-              "started": (base.started + timedelta(days=1)).isoformat(), "account": "Hooli"}
+    broken = {
+        "call_id": f"{seed}990000000000000013",
+        "title": "Hooli <> Northwind Analytics: Demo",
+        "started": (base.started + timedelta(days=1)).isoformat(),
+        "account": "Hooli",
+    }
     summary.dead_letter_instance = gong_instance_id(SHOWCASE, broken["call_id"])
     _start(summary, gong_ingest_start(SHOWCASE, broken, transcript=MALFORMED, actor="demo"))
 
     for index, opp in enumerate(demo_opportunities(seed=seed, count=opportunities)):
         tenant = TENANTS[index % len(TENANTS)]
-        _start(summary, salesforce_ingest_start(tenant, object_id=opp.id, record=opportunity_record(opp),
-                                                trigger="demo", actor="demo"))
+        _start(
+            summary,
+            salesforce_ingest_start(
+                tenant, object_id=opp.id, record=opportunity_record(opp), trigger="demo", actor="demo"
+            ),
+        )
     log.debug("demo: %d ingests started, %d already there", summary.started, summary.already)
     return summary

@@ -63,22 +63,30 @@ def demo_triggers(*, now: datetime) -> DemoTriggers:
     with transaction.atomic():
         made = not Schedule.objects.filter(name=SCHEDULE).exists()
         if made:
-            schedule_create(name=SCHEDULE, workflow=URL_CLASSIFY, cron_expression="0 * * * *", now=now,
-                            params={"url": "https://www.example.com/pricing", **OFFLINE}, tenant=SHOWCASE)
+            schedule_create(
+                name=SCHEDULE,
+                workflow=URL_CLASSIFY,
+                cron_expression="0 * * * *",
+                now=now,
+                params={"url": "https://www.example.com/pricing", **OFFLINE},
+                tenant=SHOWCASE,
+            )
         note(f"schedule {SCHEDULE}", made)
         made = not Route.objects.filter(name=ROUTE).exists()
         if made:
-            route_upsert(name=ROUTE, workflow=URL_CLASSIFY, tenant=SHOWCASE,
-                         description='POST {"url": "https://…", "skip_content": true, "skip_llm": true} '
-                                     "to classify one URL")
+            route_upsert(
+                name=ROUTE,
+                workflow=URL_CLASSIFY,
+                tenant=SHOWCASE,
+                description='POST {"url": "https://…", "skip_content": true, "skip_llm": true} to classify one URL',
+            )
         note(f"route {ROUTE}", made)
         made = not IngressSecret.objects.filter(tenant=SHOWCASE, name=CREDENTIAL).exists()
         if made:
             _, token, secret = ingress_secret_create(tenant=SHOWCASE, name=CREDENTIAL)
             minted = MintedCredential(tenant=SHOWCASE, name=CREDENTIAL, token=token, hmac_secret=secret)
         note(f"ingress credential {SHOWCASE}/{CREDENTIAL}", made)
-        made = not Subscription.objects.filter(workflow=URL_CLASSIFY, pattern=EVENT_PATTERN,
-                                               tenant=SHOWCASE).exists()
+        made = not Subscription.objects.filter(workflow=URL_CLASSIFY, pattern=EVENT_PATTERN, tenant=SHOWCASE).exists()
         if made:
             subscription_create(workflow=URL_CLASSIFY, pattern=EVENT_PATTERN, tenant=SHOWCASE)
         note(f"subscription {EVENT_PATTERN}", made)

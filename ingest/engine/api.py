@@ -42,21 +42,39 @@ class InstanceHandle:
         svc_instances.instance_send_event(instance_id=self.id, type=type, payload=payload, actor=actor)
 
 
-def create(workflow: str, *, id: str | None = None, params: Any = None, tenant: str = "default",
-           priority: int | None = None, start_at: datetime | None = None, actor: str = "",
-           only_if: RowUnchanged | None = None) -> InstanceHandle:
+def create(
+    workflow: str,
+    *,
+    id: str | None = None,
+    params: Any = None,
+    tenant: str = "default",
+    priority: int | None = None,
+    start_at: datetime | None = None,
+    actor: str = "",
+    only_if: RowUnchanged | None = None,
+) -> InstanceHandle:
     """Create an instance of `workflow`. A duplicate id raises InstanceAlreadyExists.
 
     `only_if` (PostgreSQL): a row that must still say what the caller read (`RowUnchanged`); when
     it has changed nothing is written and CheckedRowsChanged is raised."""
-    inst = svc_instances.instance_create(workflow=workflow, id=id, params=params, tenant=tenant,
-                                         priority=priority, start_at=start_at, actor=actor, only_if=only_if)
+    inst = svc_instances.instance_create(
+        workflow=workflow,
+        id=id,
+        params=params,
+        tenant=tenant,
+        priority=priority,
+        start_at=start_at,
+        actor=actor,
+        only_if=only_if,
+    )
     return InstanceHandle(inst.id)
 
 
 def create_batch(workflow: str, items: Iterable[dict[str, Any]], *, actor: str = "") -> list[InstanceHandle]:
     """Create up to 100 instances in one transaction; items are {"id", "params", "tenant"} dicts."""
-    return [InstanceHandle(i.id) for i in svc_instances.instance_create_batch(workflow=workflow, items=items, actor=actor)]
+    return [
+        InstanceHandle(i.id) for i in svc_instances.instance_create_batch(workflow=workflow, items=items, actor=actor)
+    ]
 
 
 def get(instance_id: str) -> InstanceHandle:

@@ -29,8 +29,11 @@ class BreakerPolicy:
     def __post_init__(self) -> None:
         if isinstance(self.threshold, bool) or not isinstance(self.threshold, int) or self.threshold < 1:
             raise ValueError(f"a breaker's threshold must be a whole number of at least 1; got {self.threshold!r}")
-        for label, value in (("window", self.window), ("cooldown", self.cooldown),
-                             ("probe_timeout", self.probe_timeout)):
+        for label, value in (
+            ("window", self.window),
+            ("cooldown", self.cooldown),
+            ("probe_timeout", self.probe_timeout),
+        ):
             if value <= timedelta(0):
                 raise ValueError(f"a breaker's {label} must be longer than zero; got {value}")
         if self.recheck is not None and self.recheck <= timedelta(0):
@@ -96,8 +99,14 @@ def succeeded(s: BreakerState, *, probe: bool) -> BreakerState | None:
 
 
 def _opened(s: BreakerState, *, now: datetime, policy: BreakerPolicy, failures: int) -> BreakerState:
-    return BreakerState(state=OPEN, failures=failures, window_started_at=s.window_started_at,
-                        opened_at=now, next_probe_at=now + policy.cooldown, probe_started_at=None)
+    return BreakerState(
+        state=OPEN,
+        failures=failures,
+        window_started_at=s.window_started_at,
+        opened_at=now,
+        next_probe_at=now + policy.cooldown,
+        probe_started_at=None,
+    )
 
 
 def _seconds(delta: timedelta) -> float:

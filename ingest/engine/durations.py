@@ -42,8 +42,7 @@ def parse_duration(value: object, *, what: str = "duration") -> timedelta:
         seconds = _parse_text(value, what=what)
     else:
         raise InvalidDuration(
-            f"{what} {value!r} is not a duration; use '5 seconds', '1 hour', a number of "
-            "seconds or a timedelta"
+            f"{what} {value!r} is not a duration; use '5 seconds', '1 hour', a number of seconds or a timedelta"
         )
     if seconds < 0 or seconds != seconds:
         raise InvalidDuration(f"{what} {value!r} is negative or not a number")

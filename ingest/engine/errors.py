@@ -211,8 +211,10 @@ class CircuitOpen(Exception):
     def __init__(self, key: str, retry_after: float, state: str = "open") -> None:
         self.key, self.retry_after, self.state = key, retry_after, state
         why = "is open" if state == "open" else "is half-open and another call is probing it"
-        super().__init__(f"circuit breaker {key!r} {why}; the call was not made — the step retries "
-                         f"in {retry_after:.1f} s, when the breaker lets a call through")
+        super().__init__(
+            f"circuit breaker {key!r} {why}; the call was not made — the step retries "
+            f"in {retry_after:.1f} s, when the breaker lets a call through"
+        )
 
 
 class BreakerNotFound(EngineError):
@@ -224,8 +226,10 @@ class PollDeadlineExceeded(Exception):
 
     def __init__(self, name: str, checks: int, deadline: str, last: object = None) -> None:
         self.name, self.checks, self.deadline, self.last = name, checks, deadline, last
-        super().__init__(f"poll {name!r} was not done after {checks} check(s) by its deadline {deadline}; "
-                         "catch PollDeadlineExceeded to escalate, or give the poll a later deadline")
+        super().__init__(
+            f"poll {name!r} was not done after {checks} check(s) by its deadline {deadline}; "
+            "catch PollDeadlineExceeded to escalate, or give the poll a later deadline"
+        )
 
 
 class InvalidSearchAttributes(EngineError):

@@ -35,17 +35,19 @@ def claim_limits(workflows: Sequence[type[Workflow]], *, now: datetime) -> list[
         # across the key's values (an uncapped group's slots are never short).
         if concurrency is None and rate is None and not getattr(cls, "concurrency_key", None):
             continue
-        limits.append(FlowLimit(
-            workflow=cls.name, concurrency=concurrency,
-            rate=None if rate is None else rate[0],
-            since=None if rate is None else now - rate[1],
-            overrides=tuple(sorted((cls.concurrency_overrides or {}).items())),
-        ))
+        limits.append(
+            FlowLimit(
+                workflow=cls.name,
+                concurrency=concurrency,
+                rate=None if rate is None else rate[0],
+                since=None if rate is None else now - rate[1],
+                overrides=tuple(sorted((cls.concurrency_overrides or {}).items())),
+            )
+        )
     return sorted(limits, key=lambda limit: limit.workflow)
 
 
-def rate_next_slot(starts: Sequence[datetime], *, limit: int, period: timedelta,
-                   now: datetime) -> datetime | None:
+def rate_next_slot(starts: Sequence[datetime], *, limit: int, period: timedelta, now: datetime) -> datetime | None:
     """When the next start is allowed under `limit` starts per sliding `period`; None: now.
 
     `starts` are the start times already in the ledger. A start leaves the window `period`
@@ -79,8 +81,15 @@ def cap_wake(until: datetime | None, *, deadline: datetime | None) -> datetime |
 # ---- the claim -------------------------------------------------------------------------------
 
 
-def claim(*, owner: str, token: str, limit: int, now: datetime, lease_until: datetime,
-          limits: Sequence[FlowLimit] | None = None) -> list[Claimed]:
+def claim(
+    *,
+    owner: str,
+    token: str,
+    limit: int,
+    now: datetime,
+    lease_until: datetime,
+    limits: Sequence[FlowLimit] | None = None,
+) -> list[Claimed]:
     """Lease up to `limit` runnable instances, honouring every workflow's flow limits.
 
     Runnable: due (`ready_at <= now`), not paused or finished, and holding no live lease — so an
@@ -99,11 +108,18 @@ def claim(*, owner: str, token: str, limit: int, now: datetime, lease_until: dat
     fair = [lim for lim in limits if lim.concurrency is None and lim.rate is None]
     claimed = _claim_groups(capped, owner=owner, token=token, limit=limit, now=now, lease_until=lease_until)
     if len(claimed) < limit:
-        claimed += sql_claim.claim_unlimited(owner=owner, token=token, limit=limit - len(claimed), now=now,
-                                       lease_until=lease_until, exclude=[lim.workflow for lim in limits])
+        claimed += sql_claim.claim_unlimited(
+            owner=owner,
+            token=token,
+            limit=limit - len(claimed),
+            now=now,
+            lease_until=lease_until,
+            exclude=[lim.workflow for lim in limits],
+        )
     if len(claimed) < limit:
-        claimed += _claim_groups(fair, owner=owner, token=token, limit=limit - len(claimed), now=now,
-                                 lease_until=lease_until)
+        claimed += _claim_groups(
+            fair, owner=owner, token=token, limit=limit - len(claimed), now=now, lease_until=lease_until
+        )
     return claimed
 
 
@@ -113,23 +129,26 @@ def uncapped(limits: Sequence[FlowLimit]) -> bool:
     return all(lim.concurrency is None and lim.rate is None for lim in limits)
 
 
-def claim_fair(limits: Sequence[FlowLimit], *, owner: str, token: str, limit: int, now: datetime,
-               lease_until: datetime) -> list[Claimed]:
+def claim_fair(
+    limits: Sequence[FlowLimit], *, owner: str, token: str, limit: int, now: datetime, lease_until: datetime
+) -> list[Claimed]:
     """The fair workflows' part of a claim whose limits are all uncapped: round robin over their
     (workflow, key) groups. Call inside a transaction, after the fast path excluding them."""
     return _claim_groups(limits, owner=owner, token=token, limit=limit, now=now, lease_until=lease_until)
 
 
-def _claim_groups(limits: Sequence[FlowLimit], *, owner: str, token: str, limit: int, now: datetime,
-                  lease_until: datetime) -> list[Claimed]:
+def _claim_groups(
+    limits: Sequence[FlowLimit], *, owner: str, token: str, limit: int, now: datetime, lease_until: datetime
+) -> list[Claimed]:
     """The limited claim over these workflows' (workflow, key) groups, in fairness order."""
     if not limits:
         return []
     groups = sql_flow.claim_groups(limits=limits, now=now, max_groups=limit)
     if not groups:
         return []
-    claimed = sql_flow.claim_limited(groups=groups, limits=limits, owner=owner, token=token, limit=limit,
-                                     now=now, lease_until=lease_until)
+    claimed = sql_flow.claim_limited(
+        groups=groups, limits=limits, owner=owner, token=token, limit=limit, now=now, lease_until=lease_until
+    )
     _defer_over_rate(groups, limits, now=now)
     return claimed
 

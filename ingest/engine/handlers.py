@@ -42,16 +42,21 @@ class ItemWorkflow(Workflow):
 def fan_out_handler(name: str) -> Callable[[F], F]:
     """Register `fn(ctx, item)` as the fan-out handler `name` (lowercase, like workflow names)."""
     if not isinstance(name, str) or not NAME_PATTERN.match(PREFIX + name):
-        raise InvalidStepConfig(f"fan-out handler name {name!r} must be lowercase letters, digits, '.', '_' "
-                                "or '-' (e.g. 'classify-url'), at most 190 characters")
+        raise InvalidStepConfig(
+            f"fan-out handler name {name!r} must be lowercase letters, digits, '.', '_' "
+            "or '-' (e.g. 'classify-url'), at most 190 characters"
+        )
 
     def register(fn: F) -> F:
         if not callable(fn):
             raise InvalidStepConfig(f"fan-out handler {name!r} must be a function fn(ctx, item)")
         _handlers[name] = fn
         _names[id(fn)] = name
-        type(f"FanOutItem[{name}]", (ItemWorkflow,), {"name": PREFIX + name, "handler": name,
-                                                       "__module__": getattr(fn, "__module__", __name__)})
+        type(
+            f"FanOutItem[{name}]",
+            (ItemWorkflow,),
+            {"name": PREFIX + name, "handler": name, "__module__": getattr(fn, "__module__", __name__)},
+        )
         return fn
 
     return register
@@ -75,8 +80,9 @@ def resolve_handler(handler: Any, *, step: str) -> Target:
     Workflow subclass (or its name)."""
     if isinstance(handler, type) and issubclass(handler, Workflow):
         if not handler.name or handler.name.startswith(PREFIX):
-            raise InvalidStepConfig(f"fan-out {step!r}: workflow {handler.__name__} has no name; only "
-                                    "registered workflows can run items")
+            raise InvalidStepConfig(
+                f"fan-out {step!r}: workflow {handler.__name__} has no name; only registered workflows can run items"
+            )
         return Target("workflow", handler.name, handler.name)
     if isinstance(handler, str):
         if handler in _handlers:
@@ -85,8 +91,9 @@ def resolve_handler(handler: Any, *, step: str) -> Target:
             get_workflow(handler)
         except UnknownWorkflow:
             known = ", ".join(sorted(_handlers)) or "none"
-            raise InvalidStepConfig(f"fan-out {step!r}: no handler or workflow is registered as {handler!r} "
-                                    f"(handlers: {known})") from None
+            raise InvalidStepConfig(
+                f"fan-out {step!r}: no handler or workflow is registered as {handler!r} (handlers: {known})"
+            ) from None
         return Target("workflow", handler, handler)
     if callable(handler):
         name = _names.get(id(handler))
@@ -94,11 +101,14 @@ def resolve_handler(handler: Any, *, step: str) -> Target:
             label = getattr(handler, "__qualname__", repr(handler))
             raise InvalidStepConfig(
                 f"fan-out {step!r}: {label} is not a registered handler; decorate it with "
-                "@fan_out_handler(\"its-name\") in a module every worker imports, so any worker can "
-                "run its items")
+                '@fan_out_handler("its-name") in a module every worker imports, so any worker can '
+                "run its items"
+            )
         return Target("function", name, PREFIX + name)
-    raise InvalidStepConfig(f"fan-out {step!r}: handler must be a function registered with @fan_out_handler, "
-                            f"a Workflow subclass, or the name of either; got {handler!r}")
+    raise InvalidStepConfig(
+        f"fan-out {step!r}: handler must be a function registered with @fan_out_handler, "
+        f"a Workflow subclass, or the name of either; got {handler!r}"
+    )
 
 
 def handler_names() -> list[str]:

@@ -46,9 +46,19 @@ def hook_instance_id(origin_id: str, generation: int) -> str:
     return f"{origin_id[:70]}-on-error-{digest}"
 
 
-def hook_schedule(*, instance_id: str, workflow: str, tenant: str, generation: int, status: str,
-                  error_name: str = "", error_message: str = "", failed_step: str = "",
-                  now: datetime, note: Callable[..., Any] | None = None) -> str | None:
+def hook_schedule(
+    *,
+    instance_id: str,
+    workflow: str,
+    tenant: str,
+    generation: int,
+    status: str,
+    error_name: str = "",
+    error_message: str = "",
+    failed_step: str = "",
+    now: datetime,
+    note: Callable[..., Any] | None = None,
+) -> str | None:
     """Insert the hook's instance, inside the caller's transaction (the one that ends the
     origin). Returns its id, or None when the workflow has no hook or it is already scheduled.
     `note(**data)` writes the origin's "scheduled" history row with the caller's own rows (so it
@@ -62,16 +72,47 @@ def hook_schedule(*, instance_id: str, workflow: str, tenant: str, generation: i
     hid = hook_instance_id(instance_id, generation)
     if Instance.objects.filter(id=hid).exists():
         return None  # this generation's hook ran already (a retried instance that errored again)
-    params = {"origin": instance_id, "workflow": workflow, "status": status, "failed_step": failed_step,
-              "error": {"name": error_name, "message": error_message[:2000]} if error_name else None}
-    Instance.objects.create(id=hid, workflow=HOOK_WORKFLOW, tenant=tenant, status=Status.QUEUED, params=params,
-                            created_at=now, updated_at=now, ready_at=now, priority=cls.priority)
+    params = {
+        "origin": instance_id,
+        "workflow": workflow,
+        "status": status,
+        "failed_step": failed_step,
+        "error": {"name": error_name, "message": error_message[:2000]} if error_name else None,
+    }
+    Instance.objects.create(
+        id=hid,
+        workflow=HOOK_WORKFLOW,
+        tenant=tenant,
+        status=Status.QUEUED,
+        params=params,
+        created_at=now,
+        updated_at=now,
+        ready_at=now,
+        priority=cls.priority,
+    )
     scheduled = {"hook": "on_error", "state": "scheduled", "instance": hid}
-    rows = [History(instance_id=hid, workflow=HOOK_WORKFLOW, tenant=tenant, kind=HistoryKind.INSTANCE_CREATED,
-                    status=Status.QUEUED, data={"origin": instance_id}, created_at=now)]
+    rows = [
+        History(
+            instance_id=hid,
+            workflow=HOOK_WORKFLOW,
+            tenant=tenant,
+            kind=HistoryKind.INSTANCE_CREATED,
+            status=Status.QUEUED,
+            data={"origin": instance_id},
+            created_at=now,
+        )
+    ]
     if note is None:
-        rows.append(History(instance_id=instance_id, workflow=workflow, tenant=tenant, kind=HistoryKind.HOOK,
-                            data=scheduled, created_at=now))
+        rows.append(
+            History(
+                instance_id=instance_id,
+                workflow=workflow,
+                tenant=tenant,
+                kind=HistoryKind.HOOK,
+                data=scheduled,
+                created_at=now,
+            )
+        )
     else:
         note(**scheduled)
     History.objects.bulk_create(rows)
@@ -87,8 +128,15 @@ def hook_outcome_record(*, origin_id: str, hook_id: str, ok: bool, error: str = 
     data: dict[str, Any] = {"hook": "on_error", "state": "complete" if ok else "errored", "instance": hook_id}
     if error:
         data["error"] = error[:2000]
-    History.objects.create(instance_id=origin_id, workflow=origin["workflow"], tenant=origin["tenant"],
-                           kind=HistoryKind.HOOK, status="complete" if ok else "errored", data=data, created_at=now)
+    History.objects.create(
+        instance_id=origin_id,
+        workflow=origin["workflow"],
+        tenant=origin["tenant"],
+        kind=HistoryKind.HOOK,
+        status="complete" if ok else "errored",
+        data=data,
+        created_at=now,
+    )
     notify.history()
 
 
@@ -103,18 +151,29 @@ class OnErrorHook(Workflow):
         p = event.payload
         origin_cls = get_workflow(p["workflow"])
         origin = Instance.objects.filter(id=p["origin"]).values("params").first()
-        failure = {"instance_id": p["origin"], "workflow": p["workflow"], "status": p["status"],
-                   "error": p["error"], "failed_step": p["failed_step"],
-                   "params": unseal_keys(origin["params"]) if origin else {}}
+        failure = {
+            "instance_id": p["origin"],
+            "workflow": p["workflow"],
+            "status": p["status"],
+            "error": p["error"],
+            "failed_step": p["failed_step"],
+            "params": unseal_keys(origin["params"]) if origin else {},
+        }
         hook = origin_cls().on_error  # type: ignore[attr-defined]
         options = {"retries": origin_cls.on_error_retries, "timeout": origin_cls.on_error_timeout}
         try:
             result = step.do(HOOK_STEP, lambda ctx: hook(ctx, failure), **options)
         except Exception as exc:  # noqa: BLE001 - the hook's failure is the origin's history too, then ours
             message = f"{type(exc).__name__}: {exc}"
-            step.do("record-outcome", lambda: hook_outcome_record(
-                origin_id=p["origin"], hook_id=event.instance_id, ok=False, error=message, now=clock.now()))
+            step.do(
+                "record-outcome",
+                lambda: hook_outcome_record(
+                    origin_id=p["origin"], hook_id=event.instance_id, ok=False, error=message, now=clock.now()
+                ),
+            )
             raise
-        step.do("record-outcome", lambda: hook_outcome_record(
-            origin_id=p["origin"], hook_id=event.instance_id, ok=True, now=clock.now()))
+        step.do(
+            "record-outcome",
+            lambda: hook_outcome_record(origin_id=p["origin"], hook_id=event.instance_id, ok=True, now=clock.now()),
+        )
         return result

@@ -18,8 +18,7 @@ from typing import Any
 # The context fields, in the order a JSON line shows them.
 FIELDS = ("instance", "workflow", "step", "attempt", "tenant", "worker", "trace_id")
 
-_context: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
-    "runledger_log_context", default=None)
+_context: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("runledger_log_context", default=None)
 
 
 def current() -> dict[str, Any]:

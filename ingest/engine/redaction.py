@@ -74,9 +74,7 @@ _HOOK = re.compile(r"(/hooks/[\w-]+/)[^/\s?&#'\"]+")
 # mask ordinary words, and a real credential is longer.
 MIN_LITERAL = 12
 MOST_LITERALS = 4096
-LONGEST_IN_TRIE = (
-    256  # longer values (rare: a key file) are plain alternatives, keeping recursion shallow
-)
+LONGEST_IN_TRIE = 256  # longer values (rare: a key file) are plain alternatives, keeping recursion shallow
 _literals: dict[str, None] = {}  # insertion-ordered: the oldest go first past MOST_LITERALS
 _literal_pattern: re.Pattern[str] | None = None
 _lock = threading.Lock()
@@ -96,9 +94,7 @@ def remember(*values: object) -> None:
     """Mask these values wherever they appear from now on, in this process (the clear text of an
     encrypted column as it is read or written). Values shorter than MIN_LITERAL are ignored."""
     global _literal_pattern
-    fresh = [
-        v for v in values if isinstance(v, str) and len(v) >= MIN_LITERAL and v not in _literals
-    ]
+    fresh = [v for v in values if isinstance(v, str) and len(v) >= MIN_LITERAL and v not in _literals]
     if not fresh:
         return
     with _lock:

@@ -27,11 +27,17 @@ class WriteOnlySecretsForm(forms.ModelForm):  # type: ignore[type-arg]
             stored = str(getattr(self.instance, name, "") or "") if self.instance.pk else ""
             self.initial[name] = ""
             self.fields[name] = forms.CharField(
-                required=False, label=self.fields[name].label, strip=True,
-                widget=forms.PasswordInput(render_value=False, attrs={
-                    "autocomplete": "new-password", "placeholder": mask(stored) or "not set"}),
-                help_text=(f"Stored: {mask(stored)}. Leave empty to keep it; type a new value to replace it."
-                           if stored else "Not set."),
+                required=False,
+                label=self.fields[name].label,
+                strip=True,
+                widget=forms.PasswordInput(
+                    render_value=False, attrs={"autocomplete": "new-password", "placeholder": mask(stored) or "not set"}
+                ),
+                help_text=(
+                    f"Stored: {mask(stored)}. Leave empty to keep it; type a new value to replace it."
+                    if stored
+                    else "Not set."
+                ),
             )
 
     def clean(self) -> dict[str, Any]:

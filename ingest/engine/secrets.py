@@ -73,14 +73,15 @@ def _cipher() -> tuple[MultiFernet, tuple[bytes, ...]]:
             f"{KEYS_VARIABLE} is not set: give it one or more comma-separated Fernet keys (the first "
             "encrypts, all decrypt); make one with `python -c 'from cryptography.fernet import Fernet; "
             "print(Fernet.generate_key().decode())'`. `manage.py up` creates a local key file for the "
-            "embedded default.")
+            "embedded default."
+        )
     if keys not in _cache:
         try:
             fernets = [Fernet(k.encode()) for k in keys]
         except ValueError as error:
             raise ImproperlyConfigured(
-                f"{KEYS_VARIABLE} holds a value that is not a Fernet key (32 url-safe base64-encoded "
-                f"bytes): {error}") from None
+                f"{KEYS_VARIABLE} holds a value that is not a Fernet key (32 url-safe base64-encoded bytes): {error}"
+            ) from None
         # The lookup key is derived, not the Fernet key itself: a leaked hash says nothing about it.
         lookup = tuple(hashlib.sha256(b"runledger-lookup:" + base64.urlsafe_b64decode(k)).digest() for k in keys)
         _cache[keys] = (MultiFernet(fernets), lookup)
@@ -107,8 +108,10 @@ def unseal(text: str) -> str:
     if not text:
         return ""
     if not is_sealed(text):
-        raise SecretUnreadable("a secret column holds plain text; run the migrations (they encrypt "
-                               "existing rows) — plain text is never used as a secret")
+        raise SecretUnreadable(
+            "a secret column holds plain text; run the migrations (they encrypt "
+            "existing rows) — plain text is never used as a secret"
+        )
     return _opened(text, configured_keys())
 
 
@@ -118,10 +121,12 @@ def _opened(text: str, keys: tuple[str, ...]) -> str:
     # webhook read decrypts its credential, and Fernet's check and AES were a measurable share of
     # the request. A rotated or re-encrypted secret is a new token (a miss); a failure is not kept.
     try:
-        return _cipher()[0].decrypt(text[len(PREFIX):].encode()).decode()
+        return _cipher()[0].decrypt(text[len(PREFIX) :].encode()).decode()
     except InvalidToken:
-        raise SecretUnreadable(f"no key in {KEYS_VARIABLE} opens a stored secret: was a key dropped "
-                               "before `manage.py secrets_rotate` re-encrypted everything?") from None
+        raise SecretUnreadable(
+            f"no key in {KEYS_VARIABLE} opens a stored secret: was a key dropped "
+            "before `manage.py secrets_rotate` re-encrypted everything?"
+        ) from None
 
 
 def reseal(text: str) -> str:
@@ -129,10 +134,12 @@ def reseal(text: str) -> str:
     if not is_sealed(text):
         return text
     try:
-        return PREFIX + _cipher()[0].rotate(text[len(PREFIX):].encode()).decode()
+        return PREFIX + _cipher()[0].rotate(text[len(PREFIX) :].encode()).decode()
     except InvalidToken:
-        raise SecretUnreadable(f"no key in {KEYS_VARIABLE} opens a stored secret; put the key it "
-                               "was written with back in the list and rotate again") from None
+        raise SecretUnreadable(
+            f"no key in {KEYS_VARIABLE} opens a stored secret; put the key it "
+            "was written with back in the list and rotate again"
+        ) from None
 
 
 def seal_value(value: Any) -> dict[str, str]:

@@ -18,8 +18,11 @@ def step_progress(*, instance_id: str) -> dict[str, dict[str, Any]]:
     """The latest `ctx.progress` report of each step of the instance, by step label
     (`name`, `name#2`): {done, total, message, attempt, at}."""
     latest: dict[str, dict[str, Any]] = {}
-    rows = (History.objects.filter(instance_id=instance_id, kind=HistoryKind.STEP_PROGRESS)
-            .order_by("id").values_list("step_name", "data", "created_at"))
+    rows = (
+        History.objects.filter(instance_id=instance_id, kind=HistoryKind.STEP_PROGRESS)
+        .order_by("id")
+        .values_list("step_name", "data", "created_at")
+    )
     for label, data, at in rows:
         latest[label] = {**data, "at": at}
     return latest
@@ -39,11 +42,16 @@ def instance_status(*, instance_id: str, include_results: bool = True) -> dict[s
     progress = step_progress(instance_id=inst.id)
     attempts: dict[int, list[dict[str, Any]]] = {}
     for a in Attempt.objects.filter(step__instance_id=inst.id).order_by("step_id", "number"):
-        attempts.setdefault(a.step_id, []).append({
-            "number": a.number, "started_at": a.started_at, "ended_at": a.ended_at, "ok": a.ok,
-            "error": {"name": a.error_name, "message": a.error_message} if not a.ok else None,
-            "retry_delay_seconds": a.retry_delay_seconds,
-        })
+        attempts.setdefault(a.step_id, []).append(
+            {
+                "number": a.number,
+                "started_at": a.started_at,
+                "ended_at": a.ended_at,
+                "ok": a.ok,
+                "error": {"name": a.error_name, "message": a.error_message} if not a.ok else None,
+                "retry_delay_seconds": a.retry_delay_seconds,
+            }
+        )
     return {
         "id": inst.id,
         "workflow": inst.workflow,
@@ -62,11 +70,19 @@ def instance_status(*, instance_id: str, include_results: bool = True) -> dict[s
         "fork_step": inst.fork_step or None,
         "steps": [
             {
-                "name": s.name, "count": s.seq, "kind": s.kind, "status": s.status,
+                "name": s.name,
+                "count": s.seq,
+                "kind": s.kind,
+                "status": s.status,
                 "result": (None if s.sensitive else s.result) if include_results else None,
-                "error": {"name": s.error_name, "message": s.error_message} if s.error_name and s.status == "errored" else None,
-                "started_at": s.started_at, "ended_at": s.ended_at, "wake_at": s.wake_at,
-                "attempts": attempts.get(s.id, []), "config": s.config,
+                "error": {"name": s.error_name, "message": s.error_message}
+                if s.error_name and s.status == "errored"
+                else None,
+                "started_at": s.started_at,
+                "ended_at": s.ended_at,
+                "wake_at": s.wake_at,
+                "attempts": attempts.get(s.id, []),
+                "config": s.config,
                 "progress": progress_of(progress, s.name, s.seq),
             }
             for s in steps
@@ -79,17 +95,32 @@ def fan_out_list(*, instance_id: str, failed_limit: int = 20) -> list[dict[str, 
     many failed or are missing, and the first `failed_limit` failed items (index, instance, error)."""
     out: list[dict[str, Any]] = []
     for fo in FanOut.objects.filter(instance_id=instance_id).order_by("started_at", "id"):
-        failed = (FanOutItem.objects.filter(fan_out_id=fo.id, state__in=[FanOutItemState.ERRORED,
-                                                                          FanOutItemState.TERMINATED])
-                  .order_by("index").values("index", "instance_id", "state", "error_name", "error_message")[:failed_limit])
-        out.append({
-            "id": fo.id, "step_id": fo.step_id, "step": fo.step_name, "handler": fo.handler,
-            "handler_kind": fo.handler_kind, "item_workflow": fo.item_workflow, "state": fo.state,
-            "expected": fo.expected, "created": fo.created, "received": fo.received, "failed": fo.failed,
-            "missing": fo.expected - fo.received if fo.state == FanOutState.TIMED_OUT else 0,
-            "started_at": fo.started_at, "updated_at": fo.updated_at, "deadline": fo.deadline,
-            "closed_at": fo.closed_at, "failed_items": list(failed),
-        })
+        failed = (
+            FanOutItem.objects.filter(fan_out_id=fo.id, state__in=[FanOutItemState.ERRORED, FanOutItemState.TERMINATED])
+            .order_by("index")
+            .values("index", "instance_id", "state", "error_name", "error_message")[:failed_limit]
+        )
+        out.append(
+            {
+                "id": fo.id,
+                "step_id": fo.step_id,
+                "step": fo.step_name,
+                "handler": fo.handler,
+                "handler_kind": fo.handler_kind,
+                "item_workflow": fo.item_workflow,
+                "state": fo.state,
+                "expected": fo.expected,
+                "created": fo.created,
+                "received": fo.received,
+                "failed": fo.failed,
+                "missing": fo.expected - fo.received if fo.state == FanOutState.TIMED_OUT else 0,
+                "started_at": fo.started_at,
+                "updated_at": fo.updated_at,
+                "deadline": fo.deadline,
+                "closed_at": fo.closed_at,
+                "failed_items": list(failed),
+            }
+        )
     return out
 
 
@@ -100,17 +131,29 @@ def workflow_versions(*, workflow: str, tenants: Collection[str]) -> list[dict[s
     from django.db.models import Count, Q
 
     current = get_workflow(workflow).version
-    rows: dict[int, dict[str, Any]] = {r["workflow_version"]: dict(r) for r in (
-        Instance.objects.filter(workflow=workflow, tenant__in=list(tenants)).values("workflow_version")
-        .annotate(instances=Count("id"), running=Count("id", filter=~Q(status__in=FINISHED_STATUSES)))
-        .order_by())}
+    rows: dict[int, dict[str, Any]] = {
+        r["workflow_version"]: dict(r)
+        for r in (
+            Instance.objects.filter(workflow=workflow, tenant__in=list(tenants))
+            .values("workflow_version")
+            .annotate(instances=Count("id"), running=Count("id", filter=~Q(status__in=FINISHED_STATUSES)))
+            .order_by()
+        )
+    }
     retired = {r.version: r for r in RetiredVersion.objects.filter(workflow=workflow)}
     out = []
     for version in sorted(set(rows) | set(retired) | {current}, reverse=True):
         row = rows.get(version, {})
         gone = retired.get(version)
-        out.append({"version": version, "current": version == current, "instances": row.get("instances", 0),
-                    "running": row.get("running", 0), "retired_at": gone.retired_at if gone else None,
-                    "retired_by": gone.retired_by if gone else "",
-                    "retirable": version < current and gone is None})
+        out.append(
+            {
+                "version": version,
+                "current": version == current,
+                "instances": row.get("instances", 0),
+                "running": row.get("running", 0),
+                "retired_at": gone.retired_at if gone else None,
+                "retired_by": gone.retired_by if gone else "",
+                "retirable": version < current and gone is None,
+            }
+        )
     return out

@@ -31,7 +31,5 @@ def error_signature(*, workflow: str, step_name: str, error_name: str, message: 
     """(signature, normalized message): a stable hash of workflow, step, error class and message shape."""
     normalized = normalize_message(message)
     step_shape = re.sub(r"-\d+$", "-{i}", step_name)
-    digest = hashlib.sha256(
-        "\x1f".join((workflow, step_shape, error_name, normalized)).encode()
-    ).hexdigest()[:32]
+    digest = hashlib.sha256("\x1f".join((workflow, step_shape, error_name, normalized)).encode()).hexdigest()[:32]
     return digest, normalized

@@ -36,21 +36,47 @@ class StepApi(Protocol):
 
     def wait_for_event(self, name: str, *, type: str, timeout: Any = ...) -> dict[str, Any]: ...
 
-    def wait_for_approval(self, name: str, *, title: str, fields: list[dict[str, Any]] | None = ...,
-                          timeout: Any = ..., description: str = ..., context: dict[str, Any] | None = ...,
-                          escalation: str = ...) -> dict[str, Any]: ...
+    def wait_for_approval(
+        self,
+        name: str,
+        *,
+        title: str,
+        fields: list[dict[str, Any]] | None = ...,
+        timeout: Any = ...,
+        description: str = ...,
+        context: dict[str, Any] | None = ...,
+        escalation: str = ...,
+    ) -> dict[str, Any]: ...
 
     def set_search_attributes(self, **values: Any) -> dict[str, str]: ...
 
-    def child(self, name: str, *, workflow: str, params: dict[str, Any] | None = ...,
-              id: str | None = ...) -> Any: ...
+    def child(self, name: str, *, workflow: str, params: dict[str, Any] | None = ..., id: str | None = ...) -> Any: ...
 
-    def fan_out(self, name: str, handler: Any, items: Sequence[Any], *, batch_size: int = ...,
-                timeout: Any = ..., retries: dict[str, Any] | None = ..., item_timeout: Any = ...) -> list[Settled]: ...
+    def fan_out(
+        self,
+        name: str,
+        handler: Any,
+        items: Sequence[Any],
+        *,
+        batch_size: int = ...,
+        timeout: Any = ...,
+        retries: dict[str, Any] | None = ...,
+        item_timeout: Any = ...,
+    ) -> list[Settled]: ...
 
-    def poll(self, name: str, check: Callable[..., Any], *, until: Callable[[Any], Any] | None = ...,
-             initial: Any = ..., factor: float = ..., max_interval: Any = ..., deadline: Any = ...,
-             retries: dict[str, Any] | None = ..., timeout: Any = ...) -> Any: ...
+    def poll(
+        self,
+        name: str,
+        check: Callable[..., Any],
+        *,
+        until: Callable[[Any], Any] | None = ...,
+        initial: Any = ...,
+        factor: float = ...,
+        max_interval: Any = ...,
+        deadline: Any = ...,
+        retries: dict[str, Any] | None = ...,
+        timeout: Any = ...,
+    ) -> Any: ...
 
 
 class AsyncStepApi(Protocol):
@@ -75,19 +101,46 @@ class AsyncStepApi(Protocol):
 
     async def wait_for_event(self, name: str, *, type: str, timeout: Any = ...) -> dict[str, Any]: ...
 
-    async def wait_for_approval(self, name: str, *, title: str, fields: list[dict[str, Any]] | None = ...,
-                                timeout: Any = ..., description: str = ...,
-                                context: dict[str, Any] | None = ..., escalation: str = ...) -> dict[str, Any]: ...
+    async def wait_for_approval(
+        self,
+        name: str,
+        *,
+        title: str,
+        fields: list[dict[str, Any]] | None = ...,
+        timeout: Any = ...,
+        description: str = ...,
+        context: dict[str, Any] | None = ...,
+        escalation: str = ...,
+    ) -> dict[str, Any]: ...
 
     async def set_search_attributes(self, **values: Any) -> dict[str, str]: ...
 
-    async def child(self, name: str, *, workflow: str, params: dict[str, Any] | None = ...,
-                    id: str | None = ...) -> Any: ...
+    async def child(
+        self, name: str, *, workflow: str, params: dict[str, Any] | None = ..., id: str | None = ...
+    ) -> Any: ...
 
-    async def fan_out(self, name: str, handler: Any, items: Sequence[Any], *, batch_size: int = ...,
-                      timeout: Any = ..., retries: dict[str, Any] | None = ...,
-                      item_timeout: Any = ...) -> list[Settled]: ...
+    async def fan_out(
+        self,
+        name: str,
+        handler: Any,
+        items: Sequence[Any],
+        *,
+        batch_size: int = ...,
+        timeout: Any = ...,
+        retries: dict[str, Any] | None = ...,
+        item_timeout: Any = ...,
+    ) -> list[Settled]: ...
 
-    async def poll(self, name: str, check: Callable[..., Any], *, until: Callable[[Any], Any] | None = ...,
-                   initial: Any = ..., factor: float = ..., max_interval: Any = ..., deadline: Any = ...,
-                   retries: dict[str, Any] | None = ..., timeout: Any = ...) -> Any: ...
+    async def poll(
+        self,
+        name: str,
+        check: Callable[..., Any],
+        *,
+        until: Callable[[Any], Any] | None = ...,
+        initial: Any = ...,
+        factor: float = ...,
+        max_interval: Any = ...,
+        deadline: Any = ...,
+        retries: dict[str, Any] | None = ...,
+        timeout: Any = ...,
+    ) -> Any: ...

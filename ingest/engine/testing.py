@@ -89,8 +89,15 @@ def introspect_instance(instance_id: str) -> Iterator[Introspector]:
         testing_hooks.uninstall(instance_id=instance_id)
 
 
-def run_workflow(workflow: str, *, params: Any = None, id: str | None = None, tenant: str = "default",
-                 advance_clock: bool = True, max_turns: int = 10_000) -> dict[str, Any]:
+def run_workflow(
+    workflow: str,
+    *,
+    params: Any = None,
+    id: str | None = None,
+    tenant: str = "default",
+    advance_clock: bool = True,
+    max_turns: int = 10_000,
+) -> dict[str, Any]:
     """Create an instance, run it (and anything it starts) until nothing is due; return its status.
 
     With `advance_clock` (default) the engine's clock jumps over sleeps and delays that are not

@@ -151,8 +151,10 @@ def _default_provider() -> Any:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
 
-    provider = TracerProvider(resource=Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", "runledger")}),
-                              id_generator=id_generator())
+    provider = TracerProvider(
+        resource=Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", "runledger")}),
+        id_generator=id_generator(),
+    )
     console = os.environ.get("OTEL_TRACES_EXPORTER", "").strip().lower() == "console"
     provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter() if console else OTLPSpanExporter()))
     return provider
@@ -197,8 +199,12 @@ def _link(traceparent: str | None) -> list[Any]:
     if tp is None:
         return []
     _, trace_id, span_id, flags = tp.split("-")
-    return [Link(SpanContext(int(trace_id, 16), int(span_id, 16), is_remote=True,
-                             trace_flags=TraceFlags(int(flags, 16))), {"runledger.link": "ingress"})]
+    return [
+        Link(
+            SpanContext(int(trace_id, 16), int(span_id, 16), is_remote=True, trace_flags=TraceFlags(int(flags, 16))),
+            {"runledger.link": "ingress"},
+        )
+    ]
 
 
 def _instance_context(instance_id: str, trace_id: int | None = None) -> Any:
@@ -218,13 +224,20 @@ def _parent_link(parent_id: str | None) -> list[Any]:
     if not parent_id:
         return []
     trace_id, span_id = instance_ids(parent_id)
-    return [Link(SpanContext(trace_id, span_id, is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED)),
-                 {"runledger.link": "parent-instance", "runledger.parent_id": parent_id})]
+    return [
+        Link(
+            SpanContext(trace_id, span_id, is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED)),
+            {"runledger.link": "parent-instance", "runledger.parent_id": parent_id},
+        )
+    ]
 
 
 def instance_attributes(instance: Any) -> dict[str, Any]:
-    return {"runledger.instance_id": instance.id, "runledger.workflow": instance.workflow,
-            "runledger.tenant": instance.tenant}
+    return {
+        "runledger.instance_id": instance.id,
+        "runledger.workflow": instance.workflow,
+        "runledger.tenant": instance.tenant,
+    }
 
 
 def traced_turn(instance: Any, *, worker: str, ingress: str | None, run: Callable[[], str]) -> str:
@@ -233,14 +246,23 @@ def traced_turn(instance: Any, *, worker: str, ingress: str | None, run: Callabl
 
     caller = continued_from(ingress)
     links = ([] if caller else _link(ingress)) + _parent_link(instance.parent_id)
-    attributes = {**instance_attributes(instance), "runledger.worker": worker,
-                  "runledger.run_count": int(instance.run_count or 0)}
+    attributes = {
+        **instance_attributes(instance),
+        "runledger.worker": worker,
+        "runledger.run_count": int(instance.run_count or 0),
+    }
     if caller:
         _continued[instance.id] = caller[0]
     try:
-        with tracer().start_as_current_span(f"turn {instance.workflow}", context=_instance_context(instance.id),
-                                            kind=SpanKind.CONSUMER, links=links, attributes=attributes,
-                                            record_exception=False, set_status_on_exception=False) as span:
+        with tracer().start_as_current_span(
+            f"turn {instance.workflow}",
+            context=_instance_context(instance.id),
+            kind=SpanKind.CONSUMER,
+            links=links,
+            attributes=attributes,
+            record_exception=False,
+            set_status_on_exception=False,
+        ) as span:
             try:
                 status = run()
             except BaseException as exc:
@@ -270,8 +292,13 @@ def _root_span(instance: Any, *, status: str, links: list[Any], caller: tuple[in
         parent = Context()
         _next_ids.trace, _next_ids.span = trace_id, span_id
     started = _ns(instance.created_at)
-    span = tracer().start_span(f"instance {instance.workflow}", context=parent, links=links, start_time=started,
-                               attributes={**instance_attributes(instance), "runledger.outcome": status})
+    span = tracer().start_span(
+        f"instance {instance.workflow}",
+        context=parent,
+        links=links,
+        start_time=started,
+        attributes={**instance_attributes(instance), "runledger.outcome": status},
+    )
     _next_ids.trace = _next_ids.span = None
     if status == "errored":
         span.set_status(StatusCode.ERROR, f"instance {instance.id} errored")
@@ -304,10 +331,16 @@ async def step_attempt_async(ctx: Any, run: Callable[[], Awaitable[T]], *, sensi
 def _attempt_span(ctx: Any, parent: Any, *, sensitive: bool) -> Iterator[None]:
     """The span of one step attempt under `parent` (None: the current span); its outcome is "ok"
     or the class of the exception that ended it (re-raised, recorded by `failed`)."""
-    attributes = {"runledger.instance_id": ctx.instance_id, "runledger.workflow": ctx.workflow,
-                  "runledger.tenant": ctx.tenant, "runledger.step": ctx.name, "runledger.attempt": ctx.attempt}
-    with tracer().start_as_current_span(f"step {ctx.name}", context=parent, attributes=attributes,
-                                        record_exception=False, set_status_on_exception=False) as span:
+    attributes = {
+        "runledger.instance_id": ctx.instance_id,
+        "runledger.workflow": ctx.workflow,
+        "runledger.tenant": ctx.tenant,
+        "runledger.step": ctx.name,
+        "runledger.attempt": ctx.attempt,
+    }
+    with tracer().start_as_current_span(
+        f"step {ctx.name}", context=parent, attributes=attributes, record_exception=False, set_status_on_exception=False
+    ) as span:
         try:
             yield
         except BaseException as exc:
@@ -331,10 +364,15 @@ def failed(span: Any, exc: BaseException, *, sensitive: bool = False) -> None:
         return
     message = redact(str(exc))
     span.set_status(StatusCode.ERROR, message[:500] or name)
-    span.add_event("exception", {
-        "exception.type": name, "exception.message": message[:2000], "exception.escaped": True,
-        "exception.stacktrace": redact("".join(traceback.format_exception(exc)))[-8000:],
-    })
+    span.add_event(
+        "exception",
+        {
+            "exception.type": name,
+            "exception.message": message[:2000],
+            "exception.escaped": True,
+            "exception.stacktrace": redact("".join(traceback.format_exception(exc)))[-8000:],
+        },
+    )
 
 
 def cost_tracked(amount: Any) -> None:
@@ -358,11 +396,18 @@ def client_span(method: str, url: str) -> Iterator[tuple[Any, dict[str, str]]]:
     from opentelemetry.trace import SpanKind
 
     parts = urlsplit(url)
-    attributes = {"http.request.method": method, "server.address": parts.hostname or "",
-                  "url.full": redact(f"{parts.scheme}://{parts.netloc}{parts.path}")}
-    with tracer().start_as_current_span(f"{method} {parts.hostname}", kind=SpanKind.CLIENT,
-                                        attributes=attributes, record_exception=False,
-                                        set_status_on_exception=False) as span:
+    attributes = {
+        "http.request.method": method,
+        "server.address": parts.hostname or "",
+        "url.full": redact(f"{parts.scheme}://{parts.netloc}{parts.path}"),
+    }
+    with tracer().start_as_current_span(
+        f"{method} {parts.hostname}",
+        kind=SpanKind.CLIENT,
+        attributes=attributes,
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as span:
         carrier: dict[str, str] = {}
         propagate.inject(carrier)
         try:
@@ -388,9 +433,14 @@ def ingress_request(route: str, traceparent: str | None) -> Iterator[None]:
     from opentelemetry.trace import SpanKind
 
     parent = propagate.extract({"traceparent": traceparent} if valid_traceparent(traceparent) else {})
-    with tracer().start_as_current_span(f"POST /api/routes/{route}", context=parent, kind=SpanKind.SERVER,
-                                        attributes={"http.route": "/api/routes/{route}", "runledger.route": route},
-                                        record_exception=False, set_status_on_exception=False) as span:
+    with tracer().start_as_current_span(
+        f"POST /api/routes/{route}",
+        context=parent,
+        kind=SpanKind.SERVER,
+        attributes={"http.route": "/api/routes/{route}", "runledger.route": route},
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as span:
         sc = span.get_span_context()
         token = incoming.set(f"00-{sc.trace_id:032x}-{sc.span_id:016x}-{int(sc.trace_flags):02x}")
         try:

@@ -93,8 +93,9 @@ def _check_flow(cls: type[Workflow]) -> None:
         raise ValueError(f"version of workflow {label!r} must be a whole number of at least 1; got {version!r}")
     days = cls.retention_days
     if not isinstance(days, int) or isinstance(days, bool) or days < 1:
-        raise ValueError(f"retention_days of workflow {label!r} must be a whole number of days "
-                                f"of at least 1; got {days!r}")
+        raise ValueError(
+            f"retention_days of workflow {label!r} must be a whole number of days of at least 1; got {days!r}"
+        )
     limit = cls.concurrency
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ValueError(f"concurrency of workflow {label!r} must be a whole number ≥ 1; got {limit!r}")
@@ -105,8 +106,10 @@ def _check_flow(cls: type[Workflow]) -> None:
     if rate is None:
         return
     if not isinstance(rate, dict) or set(rate) - {"limit", "period", "key"} or not {"limit", "period"} <= set(rate):
-        raise ValueError(f"rate_limit of workflow {label!r} must be a dict with 'limit', 'period' and an "
-                         f"optional 'key', e.g. {{'limit': 100, 'period': '1 minute', 'key': 'tenant'}}; got {rate!r}")
+        raise ValueError(
+            f"rate_limit of workflow {label!r} must be a dict with 'limit', 'period' and an "
+            f"optional 'key', e.g. {{'limit': 100, 'period': '1 minute', 'key': 'tenant'}}; got {rate!r}"
+        )
     count = rate["limit"]
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
         raise ValueError(f"rate_limit.limit of workflow {label!r} must be a whole number ≥ 1; got {count!r}")
@@ -120,8 +123,10 @@ def _check_flow(cls: type[Workflow]) -> None:
     if key is not None and cls.concurrency_key is None:
         cls.concurrency_key = key
     elif key != cls.concurrency_key:
-        raise ValueError(f"rate_limit.key of workflow {label!r} is {key!r} but its concurrency_key is "
-                         f"{cls.concurrency_key!r}; both limits partition by the same key — set them equal")
+        raise ValueError(
+            f"rate_limit.key of workflow {label!r} is {key!r} but its concurrency_key is "
+            f"{cls.concurrency_key!r}; both limits partition by the same key — set them equal"
+        )
     cls._rate = (count, period)
 
 
@@ -130,16 +135,22 @@ def _check_overrides(cls: type[Workflow], label: str) -> None:
     if not overrides:
         return
     if not isinstance(overrides, Mapping):
-        raise ValueError(f"concurrency_overrides of workflow {label!r} must map key values to caps, "
-                         f"e.g. {{'acme': 8}}; got {overrides!r}")
+        raise ValueError(
+            f"concurrency_overrides of workflow {label!r} must map key values to caps, "
+            f"e.g. {{'acme': 8}}; got {overrides!r}"
+        )
     for key, cap in overrides.items():
         if not isinstance(key, str) or isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
-            raise ValueError(f"concurrency_overrides of workflow {label!r}: {key!r} maps to {cap!r}; "
-                             "each key value's cap is a whole number ≥ 1")
+            raise ValueError(
+                f"concurrency_overrides of workflow {label!r}: {key!r} maps to {cap!r}; "
+                "each key value's cap is a whole number ≥ 1"
+            )
     # The rate limit may set concurrency_key below; an override needs one now or from it.
     if cls.concurrency_key is None and not (cls.rate_limit or {}).get("key"):
-        raise ValueError(f"concurrency_overrides of workflow {label!r} cap key values, but the workflow "
-                         "declares no concurrency_key to partition its instances by")
+        raise ValueError(
+            f"concurrency_overrides of workflow {label!r} cap key values, but the workflow "
+            "declares no concurrency_key to partition its instances by"
+        )
 
 
 _registry: dict[str, type[Workflow]] = {}
@@ -171,9 +182,7 @@ def get_workflow(name: str) -> type[Workflow]:
         return _registry[name]
     except KeyError:
         known = ", ".join(sorted(_registry)) or "none"
-        raise UnknownWorkflow(
-            f"no workflow is registered as {name!r}; registered workflows: {known}"
-        ) from None
+        raise UnknownWorkflow(f"no workflow is registered as {name!r}; registered workflows: {known}") from None
 
 
 def registered_workflows() -> list[type[Workflow]]:

@@ -56,9 +56,7 @@ _MONTH = (
     r"Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?"
     r"|Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?"
 )
-MONTH_DAY = re.compile(
-    rf"\b(?P<month>{_MONTH})\.?\s+(?P<day>[0-3]?\d)(?:st|nd|rd|th)?\b(?:,?\s+(?P<year>20\d\d)\b)?"
-)
+MONTH_DAY = re.compile(rf"\b(?P<month>{_MONTH})\.?\s+(?P<day>[0-3]?\d)(?:st|nd|rd|th)?\b(?:,?\s+(?P<year>20\d\d)\b)?")
 ISO_DATE = re.compile(r"\b(?P<year>20\d\d)-(?P<month>[01]\d)-(?P<day>[0-3]\d)\b")
 QUARTER = re.compile(r"\b(?P<end>end of\s+)?Q(?P<q>[1-4])(?:\s+(?P<year>20\d\d))?\b")
 PERIOD_END = re.compile(r"\bend of (?:the )?(?P<period>month|quarter|year)\b")

@@ -20,9 +20,7 @@ Rules:
 - Only facts the text states; no guesses. If there are none, return {"facts": []}."""
 
 
-def extraction_messages(
-    text: str, *, subject: str, source: str = "call transcript"
-) -> list[ChatMessage]:
+def extraction_messages(text: str, *, subject: str, source: str = "call transcript") -> list[ChatMessage]:
     return [
         {"role": "system", "content": SYSTEM_PROMPT},
         {"role": "user", "content": f"Account: {subject}\nSource: {source}\n\n{text}"},
@@ -36,8 +34,6 @@ class LLMFactExtractor:
         self.client = client
         self.max_tokens = max_tokens
 
-    def extract(
-        self, text: str, *, subject: str = "deal", source: str = "call transcript"
-    ) -> LLMResult:
+    def extract(self, text: str, *, subject: str = "deal", source: str = "call transcript") -> LLMResult:
         messages = extraction_messages(text, subject=subject, source=source)
         return self.client.complete_json(messages, max_tokens=self.max_tokens)

@@ -53,8 +53,10 @@ KIND_FIELDS: dict[str, tuple[str, ...]] = {
 }
 COMMON_FIELDS = ("options", "enabled")
 REQUIRED: dict[str, tuple[str, ...]] = {
-    ConnectionKind.GONG: ("key", "secret"), ConnectionKind.SALESFORCE: ("key", "secret"),
-    ConnectionKind.LLM: (), ConnectionKind.DATAFORSEO: ("key", "secret"),
+    ConnectionKind.GONG: ("key", "secret"),
+    ConnectionKind.SALESFORCE: ("key", "secret"),
+    ConnectionKind.LLM: (),
+    ConnectionKind.DATAFORSEO: ("key", "secret"),
     ConnectionKind.ZENROWS: ("secret",),
 }
 PROVIDERS = ("openai", "anthropic", "rules", "demo")
@@ -139,15 +141,21 @@ def _field_problem(name: str, value: Any) -> str | None:
     if name == "base_url":
         if problem := _text_problem(value, most=URL_MAX, what="the base URL"):
             return problem
-        return None if _URL.match(value) else (
-            f"the base URL is an http:// or https:// address such as https://api.gong.io, or empty for the "
-            f"provider's own; got {value[:60]!r}")
+        return (
+            None
+            if _URL.match(value)
+            else (
+                f"the base URL is an http:// or https:// address such as https://api.gong.io, or empty for the "
+                f"provider's own; got {value[:60]!r}"
+            )
+        )
     most = SECRET_MAX if name in SECRET_FIELDS else TEXT_MAX
     return _text_problem(value, most=most, what=name.replace("_", " "))
 
 
-def connection_problems(fields: dict[str, Any], *, kind: Any, tenant: Any = UNSET,
-                        stored: dict[str, Any] | None = None) -> dict[str, str]:
+def connection_problems(
+    fields: dict[str, Any], *, kind: Any, tenant: Any = UNSET, stored: dict[str, Any] | None = None
+) -> dict[str, str]:
     """What is wrong with a connection's fields, by field name (empty when nothing is). Pure.
 
     `stored`: the row's current values, for an edit (an empty secret keeps the stored one, so a
@@ -179,9 +187,14 @@ def connection_problems(fields: dict[str, Any], *, kind: Any, tenant: Any = UNSE
 
 def _stored(row: Connection) -> dict[str, Any]:
     options = dict(row.options or {})
-    values: dict[str, Any] = {"base_url": row.base_url, "key": row.key, "secret": row.secret,
-                              "refresh_token": row.refresh_token, "webhook_key": row.webhook_key,
-                              "enabled": row.enabled}
+    values: dict[str, Any] = {
+        "base_url": row.base_url,
+        "key": row.key,
+        "secret": row.secret,
+        "refresh_token": row.refresh_token,
+        "webhook_key": row.webhook_key,
+        "enabled": row.enabled,
+    }
     values |= {name: str(options.get(name, "")) for name in OPTION_FIELDS}
     values["options"] = {k: v for k, v in options.items() if k not in OPTION_FIELDS}
     return values
@@ -233,7 +246,8 @@ def _locked(tenant: str, kind: str, version: str | None) -> Connection:
         at = row.updated_at.astimezone(UTC)
         raise ConnectionChanged(
             f"the {kind} connection of {tenant} changed since you loaded it (saved at {at:%H:%M:%S} UTC). "
-            "Nothing was done; load it again and decide on what it is now.")
+            "Nothing was done; load it again and decide on what it is now."
+        )
     return row
 
 
@@ -262,8 +276,14 @@ def connection_delete(*, tenant: str, kind: str, version: str | None = None) -> 
     no secret."""
     with transaction.atomic():
         row = _locked(tenant, kind, version)
-        gone = Connection(pk=row.pk, tenant=row.tenant, kind=row.kind, base_url=row.base_url,
-                          enabled=row.enabled, updated_at=row.updated_at)
+        gone = Connection(
+            pk=row.pk,
+            tenant=row.tenant,
+            kind=row.kind,
+            base_url=row.base_url,
+            enabled=row.enabled,
+            updated_at=row.updated_at,
+        )
         row.delete()
     return gone
 
@@ -290,12 +310,19 @@ def connection_test(*, tenant: str, kind: str, now: datetime) -> TestOutcome:
     row = Connection.objects.filter(tenant=tenant, kind=kind).first()
     if row is None:
         raise ConnectionNotFound(f"tenant {tenant[:100]!r} has no {kind[:40]} connection")
-    target = ProbeTarget(kind=row.kind, base_url=row.base_url, key=row.key, secret=row.secret,
-                         refresh_token=row.refresh_token, options=dict(row.options or {}))
+    target = ProbeTarget(
+        kind=row.kind,
+        base_url=row.base_url,
+        key=row.key,
+        secret=row.secret,
+        refresh_token=row.refresh_token,
+        options=dict(row.options or {}),
+    )
     try:
         outcome = TestOutcome(True, probe(target)[:1000], now)
     except Exception as error:  # every failure is the operator's answer, whatever raised it
         outcome = TestOutcome(False, _said(error, [row.key, row.secret, row.refresh_token, row.webhook_key]), now)
-    Connection.objects.filter(pk=row.pk).update(last_tested_at=now, last_test_ok=outcome.ok,
-                                                last_test_message=outcome.message)
+    Connection.objects.filter(pk=row.pk).update(
+        last_tested_at=now, last_test_ok=outcome.ok, last_test_message=outcome.message
+    )
     return outcome

@@ -37,8 +37,10 @@ def pull_window(*, cursor: datetime | None, now: datetime, lookback: timedelta, 
     before `now`, never the connection's history (`manage.py ingest_pull` backfills that). A
     cursor far behind (the pulls were off) is caught up `max_window` at a time."""
     if max_window <= lookback:
-        raise ValueError(f"a pull's largest window ({max_window}) must be longer than its lookback "
-                         f"({lookback}), or the cursor could never move")
+        raise ValueError(
+            f"a pull's largest window ({max_window}) must be longer than its lookback "
+            f"({lookback}), or the cursor could never move"
+        )
     start = min(cursor or now, now) - lookback
     return Window(start, min(now, start + max_window))
 
@@ -50,8 +52,9 @@ MOST_LOOKBACK_MINUTES = 1439  # under a day: the largest window, or the cursor c
 def lookback_minutes_check(value: object, *, what: str) -> int:
     """`value` as a lookback in minutes, or ValueError naming `what` it is."""
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MOST_LOOKBACK_MINUTES:
-        raise ValueError(f"{what} is {str(value)[:40]!r}; it is a whole number of minutes from 1 to "
-                         f"{MOST_LOOKBACK_MINUTES}")
+        raise ValueError(
+            f"{what} is {str(value)[:40]!r}; it is a whole number of minutes from 1 to {MOST_LOOKBACK_MINUTES}"
+        )
     return value
 
 
@@ -63,12 +66,14 @@ def cursor_claim(*, connection_id: int, holder: str, now: datetime, hold: timede
     free = Q(held_until__isnull=True) | Q(held_until__lte=now) | Q(holder=holder)
     # One conditional UPDATE: of two pulls racing for the row, the second sees the first's hold.
     taken = ConnectionCursor.objects.filter(free, pk=connection_id).update(
-        holder=holder, held_until=now + hold, updated_at=now)
+        holder=holder, held_until=now + hold, updated_at=now
+    )
     return ConnectionCursor.objects.get(pk=connection_id) if taken else None
 
 
-def cursor_advance(*, connection_id: int, holder: str, window: Window, listed: int, started: int,
-                   now: datetime) -> None:
+def cursor_advance(
+    *, connection_id: int, holder: str, window: Window, listed: int, started: int, now: datetime
+) -> None:
     """Everything in `window` was started: the cursor moves to its end (never back: a slower
     pull of an older window leaves a newer cursor as it is), the error is cleared, the hold
     released."""
@@ -76,8 +81,16 @@ def cursor_advance(*, connection_id: int, holder: str, window: Window, listed: i
     with transaction.atomic():
         ConnectionCursor.objects.filter(pk=connection_id).update(
             cursor=Greatest(Coalesce("cursor", end), end),
-            window_start=window.start, window_end=window.end, listed=listed, started=started,
-            last_pull_at=now, last_success_at=now, last_error="", last_error_at=None, updated_at=now)
+            window_start=window.start,
+            window_end=window.end,
+            listed=listed,
+            started=started,
+            last_pull_at=now,
+            last_success_at=now,
+            last_error="",
+            last_error_at=None,
+            updated_at=now,
+        )
         _release(connection_id, holder)
 
 
@@ -86,7 +99,8 @@ def cursor_fail(*, connection_id: int, holder: str, error: str, now: datetime) -
     pull started is kept; the next pull finds it started), the error is shown, the hold released."""
     with transaction.atomic():
         ConnectionCursor.objects.filter(pk=connection_id).update(
-            last_pull_at=now, last_error=redact(error)[:2000], last_error_at=now, updated_at=now)
+            last_pull_at=now, last_error=redact(error)[:2000], last_error_at=now, updated_at=now
+        )
         _release(connection_id, holder)
 
 

@@ -47,7 +47,9 @@ class Fact(models.Model):
     superseded_by = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="supersedes"
     )
-    instance_id = models.CharField(max_length=100, blank=True, default="", help_text="the workflow instance that wrote it")
+    instance_id = models.CharField(
+        max_length=100, blank=True, default="", help_text="the workflow instance that wrote it"
+    )
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
 
@@ -56,8 +58,7 @@ class Fact(models.Model):
             models.Index(fields=["tenant", "predicate", "valid"], name="fact_tenant_pred_valid"),
             # The rivals of a new fact (same tenant, subject in any case, predicate, still valid):
             # without it each persist scanned every valid fact of its predicate.
-            models.Index(F("tenant"), Upper("subject"), F("predicate"), name="fact_rivals",
-                         condition=Q(valid=True)),
+            models.Index(F("tenant"), Upper("subject"), F("predicate"), name="fact_rivals", condition=Q(valid=True)),
             models.Index(fields=["tenant", "source_ref"], name="fact_tenant_source"),
         ]
 
@@ -201,8 +202,9 @@ class Connection(models.Model):
     updated_at = models.DateTimeField()
     last_tested_at = models.DateTimeField(null=True, blank=True)
     last_test_ok = models.BooleanField(null=True, blank=True)
-    last_test_message = models.TextField(blank=True, default="", help_text="what the test's call answered, or its "
-                                                                            "error's class and message")
+    last_test_message = models.TextField(
+        blank=True, default="", help_text="what the test's call answered, or its error's class and message"
+    )
 
     class Meta:
         constraints = [
@@ -224,8 +226,9 @@ class ConnectionCursor(models.Model):
     would still be harmless). Written only by `ingest.pipelines.cursors`.
     """
 
-    connection = models.OneToOneField(Connection, primary_key=True, on_delete=models.CASCADE,
-                                      related_name="pull_cursor")
+    connection = models.OneToOneField(
+        Connection, primary_key=True, on_delete=models.CASCADE, related_name="pull_cursor"
+    )
     cursor = models.DateTimeField(null=True, blank=True, help_text="everything before it is started")
     window_start = models.DateTimeField(null=True, blank=True, help_text="what the last complete pull covered")
     window_end = models.DateTimeField(null=True, blank=True)

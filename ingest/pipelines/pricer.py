@@ -36,8 +36,7 @@ def price_usage(service: str, model: str, usage: Mapping[str, Any], at: datetime
     return cost_for(item, DEFAULT_PRICES, at)
 
 
-def estimate_usage_cost(service: str, model: str, *, input_tokens: int, output_tokens: int,
-                        at: datetime) -> Decimal:
+def estimate_usage_cost(service: str, model: str, *, input_tokens: int, output_tokens: int, at: datetime) -> Decimal:
     """What a call could cost at most (no cache hits): the amount a step reserves before it.
 
     Raises PriceNotFound for a service or model without a price, before anything is spent.

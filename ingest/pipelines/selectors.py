@@ -121,8 +121,9 @@ def keyword_list_get(*, tenant: str) -> list[str] | None:
 def _connection(tenant: str, kind: str) -> Connection | None:
     """The tenant's enabled connection row of a kind, through a cache as `keyword_list_get`'s
     (every extraction read its LLM connection). Callers only read the row."""
-    return _connections.get((tenant, kind), lambda: Connection.objects.filter(
-        tenant=tenant, kind=kind, enabled=True).first())
+    return _connections.get(
+        (tenant, kind), lambda: Connection.objects.filter(tenant=tenant, kind=kind, enabled=True).first()
+    )
 
 
 def connection_by_webhook_key(*, kind: str, key: str) -> Connection | None:
@@ -175,7 +176,8 @@ def gong_config_get(*, tenant: str, base_url: str | None = None) -> GongConfig:
         return GongConfig(base_url or row.base_url or "https://api.gong.io", row.key, row.secret, dict(row.options))
     return GongConfig(
         base_url or ENV.get("GONG_BASE_URL", "https://api.gong.io"),
-        ENV.get("GONG_ACCESS_KEY", ""), ENV.get("GONG_ACCESS_KEY_SECRET", ""),
+        ENV.get("GONG_ACCESS_KEY", ""),
+        ENV.get("GONG_ACCESS_KEY_SECRET", ""),
     )
 
 
@@ -184,12 +186,16 @@ def salesforce_config_get(*, tenant: str, login_url: str | None = None) -> Sales
     row = _connection(tenant, ConnectionKind.SALESFORCE)
     if row is not None:
         return SalesforceConfig(
-            login_url or row.base_url or "https://login.salesforce.com", row.key, row.secret,
-            row.refresh_token, str(row.options.get("organization_id", "")),
+            login_url or row.base_url or "https://login.salesforce.com",
+            row.key,
+            row.secret,
+            row.refresh_token,
+            str(row.options.get("organization_id", "")),
         )
     return SalesforceConfig(
         login_url or ENV.get("SALESFORCE_LOGIN_URL", "https://login.salesforce.com"),
-        ENV.get("SALESFORCE_CLIENT_ID", ""), ENV.get("SALESFORCE_CLIENT_SECRET", ""),
+        ENV.get("SALESFORCE_CLIENT_ID", ""),
+        ENV.get("SALESFORCE_CLIENT_SECRET", ""),
         ENV.get("SALESFORCE_REFRESH_TOKEN", ""),
     )
 
@@ -202,8 +208,11 @@ class StoredToken:
 
 def connection_token_get(*, tenant: str, kind: str, now: datetime) -> StoredToken | None:
     """The access token a process kept for the tenant's connection, while it is still valid."""
-    row = Connection.objects.filter(tenant=tenant, kind=kind, enabled=True).values_list(
-        "access_token", "instance_url", "access_token_expires_at").first()
+    row = (
+        Connection.objects.filter(tenant=tenant, kind=kind, enabled=True)
+        .values_list("access_token", "instance_url", "access_token_expires_at")
+        .first()
+    )
     if row is None or not row[0] or row[2] is None or row[2] <= now:
         return None
     return StoredToken(access_token=row[0], instance_url=row[1])
@@ -216,12 +225,18 @@ def llm_config_get(*, tenant: str) -> LLMConfig:
     if row is not None:
         opts = dict(row.options)
         return LLMConfig(
-            provider=str(opts.get("provider", "openai")), base_url=row.base_url, api_key=row.secret,
-            model=str(opts.get("model", "")), service=str(opts.get("service", "")), options=opts,
+            provider=str(opts.get("provider", "openai")),
+            base_url=row.base_url,
+            api_key=row.secret,
+            model=str(opts.get("model", "")),
+            service=str(opts.get("service", "")),
+            options=opts,
         )
     return LLMConfig(
-        provider=ENV.get("RUNLEDGER_LLM_PROVIDER", "rules"), base_url=ENV.get("RUNLEDGER_LLM_BASE_URL", ""),
-        api_key=ENV.get("RUNLEDGER_LLM_API_KEY", ""), model=ENV.get("RUNLEDGER_LLM_MODEL", ""),
+        provider=ENV.get("RUNLEDGER_LLM_PROVIDER", "rules"),
+        base_url=ENV.get("RUNLEDGER_LLM_BASE_URL", ""),
+        api_key=ENV.get("RUNLEDGER_LLM_API_KEY", ""),
+        model=ENV.get("RUNLEDGER_LLM_MODEL", ""),
         service=ENV.get("RUNLEDGER_LLM_SERVICE", ""),
     )
 
@@ -245,8 +260,11 @@ def dataforseo_config_get(*, tenant: str) -> DataForSEOConfig:
     row = _connection(tenant, ConnectionKind.DATAFORSEO)
     if row is not None:
         return DataForSEOConfig(row.key, row.secret, row.base_url or DataForSEOConfig.base_url)
-    return DataForSEOConfig(ENV.get("RUNLEDGER_DATAFORSEO_LOGIN", ""), ENV.get("RUNLEDGER_DATAFORSEO_PASSWORD", ""),
-                            ENV.get("RUNLEDGER_DATAFORSEO_BASE_URL", "") or DataForSEOConfig.base_url)
+    return DataForSEOConfig(
+        ENV.get("RUNLEDGER_DATAFORSEO_LOGIN", ""),
+        ENV.get("RUNLEDGER_DATAFORSEO_PASSWORD", ""),
+        ENV.get("RUNLEDGER_DATAFORSEO_BASE_URL", "") or DataForSEOConfig.base_url,
+    )
 
 
 def zenrows_config_get(*, tenant: str) -> ZenRowsConfig:
@@ -255,8 +273,9 @@ def zenrows_config_get(*, tenant: str) -> ZenRowsConfig:
     row = _connection(tenant, ConnectionKind.ZENROWS)
     if row is not None:
         return ZenRowsConfig(row.secret, row.base_url or ZenRowsConfig.base_url)
-    return ZenRowsConfig(ENV.get("RUNLEDGER_ZENROWS_API_KEY", ""),
-                         ENV.get("RUNLEDGER_ZENROWS_BASE_URL", "") or ZenRowsConfig.base_url)
+    return ZenRowsConfig(
+        ENV.get("RUNLEDGER_ZENROWS_API_KEY", ""), ENV.get("RUNLEDGER_ZENROWS_BASE_URL", "") or ZenRowsConfig.base_url
+    )
 
 
 PULLED_KINDS = (ConnectionKind.GONG, ConnectionKind.SALESFORCE)
@@ -283,9 +302,11 @@ def pulled_connections(*, tenant: str | None = None) -> list[PulledConnection]:
     qs = Connection.objects.filter(kind__in=PULLED_KINDS, enabled=True)
     if tenant is not None:
         qs = qs.filter(tenant=tenant)
-    return [PulledConnection(row["id"], row["tenant"], row["kind"], dict(row["options"] or {}))
-            for row in qs.order_by("tenant", "kind").values("id", "tenant", "kind", "options")
-            if _pulled(row["options"])]
+    return [
+        PulledConnection(row["id"], row["tenant"], row["kind"], dict(row["options"] or {}))
+        for row in qs.order_by("tenant", "kind").values("id", "tenant", "kind", "options")
+        if _pulled(row["options"])
+    ]
 
 
 @dataclass(frozen=True)
@@ -309,20 +330,33 @@ class CursorRow:
 
 def connection_cursor_list(*, tenants: Collection[str], now: datetime) -> list[CursorRow]:
     """Every Gong and Salesforce connection of `tenants` with how far its pull has reached."""
-    rows = (Connection.objects.filter(kind__in=PULLED_KINDS, tenant__in=list(tenants))
-            .select_related("pull_cursor").order_by("tenant", "kind")
-            .defer("key", "secret", "refresh_token", "webhook_key", "access_token"))  # never decrypted here
+    rows = (
+        Connection.objects.filter(kind__in=PULLED_KINDS, tenant__in=list(tenants))
+        .select_related("pull_cursor")
+        .order_by("tenant", "kind")
+        .defer("key", "secret", "refresh_token", "webhook_key", "access_token")
+    )  # never decrypted here
     found = []
     for row in rows:
         c = getattr(row, "pull_cursor", None)
         cursor = c.cursor if c else None
-        found.append(CursorRow(
-            tenant=row.tenant, kind=row.kind, enabled=row.enabled, pulled=_pulled(row.options), cursor=cursor,
-            lag_seconds=None if cursor is None else max(0.0, (now - cursor).total_seconds()),
-            last_pull_at=c.last_pull_at if c else None, last_success_at=c.last_success_at if c else None,
-            listed=c.listed if c else 0, started=c.started if c else 0, last_error=c.last_error if c else "",
-            last_error_at=c.last_error_at if c else None,
-            pulling=bool(c and c.holder and c.held_until and c.held_until > now)))
+        found.append(
+            CursorRow(
+                tenant=row.tenant,
+                kind=row.kind,
+                enabled=row.enabled,
+                pulled=_pulled(row.options),
+                cursor=cursor,
+                lag_seconds=None if cursor is None else max(0.0, (now - cursor).total_seconds()),
+                last_pull_at=c.last_pull_at if c else None,
+                last_success_at=c.last_success_at if c else None,
+                listed=c.listed if c else 0,
+                started=c.started if c else 0,
+                last_error=c.last_error if c else "",
+                last_error_at=c.last_error_at if c else None,
+                pulling=bool(c and c.holder and c.held_until and c.held_until > now),
+            )
+        )
     return found
 
 
@@ -331,8 +365,14 @@ def price_rows() -> list[PriceRow]:
     return [
         PriceRow.from_row(row)
         for row in Price.objects.values(
-            "service", "model", "effective_from", "input_per_million", "cached_input_per_million",
-            "output_per_million", "per_call", "per_item",
+            "service",
+            "model",
+            "effective_from",
+            "input_per_million",
+            "cached_input_per_million",
+            "output_per_million",
+            "per_call",
+            "per_item",
         )
     ]
 

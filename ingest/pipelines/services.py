@@ -29,10 +29,19 @@ from ingest.pipelines.models import (
 
 # Predicates that hold one value at a time: a newer or more authoritative fact supersedes the
 # older one. Everything else (competitors, commitments, next steps…) accumulates.
-SINGLE_VALUED = frozenset({
-    "budget", "deal_amount", "seat_count", "headcount", "close_date", "go_live_date", "deal_stage",
-    "industry", "engagement",
-})
+SINGLE_VALUED = frozenset(
+    {
+        "budget",
+        "deal_amount",
+        "seat_count",
+        "headcount",
+        "close_date",
+        "go_live_date",
+        "deal_stage",
+        "industry",
+        "engagement",
+    }
+)
 # Higher wins a conflict; equal authority lets the newer observation win.
 AUTHORITY_RANK: dict[str, int] = {
     SourceAuthority.GONG_ENGAGEMENT: 0,
@@ -67,7 +76,9 @@ def fact_id_for(*, tenant: str, source_ref: str, fact: ExtractedFact) -> str:
 
 def _is_single_valued(predicate: str, authority: str) -> bool:
     return predicate in SINGLE_VALUED or authority in (
-        SourceAuthority.SFDC_CUSTOM_FIELD, SourceAuthority.SFDC_OPPORTUNITY_STAGE)
+        SourceAuthority.SFDC_CUSTOM_FIELD,
+        SourceAuthority.SFDC_OPPORTUNITY_STAGE,
+    )
 
 
 def _rank(row: Fact) -> tuple[int, datetime, int, str]:
@@ -88,6 +99,7 @@ _FACT_PUT = (
     "%s::timestamptz, %s::boolean, %s::text[], %s::integer[])"
 )
 
+
 def _fact_put_postgres(v: dict[str, Any], *, single: bool) -> FactWrite:
     """One round trip: `ingest_fact_put` (migrations 0003, 0007) inserts the fact and, for a
     single-valued predicate, ranks it against its key's head row (locked) as `_rank` does. Run
@@ -95,37 +107,86 @@ def _fact_put_postgres(v: dict[str, Any], *, single: bool) -> FactWrite:
     step's completion, committed after it, flushes it). Prepared (`sql.prepared_row`): a
     call's 18 or so fact steps skip the parse, the plan and Django's cursor wrapper.
     """
-    params = [v["id"], v["tenant"], v["subject"], v["predicate"], json.dumps(v["object"]), v["confidence"],
-              v["source_authority"], v["source_ref"], v["evidence"], v["observed_at"], v["ordinal"],
-              v["instance_id"], v["created_at"], single, _AUTHORITIES, _RANKS]
+    params = [
+        v["id"],
+        v["tenant"],
+        v["subject"],
+        v["predicate"],
+        json.dumps(v["object"]),
+        v["confidence"],
+        v["source_authority"],
+        v["source_ref"],
+        v["evidence"],
+        v["observed_at"],
+        v["ordinal"],
+        v["instance_id"],
+        v["created_at"],
+        single,
+        _AUTHORITIES,
+        _RANKS,
+    ]
     row = prepared_row(_FACT_PUT, params)
     assert row is not None  # the function returns exactly one row
     action, valid, superseded = row
     return FactWrite(v["id"], action, valid, tuple(superseded))
 
 
-def fact_values(*, tenant: str, fact: ExtractedFact, source_ref: str, authority: str, observed_at: datetime,
-                instance_id: str, obj: Any, ordinal: int, now: datetime) -> dict[str, Any]:
+def fact_values(
+    *,
+    tenant: str,
+    fact: ExtractedFact,
+    source_ref: str,
+    authority: str,
+    observed_at: datetime,
+    instance_id: str,
+    obj: Any,
+    ordinal: int,
+    now: datetime,
+) -> dict[str, Any]:
     """The row a fact write stores, as both paths of the rule take it."""
     return {
-        "id": fact_id_for(tenant=tenant, source_ref=source_ref, fact=fact), "tenant": tenant,
-        "subject": fact.subject[:300], "predicate": fact.predicate[:100],
-        "object": fact.object if obj is None else obj, "confidence": fact.confidence,
-        "source_authority": authority, "source_ref": source_ref, "evidence": fact.evidence,
-        "observed_at": observed_at, "instance_id": instance_id, "ordinal": ordinal, "created_at": now,
+        "id": fact_id_for(tenant=tenant, source_ref=source_ref, fact=fact),
+        "tenant": tenant,
+        "subject": fact.subject[:300],
+        "predicate": fact.predicate[:100],
+        "object": fact.object if obj is None else obj,
+        "confidence": fact.confidence,
+        "source_authority": authority,
+        "source_ref": source_ref,
+        "evidence": fact.evidence,
+        "observed_at": observed_at,
+        "instance_id": instance_id,
+        "ordinal": ordinal,
+        "created_at": now,
     }
 
 
-def fact_insert_or_supersede(*, tenant: str, fact: ExtractedFact, source_ref: str, authority: str,
-                             observed_at: datetime, instance_id: str = "", obj: Any = None,
-                             ordinal: int = 0) -> FactWrite:
+def fact_insert_or_supersede(
+    *,
+    tenant: str,
+    fact: ExtractedFact,
+    source_ref: str,
+    authority: str,
+    observed_at: datetime,
+    instance_id: str = "",
+    obj: Any = None,
+    ordinal: int = 0,
+) -> FactWrite:
     """Insert a fact by its deterministic id (a second insert changes nothing), then resolve the
     conflict with the valid facts of the same subject and predicate (for single-valued ones):
     the most authoritative, then most recently observed, fact stays valid; the others point
     to it through `superseded_by`. `obj` overrides the stored JSON object (default: the text)."""
-    values = fact_values(tenant=tenant, fact=fact, source_ref=source_ref, authority=authority,
-                         observed_at=observed_at, instance_id=instance_id, obj=obj, ordinal=ordinal,
-                         now=timezone.now())
+    values = fact_values(
+        tenant=tenant,
+        fact=fact,
+        source_ref=source_ref,
+        authority=authority,
+        observed_at=observed_at,
+        instance_id=instance_id,
+        obj=obj,
+        ordinal=ordinal,
+        now=timezone.now(),
+    )
     single = _is_single_valued(fact.predicate, authority)
     if connection.vendor == "postgresql":
         return _fact_put_postgres(values, single=single)
@@ -172,7 +233,9 @@ def _fact_put_orm(values: dict[str, Any], *, single: bool) -> FactWrite:
             return FactWrite(fact_id, "outranked", False)
         if existing is None:
             row.save(force_insert=True)
-        rivals = list(Fact.objects.filter(tenant=tenant, subject__iexact=row.subject, predicate=row.predicate, valid=True))
+        rivals = list(
+            Fact.objects.filter(tenant=tenant, subject__iexact=row.subject, predicate=row.predicate, valid=True)
+        )
         if not rivals:  # stored before and outranked by a fact deleted since
             FactHead.objects.filter(**key).delete()
             return FactWrite(fact_id, "unchanged", bool(existing))
@@ -197,8 +260,13 @@ def _key_winner(key: dict[str, str]) -> tuple[FactHead | None, Fact | None]:
 
 def _head_put(head: FactHead | None, key: dict[str, str], winner: Fact, now: datetime) -> None:
     """Point the key's head at `winner` (SQLite path; PostgreSQL does this in the function)."""
-    values = {"fact_id": winner.id, "source_authority": winner.source_authority, "observed_at": winner.observed_at,
-              "ordinal": winner.ordinal, "updated_at": now}
+    values = {
+        "fact_id": winner.id,
+        "source_authority": winner.source_authority,
+        "observed_at": winner.observed_at,
+        "ordinal": winner.ordinal,
+        "updated_at": now,
+    }
     if head is None:
         FactHead.objects.create(**key, **values)
     else:
@@ -215,23 +283,35 @@ _SIGNAL_EVALUATION_PUT = """
 """
 
 
-def signal_evaluation_record(*, instance_id: str, tenant: str, workflow: str, source_ref: str,
-                             fact_ids: Sequence[str]) -> SignalEvaluation:
+def signal_evaluation_record(
+    *, instance_id: str, tenant: str, workflow: str, source_ref: str, fact_ids: Sequence[str]
+) -> SignalEvaluation:
     """The one evaluation row of a batch (an instance); recording it again updates it.
 
     One INSERT … ON CONFLICT DO UPDATE (update_or_create took a transaction and three more
     round trips), which also leaves no window for two writers to insert the row twice; on
     PostgreSQL a prepared one (Django's bulk_create built the statement anew every time)."""
-    row = SignalEvaluation(instance_id=instance_id, tenant=tenant, workflow=workflow, source_ref=source_ref,
-                           fact_ids=list(fact_ids), fact_count=len(fact_ids), created_at=timezone.now())
+    row = SignalEvaluation(
+        instance_id=instance_id,
+        tenant=tenant,
+        workflow=workflow,
+        source_ref=source_ref,
+        fact_ids=list(fact_ids),
+        fact_count=len(fact_ids),
+        created_at=timezone.now(),
+    )
     if connection.vendor == "postgresql":
-        got = prepared_row(_SIGNAL_EVALUATION_PUT, [instance_id, tenant, workflow, source_ref,
-                                                     json.dumps(row.fact_ids), row.fact_count, row.created_at])
+        got = prepared_row(
+            _SIGNAL_EVALUATION_PUT,
+            [instance_id, tenant, workflow, source_ref, json.dumps(row.fact_ids), row.fact_count, row.created_at],
+        )
         assert got is not None  # an upsert with RETURNING returns its row
         row.id = got[0]
         return row
     SignalEvaluation.objects.bulk_create(
-        [row], update_conflicts=True, unique_fields=["instance_id"],
+        [row],
+        update_conflicts=True,
+        unique_fields=["instance_id"],
         update_fields=["tenant", "workflow", "source_ref", "fact_ids", "fact_count", "created_at"],
     )
     return row
@@ -246,12 +326,21 @@ def fact_embeddings_store(*, tenant: str, model: str, items: Sequence[tuple[str,
 
     now = timezone.now()
     rows = {
-        fact_id: FactEmbedding(fact_id=fact_id, tenant=tenant, model=model, dim=len(vector),
-                               vector=np.asarray(vector, dtype="<f4").tobytes(), text=text, created_at=now)
+        fact_id: FactEmbedding(
+            fact_id=fact_id,
+            tenant=tenant,
+            model=model,
+            dim=len(vector),
+            vector=np.asarray(vector, dtype="<f4").tobytes(),
+            text=text,
+            created_at=now,
+        )
         for fact_id, text, vector in items
     }
     FactEmbedding.objects.bulk_create(
-        list(rows.values()), update_conflicts=True, unique_fields=["fact"],
+        list(rows.values()),
+        update_conflicts=True,
+        unique_fields=["fact"],
         update_fields=["tenant", "model", "dim", "vector", "text", "created_at"],
     )
     return len(rows)
@@ -260,13 +349,23 @@ def fact_embeddings_store(*, tenant: str, model: str, items: Sequence[tuple[str,
 def keyword_list_set(*, tenant: str, keywords: Sequence[str]) -> KeywordList:
     cleaned = sorted({k.strip() for k in keywords if k and k.strip()}, key=str.lower)
     row, _ = KeywordList.objects.update_or_create(
-        tenant=tenant, defaults={"keywords": cleaned, "updated_at": timezone.now()})
+        tenant=tenant, defaults={"keywords": cleaned, "updated_at": timezone.now()}
+    )
     return row
 
 
-def connection_upsert(*, tenant: str, kind: str, base_url: str = "", key: str = "", secret: str = "",
-                      refresh_token: str = "", options: dict[str, Any] | None = None, webhook_key: str = "",
-                      enabled: bool = True) -> Connection:
+def connection_upsert(
+    *,
+    tenant: str,
+    kind: str,
+    base_url: str = "",
+    key: str = "",
+    secret: str = "",
+    refresh_token: str = "",
+    options: dict[str, Any] | None = None,
+    webhook_key: str = "",
+    enabled: bool = True,
+) -> Connection:
     """Create or replace a tenant's connection; credentials are encrypted by their fields, the
     webhook key is also stored as its lookup hash (ingest.engine.secrets)."""
     if kind not in ConnectionKind.values:
@@ -275,32 +374,59 @@ def connection_upsert(*, tenant: str, kind: str, base_url: str = "", key: str = 
     # An older caller's refresh token in the options would be stored in clear: take it out.
     refresh_token = refresh_token or str(options.pop("refresh_token", "") or "")
     row, _ = Connection.objects.update_or_create(
-        tenant=tenant, kind=kind,
-        defaults={"base_url": base_url, "key": key, "secret": secret, "refresh_token": refresh_token,
-                  "options": options, "webhook_key": webhook_key, "webhook_key_hash": lookup_hash(webhook_key),
-                  "enabled": enabled, "updated_at": timezone.now(),
-                  "access_token": "", "access_token_expires_at": None, "instance_url": ""},
+        tenant=tenant,
+        kind=kind,
+        defaults={
+            "base_url": base_url,
+            "key": key,
+            "secret": secret,
+            "refresh_token": refresh_token,
+            "options": options,
+            "webhook_key": webhook_key,
+            "webhook_key_hash": lookup_hash(webhook_key),
+            "enabled": enabled,
+            "updated_at": timezone.now(),
+            "access_token": "",
+            "access_token_expires_at": None,
+            "instance_url": "",
+        },
     )
     return row
 
 
-def connection_token_store(*, tenant: str, kind: str, access_token: str, instance_url: str,
-                           expires_at: datetime) -> None:
+def connection_token_store(
+    *, tenant: str, kind: str, access_token: str, instance_url: str, expires_at: datetime
+) -> None:
     """Keep a refreshed OAuth access token (encrypted) so another process or a restart reuses it
     until `expires_at` instead of authenticating again."""
     Connection.objects.filter(tenant=tenant, kind=kind).update(
-        access_token=access_token, instance_url=instance_url, access_token_expires_at=expires_at)
+        access_token=access_token, instance_url=instance_url, access_token_expires_at=expires_at
+    )
 
 
-def price_upsert(*, service: str, model: str = "", effective_from: datetime,
-                 input_per_million: Decimal | str = "0", cached_input_per_million: Decimal | str = "0",
-                 output_per_million: Decimal | str = "0", per_call: Decimal | str = "0",
-                 per_item: Decimal | str = "0", note: str = "") -> Price:
+def price_upsert(
+    *,
+    service: str,
+    model: str = "",
+    effective_from: datetime,
+    input_per_million: Decimal | str = "0",
+    cached_input_per_million: Decimal | str = "0",
+    output_per_million: Decimal | str = "0",
+    per_call: Decimal | str = "0",
+    per_item: Decimal | str = "0",
+    note: str = "",
+) -> Price:
     row, _ = Price.objects.update_or_create(
-        service=service, model=model, effective_from=effective_from,
-        defaults={"input_per_million": Decimal(str(input_per_million)),
-                  "cached_input_per_million": Decimal(str(cached_input_per_million)),
-                  "output_per_million": Decimal(str(output_per_million)),
-                  "per_call": Decimal(str(per_call)), "per_item": Decimal(str(per_item)), "note": note},
+        service=service,
+        model=model,
+        effective_from=effective_from,
+        defaults={
+            "input_per_million": Decimal(str(input_per_million)),
+            "cached_input_per_million": Decimal(str(cached_input_per_million)),
+            "output_per_million": Decimal(str(output_per_million)),
+            "per_call": Decimal(str(per_call)),
+            "per_item": Decimal(str(per_item)),
+            "note": note,
+        },
     )
     return row

@@ -18,9 +18,11 @@ _TABLE = Connection._meta.db_table
 # What a webhook depends on: the fields it reads and the key's hash. Only these: a worker storing
 # a refreshed Salesforce access token on the row does not drop a kept connection.
 DIGEST_FIELDS = ("tenant", "kind", "options", "enabled", "webhook_key_hash")
-_BY_WEBHOOK_KEY = (f"SELECT {', '.join('c.' + f for f in WEBHOOK_FIELDS)}, "
-                   f"{row_digest_sql(Connection, DIGEST_FIELDS, 'c')} FROM {_TABLE} c"
-                   " WHERE c.kind = %s AND c.webhook_key_hash = ANY(%s) AND c.enabled ORDER BY c.id LIMIT 1")
+_BY_WEBHOOK_KEY = (
+    f"SELECT {', '.join('c.' + f for f in WEBHOOK_FIELDS)}, "
+    f"{row_digest_sql(Connection, DIGEST_FIELDS, 'c')} FROM {_TABLE} c"
+    " WHERE c.kind = %s AND c.webhook_key_hash = ANY(%s) AND c.enabled ORDER BY c.id LIMIT 1"
+)
 
 
 @dataclass(frozen=True)
@@ -45,8 +47,12 @@ def webhook_connection_by_hashes(*, kind: str, hashes: list[str]) -> WebhookConn
 
 
 def _by_hashes_orm(kind: str, hashes: list[str]) -> WebhookConnection | None:
-    row = (Connection.objects.filter(kind=kind, webhook_key_hash__in=hashes, enabled=True)
-           .only(*WEBHOOK_FIELDS).order_by("id").first())
+    row = (
+        Connection.objects.filter(kind=kind, webhook_key_hash__in=hashes, enabled=True)
+        .only(*WEBHOOK_FIELDS)
+        .order_by("id")
+        .first()
+    )
     return None if row is None else WebhookConnection(row, None)
 
 
@@ -59,5 +65,6 @@ def _by_hashes_prepared(kind: str, hashes: list[str]) -> WebhookConnection | Non
     return WebhookConnection(row, RowUnchanged(model=Connection, pk=row.pk, fields=DIGEST_FIELDS, digest=found[5]))
 
 
-_by_hashes = ByVendor[Callable[[str, list[str]], WebhookConnection | None]](postgresql=_by_hashes_prepared,
-                                                                            sqlite=_by_hashes_orm)
+_by_hashes = ByVendor[Callable[[str, list[str]], WebhookConnection | None]](
+    postgresql=_by_hashes_prepared, sqlite=_by_hashes_orm
+)

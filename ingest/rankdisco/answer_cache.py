@@ -65,9 +65,13 @@ class TenantAnswerCache:
         journal = call_journal_current()
         if journal is None or not cache_lifetime():
             return None
-        row = (DataForSEOAnswer.objects
-               .filter(tenant=journal.tenant, endpoint=endpoint, task_key=task_key(task), expires_at__gt=engine_now())
-               .values_list("answer", "fetched_by").first())
+        row = (
+            DataForSEOAnswer.objects.filter(
+                tenant=journal.tenant, endpoint=endpoint, task_key=task_key(task), expires_at__gt=engine_now()
+            )
+            .values_list("answer", "fetched_by")
+            .first()
+        )
         if row is None or row[1] == journal.key:
             return None
         answer: dict[str, Any] = row[0]
@@ -79,9 +83,20 @@ class TenantAnswerCache:
         if journal is None or not lifetime:
             return
         now = engine_now()
-        row = DataForSEOAnswer(tenant=journal.tenant, endpoint=endpoint, task_key=task_key(task), target=_target(task),
-                               answer=dict(answer), cost=_cost(answer), fetched_by=journal.key, fetched_at=now,
-                               expires_at=now + lifetime)
+        row = DataForSEOAnswer(
+            tenant=journal.tenant,
+            endpoint=endpoint,
+            task_key=task_key(task),
+            target=_target(task),
+            answer=dict(answer),
+            cost=_cost(answer),
+            fetched_by=journal.key,
+            fetched_at=now,
+            expires_at=now + lifetime,
+        )
         DataForSEOAnswer.objects.bulk_create(
-            [row], update_conflicts=True, unique_fields=["tenant", "endpoint", "task_key"],
-            update_fields=["target", "answer", "cost", "fetched_by", "fetched_at", "expires_at"])
+            [row],
+            update_conflicts=True,
+            unique_fields=["tenant", "endpoint", "task_key"],
+            update_fields=["target", "answer", "cost", "fetched_by", "fetched_at", "expires_at"],
+        )

@@ -40,8 +40,12 @@ class Domain(models.Model):
     # The last onboarding's WorkflowResult metrics, classifications by source stage included.
     metrics = models.JSONField(default=dict, blank=True)
     errors = models.JSONField(default=list, blank=True)
-    cost_usd = models.DecimalField(max_digits=14, decimal_places=6, default=Decimal(0),
-                                   help_text="what the last onboarding spent (its api_costs rows)")
+    cost_usd = models.DecimalField(
+        max_digits=14,
+        decimal_places=6,
+        default=Decimal(0),
+        help_text="what the last onboarding spent (its api_costs rows)",
+    )
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
 
@@ -112,8 +116,13 @@ class RankedKeyword(models.Model):
     classification_source = models.CharField(max_length=20, blank=True, default="")
     classification = models.JSONField(null=True, blank=True)
     intent = models.CharField(max_length=16, choices=KeywordIntent.choices, blank=True, default="")
-    intent_source = models.CharField(max_length=8, choices=IntentSource.choices, blank=True, default="",
-                                     help_text="rules, or llm when the rules could not decide")
+    intent_source = models.CharField(
+        max_length=8,
+        choices=IntentSource.choices,
+        blank=True,
+        default="",
+        help_text="rules, or llm when the rules could not decide",
+    )
     intent_confidence = models.IntegerField(null=True, blank=True, help_text="0-100")
     updated_at = models.DateTimeField()
 
@@ -134,8 +143,9 @@ class ReferringDomain(models.Model):
     updated_at = models.DateTimeField()
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["domain", "referring_domain"],
-                                               name="rankdisco_referring_domain")]
+        constraints = [
+            models.UniqueConstraint(fields=["domain", "referring_domain"], name="rankdisco_referring_domain")
+        ]
 
 
 class BrandPropertyKind(models.TextChoices):
@@ -176,5 +186,4 @@ class DataForSEOAnswer(models.Model):
     expires_at = models.DateTimeField()
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["tenant", "endpoint", "task_key"],
-                                               name="rankdisco_answer_task")]
+        constraints = [models.UniqueConstraint(fields=["tenant", "endpoint", "task_key"], name="rankdisco_answer_task")]

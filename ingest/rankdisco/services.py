@@ -66,8 +66,7 @@ def domain_ensure(*, tenant: str, name: str, domain_id: int | None = None) -> Do
             raise DomainNotFound(f"domain id {domain_id} is not {name!r} of tenant {tenant!r}")
         return found
     now = engine_now()
-    domain, _ = Domain.objects.get_or_create(tenant=tenant, name=name,
-                                             defaults={"created_at": now, "updated_at": now})
+    domain, _ = Domain.objects.get_or_create(tenant=tenant, name=name, defaults={"created_at": now, "updated_at": now})
     return domain
 
 
@@ -89,8 +88,9 @@ def domain_onboard_begin(*, domain_id: int, instance_id: str) -> dict[str, Any]:
 
 def _upsert(model: Any, rows: list[Any], *, unique: list[str], update: list[str]) -> int:
     for start in range(0, len(rows), BATCH):
-        model.objects.bulk_create(rows[start:start + BATCH], update_conflicts=True, unique_fields=unique,
-                                  update_fields=update)
+        model.objects.bulk_create(
+            rows[start : start + BATCH], update_conflicts=True, unique_fields=unique, update_fields=update
+        )
     return len(rows)
 
 
@@ -99,43 +99,107 @@ def backlinks_upsert(*, domain: Domain, items: Sequence[Mapping[str, Any]], now:
     for item in items:
         key = backlink_key(str(item["url_from"]), str(item["url_to"]))
         rows[key] = Backlink(
-            tenant=domain.tenant, domain=domain, key=key, url_from=item["url_from"], url_to=item["url_to"],
-            domain_from=item.get("domain_from") or "", anchor=item.get("anchor") or "",
-            dofollow=bool(item.get("dofollow")), domain_from_rank=item.get("domain_from_rank"),
-            page_from_rank=item.get("page_from_rank"), spam_score=item.get("spam_score"),
-            first_seen=item.get("first_seen") or "", last_seen=item.get("last_seen") or "",
-            is_lost=bool(item.get("is_lost")), updated_at=now,
+            tenant=domain.tenant,
+            domain=domain,
+            key=key,
+            url_from=item["url_from"],
+            url_to=item["url_to"],
+            domain_from=item.get("domain_from") or "",
+            anchor=item.get("anchor") or "",
+            dofollow=bool(item.get("dofollow")),
+            domain_from_rank=item.get("domain_from_rank"),
+            page_from_rank=item.get("page_from_rank"),
+            spam_score=item.get("spam_score"),
+            first_seen=item.get("first_seen") or "",
+            last_seen=item.get("last_seen") or "",
+            is_lost=bool(item.get("is_lost")),
+            updated_at=now,
         )
-    return _upsert(Backlink, list(rows.values()), unique=["domain", "key"], update=[
-        "domain_from", "anchor", "dofollow", "domain_from_rank", "page_from_rank", "spam_score", "first_seen",
-        "last_seen", "is_lost", "updated_at"])
+    return _upsert(
+        Backlink,
+        list(rows.values()),
+        unique=["domain", "key"],
+        update=[
+            "domain_from",
+            "anchor",
+            "dofollow",
+            "domain_from_rank",
+            "page_from_rank",
+            "spam_score",
+            "first_seen",
+            "last_seen",
+            "is_lost",
+            "updated_at",
+        ],
+    )
 
 
 def keywords_upsert(*, domain: Domain, items: Sequence[Mapping[str, Any]], now: datetime) -> int:
-    rows = {str(item["keyword"]): RankedKeyword(
-        tenant=domain.tenant, domain=domain, keyword=str(item["keyword"])[:500],
-        search_volume=item.get("search_volume"), cpc=item.get("cpc"), competition=item.get("competition"),
-        serp_type=item.get("serp_type") or "", rank_group=item.get("rank_group"),
-        rank_absolute=item.get("rank_absolute"), url=item.get("url") or "", etv=item.get("etv"), updated_at=now,
-    ) for item in items}
-    return _upsert(RankedKeyword, list(rows.values()), unique=["domain", "keyword"], update=[
-        "search_volume", "cpc", "competition", "serp_type", "rank_group", "rank_absolute", "url", "etv",
-        "updated_at"])
+    rows = {
+        str(item["keyword"]): RankedKeyword(
+            tenant=domain.tenant,
+            domain=domain,
+            keyword=str(item["keyword"])[:500],
+            search_volume=item.get("search_volume"),
+            cpc=item.get("cpc"),
+            competition=item.get("competition"),
+            serp_type=item.get("serp_type") or "",
+            rank_group=item.get("rank_group"),
+            rank_absolute=item.get("rank_absolute"),
+            url=item.get("url") or "",
+            etv=item.get("etv"),
+            updated_at=now,
+        )
+        for item in items
+    }
+    return _upsert(
+        RankedKeyword,
+        list(rows.values()),
+        unique=["domain", "keyword"],
+        update=[
+            "search_volume",
+            "cpc",
+            "competition",
+            "serp_type",
+            "rank_group",
+            "rank_absolute",
+            "url",
+            "etv",
+            "updated_at",
+        ],
+    )
 
 
 def referring_domains_upsert(*, domain: Domain, items: Sequence[Mapping[str, Any]], now: datetime) -> int:
-    rows = {str(item["domain"]): ReferringDomain(
-        tenant=domain.tenant, domain=domain, referring_domain=str(item["domain"]), rank=item.get("rank"),
-        backlinks=int(item.get("backlinks") or 0), referring_pages=int(item.get("referring_pages") or 0),
-        spam_score=item.get("spam_score"), first_seen=item.get("first_seen") or "", updated_at=now,
-    ) for item in items}
-    return _upsert(ReferringDomain, list(rows.values()), unique=["domain", "referring_domain"], update=[
-        "rank", "backlinks", "referring_pages", "spam_score", "first_seen", "updated_at"])
+    rows = {
+        str(item["domain"]): ReferringDomain(
+            tenant=domain.tenant,
+            domain=domain,
+            referring_domain=str(item["domain"]),
+            rank=item.get("rank"),
+            backlinks=int(item.get("backlinks") or 0),
+            referring_pages=int(item.get("referring_pages") or 0),
+            spam_score=item.get("spam_score"),
+            first_seen=item.get("first_seen") or "",
+            updated_at=now,
+        )
+        for item in items
+    }
+    return _upsert(
+        ReferringDomain,
+        list(rows.values()),
+        unique=["domain", "referring_domain"],
+        update=["rank", "backlinks", "referring_pages", "spam_score", "first_seen", "updated_at"],
+    )
 
 
-def onboard_data_store(*, domain_id: int, backlinks: Sequence[Mapping[str, Any]] | None,
-                       keywords: Sequence[Mapping[str, Any]] | None,
-                       referring_domains: Sequence[Mapping[str, Any]] | None) -> dict[str, int]:
+def onboard_data_store(
+    *,
+    domain_id: int,
+    backlinks: Sequence[Mapping[str, Any]] | None,
+    keywords: Sequence[Mapping[str, Any]] | None,
+    referring_domains: Sequence[Mapping[str, Any]] | None,
+) -> dict[str, int]:
     """parallel-store-all: every list that was fetched (None: that branch failed or was
     skipped), upserted in one transaction."""
     now = engine_now()
@@ -155,13 +219,20 @@ def domain_counters_track(*, domain_id: int, urls_queued: int, keywords_queued: 
     """track-all-queued: the domain's counters from its rows, and what is queued for classification."""
     now = engine_now()
     # Three counts, not one aggregate over three joins (which multiplies the rows it reads).
-    counts = {"b": Backlink.objects.filter(domain_id=domain_id).count(),
-              "k": RankedKeyword.objects.filter(domain_id=domain_id).count(),
-              "r": ReferringDomain.objects.filter(domain_id=domain_id).count()}
+    counts = {
+        "b": Backlink.objects.filter(domain_id=domain_id).count(),
+        "k": RankedKeyword.objects.filter(domain_id=domain_id).count(),
+        "r": ReferringDomain.objects.filter(domain_id=domain_id).count(),
+    }
     Domain.objects.filter(id=domain_id).update(
-        backlinks_count=counts["b"], keywords_count=counts["k"], referring_domains_count=counts["r"],
-        urls_queued_for_classification=urls_queued, keywords_queued_for_classification=keywords_queued,
-        classification_started_at=now if urls_queued else None, updated_at=now)
+        backlinks_count=counts["b"],
+        keywords_count=counts["k"],
+        referring_domains_count=counts["r"],
+        urls_queued_for_classification=urls_queued,
+        keywords_queued_for_classification=keywords_queued,
+        classification_started_at=now if urls_queued else None,
+        updated_at=now,
+    )
     return {"backlinks": counts["b"], "keywords": counts["k"], "referring_domains": counts["r"]}
 
 
@@ -187,8 +258,8 @@ def keyword_intents_store(*, domain_id: int, verdicts: Mapping[str, tuple[str, s
         for (intent, source, confidence), keywords in groups.items():
             for start in range(0, len(keywords), BATCH):
                 updated += RankedKeyword.objects.filter(
-                    domain_id=domain_id, keyword__in=keywords[start:start + BATCH]).update(
-                    intent=intent, intent_source=source, intent_confidence=confidence)
+                    domain_id=domain_id, keyword__in=keywords[start : start + BATCH]
+                ).update(intent=intent, intent_source=source, intent_confidence=confidence)
     return updated
 
 
@@ -201,10 +272,24 @@ def brand_properties_upsert(*, domain_id: int, found: Iterable[tuple[str, str]])
         host = url.split("/")[2] if url.count("/") >= 2 else ""
         network = host.removeprefix("www.").split(".")[0] or "web"
         kind = BrandPropertyKind.YOUTUBE_CHANNEL if network == "youtube" else BrandPropertyKind.SOCIAL_PROFILE
-        rows.setdefault(url, BrandProperty(tenant=domain.tenant, domain=domain, kind=kind, network=network,
-                                           url=url[:500], found_on=page, updated_at=now))
-    _upsert(BrandProperty, list(rows.values()), unique=["domain", "url"], update=["kind", "network", "found_on",
-                                                                                  "updated_at"])
+        rows.setdefault(
+            url,
+            BrandProperty(
+                tenant=domain.tenant,
+                domain=domain,
+                kind=kind,
+                network=network,
+                url=url[:500],
+                found_on=page,
+                updated_at=now,
+            ),
+        )
+    _upsert(
+        BrandProperty,
+        list(rows.values()),
+        unique=["domain", "url"],
+        update=["kind", "network", "found_on", "updated_at"],
+    )
     total = BrandProperty.objects.filter(domain_id=domain_id).count()
     Domain.objects.filter(id=domain_id).update(brand_properties_count=total, updated_at=now)
     return len(rows)
@@ -244,12 +329,18 @@ def classification_summary(results: Iterable[Mapping[str, Any]]) -> dict[str, An
         if source == "llm" or "llm" in (r.get("stages_run") or []):
             llm += 1
         cost += Decimal(str(r.get("cost_usd") or 0))
-    return {"classified": sum(by_source.values()), "by_source": dict(sorted(by_source.items())),
-            "low_confidence_count": low, "llm_verified_count": llm, "cost_usd": str(cost)}
+    return {
+        "classified": sum(by_source.values()),
+        "by_source": dict(sorted(by_source.items())),
+        "low_confidence_count": low,
+        "llm_verified_count": llm,
+        "cost_usd": str(cost),
+    }
 
 
-def domain_finalize(*, domain_id: int, status: str, metrics: Mapping[str, Any], errors: Sequence[str],
-                    cost: Decimal, classified: bool) -> dict[str, Any]:
+def domain_finalize(
+    *, domain_id: int, status: str, metrics: Mapping[str, Any], errors: Sequence[str], cost: Decimal, classified: bool
+) -> dict[str, Any]:
     """finalize: the onboarding's end, its duration, metrics, errors and cost on the domain."""
     now = engine_now()
     with transaction.atomic():
@@ -271,4 +362,3 @@ def domain_mark_failed(*, domain_id: int, error: str) -> None:
     Domain.objects.filter(id=domain_id).exclude(
         onboard_status__in=[OnboardStatus.COMPLETED, OnboardStatus.COMPLETED_WITH_ERRORS]
     ).update(onboard_status=OnboardStatus.FAILED, errors=[error], updated_at=engine_now())
-

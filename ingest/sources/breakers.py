@@ -46,8 +46,9 @@ def breaker_policy() -> BreakerPolicy | None:
         threshold=threshold,
         window=timedelta(seconds=float(getattr(settings, "RUNLEDGER_BREAKER_WINDOW", DEFAULTS["WINDOW"]))),
         cooldown=timedelta(seconds=cooldown),
-        probe_timeout=timedelta(seconds=float(getattr(settings, "RUNLEDGER_BREAKER_PROBE_TIMEOUT",
-                                                      DEFAULTS["PROBE_TIMEOUT"]))),
+        probe_timeout=timedelta(
+            seconds=float(getattr(settings, "RUNLEDGER_BREAKER_PROBE_TIMEOUT", DEFAULTS["PROBE_TIMEOUT"]))
+        ),
         # Turned away while the probe is out: ask again soon, so the runs resume within about
         # a tenth of a cooldown of the probe's success rather than a whole probe timeout later.
         recheck=timedelta(seconds=max(1.0, cooldown / 10)),

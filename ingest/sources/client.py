@@ -63,14 +63,10 @@ class HttpClient:
     def __init__(self, **transport: Unpack[Transport]) -> None:
         unknown = sorted(set(transport) - set(Transport.__annotations__))
         if unknown:
-            raise TypeError(
-                f"{type(self).__name__}() got unexpected keyword arguments: {', '.join(unknown)}"
-            )
+            raise TypeError(f"{type(self).__name__}() got unexpected keyword arguments: {', '.join(unknown)}")
         self.base_url = transport.get("base_url", self.BASE_URL)
         self.timeout = transport.get("timeout", self.TIMEOUT)
-        self.max_rate_limit_retries = transport.get(
-            "max_rate_limit_retries", self.RATE_LIMIT_RETRIES
-        )
+        self.max_rate_limit_retries = transport.get("max_rate_limit_retries", self.RATE_LIMIT_RETRIES)
         self.max_inline_wait = transport.get("max_inline_wait", self.INLINE_WAIT)
         self._session = transport.get("session") or new_session()
         self._sleep = transport.get("sleep", time.sleep)
@@ -85,19 +81,22 @@ class HttpClient:
         response is returned as is: the client turns it into a result or an error. Each request
         goes through the provider's breaker (`CircuitOpen`, unsent, when it is open)."""
         return wait_and_resend(
-            lambda: guarded_send(self.PROVIDER, lambda: send_or_unavailable(
-                send, unavailable=self.UNAVAILABLE, what=what, read_timeout=self.timeout[1]
-            )),
+            lambda: guarded_send(
+                self.PROVIDER,
+                lambda: send_or_unavailable(
+                    send, unavailable=self.UNAVAILABLE, what=what, read_timeout=self.timeout[1]
+                ),
+            ),
             wait_for=self._wait_for,
             retries=self.max_rate_limit_retries,
             sleep=self._sleep,
         )
 
-    def _paid_exchange(self, send: Callable[[str | None], requests.Response], *, what: str,
-                       request: object) -> requests.Response:
+    def _paid_exchange(
+        self, send: Callable[[str | None], requests.Response], *, what: str, request: object
+    ) -> requests.Response:
         """`_exchange` of a paid call, through the step's call journal: a call a lost run of the
         step was answered is not sent again. `send(key)` gets the call's idempotency key (None
         outside a step) to pass on where the provider takes one; `request` identifies the call
         (no credentials in it)."""
-        return journaled(self.PROVIDER, lambda key: self._exchange(lambda: send(key), what=what),
-                         request=request)
+        return journaled(self.PROVIDER, lambda key: self._exchange(lambda: send(key), what=what), request=request)

@@ -125,21 +125,15 @@ class DataForSEOClient(HttpClient):
 
     # -- endpoints ---------------------------------------------------------------------------
 
-    def backlinks(
-        self, target: str, *, limit: int = 100, mode: str = "as_is"
-    ) -> PaidCall[Listing[Backlink]]:
+    def backlinks(self, target: str, *, limit: int = 100, mode: str = "as_is") -> PaidCall[Listing[Backlink]]:
         """`backlinks/backlinks/live`: up to `limit` backlinks pointing at `target`."""
         task = {"target": target, "limit": limit, "mode": mode}
         return self.live(DATAFORSEO_BACKLINKS, task, target=target, parse=Backlink.from_json)
 
-    def referring_domains(
-        self, target: str, *, limit: int = 100
-    ) -> PaidCall[Listing[ReferringDomain]]:
+    def referring_domains(self, target: str, *, limit: int = 100) -> PaidCall[Listing[ReferringDomain]]:
         """`backlinks/referring_domains/live`: the domains linking to `target`."""
         task = {"target": target, "limit": limit}
-        return self.live(
-            DATAFORSEO_REFERRING_DOMAINS, task, target=target, parse=ReferringDomain.from_json
-        )
+        return self.live(DATAFORSEO_REFERRING_DOMAINS, task, target=target, parse=ReferringDomain.from_json)
 
     def ranked_keywords(
         self, target: str, *, limit: int = 100, location_code: int = 2840, language_code: str = "en"
@@ -170,8 +164,9 @@ class DataForSEOClient(HttpClient):
         def send() -> requests.Response:
             wait = self.limiter.acquire()
             if wait > 0:
-                raise DataForSEORateLimited(f"the DataForSEO rate limit of this login has no slot for {wait:.1f}s",
-                                            retry_after=wait)
+                raise DataForSEORateLimited(
+                    f"the DataForSEO rate limit of this login has no slot for {wait:.1f}s", retry_after=wait
+                )
             return self._session.get(url, auth=self._auth, timeout=self.timeout)
 
         response = self._exchange(send, what=f"DataForSEO GET {url}")
@@ -180,8 +175,11 @@ class DataForSEOClient(HttpClient):
         try:
             payload = response.json()
         except ValueError as error:
-            raise DataForSEOServerError(f"DataForSEO answered appendix/user_data with a body that is not JSON: "
-                                        f"{body_excerpt(response)}; retry later", status=200) from error
+            raise DataForSEOServerError(
+                f"DataForSEO answered appendix/user_data with a body that is not JSON: "
+                f"{body_excerpt(response)}; retry later",
+                status=200,
+            ) from error
         self._raise_for_code(payload, "appendix/user_data", what="the account", cost=None)
         task = (payload.get("tasks") or [{}])[0]
         self._raise_for_code(task, "appendix/user_data", what="the account", cost=None)
@@ -218,8 +216,13 @@ class DataForSEOClient(HttpClient):
         found = listing(answer, target=target, parse=parse)
         if self.cache is not None:
             self.cache.put(service.model, task, answer)
-        return paid_call(found, service=service, items=found.items_count, reported=_reported(answer),
-                         metadata={"task_id": answer.get("id"), **meta})
+        return paid_call(
+            found,
+            service=service,
+            items=found.items_count,
+            reported=_reported(answer),
+            metadata={"task_id": answer.get("id"), **meta},
+        )
 
     def post_task(self, endpoint: str, task: Mapping[str, Any], *, what: str) -> dict[str, Any]:
         """The task object of DataForSEO's answer; raises on an HTTP, request or task error.
@@ -252,9 +255,7 @@ class DataForSEOClient(HttpClient):
         self._raise_for_code(payload, endpoint, what=what, cost=None)
         tasks = payload.get("tasks") or []
         if not tasks:
-            raise DataForSEOServerError(
-                f"DataForSEO answered {endpoint} for {what!r} without a task; retry later"
-            )
+            raise DataForSEOServerError(f"DataForSEO answered {endpoint} for {what!r} without a task; retry later")
         answer = dict(tasks[0])
         cost = answer.get("cost")
         try:
@@ -268,8 +269,7 @@ class DataForSEOClient(HttpClient):
         wait = self.limiter.acquire()
         if wait > 0:
             raise DataForSEORateLimited(
-                f"the DataForSEO rate limit of this login has no slot for {wait:.1f}s; the step "
-                "retries then",
+                f"the DataForSEO rate limit of this login has no slot for {wait:.1f}s; the step retries then",
                 retry_after=wait,
             )
         return self._session.post(url, json=body, auth=self._auth, timeout=self.timeout)
@@ -280,9 +280,7 @@ class DataForSEOClient(HttpClient):
             self.limiter.penalize(retry_after_seconds(response.headers) or 1.0)
         return super()._wait_for(response)
 
-    def _raise_for_code(
-        self, part: Mapping[str, Any], endpoint: str, *, what: str, cost: Decimal | None
-    ) -> None:
+    def _raise_for_code(self, part: Mapping[str, Any], endpoint: str, *, what: str, cost: Decimal | None) -> None:
         if part.get("status_code") is None:
             raise DataForSEOServerError(
                 f"DataForSEO answered {endpoint} for {what!r} without a status_code; retry later"

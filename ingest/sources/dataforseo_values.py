@@ -129,9 +129,7 @@ def items_count(result: Mapping[str, Any]) -> int:
     return int(count) if count is not None else len(result.get("items") or [])
 
 
-def listing(
-    task: Mapping[str, Any], *, target: str, parse: Callable[[Mapping[str, Any]], T]
-) -> Listing[T]:
+def listing(task: Mapping[str, Any], *, target: str, parse: Callable[[Mapping[str, Any]], T]) -> Listing[T]:
     result = first_result(task)
     items = tuple(parse(item) for item in result.get("items") or [])
     return Listing(

@@ -50,9 +50,7 @@ def _wordllama(dim: int) -> Any:
                 import wordllama
                 from wordllama import WordLlama
             except ImportError as error:  # pragma: no cover - installed with the project
-                raise EmbeddingError(
-                    "the wordllama package is not installed; pip install wordllama"
-                ) from error
+                raise EmbeddingError("the wordllama package is not installed; pip install wordllama") from error
             folder = os.path.dirname(wordllama.__file__)
             try:
                 _MODELS[dim] = WordLlama.load(dim=dim, disable_download=True, cache_dir=folder)
@@ -75,9 +73,7 @@ class WordLlamaEmbedder:
 
     def embed(self, texts: Sequence[str]) -> EmbeddingResult:
         if not texts:
-            return EmbeddingResult(
-                vectors=[], model=self.model, usage=Usage(self.service, self.model)
-            )
+            return EmbeddingResult(vectors=[], model=self.model, usage=Usage(self.service, self.model))
         array = _wordllama(self.dim).embed(list(texts), norm=True)
         return EmbeddingResult(
             vectors=[[float(x) for x in row] for row in array],
@@ -103,8 +99,7 @@ class OpenAIEmbeddings:
         self.service = service
         self.dimensions = dimensions
         self._api_key = api_key
-        self._api = JsonApi(provider=service, base_url=base_url, idempotency_header="Idempotency-Key",
-                            **transport)
+        self._api = JsonApi(provider=service, base_url=base_url, idempotency_header="Idempotency-Key", **transport)
 
     def embed(self, texts: Sequence[str]) -> EmbeddingResult:
         """Raises LLMError subclasses (they carry retryable and retry_after)."""
@@ -115,9 +110,7 @@ class OpenAIEmbeddings:
         }
         if self.dimensions:
             body["dimensions"] = self.dimensions
-        payload = self._api.post(
-            "/embeddings", body=body, headers=bearer_headers(self._api_key), model=self.model
-        )
+        payload = self._api.post("/embeddings", body=body, headers=bearer_headers(self._api_key), model=self.model)
         rows = sorted(payload.get("data") or [], key=lambda row: int(row.get("index", 0)))
         if len(rows) != len(texts):
             raise LLMError(

@@ -127,9 +127,7 @@ class GongClient(HttpClient):
         return _page(payload, "calls", GongCall.from_json)
 
     def iter_calls(self, *, from_time: datetime, to_time: datetime) -> Iterator[GongCall]:
-        yield from _follow(
-            lambda cursor: self.calls_page(from_time=from_time, to_time=to_time, cursor=cursor)
-        )
+        yield from _follow(lambda cursor: self.calls_page(from_time=from_time, to_time=to_time, cursor=cursor))
 
     # -- transcripts -------------------------------------------------------------------------
 
@@ -235,9 +233,7 @@ def _error(response: requests.Response, what: str) -> GongError:
     return GongRequestRejected(f"{said} — fix the request; retrying will not help", status=status)
 
 
-def _filter(
-    call_ids: Sequence[str] | None, from_time: datetime | None, to_time: datetime | None
-) -> dict[str, Any]:
+def _filter(call_ids: Sequence[str] | None, from_time: datetime | None, to_time: datetime | None) -> dict[str, Any]:
     result: dict[str, Any] = {}
     if call_ids is not None:
         result["callIds"] = [str(call_id) for call_id in call_ids]
@@ -252,9 +248,7 @@ def _cursor(cursor: str | None) -> dict[str, str]:
     return {"cursor": cursor} if cursor else {}
 
 
-def _page(
-    payload: Mapping[str, Any] | None, key: str, parse: Callable[[Mapping[str, Any]], T]
-) -> Page[T]:
+def _page(payload: Mapping[str, Any] | None, key: str, parse: Callable[[Mapping[str, Any]], T]) -> Page[T]:
     if payload is None:
         return Page(items=(), cursor=None, total=0)
     records = payload.get("records") or {}

@@ -140,8 +140,7 @@ class GongTranscript:
         """ "Name: text" per monologue (speaker ids when the parties are not known)."""
         names = {party.speaker_id: party.name for party in parties if party.speaker_id}
         return "\n".join(
-            f"{names.get(m.speaker_id) or m.speaker_id or 'Unknown'}: "
-            + " ".join(s.text for s in m.sentences)
+            f"{names.get(m.speaker_id) or m.speaker_id or 'Unknown'}: " + " ".join(s.text for s in m.sentences)
             for m in self.monologues
         )
 
@@ -191,13 +190,17 @@ def parse_webhook(body: Mapping[str, Any]) -> GongWebhook:
     if not isinstance(meta, Mapping) or not meta.get("id"):
         raise WebhookInvalid("Gong webhook 'callData' has no 'metaData.id'; cannot name the call")
     if not isinstance(meta["id"], str | int) or not _CALL_ID.match(str(meta["id"])):
-        raise WebhookInvalid(f"Gong webhook 'metaData.id' {str(meta['id'])[:40]!r} is not a call "
-                             "id (1 to 64 letters, digits, '_' or '-')")
+        raise WebhookInvalid(
+            f"Gong webhook 'metaData.id' {str(meta['id'])[:40]!r} is not a call "
+            "id (1 to 64 letters, digits, '_' or '-')"
+        )
     try:
         call = GongExtensiveCall.from_json(call_data)
     except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as error:
         # Well-typed JSON in the wrong shape: a list where an object belongs, a date that is not
         # one, a duration that is not a number.
-        raise WebhookInvalid(f"Gong webhook 'callData' is not in the shape of /v2/calls/extensive "
-                             f"({type(error).__name__}: {str(error)[:200]})") from None
+        raise WebhookInvalid(
+            f"Gong webhook 'callData' is not in the shape of /v2/calls/extensive "
+            f"({type(error).__name__}: {str(error)[:200]})"
+        ) from None
     return GongWebhook(call=call, is_test=bool(body.get("isTest", False)))

@@ -68,8 +68,7 @@ class Session(requests.Session):
                 request.auth = _no_auth
         return super().prepare_request(request)
 
-    def merge_environment_settings(self, url: Any, proxies: Any, stream: Any, verify: Any,
-                                   cert: Any) -> dict[str, Any]:
+    def merge_environment_settings(self, url: Any, proxies: Any, stream: Any, verify: Any, cert: Any) -> dict[str, Any]:
         if not self.trust_env or (proxies and "no_proxy" in proxies):
             return super().merge_environment_settings(url, proxies, stream, verify, cert)
         env_proxies, bundle, _ = self._environment_for(str(url))
@@ -78,9 +77,12 @@ class Session(requests.Session):
                 proxies.setdefault(key, value)
         if verify is True or verify is None:
             verify = bundle or verify
-        return {"proxies": merge_setting(proxies, self.proxies), "stream": merge_setting(stream, self.stream),
-                "verify": merge_setting(verify, self.verify), "cert": merge_setting(cert, self.cert)}
-
+        return {
+            "proxies": merge_setting(proxies, self.proxies),
+            "stream": merge_setting(stream, self.stream),
+            "verify": merge_setting(verify, self.verify),
+            "cert": merge_setting(cert, self.cert),
+        }
 
     def send(self, request: requests.PreparedRequest, **kwargs: Any) -> requests.Response:
         if not tracing_enabled():

@@ -41,8 +41,7 @@ class JournaledAnswer(TypedDict):
     text: str
 
 
-def journaled(provider: str, exchange: Callable[[str | None], requests.Response], *,
-              request: Any) -> requests.Response:
+def journaled(provider: str, exchange: Callable[[str | None], requests.Response], *, request: Any) -> requests.Response:
     """`exchange(key)`'s answer, or the answer the step's journal holds for this call."""
     journal = call_journal_current()
     if journal is None:

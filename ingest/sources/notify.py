@@ -49,8 +49,10 @@ def url_problem(url: str) -> str | None:
     if parts.username or parts.password:
         return "the URL must not carry a user or password; use the channel's HMAC key instead"
     if parts.scheme not in {"http", "https"} or not parts.hostname or not _URL.match(url):
-        return (f"{url[:80]!r} is not an http(s) URL with a host (an optional port of digits, then a "
-                "path of visible ASCII characters, without spaces)")
+        return (
+            f"{url[:80]!r} is not an http(s) URL with a host (an optional port of digits, then a "
+            "path of visible ASCII characters, without spaces)"
+        )
     return None
 
 
@@ -59,11 +61,15 @@ def signed_headers(*, secret: str | list[str], body: bytes, now: float | None = 
     (with several secrets, one signature each, comma-separated, the first secret's first)."""
     stamp = str(int(time.time() if now is None else now))
     secrets = [secret] if isinstance(secret, str) else secret
-    return {"X-Runledger-Timestamp": stamp, "X-Runledger-Signature": sign_all(secrets=secrets, timestamp=stamp, body=body)}
+    return {
+        "X-Runledger-Timestamp": stamp,
+        "X-Runledger-Signature": sign_all(secrets=secrets, timestamp=stamp, body=body),
+    }
 
 
-def webhook_post(*, url: str, payload: dict[str, Any], secret: str | list[str] | None = None,
-                 headers: dict[str, str] | None = None) -> Delivered:
+def webhook_post(
+    *, url: str, payload: dict[str, Any], secret: str | list[str] | None = None, headers: dict[str, str] | None = None
+) -> Delivered:
     """POST `payload` as JSON; signed with `secret` (or each of several) when given. Raises
     NotifyError unless 2xx."""
     global _session
@@ -78,14 +84,16 @@ def webhook_post(*, url: str, payload: dict[str, Any], secret: str | list[str] |
     try:
         response = _session.post(url, data=body, headers=sent, timeout=TIMEOUT, allow_redirects=False)
     except requests.RequestException as exc:
-        raise NotifyError(f"POST to {host} failed: {type(exc).__name__}: {str(exc)[:200]}",
-                          retryable=True) from None
+        raise NotifyError(f"POST to {host} failed: {type(exc).__name__}: {str(exc)[:200]}", retryable=True) from None
     if 200 <= response.status_code < 300:
         return Delivered(response.status_code, time.perf_counter() - started)
     retryable = response.status_code >= 500 or response.status_code in (408, 429)
-    raise NotifyError(f"POST to {host} answered {response.status_code}: {body_excerpt(response)}",
-                      retryable=retryable, status=response.status_code,
-                      retry_after=retry_after_seconds(response.headers))
+    raise NotifyError(
+        f"POST to {host} answered {response.status_code}: {body_excerpt(response)}",
+        retryable=retryable,
+        status=response.status_code,
+        retry_after=retry_after_seconds(response.headers),
+    )
 
 
 def address_problem(address: str) -> str | None:
@@ -95,23 +103,31 @@ def address_problem(address: str) -> str | None:
     return None
 
 
-def mail_send(*, subject: str, body: str, to: list[str], sender: str, smtp: dict[str, Any] | None = None,
-              password: str = "") -> Delivered:
+def mail_send(
+    *, subject: str, body: str, to: list[str], sender: str, smtp: dict[str, Any] | None = None, password: str = ""
+) -> Delivered:
     """Send one email through Django's configured backend, or through the SMTP server the
     channel names (`smtp`: host, port, username, use_tls). Raises NotifyError on failure."""
     started = time.perf_counter()
     try:
         if smtp and smtp.get("host"):
-            connection = get_connection("django.core.mail.backends.smtp.EmailBackend",
-                                        host=smtp["host"], port=int(smtp.get("port") or 25),
-                                        username=smtp.get("username") or None, password=password or None,
-                                        use_tls=bool(smtp.get("use_tls")), timeout=15, fail_silently=False)
+            connection = get_connection(
+                "django.core.mail.backends.smtp.EmailBackend",
+                host=smtp["host"],
+                port=int(smtp.get("port") or 25),
+                username=smtp.get("username") or None,
+                password=password or None,
+                use_tls=bool(smtp.get("use_tls")),
+                timeout=15,
+                fail_silently=False,
+            )
         else:
             connection = get_connection(fail_silently=False)
         sent = EmailMessage(subject=subject, body=body, from_email=sender, to=to, connection=connection).send()
     except OSError as exc:  # smtplib's errors are OSErrors: refused, timed out, rejected
-        raise NotifyError(f"email to {', '.join(to)} failed: {type(exc).__name__}: {str(exc)[:200]}",
-                          retryable=True) from None
+        raise NotifyError(
+            f"email to {', '.join(to)} failed: {type(exc).__name__}: {str(exc)[:200]}", retryable=True
+        ) from None
     if sent != 1:
         raise NotifyError(f"the mail backend sent {sent} messages to {', '.join(to)}", retryable=True)
     return Delivered(250, time.perf_counter() - started)

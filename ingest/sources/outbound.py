@@ -97,11 +97,17 @@ class InvalidLimit(ValueError):
 def limit_parse(value: Any, *, what: str) -> BucketLimit:
     """`value` ({"per_second": 3, "burst": 1}) as a limit, or InvalidLimit naming `what` it is."""
     if not isinstance(value, Mapping) or set(value) != {"per_second", "burst"}:
-        raise InvalidLimit(f"{what} is {str(value)[:80]!r}; write it as {{\"per_second\": 3, \"burst\": 1}} "
-                           "(calls a second, and how many may go at once)")
+        raise InvalidLimit(
+            f'{what} is {str(value)[:80]!r}; write it as {{"per_second": 3, "burst": 1}} '
+            "(calls a second, and how many may go at once)"
+        )
     rate, burst = value["per_second"], value["burst"]
-    if isinstance(rate, bool) or not isinstance(rate, int | float) or not math.isfinite(rate) \
-            or not 0 < rate <= _MOST_PER_SECOND:
+    if (
+        isinstance(rate, bool)
+        or not isinstance(rate, int | float)
+        or not math.isfinite(rate)
+        or not 0 < rate <= _MOST_PER_SECOND
+    ):
         raise InvalidLimit(f"{what}: per_second is {rate!r}; it is a number above 0 and at most {_MOST_PER_SECOND:g}")
     if isinstance(burst, bool) or not isinstance(burst, int) or not 1 <= burst <= 1_000_000:
         raise InvalidLimit(f"{what}: burst is {burst!r}; it is a whole number from 1 to 1000000")
@@ -141,9 +147,7 @@ class SharedBucket:
 
     def acquire(self) -> float:
         while True:
-            wait = rate_limit_acquire(
-                key=self.key, now=self._now(), per_second=self.per_second, burst=self.burst
-            )
+            wait = rate_limit_acquire(key=self.key, now=self._now(), per_second=self.per_second, burst=self.burst)
             if wait == 0 or wait > self.max_inline_wait:
                 return wait
             self._sleep(wait)
@@ -187,13 +191,24 @@ class Circuit:
     is, for the dashboard (blank: shared by every tenant). docs/engine-contract.md.
     """
 
-    def __init__(self, key: str, *, threshold: int = 5, window: float = 60.0, cooldown: float = 30.0,
-                 probe_timeout: float = 60.0, tenant: str = "",
-                 trips: Callable[[BaseException], bool] = outage) -> None:
+    def __init__(
+        self,
+        key: str,
+        *,
+        threshold: int = 5,
+        window: float = 60.0,
+        cooldown: float = 30.0,
+        probe_timeout: float = 60.0,
+        tenant: str = "",
+        trips: Callable[[BaseException], bool] = outage,
+    ) -> None:
         self.key, self.tenant, self.trips = key, tenant, trips
-        self.policy = BreakerPolicy(threshold=threshold, window=timedelta(seconds=window),
-                                    cooldown=timedelta(seconds=cooldown),
-                                    probe_timeout=timedelta(seconds=probe_timeout))
+        self.policy = BreakerPolicy(
+            threshold=threshold,
+            window=timedelta(seconds=window),
+            cooldown=timedelta(seconds=cooldown),
+            probe_timeout=timedelta(seconds=probe_timeout),
+        )
 
     def call(self, fn: Callable[[], T]) -> T:
         with self.guard():

@@ -50,7 +50,13 @@ class ProbeTarget:
 
 
 def _gong(t: ProbeTarget, timeout: Timeout) -> str:
-    client = GongClient(access_key=t.key, access_key_secret=t.secret, base_url=t.base_url or GongClient.BASE_URL, timeout=timeout, max_rate_limit_retries=0)
+    client = GongClient(
+        access_key=t.key,
+        access_key_secret=t.secret,
+        base_url=t.base_url or GongClient.BASE_URL,
+        timeout=timeout,
+        max_rate_limit_retries=0,
+    )
     now = datetime.now(UTC)
     page = client.calls_page(from_time=now - timedelta(minutes=1), to_time=now)
     return f"Gong answered the call list: {len(page.items)} call(s) started in the last minute"
@@ -58,9 +64,11 @@ def _gong(t: ProbeTarget, timeout: Timeout) -> str:
 
 def _salesforce(t: ProbeTarget, timeout: Timeout) -> str:
     credentials: ClientCredentials | RefreshToken = (
-        RefreshToken(t.key, t.secret, t.refresh_token) if t.refresh_token else ClientCredentials(t.key, t.secret))
-    client = SalesforceClient(credentials=credentials, login_url=t.base_url or "https://login.salesforce.com",
-                              timeout=timeout)
+        RefreshToken(t.key, t.secret, t.refresh_token) if t.refresh_token else ClientCredentials(t.key, t.secret)
+    )
+    client = SalesforceClient(
+        credentials=credentials, login_url=t.base_url or "https://login.salesforce.com", timeout=timeout
+    )
     client.refresh_token()
     grant = "refresh token" if t.refresh_token else "client credentials"
     return f"Salesforce issued an access token ({grant}) for {client.instance_url}"
@@ -72,13 +80,22 @@ def _llm(t: ProbeTarget, timeout: Timeout) -> str:
         return f"the {provider!r} provider runs offline: there is nothing to reach"
     model = str(t.options.get("model") or "")
     if provider == "anthropic":
-        names = AnthropicClient(api_key=t.secret, model=model or "claude-3-5-haiku-latest",
-                                base_url=t.base_url or "https://api.anthropic.com", timeout=timeout,
-                                max_retries=0).models()
+        names = AnthropicClient(
+            api_key=t.secret,
+            model=model or "claude-3-5-haiku-latest",
+            base_url=t.base_url or "https://api.anthropic.com",
+            timeout=timeout,
+            max_retries=0,
+        ).models()
     else:
-        names = OpenAIChatClient(base_url=t.base_url or "https://api.openai.com/v1", api_key=t.secret or None,
-                                 model=model or "gpt-4o-mini", service=str(t.options.get("service") or "openai"),
-                                 timeout=timeout, max_retries=0).models()
+        names = OpenAIChatClient(
+            base_url=t.base_url or "https://api.openai.com/v1",
+            api_key=t.secret or None,
+            model=model or "gpt-4o-mini",
+            service=str(t.options.get("service") or "openai"),
+            timeout=timeout,
+            max_retries=0,
+        ).models()
     said = f"{provider} listed {len(names)} model(s)"
     if model:
         said += f"; {model} is {'among them' if model in names else 'NOT among them: check the model name'}"
@@ -86,18 +103,25 @@ def _llm(t: ProbeTarget, timeout: Timeout) -> str:
 
 
 def _dataforseo(t: ProbeTarget, timeout: Timeout) -> str:
-    client = DataForSEOClient(login=t.key, password=t.secret, base_url=t.base_url or DataForSEOClient.BASE_URL, timeout=timeout,
-                              max_rate_limit_retries=0)
+    client = DataForSEOClient(
+        login=t.key,
+        password=t.secret,
+        base_url=t.base_url or DataForSEOClient.BASE_URL,
+        timeout=timeout,
+        max_rate_limit_retries=0,
+    )
     data = client.user_data()
     money = data.get("money") if isinstance(data.get("money"), dict) else {}
     balance = money.get("balance") if isinstance(money, dict) else None
-    return (f"DataForSEO knows login {data.get('login') or t.key!s}"
-            + (f"; balance {balance} USD" if balance is not None else ""))
+    return f"DataForSEO knows login {data.get('login') or t.key!s}" + (
+        f"; balance {balance} USD" if balance is not None else ""
+    )
 
 
 def _zenrows(t: ProbeTarget, timeout: Timeout) -> str:
-    client = ZenRowsClient(api_key=t.secret, base_url=t.base_url or ZenRowsClient.BASE_URL, timeout=timeout,
-                           max_rate_limit_retries=0)
+    client = ZenRowsClient(
+        api_key=t.secret, base_url=t.base_url or ZenRowsClient.BASE_URL, timeout=timeout, max_rate_limit_retries=0
+    )
     usage = client.usage()
     plan = usage.get("plan") or "a plan"
     used = usage.get("usage_percent")
@@ -105,7 +129,11 @@ def _zenrows(t: ProbeTarget, timeout: Timeout) -> str:
 
 
 PROBES: dict[str, Callable[[ProbeTarget, Timeout], str]] = {
-    "gong": _gong, "salesforce": _salesforce, "llm": _llm, "dataforseo": _dataforseo, "zenrows": _zenrows,
+    "gong": _gong,
+    "salesforce": _salesforce,
+    "llm": _llm,
+    "dataforseo": _dataforseo,
+    "zenrows": _zenrows,
 }
 
 

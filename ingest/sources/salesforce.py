@@ -135,8 +135,10 @@ def changed_soql(sobject: str, fields: Sequence[str], *, start: datetime, end: d
     SystemModstamp, not LastModifiedDate: it also moves when the system changes a record
     (a roll-up, a workflow field update), and it is indexed, so the query stays selective.
     """
-    return (f"SELECT {', '.join(fields)} FROM {sobject} WHERE SystemModstamp >= {soql_datetime(start)} "
-            f"AND SystemModstamp < {soql_datetime(end)} ORDER BY SystemModstamp")
+    return (
+        f"SELECT {', '.join(fields)} FROM {sobject} WHERE SystemModstamp >= {soql_datetime(start)} "
+        f"AND SystemModstamp < {soql_datetime(end)} ORDER BY SystemModstamp"
+    )
 
 
 class SalesforceClient:
@@ -194,9 +196,7 @@ class SalesforceClient:
                 raise self._token_error(response, data["grant_type"])
             token = response.json()
             self._access_token = str(token["access_token"])
-            self._instance_url = str(
-                token.get("instance_url") or self._instance_url or self.login_url
-            ).rstrip("/")
+            self._instance_url = str(token.get("instance_url") or self._instance_url or self.login_url).rstrip("/")
             if self.on_token is not None:
                 self.on_token(self._access_token, self._instance_url, _lifetime(token))
             return self._access_token
@@ -220,9 +220,7 @@ class SalesforceClient:
 
     # -- REST ---------------------------------------------------------------------------------
 
-    def query_page(
-        self, soql: str | None = None, *, next_records_url: str | None = None
-    ) -> QueryPage:
+    def query_page(self, soql: str | None = None, *, next_records_url: str | None = None) -> QueryPage:
         """One page of `GET /services/data/vXX.X/query?q=` (or of its `nextRecordsUrl`)."""
         if next_records_url:
             body = self.get(next_records_url)
@@ -243,13 +241,9 @@ class SalesforceClient:
             page = self.query_page(next_records_url=page.next_records_url)
             yield from page.records
 
-    def record(
-        self, sobject: str, record_id: str, fields: list[str] | None = None
-    ) -> dict[str, Any]:
+    def record(self, sobject: str, record_id: str, fields: list[str] | None = None) -> dict[str, Any]:
         params = {"fields": ",".join(fields)} if fields else None
-        return self.get(
-            f"/services/data/v{self.api_version}/sobjects/{sobject}/{record_id}", params=params
-        )
+        return self.get(f"/services/data/v{self.api_version}/sobjects/{sobject}/{record_id}", params=params)
 
     def get(self, path: str, *, params: Mapping[str, str] | None = None) -> dict[str, Any]:
         """GET a REST path; refreshes the token once on INVALID_SESSION_ID."""
@@ -271,20 +265,21 @@ class SalesforceClient:
     def _get(self, path: str, token: str, params: Mapping[str, str] | None) -> requests.Response:
         url = path if path.startswith("http") else f"{self.instance_url}{path}"
         try:
-            return guarded_send("salesforce", lambda: self._session.get(
-                url,
-                params=params,
-                headers={"Authorization": f"Bearer {token}"},
-                timeout=self.timeout,
-            ))
+            return guarded_send(
+                "salesforce",
+                lambda: self._session.get(
+                    url,
+                    params=params,
+                    headers={"Authorization": f"Bearer {token}"},
+                    timeout=self.timeout,
+                ),
+            )
         except requests.Timeout as error:
             raise SalesforceServerError(
                 f"Salesforce GET {url} timed out after {self.timeout[1]:g}s; retry later"
             ) from error
         except requests.RequestException as error:
-            raise SalesforceServerError(
-                f"Salesforce GET {url} failed to connect ({error}); retry later"
-            ) from error
+            raise SalesforceServerError(f"Salesforce GET {url} failed to connect ({error}); retry later") from error
 
     def _record_usage(self, response: requests.Response) -> None:
         usage = parse_limit_info(response.headers.get("Sforce-Limit-Info"))
@@ -301,15 +296,9 @@ class SalesforceClient:
         code = str(answered[0].get("errorCode", "")) if answered else ""
         message = answered[0].get("message", "") if answered else body_excerpt(response)
         status = response.status_code
-        said = f"Salesforce answered HTTP {status} {code or ''} to {what}: {message}".replace(
-            "  ", " "
-        )
+        said = f"Salesforce answered HTTP {status} {code or ''} to {what}: {message}".replace("  ", " ")
         if code == "REQUEST_LIMIT_EXCEEDED":
-            usage = (
-                f" (last seen usage {self.api_usage.used}/{self.api_usage.limit})"
-                if self.api_usage
-                else ""
-            )
+            usage = f" (last seen usage {self.api_usage.used}/{self.api_usage.limit})" if self.api_usage else ""
             return SalesforceLimitExceeded(
                 f"{said}{usage} — the org's API limit is used up; retry after it resets",
                 status=status,
@@ -318,9 +307,5 @@ class SalesforceClient:
         if status >= 500 or code == "SERVER_UNAVAILABLE":
             return SalesforceServerError(f"{said} — retry later", status=status)
         if status in (401, 403):
-            return SalesforceAuthError(
-                f"{said} — check the integration user's permissions", status=status
-            )
-        return SalesforceRequestRejected(
-            f"{said} — fix the query or path; retrying will not help", status=status
-        )
+            return SalesforceAuthError(f"{said} — check the integration user's permissions", status=status)
+        return SalesforceRequestRejected(f"{said} — fix the query or path; retrying will not help", status=status)

@@ -73,12 +73,15 @@ def _record_ids(header: Mapping[str, Any]) -> tuple[str, ...]:
     if not isinstance(ids, list | tuple):
         raise SalesforceEventInvalid(f"CDC recordIds is a {type(ids).__name__}; it is a list of ids")
     if len(ids) > MAX_RECORD_IDS:
-        raise SalesforceEventInvalid(f"CDC event lists {len(ids):,} recordIds; at most "
-                                     f"{MAX_RECORD_IDS} are accepted per event")
+        raise SalesforceEventInvalid(
+            f"CDC event lists {len(ids):,} recordIds; at most {MAX_RECORD_IDS} are accepted per event"
+        )
     for record_id in ids:
         if not isinstance(record_id, str) or not _RECORD_ID.match(record_id):
-            raise SalesforceEventInvalid(f"CDC recordIds holds {str(record_id)[:40]!r}, which is "
-                                         "not a Salesforce id (15 or 18 letters and digits)")
+            raise SalesforceEventInvalid(
+                f"CDC recordIds holds {str(record_id)[:40]!r}, which is "
+                "not a Salesforce id (15 or 18 letters and digits)"
+            )
     return tuple(ids)
 
 
@@ -153,8 +156,10 @@ def _notification(node: ET.Element) -> OutboundNotification:
     declared = sobject.get(f"{{{XSI_NS}}}type") or ""
     record_id = fields.get("Id") or ""
     if not _RECORD_ID.match(record_id) or "*" in record_id:
-        raise SalesforceEventInvalid(f"Outbound Message notification's sObject Id {record_id[:40]!r} "
-                                     "is not a Salesforce id (15 or 18 letters and digits)")
+        raise SalesforceEventInvalid(
+            f"Outbound Message notification's sObject Id {record_id[:40]!r} "
+            "is not a Salesforce id (15 or 18 letters and digits)"
+        )
     return OutboundNotification(
         id=_text(node, "Id") or "",
         sobject_type=declared.rsplit(":", 1)[-1],
@@ -175,9 +180,7 @@ def parse_outbound_message(body: bytes | str) -> OutboundMessage:
     try:
         root = ET.fromstring(text)
     except ET.ParseError as error:
-        raise SalesforceEventInvalid(
-            f"Outbound Message is not well-formed XML ({error})"
-        ) from error
+        raise SalesforceEventInvalid(f"Outbound Message is not well-formed XML ({error})") from error
     notifications = root.find("soap:Body/out:notifications", _NS)
     if notifications is None:
         raise SalesforceEventInvalid(
@@ -186,8 +189,10 @@ def parse_outbound_message(body: bytes | str) -> OutboundMessage:
         )
     found = notifications.findall("out:Notification", _NS)
     if len(found) > MAX_NOTIFICATIONS:
-        raise SalesforceEventInvalid(f"Outbound Message carries {len(found):,} notifications; "
-                                     f"Salesforce sends at most {MAX_NOTIFICATIONS} per message")
+        raise SalesforceEventInvalid(
+            f"Outbound Message carries {len(found):,} notifications; "
+            f"Salesforce sends at most {MAX_NOTIFICATIONS} per message"
+        )
     return OutboundMessage(
         organization_id=_text(notifications, "OrganizationId") or "",
         action_id=_text(notifications, "ActionId") or "",

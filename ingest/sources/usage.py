@@ -39,9 +39,7 @@ class Usage:
             service=str(data.get("service", service)),
             model=str(data.get("model", model)),
             input_tokens=int(data.get("input_tokens", data.get("tokens_in", 0)) or 0),
-            cached_input_tokens=int(
-                data.get("cached_input_tokens", data.get("tokens_cached", 0)) or 0
-            ),
+            cached_input_tokens=int(data.get("cached_input_tokens", data.get("tokens_cached", 0)) or 0),
             output_tokens=int(data.get("output_tokens", data.get("tokens_out", 0)) or 0),
             calls=int(data.get("calls", 1)),
             items=int(data.get("items", 0) or 0),

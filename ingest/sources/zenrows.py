@@ -39,9 +39,7 @@ __all__ = [
 class ZenRowsError(SourceError):
     """ZenRows returned an unexpected answer."""
 
-    def __init__(
-        self, message: str | None = None, *, code: str = "", **options: Unpack[SourceErrorOptions]
-    ) -> None:
+    def __init__(self, message: str | None = None, *, code: str = "", **options: Unpack[SourceErrorOptions]) -> None:
         super().__init__(message, **options)
         self.code = code  # ZenRows' error code, e.g. "AUTH004"
 
@@ -132,9 +130,7 @@ class ZenRowsClient(HttpClient):
         super().__init__(**transport)
         self._api_key = api_key
 
-    def fetch(
-        self, url: str, *, js_render: bool = True, premium_proxy: bool = False
-    ) -> PaidCall[FetchResult]:
+    def fetch(self, url: str, *, js_render: bool = True, premium_proxy: bool = False) -> PaidCall[FetchResult]:
         """The page at `url` through ZenRows, costed from `X-Request-Cost`."""
         params = {"apikey": self._api_key, "url": url}
         if js_render:
@@ -145,7 +141,8 @@ class ZenRowsClient(HttpClient):
         # idempotency key, so the call's key is not sent.
         response = self._paid_exchange(
             lambda _key: self._session.get(self.base_url, params=params, timeout=self.timeout),
-            what=f"ZenRows fetching {url}", request=[url, js_render, premium_proxy],
+            what=f"ZenRows fetching {url}",
+            request=[url, js_render, premium_proxy],
         )
         if not response.ok:
             raise self._error(response, url)
@@ -172,8 +169,10 @@ class ZenRowsClient(HttpClient):
         try:
             body = response.json()
         except ValueError as error:
-            raise ZenRowsServerError(f"ZenRows answered {url} with a body that is not JSON: "
-                                     f"{body_excerpt(response)}", status=response.status_code) from error
+            raise ZenRowsServerError(
+                f"ZenRows answered {url} with a body that is not JSON: {body_excerpt(response)}",
+                status=response.status_code,
+            ) from error
         return dict(body) if isinstance(body, dict) else {}
 
     def _error(self, response: requests.Response, url: str) -> ZenRowsError:
@@ -197,9 +196,7 @@ class ZenRowsClient(HttpClient):
 class NativeFetcher:
     """A plain GET of the page (free), answered as a `FetchResult` with its block verdict."""
 
-    def __init__(
-        self, *, timeout: Timeout = (5.0, 20.0), session: requests.Session | None = None
-    ) -> None:
+    def __init__(self, *, timeout: Timeout = (5.0, 20.0), session: requests.Session | None = None) -> None:
         self.timeout = timeout
         self._session = session or new_session()
         self._session.headers["Accept"] = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.8"

@@ -46,10 +46,26 @@ class IngressSecretAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     # Secrets are minted with `ingress_secret_create` (it shows the token once); not typed in here.
     # The HMAC secret is encrypted at rest and shown masked, never in clear.
     # A rotation's previous pair shows its prefix and end only; its secret is not shown at all.
-    fields = ("tenant", "name", "token_hash", "token_prefix", "hmac_secret_masked", "enabled", "rate_limit_per_minute",
-              "rotated_at", "previous_token_prefix", "previous_valid_until")
-    readonly_fields = ("token_hash", "token_prefix", "hmac_secret_masked", "rotated_at", "previous_token_prefix",
-                       "previous_valid_until")
+    fields = (
+        "tenant",
+        "name",
+        "token_hash",
+        "token_prefix",
+        "hmac_secret_masked",
+        "enabled",
+        "rate_limit_per_minute",
+        "rotated_at",
+        "previous_token_prefix",
+        "previous_valid_until",
+    )
+    readonly_fields = (
+        "token_hash",
+        "token_prefix",
+        "hmac_secret_masked",
+        "rotated_at",
+        "previous_token_prefix",
+        "previous_valid_until",
+    )
 
     @admin.display(description="HMAC secret")
     def hmac_secret_masked(self, obj: IngressSecret) -> str:
@@ -69,8 +85,15 @@ class IdempotencyKeyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 class ScheduleAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_display = ("name", "workflow", "cron", "timezone", "enabled", "next_fire_at", "last_fire_at")
     list_filter = ("enabled", "tenant")
-    readonly_fields = ("last_fire_at", "last_instance_id", "next_fire_at", "checked_until",
-                       "last_error", "created_at", "updated_at")
+    readonly_fields = (
+        "last_fire_at",
+        "last_instance_id",
+        "next_fire_at",
+        "checked_until",
+        "last_error",
+        "created_at",
+        "updated_at",
+    )
     actions = ("run_now", "enable", "disable")
 
     def save_model(self, request: HttpRequest, obj: Schedule, form: Any, change: bool) -> None:
@@ -90,8 +113,7 @@ class ScheduleAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     @admin.action(description="Run now")
     def run_now(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
         for schedule in queryset:
-            instance_id = schedule_run_now(name=schedule.name, now=timezone.now(),
-                                           actor=request.user.get_username())
+            instance_id = schedule_run_now(name=schedule.name, now=timezone.now(), actor=request.user.get_username())
             self.message_user(request, f"{schedule.name}: started {instance_id}", messages.SUCCESS)
 
     @admin.action(description="Enable")

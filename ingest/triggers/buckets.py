@@ -27,8 +27,7 @@ class Take:
 def refill(state: BucketState, *, now: datetime) -> BucketState:
     elapsed = max(0.0, (now - state.updated_at).total_seconds())
     tokens = min(state.capacity, state.tokens + elapsed * state.refill_per_second)
-    return BucketState(state.capacity, state.refill_per_second, tokens, max(now, state.updated_at),
-                       state.blocked_until)
+    return BucketState(state.capacity, state.refill_per_second, tokens, max(now, state.updated_at), state.blocked_until)
 
 
 def take(state: BucketState, *, cost: float, now: datetime) -> Take:
@@ -37,8 +36,9 @@ def take(state: BucketState, *, cost: float, now: datetime) -> Take:
     if current.blocked_until is not None and current.blocked_until > now:
         return Take(current, (current.blocked_until - now).total_seconds())
     if current.tokens >= cost:
-        taken = BucketState(current.capacity, current.refill_per_second, current.tokens - cost,
-                            current.updated_at, None)
+        taken = BucketState(
+            current.capacity, current.refill_per_second, current.tokens - cost, current.updated_at, None
+        )
         return Take(taken, 0.0)
     if current.refill_per_second <= 0:
         return Take(current, math.inf)

@@ -70,26 +70,30 @@ def parse(value: Any) -> CoalesceConfig | None:
     allowed = {"key", "period", "timeout"} if mode == DEBOUNCE else {"key", "max_size", "timeout"}
     unknown = sorted(set(body) - allowed)
     if unknown:
-        raise InvalidCoalesce(f"coalesce.{mode} has unknown field(s) {', '.join(unknown)}; "
-                              f"it takes {', '.join(sorted(allowed))}")
+        raise InvalidCoalesce(
+            f"coalesce.{mode} has unknown field(s) {', '.join(unknown)}; it takes {', '.join(sorted(allowed))}"
+        )
     key_path = _key_path(body.get("key", ""), mode)
     if mode == DEBOUNCE:
         if "period" not in body:
-            raise InvalidCoalesce("coalesce.debounce needs a period, e.g. \"30 seconds\"")
+            raise InvalidCoalesce('coalesce.debounce needs a period, e.g. "30 seconds"')
         period = _duration(body["period"], "coalesce.debounce.period")
-        timeout = (None if body.get("timeout") is None
-                   else _duration(body["timeout"], "coalesce.debounce.timeout"))
+        timeout = None if body.get("timeout") is None else _duration(body["timeout"], "coalesce.debounce.timeout")
         if timeout is not None and timeout < period:
-            raise InvalidCoalesce(f"coalesce.debounce.timeout ({timeout.total_seconds():g} s) is shorter "
-                                  f"than its period ({period.total_seconds():g} s); make it at least as long")
+            raise InvalidCoalesce(
+                f"coalesce.debounce.timeout ({timeout.total_seconds():g} s) is shorter "
+                f"than its period ({period.total_seconds():g} s); make it at least as long"
+            )
         return CoalesceConfig(DEBOUNCE, key_path, period, timeout=timeout)
     size = body.get("max_size")
     if isinstance(size, bool) or not isinstance(size, int) or not 2 <= size <= MAX_BATCH_SIZE:
-        raise InvalidCoalesce(f"coalesce.batch.max_size must be a whole number from 2 to {MAX_BATCH_SIZE}, "
-                              f"got {_short(size)}")
+        raise InvalidCoalesce(
+            f"coalesce.batch.max_size must be a whole number from 2 to {MAX_BATCH_SIZE}, got {_short(size)}"
+        )
     if "timeout" not in body:
-        raise InvalidCoalesce("coalesce.batch needs a timeout, e.g. \"10 seconds\": a batch that never "
-                              "fills would otherwise never start")
+        raise InvalidCoalesce(
+            'coalesce.batch needs a timeout, e.g. "10 seconds": a batch that never fills would otherwise never start'
+        )
     return CoalesceConfig(BATCH, key_path, _duration(body["timeout"], "coalesce.batch.timeout"), max_size=size)
 
 
@@ -123,8 +127,10 @@ def _key_path(raw: Any, mode: str) -> tuple[str, ...]:
     if raw in (None, ""):
         return ()
     if not isinstance(raw, str) or len(raw) > 200 or any(not part for part in raw.split(".")):
-        raise InvalidCoalesce(f"coalesce.{mode}.key is a dotted path into the payload such as "
-                              f"\"account\" or \"customer.id\", got {_short(raw)}")
+        raise InvalidCoalesce(
+            f"coalesce.{mode}.key is a dotted path into the payload such as "
+            f'"account" or "customer.id", got {_short(raw)}'
+        )
     return tuple(raw.split("."))
 
 

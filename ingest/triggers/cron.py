@@ -165,14 +165,10 @@ def zone(name: str) -> ZoneInfo:
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
-        raise InvalidTimezone(
-            f"time zone {name!r} is unknown; use an IANA name such as UTC or Europe/Paris"
-        ) from None
+        raise InvalidTimezone(f"time zone {name!r} is unknown; use an IANA name such as UTC or Europe/Paris") from None
 
 
-def next_fires(
-    schedule: CronSpec, *, after: datetime, now: datetime, grace: timedelta = GRACE
-) -> list[datetime]:
+def next_fires(schedule: CronSpec, *, after: datetime, now: datetime, grace: timedelta = GRACE) -> list[datetime]:
     """Scheduled times in (after, now] that should fire now, oldest first, in UTC."""
     tz = zone(schedule.timezone)
     start = now.replace(microsecond=0) + timedelta(seconds=1)

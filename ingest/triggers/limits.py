@@ -81,8 +81,10 @@ def input_limits() -> InputLimits:
 
 def check_size(size: int, *, limits: InputLimits, what: str = "the body") -> None:
     if size > limits.body_bytes:
-        raise BodyTooLarge(f"{what} is {size:,} bytes; at most {limits.body_bytes:,} bytes are "
-                           "accepted — store large data elsewhere and send its reference")
+        raise BodyTooLarge(
+            f"{what} is {size:,} bytes; at most {limits.body_bytes:,} bytes are "
+            "accepted — store large data elsewhere and send its reference"
+        )
 
 
 def json_depth_over(raw: bytes, limit: int) -> bool:
@@ -113,19 +115,22 @@ def json_parse(raw: bytes | str, *, limits: InputLimits, what: str = "the body")
     data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
     check_size(len(data), limits=limits, what=what)
     if json_depth_over(data, limits.json_depth):
-        raise NestedTooDeeply(f"{what} nests arrays and objects more than {limits.json_depth} "
-                              "levels deep; send a flatter JSON document")
+        raise NestedTooDeeply(
+            f"{what} nests arrays and objects more than {limits.json_depth} levels deep; send a flatter JSON document"
+        )
     try:
-        value = json.loads(data, parse_int=_int_parser(limits, what),
-                           parse_float=_float_parser(limits, what),
-                           parse_constant=_constant_refused(what))
+        value = json.loads(
+            data,
+            parse_int=_int_parser(limits, what),
+            parse_float=_float_parser(limits, what),
+            parse_constant=_constant_refused(what),
+        )
     except UnicodeDecodeError as exc:
         raise MalformedJson(f"{what} is not UTF-8 JSON ({exc.reason} at byte {exc.start})") from None
     except json.JSONDecodeError as exc:
         # Some of the decoder's messages end in "at" ("Invalid control character at"): said once.
         said = exc.msg.removesuffix(" at")
-        raise MalformedJson(f"{what} is not valid JSON: {said} at line {exc.lineno} column "
-                            f"{exc.colno}") from None
+        raise MalformedJson(f"{what} is not valid JSON: {said} at line {exc.lineno} column {exc.colno}") from None
     json_check(value, limits=limits, what=what)
     return value
 
@@ -133,27 +138,34 @@ def json_parse(raw: bytes | str, *, limits: InputLimits, what: str = "the body")
 def _int_parser(limits: InputLimits, what: str) -> Any:
     def parse(text: str) -> int:
         if len(text.lstrip("-")) > limits.number_digits:
-            raise NumberTooLong(f"{what} holds an integer of {len(text.lstrip('-')):,} digits; "
-                                f"numbers have at most {limits.number_digits} — send it as a string")
+            raise NumberTooLong(
+                f"{what} holds an integer of {len(text.lstrip('-')):,} digits; "
+                f"numbers have at most {limits.number_digits} — send it as a string"
+            )
         return int(text)
+
     return parse
 
 
 def _float_parser(limits: InputLimits, what: str) -> Any:
     def parse(text: str) -> float:
         if len(text) > limits.number_digits + 8:
-            raise NumberTooLong(f"{what} holds a number written with {len(text):,} characters; "
-                                f"numbers have at most {limits.number_digits} digits")
+            raise NumberTooLong(
+                f"{what} holds a number written with {len(text):,} characters; "
+                f"numbers have at most {limits.number_digits} digits"
+            )
         value = float(text)
         if not math.isfinite(value):
             raise NumberTooLong(f"{what} holds {text[:40]}, which is beyond a double's range")
         return value
+
     return parse
 
 
 def _constant_refused(what: str) -> Any:
     def parse(text: str) -> Any:
         raise MalformedJson(f"{what} holds {text}, which is not JSON; send null or a number")
+
     return parse
 
 
@@ -211,8 +223,9 @@ def _json_refusal(value: Any, *, limits: InputLimits, what: str) -> None:
 
 def _count(size: int, limits: InputLimits, what: str, path: tuple[str, ...]) -> None:
     if size > limits.items:
-        raise TooManyItems(f"{_where(what, path)} holds {size:,} items; at most {limits.items:,} "
-                           "are accepted in one array or object")
+        raise TooManyItems(
+            f"{_where(what, path)} holds {size:,} items; at most {limits.items:,} are accepted in one array or object"
+        )
 
 
 def _where(what: str, path: tuple[str, ...]) -> str:
@@ -223,28 +236,29 @@ def text_check(text: str, max_chars: int, *, where: str) -> None:
     """Refuse text PostgreSQL cannot store (NUL), UTF-8 cannot encode (lone surrogates), or
     longer than `max_chars`."""
     if NUL in text:
-        raise NulCharacter(f"{where} contains a NUL character (\\u0000), which no text field can "
-                           "hold; remove it")
+        raise NulCharacter(f"{where} contains a NUL character (\\u0000), which no text field can hold; remove it")
     found = _SURROGATE.search(text)
     if found:
-        raise LoneSurrogate(f"{where} contains the lone surrogate \\u{ord(found.group()):04x}, "
-                            "which is not a character; send valid UTF-16 pairs or UTF-8")
+        raise LoneSurrogate(
+            f"{where} contains the lone surrogate \\u{ord(found.group()):04x}, "
+            "which is not a character; send valid UTF-16 pairs or UTF-8"
+        )
     if len(text) > max_chars:
-        raise StringTooLong(f"{where} is {len(text):,} characters long; at most {max_chars:,} "
-                            "are accepted")
+        raise StringTooLong(f"{where} is {len(text):,} characters long; at most {max_chars:,} are accepted")
 
 
-def reserved_params_check(params: Any, *, original: Mapping[str, Any] | None = None,
-                          reserved: Iterable[str] = RESERVED_PARAMS) -> None:
+def reserved_params_check(
+    params: Any, *, original: Mapping[str, Any] | None = None, reserved: Iterable[str] = RESERVED_PARAMS
+) -> None:
     """Refuse params that set a key the engine or the triggers own. A replay may keep the
     original instance's value unchanged (a replayed schedule fire still says when it fired)."""
     if not isinstance(params, Mapping):
         return
     for key in reserved:
-        if key in params and not (original is not None and key in original
-                                  and original[key] == params[key]):
-            raise ReservedParam(f"the params key {key!r} is reserved: the engine sets it on the "
-                                "instances it starts; rename it")
+        if key in params and not (original is not None and key in original and original[key] == params[key]):
+            raise ReservedParam(
+                f"the params key {key!r} is reserved: the engine sets it on the instances it starts; rename it"
+            )
 
 
 def datetime_in_range(value: datetime, *, what: str) -> datetime:
@@ -254,7 +268,9 @@ def datetime_in_range(value: datetime, *, what: str) -> datetime:
     except (OverflowError, ValueError):
         utc = None
     if utc is None or not EARLIEST <= utc < LATEST:
-        raise DateOutOfRange(f"{what}={value.isoformat()[:40]} is outside the times a filter can "
-                             f"name ({EARLIEST:%Y-%m-%d} to {LATEST:%Y-%m-%d}); leave it empty for "
-                             "no bound")
+        raise DateOutOfRange(
+            f"{what}={value.isoformat()[:40]} is outside the times a filter can "
+            f"name ({EARLIEST:%Y-%m-%d} to {LATEST:%Y-%m-%d}); leave it empty for "
+            "no bound"
+        )
     return value

@@ -22,9 +22,7 @@ class Route(models.Model):
     workflow = models.CharField(max_length=200)
     tenant = models.CharField(max_length=100, default="default")
     enabled = models.BooleanField(default=True)
-    sync_default = models.BooleanField(
-        default=False, help_text="Wait for the output unless the caller passes ?wait=0."
-    )
+    sync_default = models.BooleanField(default=False, help_text="Wait for the output unless the caller passes ?wait=0.")
     wait_seconds = models.FloatField(default=30.0, help_text="How long a sync request waits.")
     rate_limit_per_minute = models.PositiveIntegerField(
         null=True, blank=True, help_text="Requests per minute for this route; empty means no limit."
@@ -33,9 +31,10 @@ class Route(models.Model):
     priority = models.IntegerField(default=0)
     description = models.TextField(blank=True, default="")
     coalesce = models.JSONField(
-        default=dict, blank=True,
+        default=dict,
+        blank=True,
         help_text='Debounce or batch the events: {"debounce": {"key": "account", "period": "30 seconds"}} '
-                  'or {"batch": {"max_size": 100, "timeout": "10 seconds"}} (docs/engine-contract.md).',
+        'or {"batch": {"max_size": 100, "timeout": "10 seconds"}} (docs/engine-contract.md).',
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -168,9 +167,10 @@ class Subscription(models.Model):
     )
     enabled = models.BooleanField(default=True)
     coalesce = models.JSONField(
-        default=dict, blank=True,
+        default=dict,
+        blank=True,
         help_text='Debounce or batch the events: {"debounce": {"key": "account", "period": "30 seconds"}} '
-                  'or {"batch": {"max_size": 100, "timeout": "10 seconds"}} (docs/engine-contract.md).',
+        'or {"batch": {"max_size": 100, "timeout": "10 seconds"}} (docs/engine-contract.md).',
     )
     created_at = models.DateTimeField(auto_now_add=True)
 

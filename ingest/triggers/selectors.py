@@ -25,21 +25,25 @@ class Outcome:
 
 
 def instance_outcome(*, instance_id: str) -> Outcome | None:
-    row = (Instance.objects.filter(pk=instance_id)
-           .values("status", "output", "error_name", "error_message").first())
+    row = Instance.objects.filter(pk=instance_id).values("status", "output", "error_name", "error_message").first()
     if row is None:
         return None
-    error = ({"name": row["error_name"], "message": row["error_message"]}
-             if row["error_name"] or row["error_message"] else None)
-    return Outcome(instance_id, row["status"], row["output"], error,
-                   row["status"] in FINISHED_STATUSES)
+    error = (
+        {"name": row["error_name"], "message": row["error_message"]}
+        if row["error_name"] or row["error_message"]
+        else None
+    )
+    return Outcome(instance_id, row["status"], row["output"], error, row["status"] in FINISHED_STATUSES)
 
 
 _sleep: Callable[[float], None] = time.sleep  # tests swap in a step of the worker
 
 
 def instance_outcome_wait(
-    *, instance_id: str, timeout: float, poll: float = 0.05,
+    *,
+    instance_id: str,
+    timeout: float,
+    poll: float = 0.05,
     clock: Callable[[], float] = time.monotonic,
 ) -> Outcome | None:
     """Poll the ledger until the instance finishes or `timeout` passes; the last outcome read.
@@ -80,14 +84,23 @@ class ScheduleRow:
 def _row(schedule: Schedule, *, now: datetime, upcoming: int) -> ScheduleRow:
     fires = cron.upcoming(schedule, now=now, count=upcoming) if schedule.enabled else []
     return ScheduleRow(
-        schedule.name, schedule.workflow, schedule.cron, schedule.timezone, schedule.tenant,
-        schedule.enabled, schedule.params, schedule.missed_fire_policy, schedule.catch_up_limit,
-        schedule.last_fire_at, schedule.last_instance_id, schedule.last_error, fires,
+        schedule.name,
+        schedule.workflow,
+        schedule.cron,
+        schedule.timezone,
+        schedule.tenant,
+        schedule.enabled,
+        schedule.params,
+        schedule.missed_fire_policy,
+        schedule.catch_up_limit,
+        schedule.last_fire_at,
+        schedule.last_instance_id,
+        schedule.last_error,
+        fires,
     )
 
 
-def schedule_list(*, now: datetime, tenants: list[str] | None = None, upcoming: int = 3
-                  ) -> list[ScheduleRow]:
+def schedule_list(*, now: datetime, tenants: list[str] | None = None, upcoming: int = 3) -> list[ScheduleRow]:
     """Schedules with their next fire times; `tenants=None` means every tenant."""
     qs = Schedule.objects.order_by("name")
     if tenants is not None:
@@ -105,7 +118,8 @@ def schedule_due_ids(*, now: datetime) -> list[int]:
     return list(
         Schedule.objects.filter(enabled=True)
         .filter(Q(next_fire_at__lte=now) | Q(next_fire_at__isnull=True))
-        .order_by("next_fire_at", "pk").values_list("pk", flat=True)
+        .order_by("next_fire_at", "pk")
+        .values_list("pk", flat=True)
     )
 
 
@@ -136,9 +150,23 @@ def api_token_list(*, user: Any, now: datetime) -> list[ApiTokenRow]:
     """`user`'s tokens, live ones first, each group newest first."""
     rows = []
     for t in ApiToken.objects.filter(user=user).order_by("-created_at", "-pk"):
-        state = ("revoked" if t.revoked_at is not None
-                 else "expired" if t.expires_at is not None and t.expires_at <= now else "active")
-        rows.append(ApiTokenRow(id=t.pk, name=t.name, prefix=t.token_prefix, created_at=t.created_at,
-                                last_used_at=t.last_used_at, expires_at=t.expires_at,
-                                revoked_at=t.revoked_at, state=state))
+        state = (
+            "revoked"
+            if t.revoked_at is not None
+            else "expired"
+            if t.expires_at is not None and t.expires_at <= now
+            else "active"
+        )
+        rows.append(
+            ApiTokenRow(
+                id=t.pk,
+                name=t.name,
+                prefix=t.token_prefix,
+                created_at=t.created_at,
+                last_used_at=t.last_used_at,
+                expires_at=t.expires_at,
+                revoked_at=t.revoked_at,
+                state=state,
+            )
+        )
     return sorted(rows, key=lambda r: r.state != "active")

@@ -34,7 +34,12 @@ def sign_all(*, secrets: list[str], timestamp: str, body: bytes) -> str:
 
 
 def verify(
-    *, secrets: list[str], timestamp: str | None, signature: str | None, body: bytes, now: datetime,
+    *,
+    secrets: list[str],
+    timestamp: str | None,
+    signature: str | None,
+    body: bytes,
+    now: datetime,
     window_seconds: int = WINDOW_SECONDS,
 ) -> None:
     """Raise unless `signature` signs `body` at `timestamp` with one of `secrets` within the window.
@@ -44,8 +49,7 @@ def verify(
     """
     if not timestamp:
         raise StaleTimestamp(
-            "the X-Runledger-Timestamp header is missing; send the unix time in seconds at which "
-            "the request was signed"
+            "the X-Runledger-Timestamp header is missing; send the unix time in seconds at which the request was signed"
         )
     if not _UNIX_SECONDS.match(timestamp.strip()):
         raise StaleTimestamp(

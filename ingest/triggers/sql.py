@@ -58,8 +58,7 @@ def _columns(model: type[Model], alias: str) -> tuple[str, list[str], list[tuple
     decryption of an EncryptedTextField): what the ORM applies when it reads the row."""
     fields: Sequence[Field[Any, Any]] = model._meta.concrete_fields
     cols = [field.get_col(alias) for field in fields]
-    converters = [(col, [*connection.ops.get_db_converters(col), *col.get_db_converters(connection)])
-                  for col in cols]
+    converters = [(col, [*connection.ops.get_db_converters(col), *col.get_db_converters(connection)]) for col in cols]
     names = ", ".join(f'{alias}."{field.column}"' for field in fields)
     return names, [field.attname for field in fields], converters
 
@@ -100,13 +99,17 @@ def route_with_secret(*, name: str, token_hash: str) -> Found | None:
     `token_hash` (None when there is none), in one round trip; None when no route has the name."""
     route_cols, route_names, _ = _columns(Route, "r")
     secret_cols, _, _ = _columns(IngressSecret, "s")
-    table = (f"{Route._meta.db_table} r LEFT JOIN {IngressSecret._meta.db_table} s"
-             " ON (s.token_hash = %s OR s.previous_token_hash = %s)")
+    table = (
+        f"{Route._meta.db_table} r LEFT JOIN {IngressSecret._meta.db_table} s"
+        " ON (s.token_hash = %s OR s.previous_token_hash = %s)"
+    )
     where = " AND s.tenant = r.tenant AND s.enabled WHERE r.name = %s"
     if connection.vendor == "postgresql":
         # md5 of each row's text: what the creating statement compares (_GUARD).
-        row = prepared_row(f"SELECT {route_cols}, {secret_cols}, md5(r::text), md5(s::text) FROM {table}{where}",
-                           [token_hash, token_hash, name])  # planned once per connection
+        row = prepared_row(
+            f"SELECT {route_cols}, {secret_cols}, md5(r::text), md5(s::text) FROM {table}{where}",
+            [token_hash, token_hash, name],
+        )  # planned once per connection
         if row is None:
             return None
         row, digests = row[:-2], row[-2:]
@@ -119,29 +122,39 @@ def route_with_secret(*, name: str, token_hash: str) -> Found | None:
     split = len(route_names)
     route = _build(Route, "r", row[:split])
     secret = _build(IngressSecret, "s", row[split:]) if row[split] is not None else None
-    current = (Current(route.pk, digests[0], secret.pk, digests[1])
-               if secret is not None and digests[1] is not None else None)
+    current = (
+        Current(route.pk, digests[0], secret.pk, digests[1]) if secret is not None and digests[1] is not None else None
+    )
     return Found(route, secret, current)
 
 
 # What every creating statement below checks before it inserts anything: the route and the
 # credential rows are still those the request was checked against (on the statement's snapshot).
-_GUARD = (f"EXISTS (SELECT 1 FROM {Route._meta.db_table} r WHERE r.id = %(g_route)s"
-          " AND md5(r::text) = %(g_route_digest)s)"
-          f" AND EXISTS (SELECT 1 FROM {IngressSecret._meta.db_table} s WHERE s.id = %(g_secret)s"
-          " AND md5(s::text) = %(g_secret_digest)s)")
+_GUARD = (
+    f"EXISTS (SELECT 1 FROM {Route._meta.db_table} r WHERE r.id = %(g_route)s"
+    " AND md5(r::text) = %(g_route_digest)s)"
+    f" AND EXISTS (SELECT 1 FROM {IngressSecret._meta.db_table} s WHERE s.id = %(g_secret)s"
+    " AND md5(s::text) = %(g_secret_digest)s)"
+)
 
 
 def _guard_params(current: Current, route_name: str) -> dict[str, Any]:
-    return {"g_route": current.route_id, "g_route_digest": current.route_digest,
-            "g_secret": current.secret_id, "g_secret_digest": current.secret_digest, "g_name": route_name}
+    return {
+        "g_route": current.route_id,
+        "g_route_digest": current.route_digest,
+        "g_secret": current.secret_id,
+        "g_secret_digest": current.secret_digest,
+        "g_name": route_name,
+    }
 
 
 def _probe(read: str, also: str | None) -> str:
     """The lead's probe: whether the guard held, the caller's `also` (one value, a scalar
     subquery that may use %(g_name)s, the route's name), then `read`'s row or NULLs."""
-    return (f"SELECT ({_GUARD}) AS current, ({also or 'SELECT NULL'}) AS also, kept.*"
-            f" FROM (SELECT 1) one LEFT JOIN LATERAL ({read}) kept ON true")
+    return (
+        f"SELECT ({_GUARD}) AS current, ({also or 'SELECT NULL'}) AS also, kept.*"
+        f" FROM (SELECT 1) one LEFT JOIN LATERAL ({read}) kept ON true"
+    )
 
 
 @dataclass(frozen=True)
@@ -198,11 +211,32 @@ def _kept(row: Sequence[Any]) -> KeptKey | None:
     return KeptKey(row[0], row[1], aware(row[2]), row[3], output, row[5] or "", row[6] or "")
 
 
-def idempotency_key_lead(*, tenant: str, route: str, key: str, digest: str, instance_id: str, now: datetime,
-                         expires_at: datetime, current: Current, also: str | None = None) -> Lead:
-    return Lead(_KEY_LEAD, {"k_tenant": tenant, "k_route": route, "k_key": key, "k_digest": digest,
-                            "k_instance": instance_id, "k_now": now, "k_expires": expires_at,
-                            **_guard_params(current, route)}, _probe(_KEY_READ, also))
+def idempotency_key_lead(
+    *,
+    tenant: str,
+    route: str,
+    key: str,
+    digest: str,
+    instance_id: str,
+    now: datetime,
+    expires_at: datetime,
+    current: Current,
+    also: str | None = None,
+) -> Lead:
+    return Lead(
+        _KEY_LEAD,
+        {
+            "k_tenant": tenant,
+            "k_route": route,
+            "k_key": key,
+            "k_digest": digest,
+            "k_instance": instance_id,
+            "k_now": now,
+            "k_expires": expires_at,
+            **_guard_params(current, route),
+        },
+        _probe(_KEY_READ, also),
+    )
 
 
 def idempotency_key_kept(rest: Sequence[Any]) -> KeptKey | None:
@@ -228,9 +262,18 @@ _SEEN_READ = f"SELECT instance_id FROM {_SEEN_TABLE} WHERE digest = %(s_digest)s
 
 
 def seen_signature_lead(seen: SeenSignature, *, current: Current, also: str | None = None) -> Lead:
-    return Lead(_SEEN_LEAD, {"s_digest": seen.digest, "s_tenant": seen.tenant, "s_route": seen.route,
-                             "s_instance": seen.instance_id, "s_expires": seen.expires_at,
-                             **_guard_params(current, seen.route)}, _probe(_SEEN_READ, also))
+    return Lead(
+        _SEEN_LEAD,
+        {
+            "s_digest": seen.digest,
+            "s_tenant": seen.tenant,
+            "s_route": seen.route,
+            "s_instance": seen.instance_id,
+            "s_expires": seen.expires_at,
+            **_guard_params(current, seen.route),
+        },
+        _probe(_SEEN_READ, also),
+    )
 
 
 def seen_signature_read(*, digest: str) -> str | None:
@@ -245,8 +288,10 @@ def seen_signature_read(*, digest: str) -> str | None:
 # `_locked` then `take` did). Nothing is written when the bucket is blocked or short of a token:
 # no row comes back and the caller asks the locked path how long to wait.
 _BUCKET_TABLE = TokenBucket._meta.db_table
-_REFILLED = ("least(EXCLUDED.capacity, b.tokens + greatest(0, extract(epoch FROM EXCLUDED.updated_at - b.updated_at)"
-             "::float8) * EXCLUDED.refill_per_second)")
+_REFILLED = (
+    "least(EXCLUDED.capacity, b.tokens + greatest(0, extract(epoch FROM EXCLUDED.updated_at - b.updated_at)"
+    "::float8) * EXCLUDED.refill_per_second)"
+)
 _TAKE_ONE = f"""
     INSERT INTO {_BUCKET_TABLE} AS b (key, capacity, refill_per_second, tokens, updated_at, blocked_until)
     VALUES (%(key)s, %(capacity)s, %(refill)s, %(capacity)s - 1, %(now)s, NULL)
@@ -271,5 +316,4 @@ def _take_none(key: str, capacity: float, refill: float, now: datetime) -> bool:
     return False
 
 
-_take_one = ByVendor[Callable[[str, float, float, datetime], bool]](postgresql=_take_one_statement,
-                                                                     sqlite=_take_none)
+_take_one = ByVendor[Callable[[str, float, float, datetime], bool]](postgresql=_take_one_statement, sqlite=_take_none)

@@ -64,8 +64,9 @@ def _record(ctx: Any, service: str, usages: Sequence[Usage], *, success: bool, m
         ctx.track_cost(usage.service or service, success=success, metadata=metadata, **usage.as_track_cost_kwargs())
 
 
-def llm_extract(ctx: Any, *, tenant: str, text: str, subject: str, source: str, key: str,
-                authority: str) -> dict[str, Any]:
+def llm_extract(
+    ctx: Any, *, tenant: str, text: str, subject: str, source: str, key: str, authority: str
+) -> dict[str, Any]:
     """One extraction call: reserve its most expensive outcome on the budgets, call, record
     what every provider answer cost (failed ones too), return the facts."""
     extractor = extractor_for(llm_config_get(tenant=tenant))
@@ -73,10 +74,16 @@ def llm_extract(ctx: Any, *, tenant: str, text: str, subject: str, source: str, 
         estimate = reservation(extractor, text, at=engine_now())
     except PriceNotFound as error:
         raise NonRetryableError.wrap(
-            error, f"cannot reserve budget for step {ctx.step_label!r} of {ctx.instance_id}: {error}") from error
+            error, f"cannot reserve budget for step {ctx.step_label!r} of {ctx.instance_id}: {error}"
+        ) from error
     ctx.check_budget(extractor.service, estimate)
-    log.info("extracting facts from %d characters of %s with %s (reserved $%s)", len(text), source,
-             extractor.service, estimate)
+    log.info(
+        "extracting facts from %d characters of %s with %s (reserved $%s)",
+        len(text),
+        source,
+        extractor.service,
+        estimate,
+    )
     metadata = {"source": source, "key": key, "estimate": str(estimate)}
     with usage_meter() as seen:
         try:
@@ -95,12 +102,18 @@ def llm_extract(ctx: Any, *, tenant: str, text: str, subject: str, source: str, 
     return {"facts": items, "model": result.model, "service": extractor.service}
 
 
-def persist_fact(*, tenant: str, item: FactItem, ordinal: int, source_ref: str, observed_at: str,
-                 instance_id: str) -> dict[str, Any]:
+def persist_fact(
+    *, tenant: str, item: FactItem, ordinal: int, source_ref: str, observed_at: str, instance_id: str
+) -> dict[str, Any]:
     fact = Fact(item["subject"], item["predicate"], str(item["object"]), float(item["confidence"]), item["evidence"])
     write = fact_insert_or_supersede(
-        tenant=tenant, fact=fact, source_ref=source_ref, authority=item["authority"],
-        observed_at=datetime.fromisoformat(observed_at), instance_id=instance_id, ordinal=ordinal,
+        tenant=tenant,
+        fact=fact,
+        source_ref=source_ref,
+        authority=item["authority"],
+        observed_at=datetime.fromisoformat(observed_at),
+        instance_id=instance_id,
+        ordinal=ordinal,
     )
     return write.as_dict()
 
@@ -118,10 +131,16 @@ def schedule_embeddings(ctx: Any, *, tenant: str, items: Sequence[tuple[str, Fac
         model = embedder()
         texts = [fact_text(item) for _, item in items]
         result = model.embed(texts)
-        count = fact_embeddings_store(tenant=tenant, model=result.model, items=[
-            (fact_id, text, vector) for (fact_id, _), text, vector in zip(items, texts, result.vectors, strict=True)
-        ])
-        ctx.track_cost(result.usage.service or "wordllama", metadata={"facts": count}, **result.usage.as_track_cost_kwargs())
+        count = fact_embeddings_store(
+            tenant=tenant,
+            model=result.model,
+            items=[
+                (fact_id, text, vector) for (fact_id, _), text, vector in zip(items, texts, result.vectors, strict=True)
+            ],
+        )
+        ctx.track_cost(
+            result.usage.service or "wordllama", metadata={"facts": count}, **result.usage.as_track_cost_kwargs()
+        )
     except Exception as error:  # noqa: BLE001 - fail-open by design
         log.warning("embedding facts of %s failed (fail-open, facts are kept): %s", ctx.instance_id, error)
         return {"embedded": 0, "error": f"{type(error).__name__}: {error}"}
@@ -141,8 +160,16 @@ def unique_facts(items: Sequence[FactItem]) -> list[FactItem]:
     return unique
 
 
-def persist_embed_and_emit(step: StepApi, *, tenant: str, instance_id: str, workflow: str, source_ref: str,
-                           observed_at: str, items: list[FactItem]) -> dict[str, Any]:
+def persist_embed_and_emit(
+    step: StepApi,
+    *,
+    tenant: str,
+    instance_id: str,
+    workflow: str,
+    source_ref: str,
+    observed_at: str,
+    items: list[FactItem],
+) -> dict[str, Any]:
     """`persist-facts-{i}` one step per fact, then `schedule-embeddings` and `emit-signal-eval`.
 
     The fact steps run one after another. Fanning them out with `step.all` measured no quicker
@@ -158,21 +185,43 @@ def persist_embed_and_emit(step: StepApi, *, tenant: str, instance_id: str, work
     items = unique_facts(items)
     writes: list[dict[str, Any]] = []
     for i, item in enumerate(items):
-        writes.append(step.do(
-            f"persist-facts-{i}",
-            lambda ctx, item=item, i=i: persist_fact(tenant=tenant, item=item, ordinal=i, source_ref=source_ref,
-                                                     observed_at=observed_at, instance_id=instance_id),
-            retries=QUICK_RETRIES, checkpoint="deferred",
-        ))
+        writes.append(
+            step.do(
+                f"persist-facts-{i}",
+                lambda ctx, item=item, i=i: persist_fact(
+                    tenant=tenant,
+                    item=item,
+                    ordinal=i,
+                    source_ref=source_ref,
+                    observed_at=observed_at,
+                    instance_id=instance_id,
+                ),
+                retries=QUICK_RETRIES,
+                checkpoint="deferred",
+            )
+        )
     committed = [w["id"] for w in writes]
-    embedded = step.do("schedule-embeddings", lambda ctx: schedule_embeddings(
-        ctx, tenant=tenant, items=list(zip(committed, items, strict=True))), retries=QUICK_RETRIES,
-        checkpoint="deferred")
-    evaluation = step.do("emit-signal-eval", lambda ctx: {"id": signal_evaluation_record(
-        instance_id=instance_id, tenant=tenant, workflow=workflow, source_ref=source_ref, fact_ids=committed).id},
-        retries=QUICK_RETRIES, checkpoint="deferred")
+    embedded = step.do(
+        "schedule-embeddings",
+        lambda ctx: schedule_embeddings(ctx, tenant=tenant, items=list(zip(committed, items, strict=True))),
+        retries=QUICK_RETRIES,
+        checkpoint="deferred",
+    )
+    evaluation = step.do(
+        "emit-signal-eval",
+        lambda ctx: {
+            "id": signal_evaluation_record(
+                instance_id=instance_id, tenant=tenant, workflow=workflow, source_ref=source_ref, fact_ids=committed
+            ).id
+        },
+        retries=QUICK_RETRIES,
+        checkpoint="deferred",
+    )
     return {
-        "source_ref": source_ref, "facts": len(committed), "fact_ids": committed,
+        "source_ref": source_ref,
+        "facts": len(committed),
+        "fact_ids": committed,
         "superseded": sum(len(w["superseded"]) for w in writes),
-        "embedded": embedded.get("embedded", 0), "signal_evaluation": evaluation["id"],
+        "embedded": embedded.get("embedded", 0),
+        "signal_evaluation": evaluation["id"],
     }

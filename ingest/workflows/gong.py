@@ -76,7 +76,7 @@ def account_of(title: str, fallback: str) -> str:
 
 
 def transcript_text(transcript: GongTranscript, parties: Sequence[GongParty] = ()) -> str:
-    """"Name: text" per monologue; an unnamed speaker reads "Speaker <id>", never a bare id,
+    """ "Name: text" per monologue; an unnamed speaker reads "Speaker <id>", never a bare id,
     so every line stays a speaker line for the prefilter and the extractor."""
     names = {party.speaker_id: party.name for party in parties if party.speaker_id and party.name}
     return "\n".join(
@@ -86,6 +86,7 @@ def transcript_text(transcript: GongTranscript, parties: Sequence[GongParty] = (
 
 
 # ---- the steps -----------------------------------------------------------------------------------
+
 
 def gong_bucket_key(access_key: str) -> str:
     """The shared token bucket of a Gong access key (Gong limits a company's key, not a tenant);
@@ -103,11 +104,13 @@ def gong_client(tenant: str, *, base_url: str | None = None, max_inline_wait: fl
     try:
         limit = provider_limit("gong", config.options)
     except InvalidLimit as error:
-        raise NonRetryableError.wrap(error, f"the Gong connection of tenant {tenant}: {error}; fix it in the "
-                                            "admin, then retry the instance") from error
+        raise NonRetryableError.wrap(
+            error, f"the Gong connection of tenant {tenant}: {error}; fix it in the admin, then retry the instance"
+        ) from error
     limiter = SharedBucket(gong_bucket_key(config.access_key), limit=limit, max_inline_wait=max_inline_wait)
-    return GongClient(access_key=config.access_key, access_key_secret=config.secret,
-                      base_url=config.base_url, limiter=limiter)
+    return GongClient(
+        access_key=config.access_key, access_key_secret=config.secret, base_url=config.base_url, limiter=limiter
+    )
 
 
 def fetch_transcript(*, tenant: str, call_id: str) -> dict[str, Any]:
@@ -121,11 +124,12 @@ def fetch_transcript(*, tenant: str, call_id: str) -> dict[str, Any]:
         raise TranscriptNotReady(f"Gong has no transcript for call {call_id} of tenant {tenant} yet; retrying later")
     parties = extensive.parties if extensive else ()
     result: dict[str, Any] = {"text": transcript_text(transcript, parties)}
-    log.info("fetched the transcript of call %s: %d characters, %d parties", call_id, len(result["text"]),
-             len(parties))
+    log.info("fetched the transcript of call %s: %d characters, %d parties", call_id, len(result["text"]), len(parties))
     if extensive is not None:
-        result |= {"title": extensive.call.title,
-                   "started": extensive.call.started.isoformat() if extensive.call.started else None}
+        result |= {
+            "title": extensive.call.title,
+            "started": extensive.call.started.isoformat() if extensive.call.started else None,
+        }
     return result
 
 
@@ -143,17 +147,27 @@ def keyword_prefilter(*, tenant: str, call_id: str, transcript: Any) -> dict[str
         return {"filtered": False, "hits": [], "keywords": 0}
     lowered = transcript.lower()
     hits = [k for k in keywords if k.lower() in lowered]
-    log.info("call %s mentions %d of the tenant's %d keywords%s", call_id, len(hits), len(keywords),
-             f": {', '.join(hits[:10])}" if hits else "; only its engagement is recorded")
+    log.info(
+        "call %s mentions %d of the tenant's %d keywords%s",
+        call_id,
+        len(hits),
+        len(keywords),
+        f": {', '.join(hits[:10])}" if hits else "; only its engagement is recorded",
+    )
     return {"filtered": True, "hits": hits, "keywords": len(keywords)}
 
 
-def insert_engagement_only(*, tenant: str, call_id: str, subject: str, title: str, observed_at: str,
-                           instance_id: str) -> dict[str, Any]:
+def insert_engagement_only(
+    *, tenant: str, call_id: str, subject: str, title: str, observed_at: str, instance_id: str
+) -> dict[str, Any]:
     fact = Fact(subject, "engagement", f"gong call {call_id}", ENGAGEMENT_CONFIDENCE, title)
     return fact_insert_or_supersede(
-        tenant=tenant, fact=fact, source_ref=f"gong:call:{call_id}", authority=SourceAuthority.GONG_ENGAGEMENT,
-        observed_at=datetime.fromisoformat(observed_at), instance_id=instance_id,
+        tenant=tenant,
+        fact=fact,
+        source_ref=f"gong:call:{call_id}",
+        authority=SourceAuthority.GONG_ENGAGEMENT,
+        observed_at=datetime.fromisoformat(observed_at),
+        instance_id=instance_id,
     ).as_dict()
 
 
@@ -182,8 +196,12 @@ class GongIngest(Workflow):
         title, started = str(p.get("title") or ""), p.get("started")
         transcript = p.get("transcript")
         if transcript is None:
-            fetched = step.do("fetch-transcript", lambda ctx: fetch_transcript(tenant=tenant, call_id=call_id),
-                              retries=PATIENT_RETRIES, timeout="2 minutes")
+            fetched = step.do(
+                "fetch-transcript",
+                lambda ctx: fetch_transcript(tenant=tenant, call_id=call_id),
+                retries=PATIENT_RETRIES,
+                timeout="2 minutes",
+            )
             transcript = fetched["text"]
             title, started = title or fetched.get("title") or "", started or fetched.get("started")
         subject = str(p.get("account") or account_of(title, f"call {call_id}"))
@@ -192,19 +210,50 @@ class GongIngest(Workflow):
 
         # Deferred (docs/engine-contract.md): it reads the keyword list and writes nothing, so
         # its completion commits with the search attributes', before the LLM step starts.
-        prefilter = step.do("keyword-prefilter", lambda ctx: keyword_prefilter(
-            tenant=tenant, call_id=call_id, transcript=transcript), retries=QUICK_RETRIES, checkpoint="deferred")
+        prefilter = step.do(
+            "keyword-prefilter",
+            lambda ctx: keyword_prefilter(tenant=tenant, call_id=call_id, transcript=transcript),
+            retries=QUICK_RETRIES,
+            checkpoint="deferred",
+        )
         if prefilter["filtered"] and not prefilter["hits"]:
-            write = step.do("insert-engagement-only", lambda ctx: insert_engagement_only(
-                tenant=tenant, call_id=call_id, subject=subject, title=title, observed_at=observed_at,
-                instance_id=event.instance_id), retries=QUICK_RETRIES)
+            write = step.do(
+                "insert-engagement-only",
+                lambda ctx: insert_engagement_only(
+                    tenant=tenant,
+                    call_id=call_id,
+                    subject=subject,
+                    title=title,
+                    observed_at=observed_at,
+                    instance_id=event.instance_id,
+                ),
+                retries=QUICK_RETRIES,
+            )
             return {"source_ref": source_ref, "engagement_only": True, "facts": 1, "fact_ids": [write["id"]]}
 
-        extracted = step.do("llm-extract", lambda ctx: llm_extract(
-            ctx, tenant=tenant, text=transcript, subject=subject, source="call transcript", key=call_id,
-            authority=SourceAuthority.GONG_CALL), retries=DEFAULT_RETRIES, timeout="2 minutes")
-        output = persist_embed_and_emit(step, tenant=tenant, instance_id=event.instance_id, workflow=WORKFLOW,
-                                        source_ref=source_ref, observed_at=observed_at, items=extracted["facts"])
+        extracted = step.do(
+            "llm-extract",
+            lambda ctx: llm_extract(
+                ctx,
+                tenant=tenant,
+                text=transcript,
+                subject=subject,
+                source="call transcript",
+                key=call_id,
+                authority=SourceAuthority.GONG_CALL,
+            ),
+            retries=DEFAULT_RETRIES,
+            timeout="2 minutes",
+        )
+        output = persist_embed_and_emit(
+            step,
+            tenant=tenant,
+            instance_id=event.instance_id,
+            workflow=WORKFLOW,
+            source_ref=source_ref,
+            observed_at=observed_at,
+            items=extracted["facts"],
+        )
         return {**output, "keyword_hits": prefilter["hits"], "model": extracted["model"]}
 
 
@@ -221,19 +270,30 @@ def gong_params(call: GongCall | GongExtensiveCall | Mapping[str, Any], transcri
     if isinstance(call, GongExtensiveCall):
         call = call.call
     if isinstance(call, GongCall):
-        params: dict[str, Any] = {"call_id": call.id, "title": call.title,
-                                  "started": call.started.isoformat() if call.started else None}
+        params: dict[str, Any] = {
+            "call_id": call.id,
+            "title": call.title,
+            "started": call.started.isoformat() if call.started else None,
+        }
     else:
-        params = {"call_id": str(call["call_id"] if "call_id" in call else call["id"]),
-                  **{k: call[k] for k in ("title", "started", "account") if call.get(k) is not None}}
+        params = {
+            "call_id": str(call["call_id"] if "call_id" in call else call["id"]),
+            **{k: call[k] for k in ("title", "started", "account") if call.get(k) is not None},
+        }
     if transcript is not None:
         params["transcript"] = transcript
     return params
 
 
-def gong_ingest_start(tenant: str, call: GongCall | GongExtensiveCall | Mapping[str, Any], *,
-                      transcript: str | None = None, actor: str = "", only_if: RowUnchanged | None = None,
-                      priority: int = LIVE_PRIORITY) -> Started:
+def gong_ingest_start(
+    tenant: str,
+    call: GongCall | GongExtensiveCall | Mapping[str, Any],
+    *,
+    transcript: str | None = None,
+    actor: str = "",
+    only_if: RowUnchanged | None = None,
+    priority: int = LIVE_PRIORITY,
+) -> Started:
     """Start `gong-ingest` for a call; the instance id is derived from the call, so a duplicate
     id means already processed.
 
@@ -244,8 +304,7 @@ def gong_ingest_start(tenant: str, call: GongCall | GongExtensiveCall | Mapping[
     params["tenant"] = tenant
     instance_id = gong_instance_id(tenant, params["call_id"])
     try:
-        create(WORKFLOW, id=instance_id, params=params, tenant=tenant, actor=actor, only_if=only_if,
-               priority=priority)
+        create(WORKFLOW, id=instance_id, params=params, tenant=tenant, actor=actor, only_if=only_if, priority=priority)
     except InstanceAlreadyExists:
         return Started(instance_id, False)
     return Started(instance_id, True)

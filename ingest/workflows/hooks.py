@@ -58,8 +58,12 @@ def _max_records() -> int:
 
 
 def _too_many(count: int) -> JsonResponse:
-    return _error(413, "too_many_records", f"this post names {count:,} records; one post may start "
-                  f"at most {_max_records()} — send them in smaller batches")
+    return _error(
+        413,
+        "too_many_records",
+        f"this post names {count:,} records; one post may start "
+        f"at most {_max_records()} — send them in smaller batches",
+    )
 
 
 def _refused(error: EngineError) -> JsonResponse:
@@ -119,8 +123,7 @@ def _hooked(kind: str, key: str, handle: Callable[[WebhookConnection], Handled])
         if kept and not confirmed:
             continue
         return response
-    return _error(409, "connection_changed", "the webhook's connection changed while the post was handled; "
-                  "retry it")
+    return _error(409, "connection_changed", "the webhook's connection changed while the post was handled; retry it")
 
 
 @csrf_exempt
@@ -147,8 +150,10 @@ def _gong(request: HttpRequest, found: WebhookConnection) -> Handled:
     except EngineError as error:
         return _refused(error), False
     status = 202 if started.created else 200
-    return JsonResponse({"status": "started" if started.created else "already processed",
-                         "instance_id": started.instance_id}, status=status), True
+    return JsonResponse(
+        {"status": "started" if started.created else "already processed", "instance_id": started.instance_id},
+        status=status,
+    ), True
 
 
 def _events(body: Any) -> list[dict[str, Any]]:
@@ -195,11 +200,18 @@ def _cdc_start(found: WebhookConnection, events: list[Any]) -> Handled:
             skipped += len(event.record_ids)
             continue
         for record_id in event.record_ids:
-            results.append(salesforce_ingest_start(
-                found.connection.tenant, object_id=record_id, object_type=event.entity_name,
-                version=version_of(event.commit_timestamp), observed_at=event.commit_timestamp.isoformat(),
-                trigger=f"cdc:{event.change_type}", actor="salesforce-cdc", only_if=found.guard,
-            ))
+            results.append(
+                salesforce_ingest_start(
+                    found.connection.tenant,
+                    object_id=record_id,
+                    object_type=event.entity_name,
+                    version=version_of(event.commit_timestamp),
+                    observed_at=event.commit_timestamp.isoformat(),
+                    trigger=f"cdc:{event.change_type}",
+                    actor="salesforce-cdc",
+                    only_if=found.guard,
+                )
+            )
     return JsonResponse({**_summary(results), "skipped": skipped}, status=202 if results else 200), bool(results)
 
 
@@ -225,15 +237,23 @@ def _outbound(request: HttpRequest, found: WebhookConnection) -> Handled:
         return _too_many(len(message.notifications)), False
     expected_org = str(connection.options.get("organization_id") or "")
     if expected_org and message.organization_id[:15] != expected_org[:15]:
-        log.warning("outbound message for org %s refused on the webhook of %s", message.organization_id, connection.tenant)
+        log.warning(
+            "outbound message for org %s refused on the webhook of %s", message.organization_id, connection.tenant
+        )
         return _not_found(), False
     try:
         for note, version in zip(message.notifications, versions, strict=True):
             fields = {k: v for k, v in note.fields.items() if v is not None}
-            salesforce_ingest_start(connection.tenant, object_id=note.record_id,
-                                    object_type=note.sobject_type or "Opportunity", record=fields,
-                                    version=version, trigger="outbound-message", actor="salesforce-outbound",
-                                    only_if=found.guard)
+            salesforce_ingest_start(
+                connection.tenant,
+                object_id=note.record_id,
+                object_type=note.sobject_type or "Opportunity",
+                record=fields,
+                version=version,
+                trigger="outbound-message",
+                actor="salesforce-outbound",
+                only_if=found.guard,
+            )
     except CheckedRowsChanged:
         raise
     except EngineError as error:
@@ -250,5 +270,6 @@ def _outbound_version(note: Any) -> str:
     try:
         return version_of(datetime.fromisoformat(modified.replace("Z", "+00:00")).astimezone(UTC))
     except (ValueError, OverflowError):
-        raise SalesforceEventInvalid(f"LastModifiedDate {modified[:40]!r} of record {note.record_id} "
-                                     "is not an ISO-8601 date Salesforce sends") from None
+        raise SalesforceEventInvalid(
+            f"LastModifiedDate {modified[:40]!r} of record {note.record_id} is not an ISO-8601 date Salesforce sends"
+        ) from None

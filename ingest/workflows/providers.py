@@ -94,11 +94,17 @@ class DemoExtractor:
         if key in self.flaky and attempt <= self.fail_attempts:
             raise LLMServerError(
                 f"{self.service} answered HTTP 503 to model {self.model!r} (demo: attempt {attempt} of "
-                f"{key} fails on purpose) — retry later", retryable=True, status=503,
+                f"{key} fails on purpose) — retry later",
+                retryable=True,
+                status=503,
             )
         result = RuleExtractor().extract(text, subject=subject)
-        usage = Usage(service=self.service, model=self.model, input_tokens=prompt_tokens(text),
-                      output_tokens=token_estimate(result.raw_text))
+        usage = Usage(
+            service=self.service,
+            model=self.model,
+            input_tokens=prompt_tokens(text),
+            output_tokens=token_estimate(result.raw_text),
+        )
         return LLMResult(data=result.data, usage=usage, model=self.model, raw_text=result.raw_text)
 
 
@@ -112,15 +118,24 @@ class ClientExtractor:
         if config.provider == "anthropic":
             self.service = config.service or "anthropic"
             self.model = config.model or "claude-3-5-haiku-latest"
-            client: Any = AnthropicClient(api_key=config.api_key, model=self.model,
-                                          base_url=config.base_url or "https://api.anthropic.com",
-                                          session=new_session(), on_usage=_metered)
+            client: Any = AnthropicClient(
+                api_key=config.api_key,
+                model=self.model,
+                base_url=config.base_url or "https://api.anthropic.com",
+                session=new_session(),
+                on_usage=_metered,
+            )
         else:
             self.service = config.service or "openai"
             self.model = config.model or "gpt-4o-mini"
-            client = OpenAIChatClient(base_url=config.base_url or "https://api.openai.com/v1",
-                                      api_key=config.api_key or None, model=self.model,
-                                      service=self.service, session=new_session(), on_usage=_metered)
+            client = OpenAIChatClient(
+                base_url=config.base_url or "https://api.openai.com/v1",
+                api_key=config.api_key or None,
+                model=self.model,
+                service=self.service,
+                session=new_session(),
+                on_usage=_metered,
+            )
         self._extractor = LLMFactExtractor(client, max_tokens=MAX_OUTPUT_TOKENS)
 
     def extract(self, text: str, *, subject: str, source: str, key: str, attempt: int) -> LLMResult:
@@ -133,8 +148,14 @@ _cache_lock = threading.Lock()
 
 def extractor_for(config: LLMConfig) -> Extractor:
     """The extractor for a configuration, built once per process."""
-    ident = (config.provider, config.base_url, config.api_key, config.model, config.service,
-             repr(sorted(config.options.items())))
+    ident = (
+        config.provider,
+        config.base_url,
+        config.api_key,
+        config.model,
+        config.service,
+        repr(sorted(config.options.items())),
+    )
     with _cache_lock:
         if ident not in _cache:
             _cache[ident] = _build(config)
@@ -162,8 +183,9 @@ def reservation(extractor: Extractor, text: str, *, at: Any) -> Decimal:
     """The most one extraction call may cost: the whole prompt uncached, the longest answer."""
     if not extractor.metered and extractor.service == "rules":
         return Decimal("0")
-    return estimate_usage_cost(extractor.service, extractor.model, input_tokens=prompt_tokens(text),
-                               output_tokens=MAX_OUTPUT_TOKENS, at=at)
+    return estimate_usage_cost(
+        extractor.service, extractor.model, input_tokens=prompt_tokens(text), output_tokens=MAX_OUTPUT_TOKENS, at=at
+    )
 
 
 # ---- embeddings --------------------------------------------------------------------------------

@@ -80,8 +80,9 @@ def _chunks(items: Iterable[GongCall], size: int) -> Iterator[list[GongCall]]:
         yield batch
 
 
-def gong_calls_start(client: GongClient, tenant: str, calls: Sequence[GongCall], *, actor: str,
-                     priority: int = LIVE_PRIORITY) -> list[Started]:
+def gong_calls_start(
+    client: GongClient, tenant: str, calls: Sequence[GongCall], *, actor: str, priority: int = LIVE_PRIORITY
+) -> list[Started]:
     """Start `gong-ingest` for each call without its instance, transcripts and speakers fetched
     in batches (two requests per 50 calls, not two per instance); the others are reported as
     already processed without a request."""
@@ -95,8 +96,10 @@ def gong_calls_start(client: GongClient, tenant: str, calls: Sequence[GongCall],
         chosen = [c.id for c in batch]
         parties = {e.call.id: e.parties for e in client.iter_extensive(chosen)}
         texts = {t.call_id: transcript_text(t, parties.get(t.call_id, ())) for t in client.iter_transcripts(chosen)}
-        results += [gong_ingest_start(tenant, call, transcript=texts.get(call.id), actor=actor, priority=priority)
-                    for call in batch]
+        results += [
+            gong_ingest_start(tenant, call, transcript=texts.get(call.id), actor=actor, priority=priority)
+            for call in batch
+        ]
     return results
 
 
@@ -112,8 +115,9 @@ def salesforce_pull(*, tenant: str, window: Window) -> Pulled:
     listed = started = 0
     for record in salesforce_client(tenant).query(soql):
         listed += 1
-        started += salesforce_ingest_start(tenant, object_id=str(record["Id"]), record=record,
-                                           trigger="reconcile", actor=ACTOR).created
+        started += salesforce_ingest_start(
+            tenant, object_id=str(record["Id"]), record=record, trigger="reconcile", actor=ACTOR
+        ).created
     return Pulled(listed=listed, started=started)
 
 
@@ -122,10 +126,15 @@ PULLS: dict[str, Callable[..., Pulled]] = {ConnectionKind.GONG: gong_pull, Conne
 
 def lookback(found: PulledConnection) -> timedelta:
     """The connection's `reconcile_lookback_minutes` option, else the setting of its kind."""
-    default = (settings.RUNLEDGER_RECONCILE_GONG_LOOKBACK_MINUTES if found.kind == ConnectionKind.GONG
-               else settings.RUNLEDGER_RECONCILE_SALESFORCE_LOOKBACK_MINUTES)
-    minutes = lookback_minutes_check(found.options.get(LOOKBACK_OPTION, default),
-                                     what=f"{LOOKBACK_OPTION} of the {found.kind} connection of tenant {found.tenant}")
+    default = (
+        settings.RUNLEDGER_RECONCILE_GONG_LOOKBACK_MINUTES
+        if found.kind == ConnectionKind.GONG
+        else settings.RUNLEDGER_RECONCILE_SALESFORCE_LOOKBACK_MINUTES
+    )
+    minutes = lookback_minutes_check(
+        found.options.get(LOOKBACK_OPTION, default),
+        what=f"{LOOKBACK_OPTION} of the {found.kind} connection of tenant {found.tenant}",
+    )
     return timedelta(minutes=minutes)
 
 
@@ -151,10 +160,19 @@ def connection_pull(*, tenant: str, kind: str, holder: str, now: datetime | None
         log.warning("the %s pull of tenant %s failed: %s", kind, tenant, message)
         cursor_fail(connection_id=found.id, holder=holder, error=message, now=engine_now())
         return {"error": message}
-    cursor_advance(connection_id=found.id, holder=holder, window=window, listed=pulled.listed,
-                   started=pulled.started, now=engine_now())
-    return {"listed": pulled.listed, "started": pulled.started,
-            "window": [window.start.isoformat(), window.end.isoformat()]}
+    cursor_advance(
+        connection_id=found.id,
+        holder=holder,
+        window=window,
+        listed=pulled.listed,
+        started=pulled.started,
+        now=engine_now(),
+    )
+    return {
+        "listed": pulled.listed,
+        "started": pulled.started,
+        "window": [window.start.isoformat(), window.end.isoformat()],
+    }
 
 
 class ConnectionsReconcile(Workflow):
@@ -164,13 +182,18 @@ class ConnectionsReconcile(Workflow):
 
     def run(self, event: WorkflowEvent, step: StepApi) -> WorkflowResult:
         tenant = event.tenant
-        kinds = step.do("list-connections", lambda ctx: [c.kind for c in pulled_connections(tenant=tenant)],
-                        retries=QUICK_RETRIES)
+        kinds = step.do(
+            "list-connections", lambda ctx: [c.kind for c in pulled_connections(tenant=tenant)], retries=QUICK_RETRIES
+        )
         metrics: dict[str, int] = {}
         errors: list[str] = []
         for kind in kinds:
-            outcome = step.do(f"pull-{kind}", lambda ctx, kind=kind: connection_pull(
-                tenant=tenant, kind=kind, holder=ctx.instance_id), retries=QUICK_RETRIES, timeout=HOLD)
+            outcome = step.do(
+                f"pull-{kind}",
+                lambda ctx, kind=kind: connection_pull(tenant=tenant, kind=kind, holder=ctx.instance_id),
+                retries=QUICK_RETRIES,
+                timeout=HOLD,
+            )
             if "error" in outcome:
                 errors.append(f"{kind}: {outcome['error']}")
             metrics[f"{kind}_listed"] = int(outcome.get("listed", 0))
@@ -209,8 +232,14 @@ def reconcile_schedules_ensure(now: datetime) -> list[str]:
         if schedule is None:
             schedule_create(name=name, workflow=WORKFLOW, cron_expression=cron, tenant=tenant, now=now)
         elif schedule.workflow != WORKFLOW or schedule.tenant != tenant:
-            log.warning("schedule %s starts %s for tenant %s, not %s for %s; leaving it as it is", name,
-                        schedule.workflow, schedule.tenant, WORKFLOW, tenant)
+            log.warning(
+                "schedule %s starts %s for tenant %s, not %s for %s; leaving it as it is",
+                name,
+                schedule.workflow,
+                schedule.tenant,
+                WORKFLOW,
+                tenant,
+            )
             continue
         elif schedule.cron != cron:
             schedule_update(name=name, cron_expression=cron, now=now)

@@ -118,15 +118,25 @@ def translate_fields(record: Mapping[str, Any], *, subject: str) -> list[FactIte
         value = values.get(field)
         if value is None or value == "" or isinstance(value, Mapping | list):
             continue
-        predicate, authority = STRUCTURED.get(field, (field.removesuffix("__c").lower(), SourceAuthority.SFDC_CUSTOM_FIELD))
+        predicate, authority = STRUCTURED.get(
+            field, (field.removesuffix("__c").lower(), SourceAuthority.SFDC_CUSTOM_FIELD)
+        )
         if field == "Amount":
             value = _amount(value, str(values.get("CurrencyIsoCode") or "USD"))
             if value is None:
                 continue
         elif isinstance(value, date | datetime):
             value = value.isoformat()
-        items.append(FactItem(subject=subject, predicate=predicate, object=str(value), confidence=1.0,
-                              evidence=f"{field} = {value}", authority=authority))
+        items.append(
+            FactItem(
+                subject=subject,
+                predicate=predicate,
+                object=str(value),
+                confidence=1.0,
+                evidence=f"{field} = {value}",
+                authority=authority,
+            )
+        )
     return items
 
 
@@ -147,19 +157,28 @@ def salesforce_client(tenant: str) -> SalesforceClient:
         if config not in _clients:
             credentials: ClientCredentials | RefreshToken = (
                 RefreshToken(config.client_id, config.client_secret, config.refresh_token)
-                if config.refresh_token else ClientCredentials(config.client_id, config.client_secret))
+                if config.refresh_token
+                else ClientCredentials(config.client_id, config.client_secret)
+            )
             kept = connection_token_get(tenant=tenant, kind=ConnectionKind.SALESFORCE, now=timezone.now())
             _clients[config] = SalesforceClient(
-                credentials=credentials, login_url=config.login_url,
-                access_token=kept.access_token if kept else None, instance_url=kept.instance_url if kept else None,
-                on_token=functools.partial(_keep_token, tenant))
+                credentials=credentials,
+                login_url=config.login_url,
+                access_token=kept.access_token if kept else None,
+                instance_url=kept.instance_url if kept else None,
+                on_token=functools.partial(_keep_token, tenant),
+            )
         return _clients[config]
 
 
 def _keep_token(tenant: str, access_token: str, instance_url: str, lifetime: float) -> None:
-    connection_token_store(tenant=tenant, kind=ConnectionKind.SALESFORCE, access_token=access_token,
-                           instance_url=instance_url,
-                           expires_at=timezone.now() + timedelta(seconds=lifetime))
+    connection_token_store(
+        tenant=tenant,
+        kind=ConnectionKind.SALESFORCE,
+        access_token=access_token,
+        instance_url=instance_url,
+        expires_at=timezone.now() + timedelta(seconds=lifetime),
+    )
 
 
 def fetch_record(*, tenant: str, object_type: str, object_id: str) -> dict[str, Any]:
@@ -175,8 +194,7 @@ def record_search_attributes(record: Any) -> dict[str, str | int]:
     if not isinstance(record, Mapping):
         return {}
     name, account_id = account_name(record), record.get("AccountId")
-    return searchable(account=search_slug(name) if name else None,
-                      account_id=str(account_id) if account_id else None)
+    return searchable(account=search_slug(name) if name else None, account_id=str(account_id) if account_id else None)
 
 
 class SalesforceIngest(Workflow):
@@ -194,8 +212,11 @@ class SalesforceIngest(Workflow):
         if step.version_at_least(2):  # before the fetch, so a record Salesforce keeps refusing is found too
             step.set_search_attributes(**searchable(object_type=object_type, object_id=object_id), **tagged)
         if not isinstance(record, Mapping) or not account_name(record):
-            record = step.do("fetch-record", lambda ctx: fetch_record(
-                tenant=tenant, object_type=object_type, object_id=object_id), retries=PATIENT_RETRIES)
+            record = step.do(
+                "fetch-record",
+                lambda ctx: fetch_record(tenant=tenant, object_type=object_type, object_id=object_id),
+                retries=PATIENT_RETRIES,
+            )
             learned = {k: v for k, v in record_search_attributes(record).items() if tagged.get(k) != v}
             if step.version_at_least(2) and learned:  # a CDC change names its account only now
                 step.set_search_attributes(**learned)
@@ -203,18 +224,37 @@ class SalesforceIngest(Workflow):
         observed_at = _observed(p, record, event)
         source_ref = f"sfdc:{object_type}:{object_id}"
 
-        items: list[FactItem] = step.do("translate-fields", lambda ctx: translate_fields(record, subject=subject),
-                                        retries=QUICK_RETRIES)
+        items: list[FactItem] = step.do(
+            "translate-fields", lambda ctx: translate_fields(record, subject=subject), retries=QUICK_RETRIES
+        )
         text = free_text(record)
         model = None
         if text:
-            extracted = step.do("llm-extract", lambda ctx: llm_extract(
-                ctx, tenant=tenant, text=text, subject=subject, source="CRM notes", key=object_id,
-                authority=SourceAuthority.SFDC_FREE_TEXT), retries=DEFAULT_RETRIES, timeout="2 minutes")
+            extracted = step.do(
+                "llm-extract",
+                lambda ctx: llm_extract(
+                    ctx,
+                    tenant=tenant,
+                    text=text,
+                    subject=subject,
+                    source="CRM notes",
+                    key=object_id,
+                    authority=SourceAuthority.SFDC_FREE_TEXT,
+                ),
+                retries=DEFAULT_RETRIES,
+                timeout="2 minutes",
+            )
             items = [*items, *extracted["facts"]]
             model = extracted["model"]
-        output = persist_embed_and_emit(step, tenant=tenant, instance_id=event.instance_id, workflow=WORKFLOW,
-                                        source_ref=source_ref, observed_at=observed_at, items=items)
+        output = persist_embed_and_emit(
+            step,
+            tenant=tenant,
+            instance_id=event.instance_id,
+            workflow=WORKFLOW,
+            source_ref=source_ref,
+            observed_at=observed_at,
+            items=items,
+        )
         return {**output, "free_text": bool(text), "model": model}
 
 
@@ -228,10 +268,19 @@ def _observed(params: Mapping[str, Any], record: Mapping[str, Any], event: Workf
     return event.timestamp.isoformat()
 
 
-def salesforce_ingest_start(tenant: str, *, object_id: str, object_type: str = "Opportunity",
-                            record: Mapping[str, Any] | None = None, version: str | None = None,
-                            observed_at: str | None = None, trigger: str = "", actor: str = "",
-                            only_if: RowUnchanged | None = None, priority: int = LIVE_PRIORITY) -> Started:
+def salesforce_ingest_start(
+    tenant: str,
+    *,
+    object_id: str,
+    object_type: str = "Opportunity",
+    record: Mapping[str, Any] | None = None,
+    version: str | None = None,
+    observed_at: str | None = None,
+    trigger: str = "",
+    actor: str = "",
+    only_if: RowUnchanged | None = None,
+    priority: int = LIVE_PRIORITY,
+) -> Started:
     """Start `salesforce-ingest` for one record change; a duplicate id means already processed.
 
     `version` defaults to the record's LastModifiedDate. Without a record carrying its account,
@@ -239,16 +288,20 @@ def salesforce_ingest_start(tenant: str, *, object_id: str, object_type: str = "
     """
     if version is None and record is not None and record.get("LastModifiedDate"):
         version = version_of(record["LastModifiedDate"])
-    params: dict[str, Any] = {"tenant": tenant, "object_type": object_type, "object_id": object_id,
-                              "version": version, "trigger": trigger}
+    params: dict[str, Any] = {
+        "tenant": tenant,
+        "object_type": object_type,
+        "object_id": object_id,
+        "version": version,
+        "trigger": trigger,
+    }
     if record is not None:
         params["record"] = {k: v for k, v in record.items() if k != "attributes"}
     if observed_at:
         params["observed_at"] = observed_at
     instance_id = sfdc_instance_id(tenant, object_type, object_id, version)
     try:
-        create(WORKFLOW, id=instance_id, params=params, tenant=tenant, actor=actor, only_if=only_if,
-               priority=priority)
+        create(WORKFLOW, id=instance_id, params=params, tenant=tenant, actor=actor, only_if=only_if, priority=priority)
     except InstanceAlreadyExists:
         return Started(instance_id, False)
     return Started(instance_id, True)

@@ -25,5 +25,8 @@ def search_slug(name: str) -> str:
 
 def searchable(**values: str | int | None) -> dict[str, str | int]:
     """The attributes worth setting: without the unknown (None or empty) and the over-long."""
-    return {key: value for key, value in values.items()
-            if value is not None and value != "" and len(str(value)) <= MAX_VALUE}
+    return {
+        key: value
+        for key, value in values.items()
+        if value is not None and value != "" and len(str(value)) <= MAX_VALUE
+    }

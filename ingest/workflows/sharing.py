@@ -34,4 +34,4 @@ def tenant_concurrency(workflow: str) -> int | None:
 def tenant_overrides(workflow: str) -> dict[str, int]:
     """The caps of single tenants on `workflow` from settings (`gong-ingest/acme=8`)."""
     prefix = f"{workflow}/"
-    return {key[len(prefix):]: cap for key, cap in _caps().items() if key.startswith(prefix)}
+    return {key[len(prefix) :]: cap for key, cap in _caps().items() if key.startswith(prefix)}

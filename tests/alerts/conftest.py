@@ -35,15 +35,24 @@ def following(db):
 
 @pytest.fixture
 def webhook_channel(db, receiver):
-    return channel_save(tenant="acme", name="ops-hook", kind="webhook",
-                        secrets={"url": receiver.url, "hmac_key": HMAC_KEY}, now=timezone.now())
+    return channel_save(
+        tenant="acme",
+        name="ops-hook",
+        kind="webhook",
+        secrets={"url": receiver.url, "hmac_key": HMAC_KEY},
+        now=timezone.now(),
+    )
 
 
 @pytest.fixture
 def email_channel(db, smtp):
-    return channel_save(tenant="acme", name="ops-mail", kind="email",
-                        config={"to": ["oncall@example.com"], "smtp": {"host": "127.0.0.1", "port": smtp.port}},
-                        now=timezone.now())
+    return channel_save(
+        tenant="acme",
+        name="ops-mail",
+        kind="email",
+        config={"to": ["oncall@example.com"], "smtp": {"host": "127.0.0.1", "port": smtp.port}},
+        now=timezone.now(),
+    )
 
 
 @pytest.fixture

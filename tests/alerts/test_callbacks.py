@@ -35,7 +35,8 @@ def callee(acme_secret):
 
 
 def test_a_route_callback_receives_the_outcome_signed_with_the_tenants_ingress_secret(
-        following, acme_secret, callee, drain):
+    following, acme_secret, callee, drain
+):
     route_upsert(name="orders", workflow="alerts-test-ok", tenant="acme")
     route_callback_set(route="orders", url=callee.url, now=timezone.now())
     answer = signed_post(Client(), "orders", {"n": 7}, token=acme_secret["token"], secret=acme_secret["secret"])
@@ -47,19 +48,28 @@ def test_a_route_callback_receives_the_outcome_signed_with_the_tenants_ingress_s
     got = callee.wait_for(1)
     assert got[0].signed, got[0].problem
     body = got[0].json()
-    assert body == {**body, "type": "instance.finished", "instance_id": instance_id, "status": "complete",
-                    "output": {"done": 7}, "error": None}
+    assert body == {
+        **body,
+        "type": "instance.finished",
+        "instance_id": instance_id,
+        "status": "complete",
+        "output": {"done": 7},
+        "error": None,
+    }
     assert got[0].headers["X-Runledger-Instance"] == instance_id
     callback = Callback.objects.get(instance_id=instance_id)
     assert (callback.source, callback.state, callback.last_status) == ("route", DeliveryState.DELIVERED, 200)
 
 
 def test_a_rest_start_with_a_callback_url_posts_the_failure_after_the_receiver_recovers(
-        following, acme_secret, callee, drain):
+    following, acme_secret, callee, drain
+):
     operator = persona("op", [("acme", "operator")])
     callee.fail_next(2, status=503)
-    answer = operator.post("/api/instances", {"workflow": "alerts-test-fail", "tenant": "acme",
-                                              "params": {"order": 3}, "callback_url": callee.url})
+    answer = operator.post(
+        "/api/instances",
+        {"workflow": "alerts-test-fail", "tenant": "acme", "params": {"order": 3}, "callback_url": callee.url},
+    )
     assert answer.status_code == 201, answer.content
     instance_id = answer.json()["id"]
     drain()
@@ -75,16 +85,17 @@ def test_a_rest_start_with_a_callback_url_posts_the_failure_after_the_receiver_r
 
 def test_a_bad_callback_url_is_a_422_and_starts_nothing(acme_secret):
     operator = persona("op", [("acme", "operator")])
-    answer = operator.post("/api/instances", {"workflow": "alerts-test-ok", "tenant": "acme", "id": "cb-bad",
-                                              "callback_url": "ftp://example.com/x"})
+    answer = operator.post(
+        "/api/instances",
+        {"workflow": "alerts-test-ok", "tenant": "acme", "id": "cb-bad", "callback_url": "ftp://example.com/x"},
+    )
     assert answer.status_code == 422
     assert answer.json()["error"]["code"] == "invalid_callback"
     assert "is not an http(s) URL" in answer.json()["error"]["message"]
     assert not Instance.objects.filter(id="cb-bad").exists()
 
 
-def test_a_callback_that_keeps_failing_ends_failed_and_dead_lettered(following, acme_secret, callee, drain,
-                                                                     settings):
+def test_a_callback_that_keeps_failing_ends_failed_and_dead_lettered(following, acme_secret, callee, drain, settings):
     settings.RUNLEDGER_DELIVERY_RETRIES = 2
     callee.fail_next(10, status=500)
     inst = instance_create(workflow="alerts-test-ok", params={"n": 1}, tenant="acme")
@@ -119,23 +130,31 @@ def _callback_to(url: str, drain: Any, n: int) -> None:
 
 
 def test_during_a_rotations_overlap_a_callback_verifies_with_the_old_secret_and_with_the_new(
-        following, acme_secret, callee, drain):
+    following, acme_secret, callee, drain
+):
     from ingest.triggers.services import ingress_secret_rotate
     from ingest.triggers.signing import verify
 
-    _, _, new_secret = ingress_secret_rotate(tenant="acme", name="default", now=timezone.now(),
-                                             overlap_seconds=3600, reason="yearly rotation")
+    _, _, new_secret = ingress_secret_rotate(
+        tenant="acme", name="default", now=timezone.now(), overlap_seconds=3600, reason="yearly rotation"
+    )
     _callback_to(callee.url, drain, 1)
     got = callee.wait_for(1)[0]
     assert got.signed, got.problem  # the receiver still holds the old secret
     header = got.headers["X-Runledger-Signature"]
     assert len(header.split(",")) == 2
-    verify(secrets=[new_secret], timestamp=got.headers["X-Runledger-Timestamp"], signature=header, body=got.body,
-           now=timezone.now())  # and one that moved to the new secret verifies it too
+    verify(
+        secrets=[new_secret],
+        timestamp=got.headers["X-Runledger-Timestamp"],
+        signature=header,
+        body=got.body,
+        now=timezone.now(),
+    )  # and one that moved to the new secret verifies it too
     with WebhookReceiver(secret=new_secret) as moved:
         ingress_secret_rotate(tenant="acme", name="default", now=timezone.now(), overlap_seconds=0, reason="again")
-        newest = ingress_secret_rotate(tenant="acme", name="default", now=timezone.now(), overlap_seconds=0,
-                                       reason="once more")[2]
+        newest = ingress_secret_rotate(
+            tenant="acme", name="default", now=timezone.now(), overlap_seconds=0, reason="once more"
+        )[2]
         moved.secret = newest
         _callback_to(moved.url, drain, 2)
         after = moved.wait_for(1)[0]

@@ -13,11 +13,13 @@ from ingest.alerts.services import _name_checked, channel_clean
 EMAIL = {"to": ["ops@example.com"]}
 
 
-@pytest.mark.parametrize(("port", "kept"), [(25, 25), (25.0, 25), ("587", 587), (" 465 ", 465), (65535, 65535),
-                                            (None, None), ("", None)])
+@pytest.mark.parametrize(
+    ("port", "kept"), [(25, 25), (25.0, 25), ("587", 587), (" 465 ", 465), (65535, 65535), (None, None), ("", None)]
+)
 def test_an_smtp_port_is_kept_as_a_number(port: Any, kept: int | None) -> None:
-    config, _ = channel_clean(kind="email", config={**EMAIL, "smtp": {"host": "mail.example.com", "port": port}},
-                              secrets={})
+    config, _ = channel_clean(
+        kind="email", config={**EMAIL, "smtp": {"host": "mail.example.com", "port": port}}, secrets={}
+    )
     assert config["smtp"]["host"] == "mail.example.com"
     assert config["smtp"].get("port") == kept
 
@@ -38,8 +40,17 @@ def test_a_name_is_trimmed() -> None:
     assert _name_checked("\u3000 page ops\x1e", InvalidRule) == "page ops"
 
 
-@pytest.mark.parametrize("url", ["https://b:12663*", " https://hooks.example.com/x", "https://hooks.example.com/a b",
-                                 "https://hooks.example.com:80x/", "ftp://hooks.example.com/", "https://user:pw@h.example/"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://b:12663*",
+        " https://hooks.example.com/x",
+        "https://hooks.example.com/a b",
+        "https://hooks.example.com:80x/",
+        "ftp://hooks.example.com/",
+        "https://user:pw@h.example/",
+    ],
+)
 def test_a_webhook_url_outside_the_schemas_pattern_is_refused(url: str) -> None:
     """The API's schema states URL_PATTERN; the strict run sent `https://b:12663*`, which the
     service took while the schema refused it."""

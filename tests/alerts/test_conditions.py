@@ -23,8 +23,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def _rule(channel, condition: str, **params):
-    return rule_save(tenant="acme", name=condition, condition=condition, params=params,
-                     channel_ids=[channel.id], now=timezone.now())
+    return rule_save(
+        tenant="acme", name=condition, condition=condition, params=params, channel_ids=[channel.id], now=timezone.now()
+    )
 
 
 def _types(receiver, n: int) -> list[str]:
@@ -32,7 +33,8 @@ def _types(receiver, n: int) -> list[str]:
 
 
 def test_a_new_error_signature_alerts_once_and_resolves_when_its_letters_are_dealt_with(
-        following, webhook_channel, receiver, drain):
+    following, webhook_channel, receiver, drain
+):
     rule = _rule(webhook_channel, "dead_letter_new_signature")
     for i in range(3):
         instance_create(workflow="alerts-test-fail", params={"order": i}, tenant="acme")
@@ -50,8 +52,7 @@ def test_a_new_error_signature_alerts_once_and_resolves_when_its_letters_are_dea
     assert _types(receiver, 2) == ["alert.firing", "alert.resolved"]
 
 
-def test_a_dead_letter_group_growing_past_n_in_t_fires_and_quiet_resolves(following, webhook_channel, receiver,
-                                                                          drain):
+def test_a_dead_letter_group_growing_past_n_in_t_fires_and_quiet_resolves(following, webhook_channel, receiver, drain):
     rule = _rule(webhook_channel, "dead_letter_growth", count=3, minutes=10)
     for i in range(2):
         instance_create(workflow="alerts-test-fail", params={"order": i}, tenant="acme")
@@ -69,8 +70,9 @@ def test_a_dead_letter_group_growing_past_n_in_t_fires_and_quiet_resolves(follow
     assert _types(receiver, 2) == ["alert.firing", "alert.resolved"]
 
 
-def test_an_approval_is_sent_to_its_approvers_and_escalated_when_overdue(following, webhook_channel,
-                                                                         email_channel, receiver, smtp, drain):
+def test_an_approval_is_sent_to_its_approvers_and_escalated_when_overdue(
+    following, webhook_channel, email_channel, receiver, smtp, drain
+):
     _rule(email_channel, "approval_created")  # the primary approvers
     overdue = _rule(webhook_channel, "approval_overdue")  # the senior's channel
     inst = instance_create(workflow="alerts-test-approval", params={}, tenant="acme")
@@ -93,8 +95,14 @@ def test_an_approval_is_sent_to_its_approvers_and_escalated_when_overdue(followi
 
 def test_a_budget_at_80_and_100_percent_fires_each_level_once(following, webhook_channel, receiver, drain):
     at80 = _rule(webhook_channel, "budget_threshold", percent=80)
-    at100 = rule_save(tenant="acme", name="budget 100", condition="budget_threshold", params={"percent": 100},
-                      channel_ids=[webhook_channel.id], now=timezone.now())
+    at100 = rule_save(
+        tenant="acme",
+        name="budget 100",
+        condition="budget_threshold",
+        params={"percent": 100},
+        channel_ids=[webhook_channel.id],
+        now=timezone.now(),
+    )
     budget = budget_upsert(scope="tenant", key="acme", period="day", limit=Decimal("10"), actor="op")
     Budget.objects.filter(id=budget.id).update(spent=Decimal("8.5"))
     checks_round(now=timezone.now())
@@ -109,7 +117,8 @@ def test_a_budget_at_80_and_100_percent_fires_each_level_once(following, webhook
 
 
 def test_a_backlog_older_than_t_fires_and_no_live_worker_is_told_apart_from_an_idle_one(
-        following, webhook_channel, drain):
+    following, webhook_channel, drain
+):
     backlog = _rule(webhook_channel, "backlog_age", minutes=5)
     workers = _rule(webhook_channel, "no_live_worker", minutes=5)
     checks_round(now=timezone.now())  # idle: nothing due, no alert
@@ -122,7 +131,9 @@ def test_a_backlog_older_than_t_fires_and_no_live_worker_is_told_apart_from_an_i
     assert Instance.objects.get(id=inst.id).status == "complete"
     checks_round(now=timezone.now())
     assert sorted(Alert.objects.values_list("rule__condition", "state")) == [
-        ("backlog_age", "resolved"), ("no_live_worker", "resolved")]
+        ("backlog_age", "resolved"),
+        ("no_live_worker", "resolved"),
+    ]
 
 
 def test_the_ingress_5xx_rate_counts_errors_against_starts(following, webhook_channel):
@@ -142,8 +153,9 @@ def test_the_ingress_5xx_rate_counts_errors_against_starts(following, webhook_ch
     assert Notification.objects.filter(kind="resolved").count() == 1
 
 
-def test_a_failing_alert_delivery_ends_failed_and_never_alerts_about_itself(following, webhook_channel,
-                                                                            receiver, drain, settings):
+def test_a_failing_alert_delivery_ends_failed_and_never_alerts_about_itself(
+    following, webhook_channel, receiver, drain, settings
+):
     settings.RUNLEDGER_DELIVERY_RETRIES = 1
     receiver.fail_next(5, status=500)
     _rule(webhook_channel, "instance_failed")
@@ -160,8 +172,14 @@ def test_a_failing_alert_delivery_ends_failed_and_never_alerts_about_itself(foll
 
 
 def test_an_overdue_approval_is_emailed_to_the_escalation_the_workflow_named(following, email_channel, smtp, drain):
-    rule_save(tenant="acme", name="escalate", condition="approval_overdue", params={},
-              channel_ids=[email_channel.id], now=timezone.now())
+    rule_save(
+        tenant="acme",
+        name="escalate",
+        condition="approval_overdue",
+        params={},
+        channel_ids=[email_channel.id],
+        now=timezone.now(),
+    )
     instance_create(workflow="alerts-test-approval", params={}, tenant="acme")
     drain(advance_clock=False)
     checks_round(now=timezone.now() + timedelta(hours=2))

@@ -25,8 +25,16 @@ T0 = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 
 
 def _row(**kw):
-    return {"kind": "instance.status", "status": "errored", "workflow": "gong-ingest", "tenant": "acme",
-            "instance_id": "i1", "step_name": "", "data": {"error": "Boom", "message": "bad", "step": "fetch"}, **kw}
+    return {
+        "kind": "instance.status",
+        "status": "errored",
+        "workflow": "gong-ingest",
+        "tenant": "acme",
+        "instance_id": "i1",
+        "step_name": "",
+        "data": {"error": "Boom", "message": "bad", "step": "fetch"},
+        **kw,
+    }
 
 
 def test_params_are_filled_with_defaults_and_checked():
@@ -49,13 +57,21 @@ def test_a_whole_number_written_with_a_fraction_is_that_number():
 
 def test_an_errored_instance_is_a_failure_signal_grouped_by_workflow():
     [signal] = history_signals(_row())
-    assert signal == Signal("instance_failed", "acme", "gong-ingest", "gong-ingest failed", "gong-ingest",
-                            {"instance": "i1", "error": "Boom", "message": "bad", "step": "fetch"})
+    assert signal == Signal(
+        "instance_failed",
+        "acme",
+        "gong-ingest",
+        "gong-ingest failed",
+        "gong-ingest",
+        {"instance": "i1", "error": "Boom", "message": "bad", "step": "fetch"},
+    )
 
 
 def test_a_completion_clears_both_failure_conditions_of_its_workflow():
     assert history_signals(_row(status="complete", data={})) == [
-        Clear("instance_failed", "acme", "gong-ingest"), Clear("completed_with_errors", "acme", "gong-ingest")]
+        Clear("instance_failed", "acme", "gong-ingest"),
+        Clear("completed_with_errors", "acme", "gong-ingest"),
+    ]
 
 
 def test_completed_with_errors_keys_off_the_status_string():
@@ -68,9 +84,14 @@ def test_the_alert_delivery_workflow_never_signals():
 
 
 def test_a_pending_approval_row_signals_its_approval():
-    [signal] = history_signals(_row(kind="approval", status="", data={"approval": 7, "state": "pending",
-                                                                        "title": "Ship"}))
-    assert (signal.condition, signal.group_key, signal.title) == ("approval_created", "approval:7", "approval waits: Ship")
+    [signal] = history_signals(
+        _row(kind="approval", status="", data={"approval": 7, "state": "pending", "title": "Ship"})
+    )
+    assert (signal.condition, signal.group_key, signal.title) == (
+        "approval_created",
+        "approval:7",
+        "approval waits: Ship",
+    )
 
 
 def test_a_rule_for_one_workflow_ignores_the_others():

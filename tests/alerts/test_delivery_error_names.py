@@ -25,14 +25,10 @@ def callee(db: Any) -> Any:
         yield receiver
 
 
-def test_a_callback_refused_with_a_4xx_dead_letters_under_the_notify_error_not_non_retryable(
-    following, callee, drain
-):
+def test_a_callback_refused_with_a_4xx_dead_letters_under_the_notify_error_not_non_retryable(following, callee, drain):
     callee.fail_next(5, status=410)
     inst = instance_create(workflow="alerts-test-ok", params={"n": 1}, tenant="acme")
-    callback_register(
-        instance_id=inst.id, tenant="acme", url=callee.url, source="instance", now=timezone.now()
-    )
+    callback_register(instance_id=inst.id, tenant="acme", url=callee.url, source="instance", now=timezone.now())
     drain()
     follow_round(now=timezone.now())
     drain()

@@ -40,9 +40,7 @@ def _checks_for(seconds: int) -> None:
         clock.clock.advance(timedelta(seconds=10))
 
 
-def test_an_approval_whose_instance_wakes_at_the_timeout_escalates_once(
-    following, email_channel, smtp
-):
+def test_an_approval_whose_instance_wakes_at_the_timeout_escalates_once(following, email_channel, smtp):
     rule = _escalation_rule(email_channel)
     inst = instance_create(workflow="alerts-test-approval", params={}, tenant="acme")
     run_until_idle()
@@ -57,11 +55,9 @@ def test_an_approval_whose_instance_wakes_at_the_timeout_escalates_once(
     mail = smtp.wait_for(1)
     assert sorted(mail[0][1]) == ["oncall@example.com", "senior@example.com"]
     assert "[ALERT] approval overdue: Ship order 7" in mail[0][2]["Subject"]
-    assert list(
-        Notification.objects.filter(alert__rule=rule, kind="firing").values_list(
-            "recipient", flat=True
-        )
-    ) == ["oncall@example.com, senior@example.com"]
+    assert list(Notification.objects.filter(alert__rule=rule, kind="firing").values_list("recipient", flat=True)) == [
+        "oncall@example.com, senior@example.com"
+    ]
     assert list(Alert.objects.filter(rule=rule).values_list("state", flat=True)) == ["resolved"]
 
 
@@ -73,9 +69,7 @@ def test_a_pending_approval_past_due_escalates_once_shows_overdue_and_not_again_
     run_until_idle()
     operator = operator_client()
     assert "(overdue)" not in operator.get("/approvals/").content.decode()
-    clock.clock.advance(
-        timedelta(hours=1, minutes=5)
-    )  # the worker is late: nothing ran the instance
+    clock.clock.advance(timedelta(hours=1, minutes=5))  # the worker is late: nothing ran the instance
     _checks_for(30)
     html = operator.get("/approvals/").content.decode()
     assert "Ship order 7" in html and "(overdue)" in html
@@ -89,9 +83,7 @@ def test_a_pending_approval_past_due_escalates_once_shows_overdue_and_not_again_
     assert Alert.objects.get(rule=rule).state == "resolved"
 
 
-def test_an_approval_that_expired_before_the_rule_existed_is_not_escalated(
-    following, email_channel
-):
+def test_an_approval_that_expired_before_the_rule_existed_is_not_escalated(following, email_channel):
     inst = instance_create(workflow="alerts-test-approval", params={}, tenant="acme")
     run_until_idle()
     clock.clock.advance(timedelta(hours=2))
@@ -114,8 +106,9 @@ def test_approvals_whose_timeout_the_workflow_catches_escalate_once_each_even_pa
 ):
     monkeypatch.setattr(checks, "ROUND_CAP", 2)  # three expiries: more than one round takes
     rule = _escalation_rule(webhook_channel)
-    insts = [instance_create(workflow="alerts-test-approval-caught", params={"order": n}, tenant="acme")
-             for n in (1, 2, 3)]
+    insts = [
+        instance_create(workflow="alerts-test-approval-caught", params={"order": n}, tenant="acme") for n in (1, 2, 3)
+    ]
     run_until_idle()
     clock.clock.advance(timedelta(hours=1, seconds=1))
     run_until_idle()  # every instance wakes at its timeout, catches it and completes

@@ -69,12 +69,7 @@ def commit_after_first_read(write: Callable[[], None]) -> Iterator[list[str]]:
         if read and not done:
             done.append(read[0])
             _committed_elsewhere(write)
-        if (
-            not read
-            and sql.lstrip().upper().startswith("SELECT")
-            and f'"{TABLE}"' in sql
-            and '"kind"' in sql
-        ):
+        if not read and sql.lstrip().upper().startswith("SELECT") and f'"{TABLE}"' in sql and '"kind"' in sql:
             read.append(sql)
         return execute(sql, params, many, context)
 
@@ -85,14 +80,19 @@ def commit_after_first_read(write: Callable[[], None]) -> Iterator[list[str]]:
 def _rule_and_failing_instance(channel):  # type: ignore[no-untyped-def]
     """An instance_failed rule on `channel` (throttled, so one alert counts every failure) and an
     instance of acme to fail."""
-    rule = rule_save(tenant="acme", name="failures", condition="instance_failed", params={},
-                     channel_ids=[channel.id], throttle_seconds=3600, now=timezone.now())
+    rule = rule_save(
+        tenant="acme",
+        name="failures",
+        condition="instance_failed",
+        params={},
+        channel_ids=[channel.id],
+        throttle_seconds=3600,
+        now=timezone.now(),
+    )
     return rule, instance_create(workflow="alerts-test-fail", params={}, tenant="acme")
 
 
-def test_a_failure_committed_while_a_round_reads_is_acted_on_not_passed_over(
-    following, webhook_channel
-):
+def test_a_failure_committed_while_a_round_reads_is_acted_on_not_passed_over(following, webhook_channel):
     rule, inst = _rule_and_failing_instance(webhook_channel)
     _failed_row(inst.id)
     with commit_after_first_read(lambda: _failed_row(inst.id)) as done:
@@ -106,9 +106,7 @@ def test_a_failure_committed_while_a_round_reads_is_acted_on_not_passed_over(
     assert FollowState.objects.get(id=1).cursor == top
 
 
-def test_a_burst_larger_than_a_batch_is_counted_whole_with_commits_landing_between_rounds(
-    following, webhook_channel
-):
+def test_a_burst_larger_than_a_batch_is_counted_whole_with_commits_landing_between_rounds(following, webhook_channel):
     rule, inst = _rule_and_failing_instance(webhook_channel)
     for _ in range(120):
         _failed_row(inst.id)

@@ -19,10 +19,17 @@ def _fail(n: int, tenant: str = "acme") -> None:
         instance_create(workflow="alerts-test-fail", params={"order": i}, tenant=tenant)
 
 
-def test_a_failed_instance_reaches_the_webhook_signed_and_the_mailbox(following, webhook_channel, email_channel,
-                                                                      receiver, smtp, drain):
-    rule_save(tenant="acme", name="failures", condition="instance_failed", params={"workflow": "alerts-test-fail"},
-              channel_ids=[webhook_channel.id, email_channel.id], now=timezone.now())
+def test_a_failed_instance_reaches_the_webhook_signed_and_the_mailbox(
+    following, webhook_channel, email_channel, receiver, smtp, drain
+):
+    rule_save(
+        tenant="acme",
+        name="failures",
+        condition="instance_failed",
+        params={"workflow": "alerts-test-fail"},
+        channel_ids=[webhook_channel.id, email_channel.id],
+        now=timezone.now(),
+    )
     _fail(1)
     drain()
     follow_round(now=timezone.now())
@@ -40,10 +47,18 @@ def test_a_failed_instance_reaches_the_webhook_signed_and_the_mailbox(following,
     assert all(Instance.objects.get(id=n.instance_id).status == "complete" for n in notes)
 
 
-def test_failures_of_one_workflow_within_the_window_send_one_alert_then_a_summary(following, webhook_channel,
-                                                                                   receiver, drain):
-    rule = rule_save(tenant="acme", name="failures", condition="instance_failed", params={},
-                     channel_ids=[webhook_channel.id], throttle_seconds=600, now=timezone.now())
+def test_failures_of_one_workflow_within_the_window_send_one_alert_then_a_summary(
+    following, webhook_channel, receiver, drain
+):
+    rule = rule_save(
+        tenant="acme",
+        name="failures",
+        condition="instance_failed",
+        params={},
+        channel_ids=[webhook_channel.id],
+        throttle_seconds=600,
+        now=timezone.now(),
+    )
     _fail(5)
     drain()
     follow_round(now=timezone.now())
@@ -61,8 +76,14 @@ def test_failures_of_one_workflow_within_the_window_send_one_alert_then_a_summar
 
 
 def test_a_later_success_of_the_workflow_resolves_the_alert(following, webhook_channel, receiver, drain):
-    rule = rule_save(tenant="acme", name="failures", condition="instance_failed", params={},
-                     channel_ids=[webhook_channel.id], now=timezone.now())
+    rule = rule_save(
+        tenant="acme",
+        name="failures",
+        condition="instance_failed",
+        params={},
+        channel_ids=[webhook_channel.id],
+        now=timezone.now(),
+    )
     _fail(1)
     drain()
     follow_round(now=timezone.now())
@@ -85,8 +106,14 @@ def test_a_later_success_of_the_workflow_resolves_the_alert(following, webhook_c
 
 
 def test_another_tenants_failures_do_not_alert(following, webhook_channel, receiver, drain):
-    rule_save(tenant="acme", name="failures", condition="instance_failed", params={},
-              channel_ids=[webhook_channel.id], now=timezone.now())
+    rule_save(
+        tenant="acme",
+        name="failures",
+        condition="instance_failed",
+        params={},
+        channel_ids=[webhook_channel.id],
+        now=timezone.now(),
+    )
     _fail(2, tenant="globex")
     drain()
     follow_round(now=timezone.now())

@@ -31,8 +31,9 @@ class ApprovalForAlerts(Workflow):
     name = "alerts-test-approval"
 
     def run(self, event: Any, step: Any) -> Any:
-        answer = step.wait_for_approval("sign-off", title="Ship order 7", timeout="1 hour",
-                                        escalation="senior@example.com")
+        answer = step.wait_for_approval(
+            "sign-off", title="Ship order 7", timeout="1 hour", escalation="senior@example.com"
+        )
         return {"approved": answer["approved"]}
 
 
@@ -41,8 +42,12 @@ class ApprovalCaughtForAlerts(Workflow):
 
     def run(self, event: Any, step: Any) -> Any:
         try:
-            answer = step.wait_for_approval("sign-off", title=f"Ship order {event.payload['order']}",
-                                            timeout="1 hour", escalation="senior@example.com")
+            answer = step.wait_for_approval(
+                "sign-off",
+                title=f"Ship order {event.payload['order']}",
+                timeout="1 hour",
+                escalation="senior@example.com",
+            )
         except WaitForEventTimeout:
             return {"approved": False, "timed_out": True}
         return {"approved": answer["approved"], "timed_out": False}

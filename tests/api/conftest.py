@@ -22,16 +22,16 @@ class ApiClient:
         return self.client.get(path, params, headers=self.headers)
 
     def post(self, path: str, body: Any = None) -> Any:
-        return self.client.post(path, body if body is not None else {},
-                                content_type="application/json", headers=self.headers)
+        return self.client.post(
+            path, body if body is not None else {}, content_type="application/json", headers=self.headers
+        )
 
     def put(self, path: str, body: Any) -> Any:
         return self.client.put(path, body, content_type="application/json", headers=self.headers)
 
 
 def persona(username: str, memberships: list[tuple[str, str]], staff: bool = False) -> ApiClient:
-    user = user_ensure(username=username, password="pw-" + username, memberships=memberships,
-                       staff=staff)
+    user = user_ensure(username=username, password="pw-" + username, memberships=memberships, staff=staff)
     _, token = api_token_create(user=user, name=f"{username}-token")
     return ApiClient(token)
 

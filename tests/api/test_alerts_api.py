@@ -10,8 +10,12 @@ from ingest.triggers.services import ingress_secret_create, route_upsert
 
 pytestmark = pytest.mark.django_db
 
-HOOK = {"tenant": "acme", "name": "ops-hook", "kind": "webhook",
-        "secrets": {"url": "https://hooks.example.com/runledger", "hmac_key": "x" * 24}}
+HOOK = {
+    "tenant": "acme",
+    "name": "ops-hook",
+    "kind": "webhook",
+    "secrets": {"url": "https://hooks.example.com/runledger", "hmac_key": "x" * 24},
+}
 
 
 @pytest.fixture
@@ -23,14 +27,28 @@ def channel_id(operator) -> int:
 
 def test_the_operator_creates_a_channel_whose_secrets_never_come_back(operator, channel_id):
     listed = operator.get("/api/alerts/channels").json()
-    assert listed == [{"id": channel_id, "tenant": "acme", "name": "ops-hook", "kind": "webhook", "config": {},
-                       "enabled": True, "secrets_set": ["hmac_key", "url"]}]
+    assert listed == [
+        {
+            "id": channel_id,
+            "tenant": "acme",
+            "name": "ops-hook",
+            "kind": "webhook",
+            "config": {},
+            "enabled": True,
+            "secrets_set": ["hmac_key", "url"],
+        }
+    ]
     assert "hooks.example.com" not in operator.get("/api/alerts/channels").content.decode()
 
 
 def test_the_operator_creates_updates_and_disables_a_rule(operator, channel_id):
-    body = {"tenant": "acme", "name": "failures", "condition": "instance_failed",
-            "params": {"workflow": "gong-ingest"}, "channel_ids": [channel_id]}
+    body = {
+        "tenant": "acme",
+        "name": "failures",
+        "condition": "instance_failed",
+        "params": {"workflow": "gong-ingest"},
+        "channel_ids": [channel_id],
+    }
     created = operator.post("/api/alerts/rules", body)
     assert created.status_code == 201, created.content
     rule_id = created.json()["id"]
@@ -41,13 +59,24 @@ def test_the_operator_creates_updates_and_disables_a_rule(operator, channel_id):
 
 
 def test_an_invalid_rule_is_a_json_422_that_names_the_problem_and_creates_nothing(operator, channel_id):
-    answer = operator.post("/api/alerts/rules", {"tenant": "acme", "name": "r", "condition": "budget_threshold",
-                                                 "params": {"percent": 0}, "channel_ids": [channel_id]})
+    answer = operator.post(
+        "/api/alerts/rules",
+        {
+            "tenant": "acme",
+            "name": "r",
+            "condition": "budget_threshold",
+            "params": {"percent": 0},
+            "channel_ids": [channel_id],
+        },
+    )
     assert answer.status_code == 422
-    assert answer.json()["error"] == {"code": "invalid_rule",
-                                      "message": "percent of a budget_threshold rule must be at least 1; got 0"}
-    answer = operator.post("/api/alerts/rules", {"tenant": "acme", "name": "r", "condition": "instance_failed",
-                                                 "channel_ids": [999]})
+    assert answer.json()["error"] == {
+        "code": "invalid_rule",
+        "message": "percent of a budget_threshold rule must be at least 1; got 0",
+    }
+    answer = operator.post(
+        "/api/alerts/rules", {"tenant": "acme", "name": "r", "condition": "instance_failed", "channel_ids": [999]}
+    )
     assert answer.status_code == 404 and "not channels of tenant 'acme'" in answer.json()["error"]["message"]
     assert answer.json()["error"]["code"] == "channel_not_found"
     assert not Rule.objects.exists()
@@ -92,12 +121,17 @@ def test_callbacks_are_set_on_an_instance_and_on_a_route(operator, stranger):
 
 
 def test_moving_a_rule_to_another_tenant_is_a_conflict_that_changes_nothing(operator, channel_id):
-    made = operator.post("/api/alerts/rules", {"tenant": "acme", "name": "stays", "condition": "backlog_age",
-                                               "channel_ids": [channel_id]})
+    made = operator.post(
+        "/api/alerts/rules",
+        {"tenant": "acme", "name": "stays", "condition": "backlog_age", "channel_ids": [channel_id]},
+    )
     assert made.status_code == 201, made.content
     rule_id = made.json()["id"]
-    moved = operator.put(f"/api/alerts/rules/{rule_id}", {"name": "moved", "condition": "backlog_age",
-                                                          "channel_ids": [channel_id], "tenant": "globex"})
+    moved = operator.put(
+        f"/api/alerts/rules/{rule_id}",
+        {"name": "moved", "condition": "backlog_age", "channel_ids": [channel_id], "tenant": "globex"},
+    )
     assert moved.status_code == 409 and moved.json()["error"]["code"] == "rule_tenant_fixed"
     from ingest.alerts.models import Rule
+
     assert Rule.objects.get(id=rule_id).name == "stays"

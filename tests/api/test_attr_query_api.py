@@ -21,11 +21,22 @@ pytestmark = [pytest.mark.db, pytest.mark.django_db]
 def ledger(db: Any) -> None:
     parent = make_instance("run-1", created_at=T0)
     make_instance("run-2", created_at=T0 + timedelta(minutes=1))
-    step = Step.objects.create(instance=parent, name="fan", seq=1, position=1, kind="fan_out", status="waiting",
-                               started_at=T0)
-    fan = FanOut.objects.create(instance=parent, step=step, step_name="fan", handler="url-classify",
-                                handler_kind="workflow", item_workflow="url-classify", expected=1, created=1,
-                                started_at=T0, updated_at=T0, deadline=T0)
+    step = Step.objects.create(
+        instance=parent, name="fan", seq=1, position=1, kind="fan_out", status="waiting", started_at=T0
+    )
+    fan = FanOut.objects.create(
+        instance=parent,
+        step=step,
+        step_name="fan",
+        handler="url-classify",
+        handler_kind="workflow",
+        item_workflow="url-classify",
+        expected=1,
+        created=1,
+        started_at=T0,
+        updated_at=T0,
+        deadline=T0,
+    )
     item = make_instance(f"_fo{fan.id}-0", created_at=T0 + timedelta(minutes=2), parent=parent)
     FanOutItem.objects.create(instance=item, fan_out=fan, index=0)
     attributes_set(instance_id="run-1", values={"customer": "acme", "amount": "120"})
@@ -54,12 +65,15 @@ def test_the_api_lists_items_unless_asked_for_top_level_runs_or_one_parent(opera
     assert _ids(operator, parent="run-1") == [item]
 
 
-@pytest.mark.parametrize(("attr", "named"), [
-    ("amount>=lots", "'lots' is not a number"),
-    ("amount:9..1", "is empty"),
-    ("Region:eu", "does not start with a key"),
-    ("customer:a||b", "empty value"),
-])
+@pytest.mark.parametrize(
+    ("attr", "named"),
+    [
+        ("amount>=lots", "'lots' is not a number"),
+        ("amount:9..1", "is empty"),
+        ("Region:eu", "does not start with a key"),
+        ("customer:a||b", "empty value"),
+    ],
+)
 def test_a_bad_term_is_a_json_400_that_names_it(operator: ApiClient, ledger: None, attr: str, named: str) -> None:
     response = operator.get("/api/instances", attr=attr)
     assert response.status_code == 400 and response["Content-Type"] == "application/json"

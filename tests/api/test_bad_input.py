@@ -32,21 +32,31 @@ def start_body(params: Any) -> bytes:
     return json.dumps({"workflow": "test-echo", "tenant": "acme", "id": "bad-1", "params": params}).encode()
 
 
-@pytest.mark.parametrize(("raw", "code", "says"), [
-    (start_body({"note": "\x00"}), "nul_character", "NUL"),
-    (start_body({"note\x00": 1}), "nul_character", "a key of"),
-    (start_body({"note": "\ud800"}), "invalid_unicode", "\\ud800"),
-    (b'{"workflow": "test-echo", "tenant": "acme", "params": {"n": ' + b"9" * 5000 + b"}}",
-     "number_too_long", "5,000 digits"),
-    (b'{"workflow": "test-echo", "params": {"n": ' + b"[" * 50_000 + b"]" * 50_000 + b"}}",
-     "too_deep", "more than 32 levels"),
-    (b'{"workflow": "test-echo", "params": {"n": NaN}}', "malformed_json", "NaN"),
-    (b'{"workflow": "test-echo", "params": {"n": 1e999}}', "number_too_long", "double"),
-    (start_body({"s": "x" * 300_000}), "string_too_long", "300,000 characters"),
-    (start_body({"l": list(range(10_001))}), "too_many_items", "10,001 items"),
-])
-def test_a_json_body_beyond_the_limits_is_a_400_naming_the_fault(operator: ApiClient, raw: bytes,
-                                                                  code: str, says: str) -> None:
+@pytest.mark.parametrize(
+    ("raw", "code", "says"),
+    [
+        (start_body({"note": "\x00"}), "nul_character", "NUL"),
+        (start_body({"note\x00": 1}), "nul_character", "a key of"),
+        (start_body({"note": "\ud800"}), "invalid_unicode", "\\ud800"),
+        (
+            b'{"workflow": "test-echo", "tenant": "acme", "params": {"n": ' + b"9" * 5000 + b"}}",
+            "number_too_long",
+            "5,000 digits",
+        ),
+        (
+            b'{"workflow": "test-echo", "params": {"n": ' + b"[" * 50_000 + b"]" * 50_000 + b"}}",
+            "too_deep",
+            "more than 32 levels",
+        ),
+        (b'{"workflow": "test-echo", "params": {"n": NaN}}', "malformed_json", "NaN"),
+        (b'{"workflow": "test-echo", "params": {"n": 1e999}}', "number_too_long", "double"),
+        (start_body({"s": "x" * 300_000}), "string_too_long", "300,000 characters"),
+        (start_body({"l": list(range(10_001))}), "too_many_items", "10,001 items"),
+    ],
+)
+def test_a_json_body_beyond_the_limits_is_a_400_naming_the_fault(
+    operator: ApiClient, raw: bytes, code: str, says: str
+) -> None:
     before = ledger_counts()
     error = error_of(post_raw(operator, "/api/instances", raw), 413 if code == "body_too_large" else 400)
     assert error["code"] == code
@@ -102,34 +112,43 @@ def test_unknown_paths_wrong_methods_and_missing_tokens_answer_in_the_envelope(o
 
 def test_reserved_params_cannot_be_set_by_a_caller(operator: ApiClient) -> None:
     for key in ("_schedule", "_event"):
-        error = error_of(operator.post("/api/instances", {"workflow": "test-echo", "tenant": "acme",
-                                                          "params": {key: {"manual": True}}}), 400)
+        error = error_of(
+            operator.post(
+                "/api/instances", {"workflow": "test-echo", "tenant": "acme", "params": {key: {"manual": True}}}
+            ),
+            400,
+        )
         assert error["code"] == "reserved_param" and repr(key) in error["message"]
     assert not Instance.objects.exists()
-    error = error_of(operator.post("/api/events", {"type": "user.created", "tenant": "acme",
-                                                   "data": {"_schedule": {}}}), 400)
+    error = error_of(
+        operator.post("/api/events", {"type": "user.created", "tenant": "acme", "data": {"_schedule": {}}}), 400
+    )
     assert "'_schedule'" in error["message"]
 
 
 def test_a_replay_keeps_the_original_reserved_value_but_cannot_forge_one(operator: ApiClient) -> None:
     fired = {"cron": "* * * * *", "timezone": "UTC", "scheduled_time": "2026-01-01T00:00:00Z", "manual": False}
-    engine_services.instance_create(workflow="test-echo", id="fired-1", tenant="acme",
-                                    params={"a": 1, "_schedule": fired})
+    engine_services.instance_create(
+        workflow="test-echo", id="fired-1", tenant="acme", params={"a": 1, "_schedule": fired}
+    )
     kept = operator.post("/api/instances/fired-1/replay", {"reason": "again", "params": {"a": 2, "_schedule": fired}})
     assert kept.status_code == 201, kept.content
-    forged = operator.post("/api/instances/fired-1/replay",
-                           {"reason": "again", "params": {"a": 2, "_schedule": {**fired, "manual": True}}})
+    forged = operator.post(
+        "/api/instances/fired-1/replay", {"reason": "again", "params": {"a": 2, "_schedule": {**fired, "manual": True}}}
+    )
     assert error_of(forged, 400)["code"] == "reserved_param"
     assert Instance.objects.count() == 2
 
 
-@pytest.mark.parametrize(("query", "status", "code"), [
-    ("until=0.5", 422, "validation_error"),  # a number is not a time (pydantic would read 1970)
-    ("limit=" + "9" * 5000, 422, "validation_error"),
-    ("cursor=%00", 400, "nul_character"),
-])
-def test_edge_values_in_api_query_strings_are_4xx(operator: ApiClient, query: str, status: int,
-                                                  code: str) -> None:
+@pytest.mark.parametrize(
+    ("query", "status", "code"),
+    [
+        ("until=0.5", 422, "validation_error"),  # a number is not a time (pydantic would read 1970)
+        ("limit=" + "9" * 5000, 422, "validation_error"),
+        ("cursor=%00", 400, "nul_character"),
+    ],
+)
+def test_edge_values_in_api_query_strings_are_4xx(operator: ApiClient, query: str, status: int, code: str) -> None:
     response = operator.client.get(f"/api/instances?{query}", headers=operator.headers)
     assert error_of(response, status)["code"] == code
 

@@ -22,7 +22,9 @@ class PartlyDone(Workflow):
 
 
 def test_an_instance_completed_with_errors_is_listed_by_that_status_with_its_errors(operator: ApiClient) -> None:
-    created: Any = operator.post("/api/instances", {"workflow": "t-api-partly-done", "tenant": "acme", "id": "partly-1"})
+    created: Any = operator.post(
+        "/api/instances", {"workflow": "t-api-partly-done", "tenant": "acme", "id": "partly-1"}
+    )
     assert created.status_code == 201
     run_until_idle()
     detail = operator.get("/api/instances/partly-1").json()

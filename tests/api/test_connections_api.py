@@ -33,15 +33,19 @@ def delete(api: ApiClient, path: str) -> Any:
 
 def test_a_connection_is_created_read_edited_tested_and_deleted(operator: ApiClient) -> None:
     with FakeZenRows() as zr:
-        made = operator.post("/api/connections", {"tenant": "acme", "kind": "zenrows", "secret": "zr-key",
-                                                  "base_url": f"{zr.url}/v1/"})
+        made = operator.post(
+            "/api/connections", {"tenant": "acme", "kind": "zenrows", "secret": "zr-key", "base_url": f"{zr.url}/v1/"}
+        )
         assert made.status_code == 201, made.content
         body = made.json()
         assert body["secrets"] == [{"name": "secret", "set": True, "ends": "••••"}]
         assert "zr-key" not in made.content.decode()
         version = body["version"]
-        edited = patch(operator, "/api/connections/acme/zenrows", {"secret": "", "options": {"reconcile": False},
-                                                                   "version": version})
+        edited = patch(
+            operator,
+            "/api/connections/acme/zenrows",
+            {"secret": "", "options": {"reconcile": False}, "version": version},
+        )
         assert edited.status_code == 200 and Connection.objects.get().secret == "zr-key"
         stale = patch(operator, "/api/connections/acme/zenrows", {"secret": "x" * 20, "version": version})
         assert stale.status_code == 409 and stale.json()["error"]["code"] == "connection_changed"
@@ -55,15 +59,29 @@ def test_a_connection_is_created_read_edited_tested_and_deleted(operator: ApiCli
     assert gone.status_code == 200 and gone.json() == {"tenant": "acme", "kind": "zenrows", "deleted": True}
     assert not Connection.objects.exists()
     actions = [e.action for e in AuditEntry.objects.order_by("id")]
-    assert actions == ["connection.create", "connection.update", "connection.test", "connection.disable",
-                       "connection.delete"]
+    assert actions == [
+        "connection.create",
+        "connection.update",
+        "connection.test",
+        "connection.disable",
+        "connection.delete",
+    ]
     assert {e.source for e in AuditEntry.objects.all()} == {"api"}
     assert "zr-key" not in str(list(AuditEntry.objects.values()))
 
 
 def test_every_wrong_field_is_named_at_once_in_json_and_nothing_is_written(operator: ApiClient) -> None:
-    refused = operator.post("/api/connections", {"tenant": "acme", "kind": "gong", "base_url": "nope",
-                                                 "key": "", "provider": "openai", "options": {"reconcile": 1}})
+    refused = operator.post(
+        "/api/connections",
+        {
+            "tenant": "acme",
+            "kind": "gong",
+            "base_url": "nope",
+            "key": "",
+            "provider": "openai",
+            "options": {"reconcile": 1},
+        },
+    )
     assert refused.status_code == 400
     error = refused.json()["error"]
     assert error["code"] == "invalid_connection"
@@ -113,5 +131,8 @@ def test_an_ingress_credential_is_disabled_enabled_and_deleted(operator: ApiClie
     gone = delete(operator, "/api/ingress-credentials/acme/default")
     assert gone.status_code == 200 and gone.json()["deleted"] is True
     assert not IngressSecret.objects.exists() and status() == 401
-    assert [e.action for e in AuditEntry.objects.order_by("id")] == ["ingress_secret.disable",
-                                                                     "ingress_secret.enable", "ingress_secret.delete"]
+    assert [e.action for e in AuditEntry.objects.order_by("id")] == [
+        "ingress_secret.disable",
+        "ingress_secret.enable",
+        "ingress_secret.delete",
+    ]

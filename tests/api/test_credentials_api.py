@@ -30,15 +30,17 @@ def works(pair: dict[str, str]) -> bool:
     return bool(answer.status_code == 202)
 
 
-def test_a_credential_made_over_the_api_signs_requests_and_is_never_shown_again(operator: ApiClient,
-                                                                                orders: None) -> None:
+def test_a_credential_made_over_the_api_signs_requests_and_is_never_shown_again(
+    operator: ApiClient, orders: None
+) -> None:
     made = operator.post("/api/ingress-credentials", {"tenant": "acme", "name": "shop", "rate_limit_per_minute": 600})
     assert made.status_code == 201 and made["Cache-Control"] == "no-store"
     pair = made.json()
     assert pair["token"].startswith("rli_") and pair["secret"].startswith("rls_") and works(pair)
     listed = operator.get("/api/ingress-credentials")
     assert [(c["name"], c["token_prefix"], c["rate_limit_per_minute"]) for c in listed.json()] == [
-        ("shop", pair["token"][:10], 600)]
+        ("shop", pair["token"][:10], 600)
+    ]
     entry = AuditEntry.objects.get()
     assert entry.action == "ingress_secret.create" and entry.tenants == ["acme"]
     for text in (listed.content.decode(), str(AuditEntry.objects.values().get())):
@@ -48,8 +50,9 @@ def test_a_credential_made_over_the_api_signs_requests_and_is_never_shown_again(
 
 
 def test_every_invalid_credential_field_is_named_at_once_and_nothing_is_made(operator: ApiClient) -> None:
-    bad = operator.post("/api/ingress-credentials", {"tenant": "acme", "name": "shop/webhook",
-                                                     "rate_limit_per_minute": 0})
+    bad = operator.post(
+        "/api/ingress-credentials", {"tenant": "acme", "name": "shop/webhook", "rate_limit_per_minute": 0}
+    )
     assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_ingress_secret"
     assert set(bad.json()["error"]["fields"]) == {"name", "rate_limit_per_minute"}
     typed = operator.post("/api/ingress-credentials", {"tenant": 7, "name": ["x"]})
@@ -60,8 +63,9 @@ def test_every_invalid_credential_field_is_named_at_once_and_nothing_is_made(ope
 def test_rotation_keeps_the_old_pair_for_its_overlap_and_audits_the_reason(operator: ApiClient, orders: None) -> None:
     _, token, secret = ingress_secret_create(tenant="acme", name="shop")
     old = {"token": token, "secret": secret}
-    rotated = operator.post("/api/ingress-credentials/acme/shop/rotate", {"reason": "yearly rotation",
-                                                                         "overlap_seconds": 3600})
+    rotated = operator.post(
+        "/api/ingress-credentials/acme/shop/rotate", {"reason": "yearly rotation", "overlap_seconds": 3600}
+    )
     assert rotated.status_code == 200 and rotated["Cache-Control"] == "no-store"
     new = rotated.json()
     assert new["previous_valid_until"] is not None and works(old) and works(new)
@@ -69,7 +73,10 @@ def test_rotation_keeps_the_old_pair_for_its_overlap_and_audits_the_reason(opera
     assert (listed["token_prefix"], listed["previous_token_prefix"]) == (new["token"][:10], token[:10])
     entry = AuditEntry.objects.get()
     assert (entry.action, entry.reason, entry.selection) == (
-        "ingress_secret.rotate", "yearly rotation", {"tenant": "acme", "name": "shop", "overlap_seconds": 3600})
+        "ingress_secret.rotate",
+        "yearly rotation",
+        {"tenant": "acme", "name": "shop", "overlap_seconds": 3600},
+    )
     at_once = operator.post("/api/ingress-credentials/acme/shop/rotate", {"reason": "leaked", "overlap_seconds": 0})
     assert at_once.json()["previous_valid_until"] is None
     assert not works(old) and not works(new) and works(at_once.json())
@@ -86,9 +93,11 @@ def test_the_default_overlap_is_one_hour(operator: ApiClient, orders: None) -> N
 def test_a_rotation_without_a_reason_or_with_a_bad_overlap_changes_nothing(operator: ApiClient, orders: None) -> None:
     _, token, secret = ingress_secret_create(tenant="acme")
     before = IngressSecret.objects.values().get()
-    for body, fields in (({"reason": " ", "overlap_seconds": -5}, {"reason", "overlap_seconds"}),
-                         ({"reason": "ok", "overlap_seconds": 10**9}, {"overlap_seconds"}),
-                         ({"reason": None}, {"reason"})):
+    for body, fields in (
+        ({"reason": " ", "overlap_seconds": -5}, {"reason", "overlap_seconds"}),
+        ({"reason": "ok", "overlap_seconds": 10**9}, {"overlap_seconds"}),
+        ({"reason": None}, {"reason"}),
+    ):
         refused = operator.post("/api/ingress-credentials/acme/default/rotate", body)
         assert refused.status_code == 400 and set(refused.json()["error"]["fields"]) == fields, refused.content
     missing = operator.post("/api/ingress-credentials/acme/default/rotate", {})
@@ -98,8 +107,9 @@ def test_a_rotation_without_a_reason_or_with_a_bad_overlap_changes_nothing(opera
     assert works({"token": token, "secret": secret})
 
 
-def test_a_viewer_and_a_stranger_can_neither_make_nor_rotate(viewer: ApiClient, stranger: ApiClient,
-                                                             orders: None) -> None:
+def test_a_viewer_and_a_stranger_can_neither_make_nor_rotate(
+    viewer: ApiClient, stranger: ApiClient, orders: None
+) -> None:
     _, token, secret = ingress_secret_create(tenant="acme")
     before = list(IngressSecret.objects.values())
     assert viewer.post("/api/ingress-credentials", {"tenant": "acme", "name": "x"}).status_code == 403

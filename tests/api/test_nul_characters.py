@@ -21,8 +21,9 @@ def test_a_nul_in_a_query_parameter_is_a_400_in_the_api_envelope(operator: ApiCl
 
 
 def test_a_nul_inside_a_json_body_is_a_400_and_nothing_is_created(operator: ApiClient) -> None:
-    response = operator.post("/api/instances", {"workflow": "test-echo", "tenant": "acme", "id": "nul-1",
-                                                "params": {"note": "a\x00b"}})
+    response = operator.post(
+        "/api/instances", {"workflow": "test-echo", "tenant": "acme", "id": "nul-1", "params": {"note": "a\x00b"}}
+    )
     assert response.status_code == 400
     assert "JSON body" in response.json()["error"]["message"]
     assert not Instance.objects.filter(pk="nul-1").exists()

@@ -73,14 +73,19 @@ def test_text_pattern_refuses_nul_only() -> None:
     assert rust.is_valid("any text ✓") and not rust.is_valid("a\x00b")
 
 
-@pytest.mark.parametrize(("pattern_of", "refused", "accepted"), [
-    # The list splits `attr` on str.split()'s spaces: U+0085 inside a value would make two pieces.
-    ("attr", ["glx9if:a\x85b", "key:a b", "key:\x1cx"], ["customer:acme", " customer:acme\t", ""]),
-    # An id the server strips and reads as a number: U+FEFF is a JavaScript space but not Python's.
-    ("ids", ["\ufeff5", "5\u200b", "0"], ["5", " 12\u3000"]),
-    ("source", ["\x98", "webs"], ["api", " cli ", ""]),
-])
-def test_patterns_of_stripped_values_use_pythons_spaces(pattern_of: str, refused: list[str], accepted: list[str]) -> None:
+@pytest.mark.parametrize(
+    ("pattern_of", "refused", "accepted"),
+    [
+        # The list splits `attr` on str.split()'s spaces: U+0085 inside a value would make two pieces.
+        ("attr", ["glx9if:a\x85b", "key:a b", "key:\x1cx"], ["customer:acme", " customer:acme\t", ""]),
+        # An id the server strips and reads as a number: U+FEFF is a JavaScript space but not Python's.
+        ("ids", ["\ufeff5", "5\u200b", "0"], ["5", " 12\u3000"]),
+        ("source", ["\x98", "webs"], ["api", " cli ", ""]),
+    ],
+)
+def test_patterns_of_stripped_values_use_pythons_spaces(
+    pattern_of: str, refused: list[str], accepted: list[str]
+) -> None:
     from dashboard.api.audit import AuditQuery
     from dashboard.api.dead_letters import RedriveIn
     from dashboard.api.instances import ATTR_PATTERN

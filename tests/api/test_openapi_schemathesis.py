@@ -24,14 +24,15 @@ from tests.fuzzing import api_fuzz_token as api_token_fuzz
 
 pytestmark = [pytest.mark.db, pytest.mark.django_db]
 
-CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
-          response_schema_conformance]
+CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 # The examples and the fuzzing phases. The coverage phase's thousands of boundary values per
 # operation, built at collection in every test process (about 3 minutes of CPU each), are sent
 # once, by the strict run (test_openapi_strict.py), with every check and the same refusal contract.
 schema = schemathesis.openapi.from_wsgi(
-    "/api/openapi.json", get_wsgi_application(),
-    config=SchemathesisConfig.from_dict({"phases": {"coverage": {"enabled": False}}}))
+    "/api/openapi.json",
+    get_wsgi_application(),
+    config=SchemathesisConfig.from_dict({"phases": {"coverage": {"enabled": False}}}),
+)
 
 
 class response_like:  # noqa: N801  (a view of a `requests`-style response for check_answer)
@@ -61,11 +62,13 @@ def auth_headers(db: Any) -> dict[str, str]:
 
 
 @schema.parametrize()
-@settings(max_examples=25, deadline=None, derandomize=IN_CI,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                                 HealthCheck.filter_too_much])
-def test_the_api_never_answers_500_and_matches_its_schema(case: Any,
-                                                          auth_headers: dict[str, str]) -> None:
+@settings(
+    max_examples=25,
+    deadline=None,
+    derandomize=IN_CI,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+def test_the_api_never_answers_500_and_matches_its_schema(case: Any, auth_headers: dict[str, str]) -> None:
     # Not `negative_data_rejection`: pydantic's lax mode accepts 0.5 as a datetime (unix time),
     # which is a leniency, not a bug.
     before = ledger_counts()
@@ -75,8 +78,12 @@ def test_the_api_never_answers_500_and_matches_its_schema(case: Any,
 
 
 @schema.parametrize()
-@settings(max_examples=8, deadline=None, derandomize=IN_CI,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=8,
+    deadline=None,
+    derandomize=IN_CI,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 def test_without_a_token_the_api_answers_401_not_500(case: Any, db: Any) -> None:
     before = ledger_counts()
     response = case.call(headers={})

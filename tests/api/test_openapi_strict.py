@@ -53,8 +53,12 @@ class RefusalContract:
             raise AssertionError(f"{where} as {kind or 'no content type'}, not the JSON envelope")
         if response.content_size == len(response.content):
             error = json.loads(response.content).get("error") or {}
-            if not (isinstance(error.get("code"), str) and error["code"]
-                    and isinstance(error.get("message"), str) and error["message"]):
+            if not (
+                isinstance(error.get("code"), str)
+                and error["code"]
+                and isinstance(error.get("message"), str)
+                and error["message"]
+            ):
                 raise AssertionError(f"{where} without an error code and message: {response.content[:200]!r}")
         if before is not None and counts != before:
             raise AssertionError(f"{where} and changed ledger rows: {before} -> {counts}")
@@ -104,10 +108,17 @@ def strict_config(token: str) -> SchemathesisConfig:
             # An edit of a connection: which fields it takes and needs depends on the connection's
             # kind, which is in the path, where JSON Schema cannot see it (the create body states
             # each kind's rules, since its kind is in the body).
-            "operations": [{"include-name-regex": r"^(PUT .*/coalesce|POST /api/subscriptions)$",
-                            "checks": {"positive_data_acceptance": {"enabled": False}}},
-                           {"include-path-regex": "/connections/[^/]+/[^/]+$", "exclude-method": ["GET", "DELETE"],
-                            "checks": {"positive_data_acceptance": {"enabled": False}}}],
+            "operations": [
+                {
+                    "include-name-regex": r"^(PUT .*/coalesce|POST /api/subscriptions)$",
+                    "checks": {"positive_data_acceptance": {"enabled": False}},
+                },
+                {
+                    "include-path-regex": "/connections/[^/]+/[^/]+$",
+                    "exclude-method": ["GET", "DELETE"],
+                    "checks": {"positive_data_acceptance": {"enabled": False}},
+                },
+            ],
         }
     )
 
@@ -116,9 +127,7 @@ def run_strict(base_url: str, token: str) -> tuple[Statistic, list[str]]:
     """Run every phase over HTTP; the statistic counts failures as the CLI does, plus engine errors.
     Over HTTP rather than WSGI: the checks that follow up a request (use after free, resource
     availability) send their own requests, which only the HTTP transport carries."""
-    schema = schemathesis.openapi.from_url(
-        f"{base_url}/api/openapi.json", config=strict_config(token)
-    )
+    schema = schemathesis.openapi.from_url(f"{base_url}/api/openapi.json", config=strict_config(token))
     statistic = Statistic()
     errors: list[str] = []
     for event in from_schema(schema).execute():
@@ -195,15 +204,11 @@ def bounded_tiles(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(strategy, "_tiled", bounded)
 
 
-def test_the_strict_schemathesis_run_finds_no_failure(quick_live_server: Any, token: str,
-                                                      bounded_tiles: None) -> None:
+def test_the_strict_schemathesis_run_finds_no_failure(quick_live_server: Any, token: str, bounded_tiles: None) -> None:
     live_server = quick_live_server
     statistic, errors = run_strict(live_server.url, token)
     report = describe(statistic)
-    print(
-        f"strict run: {statistic.total_cases} cases, {statistic.total_failures} failures, "
-        f"{len(errors)} errors"
-    )
+    print(f"strict run: {statistic.total_cases} cases, {statistic.total_failures} failures, {len(errors)} errors")
     print(report)
     for error in errors:
         print(error)
@@ -220,8 +225,9 @@ def test_the_refusal_contract_fails_a_refusal_that_wrote_or_is_not_the_envelope(
     from ingest.engine.models import Instance
 
     def answer(status: int, body: bytes, kind: str = "application/json") -> Any:
-        return SimpleNamespace(status_code=status, headers={"content-type": [kind]}, content=body,
-                               content_size=len(body))
+        return SimpleNamespace(
+            status_code=status, headers={"content-type": [kind]}, content=body, content_size=len(body)
+        )
 
     case = SimpleNamespace(method="POST", formatted_path="/api/instances")
     envelope = b'{"error": {"code": "invalid", "message": "bad"}}'
@@ -229,8 +235,9 @@ def test_the_refusal_contract_fails_a_refusal_that_wrote_or_is_not_the_envelope(
     contract.after_response(None, answer(201, b"{}"), case)
     contract.after_response(None, answer(422, envelope), case)  # nothing changed: holds
     now = timezone.now()
-    Instance.objects.create(id="written-by-a-refusal", workflow="w", status="queued", created_at=now,
-                            updated_at=now, ready_at=now)
+    Instance.objects.create(
+        id="written-by-a-refusal", workflow="w", status="queued", created_at=now, updated_at=now, ready_at=now
+    )
     with pytest.raises(AssertionError, match="changed ledger rows"):
         contract.after_response(None, answer(422, envelope), case)
     with pytest.raises(AssertionError, match="not the JSON envelope"):

@@ -21,30 +21,50 @@ _n = count(1)
 
 def dead_letter(tenant: str = "acme", step: str = "llm-extract") -> DeadLetter:
     now, n = timezone.now(), next(_n)
-    inst = Instance.objects.create(id=f"dl-{tenant}-{n}", workflow="test-echo", tenant=tenant,
-                                   status="errored", params={}, created_at=now, updated_at=now)
-    sig, normalized = error_signature(workflow="test-echo", step_name=step, error_name="Boom",
-                                      message="boom")
-    return DeadLetter.objects.create(instance=inst, workflow="test-echo", tenant=tenant, step_name=step,
-                                     error_name="Boom", error_message="boom", signature=sig,
-                                     normalized_message=normalized, created_at=now)
+    inst = Instance.objects.create(
+        id=f"dl-{tenant}-{n}",
+        workflow="test-echo",
+        tenant=tenant,
+        status="errored",
+        params={},
+        created_at=now,
+        updated_at=now,
+    )
+    sig, normalized = error_signature(workflow="test-echo", step_name=step, error_name="Boom", message="boom")
+    return DeadLetter.objects.create(
+        instance=inst,
+        workflow="test-echo",
+        tenant=tenant,
+        step_name=step,
+        error_name="Boom",
+        error_message="boom",
+        signature=sig,
+        normalized_message=normalized,
+        created_at=now,
+    )
 
 
 def rows() -> tuple[Any, ...]:
-    return (sorted(DeadLetter.objects.values_list("id", "state")),
-            sorted(Instance.objects.values_list("id", "status")), History.objects.count(),
-            AuditEntry.objects.count())
+    return (
+        sorted(DeadLetter.objects.values_list("id", "state")),
+        sorted(Instance.objects.values_list("id", "status")),
+        History.objects.count(),
+        AuditEntry.objects.count(),
+    )
 
 
 def code(r: Any) -> str:
     return str(r.json()["error"]["code"])
 
 
-@pytest.mark.parametrize("body", [
-    {"reason": "r"},                      # no selection at all
-    {"ids": [], "reason": "r"},           # an empty id list
-    {"ids": ["0"], "reason": "r"},        # not an id
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"reason": "r"},  # no selection at all
+        {"ids": [], "reason": "r"},  # an empty id list
+        {"ids": ["0"], "reason": "r"},  # not an id
+    ],
+)
 def test_an_empty_or_invalid_selection_is_a_400_that_changes_no_row(operator: ApiClient, body: Any) -> None:
     dead_letter(), dead_letter()
     before = rows()
@@ -67,11 +87,9 @@ def test_ids_redrive_exactly_those_and_write_one_audit_entry(operator: ApiClient
     a, b, c = dead_letter(), dead_letter(), dead_letter()
     r = operator.post("/api/dead-letters/redrive", {"ids": [a.id, c.id], "reason": "fixed"})
     assert r.json() == {"redriven": 2}
-    assert dict(DeadLetter.objects.values_list("id", "state")) == {a.id: "redriven", b.id: "open",
-                                                                     c.id: "redriven"}
+    assert dict(DeadLetter.objects.values_list("id", "state")) == {a.id: "redriven", b.id: "open", c.id: "redriven"}
     e = AuditEntry.objects.get()
-    assert (e.action, e.source, e.affected, e.actor, e.tenants) == (
-        "dead_letters.redrive", "api", 2, "op", ["acme"])
+    assert (e.action, e.source, e.affected, e.actor, e.tenants) == ("dead_letters.redrive", "api", 2, "op", ["acme"])
     assert e.selection == {"ids": [a.id, c.id], "rate_per_second": 5.0}
 
 
@@ -93,11 +111,13 @@ def test_a_filter_redrive_needs_its_preview_and_acts_on_exactly_its_set(operator
     assert r.status_code == 400 and code(r) == "preview_required" and rows() == before
     preview = operator.post("/api/dead-letters/redrive/preview", {"filter": {"step_name": "llm-extract"}}).json()
     assert preview["count"] == 3 and preview["ids"] == sorted(d.id for d in extract)
-    wrong = operator.post("/api/dead-letters/redrive", {"filter": {"step_name": "persist"},
-                                                        "token": preview["token"], "reason": "r"})
+    wrong = operator.post(
+        "/api/dead-letters/redrive", {"filter": {"step_name": "persist"}, "token": preview["token"], "reason": "r"}
+    )
     assert wrong.status_code == 409 and code(wrong) == "token_mismatch" and rows() == before
-    r = operator.post("/api/dead-letters/redrive", {"filter": {"step_name": "llm-extract"},
-                                                    "token": preview["token"], "reason": "r"})
+    r = operator.post(
+        "/api/dead-letters/redrive", {"filter": {"step_name": "llm-extract"}, "token": preview["token"], "reason": "r"}
+    )
     assert r.json() == {"redriven": 3}
     assert DeadLetter.objects.get(id=other.id).state == "open"
     assert AuditEntry.objects.get().selection["filter"] == {"step_name": "llm-extract"}
@@ -114,10 +134,10 @@ def test_a_set_changed_since_the_preview_is_a_409_and_nothing_is_done(operator: 
     assert rows() == before
 
 
-def test_a_stranger_acting_on_another_tenants_instance_gets_404(operator: ApiClient,
-                                                               stranger: ApiClient) -> None:
-    assert operator.post("/api/instances", {"workflow": "test-echo", "id": "mine-1", "tenant": "acme"}
-                         ).status_code == 201
+def test_a_stranger_acting_on_another_tenants_instance_gets_404(operator: ApiClient, stranger: ApiClient) -> None:
+    assert (
+        operator.post("/api/instances", {"workflow": "test-echo", "id": "mine-1", "tenant": "acme"}).status_code == 201
+    )
     before = rows()
     for action in ("pause", "resume", "terminate", "restart", "retry", "replay"):
         r = stranger.post(f"/api/instances/mine-1/{action}", {"reason": "x"})
@@ -126,23 +146,26 @@ def test_a_stranger_acting_on_another_tenants_instance_gets_404(operator: ApiCli
 
 
 def test_every_api_action_writes_exactly_one_entry(operator: ApiClient) -> None:
-    assert operator.post("/api/instances", {"workflow": "test-echo", "id": "a-1", "tenant": "acme"}
-                         ).status_code == 201
+    assert operator.post("/api/instances", {"workflow": "test-echo", "id": "a-1", "tenant": "acme"}).status_code == 201
     operator.post("/api/instances/a-1/pause", {"reason": "look"})
     operator.post("/api/instances/a-1/resume", {})
     operator.post("/api/instances/a-1/terminate", {"rollback": False})
     operator.post("/api/instances/a-1/pause", {})  # refused (409): no entry
     operator.put("/api/budgets", {"scope": "tenant", "key": "acme", "period": "day", "limit": "3"})
     got = list(AuditEntry.objects.order_by("id").values_list("action", "affected", "source"))
-    assert got == [("instance.start", 1, "api"), ("instance.pause", 1, "api"),
-                   ("instance.resume", 1, "api"), ("instance.terminate", 1, "api"),
-                   ("budget.set", 1, "api")]
+    assert got == [
+        ("instance.start", 1, "api"),
+        ("instance.pause", 1, "api"),
+        ("instance.resume", 1, "api"),
+        ("instance.terminate", 1, "api"),
+        ("budget.set", 1, "api"),
+    ]
     assert AuditEntry.objects.get(action="instance.pause").reason == "look"
 
 
-def test_the_audit_api_is_tenant_scoped_filterable_and_paginated(operator: ApiClient,
-                                                                stranger: ApiClient,
-                                                                viewer: ApiClient) -> None:
+def test_the_audit_api_is_tenant_scoped_filterable_and_paginated(
+    operator: ApiClient, stranger: ApiClient, viewer: ApiClient
+) -> None:
     for i in range(3):
         operator.post("/api/instances", {"workflow": "test-echo", "id": f"p-{i}", "tenant": "acme"})
     stranger.post("/api/instances", {"workflow": "test-echo", "id": "s-1", "tenant": "initech"})

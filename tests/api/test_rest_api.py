@@ -58,15 +58,25 @@ def test_an_operator_starts_gets_and_lists_instances(operator: ApiClient) -> Non
 def test_an_instance_starts_with_its_search_attributes_and_bad_ones_start_nothing(operator: ApiClient) -> None:
     from ingest.engine.models import InstanceAttributes
 
-    created = start(operator, id="tagged-1", search_attributes={"customer": "acme", "wave": 3, "paid": True,
-                                                                "score": 0.5})
+    created = start(
+        operator, id="tagged-1", search_attributes={"customer": "acme", "wave": 3, "paid": True, "score": 0.5}
+    )
     assert created.status_code == 201, created.content
     assert InstanceAttributes.objects.get(instance_id="tagged-1").attributes == {
-        "customer": "acme", "wave": "3", "paid": "true", "score": "0.5"}
+        "customer": "acme",
+        "wave": "3",
+        "paid": "true",
+        "score": "0.5",
+    }
     listed = operator.get("/api/instances", attr="wave>=3").json()
     assert [i["id"] for i in listed["items"]] == ["tagged-1"]
-    for bad in ({"Customer": "x"}, {"customer": None}, {"customer": ["a"]}, {"customer": "x" * 201},
-                {f"k{n}": "v" for n in range(21)}):
+    for bad in (
+        {"Customer": "x"},
+        {"customer": None},
+        {"customer": ["a"]},
+        {"customer": "x" * 201},
+        {f"k{n}": "v" for n in range(21)},
+    ):
         refused = start(operator, id="tagged-2", search_attributes=bad)
         assert refused.status_code == 422 and code(refused) == "validation_error", (bad, refused.content)
     assert not Instance.objects.filter(pk="tagged-2").exists()
@@ -78,22 +88,25 @@ def test_the_list_pages_with_a_keyset_cursor_and_filters(operator: ApiClient) ->
         start(operator, id=f"page-{n}")
     start(operator, id="other-1")
     first = operator.get("/api/instances", limit=2, id_prefix="page-").json()
-    second = operator.get("/api/instances", limit=2, id_prefix="page-",
-                          cursor=first["next_cursor"]).json()
-    third = operator.get("/api/instances", limit=2, id_prefix="page-",
-                         cursor=second["next_cursor"]).json()
+    second = operator.get("/api/instances", limit=2, id_prefix="page-", cursor=first["next_cursor"]).json()
+    third = operator.get("/api/instances", limit=2, id_prefix="page-", cursor=second["next_cursor"]).json()
     ids = [i["id"] for page in (first, second, third) for i in page["items"]]
     assert sorted(ids) == [f"page-{n}" for n in range(5)] and third["next_cursor"] is None
     bad = operator.get("/api/instances", cursor="!!!")
     assert bad.status_code == 404 and code(bad) == "cursor_not_found"  # opaque: a page that is not there
 
 
-def test_the_list_filters_by_every_search_attribute_given_and_sorts_by_one(operator: ApiClient,
-                                                                         stranger: ApiClient) -> None:
+def test_the_list_filters_by_every_search_attribute_given_and_sorts_by_one(
+    operator: ApiClient, stranger: ApiClient
+) -> None:
     from ingest.engine.services.attributes import attributes_set
 
-    tags = {"t-1": {"customer": "acme", "domain": "a.com"}, "t-2": {"customer": "acme", "domain": "b.com"},
-            "t-3": {"customer": "initech", "domain": "a.com"}, "t-4": {"customer": "acme", "domain": "c.com"}}
+    tags = {
+        "t-1": {"customer": "acme", "domain": "a.com"},
+        "t-2": {"customer": "acme", "domain": "b.com"},
+        "t-3": {"customer": "initech", "domain": "a.com"},
+        "t-4": {"customer": "acme", "domain": "c.com"},
+    }
     for instance_id, values in tags.items():
         start(operator, id=instance_id)
         attributes_set(instance_id=instance_id, values=values)
@@ -163,17 +176,18 @@ def test_events_are_sent_and_published(operator: ApiClient, stranger: ApiClient)
     run_until_idle()
     assert Instance.objects.get(pk="w-1").status == "complete"
     subscription_create(workflow="test-echo", pattern="user.*")
-    published = operator.post("/api/events", {"type": "user.created", "data": {"a": 1},
-                                               "tenant": "acme", "id": "e-1"}).json()
+    published = operator.post(
+        "/api/events", {"type": "user.created", "data": {"a": 1}, "tenant": "acme", "id": "e-1"}
+    ).json()
     assert len(published["started"]) == 1 and published["duplicate"] is False
-    assert operator.post("/api/events", {"type": "user.created", "tenant": "acme",
-                                         "id": "e-1"}).json()["duplicate"] is True
-    assert stranger.post("/api/events", {"type": "user.created", "tenant": "acme"}
-                         ).status_code == 404
+    assert (
+        operator.post("/api/events", {"type": "user.created", "tenant": "acme", "id": "e-1"}).json()["duplicate"]
+        is True
+    )
+    assert stranger.post("/api/events", {"type": "user.created", "tenant": "acme"}).status_code == 404
 
 
-def test_workflows_dead_letters_costs_budgets(operator: ApiClient, admin: ApiClient,
-                                              viewer: ApiClient) -> None:
+def test_workflows_dead_letters_costs_budgets(operator: ApiClient, admin: ApiClient, viewer: ApiClient) -> None:
     names = [w["name"] for w in operator.get("/api/workflows").json()]
     assert "test-echo" in names
     assert operator.get("/api/workflows/test-echo").json()["name"] == "test-echo"
@@ -183,25 +197,34 @@ def test_workflows_dead_letters_costs_budgets(operator: ApiClient, admin: ApiCli
     assert refused.status_code == 400 and refused.json()["error"]["code"] == "empty_selection"
     preview = operator.post("/api/dead-letters/redrive/preview", {"filter": {}}).json()
     assert preview["count"] == 0
-    assert operator.post("/api/dead-letters/redrive", {"filter": {}, "token": preview["token"],
-                                                       "reason": "fixed"}).json() == {"redriven": 0}
+    assert operator.post(
+        "/api/dead-letters/redrive", {"filter": {}, "token": preview["token"], "reason": "fixed"}
+    ).json() == {"redriven": 0}
     assert operator.get("/api/costs").json()["total"] in ("0", "0.000000", 0)
-    put = operator.put("/api/budgets", {"scope": "tenant", "key": "acme", "period": "day",
-                                        "limit": "12.5"})
+    put = operator.put("/api/budgets", {"scope": "tenant", "key": "acme", "period": "day", "limit": "12.5"})
     assert put.status_code == 200 and put.json()["key"] == "acme"
-    assert viewer.put("/api/budgets", {"scope": "tenant", "key": "acme", "period": "day",
-                                       "limit": "1"}).status_code == 403
-    assert operator.put("/api/budgets", {"scope": "service", "key": "openai", "period": "day",
-                                         "limit": "1"}).status_code == 403
-    assert admin.put("/api/budgets", {"scope": "service", "key": "openai", "period": "day",
-                                      "limit": "1"}).status_code == 200
+    assert (
+        viewer.put("/api/budgets", {"scope": "tenant", "key": "acme", "period": "day", "limit": "1"}).status_code == 403
+    )
+    assert (
+        operator.put("/api/budgets", {"scope": "service", "key": "openai", "period": "day", "limit": "1"}).status_code
+        == 403
+    )
+    assert (
+        admin.put("/api/budgets", {"scope": "service", "key": "openai", "period": "day", "limit": "1"}).status_code
+        == 200
+    )
     assert {b["key"] for b in viewer.get("/api/budgets").json()} == {"acme", "openai"}
 
 
-def test_schedules_list_run_now_and_toggle(operator: ApiClient, viewer: ApiClient,
-                                           stranger: ApiClient) -> None:
-    schedule_create(name="nightly", workflow="test-echo", cron_expression="0 3 * * *",
-                    tenant="acme", now=datetime(2026, 11, 22, tzinfo=UTC))
+def test_schedules_list_run_now_and_toggle(operator: ApiClient, viewer: ApiClient, stranger: ApiClient) -> None:
+    schedule_create(
+        name="nightly",
+        workflow="test-echo",
+        cron_expression="0 3 * * *",
+        tenant="acme",
+        now=datetime(2026, 11, 22, tzinfo=UTC),
+    )
     rows = operator.get("/api/schedules").json()
     assert rows[0]["name"] == "nightly" and len(rows[0]["next_fires"]) == 3
     assert stranger.get("/api/schedules").json() == []

@@ -35,8 +35,11 @@ def test_routes_list_their_deliveries_and_outcome(operator: ApiClient, acme: dic
     started = signed_post(Client(), "orders", {"n": 1}, token=acme["token"], secret=acme["secret"]).json()
     routes = operator.get("/api/routes").json()
     assert [r["name"] for r in routes] == ["orders"]
-    assert routes[0]["deliveries"][0] == {**routes[0]["deliveries"][0], "instance_id": started["instance_id"],
-                                          "status": "queued"}
+    assert routes[0]["deliveries"][0] == {
+        **routes[0]["deliveries"][0],
+        "instance_id": started["instance_id"],
+        "status": "queued",
+    }
     detail = operator.get("/api/routes/orders/detail").json()
     assert detail["workflow"] == "test-echo" and detail["coalesce"] == {}
 
@@ -44,7 +47,9 @@ def test_routes_list_their_deliveries_and_outcome(operator: ApiClient, acme: dic
 def test_subscriptions_list_the_events_they_started(operator: ApiClient, acme: dict[str, Any]) -> None:
     published = event_publish(type="user.created", data={}, tenant="acme", now=timezone.now())
     sub = operator.get(f"/api/subscriptions/{acme['sub'].pk}").json()
-    assert [(d["event_id"], d["instance_id"]) for d in sub["deliveries"]] == [(published.event_id, published.started[0])]
+    assert [(d["event_id"], d["instance_id"]) for d in sub["deliveries"]] == [
+        (published.event_id, published.started[0])
+    ]
 
 
 def test_coalesce_is_validated_and_a_refusal_changes_nothing(operator: ApiClient, acme: dict[str, Any]) -> None:
@@ -71,7 +76,8 @@ def test_rotation_answers_the_new_pair_once_and_lists_only_prefixes(operator: Ap
 
 
 def test_viewer_and_stranger_get_json_errors_and_change_nothing(
-        viewer: ApiClient, stranger: ApiClient, acme: dict[str, Any]) -> None:
+    viewer: ApiClient, stranger: ApiClient, acme: dict[str, Any]
+) -> None:
     forbidden = viewer.post("/api/ingress-credentials/acme/default/rotate", {"reason": "x"})
     assert forbidden.status_code == 403 and forbidden.json()["error"]["code"] == "forbidden"
     assert viewer.put("/api/routes/orders/coalesce", {"coalesce": None}).status_code == 403

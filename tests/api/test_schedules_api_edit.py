@@ -19,8 +19,9 @@ pytestmark = [pytest.mark.db, pytest.mark.django_db]
 
 @pytest.fixture
 def nightly(db: Any) -> Schedule:
-    return schedule_create(name="nightly", workflow="test-echo", cron_expression="0 3 * * *", tenant="acme",
-                           now=timezone.now())
+    return schedule_create(
+        name="nightly", workflow="test-echo", cron_expression="0 3 * * *", tenant="acme", now=timezone.now()
+    )
 
 
 def patch(client: ApiClient, body: dict[str, Any]) -> Any:
@@ -37,18 +38,22 @@ def test_an_operator_sets_seed_001s_last_weekday_cron(operator: ApiClient, night
     assert AuditEntry.objects.get().action == "schedule.update"
 
 
-@pytest.mark.parametrize("body, status, code", [
-    ({"cron": "61 * * * *"}, 400, "invalid_schedule"),
-    ({"timezone": "Mars/Olympus"}, 400, "invalid_schedule"),
-    ({"missed_fire_policy": "later"}, 400, "invalid_schedule"),
-    ({"params": {"_schedule": 1}}, 400, "invalid_schedule"),
-    ({"catch_up_limit": 0}, 400, "invalid_schedule"),
-    ({"catch_up_limit": "3"}, 400, "invalid_schedule"),
-    ({"cron": "0 4 * * *", "surprise": 1}, 422, None),
-    ({}, 400, "nothing_to_change"),
-])
-def test_a_bad_edit_is_a_json_error_that_changes_no_row(operator: ApiClient, nightly: Schedule,
-                                                          body: dict[str, Any], status: int, code: str | None) -> None:
+@pytest.mark.parametrize(
+    "body, status, code",
+    [
+        ({"cron": "61 * * * *"}, 400, "invalid_schedule"),
+        ({"timezone": "Mars/Olympus"}, 400, "invalid_schedule"),
+        ({"missed_fire_policy": "later"}, 400, "invalid_schedule"),
+        ({"params": {"_schedule": 1}}, 400, "invalid_schedule"),
+        ({"catch_up_limit": 0}, 400, "invalid_schedule"),
+        ({"catch_up_limit": "3"}, 400, "invalid_schedule"),
+        ({"cron": "0 4 * * *", "surprise": 1}, 422, None),
+        ({}, 400, "nothing_to_change"),
+    ],
+)
+def test_a_bad_edit_is_a_json_error_that_changes_no_row(
+    operator: ApiClient, nightly: Schedule, body: dict[str, Any], status: int, code: str | None
+) -> None:
     before = Schedule.objects.filter(name="nightly").values().get()
     answer = patch(operator, body)
     assert answer.status_code == status and "message" in answer.json()["error"]
@@ -66,20 +71,28 @@ def test_a_viewer_gets_403_and_a_stranger_404(viewer: ApiClient, stranger: ApiCl
 
 
 @pytest.mark.parametrize("raw", [b"", b"{", b"[1, 2]", b"null"])
-def test_a_missing_or_malformed_body_is_a_json_error_that_changes_no_row(operator: ApiClient, nightly: Schedule,
-                                                                        raw: bytes) -> None:
+def test_a_missing_or_malformed_body_is_a_json_error_that_changes_no_row(
+    operator: ApiClient, nightly: Schedule, raw: bytes
+) -> None:
     """What the REST fuzz found: a PATCH with no body (or not an object) is refused, not obeyed."""
     before = Schedule.objects.filter(name="nightly").values().get()
-    answer = operator.client.generic("PATCH", "/api/schedules/nightly", raw, content_type="application/json",
-                                     headers=operator.headers)
+    answer = operator.client.generic(
+        "PATCH", "/api/schedules/nightly", raw, content_type="application/json", headers=operator.headers
+    )
     assert answer.status_code in (400, 422) and answer.json()["error"]["message"]
     assert Schedule.objects.filter(name="nightly").values().get() == before and not AuditEntry.objects.exists()
 
 
 def test_a_disabled_schedule_for_february_31st_is_enabled_and_said_to_never_fire(operator: ApiClient) -> None:
     """The strict run's find: enabling a schedule whose expression matches no date answered 500."""
-    schedule_create(name="never", workflow="test-echo", cron_expression="0 0 31 2 *", tenant="acme",
-                    enabled=False, now=timezone.now())
+    schedule_create(
+        name="never",
+        workflow="test-echo",
+        cron_expression="0 0 31 2 *",
+        tenant="acme",
+        enabled=False,
+        now=timezone.now(),
+    )
     answer = operator.post("/api/schedules/never/enable")
     assert answer.status_code == 200, answer.content
     assert answer.json()["enabled"] is True and answer.json()["next_fires"] == []

@@ -23,17 +23,44 @@ RETRIES = {"retries": {"limit": 5, "delay": 10, "backoff": "exponential"}, "time
 def errored(*, error: str = "Boom", attempts: int = 6, tenant: str = "acme") -> DeadLetter:
     """An errored test-echo instance, its failed step and its dead letter."""
     now, n = timezone.now(), next(_n)
-    inst = Instance.objects.create(id=f"api-stale-{n}", workflow="test-echo", tenant=tenant, status="errored",
-                                   params={"n": n}, created_at=now, updated_at=now, error_name=error,
-                                   error_message="no such account")
-    Step.objects.create(instance=inst, name="echo", seq=1, position=1, status="errored", attempts=attempts,
-                        error_name=error, error_message="no such account", started_at=now, ended_at=now,
-                        config=RETRIES)
-    sig, normalized = error_signature(workflow="test-echo", step_name="echo", error_name=error,
-                                      message="no such account")
-    return DeadLetter.objects.create(instance=inst, workflow="test-echo", tenant=tenant, step_name="echo",
-                                     error_name=error, error_message="no such account", signature=sig,
-                                     normalized_message=normalized, created_at=now)
+    inst = Instance.objects.create(
+        id=f"api-stale-{n}",
+        workflow="test-echo",
+        tenant=tenant,
+        status="errored",
+        params={"n": n},
+        created_at=now,
+        updated_at=now,
+        error_name=error,
+        error_message="no such account",
+    )
+    Step.objects.create(
+        instance=inst,
+        name="echo",
+        seq=1,
+        position=1,
+        status="errored",
+        attempts=attempts,
+        error_name=error,
+        error_message="no such account",
+        started_at=now,
+        ended_at=now,
+        config=RETRIES,
+    )
+    sig, normalized = error_signature(
+        workflow="test-echo", step_name="echo", error_name=error, message="no such account"
+    )
+    return DeadLetter.objects.create(
+        instance=inst,
+        workflow="test-echo",
+        tenant=tenant,
+        step_name="echo",
+        error_name=error,
+        error_message="no such account",
+        signature=sig,
+        normalized_message=normalized,
+        created_at=now,
+    )
 
 
 def error(r: Any) -> dict[str, Any]:
@@ -45,8 +72,14 @@ def test_an_instance_action_with_a_version_that_moved_is_a_409_saying_what_chang
     read = operator.get(f"/api/instances/{inst.id}").json()
     assert read["version"].isdigit()
     assert operator.post(f"/api/instances/{inst.id}/retry", {"reason": "first"}).status_code == 200
-    History.objects.create(instance=inst, workflow=inst.workflow, tenant=inst.tenant, kind="instance.status",
-                           status="errored", created_at=timezone.now())
+    History.objects.create(
+        instance=inst,
+        workflow=inst.workflow,
+        tenant=inst.tenant,
+        kind="instance.status",
+        status="errored",
+        created_at=timezone.now(),
+    )
     Instance.objects.filter(pk=inst.id).update(status="errored")  # it failed again meanwhile
     before = (History.objects.count(), AuditEntry.objects.count())
     r = operator.post(f"/api/instances/{inst.id}/retry", {"reason": "again", "expected_version": read["version"]})
@@ -83,7 +116,9 @@ def test_a_dead_letter_discard_with_a_version_that_moved_is_a_409(operator: ApiC
 def test_a_dead_letter_acted_on_as_read_answers_its_new_state_and_version(operator: ApiClient) -> None:
     letter = errored()
     seen = operator.get("/api/dead-letters").json()[0]
-    r = operator.post(f"/api/dead-letters/{letter.id}/discard", {"reason": "test data", "expected_version": seen["version"]})
+    r = operator.post(
+        f"/api/dead-letters/{letter.id}/discard", {"reason": "test data", "expected_version": seen["version"]}
+    )
     assert r.status_code == 200 and r.json()["state"] == "discarded" and r.json()["version"] != seen["version"]
 
 

@@ -35,9 +35,7 @@ class PatientCall(Workflow):
 def test_a_step_shows_its_retry_policy_with_max_delay_and_backoff_coefficient(
     operator: ApiClient,
 ) -> None:
-    created = operator.post(
-        "/api/instances", {"workflow": "t-api-patient-call", "tenant": "acme", "id": "patient-1"}
-    )
+    created = operator.post("/api/instances", {"workflow": "t-api-patient-call", "tenant": "acme", "id": "patient-1"})
     assert created.status_code == 201, created.content
     run_until_idle(advance_clock=True)
     steps = {s["name"]: s for s in operator.get("/api/instances/patient-1").json()["steps"]}
@@ -57,9 +55,7 @@ def test_a_step_shows_its_retry_policy_with_max_delay_and_backoff_coefficient(
     Step.objects.filter(instance_id="patient-1", name="call").update(
         config={"retries": {"limit": 5, "delay": 10.0, "backoff": "exponential"}, "timeout": 600.0}
     )
-    old = next(
-        s for s in operator.get("/api/instances/patient-1").json()["steps"] if s["name"] == "call"
-    )
+    old = next(s for s in operator.get("/api/instances/patient-1").json()["steps"] if s["name"] == "call")
     assert old["config"]["retries"] == {
         "limit": 5,
         "delay": 10.0,

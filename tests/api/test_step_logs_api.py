@@ -52,11 +52,26 @@ def test_the_logs_of_every_step_that_logged_per_attempt(viewer: ApiClient, logge
     assert [a["number"] for a in first["attempts"]] == [1, 2]
     stored = Attempt.objects.get(step__instance_id=logged, step__name="pull", step__seq=1, number=2).logs
     attempt = first["attempts"][1]
-    assert [line["message"] for line in attempt["lines"]] == [x["message"] for x in stored["lines"]] == [
-        "pulling with token=[redacted]", "pulled 3 rows"]
-    assert attempt == {"number": 2, "running": False, "dropped": 0, "truncated": False, "lines": [
-        {"at": x["at"].replace("+00:00", "Z"), "level": "INFO", "logger": "runledger.test.api", "message": x["message"]}
-        for x in stored["lines"]]}
+    assert (
+        [line["message"] for line in attempt["lines"]]
+        == [x["message"] for x in stored["lines"]]
+        == ["pulling with token=[redacted]", "pulled 3 rows"]
+    )
+    assert attempt == {
+        "number": 2,
+        "running": False,
+        "dropped": 0,
+        "truncated": False,
+        "lines": [
+            {
+                "at": x["at"].replace("+00:00", "Z"),
+                "level": "INFO",
+                "logger": "runledger.test.api",
+                "message": x["message"],
+            }
+            for x in stored["lines"]
+        ],
+    }
     assert PLANTED not in response.content.decode()
 
 
@@ -71,8 +86,9 @@ def test_one_step_or_one_call_of_it_and_an_unknown_step_is_a_json_404(viewer: Ap
     assert "no step 'nope'" in response.json()["error"]["message"]
 
 
-def test_pages_by_position_and_a_strangers_instance_is_missing(viewer: ApiClient, stranger: ApiClient,
-                                                               logged: str) -> None:
+def test_pages_by_position_and_a_strangers_instance_is_missing(
+    viewer: ApiClient, stranger: ApiClient, logged: str
+) -> None:
     first = viewer.get(f"/api/instances/{logged}/logs", limit=1).json()
     assert [s["seq"] for s in first["steps"]] == [1] and first["next_after"] is not None
     rest = viewer.get(f"/api/instances/{logged}/logs", limit=1, after=first["next_after"]).json()

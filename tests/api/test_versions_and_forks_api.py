@@ -34,15 +34,16 @@ class Parked(Workflow):
 
 
 def _start(client: ApiClient, workflow: str, id: str, **params: Any) -> None:
-    assert client.post("/api/instances", {"workflow": workflow, "tenant": "acme", "id": id,
-                                          "params": params}).status_code == 201
+    assert (
+        client.post("/api/instances", {"workflow": workflow, "tenant": "acme", "id": id, "params": params}).status_code
+        == 201
+    )
 
 
 def test_an_operator_forks_an_instance_from_a_step_with_new_params(operator: ApiClient) -> None:
     _start(operator, "t-api-forkable", "api-f1", k=2)
     run_until_idle()
-    response = operator.post("/api/instances/api-f1/fork", {"from_step": "score", "params": {"k": 5},
-                                                           "reason": "k=5"})
+    response = operator.post("/api/instances/api-f1/fork", {"from_step": "score", "params": {"k": 5}, "reason": "k=5"})
     assert response.status_code == 201, response.content
     fork = response.json()
     assert fork["fork_of_id"] == "api-f1" and fork["fork_step"] == "score" and fork["workflow_version"] == 1
@@ -72,26 +73,32 @@ def test_a_fork_without_a_step_is_a_json_error(operator: ApiClient) -> None:
     assert Instance.objects.count() == 1
 
 
-def test_a_viewer_cannot_fork_and_a_stranger_does_not_see_the_instance(operator: ApiClient, viewer: ApiClient,
-                                                                       stranger: ApiClient) -> None:
+def test_a_viewer_cannot_fork_and_a_stranger_does_not_see_the_instance(
+    operator: ApiClient, viewer: ApiClient, stranger: ApiClient
+) -> None:
     _start(operator, "t-api-forkable", "api-f4")
     run_until_idle()
     assert viewer.post("/api/instances/api-f4/fork", {"from_step": "score"}).status_code == 403
-    assert stranger.post("/api/instances/api-f4/fork", {"from_step": "score"}).json()["error"]["code"] == \
-        "instance_not_found"
+    assert (
+        stranger.post("/api/instances/api-f4/fork", {"from_step": "score"}).json()["error"]["code"]
+        == "instance_not_found"
+    )
     assert Instance.objects.count() == 1
 
 
 def test_versions_are_listed_with_counts_and_an_old_one_is_retired_once_nothing_runs_on_it(
-        operator: ApiClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    operator: ApiClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _start(operator, "t-api-versioned", "api-v1")
     run_until_idle()  # sleeping on version 1
     monkeypatch.setattr(Parked, "version", 2)
     _start(operator, "t-api-versioned", "api-v2")
     assert operator.get("/api/workflows/t-api-versioned").json()["version"] == 2
     versions = operator.get("/api/workflows/t-api-versioned/versions").json()
-    assert [(v["version"], v["instances"], v["running"], v["current"]) for v in versions] == \
-        [(2, 1, 1, True), (1, 1, 1, False)]
+    assert [(v["version"], v["instances"], v["running"], v["current"]) for v in versions] == [
+        (2, 1, 1, True),
+        (1, 1, 1, False),
+    ]
     refused = operator.post("/api/workflows/t-api-versioned/versions/1/retire", {"reason": "old"})
     assert refused.status_code == 409
     assert refused.json()["error"]["code"] == "version_in_use"
@@ -101,12 +108,15 @@ def test_versions_are_listed_with_counts_and_an_old_one_is_retired_once_nothing_
     done = operator.post("/api/workflows/t-api-versioned/versions/1/retire", {"reason": "old"})
     assert done.status_code == 200, done.content
     assert done.json()["retired_by"] == "api:op" and done.json()["retired_at"]
-    assert AuditEntry.objects.get(action="workflow.version_retire").selection == {"workflow": "t-api-versioned",
-                                                                                "version": 1}
+    assert AuditEntry.objects.get(action="workflow.version_retire").selection == {
+        "workflow": "t-api-versioned",
+        "version": 1,
+    }
 
 
 def test_retiring_is_refused_to_a_viewer_and_to_an_operator_of_only_some_tenants(
-        operator: ApiClient, viewer: ApiClient, stranger: ApiClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    operator: ApiClient, viewer: ApiClient, stranger: ApiClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _start(operator, "t-api-versioned", "api-v3")
     run_until_idle(advance_clock=True)
     monkeypatch.setattr(Parked, "version", 2)
@@ -130,7 +140,8 @@ def test_retiring_the_current_version_is_a_json_conflict(operator: ApiClient) ->
 
 
 def test_a_retired_versions_instance_cannot_be_forked_past_its_first_step(
-        operator: ApiClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    operator: ApiClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _start(operator, "t-api-forkable", "api-f5")
     run_until_idle()
     monkeypatch.setattr(Scored, "version", 2)

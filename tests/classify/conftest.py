@@ -42,8 +42,13 @@ def classify_env(monkeypatch: pytest.MonkeyPatch, settings: Any, fake_web: FakeW
     config_cache_clear()
     clients_clear()
     index_cache_clear()
-    connection_upsert(tenant="acme", kind="llm", base_url=f"{fake_llm.url}/v1", secret="sk-fake",
-                      options={"provider": "openai", "model": "gpt-4o-mini", "service": "openai"})
+    connection_upsert(
+        tenant="acme",
+        kind="llm",
+        base_url=f"{fake_llm.url}/v1",
+        secret="sk-fake",
+        options={"provider": "openai", "model": "gpt-4o-mini", "service": "openai"},
+    )
     yield "acme"  # type: ignore[misc]
     config_cache_clear()
     clients_clear()

@@ -24,7 +24,11 @@ def test_a_platform_and_its_page_type_give_a_confident_full_classification() -> 
     result = rules_classify("https://www.youtube.com/watch?v=dQw4w9WgXcQ")
 
     assert (result.domain_type, result.page_type, result.media_type, result.channel_bucket) == (
-        "video", "video", "video", "video")
+        "video",
+        "video",
+        "video",
+        "video",
+    )
     assert result.confidence >= 90 and not result.needs_vectorize
     assert result.rule == "youtube-watch" and result.rules[0] == "youtube-watch"
     assert "youtube" in result.rules

@@ -61,7 +61,9 @@ def test_the_index_is_per_tenant_and_model_and_leaves_out_the_url_itself() -> No
 
 def test_a_url_is_indexed_once() -> None:
     rng = random.Random(10)
-    assert url_vector_add(tenant="acme", model="m", url="https://x.example/", vector=unit(rng), labels={}, confidence=90)
+    assert url_vector_add(
+        tenant="acme", model="m", url="https://x.example/", vector=unit(rng), labels={}, confidence=90
+    )
     assert not url_vector_add(tenant="acme", model="m", url="https://x.example/", vector=unit(rng), labels={},
                               confidence=95)  # fmt: skip
     assert len(nearest(tenant="acme", model="m", vector=unit(rng), k=5)) == 1

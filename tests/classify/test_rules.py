@@ -11,9 +11,7 @@ from ingest.classify.taxonomy import AXES
 pytestmark = pytest.mark.pure
 
 CASES = [
-    pytest.param(rule, example, id=f"{rule.id}:{example.url}")
-    for rule in load_rules()
-    for example in rule.examples
+    pytest.param(rule, example, id=f"{rule.id}:{example.url}") for rule in load_rules() for example in rule.examples
 ]
 
 

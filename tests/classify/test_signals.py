@@ -39,7 +39,10 @@ def test_social_profiles_are_found_once_per_network() -> None:
             '<a href="https://www.linkedin.com/company/acme/">in</a><a href="/about">About</a>')  # fmt: skip
 
     assert content_signals(html).social_profiles == (
-        "https://youtube.com/@acme", "https://twitter.com/acmehq", "https://linkedin.com/company/acme")
+        "https://youtube.com/@acme",
+        "https://twitter.com/acmehq",
+        "https://linkedin.com/company/acme",
+    )
 
 
 @pytest.mark.parametrize(

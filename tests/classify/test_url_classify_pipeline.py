@@ -51,11 +51,16 @@ def test_a_known_platform_stops_at_the_rules_for_free(classify_env: str, drain: 
     # The feedback embedded it with WordLlama: a cost row of 0 marked with its stage and domain.
     [row] = costs(out["_id"])
     assert (row.service, row.cost, row.metadata["stage"], row.metadata["domain"]) == (
-        "wordllama", 0, "feedback", "youtube.com")
+        "wordllama",
+        0,
+        "feedback",
+        "youtube.com",
+    )
 
 
 def test_a_protected_site_escalates_to_zenrows_basic_and_the_domain_remembers_it(
-        classify_env: str, drain: Any, fake_web: FakeWeb) -> None:
+    classify_env: str, drain: Any, fake_web: FakeWeb
+) -> None:
     out = classify(classify_env, drain, f"http://{PROTECTED}/pricing", skip_llm=True)
     assert out["fetch_method"] == "zenrows_basic" and "content" in out["stages_run"]
     assert out["content_signals"]["has_pricing"] is True and out["page_type"] == "pricing"
@@ -72,14 +77,16 @@ def test_a_protected_site_escalates_to_zenrows_basic_and_the_domain_remembers_it
 
 
 def test_a_site_only_premium_gets_through_costs_the_premium_request_alone(
-        classify_env: str, drain: Any, fake_web: FakeWeb) -> None:
+    classify_env: str, drain: Any, fake_web: FakeWeb
+) -> None:
     out = classify(classify_env, drain, f"http://{FORTRESS}/blog/how-we-grew", skip_llm=True)
     assert out["fetch_method"] == "zenrows_premium"
     calls = fake_web.requests_to(ROUTE_API)
     assert [c.query.get("premium_proxy") for c in calls] == [None, ["true"]]  # basic failed (RESP001), unbilled
     rows = [r for r in costs(out["_id"]) if r.service == "zenrows"]
     assert [(r.model, r.cost, r.metadata["cost_service"]) for r in rows] == [
-        ("premium", Decimal("0.01"), "ZENROWS_PREMIUM")]
+        ("premium", Decimal("0.01"), "ZENROWS_PREMIUM")
+    ]
     assert Decimal(str(out["cost_usd"])) == ledger_total(out["_id"]) == fake_web.billed
     assert DomainFetchMethod.objects.get(host=FORTRESS).method == "zenrows_premium"
 
@@ -90,7 +97,9 @@ def test_a_page_that_does_not_exist_is_not_paid_for(classify_env: str, drain: An
     assert fake_web.count(ROUTE_API) == 0 and not DomainFetchMethod.objects.exists()
 
 
-def test_skip_content_fetches_nothing(classify_env: str, drain: Any, fake_web: FakeWeb, fake_llm: FakeClassifyLLM) -> None:
+def test_skip_content_fetches_nothing(
+    classify_env: str, drain: Any, fake_web: FakeWeb, fake_llm: FakeClassifyLLM
+) -> None:
     out = classify(classify_env, drain, "http://www.calm-meadow.com/a/b", skip_content=True)
     assert "content" not in out["stages_run"] and "content" not in out["_steps"]
     assert fake_web.count() == 0
@@ -98,7 +107,8 @@ def test_skip_content_fetches_nothing(classify_env: str, drain: Any, fake_web: F
 
 
 def test_skip_llm_leaves_a_low_confidence_result_unverified(
-        classify_env: str, drain: Any, fake_llm: FakeClassifyLLM) -> None:
+    classify_env: str, drain: Any, fake_llm: FakeClassifyLLM
+) -> None:
     # skip_content too: the fake page's length (and so the content stage's confidence) varies.
     out = classify(classify_env, drain, "http://www.calm-meadow.com/a/b", skip_llm=True, skip_content=True)
     assert out["confidence"] < 65 and "llm" not in out["stages_run"] and out["round"] == 0
@@ -112,7 +122,8 @@ def test_force_llm_verifies_even_a_confident_rule(classify_env: str, drain: Any,
 
 
 def test_the_llm_answer_is_taken_in_one_round_when_confident(
-        classify_env: str, drain: Any, fake_llm: FakeClassifyLLM) -> None:
+    classify_env: str, drain: Any, fake_llm: FakeClassifyLLM
+) -> None:
     url = "http://www.calm-meadow-shop.com/a/b"
     out = classify(classify_env, drain, url, skip_content=True)
     prompt = fake_llm.requests_to(CHAT)[0].json()["messages"]
@@ -136,8 +147,13 @@ def test_unsure_answers_take_every_round_30_seconds_apart(classify_env: str, dra
     out = status["output"]
     assert out["round"] == 3 and fake_llm.count(CHAT) == 3 and out["classification_source"] == "llm"
     names = [s["name"] for s in status["steps"]]
-    assert names.index("llm-verify-1") < names.index("llm-backoff-1") < names.index("llm-verify-2") \
-        < names.index("llm-backoff-2") < names.index("llm-verify-3")
+    assert (
+        names.index("llm-verify-1")
+        < names.index("llm-backoff-1")
+        < names.index("llm-verify-2")
+        < names.index("llm-backoff-2")
+        < names.index("llm-verify-3")
+    )
     assert "llm-backoff-3" not in names
     sleeps = [s for s in status["steps"] if s["name"].startswith("llm-backoff")]
     assert all(s.get("duration_seconds", 30) == 30 for s in sleeps)
@@ -152,7 +168,8 @@ def test_max_rounds_bounds_the_rounds(classify_env: str, drain: Any, fake_llm: F
 
 
 def test_answers_outside_the_taxonomy_are_billed_but_decide_nothing(
-        classify_env: str, drain: Any, fake_llm: FakeClassifyLLM) -> None:
+    classify_env: str, drain: Any, fake_llm: FakeClassifyLLM
+) -> None:
     url = "http://www.calm-meadow.com/z"
     fake_llm.invalid.add(url)
     out = classify(classify_env, drain, url, skip_content=True, max_rounds=2)
@@ -171,11 +188,14 @@ def test_a_blank_answer_is_a_round_without_a_verdict(classify_env: str, drain: A
     assert [(r.tokens_in, r.success) for r in first] == [(700, False)]
 
 
-def test_the_similarity_stage_finds_the_three_nearest_classified_urls(
-        classify_env: str, drain: Any) -> None:
+def test_the_similarity_stage_finds_the_three_nearest_classified_urls(classify_env: str, drain: Any) -> None:
     # One URL per host: a second URL of a host is decided by the domain cache and not indexed.
-    for url in ["https://github.com/django/django", "https://stackoverflow.com/questions/1/how-to-sort",
-                "https://www.reddit.com/r/python/", "https://www.youtube.com/watch?v=abc"]:
+    for url in [
+        "https://github.com/django/django",
+        "https://stackoverflow.com/questions/1/how-to-sort",
+        "https://www.reddit.com/r/python/",
+        "https://www.youtube.com/watch?v=abc",
+    ]:
         classify(classify_env, drain, url)
     instance_id = url_classify_start(classify_env, "http://githubmirror.example/django/django", skip_content=True,
                                      skip_llm=True)  # fmt: skip
@@ -190,7 +210,8 @@ def test_the_similarity_stage_finds_the_three_nearest_classified_urls(
 
 
 def test_every_paid_call_has_its_cost_row_and_the_result_sums_them(
-        classify_env: str, drain: Any, fake_web: FakeWeb, fake_llm: FakeClassifyLLM) -> None:
+    classify_env: str, drain: Any, fake_web: FakeWeb, fake_llm: FakeClassifyLLM
+) -> None:
     out = classify(classify_env, drain, f"http://{FORTRESS}/a/b", force_llm=True)
     rows = costs(out["_id"])
     assert {r.metadata["stage"] for r in rows} >= {"similarity", "content", "llm"}
@@ -210,7 +231,8 @@ def test_a_fail_budget_stops_zenrows_before_any_spend(classify_env: str, drain: 
 
 
 def test_an_approval_budget_pauses_the_llm_until_an_operator_grants_more(
-        classify_env: str, drain: Any, fake_llm: FakeClassifyLLM) -> None:
+    classify_env: str, drain: Any, fake_llm: FakeClassifyLLM
+) -> None:
     budget_upsert(scope="service", key="openai", period="month", limit="0", policy="approval")
     instance_id = url_classify_start(classify_env, "http://www.calm-meadow-shop.com/p", skip_content=True)
     drain(max_turns=50)
@@ -223,7 +245,8 @@ def test_an_approval_budget_pauses_the_llm_until_an_operator_grants_more(
 
 
 def test_a_configured_embedding_api_is_reserved_for_and_costed_from_its_usage(
-        classify_env: str, drain: Any, fake_llm: FakeClassifyLLM, monkeypatch: pytest.MonkeyPatch) -> None:
+    classify_env: str, drain: Any, fake_llm: FakeClassifyLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from ingest.workflows.url_classify.clients import clients_clear
     from tests.fakes.llm import EMBEDDINGS
 
@@ -244,15 +267,21 @@ def test_a_configured_embedding_api_is_reserved_for_and_costed_from_its_usage(
 
 
 def test_an_anthropic_connection_verifies_through_the_messages_api(
-        classify_env: str, drain: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    classify_env: str, drain: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from ingest.pipelines.selectors import config_cache_clear
     from ingest.pipelines.services import connection_upsert
     from tests.fakes import FakeAnthropic
     from tests.fakes.llm import MESSAGES, anthropic_message
 
     with FakeAnthropic() as fake:
-        connection_upsert(tenant="acme", kind="llm", base_url=fake.url, secret="sk-ant-fake",
-                          options={"provider": "anthropic", "model": "claude-3-5-haiku-20241022"})
+        connection_upsert(
+            tenant="acme",
+            kind="llm",
+            base_url=fake.url,
+            secret="sk-ant-fake",
+            options={"provider": "anthropic", "model": "claude-3-5-haiku-20241022"},
+        )
         config_cache_clear()
         answer = '{"domain_type": "saas", "page_type": "pricing", "confidence": 88}'
         fake.plan(MESSAGES, Planned(200, anthropic_message(answer, input_tokens=900, output_tokens=30)))
@@ -264,7 +293,8 @@ def test_an_anthropic_connection_verifies_through_the_messages_api(
 
 
 def test_a_tenant_without_an_llm_connection_stops_before_stage_4(
-        classify_env: str, drain: Any, fake_llm: FakeClassifyLLM, monkeypatch: pytest.MonkeyPatch) -> None:
+    classify_env: str, drain: Any, fake_llm: FakeClassifyLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("RUNLEDGER_LLM_PROVIDER", raising=False)
     out = classify("initech", drain, "http://www.calm-meadow.com/a/b", skip_content=True)
     assert out["confidence"] < 65 and "llm" not in out["stages_run"] and fake_llm.count(CHAT) == 0

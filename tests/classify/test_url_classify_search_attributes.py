@@ -29,7 +29,8 @@ def step_names(instance_id: str) -> list[str]:
 
 
 def test_a_url_is_tagged_with_its_host_and_ids_never_its_query_and_the_operator_finds_it(
-        classify_env: str, drain: Any) -> None:
+    classify_env: str, drain: Any
+) -> None:
     child = url_classify_start(classify_env, VIDEO, domain_id=7, url_id=42)
     bare = url_classify_start(classify_env, "https://github.com/django/django")
     drain()
@@ -51,7 +52,8 @@ def test_ids_that_are_not_whole_numbers_are_left_out(classify_env: str, drain: A
 
 
 def test_a_run_started_on_version_1_replays_its_recorded_steps_without_the_new_one(
-        classify_env: str, drain: Any, fake_llm: FakeClassifyLLM, monkeypatch: pytest.MonkeyPatch) -> None:
+    classify_env: str, drain: Any, fake_llm: FakeClassifyLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
     url = "http://www.calm-meadow.com/x"
     fake_llm.low.add(url)  # unsure answers: a 30 s backoff between two rounds
     monkeypatch.setattr(UrlClassify, "version", 1)

@@ -52,7 +52,8 @@ def test_a_stage_at_70_ends_the_pipeline_and_69_goes_on(classify_env: str, confi
 
 @pytest.mark.parametrize(("confidence", "llm"), [(64, True), (65, False)])
 def test_below_65_the_llm_verifies_and_at_65_it_does_not(
-        classify_env: str, fake_llm: FakeClassifyLLM, confidence: int, llm: bool) -> None:
+    classify_env: str, fake_llm: FakeClassifyLLM, confidence: int, llm: bool
+) -> None:
     status = run(confidence)
     output = status["output"]
     assert ("llm" in output["stages_run"]) is llm
@@ -96,7 +97,11 @@ def test_from_85_the_url_feeds_the_index_and_the_domain_cache(classify_env: str,
     cached = DomainClassification.objects.filter(tenant="acme", host="quiet-harbor.com").first()
     assert (cached is not None) is fed
     if fed:
-        assert cached is not None and (cached.domain_type, cached.confidence, cached.source) == ("corporate", 85, "rules")
+        assert cached is not None and (cached.domain_type, cached.confidence, cached.source) == (
+            "corporate",
+            85,
+            "rules",
+        )
         vector = UrlVector.objects.get(tenant="acme")
         assert vector.url == URL and vector.labels["domain_type"] == "corporate" and vector.dim == 256
 

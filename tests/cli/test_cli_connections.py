@@ -31,18 +31,30 @@ def token(transactional_db: Any) -> str:
 
 def run(live_server: Any, token: str, *argv: str) -> tuple[int, str]:
     buffer = io.StringIO()
-    console = Console(file=buffer, width=250, force_terminal=False, color_system=None,
-                      soft_wrap=True)  # a message is one line, however long: asserts read it whole
+    console = Console(
+        file=buffer, width=250, force_terminal=False, color_system=None, soft_wrap=True
+    )  # a message is one line, however long: asserts read it whole
     code = main(["--url", live_server.url, "--token", token, *argv], console=console)
     return code, buffer.getvalue()
 
 
-def test_a_connection_is_created_shown_tested_disabled_and_deleted(live_server: Any, token: str,
-                                                                   monkeypatch: Any) -> None:
+def test_a_connection_is_created_shown_tested_disabled_and_deleted(
+    live_server: Any, token: str, monkeypatch: Any
+) -> None:
     with FakeZenRows(api_key="zr-key-from-stdin-0001") as zr:
         monkeypatch.setattr("sys.stdin", io.StringIO("zr-key-from-stdin-0001\n"))
-        code, out = run(live_server, token, "connections", "create", "acme", "zenrows", "--secret", "-",
-                        "--base-url", f"{zr.url}/v1/")
+        code, out = run(
+            live_server,
+            token,
+            "connections",
+            "create",
+            "acme",
+            "zenrows",
+            "--secret",
+            "-",
+            "--base-url",
+            f"{zr.url}/v1/",
+        )
         assert code == 0 and "created acme/zenrows" in out and "secret set, ends ••••0001" in out, out
         assert "zr-key-from-stdin" not in out and Connection.objects.get().secret == "zr-key-from-stdin-0001"
         code, out = run(live_server, token, "connections", "test", "acme", "zenrows")
@@ -61,13 +73,19 @@ def test_a_connection_is_created_shown_tested_disabled_and_deleted(live_server: 
     code, out = run(live_server, token, "connections", "delete", "acme", "zenrows", "--yes")
     assert code == 0 and not Connection.objects.exists()
     assert [e.action for e in AuditEntry.objects.order_by("id")] == [
-        "connection.create", "connection.test", "connection.update", "connection.test", "connection.disable",
-        "connection.delete"]
+        "connection.create",
+        "connection.test",
+        "connection.update",
+        "connection.test",
+        "connection.disable",
+        "connection.delete",
+    ]
 
 
 def test_a_bad_connection_prints_every_wrong_field_and_writes_nothing(live_server: Any, token: str) -> None:
-    code, out = run(live_server, token, "connections", "create", "acme", "salesforce", "--base-url", "nope",
-                    "--provider", "openai")
+    code, out = run(
+        live_server, token, "connections", "create", "acme", "salesforce", "--base-url", "nope", "--provider", "openai"
+    )
     assert code == 1, out
     for field in ("base_url", "key", "secret", "provider"):
         assert f"  {field}: " in out, out

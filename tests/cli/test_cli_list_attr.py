@@ -24,8 +24,9 @@ pytestmark = [pytest.mark.db, pytest.mark.django_db(transaction=True)]
 
 def run(*argv: str) -> tuple[int, str]:
     buffer = io.StringIO()
-    code = main(list(argv), console=Console(file=buffer, width=300, force_terminal=False,
-                                                    color_system=None, soft_wrap=True))
+    code = main(
+        list(argv), console=Console(file=buffer, width=300, force_terminal=False, color_system=None, soft_wrap=True)
+    )
     return code, buffer.getvalue()
 
 
@@ -40,11 +41,22 @@ def test_the_cli_lists_what_the_grammar_matches(live_server: Any) -> None:
     _, token = api_token_create(user=user, name="attr")
     parent = make_instance("run-a", created_at=T0)
     make_instance("run-b", created_at=T0 + timedelta(minutes=1))
-    step = Step.objects.create(instance=parent, name="fan", seq=1, position=1, kind="fan_out", status="waiting",
-                               started_at=T0)
-    fan = FanOut.objects.create(instance=parent, step=step, step_name="fan", handler="h", handler_kind="workflow",
-                                item_workflow="url-classify", expected=1, created=1, started_at=T0, updated_at=T0,
-                                deadline=T0)
+    step = Step.objects.create(
+        instance=parent, name="fan", seq=1, position=1, kind="fan_out", status="waiting", started_at=T0
+    )
+    fan = FanOut.objects.create(
+        instance=parent,
+        step=step,
+        step_name="fan",
+        handler="h",
+        handler_kind="workflow",
+        item_workflow="url-classify",
+        expected=1,
+        created=1,
+        started_at=T0,
+        updated_at=T0,
+        deadline=T0,
+    )
     item = make_instance(f"_fo{fan.id}-0", created_at=T0 + timedelta(minutes=2), parent=parent)
     FanOutItem.objects.create(instance=item, fan_out=fan, index=0)
     attributes_set(instance_id="run-a", values={"customer": "acme", "amount": "120"})

@@ -33,28 +33,47 @@ def _token(username: str, memberships: list[tuple[str, str]]) -> str:
 
 @pytest.fixture
 def tokens(transactional_db: Any) -> dict[str, str]:
-    return {"operator": _token("cli-op", [("acme", Role.OPERATOR)]),
-            "viewer": _token("cli-view", [("acme", Role.VIEWER)]),
-            "stranger": _token("cli-strange", [("initech", Role.OPERATOR)])}
+    return {
+        "operator": _token("cli-op", [("acme", Role.OPERATOR)]),
+        "viewer": _token("cli-view", [("acme", Role.VIEWER)]),
+        "stranger": _token("cli-strange", [("initech", Role.OPERATOR)]),
+    }
 
 
 def run(live_server: Any, token: str, *argv: str) -> tuple[int, str]:
     buffer = io.StringIO()
-    console = Console(file=buffer, width=200, force_terminal=False, color_system=None,
-                      soft_wrap=True)  # a message is one line, however long: asserts read it whole
+    console = Console(
+        file=buffer, width=200, force_terminal=False, color_system=None, soft_wrap=True
+    )  # a message is one line, however long: asserts read it whole
     code = main(["--url", live_server.url, "--token", token, *argv], console=console)
     return code, buffer.getvalue()
 
 
 def errored(instance_id: str, tenant: str = "acme") -> DeadLetter:
     now = timezone.now()
-    inst = Instance.objects.create(id=instance_id, workflow="test-echo", tenant=tenant, status="errored",
-                                   params={"n": 1}, created_at=now, updated_at=now, error_name="Boom",
-                                   error_message="boom")
+    inst = Instance.objects.create(
+        id=instance_id,
+        workflow="test-echo",
+        tenant=tenant,
+        status="errored",
+        params={"n": 1},
+        created_at=now,
+        updated_at=now,
+        error_name="Boom",
+        error_message="boom",
+    )
     sig, normalized = error_signature(workflow="test-echo", step_name="echo", error_name="Boom", message="boom")
-    return DeadLetter.objects.create(instance=inst, workflow="test-echo", tenant=tenant, step_name="echo",
-                                     error_name="Boom", error_message="boom", signature=sig,
-                                     normalized_message=normalized, created_at=now)
+    return DeadLetter.objects.create(
+        instance=inst,
+        workflow="test-echo",
+        tenant=tenant,
+        step_name="echo",
+        error_name="Boom",
+        error_message="boom",
+        signature=sig,
+        normalized_message=normalized,
+        created_at=now,
+    )
 
 
 def test_list_and_show_print_tables_of_the_tokens_tenants_only(live_server: Any, tokens: dict[str, str]) -> None:
@@ -99,14 +118,18 @@ def test_an_operator_retries_replays_and_terminates_each_audited(live_server: An
     errored("cli-err-1")
     code, out = run(live_server, tokens["operator"], "retry", "cli-err-1", "--reason", "provider back")
     assert code == 0 and Instance.objects.get(pk="cli-err-1").status != "errored"
-    code, out = run(live_server, tokens["operator"], "replay", "cli-err-1", "--reason", "edited",
-                    "--params", '{"n": 2}')
+    code, out = run(
+        live_server, tokens["operator"], "replay", "cli-err-1", "--reason", "edited", "--params", '{"n": 2}'
+    )
     replay = Instance.objects.get(replay_of_id="cli-err-1")
     assert code == 0 and replay.id in out and replay.params == {"n": 2}
     code, out = run(live_server, tokens["operator"], "terminate", replay.id, "--reason", "not needed")
     assert code == 0 and Instance.objects.get(pk=replay.id).status == "terminated"
     assert list(AuditEntry.objects.order_by("id").values_list("action", "source")) == [
-        ("instance.retry", "api"), ("instance.replay", "api"), ("instance.terminate", "api")]
+        ("instance.retry", "api"),
+        ("instance.replay", "api"),
+        ("instance.terminate", "api"),
+    ]
 
 
 def test_a_viewer_and_a_stranger_are_refused_and_nothing_changes(live_server: Any, tokens: dict[str, str]) -> None:
@@ -128,8 +151,18 @@ def test_redrive_previews_then_acts_on_exactly_that_set(live_server: Any, tokens
     code, out = run(live_server, tokens["operator"], "redrive", "--workflow", "test-echo", "--reason", "fixed")
     assert code == 0 and "3 open dead letter(s)" in out and "nothing was done" in out
     assert DeadLetter.objects.filter(state="open").count() == 4
-    code, out = run(live_server, tokens["operator"], "redrive", "--workflow", "test-echo", "--reason", "fixed",
-                    "--rate", "50", "--yes")
+    code, out = run(
+        live_server,
+        tokens["operator"],
+        "redrive",
+        "--workflow",
+        "test-echo",
+        "--reason",
+        "fixed",
+        "--rate",
+        "50",
+        "--yes",
+    )
     assert code == 0 and "redriven: 3" in out
     assert set(DeadLetter.objects.filter(state="open").values_list("instance_id", flat=True)) == {"cli-dl-initech"}
     assert {d.pk for d in letters}.isdisjoint(DeadLetter.objects.filter(state="open").values_list("pk", flat=True))
@@ -138,40 +171,105 @@ def test_redrive_previews_then_acts_on_exactly_that_set(live_server: Any, tokens
 
 
 def test_start_runs_a_workflow_with_those_params_in_the_named_tenant(live_server: Any, tokens: dict[str, str]) -> None:
-    code, out = run(live_server, tokens["operator"], "start", "test-echo", "--params", '{"n": 3}',
-                    "--id", "cli-start-1", "--tenant", "acme", "--priority", "5")
+    code, out = run(
+        live_server,
+        tokens["operator"],
+        "start",
+        "test-echo",
+        "--params",
+        '{"n": 3}',
+        "--id",
+        "cli-start-1",
+        "--tenant",
+        "acme",
+        "--priority",
+        "5",
+    )
     assert code == 0 and "started cli-start-1" in out and "tenant acme" in out, out
     inst = Instance.objects.get(pk="cli-start-1")
     assert (inst.workflow, inst.tenant, inst.params, inst.priority) == ("test-echo", "acme", {"n": 3}, 5)
     entry = AuditEntry.objects.get()
     assert (entry.action, entry.source, entry.actor, entry.selection) == (
-        "instance.start", "api", "cli-op", {"workflow": "test-echo", "instance_id": "cli-start-1"})
-    code, out = run(live_server, tokens["operator"], "start", "test-echo", "--params", "{}",
-                    "--id", "cli-start-1", "--tenant", "acme")
+        "instance.start",
+        "api",
+        "cli-op",
+        {"workflow": "test-echo", "instance_id": "cli-start-1"},
+    )
+    code, out = run(
+        live_server,
+        tokens["operator"],
+        "start",
+        "test-echo",
+        "--params",
+        "{}",
+        "--id",
+        "cli-start-1",
+        "--tenant",
+        "acme",
+    )
     assert code == 1 and "HTTP 409" in out and "already exists" in out
 
 
 def test_start_sets_search_attributes_and_a_start_time(live_server: Any, tokens: dict[str, str]) -> None:
     from ingest.engine.models import InstanceAttributes
 
-    code, out = run(live_server, tokens["operator"], "start", "test-echo", "--params", "{}", "--tenant", "acme",
-                    "--id", "cli-tagged", "--attr", "customer=acme", "--attr", "wave=3",
-                    "--start-at", "2030-01-02T03:04:05Z")
+    code, out = run(
+        live_server,
+        tokens["operator"],
+        "start",
+        "test-echo",
+        "--params",
+        "{}",
+        "--tenant",
+        "acme",
+        "--id",
+        "cli-tagged",
+        "--attr",
+        "customer=acme",
+        "--attr",
+        "wave=3",
+        "--start-at",
+        "2030-01-02T03:04:05Z",
+    )
     assert code == 0 and "started cli-tagged" in out, out
     assert InstanceAttributes.objects.get(instance_id="cli-tagged").attributes == {"customer": "acme", "wave": "3"}
     assert Instance.objects.get(pk="cli-tagged").ready_at.isoformat() == "2030-01-02T03:04:05+00:00"
     code, out = run(live_server, tokens["operator"], "list", "--attr", "customer:acme")
     assert code == 0 and "cli-tagged" in out, out
-    code, out = run(live_server, tokens["operator"], "start", "test-echo", "--params", "{}", "--tenant", "acme",
-                    "--attr", "nokey", "--attr", "=x")
+    code, out = run(
+        live_server,
+        tokens["operator"],
+        "start",
+        "test-echo",
+        "--params",
+        "{}",
+        "--tenant",
+        "acme",
+        "--attr",
+        "nokey",
+        "--attr",
+        "=x",
+    )
     assert code == 2 and "'nokey' is not key=value" in out and "'=x' is not key=value" in out, out
-    code, out = run(live_server, tokens["operator"], "start", "test-echo", "--params", "{}", "--tenant", "acme",
-                    "--attr", "Bad Key=x")
+    code, out = run(
+        live_server,
+        tokens["operator"],
+        "start",
+        "test-echo",
+        "--params",
+        "{}",
+        "--tenant",
+        "acme",
+        "--attr",
+        "Bad Key=x",
+    )
     assert code == 1 and "HTTP 422" in out, out
     assert Instance.objects.count() == 1
 
 
-def test_start_refuses_bad_params_a_viewer_and_a_tenant_not_the_tokens(live_server: Any, tokens: dict[str, str]) -> None:
+def test_start_refuses_bad_params_a_viewer_and_a_tenant_not_the_tokens(
+    live_server: Any, tokens: dict[str, str]
+) -> None:
     code, out = run(live_server, tokens["operator"], "start", "test-echo", "--params", "{bad", "--tenant", "acme")
     assert code == 2 and "--params is not valid JSON" in out
     code, out = run(live_server, tokens["operator"], "start", "test-echo", "--params", "[1]", "--tenant", "acme")

@@ -28,8 +28,10 @@ GATE = threading.Event()
 
 @pytest.fixture
 def tokens(transactional_db: Any) -> dict[str, str]:
-    return {"viewer": _token("logs-view", [("acme", Role.VIEWER)]),
-            "stranger": _token("logs-strange", [("initech", Role.OPERATOR)])}
+    return {
+        "viewer": _token("logs-view", [("acme", Role.VIEWER)]),
+        "stranger": _token("logs-strange", [("initech", Role.OPERATOR)]),
+    }
 
 
 class CliLogs(Workflow):
@@ -81,17 +83,33 @@ def test_logs_says_when_earlier_lines_were_left_out(live_server: Any, tokens: di
 
 
 def test_logs_follow_prints_a_running_steps_lines_as_they_are_written_until_the_end(
-        live_server: Any, tokens: dict[str, str]) -> None:
+    live_server: Any, tokens: dict[str, str]
+) -> None:
     GATE.clear()
     create("t-cli-logs", id="cli-logs-3", tenant="acme", params={"wait": True})
     buffer = io.StringIO()
-    console = Console(file=buffer, width=200, force_terminal=False, color_system=None,
-                      soft_wrap=True)  # a message is one line, however long: asserts read it whole
+    console = Console(
+        file=buffer, width=200, force_terminal=False, color_system=None, soft_wrap=True
+    )  # a message is one line, however long: asserts read it whole
     result: dict[str, int] = {}
 
     def follow() -> None:
-        result["code"] = main(["--url", live_server.url, "--token", tokens["viewer"], "logs", "cli-logs-3",
-                               "--follow", "--interval", "0.1", "--timeout", "60"], console=console)
+        result["code"] = main(
+            [
+                "--url",
+                live_server.url,
+                "--token",
+                tokens["viewer"],
+                "logs",
+                "cli-logs-3",
+                "--follow",
+                "--interval",
+                "0.1",
+                "--timeout",
+                "60",
+            ],
+            console=console,
+        )
 
     with override_settings(RUNLEDGER_STEP_LOG_SECONDS=0.2):
         worker = threading.Thread(target=run_until_idle)
@@ -112,5 +130,7 @@ def test_logs_follow_prints_a_running_steps_lines_as_they_are_written_until_the_
     assert Instance.objects.get(id="cli-logs-3").status == "complete"
     assert result["code"] == 0, buffer.getvalue()
     lines = [line.split(" ", 1)[1] for line in buffer.getvalue().strip().splitlines()]
-    assert lines == ["load a1 INFO    runledger.test.cli loading [batch] 1 with Bearer [redacted]",
-                     "load a1 WARNING runledger.test.cli gate opened"]  # each line once, live or not
+    assert lines == [
+        "load a1 INFO    runledger.test.cli loading [batch] 1 with Bearer [redacted]",
+        "load a1 WARNING runledger.test.cli gate opened",
+    ]  # each line once, live or not

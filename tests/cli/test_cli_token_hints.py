@@ -20,8 +20,9 @@ pytestmark = [pytest.mark.db, pytest.mark.django_db(transaction=True)]
 
 def run(*argv: str) -> tuple[int, str]:
     buffer = io.StringIO()
-    code = main(list(argv), console=Console(file=buffer, width=300, force_terminal=False,
-                                                    color_system=None, soft_wrap=True))
+    code = main(
+        list(argv), console=Console(file=buffer, width=300, force_terminal=False, color_system=None, soft_wrap=True)
+    )
     return code, buffer.getvalue()
 
 

@@ -84,8 +84,10 @@ def test_a_group_redrive_with_filters_acts_on_exactly_the_previews_count(operato
     assert "tenant=acme" in group_link  # the group's Redrive… keeps the list's filters
     preview = operator.get(f"/dead-letters/redrive/?tenant=acme&state=open&signature={signature}")
     assert preview.context["estimate"].instances == 4
-    r = operator.post("/dead-letters/redrive/run/", {"token": preview.context["token"], "rate_per_second": "5",
-                                                     "reason": "provider back"})
+    r = operator.post(
+        "/dead-letters/redrive/run/",
+        {"token": preview.context["token"], "rate_per_second": "5", "reason": "provider back"},
+    )
     assert r.status_code == 302
     states = dict(DeadLetter.objects.values_list("id", "state"))
     assert [states[d.id] for d in acme] == ["redriven"] * 4
@@ -99,8 +101,10 @@ def test_the_confirm_uses_the_previews_filter_not_form_fields_sent_beside_it(ope
     acme = _letters(2, tenant="acme")
     globex = _letters(2, tenant="globex")
     token = operator.get(f"/dead-letters/redrive/?tenant=acme&signature={acme[0].signature}").context["token"]
-    operator.post("/dead-letters/redrive/run/", {"token": token, "tenant": "", "signature": "",
-                                                 "rate_per_second": "5", "reason": "r"})
+    operator.post(
+        "/dead-letters/redrive/run/",
+        {"token": token, "tenant": "", "signature": "", "rate_per_second": "5", "reason": "r"},
+    )
     assert DeadLetter.objects.filter(id__in=[d.id for d in globex], state="open").count() == 2
     assert DeadLetter.objects.filter(id__in=[d.id for d in acme], state="redriven").count() == 2
 
@@ -111,15 +115,17 @@ def test_a_set_changed_between_preview_and_confirm_is_not_acted_on_and_says_how(
     assert preview.context["estimate"].instances == 3
     failed_instance(tenant="acme")  # a fourth arrives while the operator reads the preview
     before = _snapshot()
-    r = operator.post("/dead-letters/redrive/run/", {"token": preview.context["token"], "rate_per_second": "5",
-                                                     "reason": "r"})
+    r = operator.post(
+        "/dead-letters/redrive/run/", {"token": preview.context["token"], "rate_per_second": "5", "reason": "r"}
+    )
     assert r.status_code == 409
     assert _snapshot() == before
     html = r.content.decode()
     assert "changed since the preview: 1 added, 0 removed" in html
     assert 'id="redrive-count">4<' in html  # asks again with the new count and a new token
-    again = operator.post("/dead-letters/redrive/run/", {"token": r.context["token"], "rate_per_second": "5",
-                                                         "reason": "r"})
+    again = operator.post(
+        "/dead-letters/redrive/run/", {"token": r.context["token"], "rate_per_second": "5", "reason": "r"}
+    )
     assert again.status_code == 302
     assert DeadLetter.objects.filter(state="redriven").count() == 4
 
@@ -138,7 +144,10 @@ def test_selected_items_are_redriven_and_only_them(operator):
     token = operator.get(f"/dead-letters/redrive/?mode=ids&ids={acme[0].id}&ids={acme[2].id}").context["token"]
     operator.post("/dead-letters/redrive/run/", {"token": token, "rate_per_second": "5", "reason": "r"})
     assert dict(DeadLetter.objects.values_list("id", "state")) == {
-        acme[0].id: "redriven", acme[1].id: "open", acme[2].id: "redriven"}
+        acme[0].id: "redriven",
+        acme[1].id: "open",
+        acme[2].id: "redriven",
+    }
     assert AuditEntry.objects.get().selection["ids"] == [acme[0].id, acme[2].id]
 
 
@@ -148,10 +157,15 @@ def test_a_stranger_redriving_another_tenants_dead_letter_gets_404_and_nothing_c
     assert stranger.get(f"/dead-letters/redrive/?ids={acme[0].id}").status_code == 404
     assert stranger.get("/dead-letters/redrive/?tenant=acme").status_code == 404
     token = operator.get(f"/dead-letters/redrive/?ids={acme[0].id}").context["token"]
-    assert stranger.post("/dead-letters/redrive/run/", {"token": token, "rate_per_second": "5",
-                                                        "reason": "r"}).status_code == 400
-    for path in (f"/dead-letters/{acme[0].id}/retry/", f"/dead-letters/{acme[0].id}/discard/",
-                 f"/dead-letters/{acme[0].id}/replay/run/"):
+    assert (
+        stranger.post("/dead-letters/redrive/run/", {"token": token, "rate_per_second": "5", "reason": "r"}).status_code
+        == 400
+    )
+    for path in (
+        f"/dead-letters/{acme[0].id}/retry/",
+        f"/dead-letters/{acme[0].id}/discard/",
+        f"/dead-letters/{acme[0].id}/replay/run/",
+    ):
         assert stranger.post(path, {"reason": "r", "params": "{}", "confirm": "1"}).status_code == 404
     assert _snapshot() == before
 
@@ -169,6 +183,8 @@ def test_a_viewer_cannot_redrive_even_with_an_operators_token(viewer, operator):
     acme = _letters(1, tenant="acme")
     token = operator.get(f"/dead-letters/redrive/?ids={acme[0].id}").context["token"]
     before = _snapshot()
-    assert viewer.post("/dead-letters/redrive/run/", {"token": token, "rate_per_second": "5",
-                                                      "reason": "r"}).status_code == 403
+    assert (
+        viewer.post("/dead-letters/redrive/run/", {"token": token, "rate_per_second": "5", "reason": "r"}).status_code
+        == 403
+    )
     assert _snapshot() == before

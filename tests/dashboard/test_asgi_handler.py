@@ -60,10 +60,20 @@ def handler():
 
 async def _call(app: Any, target: str) -> tuple[int, dict[str, str], bytes]:
     route, _, query = target.partition("?")
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET",
-             "scheme": "http", "path": route, "raw_path": route.encode(), "query_string": query.encode(),
-             "root_path": "", "headers": [(b"host", b"testserver")], "client": ("127.0.0.1", 5000),
-             "server": ("testserver", 80)}
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "path": route,
+        "raw_path": route.encode(),
+        "query_string": query.encode(),
+        "root_path": "",
+        "headers": [(b"host", b"testserver")],
+        "client": ("127.0.0.1", 5000),
+        "server": ("testserver", 80),
+    }
     messages = [{"type": "http.request", "body": b"", "more_body": False}]
     done = asyncio.Event()
     sent: list[dict[str, Any]] = []

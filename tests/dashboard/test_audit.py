@@ -23,11 +23,14 @@ def _only_entry() -> AuditEntry:
     return entries[0]
 
 
-@pytest.mark.parametrize("action,status,data", [
-    ("pause", "running", {}),
-    ("terminate", "running", {"rollback": "on"}),
-    ("retry", "errored", {}),
-])
+@pytest.mark.parametrize(
+    "action,status,data",
+    [
+        ("pause", "running", {}),
+        ("terminate", "running", {"rollback": "on"}),
+        ("retry", "errored", {}),
+    ],
+)
 def test_an_instance_action_writes_one_entry_with_who_what_and_where(operator, action, status, data):
     inst = make_instance(f"acme-{action}", workflow=DEMO, status=status)
     r = operator.post(f"/instances/{inst.id}/actions/{action}/run/", {"reason": "on call", **data}, **UA)
@@ -56,8 +59,11 @@ def test_dead_letter_retry_discard_and_replay_each_write_one_entry(operator):
     operator.post(f"/dead-letters/{b.id}/discard/", {"reason": "r2"})
     operator.post(f"/dead-letters/{c.id}/replay/run/", {"params": '{"x": 1}', "reason": "r3", "confirm": "1"})
     got = sorted(AuditEntry.objects.values_list("action", "affected", "reason", "selection__dead_letter_id"))
-    assert got == [("dead_letter.discard", 1, "r2", b.id), ("dead_letter.replay", 1, "r3", c.id),
-                   ("dead_letter.retry", 1, "r1", a.id)]
+    assert got == [
+        ("dead_letter.discard", 1, "r2", b.id),
+        ("dead_letter.replay", 1, "r3", c.id),
+        ("dead_letter.retry", 1, "r1", a.id),
+    ]
 
 
 def test_a_bulk_redrive_writes_one_entry_counting_every_instance(operator):
@@ -72,8 +78,9 @@ def test_a_bulk_redrive_writes_one_entry_counting_every_instance(operator):
 def test_answering_an_approval_and_setting_a_budget_are_audited(operator):
     req = approval(tenant="acme")
     operator.post(f"/approvals/{req.id}/answer/", {"decision": "reject", "comment": "wrong account"})
-    operator.post("/budgets/save/", {"scope": "tenant", "key": "acme", "period": "day", "limit": "25.50",
-                                     "policy": "approval"})
+    operator.post(
+        "/budgets/save/", {"scope": "tenant", "key": "acme", "period": "day", "limit": "25.50", "policy": "approval"}
+    )
     got = sorted(AuditEntry.objects.values_list("action", "reason"))
     assert got == [("approval.reject", "wrong account"), ("budget.set", "")]
     assert AuditEntry.objects.get(action="budget.set").selection["limit"] == "25.50"

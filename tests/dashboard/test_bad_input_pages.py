@@ -17,8 +17,9 @@ from tests.fuzzing import ledger_counts
 pytestmark = pytest.mark.db
 
 
-@pytest.mark.parametrize("query", ["to=9999-12-31T23:59:59", "from=0001-01-01", "to=9999-12-31",
-                                   "from=1969-12-31T23:00:00"])
+@pytest.mark.parametrize(
+    "query", ["to=9999-12-31T23:59:59", "from=0001-01-01", "to=9999-12-31", "from=1969-12-31T23:00:00"]
+)
 def test_a_costs_filter_at_the_calendars_edge_is_a_400_that_says_so(operator, query):
     response = operator.get(f"/costs/?{query}")
     assert response.status_code == 400
@@ -30,8 +31,9 @@ def test_a_costs_filter_inside_the_range_still_works(operator):
     assert operator.get("/costs/?from=2026-01-01&to=2026-01-31").status_code == 200
 
 
-@pytest.mark.parametrize("query", ["since=9999-12-31T23:59", "until=0001-01-01T00:00",
-                                   "since=9999-12-31T23:59:59-01:00"])
+@pytest.mark.parametrize(
+    "query", ["since=9999-12-31T23:59", "until=0001-01-01T00:00", "since=9999-12-31T23:59:59-01:00"]
+)
 def test_an_instance_list_filter_at_the_calendars_edge_is_a_400(operator, query):
     response = operator.get(f"/instances/?{query}")
     assert response.status_code == 400 and b"outside the times a filter can name" in response.content
@@ -48,18 +50,22 @@ def test_a_nul_in_a_url_path_or_form_field_is_a_400_inside_the_layout(operator):
     assert ledger_counts() == before
 
 
-@pytest.mark.parametrize(("params", "says"), [
-    ('{"a": "\\u0000"}', "NUL character"),
-    ('{"a": "\\ud800"}', "lone surrogate"),
-    ('{"a": ' + "9" * 5000 + "}", "5,000 digits"),
-    ('{"a": ' + "[" * 100_000 + "]" * 100_000 + "}", "more than 32 levels"),
-    ('{"_schedule": {"manual": true}}', "'_schedule' is reserved"),
-])
+@pytest.mark.parametrize(
+    ("params", "says"),
+    [
+        ('{"a": "\\u0000"}', "NUL character"),
+        ('{"a": "\\ud800"}', "lone surrogate"),
+        ('{"a": ' + "9" * 5000 + "}", "5,000 digits"),
+        ('{"a": ' + "[" * 100_000 + "]" * 100_000 + "}", "more than 32 levels"),
+        ('{"_schedule": {"manual": true}}', "'_schedule' is reserved"),
+    ],
+)
 def test_the_replay_form_refuses_params_beyond_the_limits(operator, params, says):
     inst = make_instance("acme-src", workflow=DEMO, status="errored", params={"a": 1})
     before = ledger_counts()
-    response = operator.post(f"/instances/{inst.id}/actions/replay/run/",
-                             {"reason": "x", "params": params, "confirm": "True"})
+    response = operator.post(
+        f"/instances/{inst.id}/actions/replay/run/", {"reason": "x", "params": params, "confirm": "True"}
+    )
     assert response.status_code == 400
     assert says in response.content.decode().replace("&#x27;", "'")
     assert ledger_counts() == before
@@ -68,8 +74,10 @@ def test_the_replay_form_refuses_params_beyond_the_limits(operator, params, says
 def test_the_dead_letter_replay_form_applies_the_same_limits(operator):
     dl = failed_instance(tenant="acme", params={"a": 1})
     before = ledger_counts()
-    response = operator.post(f"/dead-letters/{dl.id}/replay/run/",
-                             {"reason": "x", "params": '{"a": ' + "[" * 5000 + "]" * 5000 + "}", "confirm": "1"})
+    response = operator.post(
+        f"/dead-letters/{dl.id}/replay/run/",
+        {"reason": "x", "params": '{"a": ' + "[" * 5000 + "]" * 5000 + "}", "confirm": "1"},
+    )
     assert response.status_code == 400 and "more than 32 levels" in response.content.decode()
     assert ledger_counts() == before
 
@@ -78,8 +86,9 @@ def test_a_replay_of_a_scheduled_instance_keeps_its_schedule_unchanged(operator)
     fired = {"cron": "* * * * *", "timezone": "UTC", "scheduled_time": "2026-01-01T00:00:00Z", "manual": False}
     inst = make_instance("acme-fired", workflow=DEMO, status="errored", params={"a": 1, "_schedule": fired})
     params = json.dumps({"a": 2, "_schedule": fired})
-    response = operator.post(f"/instances/{inst.id}/actions/replay/run/",
-                             {"reason": "x", "params": params, "confirm": "True"})
+    response = operator.post(
+        f"/instances/{inst.id}/actions/replay/run/", {"reason": "x", "params": params, "confirm": "True"}
+    )
     assert response.status_code == 303
     assert Instance.objects.get(replay_of_id="acme-fired").params["_schedule"] == fired
 

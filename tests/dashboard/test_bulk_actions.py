@@ -57,7 +57,9 @@ def test_confirm_acts_on_the_previewed_set_only_when_the_set_changed_and_says_so
     Instance.objects.filter(id="r0").update(status="complete")  # previewed, no longer matches
     page = operator.get(f"/bulk-actions/{batch_id}/").content.decode()
     assert "1 more match now" in page and "1 previewed no longer match" in page
-    r = operator.post(f"/bulk-actions/{batch_id}/confirm/", {"reason": "stop the gong backlog", "rate_per_second": 1000})
+    r = operator.post(
+        f"/bulk-actions/{batch_id}/confirm/", {"reason": "stop the gong backlog", "rate_per_second": 1000}
+    )
     assert r.status_code == 303
     run_until_idle(advance_clock=True)
     st = _statuses()
@@ -83,8 +85,15 @@ def test_a_confirmed_batch_cannot_be_confirmed_again(operator, running):
     assert Instance.objects.filter(workflow="runledger-batch").count() == 1
 
 
-@pytest.mark.parametrize("query", ["action=terminate", "action=terminate&status=runing",
-                                   "action=terminate&attr=bad", "action=explode&workflow=gong-ingest"])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "action=terminate",
+        "action=terminate&status=runing",
+        "action=terminate&attr=bad",
+        "action=explode&workflow=gong-ingest",
+    ],
+)
 def test_an_empty_or_unparsable_filter_acts_on_nothing(operator, running, query):
     r = operator.get(f"/bulk-actions/?{query}")
     assert r.status_code == 400
@@ -92,7 +101,9 @@ def test_an_empty_or_unparsable_filter_acts_on_nothing(operator, running, query)
     assert not Batch.objects.exists() and not BatchItem.objects.exists()
 
 
-def test_a_viewer_cannot_preview_and_a_stranger_cannot_see_or_confirm_anothers_batch(viewer, stranger, operator, running):
+def test_a_viewer_cannot_preview_and_a_stranger_cannot_see_or_confirm_anothers_batch(
+    viewer, stranger, operator, running
+):
     assert viewer.get("/bulk-actions/?action=terminate&workflow=gong-ingest").status_code == 403
     _, batch_id = _preview(operator, "action=terminate&workflow=gong-ingest")
     assert stranger.get(f"/bulk-actions/{batch_id}/").status_code == 404
@@ -147,8 +158,16 @@ def test_a_chunk_acts_on_each_item_of_a_group_alone_and_writes_every_outcome(use
     for n in range(5):
         make_instance(f"g{n}", status="running")
     make_instance("finished", status="complete")
-    batch = Batch.objects.create(action="pause", actor="op", user_id="1", query="status=running", tenants=["acme"],
-                                 created_at=timezone.now(), state="running", reason="why")
+    batch = Batch.objects.create(
+        action="pause",
+        actor="op",
+        user_id="1",
+        query="status=running",
+        tenants=["acme"],
+        created_at=timezone.now(),
+        state="running",
+        reason="why",
+    )
     ids = ["g0", "finished", "g1", "gone", "g2", "breaks", "g3", "g4"]
     make_instance("breaks", status="running")
     BatchItem.objects.bulk_create([BatchItem(batch=batch, instance_id=i, tenant="acme") for i in ids])

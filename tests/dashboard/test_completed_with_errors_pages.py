@@ -27,7 +27,9 @@ def test_the_overview_has_a_tile_for_instances_completed_with_errors_linking_to_
     r = operator.get("/")
     assert r.context["counts"]["completed_with_errors"] == 2 and r.context["counts"]["errored"] == 1
     html = r.content.decode()
-    assert 'class="tile tile-completed_with_errors" href="/instances/?status=completed_with_errors&amp;range=24h"' in html
+    assert (
+        'class="tile tile-completed_with_errors" href="/instances/?status=completed_with_errors&amp;range=24h"' in html
+    )
     listed = operator.get("/instances/", {"status": "completed_with_errors"})
     assert listed.status_code == 200
     assert listed.content.decode().count("status-completed_with_errors") >= 2

@@ -28,17 +28,31 @@ pytestmark = [pytest.mark.db, pytest.mark.django_db]
 def test_an_operator_adds_a_connection_of_a_kind_with_its_own_fields(operator: Client) -> None:
     assert 'href="/connections/"' in operator.get("/").content.decode()
     chooser = operator.get("/connections/new/").content.decode()
-    assert '?kind=dataforseo' in chooser and '?kind=zenrows' in chooser
+    assert "?kind=dataforseo" in chooser and "?kind=zenrows" in chooser
     form = operator.get("/connections/new/?kind=dataforseo").content.decode()
     assert 'name="key"' in form and 'name="secret"' in form and 'name="refresh_token"' not in form
     assert "API login" in form and 'value="acme"' in form and 'value="initech"' not in form
-    made = operator.post("/connections/new/create/", {"kind": "dataforseo", "tenant": "acme", "key": "dfs-login",
-                                                      "secret": "dfs-password-1234", "base_url": "", "options": "",
-                                                      "enabled": "on"})
+    made = operator.post(
+        "/connections/new/create/",
+        {
+            "kind": "dataforseo",
+            "tenant": "acme",
+            "key": "dfs-login",
+            "secret": "dfs-password-1234",
+            "base_url": "",
+            "options": "",
+            "enabled": "on",
+        },
+    )
     assert made.status_code == 302 and made["Location"] == "/connections/acme/dataforseo/"
     row = Connection.objects.get()
-    assert (row.tenant, row.kind, row.key, row.secret, row.enabled) == ("acme", "dataforseo", "dfs-login",
-                                                                         "dfs-password-1234", True)
+    assert (row.tenant, row.kind, row.key, row.secret, row.enabled) == (
+        "acme",
+        "dataforseo",
+        "dfs-login",
+        "dfs-password-1234",
+        True,
+    )
     for page in ("/connections/", "/connections/acme/dataforseo/"):
         html = operator.get(page).content.decode()
         assert "dfs-password-1234" not in html and "dfs-login" not in html and "••••1234" in html
@@ -48,9 +62,10 @@ def test_an_operator_adds_a_connection_of_a_kind_with_its_own_fields(operator: C
 
 
 def test_a_bad_connection_names_every_field_and_writes_nothing(operator: Client) -> None:
-    refused = operator.post("/connections/new/create/", {"kind": "salesforce", "tenant": "initech",
-                                                         "base_url": "ftp://x", "key": "", "secret": "",
-                                                         "options": "[1]"})
+    refused = operator.post(
+        "/connections/new/create/",
+        {"kind": "salesforce", "tenant": "initech", "base_url": "ftp://x", "key": "", "secret": "", "options": "[1]"},
+    )
     assert refused.status_code == 400
     assert set(refused.context["form"].errors) == {"tenant", "base_url", "key", "secret", "options"}
     assert operator.get("/connections/new/?kind=hubspot").status_code == 404
@@ -58,8 +73,15 @@ def test_a_bad_connection_names_every_field_and_writes_nothing(operator: Client)
 
 
 def _edit(operator: Client, row: Connection, **fields: str) -> Any:
-    data = {"version": connection_version(row), "base_url": row.base_url, "options": "{}", "enabled": "on",
-            "key": "", "secret": "", "webhook_key": ""} | fields
+    data = {
+        "version": connection_version(row),
+        "base_url": row.base_url,
+        "options": "{}",
+        "enabled": "on",
+        "key": "",
+        "secret": "",
+        "webhook_key": "",
+    } | fields
     return operator.post(f"/connections/{row.tenant}/{row.kind}/save/", data)
 
 
@@ -70,8 +92,11 @@ def test_an_edit_keeps_an_empty_secret_and_a_stale_tab_is_refused(operator: Clie
     saved = _edit(operator, row, base_url="https://eu.api.gong.io")
     assert saved.status_code == 302
     fresh = Connection.objects.get()
-    assert (fresh.base_url, fresh.key, fresh.secret) == ("https://eu.api.gong.io", "gong-access-key-1",
-                                                         "gong-secret-value-1")
+    assert (fresh.base_url, fresh.key, fresh.secret) == (
+        "https://eu.api.gong.io",
+        "gong-access-key-1",
+        "gong-secret-value-1",
+    )
     stale = _edit(operator, row, secret="typed-in-an-old-tab")  # the version it was shown moved
     assert stale.status_code == 409 and "changed since you loaded it" in stale.content.decode()
     assert Connection.objects.get().secret == "gong-secret-value-1"
@@ -92,8 +117,11 @@ def test_disable_enable_and_delete_after_a_confirmation(operator: Client) -> Non
     assert Connection.objects.exists()
     gone = operator.post("/connections/acme/zenrows/delete/run/", {"version": connection_version(row)})
     assert gone.status_code == 302 and not Connection.objects.exists()
-    assert [e.action for e in AuditEntry.objects.order_by("id")] == ["connection.disable", "connection.enable",
-                                                                     "connection.delete"]
+    assert [e.action for e in AuditEntry.objects.order_by("id")] == [
+        "connection.disable",
+        "connection.enable",
+        "connection.delete",
+    ]
 
 
 def test_test_connection_shows_and_keeps_the_outcome(operator: Client) -> None:
@@ -117,8 +145,7 @@ def test_the_list_shows_the_pull_cursor_of_a_pulled_connection(operator: Client)
 
     row = connection_create(tenant="acme", kind="salesforce", key="sf-client", secret="sf-secret")
     now = timezone.now()
-    ConnectionCursor.objects.create(connection=row, cursor=now - timedelta(minutes=7), last_pull_at=now,
-                                    updated_at=now)
+    ConnectionCursor.objects.create(connection=row, cursor=now - timedelta(minutes=7), last_pull_at=now, updated_at=now)
     listing = operator.get("/connections/").content.decode().split('data-connection="acme/salesforce"')[1]
     assert "behind" in listing.split("</tr>")[0] and "last pull" in listing.split("</tr>")[0]
 
@@ -152,5 +179,8 @@ def test_an_ingress_credential_is_disabled_enabled_and_deleted(operator: Client,
     assert "answer 401 from now on, for good" in confirm and IngressSecret.objects.exists()
     assert operator.post("/credentials/acme/default/delete/run/").status_code == 302
     assert not IngressSecret.objects.exists() and status() == 401
-    assert [e.action for e in AuditEntry.objects.order_by("id")] == ["ingress_secret.disable",
-                                                                     "ingress_secret.enable", "ingress_secret.delete"]
+    assert [e.action for e in AuditEntry.objects.order_by("id")] == [
+        "ingress_secret.disable",
+        "ingress_secret.enable",
+        "ingress_secret.delete",
+    ]

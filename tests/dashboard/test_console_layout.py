@@ -13,13 +13,25 @@ T0 = datetime(2025, 1, 1, tzinfo=UTC)
 
 
 def _step(name: str, start: float, end: float, *, kind: str = "do", position: int = 1) -> Step:
-    return Step(id=position, name=name, seq=1, kind=kind, status="complete", position=position, attempts=1,
-                started_at=T0 + timedelta(seconds=start), ended_at=T0 + timedelta(seconds=end))
+    return Step(
+        id=position,
+        name=name,
+        seq=1,
+        kind=kind,
+        status="complete",
+        position=position,
+        attempts=1,
+        started_at=T0 + timedelta(seconds=start),
+        ended_at=T0 + timedelta(seconds=end),
+    )
 
 
 def test_a_two_hour_sleep_is_cut_to_a_labelled_mark_and_the_steps_around_it_stay_wide() -> None:
-    steps = [(_step("fetch", 0, 1), []), (_step("nap", 1, 7201, kind="sleep", position=2), []),
-             (_step("store", 7201, 7203, position=3), [])]
+    steps = [
+        (_step("fetch", 0, 1), []),
+        (_step("nap", 1, 7201, kind="sleep", position=2), []),
+        (_step("store", 7201, 7203, position=3), []),
+    ]
     laid = waterfall_layout(steps, start=T0, now=T0 + timedelta(hours=3))
     assert [(b.label, b.width) for b in laid.breaks] == [("2h 00m", 8.0)]
     fetch, _, store = laid.rows
@@ -33,8 +45,10 @@ def test_a_run_without_long_idle_time_keeps_its_linear_axis() -> None:
 
 
 def test_22_steps_of_one_family_in_three_ranks_are_one_group_node() -> None:
-    fan = [_step(f"persist-facts-{k}", 10 + (k - 1) // 9 * 10, 19 + (k - 1) // 9 * 10, position=k + 1)
-           for k in range(1, 23)]
+    fan = [
+        _step(f"persist-facts-{k}", 10 + (k - 1) // 9 * 10, 19 + (k - 1) // 9 * 10, position=k + 1)
+        for k in range(1, 23)
+    ]
     ranks = dag_ranks([_step("fetch", 0, 5)] + fan + [_step("done", 50, 51, position=40)], now=T0)
     assert [len(r.nodes) for r in ranks] == [1, 22, 1]
     group = ranks[1].group

@@ -31,9 +31,15 @@ def test_percentile_cont_interpolates_between_the_nearest_ranks_as_postgresql_do
 
 
 def _rows(f: sel.CostFilters, tenants: list[str]) -> list[ApiCost]:
-    return [c for c in ApiCost.objects.all()
-            if c.tenant in tenants and c.created_at >= f.since and (f.until is None or c.created_at < f.until)
-            and (not f.workflow or c.workflow_type == f.workflow) and (not f.service or c.service == f.service)]
+    return [
+        c
+        for c in ApiCost.objects.all()
+        if c.tenant in tenants
+        and c.created_at >= f.since
+        and (f.until is None or c.created_at < f.until)
+        and (not f.workflow or c.workflow_type == f.workflow)
+        and (not f.service or c.service == f.service)
+    ]
 
 
 def expected_days(f: sel.CostFilters, tenants: list[str]) -> dict[tuple[Any, str, str], tuple[int, Decimal]]:
@@ -102,5 +108,5 @@ def test_the_costs_page_shows_both_tables_and_no_other_tenants_spend(operator, d
     assert operator.get("/costs/?window=7d&part=zzz").status_code == 400
     f = sel.CostFilters(since=now - timedelta(days=7))
     for workflow, (runs, _) in expected_percentiles(f, MINE).items():
-        assert f"<td>{workflow}</td><td class=\"num\">{runs}</td>" in body
+        assert f'<td>{workflow}</td><td class="num">{runs}</td>' in body
     assert "initech" not in body

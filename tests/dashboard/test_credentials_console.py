@@ -54,11 +54,15 @@ def test_an_operator_makes_a_credential_that_is_shown_once_with_copy_buttons(ope
 
 def test_a_bad_credential_names_every_field_and_makes_nothing(operator: Client) -> None:
     ingress_secret_create(tenant="acme", name="shop")
-    refused = operator.post("/credentials/new/create/", {"tenant": "initech", "name": "a/b", "rate_limit_per_minute": "0"})
+    refused = operator.post(
+        "/credentials/new/create/", {"tenant": "initech", "name": "a/b", "rate_limit_per_minute": "0"}
+    )
     assert refused.status_code == 400
     assert set(refused.context["form"].errors) == {"tenant", "name", "rate_limit_per_minute"}
     taken = operator.post("/credentials/new/create/", {"tenant": "acme", "name": "shop"})
-    assert taken.status_code == 400 and "already has a credential named 'shop'" in taken.context["form"].errors["name"][0]
+    assert (
+        taken.status_code == 400 and "already has a credential named 'shop'" in taken.context["form"].errors["name"][0]
+    )
     assert IngressSecret.objects.count() == 1 and not AuditEntry.objects.exists()
 
 
@@ -70,8 +74,9 @@ def test_rotation_asks_why_then_keeps_the_old_pair_for_the_chosen_overlap(operat
     page = confirm.content.decode()
     assert 'name="reason"' in page and '<option value="3600" selected>1 hour</option>' in page
     assert IngressSecret.objects.get().rotated_at is None
-    rotated = operator.post("/credentials/acme/default/rotate/run/", {"reason": "yearly rotation",
-                                                                      "overlap_seconds": "3600"})
+    rotated = operator.post(
+        "/credentials/acme/default/rotate/run/", {"reason": "yearly rotation", "overlap_seconds": "3600"}
+    )
     assert rotated.status_code == 200 and "no-store" in rotated["Cache-Control"]
     new_token, new_secret = shown(rotated)
     assert "keep working until" in rotated.content.decode()
@@ -79,8 +84,11 @@ def test_rotation_asks_why_then_keeps_the_old_pair_for_the_chosen_overlap(operat
     listing = operator.get("/routes/").content.decode().split('data-credential="acme/default"')[1].split("</tr>")[0]
     assert new_token[:10] in listing and f"old {token[:10]}… works until" in listing
     entry = AuditEntry.objects.get()
-    assert (entry.action, entry.reason, entry.selection["overlap_seconds"]) == ("ingress_secret.rotate",
-                                                                               "yearly rotation", 3600)
+    assert (entry.action, entry.reason, entry.selection["overlap_seconds"]) == (
+        "ingress_secret.rotate",
+        "yearly rotation",
+        3600,
+    )
     assert new_token not in str(AuditEntry.objects.values().get())
 
 
@@ -94,8 +102,11 @@ def test_with_no_overlap_the_old_pair_stops_at_once(operator: Client, orders: No
 def test_a_rotation_without_a_reason_changes_nothing(operator: Client, orders: None) -> None:
     _, token, secret = ingress_secret_create(tenant="acme")
     before = IngressSecret.objects.values().get()
-    for data in ({"reason": "   ", "overlap_seconds": "3600"}, {"reason": "x", "overlap_seconds": "42"},
-                 {"overlap_seconds": "0"}):
+    for data in (
+        {"reason": "   ", "overlap_seconds": "3600"},
+        {"reason": "x", "overlap_seconds": "42"},
+        {"overlap_seconds": "0"},
+    ):
         refused = operator.post("/credentials/acme/default/rotate/run/", data)
         assert refused.status_code == 400 and "new-token" not in refused.content.decode()
     both = operator.post("/credentials/acme/default/rotate/run/", {"reason": " ", "overlap_seconds": "42"})

@@ -30,8 +30,9 @@ def test_without_a_pool_size_each_thread_keeps_its_connection() -> None:
 
 
 def test_sqlite_ignores_the_pool_and_a_bad_size_is_refused_by_name(tmp_path: Path) -> None:
-    lite = config.database_config({"DATABASE_URL": f"sqlite:///{tmp_path}/x.sqlite3", "RUNLEDGER_DB_POOL": "20"},
-                                  base_dir=tmp_path)
+    lite = config.database_config(
+        {"DATABASE_URL": f"sqlite:///{tmp_path}/x.sqlite3", "RUNLEDGER_DB_POOL": "20"}, base_dir=tmp_path
+    )
     assert "pool" not in lite["OPTIONS"]
     with pytest.raises(ImproperlyConfigured, match="RUNLEDGER_DB_POOL"):
         config.database_config({"DATABASE_URL": PG, "RUNLEDGER_DB_POOL": "many"}, base_dir=tmp_path)
@@ -71,8 +72,7 @@ class _Conn:
         self.sent.append(query)
 
 
-def test_a_connection_is_checked_unless_it_was_handed_out_within_the_window(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_connection_is_checked_unless_it_was_handed_out_within_the_window(monkeypatch: pytest.MonkeyPatch) -> None:
     from dashboard import db_pool
 
     clock = [100.0]

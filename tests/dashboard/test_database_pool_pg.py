@@ -8,7 +8,8 @@ pytestmark = [pytest.mark.db, pytest.mark.postgres]
 
 
 def test_a_pooled_connection_the_server_dropped_while_idle_is_replaced_before_a_request_gets_it(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     import time
 
     import psycopg
@@ -17,8 +18,9 @@ def test_a_pooled_connection_the_server_dropped_while_idle_is_replaced_before_a_
     from dashboard import db_pool
     from tests.conftest import PG_URL
 
-    pool = ConnectionPool(PG_URL, min_size=1, max_size=1, check=db_pool.check_unless_recent, open=True,
-                          kwargs={"autocommit": True})
+    pool = ConnectionPool(
+        PG_URL, min_size=1, max_size=1, check=db_pool.check_unless_recent, open=True, kwargs={"autocommit": True}
+    )
     try:
         with pool.connection() as conn:
             dropped = conn.info.backend_pid

@@ -19,23 +19,53 @@ pytestmark = [pytest.mark.db, pytest.mark.django_db]
 def _domain(tenant: str, name: str) -> Domain:
     domain = services.domain_ensure(tenant=tenant, name=name)
     now = timezone.now()
-    services.backlinks_upsert(domain=domain, now=now, items=[
-        {"url_from": f"https://www.youtube.com/watch?v={i}", "url_to": f"https://{name}/", "anchor": f"anchor {i}"}
-        for i in range(3)] + [{"url_from": "https://blog.other.example/post", "url_to": f"https://{name}/x"}])
-    services.keywords_upsert(domain=domain, now=now, items=[
-        {"keyword": "ledger pricing", "url": f"https://{name}/pricing", "search_volume": 900}])
-    services.classifications_store(domain_id=domain.id, results=[
-        *({"url": f"https://www.youtube.com/watch?v={i}", "confidence": 95, "classification_source": "rules",
-           "page_type": "video", "cost_usd": 0} for i in range(3)),
-        {"url": "https://blog.other.example/post", "confidence": 80, "classification_source": "llm", "cost_usd": 0.001},
-        {"url": f"https://{name}/pricing", "confidence": 90, "classification_source": "content", "cost_usd": 0.001},
-    ])
+    services.backlinks_upsert(
+        domain=domain,
+        now=now,
+        items=[
+            {"url_from": f"https://www.youtube.com/watch?v={i}", "url_to": f"https://{name}/", "anchor": f"anchor {i}"}
+            for i in range(3)
+        ]
+        + [{"url_from": "https://blog.other.example/post", "url_to": f"https://{name}/x"}],
+    )
+    services.keywords_upsert(
+        domain=domain,
+        now=now,
+        items=[{"keyword": "ledger pricing", "url": f"https://{name}/pricing", "search_volume": 900}],
+    )
+    services.classifications_store(
+        domain_id=domain.id,
+        results=[
+            *(
+                {
+                    "url": f"https://www.youtube.com/watch?v={i}",
+                    "confidence": 95,
+                    "classification_source": "rules",
+                    "page_type": "video",
+                    "cost_usd": 0,
+                }
+                for i in range(3)
+            ),
+            {
+                "url": "https://blog.other.example/post",
+                "confidence": 80,
+                "classification_source": "llm",
+                "cost_usd": 0.001,
+            },
+            {"url": f"https://{name}/pricing", "confidence": 90, "classification_source": "content", "cost_usd": 0.001},
+        ],
+    )
     services.domain_counters_track(domain_id=domain.id, urls_queued=4, keywords_queued=1)
     for stage, amount in (("backlinks", "0.023"), ("keywords", "0.02"), ("llm", "0.001")):
-        ApiCost.objects.create(service="dataforseo" if stage != "llm" else "openai", cost=Decimal(amount),
-                               workflow_type="domain-onboard" if stage != "llm" else "url-classify",
-                               step_name=f"fetch-{stage}", tenant=tenant, metadata={"stage": stage, "domain": name},
-                               created_at=timezone.now() - timedelta(minutes=1))
+        ApiCost.objects.create(
+            service="dataforseo" if stage != "llm" else "openai",
+            cost=Decimal(amount),
+            workflow_type="domain-onboard" if stage != "llm" else "url-classify",
+            step_name=f"fetch-{stage}",
+            tenant=tenant,
+            metadata={"stage": stage, "domain": name},
+            created_at=timezone.now() - timedelta(minutes=1),
+        )
     return domain
 
 
@@ -84,8 +114,11 @@ def test_reupserting_the_same_rows_keeps_one_row_each() -> None:
     domain = _domain("acme", "acme.example")
     again = services.domain_ensure(tenant="acme", name="https://WWW.acme.example/path")
     assert again.id == domain.id
-    services.backlinks_upsert(domain=domain, now=timezone.now(), items=[
-        {"url_from": "https://blog.other.example/post", "url_to": "https://acme.example/x", "anchor": "new"}])
+    services.backlinks_upsert(
+        domain=domain,
+        now=timezone.now(),
+        items=[{"url_from": "https://blog.other.example/post", "url_to": "https://acme.example/x", "anchor": "new"}],
+    )
     assert domain.backlinks.count() == 4
     assert domain.backlinks.get(url_from="https://blog.other.example/post").anchor == "new"
 
@@ -98,21 +131,43 @@ def test_a_name_that_is_not_a_domain_is_refused(raw: str) -> None:
 
 def test_a_backlinks_classification_shows_how_long_its_run_took(viewer) -> None:
     domain = _domain("acme", "acme.example")
-    services.classifications_store(domain_id=domain.id, results=[
-        {"url": "https://blog.other.example/post", "confidence": 80, "classification_source": "llm",
-         "cost_usd": 0.001, "duration_ms": 61234}])
+    services.classifications_store(
+        domain_id=domain.id,
+        results=[
+            {
+                "url": "https://blog.other.example/post",
+                "confidence": 80,
+                "classification_source": "llm",
+                "cost_usd": 0.001,
+                "duration_ms": 61234,
+            }
+        ],
+    )
     html = viewer.get(f"/domains/{domain.id}/").content.decode()
     assert '<span class="duration">61234 ms</span>' in html
     assert html.count('class="duration"') == 1  # the rows classified before it was measured show none
 
 
 def _intents(domain: Domain) -> None:
-    services.keywords_upsert(domain=domain, now=timezone.now(), items=[
-        {"keyword": "buy ledger", "search_volume": 500}, {"keyword": "ledger api", "search_volume": 300},
-        {"keyword": "what is a ledger", "search_volume": 100}, {"keyword": "ledger orbit", "search_volume": 50}])
-    services.keyword_intents_store(domain_id=domain.id, verdicts={
-        "ledger pricing": ("transactional", "rules", 85), "buy ledger": ("transactional", "rules", 85),
-        "ledger api": ("informational", "llm", 91), "what is a ledger": ("informational", "rules", 85)})
+    services.keywords_upsert(
+        domain=domain,
+        now=timezone.now(),
+        items=[
+            {"keyword": "buy ledger", "search_volume": 500},
+            {"keyword": "ledger api", "search_volume": 300},
+            {"keyword": "what is a ledger", "search_volume": 100},
+            {"keyword": "ledger orbit", "search_volume": 50},
+        ],
+    )
+    services.keyword_intents_store(
+        domain_id=domain.id,
+        verdicts={
+            "ledger pricing": ("transactional", "rules", 85),
+            "buy ledger": ("transactional", "rules", 85),
+            "ledger api": ("informational", "llm", 91),
+            "what is a ledger": ("informational", "rules", 85),
+        },
+    )
 
 
 def test_a_domain_page_shows_its_keywords_intents_and_who_decided_them(viewer) -> None:
@@ -121,7 +176,9 @@ def test_a_domain_page_shows_its_keywords_intents_and_who_decided_them(viewer) -
     page = viewer.get(f"/domains/{domain.id}/")
     assert page.status_code == 200
     assert [(c.intent, c.keywords, c.by_rules, c.by_llm, pct) for c, pct in page.context["intents"]] == [
-        ("informational", 2, 1, 1, 50.0), ("transactional", 2, 2, 0, 50.0)]
+        ("informational", 2, 1, 1, 50.0),
+        ("transactional", 2, 2, 0, 50.0),
+    ]
     assert page.context["d"].intent_unclassified == 1  # "ledger orbit"
     html = page.content.decode()
     assert 'aria-label="Keyword intents"' in html and "4 keywords classified, 1 not yet" in html

@@ -32,11 +32,13 @@ class DashFans(Workflow):
 
 def test_a_fan_out_step_is_one_node_carrying_its_progress():
     t = datetime(2025, 1, 1, tzinfo=UTC)
-    before = Step(id=1, name="before", seq=1, position=0, kind="do", status="complete", attempts=1,
-                  started_at=t, ended_at=t)
+    before = Step(
+        id=1, name="before", seq=1, position=0, kind="do", status="complete", attempts=1, started_at=t, ended_at=t
+    )
     fan = Step(id=2, name="score", seq=1, position=1, kind="fan_out", status="waiting", attempts=0, started_at=t)
-    ranks = dag_ranks([before, fan], now=t, fan_outs={2: {"received": 3, "expected": 4, "failed": 1,
-                                                          "missing": 0, "state": "open"}})
+    ranks = dag_ranks(
+        [before, fan], now=t, fan_outs={2: {"received": 3, "expected": 4, "failed": 1, "missing": 0, "state": "open"}}
+    )
     node = ranks[1].nodes[0]
     assert node.fan_out is not None and (node.fan_out.received, node.fan_out.expected) == (3, 4)
     assert node.fan_out.percent == 75.0 and ranks[0].nodes[0].fan_out is None

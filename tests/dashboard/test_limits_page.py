@@ -31,13 +31,25 @@ def fresh_token(client) -> str:
 def busy(db) -> None:
     soon = timezone.now() + timedelta(minutes=5)
     for n in range(3):  # three of acme's gong ingests hold a live lease, two wait
-        make_instance(f"gong-acme-run-{n}", tenant="acme", concurrency_key="acme", lease_owner="w1",
-                      lease_expires_at=soon, ready_at=timezone.now())
+        make_instance(
+            f"gong-acme-run-{n}",
+            tenant="acme",
+            concurrency_key="acme",
+            lease_owner="w1",
+            lease_expires_at=soon,
+            ready_at=timezone.now(),
+        )
     for n in range(2):
-        make_instance(f"gong-acme-wait-{n}", tenant="acme", concurrency_key="acme", status="queued",
-                      ready_at=timezone.now() - timedelta(seconds=1))
-    make_instance("gong-initech-1", tenant="initech", concurrency_key="initech", lease_owner="w1",
-                  lease_expires_at=soon)
+        make_instance(
+            f"gong-acme-wait-{n}",
+            tenant="acme",
+            concurrency_key="acme",
+            status="queued",
+            ready_at=timezone.now() - timedelta(seconds=1),
+        )
+    make_instance(
+        "gong-initech-1", tenant="initech", concurrency_key="initech", lease_owner="w1", lease_expires_at=soon
+    )
 
 
 def test_members_see_their_tenants_rows_with_what_runs_and_waits_now(busy, operator, viewer, stranger):
@@ -53,22 +65,44 @@ def test_members_see_their_tenants_rows_with_what_runs_and_waits_now(busy, opera
 
 
 def test_an_operator_sets_changes_and_removes_a_limit_each_audited(operator):
-    r = operator.post("/limits/save/", {"workflow": "gong-ingest", "tenant": "acme", "max_concurrent": "6",
-                                        "submission": fresh_token(operator)})
+    r = operator.post(
+        "/limits/save/",
+        {"workflow": "gong-ingest", "tenant": "acme", "max_concurrent": "6", "submission": fresh_token(operator)},
+    )
     assert r.status_code == 302
     row = ConcurrencyLimit.objects.get()
     assert (row.workflow, row.key, row.max_concurrent, row.updated_by) == ("gong-ingest", "acme", 6, "operator")
-    r = operator.post("/limits/save/", {"workflow": "gong-ingest", "tenant": "acme", "max_concurrent": "2",
-                                        "version": limit_version(row), "submission": fresh_token(operator)})
+    r = operator.post(
+        "/limits/save/",
+        {
+            "workflow": "gong-ingest",
+            "tenant": "acme",
+            "max_concurrent": "2",
+            "version": limit_version(row),
+            "submission": fresh_token(operator),
+        },
+    )
     assert r.status_code == 302 and ConcurrencyLimit.objects.get().max_concurrent == 2
-    r = operator.post("/limits/remove/", {"workflow": "gong-ingest", "tenant": "acme",
-                                          "version": limit_version(ConcurrencyLimit.objects.get()),
-                                          "submission": fresh_token(operator)})
+    r = operator.post(
+        "/limits/remove/",
+        {
+            "workflow": "gong-ingest",
+            "tenant": "acme",
+            "version": limit_version(ConcurrencyLimit.objects.get()),
+            "submission": fresh_token(operator),
+        },
+    )
     assert r.status_code == 302 and not ConcurrencyLimit.objects.exists()
     assert list(AuditEntry.objects.order_by("id").values_list("action", "tenants")) == [
-        ("limit.set", ["acme"]), ("limit.set", ["acme"]), ("limit.remove", ["acme"])]
+        ("limit.set", ["acme"]),
+        ("limit.set", ["acme"]),
+        ("limit.remove", ["acme"]),
+    ]
     assert AuditEntry.objects.order_by("id").first().selection == {
-        "workflow": "gong-ingest", "tenant": "acme", "max_concurrent": 6}
+        "workflow": "gong-ingest",
+        "tenant": "acme",
+        "max_concurrent": 6,
+    }
 
 
 def test_a_double_submitted_form_sets_the_limit_once(operator):
@@ -94,8 +128,9 @@ def test_a_limit_changed_since_the_page_showed_it_is_refused_with_409(operator):
     row = concurrency_limit_set(workflow="gong-ingest", key="acme", max_concurrent=3, actor="ann")
     shown_version = limit_version(row)
     concurrency_limit_set(workflow="gong-ingest", key="acme", max_concurrent=5, actor="bob")
-    r = operator.post("/limits/save/", {"workflow": "gong-ingest", "tenant": "acme", "max_concurrent": "9",
-                                        "version": shown_version})
+    r = operator.post(
+        "/limits/save/", {"workflow": "gong-ingest", "tenant": "acme", "max_concurrent": "9", "version": shown_version}
+    )
     assert r.status_code == 409 and "set to 5 by bob" in r.content.decode()
     new = operator.post("/limits/save/", {"workflow": "gong-ingest", "tenant": "acme", "max_concurrent": "9"})
     assert new.status_code == 409  # the "set a limit" form never overwrites a limit it did not show
@@ -107,10 +142,15 @@ def test_a_limit_changed_since_the_page_showed_it_is_refused_with_409(operator):
 def test_viewers_and_strangers_cannot_set_or_remove_and_nothing_changes(viewer, stranger):
     concurrency_limit_set(workflow="gong-ingest", key="acme", max_concurrent=3, actor="ann")
     version = limit_version(ConcurrencyLimit.objects.get())
-    assert viewer.post("/limits/save/", {"workflow": "gong-ingest", "tenant": "acme",
-                                         "max_concurrent": "9", "version": version}).status_code == 403
-    refused = stranger.post("/limits/save/", {"workflow": "gong-ingest", "tenant": "acme",
-                                              "max_concurrent": "9", "version": version})
+    assert (
+        viewer.post(
+            "/limits/save/", {"workflow": "gong-ingest", "tenant": "acme", "max_concurrent": "9", "version": version}
+        ).status_code
+        == 403
+    )
+    refused = stranger.post(
+        "/limits/save/", {"workflow": "gong-ingest", "tenant": "acme", "max_concurrent": "9", "version": version}
+    )
     assert refused.status_code == 400 and "tenant: Select a valid choice" in refused.content.decode()
     for client in (viewer, stranger):
         r = client.post("/limits/remove/", {"workflow": "gong-ingest", "tenant": "acme", "version": version})

@@ -195,10 +195,24 @@ async def test_a_burst_of_1000_step_events_is_coalesced_into_a_few_pushes(people
 
     def burst() -> list[dict]:
         now = timezone.now()
-        History.objects.bulk_create([
-            History(instance=inst, workflow=inst.workflow, tenant="acme", kind="step.completed",
-                    step_name=f"persist-facts-{n}", created_at=now) for n in range(1000)])
-        rows = History.objects.filter(instance=inst).order_by("id").values_list("id", "instance_id", "tenant", "kind", "status")
+        History.objects.bulk_create(
+            [
+                History(
+                    instance=inst,
+                    workflow=inst.workflow,
+                    tenant="acme",
+                    kind="step.completed",
+                    step_name=f"persist-facts-{n}",
+                    created_at=now,
+                )
+                for n in range(1000)
+            ]
+        )
+        rows = (
+            History.objects.filter(instance=inst)
+            .order_by("id")
+            .values_list("id", "instance_id", "tenant", "kind", "status")
+        )
         return [dict(zip(("id", "instance_id", "tenant", "kind", "status"), r, strict=True)) for r in rows]
 
     changes = await sync_to_async(burst)()
@@ -208,11 +222,13 @@ async def test_a_burst_of_1000_step_events_is_coalesced_into_a_few_pushes(people
     # 100 notifications of 10 events, as the follower sends when commits keep landing between its
     # reads (the in-memory layer holds at most 100 messages per channel: the follower batches).
     for k in range(0, 1000, 10):
-        for group, items in batches_by_group(changes[k:k + 10]).items():
+        for group, items in batches_by_group(changes[k : k + 10]).items():
             await layer.group_send(group, {"type": "history.batch", "changes": items})
         await asyncio.sleep(0.005)
     pushes: list[str] = []
-    while loop.time() - start < PUSH_WAIT and not (pushes and CURSOR.search(pushes[0]) and CURSOR.search(pushes[-1]).group(1) == str(last_id)):
+    while loop.time() - start < PUSH_WAIT and not (
+        pushes and CURSOR.search(pushes[0]) and CURSOR.search(pushes[-1]).group(1) == str(last_id)
+    ):
         pushes += await _drain(comm, 0.05)
     pushes += await _drain(comm, 0.5)  # and nothing trails behind
     elapsed = loop.time() - start
@@ -245,8 +261,9 @@ async def test_the_follower_only_wakes_groups_that_have_changes(people, layer):
 
 @pytest.mark.postgres
 @pytestmark_db
-async def test_on_postgresql_a_commit_wakes_the_follower_through_listen_notify(people, layer, live_settings, monkeypatch,
-                                                                              require_postgres):
+async def test_on_postgresql_a_commit_wakes_the_follower_through_listen_notify(
+    people, layer, live_settings, monkeypatch, require_postgres
+):
     # Only NOTIFY can wake it before the safety poll, which comes long after the push's wait.
     monkeypatch.setattr(follower_module, "SAFETY_POLL_SECONDS", 4 * PUSH_WAIT)
     inst = await sync_to_async(make_instance)("acme-pg-1", tenant="acme", status="running")
@@ -296,8 +313,15 @@ async def test_a_page_that_is_slow_to_render_is_pushed_less_often(people, layer)
         start = loop.time()
         pushes: list[str] = []
         for n in range(1, 31):  # a change every 0.1 s for 3 s
-            await layer.group_send("rl-t.acme", {"type": "history.batch", "changes": [
-                {"id": n, "instance_id": "acme-x", "tenant": "acme", "kind": "step.completed", "status": ""}]})
+            await layer.group_send(
+                "rl-t.acme",
+                {
+                    "type": "history.batch",
+                    "changes": [
+                        {"id": n, "instance_id": "acme-x", "tenant": "acme", "kind": "step.completed", "status": ""}
+                    ],
+                },
+            )
             pushes += await _drain(comm, 0.1)
         pushes += await _drain(comm, 1.5)
         while loop.time() - start < 4.5 + PUSH_WAIT and not (pushes and "30" in pushes[-1]):
@@ -323,11 +347,20 @@ async def test_a_step_that_changes_sends_its_own_row_and_the_summary_not_every_s
         inst = make_instance("acme-rows", tenant="acme", status="running")
         t = timezone.now() - timedelta(minutes=5)
         for k in range(1, 6):
-            Step.objects.create(instance=inst, name=f"persist-facts-{k}", seq=1, position=k, status="running",
-                                attempts=1, started_at=t)
+            Step.objects.create(
+                instance=inst, name=f"persist-facts-{k}", seq=1, position=k, status="running", attempts=1, started_at=t
+            )
         h = add_history(inst, "step.started", step_name="persist-facts-1")
-        return inst, [{"id": h.id, "instance_id": inst.id, "tenant": "acme", "kind": "step.started",
-                       "status": "", "step_name": "persist-facts-1"}]
+        return inst, [
+            {
+                "id": h.id,
+                "instance_id": inst.id,
+                "tenant": "acme",
+                "kind": "step.started",
+                "status": "",
+                "step_name": "persist-facts-1",
+            }
+        ]
 
     inst, first = await sync_to_async(run)()
     comm, ok, _ = await _connect(people["operator"], "view=instance&instance=acme-rows")
@@ -339,11 +372,21 @@ async def test_a_step_that_changes_sends_its_own_row_and_the_summary_not_every_s
     def complete_third() -> list[dict]:
         Step.objects.filter(instance=inst, name="persist-facts-3").update(status="complete", ended_at=timezone.now())
         h = add_history(inst, "step.completed", step_name="persist-facts-3")
-        return [{"id": h.id, "instance_id": inst.id, "tenant": "acme", "kind": "step.completed", "status": "",
-                 "step_name": "persist-facts-3"}]
+        return [
+            {
+                "id": h.id,
+                "instance_id": inst.id,
+                "tenant": "acme",
+                "kind": "step.completed",
+                "status": "",
+                "step_name": "persist-facts-3",
+            }
+        ]
 
     await asyncio.sleep(0.2)
-    await layer.group_send("rl-i.acme-rows", {"type": "history.batch", "changes": await sync_to_async(complete_third)()})
+    await layer.group_send(
+        "rl-i.acme-rows", {"type": "history.batch", "changes": await sync_to_async(complete_third)()}
+    )
     push = (await _drain(comm, PUSH_WAIT, until=1))[0]
     assert 'id="step-persist-facts-3-1" hx-swap-oob="true"' in push
     assert "step-persist-facts-2-1" not in push.replace('href="#step-persist-facts-2-1"', "")  # only in the graph
@@ -351,14 +394,31 @@ async def test_a_step_that_changes_sends_its_own_row_and_the_summary_not_every_s
     assert 'hx-swap-oob="beforeend:#instance-history-list"' in push and push.count("<li") == 1
 
     def add_fourth_call() -> list[dict]:
-        Step.objects.create(instance=inst, name="persist-facts-3", seq=2, position=6, status="running", attempts=1,
-                            started_at=timezone.now())
+        Step.objects.create(
+            instance=inst,
+            name="persist-facts-3",
+            seq=2,
+            position=6,
+            status="running",
+            attempts=1,
+            started_at=timezone.now(),
+        )
         h = add_history(inst, "step.started", step_name="persist-facts-3#2")
-        return [{"id": h.id, "instance_id": inst.id, "tenant": "acme", "kind": "step.started", "status": "",
-                 "step_name": "persist-facts-3#2"}]
+        return [
+            {
+                "id": h.id,
+                "instance_id": inst.id,
+                "tenant": "acme",
+                "kind": "step.started",
+                "status": "",
+                "step_name": "persist-facts-3#2",
+            }
+        ]
 
     await asyncio.sleep(0.2)
-    await layer.group_send("rl-i.acme-rows", {"type": "history.batch", "changes": await sync_to_async(add_fourth_call)()})
+    await layer.group_send(
+        "rl-i.acme-rows", {"type": "history.batch", "changes": await sync_to_async(add_fourth_call)()}
+    )
     push = (await _drain(comm, PUSH_WAIT, until=1))[0]
     # A step that started since: appended after the others, the rest of the list not sent again.
     assert 'hx-swap-oob="beforeend:#instance-steps-list"' in push and 'id="step-persist-facts-3-2"' in push
@@ -368,11 +428,14 @@ async def test_a_step_that_changes_sends_its_own_row_and_the_summary_not_every_s
     def retry_deletes_one() -> list[dict]:
         Step.objects.filter(instance=inst, name="persist-facts-2").delete()
         h = add_history(inst, "operator", data={"action": "retry"})
-        return [{"id": h.id, "instance_id": inst.id, "tenant": "acme", "kind": "operator", "status": "",
-                 "step_name": ""}]
+        return [
+            {"id": h.id, "instance_id": inst.id, "tenant": "acme", "kind": "operator", "status": "", "step_name": ""}
+        ]
 
     await asyncio.sleep(0.2)
-    await layer.group_send("rl-i.acme-rows", {"type": "history.batch", "changes": await sync_to_async(retry_deletes_one)()})
+    await layer.group_send(
+        "rl-i.acme-rows", {"type": "history.batch", "changes": await sync_to_async(retry_deletes_one)()}
+    )
     push = (await _drain(comm, PUSH_WAIT, until=1))[0]
     assert 'id="instance-steps"' in push and "step-persist-facts-2-1" not in push  # the page whole again
     await comm.disconnect()

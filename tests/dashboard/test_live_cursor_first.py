@@ -29,8 +29,14 @@ def _complete_meanwhile(instance_id: str) -> tuple[list[int], Callable[[], None]
 
     def finish() -> None:
         Instance.objects.filter(id=instance_id).update(status="complete", ended_at=timezone.now())
-        row = History.objects.create(instance_id=instance_id, workflow="gong-ingest", tenant="acme",
-                                     kind=HistoryKind.INSTANCE_STATUS, status="complete", created_at=timezone.now())
+        row = History.objects.create(
+            instance_id=instance_id,
+            workflow="gong-ingest",
+            tenant="acme",
+            kind=HistoryKind.INSTANCE_STATUS,
+            status="complete",
+            created_at=timezone.now(),
+        )
         made.append(row.id)
 
     return made, finish

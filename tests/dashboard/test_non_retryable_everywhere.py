@@ -49,7 +49,7 @@ def test_a_redrive_preview_names_the_letters_it_cannot_help(operator):
     box = re.search(r'id="redrive-futile">(.*?)</div>', html, re.S)
     assert box and "1 of these will fail the same way" in box[1]
     assert futile.instance_id in box[1] and hopeful.instance_id not in box[1]
-    assert f'/dead-letters/{futile.id}/replay/' in box[1]
+    assert f"/dead-letters/{futile.id}/replay/" in box[1]
 
 
 def test_a_bulk_retry_preview_counts_the_instances_that_fail_the_same_way(operator):

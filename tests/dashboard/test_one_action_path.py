@@ -32,9 +32,11 @@ def _person(username: str, memberships: list[tuple[str, str]]) -> Any:
 def people(db: Any) -> dict[str, Any]:
     """An operator of acme; a viewer of acme who operates globex (so the console's page-level
     check lets them through to the per-instance rule); an operator of initech only."""
-    return {"op": _person("path-op", [("acme", Role.OPERATOR)]),
-            "mixed": _person("path-mixed", [("acme", Role.VIEWER), ("globex", Role.OPERATOR)]),
-            "outsider": _person("path-out", [("initech", Role.OPERATOR)])}
+    return {
+        "op": _person("path-op", [("acme", Role.OPERATOR)]),
+        "mixed": _person("path-mixed", [("acme", Role.VIEWER), ("globex", Role.OPERATOR)]),
+        "outsider": _person("path-out", [("initech", Role.OPERATOR)]),
+    }
 
 
 def console(user: Any, instance_id: str, action: str, data: dict[str, str]) -> tuple[int, str]:
@@ -46,8 +48,12 @@ def console(user: Any, instance_id: str, action: str, data: dict[str, str]) -> t
 
 def api(user: Any, instance_id: str, action: str, body: dict[str, Any]) -> tuple[int, str]:
     token = api_token_create(user=user, name=f"{user.username}-{action}")[1]
-    r = Client().post(f"/api/instances/{instance_id}/{action}", body, content_type="application/json",
-                      headers={"Authorization": f"Bearer {token}"})
+    r = Client().post(
+        f"/api/instances/{instance_id}/{action}",
+        body,
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {token}"},
+    )
     return r.status_code, r.json()["error"]["message"] if r.status_code >= 400 else ""
 
 
@@ -99,8 +105,7 @@ def test_a_replay_that_sets_a_reserved_param_is_refused_alike_on_every_path(peop
     make_instance("path-acme-4", workflow=DEMO, status="errored", params={"a": 1})
     forged = {"a": 1, "_schedule": {"manual": True}}
     said = "the params key '_schedule' is reserved"
-    status, page = console(people["op"], "path-acme-4", "replay",
-                           {"reason": "again", "params": json.dumps(forged)})
+    status, page = console(people["op"], "path-acme-4", "replay", {"reason": "again", "params": json.dumps(forged)})
     assert status == 400 and said in page
     code, message = api(people["op"], "path-acme-4", "replay", {"reason": "again", "params": forged})
     assert code == 400 and said in message
@@ -113,12 +118,14 @@ def test_the_reason_rule_is_the_services_a_person_gives_one_an_api_client_may_no
     said = "give a reason: it is recorded in the instance's history and the audit log (nothing was done)"
     assert cli(people["op"], "path-acme-5", "pause", "--reason", "  ") == said
     with pytest.raises(actions.BadArguments, match="give a reason"):
-        actions.instance_act(user=people["op"], origin=Origin(source="web"), instance_id="path-acme-5",
-                             action="pause", reason="")
+        actions.instance_act(
+            user=people["op"], origin=Origin(source="web"), instance_id="path-acme-5", action="pause", reason=""
+        )
     long = "x" * (actions.REASON_MAX + 1)
     with pytest.raises(actions.BadArguments, match="at most 2000"):
-        actions.instance_act(user=people["op"], origin=Origin(source="api"), instance_id="path-acme-5",
-                             action="pause", reason=long)
+        actions.instance_act(
+            user=people["op"], origin=Origin(source="api"), instance_id="path-acme-5", action="pause", reason=long
+        )
     _unchanged("path-acme-5", "running")
     assert api(people["op"], "path-acme-5", "pause", {}) == (200, "")
     assert AuditEntry.objects.get().action == "instance.pause"
@@ -127,11 +134,18 @@ def test_the_reason_rule_is_the_services_a_person_gives_one_an_api_client_may_no
 def test_an_action_is_refused_an_argument_it_does_not_take(people):
     make_instance("path-acme-6", workflow=DEMO, status="running")
     with pytest.raises(actions.BadArguments, match="pause takes no argument rollback"):
-        actions.instance_act(user=people["op"], origin=Origin.cli(), instance_id="path-acme-6",
-                             action="pause", reason="x", arguments={"rollback": True})
+        actions.instance_act(
+            user=people["op"],
+            origin=Origin.cli(),
+            instance_id="path-acme-6",
+            action="pause",
+            reason="x",
+            arguments={"rollback": True},
+        )
     with pytest.raises(actions.UnknownAction, match="no action 'explode'"):
-        actions.instance_act(user=people["op"], origin=Origin.cli(), instance_id="path-acme-6",
-                             action="explode", reason="x")
+        actions.instance_act(
+            user=people["op"], origin=Origin.cli(), instance_id="path-acme-6", action="explode", reason="x"
+        )
     _unchanged("path-acme-6", "running")
 
 
@@ -144,5 +158,7 @@ def test_the_same_action_from_each_path_records_its_actor_and_source(people):
     actors = dict(History.objects.filter(kind="operator").values_list("instance_id", "actor"))
     assert actors == {"path-src-0": "path-op", "path-src-1": "api:path-op", "path-src-2": "cli:path-op"}
     entries = sorted(AuditEntry.objects.values_list("source", "action", "selection"))
-    assert entries == [(s, "instance.pause", {"instance_id": f"path-src-{n}"})
-                       for n, s in sorted(enumerate(("web", "api", "cli")), key=lambda p: p[1])]
+    assert entries == [
+        (s, "instance.pause", {"instance_id": f"path-src-{n}"})
+        for n, s in sorted(enumerate(("web", "api", "cli")), key=lambda p: p[1])
+    ]

@@ -31,7 +31,14 @@ def test_an_instance_action_from_the_cli_is_audited_as_cli(users):
     assert Instance.objects.get(id="acme-cli").status in ("paused", "waitingForPause")
     e = AuditEntry.objects.get()
     assert (e.actor, e.action, e.source, e.user_agent, e.ip, e.affected, e.reason) == (
-        "operator", "instance.pause", "cli", "cli", None, 1, "maintenance")
+        "operator",
+        "instance.pause",
+        "cli",
+        "cli",
+        None,
+        1,
+        "maintenance",
+    )
 
 
 def test_a_stranger_cannot_act_on_another_tenants_instance_from_the_cli(users):
@@ -69,8 +76,9 @@ def test_a_redrive_previews_then_acts_only_on_the_previewed_set(users):
     assert AuditEntry.objects.count() == 0
     shown = operate("--as", "operator", "redrive", "--all-matching", "--reason", "back")
     digest = re.search(r"--confirm (\w+)", shown).group(1)
-    assert "redriven: 3" in operate("--as", "operator", "redrive", "--all-matching", "--reason", "back",
-                                    "--confirm", digest)
+    assert "redriven: 3" in operate(
+        "--as", "operator", "redrive", "--all-matching", "--reason", "back", "--confirm", digest
+    )
     assert DeadLetter.objects.filter(state="open").values_list("tenant", flat=True).get() == "initech"
     e = AuditEntry.objects.get()
     assert (e.action, e.affected, e.source, e.tenants) == ("dead_letters.redrive", 3, "cli", ["acme"])

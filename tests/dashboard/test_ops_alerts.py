@@ -16,14 +16,25 @@ KEY = "s" * 20
 
 @pytest.fixture
 def hook(db):
-    return channel_save(tenant="acme", name="ops-hook", kind="webhook",
-                        secrets={"url": "http://127.0.0.1:9/hook", "hmac_key": KEY}, now=timezone.now())
+    return channel_save(
+        tenant="acme",
+        name="ops-hook",
+        kind="webhook",
+        secrets={"url": "http://127.0.0.1:9/hook", "hmac_key": KEY},
+        now=timezone.now(),
+    )
 
 
 @pytest.fixture
 def rule(hook):
-    return rule_save(tenant="acme", name="gong failures", condition="instance_failed",
-                     params={"workflow": "gong-ingest"}, channel_ids=[hook.id], now=timezone.now())
+    return rule_save(
+        tenant="acme",
+        name="gong failures",
+        condition="instance_failed",
+        params={"workflow": "gong-ingest"},
+        channel_ids=[hook.id],
+        now=timezone.now(),
+    )
 
 
 def test_the_operator_sees_rules_and_channels_but_never_a_secret(operator, rule, hook):
@@ -36,44 +47,87 @@ def test_the_operator_sees_rules_and_channels_but_never_a_secret(operator, rule,
 
 
 def test_the_operator_creates_an_email_channel_and_a_rule_through_the_forms(operator):
-    answer = operator.post("/alerts/channels/create/", {"tenant": "acme", "name": "oncall", "kind": "email",
-                                                        "to": "oncall@example.com, lead@example.com",
-                                                        "enabled": "on"})
+    answer = operator.post(
+        "/alerts/channels/create/",
+        {
+            "tenant": "acme",
+            "name": "oncall",
+            "kind": "email",
+            "to": "oncall@example.com, lead@example.com",
+            "enabled": "on",
+        },
+    )
     assert answer.status_code == 302, answer.content.decode()[:2000]
     channel = Channel.objects.get(name="oncall")
     assert channel.config == {"to": ["oncall@example.com", "lead@example.com"]}
-    answer = operator.post("/alerts/rules/create/", {
-        "tenant": "acme", "name": "budget 80", "condition": "budget_threshold", "params": '{"percent": 80}',
-        "channels": [str(channel.id)], "throttle_seconds": "300", "notify_resolved": "on", "enabled": "on"})
+    answer = operator.post(
+        "/alerts/rules/create/",
+        {
+            "tenant": "acme",
+            "name": "budget 80",
+            "condition": "budget_threshold",
+            "params": '{"percent": 80}',
+            "channels": [str(channel.id)],
+            "throttle_seconds": "300",
+            "notify_resolved": "on",
+            "enabled": "on",
+        },
+    )
     assert answer.status_code == 302, answer.content.decode()[:2000]
     saved = Rule.objects.get(name="budget 80")
     assert (saved.params, saved.throttle_seconds, list(saved.channels.all())) == ({"percent": 80}, 300, [channel])
 
 
 def test_an_invalid_rule_is_refused_with_the_reason_and_changes_nothing(operator, hook):
-    answer = operator.post("/alerts/rules/create/", {
-        "tenant": "acme", "name": "bad", "condition": "backlog_age", "params": '{"minutes": 0}',
-        "channels": [str(hook.id)], "throttle_seconds": "600"})
+    answer = operator.post(
+        "/alerts/rules/create/",
+        {
+            "tenant": "acme",
+            "name": "bad",
+            "condition": "backlog_age",
+            "params": '{"minutes": 0}',
+            "channels": [str(hook.id)],
+            "throttle_seconds": "600",
+        },
+    )
     assert answer.status_code == 400
     assert "minutes of a backlog_age rule must be at least 1" in answer.content.decode()
-    answer = operator.post("/alerts/rules/create/", {
-        "tenant": "acme", "name": "bad", "condition": "backlog_age", "params": "[1,",
-        "channels": [str(hook.id)], "throttle_seconds": "600"})
+    answer = operator.post(
+        "/alerts/rules/create/",
+        {
+            "tenant": "acme",
+            "name": "bad",
+            "condition": "backlog_age",
+            "params": "[1,",
+            "channels": [str(hook.id)],
+            "throttle_seconds": "600",
+        },
+    )
     assert answer.status_code == 400 and "not valid JSON" in answer.content.decode()
     assert not Rule.objects.filter(name="bad").exists()
 
 
 def test_a_webhook_channel_without_a_long_enough_key_is_refused(operator):
-    answer = operator.post("/alerts/channels/create/", {"tenant": "acme", "name": "weak", "kind": "webhook",
-                                                        "url": "https://hooks.example.com/x", "hmac_key": "short"})
+    answer = operator.post(
+        "/alerts/channels/create/",
+        {
+            "tenant": "acme",
+            "name": "weak",
+            "kind": "webhook",
+            "url": "https://hooks.example.com/x",
+            "hmac_key": "short",
+        },
+    )
     assert answer.status_code == 400
     assert "HMAC key of at least 16 characters" in answer.content.decode()
     assert not Channel.objects.filter(name="weak").exists()
 
 
 def test_editing_a_channel_with_blank_secrets_keeps_them(operator, hook):
-    answer = operator.post(f"/alerts/channels/{hook.id}/save/", {"tenant": "acme", "name": "ops-hook-2",
-                                                                  "kind": "webhook", "enabled": "on"})
+    answer = operator.post(
+        f"/alerts/channels/{hook.id}/save/",
+        {"tenant": "acme", "name": "ops-hook-2", "kind": "webhook", "enabled": "on"},
+    )
     assert answer.status_code == 302
     hook.refresh_from_db()
     assert hook.name == "ops-hook-2" and hook.secret_values()["hmac_key"] == KEY

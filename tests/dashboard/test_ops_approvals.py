@@ -63,9 +63,16 @@ def test_answers_are_validated_against_the_schema(operator):
 
 def test_approving_sends_the_typed_values_to_the_waiting_instance(operator):
     req = approval(fields=FIELDS)
-    r = operator.post(f"/approvals/{req.id}/answer/", {
-        "decision": "approve", "f_facts": "3", "f_channel": "slack", "f_notify": "on", "comment": "looks right",
-    })
+    r = operator.post(
+        f"/approvals/{req.id}/answer/",
+        {
+            "decision": "approve",
+            "f_facts": "3",
+            "f_channel": "slack",
+            "f_notify": "on",
+            "comment": "looks right",
+        },
+    )
     assert r.status_code == 302
     req.refresh_from_db()
     assert req.state == "approved" and req.answered_by == "operator"
@@ -110,8 +117,13 @@ def test_viewers_and_strangers_cannot_answer(viewer, stranger):
 
 def test_approving_a_budget_breach_grants_the_amount_once(operator):
     b = budget(key="acme", limit="1", spent="0.95", policy="approval")
-    req = approval(kind="budget", title="Budget acme/day exceeded", budget=b, requested_amount=Decimal("0.5"),
-                   fields=[{"name": "amount", "label": "Grant", "type": "number", "required": True, "default": "0.5"}])
+    req = approval(
+        kind="budget",
+        title="Budget acme/day exceeded",
+        budget=b,
+        requested_amount=Decimal("0.5"),
+        fields=[{"name": "amount", "label": "Grant", "type": "number", "required": True, "default": "0.5"}],
+    )
     html = operator.get(f"/approvals/{req.id}/").content.decode()
     assert "$0.9500 spent of $1.00" in html and "$0.5000" in html
     operator.post(f"/approvals/{req.id}/answer/", {"decision": "approve", "f_amount": "0.75"})
@@ -122,8 +134,13 @@ def test_approving_a_budget_breach_grants_the_amount_once(operator):
 @pytest.mark.parametrize("amount", ["-0.5", "0"])
 def test_a_budget_grant_that_is_not_positive_is_a_field_error_not_a_conflict(operator, amount):
     b = budget(key="acme", limit="1", spent="0.95", policy="approval")
-    req = approval(kind="budget", title="Budget acme/day exceeded", budget=b, requested_amount=Decimal("0.5"),
-                   fields=[{"name": "amount", "label": "Grant", "type": "number", "required": True}])
+    req = approval(
+        kind="budget",
+        title="Budget acme/day exceeded",
+        budget=b,
+        requested_amount=Decimal("0.5"),
+        fields=[{"name": "amount", "label": "Grant", "type": "number", "required": True}],
+    )
     response = operator.post(f"/approvals/{req.id}/answer/", {"decision": "approve", "f_amount": amount})
     assert response.status_code == 400
     assert "must be positive" in " ".join(response.context["form"].errors["f_amount"])

@@ -71,7 +71,11 @@ def test_an_operator_resets_a_breaker_with_an_audit_entry_and_a_transition(tripp
     assert (last.to_state, last.actor) == ("closed", "operator")
     entry = AuditEntry.objects.get()
     assert (entry.action, entry.tenants, entry.selection["key"], entry.reason) == (
-        "breaker.reset", ["acme"], "gong:acme", "Gong status page is green")
+        "breaker.reset",
+        ["acme"],
+        "gong:acme",
+        "Gong status page is green",
+    )
 
 
 def test_viewers_strangers_and_non_staff_cannot_reset_and_nothing_changes(tripped, viewer, stranger, operator):

@@ -84,23 +84,25 @@ def test_forecast_is_linear_on_the_periods_spend_rate():
     start = datetime(2026, 3, 1, 0, 0)
     end = start + timedelta(days=1)
     # 6 hours in, 3.00 of 10.00 spent: 0.50/h, 7.00 left → runs out 14 h from now, inside the day
-    f = budget_forecast(spent=Decimal("3"), limit=Decimal("10"), period_start=start, period_end=end,
-                        now=start + timedelta(hours=6))
+    f = budget_forecast(
+        spent=Decimal("3"), limit=Decimal("10"), period_start=start, period_end=end, now=start + timedelta(hours=6)
+    )
     assert f.rate_per_hour == Decimal("0.5")
     assert f.runs_out_at == start + timedelta(hours=20)
     assert f.state == "at-risk" and f.projected == Decimal("12") and f.used_pct == 30.0
     # slower: 1.00 in 6 h lasts the day (projected 4.00)
-    f = budget_forecast(spent=Decimal("1"), limit=Decimal("10"), period_start=start, period_end=end,
-                        now=start + timedelta(hours=6))
+    f = budget_forecast(
+        spent=Decimal("1"), limit=Decimal("10"), period_start=start, period_end=end, now=start + timedelta(hours=6)
+    )
     assert f.state == "ok" and f.runs_out_at is None and f.projected == Decimal("4")
     # nothing spent: no rate, no run-out
     f = budget_forecast(spent=Decimal("0"), limit=Decimal("10"), period_start=start, period_end=end, now=start)
     assert f.state == "ok" and f.rate_per_hour == 0
     # over the limit: exhausted now
-    f = budget_forecast(spent=Decimal("11"), limit=Decimal("10"), period_start=start, period_end=end,
-                        now=start + timedelta(hours=2))
+    f = budget_forecast(
+        spent=Decimal("11"), limit=Decimal("10"), period_start=start, period_end=end, now=start + timedelta(hours=2)
+    )
     assert f.state == "exhausted" and f.remaining == Decimal("-1") and f.bar_pct == 100.0
-
 
 
 def test_budgets_page_lists_my_budgets_reservations_and_breaches(operator, stranger):
@@ -109,10 +111,23 @@ def test_budgets_page_lists_my_budgets_reservations_and_breaches(operator, stran
     budget(scope="service", key="openai", limit="100")  # global: admins only
     inst = make_instance(tenant="acme", created_at=now())
     reservation(b, instance=inst, amount="0.75")
-    History.objects.create(instance=inst, workflow=inst.workflow, tenant="acme", kind="budget",
-                           step_name="llm-extract", data={"budget": b.id, "service": "openai", "amount": "2",
-                                                          "limit": "10", "spent": "9.5", "policy": "fail", "denied": False},
-                           created_at=now())
+    History.objects.create(
+        instance=inst,
+        workflow=inst.workflow,
+        tenant="acme",
+        kind="budget",
+        step_name="llm-extract",
+        data={
+            "budget": b.id,
+            "service": "openai",
+            "amount": "2",
+            "limit": "10",
+            "spent": "9.5",
+            "policy": "fail",
+            "denied": False,
+        },
+        created_at=now(),
+    )
     r = operator.get("/budgets/")
     assert r.status_code == 200
     assert [x.key for x in r.context["rows"]] == ["acme"]
@@ -133,8 +148,9 @@ def test_a_budget_holding_runs_for_approval_says_it_blocks_them_not_that_it_last
     b = budget(key="acme", limit="0.0001", spent="0", policy="approval")
     quiet = budget(key="acme", period="month", limit="10", spent="0")
     approval(kind="budget", budget=b, requested_amount=Decimal("0.001"), title="Budget would be exceeded")
-    approval(kind="budget", budget=b, requested_amount=Decimal("0.002"), title="Budget would be exceeded",
-             state="approved")  # answered: no longer held
+    approval(
+        kind="budget", budget=b, requested_amount=Decimal("0.002"), title="Budget would be exceeded", state="approved"
+    )  # answered: no longer held
     html = operator.get("/budgets/").content.decode()
     assert "blocking 1 run" in html and "$0.0030" not in html and "asked $0.0010 more" in html
     rows = {r.id: r for r in operator.get("/budgets/").context["rows"]}
@@ -144,13 +160,15 @@ def test_a_budget_holding_runs_for_approval_says_it_blocks_them_not_that_it_last
 
 
 def test_an_operator_creates_and_edits_a_tenant_budget_through_the_engine(operator):
-    r = operator.post("/budgets/save/", {"scope": "tenant", "key": "acme", "period": "day", "limit": "25.50",
-                                         "policy": "approval"})
+    r = operator.post(
+        "/budgets/save/", {"scope": "tenant", "key": "acme", "period": "day", "limit": "25.50", "policy": "approval"}
+    )
     assert r.status_code == 302
     b = Budget.objects.get(scope="tenant", key="acme", period="day")
     assert b.limit == Decimal("25.5") and b.policy == "approval"
-    operator.post("/budgets/save/", {"scope": "tenant", "key": "acme", "period": "day", "limit": "30",
-                                     "policy": "fail"})
+    operator.post(
+        "/budgets/save/", {"scope": "tenant", "key": "acme", "period": "day", "limit": "30", "policy": "fail"}
+    )
     b.refresh_from_db()
     assert b.limit == Decimal("30") and b.policy == "fail"
     assert History.objects.filter(kind="budget", actor="operator").count() == 2
@@ -159,18 +177,28 @@ def test_an_operator_creates_and_edits_a_tenant_budget_through_the_engine(operat
 
 def test_viewers_strangers_and_non_admins_cannot_set_budgets_they_do_not_operate(operator, viewer, stranger):
     assert viewer.get("/budgets/new/").status_code == 403
-    assert viewer.post("/budgets/save/", {"scope": "tenant", "key": "acme", "period": "day", "limit": "1",
-                                          "policy": "fail"}).status_code == 403
-    assert stranger.post("/budgets/save/", {"scope": "tenant", "key": "acme", "period": "day", "limit": "1",
-                                            "policy": "fail"}).status_code == 403
+    assert (
+        viewer.post(
+            "/budgets/save/", {"scope": "tenant", "key": "acme", "period": "day", "limit": "1", "policy": "fail"}
+        ).status_code
+        == 403
+    )
+    assert (
+        stranger.post(
+            "/budgets/save/", {"scope": "tenant", "key": "acme", "period": "day", "limit": "1", "policy": "fail"}
+        ).status_code
+        == 403
+    )
     # global scopes are not offered to non-admin operators: the form refuses them
-    r = operator.post("/budgets/save/", {"scope": "service", "key": "openai", "period": "day", "limit": "1",
-                                         "policy": "fail"})
+    r = operator.post(
+        "/budgets/save/", {"scope": "service", "key": "openai", "period": "day", "limit": "1", "policy": "fail"}
+    )
     assert r.status_code == 400
     assert not Budget.objects.exists()
 
 
 def test_an_invalid_limit_is_refused_with_the_form_shown_again(operator):
-    r = operator.post("/budgets/save/", {"scope": "tenant", "key": "acme", "period": "day", "limit": "-3",
-                                         "policy": "fail"})
+    r = operator.post(
+        "/budgets/save/", {"scope": "tenant", "key": "acme", "period": "day", "limit": "-3", "policy": "fail"}
+    )
     assert r.status_code == 400 and "greater than or equal to 0" in r.content.decode()

@@ -30,8 +30,12 @@ def _two_groups():
     a1 = failed_instance(tenant="acme", message="429 from provider after 3.2 s for call 123")
     a2 = failed_instance(tenant="globex", message="429 from provider after 7.9 s for call 456")
     a3 = failed_instance(tenant="acme", message="429 from provider after 1 s for call 9")
-    b1 = failed_instance(tenant="acme", step="persist-facts-3", error="IntegrityError",
-                         message="duplicate key value violates unique constraint 'fact_pkey'")
+    b1 = failed_instance(
+        tenant="acme",
+        step="persist-facts-3",
+        error="IntegrityError",
+        message="duplicate key value violates unique constraint 'fact_pkey'",
+    )
     return [a1, a2, a3], [b1]
 
 
@@ -77,8 +81,9 @@ def test_retry_from_the_failed_step_calls_the_engine_and_records_who(operator):
     dl.refresh_from_db()
     assert dl.state == "redriven" and dl.resolved_by == "operator"
     assert Instance.objects.get(id=dl.instance_id).status == "queued"
-    assert history_count(instance_id=dl.instance_id, kind="operator", actor="operator",
-                         reason="provider recovered") == 1
+    assert (
+        history_count(instance_id=dl.instance_id, kind="operator", actor="operator", reason="provider recovered") == 1
+    )
 
 
 def test_actions_need_a_reason(operator):
@@ -95,9 +100,17 @@ def test_viewers_and_strangers_cannot_act(viewer, stranger):
     assert viewer.post(f"/dead-letters/{dl.id}/discard/", {"reason": "x"}).status_code == 403
     assert viewer.get(f"/dead-letters/{dl.id}/replay/").status_code == 403
     assert stranger.post(f"/dead-letters/{dl.id}/retry/", {"reason": "x"}).status_code == 404
-    assert stranger.post(f"/dead-letters/{dl.id}/replay/run/", {"reason": "x", "params": "{}", "confirm": "1"}).status_code == 404
+    assert (
+        stranger.post(f"/dead-letters/{dl.id}/replay/run/", {"reason": "x", "params": "{}", "confirm": "1"}).status_code
+        == 404
+    )
     assert viewer.get("/dead-letters/redrive/?signature=" + dl.signature).status_code == 403
-    assert viewer.post("/dead-letters/redrive/run/", {"signature": dl.signature, "reason": "x", "rate_per_second": "1"}).status_code == 403
+    assert (
+        viewer.post(
+            "/dead-letters/redrive/run/", {"signature": dl.signature, "reason": "x", "rate_per_second": "1"}
+        ).status_code
+        == 403
+    )
     dl.refresh_from_db()
     assert dl.state == "open"
 
@@ -133,7 +146,9 @@ def test_replay_with_edited_params_shows_the_diff_before_running(operator):
     assert ("del", '-  "limit": 10') in diff and ("add", '+  "limit": 5,') in diff
     assert ("add", '+  "model": "small"') in diff
     assert Instance.objects.filter(replay_of_id=dl.instance_id).count() == 0  # not yet
-    r = operator.post(f"/dead-letters/{dl.id}/replay/run/", {"params": edited, "reason": "smaller batch", "confirm": "1"})
+    r = operator.post(
+        f"/dead-letters/{dl.id}/replay/run/", {"params": edited, "reason": "smaller batch", "confirm": "1"}
+    )
     new = Instance.objects.get(replay_of_id=dl.instance_id)
     assert new.params == {"call_id": "c1", "limit": 5, "model": "small"}
     assert r.status_code == 302 and r["Location"] == f"/instances/{new.id}/"
@@ -143,8 +158,9 @@ def test_replay_with_edited_params_shows_the_diff_before_running(operator):
 
 def test_replay_of_an_unregistered_workflow_shows_the_engine_refusal(operator):
     dl = failed_instance(tenant="acme", workflow="retired-flow")
-    r = operator.post(f"/dead-letters/{dl.id}/replay/run/", {"params": "{}", "reason": "x", "confirm": "1"},
-                      follow=True)
+    r = operator.post(
+        f"/dead-letters/{dl.id}/replay/run/", {"params": "{}", "reason": "x", "confirm": "1"}, follow=True
+    )
     assert r.status_code == 200
     assert "no workflow is registered as &#x27;retired-flow&#x27;" in r.content.decode()
 
@@ -219,12 +235,16 @@ def test_bulk_redrive_leaves_out_tenants_where_the_user_only_reads(db, users):
 def test_a_groups_redrive_link_keeps_the_lists_filters_through_preview_and_confirm(operator):
     group_a, _ = _two_groups()  # group a spans acme (2) and globex (1)
     page = operator.get("/dead-letters/?tenant=globex&q=429").content.decode()
-    link = html.unescape(re.search(r'href="(/dead-letters/redrive/\?[^"]*signature=[^"]+)"[^>]*>Redrive…', page).group(1))
+    link = html.unescape(
+        re.search(r'href="(/dead-letters/redrive/\?[^"]*signature=[^"]+)"[^>]*>Redrive…', page).group(1)
+    )
     assert "tenant=globex" in link and "q=429" in link
     preview = operator.get(link)
     assert preview.context["estimate"].instances == 1  # what the filtered list shows, not the whole group
-    r = operator.post("/dead-letters/redrive/run/", {"token": preview.context["token"], "rate_per_second": "5",
-                                                     "reason": "globex only"})
+    r = operator.post(
+        "/dead-letters/redrive/run/",
+        {"token": preview.context["token"], "rate_per_second": "5", "reason": "globex only"},
+    )
     assert r.status_code == 302
     states = {d.id: DeadLetter.objects.get(id=d.id).state for d in group_a}
     assert [states[d.id] for d in group_a] == ["open", "redriven", "open"]

@@ -80,8 +80,14 @@ def test_the_dag_groups_indexed_steps_into_one_node_with_layout_coordinates(oper
     r = operator.get("/workflows/gong-ingest/?window=24h")
     assert r.status_code == 200
     nodes = {n["box"].name: n for n in r.context["nodes"]}
-    assert set(nodes) == {"keyword-prefilter", "llm-extract", "persist-facts-{i}", "embed-a", "embed-b",
-                          "emit-signal-eval"}
+    assert set(nodes) == {
+        "keyword-prefilter",
+        "llm-extract",
+        "persist-facts-{i}",
+        "embed-a",
+        "embed-b",
+        "emit-signal-eval",
+    }
     assert nodes["persist-facts-{i}"]["heat"]["completed"] == 3
     assert nodes["persist-facts-{i}"]["heat"]["cost"] == Decimal("0.5")
     assert nodes["llm-extract"]["heat"]["retry_rate"] == 1.0

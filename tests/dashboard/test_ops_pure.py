@@ -15,7 +15,11 @@ T = datetime(2026, 1, 1)
 
 
 def s(name, a, b):
-    return {"name": name, "started_at": T + timedelta(seconds=a), "ended_at": None if b is None else T + timedelta(seconds=b)}
+    return {
+        "name": name,
+        "started_at": T + timedelta(seconds=a),
+        "ended_at": None if b is None else T + timedelta(seconds=b),
+    }
 
 
 def test_indexed_step_names_share_one_shape():
@@ -26,19 +30,35 @@ def test_indexed_step_names_share_one_shape():
 
 
 def test_the_graph_puts_concurrent_steps_side_by_side_and_sequential_indexed_steps_in_one_node():
-    run = [s("prefilter", 0, 1), s("persist-facts-1", 1, 2), s("persist-facts-2", 2, 3),
-           s("fan-a", 3, 6), s("fan-b", 3.5, 5), s("done", 6, 7)]
+    run = [
+        s("prefilter", 0, 1),
+        s("persist-facts-1", 1, 2),
+        s("persist-facts-2", 2, 3),
+        s("fan-a", 3, 6),
+        s("fan-b", 3.5, 5),
+        s("done", 6, 7),
+    ]
     short = [s("prefilter", 0, 1), s("engagement-only", 1, 2)]
     g = charts.step_graph([run, short])
     assert g.nodes == ["prefilter", "persist-facts-{i}", "fan-a", "fan-b", "done", "engagement-only"]
-    assert set(g.edges) == {("prefilter", "persist-facts-{i}"), ("persist-facts-{i}", "fan-a"),
-                            ("persist-facts-{i}", "fan-b"), ("fan-a", "done"), ("fan-b", "done"),
-                            ("prefilter", "engagement-only")}
+    assert set(g.edges) == {
+        ("prefilter", "persist-facts-{i}"),
+        ("persist-facts-{i}", "fan-a"),
+        ("persist-facts-{i}", "fan-b"),
+        ("fan-a", "done"),
+        ("fan-b", "done"),
+        ("prefilter", "engagement-only"),
+    }
 
 
 def test_parallel_indexed_steps_collapse_into_one_node_too():
-    run = [s("split", 0, 1), s("persist-facts-1", 1, 3), s("persist-facts-2", 1, 3), s("persist-facts-3", 1.1, 2),
-           s("join", 3, 4)]
+    run = [
+        s("split", 0, 1),
+        s("persist-facts-1", 1, 3),
+        s("persist-facts-2", 1, 3),
+        s("persist-facts-3", 1.1, 2),
+        s("join", 3, 4),
+    ]
     g = charts.step_graph([run])
     assert g.nodes == ["split", "persist-facts-{i}", "join"]
     assert g.edges == {("split", "persist-facts-{i}"): 1, ("persist-facts-{i}", "join"): 1}
@@ -71,13 +91,15 @@ def test_heat_colours_go_from_cool_to_hot():
 
 
 def test_the_approval_form_is_built_from_the_schema_and_validates_types():
-    Form = approval_form_class([
-        {"name": "amount", "label": "Amount", "type": "number", "required": True},
-        {"name": "tier", "label": "Tier", "type": "choice", "required": True, "choices": ["a", ["b", "Bee"]]},
-        {"name": "ok", "label": "OK", "type": "boolean", "required": True},
-        {"name": "why", "type": "textarea"},
-        {"label": "no name: ignored"},
-    ])
+    Form = approval_form_class(
+        [
+            {"name": "amount", "label": "Amount", "type": "number", "required": True},
+            {"name": "tier", "label": "Tier", "type": "choice", "required": True, "choices": ["a", ["b", "Bee"]]},
+            {"name": "ok", "label": "OK", "type": "boolean", "required": True},
+            {"name": "why", "type": "textarea"},
+            {"label": "no name: ignored"},
+        ]
+    )
     f = Form({"decision": "approve", "amount": "x", "f_amount": "2.5", "f_tier": "b"})
     assert f.is_valid(), f.errors
     assert f.values() == {"amount": 2.5, "tier": "b", "ok": False, "why": ""}

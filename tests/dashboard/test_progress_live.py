@@ -24,10 +24,26 @@ pytestmark = pytest.mark.django_db(transaction=True)
 async def test_a_progress_report_is_pushed_to_the_instance_page_as_its_steps_row(people, layer):  # noqa: F811
     def setup() -> StepContext:
         inst = make_instance("acme-prog", tenant="acme", status="running")
-        Step.objects.create(instance=inst, name="embed-chunks", seq=1, position=0, status="running", attempts=1,
-                            started_at=timezone.now() - timedelta(minutes=1))
-        return StepContext(name="embed-chunks", count=1, attempt=1, config={}, idempotency_key="k",
-                           instance_id=inst.id, workflow=inst.workflow, tenant="acme", step_label="embed-chunks")
+        Step.objects.create(
+            instance=inst,
+            name="embed-chunks",
+            seq=1,
+            position=0,
+            status="running",
+            attempts=1,
+            started_at=timezone.now() - timedelta(minutes=1),
+        )
+        return StepContext(
+            name="embed-chunks",
+            count=1,
+            attempt=1,
+            config={},
+            idempotency_key="k",
+            instance_id=inst.id,
+            workflow=inst.workflow,
+            tenant="acme",
+            step_label="embed-chunks",
+        )
 
     ctx = await sync_to_async(setup)()
     follower = HistoryFollower()

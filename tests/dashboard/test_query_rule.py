@@ -73,12 +73,21 @@ def test_every_bad_parameter_of_a_page_is_named_at_once(operator: Client):
     assert [p.split("=")[0] for p in problems] == ["window", "from", "to"]
 
 
-@pytest.mark.parametrize(("path", "query"), [
-    ("/", "window=7d"), ("/instances/", "since=2026-01-01&until=2026-02-01T10:00"),
-    ("/instances/", "sort=-created&page=2"), ("/dead-letters/", "state="), ("/dead-letters/", "state=discarded"),
-    ("/costs/", "from=2026-01-01&to=2026-01-31&by=workflow&sort=-calls"), ("/costs/", "window="),
-    ("/classifications/", "page=2&source="), ("/audit/", "before=12"), ("/breakers/", "state=open"),
-])
+@pytest.mark.parametrize(
+    ("path", "query"),
+    [
+        ("/", "window=7d"),
+        ("/instances/", "since=2026-01-01&until=2026-02-01T10:00"),
+        ("/instances/", "sort=-created&page=2"),
+        ("/dead-letters/", "state="),
+        ("/dead-letters/", "state=discarded"),
+        ("/costs/", "from=2026-01-01&to=2026-01-31&by=workflow&sort=-calls"),
+        ("/costs/", "window="),
+        ("/classifications/", "page=2&source="),
+        ("/audit/", "before=12"),
+        ("/breakers/", "state=open"),
+    ],
+)
 def test_good_and_empty_values_still_answer_200(operator: Client, path, query):
     assert operator.get(f"{path}?{query}").status_code == 200
 

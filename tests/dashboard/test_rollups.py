@@ -54,8 +54,9 @@ def ledger_rows() -> Rows:
 
 
 def expected_heat(rows: Rows, *, tenants: list[str], workflow: str, since: datetime) -> dict[str, dict[str, Any]]:
-    by_name: dict[str, dict[str, Any]] = defaultdict(lambda: {"n": 0, "in_flight": 0, "completed": 0, "errored": 0,
-                                                               "retried": 0, "attempts": 0, "ms": []})
+    by_name: dict[str, dict[str, Any]] = defaultdict(
+        lambda: {"n": 0, "in_flight": 0, "completed": 0, "errored": 0, "retried": 0, "attempts": 0, "ms": []}
+    )
     for s in rows.steps:
         if s.instance.workflow != workflow or s.instance.tenant not in tenants or s.started_at < since:
             continue
@@ -70,8 +71,10 @@ def expected_heat(rows: Rows, *, tenants: list[str], workflow: str, since: datet
             f["ms"].append((s.ended_at - s.started_at).total_seconds() * 1000)
     nodes: dict[str, dict[str, Any]] = {}
     for name, f in by_name.items():
-        node = nodes.setdefault(step_shape(name), {"n": 0, "in_flight": 0, "completed": 0, "errored": 0,
-                                                   "retried": 0, "attempts": 0, "p95s": []})
+        node = nodes.setdefault(
+            step_shape(name),
+            {"n": 0, "in_flight": 0, "completed": 0, "errored": 0, "retried": 0, "attempts": 0, "p95s": []},
+        )
         for k in ("n", "in_flight", "completed", "errored", "retried", "attempts"):
             node[k] += f[k]
         if f["ms"]:
@@ -85,12 +88,17 @@ def expected_heat(rows: Rows, *, tenants: list[str], workflow: str, since: datet
     return nodes
 
 
-def _cost_rows(rows: Rows, *, tenants: list[str] | None, since: datetime, until: datetime | None = None, by: str,
-               **equals: str) -> dict[Any, Decimal]:
+def _cost_rows(
+    rows: Rows, *, tenants: list[str] | None, since: datetime, until: datetime | None = None, by: str, **equals: str
+) -> dict[Any, Decimal]:
     out: dict[Any, Decimal] = defaultdict(Decimal)
     for c in rows.costs:
-        if (c.created_at >= since and (tenants is None or c.tenant in tenants)
-                and (until is None or c.created_at < until) and all(getattr(c, k) == v for k, v in equals.items())):
+        if (
+            c.created_at >= since
+            and (tenants is None or c.tenant in tenants)
+            and (until is None or c.created_at < until)
+            and all(getattr(c, k) == v for k, v in equals.items())
+        ):
             out[getattr(c, by)] += c.cost
     return out
 
@@ -111,19 +119,25 @@ def assert_heat_matches(rows: Rows, view: RollupView, *, tenants: list[str], wor
             assert g["p95"] is None
 
 
-def assert_costs_match(ledger_now: Rows, view: RollupView, *, tenants: list[str], since: datetime,
-                       until: datetime | None = None) -> None:
+def assert_costs_match(
+    ledger_now: Rows, view: RollupView, *, tenants: list[str], since: datetime, until: datetime | None = None
+) -> None:
     f = sel.CostFilters(since=since, until=until)
-    rows = [c for c in ledger_now.costs
-            if c.tenant in tenants and c.created_at >= since and (until is None or c.created_at < until)]
+    rows = [
+        c
+        for c in ledger_now.costs
+        if c.tenant in tenants and c.created_at >= since and (until is None or c.created_at < until)
+    ]
     total = sel.cost_total(tenants=tenants, filters=f, view=view)
     assert total == {"total": sum((c.cost for c in rows), Decimal(0)), "calls": len(rows)}
     for dim, column in sel.COST_DIMENSIONS.items():
         want = defaultdict(Decimal)
         for c in rows:
             want[getattr(c, column)] += c.cost
-        got = {r["key"]: r["total"]
-               for r in sel.cost_by_dimension(tenants=tenants, filters=f, by=dim, limit=100, view=view)}
+        got = {
+            r["key"]: r["total"]
+            for r in sel.cost_by_dimension(tenants=tenants, filters=f, by=dim, limit=100, view=view)
+        }
         assert got == dict(want), dim
     for daily in (False, True):
         want = defaultdict(Decimal)
@@ -132,16 +146,19 @@ def assert_costs_match(ledger_now: Rows, view: RollupView, *, tenants: list[str]
             if daily:
                 bucket = bucket.replace(hour=0)
             want[(bucket, step_shape(c.step_name))] += c.cost
-        got = {(r["bucket"], r["key"]): r["total"]
-               for r in sel.cost_series(tenants=tenants, filters=f, by="step", daily=daily, view=view)}
+        got = {
+            (r["bucket"], r["key"]): r["total"]
+            for r in sel.cost_series(tenants=tenants, filters=f, by="step", daily=daily, view=view)
+        }
         assert got == dict(want), daily
     per_instance: dict[str, Decimal] = defaultdict(Decimal)
     for c in rows:
         if c.instance_id:
             per_instance[c.instance_id] += c.cost
     top = sorted(per_instance.items(), key=lambda kv: (-kv[1], kv[0]))[:10]
-    got_top = [(r["instance_id"], r["total"])
-               for r in sel.cost_by_instance(tenants=tenants, filters=f, limit=10, view=view)]
+    got_top = [
+        (r["instance_id"], r["total"]) for r in sel.cost_by_instance(tenants=tenants, filters=f, limit=10, view=view)
+    ]
     assert got_top == top
     choices = sel.cost_filter_choices(tenants=tenants, since=since, view=view)
     assert choices["service"] == sorted({c.service for c in rows})
@@ -158,8 +175,13 @@ def assert_everything_matches(now: datetime) -> None:
             for workflow in WORKFLOWS:
                 assert_heat_matches(rows, view, tenants=tenants, workflow=workflow, since=since)
             assert_costs_match(rows, view, tenants=tenants, since=since)
-        assert_costs_match(rows, view, tenants=tenants, since=now - timedelta(hours=40, minutes=30),
-                           until=now - timedelta(hours=2, minutes=10))
+        assert_costs_match(
+            rows,
+            view,
+            tenants=tenants,
+            since=now - timedelta(hours=40, minutes=30),
+            until=now - timedelta(hours=2, minutes=10),
+        )
 
 
 # ---- the tests -----------------------------------------------------------------------------
@@ -187,8 +209,9 @@ def test_new_rows_count_at_once_and_the_next_pass_folds_them_in(db):
     catch_up(now)
     inst = make_instance("rl-new", tenant="acme", workflow="gong-ingest", created_at=now - timedelta(hours=5))
     old_hour = hour_of(now - timedelta(hours=5))
-    before = StepHourly.objects.filter(hour=old_hour, tenant="acme", workflow="gong-ingest",
-                                       step_name="llm-extract").first()
+    before = StepHourly.objects.filter(
+        hour=old_hour, tenant="acme", workflow="gong-ingest", step_name="llm-extract"
+    ).first()
     add_step(inst, "llm-extract", started=now - timedelta(hours=5), ms=1234, logged=True)
     add_step(inst, "fetch-calls", started=now - timedelta(minutes=1), status="running", logged=True)
     add_cost(inst, at=now - timedelta(hours=5), amount="0.500000", logged=True)
@@ -242,8 +265,9 @@ def test_a_row_committed_late_below_the_cursor_is_found_through_the_hole_it_left
     started = now - timedelta(hours=29)
     add_step(inst, "llm-extract", started=started, ms=2500)
     add_cost(inst, at=started, amount="0.750000")
-    History.objects.create(id=late_id, instance=inst, workflow=inst.workflow, tenant=inst.tenant,
-                           kind="cost.recorded", created_at=started)
+    History.objects.create(
+        id=late_id, instance=inst, workflow=inst.workflow, tenant=inst.tenant, kind="cost.recorded", created_at=started
+    )
     assert hour_of(started) in rollup_view().dirty.step_hours
     assert_everything_matches(now)
     catch_up(now)
@@ -259,12 +283,14 @@ def test_late_rows_stamped_in_a_closed_hour_are_recomputed_there(db):
     inst = make_instance("rl-skewed", tenant="default", workflow="crm-enrich", created_at=now - timedelta(hours=20))
     # A worker whose transaction began 20 hours ago (or whose clock is that far behind).
     add_step(inst, "persist-facts-2", started=now - timedelta(hours=20), ms=90, logged=True)
-    add_cost(inst, at=now - timedelta(hours=20), amount="0.010000", step="persist-facts-2", service="postgres",
-             logged=True)
+    add_cost(
+        inst, at=now - timedelta(hours=20), amount="0.010000", step="persist-facts-2", service="postgres", logged=True
+    )
     assert_everything_matches(now)
     catch_up(now)
-    assert StepHourly.objects.filter(hour=hour_of(now - timedelta(hours=20)), step_name="persist-facts-2",
-                                     tenant="default").exists()
+    assert StepHourly.objects.filter(
+        hour=hour_of(now - timedelta(hours=20)), step_name="persist-facts-2", tenant="default"
+    ).exists()
     assert_everything_matches(now)
 
 
@@ -275,8 +301,7 @@ def test_an_operator_retry_that_deletes_a_failed_step_is_reflected(db):
     history(inst, "instance.created", now - timedelta(hours=26))
     add_step(inst, "fetch-calls", started=now - timedelta(hours=26), ms=300, position=1)
     # Two hours after the first step: once deleted, no step of the instance is left in its hour.
-    failed = add_step(inst, "llm-extract", started=now - timedelta(hours=24), status="errored",
-                      attempts=6, position=2)
+    failed = add_step(inst, "llm-extract", started=now - timedelta(hours=24), status="errored", attempts=6, position=2)
     history(inst, "step.failed", now - timedelta(hours=24))
     catch_up(now)
     errored = sel.workflow_step_heat(tenants=MINE, name="gong-ingest", since=now - timedelta(hours=30))
@@ -320,14 +345,25 @@ def test_the_top_instances_by_every_sort_and_filter_are_the_ledgers(db):
     ledger(now, n=60)
     catch_up(now)
     since = now - timedelta(hours=30)
-    for equals in ({}, {"tenant": "globex"}, {"workflow": "crm-enrich"}, {"service": "openai"},
-                   {"model": "gpt-4o-mini"}, {"step": "embed"}):
+    for equals in (
+        {},
+        {"tenant": "globex"},
+        {"workflow": "crm-enrich"},
+        {"service": "openai"},
+        {"model": "gpt-4o-mini"},
+        {"step": "embed"},
+    ):
         f = sel.CostFilters(since=since, **equals)
         for order in ("-total", "-calls", "-last", "total"):
             got = sel.cost_by_instance(tenants=MINE, filters=f, sort=order, limit=7)
             field = order.lstrip("-")
-            want = expected_top(tenants=MINE, since=since, order=order, limit=7,
-                                **{sel.COST_DIMENSIONS[k]: v for k, v in equals.items()})
+            want = expected_top(
+                tenants=MINE,
+                since=since,
+                order=order,
+                limit=7,
+                **{sel.COST_DIMENSIONS[k]: v for k, v in equals.items()},
+            )
             assert [(r["instance_id"], r[field]) for r in got] == want, (equals, order)
 
 

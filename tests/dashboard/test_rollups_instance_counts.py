@@ -40,11 +40,14 @@ def hour_of(at: datetime) -> datetime:
 
 
 def history(inst: Instance, kind: str, at: datetime, **fields: Any) -> History:
-    return History.objects.create(instance=inst, workflow=inst.workflow, tenant=inst.tenant, kind=kind,
-                                  created_at=at, **fields)
+    return History.objects.create(
+        instance=inst, workflow=inst.workflow, tenant=inst.tenant, kind=kind, created_at=at, **fields
+    )
 
 
-def set_status(inst: Instance, status: str, at: datetime, *, ended: bool | None = None, kind: str = "instance.status") -> None:
+def set_status(
+    inst: Instance, status: str, at: datetime, *, ended: bool | None = None, kind: str = "instance.status"
+) -> None:
     """What the engine does: the row and a history row of the instance, in one go."""
     finished = status in FINISHED_STATUSES if ended is None else ended
     Instance.objects.filter(id=inst.id).update(status=status, ended_at=at if finished else None, updated_at=at)
@@ -63,18 +66,30 @@ def ledger(now: datetime, *, seed: int = 3, n: int = 90) -> None:
         ended = None
         if status in FINISHED_STATUSES:
             ended = min(now - timedelta(seconds=5), created + timedelta(minutes=rng.choice([1, 30, 200, 2000])))
-        inst = make_instance(f"ic-{seed}-{k}", tenant=rng.choice(["acme", "acme", "globex", "default", "initech"]),
-                             workflow=rng.choice(["gong-ingest", "crm-enrich"]), status=status, created_at=created,
-                             ended_at=ended)
+        inst = make_instance(
+            f"ic-{seed}-{k}",
+            tenant=rng.choice(["acme", "acme", "globex", "default", "initech"]),
+            workflow=rng.choice(["gong-ingest", "crm-enrich"]),
+            status=status,
+            created_at=created,
+            ended_at=ended,
+        )
         for p in range(rng.randint(0, 3)):
             running = status in ("running", "paused", "waitingForPause") and p == 0
-            Step.objects.create(instance=inst, name=f"s{p}", seq=1, position=p + 1,
-                                status="running" if running else "complete", started_at=created,
-                                ended_at=None if running else created + timedelta(seconds=2))
+            Step.objects.create(
+                instance=inst,
+                name=f"s{p}",
+                seq=1,
+                position=p + 1,
+                status="running" if running else "complete",
+                started_at=created,
+                ended_at=None if running else created + timedelta(seconds=2),
+            )
 
 
-def expected(rows: tuple[list[Instance], list[Step]], *, tenants: list[str],
-             since: datetime) -> tuple[dict[str, int], Counter[tuple[datetime, str]], int]:
+def expected(
+    rows: tuple[list[Instance], list[Step]], *, tenants: list[str], since: datetime
+) -> tuple[dict[str, int], Counter[tuple[datetime, str]], int]:
     instances, running_steps = rows
     counts = {s: 0 for s in Status.values}
     ended: Counter[tuple[datetime, str]] = Counter()
@@ -108,8 +123,12 @@ def shown(*, tenants: list[str], since: datetime) -> tuple[dict[str, int], Count
 def assert_matches(now: datetime, *, rolled: bool = True) -> None:
     rows = ledger_rows()
     for tenants in (MINE, ["acme"], ["initech"]):
-        for since in (now - timedelta(hours=24), now - timedelta(days=7), hour_of(now) - timedelta(hours=30),
-                      now - timedelta(days=3, minutes=17)):
+        for since in (
+            now - timedelta(hours=24),
+            now - timedelta(days=7),
+            hour_of(now) - timedelta(hours=30),
+            now - timedelta(days=3, minutes=17),
+        ):
             assert shown(tenants=tenants, since=since) == expected(rows, tenants=tenants, since=since), (tenants, since)
             served = instance_reads.overview_counts(tenants=tenants, since=since)
             assert (served is not None) == rolled  # the figures came from the rollups (or the ledger)
@@ -132,7 +151,9 @@ def test_the_overview_figures_are_the_ledgers_before_and_after_the_roller(db):
     assert InstanceState.objects.count() == Instance.objects.count()
     assert sum(InstanceHourly.objects.values_list("n", flat=True)) == Instance.objects.count()
     assert sum(InstanceDaily.objects.values_list("n", flat=True)) == Instance.objects.count()
-    assert sum(InstanceEndedHourly.objects.values_list("n", flat=True)) == Instance.objects.exclude(ended_at=None).count()
+    assert (
+        sum(InstanceEndedHourly.objects.values_list("n", flat=True)) == Instance.objects.exclude(ended_at=None).count()
+    )
     assert_matches(now)
 
 
@@ -154,9 +175,13 @@ def test_status_changes_count_at_once_and_the_next_pass_folds_them_in(db):
     new = make_instance("ic-new", tenant="default", status="queued", created_at=now - timedelta(seconds=10))
     history(new, "instance.created", now - timedelta(seconds=10))
     assert_matches(now)  # the rollups as of the cursor, corrected by the changed instances
+
     def errored_by_day() -> dict[Any, int]:
-        return dict(InstanceDaily.objects.filter(tenant="acme", workflow="gong-ingest", status="errored")
-                    .values_list("day", "n"))
+        return dict(
+            InstanceDaily.objects.filter(tenant="acme", workflow="gong-ingest", status="errored").values_list(
+                "day", "n"
+            )
+        )
 
     before = errored_by_day()
     catch_up(now)
@@ -170,18 +195,29 @@ def test_status_changes_count_at_once_and_the_next_pass_folds_them_in(db):
 def test_a_retried_instance_leaves_the_hour_it_had_ended_in(db):
     now = timezone.now()
     ledger(now, n=30)
-    inst = make_instance("ic-retry", tenant="acme", status="errored", created_at=now - timedelta(hours=6),
-                         ended_at=now - timedelta(hours=5, minutes=40))
+    inst = make_instance(
+        "ic-retry",
+        tenant="acme",
+        status="errored",
+        created_at=now - timedelta(hours=6),
+        ended_at=now - timedelta(hours=5, minutes=40),
+    )
     catch_up(now)
     ended_hour = hour_of(now - timedelta(hours=5, minutes=40))
-    assert InstanceEndedHourly.objects.get(hour=ended_hour, tenant="acme", workflow="gong-ingest", status="errored").n >= 1
+    assert (
+        InstanceEndedHourly.objects.get(hour=ended_hour, tenant="acme", workflow="gong-ingest", status="errored").n >= 1
+    )
     set_status(inst, "running", now - timedelta(minutes=2), kind="operator")  # retry: no longer ended
     assert_matches(now)
     catch_up(now)
-    rolled = InstanceEndedHourly.objects.filter(hour=ended_hour, tenant="acme", workflow="gong-ingest", status="errored")
+    rolled = InstanceEndedHourly.objects.filter(
+        hour=ended_hour, tenant="acme", workflow="gong-ingest", status="errored"
+    )
     assert sum(r.n for r in rolled) == sum(
-        1 for i in Instance.objects.filter(tenant="acme", workflow="gong-ingest", status="errored")
-        if i.ended_at and hour_of(i.ended_at) == ended_hour)
+        1
+        for i in Instance.objects.filter(tenant="acme", workflow="gong-ingest", status="errored")
+        if i.ended_at and hour_of(i.ended_at) == ended_hour
+    )
     assert_matches(now)
     set_status(inst, "complete", now - timedelta(seconds=5))
     assert_matches(now)
@@ -202,8 +238,15 @@ def test_a_change_committed_late_below_the_cursor_is_found_through_the_hole_it_l
     assert late_id in holes_from_json(RollupState.objects.get().gaps)
     # The first transaction commits now: the instance completed.
     Instance.objects.filter(id=inst.id).update(status="complete", ended_at=now - timedelta(minutes=2))
-    History.objects.create(id=late_id, instance=inst, workflow=inst.workflow, tenant=inst.tenant,
-                           kind="instance.status", status="complete", created_at=now - timedelta(minutes=2))
+    History.objects.create(
+        id=late_id,
+        instance=inst,
+        workflow=inst.workflow,
+        tenant=inst.tenant,
+        kind="instance.status",
+        status="complete",
+        created_at=now - timedelta(minutes=2),
+    )
     assert_matches(now)
     catch_up(now)
     assert InstanceState.objects.get(instance_id="ic-late").status == "complete"

@@ -22,20 +22,42 @@ from tests.dashboard.rollup_ledger import MINE, add_cost, catch_up, ledger
 
 pytestmark = pytest.mark.db
 
-SPLITS = [{"service": "openai"}, {"service": "postgres"}, {"service": "gong"}, {"service": "slack"},
-          {"step": "persist-facts-1"}, {"step": "llm-extract"}, {"step": "fetch-calls"},
-          {"model": "gpt-4o-mini"}, {"model": "text-embedding-3-small"},
-          {"service": "openai", "model": "gpt-4o-mini"}, {"service": "postgres", "step": "persist-facts-2"},
-          {"service": "openai", "step": "llm-extract"}, {"step": "llm-extract", "model": "gpt-4o-mini"}]
+SPLITS = [
+    {"service": "openai"},
+    {"service": "postgres"},
+    {"service": "gong"},
+    {"service": "slack"},
+    {"step": "persist-facts-1"},
+    {"step": "llm-extract"},
+    {"step": "fetch-calls"},
+    {"model": "gpt-4o-mini"},
+    {"model": "text-embedding-3-small"},
+    {"service": "openai", "model": "gpt-4o-mini"},
+    {"service": "postgres", "step": "persist-facts-2"},
+    {"service": "openai", "step": "llm-extract"},
+    {"step": "llm-extract", "model": "gpt-4o-mini"},
+]
 ORDERS = ("-total", "-calls", "-last", "total")
 
 
-def expected(rows: list[ApiCost], *, tenants: list[str], since: datetime, until: datetime | None, order: str,
-             limit: int, **equals: str) -> list[tuple[str, Any]]:
+def expected(
+    rows: list[ApiCost],
+    *,
+    tenants: list[str],
+    since: datetime,
+    until: datetime | None,
+    order: str,
+    limit: int,
+    **equals: str,
+) -> list[tuple[str, Any]]:
     per: dict[str, dict[str, Any]] = {}
     for c in rows:
-        if (c.tenant not in tenants or c.created_at < since or (until is not None and c.created_at >= until)
-                or any(getattr(c, k) != v for k, v in equals.items())):
+        if (
+            c.tenant not in tenants
+            or c.created_at < since
+            or (until is not None and c.created_at >= until)
+            or any(getattr(c, k) != v for k, v in equals.items())
+        ):
             continue
         r = per.setdefault(c.instance_id, {"total": Decimal(0), "calls": 0, "last": c.created_at})
         r["total"] += c.cost
@@ -59,8 +81,12 @@ def assert_matches(now: datetime, *, limit: int = 7) -> int:
     its figures: nothing changes in between."""
     rows, view = list(ApiCost.objects.filter(instance__isnull=False)), rollup_view()
     compared = 0
-    windows = [(now - timedelta(hours=30), None), (now - timedelta(hours=10), None),
-               (now - timedelta(hours=40), now - timedelta(hours=4)), (now - timedelta(hours=60), None)]
+    windows = [
+        (now - timedelta(hours=30), None),
+        (now - timedelta(hours=10), None),
+        (now - timedelta(hours=40), now - timedelta(hours=4)),
+        (now - timedelta(hours=60), None),
+    ]
     extras = [{}, {"tenant": "globex"}, {"workflow": "crm-enrich"}, {"tenant": "initech"}]
     for i, part in enumerate(SPLITS):
         for j, (since, until) in enumerate(windows):
@@ -91,11 +117,14 @@ def test_the_filtered_top_instances_are_the_ledgers(db):
     assert assert_matches(now) > 100  # of 208: most comparisons rank rows, few an empty list
 
 
-@pytest.mark.parametrize(("name", "model", "column", "value"), [
-    ("service", InstanceServiceCost, "service", "openai"),
-    ("step", InstanceStepCost, "step_name", "llm-extract"),
-    ("model", InstanceModelCost, "model", "gpt-4o-mini"),
-])
+@pytest.mark.parametrize(
+    ("name", "model", "column", "value"),
+    [
+        ("service", InstanceServiceCost, "service", "openai"),
+        ("step", InstanceStepCost, "step_name", "llm-extract"),
+        ("model", InstanceModelCost, "model", "gpt-4o-mini"),
+    ],
+)
 def test_a_filter_by_service_step_or_model_reads_its_rollup(db, name, model, column, value):
     """The rows above come from the rollups, not the ledger: a wrong rollup row shows."""
     now = timezone.now()
@@ -131,8 +160,11 @@ def test_a_service_span_inside_the_window_of_an_instance_straddling_it_counts_on
     add_cost(inst, at=now - timedelta(hours=4), amount="0.700000", service="anthropic", step="llm-extract")
     add_cost(inst, at=now - timedelta(hours=4), amount="0.900000", service="openai", step="classify")
     mix = make_instance("rl-mix", tenant="acme", created_at=now - timedelta(hours=8))
-    for service, step, amount in [("openai", "llm-extract", "1.000000"), ("anthropic", "llm-extract", "0.700000"),
-                                  ("openai", "classify", "0.900000")]:
+    for service, step, amount in [
+        ("openai", "llm-extract", "1.000000"),
+        ("anthropic", "llm-extract", "0.700000"),
+        ("openai", "classify", "0.900000"),
+    ]:
         add_cost(mix, at=now - timedelta(hours=8), amount=amount, service=service, step=step)
     catch_up(now)
     f = sel.CostFilters(since=now - timedelta(hours=10), service="openai", step="llm-extract")
@@ -157,8 +189,14 @@ def test_spend_recorded_after_the_roller_ran_counts_at_once_and_after_the_next_p
     old = ApiCost.objects.filter(service="openai", instance__isnull=False).order_by("created_at").first()
     assert old is not None
     inst = old.instance
-    add_cost(inst, at=old.created_at + timedelta(minutes=1), amount="5.000000", service="openai",
-             step="llm-extract", logged=True)
+    add_cost(
+        inst,
+        at=old.created_at + timedelta(minutes=1),
+        amount="5.000000",
+        service="openai",
+        step="llm-extract",
+        logged=True,
+    )
     add_cost(inst, at=old.created_at + timedelta(minutes=2), amount="0.500000", service="slack", logged=True)
     assert inst.id in rollup_view().dirty.cost_instances
     assert assert_matches(now) > 0  # the changed instance from the ledger

@@ -51,7 +51,7 @@ def test_a_p95_from_merged_histograms_is_within_the_stated_error_of_the_exact_on
     parts: list[list[int]] = []
     for k in range(0, len(values), 37):
         counts: hist.Counts = {}
-        for v in values[k:k + 37]:
+        for v in values[k : k + 37]:
             counts[hist.bin_of(v)] = counts.get(hist.bin_of(v), 0) + 1
         parts.append(hist.pack(counts))
     merged: hist.Counts = {}

@@ -19,9 +19,18 @@ pytestmark = [pytest.mark.db, pytest.mark.django_db]
 
 
 def _route(**overrides: str) -> dict[str, str]:
-    return {"name": "orders", "tenant": "acme", "workflow": "test-echo", "enabled": "on", "wait_seconds": "30",
-            "rate_limit_per_minute": "", "idempotency_ttl_seconds": "86400", "priority": "0",
-            "description": "the shop's order webhook", **overrides}
+    return {
+        "name": "orders",
+        "tenant": "acme",
+        "workflow": "test-echo",
+        "enabled": "on",
+        "wait_seconds": "30",
+        "rate_limit_per_minute": "",
+        "idempotency_ttl_seconds": "86400",
+        "priority": "0",
+        "description": "the shop's order webhook",
+        **overrides,
+    }
 
 
 def _settings(**overrides: str) -> dict[str, str]:
@@ -39,7 +48,11 @@ def test_an_operator_creates_a_route_that_starts_its_workflow(operator: Client) 
     assert response.status_code == 302 and response["Location"] == "/routes/orders/"
     route = Route.objects.get(name="orders")
     assert (route.workflow, route.tenant, route.enabled, route.description) == (
-        "test-echo", "acme", True, "the shop's order webhook")
+        "test-echo",
+        "acme",
+        True,
+        "the shop's order webhook",
+    )
     entry = AuditEntry.objects.get()
     assert (entry.action, entry.tenants, entry.selection["route"]) == ("route.create", ["acme"], "orders")
     _, token, secret = ingress_secret_create(tenant="acme")
@@ -48,13 +61,29 @@ def test_an_operator_creates_a_route_that_starts_its_workflow(operator: Client) 
 
 def test_every_invalid_field_is_named_at_once_and_nothing_is_created(operator: Client) -> None:
     route_upsert(name="taken", workflow="test-echo", tenant="acme")
-    response = operator.post("/routes/new/create/", _route(
-        name="taken", tenant="initech", workflow="no-such-flow", wait_seconds="0", rate_limit_per_minute="-1",
-        idempotency_ttl_seconds="5", priority="5000"))
+    response = operator.post(
+        "/routes/new/create/",
+        _route(
+            name="taken",
+            tenant="initech",
+            workflow="no-such-flow",
+            wait_seconds="0",
+            rate_limit_per_minute="-1",
+            idempotency_ttl_seconds="5",
+            priority="5000",
+        ),
+    )
     assert response.status_code == 400
     errors = response.context["form"].errors
-    assert set(errors) == {"name", "tenant", "workflow", "wait_seconds", "rate_limit_per_minute",
-                           "idempotency_ttl_seconds", "priority"}
+    assert set(errors) == {
+        "name",
+        "tenant",
+        "workflow",
+        "wait_seconds",
+        "rate_limit_per_minute",
+        "idempotency_ttl_seconds",
+        "priority",
+    }
     assert "7 fields to correct" in response.content.decode()
     bad_name = operator.post("/routes/new/create/", _route(name="has space", wait_seconds="0"))
     assert set(bad_name.context["form"].errors) == {"name", "wait_seconds"}
@@ -88,8 +117,9 @@ def test_delete_asks_first_then_the_route_is_a_404(operator: Client) -> None:
     assert AuditEntry.objects.get().action == "route.delete"
 
 
-def test_a_viewer_and_a_stranger_can_neither_create_edit_nor_delete(viewer: Client, stranger: Client,
-                                                                    users: Any) -> None:
+def test_a_viewer_and_a_stranger_can_neither_create_edit_nor_delete(
+    viewer: Client, stranger: Client, users: Any
+) -> None:
     route_upsert(name="orders", workflow="test-echo", tenant="acme")
     before = Route.objects.filter(name="orders").values().get()
     assert 'href="/routes/new/"' not in viewer.get("/routes/").content.decode()

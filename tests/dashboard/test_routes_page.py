@@ -47,8 +47,13 @@ def test_a_route_lists_its_deliveries_with_their_outcome(operator: Client, acme:
 
 def test_a_coalesced_route_shows_its_setting_and_open_windows(operator: Client, acme: dict[str, Any]) -> None:
     for account in ("a1", "a1", "b2"):
-        signed_post(Client(), "crm-sync", {"account": account, "x": timezone.now().isoformat()},
-                    token=acme["token"], secret=acme["secret"])
+        signed_post(
+            Client(),
+            "crm-sync",
+            {"account": account, "x": timezone.now().isoformat()},
+            token=acme["token"],
+            secret=acme["secret"],
+        )
     body = operator.get("/routes/crm-sync/").content.decode()
     windows = body.split("Open windows")[1]
     assert windows.count("<tr>") == 3  # header + two keys
@@ -59,7 +64,8 @@ def test_a_coalesced_route_shows_its_setting_and_open_windows(operator: Client, 
 
 
 def test_a_subscription_lists_matched_events_and_the_instances_they_started(
-        operator: Client, acme: dict[str, Any]) -> None:
+    operator: Client, acme: dict[str, Any]
+) -> None:
     published = event_publish(type="user.created", data={"u": 1}, tenant="acme", now=timezone.now())
     event_publish(type="order.placed", data={}, tenant="acme", now=timezone.now())
     body = operator.get(f"/subscriptions/{acme['sub'].pk}/").content.decode()
@@ -79,7 +85,9 @@ def test_the_operator_edits_coalesce_and_a_bad_setting_changes_nothing(operator:
     off = operator.post(f"/subscriptions/{acme['sub'].pk}/coalesce/", {"coalesce": ""})
     assert off.status_code == 302 and Subscription.objects.get(pk=acme["sub"].pk).coalesce == {}
     assert list(AuditEntry.objects.order_by("id").values_list("action", flat=True)) == [
-        "route.coalesce", "subscription.coalesce"]
+        "route.coalesce",
+        "subscription.coalesce",
+    ]
 
 
 def test_rotation_shows_the_new_pair_once_and_only_the_new_pair_works(operator: Client, acme: dict[str, Any]) -> None:
@@ -117,7 +125,9 @@ def test_a_viewer_reads_but_cannot_rotate_or_edit(viewer: Client, acme: dict[str
     listing = viewer.get("/routes/").content.decode()
     assert "orders" in listing and "/rotate/" not in listing and "/credentials/new/" not in listing
     assert viewer.get("/credentials/acme/default/rotate/").status_code == 403
-    assert viewer.post("/credentials/acme/default/rotate/run/", {"reason": "x", "overlap_seconds": "0"}).status_code == 403
+    assert (
+        viewer.post("/credentials/acme/default/rotate/run/", {"reason": "x", "overlap_seconds": "0"}).status_code == 403
+    )
     assert viewer.post("/routes/orders/coalesce/", {"coalesce": ""}).status_code == 403
     assert viewer.post(f"/subscriptions/{acme['sub'].pk}/coalesce/", {"coalesce": ""}).status_code == 403
     assert signed_post(Client(), "orders", {}, token=acme["token"], secret=acme["secret"]).status_code in (201, 202)
@@ -129,6 +139,9 @@ def test_a_stranger_sees_none_of_another_tenants_routes(stranger: Client, acme: 
     assert "orders" not in listing and "user.*" not in listing and acme["token"][:10] not in listing
     assert stranger.get("/routes/orders/").status_code == 404
     assert stranger.get(f"/subscriptions/{acme['sub'].pk}/").status_code == 404
-    assert stranger.post("/credentials/acme/default/rotate/run/", {"reason": "x", "overlap_seconds": "0"}).status_code == 404
+    assert (
+        stranger.post("/credentials/acme/default/rotate/run/", {"reason": "x", "overlap_seconds": "0"}).status_code
+        == 404
+    )
     assert stranger.post("/routes/orders/coalesce/", {"coalesce": ""}).status_code == 404
     assert signed_post(Client(), "orders", {}, token=acme["token"], secret=acme["secret"]).status_code in (201, 202)

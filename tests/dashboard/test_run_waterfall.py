@@ -43,12 +43,16 @@ def test_the_waterfall_rows_are_the_ledgers_turns_steps_and_attempts(operator):
     d = instance_detail(user=user, instance_id="wf-turns")
     assert d is not None and d.instance.status == "complete"
 
-    statuses = list(History.objects.filter(instance_id="wf-turns", kind="instance.status").order_by("id")
-                    .values_list("created_at", "status"))
+    statuses = list(
+        History.objects.filter(instance_id="wf-turns", kind="instance.status")
+        .order_by("id")
+        .values_list("created_at", "status")
+    )
     starts = [at for at, status in statuses if status == "running"]
     ends = [(at, status) for at, status in statuses if status != "running"]
     assert [(t.turn.started, t.turn.ended, t.turn.outcome) for t in d.turns] == [
-        (start, end, status) for start, (end, status) in zip(starts, ends, strict=True)]
+        (start, end, status) for start, (end, status) in zip(starts, ends, strict=True)
+    ]
     assert [t.turn.outcome for t in d.turns] == ["waiting", "waiting", "complete"]
     assert d.turns[1].turn.late is not None and d.turns[1].turn.late >= 0  # woke after its retry delay
 
@@ -59,6 +63,7 @@ def test_the_waterfall_rows_are_the_ledgers_turns_steps_and_attempts(operator):
     bars = [s for s in fetch.segments if s.css != "gap"]
     assert [(s.css, s.label) for s in bars] == [("failed", "attempt 1: ConnectionError"), ("ok", "attempt 2: ok")]
     assert [s.label for s in fetch.segments if s.css == "gap"] == ["retry delay 30.0s"]
+
     # Each attempt's bar sits inside the bar of the turn that ran it, on the page's one axis.
     def turn_of(at):
         return next(t for t in d.turns if t.turn.started <= at <= t.turn.ended)
@@ -72,10 +77,15 @@ def test_the_waterfall_rows_are_the_ledgers_turns_steps_and_attempts(operator):
     assert d.breaks, "the 10-minute sleep and the 30 s delay are cut short"
 
     html = operator.get("/instances/wf-turns/").content.decode()
-    wf = html[html.index('id="instance-waterfall"'):html.index('id="instance-steps"')]
+    wf = html[html.index('id="instance-waterfall"') : html.index('id="instance-steps"')]
     assert re.findall(r'data-turn="(\d+)"', wf) == ["1", "2", "3"] and "3 turns" in wf
     assert "left it waiting" in wf and "left it complete" in wf
-    assert re.findall(r'<span class="wf-name" title="[^"]*">([^<]+)</span>', wf) == ["turns", "fetch", "cool-down", "publish"]
+    assert re.findall(r'<span class="wf-name" title="[^"]*">([^<]+)</span>', wf) == [
+        "turns",
+        "fetch",
+        "cool-down",
+        "publish",
+    ]
 
 
 @pytest.mark.django_db
@@ -90,13 +100,27 @@ T = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 
 
 def _step(pk: int, name: str, start: float, end: float, status: str = "complete") -> Step:
-    return Step(id=pk, name=name, seq=1, position=pk, kind="do", status=status, attempts=1,
-                started_at=T + timedelta(seconds=start), ended_at=T + timedelta(seconds=end))
+    return Step(
+        id=pk,
+        name=name,
+        seq=1,
+        position=pk,
+        kind="do",
+        status=status,
+        attempts=1,
+        started_at=T + timedelta(seconds=start),
+        ended_at=T + timedelta(seconds=end),
+    )
 
 
 def test_steps_that_ran_together_are_one_node_with_their_counts():
-    steps = [_step(1, "initialize", 0, 1), _step(2, "fetch-backlinks", 1, 3), _step(3, "fetch-keywords", 1.1, 2),
-             _step(4, "fetch-referring-domains", 1.2, 4, status="errored"), _step(5, "store", 5, 6)]
+    steps = [
+        _step(1, "initialize", 0, 1),
+        _step(2, "fetch-backlinks", 1, 3),
+        _step(3, "fetch-keywords", 1.1, 2),
+        _step(4, "fetch-referring-domains", 1.2, 4, status="errored"),
+        _step(5, "store", 5, 6),
+    ]
     ranks = dag_ranks(steps, now=T + timedelta(seconds=10))
     assert [len(r.nodes) for r in ranks] == [1, 3, 1]
     group = ranks[1].group
@@ -113,13 +137,25 @@ def test_steps_that_ran_together_are_one_node_with_their_counts():
 @pytest.mark.django_db
 def test_the_run_graph_draws_a_fan_out_as_one_node_with_its_counts(operator):
     inst = make_instance("wf-parallel", status="complete")
-    for pk, name, start, end, status in ((1, "initialize", 0, 1, "complete"), (2, "fetch-backlinks", 1, 3, "complete"),
-                                         (3, "fetch-keywords", 1.1, 2, "complete"),
-                                         (4, "fetch-referring-domains", 1.2, 4, "errored"), (5, "store", 5, 6, "complete")):
-        Step.objects.create(instance=inst, name=name, seq=1, position=pk, status=status, attempts=1,
-                            started_at=T + timedelta(seconds=start), ended_at=T + timedelta(seconds=end))
+    for pk, name, start, end, status in (
+        (1, "initialize", 0, 1, "complete"),
+        (2, "fetch-backlinks", 1, 3, "complete"),
+        (3, "fetch-keywords", 1.1, 2, "complete"),
+        (4, "fetch-referring-domains", 1.2, 4, "errored"),
+        (5, "store", 5, 6, "complete"),
+    ):
+        Step.objects.create(
+            instance=inst,
+            name=name,
+            seq=1,
+            position=pk,
+            status=status,
+            attempts=1,
+            started_at=T + timedelta(seconds=start),
+            ended_at=T + timedelta(seconds=end),
+        )
     html = operator.get("/instances/wf-parallel/").content.decode()
-    dag = html[html.index('id="instance-dag"'):html.index('id="instance-waterfall"')]
+    dag = html[html.index('id="instance-dag"') : html.index('id="instance-waterfall"')]
     ranks = dag.split('class="dag-rank"')[1:]
     assert len(ranks) == 3
     group = ranks[1]

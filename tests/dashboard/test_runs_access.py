@@ -72,8 +72,10 @@ def test_the_operator_gets_the_confirmation_of_every_action(operator, acme, acti
 def test_a_viewer_is_refused_every_action_and_nothing_changes(viewer, acme, action):
     before = History.objects.count()
     assert viewer.get(f"/instances/acme-run-1/actions/{action}/").status_code == 403
-    r = viewer.post(f"/instances/acme-run-1/actions/{action}/run/",
-                    {"reason": "try", "type": "x", "params": "{}", "confirm": "True"})
+    r = viewer.post(
+        f"/instances/acme-run-1/actions/{action}/run/",
+        {"reason": "try", "type": "x", "params": "{}", "confirm": "True"},
+    )
     assert r.status_code == 403
     assert History.objects.count() == before
     assert Instance.objects.get(id="acme-run-1").status == "running"
@@ -84,8 +86,10 @@ def test_a_viewer_is_refused_every_action_and_nothing_changes(viewer, acme, acti
 def test_a_stranger_is_told_the_instance_does_not_exist_and_nothing_changes(stranger, acme, action):
     before = History.objects.count()
     assert stranger.get(f"/instances/acme-run-1/actions/{action}/").status_code == 404
-    r = stranger.post(f"/instances/acme-run-1/actions/{action}/run/",
-                      {"reason": "try", "type": "x", "params": "{}", "confirm": "True"})
+    r = stranger.post(
+        f"/instances/acme-run-1/actions/{action}/run/",
+        {"reason": "try", "type": "x", "params": "{}", "confirm": "True"},
+    )
     assert r.status_code == 404
     assert History.objects.count() == before
     assert Instance.objects.get(id="acme-run-1").status == "running"

@@ -57,8 +57,9 @@ def test_retry_requeues_an_errored_instance(operator):
     inst = make_instance("acme-err", workflow=DEMO, status="errored", error_name="TimeoutError")
     assert _run(operator, inst, "retry", reason="provider back").status_code == 303
     assert Instance.objects.get(id="acme-err").status == "queued"
-    assert History.objects.filter(instance_id="acme-err", kind="operator", actor="operator",
-                                  reason="provider back").exists()
+    assert History.objects.filter(
+        instance_id="acme-err", kind="operator", actor="operator", reason="provider back"
+    ).exists()
 
 
 def test_terminate_with_rollback_passes_the_choice_to_the_engine(operator):
@@ -100,8 +101,7 @@ def test_replay_rejects_params_that_are_not_a_json_object(operator):
 
 def test_send_event_delivers_the_payload(operator):
     inst = make_instance("acme-wait", workflow=DEMO, status="waiting")
-    r = _run(operator, inst, "event", reason="manual approval", type="approval",
-             payload='{"approved": true}')
+    r = _run(operator, inst, "event", reason="manual approval", type="approval", payload='{"approved": true}')
     assert r.status_code == 303
     ev = PendingEvent.objects.get(instance_id="acme-wait")
     assert (ev.type, ev.payload, ev.sender) == ("approval", {"approved": True}, "operator")

@@ -28,10 +28,17 @@ def _link(response, rel: str) -> str | None:
 @pytest.fixture
 def many(users):
     # 130 rows; runs of 7 share a created_at so the id breaks ties (the keyset's second column).
-    rows = [make_instance(f"run-{n:04d}", tenant="acme", created_at=T0 + timedelta(seconds=n // 7),
-                          status="complete" if n % 3 else "errored", workflow="gong-ingest" if n % 2 else "sf-sync",
-                          params={"domain": f"site{n}.example", "n": n})
-            for n in range(130)]
+    rows = [
+        make_instance(
+            f"run-{n:04d}",
+            tenant="acme",
+            created_at=T0 + timedelta(seconds=n // 7),
+            status="complete" if n % 3 else "errored",
+            workflow="gong-ingest" if n % 2 else "sf-sync",
+            params={"domain": f"site{n}.example", "n": n},
+        )
+        for n in range(130)
+    ]
     return sorted(rows, key=lambda r: (r.created_at, r.id), reverse=True)
 
 
@@ -80,13 +87,16 @@ def test_a_garbled_cursor_is_a_400_that_names_it_not_the_first_page(operator, ma
     assert "after=&#x27;not-a-cursor&#x27; is not a page cursor" in response.content.decode()
 
 
-@pytest.mark.parametrize("query,check", [
-    ("status=errored", lambda r: r.status == "errored"),
-    ("workflow=sf-sync", lambda r: r.workflow == "sf-sync"),
-    ("id=run-001", lambda r: r.id.startswith("run-001")),
-    ("q=site42.example", lambda r: r.params["domain"] == "site42.example"),
-    ("workflow=sf-sync&status=complete", lambda r: r.workflow == "sf-sync" and r.status == "complete"),
-])
+@pytest.mark.parametrize(
+    "query,check",
+    [
+        ("status=errored", lambda r: r.status == "errored"),
+        ("workflow=sf-sync", lambda r: r.workflow == "sf-sync"),
+        ("id=run-001", lambda r: r.id.startswith("run-001")),
+        ("q=site42.example", lambda r: r.params["domain"] == "site42.example"),
+        ("workflow=sf-sync&status=complete", lambda r: r.workflow == "sf-sync" and r.status == "complete"),
+    ],
+)
 def test_filters_select_exactly_the_matching_rows(operator, many, query, check):
     expected = [r.id for r in many if check(r)][:PAGE_SIZE]
     assert expected

@@ -45,17 +45,28 @@ from ingest.engine.services.attributes import attributes_set
 pytestmark = pytest.mark.db
 
 STATUSES = ["errored", "running", "complete", "paused", "waiting", "queued", "terminated"]
-FILTERS = ["", "status=errored&status=paused", "workflow=ingest", "attr=domain:a.com", "step=llm-extract",
-           "since=2025-01-06T12:05&until=2025-01-06T12:14", "tenant=globex&status=complete",
-           # statuses with an attribute, and three statuses: the shapes instance_status covers
-           "attr=domain:a.com&status=errored&status=paused&status=complete",
-           "status=errored&status=paused&status=waiting",
-           # an attribute with the filters the attribute rows answer alone (their copy)
-           "workflow=ingest&status=complete&status=errored&attr=domain:a.com",
-           "workflow=salesforce-ingest&attr=customer:c1", "tenant=globex&attr=domain:b.com",
-           "attr=domain:a.com&since=2025-01-06T12:05&until=2025-01-06T12:15", "attr=domain:b.com&range=1h",
-           "attr=domain:a.com&step=llm-extract", "attr=domain:b.com&id=i1", "attr=domain:a.com&q=initech",
-           "attr=domain:a.com+customer:c3"]
+FILTERS = [
+    "",
+    "status=errored&status=paused",
+    "workflow=ingest",
+    "attr=domain:a.com",
+    "step=llm-extract",
+    "since=2025-01-06T12:05&until=2025-01-06T12:14",
+    "tenant=globex&status=complete",
+    # statuses with an attribute, and three statuses: the shapes instance_status covers
+    "attr=domain:a.com&status=errored&status=paused&status=complete",
+    "status=errored&status=paused&status=waiting",
+    # an attribute with the filters the attribute rows answer alone (their copy)
+    "workflow=ingest&status=complete&status=errored&attr=domain:a.com",
+    "workflow=salesforce-ingest&attr=customer:c1",
+    "tenant=globex&attr=domain:b.com",
+    "attr=domain:a.com&since=2025-01-06T12:05&until=2025-01-06T12:15",
+    "attr=domain:b.com&range=1h",
+    "attr=domain:a.com&step=llm-extract",
+    "attr=domain:b.com&id=i1",
+    "attr=domain:a.com&q=initech",
+    "attr=domain:a.com+customer:c3",
+]
 SORTS = [*SORT_LABELS, "attr.customer", "-attr.customer"]
 
 
@@ -93,30 +104,50 @@ def _write_ledger():
         tenant = ["acme", "globex", "initech"][n % 3]
         # Created queued, in another workflow and (one in two) another tenant: the operator's
         # tenants gain some rows after their attributes are set (initech to acme) and lose others.
-        make_instance(f"i{n:02d}", status="queued", tenant=("initech" if tenant != "initech" else "acme")
-                      if n % 2 else tenant, workflow="draft-flow", created_at=created, ended_at=None)
+        make_instance(
+            f"i{n:02d}",
+            status="queued",
+            tenant=("initech" if tenant != "initech" else "acme") if n % 2 else tenant,
+            workflow="draft-flow",
+            created_at=created,
+            ended_at=None,
+        )
         if n % 3:
-            attributes_set(instance_id=f"i{n:02d}", values={"domain": "a.com" if n % 2 else "b.com",
-                                                           **({"customer": f"c{n % 4}"} if n % 5 else {})})
+            attributes_set(
+                instance_id=f"i{n:02d}",
+                values={"domain": "a.com" if n % 2 else "b.com", **({"customer": f"c{n % 4}"} if n % 5 else {})},
+            )
         Instance.objects.filter(id=f"i{n:02d}").update(
-            status=status, tenant=tenant, workflow=["gong-ingest", "salesforce-ingest", "domain-onboard"][n % 3 if n % 4 else 0],
-            started_at=started, ended_at=ended, updated_at=created + timedelta(seconds=(n * 37) % 11))
+            status=status,
+            tenant=tenant,
+            workflow=["gong-ingest", "salesforce-ingest", "domain-onboard"][n % 3 if n % 4 else 0],
+            started_at=started,
+            ended_at=ended,
+            updated_at=created + timedelta(seconds=(n * 37) % 11),
+        )
         if n % 2:
-            Step.objects.create(instance_id=f"i{n:02d}", name="llm-extract", seq=1, position=1, status="complete",
-                                started_at=created)
+            Step.objects.create(
+                instance_id=f"i{n:02d}", name="llm-extract", seq=1, position=1, status="complete", started_at=created
+            )
         if n % 4:
-            InstanceCost.objects.create(instance_id=f"i{n:02d}", tenant="acme", workflow_type="gong-ingest",
-                                        total=Decimal(n % 6) / 100, calls=1, failed=0, tokens_in=0, tokens_out=0,
-                                        first_at=created, last_at=created)
+            InstanceCost.objects.create(
+                instance_id=f"i{n:02d}",
+                tenant="acme",
+                workflow_type="gong-ingest",
+                total=Decimal(n % 6) / 100,
+                calls=1,
+                failed=0,
+                tokens_in=0,
+                tokens_out=0,
+                first_at=created,
+                last_at=created,
+            )
 
 
 def _straight(user, filters, now):
     """The matches in the list's order, by the plain ORM: every row, ordered, no cap."""
     qs = instance_filtered(user=user, filters=filters, now=now)
-    if filters.keyset:
-        qs = qs.order_by(F("created_at").desc(), F("id").desc())
-    else:
-        qs = instance_order(qs, filters.sort)
+    qs = qs.order_by(F("created_at").desc(), F("id").desc()) if filters.keyset else instance_order(qs, filters.sort)
     return list(qs.values_list("id", flat=True))
 
 
@@ -131,13 +162,14 @@ def test_page_and_count_equal_the_straightforward_queries_on_both_sides_of_the_c
         pages = [1] if filters.keyset else [1, 2, 3]
         for page in pages:
             got = instance_list_counted(user=ledger, filters=filters, limit=4, page=page, cap=cap, now=now)
-            want = expected[(page - 1) * 4: page * 4]
+            want = expected[(page - 1) * 4 : page * 4]
             assert [r.id for r in got.page.rows] == want, (cap, page)
             assert (got.count, got.count_more) == (min(len(expected), cap), len(expected) > cap), (cap, page)
             assert got.page.has_more == (len(expected) > page * 4)
             if filters.keyset:
-                assert (got.page.next_cursor.id if got.page.next_cursor else None) == \
-                    (want[-1] if len(expected) > 4 else None)
+                assert (got.page.next_cursor.id if got.page.next_cursor else None) == (
+                    want[-1] if len(expected) > 4 else None
+                )
 
 
 def test_the_count_is_exact_up_to_the_cap_and_says_more_past_it(ledger):
@@ -158,9 +190,9 @@ def test_the_page_shows_the_count_with_a_plus_past_the_cap(operator, ledger, mon
     real = instances.instance_list_counted
     monkeypatch.setattr("dashboard.selectors.instance_list_counted", lambda **kw: real(**kw, cap=3))
     body = operator.get("/instances/").content.decode()
-    assert '<strong>3+</strong> instances in your tenants' in body
+    assert "<strong>3+</strong> instances in your tenants" in body
     body = operator.get("/instances/?status=errored&tenant=acme").content.decode()
-    assert '<strong>2</strong> instances match' in body
+    assert "<strong>2</strong> instances match" in body
 
 
 def test_an_attribute_filter_reads_the_attribute_rows_alone(ledger):
@@ -170,15 +202,18 @@ def test_an_attribute_filter_reads_the_attribute_rows_alone(ledger):
     probes the value rows too; a sort by an attribute reads engine_instance_attributes."""
     now = T0 + timedelta(hours=1)
     for query, table in (
-        ("workflow=ingest&status=complete&status=errored&attr=domain:a.com&sort=-duration",
-         "engine_instance_attribute_values"),
+        (
+            "workflow=ingest&status=complete&status=errored&attr=domain:a.com&sort=-duration",
+            "engine_instance_attribute_values",
+        ),
         ("attr=domain:a.com&attr=customer:c1&sort=started", "engine_instance_attribute_values"),
         ("status=complete&attr=domain:a.com&sort=-attr.customer", "engine_instance_attributes"),
     ):
         filters = InstanceFilters.from_query(QueryDict(query))
         assert attribute_rows_filtered(user=ledger, filters=filters) is not None
-        assert (attribute_values_filtered(user=ledger, filters=filters) is not None) \
-            == (table == "engine_instance_attribute_values")
+        assert (attribute_values_filtered(user=ledger, filters=filters) is not None) == (
+            table == "engine_instance_attribute_values"
+        )
         with CaptureQueriesContext(connection) as ctx:
             got = instance_list_counted(user=ledger, filters=filters, limit=4, now=now)
         expected = _straight(ledger, filters, now)
@@ -206,7 +241,7 @@ def test_keyset_pages_counts_and_the_new_rows_count_over_attribute_rows_equal_th
         if page.next_cursor is None:
             break
         back = instance_list(user=ledger, filters=filters, before=page.next_cursor, limit=2, now=now)
-        assert [r.id for r in back.rows] == expected[max(0, len(seen) - 3): len(seen) - 1]
+        assert [r.id for r in back.rows] == expected[max(0, len(seen) - 3) : len(seen) - 1]
         cursor = page.next_cursor
     assert seen == expected
     if expected and "range=" not in query:  # the new rows' count measures range from the real now
@@ -215,6 +250,7 @@ def test_keyset_pages_counts_and_the_new_rows_count_over_attribute_rows_equal_th
     for sort in ("-duration", "started", "attr.customer", "-cost"):
         numbered = InstanceFilters.from_query(QueryDict(f"{query}&sort={sort}"))
         want = _straight(ledger, numbered, now)
-        got = [r.id for p in (1, 2, 3) for r in instance_list(user=ledger, filters=numbered, limit=3, page=p,
-                                                                 now=now).rows]
+        got = [
+            r.id for p in (1, 2, 3) for r in instance_list(user=ledger, filters=numbered, limit=3, page=p, now=now).rows
+        ]
         assert got == want[:9], sort

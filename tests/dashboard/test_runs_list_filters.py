@@ -34,9 +34,17 @@ def api_operator(users):
 @pytest.fixture
 def ledger(users):
     rows = {
-        "a": make_instance("a", status="errored", workflow="gong-ingest", created_at=T0, ended_at=T0 + timedelta(seconds=50)),
+        "a": make_instance(
+            "a", status="errored", workflow="gong-ingest", created_at=T0, ended_at=T0 + timedelta(seconds=50)
+        ),
         "b": make_instance("b", status="running", workflow="gong-ingest", created_at=T0 + timedelta(minutes=1)),
-        "c": make_instance("c", status="complete", workflow="salesforce-ingest", created_at=T0 + timedelta(minutes=2), ended_at=T0 + timedelta(minutes=2, seconds=5)),
+        "c": make_instance(
+            "c",
+            status="complete",
+            workflow="salesforce-ingest",
+            created_at=T0 + timedelta(minutes=2),
+            ended_at=T0 + timedelta(minutes=2, seconds=5),
+        ),
         "d": make_instance("d", status="paused", workflow="domain-onboard", created_at=T0 + timedelta(minutes=3)),
         "x": make_instance("x", status="errored", tenant="initech", created_at=T0 + timedelta(minutes=4)),
     }
@@ -68,14 +76,17 @@ def test_step_from_the_workflow_graph_narrows_to_instances_that_have_that_step(o
     assert _ids(operator.get("/instances/?step=no-such-step")) == []
 
 
-@pytest.mark.parametrize(("sort", "expected"), [
-    ("-created", ["d", "c", "b", "a"]),
-    ("created", ["a", "b", "c", "d"]),
-    ("-started", ["d", "c", "b", "a"]),
-    ("duration", ["c", "a", "d", "b"]),  # unfinished runs last measured until now: b started first
-    ("attr.customer", ["a", "c", "d", "b"]),  # instances without the attribute come last
-    ("-attr.customer", ["c", "a", "d", "b"]),
-])
+@pytest.mark.parametrize(
+    ("sort", "expected"),
+    [
+        ("-created", ["d", "c", "b", "a"]),
+        ("created", ["a", "b", "c", "d"]),
+        ("-started", ["d", "c", "b", "a"]),
+        ("duration", ["c", "a", "d", "b"]),  # unfinished runs last measured until now: b started first
+        ("attr.customer", ["a", "c", "d", "b"]),  # instances without the attribute come last
+        ("-attr.customer", ["c", "a", "d", "b"]),
+    ],
+)
 def test_the_list_sorts_by_the_chosen_column(operator, ledger, sort, expected):
     assert _ids(operator.get(f"/instances/?sort={sort}")) == expected
 
@@ -110,7 +121,10 @@ def test_attributes_merge_and_none_removes_a_key(users):
     attributes_set(instance_id="m", values={"customer": "acme", "call_id": 42, "vip": True})
     attributes_set(instance_id="m", values={"call_id": None, "domain": "acme.com"})
     assert InstanceAttributes.objects.get(instance_id="m").attributes == {
-        "customer": "acme", "vip": "true", "domain": "acme.com"}
+        "customer": "acme",
+        "vip": "true",
+        "domain": "acme.com",
+    }
 
 
 def test_the_api_lists_by_statuses_attributes_and_sort(ledger, api_operator):

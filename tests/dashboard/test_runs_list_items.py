@@ -33,20 +33,41 @@ def ledger(users):
     at = lambda m: T0 + timedelta(minutes=m)  # noqa: E731
     p = make_instance("p", status="waiting", created_at=at(0))
     q = make_instance("q", status="complete", workflow="url-classify", created_at=at(1))
-    step = Step.objects.create(instance=p, name="classify-urls", seq=1, position=1, kind="fan_out", status="waiting",
-                               started_at=at(0))
-    fan = FanOut.objects.create(instance=p, step=step, step_name="classify-urls", handler="url-classify",
-                                handler_kind="workflow", item_workflow="url-classify", expected=3, created=3,
-                                received=2, failed=1, started_at=at(0), updated_at=at(2), deadline=at(60))
+    step = Step.objects.create(
+        instance=p, name="classify-urls", seq=1, position=1, kind="fan_out", status="waiting", started_at=at(0)
+    )
+    fan = FanOut.objects.create(
+        instance=p,
+        step=step,
+        step_name="classify-urls",
+        handler="url-classify",
+        handler_kind="workflow",
+        item_workflow="url-classify",
+        expected=3,
+        created=3,
+        received=2,
+        failed=1,
+        started_at=at(0),
+        updated_at=at(2),
+        deadline=at(60),
+    )
     items = {}
     for i, status in enumerate(["complete", "errored", "running"]):
-        items[i] = make_instance(f"_fo{fan.id}-{i}", status=status, workflow="url-classify", created_at=at(2 + i),
-                                 parent=p, parent_step="classify-urls")
+        items[i] = make_instance(
+            f"_fo{fan.id}-{i}",
+            status=status,
+            workflow="url-classify",
+            created_at=at(2 + i),
+            parent=p,
+            parent_step="classify-urls",
+        )
         FanOutItem.objects.create(instance=items[i], fan_out=fan, index=i)
-    c = make_instance("p-enrich-1", status="complete", workflow="domain-onboard", created_at=at(6), parent=p,
-                      parent_step="enrich")
-    Step.objects.create(instance=p, name="enrich", seq=1, position=2, kind="child", status="complete",
-                        started_at=at(6), child=c)
+    c = make_instance(
+        "p-enrich-1", status="complete", workflow="domain-onboard", created_at=at(6), parent=p, parent_step="enrich"
+    )
+    Step.objects.create(
+        instance=p, name="enrich", seq=1, position=2, kind="child", status="complete", started_at=at(6), child=c
+    )
     o = make_instance("_fo999-0", status="complete", workflow="url-classify", created_at=at(7), parent=p)
     attributes_set(instance_id="p", values={"customer": "acme", "amount": "120"})
     attributes_set(instance_id="q", values={"customer": "globex", "amount": "40.5", "region": "us"})
@@ -89,7 +110,7 @@ def test_the_parent_row_counts_its_items_by_state_and_links_to_them(operator, le
     assert [(c.label, c.n) for c in run.item_counts] == [("done", 1), ("failed", 1), ("out", 1)]
     assert [(c.label, c.n) for c in run.child_counts] == [("complete", 1)]
     body = operator.get("/instances/").content.decode()
-    row = body[body.index('id="row-p"'):]
+    row = body[body.index('id="row-p"') :]
     row = row[: row.index("</tr>")]
     assert re.search(r'href="/instances/\?parent=p"[^>]*>3 items</a>', row)
     assert 'href="/instances/?parent=p&amp;status=errored&amp;status=terminated">1 failed</a>' in row

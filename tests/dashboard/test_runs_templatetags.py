@@ -19,8 +19,9 @@ from dashboard.templatetags.runledger import (
 pytestmark = pytest.mark.pure
 
 
-@pytest.mark.parametrize("status", ["queued", "running", "paused", "waiting", "waitingForPause",
-                                    "complete", "errored", "terminated"])
+@pytest.mark.parametrize(
+    "status", ["queued", "running", "paused", "waiting", "waitingForPause", "complete", "errored", "terminated"]
+)
 def test_every_status_pill_has_a_colour_class_and_words(status):
     html = status_pill(status)
     assert f'class="status status-{status}"' in html
@@ -28,17 +29,31 @@ def test_every_status_pill_has_a_colour_class_and_words(status):
     assert text.strip() and text.isalpha()
 
 
-@pytest.mark.parametrize("value,expected", [
-    (Decimal("0.012345"), "$0.0123"), (Decimal("1234.5"), "$1,234.50"), (None, "—"), (Decimal("-0.5"), "-$0.5000"),
-])
+@pytest.mark.parametrize(
+    "value,expected",
+    [
+        (Decimal("0.012345"), "$0.0123"),
+        (Decimal("1234.5"), "$1,234.50"),
+        (None, "—"),
+        (Decimal("-0.5"), "-$0.5000"),
+    ],
+)
 def test_money(value, expected):
     assert money(value) == expected
 
 
-@pytest.mark.parametrize("value,expected", [
-    (0.25, "250 ms"), (4.26, "4.3 s"), (42, "42 s"), (185, "3m 05s"), (7800, "2h 10m"),
-    (timedelta(days=3, hours=4), "3d 4h"), (None, "—"),
-])
+@pytest.mark.parametrize(
+    "value,expected",
+    [
+        (0.25, "250 ms"),
+        (4.26, "4.3 s"),
+        (42, "42 s"),
+        (185, "3m 05s"),
+        (7800, "2h 10m"),
+        (timedelta(days=3, hours=4), "3d 4h"),
+        (None, "—"),
+    ],
+)
 def test_duration(value, expected):
     assert duration(value) == expected
 

@@ -58,8 +58,9 @@ def test_the_waterfall_axis_reads_in_the_unit_of_the_runs_span():
     from ingest.engine.models import Step
 
     def axis(seconds: float) -> list[str]:
-        step = Step(name="s", seq=1, kind="do", status="complete", started_at=T0,
-                    ended_at=T0 + timedelta(seconds=seconds))
+        step = Step(
+            name="s", seq=1, kind="do", status="complete", started_at=T0, ended_at=T0 + timedelta(seconds=seconds)
+        )
         return [label for _, label in waterfall([(step, [])], start=T0, now=T0)[1]]
 
     assert axis(0.008) == ["+0.0ms", "+2.0ms", "+4.0ms", "+6.0ms", "+8.0ms"]
@@ -74,7 +75,7 @@ def test_parallel_steps_share_a_rank_in_the_run_graph(operator):
     inst = make_instance("acme-dag", status="complete")
     make_run(inst)
     html = operator.get("/instances/acme-dag/").content.decode()
-    dag = html[html.index('id="instance-dag"'):html.index('id="instance-waterfall"')]
+    dag = html[html.index('id="instance-dag"') : html.index('id="instance-waterfall"')]
     ranks = [re.findall(r'<span class="n" title="([^"]+)"', r) for r in dag.split('class="dag-rank"')[1:]]
     assert ranks == [["fetch-calls"], ["llm-extract-1", "llm-extract-2"], ["load-credentials"]]
 

@@ -27,12 +27,12 @@ def _views_page(client) -> str:
 
 
 def _form_token(html: str, action: str) -> str:
-    form = html[html.index(f'action="{action}"'):]
+    form = html[html.index(f'action="{action}"') :]
     return token_in(form[: form.index("</form>")])
 
 
 def _version(html: str, view_id: int) -> str:
-    form = html[html.index(f'action="/saved-views/{view_id}/rename/"'):]
+    form = html[html.index(f'action="/saved-views/{view_id}/rename/"') :]
     return re.search(r'name="version" value="([0-9]+)"', form).group(1)
 
 
@@ -55,8 +55,9 @@ def test_a_view_is_saved_with_the_filters_the_list_writes_and_opens_that_list(op
 
 def test_filters_that_do_not_parse_are_not_saved_and_are_named(operator, users):
     page = operator.get("/instances/").content.decode()
-    r = operator.post("/saved-views/save/", {"name": "bad", "query": "status=zzz&attr=amount>=x",
-                                             "submission": token_in(page)})
+    r = operator.post(
+        "/saved-views/save/", {"name": "bad", "query": "status=zzz&attr=amount>=x", "submission": token_in(page)}
+    )
     body = r.content.decode()
     assert r.status_code == 400 and "&#x27;zzz&#x27; is not a status" in body and "is not a number" in body
     assert not SavedView.objects.exists() and not AuditEntry.objects.filter(action="saved_view.create").exists()
@@ -82,8 +83,14 @@ def test_rename_and_delete_act_on_the_owners_view_once_and_are_audited(operator,
     _save(operator, "old", "status=errored")
     view = SavedView.objects.get()
     page = _views_page(operator)
-    r = operator.post(f"/saved-views/{view.id}/rename/", {"name": "new", "version": _version(page, view.id),
-                                                          "submission": _form_token(page, f"/saved-views/{view.id}/rename/")})
+    r = operator.post(
+        f"/saved-views/{view.id}/rename/",
+        {
+            "name": "new",
+            "version": _version(page, view.id),
+            "submission": _form_token(page, f"/saved-views/{view.id}/rename/"),
+        },
+    )
     assert r.status_code == 302 and SavedView.objects.get().name == "new"
     assert "renamed to &#x27;new&#x27;" in operator.get(r["Location"]).content.decode()
     page = _views_page(operator)
@@ -101,7 +108,9 @@ def test_a_stale_tab_cannot_undo_a_rename_made_in_another(operator, users):
     tab_a, tab_b = _views_page(operator), _views_page(operator)
     url = f"/saved-views/{view.id}/rename/"
     operator.post(url, {"name": "second", "version": _version(tab_a, view.id), "submission": _form_token(tab_a, url)})
-    r = operator.post(url, {"name": "third", "version": _version(tab_b, view.id), "submission": _form_token(tab_b, url)})
+    r = operator.post(
+        url, {"name": "third", "version": _version(tab_b, view.id), "submission": _form_token(tab_b, url)}
+    )
     assert r.status_code == 409 and "changed at" in r.content.decode()
     assert SavedView.objects.get().name == "second"
     delete_url = f"/saved-views/{view.id}/delete/"
@@ -116,8 +125,10 @@ def test_another_users_view_is_not_listed_and_is_a_404_to_write(operator, strang
     assert "private" not in stranger.get("/instances/").content.decode()
     page = _views_page(stranger)
     token = token_in(page) if 'name="submission"' in page else ""
-    for url, data in ((f"/saved-views/{view.id}/rename/", {"name": "mine now", "version": "1"}),
-                      (f"/saved-views/{view.id}/delete/", {"version": "1"})):
+    for url, data in (
+        (f"/saved-views/{view.id}/rename/", {"name": "mine now", "version": "1"}),
+        (f"/saved-views/{view.id}/delete/", {"version": "1"}),
+    ):
         assert stranger.post(url, {**data, "submission": token}).status_code == 404
     assert SavedView.objects.get().name == "private"
 

@@ -19,9 +19,18 @@ pytestmark = [pytest.mark.db, pytest.mark.django_db]
 
 
 def _new(**overrides: str) -> dict[str, str]:
-    return {"name": "hourly-echo", "workflow": "test-echo", "tenant": "acme", "cron": "0 * * * *",
-            "timezone": "Europe/Paris", "missed_fire_policy": "skip", "catch_up_limit": "1",
-            "params": '{"n": 1}', "enabled": "on", **overrides}
+    return {
+        "name": "hourly-echo",
+        "workflow": "test-echo",
+        "tenant": "acme",
+        "cron": "0 * * * *",
+        "timezone": "Europe/Paris",
+        "missed_fire_policy": "skip",
+        "catch_up_limit": "1",
+        "params": '{"n": 1}',
+        "enabled": "on",
+        **overrides,
+    }
 
 
 def test_an_operator_creates_a_schedule_that_is_listed_with_its_fires_and_audited(operator: Client) -> None:
@@ -32,18 +41,32 @@ def test_an_operator_creates_a_schedule_that_is_listed_with_its_fires_and_audite
     assert response.status_code == 302 and response["Location"] == "/schedules/hourly-echo/"
     s = Schedule.objects.get(name="hourly-echo")
     assert (s.workflow, s.tenant, s.cron, s.timezone, s.params, s.enabled) == (
-        "test-echo", "acme", "0 * * * *", "Europe/Paris", {"n": 1}, True)
+        "test-echo",
+        "acme",
+        "0 * * * *",
+        "Europe/Paris",
+        {"n": 1},
+        True,
+    )
     assert s.next_fire_at is not None and s.next_fire_at > timezone.now()
     entry = AuditEntry.objects.get()
     assert (entry.action, entry.actor, entry.tenants) == ("schedule.create", "operator", ["acme"])
 
 
 def test_every_invalid_field_is_named_at_once_and_nothing_is_created(operator: Client) -> None:
-    schedule_create(name="taken", workflow="test-echo", cron_expression="0 3 * * *", tenant="acme",
-                    now=timezone.now())
-    response = operator.post("/schedules/new/create/", _new(
-        name="taken", workflow="no-such-flow", tenant="initech", cron="61 * * *", timezone="Mars/Olympus",
-        catch_up_limit="0", params='{"_schedule": 1}'))
+    schedule_create(name="taken", workflow="test-echo", cron_expression="0 3 * * *", tenant="acme", now=timezone.now())
+    response = operator.post(
+        "/schedules/new/create/",
+        _new(
+            name="taken",
+            workflow="no-such-flow",
+            tenant="initech",
+            cron="61 * * *",
+            timezone="Mars/Olympus",
+            catch_up_limit="0",
+            params='{"_schedule": 1}',
+        ),
+    )
     assert response.status_code == 400
     errors = response.context["form"].errors
     assert set(errors) == {"name", "workflow", "tenant", "cron", "timezone", "catch_up_limit", "params"}
@@ -53,19 +76,28 @@ def test_every_invalid_field_is_named_at_once_and_nothing_is_created(operator: C
 
 
 def test_an_edit_names_every_wrong_field_at_once_too(operator: Client) -> None:
-    schedule_create(name="month-end", workflow="test-echo", cron_expression="59 23 LW * *", tenant="acme",
-                    now=timezone.now())
+    schedule_create(
+        name="month-end", workflow="test-echo", cron_expression="59 23 LW * *", tenant="acme", now=timezone.now()
+    )
     before = Schedule.objects.filter(name="month-end").values().get()
-    response = operator.post("/schedules/month-end/save/", {
-        "cron": "bad", "timezone": "Nowhere/Land", "missed_fire_policy": "skip", "catch_up_limit": "1",
-        "params": "{}"})
+    response = operator.post(
+        "/schedules/month-end/save/",
+        {
+            "cron": "bad",
+            "timezone": "Nowhere/Land",
+            "missed_fire_policy": "skip",
+            "catch_up_limit": "1",
+            "params": "{}",
+        },
+    )
     assert response.status_code == 400 and set(response.context["form"].errors) == {"cron", "timezone"}
     assert Schedule.objects.filter(name="month-end").values().get() == before
 
 
 def test_delete_asks_first_then_removes_the_schedule_and_is_audited(operator: Client) -> None:
-    schedule_create(name="month-end", workflow="test-echo", cron_expression="59 23 LW * *", tenant="acme",
-                    now=timezone.now())
+    schedule_create(
+        name="month-end", workflow="test-echo", cron_expression="59 23 LW * *", tenant="acme", now=timezone.now()
+    )
     confirm = operator.get("/schedules/month-end/delete/")
     assert confirm.status_code == 200 and "Delete schedule" in confirm.content.decode()
     assert Schedule.objects.filter(name="month-end").exists()
@@ -77,8 +109,9 @@ def test_delete_asks_first_then_removes_the_schedule_and_is_audited(operator: Cl
 
 
 def test_a_viewer_and_a_stranger_can_neither_create_nor_delete(viewer: Client, stranger: Client, users: Any) -> None:
-    schedule_create(name="month-end", workflow="test-echo", cron_expression="59 23 LW * *", tenant="acme",
-                    now=timezone.now())
+    schedule_create(
+        name="month-end", workflow="test-echo", cron_expression="59 23 LW * *", tenant="acme", now=timezone.now()
+    )
     assert 'href="/schedules/new/"' not in viewer.get("/schedules/").content.decode()
     assert viewer.get("/schedules/new/").status_code == 403
     assert viewer.post("/schedules/new/create/", _new()).status_code == 403

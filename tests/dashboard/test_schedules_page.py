@@ -21,23 +21,32 @@ pytestmark = [pytest.mark.db, pytest.mark.django_db]
 
 @pytest.fixture
 def month_end(db: Any) -> Schedule:
-    return schedule_create(name="month-end", workflow="test-echo", cron_expression="59 23 LW * *",
-                           tenant="acme", now=timezone.now())
+    return schedule_create(
+        name="month-end", workflow="test-echo", cron_expression="59 23 LW * *", tenant="acme", now=timezone.now()
+    )
 
 
 @pytest.fixture
 def initech_nightly(db: Any) -> Schedule:
-    return schedule_create(name="initech-nightly", workflow="test-echo", cron_expression="0 3 * * *",
-                           tenant="initech", now=timezone.now())
+    return schedule_create(
+        name="initech-nightly", workflow="test-echo", cron_expression="0 3 * * *", tenant="initech", now=timezone.now()
+    )
 
 
 def _form(**overrides: str) -> dict[str, str]:
-    return {"cron": "59 23 LW * *", "timezone": "UTC", "missed_fire_policy": "skip",
-            "catch_up_limit": "1", "params": "{}", **overrides}
+    return {
+        "cron": "59 23 LW * *",
+        "timezone": "UTC",
+        "missed_fire_policy": "skip",
+        "catch_up_limit": "1",
+        "params": "{}",
+        **overrides,
+    }
 
 
 def test_the_list_shows_each_visible_schedule_with_five_next_fires(
-        operator: Client, month_end: Schedule, initech_nightly: Schedule) -> None:
+    operator: Client, month_end: Schedule, initech_nightly: Schedule
+) -> None:
     body = operator.get("/schedules/").content.decode()
     assert "month-end" in body and "59 23 LW * *" in body
     assert "initech-nightly" not in body
@@ -71,14 +80,18 @@ def test_the_operator_disables_enables_and_runs_now_each_audited(operator: Clien
     instance = Instance.objects.get()
     assert instance.id.startswith("month-end-manual-") and instance.tenant == "acme"
     assert list(AuditEntry.objects.order_by("id").values_list("action", flat=True)) == [
-        "schedule.disable", "schedule.enable", "schedule.run"]
+        "schedule.disable",
+        "schedule.enable",
+        "schedule.run",
+    ]
     body = operator.get("/schedules/").content.decode()
     assert instance.id in body
 
 
 def test_an_edit_saves_the_new_cron_and_moves_the_next_fire(operator: Client, month_end: Schedule) -> None:
-    response = operator.post("/schedules/month-end/save/", _form(cron="0 9 * * 5#3", timezone="Europe/Paris",
-                                                                 params='{"region": "eu"}'))
+    response = operator.post(
+        "/schedules/month-end/save/", _form(cron="0 9 * * 5#3", timezone="Europe/Paris", params='{"region": "eu"}')
+    )
     assert response.status_code == 302
     schedule = Schedule.objects.get(name="month-end")
     assert (schedule.cron, schedule.timezone, schedule.params) == ("0 9 * * 5#3", "Europe/Paris", {"region": "eu"})
@@ -88,16 +101,20 @@ def test_an_edit_saves_the_new_cron_and_moves_the_next_fire(operator: Client, mo
     assert AuditEntry.objects.get().action == "schedule.update"
 
 
-@pytest.mark.parametrize("field, value, says", [
-    ("cron", "61 * * * *", "is invalid"),
-    ("cron", "0 3 * *", "has 4 fields"),
-    ("timezone", "Mars/Olympus", "time zone"),
-    ("params", "[1, 2]", "a JSON object is expected"),
-    ("params", "{nope", "not valid JSON"),
-    ("catch_up_limit", "0", "greater than or equal to 1"),
-])
+@pytest.mark.parametrize(
+    "field, value, says",
+    [
+        ("cron", "61 * * * *", "is invalid"),
+        ("cron", "0 3 * *", "has 4 fields"),
+        ("timezone", "Mars/Olympus", "time zone"),
+        ("params", "[1, 2]", "a JSON object is expected"),
+        ("params", "{nope", "not valid JSON"),
+        ("catch_up_limit", "0", "greater than or equal to 1"),
+    ],
+)
 def test_a_bad_edit_shows_the_error_on_its_field_and_changes_no_row(
-        operator: Client, month_end: Schedule, field: str, value: str, says: str) -> None:
+    operator: Client, month_end: Schedule, field: str, value: str, says: str
+) -> None:
     before = Schedule.objects.filter(name="month-end").values().get()
     response = operator.post("/schedules/month-end/save/", _form(**{field: value}))
     assert response.status_code == 400

@@ -11,8 +11,7 @@ from dashboard.access import demo_users_ensure
 pytestmark = pytest.mark.db
 
 
-@pytest.mark.parametrize("path", ["/instances/", "/instances/?status=errored", "/dead-letters/", "/costs/",
-                                  "/audit/"])
+@pytest.mark.parametrize("path", ["/instances/", "/instances/?status=errored", "/dead-letters/", "/costs/", "/audit/"])
 def test_a_page_that_serves_htmx_fragments_varies_on_hx_request(operator: Client, path: str) -> None:
     page = operator.get(path)
     fragment = operator.get(path, headers={"HX-Request": "true"})

@@ -29,8 +29,14 @@ def test_each_connection_shows_its_cursor_lag_last_pull_error_and_schedule(viewe
     sfdc = connection_upsert(tenant="acme", kind="salesforce", key="c", secret="s")
     connection_upsert(tenant="initech", kind="gong", key="k", secret="s")
     cursor_claim(connection_id=gong.pk, holder="a", now=now, hold=timedelta(minutes=15))
-    cursor_advance(connection_id=gong.pk, holder="a", window=Window(now - timedelta(hours=3), now - timedelta(minutes=42)),
-                   listed=100, started=10, now=now)
+    cursor_advance(
+        connection_id=gong.pk,
+        holder="a",
+        window=Window(now - timedelta(hours=3), now - timedelta(minutes=42)),
+        listed=100,
+        started=10,
+        now=now,
+    )
     cursor_claim(connection_id=sfdc.pk, holder="b", now=now, hold=timedelta(minutes=15))
     cursor_fail(connection_id=sfdc.pk, holder="b", error="SalesforceAuthError: check the connected app", now=now)
     reconcile_schedules_ensure(now)

@@ -32,8 +32,10 @@ def alice(users) -> Client:
 def shown(client: Client, path: str) -> dict[str, str]:
     """The version and the form token a page renders."""
     html = client.get(path).content.decode()
-    return {"expected_version": VERSION.findall(html)[0],
-            "submission": re.findall(r'name="submission" value="([^"]+)"', html)[0]}
+    return {
+        "expected_version": VERSION.findall(html)[0],
+        "submission": re.findall(r'name="submission" value="([^"]+)"', html)[0],
+    }
 
 
 def test_a_stale_tab_cannot_retry_a_dead_letter_another_tab_discarded(operator, alice):
@@ -88,8 +90,11 @@ def test_an_instance_action_from_a_form_shown_before_another_operator_acted_is_r
     assert Instance.objects.get(pk=inst.id).status == "paused"
     assert list(AuditEntry.objects.values_list("action", flat=True)) == ["instance.pause"]
     # The answer shows the form as it is now: confirming it again acts on that, deliberately.
-    again = {"expected_version": VERSION.findall(html)[0], "reason": "bad input",
-             "submission": re.findall(r'name="submission" value="([^"]+)"', html)[0]}
+    again = {
+        "expected_version": VERSION.findall(html)[0],
+        "reason": "bad input",
+        "submission": re.findall(r'name="submission" value="([^"]+)"', html)[0],
+    }
     assert again["expected_version"] != tab_b["expected_version"]
     assert operator.post(f"/instances/{inst.id}/actions/terminate/run/", again).status_code == 303
     assert Instance.objects.get(pk=inst.id).status == "terminated"
@@ -119,12 +124,12 @@ def test_the_command_line_refuses_a_stale_version_too(operator, alice):
     seen = shown(operator, f"/dead-letters/{dl.id}/")["expected_version"]
     alice.post(f"/dead-letters/{dl.id}/retry/", {"reason": "provider back"})
     with pytest.raises(CommandError, match="was redriven by alice"):
-        call_command("operate", "--as", "operator", "discard", str(dl.id), "--reason", "x",
-                     "--expected-version", seen)
+        call_command("operate", "--as", "operator", "discard", str(dl.id), "--reason", "x", "--expected-version", seen)
     inst = make_instance("acme-cli-stale", workflow=DEMO, status="queued")
     seen = shown(operator, f"/instances/{inst.id}/actions/pause/")["expected_version"]
     alice.post(f"/instances/{inst.id}/actions/pause/run/", {"reason": "outage"})
     with pytest.raises(CommandError, match="alice paused it"):
-        call_command("operate", "--as", "operator", "instance", "resume", inst.id, "--reason", "x",
-                     "--expected-version", seen)
+        call_command(
+            "operate", "--as", "operator", "instance", "resume", inst.id, "--reason", "x", "--expected-version", seen
+        )
     assert Instance.objects.get(pk=inst.id).status == "paused"

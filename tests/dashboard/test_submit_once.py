@@ -44,8 +44,12 @@ def test_a_double_submitted_replay_starts_one_instance_and_the_second_shows_the_
     edited = json.dumps({"account": "acme", "limit": 5})
     preview = operator.post(url, {"reason": "smaller page", "params": edited})
     assert preview.status_code == 200  # the diff: nothing done, so its form carries a fresh token
-    form = {"reason": "smaller page", "params": edited, "confirm": "True",
-            "submission": token_in(preview.content.decode())}
+    form = {
+        "reason": "smaller page",
+        "params": edited,
+        "confirm": "True",
+        "submission": token_in(preview.content.decode()),
+    }
     first = operator.post(url, form)
     second = operator.post(url, form)
     replays = list(Instance.objects.filter(replay_of_id=inst.id).values_list("id", flat=True))
@@ -74,8 +78,12 @@ def test_an_htmx_double_submit_gets_the_first_answers_client_redirect(operator):
 def test_a_duplicate_redrive_acts_once_writes_one_audit_row_and_shows_the_first_count(operator):
     dl = failed_instance(tenant="acme")
     preview = operator.get(f"/dead-letters/redrive/?signature={dl.signature}").content.decode()
-    form = {"token": re.search(r'name="token" value="([^"]+)"', preview)[1], "reason": "provider back",
-            "rate_per_second": "5", "submission": token_in(preview)}
+    form = {
+        "token": re.search(r'name="token" value="([^"]+)"', preview)[1],
+        "reason": "provider back",
+        "rate_per_second": "5",
+        "submission": token_in(preview),
+    }
     first = operator.post("/dead-letters/redrive/run/", form)
     second = operator.post("/dead-letters/redrive/run/", form)
     assert (first.status_code, second.status_code) == (302, 303)
@@ -94,9 +102,16 @@ def test_a_redrive_that_finds_its_letters_resolved_meanwhile_does_nothing_and_au
     # Resolved between the selection's count and the engine's pass (another tab, another process).
     DeadLetter.objects.filter(pk=dl.pk).update(state="discarded")
     with pytest.raises(NothingToRedrive, match="redriven or discarded meanwhile"):
-        dead_letters_redrive(user=get_user_model().objects.get(username="operator"), origin=Origin.cli(),
-                             ids=[dl.pk], scope=None, rate_per_second=5, reason="r", selection={"ids": [dl.pk]},
-                             tenants=["acme"])
+        dead_letters_redrive(
+            user=get_user_model().objects.get(username="operator"),
+            origin=Origin.cli(),
+            ids=[dl.pk],
+            scope=None,
+            rate_per_second=5,
+            reason="r",
+            selection={"ids": [dl.pk]},
+            tenants=["acme"],
+        )
     assert not AuditEntry.objects.filter(action="dead_letters.redrive").exists()
 
 
@@ -179,14 +194,17 @@ def test_every_view_that_acts_on_a_post_is_submitted_once():
 
 @pytest.mark.django_db(transaction=True)
 def test_a_second_submit_that_arrives_while_the_first_acts_waits_for_it_and_shows_its_answer(
-        require_postgres, transactional_db, monkeypatch):
+    require_postgres, transactional_db, monkeypatch
+):
     demo_users_ensure()
     tabs = [Client(), Client()]
     for tab in tabs:
         assert tab.login(username="operator", password="operator")
     inst = make_instance("acme-at-once", workflow=DEMO, status="errored")
-    form = {"reason": "provider back",
-            "submission": token_in(tabs[0].get(f"/instances/{inst.id}/actions/retry/").content.decode())}
+    form = {
+        "reason": "provider back",
+        "submission": token_in(tabs[0].get(f"/instances/{inst.id}/actions/retry/").content.decode()),
+    }
     inside, go = threading.Event(), threading.Event()
     engine_call = actions._engine_call
 

@@ -20,8 +20,14 @@ pytestmark = [pytest.mark.db, pytest.mark.django_db]
 
 
 def _new(**overrides: str) -> dict[str, str]:
-    return {"pattern": "user.*", "workflow": "test-echo", "tenant": "acme", "filters": '{"plan": "pro"}',
-            "enabled": "on", **overrides}
+    return {
+        "pattern": "user.*",
+        "workflow": "test-echo",
+        "tenant": "acme",
+        "filters": '{"plan": "pro"}',
+        "enabled": "on",
+        **overrides,
+    }
 
 
 def _publish(type: str, **data: Any) -> list[str]:
@@ -37,15 +43,27 @@ def test_an_operator_creates_a_subscription_that_starts_its_workflow(operator: C
     sub = Subscription.objects.get()
     assert response.status_code == 302 and response["Location"] == f"/subscriptions/{sub.pk}/"
     assert (sub.pattern, sub.workflow, sub.tenant, sub.filters, sub.enabled) == (
-        "user.*", "test-echo", "acme", {"plan": "pro"}, True)
+        "user.*",
+        "test-echo",
+        "acme",
+        {"plan": "pro"},
+        True,
+    )
     assert len(_publish("user.created", plan="pro")) == 1 and _publish("user.created", plan="free") == []
     entry = AuditEntry.objects.get()
-    assert (entry.action, entry.actor, entry.tenants, entry.source) == ("subscription.create", "operator", ["acme"], "web")
+    assert (entry.action, entry.actor, entry.tenants, entry.source) == (
+        "subscription.create",
+        "operator",
+        ["acme"],
+        "web",
+    )
 
 
 def test_every_invalid_field_is_named_at_once_and_nothing_is_created(operator: Client) -> None:
-    response = operator.post("/subscriptions/new/create/", _new(pattern="has space", workflow="nope",
-                                                                tenant="initech", filters='{"plan": {"a": 1}}'))
+    response = operator.post(
+        "/subscriptions/new/create/",
+        _new(pattern="has space", workflow="nope", tenant="initech", filters='{"plan": {"a": 1}}'),
+    )
     assert response.status_code == 400
     assert set(response.context["form"].errors) == {"pattern", "workflow", "tenant", "filters"}
     assert "4 fields to correct" in response.content.decode()
@@ -59,19 +77,25 @@ def test_an_edit_and_a_switch_take_effect_for_the_next_event_and_a_bad_edit_chan
     page = operator.get(f"/subscriptions/{sub.pk}/").content.decode()
     assert "Save subscription" in page and "Disable" in page and "Delete…" in page
     before = Subscription.objects.filter(pk=sub.pk).values().get()
-    refused = operator.post(f"/subscriptions/{sub.pk}/save/", {"pattern": "a b", "workflow": "nope", "filters": "[1]",
-                                                               "enabled": "on"})
+    refused = operator.post(
+        f"/subscriptions/{sub.pk}/save/", {"pattern": "a b", "workflow": "nope", "filters": "[1]", "enabled": "on"}
+    )
     assert refused.status_code == 400 and set(refused.context["edit"].errors) == {"pattern", "workflow", "filters"}
     assert Subscription.objects.filter(pk=sub.pk).values().get() == before
-    saved = operator.post(f"/subscriptions/{sub.pk}/save/", {"pattern": "invoice.*", "workflow": "test-echo",
-                                                             "filters": "", "enabled": "on"})
+    saved = operator.post(
+        f"/subscriptions/{sub.pk}/save/",
+        {"pattern": "invoice.*", "workflow": "test-echo", "filters": "", "enabled": "on"},
+    )
     assert saved.status_code == 302 and _publish("user.created") == [] and len(_publish("invoice.paid")) == 1
     assert operator.post(f"/subscriptions/{sub.pk}/disable/").status_code == 302
     assert _publish("invoice.sent") == []
     assert operator.post(f"/subscriptions/{sub.pk}/enable/").status_code == 302
     assert len(_publish("invoice.void")) == 1
     assert list(AuditEntry.objects.order_by("id").values_list("action", flat=True)) == [
-        "subscription.update", "subscription.disable", "subscription.enable"]
+        "subscription.update",
+        "subscription.disable",
+        "subscription.enable",
+    ]
 
 
 def test_delete_asks_first_then_the_subscription_starts_nothing(operator: Client) -> None:

@@ -46,7 +46,9 @@ def test_create_prints_a_token_that_authenticates_and_revoke_ends_it(users: None
     assert "revoked" in token_cmd("list", "--user", "viewer")[0]
     entries = list(AuditEntry.objects.order_by("pk"))
     assert [(e.action, e.actor, e.source) for e in entries] == [
-        ("api_token.create", "viewer", "cli"), ("api_token.revoke", "viewer", "cli")]
+        ("api_token.create", "viewer", "cli"),
+        ("api_token.revoke", "viewer", "cli"),
+    ]
     assert not any(token in str(e.selection) for e in entries)
 
 
@@ -58,12 +60,15 @@ def test_revoke_is_scoped_to_the_named_user(users: None) -> None:
     assert api(token) == 200 and not AuditEntry.objects.filter(action="api_token.revoke").exists()
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["create", "--user", "nobody", "--name", "x"], "no user 'nobody'"),
-    (["create", "--user", "viewer", "--name", "  "], "name is 1 to 100 characters"),
-    (["create", "--user", "viewer", "--name", "x", "--expires-days", "0"], "from 1 to 3650"),
-    (["create", "--user", "viewer", "--name", "x", "--expires-days", "99999"], "from 1 to 3650"),
-])
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["create", "--user", "nobody", "--name", "x"], "no user 'nobody'"),
+        (["create", "--user", "viewer", "--name", "  "], "name is 1 to 100 characters"),
+        (["create", "--user", "viewer", "--name", "x", "--expires-days", "0"], "from 1 to 3650"),
+        (["create", "--user", "viewer", "--name", "x", "--expires-days", "99999"], "from 1 to 3650"),
+    ],
+)
 def test_bad_input_is_refused_with_a_message_and_creates_nothing(users: None, argv: list[str], message: str) -> None:
     with pytest.raises(CommandError, match=message):
         token_cmd(*argv)

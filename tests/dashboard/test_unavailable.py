@@ -56,8 +56,13 @@ def locked_instances(require_postgres, transactional_db):
     """Another session holds engine_instance exclusively; this one gives up on a statement after
     200 ms: every read of the instances times out, as on a database that hangs."""
     params = connection.get_connection_params()
-    holder = psycopg.connect(host=params.get("host"), port=params.get("port"), user=params.get("user"),
-                             password=params.get("password"), dbname=params.get("dbname") or params.get("database"))
+    holder = psycopg.connect(
+        host=params.get("host"),
+        port=params.get("port"),
+        user=params.get("user"),
+        password=params.get("password"),
+        dbname=params.get("dbname") or params.get("database"),
+    )
     holder.execute("LOCK TABLE engine_instance IN ACCESS EXCLUSIVE MODE")
     with connection.cursor() as cursor:
         cursor.execute("SET statement_timeout = 200")

@@ -31,9 +31,13 @@ def _free_port() -> int:
 
 def _env(tmp_path: Path) -> dict[str, str]:
     env = dict(os.environ)
-    env.update(DATABASE_URL=f"sqlite:///{tmp_path / 'up.sqlite3'}", PYTHONUNBUFFERED="1",
-               DJANGO_SETTINGS_MODULE="dashboard.settings", DEBUG="0",
-               RUNLEDGER_SECRET_KEY_FILE=str(tmp_path / "keys"))
+    env.update(
+        DATABASE_URL=f"sqlite:///{tmp_path / 'up.sqlite3'}",
+        PYTHONUNBUFFERED="1",
+        DJANGO_SETTINGS_MODULE="dashboard.settings",
+        DEBUG="0",
+        RUNLEDGER_SECRET_KEY_FILE=str(tmp_path / "keys"),
+    )
     env.pop("REDIS_URL", None)
     return env
 
@@ -51,9 +55,14 @@ def test_up_on_a_port_in_use_exits_non_zero_before_starting_anything(tmp_path: P
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        proc = subprocess.Popen([sys.executable, "manage.py", "up", "--port", str(port)], cwd=ROOT,
-                                env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "manage.py", "up", "--port", str(port)],
+            cwd=ROOT,
+            env=_env(tmp_path),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
         out, err = proc.communicate(timeout=120)
     assert proc.returncode != 0
     said = out.decode() + err.decode()
@@ -67,9 +76,14 @@ def test_up_on_a_port_in_use_exits_non_zero_before_starting_anything(tmp_path: P
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
     tmp = tmp_path_factory.mktemp("up")
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "manage.py", "up", "--no-demo", "--port", str(port)], cwd=ROOT,
-                            env=_env(tmp), stdout=(tmp / "out.log").open("wb"), stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "manage.py", "up", "--no-demo", "--port", str(port)],
+        cwd=ROOT,
+        env=_env(tmp),
+        stdout=(tmp / "out.log").open("wb"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 120  # migrations on a fresh SQLite file, on a shared machine
         while True:
@@ -116,6 +130,11 @@ def test_headers_over_the_limit_are_a_431_with_a_message(served: int) -> None:
 
 
 def test_a_request_under_the_limits_is_served_as_before(served: int) -> None:
-    answer = _exchange(served, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
-                       + b"X-Filler: " + b"y" * 8000 + b"\r\n\r\n")
+    answer = _exchange(
+        served,
+        b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+        + b"X-Filler: "
+        + b"y" * 8000
+        + b"\r\n\r\n",
+    )
     assert answer.startswith(b"HTTP/1.1 200")

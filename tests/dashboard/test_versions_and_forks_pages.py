@@ -30,7 +30,7 @@ def test_the_workflow_page_lists_versions_with_counts_and_refuses_to_retire_a_ru
     monkeypatch.setattr(DashDemo, "version", 2)
     page = operator.get(f"/workflows/{DEMO}/").content.decode()
     assert 'id="versions"' in page
-    assert "<td class=\"mono\">v1</td>" in page and "<td class=\"mono\">v2</td>" in page
+    assert '<td class="mono">v1</td>' in page and '<td class="mono">v2</td>' in page
     assert "Retire v1" in page and "Retire v2" not in page and "<strong>current</strong>" in page
     r = operator.post(f"/workflows/{DEMO}/versions/1/retire/", {"reason": "moved on"})
     assert r.status_code == 409
@@ -57,8 +57,7 @@ def test_the_fork_form_shows_validation_errors_in_place_and_forks_nothing(operat
     _ran("acme-fork-src")
     form = operator.get("/instances/acme-fork-src/actions/fork/").content.decode()
     assert '<option value="second">second</option>' in form and "Fork from step" in form
-    r = operator.post("/instances/acme-fork-src/actions/fork/run/",
-                      {"from_step": "", "params": "[1, 2]", "reason": ""})
+    r = operator.post("/instances/acme-fork-src/actions/fork/run/", {"from_step": "", "params": "[1, 2]", "reason": ""})
     assert r.status_code == 400
     html = r.content.decode()
     assert html.count("This field is required") == 2  # step and reason
@@ -68,15 +67,20 @@ def test_the_fork_form_shows_validation_errors_in_place_and_forks_nothing(operat
 
 def test_a_fork_from_the_page_starts_linked_both_ways_and_is_audited(operator):
     _ran("acme-fork-ok")
-    r = operator.post("/instances/acme-fork-ok/actions/fork/run/",
-                      {"from_step": "second", "params": '{"n": 7}', "reason": "rerun the second step"})
+    r = operator.post(
+        "/instances/acme-fork-ok/actions/fork/run/",
+        {"from_step": "second", "params": '{"n": 7}', "reason": "rerun the second step"},
+    )
     assert r.status_code == 303 and r["Location"] == "/instances/acme-fork-ok-fork-1/"
     fork = Instance.objects.get(id="acme-fork-ok-fork-1")
     assert (fork.fork_of_id, fork.fork_step, fork.params) == ("acme-fork-ok", "second", {"n": 7})
     assert list(Step.objects.filter(instance=fork).values_list("name", flat=True)) == ["first"]
     child_page = operator.get("/instances/acme-fork-ok-fork-1/").content.decode()
     assert child_page.count('copied by the fork, not run again">copied</span>') == 1  # "first" only
-    assert 'id="lineage-fork-of"><a class="mono" href="/instances/acme-fork-ok/">acme-fork-ok</a> at step <code>second</code>' in child_page
+    assert (
+        'id="lineage-fork-of"><a class="mono" href="/instances/acme-fork-ok/">acme-fork-ok</a> at step <code>second</code>'
+        in child_page
+    )
     origin_page = operator.get("/instances/acme-fork-ok/").content.decode()
     assert 'href="/instances/acme-fork-ok-fork-1/">acme-fork-ok-fork-1</a> from step <code>second</code>' in origin_page
     entry = AuditEntry.objects.get(action="instance.fork")

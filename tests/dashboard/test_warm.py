@@ -30,8 +30,10 @@ def _cached_names() -> set[str]:
 
 
 def test_every_project_template_is_compiled_and_what_is_alive_is_frozen(unfreeze):
-    names = {p.relative_to(settings.BASE_DIR / "templates").as_posix()
-             for p in (settings.BASE_DIR / "templates").rglob("*.html")}
+    names = {
+        p.relative_to(settings.BASE_DIR / "templates").as_posix()
+        for p in (settings.BASE_DIR / "templates").rglob("*.html")
+    }
     assert len(names) > 20
     done = warm_and_freeze()
     assert done["templates"] == len(names)

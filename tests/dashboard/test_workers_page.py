@@ -21,9 +21,18 @@ pytestmark = [pytest.mark.db, pytest.mark.django_db]
 
 def _hold(instance_id: str, *, tenant: str, owner: str) -> None:
     now = timezone.now()
-    Instance.objects.create(id=instance_id, workflow="test-echo", tenant=tenant, status="running",
-                            created_at=now, updated_at=now, started_at=now, lease_owner=owner,
-                            lease_token="t", lease_expires_at=now + timedelta(seconds=30))
+    Instance.objects.create(
+        id=instance_id,
+        workflow="test-echo",
+        tenant=tenant,
+        status="running",
+        created_at=now,
+        updated_at=now,
+        started_at=now,
+        lease_owner=owner,
+        lease_token="t",
+        lease_expires_at=now + timedelta(seconds=30),
+    )
 
 
 @pytest.mark.django_db(transaction=True)  # the heartbeat thread writes on its own connection

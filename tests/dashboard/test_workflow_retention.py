@@ -20,8 +20,9 @@ def test_the_workflow_page_shows_retention_and_the_readers_due_count(operator, s
         make_instance(f"gi-old-{i}", workflow="gong-ingest", status="complete", ended_at=old)
     make_instance("gi-new", workflow="gong-ingest", status="complete", ended_at=timezone.now())
     make_instance("gi-initech", tenant="initech", workflow="gong-ingest", status="complete", ended_at=old)
-    RetentionBatch.objects.create(workflow="gong-ingest", ran_at=timezone.now() - timedelta(hours=2),
-                                  cutoff=old, purged=3, archive="x")
+    RetentionBatch.objects.create(
+        workflow="gong-ingest", ran_at=timezone.now() - timedelta(hours=2), cutoff=old, purged=3, archive="x"
+    )
     r = operator.get("/workflows/gong-ingest/")
     assert r.context["retention"]["days"] == 30 and r.context["retention"]["due"] == 2
     html = r.content.decode()

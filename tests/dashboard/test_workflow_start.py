@@ -20,8 +20,14 @@ URL = f"/workflows/{DEMO}/start/"
 
 
 def _start(client: Client, **data: str) -> tuple[int, str]:
-    body = {"params": '{"account": "acme", "limit": 5}', "tenant": "acme", "id": "", "priority": "0",
-            "start_at": "", **data}
+    body = {
+        "params": '{"account": "acme", "limit": 5}',
+        "tenant": "acme",
+        "id": "",
+        "priority": "0",
+        "start_at": "",
+        **data,
+    }
     r = client.post(URL, body)
     return r.status_code, r["Location"] if r.status_code == 303 else html.unescape(r.content.decode())
 
@@ -35,15 +41,27 @@ def test_the_workflow_page_offers_start_run_to_an_operator_even_before_its_first
 
 def test_a_valid_start_creates_the_instance_with_those_params_and_an_audit_entry(operator):
     ahead = (timezone.now() + timedelta(days=3)).replace(second=0, microsecond=0)
-    status, where = _start(operator, id="hand-1", priority="7", tenant="globex", start_at=ahead.strftime("%Y-%m-%dT%H:%M"))
+    status, where = _start(
+        operator, id="hand-1", priority="7", tenant="globex", start_at=ahead.strftime("%Y-%m-%dT%H:%M")
+    )
     assert status == 303 and where == "/instances/hand-1/"
     inst = Instance.objects.get()
     assert (inst.id, inst.workflow, inst.tenant, inst.params, inst.priority) == (
-        "hand-1", DEMO, "globex", {"account": "acme", "limit": 5}, 7)
+        "hand-1",
+        DEMO,
+        "globex",
+        {"account": "acme", "limit": 5},
+        7,
+    )
     assert inst.ready_at is not None and inst.ready_at.replace(second=0, microsecond=0) == ahead
     entry = AuditEntry.objects.get()
     assert (entry.action, entry.actor, entry.source, entry.tenants, entry.selection) == (
-        "instance.start", "operator", "web", ["globex"], {"workflow": DEMO, "instance_id": "hand-1"})
+        "instance.start",
+        "operator",
+        "web",
+        ["globex"],
+        {"workflow": DEMO, "instance_id": "hand-1"},
+    )
     assert "Run hand-1 of dash-demo started" in operator.get(where).content.decode()
 
 
@@ -65,10 +83,13 @@ def test_every_invalid_field_is_shown_at_once_and_nothing_starts(operator):
     assert not Instance.objects.exists() and not AuditEntry.objects.exists()
 
 
-@pytest.mark.parametrize(("params", "said"), [
-    ("[1, 2]", "params must be a JSON object"),
-    ('{"_schedule": {}}', "the params key '_schedule' is reserved"),
-])
+@pytest.mark.parametrize(
+    ("params", "said"),
+    [
+        ("[1, 2]", "params must be a JSON object"),
+        ('{"_schedule": {}}', "the params key '_schedule' is reserved"),
+    ],
+)
 def test_params_that_are_not_an_object_or_set_a_reserved_key_are_refused(operator, params, said):
     status, page = _start(operator, params=params)
     assert status == 400 and said in page
@@ -84,8 +105,9 @@ def test_a_duplicate_id_is_refused_in_place(operator):
 
 def test_a_viewer_cannot_start_and_a_viewer_of_one_tenant_cannot_start_in_it(viewer, users):
     assert _start(viewer)[0] == 403
-    mixed = user_ensure(username="start-mixed", password="start-mixed",
-                        memberships=[("acme", Role.VIEWER), ("globex", Role.OPERATOR)])
+    mixed = user_ensure(
+        username="start-mixed", password="start-mixed", memberships=[("acme", Role.VIEWER), ("globex", Role.OPERATOR)]
+    )
     client = Client()
     client.force_login(mixed)
     status, page = _start(client, tenant="acme")
@@ -99,8 +121,10 @@ def test_a_start_more_than_a_year_ahead_is_refused(operator):
 
 
 def test_an_unknown_workflow_has_no_start(operator):
-    assert operator.post("/workflows/no-such-flow/start/", {"params": "{}", "tenant": "acme",
-                                                             "priority": "0"}).status_code == 404
+    assert (
+        operator.post("/workflows/no-such-flow/start/", {"params": "{}", "tenant": "acme", "priority": "0"}).status_code
+        == 404
+    )
     assert not Instance.objects.exists()
 
 
@@ -110,9 +134,14 @@ def test_a_run_starts_with_its_search_attributes_found_by_the_list_at_once(opera
     status, where = _start(operator, id="hand-tagged", search_attributes="customer = acme\n\nbackfill=true\n")
     assert status == 303 and where == "/instances/hand-tagged/"
     assert InstanceAttributes.objects.get(instance_id="hand-tagged").attributes == {
-        "customer": "acme", "backfill": "true"}
+        "customer": "acme",
+        "backfill": "true",
+    }
     assert AuditEntry.objects.get().selection == {
-        "workflow": DEMO, "instance_id": "hand-tagged", "search_attributes": {"customer": "acme", "backfill": "true"}}
+        "workflow": DEMO,
+        "instance_id": "hand-tagged",
+        "search_attributes": {"customer": "acme", "backfill": "true"},
+    }
     listed = operator.get("/instances/", {"attr": "customer:acme"}).content.decode()
     assert "hand-tagged" in listed
 

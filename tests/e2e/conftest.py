@@ -90,8 +90,9 @@ class Session:
         return path
 
 
-def login(browser: Any, stack: Stack, username: str, *, width: int = 1440, height: int = 900,
-          timeout: float = 15_000) -> Session:
+def login(
+    browser: Any, stack: Stack, username: str, *, width: int = 1440, height: int = 900, timeout: float = 15_000
+) -> Session:
     context = browser.new_context(viewport={"width": width, "height": height})
     page = context.new_page()
     page.set_default_timeout(timeout)
@@ -127,8 +128,10 @@ def stranger(browser: Any, stack: Stack) -> Iterator[Session]:
 
 def create(stack: Stack, workflow: str, *, id: str, tenant: str = "acme", params: dict[str, Any] | None = None) -> str:
     raw = json.dumps(params or {})
-    stack.python(f"import json; from ingest.engine import create; "
-                 f"create({workflow!r}, id={id!r}, tenant={tenant!r}, params=json.loads({raw!r}))")
+    stack.python(
+        f"import json; from ingest.engine import create; "
+        f"create({workflow!r}, id={id!r}, tenant={tenant!r}, params=json.loads({raw!r}))"
+    )
     return id
 
 

@@ -34,13 +34,24 @@ class Stack:
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
-        env.update(DATABASE_URL=self.database_url, RUNLEDGER_WORKFLOW_MODULES=WORKFLOWS, PYTHONUNBUFFERED="1",
-                   DJANGO_SETTINGS_MODULE="dashboard.settings", DEBUG="0")
+        env.update(
+            DATABASE_URL=self.database_url,
+            RUNLEDGER_WORKFLOW_MODULES=WORKFLOWS,
+            PYTHONUNBUFFERED="1",
+            DJANGO_SETTINGS_MODULE="dashboard.settings",
+            DEBUG="0",
+        )
         return env
 
     def manage(self, *args: str, timeout: float = 300) -> str:
-        result = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=self.env(),
-                                capture_output=True, text=True, timeout=timeout)
+        result = subprocess.run(
+            [sys.executable, "manage.py", *args],
+            cwd=ROOT,
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
         if result.returncode != 0:
             raise AssertionError(f"manage.py {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
         return result.stdout
@@ -65,10 +76,24 @@ class Stack:
         else:
             self.manage("migrate", "-v0")
         self.manage("demo_users")
-        self._spawn("worker", [sys.executable, "manage.py", "worker", "--concurrency", str(self.concurrency),
-                               "--poll", "0.1", "--lease", "10"])
-        self._spawn("daphne", [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port),
-                               "dashboard.asgi:application"])
+        self._spawn(
+            "worker",
+            [
+                sys.executable,
+                "manage.py",
+                "worker",
+                "--concurrency",
+                str(self.concurrency),
+                "--poll",
+                "0.1",
+                "--lease",
+                "10",
+            ],
+        )
+        self._spawn(
+            "daphne",
+            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "dashboard.asgi:application"],
+        )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             for p in self.procs:

@@ -33,8 +33,9 @@ def op(browser: Any, stack: Stack, width: int) -> Iterator[Session]:
 
 
 def api_status(stack: Stack, token: str) -> int:
-    return requests.get(f"{stack.base_url}/api/instances", headers={"Authorization": f"Bearer {token}"},
-                        timeout=30).status_code
+    return requests.get(
+        f"{stack.base_url}/api/instances", headers={"Authorization": f"Bearer {token}"}, timeout=30
+    ).status_code
 
 
 def test_a_token_made_in_the_console_works_with_the_api_until_revoked(op: Session, stack: Stack, width: int) -> None:

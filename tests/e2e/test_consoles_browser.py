@@ -38,7 +38,8 @@ def triggers(stack: Stack) -> dict[str, str]:
         "[s.coalesce_add(source='route:crm-sync', config=__import__('ingest.triggers.coalesce', "
         "fromlist=['parse']).parse(Route.objects.get(name='crm-sync').coalesce), workflow='e2e-live-steps', "
         "tenant='acme', payload={'account': a}, now=tz.now(), actor='e2e') for a in ('a1', 'a1', 'b2')]; "
-        "print(token)")
+        "print(token)"
+    )
     return {"token": out.strip().splitlines()[-1]}
 
 
@@ -57,10 +58,12 @@ def op(browser: Any, stack: Stack, width: int) -> Iterator[Session]:
 def axe(s: Session, *, within: str = "html") -> list[dict[str, Any]]:
     """axe-core's serious and critical violations on the page as it is now (in `within`)."""
     s.page.add_script_tag(url=f"{s.base}/static/vendor/axe.min.js")
-    found = s.page.evaluate("""async (within) => (await axe.run(within, {resultTypes: ['violations']}))
+    found = s.page.evaluate(
+        """async (within) => (await axe.run(within, {resultTypes: ['violations']}))
         .violations.map(v => ({id: v.id, impact: v.impact, help: v.help,
                                nodes: v.nodes.slice(0, 3).map(n => n.target.join(' ') + ': ' + n.failureSummary)}))""",
-                            within)
+        within,
+    )
     return [v for v in found if v["impact"] in SERIOUS]
 
 
@@ -69,7 +72,8 @@ def fits(s: Session) -> None:
 
 
 def test_schedules_show_quartz_fires_refuse_a_bad_edit_in_place_and_run_now(
-        op: Session, stack: Stack, triggers: dict[str, str], width: int) -> None:
+    op: Session, stack: Stack, triggers: dict[str, str], width: int
+) -> None:
     page = op.page
     op.goto("/schedules/")
     row = page.locator('tr[data-schedule="month-end"]')
@@ -84,7 +88,9 @@ def test_schedules_show_quartz_fires_refuse_a_bad_edit_in_place_and_run_now(
     assert "is invalid" in error.inner_text() and page.input_value("#id_cron") == "61 * * * *"
     assert axe(op) == []
     op.shot(f"consoles-schedule-refused-{width}", full_page=True)
-    stored = stack.python("from ingest.triggers.models import Schedule; print(Schedule.objects.get(name='month-end').cron)")
+    stored = stack.python(
+        "from ingest.triggers.models import Schedule; print(Schedule.objects.get(name='month-end').cron)"
+    )
     assert stored.strip() == "59 23 LW * *"
     page.get_by_role("button", name="Run now").first.click()
     assert "fired now" in page.locator(".messages").inner_text()
@@ -105,10 +111,15 @@ def test_routes_list_their_open_windows(op: Session, stack: Stack, triggers: dic
 
 def test_workers_page_shows_the_live_worker_with_its_slots(op: Session, stack: Stack, width: int) -> None:
     page = op.page
-    wait_until(lambda: "live" in (op.goto("/workers/") and page.locator("#workers").inner_text()),
-               timeout=20, what="the stack's worker to show live")
+    wait_until(
+        lambda: "live" in (op.goto("/workers/") and page.locator("#workers").inner_text()),
+        timeout=20,
+        what="the stack's worker to show live",
+    )
     row = page.locator("tr[data-worker]").first
-    assert f"/ {stack.concurrency}" in row.inner_text() and int(row.locator("[data-age]").get_attribute("data-age")) <= 10
+    assert (
+        f"/ {stack.concurrency}" in row.inner_text() and int(row.locator("[data-age]").get_attribute("data-age")) <= 10
+    )
     fits(op)
     assert axe(op) == []
     op.shot(f"consoles-workers-{width}", full_page=True)
@@ -132,8 +143,9 @@ def test_lists_take_j_k_enter_and_slash_with_a_visible_focus(op: Session, trigge
     assert page.evaluate("document.activeElement.tagName") == "INPUT"
 
 
-def test_a_viewer_reads_without_actions_and_a_stranger_sees_nothing(browser: Any, stack: Stack,
-                                                                   triggers: dict[str, str]) -> None:
+def test_a_viewer_reads_without_actions_and_a_stranger_sees_nothing(
+    browser: Any, stack: Stack, triggers: dict[str, str]
+) -> None:
     viewer = login(browser, stack, "viewer", width=1280)
     try:
         viewer.goto("/schedules/")

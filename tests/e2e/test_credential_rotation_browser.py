@@ -44,7 +44,8 @@ def credential(stack: Stack, width: int) -> dict[str, str]:
     out = stack.python(
         "from ingest.triggers import services as s; "
         f"s.route_upsert(name={name!r}, workflow='e2e-live-steps', tenant='acme'); "
-        f"row, token, secret = s.ingress_secret_create(tenant='acme', name={name!r}); print(token, secret)")
+        f"row, token, secret = s.ingress_secret_create(tenant='acme', name={name!r}); print(token, secret)"
+    )
     token, secret = out.strip().splitlines()[-1].split()
     return {"name": name, "token": token, "secret": secret}
 
@@ -52,14 +53,18 @@ def credential(stack: Stack, width: int) -> dict[str, str]:
 def ingress(stack: Stack, route: str, token: str, secret: str) -> int:
     body = json.dumps({"request": uuid.uuid4().hex}).encode()
     stamp = str(int(time.time()))
-    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json",
-               "X-Runledger-Timestamp": stamp,
-               "X-Runledger-Signature": signing.sign(secret=secret, timestamp=stamp, body=body)}
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Content-Type": "application/json",
+        "X-Runledger-Timestamp": stamp,
+        "X-Runledger-Signature": signing.sign(secret=secret, timestamp=stamp, body=body),
+    }
     return requests.post(f"{stack.base_url}/api/routes/{route}", data=body, headers=headers, timeout=30).status_code
 
 
 def test_rotation_asks_why_then_shows_the_new_pair_once_while_the_old_one_still_works(
-        op: Session, stack: Stack, credential: dict[str, str], width: int) -> None:
+    op: Session, stack: Stack, credential: dict[str, str], width: int
+) -> None:
     page, name = op.page, credential["name"]
     op.goto("/routes/")
     page.locator(f'tr[data-credential="acme/{name}"]').get_by_role("link", name="Rotate").click()
@@ -68,8 +73,10 @@ def test_rotation_asks_why_then_shows_the_new_pair_once_while_the_old_one_still_
     assert page.input_value("#id_overlap_seconds") == "3600"  # one hour unless chosen otherwise
     page.get_by_role("button", name="Rotate credential").click()  # without a reason: refused in place
     assert "Nothing was rotated" in page.locator(".msg-error").inner_text()
-    assert page.locator("#new-token").count() == 0 and ingress(stack, name, credential["token"],
-                                                               credential["secret"]) == 202
+    assert (
+        page.locator("#new-token").count() == 0
+        and ingress(stack, name, credential["token"], credential["secret"]) == 202
+    )
     page.fill("#id_reason", f"browser test at {width} px")
     page.select_option("#id_overlap_seconds", "900")
     assert axe(op) == []

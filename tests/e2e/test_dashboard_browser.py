@@ -59,8 +59,10 @@ def test_steps_turn_green_live_without_a_reload(operator: Session, stack: Stack)
     assert seen_running  # the next step showed as running between the green ones
     assert page.locator("#instance-header").inner_text().count("complete") >= 1
     # Rows arrive one step at a time (appended, then replaced in place): each once, each green.
-    page.wait_for_function("document.querySelectorAll('#instance-steps-list > details summary .status-complete')"
-                           f".length === {len(STEPS)}", timeout=30_000)
+    page.wait_for_function(
+        f"document.querySelectorAll('#instance-steps-list > details summary .status-complete').length === {len(STEPS)}",
+        timeout=30_000,
+    )
     assert page.locator("#instance-steps-list > details").count() == len(STEPS)
     assert page.locator("#instance-steps-count").inner_text() == f"{len(STEPS)} steps"
     kinds = page.locator("#instance-history-list .k").all_inner_texts()
@@ -89,15 +91,20 @@ def test_an_answered_approval_lets_the_instance_continue(operator: Session, stac
     page.wait_for_url(re.compile(r"/approvals/$"))
     assert "Approved" in page.locator(".messages").inner_text()
     # The ledger first, then the page: a failure then says which of the two was late.
-    wait_until(lambda: status(stack, "acme-approve-1") == "complete", timeout=30, interval=0.5,
-               what="the approved instance to complete in the ledger")
+    wait_until(
+        lambda: status(stack, "acme-approve-1") == "complete",
+        timeout=30,
+        interval=0.5,
+        what="the approved instance to complete in the ledger",
+    )
     operator.goto("/instances/acme-approve-1/")
     _header_status(operator, "complete")
     assert page.locator('a.dag-node.st-complete[href="#step-publish-1"]').count() == 1
     # A second answer is refused clearly.
     approval_id = stack.python(
         "from ingest.engine.models import ApprovalRequest; "
-        "print(ApprovalRequest.objects.get(instance_id='acme-approve-1').id)").strip()
+        "print(ApprovalRequest.objects.get(instance_id='acme-approve-1').id)"
+    ).strip()
     response = operator.goto(f"/approvals/{approval_id}/")
     assert response.status == 200, (approval_id, response.status, page.content()[:500])
     assert page.locator("form button[value=approve]").count() == 0
@@ -156,7 +163,9 @@ def test_a_viewer_is_refused_an_action(viewer: Session, stack: Stack):
     code = page.evaluate(
         """async (csrf) => (await fetch('/instances/acme-viewer-1/actions/restart/run/',
              {method: 'POST', headers: {'X-CSRFToken': csrf, 'Content-Type': 'application/x-www-form-urlencoded'},
-              body: 'reason=not+mine+to+restart'})).status""", csrf)
+              body: 'reason=not+mine+to+restart'})).status""",
+        csrf,
+    )
     assert code == 403
     assert status(stack, "acme-viewer-1") == "complete"
 
@@ -173,15 +182,22 @@ def test_another_tenants_instance_is_refused_as_missing(stranger: Session, stack
 def test_every_page_reads_clearly(operator: Session, stack: Stack):
     """Screenshots (1440×900) of the pages the other tests did not already take."""
     create(stack, "e2e-live-steps", id="globex-shots-1", tenant="globex", params={"steps": 4, "pause": 0.1})
-    stack.python("from decimal import Decimal; from ingest.engine.services import budgets as services; "
-                 "services.budget_upsert(scope='tenant', key='acme', period='day', limit=Decimal('0.05'), "
-                 "policy='approval', actor='operator')")
+    stack.python(
+        "from decimal import Decimal; from ingest.engine.services import budgets as services; "
+        "services.budget_upsert(scope='tenant', key='acme', period='day', limit=Decimal('0.05'), "
+        "policy='approval', actor='operator')"
+    )
     wait_until(lambda: status(stack, "globex-shots-1") == "complete", timeout=30, what="globex-shots-1")
     pages = [
-        ("/", "overview-with-data"), ("/instances/", "instances"),
-        ("/instances/?status=complete&tenant=acme", "instances-filtered"), ("/workflows/", "workflows"),
-        ("/workflows/e2e-live-steps/", "workflow-dag"), ("/costs/", "costs"), ("/budgets/", "budgets"),
-        ("/budgets/new/", "budget-form"), ("/approvals/", "approvals"),
+        ("/", "overview-with-data"),
+        ("/instances/", "instances"),
+        ("/instances/?status=complete&tenant=acme", "instances-filtered"),
+        ("/workflows/", "workflows"),
+        ("/workflows/e2e-live-steps/", "workflow-dag"),
+        ("/costs/", "costs"),
+        ("/budgets/", "budgets"),
+        ("/budgets/new/", "budget-form"),
+        ("/approvals/", "approvals"),
     ]
     for path, name in pages:
         response = operator.goto(path)

@@ -41,24 +41,36 @@ def onboard(stack: Stack, tenant: str, domain: str) -> str:
     out = stack.python(
         "from ingest.workflows.domain_onboard import domain_onboard_start; "
         f"print(domain_onboard_start({tenant!r}, {domain!r}, backlink_limit=30, keyword_limit=30, "
-        "referring_domains_limit=30)[0])")
+        "referring_domains_limit=30)[0])"
+    )
     return out.strip()
 
 
 def domain_id(stack: Stack, tenant: str, name: str) -> int:
-    return int(stack.python(
-        "from ingest.rankdisco.models import Domain; "
-        f"print(Domain.objects.get(tenant={tenant!r}, name={name!r}).id)").strip())
+    return int(
+        stack.python(
+            "from ingest.rankdisco.models import Domain; "
+            f"print(Domain.objects.get(tenant={tenant!r}, name={name!r}).id)"
+        ).strip()
+    )
 
 
 def test_an_onboarded_domain_shows_its_counters_classifications_and_run_graph(
-        operator: Session, browser, stack: Stack) -> None:
+    operator: Session, browser, stack: Stack
+) -> None:
     iid = onboard(stack, "acme", "hooli.example")  # its keyword task fails in the demo's answers
     page = operator.page
-    wait_until(lambda: "ended" in stack.python(
-        f"from ingest.engine.models import Instance; i = Instance.objects.get(id={iid!r}); "
-        "print('ended' if i.status in ('complete', 'completed_with_errors', 'errored') else i.status)"),
-        timeout=200, what="the onboarding to end")  # ~60 URLs through the real url-classify
+    wait_until(
+        lambda: (
+            "ended"
+            in stack.python(
+                f"from ingest.engine.models import Instance; i = Instance.objects.get(id={iid!r}); "
+                "print('ended' if i.status in ('complete', 'completed_with_errors', 'errored') else i.status)"
+            )
+        ),
+        timeout=200,
+        what="the onboarding to end",
+    )  # ~60 URLs through the real url-classify
 
     operator.goto("/domains/")
     row = page.locator("table.data tbody tr", has_text="hooli.example")

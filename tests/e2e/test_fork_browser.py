@@ -22,7 +22,12 @@ def test_an_operator_forks_an_instance_from_a_step_with_edited_params(operator: 
     dialog = page.locator("#rl-dialog")
     dialog.locator("select[name=from_step]").wait_for()
     assert dialog.locator("select[name=from_step] option").all_inner_texts() == [
-        "choose a step…", "fetch", "extract", "persist-facts-1", "persist-facts-2"]
+        "choose a step…",
+        "fetch",
+        "extract",
+        "persist-facts-1",
+        "persist-facts-2",
+    ]
     operator.shot("fork-form")
     # Submitted without a step or a reason, and with params that are not an object: refused in place.
     dialog.locator("textarea[name=params]").fill("[1, 2]")
@@ -52,5 +57,6 @@ def test_an_operator_forks_an_instance_from_a_step_with_edited_params(operator: 
         "from ingest.engine.models import Step; "
         "a = {s.name: s.started_at for s in Step.objects.filter(instance_id='acme-forkme')}; "
         "b = {s.name: s.started_at for s in Step.objects.filter(instance_id='acme-forkme-fork-1')}; "
-        "print(sorted(b), all(a[n] == b[n] for n in ('fetch', 'extract')), b['persist-facts-1'] > a['persist-facts-1'])")
+        "print(sorted(b), all(a[n] == b[n] for n in ('fetch', 'extract')), b['persist-facts-1'] > a['persist-facts-1'])"
+    )
     assert copied.strip() == "['extract', 'fetch', 'persist-facts-1', 'persist-facts-2'] True True"

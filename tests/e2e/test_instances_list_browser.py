@@ -25,8 +25,10 @@ def _session(browser: Any, stack: Stack, width: int, height: int) -> Session:
 
 
 def _tagged(stack: Stack, prefix: str, customers: list[str]) -> list[str]:
-    ids = [create(stack, "e2e-tagged", id=f"{prefix}-{c}", params={"customer": c, "domain": f"{c}.example"})
-           for c in customers]
+    ids = [
+        create(stack, "e2e-tagged", id=f"{prefix}-{c}", params={"customer": c, "domain": f"{c}.example"})
+        for c in customers
+    ]
     for i in ids:
         wait_until(lambda i=i: status(stack, i) == "waiting", timeout=30, what=f"{i} waiting")
     return ids
@@ -42,9 +44,14 @@ def _query(s: Session) -> dict[str, list[str]]:
 
 def _form(s: Session) -> dict[str, Any]:
     p = s.page
-    return {"id": p.input_value("#f-id"), "attr": p.input_value("#f-attr"),
-            "sort": p.input_value("#f-sort"),
-            "status": sorted(c.get_attribute("value") for c in p.locator("form.filters input[name=status]").all() if c.is_checked())}
+    return {
+        "id": p.input_value("#f-id"),
+        "attr": p.input_value("#f-attr"),
+        "sort": p.input_value("#f-sort"),
+        "status": sorted(
+            c.get_attribute("value") for c in p.locator("form.filters input[name=status]").all() if c.is_checked()
+        ),
+    }
 
 
 @pytest.mark.parametrize(("width", "height"), WIDTHS)
@@ -70,6 +77,7 @@ def test_back_restores_a_form_that_shows_the_listed_filters(browser, stack: Stac
     p.wait_for_function("document.querySelectorAll('#instance-rows tr[id^=row-]').length === 1")
     assert _rows(s) == [f"{prefix}-beta"]
     s.shot(f"instances-filtered-{width}", full_page=True)
+
     # Back, step by step: each time the list and the form say what the URL says.
     def back_and_check() -> dict[str, list[str]]:
         p.go_back()
@@ -79,7 +87,9 @@ def test_back_restores_a_form_that_shows_the_listed_filters(browser, stack: Stac
         assert form["id"] == q.get("id", [""])[0]
         assert form["attr"] == " ".join(q.get("attr", []))
         assert form["status"] == sorted(q.get("status", []))
-        assert p.locator("details.multi summary").inner_text().strip() == (", ".join(q["status"]) if "status" in q else "any")
+        assert p.locator("details.multi summary").inner_text().strip() == (
+            ", ".join(q["status"]) if "status" in q else "any"
+        )
         return q
 
     for _ in range(4):  # Enter in a search field may push the same URL twice
@@ -123,8 +133,9 @@ def test_typing_a_filter_then_leaving_the_field_pushes_one_history_entry(browser
 
 
 @pytest.mark.parametrize(("width", "height"), WIDTHS)
-def test_a_bulk_terminate_acts_on_the_previewed_set_when_the_set_changed(browser, stack: Stack, width: int,
-                                                                          height: int):
+def test_a_bulk_terminate_acts_on_the_previewed_set_when_the_set_changed(
+    browser, stack: Stack, width: int, height: int
+):
     prefix = f"bulk{width}"
     ids = _tagged(stack, prefix, ["one", "two", "three"])
     s = _session(browser, stack, width, height)
@@ -142,8 +153,10 @@ def test_a_bulk_terminate_acts_on_the_previewed_set_when_the_set_changed(browser
     p.fill("input[name=rate_per_second]", "50")
     p.click("#bulk-confirm")
     p.wait_for_selector("#bulk-progress")
-    p.wait_for_function("document.querySelector('#bulk-state') && document.querySelector('#bulk-state').textContent.trim() === 'done'",
-                        timeout=30_000)
+    p.wait_for_function(
+        "document.querySelector('#bulk-state') && document.querySelector('#bulk-state').textContent.trim() === 'done'",
+        timeout=30_000,
+    )
     assert "3 of 3" in p.inner_text("#bulk-figures")
     assert "only the previewed instances are acted on" in p.inner_text("body")
     s.shot(f"bulk-progress-{width}", full_page=True)

@@ -18,8 +18,12 @@ from tests.e2e.test_consoles_browser import axe
 pytestmark = pytest.mark.e2e
 
 WIDTHS = [(1280, 860), (390, 844)]
-ITEMS = [{"customer": "acme", "amount": 10}, {"customer": "globex", "amount": 60},
-         {"customer": "acme", "amount": 75}, {"customer": "initech", "amount": 5}]
+ITEMS = [
+    {"customer": "acme", "amount": 10},
+    {"customer": "globex", "amount": 60},
+    {"customer": "acme", "amount": 75},
+    {"customer": "initech", "amount": 5},
+]
 
 
 def _session(browser: Any, stack: Stack, width: int, height: int) -> Session:
@@ -38,9 +42,12 @@ def _fits(s: Session) -> None:
 
 
 def _landed(stack: Stack, parent: str) -> int:
-    return int(stack.python(
-        "from ingest.engine.models import Instance; "
-        f"print(Instance.objects.filter(parent_id={parent!r}, status='complete').count())").strip())
+    return int(
+        stack.python(
+            "from ingest.engine.models import Instance; "
+            f"print(Instance.objects.filter(parent_id={parent!r}, status='complete').count())"
+        ).strip()
+    )
 
 
 def _wait_rows(s: Session, n: int) -> None:
@@ -71,8 +78,12 @@ def test_items_under_their_run_the_attribute_query_and_saved_views(browser, stac
     p.wait_for_url(lambda u: "top=0" in u)
     _wait_rows(s, 5)
     # OR, range and negation typed in the attribute field (the toggle stays off).
-    for query, n in ((f"batch:{batch} customer:globex|initech", 2), (f"batch:{batch} amount:50..80", 2),
-                     (f"batch:{batch} amount>=50 !customer:acme", 2), (f"batch:{batch} !customer:acme", 2)):
+    for query, n in (
+        (f"batch:{batch} customer:globex|initech", 2),
+        (f"batch:{batch} amount:50..80", 2),
+        (f"batch:{batch} amount>=50 !customer:acme", 2),
+        (f"batch:{batch} !customer:acme", 2),
+    ):
         p.fill("#f-attr", query)
         p.press("#f-attr", "Enter")
         _wait_rows(s, n)

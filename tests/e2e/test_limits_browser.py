@@ -21,8 +21,9 @@ WIDTHS = [1280, 390]
 @pytest.fixture(params=WIDTHS, ids=lambda w: f"{w}px")
 def op(request: pytest.FixtureRequest, browser: Any, stack: Stack) -> Iterator[Session]:
     width = int(request.param)
-    stack.python("from ingest.engine.models import ConcurrencyLimit; "
-                 "ConcurrencyLimit.objects.filter(key='acme').delete()")
+    stack.python(
+        "from ingest.engine.models import ConcurrencyLimit; ConcurrencyLimit.objects.filter(key='acme').delete()"
+    )
     s = login(browser, stack, "operator", width=width, height=900 if width > 500 else 844, timeout=30_000)
     yield s
     s.page.context.close()

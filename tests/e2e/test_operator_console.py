@@ -49,9 +49,11 @@ def _fits(s: Session) -> None:
 
 
 def _budget(stack: Stack, instance_id: str) -> None:
-    stack.python("from decimal import Decimal; from ingest.engine.services import budgets as services; "
-                 f"services.budget_upsert(scope='instance', key={instance_id!r}, period='day', "
-                 "limit=Decimal('0.01'), policy='approval', actor='operator')")
+    stack.python(
+        "from decimal import Decimal; from ingest.engine.services import budgets as services; "
+        f"services.budget_upsert(scope='instance', key={instance_id!r}, period='day', "
+        "limit=Decimal('0.01'), policy='approval', actor='operator')"
+    )
 
 
 def test_a_budget_paused_instance_shows_no_running_step_and_links_its_approval(op: Session, stack: Stack, width: int):
@@ -75,11 +77,16 @@ def test_a_budget_paused_instance_shows_no_running_step_and_links_its_approval(o
 
 
 def test_the_demo_shows_its_dead_letter_and_approval_to_operator(browser: Any, stack: Stack):
-    out = stack.python("from ingest.demo.seed import demo_seed; s = demo_seed(calls=8, opportunities=0); "
-                       "print(s.dead_letter_instance, s.approval_instance)")
+    out = stack.python(
+        "from ingest.demo.seed import demo_seed; s = demo_seed(calls=8, opportunities=0); "
+        "print(s.dead_letter_instance, s.approval_instance)"
+    )
     dead, approval = out.split()
-    wait_until(lambda: status(stack, dead) == "errored" and status(stack, approval) == "paused",
-               timeout=90, what="the demo's dead letter and approval")
+    wait_until(
+        lambda: status(stack, dead) == "errored" and status(stack, approval) == "paused",
+        timeout=90,
+        what="the demo's dead letter and approval",
+    )
     for persona in ("operator", "viewer"):
         s = login(browser, stack, persona, width=1280, timeout=45_000)
         s.goto("/dead-letters/")
@@ -131,9 +138,21 @@ def test_the_viewer_is_refused_inside_the_layout(browser: Any, stack: Stack, wid
 def test_every_page_fits_both_widths_for_every_persona(browser: Any, stack: Stack, width: int):
     create(stack, "e2e-live-steps", id=f"acme-fit-{width}", params={"steps": 4, "pause": 0.05})
     wait_until(lambda: status(stack, f"acme-fit-{width}") == "complete", timeout=30, what="acme-fit")
-    pages = ["/", "/workflows/", "/workflows/e2e-live-steps/", "/dead-letters/", "/costs/", "/budgets/",
-             "/approvals/", "/audit/", "/alerts/", f"/instances/acme-fit-{width}/", "/schedules/", "/routes/",
-             "/workers/"]
+    pages = [
+        "/",
+        "/workflows/",
+        "/workflows/e2e-live-steps/",
+        "/dead-letters/",
+        "/costs/",
+        "/budgets/",
+        "/approvals/",
+        "/audit/",
+        "/alerts/",
+        f"/instances/acme-fit-{width}/",
+        "/schedules/",
+        "/routes/",
+        "/workers/",
+    ]
     for persona in ("operator", "viewer", "stranger", "admin"):
         s = login(browser, stack, persona, width=width, height=900 if width > 500 else 844, timeout=45_000)
         for path in pages:
@@ -192,15 +211,18 @@ def _plot(page: Any, index: int) -> Any:
                  xaxis: t.xaxis, yaxis: t.yaxis}})), layout: {{grid: p.layout.grid}}}}; }}""")
 
 
-def test_costs_draw_series_as_lines_one_burn_down_per_budget_and_the_chosen_treemap(op: Session, stack: Stack,
-                                                                                     width: int):
+def test_costs_draw_series_as_lines_one_burn_down_per_budget_and_the_chosen_treemap(
+    op: Session, stack: Stack, width: int
+):
     iid = f"acme-cost-{width}"
     create(stack, "e2e-live-steps", id=iid, params={"steps": 3, "pause": 0.05})
     wait_until(lambda: status(stack, iid) == "complete", timeout=30, what=iid)
     for tenant in ("acme", "globex"):
-        stack.python("from decimal import Decimal; from ingest.engine.services import budgets as services; "
-                     f"services.budget_upsert(scope='tenant', key={tenant!r}, period='month', "
-                     "limit=Decimal('5'), policy='fail', actor='operator')")
+        stack.python(
+            "from decimal import Decimal; from ingest.engine.services import budgets as services; "
+            f"services.budget_upsert(scope='tenant', key={tenant!r}, period='month', "
+            "limit=Decimal('5'), policy='fail', actor='operator')"
+        )
     page = op.page
     op.goto("/costs/?window=7d&by=tenant")
     page.wait_for_selector(".js-plotly-plot")
@@ -216,16 +238,16 @@ def test_costs_draw_series_as_lines_one_burn_down_per_budget_and_the_chosen_tree
     # two abreast on a wide page; stacked below 560 px, where titles and ticks would overprint
     budgets = len(axes) // 2
     columns = 2 if width > 560 else 1
-    page.wait_for_function(f"() => document.querySelectorAll('.js-plotly-plot')[2].layout.grid.columns === {columns}",
-                           timeout=15_000)
+    page.wait_for_function(
+        f"() => document.querySelectorAll('.js-plotly-plot')[2].layout.grid.columns === {columns}", timeout=15_000
+    )
     burn = _plot(page, 2)
     assert burn["layout"]["grid"]["rows"] == ((budgets + 1) // 2 if columns == 2 else budgets)
     _fits(op)
     op.shot(f"costs-{width}", full_page=True)
 
 
-def test_an_invalid_action_keeps_its_dialog_and_a_hopeless_retry_offers_replay(op: Session, stack: Stack,
-                                                                                 width: int):
+def test_an_invalid_action_keeps_its_dialog_and_a_hopeless_retry_offers_replay(op: Session, stack: Stack, width: int):
     iid = f"acme-hopeless-{width}"
     create(stack, "e2e-flaky", id=iid, params={"account": "acme-9", "fixed": False})
     wait_until(lambda: status(stack, iid) == "errored", timeout=30, what=f"{iid} to fail for good")
@@ -240,7 +262,10 @@ def test_an_invalid_action_keeps_its_dialog_and_a_hopeless_retry_offers_replay(o
     dialog.get_by_role("button", name="Retry").click()  # no reason given: refused
     dialog.locator(".errorlist").wait_for()
     assert page.url.endswith(f"/instances/{iid}/")  # still on the instance, dialog open
-    assert iid in dialog.locator("#rl-dialog-title").inner_text() and "Retry" in dialog.locator("#rl-dialog-title").inner_text()
+    assert (
+        iid in dialog.locator("#rl-dialog-title").inner_text()
+        and "Retry" in dialog.locator("#rl-dialog-title").inner_text()
+    )
     box = dialog.bounding_box()
     assert box["x"] >= 0 and box["x"] + box["width"] <= width + 1
     op.shot(f"dialog-after-error-{width}")
@@ -294,9 +319,11 @@ def test_the_step_graph_fits_its_box_and_schedule_actions_stay_in_reach(op: Sess
     _fits(op)
     op.shot(f"workflow-graph-{width}")
     name = f"graph-fit-{width}"
-    stack.python("from django.utils import timezone; from ingest.triggers.services import schedule_create; "
-                 f"schedule_create(name={name!r}, workflow='e2e-live-steps', cron_expression='0 3 * * *', "
-                 "tenant='acme', now=timezone.now())")
+    stack.python(
+        "from django.utils import timezone; from ingest.triggers.services import schedule_create; "
+        f"schedule_create(name={name!r}, workflow='e2e-live-steps', cron_expression='0 3 * * *', "
+        "tenant='acme', now=timezone.now())"
+    )
     op.goto("/schedules/")
     row = page.locator(f"tr[data-schedule='{name}']")
     for action in ("Run now", "Disable", "Edit"):
@@ -304,7 +331,8 @@ def test_the_step_graph_fits_its_box_and_schedule_actions_stay_in_reach(op: Sess
         assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width, (action, box)
     if width < 640:  # each cell under its column's name, not a table to scroll sideways
         shown = row.locator("td[data-label='Next fires']").evaluate(
-            "td => [getComputedStyle(td).display, getComputedStyle(td, '::before').content]")
+            "td => [getComputedStyle(td).display, getComputedStyle(td, '::before').content]"
+        )
         assert shown == ["block", '"Next fires"'], shown
     _fits(op)
     op.shot(f"schedules-{width}", full_page=True)

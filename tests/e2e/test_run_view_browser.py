@@ -43,8 +43,9 @@ GRAPH = """(() => {
 })()"""
 
 
-def test_the_graph_fits_its_box_and_a_running_steps_log_line_arrives_live(op: Session, stack: Stack, width: int,
-                                                                          tmp_path: Path):
+def test_the_graph_fits_its_box_and_a_running_steps_log_line_arrives_live(
+    op: Session, stack: Stack, width: int, tmp_path: Path
+):
     iid = f"acme-export-{width}"
     gate = tmp_path / "open"
     create(stack, "e2e-logged-export", id=iid, params={"gate": str(gate)})

@@ -43,11 +43,15 @@ def test_an_operator_starts_a_run_from_the_workflow_page_and_lands_on_it(browser
         page.wait_for_selector("#instance-header .status-complete", timeout=30_000)
         assert status(stack, "acme-by-hand") == "complete"
         session.shot("start-run-landed-1280")
-        audit = stack.python("from dashboard.models import AuditEntry; "
-                             "e = AuditEntry.objects.get(action='instance.start'); print(e.actor, e.source, e.tenants)")
+        audit = stack.python(
+            "from dashboard.models import AuditEntry; "
+            "e = AuditEntry.objects.get(action='instance.start'); print(e.actor, e.source, e.tenants)"
+        )
         assert audit.strip() == "operator web ['acme']"
-        tags = stack.python("from ingest.engine.models import InstanceAttributes; "
-                            "print(InstanceAttributes.objects.get(instance_id='acme-by-hand').attributes)")
+        tags = stack.python(
+            "from ingest.engine.models import InstanceAttributes; "
+            "print(InstanceAttributes.objects.get(instance_id='acme-by-hand').attributes)"
+        )
         assert tags.strip() == "{'customer': 'acme', 'wave': '1'}"
     finally:
         page.context.close()

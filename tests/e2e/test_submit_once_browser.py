@@ -49,8 +49,10 @@ def test_a_double_click_on_replay_with_these_params_starts_exactly_one_replay(op
         with page.expect_request(re.compile(r"/actions/replay/run/$")):
             page.mouse.click(x, y)
     page.wait_for_url(re.compile(r"/instances/acme-double-click-replay-\d+/$"))
-    replays = stack.python("from ingest.engine.models import Instance; "
-                           f"print(sorted(Instance.objects.filter(replay_of_id={iid!r}).values_list('id', flat=True)))")
+    replays = stack.python(
+        "from ingest.engine.models import Instance; "
+        f"print(sorted(Instance.objects.filter(replay_of_id={iid!r}).values_list('id', flat=True)))"
+    )
     assert replays.strip() == "['acme-double-click-replay-1']"
     assert [a.status for a in answers] == [303, 303]  # both submits reached the server
     assert {a.headers["location"] for a in answers} == {"/instances/acme-double-click-replay-1/"}

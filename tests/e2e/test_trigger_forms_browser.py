@@ -28,8 +28,7 @@ def errored_fields(s: Session) -> set[str]:
     return set(s.page.eval_on_selector_all(".field.has-error [name]", "els => els.map(e => e.name)"))
 
 
-def test_a_schedule_and_a_route_are_created_after_every_wrong_field_is_named_at_once(
-        op: Session, stack: Stack) -> None:
+def test_a_schedule_and_a_route_are_created_after_every_wrong_field_is_named_at_once(op: Session, stack: Stack) -> None:
     page = op.page
     width = page.viewport_size["width"]
     op.goto("/schedules/")

@@ -43,11 +43,15 @@ class NeedsApproval(Workflow):
     def run(self, event: Any, step: Any) -> Any:
         draft = step.do("draft", lambda ctx: {"facts": 3, "account": event.payload.get("account", "acme")})
         answer = step.wait_for_approval(
-            "publish-approval", title=f"Publish {draft['facts']} facts for {draft['account']}?",
-            description="Extracted from the Q3 renewal call.", timeout="1 hour",
-            fields=[{"name": "max_facts", "label": "Publish at most", "type": "number", "required": True,
-                     "default": 3}],
-            context={"account": draft["account"], "call": "Q3 renewal"}, escalation="sales-ops after 1 h",
+            "publish-approval",
+            title=f"Publish {draft['facts']} facts for {draft['account']}?",
+            description="Extracted from the Q3 renewal call.",
+            timeout="1 hour",
+            fields=[
+                {"name": "max_facts", "label": "Publish at most", "type": "number", "required": True, "default": 3}
+            ],
+            context={"account": draft["account"], "call": "Q3 renewal"},
+            escalation="sales-ops after 1 h",
         )
         step.do("publish", lambda ctx: {"approved": answer["approved"], "values": answer.get("values", {})})
         return {"approved": answer["approved"]}
@@ -129,8 +133,16 @@ class LoggedExport(Workflow):
     name = "e2e-logged-export"
 
     def run(self, event: Any, step: Any) -> Any:
-        for name in ("load-accounts", "load-contacts", "load-opportunities", "merge-duplicates", "score-leads",
-                     "rank-territories", "plan-outreach", "draft-summaries"):
+        for name in (
+            "load-accounts",
+            "load-contacts",
+            "load-opportunities",
+            "merge-duplicates",
+            "score-leads",
+            "rank-territories",
+            "plan-outreach",
+            "draft-summaries",
+        ):
             step.do(name, lambda ctx: {"done": ctx.name})
 
         def enrich(ctx: Any) -> str:
@@ -158,8 +170,9 @@ class FanItem(Workflow):
     name = "e2e-fan-item"
 
     def run(self, event: Any, step: Any) -> Any:
-        step.set_search_attributes(batch=event.payload["batch"], customer=event.payload["customer"],
-                                   amount=str(event.payload["amount"]))
+        step.set_search_attributes(
+            batch=event.payload["batch"], customer=event.payload["customer"], amount=str(event.payload["amount"])
+        )
         return {"ok": True}
 
 
@@ -172,7 +185,6 @@ class FanItems(Workflow):
     def run(self, event: Any, step: Any) -> Any:
         batch = event.payload["batch"]
         step.set_search_attributes(batch=batch, customer="acme", amount="100")
-        step.fan_out("tag-items", FanItem, [{"batch": batch, **item} for item in event.payload["items"]],
-                     batch_size=10)
+        step.fan_out("tag-items", FanItem, [{"batch": batch, **item} for item in event.payload["items"]], batch_size=10)
         step.wait_for_event("go", type="go", timeout="1 hour")
         return {"ok": True}

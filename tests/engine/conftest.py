@@ -35,13 +35,30 @@ def step_completion():
     takes it: `step_completion(instance_id, name, token=..., position=0, result=None)` (result:
     its JSON; by default the step's name)."""
 
-    def build(instance_id: str, name: str, *, token: str, position: int = 0,
-              result: str | None = None) -> sql_steps.Completion:
+    def build(
+        instance_id: str, name: str, *, token: str, position: int = 0, result: str | None = None
+    ) -> sql_steps.Completion:
         t = now()
-        row = sql_steps.StepRow(iid=instance_id, name=name, seq=1, position=position, kind="do", config="{}",
-                          sensitive=False, has_rollback=False, label=name)
-        return sql_steps.Completion(row=row, token=token, now=t, started=t, attempt=1,
-                              result=f'"{name}"' if result is None else result, worker="test-worker",
-                              with_start=True)
+        row = sql_steps.StepRow(
+            iid=instance_id,
+            name=name,
+            seq=1,
+            position=position,
+            kind="do",
+            config="{}",
+            sensitive=False,
+            has_rollback=False,
+            label=name,
+        )
+        return sql_steps.Completion(
+            row=row,
+            token=token,
+            now=t,
+            started=t,
+            attempt=1,
+            result=f'"{name}"' if result is None else result,
+            worker="test-worker",
+            with_start=True,
+        )
 
     return build

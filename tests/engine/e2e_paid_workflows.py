@@ -48,10 +48,15 @@ def _die_here(params: dict[str, Any], ctx: Any, where: str) -> None:
 
 
 def _llm(params: dict[str, Any], ctx: Any) -> dict[str, Any]:
-    client = OpenAIChatClient(base_url=f"{params['llm_url']}/v1", api_key="sk-fake", model="gpt-4o-mini",
-                              service="openai")
-    result = client.complete_json([{"role": "system", "content": "Extract facts as JSON."},
-                                   {"role": "user", "content": f"Account: {ctx.instance_id}\nWe signed for $40k."}])
+    client = OpenAIChatClient(
+        base_url=f"{params['llm_url']}/v1", api_key="sk-fake", model="gpt-4o-mini", service="openai"
+    )
+    result = client.complete_json(
+        [
+            {"role": "system", "content": "Extract facts as JSON."},
+            {"role": "user", "content": f"Account: {ctx.instance_id}\nWe signed for $40k."},
+        ]
+    )
     _die_here(params, ctx, "answer")
     ctx.track_cost(result.usage.service, metadata={"step": ctx.name}, **result.usage.as_track_cost_kwargs())
     _die_here(params, ctx, "booked")
@@ -59,9 +64,13 @@ def _llm(params: dict[str, Any], ctx: Any) -> dict[str, Any]:
 
 
 def _dataforseo(params: dict[str, Any], ctx: Any) -> dict[str, Any]:
-    client = DataForSEOClient(login="dfs-login", password="dfs-password", base_url=params["dfs_url"],
-                              limiter=InProcess(RateLimiter(1000)),
-                              cache=TenantAnswerCache() if params.get("cache") else None)
+    client = DataForSEOClient(
+        login="dfs-login",
+        password="dfs-password",
+        base_url=params["dfs_url"],
+        limiter=InProcess(RateLimiter(1000)),
+        cache=TenantAnswerCache() if params.get("cache") else None,
+    )
     call = client.backlinks(params.get("domain", "paid.example"), limit=5)
     _die_here(params, ctx, "answer")
     kwargs = call.track_cost_kwargs()
@@ -98,6 +107,12 @@ class PaidSteps(Workflow):
         params = dict(event.payload)
         steps = params.get("steps", PAID_STEPS)
         bodies = {"llm": _llm, "dataforseo": _dataforseo, "zenrows": _zenrows}
-        return {name: step.do(name, lambda ctx, name=name: bodies[name](params, ctx),
-                              retries={"limit": 3, "delay": "1 second"}, sensitive=bool(params.get("sensitive")))
-                for name in steps}
+        return {
+            name: step.do(
+                name,
+                lambda ctx, name=name: bodies[name](params, ctx),
+                retries={"limit": 3, "delay": "1 second"},
+                sensitive=bool(params.get("sensitive")),
+            )
+            for name in steps
+        }

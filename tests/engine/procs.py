@@ -54,8 +54,14 @@ class Database:
 
 
 def manage(db: Database, *args: str, timeout: float = 300, **extra: str) -> str:
-    result = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=db.env(**extra),
-                            capture_output=True, text=True, timeout=timeout)
+    result = subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=db.env(**extra),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     if result.returncode != 0:
         raise AssertionError(f"manage.py {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
     return result.stdout
@@ -66,9 +72,17 @@ def python(db: Database, code: str, timeout: float = 300) -> str:
     return manage(db, "shell", "-c", code, timeout=timeout)
 
 
-def start_worker(db: Database, *, concurrency: int = 8, lease: float = 3.0, poll: float = 0.2,
-                 log: Path | None = None, wait: bool = True, env: dict[str, str] | None = None,
-                 args: tuple[str, ...] = ()) -> subprocess.Popen[bytes]:
+def start_worker(
+    db: Database,
+    *,
+    concurrency: int = 8,
+    lease: float = 3.0,
+    poll: float = 0.2,
+    log: Path | None = None,
+    wait: bool = True,
+    env: dict[str, str] | None = None,
+    args: tuple[str, ...] = (),
+) -> subprocess.Popen[bytes]:
     """Start `manage.py worker` (`args`: more of its options); with `wait`, return once it says
     it started (its signal handlers are set: a SIGTERM during Django's start-up kills it
     instead of draining). The start line is found as text or as a JSON log record's event."""
@@ -78,9 +92,22 @@ def start_worker(db: Database, *, concurrency: int = 8, lease: float = 3.0, poll
         log = Path(tempfile.mkstemp(prefix="runledger-worker-", suffix=".log")[1])
     with open(log, "ab") as out:  # the child keeps its own copy of the descriptor
         proc = subprocess.Popen(
-            [sys.executable, "manage.py", "worker", "--concurrency", str(concurrency), "--lease", str(lease),
-             "--poll", str(poll), *args],
-            cwd=ROOT, env=db.env(**(env or {})), stdout=out, stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "manage.py",
+                "worker",
+                "--concurrency",
+                str(concurrency),
+                "--lease",
+                str(lease),
+                "--poll",
+                str(poll),
+                *args,
+            ],
+            cwd=ROOT,
+            env=db.env(**(env or {})),
+            stdout=out,
+            stderr=subprocess.STDOUT,
         )
     proc.log_path = log  # type: ignore[attr-defined]
     if wait:

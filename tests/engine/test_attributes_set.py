@@ -77,7 +77,9 @@ def test_a_later_set_merges_removes_and_a_repeat_changes_nothing():
     create("t-attr-set", id="merge", params={})
     attributes_set(instance_id="merge", values={"customer": "acme", "domain": "a.com"})
     assert attributes_set(instance_id="merge", values={"domain": "b.com", "customer": None, "vip": True}) == {
-        "domain": "b.com", "vip": "true"}
+        "domain": "b.com",
+        "vip": "true",
+    }
     assert _row("merge") == _values("merge") == {"domain": "b.com", "vip": "true"}
     with CaptureQueriesContext(connection) as captured:  # a step that re-runs sets the same again
         assert attributes_set(instance_id="merge", values={"domain": "b.com"}) == {"domain": "b.com", "vip": "true"}
@@ -93,7 +95,8 @@ def test_too_many_keys_on_a_new_instance_are_refused_and_write_nothing():
     assert not InstanceAttributes.objects.filter(instance_id="many").exists()
     assert _values("many") == {}
     assert attributes_set(instance_id="many", values={f"k{i}": i for i in range(MAX_KEYS)}) == {
-        f"k{i}": str(i) for i in range(MAX_KEYS)}
+        f"k{i}": str(i) for i in range(MAX_KEYS)
+    }
 
 
 @pytest.mark.django_db

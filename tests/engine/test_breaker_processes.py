@@ -43,21 +43,34 @@ def test_four_processes_racing_for_the_probe_let_exactly_one_through() -> None:
     import time
 
     with Database(PG_URL) as db:
-        python(db, "from datetime import timedelta\n"
-                   "from ingest.engine.breaker import BreakerPolicy\n"
-                   "from ingest.engine.services.breakers import breaker_admit, breaker_record\n"
-                   "p = BreakerPolicy(threshold=3, window=timedelta(seconds=60), cooldown=timedelta(seconds=1))\n"
-                   "for _ in range(3): breaker_record(breaker_admit(key='shared', policy=p), ok=False)\n")
+        python(
+            db,
+            "from datetime import timedelta\n"
+            "from ingest.engine.breaker import BreakerPolicy\n"
+            "from ingest.engine.services.breakers import breaker_admit, breaker_record\n"
+            "p = BreakerPolicy(threshold=3, window=timedelta(seconds=60), cooldown=timedelta(seconds=1))\n"
+            "for _ in range(3): breaker_record(breaker_admit(key='shared', policy=p), ok=False)\n",
+        )
         assert db.execute("SELECT state FROM engine_circuitbreaker WHERE key = 'shared'") == [("open",)]
         start = time.time() + 6.0  # every process is up and connected by then; the cooldown is over
-        procs = [subprocess.Popen([sys.executable, "manage.py", "shell", "-c", RACE.format(start=start)],
-                                  cwd=ROOT, env=db.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                 for _ in range(4)]
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "manage.py", "shell", "-c", RACE.format(start=start)],
+                cwd=ROOT,
+                env=db.env(),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(4)
+        ]
         outcomes: list[str] = []
         for proc in procs:
             out, err = proc.communicate(timeout=120)
             assert proc.returncode == 0, err
             outcomes += next(line for line in out.splitlines() if line.startswith("RESULT")).split()[1:]
         assert sorted(outcomes) == ["probe"] + ["refused"] * 15
-        assert db.execute("SELECT count(*) FROM engine_breakertransition WHERE breaker_id = 'shared' "
-                          "AND from_state = 'open' AND to_state = 'half_open'") == [(1,)]
+        assert db.execute(
+            "SELECT count(*) FROM engine_breakertransition WHERE breaker_id = 'shared' "
+            "AND from_state = 'open' AND to_state = 'half_open'"
+        ) == [(1,)]

@@ -10,8 +10,9 @@ from ingest.engine import breaker
 from ingest.engine.breaker import BreakerPolicy, BreakerState
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
-POLICY = BreakerPolicy(threshold=3, window=timedelta(seconds=60), cooldown=timedelta(seconds=30),
-                       probe_timeout=timedelta(seconds=10))
+POLICY = BreakerPolicy(
+    threshold=3, window=timedelta(seconds=60), cooldown=timedelta(seconds=30), probe_timeout=timedelta(seconds=10)
+)
 
 
 def fail_times(*seconds: float) -> BreakerState:
@@ -25,7 +26,11 @@ def test_it_opens_at_the_threshold_within_the_window() -> None:
     assert fail_times(0, 1).state == breaker.CLOSED
     s = fail_times(0, 1, 2)
     assert (s.state, s.failures, s.opened_at, s.next_probe_at) == (
-        breaker.OPEN, 3, T0 + timedelta(seconds=2), T0 + timedelta(seconds=32))
+        breaker.OPEN,
+        3,
+        T0 + timedelta(seconds=2),
+        T0 + timedelta(seconds=32),
+    )
 
 
 def test_failures_outside_the_window_start_a_new_count() -> None:
@@ -69,16 +74,18 @@ def test_a_closed_breakers_success_changes_nothing_and_a_stragglers_failure_neit
     assert breaker.failed(half, POLICY, now=T0 + timedelta(seconds=41), probe=False) == half
 
 
-@pytest.mark.parametrize("kwargs", [{"threshold": 0}, {"threshold": True}, {"window": timedelta(0)},
-                                    {"cooldown": timedelta(seconds=-1)}])
+@pytest.mark.parametrize(
+    "kwargs", [{"threshold": 0}, {"threshold": True}, {"window": timedelta(0)}, {"cooldown": timedelta(seconds=-1)}]
+)
 def test_a_bad_policy_is_refused(kwargs: dict) -> None:
     with pytest.raises(ValueError, match="breaker"):
         BreakerPolicy(**kwargs)
 
 
 def test_with_a_recheck_callers_turned_away_by_the_probe_ask_again_sooner() -> None:
-    policy = BreakerPolicy(threshold=3, cooldown=timedelta(seconds=30), probe_timeout=timedelta(seconds=120),
-                           recheck=timedelta(seconds=3))
+    policy = BreakerPolicy(
+        threshold=3, cooldown=timedelta(seconds=30), probe_timeout=timedelta(seconds=120), recheck=timedelta(seconds=3)
+    )
     s = breaker.admit(fail_times(0, 1, 2), policy, now=T0 + timedelta(seconds=40)).state
     assert s is not None and s.state == breaker.HALF_OPEN
     assert breaker.admit(s, policy, now=T0 + timedelta(seconds=41)).retry_after == pytest.approx(3.0)

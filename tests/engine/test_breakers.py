@@ -81,6 +81,7 @@ def test_sixteen_threads_racing_for_the_probe_let_exactly_one_through() -> None:
 
     def caller() -> None:
         from django.db import connection
+
         try:
             barrier.wait()
             try:
@@ -143,13 +144,17 @@ class CallsProvider(Workflow):
 
     def run(self, event, step):
         circuit = Circuit("provider:down", threshold=1, window=60, cooldown=300)
-        return step.do("call", lambda ctx: circuit.call(lambda: "answer"),
-                       retries={"limit": 3, "delay": "1 second", "backoff": "constant"})
+        return step.do(
+            "call",
+            lambda ctx: circuit.call(lambda: "answer"),
+            retries={"limit": 3, "delay": "1 second", "backoff": "constant"},
+        )
 
 
 def test_a_step_refused_by_an_open_breaker_retries_no_sooner_than_its_next_probe(drain):
-    breaker_record(breaker_admit(key="provider:down", policy=BreakerPolicy(threshold=1, cooldown=timedelta(seconds=300))),
-                   ok=False)
+    breaker_record(
+        breaker_admit(key="provider:down", policy=BreakerPolicy(threshold=1, cooldown=timedelta(seconds=300))), ok=False
+    )
     h = create("t-breaker-calls", id="refused-1")
     drain()
     attempt = Attempt.objects.get(step__instance_id="refused-1", number=1)

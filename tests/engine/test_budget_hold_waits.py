@@ -86,15 +86,8 @@ def budget() -> tuple[Decimal, Decimal]:
         ("6", "4", "0", "5", "over"),
     ],
 )
-def test_a_refusal_is_held_only_when_settling_the_others_holds_would_make_room(
-    spent, reserved, own, amount, answer
-):
-    assert (
-        refusal(
-            spent=D(spent), reserved=D(reserved), own_held=D(own), amount=D(amount), limit=D("10")
-        )
-        == answer
-    )
+def test_a_refusal_is_held_only_when_settling_the_others_holds_would_make_room(spent, reserved, own, amount, answer):
+    assert refusal(spent=D(spent), reserved=D(reserved), own_held=D(own), amount=D(amount), limit=D("10")) == answer
 
 
 @pytest.mark.pure
@@ -107,9 +100,7 @@ def test_the_wait_for_holds_starts_short_and_is_capped():
 def test_a_step_refused_only_for_holds_waits_without_spending_a_retry_and_runs_once_they_settle(
     drain,
 ):
-    budget_upsert(
-        scope="tenant", key="acme", period="day", limit="1.00", policy="fail", actor="ana"
-    )
+    budget_upsert(scope="tenant", key="acme", period="day", limit="1.00", policy="fail", actor="ana")
     clock.freeze()
     holder = in_flight("hold-1", "0.70")
     create("t-hold-spend", id="wait-1", tenant="acme", params={"estimate": "0.50", "cost": "0.40"})
@@ -129,21 +120,15 @@ def test_a_step_refused_only_for_holds_waits_without_spending_a_retry_and_runs_o
     assert Instance.objects.get(id="wait-1").status == "complete"
     assert budget() == (D("0.85"), D("0"))
     assert list(
-        Attempt.objects.filter(step__instance_id="wait-1")
-        .order_by("number")
-        .values_list("error_name", flat=True)
+        Attempt.objects.filter(step__instance_id="wait-1").order_by("number").values_list("error_name", flat=True)
     ) == ["BudgetHeld", "BudgetHeld", ""]
-    assert (
-        History.objects.filter(instance_id="wait-1", kind="budget").count() == 0
-    )  # no breach was recorded
+    assert History.objects.filter(instance_id="wait-1", kind="budget").count() == 0  # no breach was recorded
 
 
 @pytest.mark.db
 @pytest.mark.django_db
 def test_a_waiting_step_fails_once_what_is_spent_leaves_no_room(drain):
-    budget_upsert(
-        scope="tenant", key="acme", period="day", limit="1.00", policy="fail", actor="ana"
-    )
+    budget_upsert(scope="tenant", key="acme", period="day", limit="1.00", policy="fail", actor="ana")
     clock.freeze()
     holder = in_flight("hold-2", "0.70")
     create("t-hold-spend", id="wait-2", tenant="acme", params={"estimate": "0.50", "cost": "0.40"})
@@ -160,17 +145,13 @@ def test_a_waiting_step_fails_once_what_is_spent_leaves_no_room(drain):
 @pytest.mark.db
 @pytest.mark.django_db
 def test_holds_of_a_worker_that_died_are_waited_for_and_then_given_back(drain):
-    budget_upsert(
-        scope="tenant", key="acme", period="day", limit="1.00", policy="fail", actor="ana"
-    )
+    budget_upsert(scope="tenant", key="acme", period="day", limit="1.00", policy="fail", actor="ana")
     clock.freeze()
     in_flight("hold-3", "0.90")  # its worker dies: the lease is not renewed
     create("t-hold-spend", id="wait-3", tenant="acme", params={"estimate": "0.50", "cost": "0.40"})
     drain()
     assert Step.objects.get(instance_id="wait-3").error_name == "BudgetHeld"
-    clock.advance(
-        timedelta(seconds=31)
-    )  # past the dead worker's lease: the sweep gives its hold back
+    clock.advance(timedelta(seconds=31))  # past the dead worker's lease: the sweep gives its hold back
     assert reservations_release_orphaned(now=clock.now()) == 1
     drain(advance_clock=True)
     assert Instance.objects.get(id="wait-3").status == "complete"
@@ -180,9 +161,7 @@ def test_holds_of_a_worker_that_died_are_waited_for_and_then_given_back(drain):
 @pytest.mark.db
 @pytest.mark.django_db
 def test_an_attempts_own_holds_count_as_spent_so_it_fails_instead_of_waiting_on_itself():
-    budget_upsert(
-        scope="tenant", key="acme", period="day", limit="1.00", policy="fail", actor="ana"
-    )
+    budget_upsert(scope="tenant", key="acme", period="day", limit="1.00", policy="fail", actor="ana")
     create("t-hold-spend", id="self-1", tenant="acme", params={"estimate": "0", "cost": "0"})
     create("t-hold-spend", id="other-1", tenant="acme", params={"estimate": "0", "cost": "0"})
     ctx = StepContext(
@@ -221,9 +200,7 @@ def test_an_attempts_own_holds_count_as_spent_so_it_fails_instead_of_waiting_on_
 def test_an_approval_budget_refused_only_for_holds_waits_instead_of_asking_an_operator(drain):
     from ingest.engine.models import ApprovalRequest
 
-    budget_upsert(
-        scope="tenant", key="acme", period="day", limit="1.00", policy="approval", actor="ana"
-    )
+    budget_upsert(scope="tenant", key="acme", period="day", limit="1.00", policy="approval", actor="ana")
     clock.freeze()
     holder = in_flight("hold-4", "0.70")
     create("t-hold-spend", id="wait-4", tenant="acme", params={"estimate": "0.50", "cost": "0.40"})

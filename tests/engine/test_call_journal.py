@@ -38,8 +38,13 @@ def fakes() -> Iterator[dict[str, Any]]:
 
 @pytest.fixture
 def params(fakes: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
-    return {"llm_url": fakes["llm"].url, "dfs_url": fakes["dataforseo"].url, "zr_url": fakes["zenrows"].url,
-            "marks": str(tmp_path), "how": "exit"}
+    return {
+        "llm_url": fakes["llm"].url,
+        "dfs_url": fakes["dataforseo"].url,
+        "zr_url": fakes["zenrows"].url,
+        "marks": str(tmp_path),
+        "how": "exit",
+    }
 
 
 def calls(fakes: dict[str, Any]) -> dict[str, int]:
@@ -48,8 +53,7 @@ def calls(fakes: dict[str, Any]) -> dict[str, int]:
 
 @pytest.mark.parametrize("where", ["answer", "booked"])
 def test_a_step_that_dies_after_its_paid_answer_is_neither_paid_nor_booked_twice(drain, fakes, params, where):
-    iid = create(id=f"paid-{where}", workflow="e2e-paid",
-                 params={**params, "die": dict.fromkeys(PAID_STEPS, where)}).id
+    iid = create(id=f"paid-{where}", workflow="e2e-paid", params={**params, "die": dict.fromkeys(PAID_STEPS, where)}).id
     for _ in PAID_STEPS:  # each step dies once, after its answer (and, for "booked", its cost)
         crash_and_take_over(drain, iid)
     drain()
@@ -68,9 +72,13 @@ def test_a_step_that_dies_after_its_paid_answer_is_neither_paid_nor_booked_twice
 def test_a_retry_after_a_failed_attempt_asks_the_provider_again(drain, fakes, params):
     # A blank answer is billed and fails the attempt (LLMInvalidOutput, retryable): that attempt
     # ended, so the next one calls again instead of replaying the blank answer.
-    blank = {"id": "x", "object": "chat.completion", "model": "gpt-4o-mini",
-             "choices": [{"index": 0, "message": {"role": "assistant", "content": ""}, "finish_reason": "stop"}],
-             "usage": {"prompt_tokens": 10, "completion_tokens": 0, "total_tokens": 10}}
+    blank = {
+        "id": "x",
+        "object": "chat.completion",
+        "model": "gpt-4o-mini",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": ""}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 0, "total_tokens": 10},
+    }
     fakes["llm"].plan(CHAT, Planned(200, blank))
     iid = create(id="paid-failed", workflow="e2e-paid", params={**params, "steps": ["llm"]}).id
     drain(advance_clock=True)
@@ -89,8 +97,9 @@ def test_the_provider_is_given_the_steps_idempotency_key_for_each_call(drain, fa
 
 
 def test_a_sensitive_steps_journaled_answers_are_sealed(drain, fakes, params):
-    iid = create(id="paid-sensitive", workflow="e2e-paid",
-                 params={**params, "sensitive": True, "die": {"dataforseo": "answer"}}).id
+    iid = create(
+        id="paid-sensitive", workflow="e2e-paid", params={**params, "sensitive": True, "die": {"dataforseo": "answer"}}
+    ).id
     crash_and_take_over(drain, iid)
     rows = list(CallJournal.objects.filter(instance_id=iid).values_list("kind", "answer"))
     assert rows and all(set(answer) == {"$sealed"} for _, answer in rows)
@@ -106,11 +115,15 @@ def test_a_sensitive_steps_journaled_answers_are_sealed(drain, fakes, params):
 def test_a_retry_that_asks_another_question_is_sent(drain, fakes, params):
     # The lost run asked for paid.example; the code now asks for another domain at that place:
     # the journaled answer is not its answer, so the call goes out.
-    iid = create(id="paid-changed", workflow="e2e-paid",
-                 params={**params, "steps": ["dataforseo"], "die": {"dataforseo": "answer"}}).id
+    iid = create(
+        id="paid-changed",
+        workflow="e2e-paid",
+        params={**params, "steps": ["dataforseo"], "die": {"dataforseo": "answer"}},
+    ).id
     crash_and_take_over(drain, iid)
-    Instance.objects.filter(id=iid).update(params={**params, "steps": ["dataforseo"], "domain": "other.example",
-                                                   "die": {"dataforseo": "answer"}})
+    Instance.objects.filter(id=iid).update(
+        params={**params, "steps": ["dataforseo"], "domain": "other.example", "die": {"dataforseo": "answer"}}
+    )
     drain()
     assert get(iid).status()["status"] == "complete"
     sent = [r.json()[0]["target"] for r in fakes["dataforseo"].requests_to(ROUTE_BACKLINKS)]

@@ -14,8 +14,12 @@ def test_a_workflow_result_says_whether_the_run_degraded_and_serialises_as_seed_
     ok = WorkflowResult(metrics={"fetched": 3})
     partial = WorkflowResult(success=False, metrics={"fetched": 1}, errors=["keywords: timed out"], duration_ms=12)
     assert not ok.degraded and partial.degraded
-    assert partial.as_output() == {"success": False, "metrics": {"fetched": 1},
-                                   "errors": ["keywords: timed out"], "duration_ms": 12}
+    assert partial.as_output() == {
+        "success": False,
+        "metrics": {"fetched": 1},
+        "errors": ["keywords: timed out"],
+        "duration_ms": 12,
+    }
     # success=True with errors still degraded: some branch failed
     assert WorkflowResult(errors=["one branch failed"]).degraded
 
@@ -41,14 +45,20 @@ class Onboard(Workflow):
                 if what in event.payload.get("failing", []):
                     raise TimeoutError(f"{what} API timeout")
                 return 10
+
             return go
 
-        settled = step.all_settled([step.call(f"fetch-{w}", fetch(w), retries={"limit": 0})
-                                    for w in ("backlinks", "keywords", "brand")])
-        errors = [f"{w} fetch failed: {s.error}" for w, s in zip(("backlinks", "keywords", "brand"), settled,
-                                                                    strict=True) if not s.ok]
-        metrics = {f"{w}_fetched": s.value for w, s in zip(("backlinks", "keywords", "brand"), settled,
-                                                             strict=True) if s.ok}
+        settled = step.all_settled(
+            [step.call(f"fetch-{w}", fetch(w), retries={"limit": 0}) for w in ("backlinks", "keywords", "brand")]
+        )
+        errors = [
+            f"{w} fetch failed: {s.error}"
+            for w, s in zip(("backlinks", "keywords", "brand"), settled, strict=True)
+            if not s.ok
+        ]
+        metrics = {
+            f"{w}_fetched": s.value for w, s in zip(("backlinks", "keywords", "brand"), settled, strict=True) if s.ok
+        }
         return WorkflowResult(success=not errors, metrics=metrics, errors=errors)
 
 

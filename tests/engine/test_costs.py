@@ -25,11 +25,18 @@ class Spender(Workflow):
         def call_llm(ctx):
             ctx.check_budget("openai", Decimal(event.payload.get("estimate", "0.01")))
             outcome = PLAN.get(event.instance_id, ["ok"]).pop(0) if PLAN.get(event.instance_id) else "ok"
-            ctx.track_cost("openai", cost=event.payload.get("cost", "0.01"), model="gpt-4o-mini",
-                           tokens_in=1000, tokens_out=200, success=outcome == "ok")
+            ctx.track_cost(
+                "openai",
+                cost=event.payload.get("cost", "0.01"),
+                model="gpt-4o-mini",
+                tokens_in=1000,
+                tokens_out=200,
+                success=outcome == "ok",
+            )
             if outcome != "ok":
                 raise ConnectionError("llm answered 503 after charging")
             return "facts"
+
         return step.do("llm-extract", call_llm, retries={"limit": 3, "delay": "5 seconds"})
 
 
@@ -44,8 +51,16 @@ def test_every_attempt_records_its_cost_even_when_it_fails_after_spending(drain)
     h = create("t-spender", id="c-1", tenant="acme")
     drain(advance_clock=True)
     assert h.status()["status"] == "complete"
-    rows = list(ApiCost.objects.filter(instance_id="c-1").order_by("attempt").values_list("attempt", "success", "cost", "tenant"))
-    assert rows == [(1, False, Decimal("0.01"), "acme"), (2, False, Decimal("0.01"), "acme"), (3, True, Decimal("0.01"), "acme")]
+    rows = list(
+        ApiCost.objects.filter(instance_id="c-1")
+        .order_by("attempt")
+        .values_list("attempt", "success", "cost", "tenant")
+    )
+    assert rows == [
+        (1, False, Decimal("0.01"), "acme"),
+        (2, False, Decimal("0.01"), "acme"),
+        (3, True, Decimal("0.01"), "acme"),
+    ]
     assert History.objects.filter(instance_id="c-1", kind="cost.recorded").count() == 3
 
 
@@ -57,7 +72,8 @@ def test_a_reservation_is_settled_with_the_real_cost(drain):
     budget = Budget.objects.get(key="acme")
     assert (budget.spent, budget.reserved) == (Decimal("0.02"), Decimal("0"))
     assert list(BudgetReservation.objects.values_list("amount", "actual", "state")) == [
-        (Decimal("0.05"), Decimal("0.02"), "settled")]
+        (Decimal("0.05"), Decimal("0.02"), "settled")
+    ]
 
 
 @pytest.mark.django_db
@@ -123,8 +139,17 @@ def test_fifty_concurrent_steps_cannot_overspend_a_budget_together():
     def spend(i: int) -> None:
         from django.db import connection
 
-        ctx = StepContext(name="fetch", count=1, attempt=1, config={}, idempotency_key=f"k{i}", instance_id=f"i{i}",
-                          workflow="t-spender", tenant="acme", step_label="fetch")
+        ctx = StepContext(
+            name="fetch",
+            count=1,
+            attempt=1,
+            config={},
+            idempotency_key=f"k{i}",
+            instance_id=f"i{i}",
+            workflow="t-spender",
+            tenant="acme",
+            step_label="fetch",
+        )
         try:
             while True:
                 try:
@@ -155,8 +180,12 @@ class Approve(Workflow):
     name = "t-approve"
 
     def run(self, event, step):
-        answer = step.wait_for_approval("manager-approval", title="Spend $500 on ads?", timeout="2 hours",
-                                        fields=[{"name": "amount", "type": "number", "required": True}])
+        answer = step.wait_for_approval(
+            "manager-approval",
+            title="Spend $500 on ads?",
+            timeout="2 hours",
+            fields=[{"name": "amount", "type": "number", "required": True}],
+        )
         return answer
 
 
@@ -194,8 +223,17 @@ def test_an_expired_approval_refuses_its_answer_and_stays_expired(drain):
 def _ctx(instance_id: str, *, tenant: str = "acme", label: str = "llm-extract"):
     from ingest.engine.runtime.context import StepContext
 
-    return StepContext(name=label, count=1, attempt=1, config={}, idempotency_key=f"{instance_id}:{label}",
-                       instance_id=instance_id, workflow="t-spender", tenant=tenant, step_label=label)
+    return StepContext(
+        name=label,
+        count=1,
+        attempt=1,
+        config={},
+        idempotency_key=f"{instance_id}:{label}",
+        instance_id=instance_id,
+        workflow="t-spender",
+        tenant=tenant,
+        step_label=label,
+    )
 
 
 @pytest.mark.django_db
@@ -211,10 +249,15 @@ def test_every_covering_budget_holds_the_estimate_and_is_settled_with_the_real_c
     assert BudgetReservation.objects.filter(state="held").count() == 2
     ctx.track_cost("openai", cost="0.12")
     rows = {b.key: (b.spent, b.reserved) for b in Budget.objects.all()}
-    assert rows == {"acme": (Decimal("0.12"), Decimal("0")), "openai": (Decimal("0.12"), Decimal("0")),
-                    "globex": (Decimal("0"), Decimal("0"))}
+    assert rows == {
+        "acme": (Decimal("0.12"), Decimal("0")),
+        "openai": (Decimal("0.12"), Decimal("0")),
+        "globex": (Decimal("0"), Decimal("0")),
+    }
     assert sorted(BudgetReservation.objects.values_list("state", "actual")) == [
-        ("settled", Decimal("0.12")), ("settled", Decimal("0.12"))]
+        ("settled", Decimal("0.12")),
+        ("settled", Decimal("0.12")),
+    ]
     assert ctx._reservations == []
 
 
@@ -252,7 +295,10 @@ def test_a_new_period_starts_from_nothing_spent_while_held_money_stays_held():
     next_day.check_budget("openai", Decimal("0.40"))  # a new day: nothing spent, 0.50 still held
     budget = Budget.objects.get(key="acme")
     assert (budget.period_start, budget.spent, budget.reserved) == (
-        datetime(2026, 3, 10, tzinfo=UTC), Decimal("0"), Decimal("0.90"))
+        datetime(2026, 3, 10, tzinfo=UTC),
+        Decimal("0"),
+        Decimal("0.90"),
+    )
     waiting.track_cost("openai", cost="0.45")
     next_day.track_cost("openai", cost="0.10")
     budget.refresh_from_db()

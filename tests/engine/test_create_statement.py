@@ -20,26 +20,39 @@ pytestmark = [pytest.mark.db, pytest.mark.django_db]
 
 def test_a_database_default_value_is_refused_before_anything_is_sent() -> None:
     field = Instance._meta.get_field("workflow_version")
-    inst = Instance(id="x-1", workflow="w", tenant="t", created_at=timezone.now(), updated_at=timezone.now(),
-                    workflow_version=DatabaseDefault(field.db_default, output_field=field))
+    inst = Instance(
+        id="x-1",
+        workflow="w",
+        tenant="t",
+        created_at=timezone.now(),
+        updated_at=timezone.now(),
+        workflow_version=DatabaseDefault(field.db_default, output_field=field),
+    )
     with pytest.raises(TypeError, match="workflow_version"):
         sql_create._params(inst, "i")
 
 
 @pytest.mark.django_db(transaction=True)  # as the webhooks call it: no transaction around it
 def test_a_create_writes_every_column_as_the_orm_would_and_a_duplicate_writes_nothing(
-        require_postgres: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    require_postgres: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from tests.engine.test_create_statement_support import Plain  # noqa: F401  (registers the workflow)
 
     statements: list[Any] = []
     real = sql_create.prepared_row
     monkeypatch.setattr(sql_create, "prepared_row", lambda s, p: statements.append(s) or real(s, p))
-    made = instance_create(workflow="plain-create", id="plain-1", params={"a": [1, "é"]}, tenant="acme",
-                           priority=3, actor="tester")
+    made = instance_create(
+        workflow="plain-create", id="plain-1", params={"a": [1, "é"]}, tenant="acme", priority=3, actor="tester"
+    )
     assert len(statements) == 1 and connection.vendor == "postgresql"
     row = Instance.objects.get(pk="plain-1")
     assert (row.params, row.tenant, row.priority, row.status, row.created_at) == (
-        {"a": [1, "é"]}, "acme", 3, "queued", made.created_at)
+        {"a": [1, "é"]},
+        "acme",
+        3,
+        "queued",
+        made.created_at,
+    )
     assert row.workflow_version == made.workflow_version
     history = History.objects.get(instance_id="plain-1")
     assert (history.kind, history.actor, history.status) == ("instance.created", "tester", "queued")
@@ -50,7 +63,9 @@ def test_a_create_writes_every_column_as_the_orm_would_and_a_duplicate_writes_no
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_create_only_if_a_kept_row_is_unchanged_writes_nothing_once_it_changed_and_says_so(require_postgres: None) -> None:
+def test_a_create_only_if_a_kept_row_is_unchanged_writes_nothing_once_it_changed_and_says_so(
+    require_postgres: None,
+) -> None:
     from ingest.engine.errors import CheckedRowsChanged
     from tests.engine.test_create_statement_support import Plain  # noqa: F401  (registers the workflow)
 
@@ -58,8 +73,9 @@ def test_a_create_only_if_a_kept_row_is_unchanged_writes_nothing_once_it_changed
     instance_create(workflow="plain-create", id="anchor-1", params={}, tenant="acme")
     fields = ("tenant", "status")
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT {row_digest_sql(Instance, fields, 'a')} FROM engine_instance a WHERE a.id = %s",
-                       ["anchor-1"])
+        cursor.execute(
+            f"SELECT {row_digest_sql(Instance, fields, 'a')} FROM engine_instance a WHERE a.id = %s", ["anchor-1"]
+        )
         digest = cursor.fetchone()[0]
     holds = RowUnchanged(model=Instance, pk="anchor-1", fields=fields, digest=digest)
     stale = RowUnchanged(model=Instance, pk="anchor-1", fields=fields, digest="a digest read before a change")
@@ -81,5 +97,6 @@ def test_a_create_only_if_a_kept_row_is_unchanged_writes_nothing_once_it_changed
 def test_a_guard_is_refused_where_no_statement_can_check_it() -> None:
     unchanged = RowUnchanged(model=Instance, pk="anchor-1", fields=("tenant",), digest="d")
     with pytest.raises(ValueError, match="only_if"):
-        instance_create(workflow="plain-create", id="guarded-2", params={}, tenant="acme", only_if=unchanged,
-                        first=lambda: None)
+        instance_create(
+            workflow="plain-create", id="guarded-2", params={}, tenant="acme", only_if=unchanged, first=lambda: None
+        )

@@ -20,15 +20,32 @@ def _letter(n: int, tenant: str, step: str = "transform") -> DeadLetter:
     from django.utils import timezone
 
     now = timezone.now()
-    inst = Instance.objects.create(id=f"sel-{n}", workflow="t-pipeline", tenant=tenant, status="errored",
-                                   params={}, created_at=now, updated_at=now)
-    return DeadLetter.objects.create(instance=inst, workflow="t-pipeline", tenant=tenant, step_name=step,
-                                     error_name="E", error_message="m", signature=f"s-{step}",
-                                     normalized_message="m", created_at=now)
+    inst = Instance.objects.create(
+        id=f"sel-{n}", workflow="t-pipeline", tenant=tenant, status="errored", params={}, created_at=now, updated_at=now
+    )
+    return DeadLetter.objects.create(
+        instance=inst,
+        workflow="t-pipeline",
+        tenant=tenant,
+        step_name=step,
+        error_name="E",
+        error_message="m",
+        signature=f"s-{step}",
+        normalized_message="m",
+        created_at=now,
+    )
 
 
-@pytest.mark.parametrize("kwargs", [{}, {"ids": []}, {"ids": ["1"]}, {"filter": DeadLetterFilter(tenants=())},
-                                    {"filter": DeadLetterFilter(tenants=("",))}])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {},
+        {"ids": []},
+        {"ids": ["1"]},
+        {"filter": DeadLetterFilter(tenants=())},
+        {"filter": DeadLetterFilter(tenants=("",))},
+    ],
+)
 def test_a_selection_that_is_missing_empty_or_untenanted_is_refused(kwargs):
     _letter(1, "acme")
     with pytest.raises(InvalidSelection, match="nothing was done"):

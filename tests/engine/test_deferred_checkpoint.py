@@ -53,8 +53,10 @@ def _put(i: int) -> int:
 
 def _committed_steps(instance_id: str) -> list[str]:
     with psycopg.connect(connection_string(), autocommit=True) as other:
-        rows = other.execute("SELECT name FROM engine_step WHERE instance_id = %s AND status = 'complete' "
-                             "ORDER BY position", [instance_id]).fetchall()
+        rows = other.execute(
+            "SELECT name FROM engine_step WHERE instance_id = %s AND status = 'complete' ORDER BY position",
+            [instance_id],
+        ).fetchall()
     return [r[0] for r in rows]
 
 
@@ -133,8 +135,7 @@ def hold_batches(monkeypatch, holds):
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("require_postgres")
-def test_the_workflow_runs_on_while_a_deferred_completion_commits_and_the_next_immediate_step_waits(
-        group, monkeypatch):
+def test_the_workflow_runs_on_while_a_deferred_completion_commits_and_the_next_immediate_step_waits(group, monkeypatch):
     gate = hold_batches(monkeypatch, lambda batch: True)  # the first batch: put-0's completion
     create("t-deferred-ledger", id="ledger-1")
     turn = threading.Thread(target=run_until_idle)
@@ -151,12 +152,15 @@ def test_the_workflow_runs_on_while_a_deferred_completion_commits_and_the_next_i
     assert inst.status == "complete"
     # The immediate step started only once all five deferred completions had committed.
     assert inst.output == {"total": 100, "committed_before_look": [f"put-{i}" for i in range(5)]}
-    steps = list(Step.objects.filter(instance_id="ledger-1").order_by("position").values_list("name", "status",
-                                                                                                "result"))
+    steps = list(
+        Step.objects.filter(instance_id="ledger-1").order_by("position").values_list("name", "status", "result")
+    )
     assert steps == [(f"put-{i}", "complete", i * 10) for i in range(5)] + [
-        ("look", "complete", [f"put-{i}" for i in range(5)])]
-    kinds = list(History.objects.filter(instance_id="ledger-1", kind="step.completed").values_list("step_name",
-                                                                                                  flat=True))
+        ("look", "complete", [f"put-{i}" for i in range(5)])
+    ]
+    kinds = list(
+        History.objects.filter(instance_id="ledger-1", kind="step.completed").values_list("step_name", flat=True)
+    )
     assert sorted(kinds) == sorted([f"put-{i}" for i in range(5)] + ["look"])
     assert group.writes == 6  # the five deferred completions and the instance's
     assert commits.express.writes == 1  # "look", whose thread waited for it
@@ -166,7 +170,8 @@ def test_the_workflow_runs_on_while_a_deferred_completion_commits_and_the_next_i
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("require_postgres")
 def test_a_completion_a_thread_waits_for_is_not_queued_behind_other_instances_deferred_writes(
-        group_commits, step_completion, monkeypatch):
+    group_commits, step_completion, monkeypatch
+):
     group, express = group_commits
     gate = hold_batches(monkeypatch, lambda batch: any(i.write.iid == "slow" for i in batch))
     for instance_id in ("slow", "quick"):
@@ -179,8 +184,12 @@ def test_a_completion_a_thread_waits_for_is_not_queued_behind_other_instances_de
     held = group.submit(completion("slow"))
     try:
         assert gate.entered.wait(30)
-        got = route.step_finish(**{f: getattr(completion("quick"), f) for f in (
-            "row", "token", "now", "started", "attempt", "result", "worker", "with_start")})
+        got = route.step_finish(
+            **{
+                f: getattr(completion("quick"), f)
+                for f in ("row", "token", "now", "started", "attempt", "result", "worker", "with_start")
+            }
+        )
         # Written while the other batch was still held: it did not queue behind it.
         assert got is not None and not gate.left.is_set()
         assert Step.objects.get(instance_id="quick").result == "done"
@@ -195,15 +204,15 @@ def test_a_completion_a_thread_waits_for_is_not_queued_behind_other_instances_de
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("require_postgres")
 def test_after_a_failed_write_a_turns_later_writes_are_refused_and_the_instance_is_not_completed(
-        group, step_completion):
+    group, step_completion
+):
     for instance_id in ("bad-1", "good-1"):
         create("t-deferred-idle", id=instance_id)
     token, claimed = claim(worker_id="test-worker", limit=2, lease=LEASE)
     assert sorted(c.id for c in claimed) == ["bad-1", "good-1"]
 
     def completion(instance_id, name, result):
-        return step_completion(instance_id, name, token=token, position=0 if name == "first" else 1,
-                               result=result)
+        return step_completion(instance_id, name, token=token, position=0 if name == "first" else 1, result=result)
 
     broken = group.submit(completion("bad-1", "first", "{not json"))
     later = group.submit(completion("bad-1", "second", '"fine"'))

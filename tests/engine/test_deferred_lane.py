@@ -44,8 +44,7 @@ class Bookkeeping(Workflow):
 
     def run(self, event, step):
         for i in range(3):
-            step.do(f"write-{i}", lambda ctx, i=i: _timed(f"{ctx.instance_id}/write-{i}", 0.005),
-                    checkpoint="deferred")
+            step.do(f"write-{i}", lambda ctx, i=i: _timed(f"{ctx.instance_id}/write-{i}", 0.005), checkpoint="deferred")
         return step.do("after", lambda ctx: "done")
 
 
@@ -73,8 +72,9 @@ class Idle(Workflow):
 
 
 def max_overlap(intervals: list[tuple[str, float, float]]) -> int:
-    edges = sorted([(start, 1) for _, start, _ in intervals] + [(end, -1) for _, _, end in intervals],
-                   key=lambda e: (e[0], e[1]))
+    edges = sorted(
+        [(start, 1) for _, start, _ in intervals] + [(end, -1) for _, _, end in intervals], key=lambda e: (e[0], e[1])
+    )
     running = peak = 0
     for _, delta in edges:
         running += delta
@@ -159,7 +159,9 @@ def test_with_the_lane_off_deferred_steps_of_two_instances_run_together(settings
     run_all(["meet-a", "meet-b"], concurrency=2)
     # Each step returned only once the other had reached the barrier: they ran at the same time.
     assert sorted(Instance.objects.filter(id__in=["meet-a", "meet-b"]).values_list("status", flat=True)) == [
-        "complete", "complete"]
+        "complete",
+        "complete",
+    ]
     connection.close()
 
 
@@ -173,7 +175,9 @@ def test_by_default_there_is_no_lane_and_deferred_steps_of_two_instances_run_tog
         create("t-lane-meeting", id=instance_id)
     run_all(["default-a", "default-b"], concurrency=2)
     assert sorted(Instance.objects.filter(id__in=["default-a", "default-b"]).values_list("status", flat=True)) == [
-        "complete", "complete"]
+        "complete",
+        "complete",
+    ]
     connection.close()
 
 
@@ -277,7 +281,10 @@ def test_deferred_writes_that_follow_within_the_gathering_share_one_batch(group,
     assert all(p.wait() is not None for p in (first, second, third))
     assert (group.batches, group.writes) == (1, 3)
     assert sorted(Step.objects.values_list("instance_id", "name", "result")) == [
-        ("gather-1", "a", "a"), ("gather-1", "b", "b"), ("gather-2", "a", "a")]
+        ("gather-1", "a", "a"),
+        ("gather-1", "b", "b"),
+        ("gather-2", "a", "a"),
+    ]
     connection.close()
 
 

@@ -37,9 +37,7 @@ def test_a_wrapped_error_is_stored_under_its_own_class_name_and_message():
     failure = failure_of(wrapped)
     assert (failure.name, failure.message) == (QUOTA_GONE, "account 7 has no quota left")
     assert NonRetryableError.wrap(ValueError("bad row")).error_name == "ValueError"
-    assert NonRetryableError.wrap(TimeoutError()).args == (
-        "TimeoutError",
-    )  # never an empty message
+    assert NonRetryableError.wrap(TimeoutError()).args == ("TimeoutError",)  # never an empty message
     # Wrapping twice, or wrapping a StepFailed, keeps the first name.
     assert NonRetryableError.wrap(wrapped).error_name == QUOTA_GONE
     assert NonRetryableError.wrap(StepFailed("gone", name="old.Gone")).error_name == "old.Gone"
@@ -105,9 +103,7 @@ def test_a_permanent_source_failure_dead_letters_under_the_source_error_s_class_
     assert CALLS["charge"] == 1  # still not retried
     step = Step.objects.get(instance_id="wrap-1", name="charge")
     assert step.error_name == QUOTA_GONE
-    assert list(Attempt.objects.filter(step_id=step.id).values_list("error_name", flat=True)) == [
-        QUOTA_GONE
-    ]
+    assert list(Attempt.objects.filter(step_id=step.id).values_list("error_name", flat=True)) == [QUOTA_GONE]
     letter = DeadLetter.objects.get(instance_id="wrap-1")
     assert (letter.step_name, letter.error_name) == ("charge", QUOTA_GONE)
 

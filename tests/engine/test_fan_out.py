@@ -48,11 +48,23 @@ class Classify(Workflow):
     name = "t-fan-classify"
 
     def run(self, event, step):
-        settled = step.fan_out("classify-urls", classify, event.payload["urls"], batch_size=2,
-                               retries={"limit": 1, "delay": "1 second", "backoff": "constant"})
+        settled = step.fan_out(
+            "classify-urls",
+            classify,
+            event.payload["urls"],
+            batch_size=2,
+            retries={"limit": 1, "delay": "1 second", "backoff": "constant"},
+        )
         step.sleep("after", "1 minute")  # the results must survive the replay after it
-        return [{"ok": s.ok, "value": s.value, "error": type(s.error).__name__ if s.error else None,
-                 "code": getattr(s.error, "code", None)} for s in settled]
+        return [
+            {
+                "ok": s.ok,
+                "value": s.value,
+                "error": type(s.error).__name__ if s.error else None,
+                "code": getattr(s.error, "code", None),
+            }
+            for s in settled
+        ]
 
 
 @pytest.mark.django_db
@@ -145,8 +157,7 @@ class EnrichAll(Workflow):
 
     def run(self, event, step):
         settled = step.fan_out("enrich-all", Enrich, event.payload["items"], timeout="10 minutes")
-        return [{"ok": s.ok, "value": s.value, "missing": isinstance(s.error, FanOutItemMissing)}
-                for s in settled]
+        return [{"ok": s.ok, "value": s.value, "missing": isinstance(s.error, FanOutItemMissing)} for s in settled]
 
 
 @pytest.mark.django_db
@@ -165,9 +176,11 @@ def test_at_the_timeout_the_parent_moves_on_with_the_partial_results_and_the_mis
     clock.advance(timedelta(minutes=10, seconds=1))
     drain()
     assert h.status()["status"] == "complete"
-    assert h.status()["output"] == [{"ok": True, "value": 10, "missing": False},
-                                    {"ok": False, "value": None, "missing": True},
-                                    {"ok": True, "value": 30, "missing": False}]
+    assert h.status()["output"] == [
+        {"ok": True, "value": 10, "missing": False},
+        {"ok": False, "value": None, "missing": True},
+        {"ok": True, "value": 30, "missing": False},
+    ]
     fo = FanOut.objects.get(instance_id="fan-late")
     assert (fo.expected, fo.received, fo.state) == (3, 2, "timed_out")
     clock.advance(timedelta(hours=1))
@@ -238,7 +251,12 @@ def test_the_dashboard_selector_reports_progress_and_failed_items(drain):
     drain(max_turns=1)
     [row] = fan_out_list(instance_id="fan-progress")
     assert (row["step"], row["handler"], row["expected"], row["received"], row["state"]) == (
-        "classify-urls", "t-classify", 3, 0, "open")
+        "classify-urls",
+        "t-classify",
+        3,
+        0,
+        "open",
+    )
     drain(advance_clock=True)
     [row] = fan_out_list(instance_id="fan-progress")
     assert (row["received"], row["failed"], row["missing"]) == (3, 1, 0)

@@ -28,16 +28,25 @@ def db():
 
 def test_a_worker_killed_inside_an_item_loses_no_item_and_counts_none_twice(db, tmp_path):
     items = [{"n": n, "hold": 3.0 if n == 7 else 0.0} for n in range(20)]
-    python(db, f"from ingest.engine import create; create('e2e-fan-out-crash', id='fan-crash', params={{'items': {items!r}}})")
+    python(
+        db,
+        f"from ingest.engine import create; create('e2e-fan-out-crash', id='fan-crash', params={{'items': {items!r}}})",
+    )
     first = start_worker(db, lease=2.0, log=tmp_path / "w1.log")
-    wait_for(lambda: db.execute("SELECT 1 FROM e2e_effects WHERE instance_id = '_fo1-7'") != [],
-             timeout=60, what="item 7 to start")
+    wait_for(
+        lambda: db.execute("SELECT 1 FROM e2e_effects WHERE instance_id = '_fo1-7'") != [],
+        timeout=60,
+        what="item 7 to start",
+    )
     first.send_signal(signal.SIGKILL)
     first.wait(timeout=10)
     second = start_worker(db, lease=2.0, log=tmp_path / "w2.log")
     try:
-        wait_for(lambda: db.execute("SELECT 1 FROM engine_instance WHERE id = 'fan-crash' AND status = 'complete'"),
-                 timeout=90, what="the parent to complete on the second worker")
+        wait_for(
+            lambda: db.execute("SELECT 1 FROM engine_instance WHERE id = 'fan-crash' AND status = 'complete'"),
+            timeout=90,
+            what="the parent to complete on the second worker",
+        )
     finally:
         assert stop(second) == 0
     [(output,)] = db.execute("SELECT output FROM engine_instance WHERE id = 'fan-crash'")

@@ -60,10 +60,16 @@ def db():
 def test_workers_back_off_while_the_database_is_read_only_and_finish_the_work_after(db, tmp_path):
     workers = start_workers(db, 2, log_dir=tmp_path, concurrency=8, lease=30.0, poll=0.2)
     try:
-        python(db, "from ingest.engine import create_batch\n"
-                   "create_batch('e2e-five-steps', [{'id': f'ro-{i}', 'params': {'hold': 0.2}} for i in range(100)])")
-        wait_for(lambda: db.execute("SELECT count(*) FROM e2e_effects")[0][0] >= 40, timeout=60,
-                 what="the run to be under way")
+        python(
+            db,
+            "from ingest.engine import create_batch\n"
+            "create_batch('e2e-five-steps', [{'id': f'ro-{i}', 'params': {'hold': 0.2}} for i in range(100)])",
+        )
+        wait_for(
+            lambda: db.execute("SELECT count(*) FROM e2e_effects")[0][0] >= 40,
+            timeout=60,
+            what="the run to be under way",
+        )
         alter_database(db, "SET default_transaction_read_only = on")
         terminate_sessions(db)  # new sessions are read-only: every write fails from now on
         before = [w.log_path.read_text().count("read-only") for w in workers]
@@ -75,19 +81,27 @@ def test_workers_back_off_while_the_database_is_read_only_and_finish_the_work_af
         time.sleep(4.0)  # four seconds more of failing writes: a worker that logs in a loop says it dozens of times
         during = said()
         alter_database(db, "RESET default_transaction_read_only")
-        wait_for(lambda: db.execute("SELECT count(*) FROM engine_instance WHERE status = 'complete'")[0][0] == 100,
-                 timeout=120, interval=0.5, what="every instance to complete once writes are back")
+        wait_for(
+            lambda: db.execute("SELECT count(*) FROM engine_instance WHERE status = 'complete'")[0][0] == 100,
+            timeout=120,
+            interval=0.5,
+            what="every instance to complete once writes are back",
+        )
     finally:
         codes = [stop(w) for w in workers]
     assert codes == [0, 0]
     # Each worker said what was wrong, and did not say it in a loop.
     assert all(1 <= n <= 10 for n in during), during
     # Nothing by halves: every completed step has its successful attempt and its history.
-    assert db.execute("SELECT count(*) FROM engine_step s WHERE s.status = 'complete' AND NOT EXISTS "
-                      "(SELECT 1 FROM engine_attempt a WHERE a.step_id = s.id AND a.ok)") == [(0,)]
-    assert db.execute("SELECT count(*) FROM engine_step s WHERE s.status = 'complete' AND NOT EXISTS "
-                      "(SELECT 1 FROM engine_history h WHERE h.instance_id = s.instance_id "
-                      "AND h.step_name = s.name AND h.kind = 'step.completed')") == [(0,)]
+    assert db.execute(
+        "SELECT count(*) FROM engine_step s WHERE s.status = 'complete' AND NOT EXISTS "
+        "(SELECT 1 FROM engine_attempt a WHERE a.step_id = s.id AND a.ok)"
+    ) == [(0,)]
+    assert db.execute(
+        "SELECT count(*) FROM engine_step s WHERE s.status = 'complete' AND NOT EXISTS "
+        "(SELECT 1 FROM engine_history h WHERE h.instance_id = s.instance_id "
+        "AND h.step_name = s.name AND h.kind = 'step.completed')"
+    ) == [(0,)]
     assert db.execute("SELECT count(*) FROM engine_step WHERE status = 'complete'") == [(500,)]
     # The read-only spell held the run up: it was under way on both sides of it.
     assert db.execute("SELECT count(*) FROM engine_instance WHERE ended_at > now() - interval '1 hour'") == [(100,)]

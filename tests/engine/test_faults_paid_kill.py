@@ -52,8 +52,11 @@ def db():
 
 
 def unfinished(db: Database) -> int:
-    return int(db.execute("SELECT count(*) FROM engine_instance WHERE status NOT IN ('complete', 'errored', "
-                          "'terminated')")[0][0])
+    return int(
+        db.execute("SELECT count(*) FROM engine_instance WHERE status NOT IN ('complete', 'errored', 'terminated')")[0][
+            0
+        ]
+    )
 
 
 def run_with_kills(db: Database, log_dir: Path, *, timeout: float = 240.0) -> int:
@@ -88,24 +91,41 @@ def run_with_kills(db: Database, log_dir: Path, *, timeout: float = 240.0) -> in
 
 def test_workers_killed_between_a_paid_answer_and_the_commit_pay_each_provider_once_per_step(db, tmp_path):
     with FakeOpenAI() as llm, FakeDataForSEO() as dfs, FakeZenRows() as zr:
-        common: dict[str, Any] = {"llm_url": llm.url, "dfs_url": dfs.url, "zr_url": zr.url,
-                                  "marks": str(tmp_path), "how": "kill"}
-        batch = [{"id": iid, "params": {**common, "die": dict.fromkeys(PAID_STEPS, where)}}
-                 for iid, where in INSTANCES.items()]
-        python(db, f"import json\nfrom ingest.engine import create_batch\n"
-                   f"create_batch('e2e-paid', json.loads({json.dumps(json.dumps(batch))}))")
+        common: dict[str, Any] = {
+            "llm_url": llm.url,
+            "dfs_url": dfs.url,
+            "zr_url": zr.url,
+            "marks": str(tmp_path),
+            "how": "kill",
+        }
+        batch = [
+            {"id": iid, "params": {**common, "die": dict.fromkeys(PAID_STEPS, where)}}
+            for iid, where in INSTANCES.items()
+        ]
+        python(
+            db,
+            f"import json\nfrom ingest.engine import create_batch\n"
+            f"create_batch('e2e-paid', json.loads({json.dumps(json.dumps(batch))}))",
+        )
         kills = run_with_kills(db, tmp_path)
         sent = {"llm": llm.count(CHAT), "dataforseo": dfs.count(ROUTE_BACKLINKS), "zenrows": zr.count(ROUTE_API)}
         billed = dfs.billed + zr.billed
-    steps = db.execute("SELECT count(*) FROM engine_step WHERE status = 'complete' AND name = ANY(%s)",
-                       (list(PAID_STEPS),))[0][0]
-    booked = {service: (n, total) for service, n, total in db.execute(
-        "SELECT service, count(*), sum(cost) FROM api_costs GROUP BY service")}
-    print(f"\n{steps} paid steps completed, {kills} SIGKILLs between a paid answer and the step's commit: "
-          f"{sum(sent.values())} provider calls {sent}, {sum(n for n, _ in booked.values())} api_costs rows; "
-          f"DataForSEO and ZenRows booked ${booked['dataforseo'][1] + booked['zenrows'][1]} of ${billed} billed")
+    steps = db.execute(
+        "SELECT count(*) FROM engine_step WHERE status = 'complete' AND name = ANY(%s)", (list(PAID_STEPS),)
+    )[0][0]
+    booked = {
+        service: (n, total)
+        for service, n, total in db.execute("SELECT service, count(*), sum(cost) FROM api_costs GROUP BY service")
+    }
+    print(
+        f"\n{steps} paid steps completed, {kills} SIGKILLs between a paid answer and the step's commit: "
+        f"{sum(sent.values())} provider calls {sent}, {sum(n for n, _ in booked.values())} api_costs rows; "
+        f"DataForSEO and ZenRows booked ${booked['dataforseo'][1] + booked['zenrows'][1]} of ${billed} billed"
+    )
     assert db.execute("SELECT id, status FROM engine_instance ORDER BY id") == [
-        ("kill-answer", "complete"), ("kill-booked", "complete")]
+        ("kill-answer", "complete"),
+        ("kill-booked", "complete"),
+    ]
     assert steps == 6 and kills == 6 and len(list(tmp_path.glob("kill-*"))) == 6
     assert sent == {"llm": 2, "dataforseo": 2, "zenrows": 2}  # N calls for N steps
     assert {service: n for service, (n, _) in booked.items()} == {"dataforseo": 2, "openai": 2, "zenrows": 2}

@@ -29,8 +29,14 @@ class Idle(Workflow):
 @pytest.fixture
 def budget() -> Budget:
     t = now()
-    return Budget.objects.create(scope="service", key="t-llm", period="day", limit=Decimal("100"),
-                                 period_start=period_start("day", t), updated_at=t)
+    return Budget.objects.create(
+        scope="service",
+        key="t-llm",
+        period="day",
+        limit=Decimal("100"),
+        period_start=period_start("day", t),
+        updated_at=t,
+    )
 
 
 def held_by(instance_id: str, *, lease: timedelta | None, status: str = Status.RUNNING) -> list[int]:
@@ -39,10 +45,22 @@ def held_by(instance_id: str, *, lease: timedelta | None, status: str = Status.R
     create("t-fault-idle", id=instance_id)
     t = now()
     Instance.objects.filter(id=instance_id).update(
-        status=status, lease_owner="" if lease is None else "host:1:abc", lease_token="" if lease is None else "t0",
-        lease_expires_at=None if lease is None else t + lease)
-    ctx = StepContext(name="call", count=1, attempt=1, config={}, idempotency_key=f"{instance_id}:call:1",
-                      instance_id=instance_id, workflow="t-fault-idle", tenant="default", step_label="call")
+        status=status,
+        lease_owner="" if lease is None else "host:1:abc",
+        lease_token="" if lease is None else "t0",
+        lease_expires_at=None if lease is None else t + lease,
+    )
+    ctx = StepContext(
+        name="call",
+        count=1,
+        attempt=1,
+        config={},
+        idempotency_key=f"{instance_id}:call:1",
+        instance_id=instance_id,
+        workflow="t-fault-idle",
+        tenant="default",
+        step_label="call",
+    )
     return budget_reserve(ctx=ctx, service="t-llm", amount=Decimal("2.5"))
 
 

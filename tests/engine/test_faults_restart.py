@@ -41,15 +41,21 @@ def db():
 
 
 def create(db: FaultDatabase, prefix: str, count: int, *, hold: float) -> None:
-    python(db, "from ingest.engine import create_batch\n"
-               f"for b in range(0, {count}, 100):\n"
-               f"    create_batch('e2e-five-steps', [{{'id': f'{prefix}-{{i}}', 'params': {{'hold': {hold}, 'n': i}}}}"
-               f"                                    for i in range(b, min(b + 100, {count}))])")
+    python(
+        db,
+        "from ingest.engine import create_batch\n"
+        f"for b in range(0, {count}, 100):\n"
+        f"    create_batch('e2e-five-steps', [{{'id': f'{prefix}-{{i}}', 'params': {{'hold': {hold}, 'n': i}}}}"
+        f"                                    for i in range(b, min(b + 100, {count}))])",
+    )
 
 
 def complete(db: FaultDatabase, prefix: str) -> int:
-    return int(db.execute("SELECT count(*) FROM engine_instance WHERE id LIKE %s AND status = 'complete'",
-                          (f"{prefix}-%",))[0][0])
+    return int(
+        db.execute("SELECT count(*) FROM engine_instance WHERE id LIKE %s AND status = 'complete'", (f"{prefix}-%",))[
+            0
+        ][0]
+    )
 
 
 def test_every_interrupted_instance_progresses_long_before_its_lease_once_the_database_is_back(db, tmp_path):
@@ -85,8 +91,12 @@ def test_instances_created_after_a_restart_of_an_idle_database_run_at_once(db, t
         wait_for(lambda: complete(db, "new") == 48, timeout=120, interval=0.2, what="the new instances")
     finally:
         codes = [stop(w) for w in workers]
-    took = [float(row[0]) for row in db.execute(
-        "SELECT extract(epoch FROM ended_at - created_at) FROM engine_instance WHERE id LIKE 'new-%' ORDER BY 1")]
+    took = [
+        float(row[0])
+        for row in db.execute(
+            "SELECT extract(epoch FROM ended_at - created_at) FROM engine_instance WHERE id LIKE 'new-%' ORDER BY 1"
+        )
+    ]
     assert len(took) == 48
     assert took[-1] < PROMPT, f"the slowest new instance took {took[-1]:.2f} s (p50 {took[24]:.2f} s)"
     assert codes == [0, 0]
@@ -98,8 +108,11 @@ def test_a_restart_in_the_middle_of_long_steps_never_runs_one_step_in_two_proces
     workers = start_workers(db, 2, log_dir=tmp_path, concurrency=8, lease=LEASE, poll=1.0)
     try:
         create(db, "long", 16, hold=2.0)
-        wait_for(lambda: db.execute("SELECT count(DISTINCT instance_id) FROM e2e_effects")[0][0] >= 16,
-                 timeout=60, what="every instance to be inside its first step")
+        wait_for(
+            lambda: db.execute("SELECT count(DISTINCT instance_id) FROM e2e_effects")[0][0] >= 16,
+            timeout=60,
+            what="every instance to be inside its first step",
+        )
         restart(db, down_seconds=0.5)
         wait_for(lambda: complete(db, "long") == 16, timeout=180, interval=0.5, what="every instance to complete")
     finally:
@@ -108,6 +121,8 @@ def test_a_restart_in_the_middle_of_long_steps_never_runs_one_step_in_two_proces
     assert overlapping_runs(db) == 0
     assert completed_steps_rerun(db) == 0
     # A step interrupted by the restart ran again in the process that held it, right away.
-    moved = db.execute("SELECT count(*) FROM (SELECT instance_id FROM e2e_effects GROUP BY instance_id "
-                       "HAVING count(DISTINCT pid) > 1) x")
+    moved = db.execute(
+        "SELECT count(*) FROM (SELECT instance_id FROM e2e_effects GROUP BY instance_id "
+        "HAVING count(DISTINCT pid) > 1) x"
+    )
     assert moved == [(0,)]

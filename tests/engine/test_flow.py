@@ -85,8 +85,11 @@ class TimedOut(Workflow):
 def leased_by_key(workflow: str) -> dict[str, int]:
     now = clock.now()
     counts: dict[str, int] = {}
-    for key in Instance.objects.filter(workflow=workflow, lease_expires_at__gte=now).exclude(
-            lease_owner="").values_list("concurrency_key", flat=True):
+    for key in (
+        Instance.objects.filter(workflow=workflow, lease_expires_at__gte=now)
+        .exclude(lease_owner="")
+        .values_list("concurrency_key", flat=True)
+    ):
         counts[key] = counts.get(key, 0) + 1
     return counts
 
@@ -121,13 +124,24 @@ def test_bad_flow_settings_fail_when_the_workflow_class_is_defined():
     with pytest.raises(ValueError, match="concurrency of workflow"):
         type("Bad", (Workflow,), {"name": "t-flow-bad", "concurrency": 0, "run": Plain.run})
     with pytest.raises(ValueError, match="same key"):
-        type("Bad", (Workflow,), {"name": "t-flow-bad", "concurrency": 2, "concurrency_key": "tenant",
-                                  "rate_limit": {"limit": 1, "period": "1 minute", "key": "account"}})
+        type(
+            "Bad",
+            (Workflow,),
+            {
+                "name": "t-flow-bad",
+                "concurrency": 2,
+                "concurrency_key": "tenant",
+                "rate_limit": {"limit": 1, "period": "1 minute", "key": "account"},
+            },
+        )
     with pytest.raises(ValueError, match="declares no concurrency_key"):
         type("Bad", (Workflow,), {"name": "t-flow-bad", "concurrency_overrides": {"acme": 2}, "run": Plain.run})
     with pytest.raises(ValueError, match="'acme' maps to 0"):
-        type("Bad", (Workflow,), {"name": "t-flow-bad", "concurrency_key": "tenant",
-                                  "concurrency_overrides": {"acme": 0}, "run": Plain.run})
+        type(
+            "Bad",
+            (Workflow,),
+            {"name": "t-flow-bad", "concurrency_key": "tenant", "concurrency_overrides": {"acme": 0}, "run": Plain.run},
+        )
     with pytest.raises(ValueError, match="'limit', 'period'"):
         type("Bad", (Workflow,), {"name": "t-flow-bad", "rate_limit": {"limit": 1, "every": "1 minute"}})
 
@@ -159,8 +173,9 @@ class DeclaredOverride(Workflow):
 
 def _backlog(workflow: str, **counts: int) -> None:
     for tenant, n in counts.items():
-        instances.instance_create_batch(workflow=workflow,
-                                        items=[{"id": f"{tenant}-{i}", "tenant": tenant} for i in range(n)])
+        instances.instance_create_batch(
+            workflow=workflow, items=[{"id": f"{tenant}-{i}", "tenant": tenant} for i in range(n)]
+        )
 
 
 @pytest.mark.django_db
@@ -209,15 +224,16 @@ def test_a_limit_is_refused_for_a_bad_field_or_a_version_that_moved_and_nothing_
     with pytest.raises(InvalidConcurrencyLimit) as bad:
         limits.concurrency_limit_set(workflow="nope", key=" acme", max_concurrent=True, actor="ops")
     assert set(bad.value.problems) == {"workflow", "tenant", "max_concurrent"}  # every wrong field, at once
-    row = limits.concurrency_limit_set(workflow="t-flow-per-tenant", key="acme", max_concurrent=2, actor="ann",
-                                       version="0")
+    row = limits.concurrency_limit_set(
+        workflow="t-flow-per-tenant", key="acme", max_concurrent=2, actor="ann", version="0"
+    )
     shown = limits.limit_version(row)
     clock.advance(timedelta(seconds=1))
-    limits.concurrency_limit_set(workflow="t-flow-per-tenant", key="acme", max_concurrent=4, actor="bob",
-                                 version=shown)
+    limits.concurrency_limit_set(workflow="t-flow-per-tenant", key="acme", max_concurrent=4, actor="bob", version=shown)
     with pytest.raises(ConcurrencyLimitChanged, match="set to 4 by bob"):
-        limits.concurrency_limit_set(workflow="t-flow-per-tenant", key="acme", max_concurrent=9, actor="ann",
-                                     version=shown)
+        limits.concurrency_limit_set(
+            workflow="t-flow-per-tenant", key="acme", max_concurrent=9, actor="ann", version=shown
+        )
     with pytest.raises(ConcurrencyLimitChanged):
         limits.concurrency_limit_delete(workflow="t-flow-per-tenant", key="acme", actor="ann", version=shown)
     assert list(ConcurrencyLimit.objects.values_list("key", "max_concurrent", "updated_by")) == [("acme", 4, "bob")]
@@ -229,8 +245,9 @@ def test_a_slot_frees_when_a_turn_ends_or_its_lease_expires():
         create("t-flow-per-tenant", id=f"a-{i}", tenant="acme")
     token, ids = claim_batch(worker_id="w1", limit=50, lease=LEASE)
     assert len(ids) == 2
-    Instance.objects.filter(id=ids[0]).update(status="complete", ready_at=None, lease_owner="", lease_token="",
-                                              lease_expires_at=None)  # its turn finished it
+    Instance.objects.filter(id=ids[0]).update(
+        status="complete", ready_at=None, lease_owner="", lease_token="", lease_expires_at=None
+    )  # its turn finished it
     _, more = claim_batch(worker_id="w2", limit=50, lease=LEASE)
     assert len(more) == 1 and more[0] not in ids
     clock.advance(LEASE + timedelta(seconds=1))  # w1 and w2 died: both leases expire
@@ -264,10 +281,12 @@ def test_unlimited_workflows_are_claimed_beside_limited_ones():
 
 @pytest.mark.django_db
 def test_a_small_tenant_is_served_round_robin_beside_a_large_backlog():
-    instances.instance_create_batch(workflow="t-flow-per-tenant",
-                                   items=[{"id": f"a-{i:02}", "tenant": "acme"} for i in range(60)])
-    instances.instance_create_batch(workflow="t-flow-per-tenant",
-                                   items=[{"id": f"b-{i}", "tenant": "blue"} for i in range(10)])
+    instances.instance_create_batch(
+        workflow="t-flow-per-tenant", items=[{"id": f"a-{i:02}", "tenant": "acme"} for i in range(60)]
+    )
+    instances.instance_create_batch(
+        workflow="t-flow-per-tenant", items=[{"id": f"b-{i}", "tenant": "blue"} for i in range(10)]
+    )
     run_until_idle()
     assert len(RAN) == 70
     last_b = max(i for i, iid in enumerate(RAN) if iid.startswith("b-"))
@@ -286,23 +305,27 @@ class FairOnly(Workflow):
 
 @pytest.mark.django_db
 def test_a_key_without_a_cap_is_still_served_round_robin_and_runs_unbounded():
-    instances.instance_create_batch(workflow="t-flow-fair-only",
-                                   items=[{"id": f"a-{i:02}", "tenant": "acme"} for i in range(40)])
-    instances.instance_create_batch(workflow="t-flow-fair-only",
-                                   items=[{"id": f"b-{i}", "tenant": "blue"} for i in range(5)])
+    instances.instance_create_batch(
+        workflow="t-flow-fair-only", items=[{"id": f"a-{i:02}", "tenant": "acme"} for i in range(40)]
+    )
+    instances.instance_create_batch(
+        workflow="t-flow-fair-only", items=[{"id": f"b-{i}", "tenant": "blue"} for i in range(5)]
+    )
     run_until_idle()
     assert len(RAN) == 45
     assert max(i for i, iid in enumerate(RAN) if iid.startswith("b-")) < 10, RAN  # alternates, one at a time
-    instances.instance_create_batch(workflow="t-flow-fair-only",
-                                   items=[{"id": f"c-{i:02}", "tenant": "acme"} for i in range(30)])
+    instances.instance_create_batch(
+        workflow="t-flow-fair-only", items=[{"id": f"c-{i:02}", "tenant": "acme"} for i in range(30)]
+    )
     _, leased = claim_batch(worker_id="w", limit=30, lease=LEASE)
     assert len(leased) == 30  # no cap: one claim takes as many as it asks for
 
 
 @pytest.mark.django_db
 def test_a_fair_backlog_without_a_cap_does_not_starve_unlimited_work():
-    instances.instance_create_batch(workflow="t-flow-fair-only",
-                                   items=[{"id": f"a-{i:02}", "tenant": "acme"} for i in range(20)])
+    instances.instance_create_batch(
+        workflow="t-flow-fair-only", items=[{"id": f"a-{i:02}", "tenant": "acme"} for i in range(20)]
+    )
     create("t-flow-plain", id="p-1")
     create("t-flow-plain", id="p-2")
     _, leased = claim_batch(worker_id="w", limit=3, lease=LEASE)
@@ -397,7 +420,10 @@ def test_the_timeout_stops_the_instance_at_the_next_step_boundary():
     inst = Instance.objects.get(id="late-2")
     assert inst.status == "errored" and inst.error_name == "WorkflowTimeout"
     assert list(Step.objects.filter(instance_id="late-2").order_by("position").values_list("name", "status")) == [
-        ("first", "complete"), ("slow", "complete"), ("rollback:first", "complete")]
+        ("first", "complete"),
+        ("slow", "complete"),
+        ("rollback:first", "complete"),
+    ]
 
 
 @pytest.mark.django_db

@@ -54,8 +54,9 @@ def test_a_fork_copies_the_steps_before_its_step_and_runs_the_rest_with_new_para
     assert Instance.objects.get(id="f-src").output == {"rows": 3, "pages": [0, 1], "scored": 10}
     assert fork_points(instance_id="f-src") == ["fetch", "page", "page#2", "score"]
     RAN.clear()
-    fork = instance_fork(instance_id="f-src", from_step="page#2", params={"threshold": 7}, actor="ada",
-                         reason="try a higher threshold")
+    fork = instance_fork(
+        instance_id="f-src", from_step="page#2", params={"threshold": 7}, actor="ada", reason="try a higher threshold"
+    )
     assert fork.id == "f-src-fork-1" and fork.fork_of_id == "f-src" and fork.fork_step == "page#2"
     copied = list(Step.objects.filter(instance_id=fork.id).order_by("position").values_list("name", "seq", "status"))
     assert copied == [("fetch", 1, "complete"), ("page", 1, "complete")]

@@ -93,10 +93,27 @@ def leased(count: int, workflow: str = "t-group-idle") -> tuple[str, list[str]]:
 
 def completion(instance_id: str, token: str, *, result: str | None, name: str = "work") -> sql_steps.Completion:
     t = now()
-    row = sql_steps.StepRow(iid=instance_id, name=name, seq=1, position=0, kind="do", config='{"timeout": 1.0}',
-                      sensitive=False, has_rollback=False, label=name)
-    return sql_steps.Completion(row=row, token=token, now=t, started=t - timedelta(milliseconds=3), attempt=1,
-                          result=result, worker="test-worker", with_start=True)
+    row = sql_steps.StepRow(
+        iid=instance_id,
+        name=name,
+        seq=1,
+        position=0,
+        kind="do",
+        config='{"timeout": 1.0}',
+        sensitive=False,
+        has_rollback=False,
+        label=name,
+    )
+    return sql_steps.Completion(
+        row=row,
+        token=token,
+        now=t,
+        started=t - timedelta(milliseconds=3),
+        attempt=1,
+        result=result,
+        worker="test-worker",
+        with_start=True,
+    )
 
 
 def in_threads(fns, gate) -> list:
@@ -127,10 +144,19 @@ def in_threads(fns, gate) -> list:
 
 def test_writes_queued_behind_a_batch_commit_together_and_each_gets_its_own_outcome(group, gate):
     token, ids = leased(8)
-    fns = [lambda i=i: route.step_finish(row=completion(ids[i], token, result=json.dumps({"n": i})).row,
-                                       token=token, now=now(), started=now(), attempt=1,
-                                       result=json.dumps({"n": i}), worker="test-worker", with_start=True)
-           for i in range(8)]
+    fns = [
+        lambda i=i: route.step_finish(
+            row=completion(ids[i], token, result=json.dumps({"n": i})).row,
+            token=token,
+            now=now(),
+            started=now(),
+            attempt=1,
+            result=json.dumps({"n": i}),
+            worker="test-worker",
+            with_start=True,
+        )
+        for i in range(8)
+    ]
     out = in_threads(fns, gate)
 
     assert gate.sizes == [1, 7]  # the first alone, then everything that queued behind it
@@ -173,7 +199,8 @@ def test_a_lost_lease_writes_nothing_for_its_instance_and_the_rest_commit():
         assert set(written) == {(ids[0], "work", 1), (ids[2], "work", 1)}
         # The same instances now complete; the one whose lease is gone stays as it was.
         written, completed = sql_group.group_write(
-            conn, [], [sql_instances.InstanceDone(iid=i, token=token, now=now(), output='{"v": 1}') for i in ids])
+            conn, [], [sql_instances.InstanceDone(iid=i, token=token, now=now(), output='{"v": 1}') for i in ids]
+        )
     assert written == {}
     assert completed == {ids[0], ids[2]}
     assert not Step.objects.filter(instance_id=ids[1]).exists()
@@ -186,8 +213,16 @@ def test_a_lost_lease_writes_nothing_for_its_instance_and_the_rest_commit():
 
 def test_a_write_is_committed_when_the_call_returns():
     token, ids = leased(1)
-    got = route.step_finish(row=completion(ids[0], token, result="7").row, token=token, now=now(), started=now(),
-                          attempt=1, result="7", worker="test-worker", with_start=False)
+    got = route.step_finish(
+        row=completion(ids[0], token, result="7").row,
+        token=token,
+        now=now(),
+        started=now(),
+        attempt=1,
+        result="7",
+        worker="test-worker",
+        with_start=False,
+    )
     assert got is not None
     # Another connection sees it at once: the write did not wait in an open transaction.
     with psycopg.connect(connection_string(), autocommit=True) as other:

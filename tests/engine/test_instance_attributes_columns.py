@@ -86,7 +86,8 @@ def test_any_update_of_a_copied_column_is_followed_and_an_instance_without_attri
     assert _copy("tagged") == _instance("tagged")
     later = _instance("tagged")["created_at"] + timedelta(minutes=5)  # type: ignore[operator]
     Instance.objects.filter(id__in=["plain", "tagged"]).update(
-        status=Status.ERRORED, workflow="renamed", tenant="globex", started_at=later, ended_at=later)
+        status=Status.ERRORED, workflow="renamed", tenant="globex", started_at=later, ended_at=later
+    )
     assert _copy("tagged") == _instance("tagged")
     assert _copy("tagged")["tenant"] == "globex" and _copy("tagged")["workflow"] == "renamed"
     assert _values("tagged") == {"domain": "a.com"}
@@ -102,8 +103,10 @@ def test_a_raw_insert_of_attributes_copies_the_instance_columns_and_a_later_merg
     Instance.objects.filter(id="raw").update(status=Status.ERRORED, tenant="initech")
     with connection.cursor() as cursor:
         # A bulk load names only the attributes, as bench/instances_list.py does.
-        cursor.execute("INSERT INTO engine_instance_attributes (instance_id, attributes) VALUES (%s, %s)",
-                       ["raw", '{"customer": "acme"}'])
+        cursor.execute(
+            "INSERT INTO engine_instance_attributes (instance_id, attributes) VALUES (%s, %s)",
+            ["raw", '{"customer": "acme"}'],
+        )
     assert _copy("raw") == _instance("raw")
     assert _values("raw") == {"customer": "acme"}
     attributes_set(instance_id="raw", values={"domain": "b.com"})

@@ -27,8 +27,13 @@ def _text(instance_id: str) -> str:
 def test_every_way_of_creating_an_instance_writes_its_params_text():
     create("t-search-quiet", id="by-create", params={"domain": "Müller-Logistik.example", "n": 1})
     create_batch("t-search-quiet", [{"id": f"by-batch-{i}", "params": {"account": f"Acme {i}"}} for i in range(3)])
-    Instance.objects.create(id="by-orm", workflow="t-search-quiet", params={"account": "Northwind"},
-                            created_at="2026-11-01T00:00:00Z", updated_at="2026-11-01T00:00:00Z")
+    Instance.objects.create(
+        id="by-orm",
+        workflow="t-search-quiet",
+        params={"account": "Northwind"},
+        created_at="2026-11-01T00:00:00Z",
+        updated_at="2026-11-01T00:00:00Z",
+    )
 
     assert "Müller-Logistik.example" in _text("by-create")
     assert [f"Acme {i}" in _text(f"by-batch-{i}") for i in range(3)] == [True] * 3
@@ -37,7 +42,10 @@ def test_every_way_of_creating_an_instance_writes_its_params_text():
     found = Instance.objects.filter(search__text__icontains="Müller-logistik").values_list("id", flat=True)
     assert list(found) == ["by-create"]
     assert set(Instance.objects.filter(search__text__icontains="acme").values_list("id", flat=True)) == {
-        "by-batch-0", "by-batch-1", "by-batch-2"}
+        "by-batch-0",
+        "by-batch-1",
+        "by-batch-2",
+    }
 
 
 @pytest.mark.django_db
@@ -60,7 +68,9 @@ def test_claims_and_completions_leave_the_search_row_alone_and_the_filter_uses_i
     assert _row_version("ran") == xmin  # the claim and the completion did not rewrite it
 
     with connection.cursor() as cursor:
-        cursor.execute("SELECT indexdef FROM pg_indexes WHERE tablename = 'engine_instance' AND indexdef LIKE '%USING gin%'")
+        cursor.execute(
+            "SELECT indexdef FROM pg_indexes WHERE tablename = 'engine_instance' AND indexdef LIKE '%USING gin%'"
+        )
         assert cursor.fetchall() == []
         cursor.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'engine_instance_search' ORDER BY 1")
         assert [r[0] for r in cursor.fetchall()] == ["engine_instance_search_pkey", "engine_instance_search_trgm"]
@@ -72,7 +82,8 @@ def test_claims_and_completions_leave_the_search_row_alone_and_the_filter_uses_i
             "run_count, concurrency_key, parent_step) "
             "SELECT 'bulk-' || n, 't-search-quiet', 'default', 'complete', "
             "jsonb_build_object('account', 'Account ' || n, 'note', md5(n::text)), '', '', now(), now(), 0, '', '', "
-            "'', '', 0, 1, '', '' FROM generate_series(1, 5000) AS n")
+            "'', '', 0, 1, '', '' FROM generate_series(1, 5000) AS n"
+        )
         cursor.execute("ANALYZE engine_instance_search")
         cursor.execute("ANALYZE engine_instance")
         # The planner prices a GIN index high on a table this small: a scan of the whole table,
@@ -80,7 +91,9 @@ def test_claims_and_completions_leave_the_search_row_alone_and_the_filter_uses_i
         # dashboard's predicate (the lookup it filters instances with, on this table).
         cursor.execute("SET LOCAL enable_seqscan = off")
         cursor.execute("SET LOCAL enable_indexscan = off")
-        sql, params = InstanceSearch.objects.filter(text__icontains="harbour").values("instance_id").query.sql_with_params()
+        sql, params = (
+            InstanceSearch.objects.filter(text__icontains="harbour").values("instance_id").query.sql_with_params()
+        )
         cursor.execute(f"EXPLAIN {sql}", params)
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "engine_instance_search_trgm" in plan, plan

@@ -52,6 +52,7 @@ class Pipeline(Workflow):
             if event.payload.get("fail") and event.instance_id not in FIXED:
                 raise RuntimeError(f"bad row {event.payload['fail']}")
             return 21
+
         return fn
 
 
@@ -130,14 +131,18 @@ def test_pause_and_resume_shift_the_sleep_by_the_paused_time(drain):
     assert h.status()["status"] == "waiting"  # the hour restarted its count at the pause
     drain(advance_clock=True)
     assert h.status()["status"] == "complete"
-    actions = list(History.objects.filter(instance_id="p-1", kind="operator").values_list("data__action", "actor", "reason"))
+    actions = list(
+        History.objects.filter(instance_id="p-1", kind="operator").values_list("data__action", "actor", "reason")
+    )
     assert actions == [("pause", "ana", "investigating"), ("resume", "ana", "")]
 
 
 @pytest.mark.django_db
 def test_pausing_a_running_instance_waits_for_its_step_then_pauses(drain):
     h = create("t-pipeline", id="p-2")
-    Instance.objects.filter(id="p-2").update(lease_token="tok", lease_owner="w", lease_expires_at=clock.now() + timedelta(seconds=30), status="running")
+    Instance.objects.filter(id="p-2").update(
+        lease_token="tok", lease_owner="w", lease_expires_at=clock.now() + timedelta(seconds=30), status="running"
+    )
     h.pause()
     assert h.status()["status"] == "waitingForPause"
     h.resume()
@@ -236,7 +241,8 @@ def test_bulk_redrive_selects_by_filters_and_spaces_starts_at_the_capped_rate(dr
     assert DeadLetter.objects.filter(state="open").count() == 6
     now = clock.now()
     count = dead_letters.dead_letter_redrive(
-        filter=dead_letters.DeadLetterFilter(tenants=("acme",), step_name="transform"), rate_per_second=2, actor="ana")
+        filter=dead_letters.DeadLetterFilter(tenants=("acme",), step_name="transform"), rate_per_second=2, actor="ana"
+    )
     assert count == 4
     ready = sorted(Instance.objects.filter(tenant="acme").values_list("ready_at", flat=True))
     offsets = [round((r - now).total_seconds() * 2) / 2 for r in ready]

@@ -8,8 +8,16 @@ from pathlib import Path
 import pytest
 
 ENGINE = Path(__file__).resolve().parents[2] / "ingest" / "engine"
-FORBIDDEN = ("dashboard", "ingest.workflows", "ingest.sources", "ingest.extraction", "ingest.triggers",
-             "ingest.models", "ingest.pipelines", "ingest.demo")
+FORBIDDEN = (
+    "dashboard",
+    "ingest.workflows",
+    "ingest.sources",
+    "ingest.extraction",
+    "ingest.triggers",
+    "ingest.models",
+    "ingest.pipelines",
+    "ingest.demo",
+)
 
 
 def imports_of(path: Path) -> list[str]:

@@ -27,10 +27,12 @@ class Lives(Workflow):
         kind = event.payload["kind"]
         step.do("first", lambda ctx: {"n": 1})
         if kind == "flaky":
+
             def flaky(ctx):
                 if ctx.attempt < 3:
                     raise RuntimeError("not yet")
                 return "ok"
+
             step.do("flaky", flaky, retries={"limit": 3, "delay": "1 second", "backoff": "constant"})
         if kind == "fatal":
             step.do("fatal", lambda ctx: (_ for _ in ()).throw(NonRetryableError("no")))
@@ -72,9 +74,15 @@ def test_every_kind_of_run_leaves_no_row_pointing_at_nothing_and_deletes_cascade
     get("life-event").send_event("approve", {"ok": True})
     drain(advance_clock=True)
     statuses = dict(Instance.objects.filter(id__startswith="life-").values_list("id", "status"))
-    assert statuses == {"life-plain": "complete", "life-flaky": "complete", "life-fatal": "errored",
-                        "life-sleep": "complete", "life-event": "complete", "life-child": "complete",
-                        "life-child-kid": "complete"}
+    assert statuses == {
+        "life-plain": "complete",
+        "life-flaky": "complete",
+        "life-fatal": "errored",
+        "life-sleep": "complete",
+        "life-event": "complete",
+        "life-child": "complete",
+        "life-child-kid": "complete",
+    }
     # Every written row of these runs is in place: steps, their attempts, and their history.
     assert Step.objects.filter(instance_id="life-flaky", name="flaky").get().attempts == 3
     assert Attempt.objects.filter(step__instance_id="life-flaky", step__name="flaky").count() == 3

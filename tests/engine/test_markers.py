@@ -21,8 +21,9 @@ from ingest.engine.runtime.markers import (
 )
 from ingest.engine.sql.steps import StepRow
 
-ROW = StepRow(iid="i-1", name="s", seq=1, position=0, kind="do", config="{}", sensitive=False,
-              has_rollback=False, label="s")
+ROW = StepRow(
+    iid="i-1", name="s", seq=1, position=0, kind="do", config="{}", sensitive=False, has_rollback=False, label="s"
+)
 
 
 def marker(due: float, state: str = PENDING) -> Marker:
@@ -71,10 +72,18 @@ def test_a_marker_due_is_written_and_one_settled_first_is_not(monkeypatch):
     from django.test import override_settings
 
     with override_settings(RUNLEDGER_MARKER_MS=30):
-        settled = queue.schedule(row=StepRow(**{**ROW.__dict__, "label": "quick"}), token="t",
-                                 started=datetime(2026, 1, 1, tzinfo=UTC), attempt=1)
-        slow = queue.schedule(row=StepRow(**{**ROW.__dict__, "label": "slow"}), token="t",
-                              started=datetime(2026, 1, 1, tzinfo=UTC), attempt=1)
+        settled = queue.schedule(
+            row=StepRow(**{**ROW.__dict__, "label": "quick"}),
+            token="t",
+            started=datetime(2026, 1, 1, tzinfo=UTC),
+            attempt=1,
+        )
+        slow = queue.schedule(
+            row=StepRow(**{**ROW.__dict__, "label": "slow"}),
+            token="t",
+            started=datetime(2026, 1, 1, tzinfo=UTC),
+            attempt=1,
+        )
         assert settled.settle() is False
         with queue.cond:
             assert queue.cond.wait_for(lambda: slow.state == WRITTEN, timeout=10)

@@ -13,7 +13,8 @@ pytestmark = [pytest.mark.db, pytest.mark.postgres]
 
 
 def test_every_pending_channel_is_notified_in_one_statement_and_each_listener_hears_its_own(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     import psycopg
 
     from tests.conftest import PG_URL

@@ -53,8 +53,10 @@ class NoHook(Workflow):
 
 
 def hook_history(iid: str) -> list[tuple[str, str]]:
-    return [(h["data"]["state"], h["data"]["instance"])
-            for h in History.objects.filter(instance_id=iid, kind="hook").order_by("id").values("data")]
+    return [
+        (h["data"]["state"], h["data"]["instance"])
+        for h in History.objects.filter(instance_id=iid, kind="hook").order_by("id").values("data")
+    ]
 
 
 @pytest.mark.django_db

@@ -46,8 +46,9 @@ class Wide(Workflow):
     name = "t-parallel-wide"
 
     def run(self, event, step):
-        return step.all([step.call(f"part-{i}", lambda ctx, i=i: _work(i, meet="three" if i < 3 else None))
-                         for i in range(8)])
+        return step.all(
+            [step.call(f"part-{i}", lambda ctx, i=i: _work(i, meet="three" if i < 3 else None)) for i in range(8)]
+        )
 
 
 class Narrow(Workflow):
@@ -56,8 +57,10 @@ class Narrow(Workflow):
     name = "t-parallel-narrow"
 
     def run(self, event, step):
-        return step.all([step.call(f"part-{i}", lambda ctx, i=i: _work(i, meet="two" if i < 2 else None))
-                         for i in range(6)], concurrency=2)
+        return step.all(
+            [step.call(f"part-{i}", lambda ctx, i=i: _work(i, meet="two" if i < 2 else None)) for i in range(6)],
+            concurrency=2,
+        )
 
 
 class Plain(Workflow):

@@ -23,11 +23,26 @@ pytestmark = pytest.mark.pure
 
 @pytest.mark.parametrize(
     ("text", "seconds"),
-    [("5 seconds", 5), ("1 second", 1), ("10 minutes", 600), ("1 hour", 3600), ("2 days", 172800),
-     ("250 milliseconds", 0.25), ("1 week", 604800), ("1.5 minutes", 90), (3, 3), (0.5, 0.5),
-     # Abbreviations: "ms" is milliseconds (once read as minutes plus a plural s), "mins" minutes.
-     ("500 ms", 0.5), ("500ms", 0.5), ("2 mins", 120), ("3 secs", 3), ("4 hours", 14400), ("30s", 30),
-     (timedelta(hours=2), 7200)],
+    [
+        ("5 seconds", 5),
+        ("1 second", 1),
+        ("10 minutes", 600),
+        ("1 hour", 3600),
+        ("2 days", 172800),
+        ("250 milliseconds", 0.25),
+        ("1 week", 604800),
+        ("1.5 minutes", 90),
+        (3, 3),
+        (0.5, 0.5),
+        # Abbreviations: "ms" is milliseconds (once read as minutes plus a plural s), "mins" minutes.
+        ("500 ms", 0.5),
+        ("500ms", 0.5),
+        ("2 mins", 120),
+        ("3 secs", 3),
+        ("4 hours", 14400),
+        ("30s", 30),
+        (timedelta(hours=2), 7200),
+    ],
 )
 def test_it_reads_durations_as_cloudflare_writes_them(text, seconds):
     assert parse_duration(text) == timedelta(seconds=seconds)
@@ -92,8 +107,9 @@ def test_backoff_coefficient_sets_how_fast_exponential_delays_grow():
 
 
 def test_a_long_run_of_retries_stays_at_the_cap_instead_of_overflowing():
-    policy = RetryPolicy(5000, timedelta(seconds=10), "exponential", max_delay=timedelta(days=7),
-                         backoff_coefficient=10)
+    policy = RetryPolicy(
+        5000, timedelta(seconds=10), "exponential", max_delay=timedelta(days=7), backoff_coefficient=10
+    )
     assert next_delay(policy, attempt=5000) == timedelta(days=7)
     assert next_delay(RetryPolicy(5000, timedelta(0), "exponential"), attempt=5000) == timedelta(0)
 
@@ -110,10 +126,16 @@ def test_a_config_stored_before_max_delay_and_backoff_coefficient_resolves_to_th
     still resolves, and today's JSON resolves back to the same policy."""
     old = resolve_config("s", retries={"limit": 12, "delay": 10.0, "backoff": "exponential"}, timeout=600.0)
     assert old.retries == RetryPolicy(12, timedelta(seconds=10), "exponential", timedelta(minutes=10), 2.0)
-    assert old.as_json()["retries"] == {"limit": 12, "delay": 10.0, "backoff": "exponential",
-                                        "max_delay": 600.0, "backoff_coefficient": 2.0}
-    custom = resolve_config("s", retries={"delay": "3 seconds", "max_delay": "90 seconds", "backoff_coefficient": 4},
-                            timeout=None)
+    assert old.as_json()["retries"] == {
+        "limit": 12,
+        "delay": 10.0,
+        "backoff": "exponential",
+        "max_delay": 600.0,
+        "backoff_coefficient": 2.0,
+    }
+    custom = resolve_config(
+        "s", retries={"delay": "3 seconds", "max_delay": "90 seconds", "backoff_coefficient": 4}, timeout=None
+    )
     again = resolve_config("s", retries=custom.as_json()["retries"], timeout=custom.as_json()["timeout"])
     assert again == StepConfig(retries=custom.retries, timeout=custom.timeout)
 
@@ -126,13 +148,18 @@ def test_partial_retries_keep_the_other_defaults():
 
 @pytest.mark.parametrize(
     ("retries", "fragment"),
-    [({"limit": 3, "jitter": 5}, "'jitter'"), ({"limit": -1}, "limit"), ({"limit": "3"}, "limit"),
-     ({"backoff": "fibonacci"}, "fibonacci"), ("3 times", "dict"),
-     ({"delay": "10 seconds", "max_delay": "5 seconds"}, "retries.max_delay"),
-     ({"backoff_coefficient": 0.5}, "retries.backoff_coefficient"),
-     ({"backoff_coefficient": "2"}, "retries.backoff_coefficient"),
-     ({"backoff_coefficient": True}, "retries.backoff_coefficient"),
-     ({"backoff_coefficient": float("inf")}, "retries.backoff_coefficient")],
+    [
+        ({"limit": 3, "jitter": 5}, "'jitter'"),
+        ({"limit": -1}, "limit"),
+        ({"limit": "3"}, "limit"),
+        ({"backoff": "fibonacci"}, "fibonacci"),
+        ("3 times", "dict"),
+        ({"delay": "10 seconds", "max_delay": "5 seconds"}, "retries.max_delay"),
+        ({"backoff_coefficient": 0.5}, "retries.backoff_coefficient"),
+        ({"backoff_coefficient": "2"}, "retries.backoff_coefficient"),
+        ({"backoff_coefficient": True}, "retries.backoff_coefficient"),
+        ({"backoff_coefficient": float("inf")}, "retries.backoff_coefficient"),
+    ],
 )
 def test_it_rejects_bad_retry_config_before_the_step_runs(retries, fragment):
     with pytest.raises(InvalidStepConfig) as info:
@@ -157,9 +184,15 @@ def test_error_signatures_ignore_ids_numbers_and_quoted_values():
     a = normalize_message("call 7782 of tenant 'acme' failed after 3.5 s (id 9f86d081884c7d659a2feaa0c55ad015)")
     b = normalize_message("call 12 of tenant 'globex' failed after 10 s (id 2c26b46b68ffc68ff99b453c1d304134)")
     assert a == b
-    s1, _ = error_signature(workflow="gong-ingest", step_name="persist-facts-3", error_name="IntegrityError", message="row 5 locked")
-    s2, _ = error_signature(workflow="gong-ingest", step_name="persist-facts-9", error_name="IntegrityError", message="row 77 locked")
-    s3, _ = error_signature(workflow="gong-ingest", step_name="persist-facts-9", error_name="TimeoutError", message="row 77 locked")
+    s1, _ = error_signature(
+        workflow="gong-ingest", step_name="persist-facts-3", error_name="IntegrityError", message="row 5 locked"
+    )
+    s2, _ = error_signature(
+        workflow="gong-ingest", step_name="persist-facts-9", error_name="IntegrityError", message="row 77 locked"
+    )
+    s3, _ = error_signature(
+        workflow="gong-ingest", step_name="persist-facts-9", error_name="TimeoutError", message="row 77 locked"
+    )
     assert s1 == s2 != s3
 
 

@@ -37,8 +37,14 @@ class TaskCycle(Workflow):
         task_id = step.do("task-post", lambda ctx: f"task-{event.instance_id}")
         READY_AFTER.setdefault(task_id, event.payload["ready_after"])
         try:
-            ready = step.poll("tasks-ready", lambda ctx: tasks_ready(task_id), initial="10 seconds", factor=2,
-                              max_interval="40 seconds", deadline=event.payload.get("deadline", "1 hour"))
+            ready = step.poll(
+                "tasks-ready",
+                lambda ctx: tasks_ready(task_id),
+                initial="10 seconds",
+                factor=2,
+                max_interval="40 seconds",
+                deadline=event.payload.get("deadline", "1 hour"),
+            )
         except PollDeadlineExceeded as late:
             return {"late": True, "checks": late.checks, "last": late.last}
         return step.do("task-get", lambda ctx: {"task": ready[0], "result": ["keyword"]})
@@ -80,8 +86,9 @@ class BadPoll(Workflow):
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("options", [{"factor": 0.5}, {"initial": "2 minutes", "max_interval": "1 minute"},
-                                     {"initial": 0}])
+@pytest.mark.parametrize(
+    "options", [{"factor": 0.5}, {"initial": "2 minutes", "max_interval": "1 minute"}, {"initial": 0}]
+)
 def test_a_bad_poll_policy_fails_the_instance_with_a_message_naming_the_poll(drain, options):
     h = create("t-poll-bad", params=options)
     drain()

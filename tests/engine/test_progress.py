@@ -39,8 +39,9 @@ class AsyncMigrate(Workflow):
 
 
 def reports(iid: str) -> list[tuple[str, dict]]:
-    return list(History.objects.filter(instance_id=iid, kind="step.progress").order_by("id")
-                .values_list("step_name", "data"))
+    return list(
+        History.objects.filter(instance_id=iid, kind="step.progress").order_by("id").values_list("step_name", "data")
+    )
 
 
 @pytest.mark.django_db
@@ -50,10 +51,15 @@ def test_a_step_reporting_per_row_writes_the_first_and_last_reports_not_thousand
     rows = reports("prog-1")
     first_call = [d for label, d in rows if label == "migrate-rows"]
     assert 2 <= len(first_call) <= 10  # 5,000 reports in well under 10 s: the throttle keeps a few
-    assert first_call[0]["done"] == 1 and first_call[-1] == {"done": 5000, "total": 5000,
-                                                             "message": "row 5000 of 5000", "attempt": 1}
+    assert first_call[0]["done"] == 1 and first_call[-1] == {
+        "done": 5000,
+        "total": 5000,
+        "message": "row 5000 of 5000",
+        "attempt": 1,
+    }
     assert [d for label, d in rows if label == "migrate-rows#2"] == [
-        {"done": 3, "total": None, "message": "three, no total", "attempt": 1}]
+        {"done": 3, "total": None, "message": "three, no total", "attempt": 1}
+    ]
 
 
 @pytest.mark.django_db
@@ -72,7 +78,9 @@ def test_the_status_and_the_rest_api_carry_each_steps_latest_report(drain):
     assert [s["progress"]["done"] for s in steps] == [10, 3]
     body = persona("op", [("acme", "operator")]).get("/api/instances/prog-api").json()
     assert [(s["progress"]["done"], s["progress"]["total"], s["progress"]["message"]) for s in body["steps"]] == [
-        (10, 10, "row 10 of 10"), (3, None, "three, no total")]
+        (10, 10, "row 10 of 10"),
+        (3, None, "three, no total"),
+    ]
 
 
 @pytest.mark.django_db(transaction=True)  # the report is written from a thread of its own

@@ -42,19 +42,13 @@ def no_literals() -> Iterator[None]:
 )
 def test_a_secret_named_query_parameter_loses_its_value(name: str) -> None:
     url = f"https://api.zenrows.com/v1/?{name}=s3cr3t-value&url=https%3A%2F%2Fexample.com&js_render=true"
-    assert (
-        redact(url)
-        == f"https://api.zenrows.com/v1/?{name}={MASK}&url=https%3A%2F%2Fexample.com&js_render=true"
-    )
+    assert redact(url) == f"https://api.zenrows.com/v1/?{name}={MASK}&url=https%3A%2F%2Fexample.com&js_render=true"
 
 
 def test_headers_and_bearer_credentials_lose_their_values() -> None:
     assert redact("Authorization: Basic Z2s6Z3M=") == f"Authorization: {MASK}"
     assert redact("{'Authorization': 'Bearer eyJhbGciOi.x.y'}") == f"{{'Authorization': '{MASK}'}}"
-    assert (
-        redact("the CRM refused Bearer eyJhbGciOiJIUzI1NiJ9 for acme")
-        == f"the CRM refused Bearer {MASK} for acme"
-    )
+    assert redact("the CRM refused Bearer eyJhbGciOiJIUzI1NiJ9 for acme") == f"the CRM refused Bearer {MASK} for acme"
     assert redact("x-api-key: ak-1234567") == f"x-api-key: {MASK}"
 
 
@@ -76,10 +70,7 @@ def test_a_webhooks_key_in_its_path_is_masked() -> None:
 
 
 def test_json_and_repr_pairs_named_as_secrets_lose_their_values() -> None:
-    assert (
-        redact('{"api_key": "ak-1", "model": "gpt-4o"}')
-        == f'{{"api_key": "{MASK}", "model": "gpt-4o"}}'
-    )
+    assert redact('{"api_key": "ak-1", "model": "gpt-4o"}') == f'{{"api_key": "{MASK}", "model": "gpt-4o"}}'
     assert redact("{'refresh_token': 'r-2'}") == f"{{'refresh_token': '{MASK}'}}"
 
 
@@ -104,9 +95,7 @@ def test_a_remembered_credential_is_masked_wherever_it_appears_in_free_text() ->
 
 
 def test_an_encrypted_columns_clear_text_is_remembered_with_a_urls_path() -> None:
-    known(
-        '{"url": "https://hooks.slack.example/services/T0/B0/XYZXYZXYZ", "hmac_key": "hk-abcdefgh-1234"}'
-    )
+    known('{"url": "https://hooks.slack.example/services/T0/B0/XYZXYZXYZ", "hmac_key": "hk-abcdefgh-1234"}')
     assert (
         redact("POST failed: Max retries exceeded with url: /services/T0/B0/XYZXYZXYZ")
         == f"POST failed: Max retries exceeded with url: {MASK}"

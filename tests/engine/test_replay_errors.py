@@ -109,8 +109,11 @@ SEEN: list[dict[str, object]] = []
 
 
 def _describe(exc: BaseException) -> dict[str, object]:
-    return {"type": type(exc).__name__, "args": [str(a) for a in exc.args],
-            "attrs": sorted(k for k in vars(exc) if k != "handle")}
+    return {
+        "type": type(exc).__name__,
+        "args": [str(a) for a in exc.args],
+        "attrs": sorted(k for k in vars(exc) if k != "handle"),
+    }
 
 
 class CatchesThenSleeps(Workflow):
@@ -200,8 +203,11 @@ def _raised_names() -> set[str]:
 def test_every_engine_error_a_public_call_can_raise_is_exported_from_the_facade():
     from ingest.engine import errors
 
-    engine_errors = {name for name, cls in vars(errors).items()
-                     if inspect.isclass(cls) and issubclass(cls, Exception) and cls.__module__ == errors.__name__}
+    engine_errors = {
+        name
+        for name, cls in vars(errors).items()
+        if inspect.isclass(cls) and issubclass(cls, Exception) and cls.__module__ == errors.__name__
+    }
     raised = _raised_names() & engine_errors
     assert {"BatchTooLarge", "InvalidParams", "StepTimeout"} <= raised  # the walk finds them
     missing = sorted(n for n in engine_errors if n not in ingest.engine.__all__ or not hasattr(ingest.engine, n))

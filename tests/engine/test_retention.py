@@ -45,17 +45,35 @@ class Kept(Workflow):
 NOW = timezone.now()
 
 
-def _instance(id: str, *, workflow: str = "ret-default", status: str = "complete", age_days: float = 40,
-              **extra) -> Instance:
+def _instance(
+    id: str, *, workflow: str = "ret-default", status: str = "complete", age_days: float = 40, **extra
+) -> Instance:
     ended = NOW - timedelta(days=age_days)
-    inst = Instance.objects.create(id=id, workflow=workflow, tenant="acme", status=status, params={"n": id},
-                                   created_at=ended - timedelta(minutes=5), updated_at=ended,
-                                   ended_at=ended if status in ("complete", "errored", "terminated") else None,
-                                   **extra)
-    Step.objects.create(instance=inst, name="fetch", seq=1, position=1, status="complete", attempts=1,
-                        started_at=ended - timedelta(minutes=4), ended_at=ended, result={"rows": 3})
-    History.objects.create(instance=inst, workflow=workflow, tenant="acme", kind="instance.status",
-                           status=status, created_at=ended)
+    inst = Instance.objects.create(
+        id=id,
+        workflow=workflow,
+        tenant="acme",
+        status=status,
+        params={"n": id},
+        created_at=ended - timedelta(minutes=5),
+        updated_at=ended,
+        ended_at=ended if status in ("complete", "errored", "terminated") else None,
+        **extra,
+    )
+    Step.objects.create(
+        instance=inst,
+        name="fetch",
+        seq=1,
+        position=1,
+        status="complete",
+        attempts=1,
+        started_at=ended - timedelta(minutes=4),
+        ended_at=ended,
+        result={"rows": 3},
+    )
+    History.objects.create(
+        instance=inst, workflow=workflow, tenant="acme", kind="instance.status", status=status, created_at=ended
+    )
     return inst
 
 
@@ -91,15 +109,39 @@ def test_a_finished_old_instance_is_archived_with_its_steps_and_history_then_pur
 
 def test_open_dead_letters_and_pending_approvals_are_never_purged(tmp_path):
     errored = _instance("dl-open", status="errored")
-    DeadLetter.objects.create(instance=errored, workflow="ret-default", tenant="acme", error_name="E",
-                              error_message="m", signature="s", normalized_message="m", created_at=NOW)
+    DeadLetter.objects.create(
+        instance=errored,
+        workflow="ret-default",
+        tenant="acme",
+        error_name="E",
+        error_message="m",
+        signature="s",
+        normalized_message="m",
+        created_at=NOW,
+    )
     resolved = _instance("dl-resolved", status="errored")
-    DeadLetter.objects.create(instance=resolved, workflow="ret-default", tenant="acme", error_name="E",
-                              error_message="m", signature="s", normalized_message="m", created_at=NOW,
-                              state="discarded")
+    DeadLetter.objects.create(
+        instance=resolved,
+        workflow="ret-default",
+        tenant="acme",
+        error_name="E",
+        error_message="m",
+        signature="s",
+        normalized_message="m",
+        created_at=NOW,
+        state="discarded",
+    )
     waiting = _instance("approval-pending", status="terminated")
-    ApprovalRequest.objects.create(instance=waiting, tenant="acme", workflow="ret-default", title="t",
-                                   step_name="w", event_type="approval", state="pending", created_at=NOW)
+    ApprovalRequest.objects.create(
+        instance=waiting,
+        tenant="acme",
+        workflow="ret-default",
+        title="t",
+        step_name="w",
+        event_type="approval",
+        state="pending",
+        created_at=NOW,
+    )
     parent = _instance("parent")
     _instance("child", status="running", parent=parent)
     retention_run(now=NOW, archive_dir=tmp_path)
@@ -132,8 +174,7 @@ def test_a_stop_request_ends_the_run_between_batches(tmp_path):
     for i in range(4):
         _instance(f"s-{i}")
     calls = []
-    result = retention_run(now=NOW, archive_dir=tmp_path, batch=1,
-                           stopping=lambda: calls.append(1) or len(calls) > 2)
+    result = retention_run(now=NOW, archive_dir=tmp_path, batch=1, stopping=lambda: calls.append(1) or len(calls) > 2)
     assert result.batches == 2 and Instance.objects.count() == 2
 
 

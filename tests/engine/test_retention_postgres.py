@@ -21,8 +21,16 @@ HOLD_SECONDS = 120.0  # a batch that waited on the lock would return only after 
 def test_a_batch_skips_a_locked_instance_without_waiting(tmp_path):
     ended = timezone.now() - timedelta(days=40)
     for i in range(3):
-        Instance.objects.create(id=f"lk-{i}", workflow="ret-pg", tenant="acme", status="complete",
-                                params={}, created_at=ended, updated_at=ended, ended_at=ended)
+        Instance.objects.create(
+            id=f"lk-{i}",
+            workflow="ret-pg",
+            tenant="acme",
+            status="complete",
+            params={},
+            created_at=ended,
+            updated_at=ended,
+            ended_at=ended,
+        )
     locked, release, let_go = threading.Event(), threading.Event(), threading.Event()
 
     def hold_lock() -> None:

@@ -61,9 +61,7 @@ def test_a_step_with_max_delay_is_rescheduled_at_the_capped_delay(drain):
     clock.advance(timedelta(minutes=1))
     drain()
     delays = list(
-        Attempt.objects.filter(step_id=step.id)
-        .order_by("number")
-        .values_list("retry_delay_seconds", flat=True)
+        Attempt.objects.filter(step_id=step.id).order_by("number").values_list("retry_delay_seconds", flat=True)
     )
     assert delays == [30.0, 60.0, 60.0, None]  # 270 s uncapped for the third retry
     assert Instance.objects.get(id="capped-1").status == "errored"

@@ -47,7 +47,10 @@ def test_plain_text_or_an_unknown_key_is_refused_not_used() -> None:
 
 
 def test_without_a_key_sealing_raises_an_error_naming_the_variable() -> None:
-    with override_settings(RUNLEDGER_SECRET_KEYS=[]), pytest.raises(ImproperlyConfigured, match="RUNLEDGER_SECRET_KEYS"):
+    with (
+        override_settings(RUNLEDGER_SECRET_KEYS=[]),
+        pytest.raises(ImproperlyConfigured, match="RUNLEDGER_SECRET_KEYS"),
+    ):
         sec.seal("x")
 
 
@@ -55,9 +58,12 @@ def test_production_settings_without_a_key_fail_at_startup(tmp_path: Path) -> No
     with pytest.raises(ImproperlyConfigured, match="RUNLEDGER_SECRET_KEYS is not set"):
         config.secret_keys({}, key_file=tmp_path / "none", required=True)
     env = {k: v for k, v in os.environ.items() if k != "RUNLEDGER_SECRET_KEYS"}
-    env.update(RUNLEDGER_REQUIRE_SECRET_KEY="1", SECRET_KEY="x" * 50, DEBUG="0", DJANGO_SETTINGS_MODULE="dashboard.settings")
-    done = subprocess.run([sys.executable, "manage.py", "check"], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=120)
+    env.update(
+        RUNLEDGER_REQUIRE_SECRET_KEY="1", SECRET_KEY="x" * 50, DEBUG="0", DJANGO_SETTINGS_MODULE="dashboard.settings"
+    )
+    done = subprocess.run(
+        [sys.executable, "manage.py", "check"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode != 0 and "RUNLEDGER_SECRET_KEYS is not set" in done.stderr
 
 
@@ -65,7 +71,10 @@ def test_the_key_file_is_read_unless_the_variable_is_set(tmp_path: Path) -> None
     key_file = tmp_path / "secret-keys"
     key_file.write_text(OLD + "\n")
     assert config.secret_keys({}, key_file=key_file, required=False) == [OLD]
-    assert config.secret_keys({"RUNLEDGER_SECRET_KEYS": f"{NEW}, {OLD}"}, key_file=key_file, required=False) == [NEW, OLD]
+    assert config.secret_keys({"RUNLEDGER_SECRET_KEYS": f"{NEW}, {OLD}"}, key_file=key_file, required=False) == [
+        NEW,
+        OLD,
+    ]
     sqlite = {"ENGINE": "django.db.backends.sqlite3", "NAME": str(tmp_path / "db.sqlite3")}
     assert config.secret_key_file({}, sqlite, base_dir=ROOT) == tmp_path / "secret-keys"
 
@@ -109,7 +118,10 @@ def test_rotation_re_encrypts_everything_so_the_old_key_can_be_dropped() -> None
         assert connection_by_webhook_key(kind="gong", key="hook-1") is not None
         assert IngressSecret.objects.get(pk=ingress.pk).hmac_secret == hmac_secret
         step = Step.objects.get(name="open")
-        assert sec.unseal_value(step.result) == {"secret": "pw-1"} and _raw("engine_step", "result", "name = 'open'") != old_step
+        assert (
+            sec.unseal_value(step.result) == {"secret": "pw-1"}
+            and _raw("engine_step", "result", "name = 'open'") != old_step
+        )
         inst = Instance.objects.get(workflow="vault")
         assert sec.unseal_keys(inst.params) == {"password": "pw-1"}
 

@@ -10,8 +10,11 @@ from ingest.engine.sql import base
 pytestmark = [pytest.mark.db, pytest.mark.django_db]
 
 # 60 named parameters and well over 4,096 bytes, a literal '%%' and a repeated name among them.
-_LONG = ("SELECT " + ", ".join(f"%(p{n})s::int AS {'c' * 60}{n}" for n in range(60))
-         + ", %(p0)s::int + 1 AS again, '100%%' AS percent")
+_LONG = (
+    "SELECT "
+    + ", ".join(f"%(p{n})s::int AS {'c' * 60}{n}" for n in range(60))
+    + ", %(p0)s::int + 1 AS again, '100%%' AS percent"
+)
 
 
 def test_a_long_statement_is_converted_once_as_psycopg_converts_it(require_postgres: None) -> None:

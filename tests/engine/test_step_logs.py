@@ -150,7 +150,9 @@ def test_a_planted_secret_is_redacted_and_a_sensitive_steps_lines_are_not_kept()
     messages = [x["message"] for x in kept["lines"]]
     assert messages[0] == "GET https://api.example/v1?api_key=[redacted]&page=2"
     assert messages[1] == "connection key in use: [redacted]"
-    assert messages[2].startswith("call failed\nTraceback") and messages[2].endswith("RuntimeError: refused with Authorization: [redacted]")
+    assert messages[2].startswith("call failed\nTraceback") and messages[2].endswith(
+        "RuntimeError: refused with Authorization: [redacted]"
+    )
     assert Step.objects.get(instance_id="logs-leaky", name="call").status == "errored"
 
 
@@ -186,7 +188,11 @@ def test_a_long_attempts_lines_are_written_while_it_runs_then_kept_with_the_atte
             deadline = time.monotonic() + 30
             live = None
             while time.monotonic() < deadline:
-                live = Step.objects.filter(instance_id="logs-long", name="export").values_list("live_log", flat=True).first()
+                live = (
+                    Step.objects.filter(instance_id="logs-long", name="export")
+                    .values_list("live_log", flat=True)
+                    .first()
+                )
                 if live:
                     break
                 time.sleep(0.05)

@@ -27,6 +27,7 @@ def count(name, value=None):
     def fn(ctx):
         RAN[name] += 1
         return value if value is not None else name
+
     return fn
 
 
@@ -66,7 +67,10 @@ def test_the_nth_call_of_a_name_gets_the_nth_stored_result(drain):
     drain()
     assert h.status()["output"] == [1, 2, 3]
     assert list(Step.objects.filter(instance_id="repeats-1").order_by("position").values_list("name", "seq")) == [
-        ("same-name", 1), ("same-name", 2), ("same-name", 3)]
+        ("same-name", 1),
+        ("same-name", 2),
+        ("same-name", 3),
+    ]
 
 
 class Flaky(Workflow):
@@ -79,6 +83,7 @@ class Flaky(Workflow):
             if ctx.attempt < event.payload["succeed_on"]:
                 raise ConnectionError(f"upstream 503 on attempt {ctx.attempt}")
             return ctx.attempt
+
         return step.do("call-api", fn, retries={"limit": 3, "delay": "2 seconds", "backoff": "linear"})
 
 
@@ -118,6 +123,7 @@ class Fatal(Workflow):
         def fn(ctx):
             RAN["fatal"] += 1
             raise NonRetryableError("account 42 is closed")
+
         return step.do("charge", fn, retries={"limit": 5, "delay": 1})
 
 
@@ -167,6 +173,7 @@ class Slow(Workflow):
             while time.monotonic() < deadline and not SPUN.is_set():
                 pass
             return "never"
+
         return step.do("spin", fn, timeout="200 milliseconds", retries={"limit": 1, "delay": "1 second"})
 
 
@@ -197,8 +204,10 @@ class BadResults(Workflow):
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize(("kind", "error", "fragment"), [
-    ("big", "StepResultTooLarge", "limited to 1 MiB"), ("obj", "StepResultNotSerializable", "not JSON-serialisable")])
+@pytest.mark.parametrize(
+    ("kind", "error", "fragment"),
+    [("big", "StepResultTooLarge", "limited to 1 MiB"), ("obj", "StepResultNotSerializable", "not JSON-serialisable")],
+)
 def test_results_over_1_mib_or_not_json_fail_the_instance_naming_the_step(drain, kind, error, fragment):
     h = create("t-bad-results", id=f"bad-{kind}", params={"kind": kind})
     drain()
@@ -245,8 +254,16 @@ def test_a_replay_that_contradicts_history_fails_naming_both_steps(drain):
     assert h.status()["status"] == "complete"
     # Rewind: forget "nap" completed so the run replays, then change the code path.
     h.restart(from_step="nap")
-    StepRow.objects.create(instance_id="chg-1", name="beta", seq=1, position=2, kind="do", status="complete",
-                           result=2, started_at=Instance.objects.get(id="chg-1").created_at)
+    StepRow.objects.create(
+        instance_id="chg-1",
+        name="beta",
+        seq=1,
+        position=2,
+        kind="do",
+        status="complete",
+        result=2,
+        started_at=Instance.objects.get(id="chg-1").created_at,
+    )
     SEEN["changed"] = True
     drain(advance_clock=True)
     status = h.status()
@@ -259,8 +276,16 @@ class Context(Workflow):
 
     def run(self, event, step):
         def fn(ctx):
-            return {"name": ctx.name, "count": ctx.count, "attempt": ctx.attempt, "key": ctx.idempotency_key,
-                    "config": ctx.config, "tenant": ctx.tenant, "workflow": ctx.workflow}
+            return {
+                "name": ctx.name,
+                "count": ctx.count,
+                "attempt": ctx.attempt,
+                "key": ctx.idempotency_key,
+                "config": ctx.config,
+                "tenant": ctx.tenant,
+                "workflow": ctx.workflow,
+            }
+
         step.do("look", fn)
         return step.do("look", fn, retries={"limit": 2, "delay": "3 seconds", "backoff": "constant"}, timeout=30)
 
@@ -270,9 +295,22 @@ def test_the_step_context_names_the_step_its_count_attempt_config_and_key(drain)
     h = create("t-context", id="ctx-1", tenant="acme")
     drain()
     assert h.status()["output"] == {
-        "name": "look", "count": 2, "attempt": 1, "key": "ctx-1:look:2", "tenant": "acme", "workflow": "t-context",
-        "config": {"retries": {"limit": 2, "delay": 3.0, "backoff": "constant", "max_delay": 600.0,
-                               "backoff_coefficient": 2.0}, "timeout": 30.0},
+        "name": "look",
+        "count": 2,
+        "attempt": 1,
+        "key": "ctx-1:look:2",
+        "tenant": "acme",
+        "workflow": "t-context",
+        "config": {
+            "retries": {
+                "limit": 2,
+                "delay": 3.0,
+                "backoff": "constant",
+                "max_delay": 600.0,
+                "backoff_coefficient": 2.0,
+            },
+            "timeout": 30.0,
+        },
     }
 
 
@@ -286,10 +324,26 @@ def test_each_step_row_stores_its_own_config(drain):
     for instance_id in ("ctx-config", "ctx-config-2"):
         configs = dict(Step.objects.filter(instance_id=instance_id).values_list("seq", "config"))
         assert configs == {
-            1: {"retries": {"limit": 5, "delay": 10.0, "backoff": "exponential", "max_delay": 600.0,
-                            "backoff_coefficient": 2.0}, "timeout": 600.0},
-            2: {"retries": {"limit": 2, "delay": 3.0, "backoff": "constant", "max_delay": 600.0,
-                            "backoff_coefficient": 2.0}, "timeout": 30.0},
+            1: {
+                "retries": {
+                    "limit": 5,
+                    "delay": 10.0,
+                    "backoff": "exponential",
+                    "max_delay": 600.0,
+                    "backoff_coefficient": 2.0,
+                },
+                "timeout": 600.0,
+            },
+            2: {
+                "retries": {
+                    "limit": 2,
+                    "delay": 3.0,
+                    "backoff": "constant",
+                    "max_delay": 600.0,
+                    "backoff_coefficient": 2.0,
+                },
+                "timeout": 30.0,
+            },
         }
 
 

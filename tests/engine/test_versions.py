@@ -37,6 +37,7 @@ def count(name):
     def fn(ctx):
         RAN[name] += 1
         return name
+
     return fn
 
 
@@ -228,6 +229,7 @@ def test_a_restart_from_scratch_starts_on_the_current_version(drain, monkeypatch
 
 def test_a_workflow_version_must_be_a_whole_number_of_at_least_one():
     with pytest.raises(ValueError, match="version of workflow 't-bad-version'"):
+
         class Bad(Workflow):
             name = "t-bad-version"
             version = 0

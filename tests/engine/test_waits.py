@@ -77,16 +77,27 @@ def test_a_sleep_leaves_its_whole_story_in_the_ledger_whatever_write_carries_its
     if second_nap:
         expected.append(("nap-2", "sleep", "complete"))
     assert steps == expected
-    story = list(History.objects.filter(instance_id=iid).exclude(kind="instance.status")
-                 .order_by("id").values_list("kind", "step_name"))
-    expected_story = [("instance.created", ""), ("step.started", "before"), ("step.completed", "before"),
-                      ("step.sleep", "nap"), ("step.completed", "nap"), ("step.started", "after"),
-                      ("step.completed", "after")]
+    story = list(
+        History.objects.filter(instance_id=iid)
+        .exclude(kind="instance.status")
+        .order_by("id")
+        .values_list("kind", "step_name")
+    )
+    expected_story = [
+        ("instance.created", ""),
+        ("step.started", "before"),
+        ("step.completed", "before"),
+        ("step.sleep", "nap"),
+        ("step.completed", "nap"),
+        ("step.started", "after"),
+        ("step.completed", "after"),
+    ]
     if second_nap:
         expected_story += [("step.sleep", "nap-2"), ("step.completed", "nap-2")]
     assert story == expected_story
-    statuses = list(History.objects.filter(instance_id=iid, kind="instance.status").order_by("id")
-                    .values_list("status", flat=True))
+    statuses = list(
+        History.objects.filter(instance_id=iid, kind="instance.status").order_by("id").values_list("status", flat=True)
+    )
     assert statuses == ["running", "waiting", "running"] + (["waiting", "running"] if second_nap else []) + ["complete"]
 
 
@@ -228,12 +239,16 @@ class FanOut(Workflow):
                 if RAN[name] <= fail_times:
                     raise TimeoutError(f"{name} timed out")
                 return f"{name}-data"
+
             return fn
-        results = step.all_settled([
-            step.call("fetch-backlinks", fetch("backlinks", 0)),
-            step.call("fetch-keywords", fetch("keywords", 9), retries={"limit": 1, "delay": "1 second"}),
-            step.call("fetch-brand", fetch("brand", 1), retries={"limit": 2, "delay": "5 seconds"}),
-        ])
+
+        results = step.all_settled(
+            [
+                step.call("fetch-backlinks", fetch("backlinks", 0)),
+                step.call("fetch-keywords", fetch("keywords", 9), retries={"limit": 1, "delay": "1 second"}),
+                step.call("fetch-brand", fetch("brand", 1), retries={"limit": 2, "delay": "5 seconds"}),
+            ]
+        )
         return [[r.status, r.value, type(r.error).__name__ if r.error else None] for r in results]
 
 
@@ -287,8 +302,9 @@ class AsyncGroup(Workflow):
                 raise ValueError("item 2 is bad")
             return ctx.name
 
-        settled = await step.all_settled([step.call(f"item-{n}", one, retries={"limit": 0}) for n in range(6)],
-                                         concurrency=2)
+        settled = await step.all_settled(
+            [step.call(f"item-{n}", one, retries={"limit": 0}) for n in range(6)], concurrency=2
+        )
         ORDER.append(str(running["most"]))
         return [r.status for r in settled]
 

@@ -59,9 +59,7 @@ def started(log: Path) -> bool:
     return b"started (concurrency" in log.read_bytes()
 
 
-def terminate_once(
-    proc: subprocess.Popen[bytes], when: str, seconds: float, outcome: dict[str, object]
-) -> None:
+def terminate_once(proc: subprocess.Popen[bytes], when: str, seconds: float, outcome: dict[str, object]) -> None:
     """Send one SIGTERM at the moment named, then wait (never a second signal)."""
     log: Path = proc.log_path  # type: ignore[attr-defined]
     spawned = time.monotonic()
@@ -79,9 +77,7 @@ def terminate_once(
         proc.wait()
 
 
-def test_every_worker_stops_on_its_first_sigterm_at_any_moment_of_its_start_and_holds_no_lease(
-    db, tmp_path
-):
+def test_every_worker_stops_on_its_first_sigterm_at_any_moment_of_its_start_and_holds_no_lease(db, tmp_path):
     python(
         db,
         "from ingest.engine import create_batch\n"
@@ -116,17 +112,13 @@ def test_every_worker_stops_on_its_first_sigterm_at_any_moment_of_its_start_and_
         boots += [float(out["boot"]) for out in outcomes if "boot" in out]  # type: ignore[arg-type]
         for (n, (when, seconds)), out in zip(batch, outcomes, strict=True):
             log = (tmp_path / f"w{n}.log").read_text()
-            assert out["code"] is not None, (
-                f"worker {n} ({when} +{seconds} s) ignored its SIGTERM for 60 s:\n{log}"
-            )
+            assert out["code"] is not None, f"worker {n} ({when} +{seconds} s) ignored its SIGTERM for 60 s:\n{log}"
             if out["code"] == -signal.SIGTERM:
                 # Killed by the signal's default action: only before its handlers were set,
                 # which is before it could claim anything.
                 assert "started (concurrency" not in log, log
             else:
-                assert out["code"] == 0, (
-                    f"worker {n} ({when} +{seconds} s) exited {out['code']}:\n{log}"
-                )
+                assert out["code"] == 0, f"worker {n} ({when} +{seconds} s) exited {out['code']}:\n{log}"
                 assert "stopped" in log, log
             held = db.execute(
                 "SELECT id FROM engine_instance WHERE lease_owner = %s AND lease_token <> ''",
@@ -134,37 +126,23 @@ def test_every_worker_stops_on_its_first_sigterm_at_any_moment_of_its_start_and_
             )
             assert held == [], f"worker {n} ({when} +{seconds} s) left leases held: {held}"
     drained = [n for n in range(len(MOMENTS)) if "draining" in (tmp_path / f"w{n}.log").read_text()]
-    assert (
-        len(drained) >= len(MOMENTS) // 2
-    )  # most were stopped as started workers, by their handler
-    assert (
-        db.execute("SELECT count(DISTINCT instance_id) FROM e2e_effects")[0][0] > 0
-    )  # they did claim
+    assert len(drained) >= len(MOMENTS) // 2  # most were stopped as started workers, by their handler
+    assert db.execute("SELECT count(DISTINCT instance_id) FROM e2e_effects")[0][0] > 0  # they did claim
     finisher = start_worker(db, log=tmp_path / "finisher.log")
     try:
         wait_for(
-            lambda: (
-                db.execute("SELECT count(*) FROM engine_instance WHERE status <> 'complete'")
-                == [(0,)]
-            ),
+            lambda: db.execute("SELECT count(*) FROM engine_instance WHERE status <> 'complete'") == [(0,)],
             timeout=120,
             what="every instance to complete",
         )
     finally:
         assert stop(finisher) == 0
     # Every drain let its steps finish: no step ran twice (a step cut off by a kill would have).
-    assert (
-        db.execute(
-            "SELECT instance_id, step, count(*) FROM e2e_effects GROUP BY 1, 2 HAVING count(*) > 1"
-        )
-        == []
-    )
+    assert db.execute("SELECT instance_id, step, count(*) FROM e2e_effects GROUP BY 1, 2 HAVING count(*) > 1") == []
     assert db.execute("SELECT count(*) FROM e2e_effects") == [(120 * 4,)]
 
 
-def test_with_json_logs_the_start_drain_and_stop_lines_are_json_records_with_their_facts(
-    db, tmp_path
-):
+def test_with_json_logs_the_start_drain_and_stop_lines_are_json_records_with_their_facts(db, tmp_path):
     log = tmp_path / "w.log"
     proc = start_worker(
         db,
@@ -192,6 +170,4 @@ def test_with_json_logs_the_start_drain_and_stop_lines_are_json_records_with_the
     ) == ("INFO", "json-worker", 3, 4.0, 0.5, proc.pid)
     assert start["database"].endswith("postgresql")
     assert (mine["stopped"]["turns"], mine["stopped"]["drained"]) == (0, True)
-    assert not [
-        line for line in log.read_text().splitlines() if line.strip() and not line.startswith("{")
-    ]
+    assert not [line for line in log.read_text().splitlines() if line.strip() and not line.startswith("{")]

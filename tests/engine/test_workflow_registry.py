@@ -56,17 +56,13 @@ def test_the_same_class_defined_again_replaces_itself_without_complaint(forget):
 def test_reloading_a_module_of_workflows_is_harmless(tmp_path, monkeypatch, forget):
     forget.append("t-registry-reloaded")
     (tmp_path / "reloaded_workflows.py").write_text(
-        "from ingest.engine import Workflow\n\n\n"
-        "class Reloaded(Workflow):\n"
-        '    name = "t-registry-reloaded"\n'
+        'from ingest.engine import Workflow\n\n\nclass Reloaded(Workflow):\n    name = "t-registry-reloaded"\n'
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     module = importlib.import_module("reloaded_workflows")
     try:
         before = module.Reloaded
         importlib.reload(module)
-        assert (
-            module.Reloaded is not before and get_workflow("t-registry-reloaded") is module.Reloaded
-        )
+        assert module.Reloaded is not before and get_workflow("t-registry-reloaded") is module.Reloaded
     finally:
         sys.modules.pop("reloaded_workflows", None)

@@ -46,9 +46,7 @@ def test_the_price_in_force_at_the_time_is_used() -> None:
 
 
 def test_a_provider_reported_cost_wins() -> None:
-    usage = Usage(
-        "dataforseo", "backlinks/backlinks/live", items=100, provider_cost=Decimal("0.0203")
-    )
+    usage = Usage("dataforseo", "backlinks/backlinks/live", items=100, provider_cost=Decimal("0.0203"))
 
     assert cost_for(usage, DEFAULT_PRICES, NOW) == Decimal("0.020300")
 

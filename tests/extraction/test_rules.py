@@ -49,10 +49,7 @@ def test_each_fact_quotes_its_sentence_as_evidence() -> None:
     facts = facts_from_result(RuleExtractor().extract(TRANSCRIPT, subject="Acme"))
 
     budget = next(f for f in facts if f.predicate == "budget")
-    assert (
-        budget.evidence
-        == "Our budget for this is €1.2M, and our CFO needs to sign off on anything above that."
-    )
+    assert budget.evidence == "Our budget for this is €1.2M, and our CFO needs to sign off on anything above that."
     assert 0 < budget.confidence <= 1
 
 
@@ -77,9 +74,7 @@ def test_amounts_are_normalised_with_their_currency(text: str, expected: str) ->
 
 
 def test_competitors_come_from_the_configured_list() -> None:
-    result = RuleExtractor(competitors=["Acme CRM"]).extract(
-        "They also trialled acme crm and Clari."
-    )
+    result = RuleExtractor(competitors=["Acme CRM"]).extract("They also trialled acme crm and Clari.")
 
     assert ("deal", "competitor_mentioned", "Acme CRM") in triples(result)
     assert all(obj != "Clari" for _, _, obj in triples(result))
@@ -109,9 +104,7 @@ def test_it_reads_salesforce_free_text_fields() -> None:
 
     predicates = {
         f.predicate
-        for f in facts_from_result(
-            RuleExtractor().extract(f"{opp.description}\n{opp.notes}", subject=opp.account)
-        )
+        for f in facts_from_result(RuleExtractor().extract(f"{opp.description}\n{opp.notes}", subject=opp.account))
     }
 
     assert {"seat_count", "budget", "approver", "commitment", "next_step"} <= predicates
@@ -125,9 +118,7 @@ def test_llm_output_is_cleaned_into_facts() -> None:
         {"subject": "Acme", "predicate": "deal_stage", "object": "Closed Won", "confidence": 0.2},
     ]}  # fmt: skip
 
-    assert facts_from_result(LLMResult(data=data)) == [
-        Fact("Acme", "deal_stage", "Closed Won", 1.0, "signed")
-    ]
+    assert facts_from_result(LLMResult(data=data)) == [Fact("Acme", "deal_stage", "Closed Won", 1.0, "signed")]
 
 
 def test_output_without_a_facts_list_is_retryable() -> None:

@@ -95,7 +95,11 @@ def envelope(tasks: list[dict[str, Any]], *, code: int = 20000) -> dict[str, Any
 
 
 def task_json(
-    path: str, data: Mapping[str, Any], *, code: int = 20000, cost: Decimal = Decimal(0),
+    path: str,
+    data: Mapping[str, Any],
+    *,
+    code: int = 20000,
+    cost: Decimal = Decimal(0),
     result: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     api, function = path.split("/")[0], path.split("/")[-2]
@@ -126,8 +130,12 @@ class FakeDataForSEO(FakeServer):
         self.latency = latency
         self.billed = Decimal(0)
         self._billing = threading.Lock()
-        for route, kind in ((ROUTE_BACKLINKS, "backlinks"), (ROUTE_REFERRING, "referring_domains"),
-                            (ROUTE_KEYWORDS, "ranked_keywords"), (ROUTE_SPAM, "bulk_spam_score")):
+        for route, kind in (
+            (ROUTE_BACKLINKS, "backlinks"),
+            (ROUTE_REFERRING, "referring_domains"),
+            (ROUTE_KEYWORDS, "ranked_keywords"),
+            (ROUTE_SPAM, "bulk_spam_score"),
+        ):
             self.route("POST", route.split(" ", 1)[1], self._handler(kind))  # fmt: skip
         self.route("GET", "/v3/appendix/user_data", self._user_data)
         self.balance = Decimal("42.50")
@@ -137,9 +145,12 @@ class FakeDataForSEO(FakeServer):
         if request.header("Authorization") != self.expected_auth:
             return Planned(401, envelope([], code=40100) | {"tasks": None})
         login = base64.b64decode(self.expected_auth.removeprefix("Basic ")).decode().split(":", 1)[0]
-        result = {"login": login, "timezone": "UTC",
-                  "rates": {"limits": {"minute": {"total": 2000}}},
-                  "money": {"total": 100.0, "balance": float(self.balance), "limits": {}}}
+        result = {
+            "login": login,
+            "timezone": "UTC",
+            "rates": {"limits": {"minute": {"total": 2000}}},
+            "money": {"total": 100.0, "balance": float(self.balance), "limits": {}},
+        }
         return Planned(200, envelope([task_json("appendix/user_data/", {}, result=[result])]))
 
     def _handler(self, kind: str) -> Any:

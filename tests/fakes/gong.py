@@ -88,9 +88,7 @@ class FakeGong(FakeServer):
             return None
         return Planned(401, {"requestId": uuid.uuid4().hex, "errors": ["Unauthorized"]})
 
-    def _select(
-        self, ids: Sequence[str] | None, start: str | None, end: str | None
-    ) -> list[DemoCall]:
+    def _select(self, ids: Sequence[str] | None, start: str | None, end: str | None) -> list[DemoCall]:
         chosen = [c for c in self.calls if ids is None or c.id in {str(i) for i in ids}]
         if start:
             chosen = [c for c in chosen if c.started >= _time(start)]
@@ -119,9 +117,7 @@ class FakeGong(FakeServer):
             return denied
         q = {k: v[0] for k, v in request.query.items()}
         if "fromDateTime" not in q or "toDateTime" not in q:
-            return Planned(
-                400, {"requestId": uuid.uuid4().hex, "errors": ["fromDateTime is required"]}
-            )
+            return Planned(400, {"requestId": uuid.uuid4().hex, "errors": ["fromDateTime is required"]})
         calls = self._select(None, q["fromDateTime"], q["toDateTime"])
         return self._page(calls, q.get("cursor"), "calls", lambda c: call_meta(c, self.url))
 

@@ -95,8 +95,15 @@ class FakeOpenAI(FakeServer):
 
     def _models(self, request: Recorded, _: re.Match[str]) -> Planned:
         denied = self._denied(request)
-        return denied or Planned(200, {"object": "list", "data": [
-            {"id": m, "object": "model", "owned_by": "fake"} for m in ("gpt-4o-mini", "text-embedding-3-small")]})
+        return denied or Planned(
+            200,
+            {
+                "object": "list",
+                "data": [
+                    {"id": m, "object": "model", "owned_by": "fake"} for m in ("gpt-4o-mini", "text-embedding-3-small")
+                ],
+            },
+        )
 
     def _denied(self, request: Recorded) -> Planned | None:
         if self.api_key is None or request.header("Authorization") == f"Bearer {self.api_key}":
@@ -131,10 +138,7 @@ class FakeOpenAI(FakeServer):
             return denied
         body = request.json()
         inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
-        data = [
-            {"object": "embedding", "index": i, "embedding": hashed_embedding(t)}
-            for i, t in enumerate(inputs)
-        ]
+        data = [{"object": "embedding", "index": i, "embedding": hashed_embedding(t)} for i, t in enumerate(inputs)]
         used = sum(tokens(t) for t in inputs)
         return Planned(200, {"object": "list", "data": data, "model": body.get("model"),
                              "usage": {"prompt_tokens": used, "total_tokens": used}})  # fmt: skip
@@ -150,8 +154,9 @@ class FakeAnthropic(FakeServer):
 
     def _models(self, request: Recorded, _: re.Match[str]) -> Planned:
         if request.header("x-api-key") != self.api_key or not request.header("anthropic-version"):
-            return Planned(401, {"type": "error", "error": {"type": "authentication_error",
-                                                            "message": "invalid x-api-key"}})
+            return Planned(
+                401, {"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}}
+            )
         return Planned(200, {"data": [{"type": "model", "id": "claude-3-5-haiku-latest"}], "has_more": False})
 
     def _messages(self, request: Recorded, _: re.Match[str]) -> Planned:

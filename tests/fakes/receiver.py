@@ -64,8 +64,13 @@ class WebhookReceiver:
         signed, problem = False, "no secret"
         if self.secret is not None:
             try:
-                verify(secrets=[self.secret], timestamp=headers.get("X-Runledger-Timestamp"),
-                       signature=headers.get("X-Runledger-Signature"), body=body, now=timezone.now())
+                verify(
+                    secrets=[self.secret],
+                    timestamp=headers.get("X-Runledger-Timestamp"),
+                    signature=headers.get("X-Runledger-Signature"),
+                    body=body,
+                    now=timezone.now(),
+                )
                 signed, problem = True, ""
             except TriggerError as exc:
                 problem = str(exc)

@@ -67,9 +67,7 @@ class FakeSalesforce(FakeServer):
         api_limit: int = 15000,
     ) -> None:
         super().__init__()
-        self.opportunities = list(
-            opportunities if opportunities is not None else demo_opportunities(count=5)
-        )
+        self.opportunities = list(opportunities if opportunities is not None else demo_opportunities(count=5))
         self.client_id, self.client_secret, self.refresh_token = (
             client_id,
             client_secret,
@@ -93,19 +91,12 @@ class FakeSalesforce(FakeServer):
 
     def _token(self, request: Recorded, _: re.Match[str]) -> Planned:
         form = request.form()
-        client_ok = (
-            form.get("client_id") == self.client_id
-            and form.get("client_secret") == self.client_secret
-        )
+        client_ok = form.get("client_id") == self.client_id and form.get("client_secret") == self.client_secret
         grant = form.get("grant_type")
         if not client_ok:
-            return Planned(
-                400, {"error": "invalid_client", "error_description": "invalid client credentials"}
-            )
+            return Planned(400, {"error": "invalid_client", "error_description": "invalid client credentials"})
         if grant == "refresh_token" and form.get("refresh_token") != self.refresh_token:
-            return Planned(
-                400, {"error": "invalid_grant", "error_description": "expired access/refresh token"}
-            )
+            return Planned(400, {"error": "invalid_grant", "error_description": "expired access/refresh token"})
         if grant not in ("client_credentials", "refresh_token"):
             return Planned(
                 400,
@@ -131,15 +122,11 @@ class FakeSalesforce(FakeServer):
                 return sf_error(401, "INVALID_SESSION_ID", "Session expired or invalid"), {}
             if self.api_used >= self.api_limit:
                 headers = {"Sforce-Limit-Info": f"api-usage={self.api_used}/{self.api_limit}"}
-                return sf_error(
-                    403, "REQUEST_LIMIT_EXCEEDED", "TotalRequests Limit exceeded."
-                ), headers
+                return sf_error(403, "REQUEST_LIMIT_EXCEEDED", "TotalRequests Limit exceeded."), headers
             self.api_used += 1
             return None, {"Sforce-Limit-Info": f"api-usage={self.api_used}/{self.api_limit}"}
 
-    def _serve_page(
-        self, records: list[dict[str, Any]], offset: int, headers: dict[str, str]
-    ) -> Planned:
+    def _serve_page(self, records: list[dict[str, Any]], offset: int, headers: dict[str, str]) -> Planned:
         page = records[offset : offset + self.page_size]
         body: dict[str, Any] = {
             "totalSize": len(records),

@@ -113,9 +113,7 @@ class FakeServer:
             match = pattern.fullmatch(parts.path)
             if route_method != method or match is None:
                 continue
-            request = Recorded(
-                name, method, parts.path, parse_qs(parts.query), headers, body, time.monotonic()
-            )
+            request = Recorded(name, method, parts.path, parse_qs(parts.query), headers, body, time.monotonic())
             with self._lock:
                 self.requests.append(request)
                 planned = self._plans[name].popleft() if self._plans[name] else None

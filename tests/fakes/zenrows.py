@@ -39,7 +39,7 @@ TITLES = {
 }  # fmt: skip
 CHALLENGE = (
     "<!DOCTYPE html><html><head><title>Just a moment...</title></head><body>"
-    "<script src=\"/cdn-cgi/challenge-platform/h/b/orchestrate/chl_page/v1\"></script>"
+    '<script src="/cdn-cgi/challenge-platform/h/b/orchestrate/chl_page/v1"></script>'
     "<noscript>Enable JavaScript and cookies to continue</noscript></body></html>"
 )
 
@@ -64,11 +64,15 @@ def page_html(url: str) -> str:
         extra.append('<section class="pricing"><h2>Plans</h2><p>Starter $19/month</p>'
                      '<p>Pro $49/month, billed annually</p></section>')  # fmt: skip
     if "login" in path or "signin" in path:
-        extra.append('<form action="/session"><input type="email" name="email">'
-                     '<input type="password" name="password"><button>Sign in</button></form>')
+        extra.append(
+            '<form action="/session"><input type="email" name="email">'
+            '<input type="password" name="password"><button>Sign in</button></form>'
+        )
     if "review" in path or "best" in path:
-        extra.append('<a href="https://amzn.to/3xYz" rel="sponsored nofollow">Buy on Amazon</a>'
-                     '<p>As an Amazon Associate we earn from qualifying purchases.</p>')
+        extra.append(
+            '<a href="https://amzn.to/3xYz" rel="sponsored nofollow">Buy on Amazon</a>'
+            "<p>As an Amazon Associate we earn from qualifying purchases.</p>"
+        )
     extra.append(f'<footer><a href="https://www.youtube.com/@{rng.choice(WORDS)}">YouTube</a>'
                  f'<a href="https://x.com/{rng.choice(WORDS)}">X</a></footer>')  # fmt: skip
     return (
@@ -133,8 +137,16 @@ class FakeZenRows(FakeServer):
         """The plan's usage, free, with the key in `X-API-Key` as ZenRows reads it there."""
         if request.header("X-API-Key") != self.api_key:
             return Planned(401, error_body("AUTH002", 401))
-        return Planned(200, {"plan": "Developer", "usage_percent": 12.5, "usage": float(self.billed),
-                             "period_ending": "2026-12-31T00:00:00Z", "concurrency_limit": 25})
+        return Planned(
+            200,
+            {
+                "plan": "Developer",
+                "usage_percent": 12.5,
+                "usage": float(self.billed),
+                "period_ending": "2026-12-31T00:00:00Z",
+                "concurrency_limit": 25,
+            },
+        )
 
     def _api(self, request: Recorded, _: re.Match[str]) -> Planned:
         query = {k: v[0] for k, v in request.query.items()}

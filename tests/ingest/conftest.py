@@ -60,21 +60,39 @@ def drain() -> Callable[..., int]:
 @pytest.fixture
 def openai_tenant(fake_openai: FakeOpenAI) -> Iterator[str]:  # noqa: F811
     """Tenant "acme" extracting through the fake OpenAI-compatible API."""
-    connection_upsert(tenant="acme", kind="llm", base_url=f"{fake_openai.url}/v1", secret="sk-fake",
-                      options={"provider": "openai", "model": "gpt-4o-mini", "service": "openai"})
+    connection_upsert(
+        tenant="acme",
+        kind="llm",
+        base_url=f"{fake_openai.url}/v1",
+        secret="sk-fake",
+        options={"provider": "openai", "model": "gpt-4o-mini", "service": "openai"},
+    )
     keyword_list_set(tenant="acme", keywords=["budget", "pricing", "price", "proposal"])
     yield "acme"
 
 
 @pytest.fixture
 def gong_tenant(fake_gong: FakeGong, openai_tenant: str) -> str:  # noqa: F811
-    connection_upsert(tenant=openai_tenant, kind="gong", base_url=fake_gong.url, key="gong-key",
-                      secret="gong-secret", webhook_key="hook-acme-123")
+    connection_upsert(
+        tenant=openai_tenant,
+        kind="gong",
+        base_url=fake_gong.url,
+        key="gong-key",
+        secret="gong-secret",
+        webhook_key="hook-acme-123",
+    )
     return openai_tenant
 
 
 @pytest.fixture
 def sfdc_tenant(fake_salesforce: FakeSalesforce, openai_tenant: str) -> str:  # noqa: F811
-    connection_upsert(tenant=openai_tenant, kind="salesforce", base_url=fake_salesforce.url, key="sf-client",
-                      secret="sf-secret", webhook_key="hook-sf-acme", options={"refresh_token": "sf-refresh"})
+    connection_upsert(
+        tenant=openai_tenant,
+        kind="salesforce",
+        base_url=fake_salesforce.url,
+        key="sf-client",
+        secret="sf-secret",
+        webhook_key="hook-sf-acme",
+        options={"refresh_token": "sf-refresh"},
+    )
     return openai_tenant

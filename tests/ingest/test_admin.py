@@ -27,10 +27,21 @@ def test_an_admin_adds_a_price_and_the_pricer_uses_it(admin_client: Client) -> N
     usage = {"tokens_in": 1_000_000, "tokens_out": 0}
     at = datetime(2025, 6, 1, tzinfo=UTC)
     assert price_usage("openai", "gpt-4o-mini", usage, at) == Decimal("0.15")  # the default list price
-    response = admin_client.post("/admin/ingest/price/add/", {
-        "service": "openai", "model": "gpt-4o-mini", "effective_from_0": "2025-05-01", "effective_from_1": "00:00:00",
-        "input_per_million": "0.10", "cached_input_per_million": "0.05", "output_per_million": "0.40",
-        "per_call": "0", "per_item": "0", "note": "negotiated"})
+    response = admin_client.post(
+        "/admin/ingest/price/add/",
+        {
+            "service": "openai",
+            "model": "gpt-4o-mini",
+            "effective_from_0": "2025-05-01",
+            "effective_from_1": "00:00:00",
+            "input_per_million": "0.10",
+            "cached_input_per_million": "0.05",
+            "output_per_million": "0.40",
+            "per_call": "0",
+            "per_item": "0",
+            "note": "negotiated",
+        },
+    )
     assert response.status_code == 302, response.content[:2000]
     assert Price.objects.count() == 1
     assert price_usage("openai", "gpt-4o-mini", usage, at) == Decimal("0.10")
@@ -40,7 +51,9 @@ def test_an_admin_adds_a_price_and_the_pricer_uses_it(admin_client: Client) -> N
 
 
 def test_an_admin_sets_a_keyword_list_and_browses_the_pipeline_tables(admin_client: Client) -> None:
-    response = admin_client.post("/admin/ingest/keywordlist/add/", {"tenant": "acme", "keywords": '["budget", " MSA "]'})
+    response = admin_client.post(
+        "/admin/ingest/keywordlist/add/", {"tenant": "acme", "keywords": '["budget", " MSA "]'}
+    )
     assert response.status_code == 302
     assert KeywordList.objects.get(tenant="acme").keywords == ["budget", "MSA"]
     for page in ("price", "keywordlist", "connection", "fact", "signalevaluation", "factembedding"):

@@ -25,8 +25,17 @@ class Holder(Workflow):
 
 
 def ctx_for(instance_id: str, *, attempt: int = 1) -> StepContext:
-    return StepContext(name="llm-extract", count=1, attempt=attempt, config={}, idempotency_key=f"{instance_id}:x",
-                       instance_id=instance_id, workflow="t-ingest-holder", tenant="acme", step_label="llm-extract")
+    return StepContext(
+        name="llm-extract",
+        count=1,
+        attempt=attempt,
+        config={},
+        idempotency_key=f"{instance_id}:x",
+        instance_id=instance_id,
+        workflow="t-ingest-holder",
+        tenant="acme",
+        step_label="llm-extract",
+    )
 
 
 def state(key: str) -> tuple[Decimal, Decimal, Decimal, datetime]:
@@ -38,20 +47,65 @@ def test_a_spend_without_budgets_holds_nothing_and_records_its_cost_and_history(
     create("t-ingest-holder", id="h-1", tenant="acme")
     ctx = ctx_for("h-1", attempt=2)
     ctx.check_budget("openai", Decimal("5"))
-    assert ctx.track_cost("openai", cost="0.123456", model="gpt-4o-mini", tokens_in=40_000, tokens_cached=1000,
-                          tokens_out=70_000, items=3, metadata={"key": "call-1", "facts": 4}, success=False) \
-        == Decimal("0.123456")
+    assert ctx.track_cost(
+        "openai",
+        cost="0.123456",
+        model="gpt-4o-mini",
+        tokens_in=40_000,
+        tokens_cached=1000,
+        tokens_out=70_000,
+        items=3,
+        metadata={"key": "call-1", "facts": 4},
+        success=False,
+    ) == Decimal("0.123456")
     assert not BudgetReservation.objects.exists() and ctx._reservations == []
     cost = ApiCost.objects.get()
-    assert (cost.service, cost.cost, cost.instance_id, cost.workflow_type, cost.step_name, cost.attempt, cost.success,
-            cost.model, cost.tokens_in, cost.tokens_cached, cost.tokens_out, cost.items, cost.metadata, cost.tenant) == (
-        "openai", Decimal("0.123456"), "h-1", "t-ingest-holder", "llm-extract", 2, False, "gpt-4o-mini", 40_000, 1000,
-        70_000, 3, {"key": "call-1", "facts": 4}, "acme")
+    assert (
+        cost.service,
+        cost.cost,
+        cost.instance_id,
+        cost.workflow_type,
+        cost.step_name,
+        cost.attempt,
+        cost.success,
+        cost.model,
+        cost.tokens_in,
+        cost.tokens_cached,
+        cost.tokens_out,
+        cost.items,
+        cost.metadata,
+        cost.tenant,
+    ) == (
+        "openai",
+        Decimal("0.123456"),
+        "h-1",
+        "t-ingest-holder",
+        "llm-extract",
+        2,
+        False,
+        "gpt-4o-mini",
+        40_000,
+        1000,
+        70_000,
+        3,
+        {"key": "call-1", "facts": 4},
+        "acme",
+    )
     history = History.objects.get(kind="cost.recorded")
     assert (history.instance_id, history.workflow, history.tenant, history.step_name, history.data) == (
-        "h-1", "t-ingest-holder", "acme", "llm-extract",
-        {"service": "openai", "cost": "0.123456", "model": "gpt-4o-mini", "attempt": 2, "success": False,
-         "cost_id": cost.id})
+        "h-1",
+        "t-ingest-holder",
+        "acme",
+        "llm-extract",
+        {
+            "service": "openai",
+            "cost": "0.123456",
+            "model": "gpt-4o-mini",
+            "attempt": 2,
+            "success": False,
+            "cost_id": cost.id,
+        },
+    )
 
 
 def test_a_breach_in_a_new_period_writes_the_roll_and_holds_nothing() -> None:
@@ -70,15 +124,20 @@ def test_a_breach_in_a_new_period_writes_the_roll_and_holds_nothing() -> None:
     assert BudgetReservation.objects.filter(state="held").count() == 0
     breach = History.objects.get(kind="budget", step_name="llm-extract")
     assert (breach.data["budget"], breach.data["amount"], breach.data["spent"], breach.data["limit"]) == (
-        Budget.objects.get(key="acme").id, "1.500000", "0", "1.000000")
+        Budget.objects.get(key="acme").id,
+        "1.500000",
+        "0",
+        "1.000000",
+    )
 
 
 def test_a_grant_raises_the_limit_once_and_only_when_the_hold_needs_it() -> None:
     budget_upsert(scope="tenant", key="acme", period="day", limit="1.00")
     create("t-ingest-holder", id="h-3", tenant="acme")
     budget = Budget.objects.get(key="acme")
-    BudgetGrant.objects.create(budget=budget, instance_id="h-3", amount=Decimal("0.50"), granted_by="ana",
-                               created_at=clock.now())
+    BudgetGrant.objects.create(
+        budget=budget, instance_id="h-3", amount=Decimal("0.50"), granted_by="ana", created_at=clock.now()
+    )
     ctx = ctx_for("h-3")
     ctx.check_budget("openai", Decimal("0.30"))  # fits without the grant: the grant stays unused
     assert state("acme")[:3] == (Decimal("1"), Decimal("0"), Decimal("0.30"))
@@ -104,9 +163,14 @@ def test_recording_settles_this_attempts_holds_for_the_service_and_charges_every
     ctx.check_budget("anthropic", Decimal("3"))
     ctx.track_cost("openai", cost="0.5")
     assert {k: state(k)[1:3] for k in ("acme", "openai", "anthropic")} == {
-        "acme": (Decimal("0.5"), Decimal("3")), "openai": (Decimal("0.5"), Decimal("0")),
-        "anthropic": (Decimal("0"), Decimal("3"))}
+        "acme": (Decimal("0.5"), Decimal("3")),
+        "openai": (Decimal("0.5"), Decimal("0")),
+        "anthropic": (Decimal("0"), Decimal("3")),
+    }
     assert sorted(BudgetReservation.objects.values_list("service", "state", "actual")) == [
-        ("anthropic", "held", None), ("anthropic", "held", None),
-        ("openai", "settled", Decimal("0.5")), ("openai", "settled", Decimal("0.5"))]
+        ("anthropic", "held", None),
+        ("anthropic", "held", None),
+        ("openai", "settled", Decimal("0.5")),
+        ("openai", "settled", Decimal("0.5")),
+    ]
     assert len(ctx._reservations) == 2  # the anthropic holds, settled by its own cost or released

@@ -81,9 +81,17 @@ def test_costs_recorded_at_once_on_three_shared_budgets_add_up_without_deadlock(
 
     def record(n: int) -> None:
         try:
-            ctx = StepContext(name="llm-extract", count=1, attempt=1, config={}, idempotency_key=f"rec-{n}",
-                              instance_id=f"rec-{n}", workflow="t-ingest-budget-race", tenant="race",
-                              step_label="llm-extract")
+            ctx = StepContext(
+                name="llm-extract",
+                count=1,
+                attempt=1,
+                config={},
+                idempotency_key=f"rec-{n}",
+                instance_id=f"rec-{n}",
+                workflow="t-ingest-budget-race",
+                tenant="race",
+                step_label="llm-extract",
+            )
             ctx.check_budget("openai", Decimal("2.5"))
             start.wait(timeout=30)
             ctx.track_cost("openai", cost=Decimal(n) / 100, tokens_in=1000 + n)
@@ -101,12 +109,22 @@ def test_costs_recorded_at_once_on_three_shared_budgets_add_up_without_deadlock(
     assert errors == []
     total = sum(Decimal(n) / 100 for n in range(RECORDERS))
     assert {b.key: (b.spent, b.reserved) for b in Budget.objects.all()} == {
-        key: (total, Decimal(0)) for key in ("race", "t-ingest-budget-race", "openai")}
+        key: (total, Decimal(0)) for key in ("race", "t-ingest-budget-race", "openai")
+    }
     assert set(BudgetReservation.objects.values_list("state", flat=True)) == {"settled"}
     assert BudgetReservation.objects.filter(actual=Decimal("0.23"), instance_id="rec-23").count() == 3
     costs = {c.instance_id: c for c in ApiCost.objects.filter(tenant="race")}
     assert (costs["rec-7"].cost, costs["rec-7"].tokens_in, costs["rec-7"].step_name) == (
-        Decimal("0.07"), 1007, "llm-extract")
+        Decimal("0.07"),
+        1007,
+        "llm-extract",
+    )
     recorded = {h.instance_id: h.data for h in History.objects.filter(tenant="race", kind="cost.recorded")}
-    assert recorded["rec-7"] == {"service": "openai", "cost": "0.070000", "model": "", "attempt": 1,
-                                 "success": True, "cost_id": costs["rec-7"].id}
+    assert recorded["rec-7"] == {
+        "service": "openai",
+        "cost": "0.070000",
+        "model": "",
+        "attempt": 1,
+        "success": True,
+        "cost_id": costs["rec-7"].id,
+    }

@@ -38,8 +38,9 @@ def test_a_cached_keyword_list_and_llm_connection_are_not_read_again(django_asse
         assert keyword_list_get(tenant="acme") is not keyword_list_get(tenant="acme")  # callers get copies
 
 
-def test_a_saved_keyword_list_applies_at_once_in_this_process(openai_tenant: str, fake_openai: FakeOpenAI,
-                                                               drain) -> None:
+def test_a_saved_keyword_list_applies_at_once_in_this_process(
+    openai_tenant: str, fake_openai: FakeOpenAI, drain
+) -> None:
     assert keyword_list_get(tenant="acme") == ["budget", "price", "pricing", "proposal"]
     keyword_list_set(tenant="acme", keywords=["blockchain"])
     started = gong_ingest_start("acme", {"id": "1"}, transcript=TEXT)
@@ -67,7 +68,8 @@ def test_an_edit_made_elsewhere_is_read_once_the_cache_is_older_than_its_limit(c
 
 
 def test_a_disabled_or_deleted_connection_falls_back_to_the_environment_at_once(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setitem(selectors.ENV, "RUNLEDGER_LLM_PROVIDER", "demo")  # type: ignore[index]
     row = connection_upsert(tenant="acme", kind="llm", options={"provider": "rules"})
     assert llm_config_get(tenant="acme").provider == "rules"

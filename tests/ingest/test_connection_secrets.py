@@ -29,17 +29,30 @@ def raw(column: str, pk: int) -> str:
 
 
 def test_credentials_are_stored_as_tokens_and_read_back_in_clear() -> None:
-    row = connection_upsert(tenant="acme", kind="salesforce", key="client-1", secret="s3cret-value",
-                            options={"refresh_token": "refresh-value", "organization_id": "00D1"},
-                            webhook_key="hook-value")
-    for column, clear in (("key", "client-1"), ("secret", "s3cret-value"), ("refresh_token", "refresh-value"),
-                          ("webhook_key", "hook-value")):
+    row = connection_upsert(
+        tenant="acme",
+        kind="salesforce",
+        key="client-1",
+        secret="s3cret-value",
+        options={"refresh_token": "refresh-value", "organization_id": "00D1"},
+        webhook_key="hook-value",
+    )
+    for column, clear in (
+        ("key", "client-1"),
+        ("secret", "s3cret-value"),
+        ("refresh_token", "refresh-value"),
+        ("webhook_key", "hook-value"),
+    ):
         stored = raw(column, row.pk)
         assert stored.startswith("enc:") and clear not in stored
     assert "refresh-value" not in raw("options", row.pk)  # moved out of the plain JSON
     fresh = Connection.objects.get(pk=row.pk)
     assert (fresh.key, fresh.secret, fresh.refresh_token, fresh.webhook_key) == (
-        "client-1", "s3cret-value", "refresh-value", "hook-value")
+        "client-1",
+        "s3cret-value",
+        "refresh-value",
+        "hook-value",
+    )
     assert fresh.options == {"organization_id": "00D1"}
 
 
@@ -63,14 +76,24 @@ def staff(db: Any) -> Client:
 
 
 def _form(row: Connection, **changes: str) -> dict[str, str]:
-    data = {"tenant": row.tenant, "kind": row.kind, "base_url": row.base_url, "options": "{}",
-            "enabled": "on", "key": "", "secret": "", "refresh_token": "", "webhook_key": ""}
+    data = {
+        "tenant": row.tenant,
+        "kind": row.kind,
+        "base_url": row.base_url,
+        "options": "{}",
+        "enabled": "on",
+        "key": "",
+        "secret": "",
+        "refresh_token": "",
+        "webhook_key": "",
+    }
     return {**data, **changes}
 
 
 def test_the_admin_shows_secrets_masked_and_an_empty_field_keeps_them(staff: Client) -> None:
-    row = connection_upsert(tenant="acme", kind="gong", key="access-key-0001", secret="very-secret-abcd",
-                            webhook_key="hook-acme-wxyz")
+    row = connection_upsert(
+        tenant="acme", kind="gong", key="access-key-0001", secret="very-secret-abcd", webhook_key="hook-acme-wxyz"
+    )
     page = staff.get(f"/admin/ingest/connection/{row.pk}/change/").content.decode()
     assert "••••abcd" in page and "••••wxyz" in page
     assert "very-secret-abcd" not in page and "hook-acme-wxyz" not in page and "access-key-0001" not in page
@@ -79,9 +102,15 @@ def test_the_admin_shows_secrets_masked_and_an_empty_field_keeps_them(staff: Cli
     assert response.status_code == 302, response.content.decode()[:2000]
     kept = Connection.objects.get(pk=row.pk)
     assert (kept.base_url, kept.key, kept.secret, kept.webhook_key) == (
-        "http://gong.local", "access-key-0001", "very-secret-abcd", "hook-acme-wxyz")
+        "http://gong.local",
+        "access-key-0001",
+        "very-secret-abcd",
+        "hook-acme-wxyz",
+    )
 
-    staff.post(f"/admin/ingest/connection/{row.pk}/change/", _form(row, secret="replaced-secret", webhook_key="hook-new"))
+    staff.post(
+        f"/admin/ingest/connection/{row.pk}/change/", _form(row, secret="replaced-secret", webhook_key="hook-new")
+    )
     changed = Connection.objects.get(pk=row.pk)
     assert (changed.secret, changed.key, changed.webhook_key) == ("replaced-secret", "access-key-0001", "hook-new")
     assert connection_by_webhook_key(kind="gong", key="hook-new") is not None
@@ -100,7 +129,9 @@ def test_the_admin_shows_an_ingress_hmac_secret_masked(staff: Client) -> None:
     assert stored.startswith("enc:") and hmac_secret not in stored
 
 
-def test_a_restarted_process_reuses_the_kept_salesforce_token(sfdc_tenant: str, fake_salesforce: FakeSalesforce) -> None:
+def test_a_restarted_process_reuses_the_kept_salesforce_token(
+    sfdc_tenant: str, fake_salesforce: FakeSalesforce
+) -> None:
     opp = fake_salesforce.opportunities[0]
     sf_workflow._clients.clear()
     sf_workflow.fetch_record(tenant=sfdc_tenant, object_type="Opportunity", object_id=opp.id)
@@ -122,8 +153,10 @@ def test_a_restarted_process_reuses_the_kept_salesforce_token(sfdc_tenant: str, 
 
 def test_a_refresh_token_typed_into_the_admin_options_is_moved_to_its_encrypted_column(staff: Client) -> None:
     row = connection_upsert(tenant="acme", kind="salesforce", key="client-1", secret="client-secret-1")
-    staff.post(f"/admin/ingest/connection/{row.pk}/change/",
-               _form(row, options='{"refresh_token": "typed-refresh", "organization_id": "00D"}'))
+    staff.post(
+        f"/admin/ingest/connection/{row.pk}/change/",
+        _form(row, options='{"refresh_token": "typed-refresh", "organization_id": "00D"}'),
+    )
     saved = Connection.objects.get(pk=row.pk)
     assert saved.refresh_token == "typed-refresh" and saved.options == {"organization_id": "00D"}
     assert "typed-refresh" not in raw("options", row.pk) and "typed-refresh" not in raw("refresh_token", row.pk)

@@ -47,11 +47,29 @@ def raw(column: str, pk: int) -> str:
 
 def test_every_wrong_field_is_named_at_once_and_nothing_is_written() -> None:
     with pytest.raises(InvalidConnection) as refused:
-        connection_create(tenant=" acme", kind="salesforce", base_url="ftp://x", key="", secret="a\x00b",
-                          refresh_token="r" * 5000, provider="openai", options={"reconcile": "no"}, enabled="yes",
-                          colour="blue")
-    assert set(refused.value.problems) == {"tenant", "base_url", "key", "secret", "refresh_token", "provider",
-                                           "options", "enabled", "__all__"}
+        connection_create(
+            tenant=" acme",
+            kind="salesforce",
+            base_url="ftp://x",
+            key="",
+            secret="a\x00b",
+            refresh_token="r" * 5000,
+            provider="openai",
+            options={"reconcile": "no"},
+            enabled="yes",
+            colour="blue",
+        )
+    assert set(refused.value.problems) == {
+        "tenant",
+        "base_url",
+        "key",
+        "secret",
+        "refresh_token",
+        "provider",
+        "options",
+        "enabled",
+        "__all__",
+    }
     assert "salesforce connection takes no provider" in refused.value.problems["provider"]
     assert Connection.objects.count() == 0
 
@@ -75,8 +93,14 @@ def test_secrets_are_encrypted_at_rest_and_an_empty_one_keeps_what_is_stored() -
     for column, clear in (("key", "dfs-login"), ("secret", "dfs-password-1234")):
         stored = raw(column, row.pk)
         assert stored.startswith("enc:") and clear not in stored
-    edited = connection_update(tenant="acme", kind="dataforseo", version=connection_version(row),
-                               key="", secret="", base_url="http://127.0.0.1:9/")
+    edited = connection_update(
+        tenant="acme",
+        kind="dataforseo",
+        version=connection_version(row),
+        key="",
+        secret="",
+        base_url="http://127.0.0.1:9/",
+    )
     assert (edited.key, edited.secret, edited.base_url) == ("dfs-login", "dfs-password-1234", "http://127.0.0.1:9/")
     connection_update(tenant="acme", kind="dataforseo", secret="new-password-5678")
     assert Connection.objects.get().secret == "new-password-5678"
@@ -121,15 +145,32 @@ def _tested(tenant: str, kind: str) -> tuple[bool, str, Connection]:
 
 
 def test_the_test_of_each_kind_makes_one_unbilled_call_to_its_provider() -> None:
-    with FakeGong() as gong, FakeSalesforce() as sf, FakeOpenAI() as openai, FakeAnthropic() as anthropic, \
-            FakeDataForSEO() as dfs, FakeZenRows() as zr:
+    with (
+        FakeGong() as gong,
+        FakeSalesforce() as sf,
+        FakeOpenAI() as openai,
+        FakeAnthropic() as anthropic,
+        FakeDataForSEO() as dfs,
+        FakeZenRows() as zr,
+    ):
         connection_create(tenant="acme", kind="gong", base_url=gong.url, key="gong-key", secret="gong-secret")
-        connection_create(tenant="acme", kind="salesforce", base_url=sf.url, key="sf-client", secret="sf-secret",
-                          refresh_token="sf-refresh")
-        connection_create(tenant="acme", kind="llm", provider="openai", base_url=f"{openai.url}/v1",
-                          secret="sk-fake", model="gpt-4o-mini")
-        connection_create(tenant="beta", kind="llm", provider="anthropic", base_url=anthropic.url,
-                          secret="sk-ant-fake")
+        connection_create(
+            tenant="acme",
+            kind="salesforce",
+            base_url=sf.url,
+            key="sf-client",
+            secret="sf-secret",
+            refresh_token="sf-refresh",
+        )
+        connection_create(
+            tenant="acme",
+            kind="llm",
+            provider="openai",
+            base_url=f"{openai.url}/v1",
+            secret="sk-fake",
+            model="gpt-4o-mini",
+        )
+        connection_create(tenant="beta", kind="llm", provider="anthropic", base_url=anthropic.url, secret="sk-ant-fake")
         connection_create(tenant="acme", kind="dataforseo", base_url=dfs.url, key="dfs-login", secret="dfs-password")
         connection_create(tenant="acme", kind="zenrows", base_url=f"{zr.url}/v1/", secret="zr-key")
         before = {k: row.updated_at for k, row in ((c.kind + c.tenant, c) for c in Connection.objects.all())}
@@ -150,11 +191,13 @@ def test_the_test_of_each_kind_makes_one_unbilled_call_to_its_provider() -> None
 
 def test_a_failed_test_names_the_error_class_and_never_a_secret() -> None:
     with FakeDataForSEO() as dfs, FakeZenRows() as zr, FakeSalesforce() as sf:
-        connection_create(tenant="acme", kind="dataforseo", base_url=dfs.url, key="dfs-login",
-                          secret="wrong-password-0001")
+        connection_create(
+            tenant="acme", kind="dataforseo", base_url=dfs.url, key="dfs-login", secret="wrong-password-0001"
+        )
         connection_create(tenant="acme", kind="zenrows", base_url=f"{zr.url}/v1/", secret="wrong-zenrows-key-42")
-        connection_create(tenant="acme", kind="salesforce", base_url=sf.url, key="sf-client",
-                          secret="wrong-secret-value-77")
+        connection_create(
+            tenant="acme", kind="salesforce", base_url=sf.url, key="sf-client", secret="wrong-secret-value-77"
+        )
         dfs_ok, dfs_said, _ = _tested("acme", "dataforseo")
         zr_ok, zr_said, _ = _tested("acme", "zenrows")
         sf_ok, sf_said, _ = _tested("acme", "salesforce")
@@ -162,8 +205,11 @@ def test_a_failed_test_names_the_error_class_and_never_a_secret() -> None:
     assert dfs_said.startswith("DataForSEOAuthError: ")
     assert zr_said.startswith("ZenRowsAuthError: ")
     assert sf_said.startswith("SalesforceAuthError: ")
-    for said, secret in ((dfs_said, "wrong-password-0001"), (zr_said, "wrong-zenrows-key-42"),
-                         (sf_said, "wrong-secret-value-77")):
+    for said, secret in (
+        (dfs_said, "wrong-password-0001"),
+        (zr_said, "wrong-zenrows-key-42"),
+        (sf_said, "wrong-secret-value-77"),
+    ):
         assert secret not in said
 
 

@@ -40,15 +40,19 @@ def test_the_demo_ingests_retries_dead_letters_waits_for_approval_and_runs_once(
 
     # the README's newcomer signs in as `operator`: the dead letter and the approval are in its tenants
     from dashboard.access import DEMO_USERS
+
     operator = dict(next(u for u in DEMO_USERS if u["username"] == "operator")["memberships"])
-    assert {Instance.objects.get(id=summary.dead_letter_instance).tenant,
-            Instance.objects.get(id=summary.approval_instance).tenant} <= set(operator)
+    assert {
+        Instance.objects.get(id=summary.dead_letter_instance).tenant,
+        Instance.objects.get(id=summary.approval_instance).tenant,
+    } <= set(operator)
     # ...and finds runs by the search attributes the workflows set (README: `?attr=account:hooli`)
     client = operator_client()
     hooli = listed(client, "attr=account:hooli")
     assert summary.dead_letter_instance in hooli
-    assert set(InstanceAttributes.objects.filter(instance_id__in=hooli).values_list("attributes__account", flat=True)) \
-        == {"hooli"}
+    assert set(
+        InstanceAttributes.objects.filter(instance_id__in=hooli).values_list("attributes__account", flat=True)
+    ) == {"hooli"}
     call_id = InstanceAttributes.objects.get(instance_id=summary.approval_instance).attributes["call_id"]
     assert listed(client, f"attr=call_id:{call_id}") == [summary.approval_instance]
 

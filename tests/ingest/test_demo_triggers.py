@@ -34,8 +34,12 @@ def up_demo_triggers() -> str:
 
 
 def counts() -> tuple[int, int, int, int]:
-    return (Schedule.objects.count(), Route.objects.count(), IngressSecret.objects.count(),
-            Subscription.objects.count())
+    return (
+        Schedule.objects.count(),
+        Route.objects.count(),
+        IngressSecret.objects.count(),
+        Subscription.objects.count(),
+    )
 
 
 def test_up_creates_each_demo_trigger_once_and_prints_the_credential_once(caplog: pytest.LogCaptureFixture) -> None:
@@ -61,8 +65,13 @@ def test_up_creates_each_demo_trigger_once_and_prints_the_credential_once(caplog
 
 def test_the_demo_route_and_schedule_start_url_classify_offline(drain: Callable[..., int]) -> None:
     token, secret = PRINTED.search(up_demo_triggers()).groups()  # type: ignore[union-attr]
-    answer = signed_post(Client(), ROUTE, {"url": "https://shop.example.org/pricing", "skip_content": True,
-                                           "skip_llm": True}, token=token, secret=secret)
+    answer = signed_post(
+        Client(),
+        ROUTE,
+        {"url": "https://shop.example.org/pricing", "skip_content": True, "skip_llm": True},
+        token=token,
+        secret=secret,
+    )
     assert answer.status_code in (200, 202), answer.content
     routed = answer.json()["instance_id"]
     scheduled = schedule_run_now(name=SCHEDULE, now=timezone.now(), actor="test")

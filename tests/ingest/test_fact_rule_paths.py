@@ -38,10 +38,17 @@ def _writes(seed: int, count: int = 40) -> list[dict[str, Any]]:
         if out and rng.random() < 0.05:
             out.append({"delete": rng.randrange(len(out))})
             continue
-        out.append({"subject": rng.choice(SUBJECTS), "predicate": rng.choice(PREDICATES),
-                    "object": rng.choice(OBJECTS), "source": rng.choice(SOURCES),
-                    "authority": rng.choice(AUTHORITIES), "at": T0 + timedelta(days=rng.randrange(3)),
-                    "ordinal": rng.randrange(3)})
+        out.append(
+            {
+                "subject": rng.choice(SUBJECTS),
+                "predicate": rng.choice(PREDICATES),
+                "object": rng.choice(OBJECTS),
+                "source": rng.choice(SOURCES),
+                "authority": rng.choice(AUTHORITIES),
+                "at": T0 + timedelta(days=rng.randrange(3)),
+                "ordinal": rng.randrange(3),
+            }
+        )
     return out
 
 
@@ -58,9 +65,17 @@ def _replay(writes: list[dict[str, Any]], *, tenant: str, put: Any) -> tuple[lis
             ids.append(None)
             continue
         fact = Extracted(w["subject"], w["predicate"], w["object"], 0.8, "said so")
-        values = services.fact_values(tenant=tenant, fact=fact, source_ref=w["source"], authority=w["authority"],
-                                      observed_at=w["at"], instance_id="", obj=None, ordinal=w["ordinal"],
-                                      now=timezone.now())
+        values = services.fact_values(
+            tenant=tenant,
+            fact=fact,
+            source_ref=w["source"],
+            authority=w["authority"],
+            observed_at=w["at"],
+            instance_id="",
+            obj=None,
+            ordinal=w["ordinal"],
+            now=timezone.now(),
+        )
         made.setdefault(values["id"], f"write {n}")
         single = services._is_single_valued(w["predicate"], w["authority"])
         written = put(values, single=single)
@@ -70,16 +85,18 @@ def _replay(writes: list[dict[str, Any]], *, tenant: str, put: Any) -> tuple[lis
 
 
 def _state(tenant: str, made: dict[str, str]) -> tuple[set[tuple[Any, ...]], set[tuple[Any, ...]]]:
-    facts = {(made[f.id], f.valid, made.get(f.superseded_by_id or ""))
-             for f in Fact.objects.filter(tenant=tenant)}
-    heads = {(h.subject_key, h.predicate, made.get(h.fact_id, "gone"), h.source_authority, h.observed_at, h.ordinal)
-             for h in FactHead.objects.filter(tenant=tenant)}
+    facts = {(made[f.id], f.valid, made.get(f.superseded_by_id or "")) for f in Fact.objects.filter(tenant=tenant)}
+    heads = {
+        (h.subject_key, h.predicate, made.get(h.fact_id, "gone"), h.source_authority, h.observed_at, h.ordinal)
+        for h in FactHead.objects.filter(tenant=tenant)
+    }
     return facts, heads
 
 
 @pytest.mark.parametrize("seed", range(24))
-def test_the_sql_function_and_the_orm_path_give_the_same_answers_on_the_same_writes(require_postgres: None,
-                                                                                  seed: int) -> None:
+def test_the_sql_function_and_the_orm_path_give_the_same_answers_on_the_same_writes(
+    require_postgres: None, seed: int
+) -> None:
     writes = _writes(seed)
     in_sql, made = _replay(writes, tenant="acme", put=services._fact_put_postgres)
     by_sql = _state("acme", made)

@@ -23,14 +23,22 @@ T0 = datetime(2025, 3, 3, 15, tzinfo=UTC)
 
 
 def put(obj: str, *, source: str, authority: str = "GongCall", at: datetime = T0, predicate: str = "budget"):
-    return fact_insert_or_supersede(tenant="acme", fact=Extracted("Acme", predicate, obj, 0.8, "said so"),
-                                    source_ref=source, authority=authority, observed_at=at)
+    return fact_insert_or_supersede(
+        tenant="acme",
+        fact=Extracted("Acme", predicate, obj, 0.8, "said so"),
+        source_ref=source,
+        authority=authority,
+        observed_at=at,
+    )
 
 
 def test_the_same_fact_from_the_same_source_is_stored_once() -> None:
     first, again = put("USD 50000", source="gong:call:1"), put("USD 50000", source="gong:call:1")
-    assert first.id == again.id == fact_id_for(tenant="acme", source_ref="gong:call:1",
-                                               fact=Extracted("acme", "budget", "usd 50000", 0.1))
+    assert (
+        first.id
+        == again.id
+        == fact_id_for(tenant="acme", source_ref="gong:call:1", fact=Extracted("acme", "budget", "usd 50000", 0.1))
+    )
     assert (first.action, again.action) == ("inserted", "unchanged")  # budget: single-valued
     assert Fact.objects.count() == 1
 
@@ -44,8 +52,9 @@ def test_a_newer_observation_supersedes_an_older_one_whatever_the_processing_ord
 
 
 def test_salesforce_stage_fields_outrank_what_a_call_suggests() -> None:
-    crm = put("Proposal/Price Quote", source="sfdc:Opportunity:006", authority="SfdcOpportunityStage",
-              predicate="deal_stage")
+    crm = put(
+        "Proposal/Price Quote", source="sfdc:Opportunity:006", authority="SfdcOpportunityStage", predicate="deal_stage"
+    )
     call = put("Negotiation/Review", source="gong:call:3", at=T0 + timedelta(days=1), predicate="deal_stage")
     assert call.action == "outranked" and Fact.objects.get(id=crm.id).valid
 
@@ -57,10 +66,16 @@ def test_multi_valued_predicates_accumulate() -> None:
 
 
 def test_a_second_call_supersedes_the_budget_of_the_first_through_the_pipeline(openai_tenant: str, drain) -> None:
-    gong_ingest_start("acme", {"id": "1", "started": T0.isoformat(), "account": "Acme"},
-                      transcript="Dana Whitfield: Our budget is $50k this year.")
-    gong_ingest_start("acme", {"id": "2", "started": (T0 + timedelta(days=3)).isoformat(), "account": "Acme"},
-                      transcript="Dana Whitfield: Good news, our budget is now $75k.")
+    gong_ingest_start(
+        "acme",
+        {"id": "1", "started": T0.isoformat(), "account": "Acme"},
+        transcript="Dana Whitfield: Our budget is $50k this year.",
+    )
+    gong_ingest_start(
+        "acme",
+        {"id": "2", "started": (T0 + timedelta(days=3)).isoformat(), "account": "Acme"},
+        transcript="Dana Whitfield: Good news, our budget is now $75k.",
+    )
     drain()
     budgets = {f.object: f for f in Fact.objects.filter(predicate="budget")}
     assert budgets["USD 75000"].valid and not budgets["USD 50000"].valid
@@ -68,9 +83,14 @@ def test_a_second_call_supersedes_the_budget_of_the_first_through_the_pipeline(o
 
 
 def test_committed_facts_are_embedded_and_found_by_similarity(openai_tenant: str, with_embeddings: None, drain) -> None:
-    started = gong_ingest_start("acme", {"id": "8", "account": "Acme"}, transcript=(
-        "Dana Whitfield: Our budget is $120k. We are also evaluating Clari.\n"
-        "Maya Chen: I'll send the revised proposal by Friday."))
+    started = gong_ingest_start(
+        "acme",
+        {"id": "8", "account": "Acme"},
+        transcript=(
+            "Dana Whitfield: Our budget is $120k. We are also evaluating Clari.\n"
+            "Maya Chen: I'll send the revised proposal by Friday."
+        ),
+    )
     drain()
     assert FactEmbedding.objects.filter(tenant="acme").count() == Fact.objects.filter(tenant="acme").count() > 2
     query = embedder().embed(["Acme competitor mentioned: Clari"]).vectors[0]
@@ -81,8 +101,13 @@ def test_committed_facts_are_embedded_and_found_by_similarity(openai_tenant: str
 
 
 def test_within_one_call_the_later_statement_wins_whatever_order_the_facts_land_in(openai_tenant: str, drain) -> None:
-    gong_ingest_start("acme", {"id": "11", "account": "Acme"}, transcript=(
-        "Dana Whitfield: Our budget is $50k.\nSam Okafor: Correction, after the board meeting our budget is $65k."))
+    gong_ingest_start(
+        "acme",
+        {"id": "11", "account": "Acme"},
+        transcript=(
+            "Dana Whitfield: Our budget is $50k.\nSam Okafor: Correction, after the board meeting our budget is $65k."
+        ),
+    )
     drain()
     valid = Fact.objects.get(predicate="budget", valid=True)
     assert valid.object == "USD 65000"
@@ -99,20 +124,42 @@ def test_a_newer_fact_names_the_facts_it_superseded_and_a_repeat_keeps_the_store
 
 
 def test_a_tie_on_authority_and_time_goes_to_the_later_statement_of_the_batch() -> None:
-    first = fact_insert_or_supersede(tenant="acme", fact=Extracted("Acme", "budget", "USD 50000", 0.8, "said"),
-                                     source_ref="gong:call:5", authority="GongCall", observed_at=T0, ordinal=4)
-    later = fact_insert_or_supersede(tenant="acme", fact=Extracted("ACME", "budget", "USD 65000", 0.8, "said"),
-                                     source_ref="gong:call:5", authority="GongCall", observed_at=T0, ordinal=2)
+    first = fact_insert_or_supersede(
+        tenant="acme",
+        fact=Extracted("Acme", "budget", "USD 50000", 0.8, "said"),
+        source_ref="gong:call:5",
+        authority="GongCall",
+        observed_at=T0,
+        ordinal=4,
+    )
+    later = fact_insert_or_supersede(
+        tenant="acme",
+        fact=Extracted("ACME", "budget", "USD 65000", 0.8, "said"),
+        source_ref="gong:call:5",
+        authority="GongCall",
+        observed_at=T0,
+        ordinal=2,
+    )
     assert (first.action, later.action) == ("inserted", "outranked")  # ordinal 4 beats 2; subjects match any case
     assert Fact.objects.get(id=later.id).superseded_by_id == first.id
 
 
 def test_facts_of_other_tenants_subjects_or_multi_valued_predicates_are_no_rivals() -> None:
     put("USD 50000", source="gong:call:1")
-    other_tenant = fact_insert_or_supersede(tenant="globex", fact=Extracted("Acme", "budget", "USD 1", 0.8),
-                                            source_ref="gong:call:1", authority="GongCall", observed_at=T0)
-    other_subject = fact_insert_or_supersede(tenant="acme", fact=Extracted("Initech", "budget", "USD 2", 0.8),
-                                             source_ref="gong:call:1", authority="GongCall", observed_at=T0)
+    other_tenant = fact_insert_or_supersede(
+        tenant="globex",
+        fact=Extracted("Acme", "budget", "USD 1", 0.8),
+        source_ref="gong:call:1",
+        authority="GongCall",
+        observed_at=T0,
+    )
+    other_subject = fact_insert_or_supersede(
+        tenant="acme",
+        fact=Extracted("Initech", "budget", "USD 2", 0.8),
+        source_ref="gong:call:1",
+        authority="GongCall",
+        observed_at=T0,
+    )
     many = put("Clari", source="gong:call:1", predicate="competitor_mentioned")
     assert [w.action for w in (other_tenant, other_subject, many)] == ["inserted", "inserted", "stored"]
     assert Fact.objects.filter(valid=True).count() == 4
@@ -139,6 +186,7 @@ def test_the_key_head_follows_the_winner_and_a_repeat_of_the_winner_changes_noth
 def test_a_key_a_salesforce_field_holds_outranks_the_same_predicate_extracted_as_multi_valued() -> None:
     """`next_step` accumulates from calls, but a Salesforce field `Next_Step__c` makes it
     single-valued for that account: once the field is stored, call facts rank below it."""
+
     def call(obj: str, n: int):
         return put(obj, source=f"gong:call:{n}", predicate="next_step", at=T0 + timedelta(days=n))
 
@@ -151,8 +199,13 @@ def test_a_key_a_salesforce_field_holds_outranks_the_same_predicate_extracted_as
     assert list(Fact.objects.filter(valid=True).values_list("id", flat=True)) == [field.id]
     assert call("book the onsite", 2).action == "unchanged"
     # Without a field, the same predicate keeps accumulating for another account.
-    other = fact_insert_or_supersede(tenant="acme", fact=Extracted("Initech", "next_step", "demo", 0.8),
-                                     source_ref="gong:call:3", authority="GongCall", observed_at=T0)
+    other = fact_insert_or_supersede(
+        tenant="acme",
+        fact=Extracted("Initech", "next_step", "demo", 0.8),
+        source_ref="gong:call:3",
+        authority="GongCall",
+        observed_at=T0,
+    )
     assert (other.action, other.valid) == ("stored", True)
 
 
@@ -171,9 +224,20 @@ def test_facts_stored_without_a_head_are_all_ranked_by_the_next_write_of_their_k
     """Facts stored before heads existed (or by hand) have no head: the first write resolves them all."""
     put("USD 50000", source="gong:call:1", at=T0)
     FactHead.objects.all().delete()
-    stray = Fact.objects.create(id="f" * 32, tenant="acme", subject="acme", predicate="budget", object="USD 70000",
-                                confidence=0.5, source_authority="GongCall", source_ref="gong:call:9",
-                                observed_at=T0 + timedelta(days=3), valid=True, created_at=T0, updated_at=T0)
+    stray = Fact.objects.create(
+        id="f" * 32,
+        tenant="acme",
+        subject="acme",
+        predicate="budget",
+        object="USD 70000",
+        confidence=0.5,
+        source_authority="GongCall",
+        source_ref="gong:call:9",
+        observed_at=T0 + timedelta(days=3),
+        valid=True,
+        created_at=T0,
+        updated_at=T0,
+    )
     new = put("USD 65000", source="gong:call:2", at=T0 + timedelta(days=2))
     assert (new.action, new.valid) == ("outranked", False)
     assert list(Fact.objects.filter(valid=True).values_list("id", flat=True)) == [stray.id]
@@ -207,8 +271,9 @@ def test_rival_facts_written_at_once_leave_exactly_the_best_ranked_one_valid(req
     assert [f.object for f in valid] == [f"USD {writers - 1}000"]  # the latest observation, whatever the order
     # Each loser points to the fact that beat it, which may itself have lost later: every chain
     # of superseded_by ends at the one valid fact.
-    superseded_by = dict(Fact.objects.filter(tenant="acme", predicate="budget", valid=False)
-                         .values_list("id", "superseded_by_id"))
+    superseded_by = dict(
+        Fact.objects.filter(tenant="acme", predicate="budget", valid=False).values_list("id", "superseded_by_id")
+    )
     assert len(superseded_by) == writers - 1 and len(writes) == writers
     for loser in superseded_by:
         end = loser
@@ -220,21 +285,41 @@ def test_rival_facts_written_at_once_leave_exactly_the_best_ranked_one_valid(req
 
 
 def test_recording_a_batch_again_updates_its_one_signal_evaluation_row() -> None:
-    first = signal_evaluation_record(instance_id="gong-acme-1", tenant="acme", workflow="gong-ingest",
-                                     source_ref="gong:call:1", fact_ids=["f1"])
-    again = signal_evaluation_record(instance_id="gong-acme-1", tenant="acme", workflow="gong-ingest",
-                                     source_ref="gong:call:1", fact_ids=["f1", "f2"])
+    first = signal_evaluation_record(
+        instance_id="gong-acme-1", tenant="acme", workflow="gong-ingest", source_ref="gong:call:1", fact_ids=["f1"]
+    )
+    again = signal_evaluation_record(
+        instance_id="gong-acme-1",
+        tenant="acme",
+        workflow="gong-ingest",
+        source_ref="gong:call:1",
+        fact_ids=["f1", "f2"],
+    )
     assert first.id is not None and again.id == first.id
     row = SignalEvaluation.objects.get()
     assert (row.id, row.fact_ids, row.fact_count) == (first.id, ["f1", "f2"], 2)
 
 
 def test_storing_a_facts_embedding_again_replaces_it() -> None:
-    budget, competitor = put("USD 50000", source="gong:call:1"), put("Clari", source="gong:call:1",
-                                                                       predicate="competitor_mentioned")
-    assert fact_embeddings_store(tenant="acme", model="m1", items=[
-        (budget.id, "Acme budget: USD 50000", [1.0, 0.0]), (competitor.id, "Acme competitor: Clari", [0.0, 1.0])]) == 2
-    assert fact_embeddings_store(tenant="acme", model="m2", items=[(budget.id, "Acme budget: USD 50000", [0.6, 0.8, 0.0])]) == 1
+    budget, competitor = (
+        put("USD 50000", source="gong:call:1"),
+        put("Clari", source="gong:call:1", predicate="competitor_mentioned"),
+    )
+    assert (
+        fact_embeddings_store(
+            tenant="acme",
+            model="m1",
+            items=[
+                (budget.id, "Acme budget: USD 50000", [1.0, 0.0]),
+                (competitor.id, "Acme competitor: Clari", [0.0, 1.0]),
+            ],
+        )
+        == 2
+    )
+    assert (
+        fact_embeddings_store(tenant="acme", model="m2", items=[(budget.id, "Acme budget: USD 50000", [0.6, 0.8, 0.0])])
+        == 1
+    )
     rows = {e.fact_id: e for e in FactEmbedding.objects.all()}
     assert (rows[budget.id].model, rows[budget.id].dim, rows[competitor.id].model) == ("m2", 3, "m1")
     assert fact_similar(tenant="acme", vector=[0.6, 0.8, 0.0], limit=5)[0].fact_id == budget.id
@@ -250,8 +335,13 @@ def test_the_fact_function_uses_its_indexes_on_a_table_the_planner_thinks_small(
             return int(cursor.fetchone()[0])
 
     def write(i: int) -> None:
-        fact_insert_or_supersede(tenant="acme", fact=Extracted(f"Deal {i}", "budget", f"USD {i}", 0.8, "said"),
-                                 source_ref=f"call-{i}", authority="GongCall", observed_at=T0)
+        fact_insert_or_supersede(
+            tenant="acme",
+            fact=Extracted(f"Deal {i}", "budget", f"USD {i}", 0.8, "said"),
+            source_ref=f"call-{i}",
+            authority="GongCall",
+            observed_at=T0,
+        )
 
     write(0)
     after_one = seq_scans()
@@ -285,9 +375,11 @@ def test_a_superseding_write_checks_its_winner_at_once_by_index(require_postgres
     with pytest.raises(IntegrityError), transaction.atomic():
         Fact.objects.filter(id=first.id).update(superseded_by_id="no-such-fact")
     with connection.cursor() as cursor:
-        cursor.execute("SELECT condeferrable FROM pg_constraint WHERE conrelid = 'ingest_fact'::regclass "
-                       "AND contype = 'f' AND conkey = ARRAY[(SELECT attnum FROM pg_attribute WHERE "
-                       "attrelid = 'ingest_fact'::regclass AND attname = 'superseded_by_id')]")
+        cursor.execute(
+            "SELECT condeferrable FROM pg_constraint WHERE conrelid = 'ingest_fact'::regclass "
+            "AND contype = 'f' AND conkey = ARRAY[(SELECT attnum FROM pg_attribute WHERE "
+            "attrelid = 'ingest_fact'::regclass AND attname = 'superseded_by_id')]"
+        )
         assert cursor.fetchall() == [(False,)]
 
 

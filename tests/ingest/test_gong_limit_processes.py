@@ -48,18 +48,29 @@ def test_counting_requests_in_a_window() -> None:
 def test_two_worker_processes_share_one_gong_limit(tmp_path) -> None:
     with FakeGong(demo_calls(count=CALLS)) as fake, Database(PG_URL) as db:
         python(db, SETUP.format(url=fake.url, rate=PER_SECOND, burst=BURST, ids=[c.id for c in fake.calls]))
-        workers = start_workers(db, 2, log_dir=tmp_path, concurrency=4, lease=10.0, poll=0.05,
-                                env={"RUNLEDGER_EMBEDDINGS": "off"})
+        workers = start_workers(
+            db, 2, log_dir=tmp_path, concurrency=4, lease=10.0, poll=0.05, env={"RUNLEDGER_EMBEDDINGS": "off"}
+        )
         try:
-            wait_for(lambda: db.execute("SELECT count(*) FROM engine_instance WHERE workflow = 'gong-ingest' "
-                                        "AND status = 'complete'") == [(CALLS,)],
-                     timeout=180, interval=0.5, what=f"{CALLS} gong-ingest instances to complete")
+            wait_for(
+                lambda: (
+                    db.execute(
+                        "SELECT count(*) FROM engine_instance WHERE workflow = 'gong-ingest' AND status = 'complete'"
+                    )
+                    == [(CALLS,)]
+                ),
+                timeout=180,
+                interval=0.5,
+                what=f"{CALLS} gong-ingest instances to complete",
+            )
         finally:
             codes = [stop(w) for w in workers]
         assert codes == [0, 0]
         # Both processes fetched: each alone would have let its own limit's worth through.
-        assert db.execute("SELECT count(DISTINCT a.worker) FROM engine_attempt a JOIN engine_step s "
-                          "ON s.id = a.step_id WHERE s.name = 'fetch-transcript'") == [(2,)]
+        assert db.execute(
+            "SELECT count(DISTINCT a.worker) FROM engine_attempt a JOIN engine_step s "
+            "ON s.id = a.step_id WHERE s.name = 'fetch-transcript'"
+        ) == [(2,)]
     arrivals = [r.at for r in fake.requests]
     assert len(arrivals) == 2 * CALLS
     # A generous margin for the network's jitter: two processes each at the limit send about 13.

@@ -20,7 +20,8 @@ def step_names(instance_id: str) -> list[str]:
 
 
 def test_a_webhook_call_is_fetched_extracted_and_persisted_one_fact_per_step(
-        gong_tenant: str, fake_gong: FakeGong, fake_openai: FakeOpenAI, drain) -> None:
+    gong_tenant: str, fake_gong: FakeGong, fake_openai: FakeOpenAI, drain
+) -> None:
     call = fake_gong.calls[0]
     started = gong_ingest_start(gong_tenant, {"id": call.id, "title": call.title})
     assert started.created and started.instance_id == f"gong-acme-{call.id}"
@@ -43,7 +44,8 @@ def test_a_webhook_call_is_fetched_extracted_and_persisted_one_fact_per_step(
 
 
 def test_a_call_without_keyword_hits_is_engagement_only_and_calls_no_llm(
-        openai_tenant: str, fake_openai: FakeOpenAI, drain) -> None:
+    openai_tenant: str, fake_openai: FakeOpenAI, drain
+) -> None:
     keyword_list_set(tenant="acme", keywords=["blockchain"])
     text = "Maya Chen: Just checking in.\nSam Okafor: All quiet here, talk next month."
     started = gong_ingest_start("acme", {"id": "42", "title": "Acme Logistics <> Northwind: check-in"}, transcript=text)
@@ -87,9 +89,13 @@ def test_a_malformed_transcript_fails_once_without_retrying_and_dead_letters(ope
 
 
 def test_gong_5xx_and_429_while_fetching_the_transcript_are_retried_by_the_engine(
-        gong_tenant: str, fake_gong: FakeGong, drain) -> None:
-    fake_gong.plan("POST /v2/calls/transcript", Planned(503, {"errors": ["unavailable"]}),
-                   Planned(429, {"errors": ["slow down"]}, {"Retry-After": "45"}))
+    gong_tenant: str, fake_gong: FakeGong, drain
+) -> None:
+    fake_gong.plan(
+        "POST /v2/calls/transcript",
+        Planned(503, {"errors": ["unavailable"]}),
+        Planned(429, {"errors": ["slow down"]}, {"Retry-After": "45"}),
+    )
     call = fake_gong.calls[1]
     started = gong_ingest_start("acme", {"id": call.id, "title": call.title})
     drain()
@@ -101,7 +107,9 @@ def test_gong_5xx_and_429_while_fetching_the_transcript_are_retried_by_the_engin
     assert fetch["attempts"][1]["retry_delay_seconds"] >= 45  # Gong's Retry-After, not the 20 s backoff
 
 
-def test_an_llm_key_that_is_refused_ends_the_step_without_retrying(openai_tenant: str, fake_openai: FakeOpenAI, drain) -> None:
+def test_an_llm_key_that_is_refused_ends_the_step_without_retrying(
+    openai_tenant: str, fake_openai: FakeOpenAI, drain
+) -> None:
     fake_openai.plan(CHAT, Planned(401, {"error": {"message": "Incorrect API key provided"}}))
     started = gong_ingest_start("acme", {"id": "5"}, transcript="Dana: Our budget is $50k.")
     drain()
@@ -110,13 +118,16 @@ def test_an_llm_key_that_is_refused_ends_the_step_without_retrying(openai_tenant
     # Not retried, and named by what failed: the dead letters group by it.
     assert status["error"]["name"] == "ingest.sources.llm.common.LLMAuthError"
     assert "API key" in status["error"]["message"]
-    assert DeadLetter.objects.get(instance_id=started.instance_id).error_name == "ingest.sources.llm.common.LLMAuthError"
+    assert (
+        DeadLetter.objects.get(instance_id=started.instance_id).error_name == "ingest.sources.llm.common.LLMAuthError"
+    )
     assert fake_openai.count(CHAT) == 1
     assert not ApiCost.objects.filter(instance_id=started.instance_id).exists()  # a 401 bills nothing
 
 
 def test_a_permanent_gong_failure_dead_letters_under_gong_s_error_class_not_non_retryable(
-        gong_tenant: str, fake_gong: FakeGong, drain) -> None:
+    gong_tenant: str, fake_gong: FakeGong, drain
+) -> None:
     fake_gong.plan("POST /v2/calls/transcript", Planned(403, {"errors": ["scope missing"]}))
     call = fake_gong.calls[2]
     started = gong_ingest_start("acme", {"id": call.id, "title": call.title})
@@ -132,9 +143,15 @@ def test_a_permanent_gong_failure_dead_letters_under_gong_s_error_class_not_non_
 
 
 def test_an_llm_model_without_a_price_ends_the_step_under_the_pricing_error_s_name(
-        openai_tenant: str, fake_openai: FakeOpenAI, drain) -> None:
-    connection_upsert(tenant="acme", kind="llm", base_url=f"{fake_openai.url}/v1", secret="sk-fake",
-                      options={"provider": "openai", "model": "gpt-unpriced-9", "service": "openai"})
+    openai_tenant: str, fake_openai: FakeOpenAI, drain
+) -> None:
+    connection_upsert(
+        tenant="acme",
+        kind="llm",
+        base_url=f"{fake_openai.url}/v1",
+        secret="sk-fake",
+        options={"provider": "openai", "model": "gpt-unpriced-9", "service": "openai"},
+    )
     started = gong_ingest_start("acme", {"id": "6"}, transcript="Dana: Our budget is $50k.")
     drain()
     status = get(started.instance_id).status()

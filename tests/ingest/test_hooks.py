@@ -31,7 +31,8 @@ def client() -> Client:
 
 
 def test_the_gong_webhook_starts_an_ingest_and_acknowledges_a_redelivery(
-        client: Client, gong_tenant: str, fake_gong: FakeGong, drain) -> None:
+    client: Client, gong_tenant: str, fake_gong: FakeGong, drain
+) -> None:
     call = fake_gong.calls[0]
     body = json.dumps({"callData": extensive_json(call, fake_gong.url), "isTest": False})
     first = client.post("/hooks/gong/hook-acme-123", body, content_type="application/json")
@@ -42,8 +43,9 @@ def test_the_gong_webhook_starts_an_ingest_and_acknowledges_a_redelivery(
     assert get(f"gong-acme-{call.id}").status()["status"] == "complete"
 
 
-def test_the_gong_webhook_refuses_unknown_keys_and_ignores_test_posts(client: Client, gong_tenant: str,
-                                                                      fake_gong: FakeGong) -> None:
+def test_the_gong_webhook_refuses_unknown_keys_and_ignores_test_posts(
+    client: Client, gong_tenant: str, fake_gong: FakeGong
+) -> None:
     body = json.dumps({"callData": extensive_json(fake_gong.calls[0], fake_gong.url), "isTest": True})
     assert client.post("/hooks/gong/wrong", body, content_type="application/json").status_code == 404
     assert client.post("/hooks/gong/hook-acme-123", body, content_type="application/json").json()["status"] == "test"
@@ -54,21 +56,28 @@ def test_the_gong_webhook_refuses_unknown_keys_and_ignores_test_posts(client: Cl
 
 
 def test_a_change_data_capture_event_starts_one_ingest_per_record_versioned_by_commit(
-        client: Client, sfdc_tenant: str) -> None:
+    client: Client, sfdc_tenant: str
+) -> None:
     deleted = json.loads(json.dumps(CDC_MESSAGE))
     deleted["data"]["payload"]["ChangeEventHeader"] |= {"changeType": "DELETE", "recordIds": ["006GONE"]}
-    response = client.post("/hooks/salesforce/hook-sf-acme/cdc", json.dumps([CDC_MESSAGE, deleted]),
-                           content_type="application/json")
+    response = client.post(
+        "/hooks/salesforce/hook-sf-acme/cdc", json.dumps([CDC_MESSAGE, deleted]), content_type="application/json"
+    )
     assert response.status_code == 202
     assert response.json()["started"] == ["sfdc-acme-Opportunity-006RM000003bDwlYAE-v20250303120000000"]
     assert response.json()["skipped"] == 1
     again = client.post("/hooks/salesforce/hook-sf-acme/cdc", json.dumps(CDC_MESSAGE), content_type="application/json")
     assert again.json()["already_processed"] == response.json()["started"]
     assert client.post("/hooks/salesforce/nope/cdc", "{}", content_type="application/json").status_code == 404
-    assert client.post("/hooks/salesforce/hook-sf-acme/cdc", '{"x": 1}', content_type="application/json").status_code == 400
+    assert (
+        client.post("/hooks/salesforce/hook-sf-acme/cdc", '{"x": 1}', content_type="application/json").status_code
+        == 400
+    )
 
 
-def test_an_outbound_message_is_acked_in_soap_and_its_redelivery_starts_nothing(client: Client, sfdc_tenant: str) -> None:
+def test_an_outbound_message_is_acked_in_soap_and_its_redelivery_starts_nothing(
+    client: Client, sfdc_tenant: str
+) -> None:
     response = client.post("/hooks/salesforce/hook-sf-acme/outbound", OUTBOUND, content_type="text/xml")
     assert response.status_code == 200 and response["Content-Type"].startswith("text/xml")
     assert b"<Ack>true</Ack>" in response.content
@@ -80,14 +89,17 @@ def test_an_outbound_message_is_acked_in_soap_and_its_redelivery_starts_nothing(
 
 
 def test_an_outbound_message_from_another_org_is_refused(client: Client, sfdc_tenant: str) -> None:
-    connection_upsert(tenant="acme", kind="salesforce", webhook_key="hook-sf-acme", options={"organization_id": "00DOTHER"})
+    connection_upsert(
+        tenant="acme", kind="salesforce", webhook_key="hook-sf-acme", options={"organization_id": "00DOTHER"}
+    )
     response = client.post("/hooks/salesforce/hook-sf-acme/outbound", OUTBOUND, content_type="text/xml")
     assert response.status_code == 404 and not Instance.objects.exists()
 
 
 @pytest.mark.django_db(transaction=True)  # as in production: no transaction around the request
 def test_a_gong_post_is_parsed_once_and_a_redelivery_writes_nothing_in_one_statement(
-        client: Client, gong_tenant: str, fake_gong: FakeGong, monkeypatch: pytest.MonkeyPatch) -> None:
+    client: Client, gong_tenant: str, fake_gong: FakeGong, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
@@ -113,7 +125,8 @@ def test_a_gong_post_is_parsed_once_and_a_redelivery_writes_nothing_in_one_state
 
 
 def test_a_post_whose_kept_connection_changed_is_handled_again_from_the_body_parsed_once(
-        client: Client, gong_tenant: str, fake_gong: FakeGong, monkeypatch: pytest.MonkeyPatch) -> None:
+    client: Client, gong_tenant: str, fake_gong: FakeGong, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The process keeps a webhook's connection between posts; when another process changed the
     row, the post is handled again from a fresh lookup, and reads the body it already parsed."""
     from ingest.pipelines.models import Connection
@@ -132,8 +145,7 @@ def test_a_post_whose_kept_connection_changed_is_handled_again_from_the_body_par
     assert Instance.objects.count() == 2
 
 
-def test_a_disabled_connection_stops_its_webhook_at_once(client: Client, gong_tenant: str,
-                                                         fake_gong: FakeGong) -> None:
+def test_a_disabled_connection_stops_its_webhook_at_once(client: Client, gong_tenant: str, fake_gong: FakeGong) -> None:
     from ingest.pipelines.models import Connection
 
     body = json.dumps({"callData": extensive_json(fake_gong.calls[0], fake_gong.url), "isTest": True})

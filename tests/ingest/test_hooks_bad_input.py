@@ -21,22 +21,33 @@ pytestmark = [pytest.mark.db, pytest.mark.django_db]
 GONG = "/hooks/gong/hook-g"
 CDC = "/hooks/salesforce/hook-s/cdc"
 OUT = "/hooks/salesforce/hook-s/outbound"
-CALL = {"metaData": {"id": "7782342274025937895", "title": "Acme <> Us: Demo",
-                     "started": "2025-03-03T15:00:00-08:00", "duration": 1800},
-        "parties": [{"id": "p1", "name": "Ann", "speakerId": "1"}], "content": {}, "context": []}
+CALL = {
+    "metaData": {
+        "id": "7782342274025937895",
+        "title": "Acme <> Us: Demo",
+        "started": "2025-03-03T15:00:00-08:00",
+        "duration": 1800,
+    },
+    "parties": [{"id": "p1", "name": "Ann", "speakerId": "1"}],
+    "content": {},
+    "context": [],
+}
 
 
 @pytest.fixture
 def hooks(db: Any) -> Client:
-    connection_upsert(tenant="acme", kind="gong", base_url="http://127.0.0.1:9", key="k", secret="s",
-                      webhook_key="hook-g")
-    connection_upsert(tenant="acme", kind="salesforce", base_url="http://127.0.0.1:9", key="k", secret="s",
-                      webhook_key="hook-s")
+    connection_upsert(
+        tenant="acme", kind="gong", base_url="http://127.0.0.1:9", key="k", secret="s", webhook_key="hook-g"
+    )
+    connection_upsert(
+        tenant="acme", kind="salesforce", base_url="http://127.0.0.1:9", key="k", secret="s", webhook_key="hook-s"
+    )
     return Client()
 
 
-def refused(client: Client, path: str, body: Any, status: int = 400, *,
-            content_type: str = "application/json") -> dict[str, str]:
+def refused(
+    client: Client, path: str, body: Any, status: int = 400, *, content_type: str = "application/json"
+) -> dict[str, str]:
     raw = body if isinstance(body, bytes | str) else json.dumps(body)
     before = ledger_counts()
     response = client.post(path, raw, content_type=content_type)
@@ -54,17 +65,20 @@ def with_meta(**changes: Any) -> dict[str, Any]:
     return {"callData": call, "isTest": False}
 
 
-@pytest.mark.parametrize(("body", "says"), [
-    (with_meta(started="not a date"), "not in the shape"),
-    (with_meta(started=12), "not in the shape"),
-    (with_meta(duration="an hour"), "not in the shape"),
-    (with_meta(id="x" * 500), "is not a call id"),
-    (with_meta(id=["1"]), "is not a call id"),
-    ({"callData": {**CALL, "parties": [1, 2]}}, "not in the shape"),
-    ({"callData": {**CALL, "context": 5}}, "not in the shape"),
-    ({"callData": {**CALL, "content": [1]}}, "not in the shape"),
-    ({"callData": []}, "no 'callData' object"),
-])
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        (with_meta(started="not a date"), "not in the shape"),
+        (with_meta(started=12), "not in the shape"),
+        (with_meta(duration="an hour"), "not in the shape"),
+        (with_meta(id="x" * 500), "is not a call id"),
+        (with_meta(id=["1"]), "is not a call id"),
+        ({"callData": {**CALL, "parties": [1, 2]}}, "not in the shape"),
+        ({"callData": {**CALL, "context": 5}}, "not in the shape"),
+        ({"callData": {**CALL, "content": [1]}}, "not in the shape"),
+        ({"callData": []}, "no 'callData' object"),
+    ],
+)
 def test_malformed_gong_call_data_is_a_400_that_starts_nothing(hooks: Client, body: Any, says: str) -> None:
     error = refused(hooks, GONG, body)
     assert error["code"] == "invalid_webhook" and says in error["message"]
@@ -81,18 +95,21 @@ def cdc(**header: Any) -> dict[str, Any]:
     return message
 
 
-@pytest.mark.parametrize(("body", "says"), [
-    (cdc(commitTimestamp=10**30), "OverflowError"),
-    (cdc(commitTimestamp=1e300), "OverflowError"),
-    (cdc(commitTimestamp="soon"), "ValueError"),
-    (cdc(recordIds="006RM000003bDwlYAE"), "is a str"),
-    (cdc(recordIds=[{"id": 1}]), "not a Salesforce id"),
-    (cdc(recordIds=["x" * 40]), "not a Salesforce id"),
-    (cdc(recordIds=["006RM000003bDwl"] * 201), "201 recordIds"),
-    ({"data": {"payload": 5}}, "must be JSON objects"),
-    ({"data": "x"}, "must be JSON objects"),
-    ({"data": {"payload": CDC_MESSAGE["data"]["payload"], "event": {"replayId": "x"}}}, "replayId"),
-])
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        (cdc(commitTimestamp=10**30), "OverflowError"),
+        (cdc(commitTimestamp=1e300), "OverflowError"),
+        (cdc(commitTimestamp="soon"), "ValueError"),
+        (cdc(recordIds="006RM000003bDwlYAE"), "is a str"),
+        (cdc(recordIds=[{"id": 1}]), "not a Salesforce id"),
+        (cdc(recordIds=["x" * 40]), "not a Salesforce id"),
+        (cdc(recordIds=["006RM000003bDwl"] * 201), "201 recordIds"),
+        ({"data": {"payload": 5}}, "must be JSON objects"),
+        ({"data": "x"}, "must be JSON objects"),
+        ({"data": {"payload": CDC_MESSAGE["data"]["payload"], "event": {"replayId": "x"}}}, "replayId"),
+    ],
+)
 def test_malformed_change_data_capture_headers_are_a_400(hooks: Client, body: Any, says: str) -> None:
     assert says in refused(hooks, CDC, body)["message"]
 
@@ -106,16 +123,25 @@ def test_a_post_naming_too_many_records_is_refused_before_any_work(hooks: Client
     assert starts == []  # not one record was started (and rolled back) before the refusal
 
 
-@pytest.mark.parametrize(("body", "says"), [
-    (OUTBOUND.replace("<sf:Id>006000000000001AAA</sf:Id>", ""), "is not a Salesforce id"),
-    (OUTBOUND.replace("006000000000001AAA", "006 0000 ; DROP"), "is not a Salesforce id"),
-    (OUTBOUND.replace("<sf:Amount>", "<sf:LastModifiedDate>9999-12-31T23:59:59-01:00</sf:LastModifiedDate><sf:Amount>"),
-     "LastModifiedDate"),
-    (OUTBOUND.replace("<sf:Amount>", "<sf:LastModifiedDate>yesterday</sf:LastModifiedDate><sf:Amount>"),
-     "LastModifiedDate"),
-    (OUTBOUND.encode("utf-16"), "not UTF-8"),
-    (b"\xff\xfe<x/>", "not UTF-8"),
-])
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        (OUTBOUND.replace("<sf:Id>006000000000001AAA</sf:Id>", ""), "is not a Salesforce id"),
+        (OUTBOUND.replace("006000000000001AAA", "006 0000 ; DROP"), "is not a Salesforce id"),
+        (
+            OUTBOUND.replace(
+                "<sf:Amount>", "<sf:LastModifiedDate>9999-12-31T23:59:59-01:00</sf:LastModifiedDate><sf:Amount>"
+            ),
+            "LastModifiedDate",
+        ),
+        (
+            OUTBOUND.replace("<sf:Amount>", "<sf:LastModifiedDate>yesterday</sf:LastModifiedDate><sf:Amount>"),
+            "LastModifiedDate",
+        ),
+        (OUTBOUND.encode("utf-16"), "not UTF-8"),
+        (b"\xff\xfe<x/>", "not UTF-8"),
+    ],
+)
 def test_malformed_outbound_message_fields_are_a_400_in_json(hooks: Client, body: Any, says: str) -> None:
     error = refused(hooks, OUT, body, content_type="text/xml")
     assert error["code"] == "invalid_webhook" and says in error["message"]
@@ -123,22 +149,26 @@ def test_malformed_outbound_message_fields_are_a_400_in_json(hooks: Client, body
 
 def test_an_outbound_message_with_too_many_notifications_is_refused(hooks: Client) -> None:
     start = OUTBOUND.index("<Notification>")
-    one = OUTBOUND[start:OUTBOUND.index("</Notification>") + len("</Notification>")]
-    body = OUTBOUND[:start] + one * 101 + OUTBOUND[OUTBOUND.index("</notifications>"):]
+    one = OUTBOUND[start : OUTBOUND.index("</Notification>") + len("</Notification>")]
+    body = OUTBOUND[:start] + one * 101 + OUTBOUND[OUTBOUND.index("</notifications>") :]
     assert "101 notifications" in refused(hooks, OUT, body, content_type="text/xml")["message"]
 
 
-@pytest.mark.parametrize(("path", "body", "content_type", "status", "code"), [
-    (GONG, json.dumps({"callData": CALL}), "text/plain", 415, "unsupported_media_type"),
-    (CDC, json.dumps(CDC_MESSAGE), "application/x-www-form-urlencoded", 415, "unsupported_media_type"),
-    (OUT, OUTBOUND, "application/json", 415, "unsupported_media_type"),
-    (GONG, '{"callData": {"metaData": {"id": "1", "title": "\\u0000"}}}', "application/json", 400, "nul_character"),
-    (CDC, '[' * 10_000 + ']' * 10_000, "application/json", 400, "too_deep"),
-    ("/hooks/gong/unknown-key", "{}", "application/json", 404, "webhook_not_found"),
-    ("/hooks/gong/hook%00g", "{}", "application/json", 400, "nul_character"),
-])
-def test_every_hook_error_is_the_json_envelope(hooks: Client, path: str, body: str, content_type: str,
-                                               status: int, code: str) -> None:
+@pytest.mark.parametrize(
+    ("path", "body", "content_type", "status", "code"),
+    [
+        (GONG, json.dumps({"callData": CALL}), "text/plain", 415, "unsupported_media_type"),
+        (CDC, json.dumps(CDC_MESSAGE), "application/x-www-form-urlencoded", 415, "unsupported_media_type"),
+        (OUT, OUTBOUND, "application/json", 415, "unsupported_media_type"),
+        (GONG, '{"callData": {"metaData": {"id": "1", "title": "\\u0000"}}}', "application/json", 400, "nul_character"),
+        (CDC, "[" * 10_000 + "]" * 10_000, "application/json", 400, "too_deep"),
+        ("/hooks/gong/unknown-key", "{}", "application/json", 404, "webhook_not_found"),
+        ("/hooks/gong/hook%00g", "{}", "application/json", 400, "nul_character"),
+    ],
+)
+def test_every_hook_error_is_the_json_envelope(
+    hooks: Client, path: str, body: str, content_type: str, status: int, code: str
+) -> None:
     assert refused(hooks, path, body, status, content_type=content_type)["code"] == code
 
 

@@ -61,7 +61,8 @@ def _statements(post: Callable[[], Any]) -> tuple[Any, list[str]]:
 
 
 def test_a_gong_post_of_a_known_connection_starts_its_ingest_in_one_statement(
-        client: Client, gong_tenant: str, fake_gong: FakeGong) -> None:
+    client: Client, gong_tenant: str, fake_gong: FakeGong
+) -> None:
     first, _ = _statements(lambda: _gong_post(client, fake_gong, 0))
     second, statements = _statements(lambda: _gong_post(client, fake_gong, 1))
     assert first.status_code == 202 and second.status_code == 202
@@ -94,13 +95,15 @@ def _delete(kind: str) -> None:
     Connection.objects.filter(kind=kind).delete()
 
 
-CHANGES = pytest.mark.parametrize("change", [_disable, _rekey, _move, _delete],
-                                  ids=["disabled", "re-keyed", "moved-to-another-tenant", "deleted"])
+CHANGES = pytest.mark.parametrize(
+    "change", [_disable, _rekey, _move, _delete], ids=["disabled", "re-keyed", "moved-to-another-tenant", "deleted"]
+)
 
 
 @CHANGES
 def test_a_changed_gong_connection_refuses_or_follows_the_next_post_at_once(
-        client: Client, gong_tenant: str, fake_gong: FakeGong, change: Any) -> None:
+    client: Client, gong_tenant: str, fake_gong: FakeGong, change: Any
+) -> None:
     assert _gong_post(client, fake_gong, 0).status_code == 202
     change("gong")
     after = _gong_post(client, fake_gong, 1)
@@ -117,7 +120,8 @@ def test_a_changed_gong_connection_refuses_or_follows_the_next_post_at_once(
 
 @CHANGES
 def test_a_changed_salesforce_connection_refuses_or_follows_the_next_post_at_once(
-        client: Client, sfdc_tenant: str, change: Any) -> None:
+    client: Client, sfdc_tenant: str, change: Any
+) -> None:
     assert _cdc_post(client, "006A").status_code == 202
     change("salesforce")
     after, redelivery = _cdc_post(client, "006B"), _cdc_post(client, "006A")
@@ -131,23 +135,30 @@ def test_a_changed_salesforce_connection_refuses_or_follows_the_next_post_at_onc
 
 
 def test_a_test_post_or_a_refused_body_on_a_disabled_connection_answers_404_not_what_it_was(
-        client: Client, gong_tenant: str, fake_gong: FakeGong) -> None:
+    client: Client, gong_tenant: str, fake_gong: FakeGong
+) -> None:
     # Neither answer creates anything, so no guard confirms the kept connection: the process
     # asks again, and a revoked key learns nothing beyond "not found".
     assert _gong_post(client, fake_gong, 0).status_code == 202
     _disable("gong")
     assert _gong_post(client, fake_gong, 1, test=True).status_code == 404
     assert client.post(GONG, "[1]", content_type="application/json").status_code == 404
-    assert client.post(CDC.replace("hook-sf-acme", "hook-acme-123"), "{}",
-                       content_type="application/json").status_code == 404
+    assert (
+        client.post(CDC.replace("hook-sf-acme", "hook-acme-123"), "{}", content_type="application/json").status_code
+        == 404
+    )
 
 
-def test_a_stored_access_token_keeps_the_connection_and_its_one_statement(
-        client: Client, sfdc_tenant: str) -> None:
+def test_a_stored_access_token_keeps_the_connection_and_its_one_statement(client: Client, sfdc_tenant: str) -> None:
     # A worker keeping a refreshed OAuth token writes the row, but not what a webhook reads.
     assert _cdc_post(client, "006A").status_code == 202
-    connection_token_store(tenant=sfdc_tenant, kind="salesforce", access_token="tok",
-                           instance_url="https://x.example", expires_at=timezone.now())
+    connection_token_store(
+        tenant=sfdc_tenant,
+        kind="salesforce",
+        access_token="tok",
+        instance_url="https://x.example",
+        expires_at=timezone.now(),
+    )
     second, statements = _statements(lambda: _cdc_post(client, "006B"))
     assert second.status_code == 202 and len(statements) == 1, statements
 

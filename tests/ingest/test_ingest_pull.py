@@ -22,7 +22,8 @@ def pull(*args: str) -> str:
 
 
 def test_pulling_gong_starts_one_ingest_per_call_in_the_range_and_is_idempotent(
-        gong_tenant: str, fake_gong: FakeGong, drain) -> None:
+    gong_tenant: str, fake_gong: FakeGong, drain
+) -> None:
     calls = fake_gong.calls
     start, end = calls[0].started.isoformat(), calls[3].started.isoformat()  # the first three calls
     output = pull("gong", "--tenant", "acme", "--from", start, "--to", end)
@@ -37,14 +38,24 @@ def test_pulling_gong_starts_one_ingest_per_call_in_the_range_and_is_idempotent(
 
 
 def test_a_gong_backfill_queues_behind_live_webhooks_and_says_so_in_its_help(
-        gong_tenant: str, fake_gong: FakeGong, capsys) -> None:
+    gong_tenant: str, fake_gong: FakeGong, capsys
+) -> None:
     from ingest.workflows.gong import gong_ingest_start
 
     calls = fake_gong.calls
-    pull("gong", "--tenant", "acme", "--from", calls[0].started.isoformat(), "--to", calls[3].started.isoformat(),
-         "--no-progress")
-    live = gong_ingest_start("acme", {"id": calls[4].id, "title": "live", "started": calls[4].started.isoformat()},
-                             transcript="Ana: hello")
+    pull(
+        "gong",
+        "--tenant",
+        "acme",
+        "--from",
+        calls[0].started.isoformat(),
+        "--to",
+        calls[3].started.isoformat(),
+        "--no-progress",
+    )
+    live = gong_ingest_start(
+        "acme", {"id": calls[4].id, "title": "live", "started": calls[4].started.isoformat()}, transcript="Ana: hello"
+    )
     assert set(Instance.objects.exclude(id=live.instance_id).values_list("priority", flat=True)) == {-10}
     assert Instance.objects.get(id=live.instance_id).priority == 0
     assert Instance.objects.get(id=live.instance_id).concurrency_key == "acme"  # served round robin by tenant
@@ -55,7 +66,8 @@ def test_a_gong_backfill_queues_behind_live_webhooks_and_says_so_in_its_help(
 
 
 def test_pulling_salesforce_follows_query_pages_and_starts_versioned_ingests(
-        sfdc_tenant: str, fake_salesforce: FakeSalesforce, drain) -> None:
+    sfdc_tenant: str, fake_salesforce: FakeSalesforce, drain
+) -> None:
     output = pull("salesforce", "--tenant", "acme", "--from", "2025-03-01", "--to", "2025-03-04", "--no-progress")
     assert f"{len(fake_salesforce.opportunities)} ingest(s) started" in output
     drain()
@@ -76,4 +88,6 @@ def test_pulling_explains_bad_arguments_and_missing_credentials(db: None) -> Non
 
 def test_pulling_from_an_unreachable_gong_reports_how_far_it_got(gong_tenant: str, fake_gong: FakeGong) -> None:
     with pytest.raises(CommandError, match="failed after 0 record"):
-        pull("gong", "--tenant", "acme", "--from", "2025-03-01", "--to", "2025-04-01", "--base-url", "http://127.0.0.1:9")
+        pull(
+            "gong", "--tenant", "acme", "--from", "2025-03-01", "--to", "2025-04-01", "--base-url", "http://127.0.0.1:9"
+        )

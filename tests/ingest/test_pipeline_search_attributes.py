@@ -32,9 +32,13 @@ def step_names(instance_id: str) -> list[str]:
 
 
 def test_a_call_is_tagged_with_its_call_id_and_account_and_the_operator_finds_it_by_either(
-        openai_tenant: str, drain) -> None:
-    acme = gong_ingest_start("acme", {"id": "4711", "title": "Acme Logistics <> Northwind: Demo",
-                                      "account": "Acme Logistics"}, transcript=TEXT)
+    openai_tenant: str, drain
+) -> None:
+    acme = gong_ingest_start(
+        "acme",
+        {"id": "4711", "title": "Acme Logistics <> Northwind: Demo", "account": "Acme Logistics"},
+        transcript=TEXT,
+    )
     other = gong_ingest_start("acme", {"id": "4712", "account": "Hooli"}, transcript=TEXT)
     drain()
     assert get(acme.instance_id).status()["status"] == "complete"
@@ -51,7 +55,8 @@ def test_a_call_is_tagged_with_its_call_id_and_account_and_the_operator_finds_it
 
 
 def test_a_webhook_call_without_an_account_is_tagged_before_its_fetch_and_never_with_its_title(
-        gong_tenant: str, fake_gong: FakeGong, drain) -> None:
+    gong_tenant: str, fake_gong: FakeGong, drain
+) -> None:
     call = fake_gong.calls[0]
     fake_gong.plan("POST /v2/calls/transcript", Planned(503, {"errors": ["unavailable"]}))
     started = gong_ingest_start(gong_tenant, {"id": call.id, "title": call.title})
@@ -64,7 +69,8 @@ def test_a_webhook_call_without_an_account_is_tagged_before_its_fetch_and_never_
 
 
 def test_a_call_started_on_version_1_replays_its_recorded_steps_without_the_new_one(
-        openai_tenant: str, fake_openai: FakeOpenAI, drain, monkeypatch) -> None:
+    openai_tenant: str, fake_openai: FakeOpenAI, drain, monkeypatch
+) -> None:
     fake_openai.plan(CHAT, Planned(429, {"error": {"message": "Rate limit"}}, {"Retry-After": "20"}))
     monkeypatch.setattr(GongIngest, "version", 1)
     started = gong_ingest_start("acme", {"id": "1001", "account": "Acme Logistics"}, transcript=TEXT)
@@ -84,7 +90,8 @@ def test_a_call_started_on_version_1_replays_its_recorded_steps_without_the_new_
 
 
 def test_a_record_is_tagged_with_its_object_and_account_and_the_operator_finds_it(
-        openai_tenant: str, fake_salesforce: FakeSalesforce, drain) -> None:
+    openai_tenant: str, fake_salesforce: FakeSalesforce, drain
+) -> None:
     opp = fake_salesforce.opportunities[0]
     started = salesforce_ingest_start("acme", object_id=opp.id, record=opportunity_record(opp))
     drain()
@@ -99,7 +106,8 @@ def test_a_record_is_tagged_with_its_object_and_account_and_the_operator_finds_i
 
 
 def test_a_change_without_its_record_is_tagged_first_and_gets_its_account_once_the_record_is_read(
-        sfdc_tenant: str, fake_salesforce: FakeSalesforce, drain) -> None:
+    sfdc_tenant: str, fake_salesforce: FakeSalesforce, drain
+) -> None:
     opp = fake_salesforce.opportunities[2]
     fake_salesforce.plan(RECORD_ROUTE, sf_error(403, "REQUEST_LIMIT_EXCEEDED", "TotalRequests Limit exceeded."))
     started = salesforce_ingest_start("acme", object_id=opp.id, version="1")
@@ -108,15 +116,23 @@ def test_a_change_without_its_record_is_tagged_first_and_gets_its_account_once_t
     drain()
     assert get(started.instance_id).status()["status"] == "complete"
     assert step_names(started.instance_id)[:4] == [
-        "search-attributes", "fetch-record", "search-attributes", "translate-fields"]
+        "search-attributes",
+        "fetch-record",
+        "search-attributes",
+        "translate-fields",
+    ]
     assert attributes(started.instance_id) == {
-        "object_type": "Opportunity", "object_id": opp.id, "account": opp.account.lower().replace(" ", "-"),
-        "account_id": account_id(opp.account)}
+        "object_type": "Opportunity",
+        "object_id": opp.id,
+        "account": opp.account.lower().replace(" ", "-"),
+        "account_id": account_id(opp.account),
+    }
     assert listed(operator_client(), f"attr=account_id:{account_id(opp.account)}") == [started.instance_id]
 
 
 def test_a_change_started_on_version_1_replays_its_failed_read_without_the_new_steps(
-        sfdc_tenant: str, fake_salesforce: FakeSalesforce, drain, monkeypatch) -> None:
+    sfdc_tenant: str, fake_salesforce: FakeSalesforce, drain, monkeypatch
+) -> None:
     opp = fake_salesforce.opportunities[2]
     fake_salesforce.plan(RECORD_ROUTE, sf_error(403, "REQUEST_LIMIT_EXCEEDED", "TotalRequests Limit exceeded."))
     monkeypatch.setattr(SalesforceIngest, "version", 1)
@@ -132,7 +148,8 @@ def test_a_change_started_on_version_1_replays_its_failed_read_without_the_new_s
 
 
 def test_a_calls_tagging_and_prefilter_are_deferred_and_its_llm_step_and_the_ledger_are_unchanged(
-        openai_tenant: str, drain, monkeypatch) -> None:
+    openai_tenant: str, drain, monkeypatch
+) -> None:
     """The two steps before the LLM step write nothing outside this database, so their
     completions go with the group commit (docs/engine-contract.md, "Deferred checkpoints");
     the paid step stays immediate, and the call records the same steps as before."""

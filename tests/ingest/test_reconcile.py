@@ -27,8 +27,10 @@ CALLS, LOST = 100, 10
 
 def recent_calls(count: int, *, now: datetime) -> list[DemoCall]:
     """`count` demo calls that started in the last two hours, oldest first."""
-    return [dataclasses.replace(call, started=now - timedelta(minutes=120) + timedelta(seconds=60 * i))
-            for i, call in enumerate(demo_calls(count=count))]
+    return [
+        dataclasses.replace(call, started=now - timedelta(minutes=120) + timedelta(seconds=60 * i))
+        for i, call in enumerate(demo_calls(count=count))
+    ]
 
 
 @pytest.fixture
@@ -54,11 +56,12 @@ def transcript_requests(fake: FakeGong) -> Counter[str]:
     return Counter(i for r in fake.requests_to("POST /v2/calls/transcript") for i in r.json()["filter"]["callIds"])
 
 
-def test_a_pull_starts_every_call_whose_webhook_was_lost_and_none_twice(gong_tenant: str, fake_gong: FakeGong,
-                                                                       drain) -> None:
+def test_a_pull_starts_every_call_whose_webhook_was_lost_and_none_twice(
+    gong_tenant: str, fake_gong: FakeGong, drain
+) -> None:
     keyword_list_set(tenant="acme", keywords=["no call says this"])  # engagement only: no LLM call, quicker
     client = Client()
-    lost = fake_gong.calls[::CALLS // LOST]
+    lost = fake_gong.calls[:: CALLS // LOST]
     for call in fake_gong.calls:
         if call not in lost:
             post_webhook(client, fake_gong, call)
@@ -73,8 +76,11 @@ def test_a_pull_starts_every_call_whose_webhook_was_lost_and_none_twice(gong_ten
     assert set(ingests.values_list("status", flat=True)) == {"complete"}
     facts = Fact.objects.filter(tenant="acme", source_authority="GongEngagement")
     assert set(facts.values_list("source_ref", flat=True)) == {f"gong:call:{c.id}" for c in fake_gong.calls}
-    started_by = dict(History.objects.filter(instance_id__in=[f"gong-acme-{c.id}" for c in lost],
-                                             kind="instance.created").values_list("instance_id", "actor"))
+    started_by = dict(
+        History.objects.filter(
+            instance_id__in=[f"gong-acme-{c.id}" for c in lost], kind="instance.created"
+        ).values_list("instance_id", "actor")
+    )
     assert set(started_by.values()) == {"reconcile"} and len(started_by) == LOST
     # Each call's transcript was asked for once: by its webhook's instance, or in the pull's batch.
     assert set(transcript_requests(fake_gong).values()) == {1} and len(transcript_requests(fake_gong)) == CALLS
@@ -89,7 +95,8 @@ def test_a_pull_starts_every_call_whose_webhook_was_lost_and_none_twice(gong_ten
 
 
 def test_a_failed_pull_keeps_its_cursor_shows_its_error_and_the_next_one_catches_up(
-        gong_tenant: str, fake_gong: FakeGong, drain) -> None:
+    gong_tenant: str, fake_gong: FakeGong, drain
+) -> None:
     keyword_list_set(tenant="acme", keywords=["no call says this"])
     fake_gong.plan("GET /v2/calls", Planned(400, {"errors": ["fromDateTime is invalid"]}))
 
@@ -108,8 +115,14 @@ def test_a_failed_pull_keeps_its_cursor_shows_its_error_and_the_next_one_catches
 
 
 def test_a_connection_turned_off_for_pulls_is_not_read(gong_tenant: str, fake_gong: FakeGong, drain) -> None:
-    connection_upsert(tenant="acme", kind="gong", base_url=fake_gong.url, key="gong-key", secret="gong-secret",
-                      options={"reconcile": False})
+    connection_upsert(
+        tenant="acme",
+        kind="gong",
+        base_url=fake_gong.url,
+        key="gong-key",
+        secret="gong-secret",
+        options={"reconcile": False},
+    )
 
     status = reconcile("reconcile-acme-1", drain)
 
@@ -132,19 +145,25 @@ OUTBOUND = """<?xml version="1.0" encoding="UTF-8"?>
 @pytest.fixture
 def fake_salesforce() -> Iterator[FakeSalesforce]:
     now = datetime.now(UTC).replace(microsecond=0)
-    changed = [dataclasses.replace(o, last_modified=now - timedelta(minutes=8 - i))
-               for i, o in enumerate(demo_opportunities(count=5))]
+    changed = [
+        dataclasses.replace(o, last_modified=now - timedelta(minutes=8 - i))
+        for i, o in enumerate(demo_opportunities(count=5))
+    ]
     old = dataclasses.replace(demo_opportunities(seed=8, count=1)[0], last_modified=now - timedelta(hours=3))
     with FakeSalesforce([*changed, old]) as server:
         yield server
 
 
 def test_a_salesforce_pull_reads_changes_by_systemmodstamp_with_the_outbound_messages_ids(
-        sfdc_tenant: str, fake_salesforce: FakeSalesforce, drain) -> None:
+    sfdc_tenant: str, fake_salesforce: FakeSalesforce, drain
+) -> None:
     first = fake_salesforce.opportunities[0]
     modified = first.last_modified.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    ack = Client().post("/hooks/salesforce/hook-sf-acme/outbound",
-                        OUTBOUND.format(id=first.id, stage=first.stage_name, modified=modified), content_type="text/xml")
+    ack = Client().post(
+        "/hooks/salesforce/hook-sf-acme/outbound",
+        OUTBOUND.format(id=first.id, stage=first.stage_name, modified=modified),
+        content_type="text/xml",
+    )
     assert ack.status_code == 200
 
     status = reconcile("reconcile-acme-1", drain)

@@ -18,8 +18,9 @@ HOLD = timedelta(minutes=15)
 
 @pytest.mark.pure
 def test_a_pull_reads_from_its_cursor_less_the_lookback_to_now() -> None:
-    assert pull_window(cursor=NOW - timedelta(minutes=5), now=NOW, lookback=LOOKBACK, max_window=MOST) == \
-        Window(NOW - timedelta(minutes=15), NOW)
+    assert pull_window(cursor=NOW - timedelta(minutes=5), now=NOW, lookback=LOOKBACK, max_window=MOST) == Window(
+        NOW - timedelta(minutes=15), NOW
+    )
 
 
 @pytest.mark.pure
@@ -65,13 +66,13 @@ def test_the_cursor_only_moves_forward_whatever_order_overlapping_pulls_finish_i
 
 
 @pytest.mark.django_db
-def test_a_failed_pull_keeps_the_cursor_records_its_error_redacted_and_frees_the_connection(
-        connection_id: int) -> None:
+def test_a_failed_pull_keeps_the_cursor_records_its_error_redacted_and_frees_the_connection(connection_id: int) -> None:
     from ingest.engine import redaction
 
     cursor_claim(connection_id=connection_id, holder="a", now=NOW, hold=HOLD)
-    cursor_advance(connection_id=connection_id, holder="a", window=Window(NOW - LOOKBACK, NOW), listed=1,
-                   started=1, now=NOW)
+    cursor_advance(
+        connection_id=connection_id, holder="a", window=Window(NOW - LOOKBACK, NOW), listed=1, started=1, now=NOW
+    )
     redaction.remember("sk-live-secret-value-123")
     cursor_claim(connection_id=connection_id, holder="b", now=NOW, hold=HOLD)
     cursor_fail(connection_id=connection_id, holder="b", error="HTTP 500 with sk-live-secret-value-123", now=NOW)

@@ -34,7 +34,11 @@ def test_the_scheduler_gives_each_tenant_with_a_connection_its_schedule_and_fire
 
     schedule = Schedule.objects.get()
     assert (schedule.name, schedule.workflow, schedule.tenant, schedule.cron) == (
-        "reconcile-acme", WORKFLOW, "acme", "*/5 * * * *")
+        "reconcile-acme",
+        WORKFLOW,
+        "acme",
+        "*/5 * * * *",
+    )
     fired = scheduler.tick(T0 + timedelta(minutes=4))  # 03:05
     assert fired == ["reconcile-acme-20261122T0305Z"]
     assert Instance.objects.get(id=fired[0]).workflow == WORKFLOW
@@ -75,14 +79,14 @@ def test_names_and_crons_fit_what_schedules_take() -> None:
     assert [reconcile_cron(m) for m in (1, 5, 60)] == ["* * * * *", "*/5 * * * *", "0 * * * *"]
 
 
-
-def test_the_admin_refuses_pull_and_rate_limit_options_it_cannot_use_and_keeps_the_row(
-        staff: Client) -> None:  # noqa: F811 - the fixture imported above
+def test_the_admin_refuses_pull_and_rate_limit_options_it_cannot_use_and_keeps_the_row(staff: Client) -> None:  # noqa: F811 - the fixture imported above
     row = connection_upsert(tenant="acme", kind="gong", key="k", secret="s", options={"workspace": "1"})
     url = f"/admin/ingest/connection/{row.pk}/change/"
-    for options, says in (('{"rate_limit": {"per_second": 0, "burst": 1}}', "per_second is 0"),
-                          ('{"reconcile_lookback_minutes": 5000}', "from 1 to 1439"),
-                          ('{"reconcile": "no"}', "reconcile is true or false")):
+    for options, says in (
+        ('{"rate_limit": {"per_second": 0, "burst": 1}}', "per_second is 0"),
+        ('{"reconcile_lookback_minutes": 5000}', "from 1 to 1439"),
+        ('{"reconcile": "no"}', "reconcile is true or false"),
+    ):
         page = staff.post(url, _form(row, options=options))
         assert page.status_code == 200 and says in page.content.decode()
         assert Connection.objects.get(pk=row.pk).options == {"workspace": "1"}

@@ -21,7 +21,8 @@ def names(instance_id: str) -> list[str]:
 
 
 def test_structured_fields_become_facts_with_their_authority_and_only_free_text_reaches_the_llm(
-        openai_tenant: str, fake_salesforce: FakeSalesforce, fake_openai: FakeOpenAI, drain) -> None:
+    openai_tenant: str, fake_salesforce: FakeSalesforce, fake_openai: FakeOpenAI, drain
+) -> None:
     opp = fake_salesforce.opportunities[0]
     record = {**opportunity_record(opp), "Competitor__c": "Clari"}
     started = salesforce_ingest_start("acme", object_id=opp.id, record=record)
@@ -43,8 +44,9 @@ def test_structured_fields_become_facts_with_their_authority_and_only_free_text_
     assert opp.notes in user and opp.stage_name not in user  # structured fields never go to the LLM
 
 
-def test_a_record_without_free_text_never_calls_the_llm(openai_tenant: str, fake_salesforce: FakeSalesforce,
-                                                        fake_openai: FakeOpenAI, drain) -> None:
+def test_a_record_without_free_text_never_calls_the_llm(
+    openai_tenant: str, fake_salesforce: FakeSalesforce, fake_openai: FakeOpenAI, drain
+) -> None:
     opp = fake_salesforce.opportunities[1]
     record = {**opportunity_record(opp), "Description": None, "Notes__c": ""}
     started = salesforce_ingest_start("acme", object_id=opp.id, record=record)
@@ -55,7 +57,8 @@ def test_a_record_without_free_text_never_calls_the_llm(openai_tenant: str, fake
 
 
 def test_a_change_without_a_record_reads_it_refreshing_an_expired_token_and_waiting_out_the_api_limit(
-        sfdc_tenant: str, fake_salesforce: FakeSalesforce, drain) -> None:
+    sfdc_tenant: str, fake_salesforce: FakeSalesforce, drain
+) -> None:
     opp = fake_salesforce.opportunities[2]
     first = salesforce_ingest_start("acme", object_id=opp.id, version="1")
     drain()
@@ -74,10 +77,17 @@ def test_a_change_without_a_record_reads_it_refreshing_an_expired_token_and_wait
 
 
 def test_the_same_change_twice_is_already_processed_and_a_later_change_is_a_new_instance(openai_tenant: str) -> None:
-    opp_record = {"Id": "006A", "Name": "X", "Account": {"Name": "Acme"}, "LastModifiedDate": "2025-03-03T09:00:00.000Z"}
+    opp_record = {
+        "Id": "006A",
+        "Name": "X",
+        "Account": {"Name": "Acme"},
+        "LastModifiedDate": "2025-03-03T09:00:00.000Z",
+    }
     first = salesforce_ingest_start("acme", object_id="006A", record=opp_record)
     again = salesforce_ingest_start("acme", object_id="006A", record=opp_record)
-    later = salesforce_ingest_start("acme", object_id="006A", record={**opp_record, "LastModifiedDate": "2025-03-04T10:00:00.000Z"})
+    later = salesforce_ingest_start(
+        "acme", object_id="006A", record={**opp_record, "LastModifiedDate": "2025-03-04T10:00:00.000Z"}
+    )
     assert first.created and not again.created and later.created
     assert later.instance_id == "sfdc-acme-Opportunity-006A-v20250304100000000"
 
@@ -90,9 +100,18 @@ def test_instance_ids_stay_valid_for_long_versions() -> None:
 
 @pytest.mark.pure
 def test_the_translation_is_deterministic_and_skips_empty_fields() -> None:
-    record = {"StageName": "Prospecting", "Amount": "1234.50", "CurrencyIsoCode": "EUR", "Type": "",
-              "Priority__c": "High", "Notes__c": "free text"}
+    record = {
+        "StageName": "Prospecting",
+        "Amount": "1234.50",
+        "CurrencyIsoCode": "EUR",
+        "Type": "",
+        "Priority__c": "High",
+        "Notes__c": "free text",
+    }
     items = translate_fields(record, subject="Initech")
     assert [(i["predicate"], i["object"]) for i in items] == [
-        ("deal_stage", "Prospecting"), ("deal_amount", "EUR 1234.50"), ("priority", "High")]
+        ("deal_stage", "Prospecting"),
+        ("deal_amount", "EUR 1234.50"),
+        ("priority", "High"),
+    ]
     assert translate_fields(record, subject="Initech") == items

@@ -47,9 +47,13 @@ def test_existing_plain_secrets_are_encrypted_forwards_and_decrypted_backwards()
         cursor.execute(
             "INSERT INTO ingest_connection (tenant, kind, base_url, key, secret, options, webhook_key, enabled, "
             f"updated_at) VALUES ('acme', 'salesforce', '', 'cid', 'csecret', {options}, 'hookkey', TRUE, "
-            "CURRENT_TIMESTAMP)", [json.dumps({"refresh_token": "rtok", "organization_id": "00D"})])
-        cursor.execute("INSERT INTO triggers_ingresssecret (tenant, name, token_hash, token_prefix, hmac_secret, "
-                       "enabled, created_at) VALUES ('acme', 'default', 'h', 'p', 'hsecret', TRUE, CURRENT_TIMESTAMP)")
+            "CURRENT_TIMESTAMP)",
+            [json.dumps({"refresh_token": "rtok", "organization_id": "00D"})],
+        )
+        cursor.execute(
+            "INSERT INTO triggers_ingresssecret (tenant, name, token_hash, token_prefix, hmac_secret, "
+            "enabled, created_at) VALUES ('acme', 'default', 'h', 'p', 'hsecret', TRUE, CURRENT_TIMESTAMP)"
+        )
     try:
         migrate(AFTER)
         (key, secret, webhook_key, opts), hmac_secret = rows()

@@ -54,8 +54,10 @@ def web() -> Client:
 def capture() -> Iterator[tuple[io.StringIO, dict[str, str]]]:
     """Configure logging as settings would (env chosen by the test) into a buffer; restore after."""
     buffer, env = io.StringIO(), {}
-    saved = {name: (lg.handlers[:], lg.level, lg.propagate) for name, lg in
-             [(n, logging.getLogger(n)) for n in ("", "runledger", "daphne")]}
+    saved = {
+        name: (lg.handlers[:], lg.level, lg.propagate)
+        for name, lg in [(n, logging.getLogger(n)) for n in ("", "runledger", "daphne")]
+    }
 
     def configure(**variables: str) -> None:
         env.update(variables)
@@ -94,28 +96,73 @@ def busy(db: object) -> None:
     for i in range(3):
         create("obs-flaky", id=f"due-{i}", tenant="acme")
     Instance.objects.filter(id="due-0").update(ready_at=now - timedelta(seconds=90))
-    Instance.objects.filter(id="due-1").update(lease_owner="host-a:1", lease_token="t",
-                                               lease_expires_at=now + timedelta(seconds=30))
-    Instance.objects.filter(id="due-2").update(lease_owner="host-b:2", lease_token="t",
-                                               lease_expires_at=now - timedelta(seconds=5))  # expired: runnable
+    Instance.objects.filter(id="due-1").update(
+        lease_owner="host-a:1", lease_token="t", lease_expires_at=now + timedelta(seconds=30)
+    )
+    Instance.objects.filter(id="due-2").update(
+        lease_owner="host-b:2", lease_token="t", lease_expires_at=now - timedelta(seconds=5)
+    )  # expired: runnable
     # Running as a claim leaves them: ready_at in the past, a lease (live; expired: runnable again).
-    Instance.objects.filter(id="nap-1").update(status="running", ready_at=now - timedelta(seconds=20),
-                                               lease_owner="host-a:1", lease_token="t",
-                                               lease_expires_at=now + timedelta(seconds=30))
-    Instance.objects.filter(id="nap-2").update(status="running", ready_at=now - timedelta(seconds=20),
-                                               lease_owner="host-c:3", lease_token="t",
-                                               lease_expires_at=now - timedelta(seconds=1))
+    Instance.objects.filter(id="nap-1").update(
+        status="running",
+        ready_at=now - timedelta(seconds=20),
+        lease_owner="host-a:1",
+        lease_token="t",
+        lease_expires_at=now + timedelta(seconds=30),
+    )
+    Instance.objects.filter(id="nap-2").update(
+        status="running",
+        ready_at=now - timedelta(seconds=20),
+        lease_owner="host-c:3",
+        lease_token="t",
+        lease_expires_at=now - timedelta(seconds=1),
+    )
     Instance.objects.filter(id="wait-1").update(status="waitingForPause", control="pause")
-    History.objects.create(instance_id="due-1", workflow="obs-flaky", tenant="acme", kind="instance.status",
-                           status="running", created_at=now - timedelta(minutes=3))
-    Budget.objects.create(scope="tenant", key="acme", period="month", limit=Decimal("10"), spent=Decimal("2.5"),
-                          period_start=now.replace(day=1, hour=0, minute=0, second=0, microsecond=0), updated_at=now)
-    Budget.objects.create(scope="service", key="openai", period="hour", limit=Decimal("1"), spent=Decimal("0.9"),
-                          period_start=now - timedelta(hours=3), updated_at=now)
-    Budget.objects.create(scope="instance", key="nap-1", period="day", limit=Decimal("1"), spent=Decimal("0.5"),
-                          period_start=now, updated_at=now)
-    Budget.objects.create(scope="workflow", key="obs-flaky", period="day", limit=Decimal("0"), spent=Decimal("0"),
-                          period_start=now, updated_at=now, enabled=False)
+    History.objects.create(
+        instance_id="due-1",
+        workflow="obs-flaky",
+        tenant="acme",
+        kind="instance.status",
+        status="running",
+        created_at=now - timedelta(minutes=3),
+    )
+    Budget.objects.create(
+        scope="tenant",
+        key="acme",
+        period="month",
+        limit=Decimal("10"),
+        spent=Decimal("2.5"),
+        period_start=now.replace(day=1, hour=0, minute=0, second=0, microsecond=0),
+        updated_at=now,
+    )
+    Budget.objects.create(
+        scope="service",
+        key="openai",
+        period="hour",
+        limit=Decimal("1"),
+        spent=Decimal("0.9"),
+        period_start=now - timedelta(hours=3),
+        updated_at=now,
+    )
+    Budget.objects.create(
+        scope="instance",
+        key="nap-1",
+        period="day",
+        limit=Decimal("1"),
+        spent=Decimal("0.5"),
+        period_start=now,
+        updated_at=now,
+    )
+    Budget.objects.create(
+        scope="workflow",
+        key="obs-flaky",
+        period="day",
+        limit=Decimal("0"),
+        spent=Decimal("0"),
+        period_start=now,
+        updated_at=now,
+        enabled=False,
+    )
     Route.objects.create(name="signup", workflow="obs-flaky", tenant="acme")
     IngressTally.objects.create(route="signup", status=202, n=7)
     IngressTally.objects.create(route="gone-route", status=401, n=2)

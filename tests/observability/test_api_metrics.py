@@ -42,8 +42,9 @@ def ledger(db: Any) -> None:
     now = timezone.now()
     # Known durations: 10 s, 20 s, 30 s from creation to finish.
     for i, seconds in enumerate((10, 20, 30)):
-        Instance.objects.filter(id=f"f-{i}").update(created_at=now - timedelta(minutes=5),
-                                                    ended_at=now - timedelta(minutes=5) + timedelta(seconds=seconds))
+        Instance.objects.filter(id=f"f-{i}").update(
+            created_at=now - timedelta(minutes=5), ended_at=now - timedelta(minutes=5) + timedelta(seconds=seconds)
+        )
     # Created two days ago: outside a 24h window.
     create("obs-flaky", id="old-1", tenant="acme")
     Instance.objects.filter(id="old-1").update(created_at=now - timedelta(days=2))
@@ -68,7 +69,8 @@ def test_it_gives_counts_rates_percentiles_and_cost_per_workflow(ledger: None, v
 
 
 def test_it_narrows_to_one_workflow_and_another_tenant_sees_only_its_own(
-        ledger: None, viewer: ApiClient, stranger: ApiClient) -> None:
+    ledger: None, viewer: ApiClient, stranger: ApiClient
+) -> None:
     only = viewer.get("/api/metrics", workflow="obs-broken", window="1h").json()
     assert [w["workflow"] for w in only["workflows"]] == ["obs-broken"]
     theirs = _by_workflow(stranger.get("/api/metrics", window="1h").json())

@@ -25,6 +25,5 @@ def test_an_instance_completed_with_errors_is_counted_finished_under_its_own_out
     create("obs-degrades", id="degrades-2", tenant="acme")
     run_until_idle()
     s = scrape(web)
-    assert value(s, "runledger_instances_finished_total", workflow="obs-degrades",
-                 outcome="completed_with_errors") == 2
+    assert value(s, "runledger_instances_finished_total", workflow="obs-degrades", outcome="completed_with_errors") == 2
     assert value(s, "runledger_instances_finished_total", workflow="obs-degrades", outcome="errored") is None

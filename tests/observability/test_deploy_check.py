@@ -28,8 +28,14 @@ PRODUCTION = {
 def _check(env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("RUNLEDGER_", "SECRET_KEY", "DEBUG"))}
     clean["DATABASE_URL"] = f"sqlite:///{tmp_path}/check.sqlite3"
-    return subprocess.run([sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
-                          cwd=ROOT, env={**clean, **env}, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        cwd=ROOT,
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.mark.pure

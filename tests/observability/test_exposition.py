@@ -16,11 +16,15 @@ from ingest.engine.worker.turns import run_until_idle
 def _values() -> dict[Series, float]:
     odd = 'say "hi" \\ back\nslash é'
     values: dict[Series, float] = {
-        ("started", ("gong-ingest",)): 12.0, ("started", (odd,)): 1.0,
-        ("finished", ("gong-ingest", "complete")): 10.0, ("finished", ("gong-ingest", "errored")): 2.0,
-        ("attempts", ("gong-ingest", "llm-extract")): 1e21, ("retries", ("gong-ingest", odd)): 3.0,
+        ("started", ("gong-ingest",)): 12.0,
+        ("started", (odd,)): 1.0,
+        ("finished", ("gong-ingest", "complete")): 10.0,
+        ("finished", ("gong-ingest", "errored")): 2.0,
+        ("attempts", ("gong-ingest", "llm-extract")): 1e21,
+        ("retries", ("gong-ingest", odd)): 3.0,
         ("failures", ("url-classify", "persist-facts-N")): 0.0,
-        ("cost", ("openai", "gong-ingest", "acme")): 0.1 + 0.2, ("cost", ("s3", "crm", "globex")): 1234567.891,
+        ("cost", ("openai", "gong-ingest", "acme")): 0.1 + 0.2,
+        ("cost", ("s3", "crm", "globex")): 1234567.891,
         ("step_seconds_sum", ("gong-ingest", "llm-extract")): 41.5,
         ("step_seconds_count", ("gong-ingest", "llm-extract")): 3.0,
         ("instance_seconds_sum", ("gong-ingest", "complete")): 900.25,
@@ -47,7 +51,8 @@ def _without_read_time(text: bytes) -> list[str]:
 
 @pytest.mark.db
 def test_a_scrape_is_what_the_registry_gives_through_generate_latest(
-        db: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    db: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
     create("obs-flaky", id="flaky-x", tenant="acme")
     create("obs-broken", id="broken-x", tenant="acme")
     create("obs-napper", id="napper-x", tenant="acme")

@@ -23,23 +23,27 @@ CLAIMABLE = {"queued", "running", "waiting", "waitingForPause"}
 
 def counted(now: datetime) -> dict[str, Any]:
     """The gauges' figures by their definitions, with no index, filter or sample in between."""
-    rows = list(Instance.objects.values_list("id", "workflow", "status", "ready_at", "lease_owner",
-                                             "lease_expires_at"))
+    rows = list(Instance.objects.values_list("id", "workflow", "status", "ready_at", "lease_owner", "lease_expires_at"))
     live = [(i, w, s, r, o, e) for i, w, s, r, o, e in rows if s not in FINISHED_STATUSES]
-    due = [(w, r) for _, w, s, r, _, e in live
-           if s in CLAIMABLE and r is not None and r <= now and (e is None or e <= now)]
+    due = [
+        (w, r) for _, w, s, r, _, e in live if s in CLAIMABLE and r is not None and r <= now and (e is None or e <= now)
+    ]
     why: dict[str, Counter[str]] = {"step.sleep": Counter(), "step.wait": Counter(), "step.retry": Counter()}
     for i, w, s, *_ in live:
         if s == "waiting":
-            kinds = [k for k in History.objects.filter(instance_id=i).order_by("id").values_list("kind", flat=True)
-                     if k in why]
+            kinds = [
+                k
+                for k in History.objects.filter(instance_id=i).order_by("id").values_list("kind", flat=True)
+                if k in why
+            ]
             if kinds:
                 why[kinds[-1]][w] += 1
     return {
         "active": dict(Counter((w, s) for _, w, s, *_ in live)),
         "backlog": dict(Counter(w for w, _ in due)),
         "oldest_ready_at": min((r for _, r in due), default=None),
-        "sleeping": dict(why["step.sleep"]), "waiting_event": dict(why["step.wait"]),
+        "sleeping": dict(why["step.sleep"]),
+        "waiting_event": dict(why["step.wait"]),
         "backing_off": dict(why["step.retry"]),
         "dead_letters": dict(Counter(d.workflow for d in DeadLetter.objects.all() if d.state == "open")),
         "slots": dict(Counter(o for _, _, _, _, o, e in live if o and e is not None and e > now)),
@@ -66,7 +70,8 @@ def _scans(plan: dict[str, Any]) -> list[tuple[str, str, str]]:
 
 @pytest.mark.django_db(transaction=True)  # VACUUM runs outside a transaction
 def test_the_statement_reads_unfinished_instances_and_open_dead_letters_from_indexes_only(
-        busy: None, require_postgres: None) -> None:
+    busy: None, require_postgres: None
+) -> None:
     now = timezone.now()
     with connection.cursor() as cursor:
         # As autovacuum leaves a ledger: the visibility map set, so an index-only scan need not
@@ -76,14 +81,18 @@ def test_the_statement_reads_unfinished_instances_and_open_dead_letters_from_ind
         # A ledger this small is as cheap to read whole: make the planner show what it does at a
         # million rows, where scanning the table is out of the question.
         cursor.execute("SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off")
-        cursor.execute("EXPLAIN (FORMAT JSON) " + sql._GAUGES,
-                       {"now": now, "claim_since": now, "parked_exact": gauges.PARKED_EXACT})
+        cursor.execute(
+            "EXPLAIN (FORMAT JSON) " + sql._GAUGES,
+            {"now": now, "claim_since": now, "parked_exact": gauges.PARKED_EXACT},
+        )
         row = cursor.fetchone()
     assert row is not None
     plan = row[0] if isinstance(row[0], list) else json.loads(row[0])
     scans = _scans(plan[0]["Plan"])
-    on = {table: {(node, index) for node, rel, index in scans if rel == table}
-          for table in ("engine_instance", "engine_deadletter", "engine_history")}
+    on = {
+        table: {(node, index) for node, rel, index in scans if rel == table}
+        for table in ("engine_instance", "engine_deadletter", "engine_history")
+    }
     assert on["engine_instance"] == {("Index Only Scan", "instance_unfinished")}
     assert on["engine_deadletter"] == {("Index Only Scan", "deadletter_open")}
     assert ("Index Only Scan", "history_parked") in on["engine_history"]

@@ -42,8 +42,13 @@ def test_readyz_is_503_when_work_is_overdue_and_no_worker_was_seen(db: object) -
     assert response.json()["checks"]["worker"]["ok"] is False
     assert "manage.py worker" in response.json()["checks"]["worker"]["detail"]
     # A claim within the last minute shows a worker alive: ready again.
-    History.objects.create(workflow="obs-flaky", tenant="acme", kind=HistoryKind.INSTANCE_STATUS,
-                           status="running", created_at=now - timedelta(seconds=10))
+    History.objects.create(
+        workflow="obs-flaky",
+        tenant="acme",
+        kind=HistoryKind.INSTANCE_STATUS,
+        status="running",
+        created_at=now - timedelta(seconds=10),
+    )
     assert Client().get("/readyz").status_code == 200
 
 
@@ -53,8 +58,9 @@ def test_a_live_lease_counts_as_a_live_worker(db: object) -> None:
     now = timezone.now()
     Instance.objects.filter(id="stuck-2").update(ready_at=now - timedelta(minutes=5))
     create("obs-flaky", id="held-3", tenant="acme")
-    Instance.objects.filter(id="held-3").update(lease_owner="w1", lease_token="x",
-                                                lease_expires_at=now + timedelta(seconds=20))
+    Instance.objects.filter(id="held-3").update(
+        lease_owner="w1", lease_token="x", lease_expires_at=now + timedelta(seconds=20)
+    )
     check = health.worker_check(now=now, within=timedelta(seconds=60))
     assert check.ok and "lease" in check.detail
 
@@ -105,8 +111,9 @@ def _closed_port() -> int:
 
 
 @pytest.fixture
-def pooled_unreachable(require_postgres: None, db: object, tmp_path: Any,
-                       monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+def pooled_unreachable(
+    require_postgres: None, db: object, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Any]:
     """The web pool as dashboard/config.py builds it (it waits 10 s for a connection), pointed
     at a closed local port, standing in for the default connection /readyz uses."""
     from django.db.utils import ConnectionHandler
@@ -114,8 +121,9 @@ def pooled_unreachable(require_postgres: None, db: object, tmp_path: Any,
     from dashboard.config import database_config
 
     env = {"DATABASE_URL": f"postgres://postgres@127.0.0.1:{_closed_port()}/runledger", "RUNLEDGER_DB_POOL": "4"}
-    handler = ConnectionHandler({"default": {"ENGINE": "django.db.backends.dummy"},
-                                 "readyz-probe": database_config(env, base_dir=tmp_path)})
+    handler = ConnectionHandler(
+        {"default": {"ENGINE": "django.db.backends.dummy"}, "readyz-probe": database_config(env, base_dir=tmp_path)}
+    )
     conn = handler["readyz-probe"]
     assert conn.settings_dict["OPTIONS"]["pool"]["timeout"] == 10.0
     monkeypatch.setattr(health, "connection", conn)
@@ -128,7 +136,8 @@ def pooled_unreachable(require_postgres: None, db: object, tmp_path: Any,
 
 
 def test_readyz_answers_503_without_waiting_out_the_pool_when_the_database_is_down(
-        pooled_unreachable: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    pooled_unreachable: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from django.conf import settings
 
     waited: list[float | None] = []
@@ -147,15 +156,17 @@ def test_readyz_answers_503_without_waiting_out_the_pool_when_the_database_is_do
     assert waited[:1] == [settings.RUNLEDGER_READY_DATABASE_SECONDS] and settings.RUNLEDGER_READY_DATABASE_SECONDS < 2
 
 
-def test_readyz_without_the_pool_bounds_a_fresh_connect(require_postgres: None, db: object, tmp_path: Any,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_readyz_without_the_pool_bounds_a_fresh_connect(
+    require_postgres: None, db: object, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from django.db.utils import ConnectionHandler
 
     from dashboard.config import database_config
 
     env = {"DATABASE_URL": f"postgres://postgres@127.0.0.1:{_closed_port()}/runledger"}
-    conn = ConnectionHandler({"default": {"ENGINE": "django.db.backends.dummy"},
-                              "readyz-direct": database_config(env, base_dir=tmp_path)})["readyz-direct"]
+    conn = ConnectionHandler(
+        {"default": {"ENGINE": "django.db.backends.dummy"}, "readyz-direct": database_config(env, base_dir=tmp_path)}
+    )["readyz-direct"]
     seen: list[dict[str, Any]] = []
     connect = conn.Database.connect
 

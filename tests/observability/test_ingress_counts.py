@@ -29,21 +29,24 @@ def _fresh_counts() -> Any:
     counts.discard()
 
 
-@pytest.mark.parametrize(("path", "label"), [
-    ("/api/routes/orders", "orders"),
-    ("/api/routes/orders/extra", "orders"),
-    ("/api/routes/or\x00ders", INVALID),
-    ("/api/routes/ord ers", INVALID),
-    ("/api/routes/" + "x" * 101, INVALID),
-    ("/api/routes/" + "x" * 100, "x" * 100),
-    ("/hooks/gong/s3cr3t-key", "hooks/gong"),
-    ("/hooks/salesforce/key/cdc", "hooks/salesforce"),
-    ("/hooks/go\x00ng/key", None),
-    ("/hooks/jira/key", None),
-    ("/hooks/", None),
-    ("/api/instances/x", None),
-    ("/api/routes/", None),
-])
+@pytest.mark.parametrize(
+    ("path", "label"),
+    [
+        ("/api/routes/orders", "orders"),
+        ("/api/routes/orders/extra", "orders"),
+        ("/api/routes/or\x00ders", INVALID),
+        ("/api/routes/ord ers", INVALID),
+        ("/api/routes/" + "x" * 101, INVALID),
+        ("/api/routes/" + "x" * 100, "x" * 100),
+        ("/hooks/gong/s3cr3t-key", "hooks/gong"),
+        ("/hooks/salesforce/key/cdc", "hooks/salesforce"),
+        ("/hooks/go\x00ng/key", None),
+        ("/hooks/jira/key", None),
+        ("/hooks/", None),
+        ("/api/instances/x", None),
+        ("/api/routes/", None),
+    ],
+)
 def test_a_label_is_a_route_name_or_invalid(path: str, label: str | None) -> None:
     assert ingress_route(path) == label
 

@@ -41,11 +41,18 @@ def test_lines_logged_inside_a_worker_turn_carry_instance_step_attempt_worker_an
     _run_with_worker("logged-1", worker_id="w-logs-1")
 
     got = lines(buffer)
-    turn = {"instance": "logged-1", "workflow": "obs-logged", "tenant": "acme", "worker": "w-logs-1",
-            "trace_id": tracing.trace_id_hex("logged-1")}
+    turn = {
+        "instance": "logged-1",
+        "workflow": "obs-logged",
+        "tenant": "acme",
+        "worker": "w-logs-1",
+        "trace_id": tracing.trace_id_hex("logged-1"),
+    }
     fetches = [ln for ln in got if ln["event"].startswith("fetching page")]
     assert [(ln["event"], ln["step"], ln["attempt"]) for ln in fetches] == [
-        ("fetching page 1", "fetch", 1), ("fetching page 2", "fetch", 2)]
+        ("fetching page 1", "fetch", 1),
+        ("fetching page 2", "fetch", 2),
+    ]
     assert all(_context_of(ln) == turn for ln in fetches)
     # The engine's own line about the failed attempt, inside the same binding.
     (retry,) = [ln for ln in got if ln["event"].startswith("step fetch attempt 1 failed")]
@@ -55,7 +62,8 @@ def test_lines_logged_inside_a_worker_turn_carry_instance_step_attempt_worker_an
     # Parallel steps run on helper threads too: each line names its own step and the turn.
     parts = sorted((ln for ln in got if ln["event"].startswith("part ")), key=lambda ln: ln["event"])
     assert [(ln["event"], ln["step"], ln["attempt"]) for ln in parts] == [
-        (f"part {n}", f"part-{n}", 1) for n in range(4)]
+        (f"part {n}", f"part-{n}", 1) for n in range(4)
+    ]
     assert all(_context_of(ln) == turn for ln in parts)
     # A sensitive step's failure is logged by class only: its message may hold a secret.
     (failed,) = [ln for ln in got if ln["event"].startswith("step use-secret failed for good")]
@@ -100,9 +108,13 @@ def test_async_steps_each_log_with_their_own_step(capture: Any) -> None:
     assert set(parts) == {"async part a-1", "async part a-2", "sync part s-1"}
     for event, ln in parts.items():
         assert ln["step"] == event.rsplit(" ", 1)[1] and ln["attempt"] == 1
-        assert _context_of(ln) == {"instance": "logged-async-1", "workflow": "obs-logged-async",
-                                   "tenant": "globex", "worker": "w-logs-2",
-                                   "trace_id": tracing.trace_id_hex("logged-async-1")}
+        assert _context_of(ln) == {
+            "instance": "logged-async-1",
+            "workflow": "obs-logged-async",
+            "tenant": "globex",
+            "worker": "w-logs-2",
+            "trace_id": tracing.trace_id_hex("logged-async-1"),
+        }
 
 
 def test_console_output_stays_plain_with_the_context_at_the_end(capture: Any) -> None:
@@ -112,6 +124,8 @@ def test_console_output_stays_plain_with_the_context_at_the_end(capture: Any) ->
     _run_with_worker("logged-console-1", worker_id="w-logs-3")
     (line,) = [ln for ln in buffer.getvalue().splitlines() if "fetching page 2" in ln]
     assert not line.startswith("{")
-    assert line.endswith(f"INFO runledger.ingest fetching page 2 [instance=logged-console-1 workflow=obs-logged "
-                         f"step=fetch attempt=2 tenant=acme worker=w-logs-3 "
-                         f"trace_id={tracing.trace_id_hex('logged-console-1')}]")
+    assert line.endswith(
+        f"INFO runledger.ingest fetching page 2 [instance=logged-console-1 workflow=obs-logged "
+        f"step=fetch attempt=2 tenant=acme worker=w-logs-3 "
+        f"trace_id={tracing.trace_id_hex('logged-console-1')}]"
+    )

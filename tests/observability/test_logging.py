@@ -28,8 +28,10 @@ pytestmark = pytest.mark.pure
 def test_a_json_line_has_timestamp_level_event_and_the_bound_context(capture: Any) -> None:
     buffer, configure = capture
     configure(RUNLEDGER_LOG_FORMAT="json")
-    with (context.bind(instance="gong-acme-1", workflow="gong-ingest", tenant="acme", trace_id="abc123"),
-          context.bind(step="llm-extract", attempt=2, worker="host:12")):
+    with (
+        context.bind(instance="gong-acme-1", workflow="gong-ingest", tenant="acme", trace_id="abc123"),
+        context.bind(step="llm-extract", attempt=2, worker="host:12"),
+    ):
         logging.getLogger("runledger.engine").warning("step %s failed", "llm-extract")
     logging.getLogger("runledger.engine").info("outside", extra={"instance": "i-9", "step": "s"})
     first, second = lines(buffer)
@@ -37,8 +39,14 @@ def test_a_json_line_has_timestamp_level_event_and_the_bound_context(capture: An
     assert first["level"] == "WARNING" and first["logger"] == "runledger.engine"
     assert first["timestamp"].endswith("+00:00") and "T" in first["timestamp"]
     assert {k: first[k] for k in context.FIELDS} == {
-        "instance": "gong-acme-1", "workflow": "gong-ingest", "step": "llm-extract", "attempt": 2,
-        "tenant": "acme", "worker": "host:12", "trace_id": "abc123"}
+        "instance": "gong-acme-1",
+        "workflow": "gong-ingest",
+        "step": "llm-extract",
+        "attempt": 2,
+        "tenant": "acme",
+        "worker": "host:12",
+        "trace_id": "abc123",
+    }
     # Outside the block the context is gone; a call's own extras carry it instead.
     assert second["instance"] == "i-9" and second["step"] == "s" and "tenant" not in second
 
@@ -81,9 +89,18 @@ def test_secrets_are_redacted_from_messages_arguments_and_tracebacks(capture: An
 def test_daphne_access_lines_go_through_logging_redacted(capture: Any) -> None:
     buffer, configure = capture
     configure(RUNLEDGER_LOG_FORMAT="json")
-    AccessLogger()("http", "complete", {"path": "/hooks/salesforce/sfkey-1/cdc?token=t-2", "status": 202,
-                                        "method": "POST", "client": "127.0.0.1:5000", "time_taken": 0.012,
-                                        "size": 10})
+    AccessLogger()(
+        "http",
+        "complete",
+        {
+            "path": "/hooks/salesforce/sfkey-1/cdc?token=t-2",
+            "status": 202,
+            "method": "POST",
+            "client": "127.0.0.1:5000",
+            "time_taken": 0.012,
+            "size": 10,
+        },
+    )
     (line,) = lines(buffer)
     assert line["logger"] == "runledger.access"
     assert line["status"] == 202 and line["method"] == "POST" and line["duration_ms"] == 12.0
@@ -99,14 +116,30 @@ def _free_port() -> int:
 
 def test_a_real_daphne_logs_its_access_lines_as_json_without_the_secrets(tmp_path: Path) -> None:
     port = _free_port()
-    env = {**os.environ, "RUNLEDGER_LOG_FORMAT": "json", "DJANGO_SETTINGS_MODULE": "dashboard.settings",
-           "DATABASE_URL": f"sqlite:///{tmp_path}/db.sqlite3"}
+    env = {
+        **os.environ,
+        "RUNLEDGER_LOG_FORMAT": "json",
+        "DJANGO_SETTINGS_MODULE": "dashboard.settings",
+        "DATABASE_URL": f"sqlite:///{tmp_path}/db.sqlite3",
+    }
     log = tmp_path / "daphne.log"
     out = log.open("wb")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dashboard.observability.access", "-b", "127.0.0.1", "-p", str(port),
-         "dashboard.asgi:application"],
-        cwd=Path(__file__).resolve().parents[2], env=env, stdout=out, stderr=subprocess.STDOUT)
+        [
+            sys.executable,
+            "-m",
+            "dashboard.observability.access",
+            "-b",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "dashboard.asgi:application",
+        ],
+        cwd=Path(__file__).resolve().parents[2],
+        env=env,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+    )
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -126,8 +159,7 @@ def test_a_real_daphne_logs_its_access_lines_as_json_without_the_secrets(tmp_pat
         proc.wait(timeout=20)
         out.close()
     output = log.read_text()
-    access = [json.loads(line) for line in output.splitlines()
-              if line.startswith("{") and '"runledger.access"' in line]
+    access = [json.loads(line) for line in output.splitlines() if line.startswith("{") and '"runledger.access"' in line]
     assert access, output
     assert access[-1]["path"] == "/healthz?token=[redacted]&x=1"
     assert access[-1]["status"] == 200
@@ -161,6 +193,8 @@ def test_a_request_with_a_traceparent_logs_its_trace_id(capture: Any) -> None:
     assert "trace_id" not in without
     assert trace_id_from("00-" + "0" * 32 + "-00f067aa0ba902b7-01") is None
     assert trace_id_from("garbage") is None
+
+
 def test_a_long_header_of_dotted_words_is_redacted_in_one_pass():
     # "a.a.a.…" made the old name pattern retry every prefix of the run: minutes per log line.
     hostile = "a." * 50_000

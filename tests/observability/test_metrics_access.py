@@ -30,8 +30,7 @@ def test_a_missing_or_wrong_token_is_refused_with_401_and_the_right_one_is_let_i
     assert wrong.status_code == 401
     assert wrong.json()["error"]["code"] == "invalid_token"
     # A wrong token is refused even from an allowed address: a misconfigured scraper shows up.
-    assert client.get("/metrics", REMOTE_ADDR="127.0.0.1",
-                      headers={"Authorization": "Bearer nope"}).status_code == 401
+    assert client.get("/metrics", REMOTE_ADDR="127.0.0.1", headers={"Authorization": "Bearer nope"}).status_code == 401
     ok = client.get("/metrics", REMOTE_ADDR="192.0.2.7", headers={"Authorization": "Bearer s3cret-scrape"})
     assert ok.status_code == 200
     assert b"runledger_instances_started_total" in ok.content or b"runledger_instances_started" in ok.content

@@ -40,12 +40,14 @@ def test_it_counts_instances_started_and_finished_by_workflow_and_outcome(ledger
     assert value(s, "runledger_instances_finished_total", workflow="obs-broken", outcome="errored") == 1
     assert value(s, "runledger_instances_finished_total", workflow="obs-napper", outcome="complete") is None
     assert value(s, "runledger_instance_duration_seconds_count", workflow="obs-flaky", outcome="complete") == 2
-    assert value(s, "runledger_instance_duration_seconds_bucket", workflow="obs-flaky", outcome="complete",
-                 le="+Inf") == 2
+    assert (
+        value(s, "runledger_instance_duration_seconds_bucket", workflow="obs-flaky", outcome="complete", le="+Inf") == 2
+    )
 
 
 def test_it_counts_step_attempts_retries_and_failures_with_numbered_steps_sharing_a_label(
-        ledger: None, web: Client) -> None:
+    ledger: None, web: Client
+) -> None:
     s = scrape(web)
     # Per flaky instance: fetch-page-1 twice (a retry, then ok), fetch-page-2 once.
     assert value(s, "runledger_step_attempts_total", workflow="obs-flaky", step="fetch-page-N") == 6
@@ -54,8 +56,7 @@ def test_it_counts_step_attempts_retries_and_failures_with_numbered_steps_sharin
     assert value(s, "runledger_step_attempts_total", workflow="obs-broken", step="explode") == 1
     assert value(s, "runledger_step_failures_total", workflow="obs-broken", step="explode") == 1
     assert value(s, "runledger_step_duration_seconds_count", workflow="obs-flaky", step="fetch-page-N") == 4
-    assert value(s, "runledger_step_duration_seconds_bucket", workflow="obs-flaky", step="fetch-page-N",
-                 le="600") == 4
+    assert value(s, "runledger_step_duration_seconds_bucket", workflow="obs-flaky", step="fetch-page-N", le="600") == 4
 
 
 def test_it_sums_cost_by_service_workflow_and_tenant(ledger: None, web: Client) -> None:
@@ -89,7 +90,8 @@ def test_it_reports_live_workers_and_their_slots(db: object, web: Client) -> Non
     create("obs-flaky", id="held-1", tenant="acme")
     create("obs-flaky", id="held-2", tenant="acme")
     Instance.objects.filter(id__startswith="held-").update(
-        lease_owner="host-a:41", lease_token="t", lease_expires_at=timezone.now() + timedelta(seconds=30))
+        lease_owner="host-a:41", lease_token="t", lease_expires_at=timezone.now() + timedelta(seconds=30)
+    )
     s = scrape(web)
     assert value(s, "runledger_workers_live") == 1
     assert value(s, "runledger_worker_slots_in_use", worker="host-a:41") == 2
@@ -97,13 +99,33 @@ def test_it_reports_live_workers_and_their_slots(db: object, web: Client) -> Non
 
 def test_it_reports_the_used_ratio_of_each_budget_in_its_current_period(db: object, web: Client) -> None:
     now = timezone.now()
-    Budget.objects.create(scope="tenant", key="acme", period="month", limit=Decimal("10"),
-                          spent=Decimal("2.5"), period_start=now.replace(day=1, hour=0, minute=0, second=0,
-                                                                         microsecond=0), updated_at=now)
-    Budget.objects.create(scope="service", key="openai", period="hour", limit=Decimal("1"),
-                          spent=Decimal("0.9"), period_start=now - timedelta(hours=3), updated_at=now)
-    Budget.objects.create(scope="instance", key="some-instance", period="day", limit=Decimal("1"),
-                          spent=Decimal("0.5"), period_start=now, updated_at=now)
+    Budget.objects.create(
+        scope="tenant",
+        key="acme",
+        period="month",
+        limit=Decimal("10"),
+        spent=Decimal("2.5"),
+        period_start=now.replace(day=1, hour=0, minute=0, second=0, microsecond=0),
+        updated_at=now,
+    )
+    Budget.objects.create(
+        scope="service",
+        key="openai",
+        period="hour",
+        limit=Decimal("1"),
+        spent=Decimal("0.9"),
+        period_start=now - timedelta(hours=3),
+        updated_at=now,
+    )
+    Budget.objects.create(
+        scope="instance",
+        key="some-instance",
+        period="day",
+        limit=Decimal("1"),
+        spent=Decimal("0.5"),
+        period_start=now,
+        updated_at=now,
+    )
     s = scrape(web)
     assert value(s, "runledger_budget_used_ratio", scope="tenant", key="acme", period="month") == 0.25
     # Its hour rolled over with nothing spent since: 0, not last period's 90 %.
@@ -119,8 +141,11 @@ def test_it_counts_ingress_requests_by_route_and_status(db: object, web: Client)
     web.get("/healthz")  # not ingress
     s = scrape(web)
     assert value(s, "runledger_ingress_requests_total", route="signup", status="401") == 2
-    unknown = {dict(k[1])["status"]: v for k, v in s.items()
-               if k[0] == "runledger_ingress_requests_total" and dict(k[1])["route"] == "unknown"}
+    unknown = {
+        dict(k[1])["status"]: v
+        for k, v in s.items()
+        if k[0] == "runledger_ingress_requests_total" and dict(k[1])["route"] == "unknown"
+    }
     assert sum(unknown.values()) == 1
     assert not [k for k in s if "no-such-route-xyz" in str(k)]
 
@@ -131,8 +156,11 @@ def test_stored_tally_and_live_fold_give_the_same_figures_and_keep_counting(ledg
     assert folded > 0
     assert MetricTally.objects.filter(metric=MetricTally.CURSOR).get().value > 0
     stored = scrape(web)
-    counters = {k: v for k, v in live.items() if k[0].endswith(("_total", "_count", "_bucket", "_sum"))
-                and not k[0].startswith("runledger_ingress")}
+    counters = {
+        k: v
+        for k, v in live.items()
+        if k[0].endswith(("_total", "_count", "_bucket", "_sum")) and not k[0].startswith("runledger_ingress")
+    }
     assert counters == {k: stored[k] for k in counters}
     create("obs-flaky", id="flaky-3", tenant="acme")
     run_until_idle()
@@ -155,7 +183,8 @@ def _fresh_ingress_counts() -> None:
 
 
 def test_past_the_exact_limit_the_reasons_are_estimated_from_a_stable_sample(
-        db: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    db: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from dashboard.observability import gauges
 
     for i in range(40):

@@ -38,18 +38,26 @@ def test_a_workflow_past_its_step_label_cap_counts_new_names_as_other() -> None:
     # A name that already has a series keeps it after the cap is reached.
     again: dict[tally.Series, float] = {}
     fold([_attempt(999, "wide", "stepA0x")], into=again, steps=known_steps(values))
-    assert again == {("attempts", ("wide", "stepA0x")): 1.0,
-                     ("step_seconds", ("wide", "stepA0x", "0")): 1.0,
-                     ("step_seconds_sum", ("wide", "stepA0x")): 0.005,
-                     ("step_seconds_count", ("wide", "stepA0x")): 1.0}
+    assert again == {
+        ("attempts", ("wide", "stepA0x")): 1.0,
+        ("step_seconds", ("wide", "stepA0x", "0")): 1.0,
+        ("step_seconds_sum", ("wide", "stepA0x")): 0.005,
+        ("step_seconds_count", ("wide", "stepA0x")): 1.0,
+    }
 
 
 @pytest.mark.pure
 def test_instance_durations_fall_in_their_bucket_and_sum() -> None:
     values: dict[tally.Series, float] = {}
-    fold([Row(1, "instance.status", "errored", "w", "t", "", {}, T + timedelta(seconds=45), T),
-          Row(2, "instance.status", "running", "w", "t", "", {}, T, T),
-          Row(3, "instance.status", "complete", "w", "t", "", {}, T, None)], into=values, steps={})
+    fold(
+        [
+            Row(1, "instance.status", "errored", "w", "t", "", {}, T + timedelta(seconds=45), T),
+            Row(2, "instance.status", "running", "w", "t", "", {}, T, T),
+            Row(3, "instance.status", "complete", "w", "t", "", {}, T, None),
+        ],
+        into=values,
+        steps={},
+    )
     assert values[("finished", ("w", "errored"))] == 1
     assert values[("finished", ("w", "complete"))] == 1
     assert values[("instance_seconds", ("w", "errored", str(tally.INSTANCE_BUCKETS.index(60.0))))] == 1
@@ -59,7 +67,9 @@ def test_instance_durations_fall_in_their_bucket_and_sum() -> None:
 
 def test_only_settled_rows_are_stored_and_the_cursor_stops_before_the_first_unsettled(db: object) -> None:
     now = timezone.now()
-    old = History.objects.create(workflow="w", tenant="t", kind="instance.created", created_at=now - timedelta(minutes=5))
+    old = History.objects.create(
+        workflow="w", tenant="t", kind="instance.created", created_at=now - timedelta(minutes=5)
+    )
     History.objects.create(workflow="w", tenant="t", kind="instance.created", created_at=now)
     History.objects.create(workflow="w", tenant="t", kind="instance.created", created_at=now - timedelta(minutes=5))
     assert tally.tally_advance(now=now) == 1

@@ -78,6 +78,7 @@ def _part(n: int) -> Any:
     def run(ctx: Any) -> int:
         logged.info("part %d", n)
         return n
+
     return run
 
 

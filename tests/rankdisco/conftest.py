@@ -52,11 +52,17 @@ class UrlClassifyDouble(Workflow):
             raise NonRetryableError(f"cannot classify {url}")
         rules = step.do("rules", lambda ctx: rules_classify(url).as_dict())
         llm = rules["confidence"] < 70
-        return {"url": url, "confidence": 80 if llm else rules["confidence"], "domain_type": rules["domain_type"],
-                "page_type": rules["page_type"], "modifiers": rules["modifiers"],
-                "classification_source": "llm" if llm else "rules",
-                "stages_run": ["cache", "rules", "llm"] if llm else ["cache", "rules"], "round": int(llm),
-                "cost_usd": 0.001 if llm else 0.0}
+        return {
+            "url": url,
+            "confidence": 80 if llm else rules["confidence"],
+            "domain_type": rules["domain_type"],
+            "page_type": rules["page_type"],
+            "modifiers": rules["modifiers"],
+            "classification_source": "llm" if llm else "rules",
+            "stages_run": ["cache", "rules", "llm"] if llm else ["cache", "rules"],
+            "round": int(llm),
+            "cost_usd": 0.001 if llm else 0.0,
+        }
 
 
 @pytest.fixture(autouse=True)
@@ -91,8 +97,9 @@ def zenrows() -> Iterator[FakeZenRows]:
 @pytest.fixture
 def onboard_clients(dataforseo: FakeDataForSEO, zenrows: FakeZenRows) -> Iterator[OnboardClients]:
     made = OnboardClients(
-        dataforseo=DataForSEOClient(login="dfs-login", password="dfs-password", base_url=dataforseo.url,
-                                    limiter=InProcess(RateLimiter(1000))),
+        dataforseo=DataForSEOClient(
+            login="dfs-login", password="dfs-password", base_url=dataforseo.url, limiter=InProcess(RateLimiter(1000))
+        ),
         native=NativeFetcher(session=SiteSession(zenrows)),
         zenrows=ZenRowsClient(api_key="zr-key", base_url=f"{zenrows.url}/v1/"),
     )

@@ -40,8 +40,13 @@ ENDPOINTS = 4  # backlinks, ranked keywords, referring domains, bulk spam score
 @pytest.fixture
 def cached_clients(dataforseo: FakeDataForSEO, zenrows: FakeZenRows) -> Iterator[OnboardClients]:
     made = OnboardClients(
-        dataforseo=DataForSEOClient(login="dfs-login", password="dfs-password", base_url=dataforseo.url,
-                                    limiter=InProcess(RateLimiter(1000)), cache=TenantAnswerCache()),
+        dataforseo=DataForSEOClient(
+            login="dfs-login",
+            password="dfs-password",
+            base_url=dataforseo.url,
+            limiter=InProcess(RateLimiter(1000)),
+            cache=TenantAnswerCache(),
+        ),
         native=NativeFetcher(session=SiteSession(zenrows)),
         zenrows=ZenRowsClient(api_key="zr-key", base_url=f"{zenrows.url}/v1/"),
     )
@@ -124,10 +129,18 @@ def test_a_step_retried_after_a_crash_books_its_real_cost_not_a_cache_hit(
         dataforseo: FakeDataForSEO, zenrows: FakeZenRows, drain, tmp_path: Path) -> None:  # fmt: skip
     # The lost run put its answer in the cache; its retry replays the answer from the step's
     # journal and books what it cost. Another instance asking the same then hits the cache.
-    params = {"llm_url": "", "dfs_url": dataforseo.url, "zr_url": zenrows.url, "marks": str(tmp_path),
-              "how": "exit", "steps": ["dataforseo"], "cache": True}
-    lost = create(id="cache-crash", workflow="e2e-paid", params={**params, "die": {"dataforseo": "answer"}},
-                  tenant="acme").id
+    params = {
+        "llm_url": "",
+        "dfs_url": dataforseo.url,
+        "zr_url": zenrows.url,
+        "marks": str(tmp_path),
+        "how": "exit",
+        "steps": ["dataforseo"],
+        "cache": True,
+    }
+    lost = create(
+        id="cache-crash", workflow="e2e-paid", params={**params, "die": {"dataforseo": "answer"}}, tenant="acme"
+    ).id
     crash_and_take_over(drain, lost)
     drain()
     assert get(lost).status()["status"] == "complete"

@@ -18,8 +18,12 @@ def test_the_demo_onboards_its_domains_with_one_failed_branch_and_only_once(drai
         assert demo_onboard() == (4, 0)
         drain()
         statuses = dict(Instance.objects.filter(workflow="domain-onboard").values_list("params__domain", "status"))
-        assert statuses == {"acme-logistics.example": "complete", "northwind.example": "complete",
-                            "globex.example": "complete", FAILING_KEYWORDS: "completed_with_errors"}
+        assert statuses == {
+            "acme-logistics.example": "complete",
+            "northwind.example": "complete",
+            "globex.example": "complete",
+            FAILING_KEYWORDS: "completed_with_errors",
+        }
         domain = Domain.objects.get(name="globex.example")
         assert domain.backlinks_count == DEMO_LIMIT and domain.brand_properties_count == 3
         assert Budget.objects.filter(scope="service", key="dataforseo", period="day", policy="approval").exists()

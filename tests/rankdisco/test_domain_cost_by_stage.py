@@ -36,19 +36,29 @@ class ClassifyWithZenRows(Workflow):
         def content(ctx: Any) -> str:
             if host == "acme.example":
                 return "0"
-            return str(ctx.track_cost("zenrows", cost=ZENROWS_PREMIUM_PAGE, items=1,
-                                      metadata={"stage": "content", "domain": host}))
+            return str(
+                ctx.track_cost(
+                    "zenrows", cost=ZENROWS_PREMIUM_PAGE, items=1, metadata={"stage": "content", "domain": host}
+                )
+            )
 
         cost = step.do("content", content)
-        return {"url": url, "confidence": 75, "classification_source": "content",
-                "stages_run": ["cache", "rules", "content"], "round": 0, "cost_usd": float(cost)}
+        return {
+            "url": url,
+            "confidence": 75,
+            "classification_source": "content",
+            "stages_run": ["cache", "rules", "content"],
+            "round": 0,
+            "cost_usd": float(cost),
+        }
 
 
 def test_cost_by_stage_adds_up_to_the_onboardings_cost_with_classifications_on_other_hosts(
         onboard_clients: Any, drain: Any, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     monkeypatch.setitem(registry._registry, "url-classify", ClassifyWithZenRows)
-    iid, _ = domain_onboard_start("acme", "acme.example", backlink_limit=10, keyword_limit=10,
-                                  referring_domains_limit=10)
+    iid, _ = domain_onboard_start(
+        "acme", "acme.example", backlink_limit=10, keyword_limit=10, referring_domains_limit=10
+    )
     drain()
     assert get(iid).status()["status"] == "complete"
     children = list(Instance.objects.filter(parent_id=iid).values_list("id", flat=True))
@@ -67,5 +77,4 @@ def test_cost_by_stage_adds_up_to_the_onboardings_cost_with_classifications_on_o
     assert sum(c["calls"] for c in stages) == ledger.count()  # every row once
     assert domain.cost_usd.quantize(Decimal("0.01")) == total.quantize(Decimal("0.01"))
     content = [c for c in stages if c["stage"] == "content"]
-    assert [(c["service"], c["total"]) for c in content] == [
-        ("zenrows", ZENROWS_PREMIUM_PAGE * elsewhere.count())]
+    assert [(c["service"], c["total"]) for c in content] == [("zenrows", ZENROWS_PREMIUM_PAGE * elsewhere.count())]

@@ -44,7 +44,8 @@ def step_names(instance_id: str) -> list[str]:
 
 
 def test_a_domain_is_fetched_stored_scored_searched_for_brand_properties_and_its_urls_classified(
-        onboard_clients, dataforseo: FakeDataForSEO, drain) -> None:
+    onboard_clients, dataforseo: FakeDataForSEO, drain
+) -> None:
     iid, created = domain_onboard_start("acme", "https://www.Acme.example/", actor="ana")
     assert created and iid == "onboard-acme-acme-example"
     drain()
@@ -59,9 +60,16 @@ def test_a_domain_is_fetched_stored_scored_searched_for_brand_properties_and_its
     assert names[:4] == ["search-attributes", "ensure-domain", "search-attributes", "initialize"]
     assert set(names[4:7]) == {"fetch-backlinks", "fetch-keywords", "fetch-referring-domains"}
     # Without an LLM connection the keywords' intents are the rules' alone: no keyword-intent-llm step.
-    assert names[7:] == ["parallel-store-all", "track-all-queued", "fetch-ranking-url-spam-scores",
-                         "discover-ranking-domain-properties", "keyword-intent-rules", "finalize",
-                         "queue-domain-classification", "store-classifications"]
+    assert names[7:] == [
+        "parallel-store-all",
+        "track-all-queued",
+        "fetch-ranking-url-spam-scores",
+        "discover-ranking-domain-properties",
+        "keyword-intent-rules",
+        "finalize",
+        "queue-domain-classification",
+        "store-classifications",
+    ]
 
     domain = Domain.objects.get(tenant="acme", name="acme.example")
     assert domain.onboard_status == "completed" and domain.onboard_duration_ms is not None
@@ -73,28 +81,37 @@ def test_a_domain_is_fetched_stored_scored_searched_for_brand_properties_and_its
     assert BrandProperty.objects.filter(domain=domain, kind="youtube_channel").exists()
     # Every URL went through url-classify and its result came back onto its row and the domain.
     urls = {backlink("acme.example", i)["url_from"] for i in range(100)} | {
-        ranked_keyword("acme.example", i)["ranked_serp_element"]["serp_item"]["url"] for i in range(100)}
+        ranked_keyword("acme.example", i)["ranked_serp_element"]["serp_item"]["url"] for i in range(100)
+    }
     children = Instance.objects.filter(parent_id=iid, workflow="url-classify")
     assert children.count() == len(urls)
     assert not Backlink.objects.filter(domain=domain, classification__isnull=True).exists()
     by_source = {k: v for k, v in domain.metrics.items() if k.startswith("classified_by_")}
     assert sum(by_source.values()) == len(urls) and by_source.get("classified_by_llm", 0) > 0
     assert domain.metrics["llm_verified_count"] == by_source["classified_by_llm"]
-    assert metrics["backlinks_classified"] == len(set(Backlink.objects.filter(domain=domain).values_list(
-        "url_from", flat=True)))
+    assert metrics["backlinks_classified"] == len(
+        set(Backlink.objects.filter(domain=domain).values_list("url_from", flat=True))
+    )
 
     # One api_costs row per DataForSEO call, as the fake billed it, with the seed's services.
     rows = ApiCost.objects.filter(instance_id=iid, service="dataforseo")
     assert sorted(r.metadata["cost_service"] for r in rows) == [
-        "DATAFORSEO_BACKLINKS", "DATAFORSEO_KEYWORDS", "DATAFORSEO_REFERRING_DOMAINS", "DATAFORSEO_SPAM_SCORE"]
+        "DATAFORSEO_BACKLINKS",
+        "DATAFORSEO_KEYWORDS",
+        "DATAFORSEO_REFERRING_DOMAINS",
+        "DATAFORSEO_SPAM_SCORE",
+    ]
     assert {r.metadata["domain"] for r in rows} == {"acme.example"}
     assert {r.metadata["stage"] for r in rows} == {"backlinks", "keywords", "referring_domains", "spam_scores"}
     assert sum(r.cost for r in rows) == dataforseo.billed
     assert domain.cost_usd == sum(r.cost for r in ApiCost.objects.filter(instance_id=iid)) + Decimal(
-        str(domain.metrics["classification_cost_usd"])).quantize(Decimal("0.000001"))
+        str(domain.metrics["classification_cost_usd"])
+    ).quantize(Decimal("0.000001"))
     # The instance's hourly budget (the seed's checkBudget) was created and charged.
     budget = Budget.objects.get(scope="instance", key=iid, period="hour")
-    assert budget.limit == Decimal("1.00") and budget.spent == sum(r.cost for r in ApiCost.objects.filter(instance_id=iid))
+    assert budget.limit == Decimal("1.00") and budget.spent == sum(
+        r.cost for r in ApiCost.objects.filter(instance_id=iid)
+    )
 
 
 def test_onboarding_a_domain_again_updates_its_rows_and_adds_none(onboard_clients, drain) -> None:
@@ -116,7 +133,8 @@ def test_onboarding_a_domain_again_updates_its_rows_and_adds_none(onboard_client
 
 
 def test_a_retryable_error_inside_a_200_is_retried_and_the_onboarding_completes(
-        onboard_clients, dataforseo: FakeDataForSEO, drain) -> None:
+    onboard_clients, dataforseo: FakeDataForSEO, drain
+) -> None:
     failed = envelope([task_json("backlinks/backlinks/live", {"target": "acme.example"}, code=50000)])
     dataforseo.plan(ROUTE_BACKLINKS, Planned(200, failed))
     iid, _ = domain_onboard_start("acme", "acme.example", **SMALL)
@@ -129,9 +147,11 @@ def test_a_retryable_error_inside_a_200_is_retried_and_the_onboarding_completes(
 
 
 def test_a_failed_branch_is_recorded_and_the_rest_go_on_to_completed_with_errors(
-        onboard_clients, dataforseo: FakeDataForSEO, drain) -> None:
-    rejected = envelope([task_json("dataforseo_labs/google/ranked_keywords/live", {"target": "acme.example"},
-                                   code=40501)])
+    onboard_clients, dataforseo: FakeDataForSEO, drain
+) -> None:
+    rejected = envelope(
+        [task_json("dataforseo_labs/google/ranked_keywords/live", {"target": "acme.example"}, code=40501)]
+    )
     dataforseo.plan(ROUTE_KEYWORDS, Planned(200, rejected))
     iid, _ = domain_onboard_start("acme", "acme.example", **SMALL)
     drain()
@@ -152,7 +172,8 @@ def test_a_failed_branch_is_recorded_and_the_rest_go_on_to_completed_with_errors
 
 
 def test_an_exhausted_balance_pauses_the_instance_until_an_operator_resumes_it(
-        onboard_clients, dataforseo: FakeDataForSEO, drain) -> None:
+    onboard_clients, dataforseo: FakeDataForSEO, drain
+) -> None:
     dataforseo.task_errors["broke.example"] = 40200
     iid, _ = domain_onboard_start("acme", "broke.example", **SMALL)
     drain()
@@ -208,8 +229,9 @@ def test_an_unknown_domain_id_ends_the_onboarding_under_the_lookup_s_error_name(
 
 
 def test_skip_flags_skip_their_fetches(onboard_clients, dataforseo: FakeDataForSEO, drain) -> None:
-    iid, _ = domain_onboard_start("acme", "acme.example", skip_keywords=True, skip_referring_domains=True,
-                                  skip_brand_properties=True, **SMALL)
+    iid, _ = domain_onboard_start(
+        "acme", "acme.example", skip_keywords=True, skip_referring_domains=True, skip_brand_properties=True, **SMALL
+    )
     drain()
     status = get(iid).status()
     assert status["status"] == "complete"

@@ -40,8 +40,13 @@ def intent_llm() -> Iterator[FakeClassifyLLM]:
     with FakeClassifyLLM() as fake:
         config_cache_clear()
         clients_clear()
-        connection_upsert(tenant="acme", kind="llm", base_url=f"{fake.url}/v1", secret="sk-fake",
-                          options={"provider": "openai", "model": "gpt-4o-mini", "service": "openai"})
+        connection_upsert(
+            tenant="acme",
+            kind="llm",
+            base_url=f"{fake.url}/v1",
+            secret="sk-fake",
+            options={"provider": "openai", "model": "gpt-4o-mini", "service": "openai"},
+        )
         yield fake
         config_cache_clear()
         clients_clear()
@@ -70,12 +75,22 @@ def intent_rows(iid: str) -> Any:
 # -- the rules and the answer, pure
 
 
-@pytest.mark.parametrize(("keyword", "intent"), [
-    ("buy running shoes", "transactional"), ("ledger pricing", "transactional"), ("pizza near me", "transactional"),
-    ("best crm for startups", "commercial"), ("hubspot vs salesforce", "commercial"),
-    ("orbit review", "commercial"), ("acme login", "navigational"), ("acme", "navigational"),
-    ("youtube", "navigational"), ("how to bake bread", "informational"), ("what is a ledger", "informational"),
-])
+@pytest.mark.parametrize(
+    ("keyword", "intent"),
+    [
+        ("buy running shoes", "transactional"),
+        ("ledger pricing", "transactional"),
+        ("pizza near me", "transactional"),
+        ("best crm for startups", "commercial"),
+        ("hubspot vs salesforce", "commercial"),
+        ("orbit review", "commercial"),
+        ("acme login", "navigational"),
+        ("acme", "navigational"),
+        ("youtube", "navigational"),
+        ("how to bake bread", "informational"),
+        ("what is a ledger", "informational"),
+    ],
+)
 def test_the_rules_decide_keywords_whose_words_point_one_way(keyword: str, intent: str) -> None:
     guess = intent_rules(keyword, brand="acme")
     assert (guess.intent, guess.decided) == (intent, True)
@@ -87,12 +102,23 @@ def test_the_rules_leave_keywords_with_no_signal_or_mixed_signals_undecided(keyw
 
 
 def test_the_brand_is_the_registrable_label_of_the_domain() -> None:
-    assert [domain_brand(d) for d in ("acme.example", "shop.acme.co.uk", "www.globex.com")] == ["acme", "acme", "globex"]
+    assert [domain_brand(d) for d in ("acme.example", "shop.acme.co.uk", "www.globex.com")] == [
+        "acme",
+        "acme",
+        "globex",
+    ]
 
 
 def test_an_answer_outside_the_four_intents_or_the_batch_is_dropped() -> None:
-    answer = {"results": [{"id": 0, "intent": "Commercial", "confidence": 88}, {"id": 1, "intent": "curious"},
-                          {"id": 7, "intent": "informational"}, {"id": "x", "intent": "navigational"}, "junk"]}
+    answer = {
+        "results": [
+            {"id": 0, "intent": "Commercial", "confidence": 88},
+            {"id": 1, "intent": "curious"},
+            {"id": 7, "intent": "informational"},
+            {"id": "x", "intent": "navigational"},
+            "junk",
+        ]
+    }
     assert intent_answers(answer, count=2) == {0: ("commercial", 88)}
 
 
@@ -115,7 +141,11 @@ def test_ranked_keywords_are_classified_by_the_rules_then_the_llm_and_booked_by_
     # The fake's keywords end in pricing, review, vs, login (the rules' words) or api (no signal).
     ruled = keywords.filter(intent_source="rules")
     assert {(k.keyword.split()[-1], k.intent) for k in ruled} <= {
-        ("pricing", "transactional"), ("review", "commercial"), ("vs", "commercial"), ("login", "navigational")}
+        ("pricing", "transactional"),
+        ("review", "commercial"),
+        ("vs", "commercial"),
+        ("login", "navigational"),
+    }
     asked = keywords.filter(intent_source="llm")
     assert asked.exists() and all(k.keyword.endswith(" api") for k in asked)
     assert set(asked.values_list("intent", flat=True)) == {"informational"}  # as the fake answers "api"
@@ -125,7 +155,8 @@ def test_ranked_keywords_are_classified_by_the_rules_then_the_llm_and_booked_by_
     batches = -(-asked.count() // batch_of_5)
     assert names.index("keyword-intent-rules") < names.index("finalize")
     assert sorted(n for n in names if n.startswith("keyword-intent-llm-")) == sorted(
-        f"keyword-intent-llm-{n}" for n in range(1, batches + 1))
+        f"keyword-intent-llm-{n}" for n in range(1, batches + 1)
+    )
     assert intent_llm.count(CHAT) == batches
     metrics = status["output"]["metrics"]
     assert (metrics["keyword_intents_by_rules"], metrics["keyword_intents_by_llm"]) == (ruled.count(), asked.count())
@@ -189,15 +220,17 @@ def test_without_an_llm_the_rules_decide_what_they_can_and_the_rest_keep_no_inte
     keywords = RankedKeyword.objects.filter(domain__name="acme.example")
     assert not keywords.filter(intent_source="llm").exists()
     assert set(keywords.filter(intent="").values_list("keyword", flat=True)) == {
-        k for k in fetched_keywords("acme.example", 40) if k.endswith(" api")}
+        k for k in fetched_keywords("acme.example", 40) if k.endswith(" api")
+    }
     assert status["output"]["metrics"]["keyword_intents_undecided"] == keywords.filter(intent="").count() > 0
     assert not intent_rows(iid).exists()
 
 
 @pytest.mark.db
 @pytest.mark.django_db(transaction=True)
-def test_skip_keyword_intent_skips_its_steps(onboard_clients: Any, intent_llm: FakeClassifyLLM,
-                                             no_url_classify: None, drain: Any) -> None:
+def test_skip_keyword_intent_skips_its_steps(
+    onboard_clients: Any, intent_llm: FakeClassifyLLM, no_url_classify: None, drain: Any
+) -> None:
     iid, _ = domain_onboard_start("acme", "acme.example", skip_keyword_intent=True, **SMALL)
     drain()
     status = get(iid).status()

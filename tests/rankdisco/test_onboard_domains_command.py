@@ -15,11 +15,25 @@ pytestmark = [pytest.mark.db, pytest.mark.django_db]
 
 def test_it_starts_one_onboarding_per_domain_and_refuses_names_that_are_not_domains(tmp_path: Path, capsys) -> None:
     listing = tmp_path / "domains.txt"
-    listing.write_text("# our clients\nglobex.example\n\nhttps://www.Acme.example/  # dup of the argument\nnot a domain\n")
+    listing.write_text(
+        "# our clients\nglobex.example\n\nhttps://www.Acme.example/  # dup of the argument\nnot a domain\n"
+    )
     out, err = StringIO(), StringIO()
     with pytest.raises(CommandError, match="1 name\\(s\\) are not domains"):
-        call_command("onboard_domains", "acme.example", "--file", str(listing), "--tenant", "acme",
-                     "--keyword-limit", "20", "--skip-brand-properties", "--no-progress", stdout=out, stderr=err)
+        call_command(
+            "onboard_domains",
+            "acme.example",
+            "--file",
+            str(listing),
+            "--tenant",
+            "acme",
+            "--keyword-limit",
+            "20",
+            "--skip-brand-properties",
+            "--no-progress",
+            stdout=out,
+            stderr=err,
+        )
     assert "2 onboardings started, 0 already there" in out.getvalue()
     assert "'not a domain' is not a domain name" in err.getvalue()
     made = {i.id: i.params for i in Instance.objects.filter(workflow="domain-onboard")}

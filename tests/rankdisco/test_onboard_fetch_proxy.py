@@ -83,13 +83,13 @@ def env_clients(monkeypatch: pytest.MonkeyPatch, dataforseo: FakeDataForSEO, pro
 
 def test_every_brand_page_fetch_goes_through_the_configured_proxy(
         env_clients: None, proxy: RecordingProxy, dataforseo: FakeDataForSEO, drain: Any) -> None:  # fmt: skip
-    iid, _ = domain_onboard_start("acme", "acme.example", backlink_limit=5, keyword_limit=20,
-                                  referring_domains_limit=5)
+    iid, _ = domain_onboard_start("acme", "acme.example", backlink_limit=5, keyword_limit=20, referring_domains_limit=5)
     drain()
     status = get(iid).status()
     assert status["status"] == "complete", status
-    ranking = list(RankedKeyword.objects.filter(domain__name="acme.example").exclude(url="")
-                   .values_list("url", flat=True))
+    ranking = list(
+        RankedKeyword.objects.filter(domain__name="acme.example").exclude(url="").values_list("url", flat=True)
+    )
     pages = brand_pages("acme.example", ranking, home=True, ranking=True)
     assert len(pages) > 1  # the home page and ranking pages
     # Each page was asked of the proxy (https: a tunnel to its host), none went out directly;
@@ -100,4 +100,3 @@ def test_every_brand_page_fetch_goes_through_the_configured_proxy(
     assert status["output"]["metrics"]["ranking_domains_scraped"] == 0
     # DataForSEO is an API, not a page fetch: it is called directly, never through the proxy.
     assert dataforseo.count() > 0 and not any(dataforseo.url.split("//")[1] in t for t in proxy.targets)
-

@@ -22,9 +22,7 @@ SMALL = {"backlink_limit": 10, "keyword_limit": 10, "referring_domains_limit": 1
 
 def _started_and_backing_off(dataforseo: FakeDataForSEO, drain: Any) -> str:
     """An onboarding past track-all-queued, waiting out a retry of the spam scores."""
-    dataforseo.plan(
-        ROUTE_SPAM, Planned(500, {"status_code": 50000, "status_message": "Internal error."})
-    )
+    dataforseo.plan(ROUTE_SPAM, Planned(500, {"status_code": 50000, "status_message": "Internal error."}))
     iid, _ = domain_onboard_start("acme", "acme.example", **SMALL)
     drain(advance_clock=False)
     assert get(iid).status()["status"] == "waiting"
@@ -50,9 +48,7 @@ def test_a_classifier_deployed_while_a_run_is_in_flight_does_not_change_its_path
     assert "fetch-ranking-url-spam-scores" in names and "finalize" in names
     assert "queue-domain-classification" not in names  # the path it recorded: nothing queued
     assert not Instance.objects.filter(parent_id=iid).exists()
-    assert (
-        Domain.objects.get(tenant="acme", name="acme.example").urls_queued_for_classification == 0
-    )
+    assert Domain.objects.get(tenant="acme", name="acme.example").urls_queued_for_classification == 0
 
 
 def test_a_run_recorded_before_the_decision_was_kept_reads_the_registry(
@@ -61,9 +57,7 @@ def test_a_run_recorded_before_the_decision_was_kept_reads_the_registry(
     iid = _started_and_backing_off(dataforseo, drain)
     tracked = _tracked(iid)
     assert tracked.result["classify"] is True
-    Step.objects.filter(id=tracked.id).update(
-        result={k: v for k, v in tracked.result.items() if k != "classify"}
-    )
+    Step.objects.filter(id=tracked.id).update(result={k: v for k, v in tracked.result.items() if k != "classify"})
     drain()
     status = get(iid).status()
     assert status["status"] == "complete", status["error"]

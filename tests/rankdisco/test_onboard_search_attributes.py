@@ -30,7 +30,8 @@ def step_names(instance_id: str) -> list[str]:
 
 
 def test_an_onboarding_is_tagged_with_its_domain_and_id_and_the_operator_finds_it_by_either(
-        onboard_clients, drain) -> None:
+    onboard_clients, drain
+) -> None:
     iid, _ = domain_onboard_start("acme", "https://www.Acme.example/", **SMALL)
     other, _ = domain_onboard_start("acme", "northwind.example", **SMALL)
     drain()
@@ -55,7 +56,8 @@ def test_a_known_domain_id_is_tagged_at_once_and_takes_no_second_step(onboard_cl
 
 
 def test_a_paused_onboarding_is_found_by_its_domain_while_it_waits_for_the_operator(
-        onboard_clients, dataforseo: FakeDataForSEO, drain) -> None:
+    onboard_clients, dataforseo: FakeDataForSEO, drain
+) -> None:
     dataforseo.task_errors["broke.example"] = 40200  # the DataForSEO balance is exhausted
     iid, _ = domain_onboard_start("acme", "broke.example", **SMALL)
     drain()
@@ -64,7 +66,8 @@ def test_a_paused_onboarding_is_found_by_its_domain_while_it_waits_for_the_opera
 
 
 def test_an_onboarding_started_on_version_1_replays_its_recorded_steps_without_the_new_ones(
-        onboard_clients, dataforseo: FakeDataForSEO, drain, monkeypatch) -> None:
+    onboard_clients, dataforseo: FakeDataForSEO, drain, monkeypatch
+) -> None:
     dataforseo.task_errors["broke.example"] = 40200
     deployed = DomainOnboard.version
     monkeypatch.setattr(DomainOnboard, "version", 1)

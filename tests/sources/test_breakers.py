@@ -29,8 +29,12 @@ pytestmark = pytest.mark.django_db(transaction=True)
 RUNS = 40
 THRESHOLD, COOLDOWN = 5, 30.0
 OUTAGE = 300  # seconds the provider is down
-SETTINGS = {"RUNLEDGER_BREAKER_THRESHOLD": THRESHOLD, "RUNLEDGER_BREAKER_WINDOW": 60.0,
-            "RUNLEDGER_BREAKER_COOLDOWN": COOLDOWN, "RUNLEDGER_BREAKER_PROBE_TIMEOUT": 120.0}
+SETTINGS = {
+    "RUNLEDGER_BREAKER_THRESHOLD": THRESHOLD,
+    "RUNLEDGER_BREAKER_WINDOW": 60.0,
+    "RUNLEDGER_BREAKER_COOLDOWN": COOLDOWN,
+    "RUNLEDGER_BREAKER_PROBE_TIMEOUT": 120.0,
+}
 PROVIDER: dict[str, str] = {}  # the fake's URL, for the workflow
 
 
@@ -50,13 +54,16 @@ class FetchTranscript(Workflow):
     def run(self, event: Any, step: Any) -> Any:
         def fetch(ctx: Any) -> int:
             ctx.check_budget("gong", "0.01")
-            client = GongClient(access_key="gong-key", access_key_secret="gong-secret",
-                                base_url=PROVIDER["url"], limiter=InProcess(RateLimiter(10_000, 1.0)))
+            client = GongClient(
+                access_key="gong-key",
+                access_key_secret="gong-secret",
+                base_url=PROVIDER["url"],
+                limiter=InProcess(RateLimiter(10_000, 1.0)),
+            )
             transcript = client.transcript(event.payload["call"])
             return 0 if transcript is None else len(transcript.monologues)
 
-        return step.do("fetch-transcript", fetch,
-                       retries={"limit": 3, "delay": "1 second", "backoff": "constant"})
+        return step.do("fetch-transcript", fetch, retries={"limit": 3, "delay": "1 second", "backoff": "constant"})
 
 
 @pytest.fixture
@@ -68,8 +75,9 @@ def gong():
 
 def _start(gong: FlakyGong, tenant: str = "acme") -> list[str]:
     call = gong.calls[0].id
-    return [create("t-breaker-transcript", id=f"{tenant}-{n}", params={"call": call}, tenant=tenant).id
-            for n in range(RUNS)]
+    return [
+        create("t-breaker-transcript", id=f"{tenant}-{n}", params={"call": call}, tenant=tenant).id for n in range(RUNS)
+    ]
 
 
 def _run_for(seconds: float, *, every: float = 5.0) -> None:
@@ -142,8 +150,12 @@ def test_with_breakers_off_every_attempt_of_every_run_reaches_the_provider(gong)
 @override_settings(**SETTINGS)
 def test_outside_a_step_a_request_is_sent_without_a_breaker(gong):
     gong.down = True
-    client = GongClient(access_key="gong-key", access_key_secret="gong-secret", base_url=gong.url,
-                        limiter=InProcess(RateLimiter(10_000, 1.0)))
+    client = GongClient(
+        access_key="gong-key",
+        access_key_secret="gong-secret",
+        base_url=gong.url,
+        limiter=InProcess(RateLimiter(10_000, 1.0)),
+    )
     for _ in range(THRESHOLD + 3):
         with pytest.raises(GongServerError):
             client.transcript(gong.calls[0].id)

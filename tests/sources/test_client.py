@@ -60,19 +60,13 @@ def test_every_sources_rate_limit_is_one_kind_and_keeps_its_own_flags() -> None:
         SalesforceLimitExceeded,
     ):
         error = cls("slow down", retry_after=2.0)
-        assert (
-            isinstance(error, errors.RateLimited) and error.retryable and error.retry_after == 2.0
-        )
-    assert (
-        ZenRowsPaymentRequired("x").needs_operator and DataForSEOPaymentRequired("x").needs_operator
-    )
+        assert isinstance(error, errors.RateLimited) and error.retryable and error.retry_after == 2.0
+    assert ZenRowsPaymentRequired("x").needs_operator and DataForSEOPaymentRequired("x").needs_operator
     assert not GongRateLimited("x").needs_operator
 
 
 def test_an_error_crosses_a_process_boundary_with_every_attribute() -> None:
-    error = DataForSEOPaymentRequired(
-        "no balance", status=200, code=40200, cost=Decimal("0.02"), retry_after=None
-    )
+    error = DataForSEOPaymentRequired("no balance", status=200, code=40200, cost=Decimal("0.02"), retry_after=None)
     copy = pickle.loads(pickle.dumps(error))
     assert (type(copy), str(copy), copy.code, copy.cost, copy.status, copy.needs_operator) == (
         DataForSEOPaymentRequired,
@@ -96,7 +90,5 @@ def test_a_refused_connection_is_the_clients_unavailable_error_naming_what_was_s
         base_url=f"http://127.0.0.1:{port}",
         timeout=(5.0, 5.0),
     )
-    with pytest.raises(
-        GongUnavailable, match=rf"Gong GET http://127.0.0.1:{port}/v2/calls failed to connect"
-    ):
+    with pytest.raises(GongUnavailable, match=rf"Gong GET http://127.0.0.1:{port}/v2/calls failed to connect"):
         client.calls_page(from_time=NEW_YEAR, to_time=NEW_YEAR)

@@ -65,9 +65,7 @@ def fake() -> Iterator[FakeDataForSEO]:
         yield server
 
 
-def client_for(
-    fake: FakeDataForSEO, clock: FakeClock | None = None, **kwargs: object
-) -> DataForSEOClient:
+def client_for(fake: FakeDataForSEO, clock: FakeClock | None = None, **kwargs: object) -> DataForSEOClient:
     clock = clock or FakeClock()
     kwargs.setdefault("limiter", InProcess(RateLimiter(2000, 60.0, clock=clock, sleep=clock.sleep)))
     kwargs.setdefault("sleep", clock.sleep)
@@ -290,7 +288,11 @@ def test_errors_keep_code_and_cost_across_processes() -> None:
     copy = pickle.loads(pickle.dumps(error))
 
     assert (type(copy), copy.code, copy.cost, copy.needs_operator) == (
-        DataForSEOPaymentRequired, 40200, Decimal("0.5"), True)
+        DataForSEOPaymentRequired,
+        40200,
+        Decimal("0.5"),
+        True,
+    )
 
 
 def test_the_fake_answers_each_target_within_its_latency_and_the_same_each_time() -> None:

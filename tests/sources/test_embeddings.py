@@ -42,17 +42,13 @@ def test_openai_embeddings_come_back_in_input_order_with_usage(fake_openai: Fake
 
     result = client.embed(["budget approved", "budget approved today", UNRELATED])
 
-    assert cosine_similarity(*result.vectors[:2]) > cosine_similarity(
-        result.vectors[0], result.vectors[2]
-    )
+    assert cosine_similarity(*result.vectors[:2]) > cosine_similarity(result.vectors[0], result.vectors[2])
     assert result.usage.input_tokens > 0 and result.model == "text-embedding-3-small"
     assert fake_openai.requests_to(EMBEDDINGS)[0].json()["encoding_format"] == "float"
 
 
 def test_openai_embeddings_rate_limit_is_retryable(fake_openai: FakeOpenAI) -> None:
-    fake_openai.plan(
-        EMBEDDINGS, Planned(429, {"error": {"message": "slow"}}, {"retry-after": "90"})
-    )
+    fake_openai.plan(EMBEDDINGS, Planned(429, {"error": {"message": "slow"}}, {"retry-after": "90"}))
 
     with pytest.raises(LLMRateLimited) as caught:
         OpenAIEmbeddings(base_url=f"{fake_openai.url}/v1", api_key="sk-fake").embed(["x"])

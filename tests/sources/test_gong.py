@@ -38,9 +38,7 @@ def client_for(fake: FakeGong, clock: FakeClock | None = None, **kwargs: object)
     clock = clock or FakeClock()
     kwargs.setdefault("limiter", InProcess(RateLimiter(3, 1.0, clock=clock, sleep=clock.sleep)))
     kwargs.setdefault("sleep", clock.sleep)
-    return GongClient(
-        access_key="gong-key", access_key_secret="gong-secret", base_url=fake.url, **kwargs
-    )  # type: ignore[arg-type]
+    return GongClient(access_key="gong-key", access_key_secret="gong-secret", base_url=fake.url, **kwargs)  # type: ignore[arg-type]
 
 
 def test_it_follows_the_cursor_until_the_last_page(fake_gong: FakeGong) -> None:
@@ -162,9 +160,11 @@ def test_transcripts_follow_cursor_pages_in_the_body() -> None:
         transcripts = list(client_for(fake).iter_transcripts([c.id for c in calls]))
 
         assert [t.call_id for t in transcripts] == [c.id for c in calls]
-        assert [
-            r.json().get("cursor") is None for r in fake.requests_to("POST /v2/calls/transcript")
-        ] == [True, False, False]
+        assert [r.json().get("cursor") is None for r in fake.requests_to("POST /v2/calls/transcript")] == [
+            True,
+            False,
+            False,
+        ]
 
 
 def test_it_spaces_requests_to_three_per_second(fake_gong: FakeGong) -> None:

@@ -86,8 +86,18 @@ def _chat(session: requests.Session, url: str, **kwargs: object) -> requests.Res
 
 @pytest.fixture
 def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    for name in ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy",
-                 "NO_PROXY", "no_proxy", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
+    for name in (
+        "HTTP_PROXY",
+        "http_proxy",
+        "HTTPS_PROXY",
+        "https_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+        "NO_PROXY",
+        "no_proxy",
+        "REQUESTS_CA_BUNDLE",
+        "CURL_CA_BUNDLE",
+    ):
         monkeypatch.delenv(name, raising=False)
     netrc = tmp_path / "netrc"
     netrc.write_text("")
@@ -95,8 +105,9 @@ def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     return netrc
 
 
-def test_the_environments_proxy_carries_requests_to_other_hosts(clean_env: Path, fake_openai: FakeOpenAI,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_environments_proxy_carries_requests_to_other_hosts(
+    clean_env: Path, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("HTTP_PROXY", fake_openai.url)
     session = new_session()
     assert _chat(session, "http://llm.invalid/v1/chat/completions").status_code == 401  # the fake, as a proxy
@@ -104,8 +115,9 @@ def test_the_environments_proxy_carries_requests_to_other_hosts(clean_env: Path,
     assert fake_openai.count(CHAT) == 2
 
 
-def test_no_proxy_and_a_requests_own_proxies_are_honoured(clean_env: Path, fake_openai: FakeOpenAI,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_proxy_and_a_requests_own_proxies_are_honoured(
+    clean_env: Path, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")  # nothing listens there
     monkeypatch.setenv("NO_PROXY", "127.0.0.1")
     session = new_session()
@@ -115,12 +127,14 @@ def test_no_proxy_and_a_requests_own_proxies_are_honoured(clean_env: Path, fake_
 
 
 def test_netrc_credentials_apply_unless_the_request_or_its_url_brings_its_own(
-        clean_env: Path, fake_openai: FakeOpenAI) -> None:
+    clean_env: Path, fake_openai: FakeOpenAI
+) -> None:
     clean_env.write_text("machine 127.0.0.1 login ana password from-netrc\n")
     session = new_session()
     _chat(session, f"{fake_openai.url}/v1/chat/completions")
-    _chat(session, f"{fake_openai.url}/v1/chat/completions", headers={"Authorization": "Bearer sk-fake"},
-          auth=lambda r: r)
+    _chat(
+        session, f"{fake_openai.url}/v1/chat/completions", headers={"Authorization": "Bearer sk-fake"}, auth=lambda r: r
+    )
     _chat(session, f"{fake_openai.url}/v1/chat/completions".replace("://", "://bo:from-url@"))
     sent = [r.header("Authorization") for r in fake_openai.requests_to(CHAT)]
     assert sent[0] == "Basic " + base64.b64encode(b"ana:from-netrc").decode()
@@ -136,8 +150,9 @@ def test_a_url_with_credentials_and_no_netrc_entry_uses_them(clean_env: Path, fa
     assert sent == [None, "Basic " + base64.b64encode(b"bo:from-url").decode()]
 
 
-def test_the_environment_is_read_once_per_host(clean_env: Path, fake_openai: FakeOpenAI,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_environment_is_read_once_per_host(
+    clean_env: Path, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
     session = new_session()
     assert _chat(session, f"{fake_openai.url}/v1/chat/completions").status_code == 401
     monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")  # set after the first request to this host

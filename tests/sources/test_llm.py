@@ -71,9 +71,7 @@ def test_deepseek_cache_hit_and_miss_fields_are_read() -> None:
         model="deepseek-chat",
     )
 
-    assert usage == Usage(
-        "deepseek", "deepseek-chat", input_tokens=1000, cached_input_tokens=768, output_tokens=50
-    )
+    assert usage == Usage("deepseek", "deepseek-chat", input_tokens=1000, cached_input_tokens=768, output_tokens=50)
 
 
 def test_a_deepseek_server_reports_cache_hits_on_the_second_call() -> None:
@@ -86,14 +84,10 @@ def test_a_deepseek_server_reports_cache_hits_on_the_second_call() -> None:
 
 
 def test_a_429_with_retry_after_ms_is_waited_out(fake_openai: FakeOpenAI) -> None:
-    fake_openai.plan(
-        CHAT, Planned(429, {"error": {"message": "slow down"}}, {"retry-after-ms": "250"})
-    )
+    fake_openai.plan(CHAT, Planned(429, {"error": {"message": "slow down"}}, {"retry-after-ms": "250"}))
     sleeps = Sleeps()
 
-    result = openai_for(fake_openai, sleep=sleeps).complete_json(
-        extraction_messages(TRANSCRIPT, subject="Acme")
-    )
+    result = openai_for(fake_openai, sleep=sleeps).complete_json(extraction_messages(TRANSCRIPT, subject="Acme"))
 
     assert sleeps == [0.25] and "facts" in result.data
     assert fake_openai.count(CHAT) == 2
@@ -104,18 +98,14 @@ def test_a_persistent_429_raises_with_the_retry_delay(fake_openai: FakeOpenAI) -
     fake_openai.plan(CHAT, throttled)
 
     with pytest.raises(LLMRateLimited) as caught:
-        openai_for(fake_openai, sleep=Sleeps()).complete_json(
-            extraction_messages(TRANSCRIPT, subject="A")
-        )
+        openai_for(fake_openai, sleep=Sleeps()).complete_json(extraction_messages(TRANSCRIPT, subject="A"))
 
     assert caught.value.retryable and caught.value.retry_after == 42.0
     assert fake_openai.count(CHAT) == 1  # 42 s is longer than the inline wait: the engine waits
 
 
 def test_x_should_retry_false_makes_a_500_final(fake_openai: FakeOpenAI) -> None:
-    fake_openai.plan(
-        CHAT, Planned(500, {"error": {"message": "boom"}}, {"x-should-retry": "false"})
-    )
+    fake_openai.plan(CHAT, Planned(500, {"error": {"message": "boom"}}, {"x-should-retry": "false"}))
 
     with pytest.raises(LLMServerError) as caught:
         openai_for(fake_openai).complete_json(extraction_messages(TRANSCRIPT, subject="A"))
@@ -124,14 +114,10 @@ def test_x_should_retry_false_makes_a_500_final(fake_openai: FakeOpenAI) -> None
 
 
 def test_x_should_retry_true_makes_a_400_retryable(fake_openai: FakeOpenAI) -> None:
-    fake_openai.plan(
-        CHAT, Planned(400, {"error": {"message": "try again"}}, {"x-should-retry": "true"})
-    )
+    fake_openai.plan(CHAT, Planned(400, {"error": {"message": "try again"}}, {"x-should-retry": "true"}))
 
     with pytest.raises(LLMServerError) as caught:
-        openai_for(fake_openai, max_retries=0).complete_json(
-            extraction_messages(TRANSCRIPT, subject="A")
-        )
+        openai_for(fake_openai, max_retries=0).complete_json(extraction_messages(TRANSCRIPT, subject="A"))
 
     assert caught.value.retryable
 
@@ -145,12 +131,8 @@ def test_a_500_is_retryable(fake_openai: FakeOpenAI) -> None:
     assert caught.value.retryable and caught.value.status == 500
 
 
-@pytest.mark.parametrize(
-    "content", ["", "   ", None, '{"facts": [', "Sure! Here are the facts.", "[1, 2]"]
-)
-def test_blank_or_malformed_json_content_is_a_retryable_error(
-    fake_openai: FakeOpenAI, content: str | None
-) -> None:
+@pytest.mark.parametrize("content", ["", "   ", None, '{"facts": [', "Sure! Here are the facts.", "[1, 2]"])
+def test_blank_or_malformed_json_content_is_a_retryable_error(fake_openai: FakeOpenAI, content: str | None) -> None:
     fake_openai.plan(CHAT, Planned(200, chat_completion(content)))
 
     with pytest.raises(LLMInvalidOutput) as caught:
@@ -179,9 +161,7 @@ def test_an_unreachable_server_is_retryable() -> None:
     with FakeOpenAI() as fake:
         url = fake.url
     with pytest.raises(LLMUnavailable) as caught:
-        OpenAIChatClient(base_url=f"{url}/v1").complete_json(
-            extraction_messages(TRANSCRIPT, subject="A")
-        )
+        OpenAIChatClient(base_url=f"{url}/v1").complete_json(extraction_messages(TRANSCRIPT, subject="A"))
 
     assert caught.value.retryable and "unreachable" in str(caught.value)
 
@@ -195,14 +175,9 @@ def test_anthropic_sends_key_version_and_system_and_reads_usage(
     result = client.complete_json(extraction_messages(TRANSCRIPT, subject="Acme"))
 
     request = fake_anthropic.requests_to(MESSAGES)[0]
-    assert (
-        request.header("x-api-key") == "sk-ant-fake"
-        and request.header("anthropic-version") == "2023-06-01"
-    )
+    assert request.header("x-api-key") == "sk-ant-fake" and request.header("anthropic-version") == "2023-06-01"
     body = request.json()
-    assert body["system"].startswith("You extract facts") and [
-        m["role"] for m in body["messages"]
-    ] == ["user"]
+    assert body["system"].startswith("You extract facts") and [m["role"] for m in body["messages"]] == ["user"]
     assert result.usage.service == "anthropic" and result.usage.cached_input_tokens > 0
     assert result.usage.input_tokens > result.usage.cached_input_tokens
     assert ("Acme", "competitor_mentioned", "Clari") in {
@@ -233,12 +208,15 @@ def test_anthropic_text_in_code_fences_is_still_parsed(fake_anthropic: FakeAnthr
     assert result.data == {"facts": []} and result.model == "claude-3-5-haiku-20241022"
 
 
-@pytest.mark.parametrize("answer", [
-    chat_completion("", prompt_tokens=300, completion_tokens=7),
-    chat_completion('{"facts": [', prompt_tokens=300, completion_tokens=7),
-    chat_completion('{"facts": []}', prompt_tokens=300, completion_tokens=7, finish_reason="length"),
-    chat_completion('{"facts": []}', prompt_tokens=300, completion_tokens=7),
-])
+@pytest.mark.parametrize(
+    "answer",
+    [
+        chat_completion("", prompt_tokens=300, completion_tokens=7),
+        chat_completion('{"facts": [', prompt_tokens=300, completion_tokens=7),
+        chat_completion('{"facts": []}', prompt_tokens=300, completion_tokens=7, finish_reason="length"),
+        chat_completion('{"facts": []}', prompt_tokens=300, completion_tokens=7),
+    ],
+)
 def test_every_answer_reporting_usage_is_passed_to_on_usage_also_when_its_content_is_rejected(
     fake_openai: FakeOpenAI, answer: dict[str, object]
 ) -> None:
@@ -266,8 +244,13 @@ def test_answers_without_usage_or_refused_are_not_passed_to_on_usage(fake_openai
 
 def test_an_anthropic_answer_cut_off_at_max_tokens_is_passed_to_on_usage(fake_anthropic: FakeAnthropic) -> None:
     seen: list[Usage] = []
-    fake_anthropic.plan(MESSAGES, Planned(200, anthropic_message('{"facts": [', input_tokens=50, output_tokens=9,
-                                                                 cache_read=10, stop_reason="max_tokens")))
+    fake_anthropic.plan(
+        MESSAGES,
+        Planned(
+            200,
+            anthropic_message('{"facts": [', input_tokens=50, output_tokens=9, cache_read=10, stop_reason="max_tokens"),
+        ),
+    )
     client = AnthropicClient(api_key="sk-ant-fake", base_url=fake_anthropic.url, on_usage=seen.append)
 
     with pytest.raises(LLMInvalidOutput, match="max_tokens"):

@@ -24,9 +24,7 @@ SOQL = "SELECT Id, Name, StageName, Amount, CloseDate, Description, Notes__c FRO
 
 def client_for(fake: FakeSalesforce, *, refresh: bool = False) -> SalesforceClient:
     credentials: ClientCredentials | RefreshToken = (
-        RefreshToken("sf-client", "sf-secret", "sf-refresh")
-        if refresh
-        else ClientCredentials("sf-client", "sf-secret")
+        RefreshToken("sf-client", "sf-secret", "sf-refresh") if refresh else ClientCredentials("sf-client", "sf-secret")
     )
     return SalesforceClient(credentials=credentials, login_url=fake.url)
 
@@ -79,9 +77,7 @@ def test_a_session_that_stays_invalid_is_not_refreshed_twice(
 
 
 def test_request_limit_exceeded_is_retryable(fake_salesforce: FakeSalesforce) -> None:
-    fake_salesforce.plan(
-        QUERY_ROUTE, sf_error(403, "REQUEST_LIMIT_EXCEEDED", "TotalRequests Limit exceeded.")
-    )
+    fake_salesforce.plan(QUERY_ROUTE, sf_error(403, "REQUEST_LIMIT_EXCEEDED", "TotalRequests Limit exceeded."))
 
     with pytest.raises(SalesforceLimitExceeded) as caught:
         client_for(fake_salesforce).query_page(SOQL)
@@ -107,9 +103,7 @@ def test_it_records_the_last_seen_api_usage(fake_salesforce: FakeSalesforce) -> 
 
 def test_limit_info_parses_with_per_app_usage() -> None:
     assert parse_limit_info("api-usage=25/15000") == ApiUsage(25, 15000)
-    assert parse_limit_info(
-        "api-usage=18/5000, per-app-api-usage=17/250(appName=sample)"
-    ) == ApiUsage(18, 5000)
+    assert parse_limit_info("api-usage=18/5000, per-app-api-usage=17/250(appName=sample)") == ApiUsage(18, 5000)
     assert parse_limit_info(None) is None
 
 
@@ -121,9 +115,7 @@ def test_a_malformed_query_is_not_retryable(fake_salesforce: FakeSalesforce) -> 
 
 
 def test_a_server_error_is_retryable(fake_salesforce: FakeSalesforce) -> None:
-    fake_salesforce.plan(
-        QUERY_ROUTE, Planned(503, [{"message": "down", "errorCode": "SERVER_UNAVAILABLE"}])
-    )
+    fake_salesforce.plan(QUERY_ROUTE, Planned(503, [{"message": "down", "errorCode": "SERVER_UNAVAILABLE"}]))
 
     with pytest.raises(SalesforceServerError) as caught:
         client_for(fake_salesforce).query_page(SOQL)
@@ -132,9 +124,7 @@ def test_a_server_error_is_retryable(fake_salesforce: FakeSalesforce) -> None:
 
 
 def test_bad_client_credentials_are_not_retryable(fake_salesforce: FakeSalesforce) -> None:
-    client = SalesforceClient(
-        credentials=ClientCredentials("sf-client", "wrong"), login_url=fake_salesforce.url
-    )
+    client = SalesforceClient(credentials=ClientCredentials("sf-client", "wrong"), login_url=fake_salesforce.url)
 
     with pytest.raises(SalesforceAuthError) as caught:
         client.query_page(SOQL)

@@ -135,6 +135,4 @@ def test_it_refuses_documents_with_a_dtd() -> None:
 
 def test_a_soap_post_that_is_not_an_outbound_message_is_rejected() -> None:
     with pytest.raises(SalesforceEventInvalid, match="notifications"):
-        parse_outbound_message(
-            '<e:Envelope xmlns:e="http://schemas.xmlsoap.org/soap/envelope/"><e:Body/></e:Envelope>'
-        )
+        parse_outbound_message('<e:Envelope xmlns:e="http://schemas.xmlsoap.org/soap/envelope/"><e:Body/></e:Envelope>')

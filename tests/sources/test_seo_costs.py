@@ -62,7 +62,8 @@ def test_paid_calls_land_in_api_costs_as_reported_and_settle_the_provider_budget
     rows = list(ApiCost.objects.order_by("id").values("service", "model", "cost", "items", "metadata"))
     assert [(r["service"], r["model"], r["cost"], r["items"]) for r in rows] == [
         ("dataforseo", "backlinks/backlinks/live", Decimal("0.023"), 100),
-        ("zenrows", "basic", Decimal("0.001"), 1)]
+        ("zenrows", "basic", Decimal("0.001"), 1),
+    ]
     assert rows[0]["metadata"]["cost_service"] == "DATAFORSEO_BACKLINKS"
     assert rows[0]["metadata"]["items_count"] == 100 and rows[0]["metadata"]["task_id"]
     assert rows[1]["metadata"]["cost_service"] == "ZENROWS_BASIC"

@@ -45,11 +45,18 @@ def test_a_connections_option_wins_over_the_setting_which_wins_over_the_default(
 
 
 @pytest.mark.pure
-@pytest.mark.parametrize(("value", "says"), [
-    ({"per_second": 3}, "write it as"), ("3/s", "write it as"), ({"per_second": 0, "burst": 1}, "per_second is 0"),
-    ({"per_second": float("inf"), "burst": 1}, "per_second is inf"), ({"per_second": 3, "burst": 0}, "burst is 0"),
-    ({"per_second": 3, "burst": 1.5}, "burst is 1.5"), ({"per_second": True, "burst": 1}, "per_second is True"),
-])
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ({"per_second": 3}, "write it as"),
+        ("3/s", "write it as"),
+        ({"per_second": 0, "burst": 1}, "per_second is 0"),
+        ({"per_second": float("inf"), "burst": 1}, "per_second is inf"),
+        ({"per_second": 3, "burst": 0}, "burst is 0"),
+        ({"per_second": 3, "burst": 1.5}, "burst is 1.5"),
+        ({"per_second": True, "burst": 1}, "per_second is True"),
+    ],
+)
 def test_a_bad_limit_is_refused_saying_what_is_wrong(value: object, says: str) -> None:
     with pytest.raises(InvalidLimit, match="the connection option 'rate_limit'") as raised:
         provider_limit("gong", {"rate_limit": value})
@@ -60,7 +67,9 @@ def test_a_bad_limit_is_refused_saying_what_is_wrong(value: object, says: str) -
 def test_the_settings_read_limits_and_intervals_naming_the_variable() -> None:
     name = "RUNLEDGER_RATE_LIMITS"
     assert env_rate_limits({name: "gong=3:1, dataforseo=30:200"}, name) == {
-        "gong": {"per_second": 3.0, "burst": 1}, "dataforseo": {"per_second": 30.0, "burst": 200}}
+        "gong": {"per_second": 3.0, "burst": 1},
+        "dataforseo": {"per_second": 30.0, "burst": 200},
+    }
     assert env_rate_limits({}, name) == {}
     for bad in ("gong=3", "gong=0:1", "gong=3:0", "=3:1", "gong=fast:1"):
         with pytest.raises(ImproperlyConfigured, match=f"{name}: '{bad}'"):
@@ -72,9 +81,16 @@ def test_the_settings_read_limits_and_intervals_naming_the_variable() -> None:
 
 @pytest.mark.django_db
 def test_the_gong_client_takes_its_calls_from_the_access_keys_shared_bucket_at_the_connections_rate(
-        fake: FakeGong) -> None:
-    connection_upsert(tenant="acme", kind="gong", base_url=fake.url, key="gong-key", secret="gong-secret",
-                      options={"rate_limit": {"per_second": 2, "burst": 4}})
+    fake: FakeGong,
+) -> None:
+    connection_upsert(
+        tenant="acme",
+        kind="gong",
+        base_url=fake.url,
+        key="gong-key",
+        secret="gong-secret",
+        options={"rate_limit": {"per_second": 2, "burst": 4}},
+    )
 
     gong_client("acme").transcript(fake.calls[0].id)
 

@@ -92,7 +92,11 @@ def test_an_answer_without_a_cost_header_is_priced_at_the_fallback(fake: FakeZen
      (504, "CTX0002", ZenRowsUnavailable, True, False)],
 )  # fmt: skip
 def test_every_error_code_maps_to_retryable_or_not(
-    fake: FakeZenRows, status: int, code: str, error: type[Exception], retryable: bool,
+    fake: FakeZenRows,
+    status: int,
+    code: str,
+    error: type[Exception],
+    retryable: bool,
     operator: bool,
 ) -> None:
     fake.plan(ROUTE_API, Planned(status, error_body(code, status)))
@@ -102,7 +106,11 @@ def test_every_error_code_maps_to_retryable_or_not(
 
     found = raised.value
     assert (found.code, found.status, found.retryable, found.needs_operator) == (  # type: ignore[attr-defined]
-        code, status, retryable, operator)
+        code,
+        status,
+        retryable,
+        operator,
+    )
     assert code in str(found) and fake.billed == 0
 
 
@@ -133,8 +141,7 @@ def test_unknown_codes_fall_back_on_the_http_status() -> None:
 def test_errors_keep_their_code_across_processes() -> None:
     copy = pickle.loads(pickle.dumps(ZenRowsPaymentRequired("x", code="AUTH004", status=402)))
 
-    assert (type(copy), copy.code, copy.status, copy.needs_operator) == (
-        ZenRowsPaymentRequired, "AUTH004", 402, True)
+    assert (type(copy), copy.code, copy.status, copy.needs_operator) == (ZenRowsPaymentRequired, "AUTH004", 402, True)
 
 
 def test_the_cascade_stops_at_a_free_native_fetch_when_it_works(fake: FakeZenRows) -> None:

@@ -87,7 +87,9 @@ def test_an_instance_is_one_trace_of_turns_and_step_attempts_under_its_root(span
     assert turns and all(t.parent.span_id == root.context.span_id for t in turns)
     attempts = sorted(_named(spans, "step flaky"), key=lambda s: s.attributes["runledger.attempt"])
     assert [(a.attributes["runledger.attempt"], a.attributes["runledger.outcome"]) for a in attempts] == [
-        (1, "RuntimeError"), (2, "ok")]
+        (1, "RuntimeError"),
+        (2, "ok"),
+    ]
     assert attempts[1].attributes["runledger.cost_usd"] == 0.25
     assert attempts[1].attributes["runledger.tenant"] == "acme"
     assert attempts[1].attributes["runledger.workflow"] == "tracing-test"
@@ -132,9 +134,17 @@ def test_the_ingress_traceparent_is_kept_on_the_instance_and_linked_from_its_spa
     stamp = str(int(timezone.now().timestamp()))
     from ingest.triggers.signing import sign
 
-    answer = Client().post("/api/routes/traced", data=raw, content_type="application/json", headers={
-        "Authorization": f"Bearer {token}", "X-Runledger-Timestamp": stamp,
-        "X-Runledger-Signature": sign(secret=secret, timestamp=stamp, body=raw), "traceparent": CALLER})
+    answer = Client().post(
+        "/api/routes/traced",
+        data=raw,
+        content_type="application/json",
+        headers={
+            "Authorization": f"Bearer {token}",
+            "X-Runledger-Timestamp": stamp,
+            "X-Runledger-Signature": sign(secret=secret, timestamp=stamp, body=raw),
+            "traceparent": CALLER,
+        },
+    )
     assert answer.status_code == 202
     instance_id = answer.json()["instance_id"]
     [ingress] = _named(spans, "POST /api/routes/traced")
@@ -144,7 +154,8 @@ def test_the_ingress_traceparent_is_kept_on_the_instance_and_linked_from_its_spa
     run_until_idle()
     [root] = _named(spans, "instance ")
     assert [(link.context.trace_id, link.context.span_id) for link in root.links] == [
-        (ingress.context.trace_id, ingress.context.span_id)]
+        (ingress.context.trace_id, ingress.context.span_id)
+    ]
 
 
 def test_with_tracing_off_a_callers_valid_traceparent_is_still_kept_and_nothing_is_recorded(db):
@@ -152,8 +163,9 @@ def test_with_tracing_off_a_callers_valid_traceparent_is_still_kept_and_nothing_
     route_upsert(name="untraced", workflow="tracing-test", tenant="acme")
     answer = signed_post(Client(), "untraced", {}, token=token, secret=secret)
     assert answer.status_code == 202
-    assert "traceparent" not in History.objects.get(instance_id=answer.json()["instance_id"],
-                                                    kind="instance.created").data
+    assert (
+        "traceparent" not in History.objects.get(instance_id=answer.json()["instance_id"], kind="instance.created").data
+    )
     assert tracing.valid_traceparent(CALLER) == CALLER
     assert tracing.valid_traceparent("00-" + "0" * 32 + "-b7ad6b7169203331-01") is None
     assert tracing.valid_traceparent("garbage") is None
@@ -166,15 +178,24 @@ def _post_traced(route: str) -> str:
     stamp = str(int(timezone.now().timestamp()))
     from ingest.triggers.signing import sign
 
-    answer = Client().post(f"/api/routes/{route}", data=raw, content_type="application/json", headers={
-        "Authorization": f"Bearer {token}", "X-Runledger-Timestamp": stamp,
-        "X-Runledger-Signature": sign(secret=secret, timestamp=stamp, body=raw), "traceparent": CALLER})
+    answer = Client().post(
+        f"/api/routes/{route}",
+        data=raw,
+        content_type="application/json",
+        headers={
+            "Authorization": f"Bearer {token}",
+            "X-Runledger-Timestamp": stamp,
+            "X-Runledger-Signature": sign(secret=secret, timestamp=stamp, body=raw),
+            "traceparent": CALLER,
+        },
+    )
     assert answer.status_code == 202
     return str(answer.json()["instance_id"])
 
 
 def test_a_deployment_that_continues_ingress_traces_shows_the_request_and_the_workers_spans_in_one_trace(
-        spans, monkeypatch):
+    spans, monkeypatch
+):
     monkeypatch.setattr(tracing, "CONTINUE_INGRESS", True)
     caller = int(CALLER.split("-")[1], 16)
     instance_id = _post_traced("continued")
@@ -193,8 +214,10 @@ def test_a_deployment_that_continues_ingress_traces_shows_the_request_and_the_wo
 
 
 def test_by_default_ingress_traces_are_linked_and_the_instance_keeps_its_own_trace(spans):
-    assert tracing.ingress_mode_by({}) == "link" and tracing.ingress_mode_by({"RUNLEDGER_TRACE_INGRESS": "continue"}) \
-        == "continue"
+    assert (
+        tracing.ingress_mode_by({}) == "link"
+        and tracing.ingress_mode_by({"RUNLEDGER_TRACE_INGRESS": "continue"}) == "continue"
+    )
     instance_id = _post_traced("linked")
     run_until_idle()
     own = int(tracing.trace_id_hex(instance_id), 16)

@@ -19,8 +19,6 @@ def route(db: Any) -> Any:
     return route_upsert(name="orders", workflow="test-echo", tenant="acme")
 
 
-
-
 @pytest.fixture(autouse=True)
 def _no_leader_left_behind(request: pytest.FixtureRequest) -> Any:
     """A test that ticks a `Scheduler()` on PostgreSQL takes the leader's session advisory lock on
@@ -32,7 +30,8 @@ def _no_leader_left_behind(request: pytest.FixtureRequest) -> Any:
     from django.db import connection
 
     had_database = request.node.get_closest_marker("django_db") is not None or any(
-        name in request.fixturenames for name in ("db", "transactional_db"))
+        name in request.fixturenames for name in ("db", "transactional_db")
+    )
     if had_database and connection.vendor == "postgresql" and connection.connection is not None:
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_unlock_all()")

@@ -40,15 +40,23 @@ class Waiter(Workflow):
 
 
 def signed_post(
-    client: Client, route: str, body: bytes | dict[str, Any], *, token: str | None, secret: str,
-    key: str | None = None, wait: str | None = None, ts: int | None = None,
+    client: Client,
+    route: str,
+    body: bytes | dict[str, Any],
+    *,
+    token: str | None,
+    secret: str,
+    key: str | None = None,
+    wait: str | None = None,
+    ts: int | None = None,
     signature: str | None = None,
 ) -> Any:
     raw = body if isinstance(body, bytes) else json.dumps(body).encode()
     stamp = str(ts if ts is not None else int(timezone.now().timestamp()))
-    headers = {"X-Runledger-Timestamp": stamp,
-               "X-Runledger-Signature": signature or signing.sign(secret=secret, timestamp=stamp,
-                                                                  body=raw)}
+    headers = {
+        "X-Runledger-Timestamp": stamp,
+        "X-Runledger-Signature": signature or signing.sign(secret=secret, timestamp=stamp, body=raw),
+    }
     if token is not None:
         headers["Authorization"] = f"Bearer {token}"
     if key is not None:

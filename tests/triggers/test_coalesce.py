@@ -31,22 +31,26 @@ DEBOUNCE = {"debounce": {"key": "account", "period": "10 seconds", "timeout": "1
 
 # ---- the setting ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("value", "message"), [
-    ({"debounce": {}}, "needs a period"),
-    ({"debounce": {"period": "10 seconds", "delay": 1}}, "unknown field(s) delay"),
-    ({"debounce": {"period": "10 ms"}}, "between 100 milliseconds and 7 days"),
-    ({"debounce": {"period": "eventually"}}, "is not a duration"),
-    ({"debounce": {"period": "1 minute", "timeout": "10 seconds"}}, "shorter than its period"),
-    ({"batch": {"max_size": 1, "timeout": "5 seconds"}}, "from 2 to 1000"),
-    ({"batch": {"max_size": True, "timeout": "5 seconds"}}, "from 2 to 1000"),
-    ({"batch": {"max_size": 10}}, "needs a timeout"),
-    ({"batch": {"max_size": 10, "timeout": "5 seconds", "key": "a..b"}}, "dotted path"),
-    ({"debounce": {"period": 5}, "batch": {"max_size": 2, "timeout": 5}}, "one of the two"),
-    (["debounce"], "one of the two"),
-    ("", "one of the two"),  # not an object: it turns nothing off
-    ({"debounce": {"period": "10 seconds", "timeout": False}}, "is not a duration"),
-    ({"debounce": {"period": "10 seconds", "timeout": 0}}, "between 100 milliseconds and 7 days"),
-])
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ({"debounce": {}}, "needs a period"),
+        ({"debounce": {"period": "10 seconds", "delay": 1}}, "unknown field(s) delay"),
+        ({"debounce": {"period": "10 ms"}}, "between 100 milliseconds and 7 days"),
+        ({"debounce": {"period": "eventually"}}, "is not a duration"),
+        ({"debounce": {"period": "1 minute", "timeout": "10 seconds"}}, "shorter than its period"),
+        ({"batch": {"max_size": 1, "timeout": "5 seconds"}}, "from 2 to 1000"),
+        ({"batch": {"max_size": True, "timeout": "5 seconds"}}, "from 2 to 1000"),
+        ({"batch": {"max_size": 10}}, "needs a timeout"),
+        ({"batch": {"max_size": 10, "timeout": "5 seconds", "key": "a..b"}}, "dotted path"),
+        ({"debounce": {"period": 5}, "batch": {"max_size": 2, "timeout": 5}}, "one of the two"),
+        (["debounce"], "one of the two"),
+        ("", "one of the two"),  # not an object: it turns nothing off
+        ({"debounce": {"period": "10 seconds", "timeout": False}}, "is not a duration"),
+        ({"debounce": {"period": "10 seconds", "timeout": 0}}, "between 100 milliseconds and 7 days"),
+    ],
+)
 def test_a_bad_setting_is_refused_with_what_was_wrong(value: Any, message: str) -> None:
     with pytest.raises(InvalidCoalesce, match=message.replace("(", r"\(").replace(")", r"\)")):
         coalesce.parse(value)
@@ -85,6 +89,7 @@ def test_the_admin_refuses_a_bad_setting_on_routes_and_subscriptions() -> None:
 
 
 # ---- debounce ---------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def frozen() -> Any:
@@ -140,10 +145,12 @@ def test_debounce_timeout_caps_how_long_a_steady_stream_holds_the_first_event(fr
 
 # ---- batch ------------------------------------------------------------------------------------
 
+
 @pytest.mark.django_db
 def test_a_batch_starts_when_full_or_at_its_timeout_with_every_event_once(frozen: Any) -> None:
-    subscription_create(workflow="test-echo", pattern="crm.*",
-                        coalesce={"batch": {"max_size": 3, "timeout": "20 seconds"}})
+    subscription_create(
+        workflow="test-echo", pattern="crm.*", coalesce={"batch": {"max_size": 3, "timeout": "20 seconds"}}
+    )
     ids = [publish("acme", n) for n in range(7)]
     assert ids[0] == ids[1] == ids[2] != ids[3] == ids[4] == ids[5] != ids[6]
     full = Instance.objects.get(id=ids[0])
@@ -174,11 +181,21 @@ def test_idle_keys_are_forgotten_once_their_instance_started(frozen: Any) -> Non
 
 # ---- ingress ----------------------------------------------------------------------------------
 
+
 @pytest.mark.django_db
 def test_a_debounced_route_answers_202_with_its_window(client: Client, acme_creds: dict[str, str]) -> None:
     route_upsert(name="orders", workflow="test-echo", tenant="acme", sync_default=True, coalesce=DEBOUNCE)
-    answers = [signed_post(client, "orders", {"account": "acme", "n": n}, token=acme_creds["token"],
-                           secret=acme_creds["secret"], key=f"k-{n}") for n in range(3)]
+    answers = [
+        signed_post(
+            client,
+            "orders",
+            {"account": "acme", "n": n},
+            token=acme_creds["token"],
+            secret=acme_creds["secret"],
+            key=f"k-{n}",
+        )
+        for n in range(3)
+    ]
     assert [a.status_code for a in answers] == [202, 202, 202]  # no sync wait for a window
     bodies = [a.json() for a in answers]
     assert len({b["instance_id"] for b in bodies}) == 1
@@ -187,8 +204,9 @@ def test_a_debounced_route_answers_202_with_its_window(client: Client, acme_cred
     assert bodies[0]["coalesced"]["mode"] == "debounce" and bodies[0]["coalesced"]["key"] == "acme"
     assert Instance.objects.get(id=bodies[0]["instance_id"]).params["n"] == 2
     # A repeated Idempotency-Key is the same request: it joins nothing again.
-    repeat = signed_post(client, "orders", {"account": "acme", "n": 1}, token=acme_creds["token"],
-                         secret=acme_creds["secret"], key="k-1")
+    repeat = signed_post(
+        client, "orders", {"account": "acme", "n": 1}, token=acme_creds["token"], secret=acme_creds["secret"], key="k-1"
+    )
     assert repeat.status_code == 200 and repeat.json()["created"] is False
     assert CoalesceWindow.objects.get().count == 3
 
@@ -196,8 +214,13 @@ def test_a_debounced_route_answers_202_with_its_window(client: Client, acme_cred
 @pytest.mark.django_db
 def test_callers_cannot_forge_the_window_metadata(client: Client, acme_creds: dict[str, str]) -> None:
     route_upsert(name="orders", workflow="test-echo", tenant="acme", coalesce=DEBOUNCE)
-    answer = signed_post(client, "orders", {"account": "acme", "_debounce": {"count": 1000}},
-                         token=acme_creds["token"], secret=acme_creds["secret"])
+    answer = signed_post(
+        client,
+        "orders",
+        {"account": "acme", "_debounce": {"count": 1000}},
+        token=acme_creds["token"],
+        secret=acme_creds["secret"],
+    )
     assert answer.status_code == 400 and answer.json()["error"]["code"] == "reserved_param"
     assert Instance.objects.count() == 0 and CoalesceWindow.objects.count() == 0
 
@@ -209,17 +232,23 @@ def test_route_upsert_refuses_a_bad_setting() -> None:
 
 # ---- concurrency (PostgreSQL: many web processes at once) --------------------------------------
 
+
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_events_join_one_window_per_key_exactly_once(require_postgres: None) -> None:
-    subscription_create(workflow="test-echo", pattern="crm.*",
-                        coalesce={"debounce": {"key": "account", "period": "1 hour"}})
+    subscription_create(
+        workflow="test-echo", pattern="crm.*", coalesce={"debounce": {"key": "account", "period": "1 hour"}}
+    )
     errors: list[BaseException] = []
 
     def send(worker: int) -> None:
         try:
             for n in range(40):
-                event_publish(type="crm.updated", data={"account": f"a{n % 5}", "n": n, "w": worker},
-                              tenant="acme", now=clock.now())
+                event_publish(
+                    type="crm.updated",
+                    data={"account": f"a{n % 5}", "n": n, "w": worker},
+                    tenant="acme",
+                    now=clock.now(),
+                )
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
         finally:

@@ -26,9 +26,15 @@ def trigger(token: str, secret: str, *, at: datetime, body: dict[str, Any] | Non
     """A signed request to route `orders` at time `at` (as the ingress view calls it); its instance id."""
     raw = json.dumps(body or {"at": at.isoformat()}).encode()
     stamp = str(int(at.timestamp()))
-    triggered = route_trigger(route="orders", token=token, timestamp=stamp,
-                              signature=signing.sign(secret=secret, timestamp=stamp, body=raw), body=raw,
-                              idempotency_key=None, now=at)
+    triggered = route_trigger(
+        route="orders",
+        token=token,
+        timestamp=stamp,
+        signature=signing.sign(secret=secret, timestamp=stamp, body=raw),
+        body=raw,
+        idempotency_key=None,
+        now=at,
+    )
     return triggered.instance_id
 
 
@@ -39,14 +45,16 @@ def refused(token: str, secret: str, *, at: datetime) -> TriggerError:
 
 
 def rotate(*, at: datetime, overlap: int) -> tuple[str, str]:
-    _, token, secret = ingress_secret_rotate(tenant="acme", name="default", now=at, overlap_seconds=overlap,
-                                             reason="scheduled rotation")
+    _, token, secret = ingress_secret_rotate(
+        tenant="acme", name="default", now=at, overlap_seconds=overlap, reason="scheduled rotation"
+    )
     return token, secret
 
 
 @pytest.mark.django_db(transaction=True)  # as in production: the process keeps the credential between requests
 def test_the_old_pair_works_until_the_overlap_ends_then_is_refused_even_when_kept(
-        route: Route, acme_creds: dict[str, str]) -> None:
+    route: Route, acme_creds: dict[str, str]
+) -> None:
     t0 = timezone.now().replace(microsecond=0)
     old = (acme_creds["token"], acme_creds["secret"])
     trigger(*old, at=t0)  # the process now keeps this credential
@@ -92,7 +100,8 @@ def test_a_second_rotation_ends_the_first_ones_overlap(route: Route, acme_creds:
 
 @pytest.mark.django_db
 def test_the_replaced_secret_is_encrypted_and_erased_when_its_overlap_ends(
-        route: Route, acme_creds: dict[str, str]) -> None:
+    route: Route, acme_creds: dict[str, str]
+) -> None:
     t0 = timezone.now()
     rotate(at=t0, overlap=60)
     with connection.cursor() as cursor:
@@ -112,7 +121,8 @@ def test_a_bad_rotation_names_both_fields_and_changes_nothing(acme_creds: dict[s
     before = IngressSecret.objects.values().get()
     for overlap, reason in ((-1, "  "), (7 * 24 * 3600 + 1, ""), (True, None), ("3600", "x" * 2001)):
         with pytest.raises(InvalidIngressSecret) as info:
-            ingress_secret_rotate(tenant="acme", name="default", now=timezone.now(), overlap_seconds=overlap,
-                                  reason=reason)
+            ingress_secret_rotate(
+                tenant="acme", name="default", now=timezone.now(), overlap_seconds=overlap, reason=reason
+            )
         assert set(info.value.problems) == {"overlap_seconds", "reason"}
     assert IngressSecret.objects.values().get() == before

@@ -30,9 +30,7 @@ def test_it_fires_nothing_before_the_time_and_nothing_twice() -> None:
 
 def test_a_fire_exactly_at_now_is_due() -> None:
     spec = cron.Spec("0 * * * *")
-    assert cron.next_fires(spec, after=at(2026, 1, 1, 0, 30), now=at(2026, 1, 1, 1, 0)) == [
-        at(2026, 1, 1, 1, 0)
-    ]
+    assert cron.next_fires(spec, after=at(2026, 1, 1, 0, 30), now=at(2026, 1, 1, 1, 0)) == [at(2026, 1, 1, 1, 0)]
 
 
 def test_skip_drops_fires_missed_while_no_scheduler_ran() -> None:
@@ -50,8 +48,7 @@ def test_catch_up_runs_the_latest_n_missed_fires() -> None:
 def test_catch_up_over_years_stays_cheap() -> None:
     spec = cron.Spec("* * * * *", missed_fire_policy="catch_up", catch_up_limit=3)
     fires = cron.next_fires(spec, after=at(2020, 1, 1), now=at(2026, 1, 1, 0, 0, 30))
-    assert fires == [at(2025, 12, 31, 23, 57), at(2025, 12, 31, 23, 58), at(2025, 12, 31, 23, 59),
-                     at(2026, 1, 1, 0, 0)]
+    assert fires == [at(2025, 12, 31, 23, 57), at(2025, 12, 31, 23, 58), at(2025, 12, 31, 23, 59), at(2026, 1, 1, 0, 0)]
 
 
 def test_it_fires_in_the_schedule_time_zone_across_dst() -> None:
@@ -64,9 +61,7 @@ def test_it_fires_in_the_schedule_time_zone_across_dst() -> None:
 
 
 def test_upcoming_lists_the_next_fire_times() -> None:
-    assert cron.upcoming(cron.Spec("0 0 * * 1"), now=at(2026, 11, 22), count=2) == [
-        at(2026, 11, 23), at(2026, 11, 30)
-    ]
+    assert cron.upcoming(cron.Spec("0 0 * * 1"), now=at(2026, 11, 22), count=2) == [at(2026, 11, 23), at(2026, 11, 30)]
 
 
 def test_fire_ids_are_deterministic_and_valid_instance_ids() -> None:
@@ -77,17 +72,27 @@ def test_fire_ids_are_deterministic_and_valid_instance_ids() -> None:
 
 
 def test_the_schedule_payload_carries_cron_and_scheduled_time() -> None:
-    payload = cron.schedule_payload(params={"a": 1}, cron="0 3 * * *", timezone="UTC",
-                                    scheduled=at(2026, 11, 22, 3))
-    assert payload == {"a": 1, "_schedule": {"cron": "0 3 * * *", "timezone": "UTC",
-                                             "scheduled_time": "2026-11-22T03:00:00Z",
-                                             "manual": False}}
+    payload = cron.schedule_payload(params={"a": 1}, cron="0 3 * * *", timezone="UTC", scheduled=at(2026, 11, 22, 3))
+    assert payload == {
+        "a": 1,
+        "_schedule": {
+            "cron": "0 3 * * *",
+            "timezone": "UTC",
+            "scheduled_time": "2026-11-22T03:00:00Z",
+            "manual": False,
+        },
+    }
 
 
 @pytest.mark.parametrize(
     ("expression", "fragment"),
-    [("61 * * * *", "out of range"), ("* * *", "has 3 fields"), ("", "has 0 fields"),
-     ("* * * * * *", "has 6 fields"), ("0 3 * * funday", "invalid")],
+    [
+        ("61 * * * *", "out of range"),
+        ("* * *", "has 3 fields"),
+        ("", "has 0 fields"),
+        ("* * * * * *", "has 6 fields"),
+        ("0 3 * * funday", "invalid"),
+    ],
 )
 def test_invalid_cron_is_refused_with_a_clear_message(expression: str, fragment: str) -> None:
     with pytest.raises(InvalidCron) as info:
@@ -111,6 +116,7 @@ def test_next_fires_never_returns_a_time_after_now_or_before_after() -> None:
 
 # Cloudflare's Quartz extensions, as the seeds write them (seed 001: `59 23 LW * *`).
 
+
 def test_it_accepts_every_expression_the_seeds_write() -> None:
     for expression in ("* * * * *", "*/30 * * * *", "0 17 * * sun", "59 23 LW * *"):
         assert cron.validate_cron(expression) == expression
@@ -119,8 +125,13 @@ def test_it_accepts_every_expression_the_seeds_write() -> None:
 def test_lw_fires_on_the_last_weekday_of_each_month() -> None:
     # 2026: January ends on a Saturday, May on a Sunday, March on a Tuesday, February on a Saturday.
     fires = cron.upcoming(cron.Spec("59 23 LW * *"), now=at(2026, 1, 1), count=5)
-    assert fires == [at(2026, 1, 30, 23, 59), at(2026, 2, 27, 23, 59), at(2026, 3, 31, 23, 59),
-                     at(2026, 4, 30, 23, 59), at(2026, 5, 29, 23, 59)]
+    assert fires == [
+        at(2026, 1, 30, 23, 59),
+        at(2026, 2, 27, 23, 59),
+        at(2026, 3, 31, 23, 59),
+        at(2026, 4, 30, 23, 59),
+        at(2026, 5, 29, 23, 59),
+    ]
 
 
 def test_lw_fires_the_missed_last_weekday_when_catching_up() -> None:
@@ -160,12 +171,15 @@ def test_quartz_nl_fires_on_the_last_given_weekday_of_the_month() -> None:
     assert cron.validate_cron("0 9 * * 5L") == "0 9 * * 5L"
 
 
-@pytest.mark.parametrize("expression, says", [
-    ("59 23 LW * 1", "combines LW with a day of week"),
-    ("59 23 1,LW * *", "LW stands alone"),
-    ("59 23 XW * *", "is invalid"),
-    ("0 9 * * 9#1", "is invalid"),
-])
+@pytest.mark.parametrize(
+    "expression, says",
+    [
+        ("59 23 LW * 1", "combines LW with a day of week"),
+        ("59 23 1,LW * *", "LW stands alone"),
+        ("59 23 XW * *", "is invalid"),
+        ("0 9 * * 9#1", "is invalid"),
+    ],
+)
 def test_it_refuses_malformed_quartz_extensions_with_a_message(expression: str, says: str) -> None:
     with pytest.raises(InvalidCron, match=says):
         cron.validate_cron(expression)
@@ -173,6 +187,7 @@ def test_it_refuses_malformed_quartz_extensions_with_a_message(expression: str, 
 
 def test_last_weekday_is_pure_calendar_arithmetic() -> None:
     from datetime import date
+
     assert cron.last_weekday(date(2026, 5, 29)) and not cron.last_weekday(date(2026, 5, 31))
     assert cron.last_weekday(date(2026, 2, 27)) and not cron.last_weekday(date(2026, 2, 28))
     assert cron.last_weekday(date(2026, 3, 31))
@@ -189,5 +204,4 @@ def test_an_expression_that_matches_no_date_is_valid_and_never_fires(expression:
 
 
 def test_an_expression_with_few_dates_lists_what_it_has() -> None:
-    assert cron.upcoming(cron.Spec("0 0 29 2 *"), now=at(2026, 11, 28), count=2) == [
-        at(2028, 2, 29), at(2032, 2, 29)]
+    assert cron.upcoming(cron.Spec("0 0 29 2 *"), now=at(2026, 11, 28), count=2) == [at(2028, 2, 29), at(2032, 2, 29)]

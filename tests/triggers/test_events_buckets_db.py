@@ -31,8 +31,10 @@ def test_publish_starts_every_matching_subscription() -> None:
     assert len(published.started) == 2 and not published.duplicate
     instance = Instance.objects.get(pk=published.started[0])
     assert instance.tenant == "acme"
-    assert instance.params == {"plan": "pro", "_event": {"id": published.event_id,
-                                                         "type": "user.created", "tenant": "acme"}}
+    assert instance.params == {
+        "plan": "pro",
+        "_event": {"id": published.event_id, "type": "user.created", "tenant": "acme"},
+    }
     free = event_publish(type="user.created", data={"plan": "free"}, tenant="acme", now=NOW)
     assert len(free.started) == 1
 

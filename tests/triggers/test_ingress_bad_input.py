@@ -27,19 +27,24 @@ def error_of(response: Any, status: int) -> dict[str, Any]:
     return error
 
 
-def test_a_timestamp_of_hundreds_of_digits_is_a_401_not_an_overflow(client: Client, route: Route,
-                                                                     acme_creds: dict[str, str]) -> None:
+def test_a_timestamp_of_hundreds_of_digits_is_a_401_not_an_overflow(
+    client: Client, route: Route, acme_creds: dict[str, str]
+) -> None:
     stamp = "9" * 400
-    headers = {"Authorization": f"Bearer {acme_creds['token']}", "X-Runledger-Timestamp": stamp,
-               "X-Runledger-Signature": signing.sign(secret=acme_creds["secret"], timestamp=stamp, body=b"{}")}
+    headers = {
+        "Authorization": f"Bearer {acme_creds['token']}",
+        "X-Runledger-Timestamp": stamp,
+        "X-Runledger-Signature": signing.sign(secret=acme_creds["secret"], timestamp=stamp, body=b"{}"),
+    }
     response = client.post("/api/routes/orders", data=b"{}", content_type="application/json", headers=headers)
     error = error_of(response, 401)
     assert error["code"] == "stale_timestamp" and "1 to 12 digits" in error["message"]
     assert not Instance.objects.exists()
 
 
-def test_a_replayed_signed_request_starts_no_second_instance(client: Client, route: Route,
-                                                             acme_creds: dict[str, str]) -> None:
+def test_a_replayed_signed_request_starts_no_second_instance(
+    client: Client, route: Route, acme_creds: dict[str, str]
+) -> None:
     stamp = int(timezone.now().timestamp())
     first = signed_post(client, "orders", {"n": 1}, token=acme_creds["token"], secret=acme_creds["secret"], ts=stamp)
     assert first.status_code == 202
@@ -56,12 +61,15 @@ def test_a_replayed_signed_request_starts_no_second_instance(client: Client, rou
     elsewhere = signed_post(client, "other", {"n": 1}, token=acme_creds["token"], secret=acme_creds["secret"], ts=stamp)
     assert error_of(elsewhere, 409)["code"] == "replayed_request"
     # A new signature (new timestamp) is a new request.
-    fresh = signed_post(client, "orders", {"n": 1}, token=acme_creds["token"], secret=acme_creds["secret"], ts=stamp + 1)
+    fresh = signed_post(
+        client, "orders", {"n": 1}, token=acme_creds["token"], secret=acme_creds["secret"], ts=stamp + 1
+    )
     assert fresh.status_code == 202 and Instance.objects.count() == 2
 
 
-def test_with_an_idempotency_key_a_replay_gets_the_original_answer(client: Client, route: Route,
-                                                                   acme_creds: dict[str, str]) -> None:
+def test_with_an_idempotency_key_a_replay_gets_the_original_answer(
+    client: Client, route: Route, acme_creds: dict[str, str]
+) -> None:
     stamp = int(timezone.now().timestamp())
     args: dict[str, Any] = {"token": acme_creds["token"], "secret": acme_creds["secret"], "ts": stamp, "key": "k-1"}
     first = signed_post(client, "orders", {"n": 1}, **args)
@@ -70,8 +78,9 @@ def test_with_an_idempotency_key_a_replay_gets_the_original_answer(client: Clien
     assert again.json()["instance_id"] == first.json()["instance_id"]
 
 
-def test_remembered_signatures_expire_with_their_window(client: Client, route: Route,
-                                                        acme_creds: dict[str, str]) -> None:
+def test_remembered_signatures_expire_with_their_window(
+    client: Client, route: Route, acme_creds: dict[str, str]
+) -> None:
     signed_post(client, "orders", {"n": 1}, token=acme_creds["token"], secret=acme_creds["secret"])
     seen = SeenSignature.objects.get()
     assert seen.route == "orders" and seen.tenant == "acme"
@@ -80,37 +89,48 @@ def test_remembered_signatures_expire_with_their_window(client: Client, route: R
     assert not SeenSignature.objects.exists()
 
 
-@pytest.mark.parametrize(("body", "content_type", "status", "code"), [
-    (b'{"a": "\\u0000"}', "application/json", 400, "nul_character"),
-    (b'{"a": "\\u0000"}', "text/plain", 415, "unsupported_media_type"),
-    (b'{"a": "\\ud800"}', "application/json", 400, "invalid_unicode"),
-    (b'{"a": ' + b"9" * 5000 + b"}", "application/json", 400, "number_too_long"),
-    (b'{"a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "application/json", 400, "too_deep"),
-    (b'{"_schedule": {"manual": true}}', "application/json", 400, "reserved_param"),
-    (b'{"_event": {"id": "forged"}}', "application/json", 400, "reserved_param"),
-    (b"{" + b'"a": 1,' * 200_000 + b'"b": 1}', "application/json", 413, "body_too_large"),
-])
-def test_hostile_bodies_are_refused_with_what_was_wrong(client: Client, route: Route, acme_creds: dict[str, str],
-                                                        body: bytes, content_type: str, status: int,
-                                                        code: str) -> None:
+@pytest.mark.parametrize(
+    ("body", "content_type", "status", "code"),
+    [
+        (b'{"a": "\\u0000"}', "application/json", 400, "nul_character"),
+        (b'{"a": "\\u0000"}', "text/plain", 415, "unsupported_media_type"),
+        (b'{"a": "\\ud800"}', "application/json", 400, "invalid_unicode"),
+        (b'{"a": ' + b"9" * 5000 + b"}", "application/json", 400, "number_too_long"),
+        (b'{"a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "application/json", 400, "too_deep"),
+        (b'{"_schedule": {"manual": true}}', "application/json", 400, "reserved_param"),
+        (b'{"_event": {"id": "forged"}}', "application/json", 400, "reserved_param"),
+        (b"{" + b'"a": 1,' * 200_000 + b'"b": 1}', "application/json", 413, "body_too_large"),
+    ],
+)
+def test_hostile_bodies_are_refused_with_what_was_wrong(
+    client: Client, route: Route, acme_creds: dict[str, str], body: bytes, content_type: str, status: int, code: str
+) -> None:
     stamp = str(int(timezone.now().timestamp()))
-    headers = {"Authorization": f"Bearer {acme_creds['token']}", "X-Runledger-Timestamp": stamp,
-               "X-Runledger-Signature": signing.sign(secret=acme_creds["secret"], timestamp=stamp, body=body)}
+    headers = {
+        "Authorization": f"Bearer {acme_creds['token']}",
+        "X-Runledger-Timestamp": stamp,
+        "X-Runledger-Signature": signing.sign(secret=acme_creds["secret"], timestamp=stamp, body=body),
+    }
     before = ledger_counts()
     response = client.post("/api/routes/orders", data=body, content_type=content_type, headers=headers)
     assert error_of(response, status)["code"] == code
     assert ledger_counts() == before
 
 
-def test_the_service_itself_applies_the_limits_without_the_middleware(route: Route,
-                                                                      acme_creds: dict[str, str]) -> None:
+def test_the_service_itself_applies_the_limits_without_the_middleware(route: Route, acme_creds: dict[str, str]) -> None:
     from ingest.triggers.errors import NestedTooDeeply
     from ingest.triggers.services import route_trigger
 
     body = json.dumps({"a": nested(40)}).encode()
     stamp = str(int(timezone.now().timestamp()))
     with pytest.raises(NestedTooDeeply):
-        route_trigger(route="orders", token=acme_creds["token"], timestamp=stamp,
-                      signature=signing.sign(secret=acme_creds["secret"], timestamp=stamp, body=body),
-                      body=body, idempotency_key=None, now=timezone.now())
+        route_trigger(
+            route="orders",
+            token=acme_creds["token"],
+            timestamp=stamp,
+            signature=signing.sign(secret=acme_creds["secret"], timestamp=stamp, body=body),
+            body=body,
+            idempotency_key=None,
+            now=timezone.now(),
+        )
     assert not Instance.objects.exists()

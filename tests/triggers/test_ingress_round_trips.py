@@ -21,7 +21,8 @@ pytestmark = [pytest.mark.db, pytest.mark.django_db]
 
 @pytest.mark.django_db(transaction=True)  # as in production: no transaction around the request
 def test_a_keyed_request_starts_its_instance_in_one_statement_once_its_route_is_known(
-        client: Client, route: Route, acme_creds: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    client: Client, route: Route, acme_creds: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     from dashboard.observability.ingress import counts
 
     monkeypatch.setattr(counts, "due", lambda: False)  # the ingress counters' flush is not the request's
@@ -42,8 +43,10 @@ def test_a_keyed_request_starts_its_instance_in_one_statement_once_its_route_is_
         assert History.objects.filter(instance_id=instance.id, kind="instance.created").count() == 1
     if connection.vendor == "postgresql":
         assert [len(statements) for statements in counted] == [2, 1], counted
-        assert all(table in counted[1][0] for table in ("triggers_idempotencykey", "engine_instance",
-                                                          "engine_history", "alerts_routecallback"))
+        assert all(
+            table in counted[1][0]
+            for table in ("triggers_idempotencykey", "engine_instance", "engine_history", "alerts_routecallback")
+        )
     else:
         assert [len(statements) for statements in counted] == [7, 7], counted
 
@@ -63,18 +66,30 @@ def _new_hmac_secret_only(route: Route) -> None:
 
 
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.parametrize("change", [
-    _rotate,
-    _new_hmac_secret_only,
-    lambda route: IngressSecret.objects.update(enabled=False),
-    lambda route: IngressSecret.objects.all().delete(),
-    lambda route: Route.objects.update(enabled=False),
-    lambda route: Route.objects.all().delete(),
-    lambda route: Route.objects.update(tenant="globex"),  # the credential is acme's, not globex's
-], ids=["rotated", "hmac-secret-replaced", "credential-disabled", "credential-deleted", "route-disabled",
-        "route-deleted", "route-moved-to-another-tenant"])
+@pytest.mark.parametrize(
+    "change",
+    [
+        _rotate,
+        _new_hmac_secret_only,
+        lambda route: IngressSecret.objects.update(enabled=False),
+        lambda route: IngressSecret.objects.all().delete(),
+        lambda route: Route.objects.update(enabled=False),
+        lambda route: Route.objects.all().delete(),
+        lambda route: Route.objects.update(tenant="globex"),  # the credential is acme's, not globex's
+    ],
+    ids=[
+        "rotated",
+        "hmac-secret-replaced",
+        "credential-disabled",
+        "credential-deleted",
+        "route-disabled",
+        "route-deleted",
+        "route-moved-to-another-tenant",
+    ],
+)
 def test_a_change_to_the_route_or_credential_refuses_the_next_request_of_the_same_process_at_once(
-        client: Client, route: Route, acme_creds: dict[str, str], change: Any) -> None:
+    client: Client, route: Route, acme_creds: dict[str, str], change: Any
+) -> None:
     # The first request leaves its route and credential with the process; the change is made
     # behind its back (as another process or the admin would), and the next request, with the
     # same token, is refused and writes nothing.
@@ -87,19 +102,28 @@ def test_a_change_to_the_route_or_credential_refuses_the_next_request_of_the_sam
     unkeyed = signed_post(client, "orders", {"order": 3}, **acme_creds)
     for refused in (keyed, replay, unkeyed):
         assert refused.status_code in (401, 404, 409), refused.json()
-        assert refused.json()["error"]["code"] in ("not_authenticated", "bad_signature", "route_not_found",
-                                                   "route_disabled")
+        assert refused.json()["error"]["code"] in (
+            "not_authenticated",
+            "bad_signature",
+            "route_not_found",
+            "route_disabled",
+        )
     assert Instance.objects.count() == 1 and IdempotencyKey.objects.count() <= 1
     assert not SeenSignature.objects.exists()
 
 
 @pytest.mark.django_db(transaction=True)
 def test_a_debouncing_route_disabled_between_two_requests_refuses_the_second(
-        client: Client, acme_creds: dict[str, str]) -> None:
+    client: Client, acme_creds: dict[str, str]
+) -> None:
     from ingest.triggers.services import route_upsert
 
-    route_upsert(name="orders", workflow="test-echo", tenant="acme",
-                 coalesce={"debounce": {"key": "account", "period": "1 minute"}})
+    route_upsert(
+        name="orders",
+        workflow="test-echo",
+        tenant="acme",
+        coalesce={"debounce": {"key": "account", "period": "1 minute"}},
+    )
     assert signed_post(client, "orders", {"account": "a"}, **acme_creds, key="k-1").status_code == 202
     Route.objects.update(enabled=False)
     refused = signed_post(client, "orders", {"account": "a"}, **acme_creds, key="k-2")
@@ -108,7 +132,8 @@ def test_a_debouncing_route_disabled_between_two_requests_refuses_the_second(
 
 @pytest.mark.django_db(transaction=True)
 def test_a_change_that_refuses_nothing_is_seen_by_the_next_request(
-        client: Client, route: Route, acme_creds: dict[str, str]) -> None:
+    client: Client, route: Route, acme_creds: dict[str, str]
+) -> None:
     # The route's workflow and priority changed between two requests: the second request's
     # instance is created from the route as it is now, not as the process last saw it.
     assert signed_post(client, "orders", {"order": 1}, **acme_creds, key="k-1").status_code == 202
@@ -120,7 +145,8 @@ def test_a_change_that_refuses_nothing_is_seen_by_the_next_request(
 
 @pytest.mark.django_db(transaction=True)
 def test_a_routes_callback_url_read_with_the_instance_is_attached(
-        client: Client, route: Route, acme_creds: dict[str, str]) -> None:
+    client: Client, route: Route, acme_creds: dict[str, str]
+) -> None:
     from django.utils import timezone
 
     from ingest.alerts.callbacks import route_callback_set
@@ -130,12 +156,14 @@ def test_a_routes_callback_url_read_with_the_instance_is_attached(
     route_callback_set(route="orders", url="https://example.com/hook", now=timezone.now())
     second = signed_post(client, "orders", {"order": 2}, **acme_creds, key="k-2").json()
     assert list(Callback.objects.values_list("instance_id", "url")) == [
-        (second["instance_id"], "https://example.com/hook")]
+        (second["instance_id"], "https://example.com/hook")
+    ]
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_replayed_key_answers_the_instance_as_it_is_now(client: Client, route: Route, acme_creds: dict[str, str],
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_replayed_key_answers_the_instance_as_it_is_now(
+    client: Client, route: Route, acme_creds: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     from dashboard.observability.ingress import counts
 
     first = signed_post(client, "orders", {"order": 2}, **acme_creds, key="k-2").json()
@@ -150,8 +178,9 @@ def test_a_replayed_key_answers_the_instance_as_it_is_now(client: Client, route:
     assert Instance.objects.count() == 1
 
 
-def test_a_disabled_ingress_secret_is_refused_and_starts_nothing(client: Client, route: Route,
-                                                                 acme_creds: dict[str, str]) -> None:
+def test_a_disabled_ingress_secret_is_refused_and_starts_nothing(
+    client: Client, route: Route, acme_creds: dict[str, str]
+) -> None:
     IngressSecret.objects.update(enabled=False)
     response = signed_post(client, "orders", {"order": 3}, **acme_creds, key="k-3")
     assert response.status_code == 401 and response.json()["error"]["code"] == "not_authenticated"
@@ -159,7 +188,8 @@ def test_a_disabled_ingress_secret_is_refused_and_starts_nothing(client: Client,
 
 
 def test_the_lookup_returns_the_route_and_the_decrypted_secret_of_its_tenant_only(
-        route: Route, acme_creds: dict[str, str]) -> None:
+    route: Route, acme_creds: dict[str, str]
+) -> None:
     from ingest.triggers import signing
     from ingest.triggers.services import ingress_secret_create
 
@@ -176,7 +206,8 @@ def test_the_lookup_returns_the_route_and_the_decrypted_secret_of_its_tenant_onl
 
 
 def test_a_replayed_key_with_another_body_is_a_conflict_and_writes_nothing(
-        client: Client, route: Route, acme_creds: dict[str, str]) -> None:
+    client: Client, route: Route, acme_creds: dict[str, str]
+) -> None:
     first = signed_post(client, "orders", {"order": 4}, **acme_creds, key="k-4").json()
     again = signed_post(client, "orders", {"order": 5}, **acme_creds, key="k-4")
     assert again.status_code == 409 and first["instance_id"] in again.json()["error"]["message"]
@@ -184,7 +215,8 @@ def test_a_replayed_key_with_another_body_is_a_conflict_and_writes_nothing(
 
 
 def test_an_expired_key_starts_a_new_instance_and_takes_the_key_over(
-        client: Client, route: Route, acme_creds: dict[str, str]) -> None:
+    client: Client, route: Route, acme_creds: dict[str, str]
+) -> None:
     from datetime import timedelta
 
     from django.utils import timezone
@@ -200,21 +232,27 @@ def test_an_expired_key_starts_a_new_instance_and_takes_the_key_over(
 
 
 def test_a_rotated_secret_stops_working_at_once_and_the_new_one_works(
-        client: Client, route: Route, acme_creds: dict[str, str]) -> None:
+    client: Client, route: Route, acme_creds: dict[str, str]
+) -> None:
     from django.utils import timezone
 
     from ingest.triggers.services import ingress_secret_rotate
 
     assert signed_post(client, "orders", {"order": 7}, **acme_creds, key="k-7").status_code == 202
-    _, token, secret = ingress_secret_rotate(tenant="acme", name="default", now=timezone.now(), overlap_seconds=0,
-                                             reason="leaked")
+    _, token, secret = ingress_secret_rotate(
+        tenant="acme", name="default", now=timezone.now(), overlap_seconds=0, reason="leaked"
+    )
     old = signed_post(client, "orders", {"order": 8}, **acme_creds, key="k-8")
     assert old.status_code == 401
     # The old token with the new HMAC secret is refused too, and the new token with the old secret.
-    assert signed_post(client, "orders", {"order": 8}, token=acme_creds["token"], secret=secret,
-                       key="k-8").status_code == 401
-    assert signed_post(client, "orders", {"order": 8}, token=token, secret=acme_creds["secret"],
-                       key="k-8").status_code == 401
+    assert (
+        signed_post(client, "orders", {"order": 8}, token=acme_creds["token"], secret=secret, key="k-8").status_code
+        == 401
+    )
+    assert (
+        signed_post(client, "orders", {"order": 8}, token=token, secret=acme_creds["secret"], key="k-8").status_code
+        == 401
+    )
     assert signed_post(client, "orders", {"order": 8}, token=token, secret=secret, key="k-8").status_code == 202
     assert Instance.objects.count() == 2 and IdempotencyKey.objects.count() == 2
 
@@ -222,7 +260,8 @@ def test_a_rotated_secret_stops_working_at_once_and_the_new_one_works(
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_a_duplicate_blocked_behind_an_uncommitted_first_answers_the_first_ones_instance(
-        route: Route, acme_creds: dict[str, str], require_postgres: None) -> None:
+    route: Route, acme_creds: dict[str, str], require_postgres: None
+) -> None:
     # The first request's key is inserted but not committed: the duplicate's statement waits on
     # the unique index, and its snapshot (taken before the first committed) cannot see the row.
     import json
@@ -245,9 +284,15 @@ def test_a_duplicate_blocked_behind_an_uncommitted_first_answers_the_first_ones_
             with transaction.atomic():
                 now = timezone.now()
                 instance_create(workflow="test-echo", id="orders-first", params=body, tenant="acme")
-                IdempotencyKey.objects.create(tenant="acme", route="orders", key="k-9", body_sha256=digest,
-                                              instance_id="orders-first", created_at=now,
-                                              expires_at=now + timedelta(days=1))
+                IdempotencyKey.objects.create(
+                    tenant="acme",
+                    route="orders",
+                    key="k-9",
+                    body_sha256=digest,
+                    instance_id="orders-first",
+                    created_at=now,
+                    expires_at=now + timedelta(days=1),
+                )
                 inserted.set()
                 release.wait(30)
         finally:

@@ -39,12 +39,22 @@ def test_the_bucket_refills_and_refuses_as_the_pure_arithmetic_says() -> None:
     key = "ingress:route:b"
     # 3 per minute: capacity 3, 0.05 tokens a second. Each step: when, then the pure answer
     # from the row as it was, which the row afterwards must equal.
-    steps = [T0, T0, T0, T0 + timedelta(seconds=2), T0 + timedelta(seconds=10), T0 + timedelta(seconds=20),
-             T0 + timedelta(seconds=21.5), T0 + timedelta(seconds=200), T0 + timedelta(seconds=199)]
+    steps = [
+        T0,
+        T0,
+        T0,
+        T0 + timedelta(seconds=2),
+        T0 + timedelta(seconds=10),
+        T0 + timedelta(seconds=20),
+        T0 + timedelta(seconds=21.5),
+        T0 + timedelta(seconds=200),
+        T0 + timedelta(seconds=199),
+    ]
     waits = []
     for now in steps:
-        before = _state(key) if TokenBucket.objects.filter(key=key).exists() else buckets.BucketState(
-            3.0, 0.05, 3.0, now)
+        before = (
+            _state(key) if TokenBucket.objects.filter(key=key).exists() else buckets.BucketState(3.0, 0.05, 3.0, now)
+        )
         expected = buckets.take(before, cost=1, now=now)
         wait = rate_limits_take(limits=[(key, 3)], now=now)
         waits.append(round(wait, 6))

@@ -25,16 +25,25 @@ T0 = datetime(2026, 11, 22, 2, 59, 30, tzinfo=UTC)
 
 
 def test_a_tick_fires_the_due_time_with_a_deterministic_id_and_schedule_info() -> None:
-    schedule_create(name="nightly-sync", workflow="test-echo", cron_expression="0 3 * * *",
-                    params={"full": True}, tenant="acme", now=T0)
+    schedule_create(
+        name="nightly-sync",
+        workflow="test-echo",
+        cron_expression="0 3 * * *",
+        params={"full": True},
+        tenant="acme",
+        now=T0,
+    )
     assert Scheduler().tick(T0 + timedelta(seconds=20)) == []
     fired = Scheduler().tick(T0 + timedelta(seconds=31))
     assert fired == ["nightly-sync-20261122T0300Z"]
     instance = Instance.objects.get(pk=fired[0])
     assert instance.tenant == "acme" and instance.params["full"] is True
-    assert instance.params["_schedule"] == {"cron": "0 3 * * *", "timezone": "UTC",
-                                            "scheduled_time": "2026-11-22T03:00:00Z",
-                                            "manual": False}
+    assert instance.params["_schedule"] == {
+        "cron": "0 3 * * *",
+        "timezone": "UTC",
+        "scheduled_time": "2026-11-22T03:00:00Z",
+        "manual": False,
+    }
     assert Scheduler().tick(T0 + timedelta(seconds=50)) == []
     assert Schedule.objects.get().next_fire_at == datetime(2026, 11, 23, 3, 0, tzinfo=UTC)
 
@@ -50,8 +59,14 @@ def test_a_crash_mid_fire_cannot_double_it() -> None:
 
 def test_skip_and_catch_up_after_downtime() -> None:
     schedule_create(name="skip", workflow="test-echo", cron_expression="0 * * * *", now=T0)
-    schedule_create(name="catch", workflow="test-echo", cron_expression="0 * * * *", now=T0,
-                    missed_fire_policy="catch_up", catch_up_limit=2)
+    schedule_create(
+        name="catch",
+        workflow="test-echo",
+        cron_expression="0 * * * *",
+        now=T0,
+        missed_fire_policy="catch_up",
+        catch_up_limit=2,
+    )
     fired = Scheduler().tick(T0 + timedelta(hours=5, minutes=30))
     assert sorted(fired) == ["catch-20261122T0700Z", "catch-20261122T0800Z"]
 
@@ -74,8 +89,7 @@ def test_invalid_schedules_are_refused() -> None:
         schedule_create(name="bad", workflow="test-echo", cron_expression="99 * * * *", now=T0)
     assert set(refused.value.problems) == {"cron"}
     with pytest.raises(InvalidSchedule, match="reserved"):
-        schedule_create(name="bad", workflow="test-echo", cron_expression="* * * * *", now=T0,
-                        params={"_schedule": 1})
+        schedule_create(name="bad", workflow="test-echo", cron_expression="* * * * *", now=T0, params={"_schedule": 1})
     with pytest.raises(InvalidSchedule, match="name"):
         schedule_create(name="bad name!", workflow="test-echo", cron_expression="* * * * *", now=T0)
     schedule_create(name="ok", workflow="test-echo", cron_expression="* * * * *", now=T0)

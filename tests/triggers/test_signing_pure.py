@@ -30,13 +30,16 @@ def test_a_header_of_several_signatures_passes_when_any_one_is_made_with_a_known
     ts = str(int(NOW.timestamp()))
     both = signing.sign_all(secrets=["new", "old"], timestamp=ts, body=b"{}")
     assert both == signing.sign(secret="new", timestamp=ts, body=b"{}") + ", " + signing.sign(
-        secret="old", timestamp=ts, body=b"{}")
+        secret="old", timestamp=ts, body=b"{}"
+    )
     signing.verify(secrets=["old"], timestamp=ts, signature=both, body=b"{}", now=NOW)
     signing.verify(secrets=["new"], timestamp=ts, signature=both, body=b"{}", now=NOW)
     with pytest.raises(BadSignature, match="does not match"):
         signing.verify(secrets=["other"], timestamp=ts, signature=both, body=b"{}", now=NOW)
     # Only the first few are read: a header of many guesses is not tried in full.
-    guesses = ", ".join(["sha256=" + "0" * 64] * signing.MAX_SIGNATURES + [signing.sign(secret="s", timestamp=ts, body=b"{}")])
+    guesses = ", ".join(
+        ["sha256=" + "0" * 64] * signing.MAX_SIGNATURES + [signing.sign(secret="s", timestamp=ts, body=b"{}")]
+    )
     with pytest.raises(BadSignature):
         signing.verify(secrets=["s"], timestamp=ts, signature=guesses, body=b"{}", now=NOW)
 
@@ -53,8 +56,7 @@ def test_patterns_are_globs_and_filters_compare_fields() -> None:
     assert patterns.type_matches("user.*", "user.created")
     assert patterns.type_matches("gong.call.*", "gong.call.transcribed")
     assert not patterns.type_matches("user.*", "account.created")
-    assert patterns.filters_match({"plan": "pro", "org.size": [10, 20]},
-                                  {"plan": "pro", "org": {"size": 20}})
+    assert patterns.filters_match({"plan": "pro", "org.size": [10, 20]}, {"plan": "pro", "org": {"size": 20}})
     assert not patterns.filters_match({"plan": "pro"}, {"plan": "free"})
     assert not patterns.filters_match({"plan": None}, {})
 

@@ -56,17 +56,24 @@ class Command(BaseCommand):
         inst.add_argument("--new-id", default=None, help="fork: the new instance's id")
         inst.add_argument("--type", default=None, help="event: the event's type")
         inst.add_argument("--payload", default=None, help="event: its payload, JSON")
-        inst.add_argument("--expected-version", default=None,
-                          help="refuse when the instance moved past this version (its API `version`)")
+        inst.add_argument(
+            "--expected-version",
+            default=None,
+            help="refuse when the instance moved past this version (its API `version`)",
+        )
         discard = sub.add_parser("discard")
         discard.add_argument("dead_letter_id", type=int)
         discard.add_argument("--reason", required=True)
-        discard.add_argument("--expected-version", default=None,
-                             help="refuse when the dead letter moved past this version (its API `version`)")
+        discard.add_argument(
+            "--expected-version",
+            default=None,
+            help="refuse when the dead letter moved past this version (its API `version`)",
+        )
         redrive = sub.add_parser("redrive")
         redrive.add_argument("--ids", default=None, help="comma-separated dead letter ids")
-        redrive.add_argument("--all-matching", action="store_true",
-                             help="every open dead letter matching the filters below")
+        redrive.add_argument(
+            "--all-matching", action="store_true", help="every open dead letter matching the filters below"
+        )
         for name in ("tenant", "workflow", "step-name", "signature"):
             redrive.add_argument(f"--{name}", default=None)
         redrive.add_argument("--rate", type=float, default=5.0)
@@ -104,25 +111,37 @@ class Command(BaseCommand):
             case "replay":
                 arguments["params"] = _json(o["params"], what="--params")
             case "fork":
-                arguments.update(from_step=o["from_step"], params=_json(o["params"], what="--params"),
-                                 new_id=o["new_id"])
+                arguments.update(
+                    from_step=o["from_step"], params=_json(o["params"], what="--params"), new_id=o["new_id"]
+                )
             case "event":
                 arguments.update(type=o["type"] or "", payload=_json(o["payload"], what="--payload"))
-        done = actions.instance_act(user=user, origin=Origin.cli(), instance_id=o["instance_id"],
-                                    action=o["action"], reason=o["reason"], arguments=arguments,
-                                    expected_version=o["expected_version"])
+        done = actions.instance_act(
+            user=user,
+            origin=Origin.cli(),
+            instance_id=o["instance_id"],
+            action=o["action"],
+            reason=o["reason"],
+            arguments=arguments,
+            expected_version=o["expected_version"],
+        )
         created = f" -> {done.created_id}" if done.created_id else ""
         self.stdout.write(f"{o['action']}: {o['instance_id']}{created}")
 
     def _discard(self, user: Any, o: dict[str, Any]) -> None:
-        done = dead_letter_act(user=user, origin=Origin.cli(), dead_letter_id=o["dead_letter_id"], action="discard",
-                               reason=o["reason"], expected_version=o["expected_version"])
+        done = dead_letter_act(
+            user=user,
+            origin=Origin.cli(),
+            dead_letter_id=o["dead_letter_id"],
+            action="discard",
+            reason=o["reason"],
+            expected_version=o["expected_version"],
+        )
         self.stdout.write(f"discarded: dead letter {done.dead_letter_id}")
 
     def _redrive(self, user: Any, o: dict[str, Any]) -> None:
         if (o["ids"] is None) == (not o["all_matching"]):
-            raise CommandError("name the selection: --ids 4,7 or --all-matching (with filters); "
-                               "nothing was done")
+            raise CommandError("name the selection: --ids 4,7 or --all-matching (with filters); nothing was done")
         ids: list[int] | None = None
         if o["ids"] is not None:
             try:
@@ -132,15 +151,15 @@ class Command(BaseCommand):
             found = dict(DeadLetter.objects.filter(id__in=ids).values_list("id", "tenant"))
             unseen = [i for i in ids if not access.can_read(user, found.get(i, ""))]
             if unseen:
-                raise CommandError(f"no dead letter {unseen[:5]} in {user.get_username()}'s tenants; "
-                                   "nothing was done")
+                raise CommandError(f"no dead letter {unseen[:5]} in {user.get_username()}'s tenants; nothing was done")
             for tenant in set(found.values()):
                 self._acting(user, tenant, f"tenant {tenant!r}")
         if o["tenant"]:
             self._acting(user, o["tenant"], f"tenant {o['tenant']!r}")
         tenants = [o["tenant"]] if o["tenant"] else access.acting_tenants(user)
-        scope = DeadLetterFilter(tenants=tuple(tenants), workflow=o["workflow"], step_name=o["step_name"],
-                                 signature=o["signature"])
+        scope = DeadLetterFilter(
+            tenants=tuple(tenants), workflow=o["workflow"], step_name=o["step_name"], signature=o["signature"]
+        )
         chosen = list(engine_dead_letters.dead_letter_select(filter=scope, ids=ids).values_list("id", flat=True))
         if not chosen:
             self.stdout.write("0 open dead letters selected; nothing to redrive")
@@ -148,16 +167,26 @@ class Command(BaseCommand):
         digest = selection_digest(chosen)
         if o["confirm"] != digest:
             if o["confirm"]:
-                raise CommandError(f"the selection changed since the preview: it is now {len(chosen)} "
-                                   f"dead letter(s), digest {digest}; nothing was done")
-            self.stdout.write(f"{len(chosen)} open dead letter(s) selected: {chosen[:50]}\n"
-                              f"to redrive exactly these, run again with --confirm {digest}")
+                raise CommandError(
+                    f"the selection changed since the preview: it is now {len(chosen)} "
+                    f"dead letter(s), digest {digest}; nothing was done"
+                )
+            self.stdout.write(
+                f"{len(chosen)} open dead letter(s) selected: {chosen[:50]}\n"
+                f"to redrive exactly these, run again with --confirm {digest}"
+            )
             return
         filters = {k: o[k] for k in ("tenant", "workflow", "step_name", "signature") if o[k]}
         count = dead_letters_redrive(
-            user=user, origin=Origin.cli(), ids=chosen, scope=scope, rate_per_second=o["rate"], reason=o["reason"],
+            user=user,
+            origin=Origin.cli(),
+            ids=chosen,
+            scope=scope,
+            rate_per_second=o["rate"],
+            reason=o["reason"],
             selection={"ids": chosen} if ids is not None else {"filter": filters},
-            tenants=set(DeadLetter.objects.filter(id__in=chosen).values_list("tenant", flat=True)))
+            tenants=set(DeadLetter.objects.filter(id__in=chosen).values_list("tenant", flat=True)),
+        )
         self.stdout.write(f"redriven: {count}")
 
 

@@ -22,9 +22,12 @@ class Command(BaseCommand):
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--interval", type=float, default=INTERVAL_SECONDS, help="seconds between passes")
         parser.add_argument("--once", action="store_true", help="catch up once and exit")
-        parser.add_argument("--rebuild", action="store_true",
-                            help="drop every rollup row first (after ledger rows were written or deleted "
-                                 "outside the engine, which leaves no history to follow)")
+        parser.add_argument(
+            "--rebuild",
+            action="store_true",
+            help="drop every rollup row first (after ledger rows were written or deleted "
+            "outside the engine, which leaves no history to follow)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["rebuild"]:

@@ -74,8 +74,10 @@ class Command(BaseCommand):
         alerts = AlertRunner()  # alert rules, notifications and callbacks (ingest/alerts)
         alerts.start()
         url = f"http://{options['host']}:{options['port']}/"
-        self.stdout.write(f"Runledger is up at {url} — log in as operator/operator (viewer/viewer reads only); "
-                          f"API tokens for the runledger CLI: {url}tokens/")
+        self.stdout.write(
+            f"Runledger is up at {url} — log in as operator/operator (viewer/viewer reads only); "
+            f"API tokens for the runledger CLI: {url}tokens/"
+        )
         self.stdout.flush()
         try:
             self._serve(listener)
@@ -95,8 +97,10 @@ class Command(BaseCommand):
         from ingest.demo.triggers import demo_triggers
 
         made = demo_triggers(now=timezone.now())
-        self.stdout.write(f"demo triggers: {', '.join(made.created) or 'none'} created; "
-                          f"{', '.join(made.already) or 'none'} already there")
+        self.stdout.write(
+            f"demo triggers: {', '.join(made.created) or 'none'} created; "
+            f"{', '.join(made.already) or 'none'} already there"
+        )
         minted = made.credential
         if minted is not None:
             # Printed here only (never logged): the database keeps the token's hash and the
@@ -107,7 +111,8 @@ class Command(BaseCommand):
                 f"  token:       {minted.token}\n"
                 f"  HMAC secret: {minted.hmac_secret}\n"
                 "  POST /api/routes/demo-classify with Authorization: Bearer <token>, signed as "
-                "ingest/triggers/README.md shows")
+                "ingest/triggers/README.md shows"
+            )
 
     def _secret_key(self) -> None:
         """The embedded default's key for secrets at rest: RUNLEDGER_SECRET_KEYS when set, else
@@ -127,8 +132,10 @@ class Command(BaseCommand):
             with os.fdopen(fd, "w") as handle:
                 handle.write(generate_key() + "\n")
             settings.RUNLEDGER_SECRET_KEYS = [path.read_text().strip()]
-            self.stdout.write(f"secrets at rest: created a key in {path} (mode 0600); keep it with "
-                              "the database — without it the stored secrets cannot be read")
+            self.stdout.write(
+                f"secrets at rest: created a key in {path} (mode 0600); keep it with "
+                "the database — without it the stored secrets cannot be read"
+            )
             return
         self.stdout.write(f"secrets at rest: encrypted with the key in {path}")
 

@@ -77,8 +77,9 @@ class BudgetHeld(BaseException):
 HOLD_WAIT = Backoff(first=0.5, cap=5.0)
 
 
-def refusal(*, spent: Decimal, reserved: Decimal, own_held: Decimal, amount: Decimal,
-            limit: Decimal) -> Literal["over", "held"] | None:
+def refusal(
+    *, spent: Decimal, reserved: Decimal, own_held: Decimal, amount: Decimal, limit: Decimal
+) -> Literal["over", "held"] | None:
     """Whether a spend of `amount` fits a budget with `limit` (its grant included), `spent` and
     `reserved` (every hold, `own_held` of them this attempt's): None when it fits; "held" when it
     would fit once other steps' holds settle or are given back; "over" when what is spent and
@@ -120,7 +121,8 @@ def add_to_budgets(changes: dict[int, tuple[Decimal, Decimal]], now: datetime) -
         groups.setdefault(change, []).append(budget_id)
     for (spent, reserved), ids in groups.items():
         Budget.objects.filter(id__in=ids).update(
-            spent=F("spent") + spent, reserved=F("reserved") + reserved, updated_at=now)
+            spent=F("spent") + spent, reserved=F("reserved") + reserved, updated_at=now
+        )
 
 
 def budget_reserve(*, ctx: StepSpend, service: str, amount: Decimal) -> list[int]:
@@ -145,18 +147,37 @@ def budget_reserve(*, ctx: StepSpend, service: str, amount: Decimal) -> list[int
         over = [b for b in budgets if b.spent + b.reserved + amount > b.limit + _amount(grants.get(b.id))]
         if over:
             own = _own_holds(ctx)
-            really = [b for b in over if refusal(spent=b.spent, reserved=b.reserved, own_held=own.get(b.id, ZERO),
-                                                 amount=amount, limit=b.limit + _amount(grants.get(b.id))) == "over"]
+            really = [
+                b
+                for b in over
+                if refusal(
+                    spent=b.spent,
+                    reserved=b.reserved,
+                    own_held=own.get(b.id, ZERO),
+                    amount=amount,
+                    limit=b.limit + _amount(grants.get(b.id)),
+                )
+                == "over"
+            ]
             breached, held_only = (really[0], False) if really else (over[0], True)
         elif budgets:
             for budget in budgets:
                 _use_grant(budget, grants.get(budget.id))
             add_to_budgets({b.id: (ZERO, amount) for b in budgets}, now)
-            held = BudgetReservation.objects.bulk_create([
-                BudgetReservation(budget=budget, instance_id=ctx.instance_id, step_name=ctx.step_label,
-                                  attempt=ctx.attempt, service=service, amount=amount, created_at=now)
-                for budget in budgets
-            ])
+            held = BudgetReservation.objects.bulk_create(
+                [
+                    BudgetReservation(
+                        budget=budget,
+                        instance_id=ctx.instance_id,
+                        step_name=ctx.step_label,
+                        attempt=ctx.attempt,
+                        service=service,
+                        amount=amount,
+                        created_at=now,
+                    )
+                    for budget in budgets
+                ]
+            )
             ids = [r.id for r in held]
     if breached is not None:
         if held_only:
@@ -172,7 +193,8 @@ def _own_holds(ctx: StepSpend) -> dict[int, Decimal]:
     held: dict[int, Decimal] = {}
     if ctx._reservations:
         for budget_id, amount in BudgetReservation.objects.filter(
-                id__in=ctx._reservations, state=ReservationState.HELD).values_list("budget_id", "amount"):
+            id__in=ctx._reservations, state=ReservationState.HELD
+        ).values_list("budget_id", "amount"):
             held[budget_id] = held.get(budget_id, ZERO) + amount
     return held
 
@@ -214,19 +236,35 @@ def _breach(*, ctx: StepSpend, service: str, amount: Decimal, budget: Budget, no
         f"{ctx.instance_id} asked for {amount} on {service}"
     )
     denied = ApprovalRequest.objects.filter(
-        instance_id=ctx.instance_id, kind=ApprovalKind.BUDGET, budget=budget, step_name=ctx.step_label,
+        instance_id=ctx.instance_id,
+        kind=ApprovalKind.BUDGET,
+        budget=budget,
+        step_name=ctx.step_label,
         state__in=[ApprovalState.REJECTED, ApprovalState.EXPIRED],
     ).exists()
     notify.history()
     History.objects.create(
-        instance_id=ctx.instance_id, workflow=ctx.workflow, tenant=ctx.tenant, kind=HistoryKind.BUDGET,
-        step_name=ctx.step_label, data={"budget": budget.id, "service": service, "amount": str(amount),
-                                        "limit": str(budget.limit), "spent": str(budget.spent),
-                                        "reserved": str(budget.reserved), "policy": budget.policy,
-                                        "denied": denied}, created_at=now,
+        instance_id=ctx.instance_id,
+        workflow=ctx.workflow,
+        tenant=ctx.tenant,
+        kind=HistoryKind.BUDGET,
+        step_name=ctx.step_label,
+        data={
+            "budget": budget.id,
+            "service": service,
+            "amount": str(amount),
+            "limit": str(budget.limit),
+            "spent": str(budget.spent),
+            "reserved": str(budget.reserved),
+            "policy": budget.policy,
+            "denied": denied,
+        },
+        created_at=now,
     )
     if budget.policy == BreachPolicy.FAIL or denied:
-        raise BudgetExceeded(facts + ("; an operator denied raising it" if denied else "; raise the limit or wait for the next period"))
+        raise BudgetExceeded(
+            facts + ("; an operator denied raising it" if denied else "; raise the limit or wait for the next period")
+        )
     pending = ApprovalRequest.objects.filter(
         instance_id=ctx.instance_id, kind=ApprovalKind.BUDGET, budget=budget, state=ApprovalState.PENDING
     ).exists()
@@ -240,11 +278,24 @@ def _ask(*, ctx: StepSpend, service: str, amount: Decimal, budget: Budget, facts
     try:
         with transaction.atomic():
             ApprovalRequest.objects.create(
-                instance_id=ctx.instance_id, tenant=ctx.tenant, workflow=ctx.workflow, kind=ApprovalKind.BUDGET,
-                step_name=ctx.step_label, title=f"Budget {budget.scope}:{budget.key} would be exceeded",
-                description=facts, budget=budget, requested_amount=amount,
-                fields=[{"name": "amount", "label": "Raise the limit once by", "type": "number",
-                         "required": True, "default": str(amount)}],
+                instance_id=ctx.instance_id,
+                tenant=ctx.tenant,
+                workflow=ctx.workflow,
+                kind=ApprovalKind.BUDGET,
+                step_name=ctx.step_label,
+                title=f"Budget {budget.scope}:{budget.key} would be exceeded",
+                description=facts,
+                budget=budget,
+                requested_amount=amount,
+                fields=[
+                    {
+                        "name": "amount",
+                        "label": "Raise the limit once by",
+                        "type": "number",
+                        "required": True,
+                        "default": str(amount),
+                    }
+                ],
                 context={"service": service, "limit": str(budget.limit), "spent": str(budget.spent)},
                 created_at=now,
             )
@@ -266,7 +317,8 @@ def reservations_release(*, ids: Iterable[int]) -> None:
         lock_budgets(Q(id__in=by_budget))
         add_to_budgets({budget_id: (ZERO, -amount) for budget_id, amount in by_budget.items()}, now)
         BudgetReservation.objects.filter(id__in=[r.id for r in held]).update(
-            state=ReservationState.RELEASED, settled_at=now)
+            state=ReservationState.RELEASED, settled_at=now
+        )
 
 
 def reservations_release_orphaned(*, now: datetime) -> int:
@@ -277,11 +329,17 @@ def reservations_release_orphaned(*, now: datetime) -> int:
     finished = [Status.COMPLETE, Status.ERRORED, Status.TERMINATED]
     with transaction.atomic():
         # SKIP LOCKED: another worker's sweep, or an attempt settling its own, has those rows.
-        ids = list(BudgetReservation.objects.select_for_update(skip_locked=True, of=("self",))
-                   .filter(state=ReservationState.HELD)
-                   .filter(Q(instance__isnull=True) | Q(instance__lease_token="")
-                           | Q(instance__lease_expires_at__lt=now) | Q(instance__status__in=finished))
-                   .values_list("id", flat=True))
+        ids = list(
+            BudgetReservation.objects.select_for_update(skip_locked=True, of=("self",))
+            .filter(state=ReservationState.HELD)
+            .filter(
+                Q(instance__isnull=True)
+                | Q(instance__lease_token="")
+                | Q(instance__lease_expires_at__lt=now)
+                | Q(instance__status__in=finished)
+            )
+            .values_list("id", flat=True)
+        )
         if ids:
             reservations_release(ids=ids)
     return len(ids)
@@ -291,22 +349,45 @@ def _reserve_postgres(*, ctx: StepSpend, service: str, amount: Decimal) -> list[
     from psycopg.types.numeric import Int4
 
     now = clock.now()
-    row = sql_budgets.budget_reserve_row({
-        "tenant": ctx.tenant, "workflow": ctx.workflow, "service": service, "iid": ctx.instance_id,
-        "label": ctx.step_label, "attempt": Int4(ctx.attempt), "amount": amount, "now": now,
-        "hour": period_start("hour", now), "day": period_start("day", now), "month": period_start("month", now),
-        "own": "{" + ",".join(str(r) for r in ctx._reservations) + "}",
-    })
+    row = sql_budgets.budget_reserve_row(
+        {
+            "tenant": ctx.tenant,
+            "workflow": ctx.workflow,
+            "service": service,
+            "iid": ctx.instance_id,
+            "label": ctx.step_label,
+            "attempt": Int4(ctx.attempt),
+            "amount": amount,
+            "now": now,
+            "hour": period_start("hour", now),
+            "day": period_start("day", now),
+            "month": period_start("month", now),
+            "own": "{" + ",".join(str(r) for r in ctx._reservations) + "}",
+        }
+    )
     assert row is not None  # one row: FROM a one-row CTE
     held, breached = list(row[0]), row[1]
     if breached is not None:
         if not row[9]:  # refused only for other steps' holds (`refusal`)
-            raise _held(ctx=ctx, service=service, amount=amount,
-                  budget=Budget(id=breached, scope=row[2], key=row[3], period=row[4], limit=row[5], spent=row[6],
-                                reserved=row[7]))
+            raise _held(
+                ctx=ctx,
+                service=service,
+                amount=amount,
+                budget=Budget(
+                    id=breached, scope=row[2], key=row[3], period=row[4], limit=row[5], spent=row[6], reserved=row[7]
+                ),
+            )
         # Outside the reserving statement: the breach's history and request must commit even
         # though the step is about to unwind.
-        budget = Budget(id=breached, scope=row[2], key=row[3], period=row[4], limit=row[5], spent=row[6],
-                        reserved=row[7], policy=row[8])
+        budget = Budget(
+            id=breached,
+            scope=row[2],
+            key=row[3],
+            period=row[4],
+            limit=row[5],
+            spent=row[6],
+            reserved=row[7],
+            policy=row[8],
+        )
         _breach(ctx=ctx, service=service, amount=amount, budget=budget, now=now)
     return held

@@ -36,44 +36,77 @@ from ingest.engine.sql import budgets as sql_budgets
 from ingest.engine.writes import notify
 
 
-def cost_record(*, ctx: StepSpend, service: str, cost: Decimal | None, model: str, tokens_in: int,
-                tokens_cached: int, tokens_out: int, items: int, metadata: dict[str, Any],
-                success: bool) -> Decimal:
+def cost_record(
+    *,
+    ctx: StepSpend,
+    service: str,
+    cost: Decimal | None,
+    model: str,
+    tokens_in: int,
+    tokens_cached: int,
+    tokens_out: int,
+    items: int,
+    metadata: dict[str, Any],
+    success: bool,
+) -> Decimal:
     usage = {"tokens_in": tokens_in, "tokens_cached": tokens_cached, "tokens_out": tokens_out, "items": items}
     journal = ctx._journal
     slot = None if journal is None else journal.cost(fingerprint_of(service, model, cost, usage, success))
     if slot is None:
-        return _record(ctx=ctx, service=service, cost=cost, model=model, usage=usage, metadata=metadata,
-                       success=success)
+        return _record(
+            ctx=ctx, service=service, cost=cost, model=model, usage=usage, metadata=metadata, success=success
+        )
     assert journal is not None
     if slot.replayed:  # a lost run of this attempt booked it: its row stands, none is added
         return Decimal(slot.answer["cost"])
     with transaction.atomic():  # the row and its journal entry commit together, or neither does
-        recorded = _record(ctx=ctx, service=service, cost=cost, model=model, usage=usage, metadata=metadata,
-                           success=success)
+        recorded = _record(
+            ctx=ctx, service=service, cost=cost, model=model, usage=usage, metadata=metadata, success=success
+        )
         journal.record(slot, provider=service, answer={"cost": str(recorded)})
     return recorded
 
 
-def _record(*, ctx: StepSpend, service: str, cost: Decimal | None, model: str, usage: dict[str, int],
-            metadata: dict[str, Any], success: bool) -> Decimal:
+def _record(
+    *,
+    ctx: StepSpend,
+    service: str,
+    cost: Decimal | None,
+    model: str,
+    usage: dict[str, int],
+    metadata: dict[str, Any],
+    success: bool,
+) -> Decimal:
     now = clock.now()
     if cost is None:
         cost = price(service=service, model=model, usage=usage, at=now)
     if connection.vendor == "postgresql":
-        _record_postgres(ctx=ctx, service=service, cost=cost, model=model, usage=usage, metadata=metadata,
-                         success=success, now=now)
+        _record_postgres(
+            ctx=ctx, service=service, cost=cost, model=model, usage=usage, metadata=metadata, success=success, now=now
+        )
         return cost
     with transaction.atomic():
         row = ApiCost.objects.create(
-            service=service, cost=cost, instance_id=ctx.instance_id, workflow_type=ctx.workflow,
-            step_name=ctx.step_label, attempt=ctx.attempt, success=success, model=model,
-            metadata=metadata, tenant=ctx.tenant, created_at=now, **usage,
+            service=service,
+            cost=cost,
+            instance_id=ctx.instance_id,
+            workflow_type=ctx.workflow,
+            step_name=ctx.step_label,
+            attempt=ctx.attempt,
+            success=success,
+            model=model,
+            metadata=metadata,
+            tenant=ctx.tenant,
+            created_at=now,
+            **usage,
         )
         notify.history()
         History.objects.create(
-            instance_id=ctx.instance_id, workflow=ctx.workflow, tenant=ctx.tenant,
-            kind=HistoryKind.COST_RECORDED, step_name=ctx.step_label,
+            instance_id=ctx.instance_id,
+            workflow=ctx.workflow,
+            tenant=ctx.tenant,
+            kind=HistoryKind.COST_RECORDED,
+            step_name=ctx.step_label,
             data=_history_data(ctx=ctx, service=service, cost=cost, model=model, success=success) | {"cost_id": row.id},
             created_at=now,
         )
@@ -92,11 +125,15 @@ def _settle(*, ctx: StepSpend, service: str, cost: Decimal, now: datetime) -> No
     service: each gives back its hold, also on a budget disabled since (its hold must not leak)."""
     held: dict[int, BudgetReservation] = {}
     if ctx._reservations:
-        for r in BudgetReservation.objects.select_for_update().filter(
-                id__in=ctx._reservations, service=service, state=ReservationState.HELD).order_by("id"):
+        for r in (
+            BudgetReservation.objects.select_for_update()
+            .filter(id__in=ctx._reservations, service=service, state=ReservationState.HELD)
+            .order_by("id")
+        ):
             held[r.budget_id] = r  # one per budget, as reserved
         BudgetReservation.objects.filter(id__in=[r.id for r in held.values()]).update(
-            state=ReservationState.SETTLED, actual=cost, settled_at=now)
+            state=ReservationState.SETTLED, actual=cost, settled_at=now
+        )
     changes: dict[int, tuple[Decimal, Decimal]] = {}
     for budget in lock_budgets((covering_budgets(ctx, service) & Q(enabled=True)) | Q(id__in=list(held))):
         charged = _covers(budget, ctx, service)
@@ -124,22 +161,43 @@ def price(*, service: str, model: str, usage: dict[str, int], at: datetime) -> D
     return Decimal(pricer(service, model, usage, at)).quantize(Decimal("0.000001"))
 
 
-def _record_postgres(*, ctx: StepSpend, service: str, cost: Decimal, model: str, usage: dict[str, int],
-                     metadata: dict[str, Any], success: bool, now: datetime) -> None:
+def _record_postgres(
+    *,
+    ctx: StepSpend,
+    service: str,
+    cost: Decimal,
+    model: str,
+    usage: dict[str, int],
+    metadata: dict[str, Any],
+    success: bool,
+    now: datetime,
+) -> None:
     from psycopg.types.numeric import Int4
 
-    row = sql_budgets.cost_record_row({
-        "service": service, "cost": cost, "iid": ctx.instance_id, "workflow": ctx.workflow,
-        "label": ctx.step_label, "success": success, "model": model, "metadata": json.dumps(metadata),
-        "tenant": ctx.tenant, "now": now,
-        # Typed: psycopg sends a plain int as int2, int4 or int8 by its size, and each mix of
-        # types would be prepared as a statement of its own.
-        "attempt": Int4(ctx.attempt), **{key: Int4(value) for key, value in usage.items()},
-        "hdata": json.dumps(_history_data(ctx=ctx, service=service, cost=cost, model=model, success=success)),
-        # An array literal: adapting a Python list costs psycopg more than the other parameters.
-        "held": "{" + ",".join(str(r) for r in ctx._reservations) + "}",
-        "hour": period_start("hour", now), "day": period_start("day", now), "month": period_start("month", now),
-    })
+    row = sql_budgets.cost_record_row(
+        {
+            "service": service,
+            "cost": cost,
+            "iid": ctx.instance_id,
+            "workflow": ctx.workflow,
+            "label": ctx.step_label,
+            "success": success,
+            "model": model,
+            "metadata": json.dumps(metadata),
+            "tenant": ctx.tenant,
+            "now": now,
+            # Typed: psycopg sends a plain int as int2, int4 or int8 by its size, and each mix of
+            # types would be prepared as a statement of its own.
+            "attempt": Int4(ctx.attempt),
+            **{key: Int4(value) for key, value in usage.items()},
+            "hdata": json.dumps(_history_data(ctx=ctx, service=service, cost=cost, model=model, success=success)),
+            # An array literal: adapting a Python list costs psycopg more than the other parameters.
+            "held": "{" + ",".join(str(r) for r in ctx._reservations) + "}",
+            "hour": period_start("hour", now),
+            "day": period_start("day", now),
+            "month": period_start("month", now),
+        }
+    )
     notify.history()  # committed already, or at the commit of the transaction it joined
     assert row is not None  # a SELECT without FROM returns one row
     for settled in row[0]:

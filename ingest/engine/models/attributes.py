@@ -43,8 +43,9 @@ class InstanceAttributes(InstanceListColumns):
     (_attributes_sqlite.REBUILD; 0013 says why).
     """
 
-    instance = models.OneToOneField(Instance, primary_key=True, on_delete=models.CASCADE, related_name="attrs",
-                                    db_constraint=False)
+    instance = models.OneToOneField(
+        Instance, primary_key=True, on_delete=models.CASCADE, related_name="attrs", db_constraint=False
+    )
     attributes = models.JSONField(default=dict)
 
     class Meta:
@@ -76,6 +77,9 @@ class InstanceAttributeValue(InstanceListColumns):
     class Meta:
         db_table = "engine_instance_attribute_values"
         indexes = [
-            models.Index(fields=["key", "value", "tenant", "status"], name="instance_attribute_value_list",
-                         include=["workflow", "created_at", "started_at", "ended_at", "instance_id"]),
+            models.Index(
+                fields=["key", "value", "tenant", "status"],
+                name="instance_attribute_value_list",
+                include=["workflow", "created_at", "started_at", "ended_at", "instance_id"],
+            ),
         ]

@@ -155,6 +155,10 @@ class ApprovalRequest(models.Model):
         indexes = [models.Index(fields=["state", "tenant", "due_at"], name="approval_inbox")]
         # One open budget question per instance and budget: parallel steps that hit the same
         # budget at once wait on the one answer (a check-then-insert let two through).
-        constraints = [models.UniqueConstraint(
-            fields=["instance", "budget"], condition=models.Q(kind="budget", state="pending"),
-            name="approval_one_pending_per_budget")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["instance", "budget"],
+                condition=models.Q(kind="budget", state="pending"),
+                name="approval_one_pending_per_budget",
+            )
+        ]

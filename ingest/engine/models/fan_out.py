@@ -60,10 +60,12 @@ class FanOut(models.Model):
 class FanOutItem(models.Model):
     """One item: its instance, its place in the input, and its outcome once it landed."""
 
-    instance = models.OneToOneField(Instance, primary_key=True, on_delete=models.CASCADE,
-                                    related_name="fan_out_item", db_constraint=False)
-    fan_out = models.ForeignKey(FanOut, on_delete=models.CASCADE, related_name="items", db_index=False,
-                                db_constraint=False)
+    instance = models.OneToOneField(
+        Instance, primary_key=True, on_delete=models.CASCADE, related_name="fan_out_item", db_constraint=False
+    )
+    fan_out = models.ForeignKey(
+        FanOut, on_delete=models.CASCADE, related_name="items", db_index=False, db_constraint=False
+    )
     index = models.IntegerField()
     state = models.CharField(max_length=12, choices=FanOutItemState.choices, default=FanOutItemState.PENDING)
     result = models.JSONField(null=True, blank=True)

@@ -38,8 +38,13 @@ class History(models.Model):
     # Written under the lease guard or by services holding the instance's row (HOT_PATH_REFERENCES);
     # indexed by history_instance.
     instance = models.ForeignKey(
-        Instance, null=True, blank=True, on_delete=models.CASCADE, related_name="history",
-        db_index=False, db_constraint=False,
+        Instance,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="history",
+        db_index=False,
+        db_constraint=False,
     )
     workflow = models.CharField(max_length=200, blank=True, default="")
     tenant = models.CharField(max_length=100, blank=True, default="")
@@ -61,8 +66,9 @@ class History(models.Model):
             # A waiting instance's newest parking row (why it waits: sleep, event, retry), for
             # the /metrics gauges: an index-only probe into a small index. Only these rows'
             # inserts add an entry (a few per parked instance, none per completed step).
-            models.Index(fields=["instance", "id"], name="history_parked", include=["kind"],
-                         condition=Q(kind__in=PARKED_KINDS)),
+            models.Index(
+                fields=["instance", "id"], name="history_parked", include=["kind"], condition=Q(kind__in=PARKED_KINDS)
+            ),
         ]
 
 
@@ -77,8 +83,9 @@ class InstanceSearch(models.Model):
     Params never change after the insert, so this row is written once.
     """
 
-    instance = models.OneToOneField(Instance, primary_key=True, on_delete=models.CASCADE, related_name="search",
-                                    db_constraint=False)
+    instance = models.OneToOneField(
+        Instance, primary_key=True, on_delete=models.CASCADE, related_name="search", db_constraint=False
+    )
     text = models.TextField()
 
     class Meta:
@@ -93,9 +100,7 @@ class PendingEvent(models.Model):
     payload = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField()
     consumed_at = models.DateTimeField(null=True, blank=True)
-    consumed_by = models.ForeignKey(
-        Step, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
+    consumed_by = models.ForeignKey(Step, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     sender = models.CharField(max_length=150, blank=True, default="")
 
     class Meta:

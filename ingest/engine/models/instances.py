@@ -105,24 +105,32 @@ class Instance(models.Model):
             # the user's tenants) and a status + search attribute filter read this index alone,
             # not one heap page per candidate. status is already a key here, so a transition
             # writes no more index entries than before, only wider ones (0018).
-            models.Index(fields=["status", "-created_at"], name="instance_status",
-                         include=["tenant", "id", "updated_at"]),
+            models.Index(
+                fields=["status", "-created_at"], name="instance_status", include=["tenant", "id", "updated_at"]
+            ),
             models.Index(fields=["workflow", "-created_at"], name="instance_workflow"),
             models.Index(fields=["tenant", "-created_at"], name="instance_tenant"),
             # The instances list sorted by updated (either way): a page stops after its rows.
             # Partial: a queued or running instance, whose row each claim, heartbeat and step
             # updates, has no entry, so the engine's write path does not maintain it; a filter
             # on the other statuses (errored, paused, waiting…) implies the condition.
-            models.Index(fields=["updated_at"], name="instance_updated",
-                         condition=~Q(status__in=["queued", "running", "waitingForPause"])),
+            models.Index(
+                fields=["updated_at"],
+                name="instance_updated",
+                condition=~Q(status__in=["queued", "running", "waitingForPause"]),
+            ),
             models.Index(fields=["lease_owner"], name="instance_lease", condition=~Q(lease_owner="")),
             # One run's fan-out items and child runs, newest first: the instances list's
             # `?parent=` reads its capped count and page from this index alone (tenant and status
             # included, no heap page per item), and a run's page lists its children oldest first
             # by reading the first entries backwards instead of sorting them all. Partial: most
             # instances have no parent, and their writes never touch it.
-            models.Index(fields=["parent", "-created_at", "-id"], name="instance_parent",
-                         include=["tenant", "status"], condition=Q(parent__isnull=False)),
+            models.Index(
+                fields=["parent", "-created_at", "-id"],
+                name="instance_parent",
+                include=["tenant", "status"],
+                condition=Q(parent__isnull=False),
+            ),
             models.Index(fields=["replay_of"], name="instance_replay_of", condition=Q(replay_of__isnull=False)),
             models.Index(fields=["fork_of"], name="instance_fork_of", condition=Q(fork_of__isnull=False)),
             # Versions with their counts (workflow page) and the retire check's "any still running?".
@@ -133,9 +141,12 @@ class Instance(models.Model):
             # Every column is one a status change or a claim writes anyway, except
             # lease_expires_at: the heartbeat's update, which touched no indexed column, now
             # writes index entries too. SQLite ignores `include`.
-            models.Index(fields=["status", "workflow"], name="instance_unfinished",
-                         include=["ready_at", "lease_owner", "lease_expires_at", "id"],
-                         condition=Q(status__in=UNFINISHED_STATUSES)),
+            models.Index(
+                fields=["status", "workflow"],
+                name="instance_unfinished",
+                include=["ready_at", "lease_owner", "lease_expires_at", "id"],
+                condition=Q(status__in=UNFINISHED_STATUSES),
+            ),
         ]
 
     def __str__(self) -> str:
@@ -173,8 +184,9 @@ class Step(models.Model):
 
     # Written only under the lease guard, which locks the instance's row in the same statement:
     # no database-level reference check (see HOT_PATH_REFERENCES below). Indexed by step_occurrence.
-    instance = models.ForeignKey(Instance, on_delete=models.CASCADE, related_name="steps",
-                                 db_index=False, db_constraint=False)
+    instance = models.ForeignKey(
+        Instance, on_delete=models.CASCADE, related_name="steps", db_index=False, db_constraint=False
+    )
     name = models.CharField(max_length=256)
     seq = models.IntegerField()  # 1-based occurrence of `name` in the run
     position = models.IntegerField()  # order in which the run asked for its steps
@@ -229,8 +241,9 @@ class Attempt(models.Model):
     """Every attempt of a `step.do`: when it ran, how it ended, and the delay before the next."""
 
     # Inserted in the same statement as its step (HOT_PATH_REFERENCES); indexed by attempt_number.
-    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="attempt_rows",
-                             db_index=False, db_constraint=False)
+    step = models.ForeignKey(
+        Step, on_delete=models.CASCADE, related_name="attempt_rows", db_index=False, db_constraint=False
+    )
     number = models.IntegerField()
     started_at = models.DateTimeField()
     ended_at = models.DateTimeField(null=True, blank=True)

@@ -39,9 +39,17 @@ class StepContext:
         page, live, and to the API. Throttled: call it per item if that is simplest; at most one
         report a second is written (the first and the last, done == total, always are). True
         when this one was written."""
-        return progress_report.report(throttle=self._throttle, instance_id=self.instance_id,
-                                      workflow=self.workflow, tenant=self.tenant, label=self.step_label,
-                                      attempt=self.attempt, done=done, total=total, message=message)
+        return progress_report.report(
+            throttle=self._throttle,
+            instance_id=self.instance_id,
+            workflow=self.workflow,
+            tenant=self.tenant,
+            label=self.step_label,
+            attempt=self.attempt,
+            done=done,
+            total=total,
+            message=message,
+        )
 
     def check_budget(self, service: str, estimate: Decimal | str | int | float) -> None:
         """Reserve `estimate` against every budget that covers this spend, before spending.
@@ -71,9 +79,16 @@ class StepContext:
         again gets the recorded cost back and writes no second row (runtime/journal.py).
         """
         recorded = record.cost_record(
-            ctx=self, service=service, cost=None if cost is None else _money(cost), model=model,
-            tokens_in=tokens_in, tokens_cached=tokens_cached, tokens_out=tokens_out, items=items,
-            metadata=metadata or {}, success=success,
+            ctx=self,
+            service=service,
+            cost=None if cost is None else _money(cost),
+            model=model,
+            tokens_in=tokens_in,
+            tokens_cached=tokens_cached,
+            tokens_out=tokens_out,
+            items=items,
+            metadata=metadata or {},
+            success=success,
         )
         if tracing.ENABLED:
             tracing.cost_tracked(recorded)

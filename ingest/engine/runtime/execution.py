@@ -92,8 +92,15 @@ class Prepared:
 class Execution:
     """One turn of one instance. Holds the replay state; `step` objects call into it."""
 
-    def __init__(self, *, instance: Instance, store: InstanceStore, draining: threading.Event,
-                 has_steps: bool = True, ending: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        instance: Instance,
+        store: InstanceStore,
+        draining: threading.Event,
+        has_steps: bool = True,
+        ending: Callable[[], None] | None = None,
+    ) -> None:
         self.instance = instance
         self.store = store
         self.draining = draining
@@ -127,43 +134,59 @@ class Execution:
             seq, position = self._counts[name], self._position
             self._position += 1
         if position >= self.max_steps:
-            raise FailInstance(StepLimitExceeded(
-                f"instance {self.instance.id} asked for step {step_label(name, seq)!r} past its cap of "
-                f"{self.max_steps:,} steps (RUNLEDGER_MAX_STEPS); split the work into child workflows, "
-                "or raise RUNLEDGER_MAX_STEPS if the workflow really needs more"
-            ), step=step_label(name, seq))
+            raise FailInstance(
+                StepLimitExceeded(
+                    f"instance {self.instance.id} asked for step {step_label(name, seq)!r} past its cap of "
+                    f"{self.max_steps:,} steps (RUNLEDGER_MAX_STEPS); split the work into child workflows, "
+                    "or raise RUNLEDGER_MAX_STEPS if the workflow really needs more"
+                ),
+                step=step_label(name, seq),
+            )
         rec = self.by_key.get((name, seq))
         at_position = self.by_pos.get(position)
         if at_position is not None and (at_position.name, at_position.seq) != (name, seq):
             label = step_label(name, seq)
-            raise FailInstance(self.replay_mismatch(
-                f"instance {self.instance.id}: replay asked for step {label!r} at position "
-                f"{position}, but the history has step {step_label(at_position.name, at_position.seq)!r} there"
-            ), step=label)
+            raise FailInstance(
+                self.replay_mismatch(
+                    f"instance {self.instance.id}: replay asked for step {label!r} at position "
+                    f"{position}, but the history has step {step_label(at_position.name, at_position.seq)!r} there"
+                ),
+                step=label,
+            )
         if rec is not None and (rec.position != position or rec.kind != kind):
             label = step_label(name, seq)
-            raise FailInstance(self.replay_mismatch(
-                f"instance {self.instance.id}: replay asked for {kind} step {label!r} at position "
-                f"{position}, but the history recorded it as a {rec.kind} step at position {rec.position}"
-            ), step=label)
+            raise FailInstance(
+                self.replay_mismatch(
+                    f"instance {self.instance.id}: replay asked for {kind} step {label!r} at position "
+                    f"{position}, but the history recorded it as a {rec.kind} step at position {rec.position}"
+                ),
+                step=label,
+            )
         return seq, position, rec
 
     def replay_mismatch(self, what: str) -> NonDeterministicReplay:
         """The error for a replay that contradicts the history, naming both versions: the one the
         instance started on and the one this code is. Only built on that path: a replay that
         matches pays nothing for versions."""
-        return replay_mismatch(what, workflow=self.instance.workflow, started_on=self.instance.workflow_version,
-                               code_version=get_workflow(self.instance.workflow).version)
+        return replay_mismatch(
+            what,
+            workflow=self.instance.workflow,
+            started_on=self.instance.workflow_version,
+            code_version=get_workflow(self.instance.workflow).version,
+        )
 
     def version_at_least(self, version: int) -> bool:
         """True when the instance started on `version` of its workflow or later (step.version_at_least)."""
         if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-            raise InvalidStepConfig(f"step.version_at_least takes a whole version number of at least 1; got {version!r}")
+            raise InvalidStepConfig(
+                f"step.version_at_least takes a whole version number of at least 1; got {version!r}"
+            )
         code = get_workflow(self.instance.workflow).version
         if version > code:
             raise InvalidStepConfig(
                 f"workflow {self.instance.workflow!r} guards a path with step.version_at_least({version}), but its "
-                f"`version` is {code}; set `version = {version}` on the class so new instances take that path")
+                f"`version` is {code}; set `version = {version}` on the class so new instances take that path"
+            )
         return self.instance.workflow_version >= version
 
     def checkpoint(self) -> None:
@@ -186,9 +209,17 @@ class Execution:
         if rollback is not None and not callable(rollback):
             raise InvalidStepConfig(f"rollback of step {name!r} must be callable; got {rollback!r}")
         seq, position, rec = self.reserve(name, StepKind.DO)
-        return Prepared(name=name, seq=seq, position=position, kind=StepKind.DO, rec=rec,
-                        config=config, sensitive=bool(options.get("sensitive", False)), rollback=rollback,
-                        deferred=options.get("checkpoint") == "deferred")
+        return Prepared(
+            name=name,
+            seq=seq,
+            position=position,
+            kind=StepKind.DO,
+            rec=rec,
+            config=config,
+            sensitive=bool(options.get("sensitive", False)),
+            rollback=rollback,
+            deferred=options.get("checkpoint") == "deferred",
+        )
 
     def memo(self, p: Prepared) -> tuple[bool, Any]:
         """(True, result) for a completed step; raises its stored failure; (False, None) to run."""
@@ -231,17 +262,35 @@ class Execution:
             attempt = rec.attempts + 1
         assert p.config is not None
         p.rec = self.store.step_started(
-            rec=rec, name=p.name, seq=p.seq, position=p.position, kind=p.kind,
-            config=p.config, attempt=attempt, now=now, sensitive=p.sensitive,
+            rec=rec,
+            name=p.name,
+            seq=p.seq,
+            position=p.position,
+            kind=p.kind,
+            config=p.config,
+            attempt=attempt,
+            now=now,
+            sensitive=p.sensitive,
             has_rollback=p.rollback is not None,
         )
         self.by_key[(p.name, p.seq)] = self.by_pos[p.position] = p.rec
         ctx = StepContext(
-            name=p.name, count=p.seq, attempt=attempt, config=p.config.as_json(), idempotency_key=key,
-            instance_id=self.instance.id, workflow=self.instance.workflow,
-            tenant=self.instance.tenant, step_label=p.label,
-            _journal=StepJournal(key=key, instance_id=self.instance.id, tenant=self.instance.tenant, attempt=attempt,
-                             sensitive=p.sensitive),
+            name=p.name,
+            count=p.seq,
+            attempt=attempt,
+            config=p.config.as_json(),
+            idempotency_key=key,
+            instance_id=self.instance.id,
+            workflow=self.instance.workflow,
+            tenant=self.instance.tenant,
+            step_label=p.label,
+            _journal=StepJournal(
+                key=key,
+                instance_id=self.instance.id,
+                tenant=self.instance.tenant,
+                attempt=attempt,
+                sensitive=p.sensitive,
+            ),
         )
         return ctx, now
 
@@ -256,15 +305,21 @@ class Execution:
         assert p.rec is not None
         started = p.rec.started_at or now
         self.store.step_attempt_failed(
-            p.rec, attempt=p.rec.attempts, started=started, now=now, retry_at=now,
-            failure=Failure(WORKER_LOST, "the worker running this attempt stopped before it "
-                            "finished (its lease expired); running the step again"),
+            p.rec,
+            attempt=p.rec.attempts,
+            started=started,
+            now=now,
+            retry_at=now,
+            failure=Failure(
+                WORKER_LOST,
+                "the worker running this attempt stopped before it "
+                "finished (its lease expired); running the step again",
+            ),
             logs=self.store.live_lines(p.rec),  # what it logged up to its last live write
         )
         p.rec.wake_at = None
 
-    def succeeded(self, p: Prepared, ctx: StepContext, started: datetime, result: Any,
-                  logs: str | None = None) -> Any:
+    def succeeded(self, p: Prepared, ctx: StepContext, started: datetime, result: Any, logs: str | None = None) -> Any:
         """Store a successful attempt (`logs`: what it logged, runtime/steplog.py) and return its result."""
         self._release(ctx)
         now = self.now()
@@ -273,25 +328,48 @@ class Execution:
         except EngineError as error:
             self.failed_step = p.label
             assert p.rec is not None
-            self.store.step_attempt_failed(p.rec, attempt=ctx.attempt, started=started, now=now,
-                                           failure=Failure(type(error).__name__, str(error)), retry_at=None,
-                                           logs=logs)
+            self.store.step_attempt_failed(
+                p.rec,
+                attempt=ctx.attempt,
+                started=started,
+                now=now,
+                failure=Failure(type(error).__name__, str(error)),
+                retry_at=None,
+                logs=logs,
+            )
             raise FailInstance(error, step=p.label) from None
         assert p.rec is not None
         if p.sensitive:
             # Stored encrypted; this turn and the rollback keep the clear value in memory.
             sealed = seal_value(stored)
-            self.store.step_completed(p.rec, attempt=ctx.attempt, started=started, now=now, result=sealed,
-                                      encoded=json.dumps(sealed), deferred=p.deferred, logs=logs)
+            self.store.step_completed(
+                p.rec,
+                attempt=ctx.attempt,
+                started=started,
+                now=now,
+                result=sealed,
+                encoded=json.dumps(sealed),
+                deferred=p.deferred,
+                logs=logs,
+            )
             p.rec.result = stored
         else:
-            self.store.step_completed(p.rec, attempt=ctx.attempt, started=started, now=now, result=stored,
-                                      encoded=encoded, deferred=p.deferred, logs=logs)
+            self.store.step_completed(
+                p.rec,
+                attempt=ctx.attempt,
+                started=started,
+                now=now,
+                result=stored,
+                encoded=encoded,
+                deferred=p.deferred,
+                logs=logs,
+            )
         self._register_rollback(p, stored)
         return stored
 
-    def failed(self, p: Prepared, ctx: StepContext, started: datetime, exc: BaseException,
-               logs: str | None = None) -> None:
+    def failed(
+        self, p: Prepared, ctx: StepContext, started: datetime, exc: BaseException, logs: str | None = None
+    ) -> None:
         """Record a failed attempt (`logs`: what it logged); return to retry now, raise Suspend to
         retry later, or re-raise."""
         self._release(ctx)
@@ -301,15 +379,23 @@ class Execution:
             mark_sensitive(exc)
         failure = failure_of(exc)
         if isinstance(exc, budgets.AwaitApproval):
-            self.store.step_attempt_failed(p.rec, attempt=ctx.attempt, started=started, now=now,
-                                           failure=Failure(AWAITING_APPROVAL, str(exc)), retry_at=now, logs=logs)
+            self.store.step_attempt_failed(
+                p.rec,
+                attempt=ctx.attempt,
+                started=started,
+                now=now,
+                failure=Failure(AWAITING_APPROVAL, str(exc)),
+                retry_at=now,
+                logs=logs,
+            )
             raise Suspend(now, status=Status.RUNNING, pause=True) from None
         if isinstance(exc, budgets.BudgetHeld):
             # Not a failure of the step: it waits for other steps' holds and does not spend a retry.
             again = now + timedelta(seconds=budgets.HOLD_WAIT.delay(self.store.held_waits(p.rec) + 1))
             held = Failure(BUDGET_HELD, str(exc))
-            self.store.step_attempt_failed(p.rec, attempt=ctx.attempt, started=started, now=now, failure=held,
-                                           retry_at=again, logs=logs)
+            self.store.step_attempt_failed(
+                p.rec, attempt=ctx.attempt, started=started, now=now, failure=held, retry_at=again, logs=logs
+            )
             _log_failed(p, ctx.attempt, held, retry_at=again, now=now)
             raise Suspend(again) from None
         if isinstance(exc, CircuitOpen):
@@ -318,8 +404,9 @@ class Execution:
             # a test skips retry delays: retrying at once would only meet the open breaker again.
             again = now + timedelta(seconds=max(exc.retry_after, 0.001))
             waited = Failure(CIRCUIT_OPEN, str(exc))
-            self.store.step_attempt_failed(p.rec, attempt=ctx.attempt, started=started, now=now, failure=waited,
-                                           retry_at=again, logs=logs)
+            self.store.step_attempt_failed(
+                p.rec, attempt=ctx.attempt, started=started, now=now, failure=waited, retry_at=again, logs=logs
+            )
             _log_failed(p, ctx.attempt, waited, retry_at=again, now=now)
             raise Suspend(again) from None
         delay = None
@@ -332,8 +419,9 @@ class Execution:
             if delay is not None and self.overrides is not None and self.overrides.skip_retry_delays:
                 delay = timedelta(0)
         retry_at = None if delay is None else now + delay
-        self.store.step_attempt_failed(p.rec, attempt=ctx.attempt, started=started, now=now,
-                                       failure=failure, retry_at=retry_at, logs=logs)
+        self.store.step_attempt_failed(
+            p.rec, attempt=ctx.attempt, started=started, now=now, failure=failure, retry_at=retry_at, logs=logs
+        )
         _log_failed(p, ctx.attempt, failure, retry_at=retry_at, now=now)
         if retry_at is None:
             self.failed_step = p.label
@@ -365,9 +453,12 @@ class Execution:
             return None
         timeout = get_workflow(self.instance.workflow)._timeout
         assert self.deadline is not None and timeout is not None
-        return WorkflowTimeout(workflow=self.instance.workflow, instance_id=self.instance.id,
-                               timeout=timeout.total_seconds(),
-                               started_at=f"{self.deadline - timeout:%Y-%m-%d %H:%M:%S} UTC")
+        return WorkflowTimeout(
+            workflow=self.instance.workflow,
+            instance_id=self.instance.id,
+            timeout=timeout.total_seconds(),
+            started_at=f"{self.deadline - timeout:%Y-%m-%d %H:%M:%S} UTC",
+        )
 
 
 def _log_failed(p: Prepared, attempt: int, failure: Failure, *, retry_at: datetime | None, now: datetime) -> None:
@@ -377,8 +468,13 @@ def _log_failed(p: Prepared, attempt: int, failure: Failure, *, retry_at: dateti
     if retry_at is None:
         log.warning("step %s failed for good on attempt %d (%s)", p.label, attempt, what)
     else:
-        log.info("step %s attempt %d failed (%s); retrying in %.1f s", p.label, attempt, what,
-                 (retry_at - now).total_seconds())
+        log.info(
+            "step %s attempt %d failed (%s); retrying in %.1f s",
+            p.label,
+            attempt,
+            what,
+            (retry_at - now).total_seconds(),
+        )
 
 
 def _nothing() -> None:
@@ -394,8 +490,12 @@ def replay_mismatch(what: str, *, workflow: str, started_on: int, code_version: 
             f"{what}; the instance started on version {started_on} of workflow {workflow!r} and this code is "
             f"version {code_version} — guard the changed steps with step.version_at_least({code_version}) so instances "
             f"started on version {started_on} keep their path, or restart the instance",
-            workflow=workflow, started_on=started_on, code_version=code_version)
+            workflow=workflow,
+            started_on=started_on,
+            code_version=code_version,
+        )
     return NonDeterministicReplay(
         f"{what}; the instance started on version {started_on} of workflow {workflow!r} and this code is also "
         f"version {code_version} — code outside steps must be deterministic; if the workflow changed, set "
-        f"`version = {code_version + 1}` and guard the new steps with step.version_at_least({code_version + 1})")
+        f"`version = {code_version + 1}` and guard the new steps with step.version_at_least({code_version + 1})"
+    )

@@ -63,8 +63,11 @@ def open_failure(message: str, traceback_text: str) -> tuple[str, str, dict[str,
         return message, traceback_text, None
     opened = json.loads(unseal(traceback_text))
     state = opened.get("state")
-    return (str(opened.get("message", "")), str(opened.get("traceback", "")),
-            state if isinstance(state, dict) else None)
+    return (
+        str(opened.get("message", "")),
+        str(opened.get("traceback", "")),
+        state if isinstance(state, dict) else None,
+    )
 
 
 def exception_state(exc: BaseException) -> dict[str, Any] | None:
@@ -80,7 +83,9 @@ def exception_state(exc: BaseException) -> dict[str, Any] | None:
     args = list(exc.args)
     if _json_safe(args):
         state["args"] = args
-    attrs = {k: v for k, v in vars(exc).items() if isinstance(k, str) and _json_safe(v)} if hasattr(exc, "__dict__") else {}
+    attrs = (
+        {k: v for k, v in vars(exc).items() if isinstance(k, str) and _json_safe(v)} if hasattr(exc, "__dict__") else {}
+    )
     if attrs:
         state["attrs"] = attrs
     if not state:
@@ -107,8 +112,11 @@ def rebuild_error(name: str, message: str, state: dict[str, Any] | None = None) 
     stored_class = state.get("class") if state else None
     cls = error_class(stored_class if isinstance(stored_class, str) and stored_class else name)
     if cls is None:
-        return StepFailed(f"{message} (raised as {name}, a class this process cannot import: "
-                          "deploy it with the workflow, or catch StepFailed)", name=name)
+        return StepFailed(
+            f"{message} (raised as {name}, a class this process cannot import: "
+            "deploy it with the workflow, or catch StepFailed)",
+            name=name,
+        )
     if state is None:
         with contextlib.suppress(Exception):  # the legacy rows: a one-message constructor
             return cls(_unrepr(message) if issubclass(cls, KeyError) else message)

@@ -40,13 +40,13 @@ MAX_BATCH = 1_000
 MAX_WAIT = timedelta(days=365)
 
 
-def plan(*, step: str, target: Target, batch_size: Any, timeout: Any, retries: Any,
-         item_timeout: Any) -> Plan:
+def plan(*, step: str, target: Target, batch_size: Any, timeout: Any, retries: Any, item_timeout: Any) -> Plan:
     """Check a call's options before anything is written, so a bad one fails the parent once,
     not each of its items."""
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= MAX_BATCH:
-        raise InvalidStepConfig(f"fan-out {step!r}: batch_size must be a whole number from 1 to {MAX_BATCH}; "
-                                f"got {batch_size!r}")
+        raise InvalidStepConfig(
+            f"fan-out {step!r}: batch_size must be a whole number from 1 to {MAX_BATCH}; got {batch_size!r}"
+        )
     wait = parse_duration(timeout, what=f"timeout of fan-out {step!r}")
     if not timedelta(0) < wait <= MAX_WAIT:
         raise InvalidStepConfig(f"fan-out {step!r}: timeout must be longer than zero and at most 365 days")
@@ -58,8 +58,10 @@ def plan(*, step: str, target: Target, batch_size: Any, timeout: Any, retries: A
         if item_timeout is not None:
             options["timeout"] = config.timeout.total_seconds()
     elif retries is not None or item_timeout is not None:
-        raise InvalidStepConfig(f"fan-out {step!r}: retries and item_timeout apply to function handlers; "
-                                f"workflow {target.name!r} sets its own steps' retries and timeouts")
+        raise InvalidStepConfig(
+            f"fan-out {step!r}: retries and item_timeout apply to function handlers; "
+            f"workflow {target.name!r} sets its own steps' retries and timeouts"
+        )
     return Plan(target=target, options=options, batch_size=batch_size, timeout=wait)
 
 
@@ -68,13 +70,17 @@ def checked_items(items: Any, *, step: str, target: Target) -> list[Any]:
     if isinstance(items, str | bytes | dict) or not isinstance(items, Sequence):
         raise InvalidStepConfig(f"fan-out {step!r}: items must be a list; got {type(items).__name__}")
     if len(items) > MAX_ITEMS:
-        raise InvalidStepConfig(f"fan-out {step!r} got {len(items)} items; the limit is {MAX_ITEMS} per "
-                                "fan-out — split the work into several fan-outs")
+        raise InvalidStepConfig(
+            f"fan-out {step!r} got {len(items)} items; the limit is {MAX_ITEMS} per "
+            "fan-out — split the work into several fan-outs"
+        )
     out = []
     for i, item in enumerate(items):
         if not target.is_function and not isinstance(item, dict):
-            raise InvalidParams(f"fan-out {step!r}: item {i} must be a dict, the params of a "
-                                f"{target.name!r} instance; got {type(item).__name__}")
+            raise InvalidParams(
+                f"fan-out {step!r}: item {i} must be a dict, the params of a "
+                f"{target.name!r} instance; got {type(item).__name__}"
+            )
         try:
             text = json.dumps(item, allow_nan=False)
         except (TypeError, ValueError) as exc:
@@ -85,13 +91,15 @@ def checked_items(items: Any, *, step: str, target: Target) -> list[Any]:
     return out
 
 
-def run(x: Execution, name: str, handler: Any, items: Any, *, batch_size: Any, timeout: Any,
-        retries: Any, item_timeout: Any) -> list[Settled]:
+def run(
+    x: Execution, name: str, handler: Any, items: Any, *, batch_size: Any, timeout: Any, retries: Any, item_timeout: Any
+) -> list[Settled]:
     """`step.fan_out`: start the fan-out (first turn), insert what is left of its items, and
     return every item's outcome once all landed or the timeout passed; else suspend."""
     target = resolve_handler(handler, step=name)
-    p = plan(step=name, target=target, batch_size=batch_size, timeout=timeout, retries=retries,
-             item_timeout=item_timeout)
+    p = plan(
+        step=name, target=target, batch_size=batch_size, timeout=timeout, retries=retries, item_timeout=item_timeout
+    )
     seq, position, rec = x.reserve(name, StepKind.FAN_OUT)
     if rec is not None and rec.status == StepStatus.COMPLETE:
         return store_fan_out.settled(rec.result["fan_out"])
@@ -100,17 +108,22 @@ def run(x: Execution, name: str, handler: Any, items: Any, *, batch_size: Any, t
     if rec is None:
         checked = checked_items(items, step=name, target=target)
         x.checkpoint()
-        rec, fan_out = store_fan_out.start(x.store, name=name, seq=seq, position=position, plan=p,
-                                           expected=len(checked), now=now)
+        rec, fan_out = store_fan_out.start(
+            x.store, name=name, seq=seq, position=position, plan=p, expected=len(checked), now=now
+        )
         x.by_key[(name, seq)] = x.by_pos[position] = rec
     else:
         fan_out = FanOut.objects.get(step_id=rec.id)
     if fan_out.created < fan_out.expected:
         checked = checked if checked is not None else checked_items(items, step=name, target=target)
         if len(checked) != fan_out.expected:
-            raise FailInstance(x.replay_mismatch(
-                f"instance {x.instance.id}: fan-out {rec.name!r} started with {fan_out.expected} items, but the "
-                f"replay passed {len(checked)}"), step=fan_out.step_name)
+            raise FailInstance(
+                x.replay_mismatch(
+                    f"instance {x.instance.id}: fan-out {rec.name!r} started with {fan_out.expected} items, but the "
+                    f"replay passed {len(checked)}"
+                ),
+                step=fan_out.step_name,
+            )
         store_fan_out.fill(x.store, fan_out, parent=x.instance, items=checked, plan=p, now=now)
     if fan_out.state == FanOutState.OPEN and now >= fan_out.deadline:
         fan_out = store_fan_out.close(fan_out.id, now=now)
@@ -118,5 +131,3 @@ def run(x: Execution, name: str, handler: Any, items: Any, *, batch_size: Any, t
         raise Suspend(fan_out.deadline, fan_out=fan_out.id)
     wait_resolved(x.store, rec, now=now, result=store_fan_out.summary(fan_out))
     return store_fan_out.settled(fan_out.id)
-
-

@@ -63,7 +63,8 @@ async def invoke_async(fn: Callable[..., Any], ctx: StepContext, p: Prepared, ov
             with journal.bound(ctx._journal):
                 if tracing.ENABLED:
                     return await tracing.step_attempt_async(
-                        ctx, lambda: asyncio.wait_for(call(fn, ctx), timeout), sensitive=p.sensitive)
+                        ctx, lambda: asyncio.wait_for(call(fn, ctx), timeout), sensitive=p.sensitive
+                    )
                 return await asyncio.wait_for(call(fn, ctx), timeout)
         return await asyncio.to_thread(invoke, fn, ctx, p, overrides)
     except TimeoutError:
@@ -91,7 +92,9 @@ def arity(fn: Callable[..., Any]) -> int:
         pass
     try:
         params = inspect.signature(fn).parameters.values()
-        count = sum(1 for prm in params if prm.kind in (prm.POSITIONAL_ONLY, prm.POSITIONAL_OR_KEYWORD, prm.VAR_POSITIONAL))
+        count = sum(
+            1 for prm in params if prm.kind in (prm.POSITIONAL_ONLY, prm.POSITIONAL_OR_KEYWORD, prm.VAR_POSITIONAL)
+        )
     except (TypeError, ValueError):
         count = 1
     with contextlib.suppress(TypeError):  # unhashable callables are simply not cached

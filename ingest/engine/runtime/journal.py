@@ -107,7 +107,8 @@ class StepJournal:
         rows = self._rows
         if rows is None:  # read outside the lock; two threads of one step may both read it: the same rows
             found_rows = CallJournal.objects.filter(key=self.key, attempt=self.attempt).values_list(
-                "ordinal", "kind", "fingerprint", "answer")
+                "ordinal", "kind", "fingerprint", "answer"
+            )
             rows = self._rows = {row[0]: (row[1], row[2], row[3]) for row in found_rows}
         with _ordinals:
             found = rows.get(ordinal) if self._in_sync else None
@@ -117,18 +118,35 @@ class StepJournal:
         sent_as = provider_key(self.key, self.attempt, ordinal)
         if found is None:
             return Slot(ordinal=ordinal, kind=kind, fingerprint=fingerprint, provider_key=sent_as)
-        return Slot(ordinal=ordinal, kind=kind, fingerprint=fingerprint, provider_key=sent_as, replayed=True,
-                    answer=unseal_value(found[2]))
+        return Slot(
+            ordinal=ordinal,
+            kind=kind,
+            fingerprint=fingerprint,
+            provider_key=sent_as,
+            replayed=True,
+            answer=unseal_value(found[2]),
+        )
 
     def record(self, slot: Slot, *, provider: str, answer: Any) -> None:
         """Write `answer` for `slot`, committed at once (or with the transaction the caller holds:
         a booking's api_costs row). A row an earlier attempt left at this ordinal is replaced."""
-        row = CallJournal(instance_id=self.instance_id, key=self.key, ordinal=slot.ordinal, attempt=self.attempt,
-                          kind=slot.kind, provider=provider[:100], fingerprint=slot.fingerprint,
-                          answer=seal_value(answer) if self.sensitive else answer, created_at=clock.now())
-        CallJournal.objects.bulk_create([row], update_conflicts=True, unique_fields=["key", "ordinal"],
-                                        update_fields=["attempt", "kind", "provider", "fingerprint", "answer",
-                                                       "created_at"])
+        row = CallJournal(
+            instance_id=self.instance_id,
+            key=self.key,
+            ordinal=slot.ordinal,
+            attempt=self.attempt,
+            kind=slot.kind,
+            provider=provider[:100],
+            fingerprint=slot.fingerprint,
+            answer=seal_value(answer) if self.sensitive else answer,
+            created_at=clock.now(),
+        )
+        CallJournal.objects.bulk_create(
+            [row],
+            update_conflicts=True,
+            unique_fields=["key", "ordinal"],
+            update_fields=["attempt", "kind", "provider", "fingerprint", "answer", "created_at"],
+        )
 
 
 @ledger_io

@@ -79,8 +79,13 @@ class Markers:
         self._connection_string = ""
 
     def schedule(self, *, row: sql_steps.StepRow, token: str, started: datetime, attempt: int) -> Marker:
-        marker = Marker(row=row, token=token, started=started, attempt=attempt,
-                        due=time.monotonic() + settings.RUNLEDGER_MARKER_MS / 1000)
+        marker = Marker(
+            row=row,
+            token=token,
+            started=started,
+            attempt=attempt,
+            due=time.monotonic() + settings.RUNLEDGER_MARKER_MS / 1000,
+        )
         with self.cond:
             if self._thread is None:
                 from ingest.engine.pg import connection_string
@@ -139,15 +144,26 @@ class Markers:
                     if conn is None or conn.closed:
                         conn = self._connect()
                     marker.step_id = sql_steps.step_mark_started(
-                        conn, row=marker.row, token=marker.token, now=sql_now(), started=marker.started,
-                        attempt=marker.attempt)
+                        conn,
+                        row=marker.row,
+                        token=marker.token,
+                        now=sql_now(),
+                        started=marker.started,
+                        attempt=marker.attempt,
+                    )
                     ok = marker.step_id is not None
                 except Exception as exc:  # noqa: BLE001 - a marker is advisory; the completion writes the row anyway
                     # Said once, then every 30 s: a database that is away fails every marker.
                     shout, count = _FAILURES.failed(now=time.monotonic())
                     if shout:
-                        log.warning("could not write the start marker of step %s of %s (%s; %d such failure(s) "
-                                    "in this process)", marker.row.label, marker.row.iid, exc, count)
+                        log.warning(
+                            "could not write the start marker of step %s of %s (%s; %d such failure(s) "
+                            "in this process)",
+                            marker.row.label,
+                            marker.row.iid,
+                            exc,
+                            count,
+                        )
                     if conn is not None:
                         conn.close()  # a new session next time (a restarted server, a database made writable)
                         conn = None

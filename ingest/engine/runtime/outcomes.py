@@ -21,8 +21,16 @@ from ingest.engine.runtime.records import EngineFault, LeaseLost
 class Suspend(BaseException):
     """Unwinds `run` when the instance must wait. Not an Exception: user code won't catch it."""
 
-    def __init__(self, until: datetime | None, *, status: str = Status.WAITING,
-                 event_type: str = "", child_id: str = "", pause: bool = False, fan_out: int = 0) -> None:
+    def __init__(
+        self,
+        until: datetime | None,
+        *,
+        status: str = Status.WAITING,
+        event_type: str = "",
+        child_id: str = "",
+        pause: bool = False,
+        fan_out: int = 0,
+    ) -> None:
         super().__init__(until)
         self.until, self.status, self.event_type = until, status, event_type
         self.child_id, self.pause, self.fan_out = child_id, pause, fan_out

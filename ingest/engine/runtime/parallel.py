@@ -55,8 +55,9 @@ class Settled:
         return "fulfilled" if self.ok else "rejected"
 
 
-def run_group(run: Callable[[Prepared, Callable[..., Any]], Any],
-               work: list[tuple[Prepared, Callable[..., Any]]], *, width: int) -> list[tuple[bool, Any]]:
+def run_group(
+    run: Callable[[Prepared, Callable[..., Any]], Any], work: list[tuple[Prepared, Callable[..., Any]]], *, width: int
+) -> list[tuple[bool, Any]]:
     """Run every (prepared, fn) of a parallel group; their outcomes in the group's order.
 
     The steps are taken in order from one shared queue by the calling thread and by up to

@@ -99,9 +99,7 @@ _resolved: dict[tuple[str, str], StepConfig] = {}
 def _resolve(step_name: str, *, retries: object, timeout: object) -> StepConfig:
     return StepConfig(
         retries=_resolve_retries(step_name, retries),
-        timeout=parse_duration(
-            DEFAULT_TIMEOUT if timeout is None else timeout, what=f"timeout of step {step_name!r}"
-        ),
+        timeout=parse_duration(DEFAULT_TIMEOUT if timeout is None else timeout, what=f"timeout of step {step_name!r}"),
     )
 
 
@@ -122,19 +120,20 @@ def _resolve_retries(step_name: str, retries: object) -> RetryPolicy:
     merged = {**DEFAULT_RETRIES, **retries}
     limit = merged["limit"]
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
-        raise InvalidStepConfig(
-            f"retries.limit of step {step_name!r} must be a whole number ≥ 0; got {limit!r}"
-        )
+        raise InvalidStepConfig(f"retries.limit of step {step_name!r} must be a whole number ≥ 0; got {limit!r}")
     backoff = merged["backoff"]
     if backoff not in BACKOFFS:
         raise InvalidStepConfig(
-            f"retries.backoff of step {step_name!r} is {backoff!r}; use 'constant', 'linear' "
-            "or 'exponential'"
+            f"retries.backoff of step {step_name!r} is {backoff!r}; use 'constant', 'linear' or 'exponential'"
         )
     delay = parse_duration(merged["delay"], what=f"retries.delay of step {step_name!r}")
-    return RetryPolicy(limit=limit, delay=delay, backoff=backoff,
-                       max_delay=_max_delay(step_name, retries.get("max_delay"), delay=delay),
-                       backoff_coefficient=_coefficient(step_name, retries.get("backoff_coefficient")))
+    return RetryPolicy(
+        limit=limit,
+        delay=delay,
+        backoff=backoff,
+        max_delay=_max_delay(step_name, retries.get("max_delay"), delay=delay),
+        backoff_coefficient=_coefficient(step_name, retries.get("backoff_coefficient")),
+    )
 
 
 def _max_delay(step_name: str, value: object, *, delay: timedelta) -> timedelta:
@@ -180,8 +179,7 @@ def check_step_name(name: object) -> str:
         raise InvalidStepConfig(f"step names are non-empty strings; got {name!r}")
     if len(name) > MAX_STEP_NAME:
         raise InvalidStepConfig(
-            f"step name {name[:40]!r}… is {len(name)} characters; step names are limited to "
-            f"{MAX_STEP_NAME}"
+            f"step name {name[:40]!r}… is {len(name)} characters; step names are limited to {MAX_STEP_NAME}"
         )
     return name
 

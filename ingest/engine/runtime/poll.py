@@ -28,15 +28,28 @@ from ingest.engine.runtime.waits import checked_wait
 
 def intervals(*, initial: timedelta, factor: float, max_interval: timedelta) -> Callable[[int], timedelta]:
     """The pause after check n (1-based): initial * factor**(n-1), capped at max_interval."""
+
     def after(n: int) -> timedelta:
         seconds = initial.total_seconds() * factor ** min(n - 1, 64)
         return min(max_interval, timedelta(seconds=min(seconds, max_interval.total_seconds())))
+
     return after
 
 
-def run(x: Execution, do: Callable[..., Any], name: str, check: Callable[..., Any], *,
-        until: Callable[[Any], Any] | None, initial: Any, factor: float, max_interval: Any, deadline: Any,
-        retries: dict[str, Any] | None, timeout: Any) -> Any:
+def run(
+    x: Execution,
+    do: Callable[..., Any],
+    name: str,
+    check: Callable[..., Any],
+    *,
+    until: Callable[[Any], Any] | None,
+    initial: Any,
+    factor: float,
+    max_interval: Any,
+    deadline: Any,
+    retries: dict[str, Any] | None,
+    timeout: Any,
+) -> Any:
     pause = _policy(name, initial=initial, factor=factor, max_interval=max_interval)
     limit = checked_wait(parse_duration(deadline, what=f"deadline of poll {name!r}"), name)
     done_when = until if until is not None else bool
@@ -70,9 +83,11 @@ def _policy(name: str, *, initial: Any, factor: float, max_interval: Any) -> Cal
     first = parse_duration(initial, what=f"initial interval of poll {name!r}")
     cap = checked_wait(parse_duration(max_interval, what=f"max_interval of poll {name!r}"), name)
     if isinstance(factor, bool) or not isinstance(factor, int | float) or factor < 1:
-        raise InvalidStepConfig(f"factor of poll {name!r} must be a number of at least 1 (2 doubles each "
-                                f"pause); got {factor!r}")
+        raise InvalidStepConfig(
+            f"factor of poll {name!r} must be a number of at least 1 (2 doubles each pause); got {factor!r}"
+        )
     if first <= timedelta(0) or cap < first:
-        raise InvalidStepConfig(f"poll {name!r} needs 0 < initial ≤ max_interval; got initial {first}, "
-                                f"max_interval {cap}")
+        raise InvalidStepConfig(
+            f"poll {name!r} needs 0 < initial ≤ max_interval; got initial {first}, max_interval {cap}"
+        )
     return intervals(initial=first, factor=float(factor), max_interval=cap)

@@ -51,16 +51,32 @@ def checked(done: Any, total: Any, message: Any) -> tuple[float, float | None, s
     return done, total, message[:MAX_MESSAGE]
 
 
-def report(*, throttle: Throttle, instance_id: str, workflow: str, tenant: str, label: str, attempt: int,
-           done: Any, total: Any = None, message: str = "") -> bool:
+def report(
+    *,
+    throttle: Throttle,
+    instance_id: str,
+    workflow: str,
+    tenant: str,
+    label: str,
+    attempt: int,
+    done: Any,
+    total: Any = None,
+    message: str = "",
+) -> bool:
     """Write the report if the throttle lets it pass; True when it was written."""
     value, whole, text = checked(done, total, message)
     every = float(getattr(settings, "RUNLEDGER_PROGRESS_SECONDS", DEFAULT_SECONDS))
     if not throttle.passes(done=value, total=whole, now=time.monotonic(), every=every):
         return False
-    row = History(instance_id=instance_id, workflow=workflow, tenant=tenant, kind=HistoryKind.STEP_PROGRESS,
-                  step_name=label, data={"done": value, "total": whole, "message": text, "attempt": attempt},
-                  created_at=clock.now())
+    row = History(
+        instance_id=instance_id,
+        workflow=workflow,
+        tenant=tenant,
+        kind=HistoryKind.STEP_PROGRESS,
+        step_name=label,
+        data={"done": value, "total": whole, "message": text, "attempt": attempt},
+        created_at=clock.now(),
+    )
     if _in_event_loop():
         # An async step's body runs on an event loop, where Django refuses blocking queries.
         worker = threading.Thread(target=_write, args=(row,), name="runledger-progress")

@@ -125,10 +125,18 @@ class Capture:
             return None
         with self.lock:
             lines, dropped = list(self.lines), self.dropped
-        return {"lines": [{"at": datetime.fromtimestamp(at, tz=UTC).isoformat(timespec="milliseconds"),
-                           "level": level, "logger": name, "message": redact(text)}
-                          for at, level, name, text in lines],
-                "dropped": dropped}
+        return {
+            "lines": [
+                {
+                    "at": datetime.fromtimestamp(at, tz=UTC).isoformat(timespec="milliseconds"),
+                    "level": level,
+                    "logger": name,
+                    "message": redact(text),
+                }
+                for at, level, name, text in lines
+            ],
+            "dropped": dropped,
+        }
 
     def kept(self) -> str | None:
         """Stop collecting and give the lines to the write that ends the attempt (JSON text), or
@@ -230,8 +238,14 @@ class Flusher:
                 except DatabaseError as exc:  # the attempt's end write keeps the lines anyway
                     shout, count = _FAILURES.failed(now=time.monotonic())
                     if shout:
-                        log.warning("could not write the running lines of step %s of %s (%s; %d such failure(s) "
-                                    "in this process)", made.step.label, made.instance.id, exc, count)
+                        log.warning(
+                            "could not write the running lines of step %s of %s (%s; %d such failure(s) "
+                            "in this process)",
+                            made.step.label,
+                            made.instance.id,
+                            exc,
+                            count,
+                        )
                     connection.close()
             if wrote:
                 notify.history()
@@ -249,13 +263,23 @@ def live_write(made: Capture) -> bool:
     held = Instance.objects.filter(id=inst.id, lease_token=made.token, lease_expires_at__gt=now)
     with transaction.atomic():
         changed = Step.objects.filter(
-            instance_id=inst.id, name=step.name, seq=step.seq, status=StepStatus.RUNNING,
-            attempts=made.attempt, instance_id__in=held.values("id"),
+            instance_id=inst.id,
+            name=step.name,
+            seq=step.seq,
+            status=StepStatus.RUNNING,
+            attempts=made.attempt,
+            instance_id__in=held.values("id"),
         ).update(live_log={"attempt": made.attempt, **kept})
         if changed:
-            History.objects.create(instance_id=inst.id, workflow=inst.workflow, tenant=inst.tenant,
-                                   kind=HistoryKind.STEP_LOG, step_name=step.label,
-                                   data={"attempt": made.attempt, "lines": total}, created_at=now)
+            History.objects.create(
+                instance_id=inst.id,
+                workflow=inst.workflow,
+                tenant=inst.tenant,
+                kind=HistoryKind.STEP_LOG,
+                step_name=step.label,
+                data={"attempt": made.attempt, "lines": total},
+                created_at=now,
+            )
     if not changed:
         return False  # no row yet (its start marker comes first), or no longer this attempt's: next time
     made.written = total

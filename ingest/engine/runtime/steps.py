@@ -53,10 +53,12 @@ class _StepCore:
 
 
 def _concurrency_checked(concurrency: int | None) -> None:
-    if concurrency is not None and (isinstance(concurrency, bool) or not isinstance(concurrency, int)
-                                    or concurrency < 1):
-        raise InvalidStepConfig(f"concurrency of a parallel group must be a whole number of at least 1; "
-                                f"got {concurrency!r}")
+    if concurrency is not None and (
+        isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1
+    ):
+        raise InvalidStepConfig(
+            f"concurrency of a parallel group must be a whole number of at least 1; got {concurrency!r}"
+        )
 
 
 class Step(_StepCore):
@@ -103,8 +105,13 @@ class Step(_StepCore):
         """
         _concurrency_checked(concurrency)
         prepared = [self._x.prepare_do(c.name, c.options) for c in calls]
-        return settle(run_group(self._run, [(p, c.fn) for p, c in zip(prepared, calls, strict=True)],
-                                 width=len(calls) if concurrency is None else min(concurrency, len(calls))))
+        return settle(
+            run_group(
+                self._run,
+                [(p, c.fn) for p, c in zip(prepared, calls, strict=True)],
+                width=len(calls) if concurrency is None else min(concurrency, len(calls)),
+            )
+        )
 
     def all(self, calls: Sequence[StepCall], *, concurrency: int | None = None) -> list[Any]:
         """Like `all_settled`, but raise the first failure (after every step has settled)."""
@@ -134,9 +141,17 @@ class Step(_StepCore):
         delta = checked_wait(parse_duration(timeout, what=f"timeout of wait_for_event {name!r}"), name)
         return waits.wait_for_event(self._x, name, type=type, delta=delta)
 
-    def wait_for_approval(self, name: str, *, title: str, fields: list[dict[str, Any]] | None = None,
-                          timeout: Any = "24 hours", description: str = "",
-                          context: dict[str, Any] | None = None, escalation: str = "") -> dict[str, Any]:
+    def wait_for_approval(
+        self,
+        name: str,
+        *,
+        title: str,
+        fields: list[dict[str, Any]] | None = None,
+        timeout: Any = "24 hours",
+        description: str = "",
+        context: dict[str, Any] | None = None,
+        escalation: str = "",
+    ) -> dict[str, Any]:
         """Ask a person: an approval request on the dashboard, answered through its form.
 
         Returns {"approved": bool, "values": {...}, "comment": str, "by": str}; raises
@@ -148,9 +163,17 @@ class Step(_StepCore):
 
         def create_request(ctx: Any) -> dict[str, Any]:
             return approvals.approval_request_create(
-                instance_id=inst.id, tenant=inst.tenant, workflow=inst.workflow, step_name=name,
-                title=title, description=description, fields=fields or [], context=context or {},
-                due_at=x.now() + delta, escalation=escalation, idempotency_key=ctx.idempotency_key,
+                instance_id=inst.id,
+                tenant=inst.tenant,
+                workflow=inst.workflow,
+                step_name=name,
+                title=title,
+                description=description,
+                fields=fields or [],
+                context=context or {},
+                due_at=x.now() + delta,
+                escalation=escalation,
+                idempotency_key=ctx.idempotency_key,
             )
 
         request = self.do(f"{name}-request", create_request, retries={"limit": 3, "delay": "1 second"})
@@ -173,38 +196,74 @@ class Step(_StepCore):
 
         attributes_check(values)  # a bad key fails the run here, before anything is stored
         instance_id = self._x.instance.id
-        merged: dict[str, str] = self.do("search-attributes",
-                                         lambda: attributes_set(instance_id=instance_id, values=values),
-                                         **ATTRIBUTES_STEP)
+        merged: dict[str, str] = self.do(
+            "search-attributes", lambda: attributes_set(instance_id=instance_id, values=values), **ATTRIBUTES_STEP
+        )
         return merged
 
-    def child(self, name: str, *, workflow: str, params: dict[str, Any] | None = None,
-              id: str | None = None) -> Any:
+    def child(self, name: str, *, workflow: str, params: dict[str, Any] | None = None, id: str | None = None) -> Any:
         """Start another workflow as a child and wait for its output (raises if it fails)."""
         return waits.child(self._x, name, workflow=workflow, params=params, id=id)
 
-    def fan_out(self, name: str, handler: Any, items: Sequence[Any], *, batch_size: int = 100,
-                timeout: Any = "10 minutes", retries: dict[str, Any] | None = None,
-                item_timeout: Any = None) -> list[Settled]:
+    def fan_out(
+        self,
+        name: str,
+        handler: Any,
+        items: Sequence[Any],
+        *,
+        batch_size: int = 100,
+        timeout: Any = "10 minutes",
+        retries: dict[str, Any] | None = None,
+        item_timeout: Any = None,
+    ) -> list[Settled]:
         """Run `handler` once per item, each item an instance of its own on any worker; return
         one `Settled` per item, in input order, once the last has landed or `timeout` passed
         (the items still out are then `FanOutItemMissing`). `handler`: a function registered
         with `@fan_out_handler(name)` (called as `handler(ctx, item)` in a step with `retries`
         and `item_timeout`), a Workflow subclass (each item, a dict, the params of an instance
         of it), or the name of either. docs/engine-contract.md, "Fan-out"."""
-        return fan_out.run(self._x, name, handler, items, batch_size=batch_size, timeout=timeout,
-                           retries=retries, item_timeout=item_timeout)
+        return fan_out.run(
+            self._x,
+            name,
+            handler,
+            items,
+            batch_size=batch_size,
+            timeout=timeout,
+            retries=retries,
+            item_timeout=item_timeout,
+        )
 
-    def poll(self, name: str, check: Callable[..., Any], *, until: Callable[[Any], Any] | None = None,
-             initial: Any = "10 seconds", factor: float = 2, max_interval: Any = "5 minutes",
-             deadline: Any = "1 hour", retries: dict[str, Any] | None = None, timeout: Any = None) -> Any:
+    def poll(
+        self,
+        name: str,
+        check: Callable[..., Any],
+        *,
+        until: Callable[[Any], Any] | None = None,
+        initial: Any = "10 seconds",
+        factor: float = 2,
+        max_interval: Any = "5 minutes",
+        deadline: Any = "1 hour",
+        retries: dict[str, Any] | None = None,
+        timeout: Any = None,
+    ) -> Any:
         """Call `check(ctx)` as a step until `until(value)` (default: the value is truthy) and
         return that value; between checks the instance sleeps `initial`, then `factor` times
         longer each time, at most `max_interval`. Past `deadline` (from the first check) it
         raises PollDeadlineExceeded (its `last` is the last value). Checks are steps named
         `name`, pauses sleeps named `name-wait`. docs/engine-contract.md, "Polling"."""
-        return poll.run(self._x, self.do, name, check, until=until, initial=initial, factor=factor,
-                        max_interval=max_interval, deadline=deadline, retries=retries, timeout=timeout)
+        return poll.run(
+            self._x,
+            self.do,
+            name,
+            check,
+            until=until,
+            initial=initial,
+            factor=factor,
+            max_interval=max_interval,
+            deadline=deadline,
+            retries=retries,
+            timeout=timeout,
+        )
 
 
 class AsyncStep(_StepCore):
@@ -274,12 +333,27 @@ class AsyncStep(_StepCore):
     async def wait_for_event(self, name: str, *, type: str, timeout: Any = "24 hours") -> dict[str, Any]:
         return await asyncio.to_thread(self._sync.wait_for_event, name, type=type, timeout=timeout)
 
-    async def wait_for_approval(self, name: str, *, title: str, fields: list[dict[str, Any]] | None = None,
-                                timeout: Any = "24 hours", description: str = "",
-                                context: dict[str, Any] | None = None, escalation: str = "") -> dict[str, Any]:
-        return await asyncio.to_thread(self._sync.wait_for_approval, name, title=title, fields=fields,
-                                       timeout=timeout, description=description, context=context,
-                                       escalation=escalation)
+    async def wait_for_approval(
+        self,
+        name: str,
+        *,
+        title: str,
+        fields: list[dict[str, Any]] | None = None,
+        timeout: Any = "24 hours",
+        description: str = "",
+        context: dict[str, Any] | None = None,
+        escalation: str = "",
+    ) -> dict[str, Any]:
+        return await asyncio.to_thread(
+            self._sync.wait_for_approval,
+            name,
+            title=title,
+            fields=fields,
+            timeout=timeout,
+            description=description,
+            context=context,
+            escalation=escalation,
+        )
 
     async def set_search_attributes(self, **values: Any) -> dict[str, str]:
         from ingest.engine.services.attributes import attributes_check, attributes_set
@@ -287,25 +361,62 @@ class AsyncStep(_StepCore):
         attributes_check(values)
         instance_id = self._x.instance.id
         merged: dict[str, str] = await self.do(
-            "search-attributes", lambda: attributes_set(instance_id=instance_id, values=values), **ATTRIBUTES_STEP)
+            "search-attributes", lambda: attributes_set(instance_id=instance_id, values=values), **ATTRIBUTES_STEP
+        )
         return merged
 
-    async def child(self, name: str, *, workflow: str, params: dict[str, Any] | None = None,
-                    id: str | None = None) -> Any:
+    async def child(
+        self, name: str, *, workflow: str, params: dict[str, Any] | None = None, id: str | None = None
+    ) -> Any:
         return await asyncio.to_thread(self._sync.child, name, workflow=workflow, params=params, id=id)
 
-    async def poll(self, name: str, check: Callable[..., Any], *, until: Callable[[Any], Any] | None = None,
-                   initial: Any = "10 seconds", factor: float = 2, max_interval: Any = "5 minutes",
-                   deadline: Any = "1 hour", retries: dict[str, Any] | None = None, timeout: Any = None) -> Any:
-        return await asyncio.to_thread(self._sync.poll, name, check, until=until, initial=initial, factor=factor,
-                                       max_interval=max_interval, deadline=deadline, retries=retries,
-                                       timeout=timeout)
+    async def poll(
+        self,
+        name: str,
+        check: Callable[..., Any],
+        *,
+        until: Callable[[Any], Any] | None = None,
+        initial: Any = "10 seconds",
+        factor: float = 2,
+        max_interval: Any = "5 minutes",
+        deadline: Any = "1 hour",
+        retries: dict[str, Any] | None = None,
+        timeout: Any = None,
+    ) -> Any:
+        return await asyncio.to_thread(
+            self._sync.poll,
+            name,
+            check,
+            until=until,
+            initial=initial,
+            factor=factor,
+            max_interval=max_interval,
+            deadline=deadline,
+            retries=retries,
+            timeout=timeout,
+        )
 
-    async def fan_out(self, name: str, handler: Any, items: Sequence[Any], *, batch_size: int = 100,
-                      timeout: Any = "10 minutes", retries: dict[str, Any] | None = None,
-                      item_timeout: Any = None) -> list[Settled]:
-        return await asyncio.to_thread(self._sync.fan_out, name, handler, items, batch_size=batch_size,
-                                       timeout=timeout, retries=retries, item_timeout=item_timeout)
+    async def fan_out(
+        self,
+        name: str,
+        handler: Any,
+        items: Sequence[Any],
+        *,
+        batch_size: int = 100,
+        timeout: Any = "10 minutes",
+        retries: dict[str, Any] | None = None,
+        item_timeout: Any = None,
+    ) -> list[Settled]:
+        return await asyncio.to_thread(
+            self._sync.fan_out,
+            name,
+            handler,
+            items,
+            batch_size=batch_size,
+            timeout=timeout,
+            retries=retries,
+            item_timeout=item_timeout,
+        )
 
 
 if TYPE_CHECKING:  # mypy holds both classes to the shapes workflow authors type against

@@ -113,9 +113,7 @@ class InstanceStore:
 
     def _guard(self, now: datetime) -> None:
         """Check the lease (and extend it), then apply writes deferred to this transaction."""
-        control = sql_lease.guard(
-            instance_id=self.instance_id, token=self.token, now=now, lease_until=now + self.lease
-        )
+        control = sql_lease.guard(instance_id=self.instance_id, token=self.token, now=now, lease_until=now + self.lease)
         if control is None:
             raise LeaseLost(self.instance_id)
         self.control = control
@@ -158,8 +156,14 @@ class InstanceStore:
 
     def history(self, kind: str, now: datetime, *, step_name: str = "", status: str = "", **data: Any) -> History:
         row = History(
-            instance_id=self.instance_id, workflow=self.workflow, tenant=self.tenant, kind=kind,
-            step_name=step_name, status=status, data=data, created_at=now,
+            instance_id=self.instance_id,
+            workflow=self.workflow,
+            tenant=self.tenant,
+            kind=kind,
+            step_name=step_name,
+            status=status,
+            data=data,
+            created_at=now,
         )
         self._histories.append(row)
         return row
@@ -167,25 +171,61 @@ class InstanceStore:
     # ---- step.do ---------------------------------------------------------------------
 
     @ledger_io
-    def step_started(self, *, rec: StepRecord | None, name: str, seq: int, position: int,
-                     kind: str, config: StepConfig, attempt: int, now: datetime,
-                     sensitive: bool, has_rollback: bool) -> StepRecord:
+    def step_started(
+        self,
+        *,
+        rec: StepRecord | None,
+        name: str,
+        seq: int,
+        position: int,
+        kind: str,
+        config: StepConfig,
+        attempt: int,
+        now: datetime,
+        sensitive: bool,
+        has_rollback: bool,
+    ) -> StepRecord:
         if rec is None and not self.deferred:
-            unwritten = _step_writes().first_attempt(self, name=name, seq=seq, position=position, kind=kind,
-                                                     config=config, attempt=attempt, now=now,
-                                                     sensitive=sensitive, has_rollback=has_rollback)
+            unwritten = _step_writes().first_attempt(
+                self,
+                name=name,
+                seq=seq,
+                position=position,
+                kind=kind,
+                config=config,
+                attempt=attempt,
+                now=now,
+                sensitive=sensitive,
+                has_rollback=has_rollback,
+            )
             if unwritten is not None:
                 return unwritten
         with self.txn(now):
             sql_lease.async_commit()
             if rec is None:
                 step = Step.objects.create(
-                    instance_id=self.instance_id, name=name, seq=seq, position=position, kind=kind,
-                    status=StepStatus.RUNNING, config=config.as_json(), attempts=attempt, sensitive=sensitive,
-                    has_rollback=has_rollback, started_at=now,
+                    instance_id=self.instance_id,
+                    name=name,
+                    seq=seq,
+                    position=position,
+                    kind=kind,
+                    status=StepStatus.RUNNING,
+                    config=config.as_json(),
+                    attempts=attempt,
+                    sensitive=sensitive,
+                    has_rollback=has_rollback,
+                    started_at=now,
                 )
-                rec = StepRecord(id=step.id, name=name, seq=seq, position=position, kind=kind,
-                                 status=StepStatus.RUNNING, attempts=attempt, started_at=now)
+                rec = StepRecord(
+                    id=step.id,
+                    name=name,
+                    seq=seq,
+                    position=position,
+                    kind=kind,
+                    status=StepStatus.RUNNING,
+                    attempts=attempt,
+                    started_at=now,
+                )
             else:
                 Step.objects.filter(id=rec.id).update(status=StepStatus.RUNNING, attempts=attempt, wake_at=None)
                 rec.status, rec.attempts, rec.wake_at = StepStatus.RUNNING, attempt, None
@@ -212,55 +252,118 @@ class InstanceStore:
         row = rec.row
         with self.txn(rec.started_at):
             step = Step.objects.create(
-                instance_id=self.instance_id, name=rec.name, seq=rec.seq, position=rec.position,
-                kind=rec.kind, status=StepStatus.RUNNING, config=json.loads(row.config),
-                attempts=rec.attempts, sensitive=row.sensitive, has_rollback=row.has_rollback,
+                instance_id=self.instance_id,
+                name=rec.name,
+                seq=rec.seq,
+                position=rec.position,
+                kind=rec.kind,
+                status=StepStatus.RUNNING,
+                config=json.loads(row.config),
+                attempts=rec.attempts,
+                sensitive=row.sensitive,
+                has_rollback=row.has_rollback,
                 started_at=rec.started_at,
             )
             self.history(HistoryKind.STEP_STARTED, rec.started_at, step_name=row.label, attempt=rec.attempts)
         rec.id = step.id
 
     @ledger_io
-    def step_completed(self, rec: StepRecord, *, attempt: int, started: datetime, now: datetime,
-                       result: Any, encoded: str | None = None, deferred: bool = False,
-                       logs: str | None = None) -> None:
+    def step_completed(
+        self,
+        rec: StepRecord,
+        *,
+        attempt: int,
+        started: datetime,
+        now: datetime,
+        result: Any,
+        encoded: str | None = None,
+        deferred: bool = False,
+        logs: str | None = None,
+    ) -> None:
         """Store a successful attempt's result (`encoded`: its JSON, when the caller has it) and
         what it logged (`logs`: JSON, runtime/steplog.py; None when it logged nothing).
 
         `deferred`: queue the write and return before it commits (collected by `settle`); on
         SQLite, or with writes deferred to this transaction, it is written at once."""
-        _step_writes().completed(self, rec, attempt=attempt, started=started, now=now, result=result,
-                                 encoded=encoded, deferred=deferred, logs=logs)
+        _step_writes().completed(
+            self,
+            rec,
+            attempt=attempt,
+            started=started,
+            now=now,
+            result=result,
+            encoded=encoded,
+            deferred=deferred,
+            logs=logs,
+        )
 
     @ledger_io
-    def step_attempt_failed(self, rec: StepRecord, *, attempt: int, started: datetime, now: datetime,
-                            failure: Failure, retry_at: datetime | None, logs: str | None = None) -> None:
+    def step_attempt_failed(
+        self,
+        rec: StepRecord,
+        *,
+        attempt: int,
+        started: datetime,
+        now: datetime,
+        failure: Failure,
+        retry_at: datetime | None,
+        logs: str | None = None,
+    ) -> None:
         """Record a failed attempt, with what it logged: a retry at `retry_at`, or the step's
         final failure."""
         self._materialize(rec)
         delay = None if retry_at is None else (retry_at - now).total_seconds()
         with self.txn(now):
             Attempt.objects.create(
-                step_id=rec.id, number=attempt, started_at=started, ended_at=now, ok=False,
-                error_name=failure.name, error_message=failure.message,
-                error_traceback=failure.traceback, retry_delay_seconds=delay, worker=self.worker,
+                step_id=rec.id,
+                number=attempt,
+                started_at=started,
+                ended_at=now,
+                ok=False,
+                error_name=failure.name,
+                error_message=failure.message,
+                error_traceback=failure.traceback,
+                retry_delay_seconds=delay,
+                worker=self.worker,
                 logs=_logs(logs),
             )
             if retry_at is None:
                 Step.objects.filter(id=rec.id).update(
-                    status=StepStatus.ERRORED, ended_at=now, attempts=attempt,
-                    error_name=failure.name, error_message=failure.message,
-                    error_traceback=failure.traceback, error_state=failure.state, wake_at=None,
+                    status=StepStatus.ERRORED,
+                    ended_at=now,
+                    attempts=attempt,
+                    error_name=failure.name,
+                    error_message=failure.message,
+                    error_traceback=failure.traceback,
+                    error_state=failure.state,
+                    wake_at=None,
                     live_log=None,
                 )
-                self.history(HistoryKind.STEP_FAILED, now, step_name=step_label(rec.name, rec.seq),
-                              attempt=attempt, error=failure.name, message=failure.message[:500])
+                self.history(
+                    HistoryKind.STEP_FAILED,
+                    now,
+                    step_name=step_label(rec.name, rec.seq),
+                    attempt=attempt,
+                    error=failure.name,
+                    message=failure.message[:500],
+                )
             else:
-                Step.objects.filter(id=rec.id).update(attempts=attempt, wake_at=retry_at, live_log=None,
-                                                      error_name=failure.name, error_message=failure.message)
-                self.history(HistoryKind.STEP_RETRY, now, step_name=step_label(rec.name, rec.seq),
-                              attempt=attempt, error=failure.name, message=failure.message[:500],
-                              delay=delay)
+                Step.objects.filter(id=rec.id).update(
+                    attempts=attempt,
+                    wake_at=retry_at,
+                    live_log=None,
+                    error_name=failure.name,
+                    error_message=failure.message,
+                )
+                self.history(
+                    HistoryKind.STEP_RETRY,
+                    now,
+                    step_name=step_label(rec.name, rec.seq),
+                    attempt=attempt,
+                    error=failure.name,
+                    message=failure.message[:500],
+                    delay=delay,
+                )
         rec.attempts, rec.wake_at = attempt, retry_at
         if retry_at is None:
             rec.status, rec.error_name, rec.error_message = StepStatus.ERRORED, failure.name, failure.message
@@ -298,29 +401,86 @@ class _OrmStepWrites:
     guarded transaction."""
 
     def load(self, instance_id: str) -> list[StepRecord]:
-        rows = Step.objects.filter(instance_id=instance_id).order_by("position").values_list(
-            "id", "name", "seq", "position", "kind", "status", "result", "error_name",
-            "error_message", "attempts", "wake_at", "event_type", "child_id", "started_at", "error_state",
+        rows = (
+            Step.objects.filter(instance_id=instance_id)
+            .order_by("position")
+            .values_list(
+                "id",
+                "name",
+                "seq",
+                "position",
+                "kind",
+                "status",
+                "result",
+                "error_name",
+                "error_message",
+                "attempts",
+                "wake_at",
+                "event_type",
+                "child_id",
+                "started_at",
+                "error_state",
+            )
         )
         return [StepRecord(*row) for row in rows]
 
-    def first_attempt(self, store: InstanceStore, *, name: str, seq: int, position: int, kind: str,
-                      config: StepConfig, attempt: int, now: datetime, sensitive: bool,
-                      has_rollback: bool) -> StepRecord | None:
+    def first_attempt(
+        self,
+        store: InstanceStore,
+        *,
+        name: str,
+        seq: int,
+        position: int,
+        kind: str,
+        config: StepConfig,
+        attempt: int,
+        now: datetime,
+        sensitive: bool,
+        has_rollback: bool,
+    ) -> StepRecord | None:
         """A first attempt's record when its row is left to its completion; None: write it now."""
         return None
 
-    def completed(self, store: InstanceStore, rec: StepRecord, *, attempt: int, started: datetime, now: datetime,
-                  result: Any, encoded: str | None, deferred: bool, logs: str | None) -> None:
+    def completed(
+        self,
+        store: InstanceStore,
+        rec: StepRecord,
+        *,
+        attempt: int,
+        started: datetime,
+        now: datetime,
+        result: Any,
+        encoded: str | None,
+        deferred: bool,
+        logs: str | None,
+    ) -> None:
         with store.txn(now):
             Step.objects.filter(id=rec.id).update(
-                status=StepStatus.COMPLETE, result=result, ended_at=now, attempts=attempt,
-                error_name="", error_message="", error_traceback="", live_log=None,
+                status=StepStatus.COMPLETE,
+                result=result,
+                ended_at=now,
+                attempts=attempt,
+                error_name="",
+                error_message="",
+                error_traceback="",
+                live_log=None,
             )
-            Attempt.objects.create(step_id=rec.id, number=attempt, started_at=started, ended_at=now,
-                                   ok=True, worker=store.worker, logs=_logs(logs))
-            store.history(HistoryKind.STEP_COMPLETED, now, step_name=step_label(rec.name, rec.seq),
-                          attempt=attempt, ms=round((now - started).total_seconds() * 1000, 3))
+            Attempt.objects.create(
+                step_id=rec.id,
+                number=attempt,
+                started_at=started,
+                ended_at=now,
+                ok=True,
+                worker=store.worker,
+                logs=_logs(logs),
+            )
+            store.history(
+                HistoryKind.STEP_COMPLETED,
+                now,
+                step_name=step_label(rec.name, rec.seq),
+                attempt=attempt,
+                ms=round((now - started).total_seconds() * 1000, 3),
+            )
         rec.status, rec.result = StepStatus.COMPLETE, result
 
 
@@ -329,38 +489,106 @@ class _StatementStepWrites(_OrmStepWrites):
 
     def load(self, instance_id: str) -> list[StepRecord]:
         # Prepared, without the ORM: this runs at every turn. jsonb arrives as text here.
-        return [StepRecord(id=r[0], name=r[1], seq=r[2], position=r[3], kind=r[4], status=r[5],
-                           result=None if r[6] is None else json.loads(r[6]), error_name=r[7],
-                           error_message=r[8], attempts=r[9], wake_at=r[10], event_type=r[11],
-                           child_id=r[12], started_at=r[13],
-                           error_state=None if r[14] is None else json.loads(r[14]))
-                for r in sql_steps.step_rows(instance_id)]
+        return [
+            StepRecord(
+                id=r[0],
+                name=r[1],
+                seq=r[2],
+                position=r[3],
+                kind=r[4],
+                status=r[5],
+                result=None if r[6] is None else json.loads(r[6]),
+                error_name=r[7],
+                error_message=r[8],
+                attempts=r[9],
+                wake_at=r[10],
+                event_type=r[11],
+                child_id=r[12],
+                started_at=r[13],
+                error_state=None if r[14] is None else json.loads(r[14]),
+            )
+            for r in sql_steps.step_rows(instance_id)
+        ]
 
-    def first_attempt(self, store: InstanceStore, *, name: str, seq: int, position: int, kind: str,
-                      config: StepConfig, attempt: int, now: datetime, sensitive: bool,
-                      has_rollback: bool) -> StepRecord | None:
+    def first_attempt(
+        self,
+        store: InstanceStore,
+        *,
+        name: str,
+        seq: int,
+        position: int,
+        kind: str,
+        config: StepConfig,
+        attempt: int,
+        now: datetime,
+        sensitive: bool,
+        has_rollback: bool,
+    ) -> StepRecord | None:
         # The first attempt writes nothing yet: its completion inserts the row, unless it
         # runs long enough for its start marker to be written first (markers.py).
-        row = StepRow(iid=store.instance_id, name=name, seq=seq, position=position, kind=kind,
-                      config=config.json_text, sensitive=sensitive, has_rollback=has_rollback,
-                      label=step_label(name, seq))
-        return StepRecord(id=0, name=name, seq=seq, position=position, kind=kind,
-                          status=StepStatus.RUNNING, attempts=attempt, started_at=now, row=row,
-                          marker=markers.schedule(row=row, token=store.token, started=now, attempt=attempt))
+        row = StepRow(
+            iid=store.instance_id,
+            name=name,
+            seq=seq,
+            position=position,
+            kind=kind,
+            config=config.json_text,
+            sensitive=sensitive,
+            has_rollback=has_rollback,
+            label=step_label(name, seq),
+        )
+        return StepRecord(
+            id=0,
+            name=name,
+            seq=seq,
+            position=position,
+            kind=kind,
+            status=StepStatus.RUNNING,
+            attempts=attempt,
+            started_at=now,
+            row=row,
+            marker=markers.schedule(row=row, token=store.token, started=now, attempt=attempt),
+        )
 
-    def completed(self, store: InstanceStore, rec: StepRecord, *, attempt: int, started: datetime, now: datetime,
-                  result: Any, encoded: str | None, deferred: bool, logs: str | None) -> None:
+    def completed(
+        self,
+        store: InstanceStore,
+        rec: StepRecord,
+        *,
+        attempt: int,
+        started: datetime,
+        now: datetime,
+        result: Any,
+        encoded: str | None,
+        deferred: bool,
+        logs: str | None,
+    ) -> None:
         if not deferred:
             store.settle()
         with_start = store._settle_marker(rec)
         row = rec.row or StepRow(
-            iid=store.instance_id, name=rec.name, seq=rec.seq, position=rec.position, kind=rec.kind,
-            config="{}", sensitive=False, has_rollback=False, label=step_label(rec.name, rec.seq))
+            iid=store.instance_id,
+            name=rec.name,
+            seq=rec.seq,
+            position=rec.position,
+            kind=rec.kind,
+            config="{}",
+            sensitive=False,
+            has_rollback=False,
+            label=step_label(rec.name, rec.seq),
+        )
         finish = functools.partial(
-            route.step_finish, row=row, token=store.token, now=now, started=started, attempt=attempt,
+            route.step_finish,
+            row=row,
+            token=store.token,
+            now=now,
+            started=started,
+            attempt=attempt,
             result=None if result is None else (encoded if encoded is not None else json.dumps(result)),
             worker=store.worker,
-            with_start=with_start, logs=logs)
+            with_start=with_start,
+            logs=logs,
+        )
         handle = route.step_finish_deferred(**finish.keywords) if deferred and not store.deferred else None
         if handle is not None:
             with store._pending_lock:

@@ -35,8 +35,17 @@ from ingest.engine.writes import notify, route
 
 
 @ledger_io
-def suspend(store: InstanceStore, *, now: datetime, ready_at: datetime | None, status: str = Status.WAITING,
-            event_type: str = "", child_id: str = "", pause: bool = False, fan_out: int = 0) -> str:
+def suspend(
+    store: InstanceStore,
+    *,
+    now: datetime,
+    ready_at: datetime | None,
+    status: str = Status.WAITING,
+    event_type: str = "",
+    child_id: str = "",
+    pause: bool = False,
+    fan_out: int = 0,
+) -> str:
     """Release the instance until `ready_at` (None: until something outside wakes it).
 
     The guard locks the instance row first, so an event or a child's completion that
@@ -45,43 +54,73 @@ def suspend(store: InstanceStore, *, now: datetime, ready_at: datetime | None, s
     """
     store.settle()
     sleep = store.only_sleep_write("start")
-    plain = (sleep is not None and status == Status.WAITING and not pause and not event_type
-             and not child_id and not fan_out and not store.control)
+    plain = (
+        sleep is not None
+        and status == Status.WAITING
+        and not pause
+        and not event_type
+        and not child_id
+        and not fan_out
+        and not store.control
+    )
     if plain and sleep is not None and _endings().sleep(store, sleep, now=now, ready_at=ready_at):
         return status
     with store.txn(now):
         control = Control.PAUSE if pause else store.control
-        if event_type and PendingEvent.objects.filter(
-            instance_id=store.instance_id, type=event_type, consumed_at__isnull=True
-        ).exists():
+        if (
+            event_type
+            and PendingEvent.objects.filter(
+                instance_id=store.instance_id, type=event_type, consumed_at__isnull=True
+            ).exists()
+        ):
             ready_at = now
         if child_id and Instance.objects.filter(id=child_id, status__in=FINISHED_STATUSES).exists():
             ready_at = now
         if fan_out and fan_out_items.all_landed(fan_out):  # the last item landed meanwhile
             ready_at = now
-        fields: dict[str, Any] = {"lease_owner": "", "lease_token": "", "lease_expires_at": None,
-                                  "updated_at": now}
+        fields: dict[str, Any] = {"lease_owner": "", "lease_token": "", "lease_expires_at": None, "updated_at": now}
         if control == Control.PAUSE:
-            fields.update(status=Status.PAUSED, paused_at=now, paused_from=status,
-                          paused_ready_at=ready_at, ready_at=None, control="")
+            fields.update(
+                status=Status.PAUSED,
+                paused_at=now,
+                paused_from=status,
+                paused_ready_at=ready_at,
+                ready_at=None,
+                control="",
+            )
             status = Status.PAUSED
         else:
             fields.update(status=status, ready_at=ready_at)
         Instance.objects.filter(id=store.instance_id).update(**fields)
-        store.history(HistoryKind.INSTANCE_STATUS, now, status=status,
-                      until=ready_at.isoformat() if ready_at else None)
+        store.history(HistoryKind.INSTANCE_STATUS, now, status=status, until=ready_at.isoformat() if ready_at else None)
     return status
 
 
 @ledger_io
-def finish(store: InstanceStore, *, now: datetime, status: str, output: Any = None, failure: Failure | None = None,
-           failed_step: str = "", parent_id: str | None = None, generation: int = 0) -> None:
+def finish(
+    store: InstanceStore,
+    *,
+    now: datetime,
+    status: str,
+    output: Any = None,
+    failure: Failure | None = None,
+    failed_step: str = "",
+    parent_id: str | None = None,
+    generation: int = 0,
+) -> None:
     if status == Status.COMPLETE and not parent_id and _endings().complete(store, now=now, output=output):
         return
     with store.txn(now):
         Instance.objects.filter(id=store.instance_id).update(
-            status=status, output=output, ended_at=now, updated_at=now, ready_at=None,
-            lease_owner="", lease_token="", lease_expires_at=None, control="",
+            status=status,
+            output=output,
+            ended_at=now,
+            updated_at=now,
+            ready_at=None,
+            lease_owner="",
+            lease_token="",
+            lease_expires_at=None,
+            control="",
             error_name=failure.name if failure else "",
             error_message=failure.message if failure else "",
         )
@@ -94,13 +133,27 @@ def finish(store: InstanceStore, *, now: datetime, status: str, output: Any = No
         if status == Status.ERRORED and failure is not None:
             _dead_letter(store, now=now, failure=failure, failed_step=failed_step)
         if status in (Status.ERRORED, Status.TERMINATED):  # scheduled in the ending's own transaction
-            hooks.hook_schedule(instance_id=store.instance_id, workflow=store.workflow, tenant=store.tenant,
-                                generation=generation, status=status, error_name=failure.name if failure else "",
-                                error_message=failure.message if failure else "", failed_step=failed_step, now=now,
-                                note=lambda **data: store.history(HistoryKind.HOOK, now, **data))
+            hooks.hook_schedule(
+                instance_id=store.instance_id,
+                workflow=store.workflow,
+                tenant=store.tenant,
+                generation=generation,
+                status=status,
+                error_name=failure.name if failure else "",
+                error_message=failure.message if failure else "",
+                failed_step=failed_step,
+                now=now,
+                note=lambda **data: store.history(HistoryKind.HOOK, now, **data),
+            )
         if parent_id:  # a fan-out's item counts itself in; the last one, or a child, wakes the parent
-            fan_out_items.child_finished(instance_id=store.instance_id, parent_id=parent_id, status=status,
-                                         output=output, failure=failure, now=now)
+            fan_out_items.child_finished(
+                instance_id=store.instance_id,
+                parent_id=parent_id,
+                status=status,
+                output=output,
+                failure=failure,
+                now=now,
+            )
 
 
 def _dead_letter(store: InstanceStore, *, now: datetime, failure: Failure, failed_step: str) -> None:
@@ -110,25 +163,39 @@ def _dead_letter(store: InstanceStore, *, now: datetime, failure: Failure, faile
     DeadLetter.objects.update_or_create(
         instance_id=store.instance_id,
         defaults={
-            "workflow": store.workflow, "tenant": store.tenant, "step_name": failed_step,
-            "error_name": failure.name, "error_message": failure.message,
-            "error_traceback": failure.traceback, "signature": signature,
-            "normalized_message": normalized, "state": "open", "created_at": now,
-            "resolved_at": None, "resolved_by": "", "resolution": "",
+            "workflow": store.workflow,
+            "tenant": store.tenant,
+            "step_name": failed_step,
+            "error_name": failure.name,
+            "error_message": failure.message,
+            "error_traceback": failure.traceback,
+            "signature": signature,
+            "normalized_message": normalized,
+            "state": "open",
+            "created_at": now,
+            "resolved_at": None,
+            "resolved_by": "",
+            "resolution": "",
         },
     )
 
 
 @ledger_io
-def rollback_recorded(store: InstanceStore, *, name: str, position: int, now: datetime, started: datetime,
-                      failure: Failure | None) -> None:
+def rollback_recorded(
+    store: InstanceStore, *, name: str, position: int, now: datetime, started: datetime, failure: Failure | None
+) -> None:
     """A rollback handler's run, as a step row of its own (kind rollback) and its history."""
     with store.txn(now):
         Step.objects.update_or_create(
-            instance_id=store.instance_id, name=name, seq=1,
+            instance_id=store.instance_id,
+            name=name,
+            seq=1,
             defaults={
-                "position": position, "kind": StepKind.ROLLBACK, "started_at": started,
-                "ended_at": now, "attempts": 1,
+                "position": position,
+                "kind": StepKind.ROLLBACK,
+                "started_at": started,
+                "ended_at": now,
+                "attempts": 1,
                 "status": StepStatus.ERRORED if failure else StepStatus.COMPLETE,
                 "error_name": failure.name if failure else "",
                 "error_message": failure.message if failure else "",
@@ -160,8 +227,15 @@ class _StatementEndings(_OrmEndings):
         # operator's control flag appeared meanwhile (or the lease is gone); the full path then
         # deals with that.
         if not sql_instances.sleep_suspend(
-            iid=store.instance_id, token=store.token, now=now, ready_at=ready_at, name=sleep.name,
-            seq=sleep.seq, position=sleep.position, started=sleep.at, wake_at=sleep.wake_at,
+            iid=store.instance_id,
+            token=store.token,
+            now=now,
+            ready_at=ready_at,
+            name=sleep.name,
+            seq=sleep.seq,
+            position=sleep.position,
+            started=sleep.at,
+            wake_at=sleep.wake_at,
             label=step_label(sleep.name, sleep.seq),
         ):
             return False
@@ -172,7 +246,9 @@ class _StatementEndings(_OrmEndings):
     def complete(self, store: InstanceStore, *, now: datetime, output: Any) -> bool:
         def complete(woke: SleepWrite | None = None) -> None:
             if not route.instance_complete(
-                iid=store.instance_id, token=store.token, now=now,
+                iid=store.instance_id,
+                token=store.token,
+                now=now,
                 output=None if output is None else json.dumps(output),
                 woke=None if woke is None else (woke.step_id, step_label(woke.name, woke.seq), woke.at),
             ):

@@ -32,28 +32,63 @@ class Plan:
     timeout: timedelta
 
 
-def start(store: InstanceStore, *, name: str, seq: int, position: int, plan: Plan, expected: int,
-          now: datetime) -> tuple[StepRecord, FanOut]:
+def start(
+    store: InstanceStore, *, name: str, seq: int, position: int, plan: Plan, expected: int, now: datetime
+) -> tuple[StepRecord, FanOut]:
     """Record the fan-out step (waiting until the timeout) and its aggregate, in one transaction."""
     label = step_label(name, seq)
     deadline = now + plan.timeout
     with store.txn(now):
         step = Step.objects.create(
-            instance_id=store.instance_id, name=name, seq=seq, position=position, kind=StepKind.FAN_OUT,
-            status=StepStatus.WAITING, started_at=now, wake_at=deadline,
-            config={"handler": plan.target.name, "kind": plan.target.kind, "items": expected,
-                    "batch_size": plan.batch_size, "timeout": plan.timeout.total_seconds(), **plan.options},
+            instance_id=store.instance_id,
+            name=name,
+            seq=seq,
+            position=position,
+            kind=StepKind.FAN_OUT,
+            status=StepStatus.WAITING,
+            started_at=now,
+            wake_at=deadline,
+            config={
+                "handler": plan.target.name,
+                "kind": plan.target.kind,
+                "items": expected,
+                "batch_size": plan.batch_size,
+                "timeout": plan.timeout.total_seconds(),
+                **plan.options,
+            },
         )
         fan_out = FanOut.objects.create(
-            instance_id=store.instance_id, step_id=step.id, step_name=label, handler=plan.target.name,
-            handler_kind=plan.target.kind, item_workflow=plan.target.workflow, expected=expected,
-            state=FanOutState.OPEN if expected else FanOutState.COMPLETE, started_at=now, updated_at=now,
+            instance_id=store.instance_id,
+            step_id=step.id,
+            step_name=label,
+            handler=plan.target.name,
+            handler_kind=plan.target.kind,
+            item_workflow=plan.target.workflow,
+            expected=expected,
+            state=FanOutState.OPEN if expected else FanOutState.COMPLETE,
+            started_at=now,
+            updated_at=now,
             deadline=deadline,
         )
-        store.history(HistoryKind.STEP_WAIT, now, step_name=label, fan_out=fan_out.id, expected=expected,
-                      handler=plan.target.name, until=deadline.isoformat())
-    rec = StepRecord(id=step.id, name=name, seq=seq, position=position, kind=StepKind.FAN_OUT,
-                     status=StepStatus.WAITING, wake_at=deadline, started_at=now)
+        store.history(
+            HistoryKind.STEP_WAIT,
+            now,
+            step_name=label,
+            fan_out=fan_out.id,
+            expected=expected,
+            handler=plan.target.name,
+            until=deadline.isoformat(),
+        )
+    rec = StepRecord(
+        id=step.id,
+        name=name,
+        seq=seq,
+        position=position,
+        kind=StepKind.FAN_OUT,
+        status=StepStatus.WAITING,
+        wake_at=deadline,
+        started_at=now,
+    )
     return rec, fan_out
 
 
@@ -61,40 +96,62 @@ def item_id(fan_out_id: int, index: int) -> str:
     return f"_fo{fan_out_id}-{index}"
 
 
-def fill(store: InstanceStore, fan_out: FanOut, *, parent: Instance, items: list[Any], plan: Plan,
-         now: datetime) -> None:
+def fill(
+    store: InstanceStore, fan_out: FanOut, *, parent: Instance, items: list[Any], plan: Plan, now: datetime
+) -> None:
     """Insert the items not inserted yet, a batch per transaction; workers start on each batch
     as soon as it commits."""
     for first in range(fan_out.created, fan_out.expected, plan.batch_size):
-        chunk = items[first:first + plan.batch_size]
-        rows = [_item_instance(fan_out, parent=parent, index=first + i, item=item, plan=plan, now=now)
-                for i, item in enumerate(chunk)]
+        chunk = items[first : first + plan.batch_size]
+        rows = [
+            _item_instance(fan_out, parent=parent, index=first + i, item=item, plan=plan, now=now)
+            for i, item in enumerate(chunk)
+        ]
         with store.txn(now):
             Instance.objects.bulk_create(rows)
-            FanOutItem.objects.bulk_create([FanOutItem(instance_id=r.id, fan_out_id=fan_out.id, index=first + i)
-                                            for i, r in enumerate(rows)])
-            History.objects.bulk_create([
-                History(instance_id=r.id, workflow=r.workflow, tenant=r.tenant, kind=HistoryKind.INSTANCE_CREATED,
-                        status=Status.QUEUED, data={"parent": parent.id, "fan_out": fan_out.id, "index": first + i},
-                        created_at=now)
-                for i, r in enumerate(rows)])
+            FanOutItem.objects.bulk_create(
+                [FanOutItem(instance_id=r.id, fan_out_id=fan_out.id, index=first + i) for i, r in enumerate(rows)]
+            )
+            History.objects.bulk_create(
+                [
+                    History(
+                        instance_id=r.id,
+                        workflow=r.workflow,
+                        tenant=r.tenant,
+                        kind=HistoryKind.INSTANCE_CREATED,
+                        status=Status.QUEUED,
+                        data={"parent": parent.id, "fan_out": fan_out.id, "index": first + i},
+                        created_at=now,
+                    )
+                    for i, r in enumerate(rows)
+                ]
+            )
             FanOut.objects.filter(id=fan_out.id).update(created=first + len(chunk), updated_at=now)
             notify.ready()
         fan_out.created = first + len(chunk)
 
 
-def _item_instance(fan_out: FanOut, *, parent: Instance, index: int, item: Any, plan: Plan,
-                   now: datetime) -> Instance:
+def _item_instance(fan_out: FanOut, *, parent: Instance, index: int, item: Any, plan: Plan, now: datetime) -> Instance:
     params = {"item": item, **plan.options} if plan.target.is_function else item
     key = ""
     cls = get_workflow(plan.target.workflow)
     if cls.concurrency_key:
         key = str(params.get(cls.concurrency_key, parent.tenant if cls.concurrency_key == "tenant" else ""))[:200]
-    return Instance(id=item_id(fan_out.id, index), workflow=plan.target.workflow, tenant=parent.tenant,
-                    status=Status.QUEUED, params=params, created_at=now, updated_at=now, ready_at=now,
-                    priority=parent.priority, concurrency_key=key, parent_id=parent.id,
-                    workflow_version=cls.version,
-                    parent_step=fan_out.step_name)
+    return Instance(
+        id=item_id(fan_out.id, index),
+        workflow=plan.target.workflow,
+        tenant=parent.tenant,
+        status=Status.QUEUED,
+        params=params,
+        created_at=now,
+        updated_at=now,
+        ready_at=now,
+        priority=parent.priority,
+        concurrency_key=key,
+        parent_id=parent.id,
+        workflow_version=cls.version,
+        parent_step=fan_out.step_name,
+    )
 
 
 def close(fan_out_id: int, *, now: datetime) -> FanOut:
@@ -106,7 +163,8 @@ def close(fan_out_id: int, *, now: datetime) -> FanOut:
         fan_out = FanOut.objects.select_for_update().get(id=fan_out_id)
         if fan_out.state == FanOutState.OPEN:
             FanOutItem.objects.filter(fan_out_id=fan_out_id, state=FanOutItemState.PENDING).update(
-                state=FanOutItemState.MISSING, finished_at=now)
+                state=FanOutItemState.MISSING, finished_at=now
+            )
             fan_out.state, fan_out.closed_at, fan_out.updated_at = FanOutState.TIMED_OUT, now, now
             fan_out.save(update_fields=["state", "closed_at", "updated_at"])
     return fan_out
@@ -114,16 +172,24 @@ def close(fan_out_id: int, *, now: datetime) -> FanOut:
 
 def summary(fan_out: FanOut) -> dict[str, Any]:
     """What the fan-out step's row stores: the counts (the results stay in the items' rows)."""
-    return {"fan_out": fan_out.id, "state": fan_out.state, "expected": fan_out.expected,
-            "received": fan_out.received, "failed": fan_out.failed,
-            "missing": fan_out.expected - fan_out.received if fan_out.state == FanOutState.TIMED_OUT else 0}
+    return {
+        "fan_out": fan_out.id,
+        "state": fan_out.state,
+        "expected": fan_out.expected,
+        "received": fan_out.received,
+        "failed": fan_out.failed,
+        "missing": fan_out.expected - fan_out.received if fan_out.state == FanOutState.TIMED_OUT else 0,
+    }
 
 
 def settled(fan_out_id: int) -> list[Settled]:
     """Every item's outcome in input order, as `Settled` (ok, value, error)."""
     out: list[Settled] = []
-    rows = FanOutItem.objects.filter(fan_out_id=fan_out_id).order_by("index").values_list(
-        "index", "instance_id", "state", "result", "error_name", "error_message", "error_state")
+    rows = (
+        FanOutItem.objects.filter(fan_out_id=fan_out_id)
+        .order_by("index")
+        .values_list("index", "instance_id", "state", "result", "error_name", "error_message", "error_state")
+    )
     for index, iid, state, result, error_name, message, error_state in rows:
         if state == FanOutItemState.COMPLETE:
             out.append(Settled(ok=True, value=result))
@@ -132,8 +198,10 @@ def settled(fan_out_id: int) -> list[Settled]:
         elif state == FanOutItemState.TERMINATED:
             out.append(Settled(ok=False, error=ChildWorkflowFailed(f"item {index} ({iid}) was terminated")))
         else:
-            out.append(Settled(ok=False, error=FanOutItemMissing(
-                f"item {index} ({iid}) had not finished when the fan-out timed out")))
+            out.append(
+                Settled(
+                    ok=False,
+                    error=FanOutItemMissing(f"item {index} ({iid}) had not finished when the fan-out timed out"),
+                )
+            )
     return out
-
-

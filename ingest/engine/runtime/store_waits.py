@@ -14,43 +14,87 @@ from ingest.engine.writes import notify
 
 
 @ledger_io
-def wait_started(store: InstanceStore, *, name: str, seq: int, position: int, kind: str, now: datetime,
-                 wake_at: datetime | None, event_type: str = "", child_id: str | None = None,
-                 child: Instance | None = None) -> StepRecord:
+def wait_started(
+    store: InstanceStore,
+    *,
+    name: str,
+    seq: int,
+    position: int,
+    kind: str,
+    now: datetime,
+    wake_at: datetime | None,
+    event_type: str = "",
+    child_id: str | None = None,
+    child: Instance | None = None,
+) -> StepRecord:
     status = StepStatus.SLEEPING if kind == StepKind.SLEEP else StepStatus.WAITING
     with store.txn(now):
         if child is not None:
             child.save(force_insert=True)
             _history_for_child(store, child, now)
         step = Step.objects.create(
-            instance_id=store.instance_id, name=name, seq=seq, position=position, kind=kind,
-            status=status, started_at=now, wake_at=wake_at, event_type=event_type,
+            instance_id=store.instance_id,
+            name=name,
+            seq=seq,
+            position=position,
+            kind=kind,
+            status=status,
+            started_at=now,
+            wake_at=wake_at,
+            event_type=event_type,
             child_id=child_id,
         )
         hk = HistoryKind.STEP_SLEEP if kind == StepKind.SLEEP else HistoryKind.STEP_WAIT
-        store.history(hk, now, step_name=step_label(name, seq), until=wake_at.isoformat() if wake_at else None,
-                      event_type=event_type, child=child_id)
+        store.history(
+            hk,
+            now,
+            step_name=step_label(name, seq),
+            until=wake_at.isoformat() if wake_at else None,
+            event_type=event_type,
+            child=child_id,
+        )
         if child is not None:
             notify.ready()
-    return StepRecord(id=step.id, name=name, seq=seq, position=position, kind=kind,
-                      status=status, wake_at=wake_at, event_type=event_type, child_id=child_id,
-                      started_at=now)
+    return StepRecord(
+        id=step.id,
+        name=name,
+        seq=seq,
+        position=position,
+        kind=kind,
+        status=status,
+        wake_at=wake_at,
+        event_type=event_type,
+        child_id=child_id,
+        started_at=now,
+    )
 
 
 def _history_for_child(store: InstanceStore, child: Instance, now: datetime) -> None:
-    History(instance_id=child.id, workflow=child.workflow, tenant=child.tenant,
-            kind=HistoryKind.INSTANCE_CREATED, status=Status.QUEUED,
-            data={"parent": store.instance_id}, created_at=now).save()
+    History(
+        instance_id=child.id,
+        workflow=child.workflow,
+        tenant=child.tenant,
+        kind=HistoryKind.INSTANCE_CREATED,
+        status=Status.QUEUED,
+        data={"parent": store.instance_id},
+        created_at=now,
+    ).save()
 
 
 @ledger_io
-def wait_resolved(store: InstanceStore, rec: StepRecord, *, now: datetime, result: Any = None,
-                  failure: Failure | None = None, deferred: bool = False) -> None:
+def wait_resolved(
+    store: InstanceStore,
+    rec: StepRecord,
+    *,
+    now: datetime,
+    result: Any = None,
+    failure: Failure | None = None,
+    deferred: bool = False,
+) -> None:
     if deferred:
         sleep = None
         if rec.kind == StepKind.SLEEP and failure is None and result is None and rec.id:
-            sleep = SleepWrite(kind="end", name=rec.name, seq=rec.seq, position=rec.position, at=now,
-                               step_id=rec.id)
+            sleep = SleepWrite(kind="end", name=rec.name, seq=rec.seq, position=rec.position, at=now, step_id=rec.id)
         store.defer(lambda: resolve(store, rec, now=now, result=result, failure=failure), sleep=sleep)
         rec.status = StepStatus.ERRORED if failure else StepStatus.COMPLETE
         return
@@ -58,17 +102,40 @@ def wait_resolved(store: InstanceStore, rec: StepRecord, *, now: datetime, resul
         resolve(store, rec, now=now, result=result, failure=failure)
 
 
-def waiting_step(store: InstanceStore, *, name: str, seq: int, position: int, kind: str, now: datetime,
-                 wake_at: datetime | None, event_type: str = "") -> None:
+def waiting_step(
+    store: InstanceStore,
+    *,
+    name: str,
+    seq: int,
+    position: int,
+    kind: str,
+    now: datetime,
+    wake_at: datetime | None,
+    event_type: str = "",
+) -> None:
     """Record a sleep or an event wait in the same transaction as the suspension that follows."""
     status = StepStatus.SLEEPING if kind == StepKind.SLEEP else StepStatus.WAITING
     hk = HistoryKind.STEP_SLEEP if kind == StepKind.SLEEP else HistoryKind.STEP_WAIT
 
     def write() -> None:
-        Step.objects.create(instance_id=store.instance_id, name=name, seq=seq, position=position, kind=kind,
-                            status=status, started_at=now, wake_at=wake_at, event_type=event_type)
-        store.history(hk, now, step_name=step_label(name, seq), until=wake_at.isoformat() if wake_at else None,
-                      event_type=event_type)
+        Step.objects.create(
+            instance_id=store.instance_id,
+            name=name,
+            seq=seq,
+            position=position,
+            kind=kind,
+            status=status,
+            started_at=now,
+            wake_at=wake_at,
+            event_type=event_type,
+        )
+        store.history(
+            hk,
+            now,
+            step_name=step_label(name, seq),
+            until=wake_at.isoformat() if wake_at else None,
+            event_type=event_type,
+        )
 
     sleep = None
     if kind == StepKind.SLEEP and not event_type:
@@ -78,8 +145,9 @@ def waiting_step(store: InstanceStore, *, name: str, seq: int, position: int, ki
 
 @ledger_io
 def has_event(store: InstanceStore, event_type: str) -> bool:
-    return PendingEvent.objects.filter(instance_id=store.instance_id, type=event_type,
-                                       consumed_at__isnull=True).exists()
+    return PendingEvent.objects.filter(
+        instance_id=store.instance_id, type=event_type, consumed_at__isnull=True
+    ).exists()
 
 
 def resolve(store: InstanceStore, rec: StepRecord, *, now: datetime, result: Any, failure: Failure | None) -> None:
@@ -89,11 +157,18 @@ def resolve(store: InstanceStore, rec: StepRecord, *, now: datetime, result: Any
         rec.status, rec.result = StepStatus.COMPLETE, result
     else:
         Step.objects.filter(id=rec.id).update(
-            status=StepStatus.ERRORED, ended_at=now, error_name=failure.name,
+            status=StepStatus.ERRORED,
+            ended_at=now,
+            error_name=failure.name,
             error_message=failure.message,
         )
-        store.history(HistoryKind.STEP_FAILED, now, step_name=step_label(rec.name, rec.seq),
-                      error=failure.name, message=failure.message)
+        store.history(
+            HistoryKind.STEP_FAILED,
+            now,
+            step_name=step_label(rec.name, rec.seq),
+            error=failure.name,
+            message=failure.message,
+        )
         rec.status, rec.error_name, rec.error_message = StepStatus.ERRORED, failure.name, failure.message
 
 
@@ -109,8 +184,12 @@ def consume_event(store: InstanceStore, rec: StepRecord, *, now: datetime) -> di
         )
         if event is None:
             return None
-        result = {"type": event.type, "payload": event.payload,
-                  "timestamp": event.created_at.isoformat(), "id": event.id}
+        result = {
+            "type": event.type,
+            "payload": event.payload,
+            "timestamp": event.created_at.isoformat(),
+            "id": event.id,
+        }
         PendingEvent.objects.filter(id=event.id).update(consumed_at=now, consumed_by_id=rec.id)
         resolve(store, rec, now=now, result=result, failure=None)
         return result

@@ -39,17 +39,28 @@ def run_turn(x: Execution, make_step: Callable[[Execution, bool], Any]) -> str:
         if inst.workflow_version > workflow.version:
             # A rolling deploy: this worker runs older code than the instance started on. It must
             # not replay a path it does not have; a worker with the newer code will take it.
-            log.warning("instance %s started on version %d of workflow %r but this worker runs version %d; "
-                        "leaving it for a worker with the newer code (retried in %d s)", inst.id,
-                        inst.workflow_version, inst.workflow, workflow.version, NEWER_VERSION_RETRY.seconds)
+            log.warning(
+                "instance %s started on version %d of workflow %r but this worker runs version %d; "
+                "leaving it for a worker with the newer code (retried in %d s)",
+                inst.id,
+                inst.workflow_version,
+                inst.workflow,
+                workflow.version,
+                NEWER_VERSION_RETRY.seconds,
+            )
             raise Suspend(x.now() + NEWER_VERSION_RETRY)
         # Checked at the first new step and at suspension, after replay has registered the
         # completed steps' rollbacks, so a timed-out instance unwinds like any failure.
         x.deadline = deadline_of(inst, workflow.__class__._timeout)
-        event = WorkflowEvent(payload=unseal_keys(inst.params), instance_id=inst.id, timestamp=inst.created_at,
-                              tenant=inst.tenant, workflow=inst.workflow,
-                              schedule=inst.params.get("_schedule") if isinstance(inst.params, dict) else None,
-                              version=inst.workflow_version)
+        event = WorkflowEvent(
+            payload=unseal_keys(inst.params),
+            instance_id=inst.id,
+            timestamp=inst.created_at,
+            tenant=inst.tenant,
+            workflow=inst.workflow,
+            schedule=inst.params.get("_schedule") if isinstance(inst.params, dict) else None,
+            version=inst.workflow_version,
+        )
         if workflow.is_async():
             output = asyncio.run(workflow.run(event, make_step(x, True)))
         else:
@@ -69,8 +80,11 @@ def run_turn(x: Execution, make_step: Callable[[Execution, bool], Any]) -> str:
         cause = str(fault).partition(": ")[2].partition("\n")[0]  # the database's words, not the write's
         shout, count = _FAULTS.failed(now=time.monotonic(), reason=cause)
         (log.warning if shout else log.debug)(
-            "instance %s: the ledger write failed (%s); the turn is retried (%d such failure(s) in this "
-            "process)", inst.id, fault, count)
+            "instance %s: the ledger write failed (%s); the turn is retried (%d such failure(s) in this process)",
+            inst.id,
+            fault,
+            count,
+        )
         return TurnEnd.FAULT
     except FailInstance as fail:
         x.failed_step = fail.step
@@ -105,16 +119,30 @@ def _suspend(x: Execution, suspend: Suspend) -> str:
     # A sleeper must wake by its deadline to fail, not sleep past it.
     suspend.until = flow.cap_wake(suspend.until, deadline=x.deadline)
     x.ending()
-    return store_end.suspend(x.store, now=x.now(), ready_at=suspend.until, status=suspend.status,
-                              event_type=suspend.event_type, child_id=suspend.child_id, pause=suspend.pause,
-                              fan_out=suspend.fan_out)
+    return store_end.suspend(
+        x.store,
+        now=x.now(),
+        ready_at=suspend.until,
+        status=suspend.status,
+        event_type=suspend.event_type,
+        child_id=suspend.child_id,
+        pause=suspend.pause,
+        fan_out=suspend.fan_out,
+    )
 
 
 def _fail(x: Execution, failure: Failure) -> str:
     _run_rollbacks(x)
     x.ending()
-    store_end.finish(x.store, now=x.now(), status=Status.ERRORED, failure=failure,
-                      failed_step=x.failed_step, parent_id=x.instance.parent_id, generation=x.instance.generation)
+    store_end.finish(
+        x.store,
+        now=x.now(),
+        status=Status.ERRORED,
+        failure=failure,
+        failed_step=x.failed_step,
+        parent_id=x.instance.parent_id,
+        generation=x.instance.generation,
+    )
     return Status.ERRORED
 
 
@@ -122,8 +150,9 @@ def _terminate(x: Execution, *, rollback: bool) -> str:
     if rollback:
         _run_rollbacks(x)
     x.ending()
-    store_end.finish(x.store, now=x.now(), status=Status.TERMINATED, parent_id=x.instance.parent_id,
-                      generation=x.instance.generation)
+    store_end.finish(
+        x.store, now=x.now(), status=Status.TERMINATED, parent_id=x.instance.parent_id, generation=x.instance.generation
+    )
     return Status.TERMINATED
 
 
@@ -134,16 +163,25 @@ def _run_rollbacks(x: Execution) -> None:
         if name in x.rollback_done:
             continue
         now = x.now()
-        ctx = StepContext(name=name, count=1, attempt=1, config={}, step_label=name,
-                          idempotency_key=f"{x.instance.id}:{name}", instance_id=x.instance.id,
-                          workflow=x.instance.workflow, tenant=x.instance.tenant)
+        ctx = StepContext(
+            name=name,
+            count=1,
+            attempt=1,
+            config={},
+            step_label=name,
+            idempotency_key=f"{x.instance.id}:{name}",
+            instance_id=x.instance.id,
+            workflow=x.instance.workflow,
+            tenant=x.instance.tenant,
+        )
         try:
             handler(ctx, result) if arity(handler) >= 2 else handler(ctx)
             failure = None
         except Exception as exc:  # noqa: BLE001 - a failing rollback must not stop the others
             failure = failure_of(exc)
-        store_end.rollback_recorded(x.store, name=name, position=ROLLBACK_POSITION + position, now=now,
-                                     started=now, failure=failure)
+        store_end.rollback_recorded(
+            x.store, name=name, position=ROLLBACK_POSITION + position, now=now, started=now, failure=failure
+        )
 
 
 def deadline_of(inst: Instance, timeout: timedelta | None) -> datetime | None:
@@ -151,7 +189,10 @@ def deadline_of(inst: Instance, timeout: timedelta | None) -> datetime | None:
     or retry, which run it again and so start its clock again."""
     if timeout is None or inst.started_at is None:
         return None
-    rerun = (History.objects.filter(instance_id=inst.id, kind=HistoryKind.OPERATOR,
-                                    data__action__in=["restart", "retry"])
-             .order_by("-id").values_list("created_at", flat=True).first())
+    rerun = (
+        History.objects.filter(instance_id=inst.id, kind=HistoryKind.OPERATOR, data__action__in=["restart", "retry"])
+        .order_by("-id")
+        .values_list("created_at", flat=True)
+        .first()
+    )
     return flow.deadline(started_at=max(inst.started_at, rerun or inst.started_at), timeout=timeout)

@@ -49,11 +49,9 @@ def sleep(x: Execution, name: str, until: Callable[[datetime], datetime]) -> Non
             wake = now
         if wake > now:
             # The step row and the suspension commit together: one write per sleep.
-            waiting_step(x.store, name=name, seq=seq, position=position, kind=StepKind.SLEEP,
-                         now=now, wake_at=wake)
+            waiting_step(x.store, name=name, seq=seq, position=position, kind=StepKind.SLEEP, now=now, wake_at=wake)
             raise Suspend(wake)
-        rec = wait_started(x.store, name=name, seq=seq, position=position, kind=StepKind.SLEEP,
-                           now=now, wake_at=wake)
+        rec = wait_started(x.store, name=name, seq=seq, position=position, kind=StepKind.SLEEP, now=now, wake_at=wake)
         x.by_key[(name, seq)] = x.by_pos[position] = rec
     assert rec.wake_at is not None
     if rec.wake_at <= now:
@@ -74,11 +72,27 @@ def wait_for_event(x: Execution, name: str, *, type: str, delta: timedelta) -> d
     if rec is None:
         x.checkpoint()
         if x.overrides is None and delta > timedelta(0) and not has_event(x.store, type):
-            waiting_step(x.store, name=name, seq=seq, position=position, kind=StepKind.WAIT_EVENT,
-                         now=now, wake_at=now + delta, event_type=type)
+            waiting_step(
+                x.store,
+                name=name,
+                seq=seq,
+                position=position,
+                kind=StepKind.WAIT_EVENT,
+                now=now,
+                wake_at=now + delta,
+                event_type=type,
+            )
             raise Suspend(now + delta, event_type=type)
-        rec = wait_started(x.store, name=name, seq=seq, position=position, kind=StepKind.WAIT_EVENT,
-                           now=now, wake_at=now + delta, event_type=type)
+        rec = wait_started(
+            x.store,
+            name=name,
+            seq=seq,
+            position=position,
+            kind=StepKind.WAIT_EVENT,
+            now=now,
+            wake_at=now + delta,
+            event_type=type,
+        )
         x.by_key[(name, seq)] = x.by_pos[position] = rec
     forced_timeout = x.overrides is not None and name in x.overrides.event_timeouts
     if x.overrides is not None and not forced_timeout:
@@ -112,13 +126,26 @@ def child(x: Execution, name: str, *, workflow: str, params: dict[str, Any] | No
     if rec is None:
         x.checkpoint()
         child = child_instance(x, name=name, seq=seq, workflow=workflow, params=params, id=id, now=now)
-        rec = wait_started(x.store, name=name, seq=seq, position=position, kind=StepKind.CHILD,
-                           now=now, wake_at=None, child_id=child.id, child=child)
+        rec = wait_started(
+            x.store,
+            name=name,
+            seq=seq,
+            position=position,
+            kind=StepKind.CHILD,
+            now=now,
+            wake_at=None,
+            child_id=child.id,
+            child=child,
+        )
         x.by_key[(name, seq)] = x.by_pos[position] = rec
     assert rec.child_id is not None
     row = Instance.objects.filter(id=rec.child_id).values("status", "output", "error_name", "error_message").first()
     if row is None or row["status"] in (Status.ERRORED, Status.TERMINATED):
-        why = "was deleted" if row is None else f"ended {row['status']}: {row['error_name']} {row['error_message']}".strip()
+        why = (
+            "was deleted"
+            if row is None
+            else f"ended {row['status']}: {row['error_name']} {row['error_message']}".strip()
+        )
         error = ChildWorkflowFailed(f"child workflow {rec.child_id} of step {name!r} {why}")
         wait_resolved(x.store, rec, now=now, failure=Failure("ChildWorkflowFailed", str(error)))
         raise error
@@ -155,8 +182,9 @@ def as_datetime(when: datetime | str | float | int, name: str) -> datetime:
     raise InvalidDuration(f"sleep_until {name!r} needs a datetime, an ISO-8601 string or a Unix time; got {when!r}")
 
 
-def child_instance(x: Execution, *, name: str, seq: int, workflow: str, params: dict[str, Any] | None,
-                    id: str | None, now: datetime) -> Instance:
+def child_instance(
+    x: Execution, *, name: str, seq: int, workflow: str, params: dict[str, Any] | None, id: str | None, now: datetime
+) -> Instance:
     cls = get_workflow(workflow)
     slug = re.sub(r"[^A-Za-z0-9_-]+", "-", name).strip("-") or "child"
     child_id = id or f"{x.instance.id}-{slug}-{seq}"
@@ -168,8 +196,16 @@ def child_instance(x: Execution, *, name: str, seq: int, workflow: str, params: 
             "(letters, digits, '_' and '-', at most 100 characters)"
         )
     return Instance(
-        id=child_id, workflow=workflow, tenant=x.instance.tenant, status=Status.QUEUED,
-        params=seal_keys(params or {}, cls.sensitive_params), created_at=now, updated_at=now, ready_at=now,
-        priority=cls.priority, workflow_version=cls.version,
-        parent_id=x.instance.id, parent_step=name,
+        id=child_id,
+        workflow=workflow,
+        tenant=x.instance.tenant,
+        status=Status.QUEUED,
+        params=seal_keys(params or {}, cls.sensitive_params),
+        created_at=now,
+        updated_at=now,
+        ready_at=now,
+        priority=cls.priority,
+        workflow_version=cls.version,
+        parent_id=x.instance.id,
+        parent_step=name,
     )

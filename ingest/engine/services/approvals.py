@@ -26,8 +26,9 @@ from ingest.engine.services.control import instance_resume
 from ingest.engine.services.instances import instance_send_event
 
 
-def approval_answer(*, approval_id: int, approved: bool, values: dict[str, Any] | None = None, comment: str = "",
-                    actor: str) -> ApprovalRequest:
+def approval_answer(
+    *, approval_id: int, approved: bool, values: dict[str, Any] | None = None, comment: str = "", actor: str
+) -> ApprovalRequest:
     """Answer a request once; sends the event its instance waits for (or grants/denies a budget)."""
     now = clock.now()
     with transaction.atomic():
@@ -46,8 +47,15 @@ def approval_answer(*, approval_id: int, approved: bool, values: dict[str, Any] 
             req.answer, req.answered_by, req.answered_at = answer, actor, now
             req.save()
             inst = Instance.objects.get(id=req.instance_id)
-            operator_history(inst, action="approve" if approved else "reject", actor=actor, reason=comment, now=now,
-                      approval=req.id, values=values or {})
+            operator_history(
+                inst,
+                action="approve" if approved else "reject",
+                actor=actor,
+                reason=comment,
+                now=now,
+                approval=req.id,
+                values=values or {},
+            )
             # In the same transaction: an answer is recorded only if its instance gets it.
             if req.kind == ApprovalKind.HUMAN:
                 instance_send_event(instance_id=req.instance_id, type=req.event_type, payload=answer, actor=actor)
@@ -58,9 +66,11 @@ def approval_answer(*, approval_id: int, approved: bool, values: dict[str, Any] 
     if expired:
         # Recorded outside the refused transaction, so the request shows as expired.
         ApprovalRequest.objects.filter(id=req.id, state=ApprovalState.PENDING).update(
-            state=ApprovalState.EXPIRED, answered_at=now)
+            state=ApprovalState.EXPIRED, answered_at=now
+        )
         raise ApprovalError(
-            f"approval request {req.id} expired at {req.due_at:%Y-%m-%d %H:%M} UTC; it can no longer be answered")
+            f"approval request {req.id} expired at {req.due_at:%Y-%m-%d %H:%M} UTC; it can no longer be answered"
+        )
     return req
 
 
@@ -74,5 +84,6 @@ def _answer_budget(req: ApprovalRequest, *, approved: bool, values: dict[str, An
         raise ApprovalError(f"amount {raw!r} is not a number") from None
     if amount <= 0:
         raise ApprovalError(f"amount {amount} must be positive")
-    BudgetGrant.objects.create(budget_id=req.budget_id, instance_id=req.instance_id, amount=amount,
-                               granted_by=actor, created_at=now)
+    BudgetGrant.objects.create(
+        budget_id=req.budget_id, instance_id=req.instance_id, amount=amount, granted_by=actor, created_at=now
+    )

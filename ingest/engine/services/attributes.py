@@ -24,7 +24,8 @@ def attributes_check(values: dict[str, Any]) -> dict[str, str | None]:
         if not isinstance(key, str) or not KEY.match(key):
             raise InvalidSearchAttributes(
                 f"search attribute key {str(key)[:60]!r} is not allowed: use lower-case letters, digits and "
-                "underscores, starting with a letter, at most 40 characters (e.g. customer, call_id)")
+                "underscores, starting with a letter, at most 40 characters (e.g. customer, call_id)"
+            )
         if value is None:
             out[key] = None
             continue
@@ -33,11 +34,13 @@ def attributes_check(values: dict[str, Any]) -> dict[str, str | None]:
         elif isinstance(value, int | float | str):
             text = str(value)
         else:
-            raise InvalidSearchAttributes(f"search attribute {key!r} is a {type(value).__name__}; values are "
-                                          "text, numbers or booleans")
+            raise InvalidSearchAttributes(
+                f"search attribute {key!r} is a {type(value).__name__}; values are text, numbers or booleans"
+            )
         if len(text) > MAX_VALUE or "\x00" in text:
-            raise InvalidSearchAttributes(f"search attribute {key!r} is {len(text)} characters; at most "
-                                          f"{MAX_VALUE}, without NUL")
+            raise InvalidSearchAttributes(
+                f"search attribute {key!r} is {len(text)} characters; at most {MAX_VALUE}, without NUL"
+            )
         out[key] = text
     return out
 
@@ -59,13 +62,15 @@ def attributes_set(*, instance_id: str, values: dict[str, Any]) -> dict[str, str
         return first
     with transaction.atomic():
         row, _ = InstanceAttributes.objects.select_for_update().get_or_create(
-            instance_id=instance_id, defaults={"attributes": {}})
+            instance_id=instance_id, defaults={"attributes": {}}
+        )
         merged = {**row.attributes, **{k: v for k, v in checked.items() if v is not None}}
         for key in (k for k, v in checked.items() if v is None):
             merged.pop(key, None)
         if len(merged) > MAX_KEYS:
-            raise InvalidSearchAttributes(f"instance {instance_id} would have {len(merged)} search attributes; "
-                                          f"at most {MAX_KEYS}")
+            raise InvalidSearchAttributes(
+                f"instance {instance_id} would have {len(merged)} search attributes; at most {MAX_KEYS}"
+            )
         if merged != row.attributes:
             row.attributes = merged
             row.save(update_fields=["attributes"])

@@ -54,9 +54,18 @@ def check_params(params: Any) -> dict[str, Any]:
     return json.loads(text)  # type: ignore[no-any-return]
 
 
-def new_instance(*, workflow: str, id: str | None, params: Any, tenant: str, priority: int | None,
-                  start_at: datetime | None, now: datetime, replay_of: str | None = None,
-                  version: int | None = None) -> Instance:
+def new_instance(
+    *,
+    workflow: str,
+    id: str | None,
+    params: Any,
+    tenant: str,
+    priority: int | None,
+    start_at: datetime | None,
+    now: datetime,
+    replay_of: str | None = None,
+    version: int | None = None,
+) -> Instance:
     cls = get_workflow(workflow)
     instance_id = id if id is not None else generated_id(workflow, now)
     check_id(instance_id)
@@ -69,10 +78,18 @@ def new_instance(*, workflow: str, id: str | None, params: Any, tenant: str, pri
     if cls.sensitive_params:
         checked = seal_keys(checked, cls.sensitive_params)
     return Instance(
-        id=instance_id, workflow=workflow, tenant=tenant, status=Status.QUEUED, params=checked,
-        created_at=now, updated_at=now, ready_at=max(start_at, now) if start_at else now,
-        priority=cls.priority if priority is None else priority, concurrency_key=key,
-        replay_of_id=replay_of, workflow_version=cls.version if version is None else version,
+        id=instance_id,
+        workflow=workflow,
+        tenant=tenant,
+        status=Status.QUEUED,
+        params=checked,
+        created_at=now,
+        updated_at=now,
+        ready_at=max(start_at, now) if start_at else now,
+        priority=cls.priority if priority is None else priority,
+        concurrency_key=key,
+        replay_of_id=replay_of,
+        workflow_version=cls.version if version is None else version,
     )
 
 
@@ -80,8 +97,12 @@ def rerun_params(original: Any, params: Any) -> Any:
     """The params of a replay or a fork: `params` as edited, where a sensitive param shown as
     "redacted" (or left sealed) keeps the original's value."""
     if isinstance(params, dict) and isinstance(original, dict):
-        return {k: original[k] if k in original and is_sealed_value(original[k])
-                and (v == REDACTED or is_sealed_value(v)) else v for k, v in params.items()}
+        return {
+            k: original[k]
+            if k in original and is_sealed_value(original[k]) and (v == REDACTED or is_sealed_value(v))
+            else v
+            for k, v in params.items()
+        }
     return params
 
 
@@ -109,9 +130,17 @@ def created_history_row(inst: Instance, *, actor: str, reason: str = "", **data:
     written (in autocommit, an announcement before the write could be read before it)."""
     if (traceparent := tracing.incoming.get()) is not None:  # the ingress request that started it
         data["traceparent"] = traceparent
-    return History(instance_id=inst.id, workflow=inst.workflow, tenant=inst.tenant,
-                   kind=HistoryKind.INSTANCE_CREATED, status=Status.QUEUED, actor=actor,
-                   reason=reason, data=data, created_at=inst.created_at)
+    return History(
+        instance_id=inst.id,
+        workflow=inst.workflow,
+        tenant=inst.tenant,
+        kind=HistoryKind.INSTANCE_CREATED,
+        status=Status.QUEUED,
+        actor=actor,
+        reason=reason,
+        data=data,
+        created_at=inst.created_at,
+    )
 
 
 def locked(instance_id: str) -> Instance:
@@ -123,19 +152,36 @@ def locked(instance_id: str) -> Instance:
 
 def operator_history(inst: Instance, *, action: str, actor: str, reason: str, now: datetime, **data: Any) -> None:
     notify.history()
-    History.objects.create(instance_id=inst.id, workflow=inst.workflow, tenant=inst.tenant,
-                           kind=HistoryKind.OPERATOR, status=inst.status, actor=actor, reason=reason,
-                           data={"action": action, **data}, created_at=now)
+    History.objects.create(
+        instance_id=inst.id,
+        workflow=inst.workflow,
+        tenant=inst.tenant,
+        kind=HistoryKind.OPERATOR,
+        status=inst.status,
+        actor=actor,
+        reason=reason,
+        data={"action": action, **data},
+        created_at=now,
+    )
 
 
 def status_history(inst: Instance, *, now: datetime, actor: str = "", reason: str = "") -> None:
-    History.objects.create(instance_id=inst.id, workflow=inst.workflow, tenant=inst.tenant,
-                           kind=HistoryKind.INSTANCE_STATUS, status=inst.status, actor=actor,
-                           reason=reason, created_at=now)
+    History.objects.create(
+        instance_id=inst.id,
+        workflow=inst.workflow,
+        tenant=inst.tenant,
+        kind=HistoryKind.INSTANCE_STATUS,
+        status=inst.status,
+        actor=actor,
+        reason=reason,
+        created_at=now,
+    )
 
 
 def finished_error(inst: Instance, action: str) -> InstanceFinished:
-    return InstanceFinished(f"cannot {action} instance {inst.id}: it is {inst.status} — restart or replay it to run it again")
+    return InstanceFinished(
+        f"cannot {action} instance {inst.id}: it is {inst.status} — restart or replay it to run it again"
+    )
 
 
 def is_leased(inst: Instance, now: datetime) -> bool:

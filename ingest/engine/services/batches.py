@@ -35,8 +35,9 @@ CHUNK_SECONDS = 10  # one step acts for about this long at the batch's rate
 GROUP = 25  # items acted on per transaction
 
 
-def batch_preview(*, action: str, selection: QuerySet[Instance], tenants: Sequence[str], user_id: str,
-                  actor: str, query: str) -> Batch:
+def batch_preview(
+    *, action: str, selection: QuerySet[Instance], tenants: Sequence[str], user_id: str, actor: str, query: str
+) -> Batch:
     """Freeze the ids `selection` matches now (within `tenants`) as a previewed batch.
 
     `selection` is the caller's filtered query; it is narrowed here to `tenants` again, so a
@@ -48,16 +49,23 @@ def batch_preview(*, action: str, selection: QuerySet[Instance], tenants: Sequen
     now = clock.now()
     with transaction.atomic():
         # A user's stale previews go: they can no longer be confirmed.
-        Batch.objects.filter(user_id=user_id, state=BatchState.PREVIEWED,
-                             created_at__lt=now - PREVIEW_MAX_AGE).delete()
-        batch = Batch.objects.create(action=action, actor=actor, user_id=user_id, query=query[:4000],
-                                     tenants=sorted(set(tenants)), created_at=now)
+        Batch.objects.filter(user_id=user_id, state=BatchState.PREVIEWED, created_at__lt=now - PREVIEW_MAX_AGE).delete()
+        batch = Batch.objects.create(
+            action=action,
+            actor=actor,
+            user_id=user_id,
+            query=query[:4000],
+            tenants=sorted(set(tenants)),
+            created_at=now,
+        )
         rows = selection.filter(tenant__in=list(tenants)).order_by().values("id", "tenant")[: MAX_ITEMS + 1]
         sql, params = rows.query.sql_with_params()
         batch.total = batch_items_freeze(batch_id=batch.id, select_sql=sql, params=params)
         if batch.total > MAX_ITEMS:
-            raise InvalidSelection(f"the filters match more than {MAX_ITEMS:,} instances; narrow them "
-                                   "(a bulk action acts on at most that many); nothing was done")
+            raise InvalidSelection(
+                f"the filters match more than {MAX_ITEMS:,} instances; narrow them "
+                "(a bulk action acts on at most that many); nothing was done"
+            )
         batch.save(update_fields=["total"])
     return batch
 
@@ -92,10 +100,13 @@ def batch_confirm(*, batch_id: int, user_id: str, reason: str, rate_per_second: 
         batch.save()
         ids = []
         for tenant in tenants:
-            inst = instance_create(workflow=BATCH_WORKFLOW, id=batch_instance_id(batch.id, tenant), tenant=tenant,
-                                   params={"batch": batch.id, "action": batch.action,
-                                           "rate_per_second": rate_per_second / len(tenants)},
-                                   actor=batch.actor)
+            inst = instance_create(
+                workflow=BATCH_WORKFLOW,
+                id=batch_instance_id(batch.id, tenant),
+                tenant=tenant,
+                params={"batch": batch.id, "action": batch.action, "rate_per_second": rate_per_second / len(tenants)},
+                actor=batch.actor,
+            )
             ids.append(inst.id)
     return Started(batch, ids)
 
@@ -120,8 +131,9 @@ def _act(action: str, instance_id: str, *, actor: str, reason: str) -> None:
             raise InvalidSelection(f"unknown bulk action {action!r}")
 
 
-def batch_chunk(*, batch_id: int, tenant: str, rate_per_second: float,
-                sleep: Callable[[float], None] = time.sleep) -> dict[str, int]:
+def batch_chunk(
+    *, batch_id: int, tenant: str, rate_per_second: float, sleep: Callable[[float], None] = time.sleep
+) -> dict[str, int]:
     """Act on the next pending items of the batch in `tenant`, at most `rate_per_second`, for
     about CHUNK_SECONDS; returns {"done", "skipped", "failed", "remaining"} of this chunk.
 
@@ -129,8 +141,9 @@ def batch_chunk(*, batch_id: int, tenant: str, rate_per_second: float,
     from the first pending item and never acts twice on one instance."""
     batch = Batch.objects.get(id=batch_id)
     limit = max(1, min(1000, int(rate_per_second * CHUNK_SECONDS)))
-    items = list(BatchItem.objects.filter(batch_id=batch_id, tenant=tenant, state=BatchItemState.PENDING)
-                 .order_by("id")[:limit])
+    items = list(
+        BatchItem.objects.filter(batch_id=batch_id, tenant=tenant, state=BatchItemState.PENDING).order_by("id")[:limit]
+    )
     counts = {"done": 0, "skipped": 0, "failed": 0}
     reason = f"bulk {batch.action} (batch {batch.id}): {batch.reason}"[:2000]
     started = time.monotonic()
@@ -140,9 +153,12 @@ def batch_chunk(*, batch_id: int, tenant: str, rate_per_second: float,
         # a bulk action. Groups hold their instances' row locks for about a second at most (the
         # pacing). The group's outcomes are written in one statement before its commit, so a
         # crash loses the group's actions and outcomes together, and the re-run acts on them.
-        batch_of = items[g:g + group]
-        in_tenant = set(Instance.objects.filter(id__in=[i.instance_id for i in batch_of], tenant=tenant)
-                        .values_list("id", flat=True))
+        batch_of = items[g : g + group]
+        in_tenant = set(
+            Instance.objects.filter(id__in=[i.instance_id for i in batch_of], tenant=tenant).values_list(
+                "id", flat=True
+            )
+        )
         with transaction.atomic():
             for n, item in enumerate(batch_of, start=g):
                 wait = started + n / rate_per_second - time.monotonic()
@@ -198,9 +214,13 @@ class Progress:
 
 def batch_progress(*, batch_id: int) -> Progress:
     counts = dict(BatchItem.objects.filter(batch_id=batch_id).values_list("state").annotate(n=Count("id")).order_by())
-    return Progress(total=sum(counts.values()), pending=counts.get(BatchItemState.PENDING, 0),
-                    done=counts.get(BatchItemState.DONE, 0), skipped=counts.get(BatchItemState.SKIPPED, 0),
-                    failed=counts.get(BatchItemState.FAILED, 0))
+    return Progress(
+        total=sum(counts.values()),
+        pending=counts.get(BatchItemState.PENDING, 0),
+        done=counts.get(BatchItemState.DONE, 0),
+        skipped=counts.get(BatchItemState.SKIPPED, 0),
+        failed=counts.get(BatchItemState.FAILED, 0),
+    )
 
 
 def batch_run(event: Any, step: StepApi) -> dict[str, Any]:
@@ -212,10 +232,13 @@ def batch_run(event: Any, step: StepApi) -> dict[str, Any]:
     n = 0
     while True:
         n += 1
-        result = step.do(f"chunk-{n}", lambda: batch_chunk(batch_id=batch_id, tenant=tenant, rate_per_second=rate),
-                         retries={"limit": 5, "delay": "5 seconds", "backoff": "exponential"}, timeout="30 minutes")
+        result = step.do(
+            f"chunk-{n}",
+            lambda: batch_chunk(batch_id=batch_id, tenant=tenant, rate_per_second=rate),
+            retries={"limit": 5, "delay": "5 seconds", "backoff": "exponential"},
+            timeout="30 minutes",
+        )
         for key in totals:
             totals[key] += result[key]
         if result["remaining"] == 0:
             return {"batch": batch_id, "tenant": tenant, **totals}
-

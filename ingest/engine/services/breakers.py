@@ -51,8 +51,9 @@ def breaker_admit(*, key: str, policy: BreakerPolicy, tenant: str = "", now: dat
             raise CircuitOpen(key, answer.retry_after, state.state)
         if answer.state is None:
             return Ticket(key=key, policy=policy, tenant=tenant)
-        if sql.breaker_swap(key=key, old=state, new=answer.state, policy=policy, now=now,
-                            reason="cooldown over: one probe call goes"):
+        if sql.breaker_swap(
+            key=key, old=state, new=answer.state, policy=policy, now=now, reason="cooldown over: one probe call goes"
+        ):
             return Ticket(key=key, policy=policy, tenant=tenant, probe=True)
     raise CircuitOpen(key, policy.cooldown.total_seconds(), "half_open")
 
@@ -104,6 +105,8 @@ def _failure_reason(old: BreakerState, new: BreakerState, ticket: Ticket, error:
     if old.state == breaker.HALF_OPEN:
         return f"the probe call failed{cause}"
     if new.state == breaker.OPEN:
-        return (f"{new.failures} failures within {ticket.policy.window.total_seconds():g} s "
-                f"reached the threshold of {ticket.policy.threshold}{cause}")
+        return (
+            f"{new.failures} failures within {ticket.policy.window.total_seconds():g} s "
+            f"reached the threshold of {ticket.policy.threshold}{cause}"
+        )
     return ""

@@ -19,8 +19,16 @@ from ingest.engine.periods import period_start
 from ingest.engine.writes import notify
 
 
-def budget_upsert(*, scope: str, key: str, period: str, limit: Decimal | str | int, policy: str = "fail",
-                  enabled: bool = True, actor: str = "") -> Budget:
+def budget_upsert(
+    *,
+    scope: str,
+    key: str,
+    period: str,
+    limit: Decimal | str | int,
+    policy: str = "fail",
+    enabled: bool = True,
+    actor: str = "",
+) -> Budget:
     from ingest.engine.models import BreachPolicy, BudgetPeriod, BudgetScope
 
     if scope not in BudgetScope.values:
@@ -40,19 +48,37 @@ def budget_upsert(*, scope: str, key: str, period: str, limit: Decimal | str | i
     now = clock.now()
     with transaction.atomic():
         budget, created = Budget.objects.select_for_update().get_or_create(
-            scope=scope, key=key, period=period,
-            defaults={"limit": amount, "policy": policy, "enabled": enabled,
-                      "period_start": period_start(period, now), "updated_at": now},
+            scope=scope,
+            key=key,
+            period=period,
+            defaults={
+                "limit": amount,
+                "policy": policy,
+                "enabled": enabled,
+                "period_start": period_start(period, now),
+                "updated_at": now,
+            },
         )
         before = str(budget.limit)
         if not created:
             budget.limit, budget.policy, budget.enabled, budget.updated_at = amount, policy, enabled, now
             budget.save()
         notify.history()
-        History.objects.create(kind=HistoryKind.BUDGET, tenant=key if scope == "tenant" else "",
-                               workflow=key if scope == "workflow" else "", actor=actor,
-                               data={"action": "created" if created else "updated", "budget": budget.id,
-                                     "scope": scope, "key": key, "period": period, "limit": str(amount),
-                                     "previous": None if created else before, "policy": policy},
-                               created_at=now)
+        History.objects.create(
+            kind=HistoryKind.BUDGET,
+            tenant=key if scope == "tenant" else "",
+            workflow=key if scope == "workflow" else "",
+            actor=actor,
+            data={
+                "action": "created" if created else "updated",
+                "budget": budget.id,
+                "scope": scope,
+                "key": key,
+                "period": period,
+                "limit": str(amount),
+                "previous": None if created else before,
+                "policy": policy,
+            },
+            created_at=now,
+        )
     return budget

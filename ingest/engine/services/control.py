@@ -118,8 +118,14 @@ def instance_terminate(*, instance_id: str, rollback: bool = False, actor: str =
         operator_history(inst, action="terminate", actor=actor, reason=reason, now=now, rollback=rollback)
         if not rollback:
             status_history(inst, now=now, actor=actor)
-            hooks.hook_schedule(instance_id=inst.id, workflow=inst.workflow, tenant=inst.tenant,
-                                generation=inst.generation, status=Status.TERMINATED, now=now)
+            hooks.hook_schedule(
+                instance_id=inst.id,
+                workflow=inst.workflow,
+                tenant=inst.tenant,
+                generation=inst.generation,
+                status=Status.TERMINATED,
+                now=now,
+            )
             if inst.parent_id:  # a fan-out's item counts in as terminated; a child wakes its parent
                 from ingest.engine.runtime.fan_out_items import child_finished
 
@@ -137,14 +143,17 @@ def instance_restart(*, instance_id: str, from_step: str | None = None, actor: s
         if from_step is not None:
             first = steps.filter(name=from_step).exclude(kind=StepKind.ROLLBACK).order_by("position").first()
             if first is None:
-                names = list(steps.exclude(kind=StepKind.ROLLBACK).order_by("position").values_list("name", flat=True).distinct())
+                names = list(
+                    steps.exclude(kind=StepKind.ROLLBACK).order_by("position").values_list("name", flat=True).distinct()
+                )
                 raise UnknownStep(
                     f"instance {inst.id} has no step named {from_step!r}; its steps are: "
                     + (", ".join(dict.fromkeys(names)) or "none yet")
                 )
             steps = steps.filter(position__gte=first.position)
-            version_check_runnable(workflow=inst.workflow, version=inst.workflow_version, action="restart",
-                                   instance_id=inst.id)
+            version_check_runnable(
+                workflow=inst.workflow, version=inst.workflow_version, action="restart", instance_id=inst.id
+            )
         else:
             # From scratch nothing of the old path is kept: it starts on the code's current version.
             inst.workflow_version = get_workflow(inst.workflow).version
@@ -156,7 +165,8 @@ def instance_restart(*, instance_id: str, from_step: str | None = None, actor: s
         operator_history(inst, action="restart", actor=actor, reason=reason, now=now, from_step=from_step)
         status_history(inst, now=now, actor=actor)
         DeadLetter.objects.filter(instance_id=inst.id, state=DeadLetterState.OPEN).update(
-            state=DeadLetterState.REDRIVEN, resolved_at=now, resolved_by=actor, resolution=f"restarted: {reason}")
+            state=DeadLetterState.REDRIVEN, resolved_at=now, resolved_by=actor, resolution=f"restarted: {reason}"
+        )
         notify.ready()
     return inst
 
@@ -169,15 +179,18 @@ def _reset(inst: Instance, *, now: datetime, ready_at: datetime | None = None) -
     inst.ready_at, inst.updated_at = ready_at or now, now
 
 
-def instance_retry(*, instance_id: str, actor: str = "", reason: str = "", start_at: datetime | None = None) -> Instance:
+def instance_retry(
+    *, instance_id: str, actor: str = "", reason: str = "", start_at: datetime | None = None
+) -> Instance:
     """Retry an errored instance from its failed step: every completed step keeps its result."""
     now = clock.now()
     with transaction.atomic():
         inst = locked(instance_id)
         if inst.status != Status.ERRORED:
             raise InvalidTransition(f"instance {inst.id} is {inst.status}; only errored instances can be retried")
-        version_check_runnable(workflow=inst.workflow, version=inst.workflow_version, action="retry",
-                               instance_id=inst.id)
+        version_check_runnable(
+            workflow=inst.workflow, version=inst.workflow_version, action="retry", instance_id=inst.id
+        )
         failed = Step.objects.filter(instance_id=inst.id, status=StepStatus.ERRORED).exclude(kind=StepKind.ROLLBACK)
         failed_names = list(failed.values_list("name", flat=True))
         failed.delete()  # their attempts go with them; the history keeps the record
@@ -187,13 +200,15 @@ def instance_retry(*, instance_id: str, actor: str = "", reason: str = "", start
         operator_history(inst, action="retry", actor=actor, reason=reason, now=now, steps=failed_names)
         status_history(inst, now=now, actor=actor)
         DeadLetter.objects.filter(instance_id=inst.id, state=DeadLetterState.OPEN).update(
-            state=DeadLetterState.REDRIVEN, resolved_at=now, resolved_by=actor, resolution=reason or "retried")
+            state=DeadLetterState.REDRIVEN, resolved_at=now, resolved_by=actor, resolution=reason or "retried"
+        )
         notify.ready()
     return inst
 
 
-def instance_replay(*, instance_id: str, params: Any = None, new_id: str | None = None, actor: str = "",
-                    reason: str = "") -> Instance:
+def instance_replay(
+    *, instance_id: str, params: Any = None, new_id: str | None = None, actor: str = "", reason: str = ""
+) -> Instance:
     """Run the same workflow again as a new instance linked to this one, with the same or edited params."""
     now = clock.now()
     with transaction.atomic():
@@ -206,16 +221,28 @@ def instance_replay(*, instance_id: str, params: Any = None, new_id: str | None 
                 new_id = f"{source.id[:88]}-replay-{n}"
         params = rerun_params(source.params, params)
         edited = params is not None and params != source.params
-        inst = new_instance(workflow=source.workflow, id=new_id, tenant=source.tenant,
-                             params=source.params if params is None else params, priority=source.priority,
-                             start_at=None, now=now, replay_of=source.id)
+        inst = new_instance(
+            workflow=source.workflow,
+            id=new_id,
+            tenant=source.tenant,
+            params=source.params if params is None else params,
+            priority=source.priority,
+            start_at=None,
+            now=now,
+            replay_of=source.id,
+        )
         if Instance.objects.filter(id=inst.id).exists():
             raise InstanceAlreadyExists(inst.id)
         inst.save(force_insert=True)
         created_history(inst, actor=actor, reason=reason, replay_of=source.id, edited=edited).save()
-        operator_history(source, action="replay", actor=actor, reason=reason, now=now, replayed_as=inst.id, edited=edited)
+        operator_history(
+            source, action="replay", actor=actor, reason=reason, now=now, replayed_as=inst.id, edited=edited
+        )
         DeadLetter.objects.filter(instance_id=source.id, state=DeadLetterState.OPEN).update(
-            state=DeadLetterState.REDRIVEN, resolved_at=now, resolved_by=actor,
-            resolution=f"replayed as {inst.id}" + (f": {reason}" if reason else ""))
+            state=DeadLetterState.REDRIVEN,
+            resolved_at=now,
+            resolved_by=actor,
+            resolution=f"replayed as {inst.id}" + (f": {reason}" if reason else ""),
+        )
         notify.ready()
     return inst

@@ -35,8 +35,15 @@ def dead_letter_discard(*, dead_letter_id: int, actor: str, reason: str) -> Dead
         except DeadLetter.DoesNotExist:
             raise DeadLetterError(f"no dead letter has the id {dead_letter_id}") from None
         if letter.state != DeadLetterState.OPEN:
-            raise DeadLetterError(f"dead letter {letter.id} is already {letter.state} (by {letter.resolved_by or 'the engine'})")
-        letter.state, letter.resolved_at, letter.resolved_by, letter.resolution = DeadLetterState.DISCARDED, now, actor, reason
+            raise DeadLetterError(
+                f"dead letter {letter.id} is already {letter.state} (by {letter.resolved_by or 'the engine'})"
+            )
+        letter.state, letter.resolved_at, letter.resolved_by, letter.resolution = (
+            DeadLetterState.DISCARDED,
+            now,
+            actor,
+            reason,
+        )
         letter.save()
         inst = Instance.objects.get(id=letter.instance_id)
         operator_history(inst, action="discard", actor=actor, reason=reason, now=now, dead_letter=letter.id)
@@ -45,7 +52,7 @@ def dead_letter_discard(*, dead_letter_id: int, actor: str, reason: str) -> Dead
 
 @dataclass(frozen=True)
 class DeadLetterFilter:
-    """"Every open dead letter that matches", said explicitly. `tenants` is required: a bulk
+    """ "Every open dead letter that matches", said explicitly. `tenants` is required: a bulk
     action never reaches past the tenants its caller named. None or "" means no condition."""
 
     tenants: tuple[str, ...]
@@ -56,35 +63,44 @@ class DeadLetterFilter:
     until: datetime | None = None
 
 
-def dead_letter_select(*, filter: DeadLetterFilter | None = None,
-                       ids: Collection[int] | None = None) -> QuerySet[DeadLetter]:
+def dead_letter_select(
+    *, filter: DeadLetterFilter | None = None, ids: Collection[int] | None = None
+) -> QuerySet[DeadLetter]:
     """The open dead letters of a selection: `ids`, `filter`, or both (their intersection).
 
     There is no "no selection means all": an empty id list or no selection at all raises
     InvalidSelection, so a caller whose parsing lost the ids cannot act on everything."""
     if filter is None and ids is None:
-        raise InvalidSelection("a bulk action needs ids or an explicit DeadLetterFilter; "
-                               "nothing was done")
+        raise InvalidSelection("a bulk action needs ids or an explicit DeadLetterFilter; nothing was done")
     qs = DeadLetter.objects.filter(state=DeadLetterState.OPEN)
     if ids is not None:
         wanted = list(ids)
         if not wanted or not all(isinstance(i, int) and not isinstance(i, bool) for i in wanted):
-            raise InvalidSelection(f"the id list {wanted[:20]!r} is empty or holds non-integers; "
-                                   "nothing was done")
+            raise InvalidSelection(f"the id list {wanted[:20]!r} is empty or holds non-integers; nothing was done")
         qs = qs.filter(id__in=wanted)
     if filter is not None:
         if not filter.tenants or not all(filter.tenants):
             raise InvalidSelection("a DeadLetterFilter names its tenants; nothing was done")
         qs = qs.filter(tenant__in=list(filter.tenants))
-        conditions = {"workflow": filter.workflow, "step_name": filter.step_name,
-                      "signature": filter.signature, "created_at__gte": filter.since,
-                      "created_at__lt": filter.until}
+        conditions = {
+            "workflow": filter.workflow,
+            "step_name": filter.step_name,
+            "signature": filter.signature,
+            "created_at__gte": filter.since,
+            "created_at__lt": filter.until,
+        }
         qs = qs.filter(**{k: v for k, v in conditions.items() if v})
     return qs.order_by("created_at", "id")
 
 
-def dead_letter_redrive(*, ids: Collection[int] | None = None, filter: DeadLetterFilter | None = None,
-                        rate_per_second: float = 5.0, actor: str, reason: str = "") -> int:
+def dead_letter_redrive(
+    *,
+    ids: Collection[int] | None = None,
+    filter: DeadLetterFilter | None = None,
+    rate_per_second: float = 5.0,
+    actor: str,
+    reason: str = "",
+) -> int:
     """Retry each selected dead letter from its failed step, at most `rate_per_second` starting
     per second; returns how many were redriven (a letter resolved meanwhile is skipped).
 

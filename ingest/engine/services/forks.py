@@ -25,23 +25,60 @@ from ingest.engine.workflow import get_workflow
 from ingest.engine.writes import notify
 
 _SETTLED = (StepStatus.COMPLETE, StepStatus.ERRORED)
-_STEP_FIELDS = ("name", "seq", "position", "kind", "status", "result", "error_name", "error_message",
-                "error_traceback", "error_state", "config", "attempts", "sensitive", "has_rollback",
-                "started_at", "ended_at", "event_type", "child_id")
-_ATTEMPT_FIELDS = ("number", "started_at", "ended_at", "ok", "error_name", "error_message", "error_traceback",
-                   "retry_delay_seconds", "worker")
+_STEP_FIELDS = (
+    "name",
+    "seq",
+    "position",
+    "kind",
+    "status",
+    "result",
+    "error_name",
+    "error_message",
+    "error_traceback",
+    "error_state",
+    "config",
+    "attempts",
+    "sensitive",
+    "has_rollback",
+    "started_at",
+    "ended_at",
+    "event_type",
+    "child_id",
+)
+_ATTEMPT_FIELDS = (
+    "number",
+    "started_at",
+    "ended_at",
+    "ok",
+    "error_name",
+    "error_message",
+    "error_traceback",
+    "retry_delay_seconds",
+    "worker",
+)
 
 
 def fork_points(*, instance_id: str) -> list[str]:
     """The steps an instance can be forked from, in the order the run asked for them (labels:
     `name`, or `name#2` for a name's second call)."""
-    steps = (Step.objects.filter(instance_id=instance_id).exclude(kind=StepKind.ROLLBACK)
-             .order_by("position").values_list("name", "seq"))
+    steps = (
+        Step.objects.filter(instance_id=instance_id)
+        .exclude(kind=StepKind.ROLLBACK)
+        .order_by("position")
+        .values_list("name", "seq")
+    )
     return [step_label(name, seq) for name, seq in steps]
 
 
-def instance_fork(*, instance_id: str, from_step: str, params: Any = None, new_id: str | None = None,
-                  actor: str = "", reason: str = "") -> Instance:
+def instance_fork(
+    *,
+    instance_id: str,
+    from_step: str,
+    params: Any = None,
+    new_id: str | None = None,
+    actor: str = "",
+    reason: str = "",
+) -> Instance:
     """Start a new instance of the same workflow at step `from_step` (a label, `name` or `name#2`)
     of this one: every step before it is copied with its result (or its failure) and replays from
     the copy; `from_step` and everything after run anew, with `params` (default: the original's).
@@ -53,8 +90,10 @@ def instance_fork(*, instance_id: str, from_step: str, params: Any = None, new_i
         steps = list(Step.objects.filter(instance_id=source.id).exclude(kind=StepKind.ROLLBACK).order_by("position"))
         target = next((s for s in steps if step_label(s.name, s.seq) == from_step), None)
         if target is None:
-            raise UnknownStep(f"instance {source.id} has no step {from_step!r} to fork from; its steps are: "
-                              + (", ".join(step_label(s.name, s.seq) for s in steps) or "none yet"))
+            raise UnknownStep(
+                f"instance {source.id} has no step {from_step!r} to fork from; its steps are: "
+                + (", ".join(step_label(s.name, s.seq) for s in steps) or "none yet")
+            )
         before = [s for s in steps if s.position < target.position]
         _check_copyable(source, before, from_step)
         version = source.workflow_version if before else get_workflow(source.workflow).version
@@ -63,19 +102,42 @@ def instance_fork(*, instance_id: str, from_step: str, params: Any = None, new_i
         if new_id is None:
             new_id = derived_id(source.id, "fork", lambda i: Instance.objects.filter(id=i).exists())
         params = rerun_params(source.params, params)
-        inst = new_instance(workflow=source.workflow, id=new_id, tenant=source.tenant,
-                            params=source.params if params is None else params, priority=source.priority,
-                            start_at=None, now=now, version=version)
+        inst = new_instance(
+            workflow=source.workflow,
+            id=new_id,
+            tenant=source.tenant,
+            params=source.params if params is None else params,
+            priority=source.priority,
+            start_at=None,
+            now=now,
+            version=version,
+        )
         if Instance.objects.filter(id=inst.id).exists():
             raise InstanceAlreadyExists(inst.id)
         inst.fork_of_id, inst.fork_step = source.id, from_step
         inst.save(force_insert=True)
         _copy_steps(before, to=inst.id)
         edited = params is not None and params != source.params
-        created_history(inst, actor=actor, reason=reason, fork_of=source.id, fork_step=from_step,
-                        copied_steps=len(before), edited=edited, version=version).save()
-        operator_history(source, action="fork", actor=actor, reason=reason, now=now, forked_as=inst.id,
-                         from_step=from_step, edited=edited)
+        created_history(
+            inst,
+            actor=actor,
+            reason=reason,
+            fork_of=source.id,
+            fork_step=from_step,
+            copied_steps=len(before),
+            edited=edited,
+            version=version,
+        ).save()
+        operator_history(
+            source,
+            action="fork",
+            actor=actor,
+            reason=reason,
+            now=now,
+            forked_as=inst.id,
+            from_step=from_step,
+            edited=edited,
+        )
         notify.ready()
     return inst
 
@@ -86,20 +148,26 @@ def _check_copyable(source: Instance, before: list[Step], from_step: str) -> Non
         if s.status not in _SETTLED:
             raise InvalidTransition(
                 f"cannot fork instance {source.id} from step {from_step!r}: step {label!r} before it is "
-                f"{s.status}, not finished — fork from {label!r} or an earlier step")
+                f"{s.status}, not finished — fork from {label!r} or an earlier step"
+            )
         if s.kind == StepKind.FAN_OUT:
             # Its items' outcomes are rows of the original's aggregate, not the step's result.
             raise InvalidTransition(
                 f"cannot fork instance {source.id} from step {from_step!r}: fan-out {label!r} before it keeps its "
-                f"items' results with the original — fork from {label!r} or an earlier step")
+                f"items' results with the original — fork from {label!r} or an earlier step"
+            )
 
 
 def _copy_steps(before: list[Step], *, to: str) -> None:
     if not before:
         return
-    copies = Step.objects.bulk_create([
-        Step(instance_id=to, **{f: getattr(s, f) for f in _STEP_FIELDS}) for s in before])
+    copies = Step.objects.bulk_create(
+        [Step(instance_id=to, **{f: getattr(s, f) for f in _STEP_FIELDS}) for s in before]
+    )
     new_ids = {s.id: c.id for s, c in zip(before, copies, strict=True)}
-    Attempt.objects.bulk_create([
-        Attempt(step_id=new_ids[a.step_id], **{f: getattr(a, f) for f in _ATTEMPT_FIELDS})
-        for a in Attempt.objects.filter(step_id__in=list(new_ids)).order_by("step_id", "number")])
+    Attempt.objects.bulk_create(
+        [
+            Attempt(step_id=new_ids[a.step_id], **{f: getattr(a, f) for f in _ATTEMPT_FIELDS})
+            for a in Attempt.objects.filter(step_id__in=list(new_ids)).order_by("step_id", "number")
+        ]
+    )

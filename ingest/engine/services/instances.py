@@ -49,9 +49,18 @@ from ingest.engine.workflow import get_workflow
 from ingest.engine.writes import notify
 
 
-def instance_create(*, workflow: str, id: str | None = None, params: Any = None, tenant: str = "default",
-                    priority: int | None = None, start_at: datetime | None = None, actor: str = "",
-                    first: Callable[[], object] | None = None, only_if: RowUnchanged | None = None) -> Instance:
+def instance_create(
+    *,
+    workflow: str,
+    id: str | None = None,
+    params: Any = None,
+    tenant: str = "default",
+    priority: int | None = None,
+    start_at: datetime | None = None,
+    actor: str = "",
+    first: Callable[[], object] | None = None,
+    only_if: RowUnchanged | None = None,
+) -> Instance:
     """Create an instance; a duplicate id raises InstanceAlreadyExists (treat as already processed).
 
     `first` runs inside the instance's transaction before the insert (a caller's own row that
@@ -63,16 +72,19 @@ def instance_create(*, workflow: str, id: str | None = None, params: Any = None,
     """
     if only_if is not None and (first is not None or not is_postgres()):
         raise ValueError("only_if is checked by the one-statement create: PostgreSQL, without `first`")
-    inst = new_instance(workflow=workflow, id=id, params=params, tenant=tenant, priority=priority,
-                         start_at=start_at, now=clock.now())
+    inst = new_instance(
+        workflow=workflow, id=id, params=params, tenant=tenant, priority=priority, start_at=start_at, now=clock.now()
+    )
     if first is None and is_postgres():
         # One statement: a duplicate id inserts nothing instead of failing.
         with _contained():
             inserted, probe = sql_create.instance_insert(inst, created_history_row(inst, actor=actor), only_if=only_if)
         if not inserted:
             if only_if is not None and not probe[0]:
-                raise CheckedRowsChanged(f"what was checked before creating instance {inst.id!r} changed; "
-                                         "nothing was written — check it again")
+                raise CheckedRowsChanged(
+                    f"what was checked before creating instance {inst.id!r} changed; "
+                    "nothing was written — check it again"
+                )
             raise InstanceAlreadyExists(inst.id)
         notify.history()
         notify.ready()
@@ -98,14 +110,16 @@ def _contained() -> AbstractContextManager[object]:
     return transaction.atomic() if transaction.get_connection().in_atomic_block else nullcontext()
 
 
-def instance_create_behind(*, lead: Lead, workflow: str, id: str, params: Any, tenant: str,
-                           priority: int | None, actor: str) -> tuple[bool, tuple[Any, ...]]:
+def instance_create_behind(
+    *, lead: Lead, workflow: str, id: str, params: Any, tenant: str, priority: int | None, actor: str
+) -> tuple[bool, tuple[Any, ...]]:
     """Create an instance behind the caller's own insert `lead` (PostgreSQL only), in one
     statement: the instance and its history are written only if the lead's insert returned a
     row. (created, the lead's probe row). A duplicate instance id raises IntegrityError and
     writes nothing."""
-    inst = new_instance(workflow=workflow, id=id, params=params, tenant=tenant, priority=priority,
-                         start_at=None, now=clock.now())
+    inst = new_instance(
+        workflow=workflow, id=id, params=params, tenant=tenant, priority=priority, start_at=None, now=clock.now()
+    )
     with _contained():
         created, probe = sql_create.instance_insert(inst, created_history_row(inst, actor=actor), lead=lead)
     if created:
@@ -123,8 +137,12 @@ def instance_defer(*, instance_id: str, params: Any, start_at: datetime) -> bool
     locked row, so an instance is either updated here or started, never both.
     """
     with transaction.atomic():
-        inst = Instance.objects.select_for_update().filter(id=instance_id).only(
-            "id", "workflow", "status", "started_at", "lease_owner").first()
+        inst = (
+            Instance.objects.select_for_update()
+            .filter(id=instance_id)
+            .only("id", "workflow", "status", "started_at", "lease_owner")
+            .first()
+        )
         if inst is None or inst.status != Status.QUEUED or inst.started_at is not None or inst.lease_owner:
             return False
         checked = check_params(params)
@@ -144,9 +162,15 @@ def instance_create_batch(*, workflow: str, items: Iterable[dict[str, Any]], act
         raise BatchTooLarge(f"create_batch got {len(items)} instances; the limit is {MAX_BATCH} per call")
     now = clock.now()
     instances = [
-        new_instance(workflow=workflow, id=item.get("id"), params=item.get("params"),
-                      tenant=item.get("tenant", "default"), priority=item.get("priority"),
-                      start_at=item.get("start_at"), now=now)
+        new_instance(
+            workflow=workflow,
+            id=item.get("id"),
+            params=item.get("params"),
+            tenant=item.get("tenant", "default"),
+            priority=item.get("priority"),
+            start_at=item.get("start_at"),
+            now=now,
+        )
         for item in items
     ]
     ids = [i.id for i in instances]
@@ -185,11 +209,18 @@ def instance_send_event(*, instance_id: str, type: str, payload: Any = None, act
             )
         event = PendingEvent.objects.create(instance=inst, type=type, payload=payload, created_at=now, sender=actor)
         notify.history()
-        History.objects.create(instance_id=inst.id, workflow=inst.workflow, tenant=inst.tenant,
-                               kind=HistoryKind.EVENT_RECEIVED, actor=actor,
-                               data={"type": type, "event": event.id}, created_at=now)
-        waiting = Step.objects.filter(instance_id=inst.id, kind=StepKind.WAIT_EVENT, status=StepStatus.WAITING,
-                                      event_type=type).exists()
+        History.objects.create(
+            instance_id=inst.id,
+            workflow=inst.workflow,
+            tenant=inst.tenant,
+            kind=HistoryKind.EVENT_RECEIVED,
+            actor=actor,
+            data={"type": type, "event": event.id},
+            created_at=now,
+        )
+        waiting = Step.objects.filter(
+            instance_id=inst.id, kind=StepKind.WAIT_EVENT, status=StepStatus.WAITING, event_type=type
+        ).exists()
         if waiting and inst.status == Status.WAITING:
             Instance.objects.filter(id=inst.id).update(ready_at=now, updated_at=now)
             notify.ready()

@@ -39,15 +39,24 @@ def concurrency_limit_problems(*, workflow: str, key: str, max_concurrent: objec
     problems: dict[str, str] = {}
     names = [cls.name for cls in keyed_workflows()]
     if workflow not in names:
-        problems["workflow"] = (f"workflow {str(workflow)[:200]!r} is not a registered workflow with a "
-                                f"concurrency key; limits apply to {', '.join(names) or 'none'}")
+        problems["workflow"] = (
+            f"workflow {str(workflow)[:200]!r} is not a registered workflow with a "
+            f"concurrency key; limits apply to {', '.join(names) or 'none'}"
+        )
     if not isinstance(key, str) or not key.strip() or len(key) > MAX_KEY or key != key.strip():
-        problems["tenant"] = (f"the tenant (key) must be 1–{MAX_KEY} characters without leading or "
-                              f"trailing spaces; got {str(key)[:220]!r}")
-    if isinstance(max_concurrent, bool) or not isinstance(max_concurrent, int) \
-            or not 1 <= max_concurrent <= MAX_CONCURRENT:
-        problems["max_concurrent"] = (f"max_concurrent must be a whole number from 1 to {MAX_CONCURRENT}; "
-                                      f"got {max_concurrent!r} (to stop a tenant's runs, pause them)")
+        problems["tenant"] = (
+            f"the tenant (key) must be 1–{MAX_KEY} characters without leading or "
+            f"trailing spaces; got {str(key)[:220]!r}"
+        )
+    if (
+        isinstance(max_concurrent, bool)
+        or not isinstance(max_concurrent, int)
+        or not 1 <= max_concurrent <= MAX_CONCURRENT
+    ):
+        problems["max_concurrent"] = (
+            f"max_concurrent must be a whole number from 1 to {MAX_CONCURRENT}; "
+            f"got {max_concurrent!r} (to stop a tenant's runs, pause them)"
+        )
     return problems
 
 
@@ -66,14 +75,16 @@ def _check_version(row: ConcurrencyLimit | None, *, workflow: str, key: str, ver
     if row is None:
         what = "was removed"
     else:
-        what = (f"was set to {row.max_concurrent} by {row.updated_by or 'someone'} at "
-                f"{row.updated_at:%H:%M:%S} UTC")
-    raise ConcurrencyLimitChanged(f"the concurrency limit of {workflow} for {key!r} {what} since you read it. "
-                                  "Nothing was done; look at it as it is now and decide again.")
+        what = f"was set to {row.max_concurrent} by {row.updated_by or 'someone'} at {row.updated_at:%H:%M:%S} UTC"
+    raise ConcurrencyLimitChanged(
+        f"the concurrency limit of {workflow} for {key!r} {what} since you read it. "
+        "Nothing was done; look at it as it is now and decide again."
+    )
 
 
-def concurrency_limit_set(*, workflow: str, key: str, max_concurrent: int, actor: str,
-                          version: str | None = None) -> ConcurrencyLimit:
+def concurrency_limit_set(
+    *, workflow: str, key: str, max_concurrent: int, actor: str, version: str | None = None
+) -> ConcurrencyLimit:
     """Cap `workflow`'s running instances of key value `key` at `max_concurrent` (create or change).
 
     `version`: the version the caller was shown ("0": none was set); refused when it moved."""
@@ -84,15 +95,17 @@ def concurrency_limit_set(*, workflow: str, key: str, max_concurrent: int, actor
             _check_version(row, workflow=workflow, key=key, version=version)
             now = clock.now()
             if row is None:
-                row = ConcurrencyLimit.objects.create(workflow=workflow, key=key, max_concurrent=cap,
-                                                      updated_at=now, updated_by=actor)
+                row = ConcurrencyLimit.objects.create(
+                    workflow=workflow, key=key, max_concurrent=cap, updated_at=now, updated_by=actor
+                )
             else:
                 row.max_concurrent, row.updated_at, row.updated_by = cap, now, actor
                 row.save(update_fields=["max_concurrent", "updated_at", "updated_by"])
     except IntegrityError as exc:  # another writer created the same limit first
         raise ConcurrencyLimitChanged(
             f"the concurrency limit of {workflow} for {key!r} was set by someone else meanwhile. "
-            "Nothing was done; look at it as it is now and decide again.") from exc
+            "Nothing was done; look at it as it is now and decide again."
+        ) from exc
     notify.ready()  # a raised cap frees slots: idle workers claim now, not at their next poll
     return row
 
@@ -104,8 +117,9 @@ def concurrency_limit_delete(*, workflow: str, key: str, actor: str, version: st
         if row is None:
             if version not in (None, "0"):
                 _check_version(row, workflow=workflow, key=key, version=version)
-            raise ConcurrencyLimitNotFound(f"no concurrency limit is set for {workflow[:200]!r} and "
-                                           f"{key[:200]!r}; nothing was removed")
+            raise ConcurrencyLimitNotFound(
+                f"no concurrency limit is set for {workflow[:200]!r} and {key[:200]!r}; nothing was removed"
+            )
         _check_version(row, workflow=workflow, key=key, version=version)
         row.delete()
     notify.ready()

@@ -67,8 +67,9 @@ def retention_due(*, workflow: str, cutoff: datetime) -> QuerySet[Instance]:
     open_letter = DeadLetter.objects.filter(instance_id=OuterRef("pk"), state=DeadLetterState.OPEN)
     waiting = ApprovalRequest.objects.filter(instance_id=OuterRef("pk"), state=ApprovalState.PENDING)
     busy_child = Instance.objects.filter(parent_id=OuterRef("pk")).exclude(status__in=FINISHED_STATUSES)
-    return (Instance.objects.filter(workflow=workflow, status__in=FINISHED_STATUSES, ended_at__lt=cutoff)
-            .filter(~Q(Exists(open_letter)) & ~Q(Exists(waiting)) & ~Q(Exists(busy_child))))
+    return Instance.objects.filter(workflow=workflow, status__in=FINISHED_STATUSES, ended_at__lt=cutoff).filter(
+        ~Q(Exists(open_letter)) & ~Q(Exists(waiting)) & ~Q(Exists(busy_child))
+    )
 
 
 def _lines(ids: list[str]) -> list[dict[str, Any]]:
@@ -86,9 +87,16 @@ def _lines(ids: list[str]) -> list[dict[str, Any]]:
     approvals: dict[str, list[dict[str, Any]]] = {}
     for r in ApprovalRequest.objects.filter(instance_id__in=ids).order_by("id").values():
         approvals.setdefault(r["instance_id"], []).append(dict(r))
-    return [{"instance": i, "steps": steps.get(i["id"], []), "history": history.get(i["id"], []),
-             "dead_letter": letters.get(i["id"]), "approvals": approvals.get(i["id"], [])}
-            for i in Instance.objects.filter(id__in=ids).order_by("id").values()]
+    return [
+        {
+            "instance": i,
+            "steps": steps.get(i["id"], []),
+            "history": history.get(i["id"], []),
+            "dead_letter": letters.get(i["id"]),
+            "approvals": approvals.get(i["id"], []),
+        }
+        for i in Instance.objects.filter(id__in=ids).order_by("id").values()
+    ]
 
 
 def _append(path: Path, lines: list[dict[str, Any]]) -> None:
@@ -117,8 +125,15 @@ def retention_purge_batch(*, workflow: str, now: datetime, archive_dir: Path, ba
         # rather than through Django's collector, which would load every row first.
         History.objects.filter(instance_id__in=ids).delete()
         Instance.objects.filter(id__in=ids).delete()
-        RetentionBatch.objects.create(workflow=workflow, ran_at=now, cutoff=cutoff, purged=len(ids),
-                                      archive=str(path), first_instance_id=ids[0], last_instance_id=ids[-1])
+        RetentionBatch.objects.create(
+            workflow=workflow,
+            ran_at=now,
+            cutoff=cutoff,
+            purged=len(ids),
+            archive=str(path),
+            first_instance_id=ids[0],
+            last_instance_id=ids[-1],
+        )
     return len(ids)
 
 
@@ -141,14 +156,21 @@ class RetentionResult:
     journal_pruned: int = 0
 
 
-def retention_run(*, now: datetime, archive_dir: Path, batch: int = BATCH, max_batches: int = 100,
-                  stopping: Callable[[], bool] = lambda: False) -> RetentionResult:
+def retention_run(
+    *,
+    now: datetime,
+    archive_dir: Path,
+    batch: int = BATCH,
+    max_batches: int = 100,
+    stopping: Callable[[], bool] = lambda: False,
+) -> RetentionResult:
     """Batches over every workflow with finished instances until none is due, `max_batches` ran,
     or `stopping()` says so; each batch commits on its own. First the finished instances' call
     journal goes (`journal_prune`)."""
     journal_pruned = journal_prune()
-    workflows = sorted(set(Instance.objects.filter(status__in=FINISHED_STATUSES)
-                           .values_list("workflow", flat=True).distinct()))
+    workflows = sorted(
+        set(Instance.objects.filter(status__in=FINISHED_STATUSES).values_list("workflow", flat=True).distinct())
+    )
     purged: dict[str, int] = {}
     batches = 0
     for workflow in workflows:

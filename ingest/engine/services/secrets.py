@@ -76,18 +76,27 @@ def ledger_reseal() -> dict[str, int]:
     """The engine's sealed JSON and text values under the first key."""
     sealed_text = {"error_traceback__startswith": PREFIX}
     counts = {
-        "engine_step": _rewrite(Step.objects.filter(sensitive=True).only("pk", "result", "error_traceback"),
-                                lambda s: {"result": reseal_value(s.result), "error_traceback": reseal(s.error_traceback)}),
-        "engine_attempt": _rewrite(Attempt.objects.filter(**sealed_text).only("pk", "error_traceback"),
-                                   lambda a: {"error_traceback": reseal(a.error_traceback)}),
-        "engine_deadletter": _rewrite(DeadLetter.objects.filter(**sealed_text).only("pk", "error_traceback"),
-                                      lambda d: {"error_traceback": reseal(d.error_traceback)}),
+        "engine_step": _rewrite(
+            Step.objects.filter(sensitive=True).only("pk", "result", "error_traceback"),
+            lambda s: {"result": reseal_value(s.result), "error_traceback": reseal(s.error_traceback)},
+        ),
+        "engine_attempt": _rewrite(
+            Attempt.objects.filter(**sealed_text).only("pk", "error_traceback"),
+            lambda a: {"error_traceback": reseal(a.error_traceback)},
+        ),
+        "engine_deadletter": _rewrite(
+            DeadLetter.objects.filter(**sealed_text).only("pk", "error_traceback"),
+            lambda d: {"error_traceback": reseal(d.error_traceback)},
+        ),
         # A sensitive step's journaled answers (every row of such a step is sealed).
-        "engine_calljournal": _rewrite(CallJournal.objects.filter(answer__has_key=SEALED).only("pk", "answer"),
-                                       lambda j: {"answer": reseal_value(j.answer)}),
+        "engine_calljournal": _rewrite(
+            CallJournal.objects.filter(answer__has_key=SEALED).only("pk", "answer"),
+            lambda j: {"answer": reseal_value(j.answer)},
+        ),
     }
     # Instances with sealed params, found through the search table (it holds the params' text).
     ids = InstanceSearch.objects.filter(text__contains=f'"{SEALED}"').values_list("instance_id", flat=True)
-    counts["engine_instance"] = _rewrite(Instance.objects.filter(id__in=list(ids)).only("pk", "params"),
-                                         lambda i: {"params": reseal_value(i.params)})
+    counts["engine_instance"] = _rewrite(
+        Instance.objects.filter(id__in=list(ids)).only("pk", "params"), lambda i: {"params": reseal_value(i.params)}
+    )
     return counts

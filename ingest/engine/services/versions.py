@@ -27,22 +27,28 @@ def workflow_version_retire(*, workflow: str, version: int, actor: str = "", rea
     if version >= current:
         raise VersionInUse(
             f"cannot retire version {version} of workflow {workflow!r}: the code is version {current}, and "
-            "new instances start on it; only older versions can be retired")
+            "new instances start on it; only older versions can be retired"
+        )
     with transaction.atomic():
         version_lock(workflow=workflow, version=version)
         if RetiredVersion.objects.filter(workflow=workflow, version=version).exists():
             raise InvalidTransition(f"version {version} of workflow {workflow!r} is already retired")
-        live = Counter(Instance.objects.filter(workflow=workflow, workflow_version=version)
-                       .exclude(status__in=FINISHED_STATUSES).values_list("status", flat=True))
+        live = Counter(
+            Instance.objects.filter(workflow=workflow, workflow_version=version)
+            .exclude(status__in=FINISHED_STATUSES)
+            .values_list("status", flat=True)
+        )
         if live:
             total = sum(live.values())
             by_status = ", ".join(f"{n} {status}" for status, n in sorted(live.items()))
             raise VersionInUse(
                 f"cannot retire version {version} of workflow {workflow!r}: {total} instance"
                 f"{'s' if total != 1 else ''} still run{'' if total != 1 else 's'} on it ({by_status}) — "
-                "let them finish or terminate them, then retire it")
-        return RetiredVersion.objects.create(workflow=workflow, version=version, retired_at=clock.now(),
-                                             retired_by=actor, reason=reason[:2000])
+                "let them finish or terminate them, then retire it"
+            )
+        return RetiredVersion.objects.create(
+            workflow=workflow, version=version, retired_at=clock.now(), retired_by=actor, reason=reason[:2000]
+        )
 
 
 def version_check_runnable(*, workflow: str, version: int, action: str, instance_id: str) -> None:
@@ -55,4 +61,5 @@ def version_check_runnable(*, workflow: str, version: int, action: str, instance
             f"cannot {action} instance {instance_id}: it started on version {version} of workflow {workflow!r}, "
             f"retired on {retired.retired_at:%Y-%m-%d %H:%M} UTC"
             + (f" by {retired.retired_by}" if retired.retired_by else "")
-            + " — its code path may be gone; replay it instead (a new instance on the current version)")
+            + " — its code path may be gone; replay it instead (a new instance on the current version)"
+        )

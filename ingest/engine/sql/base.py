@@ -75,6 +75,7 @@ def aware(value: Any) -> datetime:
         value = value.replace(tzinfo=UTC)
     return value  # type: ignore[no-any-return]
 
+
 def prepare_session(raw: Any) -> None:
     if raw.prepare_threshold is None:
         # Django turns preparation off for its connections (None). Its own cursors bind on the

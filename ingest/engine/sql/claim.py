@@ -27,14 +27,16 @@ class Claimed:
     has_steps: bool = True
 
 
-def claim_unlimited(*, owner: str, token: str, limit: int, now: datetime, lease_until: datetime,
-                    exclude: Sequence[str] = ()) -> list[Claimed]:
+def claim_unlimited(
+    *, owner: str, token: str, limit: int, now: datetime, lease_until: datetime, exclude: Sequence[str] = ()
+) -> list[Claimed]:
     """The fast path: lease the first `limit` runnable instances of workflows not in `exclude`."""
     return _claim()(owner=owner, token=token, limit=limit, now=now, lease_until=lease_until, exclude=exclude)
 
 
-def _claim_postgres(*, owner: str, token: str, limit: int, now: datetime, lease_until: datetime,
-                    exclude: Sequence[str] = ()) -> list[Claimed]:
+def _claim_postgres(
+    *, owner: str, token: str, limit: int, now: datetime, lease_until: datetime, exclude: Sequence[str] = ()
+) -> list[Claimed]:
     # SKIP LOCKED lets any number of workers claim at once without waiting on each other. The
     # ORDER BY matches the partial index instance_claim_order (0003), so the scan stops after
     # `limit` rows instead of sorting the whole backlog. Limited workflows are left out: they
@@ -55,8 +57,14 @@ def _claim_postgres(*, owner: str, token: str, limit: int, now: datetime, lease_
         FROM picked WHERE i.id = picked.id
         RETURNING i.id, picked.previous_status, i.workflow, i.tenant
     """
-    params: dict[str, Any] = {"now": now, "limit": limit, "owner": owner, "token": token,
-                              "until": lease_until, "exclude": list(exclude)}
+    params: dict[str, Any] = {
+        "now": now,
+        "limit": limit,
+        "owner": owner,
+        "token": token,
+        "until": lease_until,
+        "exclude": list(exclude),
+    }
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return [Claimed(*row) for row in cursor.fetchall()]
@@ -89,8 +97,17 @@ _CLAIM_AND_RECORD = f"""
 """
 
 
-def claim_and_record(*, owner: str, token: str, limit: int, now: datetime, lease_until: datetime,
-                     columns: Sequence[str] = (), raw: Any = None, exclude: Sequence[str] = ()) -> list[Claimed]:
+def claim_and_record(
+    *,
+    owner: str,
+    token: str,
+    limit: int,
+    now: datetime,
+    lease_until: datetime,
+    columns: Sequence[str] = (),
+    raw: Any = None,
+    exclude: Sequence[str] = (),
+) -> list[Claimed]:
     """The claim when no workflow has a cap (PostgreSQL): lease up to `limit` runnable instances
     of workflows not in `exclude` (those fair across keys, claimed after it by group) and write
     the history of those it moves to running, in one prepared statement and its own transaction
@@ -117,12 +134,16 @@ def claim_and_record(*, owner: str, token: str, limit: int, now: datetime, lease
 
 @functools.cache
 def _claim_and_record_sql(columns: tuple[str, ...], exclude: bool = False) -> str:
-    return _CLAIM_AND_RECORD.format(lease=LEASE_SET, skip=" AND workflow <> ALL(%(exclude)s::text[])" if exclude else "",
-                                    columns="".join(f", u.{column}" for column in columns))
+    return _CLAIM_AND_RECORD.format(
+        lease=LEASE_SET,
+        skip=" AND workflow <> ALL(%(exclude)s::text[])" if exclude else "",
+        columns="".join(f", u.{column}" for column in columns),
+    )
 
 
-def _claim_sqlite(*, owner: str, token: str, limit: int, now: datetime, lease_until: datetime,
-                  exclude: Sequence[str] = ()) -> list[Claimed]:
+def _claim_sqlite(
+    *, owner: str, token: str, limit: int, now: datetime, lease_until: datetime, exclude: Sequence[str] = ()
+) -> list[Claimed]:
     # One worker process on SQLite, and the transaction holds the write lock from BEGIN
     # (transaction_mode IMMEDIATE), so select-then-update cannot race.
     skip = f"AND workflow NOT IN ({', '.join(['%s'] * len(exclude))})" if exclude else ""
@@ -139,15 +160,17 @@ def _claim_sqlite(*, owner: str, token: str, limit: int, now: datetime, lease_un
 
 
 class _Claim(Protocol):
-    def __call__(self, *, owner: str, token: str, limit: int, now: datetime, lease_until: datetime,
-                 exclude: Sequence[str] = ()) -> list[Claimed]: ...
+    def __call__(
+        self, *, owner: str, token: str, limit: int, now: datetime, lease_until: datetime, exclude: Sequence[str] = ()
+    ) -> list[Claimed]: ...
 
 
 _claim = ByVendor[_Claim](postgresql=_claim_postgres, sqlite=_claim_sqlite)
 
 
-def lease_sqlite(rows: Sequence[Sequence[Any]], *, owner: str, token: str, now: datetime,
-                  lease_until: datetime) -> list[Claimed]:
+def lease_sqlite(
+    rows: Sequence[Sequence[Any]], *, owner: str, token: str, now: datetime, lease_until: datetime
+) -> list[Claimed]:
     if not rows:
         return []
     ids = [row[0] for row in rows]
@@ -155,8 +178,9 @@ def lease_sqlite(rows: Sequence[Sequence[Any]], *, owner: str, token: str, now: 
     lease = LEASE_SET.replace("i.", "").replace("%(owner)s", "%s").replace("%(token)s", "%s")
     lease = lease.replace("%(until)s", "%s").replace("%(now)s", "%s")
     with connection.cursor() as cursor:
-        cursor.execute(f"UPDATE engine_instance SET {lease} WHERE id IN ({marks})",
-                       [owner, token, lease_until, now, now, *ids])
+        cursor.execute(
+            f"UPDATE engine_instance SET {lease} WHERE id IN ({marks})", [owner, token, lease_until, now, now, *ids]
+        )
     return [Claimed(id=row[0], previous_status=row[1]) for row in rows]
 
 

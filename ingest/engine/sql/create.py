@@ -37,9 +37,19 @@ def _values(model: type[Model], prefix: str) -> tuple[str, str]:
 
 # Fields whose Python value is what PostgreSQL gets (the column's cast does the rest): the ORM's
 # preparation of each, through several calls per field, was most of this statement's CPU.
-_PLAIN = {models.CharField, models.TextField, models.SlugField, models.IntegerField, models.BigIntegerField,
-          models.SmallIntegerField, models.PositiveIntegerField, models.PositiveSmallIntegerField,
-          models.PositiveBigIntegerField, models.BooleanField, models.FloatField}
+_PLAIN = {
+    models.CharField,
+    models.TextField,
+    models.SlugField,
+    models.IntegerField,
+    models.BigIntegerField,
+    models.SmallIntegerField,
+    models.PositiveIntegerField,
+    models.PositiveSmallIntegerField,
+    models.PositiveBigIntegerField,
+    models.BooleanField,
+    models.FloatField,
+}
 
 
 def _is_plain(field: Field[Any, Any]) -> bool:
@@ -63,8 +73,7 @@ def _params(obj: Model, prefix: str) -> dict[str, Any]:
         if hasattr(value, "resolve_expression"):
             # A database default or an expression: the ORM writes it into the SQL; this
             # statement's columns are fixed. Give the field a Python default.
-            raise TypeError(f"{type(obj).__name__}.{attname} is {value!r}; the one-statement "
-                            "create takes values only")
+            raise TypeError(f"{type(obj).__name__}.{attname} is {value!r}; the one-statement create takes values only")
         params[f"{prefix}{n}"] = value
     return params
 
@@ -84,10 +93,12 @@ def _statement(lead_sql: str | None, probe: str, guard_sql: str | None = None) -
         # without its instance (the caller retries with a new id).
         head = f"lead AS ({lead_sql}), "
         insert = f"SELECT {inst_values} FROM lead"
-    return (f"WITH {head}ins AS (INSERT INTO {Instance._meta.db_table} ({inst_cols}) {insert} RETURNING 1), "
-            f"hist AS (INSERT INTO {History._meta.db_table} ({hist_cols}) SELECT {hist_values} FROM ins) "
-            f"SELECT EXISTS (SELECT 1 FROM ins), probe.* FROM (SELECT 1) one "
-            f"LEFT JOIN LATERAL ({probe}) probe ON true")
+    return (
+        f"WITH {head}ins AS (INSERT INTO {Instance._meta.db_table} ({inst_cols}) {insert} RETURNING 1), "
+        f"hist AS (INSERT INTO {History._meta.db_table} ({hist_cols}) SELECT {hist_values} FROM ins) "
+        f"SELECT EXISTS (SELECT 1 FROM ins), probe.* FROM (SELECT 1) one "
+        f"LEFT JOIN LATERAL ({probe}) probe ON true"
+    )
 
 
 @functools.cache
@@ -96,12 +107,15 @@ def _unchanged_sql(model: type[Model], fields: tuple[str, ...]) -> str:
     fields), so its statement is prepared once."""
     quote = connection.ops.quote_name
     pk = quote(str(model._meta.pk.column))
-    return (f"EXISTS (SELECT 1 FROM {quote(model._meta.db_table)} g WHERE g.{pk} = %(g_pk)s"
-            f" AND {row_digest_sql(model, fields, 'g')} = %(g_digest)s)")
+    return (
+        f"EXISTS (SELECT 1 FROM {quote(model._meta.db_table)} g WHERE g.{pk} = %(g_pk)s"
+        f" AND {row_digest_sql(model, fields, 'g')} = %(g_digest)s)"
+    )
 
 
-def instance_insert(inst: Instance, history: History, *, lead: Lead | None = None,
-                    only_if: RowUnchanged | None = None) -> tuple[bool, tuple[Any, ...]]:
+def instance_insert(
+    inst: Instance, history: History, *, lead: Lead | None = None, only_if: RowUnchanged | None = None
+) -> tuple[bool, tuple[Any, ...]]:
     """Insert `inst` and `history` in one statement on this thread's connection (in its
     transaction if one is open, else as a transaction of its own): (inserted, the lead's probe
     row, all None when it found nothing). With `only_if` (and no lead) the probe row is

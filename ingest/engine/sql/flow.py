@@ -34,6 +34,7 @@ class FlowGroup:
     workflow: str
     key: str
 
+
 _CLAIMABLE = f"""i.ready_at <= %s AND (i.lease_expires_at IS NULL OR i.lease_expires_at < %s)
     AND i.status NOT IN {FINISHED_OR_PAUSED}"""
 
@@ -115,8 +116,16 @@ def claim_groups(*, limits: Sequence[FlowLimit], now: datetime, max_groups: int)
         return [FlowGroup(workflow=row[0], key=row[1]) for row in cursor.fetchall()]
 
 
-def claim_limited(*, groups: Sequence[FlowGroup], limits: Sequence[FlowLimit], owner: str, token: str,
-                  limit: int, now: datetime, lease_until: datetime) -> list[Claimed]:
+def claim_limited(
+    *,
+    groups: Sequence[FlowGroup],
+    limits: Sequence[FlowLimit],
+    owner: str,
+    token: str,
+    limit: int,
+    now: datetime,
+    lease_until: datetime,
+) -> list[Claimed]:
     """Lease up to `limit` runnable instances of locked groups, within their free slots.
 
     Call after claim_groups in the same transaction. Each group's candidates are ranked
@@ -144,8 +153,9 @@ def claim_limited(*, groups: Sequence[FlowGroup], limits: Sequence[FlowLimit], o
     rated = sorted({lim.workflow for lim in limits if lim.rate is not None})
     rated_in = f"IN ({', '.join(['%s'] * len(rated))})" if rated else ""
     prune = "c.rn <= %s" + (f" OR c.workflow {rated_in}" if rated else "")
-    cand_from, cand_params = dialect.candidates(in_group=in_group, names=names, workflows=workflows, rated=rated,
-                                                rated_in=rated_in, limit=limit, now=now)
+    cand_from, cand_params = dialect.candidates(
+        in_group=in_group, names=names, workflows=workflows, rated=rated, rated_in=rated_in, limit=limit, now=now
+    )
     keycap, keycap_params = _key_caps(limits)
     chosen = f"""
         WITH lim(workflow, conc, rate, since) AS (VALUES {lim_rows}),
@@ -204,13 +214,25 @@ class _SqliteFlow:
         params.append(max_groups)
         return groups
 
-    def candidates(self, *, in_group: str, names: str, workflows: Sequence[str], rated: Sequence[str],
-                   rated_in: str, limit: int, now: datetime) -> tuple[str, list[Any]]:
-        return (f"FROM engine_instance i JOIN grp g ON {in_group} WHERE i.workflow IN ({names}) AND {_CLAIMABLE}",
-                [*workflows, now, now])
+    def candidates(
+        self,
+        *,
+        in_group: str,
+        names: str,
+        workflows: Sequence[str],
+        rated: Sequence[str],
+        rated_in: str,
+        limit: int,
+        now: datetime,
+    ) -> tuple[str, list[Any]]:
+        return (
+            f"FROM engine_instance i JOIN grp g ON {in_group} WHERE i.workflow IN ({names}) AND {_CLAIMABLE}",
+            [*workflows, now, now],
+        )
 
-    def lease_chosen(self, chosen: str, params: list[Any], *, owner: str, token: str, now: datetime,
-                     lease_until: datetime) -> list[Claimed]:
+    def lease_chosen(
+        self, chosen: str, params: list[Any], *, owner: str, token: str, now: datetime, lease_until: datetime
+    ) -> list[Claimed]:
         with connection.cursor() as cursor:
             cursor.execute(f"{chosen} SELECT id, status FROM chosen", params)
             rows = cursor.fetchall()
@@ -230,22 +252,35 @@ class _PostgresFlow(_SqliteFlow):
             LIMIT %s
         """
 
-    def candidates(self, *, in_group: str, names: str, workflows: Sequence[str], rated: Sequence[str],
-                   rated_in: str, limit: int, now: datetime) -> tuple[str, list[Any]]:
+    def candidates(
+        self,
+        *,
+        in_group: str,
+        names: str,
+        workflows: Sequence[str],
+        rated: Sequence[str],
+        rated_in: str,
+        limit: int,
+        now: datetime,
+    ) -> tuple[str, list[Any]]:
         # The same pruning as claim_limited's, before the ranking: each group's first `limit`
         # candidates in index order (instance_flow_ready), so no claim sorts a backlog of thousands.
         top = f"CASE WHEN g.workflow {rated_in} THEN NULL ELSE CAST(%s AS bigint) END" if rated else "%s"
-        return f"""FROM grp g CROSS JOIN LATERAL (
+        return (
+            f"""FROM grp g CROSS JOIN LATERAL (
                 SELECT i.id, i.status, i.workflow, i.concurrency_key, i.priority, i.ready_at, i.created_at,
                        i.started_at
                 FROM engine_instance i
                 WHERE i.workflow = g.workflow AND i.concurrency_key = g.ckey AND {_CLAIMABLE}
                 ORDER BY i.priority DESC, i.ready_at, i.created_at, i.id
                 LIMIT {top}
-            ) i""", [now, now, *rated, limit]
+            ) i""",
+            [now, now, *rated, limit],
+        )
 
-    def lease_chosen(self, chosen: str, params: list[Any], *, owner: str, token: str, now: datetime,
-                     lease_until: datetime) -> list[Claimed]:
+    def lease_chosen(
+        self, chosen: str, params: list[Any], *, owner: str, token: str, now: datetime, lease_until: datetime
+    ) -> list[Claimed]:
         # The group locks keep other claimers away from these rows; SKIP LOCKED only steps over a
         # row an operator holds, and the re-checked WHERE drops one whose state moved meanwhile.
         lease = LEASE_SET.replace("i.", "u.").replace("%(owner)s", "%s").replace("%(token)s", "%s")

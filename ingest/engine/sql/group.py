@@ -91,8 +91,10 @@ _DONE_PARTS = {
 _GROUP_STEPS = _GROUP_TEMPLATE.format(**{key: "" for key in _DONE_PARTS})
 _GROUP_WRITE = _GROUP_TEMPLATE.format(**_DONE_PARTS)
 
-def group_write(raw: Any, steps: Sequence[Completion], done: Sequence[InstanceDone]
-                ) -> tuple[dict[tuple[str, str, int], tuple[str, int]], set[str]]:
+
+def group_write(
+    raw: Any, steps: Sequence[Completion], done: Sequence[InstanceDone]
+) -> tuple[dict[tuple[str, str, int], tuple[str, int]], set[str]]:
     """Store steps' successful attempts and instances' completions in one statement on `raw`, a
     psycopg connection. Returns ({(instance id, name, seq): (control, step id)} of the steps
     written, {ids of the instances completed}); a write whose lease is lost is absent."""

@@ -53,8 +53,9 @@ _WAKE_ANDCOMPLETE_INSTANCE = f"""
 """
 
 
-def instance_complete(*, iid: str, token: str, now: datetime, output: str | None,
-                      woke: tuple[int, str, datetime] | None = None) -> bool:
+def instance_complete(
+    *, iid: str, token: str, now: datetime, output: str | None, woke: tuple[int, str, datetime] | None = None
+) -> bool:
     """End an instance as complete with its output, releasing the lease, and write its history,
     by itself on this thread's connection: one statement, whose UPDATE is the lease guard.
     `woke`: (step id, label, when) of a sleep found due in this turn, completed in the same
@@ -80,8 +81,13 @@ class InstanceDone:
         return f"{head[:-1]},{'null' if self.output is None else self.output}]"
 
     def write_alone(self, raw: Any) -> bool:
-        return prepared(raw, COMPLETE_INSTANCE, {"iid": self.iid, "token": self.token, "now": self.now,
-                                                   "output": self.output}) is not None
+        return (
+            prepared(
+                raw, COMPLETE_INSTANCE, {"iid": self.iid, "token": self.token, "now": self.now, "output": self.output}
+            )
+            is not None
+        )
+
 
 _SLEEP_SUSPEND = f"""
     WITH u AS (
@@ -107,16 +113,41 @@ _SLEEP_SUSPEND = f"""
 """
 
 
-def sleep_suspend(*, iid: str, token: str, now: datetime, ready_at: datetime | None, name: str, seq: int,
-                  position: int, started: datetime, wake_at: datetime | None, label: str) -> bool:
+def sleep_suspend(
+    *,
+    iid: str,
+    token: str,
+    now: datetime,
+    ready_at: datetime | None,
+    name: str,
+    seq: int,
+    position: int,
+    started: datetime,
+    wake_at: datetime | None,
+    label: str,
+) -> bool:
     """A plain sleep's step row, the instance's suspension until `ready_at` and their history, in
     one statement. False when it wrote nothing: the lease is gone or a control flag is set."""
-    return prepared_row(_SLEEP_SUSPEND, {
-        "iid": iid, "token": token, "now": now, "ready": ready_at, "name": name, "seq": seq,
-        "position": position, "started": started, "wake": wake_at, "label": label,
-        "sdata": json.dumps({"until": wake_at.isoformat() if wake_at else None, "event_type": ""}),
-        "idata": json.dumps({"until": ready_at.isoformat() if ready_at else None}),
-    }) is not None
+    return (
+        prepared_row(
+            _SLEEP_SUSPEND,
+            {
+                "iid": iid,
+                "token": token,
+                "now": now,
+                "ready": ready_at,
+                "name": name,
+                "seq": seq,
+                "position": position,
+                "started": started,
+                "wake": wake_at,
+                "label": label,
+                "sdata": json.dumps({"until": wake_at.isoformat() if wake_at else None, "event_type": ""}),
+                "idata": json.dumps({"until": ready_at.isoformat() if ready_at else None}),
+            },
+        )
+        is not None
+    )
 
 
 def instance_row(iid: str, columns: Sequence[str]) -> tuple[Any, ...] | None:

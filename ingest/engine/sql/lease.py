@@ -49,9 +49,7 @@ def heartbeat(*, owner: str, tokens: dict[str, str], lease_until: datetime) -> d
 def next_due(*, now: datetime) -> datetime | None:
     """The earliest future wake-up of any instance (sleep, retry delay, event deadline)."""
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT MIN(ready_at) FROM engine_instance WHERE ready_at > %s", [now]
-        )
+        cursor.execute("SELECT MIN(ready_at) FROM engine_instance WHERE ready_at > %s", [now])
         row = cursor.fetchone()
     value = row[0] if row else None
     if isinstance(value, str):  # SQLite returns text for aggregates over datetimes

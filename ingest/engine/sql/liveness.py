@@ -44,8 +44,9 @@ def lock(raw: Any, *, owner: str) -> bool:
 
 def absent_owners(raw: Any, *, now: datetime) -> list[str]:
     """Owners of live, session-tied leases whose session holds no liveness lock."""
-    rows = raw.execute(f"SELECT DISTINCT i.lease_owner FROM engine_instance i WHERE {_ORPHANED}",
-                       {"now": now}).fetchall()
+    rows = raw.execute(
+        f"SELECT DISTINCT i.lease_owner FROM engine_instance i WHERE {_ORPHANED}", {"now": now}
+    ).fetchall()
     return [row[0] for row in rows]
 
 

@@ -81,10 +81,14 @@ _COMPLETED_ROW = """SELECT %(iid)s, g.workflow, g.tenant, 'step.completed', %(la
             '', '', %(now)s FROM g"""
 # The completion of a step whose start marker was never written carries its step.started row too.
 _FINISH = _FINISH_TEMPLATE.replace("{history}", _COMPLETED_ROW)
-_FINISH_WITH_START = _FINISH_TEMPLATE.replace("{history}", f"""
+_FINISH_WITH_START = _FINISH_TEMPLATE.replace(
+    "{history}",
+    f"""
         SELECT %(iid)s, g.workflow, g.tenant, 'step.started', %(label)s, '', %(hstart)s::jsonb, '', '', %(started)s
         FROM g
-        UNION ALL {_COMPLETED_ROW}""")
+        UNION ALL {_COMPLETED_ROW}""",
+)
+
 
 @dataclass(frozen=True)
 class StepRow:
@@ -101,30 +105,69 @@ class StepRow:
     label: str
 
     def params(self) -> dict[str, Any]:
-        return {"iid": self.iid, "name": self.name, "seq": self.seq, "position": self.position,
-                "kind": self.kind, "config": self.config, "sensitive": self.sensitive,
-                "has_rollback": self.has_rollback, "label": self.label}
+        return {
+            "iid": self.iid,
+            "name": self.name,
+            "seq": self.seq,
+            "position": self.position,
+            "kind": self.kind,
+            "config": self.config,
+            "sensitive": self.sensitive,
+            "has_rollback": self.has_rollback,
+            "label": self.label,
+        }
 
 
-def step_mark_started(raw: Any, *, row: StepRow, token: str, now: datetime, started: datetime,
-                      attempt: int) -> int | None:
+def step_mark_started(
+    raw: Any, *, row: StepRow, token: str, now: datetime, started: datetime, attempt: int
+) -> int | None:
     """Write a running step's start marker (its row and its step.started history) on `raw`, a
     psycopg connection in autocommit, without waiting for the WAL flush: a marker lost in a
     database crash costs nothing. Returns the step id, or None when nothing was written (the
     lease is gone, or the step's row exists already)."""
-    got = prepared(raw, _MARK_STARTED, {**row.params(), "token": token, "now": now, "started": started,
-                                         "attempt": attempt, "hdata": json.dumps({"attempt": attempt})})
+    got = prepared(
+        raw,
+        _MARK_STARTED,
+        {
+            **row.params(),
+            "token": token,
+            "now": now,
+            "started": started,
+            "attempt": attempt,
+            "hdata": json.dumps({"attempt": attempt}),
+        },
+    )
     return None if got is None else int(got[0])
 
-def step_finish(*, row: StepRow, token: str, now: datetime, started: datetime, attempt: int,
-                result: str | None, worker: str, with_start: bool, logs: str | None = None) -> tuple[str, int] | None:
+
+def step_finish(
+    *,
+    row: StepRow,
+    token: str,
+    now: datetime,
+    started: datetime,
+    attempt: int,
+    result: str | None,
+    worker: str,
+    with_start: bool,
+    logs: str | None = None,
+) -> tuple[str, int] | None:
     """Store a step's successful attempt durably in one statement, by itself on this thread's
     Django connection: its row (inserted, or updated when a start marker exists), the attempt
     with what it logged (`logs`, JSON; None when nothing) and the history (`with_start`: the
     step.started row too, for a step whose marker was never written). Returns (control, step
     id), or None when the lease is lost."""
-    completion = Completion(row=row, token=token, now=now, started=started, attempt=attempt, result=result,
-                            worker=worker, with_start=with_start, logs=logs)
+    completion = Completion(
+        row=row,
+        token=token,
+        now=now,
+        started=started,
+        attempt=attempt,
+        result=result,
+        worker=worker,
+        with_start=with_start,
+        logs=logs,
+    )
     connection.ensure_connection()
     with connection.wrap_database_errors:
         return completion.write_alone(connection.connection)
@@ -152,23 +195,50 @@ class Completion:
         """This completion as one element of _GROUP_WRITE's JSON array of steps."""
         row = self.row
         ms = round((self.now - self.started).total_seconds() * 1000, 3)
-        head = json.dumps([row.iid, self.token, row.name, row.seq, row.position, row.kind, self.attempt,
-                           row.sensitive, row.has_rollback, self.started.isoformat(), self.now.isoformat(),
-                           row.label, ms, self.with_start, self.worker])
-        return (f"{head[:-1]},{row.config},{'null' if self.result is None else self.result},"
-                f"{'null' if self.logs is None else self.logs}]")
+        head = json.dumps(
+            [
+                row.iid,
+                self.token,
+                row.name,
+                row.seq,
+                row.position,
+                row.kind,
+                self.attempt,
+                row.sensitive,
+                row.has_rollback,
+                self.started.isoformat(),
+                self.now.isoformat(),
+                row.label,
+                ms,
+                self.with_start,
+                self.worker,
+            ]
+        )
+        return (
+            f"{head[:-1]},{row.config},{'null' if self.result is None else self.result},"
+            f"{'null' if self.logs is None else self.logs}]"
+        )
 
     def write_alone(self, raw: Any) -> tuple[str, int] | None:
         """This completion by itself, with the one-step statement (a lock on one row cannot
         take part in a deadlock, and the statement is cheaper than a group's for one row)."""
         ms = round((self.now - self.started).total_seconds() * 1000, 3)
-        params = {**self.row.params(), "token": self.token, "now": self.now, "started": self.started,
-                  "attempt": self.attempt, "result": self.result, "worker": self.worker, "logs": self.logs,
-                  "hdata": json.dumps({"attempt": self.attempt, "ms": ms})}
+        params = {
+            **self.row.params(),
+            "token": self.token,
+            "now": self.now,
+            "started": self.started,
+            "attempt": self.attempt,
+            "result": self.result,
+            "worker": self.worker,
+            "logs": self.logs,
+            "hdata": json.dumps({"attempt": self.attempt, "ms": ms}),
+        }
         if self.with_start:
             params["hstart"] = json.dumps({"attempt": self.attempt})
         got = prepared(raw, _FINISH_WITH_START if self.with_start else _FINISH, params)
         return None if got is None else (str(got[0]), int(got[1]))
+
 
 _STEP_ROWS = """
     SELECT id, name, seq, position, kind, status, result, error_name, error_message, attempts, wake_at,

@@ -20,8 +20,10 @@ def version_lock(*, workflow: str, version: int) -> None:
 
 def _advisory_lock(workflow: str, version: int) -> None:
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(hashtext('runledger.version'), hashtext(%s || '|' || %s::text))",
-                       [workflow, version])
+        cursor.execute(
+            "SELECT pg_advisory_xact_lock(hashtext('runledger.version'), hashtext(%s || '|' || %s::text))",
+            [workflow, version],
+        )
 
 
 def _single_writer(workflow: str, version: int) -> None:

@@ -15,7 +15,9 @@ def worker_beat(*, worker_id: str, host: str, pid: int, slots: int, now: datetim
     """Record that the worker is alive now (inserting its row the first time)."""
     WorkerHeartbeat.objects.bulk_create(
         [WorkerHeartbeat(worker_id=worker_id, host=host, pid=pid, slots=slots, started_at=now, beat_at=now)],
-        update_conflicts=True, unique_fields=["worker_id"], update_fields=["beat_at", "slots", "stopped_at"],
+        update_conflicts=True,
+        unique_fields=["worker_id"],
+        update_fields=["beat_at", "slots", "stopped_at"],
     )
 
 

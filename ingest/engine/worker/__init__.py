@@ -16,7 +16,11 @@ MOVED = {"run_until_idle": "ingest.engine.worker.turns", "Worker": "ingest.engin
 
 def __getattr__(name: str) -> Any:
     if name in MOVED:
-        warnings.warn(f"ingest.engine.worker.{name} moved to {MOVED[name]}.{name}; import it from there "
-                      "(the old name goes in the next release)", DeprecationWarning, stacklevel=2)
+        warnings.warn(
+            f"ingest.engine.worker.{name} moved to {MOVED[name]}.{name}; import it from there "
+            "(the old name goes in the next release)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         return getattr(importlib.import_module(MOVED[name]), name)
     raise AttributeError(f"module 'ingest.engine.worker' has no attribute {name!r}")

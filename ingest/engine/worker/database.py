@@ -54,19 +54,32 @@ def claim_recorded(claim_in: Callable[[], list[Claimed]], *, now: datetime) -> l
                 sql_claim.history_running(claimed=moved, now=now)
             else:  # SQLite: the claim did not return them
                 rows = Instance.objects.filter(id__in=[c.id for c in moved]).values_list("id", "workflow", "tenant")
-                History.objects.bulk_create([
-                    History(instance_id=i, workflow=w, tenant=t, kind=HistoryKind.INSTANCE_STATUS,
-                            status=Status.RUNNING, created_at=now)
-                    for i, w, t in rows
-                ])
+                History.objects.bulk_create(
+                    [
+                        History(
+                            instance_id=i,
+                            workflow=w,
+                            tenant=t,
+                            kind=HistoryKind.INSTANCE_STATUS,
+                            status=Status.RUNNING,
+                            created_at=now,
+                        )
+                        for i, w, t in rows
+                    ]
+                )
     return claimed
 
 
 class _SqliteWorkerDb:
-    def claim(self, *, worker_id: str, token: str, limit: int, now: datetime, lease_until: datetime,
-              raw: Any) -> list[Claimed]:
-        return claim_recorded(lambda: flow.claim(owner=worker_id, token=token, limit=limit, now=now,
-                                                 lease_until=lease_until, limits=None), now=now)
+    def claim(
+        self, *, worker_id: str, token: str, limit: int, now: datetime, lease_until: datetime, raw: Any
+    ) -> list[Claimed]:
+        return claim_recorded(
+            lambda: flow.claim(
+                owner=worker_id, token=token, limit=limit, now=now, lease_until=lease_until, limits=None
+            ),
+            now=now,
+        )
 
     def load_instance(self, instance_id: str) -> Instance:
         return Instance.objects.get(id=instance_id)
@@ -75,8 +88,9 @@ class _SqliteWorkerDb:
         """The claim loop's connection and its epoch: none of its own here (Django's)."""
         return None, 0
 
-    def liveness(self, *, worker_id: str, wake: threading.Event, stopped: threading.Event,
-                 released: Callable[[list[int]], None]) -> Liveness | None:
+    def liveness(
+        self, *, worker_id: str, wake: threading.Event, stopped: threading.Event, released: Callable[[list[int]], None]
+    ) -> Liveness | None:
         return None
 
     def process_lock(self) -> Any:
@@ -95,23 +109,39 @@ class _SqliteWorkerDb:
 
 
 class _PostgresWorkerDb(_SqliteWorkerDb):
-    def claim(self, *, worker_id: str, token: str, limit: int, now: datetime, lease_until: datetime,
-              raw: Any) -> list[Claimed]:
+    def claim(
+        self, *, worker_id: str, token: str, limit: int, now: datetime, lease_until: datetime, raw: Any
+    ) -> list[Claimed]:
         limits = flow.claim_limits(registered_workflows(), now=now)
         if not flow.uncapped(limits):
-            return claim_recorded(lambda: flow.claim(owner=worker_id, token=token, limit=limit, now=now,
-                                                     lease_until=lease_until, limits=limits), now=now)
+            return claim_recorded(
+                lambda: flow.claim(
+                    owner=worker_id, token=token, limit=limit, now=now, lease_until=lease_until, limits=limits
+                ),
+                now=now,
+            )
         # The fast path: one prepared statement for every workflow but the fair ones, then
         # (slots left) the fair ones' round robin over their keys, as flow.claim orders them.
         fair = [lim.workflow for lim in limits]
-        claimed = sql_claim.claim_and_record(owner=worker_id, token=token, limit=limit, now=now,
-                                             lease_until=lease_until, columns=COLUMNS, raw=raw, exclude=fair)
+        claimed = sql_claim.claim_and_record(
+            owner=worker_id,
+            token=token,
+            limit=limit,
+            now=now,
+            lease_until=lease_until,
+            columns=COLUMNS,
+            raw=raw,
+            exclude=fair,
+        )
         if any(c.previous_status in (Status.QUEUED, Status.WAITING) for c in claimed):
             notify.request_history()  # committed already: the statement was its own transaction
         if fair and len(claimed) < limit:
-            claimed += claim_recorded(lambda: flow.claim_fair(limits, owner=worker_id, token=token,
-                                                              limit=limit - len(claimed), now=now,
-                                                              lease_until=lease_until), now=now)
+            claimed += claim_recorded(
+                lambda: flow.claim_fair(
+                    limits, owner=worker_id, token=token, limit=limit - len(claimed), now=now, lease_until=lease_until
+                ),
+                now=now,
+            )
         return claimed
 
     def load_instance(self, instance_id: str) -> Instance:
@@ -130,8 +160,9 @@ class _PostgresWorkerDb(_SqliteWorkerDb):
             held = engine_connection()
         return held, epoch
 
-    def liveness(self, *, worker_id: str, wake: threading.Event, stopped: threading.Event,
-                 released: Callable[[list[int]], None]) -> Liveness | None:
+    def liveness(
+        self, *, worker_id: str, wake: threading.Event, stopped: threading.Event, released: Callable[[list[int]], None]
+    ) -> Liveness | None:
         return Liveness(worker_id=worker_id, wake=wake, stopped=stopped, released=released)
 
     def process_lock(self) -> Any:

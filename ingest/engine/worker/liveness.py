@@ -42,8 +42,9 @@ GRACE_SECONDS = 2.0
 BACKOFF = Backoff(first=0.05, cap=1.0)
 
 
-def overdue(seen: dict[str, float], absent: Iterable[str], *, now: float, grace: float,
-            me: str) -> tuple[dict[str, float], list[str]]:
+def overdue(
+    seen: dict[str, float], absent: Iterable[str], *, now: float, grace: float, me: str
+) -> tuple[dict[str, float], list[str]]:
     """`seen`: since when each owner has been seen without its lock, by this session. Returns the
     same for the owners `absent` now, and those absent for `grace` seconds or more: dead."""
     current = {owner: seen.get(owner, now) for owner in absent if owner != me}
@@ -54,8 +55,14 @@ class Liveness:
     """The thread of a worker's session (`run`); `tied` is set while its lock is held, and says
     whether its claims may take session-tied leases."""
 
-    def __init__(self, *, worker_id: str, wake: threading.Event, stopped: threading.Event,
-                 released: Callable[[list[int]], None] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        worker_id: str,
+        wake: threading.Event,
+        stopped: threading.Event,
+        released: Callable[[list[int]], None] | None = None,
+    ) -> None:
         self.worker_id = worker_id
         self.wake = wake
         self.stopped = stopped
@@ -85,16 +92,24 @@ class Liveness:
                 failures += 1
                 shout, count = self._failures.failed(now=time.monotonic())
                 if shout:
-                    log.warning("worker %s: its database session is gone (%s); reconnecting, claims wait "
-                                "(%d failure(s) so far)", self.worker_id, first_line(exc), count)
+                    log.warning(
+                        "worker %s: its database session is gone (%s); reconnecting, claims wait "
+                        "(%d failure(s) so far)",
+                        self.worker_id,
+                        first_line(exc),
+                        count,
+                    )
                 self.stopped.wait(BACKOFF.delay(failures))
         self.connected.clear()
 
     def _open(self, conn: Any) -> None:
         self.tied = sql_liveness.lock(conn, owner=self.worker_id)
         if not self.tied:
-            log.warning("worker %s: another session holds this worker's liveness lock (two worker ids "
-                        "with one hash); its leases expire as leases, not with its session", self.worker_id)
+            log.warning(
+                "worker %s: another session holds this worker's liveness lock (two worker ids "
+                "with one hash); its leases expire as leases, not with its session",
+                self.worker_id,
+            )
         listen(conn, READY_CHANNEL)
         count = self._failures.recovered()
         if count:
@@ -113,17 +128,28 @@ class Liveness:
                 seen = self._watch(conn, seen)
 
     def _watch(self, conn: Any, seen: dict[str, float]) -> dict[str, float]:
-        seen, dead = overdue(seen, sql_liveness.absent_owners(conn, now=clock.now()), now=time.monotonic(),
-                             grace=GRACE_SECONDS, me=self.worker_id)
+        seen, dead = overdue(
+            seen,
+            sql_liveness.absent_owners(conn, now=clock.now()),
+            now=time.monotonic(),
+            grace=GRACE_SECONDS,
+            me=self.worker_id,
+        )
         if not dead:
             return seen
         taken, held = sql_liveness.reap(conn, owners=dead, now=clock.now())
         if taken:
             if self.released is not None:  # before any claim loop is woken to take them over
                 self.released(held)
-            log.warning("worker %s: worker(s) %s lost their database session %.0f s ago; their %d instance(s) "
-                        "are runnable again: %s", self.worker_id, ", ".join(dead), GRACE_SECONDS, len(taken),
-                        ", ".join(sorted(taken)[:20]) + (" …" if len(taken) > 20 else ""))
+            log.warning(
+                "worker %s: worker(s) %s lost their database session %.0f s ago; their %d instance(s) "
+                "are runnable again: %s",
+                self.worker_id,
+                ", ".join(dead),
+                GRACE_SECONDS,
+                len(taken),
+                ", ".join(sorted(taken)[:20]) + (" …" if len(taken) > 20 else ""),
+            )
             notify(conn, READY_CHANNEL)  # every worker's claim loop, this one's too
         return {owner: since for owner, since in seen.items() if owner not in dead}
 

@@ -57,8 +57,14 @@ STRIKES = 10
 class Worker:
     """Runs up to `concurrency` instances at once, in threads of this process."""
 
-    def __init__(self, *, concurrency: int = 8, worker_id: str | None = None,
-                 lease_seconds: float | None = None, poll_seconds: float | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        concurrency: int = 8,
+        worker_id: str | None = None,
+        lease_seconds: float | None = None,
+        poll_seconds: float | None = None,
+    ) -> None:
         self.concurrency = max(1, concurrency)
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
         self.lease = timedelta(seconds=lease_seconds or settings.RUNLEDGER_LEASE_SECONDS)
@@ -79,8 +85,9 @@ class Worker:
         self._claim_failures = FailureLog()
         self._beat_failures = FailureLog()
         self._renew_failures = FailureLog()  # turns whose lease cannot be taken back after a fault
-        self.liveness = worker_db().liveness(worker_id=self.worker_id, wake=self.wake, stopped=self.stopped,
-                                             released=self._release_dead)
+        self.liveness = worker_db().liveness(
+            worker_id=self.worker_id, wake=self.wake, stopped=self.stopped, released=self._release_dead
+        )
         self.turns = 0
 
     # ---- lifecycle -----------------------------------------------------------------------
@@ -98,9 +105,11 @@ class Worker:
 
     def _bound(self, target: Callable[..., None]) -> Callable[..., None]:
         """`target` with this worker's id in the log context of the thread that runs it."""
+
         def run(*args: Any) -> None:
             with logcontext.bind(worker=self.worker_id):
                 target(*args)
+
         return run
 
     def stop(self, *, timeout: float = 60.0) -> bool:
@@ -128,9 +137,14 @@ class Worker:
             sql_workers.worker_stopped(worker_id=self.worker_id, now=clock.now())
         for name, committer in (("group", commits.group), ("express", commits.express)):
             if committer.batches:
-                log.info("worker %s stopped; this process committed %d writes in %d %s transactions "
-                         "(%.1f per commit)", self.worker_id, committer.writes, committer.batches, name,
-                         committer.writes / committer.batches)
+                log.info(
+                    "worker %s stopped; this process committed %d writes in %d %s transactions (%.1f per commit)",
+                    self.worker_id,
+                    committer.writes,
+                    committer.batches,
+                    name,
+                    committer.writes / committer.batches,
+                )
         with self._lock:
             return not self._inflight
 
@@ -158,8 +172,9 @@ class Worker:
                 self._claim_failed(exc, failures)
                 continue
             if failures and self._claimed_at is not before:  # a claim ran (not only a full house)
-                log.warning("worker %s: claims work again after %d failure(s)", self.worker_id,
-                            self._claim_failures.recovered())
+                log.warning(
+                    "worker %s: claims work again after %d failure(s)", self.worker_id, self._claim_failures.recovered()
+                )
                 failures = 0
         close_old_connections()
         self._close_claim_connection()
@@ -167,8 +182,13 @@ class Worker:
     def _claim_failed(self, exc: Exception, failures: int) -> None:
         shout, count = self._claim_failures.failed(now=time.monotonic(), reason=first_line(exc))
         if shout:
-            log.warning("worker %s: claiming failed (%s); retrying with backoff (%d failure(s) so far)",
-                        self.worker_id, first_line(exc), count, exc_info=count == 1)
+            log.warning(
+                "worker %s: claiming failed (%s); retrying with backoff (%d failure(s) so far)",
+                self.worker_id,
+                first_line(exc),
+                count,
+                exc_info=count == 1,
+            )
         close_old_connections()
         connection.close()
         self._close_claim_connection()
@@ -179,7 +199,8 @@ class Worker:
     def _claim_connection(self) -> Any:
         """The claim loop's own engine connection (sql/base.py's engine_connection), on PostgreSQL."""
         self._claim_conn, self._claim_epoch = worker_db().claim_connection(
-            self._claim_conn, self._claim_epoch, self._close_claim_connection)
+            self._claim_conn, self._claim_epoch, self._close_claim_connection
+        )
         return self._claim_conn
 
     def _close_claim_connection(self) -> None:
@@ -199,8 +220,14 @@ class Worker:
             return None
         pg.replace_stale_connection()
         self._claimed_at = clock.now()
-        token, claimed = claim(worker_id=self.worker_id, limit=free, lease=self.lease, now=self._claimed_at,
-                               raw=self._claim_connection(), tied=self._tied())
+        token, claimed = claim(
+            worker_id=self.worker_id,
+            limit=free,
+            lease=self.lease,
+            now=self._claimed_at,
+            raw=self._claim_connection(),
+            tied=self._tied(),
+        )
         for c in claimed:
             with self._lock:
                 self._inflight[c.id] = token
@@ -230,9 +257,15 @@ class Worker:
                 pg.replace_stale_connection()
                 drop_broken_connection()
                 try:
-                    status = run_turn(instance_id, token=token, worker_id=self.worker_id, lease=self.lease,
-                                      draining=self.draining, claimed=current,
-                                      ending=functools.partial(self._turn_ending, instance_id))
+                    status = run_turn(
+                        instance_id,
+                        token=token,
+                        worker_id=self.worker_id,
+                        lease=self.lease,
+                        draining=self.draining,
+                        claimed=current,
+                        ending=functools.partial(self._turn_ending, instance_id),
+                    )
                 except (EngineFault, DatabaseError) as exc:  # before the turn could start: its reads
                     log.debug("worker %s: turn of %s failed on the database: %s", self.worker_id, instance_id, exc)
                     status = TurnEnd.FAULT
@@ -242,8 +275,12 @@ class Worker:
                 if renewed is None:
                     return
                 token, current = renewed, None  # the retry reads the instance as it is now
-            log.error("worker %s: the turn of %s failed on the database %d times in a row; leaving it to "
-                      "its lease", self.worker_id, instance_id, STRIKES)
+            log.error(
+                "worker %s: the turn of %s failed on the database %d times in a row; leaving it to its lease",
+                self.worker_id,
+                instance_id,
+                STRIKES,
+            )
         except Exception:  # noqa: BLE001 - the lease expires and another turn retries it
             log.exception("worker %s: turn of %s failed inside the engine", self.worker_id, instance_id)
         finally:
@@ -268,14 +305,24 @@ class Worker:
                 return None
             new = lease_token(tied=self._tied())
             try:
-                held = sql_liveness.renew(instance_id=instance_id, owner=self.worker_id, token=token,
-                                          new_token=new, lease_until=clock.now() + self.lease)
+                held = sql_liveness.renew(
+                    instance_id=instance_id,
+                    owner=self.worker_id,
+                    token=token,
+                    new_token=new,
+                    lease_until=clock.now() + self.lease,
+                )
             except DatabaseError as exc:  # still away, or read-only: say so once per cause
                 shout, count = self._renew_failures.failed(now=time.monotonic(), reason=first_line(exc))
                 if shout:
-                    log.warning("worker %s: cannot take back the lease of %s after its turn failed (%s); "
-                                "retrying with backoff (%d failure(s) so far)", self.worker_id, instance_id,
-                                first_line(exc), count)
+                    log.warning(
+                        "worker %s: cannot take back the lease of %s after its turn failed (%s); "
+                        "retrying with backoff (%d failure(s) so far)",
+                        self.worker_id,
+                        instance_id,
+                        first_line(exc),
+                        count,
+                    )
                 continue
             self._renew_failures.recovered()
             if not held:
@@ -307,8 +354,13 @@ class Worker:
             with transaction.atomic():  # a savepoint when the caller (a test) holds a transaction
                 if first:
                     sql_workers.workers_forget(now=now)
-                sql_workers.worker_beat(worker_id=self.worker_id, host=socket.gethostname(), pid=os.getpid(),
-                                        slots=self.concurrency, now=now)
+                sql_workers.worker_beat(
+                    worker_id=self.worker_id,
+                    host=socket.gethostname(),
+                    pid=os.getpid(),
+                    slots=self.concurrency,
+                    now=now,
+                )
         except Exception as exc:  # noqa: BLE001 - the page's row must never stop a worker
             log.debug("worker %s: its heartbeat row was not written (%s)", self.worker_id, first_line(exc))
             if not first:  # the heartbeat thread's own connection; never the caller's
@@ -328,13 +380,19 @@ class Worker:
             try:
                 pg.replace_stale_connection()
                 with transaction.atomic():
-                    held = sql_lease.heartbeat(owner=self.worker_id, tokens=tokens, lease_until=clock.now() + self.lease)
+                    held = sql_lease.heartbeat(
+                        owner=self.worker_id, tokens=tokens, lease_until=clock.now() + self.lease
+                    )
             except Exception as exc:  # noqa: BLE001 - retried soon: the leases must not lapse meanwhile
                 failures += 1
                 shout, count = self._beat_failures.failed(now=time.monotonic(), reason=first_line(exc))
                 if shout:
-                    log.warning("worker %s: heartbeat failed (%s); retrying (%d failure(s) so far)",
-                                self.worker_id, first_line(exc), count)
+                    log.warning(
+                        "worker %s: heartbeat failed (%s); retrying (%d failure(s) so far)",
+                        self.worker_id,
+                        first_line(exc),
+                        count,
+                    )
                 connection.close()
                 wait = min(interval, BACKOFF.delay(failures))
                 continue
@@ -354,8 +412,11 @@ class Worker:
             try:
                 reservations_release(ids=ids)
             except Exception as exc:  # noqa: BLE001 - the heartbeat's sweep finds them once their instances end
-                log.warning("worker %s: could not release dead workers' budget reservations (%s)",
-                            self.worker_id, first_line(exc))
+                log.warning(
+                    "worker %s: could not release dead workers' budget reservations (%s)",
+                    self.worker_id,
+                    first_line(exc),
+                )
                 connection.close()
         self._sweep()
 
@@ -366,6 +427,10 @@ class Worker:
         except Exception as exc:  # noqa: BLE001 - tried again at the next heartbeat
             shout, count = self._beat_failures.failed(now=time.monotonic())
             if shout:
-                log.warning("worker %s: could not release orphaned budget reservations (%s; %d failure(s))",
-                            self.worker_id, first_line(exc), count)
+                log.warning(
+                    "worker %s: could not release orphaned budget reservations (%s; %d failure(s))",
+                    self.worker_id,
+                    first_line(exc),
+                    count,
+                )
             connection.close()

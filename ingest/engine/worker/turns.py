@@ -29,9 +29,16 @@ def _make_step(execution: Execution, is_async: bool) -> Step | AsyncStep:
     return AsyncStep(execution) if is_async else Step(execution)
 
 
-def run_turn(instance_id: str, *, token: str, worker_id: str, lease: timedelta,
-             draining: threading.Event, claimed: Claimed | None = None,
-             ending: Callable[[], None] | None = None) -> str:
+def run_turn(
+    instance_id: str,
+    *,
+    token: str,
+    worker_id: str,
+    lease: timedelta,
+    draining: threading.Event,
+    claimed: Claimed | None = None,
+    ending: Callable[[], None] | None = None,
+) -> str:
     """Run one turn of a claimed instance. Returns the status it was left in. `claimed`: what the
     claim returned of it; when that holds its row, the turn does not read the row again, nor its
     steps when it has none. `ending`: called when only the turn's last write is left."""
@@ -39,13 +46,25 @@ def run_turn(instance_id: str, *, token: str, worker_id: str, lease: timedelta,
         inst = instance_from_row(claimed.row)
     else:
         inst = load_instance(instance_id)
-    store = InstanceStore(instance_id=inst.id, token=token, worker=worker_id, workflow=inst.workflow,
-                          tenant=inst.tenant, lease=lease, control=inst.control)
+    store = InstanceStore(
+        instance_id=inst.id,
+        token=token,
+        worker=worker_id,
+        workflow=inst.workflow,
+        tenant=inst.tenant,
+        lease=lease,
+        control=inst.control,
+    )
     has_steps = claimed is None or claimed.row is None or claimed.has_steps
     execution = Execution(instance=inst, store=store, draining=draining, has_steps=has_steps, ending=ending)
     # Every line logged during the turn (engine, workflow, source clients) names the instance.
-    with logcontext.bind(instance=inst.id, workflow=inst.workflow, tenant=inst.tenant, worker=worker_id,
-                         trace_id=tracing.trace_id_hex(inst.id)):
+    with logcontext.bind(
+        instance=inst.id,
+        workflow=inst.workflow,
+        tenant=inst.tenant,
+        worker=worker_id,
+        trace_id=tracing.trace_id_hex(inst.id),
+    ):
         if tracing.ENABLED:
             return _traced(inst, worker_id, lambda: turn.run_turn(execution, _make_step))
         return turn.run_turn(execution, _make_step)
@@ -54,8 +73,11 @@ def run_turn(instance_id: str, *, token: str, worker_id: str, lease: timedelta,
 def _traced(inst: Instance, worker_id: str, run: Callable[[], str]) -> str:
     """The turn as a span (tracing on only): the ingress traceparent its creation kept, linked or
     continued (RUNLEDGER_TRACE_INGRESS); log lines carry the trace id the spans have."""
-    created = (History.objects.filter(instance_id=inst.id, kind=HistoryKind.INSTANCE_CREATED)
-               .values_list("data", flat=True).first()) or {}
+    created = (
+        History.objects.filter(instance_id=inst.id, kind=HistoryKind.INSTANCE_CREATED)
+        .values_list("data", flat=True)
+        .first()
+    ) or {}
     ingress = created.get("traceparent")
     with logcontext.bind(trace_id=tracing.trace_id_hex(inst.id, ingress) if tracing.CONTINUE_INGRESS else None):
         return tracing.traced_turn(inst, worker=worker_id, ingress=ingress, run=run)
@@ -72,16 +94,18 @@ def claim_batch(*, worker_id: str, limit: int, lease: timedelta, now: datetime |
     return token, [c.id for c in claimed]
 
 
-def claim(*, worker_id: str, limit: int, lease: timedelta, now: datetime | None = None,
-          raw: Any = None, tied: bool = False) -> tuple[str, list[Claimed]]:
+def claim(
+    *, worker_id: str, limit: int, lease: timedelta, now: datetime | None = None, raw: Any = None, tied: bool = False
+) -> tuple[str, list[Claimed]]:
     """claim_batch, returning what the claim knows of each instance (on PostgreSQL without flow
     limits: its row, so the turn starts without reading it). `raw`: the claiming thread's own
     sql/base.py's engine_connection(), for that claim. `tied`: the worker holds its liveness
     lock, so these leases end with its session (sql/liveness.py)."""
     now = now or clock.now()
     token = lease_token(tied=tied)
-    return token, worker_db().claim(worker_id=worker_id, token=token, limit=limit, now=now,
-                                    lease_until=now + lease, raw=raw)
+    return token, worker_db().claim(
+        worker_id=worker_id, token=token, limit=limit, now=now, lease_until=now + lease, raw=raw
+    )
 
 
 def lease_token(*, tied: bool) -> str:
@@ -89,8 +113,9 @@ def lease_token(*, tied: bool) -> str:
     return (sql_liveness.LIVE_TOKEN if tied else "") + secrets.token_hex(8)
 
 
-def run_until_idle(*, max_turns: int = 10_000, advance_clock: bool = False, worker_id: str = "inline",
-                   lease_seconds: float = 86_400.0) -> int:
+def run_until_idle(
+    *, max_turns: int = 10_000, advance_clock: bool = False, worker_id: str = "inline", lease_seconds: float = 86_400.0
+) -> int:
     """Run every runnable instance in this thread until none is due (tests and scripts).
 
     With `advance_clock`, jump the engine's clock to the next wake-up whenever nothing is due,
@@ -114,8 +139,9 @@ def run_until_idle(*, max_turns: int = 10_000, advance_clock: bool = False, work
                 clock.clock.advance(due - clock.now() + timedelta(microseconds=1))
             continue
         try:
-            status = run_turn(claimed[0].id, token=token, worker_id=worker_id, lease=lease, draining=draining,
-                              claimed=claimed[0])
+            status = run_turn(
+                claimed[0].id, token=token, worker_id=worker_id, lease=lease, draining=draining, claimed=claimed[0]
+            )
         except (EngineFault, DatabaseError):  # a write outside the replay: the ending, say
             status = TurnEnd.FAULT
         turns += 1
@@ -131,5 +157,10 @@ def _retry_after_fault(instance_id: str, *, token: str, worker_id: str) -> None:
     the next claim takes the instance again."""
     if not connection.in_atomic_block:  # a caller's transaction (a test's) stays the caller's
         connection.close()
-    sql_liveness.renew(instance_id=instance_id, owner=worker_id, token=token,
-                       new_token=lease_token(tied=False), lease_until=clock.now() - timedelta(microseconds=1))
+    sql_liveness.renew(
+        instance_id=instance_id,
+        owner=worker_id,
+        token=token,
+        new_token=lease_token(tied=False),
+        lease_until=clock.now() - timedelta(microseconds=1),
+    )

@@ -241,7 +241,8 @@ class GroupCommit:
         for item in batch:
             if (item.write.iid, item.write.token) in self._failed_turns:
                 item.error = EarlierWriteFailed(
-                    f"not written: an earlier write of the same turn of instance {item.write.iid} failed")
+                    f"not written: an earlier write of the same turn of instance {item.write.iid} failed"
+                )
             else:
                 kept.append(item)
         return kept
@@ -250,8 +251,9 @@ class GroupCommit:
         if self._committer is None:
             with self._committer_lock:  # not self._lock: the lead is handed over holding it
                 if self._committer is None:
-                    self._committer = threading.Thread(target=self._commit_forever, name="runledger-committer",
-                                                       daemon=True)
+                    self._committer = threading.Thread(
+                        target=self._commit_forever, name="runledger-committer", daemon=True
+                    )
                     self._committer.start()
         self._kick.set()
 

@@ -61,8 +61,12 @@ class Notifier:
                 failures += 1
                 shout, count = self._failures.failed(now=time.monotonic())
                 if shout:
-                    log.warning("could not NOTIFY %s (%s); trying again, listeners poll meanwhile (%d failure(s))",
-                                ", ".join(sorted(channels)), str(exc).strip().split("\n")[0], count)
+                    log.warning(
+                        "could not NOTIFY %s (%s); trying again, listeners poll meanwhile (%d failure(s))",
+                        ", ".join(sorted(channels)),
+                        str(exc).strip().split("\n")[0],
+                        count,
+                    )
                 conn = None
                 with self._cond:
                     self._pending |= channels  # sent once the database answers again

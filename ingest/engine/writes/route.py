@@ -29,32 +29,83 @@ def grouped() -> bool:
     return _group_commit and not connection.in_atomic_block
 
 
-def step_finish(*, row: StepRow, token: str, now: datetime, started: datetime, attempt: int,
-                result: str | None, worker: str, with_start: bool, logs: str | None = None) -> tuple[str, int] | None:
+def step_finish(
+    *,
+    row: StepRow,
+    token: str,
+    now: datetime,
+    started: datetime,
+    attempt: int,
+    result: str | None,
+    worker: str,
+    with_start: bool,
+    logs: str | None = None,
+) -> tuple[str, int] | None:
     """Store a step's successful attempt durably (sql/steps.py's statement), through the express
     group commit when completions are grouped here. Returns (control, step id), or None when the
     lease is lost."""
     if grouped():
         # Looked up at each call, not bound at import: a test may swap in a fresh group commit.
-        return commits.express.finish(Completion(row=row, token=token, now=now, started=started, attempt=attempt,
-                                         result=result, worker=worker, with_start=with_start, logs=logs))
-    return sql_steps.step_finish(row=row, token=token, now=now, started=started, attempt=attempt,
-                                 result=result, worker=worker, with_start=with_start, logs=logs)
+        return commits.express.finish(
+            Completion(
+                row=row,
+                token=token,
+                now=now,
+                started=started,
+                attempt=attempt,
+                result=result,
+                worker=worker,
+                with_start=with_start,
+                logs=logs,
+            )
+        )
+    return sql_steps.step_finish(
+        row=row,
+        token=token,
+        now=now,
+        started=started,
+        attempt=attempt,
+        result=result,
+        worker=worker,
+        with_start=with_start,
+        logs=logs,
+    )
 
 
-def step_finish_deferred(*, row: StepRow, token: str, now: datetime, started: datetime, attempt: int,
-                         result: str | None, worker: str, with_start: bool,
-                         logs: str | None = None) -> commits.Pending | None:
+def step_finish_deferred(
+    *,
+    row: StepRow,
+    token: str,
+    now: datetime,
+    started: datetime,
+    attempt: int,
+    result: str | None,
+    worker: str,
+    with_start: bool,
+    logs: str | None = None,
+) -> commits.Pending | None:
     """Queue the same write on the group commit and return its `Pending` at once; None when
     completions are not grouped here (the caller then writes it with `step_finish`)."""
     if not grouped():
         return None
-    return commits.group.submit(Completion(row=row, token=token, now=now, started=started, attempt=attempt,
-                                   result=result, worker=worker, with_start=with_start, logs=logs))
+    return commits.group.submit(
+        Completion(
+            row=row,
+            token=token,
+            now=now,
+            started=started,
+            attempt=attempt,
+            result=result,
+            worker=worker,
+            with_start=with_start,
+            logs=logs,
+        )
+    )
 
 
-def instance_complete(*, iid: str, token: str, now: datetime, output: str | None,
-                      woke: tuple[int, str, datetime] | None = None) -> bool:
+def instance_complete(
+    *, iid: str, token: str, now: datetime, output: str | None, woke: tuple[int, str, datetime] | None = None
+) -> bool:
     """End an instance as complete with its output (sql/instances.py's statement), through the
     group commit when completions are grouped and no due sleep completes with it. False when
     the lease is lost."""

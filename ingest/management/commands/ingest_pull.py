@@ -40,7 +40,9 @@ def _when(value: str, flag: str) -> datetime:
     try:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
-        raise CommandError(f"{flag} {value!r} is not an ISO date or time (e.g. 2025-03-01 or 2025-03-01T00:00Z)") from None
+        raise CommandError(
+            f"{flag} {value!r} is not an ISO date or time (e.g. 2025-03-01 or 2025-03-01T00:00Z)"
+        ) from None
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
@@ -50,17 +52,22 @@ def _batches(calls: Iterator[GongCall], size: int) -> Iterator[list[GongCall]]:
 
 
 class Command(BaseCommand):
-    help = ("Pull Gong calls or Salesforce opportunities for a time range and start their ingests, "
-            f"at priority {BACKFILL_PRIORITY}: below live webhooks (priority 0), so a backfill never "
-            "queues ahead of them; tenants are served round robin either way.")
+    help = (
+        "Pull Gong calls or Salesforce opportunities for a time range and start their ingests, "
+        f"at priority {BACKFILL_PRIORITY}: below live webhooks (priority 0), so a backfill never "
+        "queues ahead of them; tenants are served round robin either way."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("source", choices=["gong", "salesforce"])
         parser.add_argument("--tenant", required=True)
         parser.add_argument("--from", dest="start", required=True, help="ISO date or time, inclusive")
         parser.add_argument("--to", dest="end", required=True, help="ISO date or time, exclusive")
-        parser.add_argument("--base-url", default=None,
-                            help="Gong API base URL or Salesforce login URL (default: the tenant's connection)")
+        parser.add_argument(
+            "--base-url",
+            default=None,
+            help="Gong API base URL or Salesforce login URL (default: the tenant's connection)",
+        )
         parser.add_argument("--no-progress", action="store_true", help="no progress bar (logs, CI)")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -68,8 +75,12 @@ class Command(BaseCommand):
         if end <= start:
             raise CommandError(f"--to {end.isoformat()} must be after --from {start.isoformat()}")
         tenant = options["tenant"]
-        bar = tqdm(desc=f"{options['source']} → {tenant}", unit=" record", disable=options["no_progress"],
-                   file=self.stderr._out)
+        bar = tqdm(
+            desc=f"{options['source']} → {tenant}",
+            unit=" record",
+            disable=options["no_progress"],
+            file=self.stderr._out,
+        )
         results: list[Started] = []
         try:
             pull = self._gong if options["source"] == "gong" else self._salesforce
@@ -77,13 +88,17 @@ class Command(BaseCommand):
                 results.append(started)
                 bar.update(1)
         except SourceError as error:
-            raise CommandError(f"pulling from {options['source']} for tenant {tenant} failed after "
-                               f"{len(results)} record(s): {redact(str(error))}") from error
+            raise CommandError(
+                f"pulling from {options['source']} for tenant {tenant} failed after "
+                f"{len(results)} record(s): {redact(str(error))}"
+            ) from error
         finally:
             bar.close()
         created = sum(r.created for r in results)
-        self.stdout.write(f"{created} ingest(s) started, {len(results) - created} already processed "
-                          f"({options['source']}, tenant {tenant}, {start.isoformat()} – {end.isoformat()})")
+        self.stdout.write(
+            f"{created} ingest(s) started, {len(results) - created} already processed "
+            f"({options['source']}, tenant {tenant}, {start.isoformat()} – {end.isoformat()})"
+        )
 
     def _gong(self, tenant: str, start: datetime, end: datetime, base_url: str | None) -> Iterator[Started]:
         config = gong_config_get(tenant=tenant, base_url=base_url)
@@ -99,13 +114,22 @@ class Command(BaseCommand):
     def _salesforce(self, tenant: str, start: datetime, end: datetime, base_url: str | None) -> Iterator[Started]:
         config = salesforce_config_get(tenant=tenant, login_url=base_url)
         if not config.client_id:
-            raise CommandError(f"no Salesforce client id for tenant {tenant}: add a salesforce Connection or "
-                               "set SALESFORCE_CLIENT_ID")
+            raise CommandError(
+                f"no Salesforce client id for tenant {tenant}: add a salesforce Connection or set SALESFORCE_CLIENT_ID"
+            )
         credentials: ClientCredentials | RefreshToken = (
             RefreshToken(config.client_id, config.client_secret, config.refresh_token)
-            if config.refresh_token else ClientCredentials(config.client_id, config.client_secret))
+            if config.refresh_token
+            else ClientCredentials(config.client_id, config.client_secret)
+        )
         client = SalesforceClient(credentials=credentials, login_url=config.login_url)
         soql = SOQL.format(start=start.strftime("%Y-%m-%dT%H:%M:%SZ"), end=end.strftime("%Y-%m-%dT%H:%M:%SZ"))
         for record in client.query(soql):
-            yield salesforce_ingest_start(tenant, object_id=str(record["Id"]), record=record,
-                                          trigger="ingest_pull", actor="ingest_pull", priority=BACKFILL_PRIORITY)
+            yield salesforce_ingest_start(
+                tenant,
+                object_id=str(record["Id"]),
+                record=record,
+                trigger="ingest_pull",
+                actor="ingest_pull",
+                priority=BACKFILL_PRIORITY,
+            )

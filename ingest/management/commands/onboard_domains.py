@@ -44,9 +44,11 @@ def read_domains(names: list[str], file: str | None) -> list[str]:
 
 
 class Command(BaseCommand):
-    help = ("Onboard RankDisco domains: start domain-onboard for each, with a progress bar. Bulk work: "
-            f"the onboardings and their url-classify runs start at priority {BACKFILL_PRIORITY}, below "
-            "live traffic (priority 0); tenants are served round robin either way.")
+    help = (
+        "Onboard RankDisco domains: start domain-onboard for each, with a progress bar. Bulk work: "
+        f"the onboardings and their url-classify runs start at priority {BACKFILL_PRIORITY}, below "
+        "live traffic (priority 0); tenants are served round robin either way."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("domains", nargs="*", help="domains to onboard (example.com)")
@@ -55,8 +57,9 @@ class Command(BaseCommand):
         parser.add_argument("--run", default="", help="a label: the same label twice is already processed")
         parser.add_argument("--again", action="store_true", help="onboard again under a new label (now's time)")
         for name in LIMITS:
-            parser.add_argument(f"--{name.replace('_', '-')}", dest=name, type=int, default=100,
-                                help=f"1 to {MAX_LIMIT} (default 100)")
+            parser.add_argument(
+                f"--{name.replace('_', '-')}", dest=name, type=int, default=100, help=f"1 to {MAX_LIMIT} (default 100)"
+            )
         for name in SKIPS:
             parser.add_argument(f"--{name.replace('_', '-')}", dest=name, action="store_true")
         parser.add_argument("--wait", action="store_true", help="follow the onboardings until they end")
@@ -81,9 +84,9 @@ class Command(BaseCommand):
         already = 0
         with tqdm(total=len(valid), desc="starting", unit="domain", disable=options["no_progress"]) as bar:
             for name in valid:
-                instance_id, created = domain_onboard_start(options["tenant"], name, run=run,
-                                                            actor="onboard_domains", priority=BACKFILL_PRIORITY,
-                                                            **extra)
+                instance_id, created = domain_onboard_start(
+                    options["tenant"], name, run=run, actor="onboard_domains", priority=BACKFILL_PRIORITY, **extra
+                )
                 started.append(instance_id)
                 already += not created
                 bar.update(1)

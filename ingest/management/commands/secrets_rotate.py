@@ -31,5 +31,7 @@ class Command(BaseCommand):
             raise CommandError(str(error)) from None
         for table, count in counts.items():
             self.stdout.write(f"{table}: {count} rows re-encrypted")
-        self.stdout.write(f"done: {sum(counts.values())} rows now under the first of {len(keys)} keys; "
-                          "the keys after it can be dropped")
+        self.stdout.write(
+            f"done: {sum(counts.values())} rows now under the first of {len(keys)} keys; "
+            "the keys after it can be dropped"
+        )

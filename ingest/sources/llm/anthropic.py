@@ -67,16 +67,10 @@ class AnthropicClient:
             "max_tokens": max_tokens or self.max_tokens,
             "temperature": 0,
             "system": "\n\n".join([*system, JSON_INSTRUCTION]),
-            "messages": [
-                {"role": m["role"], "content": m["content"]}
-                for m in messages
-                if m["role"] != "system"
-            ],
+            "messages": [{"role": m["role"], "content": m["content"]} for m in messages if m["role"] != "system"],
         }
 
-    def complete_json(
-        self, messages: Sequence[ChatMessage], *, max_tokens: int | None = None
-    ) -> LLMResult:
+    def complete_json(self, messages: Sequence[ChatMessage], *, max_tokens: int | None = None) -> LLMResult:
         """One message parsed as a JSON object; raises LLMError subclasses."""
         payload = self._api.post(
             "/v1/messages",
@@ -97,19 +91,17 @@ class AnthropicClient:
                 f"anthropic model {model!r} stopped at max_tokens, so its JSON is cut off; "
                 "raise max_tokens or shorten the input, then retry"
             )
-        text = "".join(
-            block.get("text", "")
-            for block in payload.get("content") or []
-            if block.get("type") == "text"
-        )
+        text = "".join(block.get("text", "") for block in payload.get("content") or [] if block.get("type") == "text")
         data = parse_json_object(text, provider="anthropic", model=model)
         return LLMResult(data=data, usage=usage, model=model, raw_text=text)
 
     def models(self) -> list[str]:
         """`GET /v1/models`: the ids of the models this key may use (free)."""
-        return model_ids(self._api.get("/v1/models", headers={"x-api-key": self._api_key,
-                                                              "anthropic-version": self.version},
-                                       model=self.model))
+        return model_ids(
+            self._api.get(
+                "/v1/models", headers={"x-api-key": self._api_key, "anthropic-version": self.version}, model=self.model
+            )
+        )
 
 
 def _error_detail(response: requests.Response) -> str:

@@ -75,9 +75,7 @@ class ChatMessage(TypedDict):
 
 
 class LLMClient(Protocol):
-    def complete_json(
-        self, messages: Sequence[ChatMessage], *, max_tokens: int | None = None
-    ) -> LLMResult: ...
+    def complete_json(self, messages: Sequence[ChatMessage], *, max_tokens: int | None = None) -> LLMResult: ...
 
 
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
@@ -103,8 +101,7 @@ def parse_json_object(text: str | None, *, provider: str, model: str) -> dict[st
         ) from error
     if not isinstance(data, dict):
         raise LLMInvalidOutput(
-            f"{provider} model {model!r} returned JSON {type(data).__name__}, not an object; "
-            "retry the step"
+            f"{provider} model {model!r} returned JSON {type(data).__name__}, not an object; retry the step"
         )
     return data
 
@@ -113,17 +110,13 @@ def _retryable_status(status: int) -> bool:
     return status in (408, 409, 429) or status >= 500
 
 
-def error_for_response(
-    response: requests.Response, *, provider: str, model: str, detail: str = ""
-) -> LLMError:
+def error_for_response(response: requests.Response, *, provider: str, model: str, detail: str = "") -> LLMError:
     """The error for a non-2xx answer, honouring `x-should-retry` and the retry hints."""
     status = response.status_code
     hint = should_retry_hint(response.headers)
     retryable = _retryable_status(status) if hint is None else hint
     retry_after = retry_after_seconds(response.headers) if retryable else None
-    what = (
-        f"{provider} answered HTTP {status} to model {model!r}: {detail or body_excerpt(response)}"
-    )
+    what = f"{provider} answered HTTP {status} to model {model!r}: {detail or body_excerpt(response)}"
     cls: type[LLMError]
     if status == 429:
         cls, advice = LLMRateLimited, "retry after the delay"
@@ -161,16 +154,14 @@ def post_json(
         try:
             return session.post(url, json=body, headers=dict(headers), timeout=timeout)
         except requests.Timeout as error:
-            raise LLMUnavailable(
-                f"{provider} at {url} did not answer within {timeout[1]:g}s; retry later"
-            ) from error
+            raise LLMUnavailable(f"{provider} at {url} did not answer within {timeout[1]:g}s; retry later") from error
         except requests.RequestException as error:
-            raise LLMUnavailable(
-                f"{provider} at {url} is unreachable ({error}); retry later"
-            ) from error
+            raise LLMUnavailable(f"{provider} at {url} is unreachable ({error}); retry later") from error
 
     return wait_and_resend(
-        lambda: guarded_send(provider, send), wait_for=_inline_wait(max_inline_wait), retries=retries,
+        lambda: guarded_send(provider, send),
+        wait_for=_inline_wait(max_inline_wait),
+        retries=retries,
         sleep=sleep,
     )
 
@@ -253,9 +244,7 @@ class JsonApi:
         self.sleep: Sleep = transport.get("sleep", time.sleep)
         self._error_detail = error_detail
 
-    def post(
-        self, path: str, *, body: Mapping[str, Any], headers: Mapping[str, str], model: str
-    ) -> dict[str, Any]:
+    def post(self, path: str, *, body: Mapping[str, Any], headers: Mapping[str, str], model: str) -> dict[str, Any]:
         """The JSON object the provider answered to `POST {base_url}{path}`; raises LLMError
         subclasses (they carry retryable and retry_after).
 
@@ -267,9 +256,17 @@ class JsonApi:
             sent = dict(headers)
             if key is not None and self.idempotency_header:
                 sent[self.idempotency_header] = key
-            return post_json(self.session, f"{self.base_url}{path}", body=body, headers=sent,
-                             timeout=self.timeout, retries=self.max_retries,
-                             max_inline_wait=self.max_inline_wait, sleep=self.sleep, provider=self.provider)
+            return post_json(
+                self.session,
+                f"{self.base_url}{path}",
+                body=body,
+                headers=sent,
+                timeout=self.timeout,
+                retries=self.max_retries,
+                max_inline_wait=self.max_inline_wait,
+                sleep=self.sleep,
+                provider=self.provider,
+            )
 
         response = journaled(self.provider, send, request=[self.base_url, path, body])
         if not response.ok:
@@ -286,11 +283,13 @@ class JsonApi:
             try:
                 return self.session.get(url, headers=dict(headers), timeout=self.timeout)
             except requests.Timeout as error:
-                raise LLMUnavailable(f"{self.provider} at {url} did not answer within {self.timeout[1]:g}s; "
-                                     "retry later") from error
+                raise LLMUnavailable(
+                    f"{self.provider} at {url} did not answer within {self.timeout[1]:g}s; retry later"
+                ) from error
             except requests.RequestException as error:
-                raise LLMUnavailable(f"{self.provider} at {url} is unreachable ({type(error).__name__}); "
-                                     "retry later") from error
+                raise LLMUnavailable(
+                    f"{self.provider} at {url} is unreachable ({type(error).__name__}); retry later"
+                ) from error
 
         response = guarded_send(self.provider, send)
         if not response.ok:

@@ -77,8 +77,7 @@ class OpenAIChatClient:
         self.on_usage = on_usage
         self.json_mode = json_mode
         self._api_key = api_key
-        self._api = JsonApi(provider=service, base_url=base_url, idempotency_header="Idempotency-Key",
-                            **transport)
+        self._api = JsonApi(provider=service, base_url=base_url, idempotency_header="Idempotency-Key", **transport)
 
     def _body(self, messages: Sequence[ChatMessage], max_tokens: int | None) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -92,9 +91,7 @@ class OpenAIChatClient:
             body["max_tokens"] = max_tokens
         return body
 
-    def complete_json(
-        self, messages: Sequence[ChatMessage], *, max_tokens: int | None = None
-    ) -> LLMResult:
+    def complete_json(self, messages: Sequence[ChatMessage], *, max_tokens: int | None = None) -> LLMResult:
         """One chat completion parsed as a JSON object; raises LLMError subclasses."""
         payload = self._api.post(
             "/chat/completions",

@@ -43,8 +43,17 @@ class Coalesced:
     opened: bool  # this event opened the window (and created the instance)
 
 
-def coalesce_add(*, source: str, config: CoalesceConfig, workflow: str, tenant: str, payload: dict[str, Any],
-                 now: datetime, priority: int | None = None, actor: str = "") -> Coalesced:
+def coalesce_add(
+    *,
+    source: str,
+    config: CoalesceConfig,
+    workflow: str,
+    tenant: str,
+    payload: dict[str, Any],
+    now: datetime,
+    priority: int | None = None,
+    actor: str = "",
+) -> Coalesced:
     """Add one event to its key's window of `source`; opens the window (and creates its queued
     instance) when none is open. Runs in the caller's transaction when there is one.
 
@@ -59,41 +68,66 @@ def coalesce_add(*, source: str, config: CoalesceConfig, workflow: str, tenant: 
                 window = CoalesceWindow.objects.select_for_update().filter(source=source, key=key).first()
                 if window is None:
                     window = CoalesceWindow.objects.create(
-                        source=source, key=key, mode=config.mode, instance_id="", workflow=workflow,
-                        tenant=tenant, first_at=now, last_at=now, starts_at=now)
+                        source=source,
+                        key=key,
+                        mode=config.mode,
+                        instance_id="",
+                        workflow=workflow,
+                        tenant=tenant,
+                        first_at=now,
+                        last_at=now,
+                        starts_at=now,
+                    )
                 # A window whose start time has come is closed even before a worker starts its
                 # instance: the quiet period passed, or the timeout capped it.
                 if window.instance_id and window.starts_at > now:
                     joined = _join(window, config, payload, size=size, now=now)
                     if joined is not None:
                         return joined
-                return _open(window, config=config, workflow=workflow, tenant=tenant, payload=payload,
-                             size=size, now=now, priority=priority, actor=actor)
+                return _open(
+                    window,
+                    config=config,
+                    workflow=workflow,
+                    tenant=tenant,
+                    payload=payload,
+                    size=size,
+                    now=now,
+                    priority=priority,
+                    actor=actor,
+                )
         except IntegrityError:
             continue  # a concurrent first event of this key inserted its row: queue on it
     raise IntegrityError(f"the {config.mode} window {source} [{key}] is contended; retry the event")
 
 
 def _params(config: CoalesceConfig, window: CoalesceWindow, payload: dict[str, Any]) -> dict[str, Any]:
-    meta = {"key": window.key, "count": window.count, "first_at": window.first_at.isoformat(),
-            "last_at": window.last_at.isoformat(), "source": window.source}
+    meta = {
+        "key": window.key,
+        "count": window.count,
+        "first_at": window.first_at.isoformat(),
+        "last_at": window.last_at.isoformat(),
+        "source": window.source,
+    }
     if config.mode == BATCH:
         return {"events": list(window.payloads), "_batch": meta}
     return {**payload, "_debounce": meta}
 
 
-def _join(window: CoalesceWindow, config: CoalesceConfig, payload: dict[str, Any], *, size: int,
-          now: datetime) -> Coalesced | None:
-    full = config.mode == BATCH and (window.count + 1 >= config.max_size
-                                     or window.bytes + size >= coalesce.MAX_BATCH_BYTES)
+def _join(
+    window: CoalesceWindow, config: CoalesceConfig, payload: dict[str, Any], *, size: int, now: datetime
+) -> Coalesced | None:
+    full = config.mode == BATCH and (
+        window.count + 1 >= config.max_size or window.bytes + size >= coalesce.MAX_BATCH_BYTES
+    )
     window.count += 1
     window.last_at = now
     window.bytes += size
     if config.mode == BATCH:
         window.payloads = [*window.payloads, payload]
     starts = now if full else coalesce.starts_at(config, first_at=window.first_at, now=now)
-    if not engine_services.instance_defer(instance_id=window.instance_id,
-                                          params=_params(config, window, payload), start_at=starts):
+    if not engine_services.instance_defer(
+        instance_id=window.instance_id, params=_params(config, window, payload), start_at=starts
+    ):
         return None  # a worker started it: this event opens the next window
     instance_id = window.instance_id
     window.starts_at = starts
@@ -103,8 +137,18 @@ def _join(window: CoalesceWindow, config: CoalesceConfig, payload: dict[str, Any
     return Coalesced(instance_id, config.mode, window.key, window.count, starts, opened=False)
 
 
-def _open(window: CoalesceWindow, *, config: CoalesceConfig, workflow: str, tenant: str, payload: dict[str, Any],
-          size: int, now: datetime, priority: int | None, actor: str) -> Coalesced:
+def _open(
+    window: CoalesceWindow,
+    *,
+    config: CoalesceConfig,
+    workflow: str,
+    tenant: str,
+    payload: dict[str, Any],
+    size: int,
+    now: datetime,
+    priority: int | None,
+    actor: str,
+) -> Coalesced:
     starts = coalesce.starts_at(config, first_at=now, now=now)
     window.generation += 1
     # Row and generation make the instance id: deterministic for the window, never reused.
@@ -112,9 +156,15 @@ def _open(window: CoalesceWindow, *, config: CoalesceConfig, workflow: str, tena
     window.mode, window.workflow, window.tenant = config.mode, workflow, tenant
     window.count, window.bytes, window.first_at, window.last_at, window.starts_at = 1, size, now, now, starts
     window.payloads = [payload] if config.mode == BATCH else []
-    engine_services.instance_create(workflow=workflow, id=window.instance_id,
-                                    params=_params(config, window, payload), tenant=tenant,
-                                    priority=priority, start_at=starts, actor=actor)
+    engine_services.instance_create(
+        workflow=workflow,
+        id=window.instance_id,
+        params=_params(config, window, payload),
+        tenant=tenant,
+        priority=priority,
+        start_at=starts,
+        actor=actor,
+    )
     window.save()
     return Coalesced(window.instance_id, config.mode, window.key, 1, starts, opened=True)
 

@@ -47,30 +47,42 @@ def ingress_secret_problems(*, tenant: Any, name: Any, rate_limit_per_minute: An
     if problem := tenant_problem(tenant):
         problems["tenant"] = problem
     if not isinstance(name, str) or not _NAME.match(name):
-        problems["name"] = (f"a credential's name is 1 to 100 letters, digits, '_', '.' or '-', such as "
-                            f"default or shop-webhook; got {str(name)[:60]!r}")
+        problems["name"] = (
+            f"a credential's name is 1 to 100 letters, digits, '_', '.' or '-', such as "
+            f"default or shop-webhook; got {str(name)[:60]!r}"
+        )
     if rate_limit_per_minute is not None and not whole_between(rate_limit_per_minute, 1, RATE_MAX):
-        problems["rate_limit_per_minute"] = (f"a rate limit is 1 to {RATE_MAX} requests a minute across the "
-                                             "tenant's routes, or empty for none")
+        problems["rate_limit_per_minute"] = (
+            f"a rate limit is 1 to {RATE_MAX} requests a minute across the tenant's routes, or empty for none"
+        )
     return problems
 
 
-def ingress_secret_create(*, tenant: Any, name: Any = "default",
-                          rate_limit_per_minute: Any = None) -> tuple[IngressSecret, str, str]:
+def ingress_secret_create(
+    *, tenant: Any, name: Any = "default", rate_limit_per_minute: Any = None
+) -> tuple[IngressSecret, str, str]:
     """A tenant's ingress credentials: (row, bearer token, HMAC secret), shown once; store them.
 
     InvalidIngressSecret names every wrong field at once; IngressSecretExists when the tenant
     already has a credential of that name and nothing else is wrong."""
     problems = ingress_secret_problems(tenant=tenant, name=name, rate_limit_per_minute=rate_limit_per_minute)
     if not problems and IngressSecret.objects.filter(tenant=tenant, name=name).exists():
-        raise IngressSecretExists(problems={"name": f"tenant {tenant!r} already has a credential named "
-                                                    f"{name!r}; pick another name, or rotate that one"})
+        raise IngressSecretExists(
+            problems={
+                "name": f"tenant {tenant!r} already has a credential named "
+                f"{name!r}; pick another name, or rotate that one"
+            }
+        )
     if problems:
         raise InvalidIngressSecret(problems=problems)
     token, hmac_secret = _new_pair()
     row = IngressSecret.objects.create(
-        tenant=tenant, name=name, token_hash=signing.token_hash(token), token_prefix=token[:10],
-        hmac_secret=hmac_secret, rate_limit_per_minute=whole(rate_limit_per_minute),
+        tenant=tenant,
+        name=name,
+        token_hash=signing.token_hash(token),
+        token_prefix=token[:10],
+        hmac_secret=hmac_secret,
+        rate_limit_per_minute=whole(rate_limit_per_minute),
     )
     return row, token, hmac_secret
 
@@ -79,16 +91,20 @@ def rotation_problems(*, overlap_seconds: Any, reason: Any) -> dict[str, str]:
     """What is wrong with a rotation's overlap and reason, by field name. Pure."""
     problems: dict[str, str] = {}
     if not whole_between(overlap_seconds, 0, OVERLAP_MAX):
-        problems["overlap_seconds"] = (f"the old pair keeps working 0 to {OVERLAP_MAX} seconds (7 days) after "
-                                       "the rotation; 0 stops it at once")
+        problems["overlap_seconds"] = (
+            f"the old pair keeps working 0 to {OVERLAP_MAX} seconds (7 days) after the rotation; 0 stops it at once"
+        )
     if not isinstance(reason, str) or not reason.strip() or len(reason) > REASON_MAX:
-        problems["reason"] = (f"say why it is rotated (1 to {REASON_MAX} characters): it is kept in the audit "
-                              "log, e.g. \"yearly rotation\" or \"token pasted in a ticket\"")
+        problems["reason"] = (
+            f"say why it is rotated (1 to {REASON_MAX} characters): it is kept in the audit "
+            'log, e.g. "yearly rotation" or "token pasted in a ticket"'
+        )
     return problems
 
 
-def ingress_secret_rotate(*, tenant: str, name: str, now: datetime, overlap_seconds: Any,
-                          reason: Any) -> tuple[IngressSecret, str, str]:
+def ingress_secret_rotate(
+    *, tenant: str, name: str, now: datetime, overlap_seconds: Any, reason: Any
+) -> tuple[IngressSecret, str, str]:
     """A new bearer token and HMAC secret for a credential: (row, token, secret), shown once and
     never readable again. The replaced pair keeps working `overlap_seconds` from `now` (0: it stops
     at once); a pair an earlier rotation kept stops now. InvalidIngressSecret (every problem at
@@ -135,8 +151,9 @@ def ingress_secret_delete(*, tenant: str, name: str) -> IngressSecret:
         row = IngressSecret.objects.select_for_update().filter(tenant=tenant, name=name).first()
         if row is None:
             raise IngressSecretNotFound(f"tenant {tenant[:100]!r} has no ingress credential named {name[:100]!r}")
-        gone = IngressSecret(pk=row.pk, tenant=row.tenant, name=row.name, token_prefix=row.token_prefix,
-                             enabled=row.enabled)
+        gone = IngressSecret(
+            pk=row.pk, tenant=row.tenant, name=row.name, token_prefix=row.token_prefix, enabled=row.enabled
+        )
         row.delete()
     return gone
 
@@ -153,8 +170,14 @@ def ingress_secrets_expire(*, now: datetime) -> int:
     with transaction.atomic():
         for row in IngressSecret.objects.select_for_update().filter(previous_valid_until__lte=now):
             _forget_previous(row)
-            row.save(update_fields=["previous_token_hash", "previous_token_prefix", "previous_hmac_secret",
-                                    "previous_valid_until"])
+            row.save(
+                update_fields=[
+                    "previous_token_hash",
+                    "previous_token_prefix",
+                    "previous_hmac_secret",
+                    "previous_valid_until",
+                ]
+            )
             erased += 1
     return erased
 
@@ -166,8 +189,12 @@ def credential_secret(credential: IngressSecret, *, token_hash: str, now: dateti
     if token_hash == credential.token_hash:
         return str(credential.hmac_secret)
     until = credential.previous_valid_until
-    if (token_hash == credential.previous_token_hash and credential.previous_hmac_secret
-            and until is not None and now < until):
+    if (
+        token_hash == credential.previous_token_hash
+        and credential.previous_hmac_secret
+        and until is not None
+        and now < until
+    ):
         return str(credential.previous_hmac_secret)
     raise NotAuthenticated(
         f"the ingress token was replaced when credential {credential.tenant}/{credential.name} was rotated, "

@@ -32,8 +32,7 @@ class Published:
 def _validate(type: str, data: Any, event_id: str) -> None:
     if not patterns.EVENT_TYPE.match(type or ""):
         raise InvalidEvent(
-            f"event type {str(type)[:60]!r} is invalid; use 1 to 200 letters, digits and . _ - : /"
-            ", e.g. user.created"
+            f"event type {str(type)[:60]!r} is invalid; use 1 to 200 letters, digits and . _ - : /, e.g. user.created"
         )
     if not isinstance(data, dict):
         raise InvalidEvent(f"event {type!r}: data must be a JSON object, not {data.__class__.__name__}")
@@ -52,33 +51,47 @@ def _instance_id(event_id: str, subscription_id: int) -> str:
 
 def _start_subscribers(row: PublishedEvent, *, actor: str, now: datetime) -> list[str]:
     started = []
-    subscriptions = Subscription.objects.filter(enabled=True).filter(
-        Q(tenant="") | Q(tenant=row.tenant)
-    ).order_by("pk")
+    subscriptions = Subscription.objects.filter(enabled=True).filter(Q(tenant="") | Q(tenant=row.tenant)).order_by("pk")
     for sub in subscriptions:
-        if not (patterns.type_matches(sub.pattern, row.type)
-                and patterns.filters_match(sub.filters, row.data)):
+        if not (patterns.type_matches(sub.pattern, row.type) and patterns.filters_match(sub.filters, row.data)):
             continue
         params = {**row.data, "_event": {"id": row.id, "type": row.type, "tenant": row.tenant}}
         config = coalescing.parse(sub.coalesce)
         if config is not None:  # debounced or batched: the event joins its key's window
-            started.append(coalesce_add(source=f"subscription:{sub.pk}", config=config, workflow=sub.workflow,
-                                        tenant=row.tenant, payload=params, now=now, actor=actor).instance_id)
+            started.append(
+                coalesce_add(
+                    source=f"subscription:{sub.pk}",
+                    config=config,
+                    workflow=sub.workflow,
+                    tenant=row.tenant,
+                    payload=params,
+                    now=now,
+                    actor=actor,
+                ).instance_id
+            )
             continue
         instance_id = _instance_id(row.id, sub.pk)
         try:
             with transaction.atomic():
-                engine_services.instance_create(workflow=sub.workflow, id=instance_id,
-                                                params=params, tenant=row.tenant, actor=actor)
+                engine_services.instance_create(
+                    workflow=sub.workflow, id=instance_id, params=params, tenant=row.tenant, actor=actor
+                )
         except InstanceAlreadyExists:
             pass
         started.append(instance_id)
     return started
 
 
-def event_publish(*, type: str, data: dict[str, Any] | None = None, id: str | None = None,
-                  tenant: str = "default", instance_id: str | None = None, actor: str = "",
-                  now: datetime) -> Published:
+def event_publish(
+    *,
+    type: str,
+    data: dict[str, Any] | None = None,
+    id: str | None = None,
+    tenant: str = "default",
+    instance_id: str | None = None,
+    actor: str = "",
+    now: datetime,
+) -> Published:
     """Start every subscribed workflow and deliver to `instance_id` when given; once per `id`.
 
     The PublishedEvent row, the instances and the delivery commit together, so a concurrent or
@@ -89,13 +102,20 @@ def event_publish(*, type: str, data: dict[str, Any] | None = None, id: str | No
     _validate(type, data, event_id)
     try:
         with transaction.atomic():
-            row = PublishedEvent.objects.create(id=event_id, type=type, tenant=tenant, data=data,
-                                                instance_id=instance_id or "", actor=actor,
-                                                created_at=now)
+            row = PublishedEvent.objects.create(
+                id=event_id,
+                type=type,
+                tenant=tenant,
+                data=data,
+                instance_id=instance_id or "",
+                actor=actor,
+                created_at=now,
+            )
             row.started = _start_subscribers(row, actor=actor or "event", now=now)
             if instance_id:
-                engine_services.instance_send_event(instance_id=instance_id, type=type,
-                                                    payload=data, actor=actor or "event")
+                engine_services.instance_send_event(
+                    instance_id=instance_id, type=type, payload=data, actor=actor or "event"
+                )
                 row.delivered = [instance_id]
             row.save(update_fields=["started", "delivered"])
     except IntegrityError:

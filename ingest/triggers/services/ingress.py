@@ -93,9 +93,7 @@ def route_coalesce_set(*, name: str, coalesce_setting: dict[str, Any] | None) ->
 def route_upsert(*, name: str, workflow: str, tenant: str = "default", **fields: Any) -> Route:
     """Define a route in code (the admin edits the same rows)."""
     coalesce.parse(fields.get("coalesce"))
-    route, _ = Route.objects.update_or_create(
-        name=name, defaults={"workflow": workflow, "tenant": tenant, **fields}
-    )
+    route, _ = Route.objects.update_or_create(name=name, defaults={"workflow": workflow, "tenant": tenant, **fields})
     return route
 
 
@@ -103,22 +101,19 @@ def _route_and_credential(name: str, token: str | None, token_hash: str) -> _Che
     """The route and the caller's credential (one query), or the error that says which is wrong."""
     found = trigger_sql.route_with_secret(name=name, token_hash=token_hash)
     if found is None:
-        raise RouteNotFound(f"no route is named {name[:100]!r}; an operator creates routes on the console's routes "
-                            "page (/routes/)")
+        raise RouteNotFound(
+            f"no route is named {name[:100]!r}; an operator creates routes on the console's routes page (/routes/)"
+        )
     route, secret = found.route, found.secret
     if not route.enabled:
         raise RouteDisabled(
-            f"route {route.name!r} is disabled; an operator can enable it on its console page "
-            f"(/routes/{route.name}/)"
+            f"route {route.name!r} is disabled; an operator can enable it on its console page (/routes/{route.name}/)"
         )
     if not token:
-        raise NotAuthenticated(
-            f"route {route.name!r} needs an ingress token: send Authorization: Bearer <token>"
-        )
+        raise NotAuthenticated(f"route {route.name!r} needs an ingress token: send Authorization: Bearer <token>")
     if secret is None:
         raise NotAuthenticated(
-            f"the ingress token is not valid for route {route.name!r}; use a token issued for "
-            "its tenant"
+            f"the ingress token is not valid for route {route.name!r}; use a token issued for its tenant"
         )
     return _Checked(route, secret, found.current)
 
@@ -132,7 +127,7 @@ def parse_payload(body: bytes, *, parsed: Any = None) -> dict[str, Any]:
     if not isinstance(payload, dict):
         raise InvalidPayload(
             f"the body is a JSON {type(payload).__name__}; the workflow's params must be a JSON "
-            "object, e.g. {\"account\": \"acme\"}"
+            'object, e.g. {"account": "acme"}'
         )
     limits.reserved_params_check(payload)
     return payload
@@ -143,8 +138,15 @@ def _instance_id(route: Route) -> str:
     return f"{base}-{uuid.uuid4().hex[:20]}"
 
 
-def _start(route: Route, payload: dict[str, Any], *, actor: str, now: datetime,
-           first: Callable[[str], object], instance_id: str | None = None) -> tuple[str, Coalesced | None]:
+def _start(
+    route: Route,
+    payload: dict[str, Any],
+    *,
+    actor: str,
+    now: datetime,
+    first: Callable[[str], object],
+    instance_id: str | None = None,
+) -> tuple[str, Coalesced | None]:
     """Start the route's instance, or add the request to its debounce or batch window.
 
     `first(instance_id)` writes the caller's own row (the remembered signature or the
@@ -153,15 +155,28 @@ def _start(route: Route, payload: dict[str, Any], *, actor: str, now: datetime,
     config = coalesce.parse(route.coalesce)
     if config is not None:
         with transaction.atomic():
-            joined = coalesce_add(source=f"route:{route.name}", config=config, workflow=route.workflow,
-                                  tenant=route.tenant, payload=payload, now=now, priority=route.priority,
-                                  actor=actor)
+            joined = coalesce_add(
+                source=f"route:{route.name}",
+                config=config,
+                workflow=route.workflow,
+                tenant=route.tenant,
+                payload=payload,
+                now=now,
+                priority=route.priority,
+                actor=actor,
+            )
             first(joined.instance_id)
         return joined.instance_id, joined
     instance_id = instance_id or _instance_id(route)
-    engine_services.instance_create(workflow=route.workflow, id=instance_id, params=payload,
-                                    tenant=route.tenant, priority=route.priority, actor=actor,
-                                    first=lambda: first(instance_id))
+    engine_services.instance_create(
+        workflow=route.workflow,
+        id=instance_id,
+        params=payload,
+        tenant=route.tenant,
+        priority=route.priority,
+        actor=actor,
+        first=lambda: first(instance_id),
+    )
     return instance_id, None
 
 
@@ -169,6 +184,7 @@ def _remember(seen: SeenSignature) -> Callable[[str], object]:
     def save(instance_id: str) -> None:
         seen.instance_id = instance_id
         seen.save(force_insert=True)
+
     return save
 
 
@@ -176,12 +192,20 @@ def _keep(row: IdempotencyKey) -> Callable[[str], object]:
     def save(instance_id: str) -> None:
         row.instance_id = instance_id
         row.save(force_insert=True)
+
     return save
 
 
-def _start_unreplayed(route: Route, payload: dict[str, Any], *, seen: SeenSignature,
-                      actor: str, now: datetime, current: trigger_sql.Current | None,
-                      also: str | None) -> Triggered:
+def _start_unreplayed(
+    route: Route,
+    payload: dict[str, Any],
+    *,
+    seen: SeenSignature,
+    actor: str,
+    now: datetime,
+    current: trigger_sql.Current | None,
+    also: str | None,
+) -> Triggered:
     """Start the instance and remember the request's signature in one transaction.
 
     Without an Idempotency-Key the signature is the request's identity: the same bytes sent
@@ -220,19 +244,33 @@ def _replayed(instance_id: str) -> ReplayedRequest:
     return ReplayedRequest(
         f"this exact signed request was already accepted (instance {instance_id}); "
         "a replay starts nothing — sign a new request with the current timestamp, or send "
-        "an Idempotency-Key to retry safely", instance_id=instance_id,
+        "an Idempotency-Key to retry safely",
+        instance_id=instance_id,
     )
 
 
-def _start_unreplayed_at_once(route: Route, payload: dict[str, Any], *, seen: SeenSignature,
-                              actor: str, current: trigger_sql.Current, also: str | None) -> Triggered:
+def _start_unreplayed_at_once(
+    route: Route,
+    payload: dict[str, Any],
+    *,
+    seen: SeenSignature,
+    actor: str,
+    current: trigger_sql.Current,
+    also: str | None,
+) -> Triggered:
     """`_start_unreplayed` in one statement: the signature's row leads, the instance follows."""
     for _ in range(3):
         seen.instance_id = _instance_id(route)
         try:
             created, row = engine_services.instance_create_behind(
-                lead=trigger_sql.seen_signature_lead(seen, current=current, also=also), workflow=route.workflow,
-                id=seen.instance_id, params=payload, tenant=route.tenant, priority=route.priority, actor=actor)
+                lead=trigger_sql.seen_signature_lead(seen, current=current, also=also),
+                workflow=route.workflow,
+                id=seen.instance_id,
+                params=payload,
+                tenant=route.tenant,
+                priority=route.priority,
+                actor=actor,
+            )
         except IntegrityError:
             continue  # the instance id is taken (nothing was written): another one
         probe = trigger_sql.probed(row)
@@ -247,21 +285,44 @@ def _start_unreplayed_at_once(route: Route, payload: dict[str, Any], *, seen: Se
     raise ReplayedRequest("this signed request is contended by an identical one; retry it")
 
 
-def _start_once_at_once(route: Route, payload: dict[str, Any], *, key: str, digest: str, now: datetime,
-                        actor: str, current: trigger_sql.Current, also: str | None) -> Triggered:
+def _start_once_at_once(
+    route: Route,
+    payload: dict[str, Any],
+    *,
+    key: str,
+    digest: str,
+    now: datetime,
+    actor: str,
+    current: trigger_sql.Current,
+    also: str | None,
+) -> Triggered:
     """`_start_once` in one statement: the key's row leads, the instance and its history follow
     only if the key was new (or expired); a replay reads the first request's key and its
     instance's outcome in the same statement."""
     expires = now + timedelta(seconds=route.idempotency_ttl_seconds)
     for _ in range(5):
         instance_id = _instance_id(route)
-        lead = trigger_sql.idempotency_key_lead(tenant=route.tenant, route=route.name, key=key, digest=digest,
-                                                instance_id=instance_id, now=now, expires_at=expires,
-                                                current=current, also=also)
+        lead = trigger_sql.idempotency_key_lead(
+            tenant=route.tenant,
+            route=route.name,
+            key=key,
+            digest=digest,
+            instance_id=instance_id,
+            now=now,
+            expires_at=expires,
+            current=current,
+            also=also,
+        )
         try:
             created, row = engine_services.instance_create_behind(
-                lead=lead, workflow=route.workflow, id=instance_id, params=payload, tenant=route.tenant,
-                priority=route.priority, actor=actor)
+                lead=lead,
+                workflow=route.workflow,
+                id=instance_id,
+                params=payload,
+                tenant=route.tenant,
+                priority=route.priority,
+                actor=actor,
+            )
         except IntegrityError:
             continue  # the instance id is taken (nothing was written): another one
         probe = trigger_sql.probed(row)
@@ -270,20 +331,22 @@ def _start_once_at_once(route: Route, payload: dict[str, Any], *, key: str, dige
         if not probe.current:
             raise _Stale  # a replay is not answered either: the credential may be revoked
         kept = trigger_sql.idempotency_key_kept(probe.rest) or trigger_sql.idempotency_key_read(
-            tenant=route.tenant, route=route.name, key=key)
+            tenant=route.tenant, route=route.name, key=key
+        )
         if kept is None or kept.expires_at <= now:
             continue  # deleted or expired under us: try to be first again
         if kept.body_sha256 != digest:
             raise _conflict(route, key, kept.instance_id)
         outcome = None
         if kept.status is not None:
-            error = ({"name": kept.error_name, "message": kept.error_message}
-                     if kept.error_name or kept.error_message else None)
+            error = (
+                {"name": kept.error_name, "message": kept.error_message}
+                if kept.error_name or kept.error_message
+                else None
+            )
             outcome = Outcome(kept.instance_id, kept.status, kept.output, error, kept.status in FINISHED_STATUSES)
         return Triggered(kept.instance_id, False, route, outcome=outcome)
-    raise IdempotencyConflict(
-        f"Idempotency-Key {key!r} on route {route.name!r} is contended; retry the request"
-    )
+    raise IdempotencyConflict(f"Idempotency-Key {key!r} on route {route.name!r} is contended; retry the request")
 
 
 def _conflict(route: Route, key: str, instance_id: str) -> IdempotencyConflict:
@@ -294,8 +357,14 @@ def _conflict(route: Route, key: str, instance_id: str) -> IdempotencyConflict:
 
 
 def _start_once(
-    route: Route, payload: dict[str, Any], *, key: str, now: datetime, actor: str,
-    current: trigger_sql.Current | None, also: str | None,
+    route: Route,
+    payload: dict[str, Any],
+    *,
+    key: str,
+    now: datetime,
+    actor: str,
+    current: trigger_sql.Current | None,
+    also: str | None,
 ) -> Triggered:
     """The first request with `key` starts the instance; the rest get its id.
 
@@ -305,24 +374,29 @@ def _start_once(
     """
     digest = signing.body_hash(json.dumps(payload, sort_keys=True, separators=(",", ":")).encode())
     if current is not None and _one_statement(route):
-        return _start_once_at_once(route, payload, key=key, digest=digest, now=now, actor=actor,
-                                   current=current, also=also)
+        return _start_once_at_once(
+            route, payload, key=key, digest=digest, now=now, actor=actor, current=current, also=also
+        )
     for _ in range(5):
         instance_id = _instance_id(route)
         row = IdempotencyKey(
-            tenant=route.tenant, route=route.name, key=key, body_sha256=digest,
-            instance_id=instance_id, created_at=now,
+            tenant=route.tenant,
+            route=route.name,
+            key=key,
+            body_sha256=digest,
+            instance_id=instance_id,
+            created_at=now,
             expires_at=now + timedelta(seconds=route.idempotency_ttl_seconds),
         )
         try:
             # The key row first, in the instance's own transaction (no savepoint: two round
             # trips fewer), so a duplicate key stops before the instance is inserted.
-            instance_id, joined = _start(route, payload, actor=actor, now=now, first=_keep(row), instance_id=instance_id)
+            instance_id, joined = _start(
+                route, payload, actor=actor, now=now, first=_keep(row), instance_id=instance_id
+            )
             return Triggered(instance_id, True, route, joined)
         except IntegrityError:
-            existing = IdempotencyKey.objects.filter(
-                tenant=route.tenant, route=route.name, key=key
-            ).first()
+            existing = IdempotencyKey.objects.filter(tenant=route.tenant, route=route.name, key=key).first()
             if existing is None:
                 continue  # an expired row was deleted under us: try to be first again
             if existing.expires_at <= now:
@@ -331,14 +405,20 @@ def _start_once(
             if existing.body_sha256 != digest:
                 raise _conflict(route, key, existing.instance_id) from None
             return Triggered(existing.instance_id, False, route)
-    raise IdempotencyConflict(
-        f"Idempotency-Key {key!r} on route {route.name!r} is contended; retry the request"
-    )
+    raise IdempotencyConflict(f"Idempotency-Key {key!r} on route {route.name!r} is contended; retry the request")
 
 
 def route_trigger(
-    *, route: str, token: str | None, timestamp: str | None, signature: str | None, body: bytes,
-    idempotency_key: str | None, now: datetime, actor: str = "", parsed: Any = None,
+    *,
+    route: str,
+    token: str | None,
+    timestamp: str | None,
+    signature: str | None,
+    body: bytes,
+    idempotency_key: str | None,
+    now: datetime,
+    actor: str = "",
+    parsed: Any = None,
     also: str | None = None,
 ) -> Triggered:
     """Start the route's workflow for a signed request, or raise a TriggerError saying why not.
@@ -357,9 +437,18 @@ def route_trigger(
     for attempt in range(3):
         checked = kept if kept is not None and attempt == 0 else _route_and_credential(route, token, token_hash)
         try:
-            triggered = _trigger(checked, token_hash=token_hash, timestamp=timestamp, signature=signature,
-                                 body=body, idempotency_key=idempotency_key, now=now, actor=actor, parsed=parsed,
-                                 also=also)
+            triggered = _trigger(
+                checked,
+                token_hash=token_hash,
+                timestamp=timestamp,
+                signature=signature,
+                body=body,
+                idempotency_key=idempotency_key,
+                now=now,
+                actor=actor,
+                parsed=parsed,
+                also=also,
+            )
         except _Stale:
             _KEPT.pop((route, token_hash), None)
             continue
@@ -375,21 +464,35 @@ def route_trigger(
                 _KEPT.clear()
             _KEPT[(route, token_hash)] = checked
         return triggered
-    raise RouteChanged(f"route {route[:100]!r} or its credential changed while the request was handled; "
-                       "retry it")
+    raise RouteChanged(f"route {route[:100]!r} or its credential changed while the request was handled; retry it")
 
 
-def _trigger(checked: _Checked, *, token_hash: str, timestamp: str | None, signature: str | None, body: bytes,
-             idempotency_key: str | None, now: datetime, actor: str, parsed: Any, also: str | None) -> Triggered:
+def _trigger(
+    checked: _Checked,
+    *,
+    token_hash: str,
+    timestamp: str | None,
+    signature: str | None,
+    body: bytes,
+    idempotency_key: str | None,
+    now: datetime,
+    actor: str,
+    parsed: Any,
+    also: str | None,
+) -> Triggered:
     found, credential = checked.route, checked.credential
     # The pair the token belongs to: the current one, or the one a rotation replaced while its
     # overlap lasts (checked against `now` here, so a kept credential cannot outlive it).
-    signing.verify(secrets=[credential_secret(credential, token_hash=token_hash, now=now)], timestamp=timestamp,
-                   signature=signature, body=body, now=now)
+    signing.verify(
+        secrets=[credential_secret(credential, token_hash=token_hash, now=now)],
+        timestamp=timestamp,
+        signature=signature,
+        body=body,
+        now=now,
+    )
     if idempotency_key is not None and not _KEY.match(idempotency_key):
         raise InvalidIdempotencyKey(
-            f"Idempotency-Key {idempotency_key[:40]!r} is invalid; use 1 to 200 printable ASCII "
-            "characters, e.g. a UUID"
+            f"Idempotency-Key {idempotency_key[:40]!r} is invalid; use 1 to 200 printable ASCII characters, e.g. a UUID"
         )
     payload = parse_payload(body, parsed=parsed)
     limits = [(f"ingress:route:{found.name}", found.rate_limit_per_minute)]
@@ -397,8 +500,7 @@ def _trigger(checked: _Checked, *, token_hash: str, timestamp: str | None, signa
     wait = rate_limits_take(limits=[(k, n) for k, n in limits if n], now=now)
     if wait:
         raise RateLimited(
-            f"route {found.name!r} (tenant {found.tenant!r}) is over its rate limit; retry after "
-            f"{wait:.1f} s",
+            f"route {found.name!r} (tenant {found.tenant!r}) is over its rate limit; retry after {wait:.1f} s",
             retry_after=wait,
         )
     actor = actor or f"ingress:{credential.tenant}/{credential.name}"

@@ -27,14 +27,11 @@ class RateLimitWait(Exception):
 
     def __init__(self, retry_after: float, key: str = "") -> None:
         self.retry_after = retry_after
-        super().__init__(
-            f"rate limit {key!r} has no token for {retry_after:.1f} s; the step retries after that"
-        )
+        super().__init__(f"rate limit {key!r} has no token for {retry_after:.1f} s; the step retries after that")
 
 
 def _state(row: TokenBucket) -> buckets.BucketState:
-    return buckets.BucketState(row.capacity, row.refill_per_second, row.tokens, row.updated_at,
-                               row.blocked_until)
+    return buckets.BucketState(row.capacity, row.refill_per_second, row.tokens, row.updated_at, row.blocked_until)
 
 
 def _save(row: TokenBucket, state: buckets.BucketState) -> None:
@@ -48,8 +45,10 @@ def _locked(key: str, *, now: datetime, capacity: float | None, refill: float | 
     """The bucket row, locked for this transaction; created full on first use when rates are given."""
     row = TokenBucket.objects.select_for_update().filter(key=key).first()
     if row is not None:
-        if capacity is not None and refill is not None and (
-            row.capacity != capacity or row.refill_per_second != refill
+        if (
+            capacity is not None
+            and refill is not None
+            and (row.capacity != capacity or row.refill_per_second != refill)
         ):
             row.capacity, row.refill_per_second = capacity, refill
             row.tokens = min(row.tokens, capacity)
@@ -62,23 +61,24 @@ def _locked(key: str, *, now: datetime, capacity: float | None, refill: float | 
         )
     try:
         with transaction.atomic():
-            TokenBucket.objects.create(key=key, capacity=capacity, refill_per_second=refill,
-                                       tokens=capacity, updated_at=now)
+            TokenBucket.objects.create(
+                key=key, capacity=capacity, refill_per_second=refill, tokens=capacity, updated_at=now
+            )
     except IntegrityError:
         pass  # another process created it first; lock theirs
     return TokenBucket.objects.select_for_update().get(key=key)
 
 
-def rate_limit_configure(*, key: str, per_second: float, burst: float | None = None,
-                         now: datetime) -> TokenBucket:
+def rate_limit_configure(*, key: str, per_second: float, burst: float | None = None, now: datetime) -> TokenBucket:
     """Create or change the bucket `key`: `per_second` refill, `burst` capacity (default 1 s)."""
     capacity = float(burst if burst is not None else max(1.0, per_second))
     with transaction.atomic():
         return _locked(key, now=now, capacity=capacity, refill=float(per_second))
 
 
-def rate_limit_acquire(*, key: str, cost: float = 1, now: datetime,
-                       per_second: float | None = None, burst: float | None = None) -> float:
+def rate_limit_acquire(
+    *, key: str, cost: float = 1, now: datetime, per_second: float | None = None, burst: float | None = None
+) -> float:
     """Take `cost` tokens from bucket `key`: 0.0 when taken, else seconds to wait (nothing taken).
 
     The row is locked (`select_for_update`) so concurrent workers on any machine share it. With
@@ -86,12 +86,15 @@ def rate_limit_acquire(*, key: str, cost: float = 1, now: datetime,
     takes the locked path, for the wait.
     """
     capacity = None if per_second is None else float(burst if burst is not None else max(1.0, per_second))
-    if capacity is not None and per_second is not None and cost == 1 \
-            and trigger_sql.bucket_take_one(key=key, capacity=capacity, refill=float(per_second), now=now):
+    if (
+        capacity is not None
+        and per_second is not None
+        and cost == 1
+        and trigger_sql.bucket_take_one(key=key, capacity=capacity, refill=float(per_second), now=now)
+    ):
         return 0.0
     with transaction.atomic():
-        row = _locked(key, now=now, capacity=capacity,
-                      refill=None if per_second is None else float(per_second))
+        row = _locked(key, now=now, capacity=capacity, refill=None if per_second is None else float(per_second))
         result = buckets.take(_state(row), cost=cost, now=now)
         _save(row, result.state)
         return result.wait

@@ -25,8 +25,16 @@ NAME_PATTERN = _NAME.pattern
 # Names that are the console's own addresses (/routes/new/), not a route's page.
 RESERVED_NAMES = frozenset({"new"})
 WHOLE = ("rate_limit_per_minute", "idempotency_ttl_seconds", "priority")
-EDITABLE = ("workflow", "enabled", "sync_default", "wait_seconds", "rate_limit_per_minute",
-            "idempotency_ttl_seconds", "priority", "description")
+EDITABLE = (
+    "workflow",
+    "enabled",
+    "sync_default",
+    "wait_seconds",
+    "rate_limit_per_minute",
+    "idempotency_ttl_seconds",
+    "priority",
+    "description",
+)
 WAIT_MIN = 0.1
 WAIT_MAX = 600.0
 TTL_MIN = 60
@@ -43,8 +51,10 @@ def _between(value: Any, low: float, high: float) -> bool:
 def route_name_problem(name: Any) -> str | None:
     """What is wrong with `name` as a new route's name (its form, not whether it is taken), or None."""
     if not isinstance(name, str) or not _NAME.match(name):
-        return (f"route name {str(name)[:120]!r} is invalid; use 1 to 100 letters, digits, '_' or "
-                "'-' (it is the URL: POST /api/routes/<name>)")
+        return (
+            f"route name {str(name)[:120]!r} is invalid; use 1 to 100 letters, digits, '_' or "
+            "'-' (it is the URL: POST /api/routes/<name>)"
+        )
     if name in RESERVED_NAMES:
         return f"{name!r} is the address of the console's new-route form; pick another name"
     return None
@@ -59,9 +69,11 @@ def route_problems(fields: dict[str, Any], *, name: Any = UNSET, tenant: Any = U
     """What is wrong with a route's fields, by field name (empty when nothing is). Pure, except
     that a workflow must be registered in this process. `name` and `tenant` are checked when given."""
     problems: dict[str, str] = {}
-    for key, problem in (("name", route_name_problem(name) if name is not UNSET else None),
-                         ("tenant", tenant_problem(tenant) if tenant is not UNSET else None),
-                         ("workflow", workflow_problem(fields["workflow"]) if "workflow" in fields else None)):
+    for key, problem in (
+        ("name", route_name_problem(name) if name is not UNSET else None),
+        ("tenant", tenant_problem(tenant) if tenant is not UNSET else None),
+        ("workflow", workflow_problem(fields["workflow"]) if "workflow" in fields else None),
+    ):
         if problem:
             problems[key] = problem
     _flag(fields, "enabled", problems)

@@ -71,13 +71,17 @@ def schedule_problems(fields: dict[str, Any], *, name: Any = UNSET, tenant: Any 
     if not isinstance(params, dict):
         problems["params"] = 'the params are a JSON object such as {"customer": "acme"}'
     elif reserved := [key for key in RESERVED_PARAMS if key in params]:
-        problems["params"] = (f"the keys {', '.join(reserved)} are reserved: the engine sets them on the instances it "
-                              "starts ('_schedule': the fire's cron and scheduled time); rename them")
+        problems["params"] = (
+            f"the keys {', '.join(reserved)} are reserved: the engine sets them on the instances it "
+            "starts ('_schedule': the fire's cron and scheduled time); rename them"
+        )
     if "enabled" in fields and not isinstance(fields["enabled"], bool):
         problems["enabled"] = "true or false"
     if fields.get("missed_fire_policy", MissedFirePolicy.SKIP) not in MissedFirePolicy.values:
-        problems["missed_fire_policy"] = (f"missed_fire_policy {str(fields['missed_fire_policy'])[:40]!r} is "
-                                          f"unknown; use one of {', '.join(MissedFirePolicy.values)}")
+        problems["missed_fire_policy"] = (
+            f"missed_fire_policy {str(fields['missed_fire_policy'])[:40]!r} is "
+            f"unknown; use one of {', '.join(MissedFirePolicy.values)}"
+        )
     if not whole_between(fields.get("catch_up_limit", 1), 1, CATCH_UP_MAX):
         problems["catch_up_limit"] = f"a catch-up limit is a whole number from 1 to {CATCH_UP_MAX}"
     unknown = set(fields) - set(EDITABLE)
@@ -93,16 +97,32 @@ def _refresh_next(schedule: Schedule, *, now: datetime) -> None:
     schedule.next_fire_at = fires[0] if fires else None
 
 
-def schedule_create(*, name: Any, workflow: Any, cron_expression: Any, now: datetime,
-                    timezone: Any = "UTC", params: Any = UNSET, tenant: Any = "default", enabled: Any = True,
-                    missed_fire_policy: Any = MissedFirePolicy.SKIP, catch_up_limit: Any = 1) -> Schedule:
+def schedule_create(
+    *,
+    name: Any,
+    workflow: Any,
+    cron_expression: Any,
+    now: datetime,
+    timezone: Any = "UTC",
+    params: Any = UNSET,
+    tenant: Any = "default",
+    enabled: Any = True,
+    missed_fire_policy: Any = MissedFirePolicy.SKIP,
+    catch_up_limit: Any = 1,
+) -> Schedule:
     """A new schedule; it fires from `now` on (nothing before its creation is ever missed).
 
     InvalidSchedule names every wrong field at once; ScheduleExists when the name is taken and
     nothing else is wrong. Nothing is written on either."""
-    fields = {"workflow": workflow, "cron": cron_expression, "timezone": timezone,
-              "params": {} if params is UNSET else params, "enabled": enabled,
-              "missed_fire_policy": missed_fire_policy, "catch_up_limit": catch_up_limit}
+    fields = {
+        "workflow": workflow,
+        "cron": cron_expression,
+        "timezone": timezone,
+        "params": {} if params is UNSET else params,
+        "enabled": enabled,
+        "missed_fire_policy": missed_fire_policy,
+        "catch_up_limit": catch_up_limit,
+    }
     problems = schedule_problems(fields, name=name, tenant=tenant)
     if "name" not in problems and Schedule.objects.filter(name=name).exists():
         taken = f"a schedule is already named {name!r}; pick another name"
@@ -165,8 +185,9 @@ def schedule_delete(*, name: str) -> Schedule:
     """Delete a schedule: it fires no more. Instances it started stay, with their history."""
     with transaction.atomic():
         schedule = _get_locked(name)
-        deleted = Schedule(pk=schedule.pk, name=schedule.name, workflow=schedule.workflow,
-                           tenant=schedule.tenant, cron=schedule.cron)
+        deleted = Schedule(
+            pk=schedule.pk, name=schedule.name, workflow=schedule.workflow, tenant=schedule.tenant, cron=schedule.cron
+        )
         schedule.delete()
     return deleted
 
@@ -176,15 +197,16 @@ def schedule_set_enabled(*, name: str, enabled: bool, now: datetime) -> Schedule
     return schedule_update(name=name, enabled=enabled, now=now)
 
 
-def _fire(schedule: Schedule, *, scheduled: datetime, instance_id: str, manual: bool,
-          actor: str) -> bool:
+def _fire(schedule: Schedule, *, scheduled: datetime, instance_id: str, manual: bool, actor: str) -> bool:
     """Create the fire's instance; False when it already existed (an earlier fire, a crash)."""
-    params = cron.schedule_payload(params=schedule.params, cron=schedule.cron,
-                                   timezone=schedule.timezone, scheduled=scheduled, manual=manual)
+    params = cron.schedule_payload(
+        params=schedule.params, cron=schedule.cron, timezone=schedule.timezone, scheduled=scheduled, manual=manual
+    )
     try:
         with transaction.atomic():  # a savepoint: a duplicate must not poison the outer transaction
-            engine_services.instance_create(workflow=schedule.workflow, id=instance_id,
-                                            params=params, tenant=schedule.tenant, actor=actor)
+            engine_services.instance_create(
+                workflow=schedule.workflow, id=instance_id, params=params, tenant=schedule.tenant, actor=actor
+            )
     except InstanceAlreadyExists:
         return False
     return True
@@ -195,8 +217,7 @@ def schedule_run_now(*, name: str, now: datetime, actor: str = "") -> str:
     with transaction.atomic():
         schedule = _get_locked(name)
         instance_id = cron.manual_instance_id(schedule.name, now)
-        _fire(schedule, scheduled=now, instance_id=instance_id, manual=True,
-              actor=actor or "scheduler:run-now")
+        _fire(schedule, scheduled=now, instance_id=instance_id, manual=True, actor=actor or "scheduler:run-now")
         schedule.last_instance_id = instance_id
         schedule.save(update_fields=["last_instance_id"])
     return instance_id
@@ -219,8 +240,7 @@ def schedule_fire_due(*, schedule_id: int, now: datetime) -> list[str]:
         try:
             for scheduled in cron.next_fires(schedule, after=after, now=now):
                 instance_id = cron.fire_instance_id(schedule.name, scheduled)
-                _fire(schedule, scheduled=scheduled, instance_id=instance_id, manual=False,
-                      actor="scheduler")
+                _fire(schedule, scheduled=scheduled, instance_id=instance_id, manual=False, actor="scheduler")
                 fired.append(instance_id)
                 schedule.last_fire_at = scheduled
                 schedule.last_instance_id = instance_id
@@ -231,6 +251,5 @@ def schedule_fire_due(*, schedule_id: int, now: datetime) -> list[str]:
             # Keep `checked_until` and the past `next_fire_at`: the next tick tries again.
             log.warning("schedule %s could not fire: %s", schedule.name, exc)
             schedule.last_error = redact(str(exc))[:2000]
-        schedule.save(update_fields=["last_fire_at", "last_instance_id", "checked_until",
-                                     "last_error", "next_fire_at"])
+        schedule.save(update_fields=["last_fire_at", "last_instance_id", "checked_until", "last_error", "next_fire_at"])
     return fired

@@ -37,11 +37,15 @@ def _filters_problem(filters: Any) -> str | None:
         return f"at most {FILTERS_MAX} filter fields"
     for key, value in filters.items():
         if not isinstance(key, str) or not key or len(key) > FILTER_KEY_MAX or key.strip() != key:
-            return f"a filter's field is a dotted path of 1 to {FILTER_KEY_MAX} characters, such as plan or account.tier"
+            return (
+                f"a filter's field is a dotted path of 1 to {FILTER_KEY_MAX} characters, such as plan or account.tier"
+            )
         values = value if isinstance(value, list) else [value]
         if len(values) > FILTER_VALUES_MAX or not all(isinstance(v, _SCALAR) for v in values):
-            return (f"filter {key[:60]!r}: a value is text, a number, true, false or null, or a list of at most "
-                    f"{FILTER_VALUES_MAX} of them (any of which matches)")
+            return (
+                f"filter {key[:60]!r}: a value is text, a number, true, false or null, or a list of at most "
+                f"{FILTER_VALUES_MAX} of them (any of which matches)"
+            )
     return None
 
 
@@ -54,8 +58,10 @@ def subscription_problems(fields: dict[str, Any], *, tenant: Any = UNSET) -> dic
     if "workflow" in fields and (problem := workflow_problem(fields["workflow"])):
         problems["workflow"] = problem
     if "pattern" in fields and not (isinstance(fields["pattern"], str) and _PATTERN.match(fields["pattern"])):
-        problems["pattern"] = ("an event type pattern is a glob of 1 to 200 letters, digits, . _ - : / and the "
-                               "wildcards * ? [ ] !, such as user.* or gong.call.*")
+        problems["pattern"] = (
+            "an event type pattern is a glob of 1 to 200 letters, digits, . _ - : / and the "
+            "wildcards * ? [ ] !, such as user.* or gong.call.*"
+        )
     if "filters" in fields and (problem := _filters_problem(fields["filters"])):
         problems["filters"] = problem
     if "enabled" in fields and not isinstance(fields["enabled"], bool):
@@ -66,18 +72,25 @@ def subscription_problems(fields: dict[str, Any], *, tenant: Any = UNSET) -> dic
     return problems
 
 
-def subscription_create(*, workflow: Any, pattern: Any, filters: Any = UNSET, tenant: Any = "",
-                        enabled: Any = True, coalesce: Any = None) -> Subscription:
+def subscription_create(
+    *, workflow: Any, pattern: Any, filters: Any = UNSET, tenant: Any = "", enabled: Any = True, coalesce: Any = None
+) -> Subscription:
     """A new subscription: events of `tenant` ("" : of every tenant) whose type matches `pattern`
     and whose payload matches `filters` start `workflow`. InvalidSubscription names every wrong
     field at once (the coalesce setting too) and writes nothing."""
-    fields = {"workflow": workflow, "pattern": pattern, "filters": {} if filters is UNSET else filters,
-              "enabled": enabled}
+    fields = {
+        "workflow": workflow,
+        "pattern": pattern,
+        "filters": {} if filters is UNSET else filters,
+        "enabled": enabled,
+    }
     problems = subscription_problems(fields, tenant=tenant)
     try:
         if coalesce is not None and not isinstance(coalesce, dict):
-            raise InvalidCoalesce('coalesce is an object such as {"debounce": {"key": "account", "period": '
-                                  '"30 seconds"}}, or null for none')
+            raise InvalidCoalesce(
+                'coalesce is an object such as {"debounce": {"key": "account", "period": '
+                '"30 seconds"}}, or null for none'
+            )
         coalescing.parse(coalesce)
     except TriggerError as exc:
         problems["coalesce"] = str(exc)

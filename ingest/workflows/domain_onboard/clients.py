@@ -59,14 +59,16 @@ def from_connections(tenant: str = "") -> OnboardClients:
         raise NonRetryableError(
             f"DataForSEO is not configured for tenant {tenant!r}: add its DataForSEO connection on the console's "
             "Connections page (or set RUNLEDGER_DATAFORSEO_LOGIN and RUNLEDGER_DATAFORSEO_PASSWORD in the "
-            "worker's environment), then retry the instance")
+            "worker's environment), then retry the instance"
+        )
     zr = zenrows_config_get(tenant=tenant)
     key = (dfs, zr)
     with _lock:
         if key not in _by_config:
             # Answers kept per tenant, endpoint and task for RUNLEDGER_DATAFORSEO_CACHE_HOURS (a setting).
-            dataforseo = DataForSEOClient(login=dfs.login, password=dfs.password, cache=TenantAnswerCache(),
-                                          base_url=dfs.base_url)
+            dataforseo = DataForSEOClient(
+                login=dfs.login, password=dfs.password, cache=TenantAnswerCache(), base_url=dfs.base_url
+            )
             zenrows = ZenRowsClient(api_key=zr.api_key, base_url=zr.base_url) if zr.api_key else None
             # The brand pages go out through the egress proxy url-classify's fetches use, when one is set.
             _by_config[key] = OnboardClients(dataforseo=dataforseo, native=native_fetcher(), zenrows=zenrows)

@@ -46,13 +46,24 @@ def intent_rules_step(ctx: Any, *, domain_id: int, domain: str, keywords: Sequen
     # What an LLM answered for this domain's keyword before (a keyword's intent does not change
     # between onboardings) is kept and not asked again; what the rules decide is theirs.
     known = keyword_llm_intents(domain_id=domain_id, keywords=[k for k, g in guesses.items() if not g.decided])
-    services.keyword_intents_store(domain_id=domain_id, verdicts={
-        k: (g.intent, "rules" if g.intent else "", g.confidence if g.intent else None)
-        for k, g in guesses.items() if k not in known})
+    services.keyword_intents_store(
+        domain_id=domain_id,
+        verdicts={
+            k: (g.intent, "rules" if g.intent else "", g.confidence if g.intent else None)
+            for k, g in guesses.items()
+            if k not in known
+        },
+    )
     undecided = [k for k, g in guesses.items() if not g.decided and k not in known]
     decided = Counter(g.intent for g in guesses.values() if g.decided)
-    return {"decided": sum(decided.values()), "by_intent": dict(sorted(decided.items())), "undecided": undecided,
-            "known": len(known), "llm": llm_choice(ctx.tenant) is not None, "batch": LLM_BATCH}
+    return {
+        "decided": sum(decided.values()),
+        "by_intent": dict(sorted(decided.items())),
+        "undecided": undecided,
+        "known": len(known),
+        "llm": llm_choice(ctx.tenant) is not None,
+        "batch": LLM_BATCH,
+    }
 
 
 def intent_llm_step(ctx: Any, *, domain_id: int, domain: str, keywords: Sequence[str]) -> dict[str, Any]:
@@ -62,16 +73,19 @@ def intent_llm_step(ctx: Any, *, domain_id: int, domain: str, keywords: Sequence
     can help)."""
     choice = llm_choice(ctx.tenant)
     if choice is None:
-        raise NonRetryableError(f"tenant {ctx.tenant!r} has no LLM connection (openai or anthropic) to classify "
-                                "keyword intents; add one on the Connections page, or start the onboarding with "
-                                "skip_keyword_intent")
+        raise NonRetryableError(
+            f"tenant {ctx.tenant!r} has no LLM connection (openai or anthropic) to classify "
+            "keyword intents; add one on the Connections page, or start the onboarding with "
+            "skip_keyword_intent"
+        )
     brand = domain_brand(domain)
     messages = intent_messages(keywords, domain=domain, guesses=[intent_rules(k, brand=brand) for k in keywords])
     max_tokens = intent_max_tokens(len(keywords))
     prompt = sum(len(m["content"]) for m in messages)
     try:
-        estimate = estimate_usage_cost(choice.service, choice.model, input_tokens=prompt // 3 + 16,
-                                       output_tokens=max_tokens, at=engine_now())
+        estimate = estimate_usage_cost(
+            choice.service, choice.model, input_tokens=prompt // 3 + 16, output_tokens=max_tokens, at=engine_now()
+        )
     except PriceNotFound as error:
         raise NonRetryableError.wrap(error, f"cannot reserve budget for step {ctx.step_label!r}: {error}") from error
     ctx.check_budget(choice.service, estimate)
@@ -88,16 +102,25 @@ def intent_llm_step(ctx: Any, *, domain_id: int, domain: str, keywords: Sequence
             _book(ctx, choice.service, seen, metadata, success=False)
             raise source_error_step(error) from error
     cost = _book(ctx, choice.service, seen, metadata, success=bool(verdicts))
-    services.keyword_intents_store(domain_id=domain_id, verdicts={
-        keywords[i]: (intent, "llm", confidence) for i, (intent, confidence) in verdicts.items()})
+    services.keyword_intents_store(
+        domain_id=domain_id,
+        verdicts={keywords[i]: (intent, "llm", confidence) for i, (intent, confidence) in verdicts.items()},
+    )
     by_intent = Counter(intent for intent, _ in verdicts.values())
-    return {"asked": len(keywords), "classified": len(verdicts), "by_intent": dict(sorted(by_intent.items())),
-            "cost": str(cost), "model": choice.model, "error": problem[:500]}
+    return {
+        "asked": len(keywords),
+        "classified": len(verdicts),
+        "by_intent": dict(sorted(by_intent.items())),
+        "cost": str(cost),
+        "model": choice.model,
+        "error": problem[:500],
+    }
 
 
 def _book(ctx: Any, service: str, usages: Sequence[Usage], metadata: dict[str, Any], *, success: bool) -> Decimal:
     total = Decimal(0)
     for usage in usages:
-        total += ctx.track_cost(usage.service or service, success=success, metadata=metadata,
-                                **usage.as_track_cost_kwargs())
+        total += ctx.track_cost(
+            usage.service or service, success=success, metadata=metadata, **usage.as_track_cost_kwargs()
+        )
     return total

@@ -44,8 +44,9 @@ def operator_needed(message: str) -> AwaitApproval:
     return AwaitApproval(f"{message} (instance paused for an operator: resume it once that is fixed)")
 
 
-def paid(ctx: Any, *, service: CostService, items: int, stage: str, domain: str,
-         call: Callable[[], PaidCall[Any]]) -> PaidCall[Any]:
+def paid(
+    ctx: Any, *, service: CostService, items: int, stage: str, domain: str, call: Callable[[], PaidCall[Any]]
+) -> PaidCall[Any]:
     """Reserve, call, record: one paid DataForSEO call as a step makes it."""
     ctx.check_budget(service.service, service.estimate(items=items))
     meta = {"stage": stage, "domain": domain}
@@ -53,8 +54,13 @@ def paid(ctx: Any, *, service: CostService, items: int, stage: str, domain: str,
         made = call()
     except DataForSEOError as error:
         if error.cost:
-            ctx.track_cost(service.service, cost=error.cost, model=service.model, success=False,
-                           metadata={"cost_service": service.name, **meta, "error": type(error).__name__})
+            ctx.track_cost(
+                service.service,
+                cost=error.cost,
+                model=service.model,
+                success=False,
+                metadata={"cost_service": service.name, **meta, "error": type(error).__name__},
+            )
         if error.needs_operator:
             raise operator_needed(str(error)) from error
         raise error if error.retryable else NonRetryableError.wrap(error) from error
@@ -68,8 +74,7 @@ def instance_budget_ensure(*, instance_id: str, limit: Decimal) -> None:
     """The instance's hourly budget, created once: a replay must not
     undo an operator's raise. Its breach pauses the instance for approval."""
     if not Budget.objects.filter(scope="instance", key=instance_id, period="hour").exists():
-        budget_upsert(scope="instance", key=instance_id, period="hour", limit=limit, policy="approval",
-                      actor=WORKFLOW)
+        budget_upsert(scope="instance", key=instance_id, period="hour", limit=limit, policy="approval", actor=WORKFLOW)
 
 
 def _dfs(ctx: Any) -> DataForSEOClient:
@@ -77,20 +82,38 @@ def _dfs(ctx: Any) -> DataForSEOClient:
 
 
 def fetch_backlinks(ctx: Any, *, domain: str, limit: int) -> list[dict[str, Any]]:
-    made = paid(ctx, service=DATAFORSEO_BACKLINKS, items=limit, stage="backlinks", domain=domain,
-                call=lambda: _dfs(ctx).backlinks(domain, limit=limit))
+    made = paid(
+        ctx,
+        service=DATAFORSEO_BACKLINKS,
+        items=limit,
+        stage="backlinks",
+        domain=domain,
+        call=lambda: _dfs(ctx).backlinks(domain, limit=limit),
+    )
     return [asdict(item) for item in made.result.items]
 
 
 def fetch_keywords(ctx: Any, *, domain: str, limit: int) -> list[dict[str, Any]]:
-    made = paid(ctx, service=DATAFORSEO_KEYWORDS, items=limit, stage="keywords", domain=domain,
-                call=lambda: _dfs(ctx).ranked_keywords(domain, limit=limit))
+    made = paid(
+        ctx,
+        service=DATAFORSEO_KEYWORDS,
+        items=limit,
+        stage="keywords",
+        domain=domain,
+        call=lambda: _dfs(ctx).ranked_keywords(domain, limit=limit),
+    )
     return [asdict(item) for item in made.result.items]
 
 
 def fetch_referring_domains(ctx: Any, *, domain: str, limit: int) -> list[dict[str, Any]]:
-    made = paid(ctx, service=DATAFORSEO_REFERRING_DOMAINS, items=limit, stage="referring_domains", domain=domain,
-                call=lambda: _dfs(ctx).referring_domains(domain, limit=limit))
+    made = paid(
+        ctx,
+        service=DATAFORSEO_REFERRING_DOMAINS,
+        items=limit,
+        stage="referring_domains",
+        domain=domain,
+        call=lambda: _dfs(ctx).referring_domains(domain, limit=limit),
+    )
     return [asdict(item) for item in made.result.items]
 
 
@@ -98,11 +121,11 @@ def spam_scores(ctx: Any, *, domain_id: int, domain: str, urls: Sequence[str]) -
     """bulk_spam_score for the ranking URLs (1,000 targets a call), stored on the keywords."""
     scores: dict[str, int | None] = {}
     for batch in spam_score_batches(list(urls)):
+
         def call(batch: list[str] = batch) -> PaidCall[Any]:
             return _dfs(ctx).bulk_spam_score(batch)
 
-        made = paid(ctx, service=DATAFORSEO_SPAM_SCORE, items=len(batch), stage="spam_scores", domain=domain,
-                    call=call)
+        made = paid(ctx, service=DATAFORSEO_SPAM_SCORE, items=len(batch), stage="spam_scores", domain=domain, call=call)
         scores |= {item.target: item.spam_score for item in made.result.items}
     services.ranking_url_spam_scores_set(domain_id=domain_id, scores=scores)
     return {"scored": sum(1 for s in scores.values() if s is not None), "calls": len(spam_score_batches(list(urls)))}
@@ -144,9 +167,12 @@ def discover_properties(ctx: Any, *, domain_id: int, domain: str, pages: Sequenc
         found += [(profile, page) for profile in content_signals(result.page.html).social_profiles]
     stored = services.brand_properties_upsert(domain_id=domain_id, found=found)
     youtube = sum(1 for url, _ in dict(found).items() if "youtube.com" in url)
-    return {"brand_properties_found": stored, "youtube_channels_resolved": youtube,
-            "social_profiles_resolved": stored - youtube, "ranking_domains_scraped": scraped}
-
+    return {
+        "brand_properties_found": stored,
+        "youtube_channels_resolved": youtube,
+        "social_profiles_resolved": stored - youtube,
+        "ranking_domains_scraped": scraped,
+    }
 
 
 def failure_text(error: BaseException | None) -> str:

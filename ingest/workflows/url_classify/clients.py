@@ -61,8 +61,10 @@ def embedder_choice() -> EmbedderChoice | None:
         key = ENV.get("RUNLEDGER_EMBEDDINGS_API_KEY", "") or None
         model = ENV.get("RUNLEDGER_EMBEDDINGS_MODEL", "text-embedding-3-small")
         service = ENV.get("RUNLEDGER_EMBEDDINGS_SERVICE", "openai")
-        client = _once(("emb", base, key, model, service), lambda: OpenAIEmbeddings(
-            base_url=base, api_key=key, model=model, service=service, session=new_session()))
+        client = _once(
+            ("emb", base, key, model, service),
+            lambda: OpenAIEmbeddings(base_url=base, api_key=key, model=model, service=service, session=new_session()),
+        )
         return EmbedderChoice(client, service, model)
     if kind != "wordllama":
         raise ValueError(f"RUNLEDGER_EMBEDDINGS={kind!r} is unknown; use wordllama, openai or off")
@@ -75,8 +77,10 @@ def zenrows_client(tenant: str = "") -> ZenRowsClient | None:
     config = zenrows_config_get(tenant=tenant)
     if not config.api_key:
         return None
-    client: ZenRowsClient = _once(("zenrows", config.api_key, config.base_url),
-                                  lambda: ZenRowsClient(api_key=config.api_key, base_url=config.base_url))
+    client: ZenRowsClient = _once(
+        ("zenrows", config.api_key, config.base_url),
+        lambda: ZenRowsClient(api_key=config.api_key, base_url=config.base_url),
+    )
     return client
 
 
@@ -107,16 +111,28 @@ def llm_choice(tenant: str) -> LLMChoice | None:
     if config.provider == "anthropic":
         model = config.model or "claude-3-5-haiku-latest"
         base = config.base_url or "https://api.anthropic.com"
-        client: LLMClient = _once(("anthropic", base, config.api_key, model), lambda: AnthropicClient(
-            api_key=config.api_key, model=model, base_url=base, session=new_session(), on_usage=_metered))
+        client: LLMClient = _once(
+            ("anthropic", base, config.api_key, model),
+            lambda: AnthropicClient(
+                api_key=config.api_key, model=model, base_url=base, session=new_session(), on_usage=_metered
+            ),
+        )
         return LLMChoice(client, config.service or "anthropic", model)
     if config.provider == "openai":
         model = config.model or "gpt-4o-mini"
         service = config.service or "openai"
         base = config.base_url or "https://api.openai.com/v1"
-        client = _once(("openai", base, config.api_key, model, service), lambda: OpenAIChatClient(
-            base_url=base, api_key=config.api_key or None, model=model, service=service,
-            session=new_session(), on_usage=_metered))
+        client = _once(
+            ("openai", base, config.api_key, model, service),
+            lambda: OpenAIChatClient(
+                base_url=base,
+                api_key=config.api_key or None,
+                model=model,
+                service=service,
+                session=new_session(),
+                on_usage=_metered,
+            ),
+        )
         return LLMChoice(client, service, model)
     return None
 

@@ -90,7 +90,9 @@ def _embed(ctx: Any, choice: EmbedderChoice, text: str, *, stage: str, host: str
             estimate = estimate_usage_cost(choice.service, choice.model, input_tokens=max(1, len(text) // 2),
                                            output_tokens=0, at=engine_now())  # fmt: skip
         except PriceNotFound as error:
-            raise NonRetryableError.wrap(error, f"cannot reserve budget for step {ctx.step_label!r}: {error}") from error
+            raise NonRetryableError.wrap(
+                error, f"cannot reserve budget for step {ctx.step_label!r}: {error}"
+            ) from error
         ctx.check_budget(choice.service, estimate)
     try:
         result = choice.embedder.embed([text])

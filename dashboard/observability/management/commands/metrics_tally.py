@@ -32,7 +32,6 @@ class Command(BaseCommand):
             if folded:
                 continue
             if options["once"]:
-                self.stdout.write(f"metrics tally: {total} history rows folded in "
-                                  f"{time.monotonic() - started:.1f} s")
+                self.stdout.write(f"metrics tally: {total} history rows folded in {time.monotonic() - started:.1f} s")
                 return
             time.sleep(max(0.1, options["every"]))

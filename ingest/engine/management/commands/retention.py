@@ -17,9 +17,11 @@ from ingest.engine.retention_runner import (
 
 
 class Command(BaseCommand):
-    help = ("Archive finished instances older than their workflow's retention_days to gzip JSON "
-            "lines (RUNLEDGER_ARCHIVE_DIR) and purge them; open dead letters and pending approvals "
-            "are never purged.")
+    help = (
+        "Archive finished instances older than their workflow's retention_days to gzip JSON "
+        "lines (RUNLEDGER_ARCHIVE_DIR) and purge them; open dead letters and pending approvals "
+        "are never purged."
+    )
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--interval", type=float, default=INTERVAL_SECONDS, help="seconds between rounds")
@@ -32,8 +34,10 @@ class Command(BaseCommand):
                 self.stdout.write("another retention runner holds the lock; nothing done")
                 return
             total = sum(result.purged.values())
-            self.stdout.write(f"purged {total} instance(s) in {result.batches} batch(es) "
-                              f"{dict(sorted(result.purged.items()))}; archive: {archive_dir()}")
+            self.stdout.write(
+                f"purged {total} instance(s) in {result.batches} batch(es) "
+                f"{dict(sorted(result.purged.items()))}; archive: {archive_dir()}"
+            )
             return
         self.stdout.write(f"retention running every {options['interval']:g} s; Ctrl-C stops it")
         RetentionRunner(interval=options["interval"]).run_until_signalled()

@@ -38,16 +38,32 @@ class Command(BaseCommand):
     requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--concurrency", type=int, default=8,
-                            help="instances running steps at once (default 8); a slot whose turn has only "
-                                 "its last write left is claimed for again meanwhile")
-        parser.add_argument("--lease", type=float, default=None,
-                            help="lease seconds (default RUNLEDGER_LEASE_SECONDS, 30): how long a dead worker's "
-                                 "instances wait before another worker takes them over")
-        parser.add_argument("--poll", type=float, default=None,
-                            help="seconds between polls when idle (default RUNLEDGER_POLL_SECONDS, 1)")
-        parser.add_argument("--drain-timeout", type=float, default=600.0,
-                            help="seconds to wait for in-flight steps on SIGTERM (default 600)")
+        parser.add_argument(
+            "--concurrency",
+            type=int,
+            default=8,
+            help="instances running steps at once (default 8); a slot whose turn has only "
+            "its last write left is claimed for again meanwhile",
+        )
+        parser.add_argument(
+            "--lease",
+            type=float,
+            default=None,
+            help="lease seconds (default RUNLEDGER_LEASE_SECONDS, 30): how long a dead worker's "
+            "instances wait before another worker takes them over",
+        )
+        parser.add_argument(
+            "--poll",
+            type=float,
+            default=None,
+            help="seconds between polls when idle (default RUNLEDGER_POLL_SECONDS, 1)",
+        )
+        parser.add_argument(
+            "--drain-timeout",
+            type=float,
+            default=600.0,
+            help="seconds to wait for in-flight steps on SIGTERM (default 600)",
+        )
         parser.add_argument("--id", default=None, help="worker id shown in the ledger (default host:pid:random)")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -59,8 +75,12 @@ class Command(BaseCommand):
             signal.signal(sig, lambda *_: stop.set())
         lock = worker_db().process_lock()  # SQLite: one worker process per database
         try:
-            worker = Worker(concurrency=options["concurrency"], worker_id=options["id"],
-                            lease_seconds=options["lease"], poll_seconds=options["poll"])
+            worker = Worker(
+                concurrency=options["concurrency"],
+                worker_id=options["id"],
+                lease_seconds=options["lease"],
+                poll_seconds=options["poll"],
+            )
             with logcontext.bind(worker=worker.worker_id):
                 self._run(worker, stop, drain_timeout=options["drain_timeout"])
         finally:
@@ -82,17 +102,29 @@ class Command(BaseCommand):
                 self._say(worker, "stopped before it started: nothing was claimed", phase="stopped", turns=0)
                 return
             worker.start()
-        self._say(worker, f"started (concurrency {worker.concurrency})", phase="started",
-                  concurrency=worker.concurrency, lease_seconds=worker.lease.total_seconds(),
-                  poll_seconds=worker.poll, pid=os.getpid(), database=settings.DATABASES["default"]["ENGINE"])
+        self._say(
+            worker,
+            f"started (concurrency {worker.concurrency})",
+            phase="started",
+            concurrency=worker.concurrency,
+            lease_seconds=worker.lease.total_seconds(),
+            poll_seconds=worker.poll,
+            pid=os.getpid(),
+            database=settings.DATABASES["default"]["ENGINE"],
+        )
         while not stop.wait(WAKE_SECONDS):
             pass
-        self._say(worker, f"draining {worker.inflight} in-flight instance(s)", phase="draining",
-                  inflight=worker.inflight)
+        self._say(
+            worker, f"draining {worker.inflight} in-flight instance(s)", phase="draining", inflight=worker.inflight
+        )
         clean = worker.stop(timeout=drain_timeout)
-        self._say(worker, f"stopped after {worker.turns} turn(s)"
-                  + ("" if clean else " (drain timed out; leases will expire)"),
-                  phase="stopped", turns=worker.turns, drained=clean)
+        self._say(
+            worker,
+            f"stopped after {worker.turns} turn(s)" + ("" if clean else " (drain timed out; leases will expire)"),
+            phase="stopped",
+            turns=worker.turns,
+            drained=clean,
+        )
 
     def _say(self, worker: Worker, what: str, **fields: Any) -> None:
         """A line of the worker's life: plain on stdout, or a JSON log record (its facts as
