@@ -124,7 +124,8 @@ def main() -> None:
     print(f"failures written per run: {args.failures}, writers: {args.writers}")
     print(f"counted per run: {' '.join(map(str, counted))}")
     print(
-        f"runs that lost a failure: {len(lost)} of {args.runs}; failures lost in all: {sum(args.failures - c for c in counted)}"
+        f"runs that lost a failure: {len(lost)} of {args.runs}; "
+        f"failures lost in all: {sum(args.failures - c for c in counted)}"
     )
 
 

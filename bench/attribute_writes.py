@@ -102,7 +102,8 @@ def main() -> None:
     )
     print(f"  value rows followed: {a:7.1f} µs   not followed: {b:7.1f} µs   cost {a - b:+.1f} µs per update")
     print(
-        f"  rounds with: {', '.join(f'{x:.0f}' for x in with_values)}; without: {', '.join(f'{x:.0f}' for x in without)}"
+        f"  rounds with: {', '.join(f'{x:.0f}' for x in with_values)}; "
+        f"without: {', '.join(f'{x:.0f}' for x in without)}"
     )
 
 

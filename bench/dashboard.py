@@ -19,8 +19,8 @@ default) in this process, first once to warm, then `--runs` times; the median se
 printed against the 150 ms goal.
 
 Latency: a daphne process and a `manage.py worker` process on this database; a warm-up run
-watched to its end, then a workflow with a short sleep between steps; Playwright (Chromium) on the instance page records, through a
-MutationObserver, when each step's status node turns complete; the step's commit time is read
+watched to its end, then a workflow with a short sleep between steps; Playwright (Chromium) on the instance page
+records, through a MutationObserver, when each step's status node turns complete; the step's commit time is read
 from the ledger (engine_step.ended_at, written in the committing transaction). p50/p99 printed.
 """
 
@@ -110,7 +110,9 @@ SELECT 'bench-' || lpad(i::text, 7, '0'),
     jsonb_build_object('account', 'acct-' || {_h("i", 5, 5000)}, 'call_id', 'call-' || i,
                        'since', to_char({created}, 'YYYY-MM-DD')),
     CASE WHEN s.status = 'complete' THEN jsonb_build_object('facts', {_h("i", 6, 40)}) END,
-    CASE WHEN s.status = 'errored' THEN ({_arr(["TimeoutError", "HTTPError", "ValidationError", "BudgetExceeded"])})[1 + {_h("i", 7, 4)}] ELSE '' END,
+    CASE WHEN s.status = 'errored'
+        THEN ({_arr(["TimeoutError", "HTTPError", "ValidationError", "BudgetExceeded"])})[1 + {_h("i", 7, 4)}]
+        ELSE '' END,
     CASE WHEN s.status = 'errored' THEN 'upstream call ' || {_h("i", 8, 3)} || ' failed after 6 attempts' ELSE '' END,
     {created}, {created} + interval '40 seconds', {created} + interval '1 second',
     CASE WHEN s.status IN ('complete', 'errored', 'terminated') THEN {created} + interval '31 seconds' END,
@@ -170,7 +172,8 @@ SELECT ({_arr(SERVICES)})[p],
 INSERT INTO engine_deadletter (instance_id, workflow, tenant, step_name, error_name, error_message,
     error_traceback, signature, normalized_message, state, created_at, resolved_at, resolved_by, resolution)
 SELECT i.id, i.workflow, i.tenant, st.name, i.error_name, i.error_message, '',
-    md5(i.workflow || st.name || i.error_name || 'upstream call <n> failed'), 'upstream call <n> failed after <n> attempts',
+    md5(i.workflow || st.name || i.error_name || 'upstream call <n> failed'),
+    'upstream call <n> failed after <n> attempts',
     'open', i.ended_at, NULL, '', ''
 FROM engine_instance i JOIN engine_step st ON st.instance_id = i.id AND st.status = 'errored'
 WHERE i.id BETWEEN 'bench-{lo:07d}' AND 'bench-{hi:07d}' AND i.status = 'errored'

@@ -41,7 +41,8 @@ class Fair(Workflow):
 
 with connection.cursor() as c:
     c.execute(
-        "TRUNCATE engine_instance, engine_step, engine_attempt, engine_history, engine_pendingevent, engine_deadletter CASCADE"
+        "TRUNCATE engine_instance, engine_step, engine_attempt, engine_history, engine_pendingevent, "
+        "engine_deadletter CASCADE"
     )
 for t, n, prio in [("A", 4000, -10), ("B", 400, 0), ("C", 400, 0), ("D", 400, 0), ("E", 400, 0)]:
     for b in range(0, n, 100):
@@ -65,5 +66,6 @@ for _ in range(400):
     )
 times.sort()
 print(
-    f"claim of 8 on a fair backlog: p50 {statistics.median(times) * 1000:.2f} ms p90 {times[int(len(times) * 0.9)] * 1000:.2f} ms (400 claims)"
+    f"claim of 8 on a fair backlog: p50 {statistics.median(times) * 1000:.2f} ms "
+    f"p90 {times[int(len(times) * 0.9)] * 1000:.2f} ms (400 claims)"
 )

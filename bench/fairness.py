@@ -84,7 +84,8 @@ class Sampler(threading.Thread):
             SELECT count(*) FILTER (WHERE tenant = %s AND lease_owner <> '' AND lease_expires_at >= now()),
                    count(*) FILTER (WHERE tenant = %s AND lease_owner <> '' AND lease_expires_at >= now()),
                    count(*) FILTER (WHERE tenant = %s AND ready_at <= now()
-                                    AND status NOT IN ('complete', 'completed_with_errors', 'errored', 'terminated', 'paused')
+                                    AND status NOT IN ('complete', 'completed_with_errors', 'errored',
+                                                       'terminated', 'paused')
                                     AND (lease_expires_at IS NULL OR lease_expires_at < now()))
             FROM engine_instance WHERE tenant IN (%s, %s)
         """

@@ -26,8 +26,8 @@ drift with the machine (a CPU-second of one does less than another's), so a `mac
 prices this machine's CPU: a fixed Python loop, and a prepared round trip on both sides. It is
 read from /proc: the worker processes and the PostgreSQL backends serving this database (sampled
 while the run lasts, so a backend that exits is still counted); this process's own (instance
-creation and the fake LLM, which runs the rule extractor to answer) is printed apart. With --profile, py-spy samples each worker and the
-report splits the workers' CPU by concern (engine; the pipeline's own steps: facts, prefilter,
+creation and the fake LLM, which runs the rule extractor to answer) is printed apart. With --profile, py-spy samples
+each worker and the report splits the workers' CPU by concern (engine; the pipeline's own steps: facts, prefilter,
 signal row; costs, budgets and pricing; the LLM client; other), with each concern's share of
 the busy threads and of the time spent waiting on PostgreSQL round trips. With --budgets the
 tenant and the workflow have budgets, so every extraction also reserves and settles on two.
@@ -586,7 +586,9 @@ def main() -> None:
     print(f"median of {len(results)}: " + summary(med, goal, args.calls))
 
 
-CPU_GOAL_MS = 18.0  # workers + PostgreSQL per call: steadier than wall time, but a slower machine's CPU-second does less (docs/pipelines.md)
+# Workers + PostgreSQL per call: steadier than wall time, but a slower machine's CPU-second does less
+# (docs/pipelines.md).
+CPU_GOAL_MS = 18.0
 
 
 def summary(r: dict[str, float], goal: float, calls: int) -> str:

@@ -167,8 +167,11 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"fakes reported: ${fakes:.6f} (ZenRows X-Request-Cost ${web.billed:.6f}, LLM usage priced ${llm_billed:.6f})"
     )
-    print(f"reconciled: ledger - fakes = ${ledger - fakes:.6f} ({'to the cent' if abs(ledger - fakes) < Decimal('0.005') else 'MISMATCH'}); "
-          f"results' cost_usd sum ${results_total:.6f}")  # fmt: skip
+    print(
+        f"reconciled: ledger - fakes = ${ledger - fakes:.6f} "
+        f"({'to the cent' if abs(ledger - fakes) < Decimal('0.005') else 'MISMATCH'}); "
+        f"results' cost_usd sum ${results_total:.6f}"
+    )
 
 
 load_before = load_average()

@@ -135,7 +135,8 @@ def main() -> None:
     PYCACHE = bytecode.name if bytecode is not None else None
     roots = [r.resolve() for r in (args.root or [ROOT])]
     print(
-        f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at start; python {sys.version.split()[0]}"
+        f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at start; "
+        f"python {sys.version.split()[0]}"
     )
     times: dict[tuple[str, Path], list[float]] = {}
     with tempfile.TemporaryDirectory(prefix="runledger-boot-") as tmp:

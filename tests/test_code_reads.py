@@ -2,7 +2,8 @@
 
 A comment, docstring, template (ingest/, dashboard/, templates/) or doc page that says
 "seed 004's checkBudget", "ADR-026" or "issue 20" points a reader at something this repository
-does not hold: it must say what the code does and why instead. Migrations are history and keep what they were written with."""
+does not hold: it must say what the code does and why instead. Migrations are history and keep what they were written
+with."""
 
 from __future__ import annotations
 

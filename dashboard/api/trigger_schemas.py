@@ -27,8 +27,8 @@ TIMEZONES = cast("list[JsonValue]", sorted(available_timezones()))  # IANA names
 # accepts beyond it (names such as MON) is left out of the schema. Quartz's extensions are in,
 # where `validate_cron` takes them: `L` among the days of the month (without a step), `15W` alone
 # in its field, `LW` alone and only with `*` as the day of week, `5L` and `5#3` among the days of
-# the week (without a step, and not in a list with plain days). An expression that matches no date (February 30th) is valid: its
-# schedule never fires.
+# the week (without a step, and not in a list with plain days). An expression that matches no date (February 30th) is
+# valid: its schedule never fires.
 _N = {
     "min": r"[0-5]?[0-9]",
     "hour": r"(?:[01]?[0-9]|2[0-3])",

@@ -29,8 +29,8 @@ wrong field is printed at once, by its name (the flag with '_' for '-'), and not
 
 A retry of an instance whose step failed for good (NonRetryableError) asks first (--yes skips
 the question) and points to a replay with edited params; `dead-letters` and a redrive's preview
-say which letters a retry cannot help. URL and token default to $RUNLEDGER_URL and $RUNLEDGER_TOKEN. A token comes from the console's
-API tokens page (/tokens/) or, on the server, `manage.py token create --user NAME --name cli`.
+say which letters a retry cannot help. URL and token default to $RUNLEDGER_URL and $RUNLEDGER_TOKEN. A token comes from
+the console's API tokens page (/tokens/) or, on the server, `manage.py token create --user NAME --name cli`.
 Exit status: 0 done, 1 the API
 refused (its message is printed), 2 bad usage.
 """

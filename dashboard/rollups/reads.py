@@ -3,8 +3,8 @@
 A page reads the roller's state first, then the history rows after its cursor (normally a few
 seconds' worth): the hours those rows dirtied, and every hour not closed yet, are read from the
 ledger; every other whole hour of the window from the rollup rows (whole local days from the
-daily rows); the partial hours at the window's edges from the ledger. Each hour is counted by exactly one side, so the sum is the
-ledger's own aggregate at the moment of reading, whether or not the roller has run lately.
+daily rows); the partial hours at the window's edges from the ledger. Each hour is counted by exactly one side, so the
+sum is the ledger's own aggregate at the moment of reading, whether or not the roller has run lately.
 
 When the roller has fallen far behind (more history than one read takes) or never ran, every
 range is read from the ledger: slow, still exact.

@@ -58,7 +58,8 @@ def status_pill(status: str, label: str = "") -> SafeString:
     """A coloured pill that also spells the status out (colour is never the only signal)."""
     text = label or STATUS_LABELS.get(status, status or "unknown")
     return format_html(
-        '<span class="status status-{}" title="status: {}"><span class="status-dot" aria-hidden="true"></span>{}</span>',
+        '<span class="status status-{}" title="status: {}">'
+        '<span class="status-dot" aria-hidden="true"></span>{}</span>',
         status or "unknown",
         status or "unknown",
         text,

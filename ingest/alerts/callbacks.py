@@ -1,5 +1,5 @@
-"""Instance callbacks (webhooks out, so a caller learns an outcome without polling): a route, a REST start or an instance carries a
-URL; when the instance ends, its outcome and output are POSTed there, signed with the tenant's
+"""Instance callbacks (webhooks out, so a caller learns an outcome without polling): a route, a REST start or an
+instance carries a URL; when the instance ends, its outcome and output are POSTed there, signed with the tenant's
 ingress secret exactly as our ingress verifies requests, by a `callback-deliver` instance.
 
 Registering and the instance's end may race (a sync route's instance can finish before its

@@ -1,8 +1,8 @@
 """Stage 1 of URL classification: the rules engine. Pure and fast.
 
 Every rule that matches a URL contributes; for each axis the highest-priority rule that sets it
-wins (then the rule naming more of the host, then the file's order) and modifiers are the union. Rules naming hosts are indexed
-by domain, so a URL tries only the rules of its own domain and its parents plus the generic
+wins (then the rule naming more of the host, then the file's order) and modifiers are the union. Rules naming hosts are
+indexed by domain, so a URL tries only the rules of its own domain and its parents plus the generic
 ones.
 
 Confidence is the mean of the domain-type and page-type winners' confidences, a missing one

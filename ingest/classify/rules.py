@@ -13,8 +13,8 @@ A rule in the file:
 A rule matches when all its conditions do. `priority` orders rules when two set the same field
 (default: host and path 400, host 300, host pattern and path 250, host pattern 200, path 100,
 query 50 — the more specific wins), then the rule naming more of the host, then the file's
-order. An example is a URL the rule must match with the rule's own values, or `{"url": …, "expect": {field: value}}` when a more
-specific rule legitimately wins a field.
+order. An example is a URL the rule must match with the rule's own values, or `{"url": …, "expect": {field: value}}`
+when a more specific rule legitimately wins a field.
 """
 
 from __future__ import annotations

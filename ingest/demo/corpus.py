@@ -111,21 +111,48 @@ def _lines(rng: random.Random, s: tuple[Speaker, ...], started: datetime) -> lis
     review = started + timedelta(days=rng.randrange(3, 12))
     first = s[champion].name.split()[0]
     return [
-        (rep, f"Thanks for making time today, {first}. I'd love to recap the pain points in forecasting you shared last time."),
-        (champion, f"Sure. We have about {seats - rng.randrange(0, seats // 4)} sales reps today and plan to hire more by Q{rng.randrange(1, 5)}."),
-        (buyer, rng.choice(("Honestly our current process is spreadsheets and hope.", "The board keeps asking why our forecast misses by twenty percent."))),
+        (
+            rep,
+            f"Thanks for making time today, {first}. "
+            "I'd love to recap the pain points in forecasting you shared last time.",
+        ),
+        (
+            champion,
+            f"Sure. We have about {seats - rng.randrange(0, seats // 4)} sales reps today "
+            f"and plan to hire more by Q{rng.randrange(1, 5)}.",
+        ),
+        (
+            buyer,
+            rng.choice(
+                (
+                    "Honestly our current process is spreadsheets and hope.",
+                    "The board keeps asking why our forecast misses by twenty percent.",
+                )
+            ),
+        ),
         (se, "Let me show you how the deal inspection view handles that, it pulls activity straight from your CRM."),
-        (champion, f"We're also evaluating {rivals[0]}, their quote came in around {_money(rng, 30000, 90000)} a year."),
+        (
+            champion,
+            f"We're also evaluating {rivals[0]}, their quote came in around {_money(rng, 30000, 90000)} a year.",
+        ),
         (rep, f"Understood. For {seats} seats our annual price would be {_money(rng, 40000, 150000)}."),
-        (buyer, f"Our budget for this is {_money(rng, 50000, 180000)} for the fiscal year, and our CFO needs to sign off on anything above that."),
+        (
+            buyer,
+            f"Our budget for this is {_money(rng, 50000, 180000)} for the fiscal year, "
+            "and our CFO needs to sign off on anything above that.",
+        ),
         (champion, f"We want to go live by {MONTHS[go_live.month - 1]} {go_live.day}."),
-        (buyer, f"Procurement will need to review the MSA before we can sign by {MONTHS[close.month - 1]} {close.day}, {close.year}."),
+        (
+            buyer,
+            f"Procurement will need to review the MSA before we can sign by "
+            f"{MONTHS[close.month - 1]} {close.day}, {close.year}.",
+        ),
         (champion, f"One more thing, a few of our managers used {rivals[1]} at their last company."),
         (rep, f"I'll send the revised proposal by {rng.choice(WEEKDAYS)}."),
         (se, "We will set up a sandbox with your pipeline data so the team can try it."),
         (rep, f"Next step is a technical review with your IT team on {MONTHS[review.month - 1]} {review.day}."),
         (champion, "Sounds good, talk then."),
-    ]  # fmt: skip
+    ]
 
 
 def _call(rng: random.Random, index: int, started: datetime) -> DemoCall:

@@ -8,8 +8,8 @@ instance ids are deterministic, so a second run starts nothing new.
 
 The demo has no LLM key, so its tenants use the "demo" provider (`DemoExtractor` in
 `ingest.workflows.providers`): the rule extractor, billed as if DeepSeek had answered, failing
-the first attempt of a few chosen calls with a retryable 503 so retries show up. Other cases built in: short check-in calls with no keyword
-hit (engagement only), one malformed transcript (dead letter), and one call under an
+the first attempt of a few chosen calls with a retryable 503 so retries show up. Other cases built in: short check-in
+calls with no keyword hit (engagement only), one malformed transcript (dead letter), and one call under an
 instance budget with the approval policy (waits for an operator in the approvals inbox); both
 of the last in acme, a tenant of the `operator` and `viewer` personas.
 """

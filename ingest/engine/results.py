@@ -1,4 +1,5 @@
-"""WorkflowResult: a workflow's standard result (success, metrics, errors, duration), and how a workflow says it degraded gracefully.
+"""WorkflowResult: a workflow's standard result (success, metrics, errors, duration), and how a workflow says it
+degraded gracefully.
 
 A workflow whose `run` returns a `WorkflowResult` with errors (or `success=False`) ends in
 `completed_with_errors`, a terminal status of its own: the run finished, its output is

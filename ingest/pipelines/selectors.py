@@ -90,7 +90,8 @@ class SalesforceConfig:
 @dataclass(frozen=True)
 class LLMConfig:
     """`provider`: "rules" (offline default), "openai" (any OpenAI-compatible API), "anthropic",
-    or "demo" (rules priced as the model would be, failing chosen keys once: `DemoExtractor` in ingest.workflows.providers)."""
+    or "demo" (rules priced as the model would be, failing chosen keys once: `DemoExtractor` in
+    ingest.workflows.providers)."""
 
     provider: str = "rules"
     base_url: str = ""
@@ -182,7 +183,8 @@ def gong_config_get(*, tenant: str, base_url: str | None = None) -> GongConfig:
 
 
 def salesforce_config_get(*, tenant: str, login_url: str | None = None) -> SalesforceConfig:
-    """The tenant's Salesforce connection row, else SALESFORCE_LOGIN_URL / _CLIENT_ID / _CLIENT_SECRET / _REFRESH_TOKEN."""
+    """The tenant's Salesforce connection row, else SALESFORCE_LOGIN_URL / _CLIENT_ID / _CLIENT_SECRET /
+    _REFRESH_TOKEN."""
     row = _connection(tenant, ConnectionKind.SALESFORCE)
     if row is not None:
         return SalesforceConfig(

@@ -12,6 +12,13 @@ from ingest.workflows.salesforce import SalesforceIngest, salesforce_ingest_star
 from ingest.workflows.url_classify import UrlClassify, url_classify_start
 
 __all__ = [
-    "ConnectionsReconcile", "DomainOnboard", "GongIngest", "SalesforceIngest", "UrlClassify", "domain_onboard_start", "gong_ingest_start",
-    "salesforce_ingest_start", "url_classify_start",
-]  # fmt: skip
+    "ConnectionsReconcile",
+    "DomainOnboard",
+    "GongIngest",
+    "SalesforceIngest",
+    "UrlClassify",
+    "domain_onboard_start",
+    "gong_ingest_start",
+    "salesforce_ingest_start",
+    "url_classify_start",
+]

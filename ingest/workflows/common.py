@@ -123,7 +123,8 @@ def fact_text(item: FactItem) -> str:
 
 
 def schedule_embeddings(ctx: Any, *, tenant: str, items: Sequence[tuple[str, FactItem]]) -> dict[str, Any]:
-    """Embed the committed facts. Fail-open (the facts matter more than their vectors): a failure is logged and reported in the
+    """Embed the committed facts. Fail-open (the facts matter more than their vectors): a failure is logged and reported
+    in the
     step's result, never fails the ingest; the facts are stored either way."""
     if os.environ.get("RUNLEDGER_EMBEDDINGS", "wordllama") == "off" or not items:
         return {"embedded": 0, "skipped": True}

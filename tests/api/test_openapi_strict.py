@@ -1,7 +1,8 @@
 """The strict schemathesis run over the REST API: every check, the coverage, fuzzing and stateful
 phases, positive and negative data, from /api/openapi.json, plus the fuzz suites' refusal
-contract (RefusalContract). It fails on any failure the run reports, so the schema cannot drift from what the server enforces: a schema-valid request is
-accepted (or refused with a documented 4xx), a schema-violating one is refused, and the response
+contract (RefusalContract). It fails on any failure the run reports, so the schema cannot drift from what the server
+enforces: a schema-valid request is accepted (or refused with a documented 4xx), a schema-violating one is refused, and
+the response
 links chain create → get → act."""
 
 from __future__ import annotations

@@ -59,8 +59,12 @@ def test_content_keeps_the_prior_domain_when_the_page_says_nothing_of_it() -> No
 def test_the_prompt_lists_every_value_of_the_taxonomy_and_the_page_signals() -> None:
     for axis, values in AXES.items():
         assert all(value in SYSTEM_PROMPT for value in values), axis
-    messages = llm_messages("https://x.example/a", partial=Candidate(50, {"page_type": "article"}),
-                            signals={"title": "Hello", "word_count": 10, "social_profiles": []}, round_no=2)  # fmt: skip
+    messages = llm_messages(
+        "https://x.example/a",
+        partial=Candidate(50, {"page_type": "article"}),
+        signals={"title": "Hello", "word_count": 10, "social_profiles": []},
+        round_no=2,
+    )
     assert '"round": 2' in messages[1]["content"] and '"title": "Hello"' in messages[1]["content"]
     assert "social_profiles" not in messages[1]["content"]
 

@@ -131,8 +131,13 @@ def test_the_llm_answer_is_taken_in_one_round_when_confident(
     assert out["classification_source"] == "llm" and out["domain_type"] == "commerce"
     rounds = [r for r in costs(out["_id"]) if r.metadata.get("stage") == "llm"]
     assert len(rounds) == out["round"] == fake_llm.count(CHAT)
-    expected = sum((cost_for(usage_from_openai(u, service="openai", model="gpt-4o-mini"), DEFAULT_PRICES, rounds[0].created_at)
-                    for u in fake_llm.usages), Decimal(0))  # fmt: skip
+    expected = sum(
+        (
+            cost_for(usage_from_openai(u, service="openai", model="gpt-4o-mini"), DEFAULT_PRICES, rounds[0].created_at)
+            for u in fake_llm.usages
+        ),
+        Decimal(0),
+    )
     assert sum((r.cost for r in rounds), Decimal(0)) == expected > 0
     assert [(r.service, r.metadata["domain"]) for r in rounds] == [("openai", "calm-meadow-shop.com")] * len(rounds)
 

@@ -78,8 +78,8 @@ def test_a_fork_from_the_page_starts_linked_both_ways_and_is_audited(operator):
     child_page = operator.get("/instances/acme-fork-ok-fork-1/").content.decode()
     assert child_page.count('copied by the fork, not run again">copied</span>') == 1  # "first" only
     assert (
-        'id="lineage-fork-of"><a class="mono" href="/instances/acme-fork-ok/">acme-fork-ok</a> at step <code>second</code>'
-        in child_page
+        'id="lineage-fork-of"><a class="mono" href="/instances/acme-fork-ok/">acme-fork-ok</a> '
+        "at step <code>second</code>" in child_page
     )
     origin_page = operator.get("/instances/acme-fork-ok/").content.decode()
     assert 'href="/instances/acme-fork-ok-fork-1/">acme-fork-ok-fork-1</a> from step <code>second</code>' in origin_page

@@ -43,7 +43,8 @@ def _fits(s: Session) -> None:
     assert len({t for t, _ in tops}) == 1 and max(h for _, h in tops) < 40, tops
     if width > 900:  # ...and on a laptop every link of that row shows, none hidden past its edge
         clipped = page.evaluate("""(() => { const nav = document.querySelector('.mainnav').getBoundingClientRect();
-            return [...document.querySelectorAll('.mainnav a')].filter(a => a.getBoundingClientRect().right > nav.right + 1)
+            return [...document.querySelectorAll('.mainnav a')]
+                .filter(a => a.getBoundingClientRect().right > nav.right + 1)
                 .map(a => a.textContent); })()""")
         assert clipped == [], clipped
 

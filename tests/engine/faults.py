@@ -108,7 +108,8 @@ def unfinished(db: Database, workflow: str) -> list[str]:
     return [
         row[0]
         for row in db.execute(
-            "SELECT id FROM engine_instance WHERE workflow = %s AND status NOT IN ('complete', 'errored', 'terminated')",
+            "SELECT id FROM engine_instance WHERE workflow = %s "
+            "AND status NOT IN ('complete', 'errored', 'terminated')",
             (workflow,),
         )
     ]

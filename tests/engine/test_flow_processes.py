@@ -75,7 +75,8 @@ def test_a_per_tenant_limit_holds_across_four_racing_worker_processes(db, tmp_pa
     create_many(
         db,
         "e2e-flow-tenant",
-        "[{'id': f'{t}-{i}', 'tenant': t, 'params': {'hold': 0.15}} for t in ('acme', 'blue', 'cyan') for i in range(20)]",
+        "[{'id': f'{t}-{i}', 'tenant': t, 'params': {'hold': 0.15}} "
+        "for t in ('acme', 'blue', 'cyan') for i in range(20)]",
     )
     # Two turns per process: the six slots (three tenants, two each) cannot all go to one worker.
     workers = start_workers(db, 4, log_dir=tmp_path, concurrency=2, lease=10.0, poll=0.05)
@@ -168,7 +169,8 @@ def test_starts_keep_to_the_rate_and_start_at_is_honoured_across_processes(db, t
     starts = [
         r[0]
         for r in db.execute(
-            "SELECT extract(epoch FROM started_at) FROM engine_instance WHERE workflow = 'e2e-flow-rated' ORDER BY started_at"
+            "SELECT extract(epoch FROM started_at) FROM engine_instance "
+            "WHERE workflow = 'e2e-flow-rated' ORDER BY started_at"
         )
     ]
     for s in starts:

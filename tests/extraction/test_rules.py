@@ -111,12 +111,20 @@ def test_it_reads_salesforce_free_text_fields() -> None:
 
 
 def test_llm_output_is_cleaned_into_facts() -> None:
-    data = {"facts": [
-        {"subject": "Acme", "predicate": "Deal Stage", "object": "Closed Won", "confidence": "1.4", "evidence": "signed"},
-        {"subject": "Acme", "predicate": "budget", "object": ""},
-        "not a fact",
-        {"subject": "Acme", "predicate": "deal_stage", "object": "Closed Won", "confidence": 0.2},
-    ]}  # fmt: skip
+    data = {
+        "facts": [
+            {
+                "subject": "Acme",
+                "predicate": "Deal Stage",
+                "object": "Closed Won",
+                "confidence": "1.4",
+                "evidence": "signed",
+            },
+            {"subject": "Acme", "predicate": "budget", "object": ""},
+            "not a fact",
+            {"subject": "Acme", "predicate": "deal_stage", "object": "Closed Won", "confidence": 0.2},
+        ]
+    }
 
     assert facts_from_result(LLMResult(data=data)) == [Fact("Acme", "deal_stage", "Closed Won", 1.0, "signed")]
 

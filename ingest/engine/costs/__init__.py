@@ -1,1 +1,2 @@
-"""Costs and budgets: reserve before spending (budgets.py), record after (record.py), and the approvals a step asks for."""
+"""Costs and budgets: reserve before spending (budgets.py), record after (record.py), and the approvals a step asks
+for."""

@@ -3,8 +3,8 @@
 `EncryptedTextField` columns of any app are re-written through the field (it opens with any key
 and seals with the first); the ledger's sealed values (sensitive step results and failures,
 sensitive params, a sensitive step's journaled answers) are re-sealed in place. Rows are handled
-in batches, each in its own transaction, so workers keep running; a value sealed by a worker meanwhile already uses the new
-key. Running it twice is harmless.
+in batches, each in its own transaction, so workers keep running; a value sealed by a worker meanwhile already uses the
+new key. Running it twice is harmless.
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ Recording a cost took five round trips through the ORM (BEGIN, the api_costs row
 history row, the budgets' lock, COMMIT) and reserving one (no budget) to seven (BEGIN, the
 grants, the lock, the update, the reservations, COMMIT), each statement built anew by the
 ORM, a large share of the workers' CPU (bench/pipelines.py; docs/pipelines.md).
-On PostgreSQL each is one prepared statement; SQLite runs the ORM code of costs/budgets.py and costs/record.py, which does
-the same writes.
+On PostgreSQL each is one prepared statement; SQLite runs the ORM code of costs/budgets.py and costs/record.py, which
+does the same writes.
 """
 
 from __future__ import annotations

@@ -134,8 +134,13 @@ class UrlClassify(Workflow):
 
         decided = state.decided
         if decided is not None and state.confidence >= HIGH_CONFIDENCE and state.source != "cache":
-            fed = step.do("index-feedback", lambda ctx: index_feedback(
-                ctx, tenant=tenant, host=host, url=url, decided=decided, source=state.source), retries=QUICK_RETRIES)  # fmt: skip
+            fed = step.do(
+                "index-feedback",
+                lambda ctx: index_feedback(
+                    ctx, tenant=tenant, host=host, url=url, decided=decided, source=state.source
+                ),
+                retries=QUICK_RETRIES,
+            )
             state.cost += Decimal(fed["cost"])
         url_id = p.get("url_id")
         result = classification_result(
