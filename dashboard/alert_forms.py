@@ -4,13 +4,14 @@ on the form, so the page and the API refuse the same things with the same words.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django import forms
 
 from ingest.alerts.conditions import PARAMS
 from ingest.alerts.models import Channel, ChannelKind, Condition
+from ingest.triggers import limits
+from ingest.triggers.errors import InputRejected
 
 SECRET_HELP = "Stored as a secret and never shown again; leave blank to keep the current value."
 
@@ -131,10 +132,10 @@ class RuleForm(forms.Form):
 
     def clean_params(self) -> dict[str, Any]:
         raw = (self.cleaned_data.get("params") or "").strip() or "{}"
-        try:
-            value = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise forms.ValidationError(f"not valid JSON: {exc.msg} at line {exc.lineno}") from None
+        try:  # within the input limits: no 5,000-digit number, no RecursionError, no NUL
+            value = limits.json_parse(raw, limits=limits.input_limits(), what="params")
+        except InputRejected as exc:
+            raise forms.ValidationError(str(exc)) from None
         if not isinstance(value, dict):
             raise forms.ValidationError('params must be a JSON object, e.g. {"workflow": "gong-ingest"}')
         return value

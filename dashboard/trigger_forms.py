@@ -10,7 +10,8 @@ from typing import Any
 
 from django import forms
 
-from ingest.triggers.errors import InvalidFields, TriggerError
+from ingest.triggers import limits
+from ingest.triggers.errors import InputRejected, InvalidFields, MalformedJson, TriggerError
 from ingest.triggers.field_checks import UNSET
 from ingest.triggers.models import MissedFirePolicy, Route, Schedule
 from ingest.triggers.services import route_problems, schedule_problems, subscription_problems
@@ -56,12 +57,12 @@ class JSONObjectField(forms.CharField):
         text = super().clean(value)
         if not text.strip():
             return self.blank_value
-        try:
-            parsed = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise forms.ValidationError(
-                f'not valid JSON ({exc.msg} at line {exc.lineno}); write an object such as {{"customer": "acme"}}'
-            ) from None
+        try:  # within the input limits: no 5,000-digit number, no RecursionError, no NUL
+            parsed = limits.json_parse(text, limits=limits.input_limits(), what="this field")
+        except MalformedJson as exc:
+            raise forms.ValidationError(f'{exc}; write an object such as {{"customer": "acme"}}') from None
+        except InputRejected as exc:
+            raise forms.ValidationError(str(exc)) from None
         if not isinstance(parsed, dict):
             raise forms.ValidationError(f"a JSON object is expected, not {type(parsed).__name__}")
         return parsed

@@ -109,6 +109,8 @@ def test_an_edit_saves_the_new_cron_and_moves_the_next_fire(operator: Client, mo
         ("timezone", "Mars/Olympus", "time zone"),
         ("params", "[1, 2]", "a JSON object is expected"),
         ("params", "{nope", "not valid JSON"),
+        pytest.param("params", '{"n": ' + "9" * 5000 + "}", "holds an integer of 5,000 digits", id="long-number"),
+        pytest.param("params", "[" * 5000 + "]" * 5000, "nests arrays and objects more than", id="deep-json"),
         ("catch_up_limit", "0", "greater than or equal to 1"),
     ],
 )
