@@ -348,30 +348,43 @@ def test_the_action_path_check_catches_a_view_that_calls_the_engine_directly(tmp
 
 # The differences between PostgreSQL and SQLite stand behind one adapter per concern: a class (or
 # function) per vendor chosen once by `ByVendor` (ingest/engine/sql/base.py), so the code that
-# calls it has one path. `is_postgres()` is defined there; a call of it elsewhere is a branch on
-# the database that no adapter holds. The two left (instance_create's `only_if`, which only
-# PostgreSQL's one-statement create can check) decide what a caller may ask, not how it is done;
-# this bound keeps new ones from creeping back in.
+# calls it has one path. `is_postgres()` is defined there, and there ByVendor reads the default
+# connection's vendor; a call of `is_postgres()` elsewhere, or a comparison of any connection's
+# `.vendor`, is a branch on the database that no adapter holds. Those left (docs/architecture.md,
+# "Where PostgreSQL and SQLite differ") decide what a caller may ask, or ask it of a connection
+# handed in rather than the default one; this bound keeps new ones from creeping back in.
 MAX_VENDOR_BRANCHES = 10
 VENDOR_MODULE = "ingest.engine.sql.base"
 
 
+def _is_vendor_call(node: ast.AST) -> bool:
+    return (
+        isinstance(node, ast.Call)
+        and not node.args
+        and not node.keywords
+        and (
+            (isinstance(node.func, ast.Name) and node.func.id in ("is_postgres", "_is_postgres"))
+            or (isinstance(node.func, ast.Attribute) and node.func.attr in ("is_postgres", "_is_postgres"))
+        )
+    )
+
+
+def _is_vendor_comparison(node: ast.AST) -> bool:
+    """`<any connection>.vendor` on either side of a comparison (==, !=, in, is…)."""
+    return isinstance(node, ast.Compare) and any(
+        isinstance(side, ast.Attribute) and side.attr == "vendor" for side in (node.left, *node.comparators)
+    )
+
+
 def vendor_branches(modules: dict[str, Path]) -> list[str]:
-    """`module:line` of every call of `is_postgres()` outside the module that defines it."""
+    """`module:line` of every call of `is_postgres()` and every comparison of a connection's
+    `.vendor` outside the module that holds the adapter."""
     found = []
     for name, path in modules.items():
         if name == VENDOR_MODULE:
             continue
         for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-            if (
-                isinstance(node, ast.Call)
-                and not node.args
-                and not node.keywords
-                and (
-                    (isinstance(node.func, ast.Name) and node.func.id in ("is_postgres", "_is_postgres"))
-                    or (isinstance(node.func, ast.Attribute) and node.func.attr in ("is_postgres", "_is_postgres"))
-                )
-            ):
+            if _is_vendor_call(node) or _is_vendor_comparison(node):
                 found.append(f"{name}:{node.lineno}")
     return sorted(found)
 
@@ -393,4 +406,23 @@ def test_the_vendor_branch_count_sees_every_spelling_of_the_call(tmp_path: Path)
         "    return _is_postgres() or is_postgres\n"
     )
     assert vendor_branches({"ingest.m": source}) == ["ingest.m:4", "ingest.m:5", "ingest.m:6"]
+    assert vendor_branches({VENDOR_MODULE: source}) == []
+
+
+@pytest.mark.pure
+def test_the_vendor_branch_count_sees_every_comparison_of_a_connection_vendor(tmp_path: Path):
+    source = tmp_path / "m.py"
+    source.write_text(
+        "from django.db import connection, connections\n"
+        'def f(conn):\n    if connection.vendor == "postgresql":\n        return 1\n'
+        '    hint = "M" if conn.vendor != "postgresql" else ""\n'
+        '    return "sqlite" == connections["default"].vendor or conn.vendor in ("sqlite",), hint\n'
+        "def g(conn):\n    return conn.vendor, vendor == 'sqlite'\n"
+    )
+    assert vendor_branches({"dashboard.m": source}) == [
+        "dashboard.m:3",
+        "dashboard.m:5",
+        "dashboard.m:6",
+        "dashboard.m:6",
+    ]
     assert vendor_branches({VENDOR_MODULE: source}) == []

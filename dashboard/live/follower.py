@@ -25,6 +25,7 @@ from django.db.models import Max, Q
 
 from dashboard.live.feed import FeedState, feed_advance
 from dashboard.live.groups import instance_group, tenant_group
+from ingest.engine import ByVendor
 from ingest.engine.models import History
 
 log = logging.getLogger("runledger.live")
@@ -52,6 +53,9 @@ class BatchMsg(TypedDict):
     type: str  # "history.batch" -> LiveConsumer.history_batch
     changes: list[ChangeMsg]
 
+
+# Whether the engine NOTIFYs CHANNEL when history commits: PostgreSQL's LISTEN/NOTIFY; SQLite has none.
+_NOTIFIED = ByVendor[bool](postgresql=True, sqlite=False)
 
 # A thread of its own keeps one database connection for the follower's whole life and never
 # queues behind page renders on the shared sync thread.
@@ -115,7 +119,7 @@ class HistoryFollower:
         return len(changes)
 
     async def run(self) -> None:
-        listen = connection.vendor == "postgresql" and getattr(settings, "RUNLEDGER_LIVE_LISTEN", True)
+        listen = _NOTIFIED() and getattr(settings, "RUNLEDGER_LIVE_LISTEN", True)
         while True:
             try:
                 if listen:

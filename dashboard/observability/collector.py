@@ -10,7 +10,7 @@ loses a worker's counts when its machine goes.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 
 from django.db import connection, transaction
@@ -27,6 +27,7 @@ from prometheus_client.utils import floatToGoString
 
 from dashboard.observability import gauges, tally
 from dashboard.observability.tally import INSTANCE_BUCKETS, LABELS, STEP_BUCKETS, Series
+from ingest.engine import ByVendor
 
 PREFIX = "runledger"
 
@@ -182,18 +183,28 @@ def _read() -> tuple[tally.Snapshot, gauges.Ledger, datetime, float]:
     started = time.perf_counter()
     now = timezone.now()
     with transaction.atomic():
-        if connection.vendor == "postgresql":
-            # The scrape's queries each read tens of thousands of rows at most, but their cost
-            # estimates (a correlated EXISTS per unfinished instance) pass jit_above_cost: JIT
-            # compiling them took 600 ms on the 1 M-instance bench, parallel workers' start-up
-            # more than they saved. Both off for this transaction only.
-            with connection.cursor() as cursor:  # one round trip for both
-                cursor.execute(
-                    "SELECT set_config('jit', 'off', true), set_config('max_parallel_workers_per_gather', '0', true)"
-                )
+        _plan_for_scrape()()
         snapshot = tally.tally_snapshot()
         ledger = gauges.ledger_read(now=now)
     return snapshot, ledger, now, time.perf_counter() - started
+
+
+def _no_jit_no_parallel() -> None:
+    """PostgreSQL: the scrape's queries each read tens of thousands of rows at most, but their cost
+    estimates (a correlated EXISTS per unfinished instance) pass jit_above_cost: JIT compiling them
+    took 600 ms on the 1 M-instance bench, parallel workers' start-up more than they saved. Both
+    off for this transaction only."""
+    with connection.cursor() as cursor:  # one round trip for both
+        cursor.execute(
+            "SELECT set_config('jit', 'off', true), set_config('max_parallel_workers_per_gather', '0', true)"
+        )
+
+
+def _as_planned() -> None:
+    """SQLite: no JIT, no parallel workers; nothing to turn off."""
+
+
+_plan_for_scrape = ByVendor[Callable[[], None]](postgresql=_no_jit_no_parallel, sqlite=_as_planned)
 
 
 def tail_families(

@@ -8,19 +8,19 @@ with the ledger's finished history, so a scrape stays fast on a big ledger.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
+from typing import Protocol
 
-from django.db import connection
-from django.db.models import Count, F, Func, Min, OuterRef, Q, Subquery
+from django.db.models import Count, F, Func, Min, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Abs, Mod
 
 from dashboard.observability import sql
 from dashboard.observability.ingress import hook_labels
 from dashboard.observability.models import IngressTally
-from ingest.engine import period_start
+from ingest.engine import ByVendor, period_start
 from ingest.engine.models import (  # as ingest/alerts/checks.py: kept
     UNFINISHED_STATUSES,
     Budget,
@@ -135,13 +135,27 @@ def parked_reasons(*, totals: dict[str, int]) -> dict[str, dict[str, int]]:
     reason = Subquery(
         History.objects.filter(instance_id=OuterRef("id"), kind__in=list(PARKED_BY)).order_by("-id").values("kind")[:1]
     )
-    qs = Instance.objects.filter(status=Status.WAITING)
-    waiting, step = sum(totals.values()), 1
-    if waiting > PARKED_EXACT and connection.vendor == "postgresql":
-        step = -(-waiting // PARKED_EXACT)
-        qs = qs.annotate(bucket=Mod(Abs(Func(F("id"), function="hashtext")), step)).filter(bucket=0)
+    qs, step = _probed()(Instance.objects.filter(status=Status.WAITING), sum(totals.values()))
     rows = qs.annotate(reason=reason).values_list("workflow", "reason").annotate(n=Count("id")).order_by()
     return _parked(rows, step=step, totals=totals)
+
+
+def _sampled(qs: QuerySet[Instance], waiting: int) -> tuple[QuerySet[Instance], int]:
+    """PostgreSQL: past PARKED_EXACT waiting, every k-th of them by a hash of the id, and k."""
+    if waiting <= PARKED_EXACT:
+        return qs, 1
+    step = -(-waiting // PARKED_EXACT)
+    return qs.annotate(bucket=Mod(Abs(Func(F("id"), function="hashtext")), step)).filter(bucket=0), step
+
+
+def _every_one(qs: QuerySet[Instance], waiting: int) -> tuple[QuerySet[Instance], int]:
+    """SQLite (no hashtext, and a ledger of one machine's size): every waiting instance."""
+    return qs, 1
+
+
+_probed = ByVendor[Callable[[QuerySet[Instance], int], tuple[QuerySet[Instance], int]]](
+    postgresql=_sampled, sqlite=_every_one
+)
 
 
 def _parked(
@@ -180,9 +194,7 @@ def instance_gauges(*, now: datetime) -> InstanceGauges:
 
 def ledger_read(*, now: datetime) -> Ledger:
     """The gauges' figures: on PostgreSQL from one statement (sql.py), elsewhere query by query."""
-    if connection.vendor == "postgresql":
-        return ledger_read_one_statement(now=now)
-    return ledger_read_by_query(now=now)
+    return _ledger_read()(now=now)
 
 
 def ledger_read_by_query(*, now: datetime) -> Ledger:
@@ -257,3 +269,10 @@ def ledger_read_one_statement(*, now: datetime) -> Ledger:
         last_claim_at=got.last_claim_at,
         ingress=_ingress(got.ingress, set(got.routes)),
     )
+
+
+class _LedgerRead(Protocol):
+    def __call__(self, *, now: datetime) -> Ledger: ...
+
+
+_ledger_read = ByVendor[_LedgerRead](postgresql=ledger_read_one_statement, sqlite=ledger_read_by_query)

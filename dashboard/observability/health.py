@@ -38,6 +38,8 @@ def database_check(conn: Any = None, *, seconds: float | None = None) -> Check:
     fresh connection to an unreachable host as long as TCP lets it."""
     conn = conn if conn is not None else connection
     try:
+        # The vendor of the connection handed in, which need not be the default database's (the
+        # one ByVendor chooses for): this stays a comparison.
         if conn.vendor == "postgresql" and conn.connection is None:
             _postgres_reachable(conn, seconds if seconds is not None else settings.RUNLEDGER_READY_DATABASE_SECONDS)
         with conn.cursor() as cursor:

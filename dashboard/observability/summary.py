@@ -13,11 +13,13 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
+from typing import Protocol
 
 from django.db import connection
 from django.db.models import Count
 
 from dashboard.rollups.reads import CostScope, cost_grouped
+from ingest.engine import ByVendor
 from ingest.engine.models import Instance
 
 WINDOWS = {
@@ -102,6 +104,25 @@ def _pg_percentiles(
         return {w: (None if a is None else float(a), None if b is None else float(b)) for w, a, b in cursor.fetchall()}
 
 
+def _py_percentiles(
+    *, tenants: Collection[str], since: datetime, until: datetime, workflow: str | None
+) -> dict[str, tuple[float | None, float | None]]:
+    pcts: dict[str, tuple[float | None, float | None]] = {}
+    for name, values in _durations(tenants=tenants, since=since, until=until, workflow=workflow).items():
+        values.sort()
+        pcts[name] = (percentile(values, 0.5), percentile(values, 0.95))
+    return pcts
+
+
+class _Percentiles(Protocol):
+    def __call__(
+        self, *, tenants: Collection[str], since: datetime, until: datetime, workflow: str | None
+    ) -> dict[str, tuple[float | None, float | None]]: ...
+
+
+_percentiles = ByVendor[_Percentiles](postgresql=_pg_percentiles, sqlite=_py_percentiles)
+
+
 def workflow_metrics(
     *, tenants: Collection[str], now: datetime, window: timedelta, workflow: str | None = None
 ) -> list[WorkflowFigures]:
@@ -113,13 +134,7 @@ def workflow_metrics(
     figures: dict[str, WorkflowFigures] = {}
     for name, status, n in qs.values_list("workflow", "status").annotate(n=Count("id")).order_by():
         figures.setdefault(name, WorkflowFigures(name)).counts[status] = n
-    if connection.vendor == "postgresql":
-        pcts = _pg_percentiles(tenants=tenants, since=since, until=now, workflow=workflow)
-    else:
-        pcts = {}
-        for name, values in _durations(tenants=tenants, since=since, until=now, workflow=workflow).items():
-            values.sort()
-            pcts[name] = (percentile(values, 0.5), percentile(values, 0.95))
+    pcts = _percentiles()(tenants=tenants, since=since, until=now, workflow=workflow)
     equals = (("workflow_type", workflow),) if workflow else ()
     costs = cost_grouped(
         CostScope(tenants=list(tenants), since=since, until=now, equals=equals),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
@@ -22,6 +22,7 @@ from django.db.models import Sum
 from dashboard.charts import step_shape
 from dashboard.rollups import reads
 from dashboard.selectors.costs import CostFilters, RunSpend, _scope, run_spend
+from ingest.engine import ByVendor
 
 DAY_ROWS = 300  # past this, the table says how many it left out: narrow the filters or export
 PERCENTILES = (0.5, 0.9, 0.99)
@@ -110,7 +111,7 @@ def cost_run_percentiles(
     parts = [p for p in parts if not p.query.is_empty()]  # no edge instances: no ledger part
     if not parts:
         return []
-    found = _percentiles_sql(parts) if connection.vendor == "postgresql" else _percentiles_python(parts)
+    found = _percentiles()(parts)
     return sorted(found, key=lambda r: (-r.p50, r.workflow))
 
 
@@ -151,3 +152,8 @@ def _percentiles_python(parts: list[Any]) -> list[RunCostPercentiles]:
             )
         )
     return out
+
+
+_percentiles = ByVendor[Callable[[list[Any]], list[RunCostPercentiles]]](
+    postgresql=_percentiles_sql, sqlite=_percentiles_python
+)

@@ -7,13 +7,12 @@ ledger's own rows."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from typing import Any, cast
 
-from django.db import connection
 from django.db.models import (
     Count,
     Max,
@@ -27,6 +26,7 @@ from dashboard.charts import step_shape
 from dashboard.models import INSTANCE_PART_COSTS, InstanceCost
 from dashboard.rollups import reads
 from dashboard.selectors.common import ZERO
+from ingest.engine import ByVendor
 from ingest.engine.models import (
     ApiCost,
 )
@@ -321,10 +321,21 @@ def _money(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _straddling(base: QuerySet[InstanceCost], at: datetime) -> QuerySet[InstanceCost]:
     """Instances with spend both before `at` and at or after it."""
-    if connection.vendor == "postgresql":
-        # Served by the GiST index instance_cost_span (dashboard/migrations/0002_rollups.py).
-        return base.extra(where=["tstzrange(first_at, last_at, '[]') @> %s::timestamptz"], params=[at])
+    return _straddling_filter()(base, at)
+
+
+def _straddling_span(base: QuerySet[InstanceCost], at: datetime) -> QuerySet[InstanceCost]:
+    # Served by the GiST index instance_cost_span (dashboard/migrations/0002_rollups.py).
+    return base.extra(where=["tstzrange(first_at, last_at, '[]') @> %s::timestamptz"], params=[at])
+
+
+def _straddling_bounds(base: QuerySet[InstanceCost], at: datetime) -> QuerySet[InstanceCost]:
     return base.filter(first_at__lt=at, last_at__gte=at)
+
+
+_straddling_filter = ByVendor[Callable[[QuerySet[InstanceCost], datetime], QuerySet[InstanceCost]]](
+    postgresql=_straddling_span, sqlite=_straddling_bounds
+)
 
 
 def _instance_rows(qs: QuerySet[ApiCost], order: str, limit: int) -> list[dict[str, Any]]:

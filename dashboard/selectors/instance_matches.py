@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from django.db import connection
 from django.db.models import Case, Exists, FloatField, OuterRef, Q, QuerySet, When
@@ -17,6 +17,7 @@ from dashboard import access
 from dashboard.attr_query import NUMBER_SQL, AttrTerm
 from dashboard.selectors.common import M, filter_given
 from dashboard.selectors.instance_filters import RANGES, InstanceFilters, attr_sort_key
+from ingest.engine import ByVendor
 from ingest.engine import workflow_names as workflow_names_registered
 from ingest.engine.models import (
     FanOutItem,
@@ -88,15 +89,31 @@ def attributes_filter(qs: QuerySet[M], attrs: tuple[AttrTerm, ...], *, field: st
             qs = qs.filter(_has_term("id", term))
         return qs
     equalities = [t.equality for t in attrs if t.equality is not None]
-    if equalities and connection.vendor == "postgresql":  # one @> through the GIN index (migration 0010)
-        qs = qs.filter(**{f"{field}__contains": dict(equalities)})
-    elif equalities:
-        for key, value in equalities:
-            qs = qs.filter(**{f"{field}__{key}": value})
+    if equalities:
+        qs = _equal_to()(qs, field, equalities)
     for term in attrs:
         if term.equality is None:
             qs = qs.filter(_has_term("instance_id", term))
     return qs
+
+
+def _contains(qs: QuerySet[M], field: str, equalities: list[tuple[str, str]]) -> QuerySet[M]:
+    """PostgreSQL: one @> through the GIN index (migration 0010)."""
+    return qs.filter(**{f"{field}__contains": dict(equalities)})
+
+
+def _key_by_key(qs: QuerySet[M], field: str, equalities: list[tuple[str, str]]) -> QuerySet[M]:
+    """SQLite (no JSON containment): one key lookup per term."""
+    for key, value in equalities:
+        qs = qs.filter(**{f"{field}__{key}": value})
+    return qs
+
+
+class _EqualTo(Protocol):
+    def __call__(self, qs: QuerySet[M], field: str, equalities: list[tuple[str, str]], /) -> QuerySet[M]: ...
+
+
+_equal_to = ByVendor[_EqualTo](postgresql=_contains, sqlite=_key_by_key)
 
 
 def _number() -> Case:

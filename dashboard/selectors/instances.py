@@ -26,6 +26,7 @@ from dashboard.selectors.instance_filters import (
     attr_sort_key,
 )
 from dashboard.selectors.instance_matches import instance_matches
+from ingest.engine import ByVendor
 from ingest.engine import workflow_names as workflow_names_registered
 from ingest.engine.models import Instance, InstanceAttributes
 
@@ -205,6 +206,10 @@ def instance_list_counted(
     return CountedPage(rows, count, more)
 
 
+# The CTEs' materialization hint, on PostgreSQL; SQLite's statement goes without.
+_MATERIALIZED = ByVendor[str](postgresql="MATERIALIZED ", sqlite="")
+
+
 def _page_ids_of_capped(
     user: Any, filters: InstanceFilters, *, offset: int, limit: int, cap: int, now: datetime
 ) -> tuple[list[str], int]:
@@ -220,7 +225,7 @@ def _page_ids_of_capped(
     else:
         direction = "DESC" if filters.sort.startswith("-") else "ASC"
         order = f"m.sort_value {direction}{' NULLS LAST' if nullable else ''}, m.created_at DESC, m.id DESC"
-    hint = "MATERIALIZED " if connection.vendor == "postgresql" else ""
+    hint = _MATERIALIZED()
     with connection.cursor() as cursor:
         # c counts m (the capped matches); the page is sorted out of m only when c says m holds
         # every match, so a broad filter pays for its count and not for sorting 10,001 rows it

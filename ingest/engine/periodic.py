@@ -34,7 +34,7 @@ def as_leader(lock_key: int, work: Callable[[], T]) -> T | None:
     running it while another process's transaction holds that lock (PostgreSQL). SQLite has a
     single process: `work()` just runs in a transaction."""
     with transaction.atomic():
-        if connection.vendor == "postgresql" and not xact_lock_try(lock_key):
+        if not xact_lock_try(lock_key):
             return None
         return work()
 

@@ -13,10 +13,10 @@ from datetime import datetime
 from pathlib import Path
 
 from django.conf import settings
-from django.db import connection
 
 from ingest.engine.periodic import Periodic
 from ingest.engine.services.retention import RetentionResult, retention_run
+from ingest.engine.sql.advisory import session_lock_try, session_unlock
 
 log = logging.getLogger("runledger.retention")
 LOCK_KEY = 0x726574656E74  # "retent"
@@ -29,18 +29,12 @@ def archive_dir() -> Path:
 
 def retention_round(*, now: datetime, stopping: Callable[[], bool] = lambda: False) -> RetentionResult | None:
     """One round, unless another runner holds the lock (then None)."""
-    locked = connection.vendor == "postgresql"
-    if locked:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_try_advisory_lock(%s)", [LOCK_KEY])
-            if not cursor.fetchone()[0]:
-                return None
+    if not session_lock_try(LOCK_KEY):
+        return None
     try:
         result = retention_run(now=now, archive_dir=archive_dir(), stopping=stopping)
     finally:
-        if locked:
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_unlock(%s)", [LOCK_KEY])
+        session_unlock(LOCK_KEY)
     if result.purged:
         log.info("retention archived and purged %s in %d batch(es)", result.purged, result.batches)
     if result.journal_pruned:

@@ -4,16 +4,16 @@ workflow steps run at least once (a step may run again after a crash or a retry)
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, Protocol
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
-from ingest.engine import lookup_hash, prepared_row
+from ingest.engine import ByVendor, lookup_hash, prepared_row
 from ingest.extraction import Fact as ExtractedFact
 from ingest.pipelines.models import (
     Connection,
@@ -187,10 +187,7 @@ def fact_insert_or_supersede(
         ordinal=ordinal,
         now=timezone.now(),
     )
-    single = _is_single_valued(fact.predicate, authority)
-    if connection.vendor == "postgresql":
-        return _fact_put_postgres(values, single=single)
-    return _fact_put_orm(values, single=single)
+    return _fact_put()(values, single=_is_single_valued(fact.predicate, authority))
 
 
 def _fact_put_orm(values: dict[str, Any], *, single: bool) -> FactWrite:
@@ -273,6 +270,13 @@ def _head_put(head: FactHead | None, key: dict[str, str], winner: Fact, now: dat
         FactHead.objects.filter(id=head.id).update(**values)
 
 
+class _FactPut(Protocol):
+    def __call__(self, v: dict[str, Any], /, *, single: bool) -> FactWrite: ...
+
+
+_fact_put = ByVendor[_FactPut](postgresql=_fact_put_postgres, sqlite=_fact_put_orm)
+
+
 _SIGNAL_EVALUATION_PUT = """
     INSERT INTO ingest_signalevaluation (instance_id, tenant, workflow, source_ref, fact_ids, fact_count, created_at)
     VALUES (%s, %s, %s, %s, %s::jsonb, %s, %s)
@@ -300,21 +304,39 @@ def signal_evaluation_record(
         fact_count=len(fact_ids),
         created_at=timezone.now(),
     )
-    if connection.vendor == "postgresql":
-        got = prepared_row(
-            _SIGNAL_EVALUATION_PUT,
-            [instance_id, tenant, workflow, source_ref, json.dumps(row.fact_ids), row.fact_count, row.created_at],
-        )
-        assert got is not None  # an upsert with RETURNING returns its row
-        row.id = got[0]
-        return row
+    _signal_evaluation_put()(row)
+    return row
+
+
+def _signal_evaluation_put_prepared(row: SignalEvaluation) -> None:
+    got = prepared_row(
+        _SIGNAL_EVALUATION_PUT,
+        [
+            row.instance_id,
+            row.tenant,
+            row.workflow,
+            row.source_ref,
+            json.dumps(row.fact_ids),
+            row.fact_count,
+            row.created_at,
+        ],
+    )
+    assert got is not None  # an upsert with RETURNING returns its row
+    row.id = got[0]
+
+
+def _signal_evaluation_put_orm(row: SignalEvaluation) -> None:
     SignalEvaluation.objects.bulk_create(
         [row],
         update_conflicts=True,
         unique_fields=["instance_id"],
         update_fields=["tenant", "workflow", "source_ref", "fact_ids", "fact_count", "created_at"],
     )
-    return row
+
+
+_signal_evaluation_put = ByVendor[Callable[[SignalEvaluation], None]](
+    postgresql=_signal_evaluation_put_prepared, sqlite=_signal_evaluation_put_orm
+)
 
 
 def fact_embeddings_store(*, tenant: str, model: str, items: Sequence[tuple[str, str, Sequence[float]]]) -> int:

@@ -13,9 +13,7 @@ import logging
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from django.db import connection
-
-from ingest.engine import Periodic
+from ingest.engine import ByVendor, Periodic
 from ingest.triggers import selectors, sql
 from ingest.triggers.services import (
     coalesce_windows_sweep,
@@ -53,13 +51,7 @@ class Scheduler(Periodic):
 
     def is_leader(self) -> bool:
         """Take or confirm leadership; a reconnect loses the lock, so it is checked every tick."""
-        if connection.vendor != "postgresql":
-            return True
-        if self._leading and sql.advisory_held(self.lock_key):
-            return True
-        self._leading = sql.advisory_try_lock(self.lock_key)
-        if self._leading:
-            log.info("scheduler: this process leads")
+        self._leading = _leadership().confirm(self.lock_key, leading=self._leading)
         return self._leading
 
     def tick(self, now: datetime) -> list[str]:
@@ -82,8 +74,8 @@ class Scheduler(Periodic):
         return fired
 
     def resign(self) -> None:
-        if self._leading and connection.vendor == "postgresql":
-            sql.advisory_unlock(self.lock_key)
+        if self._leading:
+            _leadership().resign(self.lock_key)
         self._leading = False
 
     def run_once(self, clock: Callable[[], datetime]) -> list[str]:
@@ -95,3 +87,32 @@ class Scheduler(Periodic):
 
     def at_exit(self) -> None:
         self.resign()
+
+
+class _SessionLock:
+    """PostgreSQL: the leader holds a session advisory lock on its thread's connection."""
+
+    def confirm(self, key: int, *, leading: bool) -> bool:
+        """Whether this process leads now: it still holds the lock, or has just taken it."""
+        if leading and sql.advisory_held(key):
+            return True
+        taken = sql.advisory_try_lock(key)
+        if taken:
+            log.info("scheduler: this process leads")
+        return taken
+
+    def resign(self, key: int) -> None:
+        sql.advisory_unlock(key)
+
+
+class _OnlyProcess(_SessionLock):
+    """SQLite: one process, so it leads; there is no lock to take or give back."""
+
+    def confirm(self, key: int, *, leading: bool) -> bool:
+        return True
+
+    def resign(self, key: int) -> None:
+        pass
+
+
+_leadership = ByVendor[_SessionLock](postgresql=_SessionLock(), sqlite=_OnlyProcess())

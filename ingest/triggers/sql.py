@@ -1,5 +1,5 @@
 """Every raw SQL query of the triggers app, one typed function each: the advisory locks
-(PostgreSQL only; callers check `connection.vendor` first, SQLite runs a single scheduler) and
+(PostgreSQL only; the scheduler asks for them there, SQLite runs a single scheduler) and
 the ingress lookup of a route with the caller's credential (both databases), and the ingress
 writes that share one statement with the instance they start (PostgreSQL only).
 """
@@ -104,21 +104,10 @@ def route_with_secret(*, name: str, token_hash: str) -> Found | None:
         " ON (s.token_hash = %s OR s.previous_token_hash = %s)"
     )
     where = " AND s.tenant = r.tenant AND s.enabled WHERE r.name = %s"
-    if connection.vendor == "postgresql":
-        # md5 of each row's text: what the creating statement compares (_GUARD).
-        row = prepared_row(
-            f"SELECT {route_cols}, {secret_cols}, md5(r::text), md5(s::text) FROM {table}{where}",
-            [token_hash, token_hash, name],
-        )  # planned once per connection
-        if row is None:
-            return None
-        row, digests = row[:-2], row[-2:]
-    else:
-        with connection.cursor() as cursor:
-            cursor.execute(f"SELECT {route_cols}, {secret_cols} FROM {table}{where}", [token_hash, token_hash, name])
-            row, digests = cursor.fetchone(), (None, None)
-    if row is None:
+    found = _route_row()(f"{route_cols}, {secret_cols}", f"{table}{where}", [token_hash, token_hash, name])
+    if found is None:
         return None
+    row, digests = found
     split = len(route_names)
     route = _build(Route, "r", row[:split])
     secret = _build(IngressSecret, "s", row[split:]) if row[split] is not None else None
@@ -126,6 +115,31 @@ def route_with_secret(*, name: str, token_hash: str) -> Found | None:
         Current(route.pk, digests[0], secret.pk, digests[1]) if secret is not None and digests[1] is not None else None
     )
     return Found(route, secret, current)
+
+
+# The route's and its credential's columns, and the digests of both rows ((None, None) on SQLite).
+RouteRow = tuple[Sequence[Any], Sequence[Any]]
+
+
+def _route_row_with_digests(columns: str, source: str, params: list[str]) -> RouteRow | None:
+    # md5 of each row's text: what the creating statement compares (_GUARD). Prepared: planned
+    # once per connection.
+    row = prepared_row(f"SELECT {columns}, md5(r::text), md5(s::text) FROM {source}", params)
+    if row is None:
+        return None
+    return row[:-2], row[-2:]
+
+
+def _route_row_plain(columns: str, source: str, params: list[str]) -> RouteRow | None:
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {columns} FROM {source}", params)
+        row = cursor.fetchone()
+    return None if row is None else (row, (None, None))
+
+
+_route_row = ByVendor[Callable[[str, str, list[str]], RouteRow | None]](
+    postgresql=_route_row_with_digests, sqlite=_route_row_plain
+)
 
 
 # What every creating statement below checks before it inserts anything: the route and the

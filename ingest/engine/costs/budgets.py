@@ -21,7 +21,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Literal, Protocol
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 
 from ingest.engine import clock
@@ -42,6 +42,7 @@ from ingest.engine.models import (  # as in models/__init__: kept
 )
 from ingest.engine.periods import period_start
 from ingest.engine.sql import budgets as sql_budgets
+from ingest.engine.sql.base import ByVendor
 from ingest.engine.writes import notify
 
 if TYPE_CHECKING:
@@ -127,8 +128,10 @@ def add_to_budgets(changes: dict[int, tuple[Decimal, Decimal]], now: datetime) -
 
 def budget_reserve(*, ctx: StepSpend, service: str, amount: Decimal) -> list[int]:
     """Hold `amount` on every covering budget; on a breach apply the budget's policy."""
-    if connection.vendor == "postgresql":
-        return _reserve_postgres(ctx=ctx, service=service, amount=amount)
+    return _reserve()(ctx=ctx, service=service, amount=amount)
+
+
+def _reserve_orm(*, ctx: StepSpend, service: str, amount: Decimal) -> list[int]:
     covering = covering_budgets(ctx, service) & Q(enabled=True)
     # Most spends have no budget, and one plain read says so, where the locking transaction
     # costs three round trips. A budget created after this read is charged when the cost is
@@ -391,3 +394,10 @@ def _reserve_postgres(*, ctx: StepSpend, service: str, amount: Decimal) -> list[
         )
         _breach(ctx=ctx, service=service, amount=amount, budget=budget, now=now)
     return held
+
+
+class _Reserve(Protocol):
+    def __call__(self, *, ctx: StepSpend, service: str, amount: Decimal) -> list[int]: ...
+
+
+_reserve = ByVendor[_Reserve](postgresql=_reserve_postgres, sqlite=_reserve_orm)

@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, Protocol
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Q
 from django.utils.module_loading import import_string
 
@@ -33,6 +33,7 @@ from ingest.engine.models import (
 from ingest.engine.periods import period_start
 from ingest.engine.runtime.journal import fingerprint_of
 from ingest.engine.sql import budgets as sql_budgets
+from ingest.engine.sql.base import ByVendor
 from ingest.engine.writes import notify
 
 
@@ -80,11 +81,23 @@ def _record(
     now = clock.now()
     if cost is None:
         cost = price(service=service, model=model, usage=usage, at=now)
-    if connection.vendor == "postgresql":
-        _record_postgres(
-            ctx=ctx, service=service, cost=cost, model=model, usage=usage, metadata=metadata, success=success, now=now
-        )
-        return cost
+    _record_row()(
+        ctx=ctx, service=service, cost=cost, model=model, usage=usage, metadata=metadata, success=success, now=now
+    )
+    return cost
+
+
+def _record_orm(
+    *,
+    ctx: StepSpend,
+    service: str,
+    cost: Decimal,
+    model: str,
+    usage: dict[str, int],
+    metadata: dict[str, Any],
+    success: bool,
+    now: datetime,
+) -> None:
     with transaction.atomic():
         row = ApiCost.objects.create(
             service=service,
@@ -113,7 +126,6 @@ def _record(
         # Last, so the budget rows (shared by every step of a tenant) stay locked only for
         # their update and the commit.
         _settle(ctx=ctx, service=service, cost=cost, now=now)
-    return cost
 
 
 def _history_data(*, ctx: StepSpend, service: str, cost: Decimal, model: str, success: bool) -> dict[str, Any]:
@@ -202,3 +214,21 @@ def _record_postgres(
     assert row is not None  # a SELECT without FROM returns one row
     for settled in row[0]:
         ctx._reservations.remove(settled)
+
+
+class _RecordRow(Protocol):
+    def __call__(
+        self,
+        *,
+        ctx: StepSpend,
+        service: str,
+        cost: Decimal,
+        model: str,
+        usage: dict[str, int],
+        metadata: dict[str, Any],
+        success: bool,
+        now: datetime,
+    ) -> None: ...
+
+
+_record_row = ByVendor[_RecordRow](postgresql=_record_postgres, sqlite=_record_orm)
