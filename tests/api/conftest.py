@@ -54,3 +54,40 @@ def stranger(db: Any) -> ApiClient:
 @pytest.fixture
 def admin(db: Any) -> ApiClient:
     return persona("boss", [("acme", Role.ADMIN), ("initech", Role.ADMIN)], staff=True)
+
+
+# Shared by the schemathesis tests (test_openapi_strict.py, test_openapi_schemathesis.py).
+TILE_BUDGET = 200_000
+
+
+def _nodes(value: Any, budget: int) -> int:
+    """JSON nodes in `value`, counted up to `budget` (then `budget`)."""
+    count, stack = 0, [value]
+    while stack and count < budget:
+        item = stack.pop()
+        count += 1
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return count
+
+
+@pytest.fixture
+def bounded_tiles(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A negative case for `maxItems` draws an array one item longer by repeating one element.
+    JsonValue is recursive, so the longer bound holds at every depth and the element repeated
+    10,001 times is itself such an array: 10^8 values, gigabytes before one request is sent. Such
+    draws are rejected (hypothesis draws another); an array one item too long of small values is
+    still sent at every depth."""
+    from hypothesis import reject
+    from schemathesis.generation.jsonschema import strategy
+
+    tiled = strategy._tiled
+
+    def bounded(item: Any, length: int) -> Any:
+        if _nodes(item, TILE_BUDGET) * length >= TILE_BUDGET:
+            reject()
+        return tiled(item, length)
+
+    monkeypatch.setattr(strategy, "_tiled", bounded)

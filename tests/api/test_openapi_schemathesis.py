@@ -68,7 +68,9 @@ def auth_headers(db: Any) -> dict[str, str]:
     derandomize=IN_CI,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
-def test_the_api_never_answers_500_and_matches_its_schema(case: Any, auth_headers: dict[str, str]) -> None:
+def test_the_api_never_answers_500_and_matches_its_schema(
+    case: Any, auth_headers: dict[str, str], bounded_tiles: None
+) -> None:
     # Not `negative_data_rejection`: pydantic's lax mode accepts 0.5 as a datetime (unix time),
     # which is a leniency, not a bug.
     before = ledger_counts()
@@ -84,7 +86,7 @@ def test_the_api_never_answers_500_and_matches_its_schema(case: Any, auth_header
     derandomize=IN_CI,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-def test_without_a_token_the_api_answers_401_not_500(case: Any, db: Any) -> None:
+def test_without_a_token_the_api_answers_401_not_500(case: Any, db: Any, bounded_tiles: None) -> None:
     before = ledger_counts()
     response = case.call(headers={})
     check_answer("rest-schema", case.formatted_path, response_like(response), before)
