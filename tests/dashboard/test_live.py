@@ -219,10 +219,11 @@ async def test_a_burst_of_1000_step_events_is_coalesced_into_a_few_pushes(people
     last_id = changes[-1]["id"]
     loop = asyncio.get_running_loop()
     start = loop.time()
-    # 100 notifications of 10 events, as the follower sends when commits keep landing between its
-    # reads (the in-memory layer holds at most 100 messages per channel: the follower batches).
-    for k in range(0, 1000, 10):
-        for group, items in batches_by_group(changes[k : k + 10]).items():
+    # 50 notifications of 20 events, as the follower sends when commits keep landing between its
+    # reads. The in-memory layer holds at most 100 messages per channel and drops the rest: at
+    # 100 notifications a consumer the loaded machine had not yet let run lost the last one.
+    for k in range(0, 1000, 20):
+        for group, items in batches_by_group(changes[k : k + 20]).items():
             await layer.group_send(group, {"type": "history.batch", "changes": items})
         await asyncio.sleep(0.005)
     pushes: list[str] = []
@@ -235,7 +236,7 @@ async def test_a_burst_of_1000_step_events_is_coalesced_into_a_few_pushes(people
     # At most ~10 pushes a second, counted against the time the burst really took (a slow machine
     # widens the bound with it), and fewer pushes than notifications, let alone events.
     assert 1 <= len(pushes) <= int(elapsed / MIN_INTERVAL) + 2
-    assert len(pushes) < 100
+    assert len(pushes) < 50
     assert CURSOR.search(pushes[-1]).group(1) == str(last_id)  # the latest state, not a backlog
     # Every row was in the ledger before the first push, which sent them (later ones add nothing).
     assert "persist-facts-999" in pushes[0]
