@@ -208,8 +208,17 @@ class CircuitOpen(Exception):
     probe), however short the step's own retry delay.
     """
 
-    def __init__(self, key: str, retry_after: float, state: str = "open") -> None:
+    def __init__(self, key: str, retry_after: float, state: str = "open", *, probe_failed: str = "") -> None:
         self.key, self.retry_after, self.state = key, retry_after, state
+        if probe_failed:
+            # This step's call was the half-open breaker's probe: the provider is still down, which
+            # is the breaker's finding, not this step's failure, so it counts against no retry
+            # limit (a run that happens to probe every cool-down would otherwise die of the outage).
+            super().__init__(
+                f"circuit breaker {key!r}: this step's call was its probe and failed ({probe_failed}); it is "
+                f"open again — the step retries in {retry_after:.1f} s, when the breaker lets a call through"
+            )
+            return
         why = "is open" if state == "open" else "is half-open and another call is probing it"
         super().__init__(
             f"circuit breaker {key!r} {why}; the call was not made — the step retries "

@@ -27,7 +27,7 @@ from datetime import timedelta
 import requests
 from django.conf import settings
 
-from ingest.engine import BreakerPolicy, log_context_current
+from ingest.engine import BreakerPolicy, CircuitOpen, log_context_current
 from ingest.engine.services.breakers import breaker_admit, breaker_record
 from ingest.sources.outbound import outage
 
@@ -73,12 +73,18 @@ def guarded_send(provider: str, send: Callable[[], requests.Response]) -> reques
         response = send()
     except BaseException as exc:
         if outage(exc):
-            breaker_record(ticket, ok=False, error=f"{type(exc).__name__}: {exc}")
+            error = f"{type(exc).__name__}: {exc}"
+            breaker_record(ticket, ok=False, error=error)
+            if ticket.probe:
+                raise CircuitOpen(ticket.key, policy.cooldown.total_seconds(), probe_failed=error) from exc
         elif ticket.probe:
             breaker_record(ticket, ok=True)  # the provider answered (a 4xx, a rate limit): it is up
         raise
     if response.status_code >= 500:
-        breaker_record(ticket, ok=False, error=f"{provider} answered HTTP {response.status_code}")
+        error = f"{provider} answered HTTP {response.status_code}"
+        breaker_record(ticket, ok=False, error=error)
+        if ticket.probe:  # the breaker is open again: the step waits for the next probe, its retries kept
+            raise CircuitOpen(ticket.key, policy.cooldown.total_seconds(), probe_failed=error)
     else:
         breaker_record(ticket, ok=True)
     return response

@@ -112,6 +112,11 @@ def test_an_outage_costs_the_threshold_and_one_probe_per_cooldown_and_the_runs_f
     assert (breaker.state, breaker.tenant) == ("open", "acme")
     # The refusals are recorded and counted against no retry limit.
     assert Attempt.objects.filter(error_name="CircuitOpen").count() >= RUNS
+    # A failed probe is the breaker's finding, not its run's failure: recorded as the breaker
+    # open again, so the run that probes every cool-down keeps its retries (on SQLite's in-process
+    # worker the same run is first due each time, and it used to die of the outage).
+    probes_failed = Attempt.objects.filter(error_name="CircuitOpen", error_message__contains="was its probe")
+    assert probes_failed.count() >= probes - 1
     gong.down = False
     back = gong.count()
     _run_for(COOLDOWN + 5)  # the next probe closes it; the turned-away runs recheck soon after
