@@ -29,16 +29,6 @@ from ingest.triggers.models import IngressSecret
 DELIVER_WORKFLOW = "callback-deliver"
 
 
-def tenant_signing_secret(tenant: str) -> str | None:
-    """The newest enabled ingress secret of the tenant: what its clients already verify with."""
-    return (
-        IngressSecret.objects.filter(tenant=tenant, enabled=True)
-        .order_by("-created_at", "-id")
-        .values_list("hmac_secret", flat=True)
-        .first()
-    )
-
-
 def tenant_signing_secrets(tenant: str, *, now: datetime) -> list[str]:
     """What a callback is signed with: the newest enabled ingress secret of the tenant and, while
     the overlap of its last rotation lasts, the secret it replaced, so a receiver that has not
@@ -111,7 +101,7 @@ def callback_register(
     url = url_checked(url)
     if source not in CallbackSource.values:
         raise InvalidCallback(f"source {source!r} is unknown")
-    if tenant_signing_secret(tenant) is None:
+    if not IngressSecret.objects.filter(tenant=tenant, enabled=True).exists():  # nothing to sign with
         raise CallbackConflict(
             f"tenant {tenant!r} has no enabled ingress secret to sign callbacks with; "
             "an operator makes one with New credential on the console's routes page (/routes/) "
