@@ -69,6 +69,7 @@ from ingest.engine.periods import period_start
 from ingest.engine.redaction import MASK, redact, redact_value
 from ingest.engine.results import WorkflowResult
 from ingest.engine.runtime.policy import stored_config_json
+from ingest.engine.sql.advisory import session_lock_held, session_lock_try, session_unlock
 from ingest.engine.sql.base import ByVendor, aware, is_postgres, prepared_row
 from ingest.engine.tracing import client_span as trace_client_span
 from ingest.engine.tracing import continues_ingress as tracing_continues_ingress
@@ -199,6 +200,9 @@ __all__ = [
     "redact",
     "redact_value",
     "row_digest_sql",
+    "session_lock_held",
+    "session_lock_try",
+    "session_unlock",
     "step_progress",
     "stored_config_json",
     "trace_client_span",

@@ -13,8 +13,8 @@ import logging
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from ingest.engine import ByVendor, Periodic
-from ingest.triggers import selectors, sql
+from ingest.engine import Periodic, session_lock_held, session_lock_try, session_unlock
+from ingest.triggers import selectors
 from ingest.triggers.services import (
     coalesce_windows_sweep,
     idempotency_keys_purge,
@@ -24,6 +24,8 @@ from ingest.triggers.services import (
 
 log = logging.getLogger("runledger.scheduler")
 PURGE_EVERY = timedelta(minutes=5)
+# Arbitrary but fixed: every scheduler process must ask for the same number.
+SCHEDULER_LOCK_KEY = 0x52554E4C_53434844  # "RUNLSCHD"
 Upkeep = Callable[[datetime], object]
 # What the leader also does every PURGE_EVERY (and at its first tick), registered by the modules
 # above this one (a callable passed down): keeping the shipped schedules in line with the settings.
@@ -43,7 +45,7 @@ class Scheduler(Periodic):
     round_name = "scheduler tick"
     log = log
 
-    def __init__(self, *, interval: float = 1.0, lock_key: int = sql.SCHEDULER_LOCK_KEY) -> None:
+    def __init__(self, *, interval: float = 1.0, lock_key: int = SCHEDULER_LOCK_KEY) -> None:
         super().__init__(interval=interval)
         self.lock_key = lock_key
         self._leading = False
@@ -51,7 +53,11 @@ class Scheduler(Periodic):
 
     def is_leader(self) -> bool:
         """Take or confirm leadership; a reconnect loses the lock, so it is checked every tick."""
-        self._leading = _leadership().confirm(self.lock_key, leading=self._leading)
+        if self._leading and session_lock_held(self.lock_key):
+            return True
+        self._leading = session_lock_try(self.lock_key)
+        if self._leading:
+            log.info("scheduler: this process leads")
         return self._leading
 
     def tick(self, now: datetime) -> list[str]:
@@ -75,7 +81,7 @@ class Scheduler(Periodic):
 
     def resign(self) -> None:
         if self._leading:
-            _leadership().resign(self.lock_key)
+            session_unlock(self.lock_key)
         self._leading = False
 
     def run_once(self, clock: Callable[[], datetime]) -> list[str]:
@@ -87,32 +93,3 @@ class Scheduler(Periodic):
 
     def at_exit(self) -> None:
         self.resign()
-
-
-class _SessionLock:
-    """PostgreSQL: the leader holds a session advisory lock on its thread's connection."""
-
-    def confirm(self, key: int, *, leading: bool) -> bool:
-        """Whether this process leads now: it still holds the lock, or has just taken it."""
-        if leading and sql.advisory_held(key):
-            return True
-        taken = sql.advisory_try_lock(key)
-        if taken:
-            log.info("scheduler: this process leads")
-        return taken
-
-    def resign(self, key: int) -> None:
-        sql.advisory_unlock(key)
-
-
-class _OnlyProcess(_SessionLock):
-    """SQLite: one process, so it leads; there is no lock to take or give back."""
-
-    def confirm(self, key: int, *, leading: bool) -> bool:
-        return True
-
-    def resign(self, key: int) -> None:
-        pass
-
-
-_leadership = ByVendor[_SessionLock](postgresql=_SessionLock(), sqlite=_OnlyProcess())

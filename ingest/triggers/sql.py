@@ -1,7 +1,7 @@
-"""Every raw SQL query of the triggers app, one typed function each: the advisory locks
-(PostgreSQL only; the scheduler asks for them there, SQLite runs a single scheduler) and
-the ingress lookup of a route with the caller's credential (both databases), and the ingress
-writes that share one statement with the instance they start (PostgreSQL only).
+"""Every raw SQL query of the triggers app, one typed function each: the ingress lookup of a
+route with the caller's credential (both databases), and the ingress writes that share one
+statement with the instance they start (PostgreSQL only). The scheduler's leadership lock is the
+engine's (`ingest.engine.session_lock_try`).
 """
 
 from __future__ import annotations
@@ -19,34 +19,6 @@ from django.db.models import Field, Model
 from ingest.engine import ByVendor, Lead, aware, prepared_row
 from ingest.engine.models import Instance
 from ingest.triggers.models import IdempotencyKey, IngressSecret, Route, SeenSignature, TokenBucket
-
-# Arbitrary but fixed: every scheduler process must ask for the same number.
-SCHEDULER_LOCK_KEY = 0x52554E4C_53434844  # "RUNLSCHD"
-
-
-def advisory_try_lock(key: int) -> bool:
-    """Take the session-level lock `key` if nobody holds it; held until unlock or disconnect."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s)", [key])
-        return bool(cursor.fetchone()[0])
-
-
-def advisory_unlock(key: int) -> bool:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_unlock(%s)", [key])
-        return bool(cursor.fetchone()[0])
-
-
-def advisory_held(key: int) -> bool:
-    """Whether this session holds lock `key` (a reconnect silently drops it)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted"
-            " AND pid = pg_backend_pid() AND ((classid::bigint << 32) | objid::bigint) = %s)",
-            [key],
-        )
-        return bool(cursor.fetchone()[0])
-
 
 Converter = Callable[[Any, Any, Any], Any]
 
