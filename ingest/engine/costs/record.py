@@ -31,8 +31,9 @@ from ingest.engine.models import (
     ReservationState,
 )
 from ingest.engine.periods import period_start
-from ingest.engine.runtime.journal import fingerprint_of
+from ingest.engine.runtime.journal import fingerprint_of, journal_write_orm
 from ingest.engine.sql import budgets as sql_budgets
+from ingest.engine.sql import journal as sql_journal
 from ingest.engine.sql.base import ByVendor
 from ingest.engine.writes import notify
 
@@ -60,12 +61,23 @@ def cost_record(
     assert journal is not None
     if slot.replayed:  # a lost run of this attempt booked it: its row stands, none is added
         return Decimal(slot.answer["cost"])
-    with transaction.atomic():  # the row and its journal entry commit together, or neither does
-        recorded = _record(
-            ctx=ctx, service=service, cost=cost, model=model, usage=usage, metadata=metadata, success=success
-        )
-        journal.record(slot, provider=service, answer={"cost": str(recorded)})
-    return recorded
+    now = clock.now()
+    if cost is None:
+        cost = price(service=service, model=model, usage=usage, at=now)
+    # The row and its journal entry commit together, or neither does.
+    entry = journal.entry(slot, provider=service, answer={"cost": str(cost)})
+    _record_row()(
+        ctx=ctx,
+        service=service,
+        cost=cost,
+        model=model,
+        usage=usage,
+        metadata=metadata,
+        success=success,
+        now=now,
+        journal=entry,
+    )
+    return cost
 
 
 def _record(
@@ -97,8 +109,11 @@ def _record_orm(
     metadata: dict[str, Any],
     success: bool,
     now: datetime,
+    journal: dict[str, Any] | None = None,
 ) -> None:
     with transaction.atomic():
+        if journal is not None:
+            journal_write_orm(journal)
         row = ApiCost.objects.create(
             service=service,
             cost=cost,
@@ -183,6 +198,7 @@ def _record_postgres(
     metadata: dict[str, Any],
     success: bool,
     now: datetime,
+    journal: dict[str, Any] | None = None,
 ) -> None:
     from psycopg.types.numeric import Int4
 
@@ -209,6 +225,7 @@ def _record_postgres(
             "day": period_start("day", now),
             "month": period_start("month", now),
         }
+        | (sql_journal.NO_ENTRY if journal is None else journal)
     )
     notify.history()  # committed already, or at the commit of the transaction it joined
     assert row is not None  # a SELECT without FROM returns one row
@@ -228,6 +245,7 @@ class _RecordRow(Protocol):
         metadata: dict[str, Any],
         success: bool,
         now: datetime,
+        journal: dict[str, Any] | None = None,
     ) -> None: ...
 
 

@@ -7,10 +7,11 @@ attempt's journal first:
 - `call(fingerprint)` gives the call its ordinal in the step (1, 2, … in the order the calls are
   made) and, when a lost run of this step was answered at that ordinal for the same question
   (`fingerprint`), that answer: the client hands it back without sending anything;
-- `record(slot, …)` writes an answer as soon as it arrives, in a short transaction of its own,
-  before the client hands it to the step (sealed when the step is sensitive);
+- `record(slot, …)` writes an answer as soon as it arrives, in one statement committed on its own
+  (sql/journal.py), before the client hands it to the step (sealed when the step is sensitive);
 - once an attempt has made a paid call, the costs it books are journaled too, each in the
-  transaction of its api_costs row (costs/record.py), so a replay books none of them twice.
+  statement (PostgreSQL) or transaction (SQLite) of its api_costs row (costs/record.py), so a
+  replay books none of them twice.
 
 Which rows an attempt replays: those of its own attempt number (a run that died before its start
 was written reruns as the same attempt) and those of the attempt it found lost mid-run, which it
@@ -26,6 +27,7 @@ import contextvars
 import hashlib
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +35,8 @@ from ingest.engine import clock
 from ingest.engine.models import CallJournal, JournalKind
 from ingest.engine.runtime.records import ledger_io
 from ingest.engine.secrets import seal_value, unseal_value
+from ingest.engine.sql.base import ByVendor
+from ingest.engine.sql.journal import journal_write
 
 # DataForSEO takes a task `tag` of at most 255 characters; a longer key is sent as its digest.
 PROVIDER_KEY_CHARS = 255
@@ -128,25 +132,48 @@ class StepJournal:
         )
 
     def record(self, slot: Slot, *, provider: str, answer: Any) -> None:
-        """Write `answer` for `slot`, committed at once (or with the transaction the caller holds:
-        a booking's api_costs row). A row an earlier attempt left at this ordinal is replaced."""
-        row = CallJournal(
-            instance_id=self.instance_id,
-            key=self.key,
-            ordinal=slot.ordinal,
-            attempt=self.attempt,
-            kind=slot.kind,
-            provider=provider[:100],
-            fingerprint=slot.fingerprint,
-            answer=seal_value(answer) if self.sensitive else answer,
-            created_at=clock.now(),
-        )
-        CallJournal.objects.bulk_create(
-            [row],
-            update_conflicts=True,
-            unique_fields=["key", "ordinal"],
-            update_fields=["attempt", "kind", "provider", "fingerprint", "answer", "created_at"],
-        )
+        """Write `answer` for `slot`, committed at once (or with the transaction the caller holds).
+        A row an earlier attempt left at this ordinal is replaced."""
+        _write()(self.entry(slot, provider=provider, answer=answer))
+
+    def entry(self, slot: Slot, *, provider: str, answer: Any) -> dict[str, Any]:
+        """The row `record` writes, as the parameters of sql/journal.py (a cost's record writes it
+        in its own statement: costs/record.py)."""
+        return {
+            "j_instance": self.instance_id,
+            "j_key": self.key,
+            "j_ordinal": slot.ordinal,
+            "j_attempt": self.attempt,
+            "j_kind": slot.kind,
+            "j_provider": provider[:100],
+            "j_fingerprint": slot.fingerprint,
+            "j_answer": json.dumps(seal_value(answer) if self.sensitive else answer),
+            "j_now": clock.now(),
+        }
+
+
+def journal_write_orm(entry: dict[str, Any]) -> None:
+    """`sql.journal.journal_write` through the ORM (SQLite)."""
+    row = CallJournal(
+        instance_id=entry["j_instance"],
+        key=entry["j_key"],
+        ordinal=entry["j_ordinal"],
+        attempt=entry["j_attempt"],
+        kind=entry["j_kind"],
+        provider=entry["j_provider"],
+        fingerprint=entry["j_fingerprint"],
+        answer=json.loads(entry["j_answer"]),
+        created_at=entry["j_now"],
+    )
+    CallJournal.objects.bulk_create(
+        [row],
+        update_conflicts=True,
+        unique_fields=["key", "ordinal"],
+        update_fields=["attempt", "kind", "provider", "fingerprint", "answer", "created_at"],
+    )
+
+
+_write = ByVendor[Callable[[dict[str, Any]], None]](postgresql=journal_write, sqlite=journal_write_orm)
 
 
 @ledger_io

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ingest.engine.models import HistoryKind
+from ingest.engine.sql import journal
 from ingest.engine.sql.base import prepared_row
 
 _COVERING_SQL = """(scope = 'tenant' AND key = %(tenant)s OR scope = 'workflow' AND key = %(workflow)s
@@ -92,7 +93,8 @@ _RESERVE = f"""
 # uses, so no two writers deadlock) before any is updated; a covering one is charged, rolled
 # into its current period first, a held one gives its hold back. Under READ COMMITTED the
 # UPDATE re-reads a row that changed since the statement's snapshot (it is locked by then), so
-# `spent + cost` adds to the latest value, as the ORM's F() expressions do.
+# `spent + cost` adds to the latest value, as the ORM's F() expressions do. After a paid call the
+# booking's call-journal entry (`j_*`, NULL otherwise) is written by the same statement.
 _RECORD = f"""
     WITH c AS (
         INSERT INTO api_costs (service, cost, instance_id, workflow_type, step_name, attempt, success, model,
@@ -137,6 +139,11 @@ _RECORD = f"""
             updated_at = %(now)s
         FROM b LEFT JOIN held ON held.budget_id = b.id
         WHERE x.id = b.id
+    ),
+    j AS (
+        INSERT INTO {journal.TABLE} ({journal.COLUMNS})
+        SELECT {journal.VALUES} WHERE %(j_key)s::varchar IS NOT NULL
+        {journal.UPSERT}
     )
     SELECT ARRAY(SELECT id FROM settled)
 """
@@ -148,5 +155,6 @@ def budget_reserve_row(params: dict[str, Any]) -> tuple[Any, ...] | None:
 
 
 def cost_record_row(params: dict[str, Any]) -> tuple[Any, ...] | None:
-    """Run a cost's record and settlement (`costs.record.cost_record`'s writes); its one row."""
+    """Run a cost's record and settlement (`costs.record.cost_record`'s writes), with its journal
+    entry when `params` holds one (sql/journal.py's `j_*`; `journal.NO_ENTRY` else); its one row."""
     return prepared_row(_RECORD, params)
