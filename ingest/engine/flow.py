@@ -89,8 +89,10 @@ def claim(
     now: datetime,
     lease_until: datetime,
     limits: Sequence[FlowLimit] | None = None,
+    columns: Sequence[str] = (),
 ) -> list[Claimed]:
-    """Lease up to `limit` runnable instances, honouring every workflow's flow limits.
+    """Lease up to `limit` runnable instances, honouring every workflow's flow limits (with
+    `columns`, PostgreSQL: those claimed by group come with their rows, as `claim_fair`'s).
 
     Runnable: due (`ready_at <= now`), not paused or finished, and holding no live lease — so an
     instance whose worker died becomes runnable again when its lease expires. Call inside a
@@ -106,7 +108,9 @@ def claim(
         return sql_claim.claim_unlimited(owner=owner, token=token, limit=limit, now=now, lease_until=lease_until)
     capped = [lim for lim in limits if lim.concurrency is not None or lim.rate is not None]
     fair = [lim for lim in limits if lim.concurrency is None and lim.rate is None]
-    claimed = _claim_groups(capped, owner=owner, token=token, limit=limit, now=now, lease_until=lease_until)
+    claimed = _claim_groups(
+        capped, owner=owner, token=token, limit=limit, now=now, lease_until=lease_until, columns=columns
+    )
     if len(claimed) < limit:
         claimed += sql_claim.claim_unlimited(
             owner=owner,
@@ -118,7 +122,13 @@ def claim(
         )
     if len(claimed) < limit:
         claimed += _claim_groups(
-            fair, owner=owner, token=token, limit=limit - len(claimed), now=now, lease_until=lease_until
+            fair,
+            owner=owner,
+            token=token,
+            limit=limit - len(claimed),
+            now=now,
+            lease_until=lease_until,
+            columns=columns,
         )
     return claimed
 
@@ -130,15 +140,32 @@ def uncapped(limits: Sequence[FlowLimit]) -> bool:
 
 
 def claim_fair(
-    limits: Sequence[FlowLimit], *, owner: str, token: str, limit: int, now: datetime, lease_until: datetime
+    limits: Sequence[FlowLimit],
+    *,
+    owner: str,
+    token: str,
+    limit: int,
+    now: datetime,
+    lease_until: datetime,
+    columns: Sequence[str] = (),
 ) -> list[Claimed]:
     """The fair workflows' part of a claim whose limits are all uncapped: round robin over their
-    (workflow, key) groups. Call inside a transaction, after the fast path excluding them."""
-    return _claim_groups(limits, owner=owner, token=token, limit=limit, now=now, lease_until=lease_until)
+    (workflow, key) groups. Call inside a transaction, after the fast path excluding them. With
+    `columns` (PostgreSQL), each claimed instance comes with its row, as the fast path's do."""
+    return _claim_groups(
+        limits, owner=owner, token=token, limit=limit, now=now, lease_until=lease_until, columns=columns
+    )
 
 
 def _claim_groups(
-    limits: Sequence[FlowLimit], *, owner: str, token: str, limit: int, now: datetime, lease_until: datetime
+    limits: Sequence[FlowLimit],
+    *,
+    owner: str,
+    token: str,
+    limit: int,
+    now: datetime,
+    lease_until: datetime,
+    columns: Sequence[str] = (),
 ) -> list[Claimed]:
     """The limited claim over these workflows' (workflow, key) groups, in fairness order."""
     if not limits:
@@ -147,7 +174,14 @@ def _claim_groups(
     if not groups:
         return []
     claimed = sql_flow.claim_limited(
-        groups=groups, limits=limits, owner=owner, token=token, limit=limit, now=now, lease_until=lease_until
+        groups=groups,
+        limits=limits,
+        owner=owner,
+        token=token,
+        limit=limit,
+        now=now,
+        lease_until=lease_until,
+        columns=columns,
     )
     _defer_over_rate(groups, limits, now=now)
     return claimed

@@ -322,6 +322,30 @@ def test_a_key_without_a_cap_is_still_served_round_robin_and_runs_unbounded():
 
 
 @pytest.mark.django_db
+def test_a_fair_claim_hands_each_instance_its_row_as_leased_so_the_turn_reads_it_no_more():
+    from ingest.engine import is_postgres
+    from ingest.engine.worker import turns
+    from ingest.engine.worker.database import instance_from_row
+
+    if not is_postgres():
+        pytest.skip("SQLite's claim hands over ids only; its turn reads the row in the claim's transaction")
+    items = [
+        {"id": f"r-{i}", "tenant": tenant, "params": {"n": i}}
+        for i, tenant in enumerate(["acme", "blue", "acme", "blue"])
+    ]
+    instances.instance_create_batch(workflow="t-flow-fair-only", items=items)
+    _, claimed = turns.claim(worker_id="w-rows", limit=3, lease=LEASE)
+    assert len(claimed) == 3
+    fields = ["id", "workflow", "tenant", "status", "params", "lease_owner", "lease_token", "lease_expires_at"]
+    for c in claimed:
+        assert c.row is not None and c.has_steps is False, c
+        handed = instance_from_row(c.row)
+        stored = Instance.objects.get(id=c.id)
+        assert [getattr(handed, f) for f in fields] == [getattr(stored, f) for f in fields]
+        assert handed.lease_owner == "w-rows" and handed.params["n"] == int(c.id.split("-")[1])
+
+
+@pytest.mark.django_db
 def test_a_fair_backlog_without_a_cap_does_not_starve_unlimited_work():
     instances.instance_create_batch(
         workflow="t-flow-fair-only", items=[{"id": f"a-{i:02}", "tenant": "acme"} for i in range(20)]

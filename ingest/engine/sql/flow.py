@@ -125,8 +125,11 @@ def claim_limited(
     limit: int,
     now: datetime,
     lease_until: datetime,
+    columns: Sequence[str] = (),
 ) -> list[Claimed]:
-    """Lease up to `limit` runnable instances of locked groups, within their free slots.
+    """Lease up to `limit` runnable instances of locked groups, within their free slots; with
+    `columns` (PostgreSQL), each comes with its row as leased and whether it has steps, as
+    claim_and_record's do, so its turn reads neither again.
 
     Call after claim_groups in the same transaction. Each group's candidates are ranked
     (priority, then ready_at, then age); a candidate is eligible while its rank fits the
@@ -201,7 +204,9 @@ def claim_limited(
     params += keycap_params
     params += [v for g in groups for v in (g.workflow, g.key)]
     params += [now, *cand_params, limit, *rated, limit]
-    return dialect.lease_chosen(chosen, params, owner=owner, token=token, now=now, lease_until=lease_until)
+    return dialect.lease_chosen(
+        chosen, params, owner=owner, token=token, now=now, lease_until=lease_until, columns=columns
+    )
 
 
 class _SqliteFlow:
@@ -231,7 +236,15 @@ class _SqliteFlow:
         )
 
     def lease_chosen(
-        self, chosen: str, params: list[Any], *, owner: str, token: str, now: datetime, lease_until: datetime
+        self,
+        chosen: str,
+        params: list[Any],
+        *,
+        owner: str,
+        token: str,
+        now: datetime,
+        lease_until: datetime,
+        columns: Sequence[str] = (),
     ) -> list[Claimed]:
         with connection.cursor() as cursor:
             cursor.execute(f"{chosen} SELECT id, status FROM chosen", params)
@@ -279,7 +292,15 @@ class _PostgresFlow(_SqliteFlow):
         )
 
     def lease_chosen(
-        self, chosen: str, params: list[Any], *, owner: str, token: str, now: datetime, lease_until: datetime
+        self,
+        chosen: str,
+        params: list[Any],
+        *,
+        owner: str,
+        token: str,
+        now: datetime,
+        lease_until: datetime,
+        columns: Sequence[str] = (),
     ) -> list[Claimed]:
         # The group locks keep other claimers away from these rows; SKIP LOCKED only steps over a
         # row an operator holds, and the re-checked WHERE drops one whose state moved meanwhile.
@@ -293,12 +314,16 @@ class _PostgresFlow(_SqliteFlow):
             )
             UPDATE engine_instance AS u SET {lease}
             FROM locked WHERE u.id = locked.id
-            RETURNING u.id, locked.status, u.workflow, u.tenant
+            RETURNING u.id, locked.status, u.workflow, u.tenant,
+                EXISTS (SELECT 1 FROM engine_step s WHERE s.instance_id = u.id){"".join(f", u.{c}" for c in columns)}
         """
         params += [now, now, owner, token, lease_until, now, now]
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
-            return [Claimed(*row) for row in cursor.fetchall()]
+            rows = cursor.fetchall()
+        if not columns:
+            return [Claimed(row[0], row[1], row[2], row[3], has_steps=row[4]) for row in rows]
+        return [Claimed(row[0], row[1], row[2], row[3], has_steps=row[4], row=row[5:]) for row in rows]
 
 
 _flow = ByVendor[_SqliteFlow](postgresql=_PostgresFlow(), sqlite=_SqliteFlow())

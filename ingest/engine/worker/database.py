@@ -116,12 +116,19 @@ class _PostgresWorkerDb(_SqliteWorkerDb):
         if not flow.uncapped(limits):
             return claim_recorded(
                 lambda: flow.claim(
-                    owner=worker_id, token=token, limit=limit, now=now, lease_until=lease_until, limits=limits
+                    owner=worker_id,
+                    token=token,
+                    limit=limit,
+                    now=now,
+                    lease_until=lease_until,
+                    limits=limits,
+                    columns=COLUMNS,
                 ),
                 now=now,
             )
         # The fast path: one prepared statement for every workflow but the fair ones, then
-        # (slots left) the fair ones' round robin over their keys, as flow.claim orders them.
+        # (slots left) the fair ones' round robin over their keys, as flow.claim orders them; both
+        # hand each instance's row over, so its turn starts without reading it again.
         fair = [lim.workflow for lim in limits]
         claimed = sql_claim.claim_and_record(
             owner=worker_id,
@@ -138,7 +145,13 @@ class _PostgresWorkerDb(_SqliteWorkerDb):
         if fair and len(claimed) < limit:
             claimed += claim_recorded(
                 lambda: flow.claim_fair(
-                    limits, owner=worker_id, token=token, limit=limit - len(claimed), now=now, lease_until=lease_until
+                    limits,
+                    owner=worker_id,
+                    token=token,
+                    limit=limit - len(claimed),
+                    now=now,
+                    lease_until=lease_until,
+                    columns=COLUMNS,
                 ),
                 now=now,
             )
