@@ -182,8 +182,10 @@ def start_servers() -> list[subprocess.Popen[bytes]]:
     for port in PORTS:
         while True:
             try:
-                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-                conn.request("GET", "/api/openapi.json")
+                # /healthz, not a page: building one (the OpenAPI schema, say) can take longer than
+                # the probe's timeout on a loaded machine, every time, and the bench never starts.
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+                conn.request("GET", "/healthz")
                 conn.getresponse().read()
                 conn.close()
                 break
