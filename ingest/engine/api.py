@@ -57,7 +57,7 @@ def create(
 
     `only_if` (PostgreSQL): a row that must still say what the caller read (`RowUnchanged`); when
     it has changed nothing is written and CheckedRowsChanged is raised."""
-    inst = svc_instances.instance_create(
+    instance_id = svc_instances.instance_start(
         workflow=workflow,
         id=id,
         params=params,
@@ -67,7 +67,7 @@ def create(
         actor=actor,
         only_if=only_if,
     )
-    return InstanceHandle(inst.id)
+    return InstanceHandle(instance_id)
 
 
 def create_batch(workflow: str, items: Iterable[dict[str, Any]], *, actor: str = "") -> list[InstanceHandle]:

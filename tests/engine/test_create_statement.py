@@ -3,6 +3,7 @@ as the ORM prepares it; a value only the ORM can write (a database default) is r
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -29,7 +30,57 @@ def test_a_database_default_value_is_refused_before_anything_is_sent() -> None:
         workflow_version=DatabaseDefault(field.db_default, output_field=field),
     )
     with pytest.raises(TypeError, match="workflow_version"):
-        sql_create._params(inst, "i")
+        sql_create._params(Instance, inst, "i")
+
+
+def test_a_row_given_as_values_is_prepared_as_its_model_would_be_with_defaults_for_the_rest() -> None:
+    from ingest.engine.services.base import created_history_values, new_instance_values
+    from tests.engine.test_create_statement_support import Plain  # noqa: F401  (registers the workflow)
+
+    values = new_instance_values(
+        workflow="plain-create",
+        id="v-1",
+        params={"a": [1, "é"]},
+        tenant="acme",
+        priority=None,
+        start_at=None,
+        now=timezone.now(),
+    )
+    history = created_history_values(values, actor="tester", reason="why")
+
+    def plain(params: dict[str, Any]) -> dict[str, Any]:
+        return {k: getattr(v, "obj", v) for k, v in params.items()}  # a JSON value is wrapped for the driver
+
+    by_values = plain(sql_create._params(Instance, values, "i"))
+    assert by_values == plain(sql_create._params(Instance, Instance(**values), "i"))
+    column = [f.attname for f in sql_create._insertable(Instance)].index("params")
+    sent = by_values[f"i{column}"]
+    assert (json.loads(sent) if isinstance(sent, str) else sent) == {"a": [1, "é"]}  # SQLite gets JSON text
+    assert plain(sql_create._params(History, history, "h")) == plain(
+        sql_create._params(History, History(**history), "h")
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_starting_an_instance_writes_the_rows_creating_it_writes_and_answers_its_id(require_postgres: None) -> None:
+    from ingest.engine.services.instances import instance_start
+    from tests.engine.test_create_statement_support import Plain  # noqa: F401  (registers the workflow)
+
+    assert (
+        instance_start(workflow="plain-create", id="start-1", params={"a": 1}, tenant="acme", actor="me") == "start-1"
+    )
+    instance_create(workflow="plain-create", id="create-1", params={"a": 1}, tenant="acme", actor="me")
+    started, created = Instance.objects.get(pk="start-1"), Instance.objects.get(pk="create-1")
+    skip = {"id", "created_at", "updated_at", "ready_at"}
+    fields = [f.attname for f in Instance._meta.concrete_fields if f.attname not in skip]
+    assert [getattr(started, f) for f in fields] == [getattr(created, f) for f in fields]
+    assert started.ready_at == started.created_at
+    assert list(History.objects.filter(instance_id="start-1").values_list("kind", "actor", "status")) == [
+        ("instance.created", "me", "queued")
+    ]
+    with pytest.raises(InstanceAlreadyExists):
+        instance_start(workflow="plain-create", id="start-1", params={"b": 2}, tenant="acme")
+    assert Instance.objects.get(pk="start-1").params == {"a": 1}
 
 
 @pytest.mark.django_db(transaction=True)  # as the webhooks call it: no transaction around it

@@ -66,6 +66,35 @@ def new_instance(
     replay_of: str | None = None,
     version: int | None = None,
 ) -> Instance:
+    return Instance(
+        **new_instance_values(
+            workflow=workflow,
+            id=id,
+            params=params,
+            tenant=tenant,
+            priority=priority,
+            start_at=start_at,
+            now=now,
+            replay_of=replay_of,
+            version=version,
+        )
+    )
+
+
+def new_instance_values(
+    *,
+    workflow: str,
+    id: str | None,
+    params: Any,
+    tenant: str,
+    priority: int | None,
+    start_at: datetime | None,
+    now: datetime,
+    replay_of: str | None = None,
+    version: int | None = None,
+) -> dict[str, Any]:
+    """A new instance's field values by attribute name, checked: what `new_instance` builds its
+    model from, and what the one-statement create writes without building one."""
     cls = get_workflow(workflow)
     instance_id = id if id is not None else generated_id(workflow, now)
     check_id(instance_id)
@@ -77,20 +106,20 @@ def new_instance(
         key = str(checked.get(cls.concurrency_key, tenant if cls.concurrency_key == "tenant" else ""))[:200]
     if cls.sensitive_params:
         checked = seal_keys(checked, cls.sensitive_params)
-    return Instance(
-        id=instance_id,
-        workflow=workflow,
-        tenant=tenant,
-        status=Status.QUEUED,
-        params=checked,
-        created_at=now,
-        updated_at=now,
-        ready_at=max(start_at, now) if start_at else now,
-        priority=cls.priority if priority is None else priority,
-        concurrency_key=key,
-        replay_of_id=replay_of,
-        workflow_version=cls.version if version is None else version,
-    )
+    return {
+        "id": instance_id,
+        "workflow": workflow,
+        "tenant": tenant,
+        "status": Status.QUEUED,
+        "params": checked,
+        "created_at": now,
+        "updated_at": now,
+        "ready_at": max(start_at, now) if start_at else now,
+        "priority": cls.priority if priority is None else priority,
+        "concurrency_key": key,
+        "replay_of_id": replay_of,
+        "workflow_version": cls.version if version is None else version,
+    }
 
 
 def rerun_params(original: Any, params: Any) -> Any:
@@ -128,19 +157,26 @@ def created_history(inst: Instance, *, actor: str, reason: str = "", **data: Any
 def created_history_row(inst: Instance, *, actor: str, reason: str = "", **data: Any) -> History:
     """The creation's history row, unannounced: the caller calls notify.history() once it is
     written (in autocommit, an announcement before the write could be read before it)."""
+    values = {"id": inst.id, "workflow": inst.workflow, "tenant": inst.tenant, "created_at": inst.created_at}
+    return History(**created_history_values(values, actor=actor, reason=reason, **data))
+
+
+def created_history_values(instance: dict[str, Any], *, actor: str, reason: str = "", **data: Any) -> dict[str, Any]:
+    """`created_history_row`'s field values by attribute name, for the instance whose values are
+    `instance` (as `new_instance_values` gives them)."""
     if (traceparent := tracing.incoming.get()) is not None:  # the ingress request that started it
         data["traceparent"] = traceparent
-    return History(
-        instance_id=inst.id,
-        workflow=inst.workflow,
-        tenant=inst.tenant,
-        kind=HistoryKind.INSTANCE_CREATED,
-        status=Status.QUEUED,
-        actor=actor,
-        reason=reason,
-        data=data,
-        created_at=inst.created_at,
-    )
+    return {
+        "instance_id": instance["id"],
+        "workflow": instance["workflow"],
+        "tenant": instance["tenant"],
+        "kind": HistoryKind.INSTANCE_CREATED,
+        "status": Status.QUEUED,
+        "actor": actor,
+        "reason": reason,
+        "data": data,
+        "created_at": instance["created_at"],
+    }
 
 
 def locked(instance_id: str) -> Instance:

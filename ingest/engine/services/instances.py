@@ -39,9 +39,10 @@ from ingest.engine.services.base import (
     MAX_BATCH,
     check_params,
     created_history,
-    created_history_row,
+    created_history_values,
     locked,
     new_instance,
+    new_instance_values,
 )
 from ingest.engine.sql import create as sql_create
 from ingest.engine.sql.base import is_postgres
@@ -70,25 +71,82 @@ def instance_create(
     has changed, nothing is written and CheckedRowsChanged is raised (before a duplicate id is
     reported: a duplicate is only "already processed" for a caller whose check still holds).
     """
+    created = _created(
+        workflow=workflow,
+        id=id,
+        params=params,
+        tenant=tenant,
+        priority=priority,
+        start_at=start_at,
+        actor=actor,
+        first=first,
+        only_if=only_if,
+    )
+    return created if isinstance(created, Instance) else Instance(**created)
+
+
+def instance_start(
+    *,
+    workflow: str,
+    id: str | None = None,
+    params: Any = None,
+    tenant: str = "default",
+    priority: int | None = None,
+    start_at: datetime | None = None,
+    actor: str = "",
+    only_if: RowUnchanged | None = None,
+) -> str:
+    """`instance_create` for a caller that needs only the new instance's id: on PostgreSQL the
+    rows are written from their values, without building the instance's model."""
+    created = _created(
+        workflow=workflow,
+        id=id,
+        params=params,
+        tenant=tenant,
+        priority=priority,
+        start_at=start_at,
+        actor=actor,
+        first=None,
+        only_if=only_if,
+    )
+    return created.id if isinstance(created, Instance) else str(created["id"])
+
+
+def _created(
+    *,
+    workflow: str,
+    id: str | None,
+    params: Any,
+    tenant: str,
+    priority: int | None,
+    start_at: datetime | None,
+    actor: str,
+    first: Callable[[], object] | None,
+    only_if: RowUnchanged | None,
+) -> Instance | dict[str, Any]:
+    """Create the instance: its field values when one statement wrote it, else its saved model."""
     if only_if is not None and (first is not None or not is_postgres()):
         raise ValueError("only_if is checked by the one-statement create: PostgreSQL, without `first`")
-    inst = new_instance(
+    values = new_instance_values(
         workflow=workflow, id=id, params=params, tenant=tenant, priority=priority, start_at=start_at, now=clock.now()
     )
     if first is None and is_postgres():
         # One statement: a duplicate id inserts nothing instead of failing.
         with _contained():
-            inserted, probe = sql_create.instance_insert(inst, created_history_row(inst, actor=actor), only_if=only_if)
+            inserted, probe = sql_create.instance_insert(
+                values, created_history_values(values, actor=actor), only_if=only_if
+            )
         if not inserted:
             if only_if is not None and not probe[0]:
                 raise CheckedRowsChanged(
-                    f"what was checked before creating instance {inst.id!r} changed; "
+                    f"what was checked before creating instance {values['id']!r} changed; "
                     "nothing was written — check it again"
                 )
-            raise InstanceAlreadyExists(inst.id)
+            raise InstanceAlreadyExists(values["id"])
         notify.history()
         notify.ready()
-        return inst
+        return values
+    inst = Instance(**values)
     try:
         with transaction.atomic():
             if first is not None:
@@ -117,11 +175,11 @@ def instance_create_behind(
     statement: the instance and its history are written only if the lead's insert returned a
     row. (created, the lead's probe row). A duplicate instance id raises IntegrityError and
     writes nothing."""
-    inst = new_instance(
+    values = new_instance_values(
         workflow=workflow, id=id, params=params, tenant=tenant, priority=priority, start_at=None, now=clock.now()
     )
     with _contained():
-        created, probe = sql_create.instance_insert(inst, created_history_row(inst, actor=actor), lead=lead)
+        created, probe = sql_create.instance_insert(values, created_history_values(values, actor=actor), lead=lead)
     if created:
         notify.history()
         notify.ready()

@@ -10,6 +10,7 @@ its column's type, since a bare NULL in a SELECT list is text to PostgreSQL.
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections, models
@@ -59,21 +60,36 @@ def _is_plain(field: Field[Any, Any]) -> bool:
 
 
 @functools.cache
-def _preparation(model: type[Model]) -> tuple[tuple[str, Field[Any, Any], bool], ...]:
-    return tuple((f.attname, f, _is_plain(f)) for f in _insertable(model))
+def _preparation(model: type[Model]) -> tuple[tuple[str, Field[Any, Any], bool, bool], ...]:
+    """Per insertable field: its attribute name, the field, whether its value goes as it is, and
+    whether its value is what the row holds (no `pre_save` of its own, as an auto_now date has)."""
+    return tuple((f.attname, f, _is_plain(f), type(f).pre_save is Field.pre_save) for f in _insertable(model))
 
 
-def _params(obj: Model, prefix: str) -> dict[str, Any]:
+Row = Model | Mapping[str, Any]
+
+
+def _params(model: type[Model], row: Row, prefix: str) -> dict[str, Any]:
+    """The statement's parameters for one row of `model`: a model instance, or its field values by
+    attribute name (a field left out gets its default, as the model's constructor gives it),
+    which spares building the instance where nothing reads it afterwards."""
     # The connection itself, not Django's proxy: a field asks it for its operations, and through
     # the proxy every ask is a context-local lookup.
     db = connections[DEFAULT_DB_ALIAS]
     params = {}
-    for n, (attname, field, plain) in enumerate(_preparation(type(obj))):
-        value = getattr(obj, attname) if plain else field.get_db_prep_save(field.pre_save(obj, True), db)
+    for n, (attname, field, plain, as_is) in enumerate(_preparation(model)):
+        if isinstance(row, Model):
+            value = getattr(row, attname) if plain else field.get_db_prep_save(field.pre_save(row, True), db)
+        else:
+            value = row[attname] if attname in row else field.get_default()
+            if not plain:
+                if not as_is:
+                    raise TypeError(f"{model.__name__}.{attname} computes its value on save; pass a model instance")
+                value = field.get_db_prep_save(value, db)
         if hasattr(value, "resolve_expression"):
             # A database default or an expression: the ORM writes it into the SQL; this
             # statement's columns are fixed. Give the field a Python default.
-            raise TypeError(f"{type(obj).__name__}.{attname} is {value!r}; the one-statement create takes values only")
+            raise TypeError(f"{model.__name__}.{attname} is {value!r}; the one-statement create takes values only")
         params[f"{prefix}{n}"] = value
     return params
 
@@ -114,13 +130,13 @@ def _unchanged_sql(model: type[Model], fields: tuple[str, ...]) -> str:
 
 
 def instance_insert(
-    inst: Instance, history: History, *, lead: Lead | None = None, only_if: RowUnchanged | None = None
+    inst: Row, history: Row, *, lead: Lead | None = None, only_if: RowUnchanged | None = None
 ) -> tuple[bool, tuple[Any, ...]]:
-    """Insert `inst` and `history` in one statement on this thread's connection (in its
-    transaction if one is open, else as a transaction of its own): (inserted, the lead's probe
-    row, all None when it found nothing). With `only_if` (and no lead) the probe row is
-    `(whether the row was unchanged,)`."""
-    params = {**_params(inst, "i"), **_params(history, "h")}
+    """Insert `inst` and `history` (model instances, or their field values by attribute name) in
+    one statement on this thread's connection (in its transaction if one is open, else as a
+    transaction of its own): (inserted, the lead's probe row, all None when it found nothing).
+    With `only_if` (and no lead) the probe row is `(whether the row was unchanged,)`."""
+    params = {**_params(Instance, inst, "i"), **_params(History, history, "h")}
     if lead is not None:
         params.update(lead.params)
         statement = _statement(lead.sql, lead.probe)
