@@ -33,12 +33,13 @@ the busy threads and of the time spent waiting on PostgreSQL round trips. With -
 tenant and the workflow have budgets, so every extraction also reserves and settles on two.
 
 The last line sets that CPU against the engine's own: `bench/engine_cpu.py` (22 no-op steps per
-instance, shaped like a call's, one instance at a time) runs before the first run and after the
-last one, on the same database server, from the same checkout, and the bench prints `gong call =
-N.Nx the engine's 22-step instance`: the median CPU per call (workers + PostgreSQL) over the
-median of the engine's CPU per instance (its process + its PostgreSQL backends) of both. A ratio
-measured in the same minutes holds on any machine, where a figure in milliseconds does not.
-`--engine-instances 0` skips it.
+instance, shaped like a call's, one instance at a time) runs before the first run and after
+each run, on the same database server, from the same checkout. Each run's ratio is its CPU per
+call (workers + PostgreSQL) over the mean of the engine's CPU per instance (its process + its
+PostgreSQL backends) measured just before and just after it, and the bench prints the median
+of the runs' ratios as `gong call = N.Nx the engine's 22-step instance`. A ratio measured in
+the same minutes holds on any machine, and through a shared machine's swings of load, where a
+figure in milliseconds does not. `--engine-instances 0` skips it.
 """
 
 from __future__ import annotations
@@ -541,9 +542,10 @@ def main() -> None:
         "--engine-instances",
         type=int,
         default=300,
-        help="instances per run of bench/engine_cpu.py, run before and after to price a call against (0: skip it)",
+        help="instances of bench/engine_cpu.py, run before the first run and after each, to price a call against "
+        "(0: skip it)",
     )
-    parser.add_argument("--engine-runs", type=int, default=3, help="runs of bench/engine_cpu.py before and after")
+    parser.add_argument("--engine-runs", type=int, default=1, help="runs of bench/engine_cpu.py each time (median)")
     args = parser.parse_args()
     if args.profile and py_spy() is None:
         parser.error(
@@ -571,7 +573,7 @@ def main() -> None:
     print(machine_reference(url))
     engine: list[float] = []
     if args.engine_instances:
-        print("the engine's 22-step instance, before:", flush=True)
+        print("the engine's 22-step instance, before run 1:", flush=True)
         engine.append(engine_reference(url, instances=args.engine_instances, runs=args.engine_runs))
         connection.close()  # its runs deleted and created rows; the next query starts afresh
     results: list[dict[str, float]] = []
@@ -627,23 +629,30 @@ def main() -> None:
                 print(
                     profile_report(profile_read(folder), result["cpu_workers"]) + f"\n  (py-spy's raw stacks: {folder})"
                 )
+            if args.engine_instances:
+                print(f"the engine's 22-step instance, after run {run}:", flush=True)
+                engine.append(engine_reference(url, instances=args.engine_instances, runs=args.engine_runs))
+                connection.close()
+                result["ratio"] = (result["cpu_workers"] + result["cpu_postgres"]) / statistics.mean(engine[-2:])
+                print(ratio_line(result, engine[-2:]), flush=True)
     med = {k: statistics.median(r[k] for r in results) for k in results[0]}
     print(f"median of {len(results)}: " + summary(med, goal, args.calls))
     if args.engine_instances:
-        connection.close()
-        print("the engine's 22-step instance, after:", flush=True)
-        engine.append(engine_reference(url, instances=args.engine_instances, runs=args.engine_runs))
-        print(ratio_line(med, engine))
+        print(
+            f"median of {len(results)}: gong call = {med['ratio']:.1f}x the engine's 22-step instance (runs: "
+            + ", ".join(f"{r['ratio']:.2f}" for r in results)
+            + f"; engine per instance {', '.join(f'{e * 1000:.1f}' for e in engine)} ms)"
+        )
 
 
-def ratio_line(med: dict[str, float], engine: list[float]) -> str:
-    """A call's CPU (workers + PostgreSQL, the runs' median) over the engine's CPU per instance
-    (the mean of its medians before and after the runs)."""
-    call = med["cpu_workers"] + med["cpu_postgres"]
-    instance = statistics.mean(engine)
+def ratio_line(result: dict[str, float], engine: list[float]) -> str:
+    """A run's CPU per call (workers + PostgreSQL) over the engine's CPU per instance just before
+    and just after it (their mean)."""
+    call = result["cpu_workers"] + result["cpu_postgres"]
     return (
-        f"gong call = {call / instance:.1f}x the engine's 22-step instance (CPU per call {call * 1000:.1f} ms; "
-        f"engine per instance {' then '.join(f'{e * 1000:.1f}' for e in engine)} ms, mean {instance * 1000:.1f} ms)"
+        f"  gong call = {result['ratio']:.2f}x the engine's 22-step instance (CPU per call {call * 1000:.1f} ms; "
+        f"engine per instance {' then '.join(f'{e * 1000:.1f}' for e in engine)} ms, mean "
+        f"{statistics.mean(engine) * 1000:.1f} ms)"
     )
 
 
