@@ -74,9 +74,10 @@ class FactHead(models.Model):
     """The fact that currently wins a single-valued (tenant, subject, predicate), with what it
     is ranked by, so a new fact is ranked against one row found by its key.
 
-    Written only by `ingest.pipelines.services.fact_insert_or_supersede`, which also locks this row to
-    serialise the writers of a key. A head whose fact is gone or no longer valid (deleted, or
-    edited by hand) is resolved again from the facts themselves by the next write of its key.
+    Written only by `ingest.pipelines.services.fact_insert_or_supersede` and its batch,
+    `facts_insert_or_supersede`, which also lock this row to serialise the writers of a key. A
+    head whose fact is gone or no longer valid (deleted, or edited by hand) is resolved again
+    from the facts themselves by the next write of its key.
     """
 
     tenant = models.CharField(max_length=100)
