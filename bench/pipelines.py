@@ -31,6 +31,15 @@ each worker and the report splits the workers' CPU by concern (engine; the pipel
 signal row; costs, budgets and pricing; the LLM client; other), with each concern's share of
 the busy threads and of the time spent waiting on PostgreSQL round trips. With --budgets the
 tenant and the workflow have budgets, so every extraction also reserves and settles on two.
+
+The last line sets that CPU against the engine's own: `bench/engine_cpu.py` (22 no-op steps per
+instance, shaped like a call's, one instance at a time) runs before the first run and after
+each run, on the same database server, from the same checkout. Each run's ratio is its CPU per
+call (workers + PostgreSQL) over the mean of the engine's CPU per instance (its process + its
+PostgreSQL backends) measured just before and just after it, and the bench prints the median
+of the runs' ratios as `gong call = N.Nx the engine's 22-step instance`. A ratio measured in
+the same minutes holds on any machine, and through a shared machine's swings of load, where a
+figure in milliseconds does not. `--engine-instances 0` skips it.
 """
 
 from __future__ import annotations
@@ -38,6 +47,7 @@ from __future__ import annotations
 import argparse
 import collections
 import os
+import re
 import resource
 import shutil
 import signal
@@ -306,6 +316,30 @@ def transactions() -> int:
     return int(row[0]) if row else 0
 
 
+ENGINE_MEDIANS = re.compile(r"^medians: .* total ([0-9.]+) ms")
+
+
+def engine_reference(url: str, *, instances: int, runs: int) -> float:
+    """`bench/engine_cpu.py` of this checkout on the bench's database: its lines, indented, and
+    its median CPU per instance (process + PostgreSQL backends), in seconds."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "engine_cpu.py"), "--instances", str(instances), "--runs", str(runs)],
+        cwd=ROOT,
+        env={**os.environ, "DATABASE_URL": url},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode:
+        raise SystemExit(f"bench/engine_cpu.py failed ({done.returncode}):\n{done.stdout}{done.stderr}")
+    lines = done.stdout.splitlines()
+    print("\n".join(f"  engine: {line}" for line in lines), flush=True)
+    for line in lines:
+        if found := ENGINE_MEDIANS.match(line):
+            return float(found.group(1)) / 1000
+    raise SystemExit(f"bench/engine_cpu.py printed no medians line:\n{done.stdout}")
+
+
 def wait_finished(total: int, timeout: float, meter: CpuMeter) -> None:
     from ingest.engine.models import Instance
 
@@ -504,6 +538,14 @@ def main() -> None:
     parser.add_argument(
         "--profile", action="store_true", help="sample the workers with py-spy and split their CPU by concern"
     )
+    parser.add_argument(
+        "--engine-instances",
+        type=int,
+        default=300,
+        help="instances of bench/engine_cpu.py, run before the first run and after each, to price a call against "
+        "(0: skip it)",
+    )
+    parser.add_argument("--engine-runs", type=int, default=1, help="runs of bench/engine_cpu.py each time (median)")
     args = parser.parse_args()
     if args.profile and py_spy() is None:
         parser.error(
@@ -529,6 +571,11 @@ def main() -> None:
         f"{args.delay * 1000:.0f} ms; ideal {args.calls * args.delay / total:.2f} s, goal ≤ {goal:.2f} s"
     )
     print(machine_reference(url))
+    engine: list[float] = []
+    if args.engine_instances:
+        print("the engine's 22-step instance, before run 1:", flush=True)
+        engine.append(engine_reference(url, instances=args.engine_instances, runs=args.engine_runs))
+        connection.close()  # its runs deleted and created rows; the next query starts afresh
     results: list[dict[str, float]] = []
     with FakeOpenAI() as fake:
         fake.delay = args.delay
@@ -582,8 +629,31 @@ def main() -> None:
                 print(
                     profile_report(profile_read(folder), result["cpu_workers"]) + f"\n  (py-spy's raw stacks: {folder})"
                 )
+            if args.engine_instances:
+                print(f"the engine's 22-step instance, after run {run}:", flush=True)
+                engine.append(engine_reference(url, instances=args.engine_instances, runs=args.engine_runs))
+                connection.close()
+                result["ratio"] = (result["cpu_workers"] + result["cpu_postgres"]) / statistics.mean(engine[-2:])
+                print(ratio_line(result, engine[-2:]), flush=True)
     med = {k: statistics.median(r[k] for r in results) for k in results[0]}
     print(f"median of {len(results)}: " + summary(med, goal, args.calls))
+    if args.engine_instances:
+        print(
+            f"median of {len(results)}: gong call = {med['ratio']:.1f}x the engine's 22-step instance (runs: "
+            + ", ".join(f"{r['ratio']:.2f}" for r in results)
+            + f"; engine per instance {', '.join(f'{e * 1000:.1f}' for e in engine)} ms)"
+        )
+
+
+def ratio_line(result: dict[str, float], engine: list[float]) -> str:
+    """A run's CPU per call (workers + PostgreSQL) over the engine's CPU per instance just before
+    and just after it (their mean)."""
+    call = result["cpu_workers"] + result["cpu_postgres"]
+    return (
+        f"  gong call = {result['ratio']:.2f}x the engine's 22-step instance (CPU per call {call * 1000:.1f} ms; "
+        f"engine per instance {' then '.join(f'{e * 1000:.1f}' for e in engine)} ms, mean "
+        f"{statistics.mean(engine) * 1000:.1f} ms)"
+    )
 
 
 # Workers + PostgreSQL per call: steadier than wall time, but a slower machine's CPU-second does less

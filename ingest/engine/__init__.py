@@ -70,7 +70,7 @@ from ingest.engine.redaction import MASK, redact, redact_value
 from ingest.engine.results import WorkflowResult
 from ingest.engine.runtime.policy import stored_config_json
 from ingest.engine.sql.advisory import session_lock_held, session_lock_try, session_unlock
-from ingest.engine.sql.base import ByVendor, aware, is_postgres, prepared_row
+from ingest.engine.sql.base import ByVendor, aware, is_postgres, prepared_row, prepared_rows
 from ingest.engine.tracing import client_span as trace_client_span
 from ingest.engine.tracing import continues_ingress as tracing_continues_ingress
 from ingest.engine.tracing import ingress_request as trace_ingress_request
@@ -194,6 +194,7 @@ __all__ = [
     "parse_duration",
     "period_start",
     "prepared_row",
+    "prepared_rows",
     "progress_of",
     "public_text",
     "public_value",

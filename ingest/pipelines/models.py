@@ -43,9 +43,10 @@ class Fact(models.Model):
     ordinal = models.IntegerField(default=0, help_text="position in its batch: later wins a tie")
     valid = models.BooleanField(default=True)
     # On PostgreSQL the constraint is checked at once, not deferred to COMMIT (migration 0006);
-    # Django does not model that, so an AlterField here must re-apply it.
+    # Django does not model that, so an AlterField here must re-apply it. Indexed only where
+    # set (`fact_superseded_by` below, migration 0013).
     superseded_by = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="supersedes"
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="supersedes", db_index=False
     )
     instance_id = models.CharField(
         max_length=100, blank=True, default="", help_text="the workflow instance that wrote it"
@@ -54,12 +55,15 @@ class Fact(models.Model):
     updated_at = models.DateTimeField()
 
     class Meta:
+        # Each index costs every fact's insert an entry (migration 0013 dropped one no query used).
         indexes = [
-            models.Index(fields=["tenant", "predicate", "valid"], name="fact_tenant_pred_valid"),
             # The rivals of a new fact (same tenant, subject in any case, predicate, still valid):
             # without it each persist scanned every valid fact of its predicate.
             models.Index(F("tenant"), Upper("subject"), F("predicate"), name="fact_rivals", condition=Q(valid=True)),
             models.Index(fields=["tenant", "source_ref"], name="fact_tenant_source"),
+            # A deleted fact's losers, for the reference's check and SET NULL: only the
+            # superseded and outranked facts have an entry.
+            models.Index(fields=["superseded_by"], name="fact_superseded_by", condition=Q(superseded_by__isnull=False)),
         ]
 
     def __str__(self) -> str:
@@ -70,9 +74,10 @@ class FactHead(models.Model):
     """The fact that currently wins a single-valued (tenant, subject, predicate), with what it
     is ranked by, so a new fact is ranked against one row found by its key.
 
-    Written only by `ingest.pipelines.services.fact_insert_or_supersede`, which also locks this row to
-    serialise the writers of a key. A head whose fact is gone or no longer valid (deleted, or
-    edited by hand) is resolved again from the facts themselves by the next write of its key.
+    Written only by `ingest.pipelines.services.fact_insert_or_supersede` and its batch,
+    `facts_insert_or_supersede`, which also lock this row to serialise the writers of a key. A
+    head whose fact is gone or no longer valid (deleted, or edited by hand) is resolved again
+    from the facts themselves by the next write of its key.
     """
 
     tenant = models.CharField(max_length=100)

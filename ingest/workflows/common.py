@@ -17,8 +17,10 @@ from ingest.extraction import Fact, FactsMalformed, facts_from_result
 from ingest.pipelines.pricing import PriceNotFound
 from ingest.pipelines.selectors import llm_config_get
 from ingest.pipelines.services import (
+    FactSpec,
     fact_embeddings_store,
     fact_insert_or_supersede,
+    facts_insert_or_supersede,
     signal_evaluation_record,
 )
 from ingest.sources.errors import SourceError
@@ -118,6 +120,28 @@ def persist_fact(
     return write.as_dict()
 
 
+def persist_facts(
+    *, tenant: str, items: Sequence[FactItem], first: int, source_ref: str, observed_at: str, instance_id: str
+) -> list[dict[str, Any]]:
+    """`persist_fact` for `items` in order, the first at ordinal `first`, in one transaction and,
+    on PostgreSQL, one round trip."""
+    facts = [
+        Fact(item["subject"], item["predicate"], str(item["object"]), float(item["confidence"]), item["evidence"])
+        for item in items
+    ]
+    writes = facts_insert_or_supersede(
+        tenant=tenant,
+        facts=[
+            FactSpec(fact, authority=item["authority"], ordinal=first + n)
+            for n, (fact, item) in enumerate(zip(facts, items, strict=True))
+        ],
+        source_ref=source_ref,
+        observed_at=datetime.fromisoformat(observed_at),
+        instance_id=instance_id,
+    )
+    return [write.as_dict() for write in writes]
+
+
 def fact_text(item: FactItem) -> str:
     return f"{item['subject']} {item['predicate'].replace('_', ' ')}: {item['object']}"
 
@@ -173,8 +197,9 @@ def persist_embed_and_emit(
 ) -> dict[str, Any]:
     """`persist-facts-{i}` one step per fact, then `schedule-embeddings` and `emit-signal-eval`.
 
-    The fact steps run one after another. Fanning them out with `step.all` measured no quicker
-    than running them in order (docs/pipelines.md); conflicts would resolve the same in any order.
+    The fact steps run one after another, and the first to run writes the later ones' facts too
+    (below). Fanning them out with `step.all` measured no quicker than running them in order
+    (docs/pipelines.md); conflicts would resolve the same in any order.
 
     All of these steps are `checkpoint="deferred"`: each acts on nothing outside this process
     and this database (WordLlama embeds in-process), and each write is keyed by a deterministic
@@ -184,23 +209,29 @@ def persist_embed_and_emit(
     again. The instance's completion is queued behind them.
     """
     items = unique_facts(items)
-    writes: list[dict[str, Any]] = []
-    for i, item in enumerate(items):
-        writes.append(
-            step.do(
-                f"persist-facts-{i}",
-                lambda ctx, item=item, i=i: persist_fact(
-                    tenant=tenant,
-                    item=item,
-                    ordinal=i,
-                    source_ref=source_ref,
-                    observed_at=observed_at,
-                    instance_id=instance_id,
-                ),
-                retries=QUICK_RETRIES,
-                checkpoint="deferred",
+    # The first fact step that runs writes its fact and every later one as a batch (one round
+    # trip, one transaction); the later steps record their fact's answer from it. Replay
+    # returns the recorded answers and runs none of this; a step left unrecorded by a crash
+    # writes its fact and the rest again (the same rows: deterministic ids).
+    answers: dict[int, dict[str, Any]] = {}
+
+    def persist(i: int) -> dict[str, Any]:
+        if i not in answers:
+            written = persist_facts(
+                tenant=tenant,
+                items=items[i:],
+                first=i,
+                source_ref=source_ref,
+                observed_at=observed_at,
+                instance_id=instance_id,
             )
-        )
+            answers.update(enumerate(written, start=i))
+        return answers.pop(i)
+
+    writes: list[dict[str, Any]] = [
+        step.do(f"persist-facts-{i}", lambda ctx, i=i: persist(i), retries=QUICK_RETRIES, checkpoint="deferred")
+        for i in range(len(items))
+    ]
     committed = [w["id"] for w in writes]
     embedded = step.do(
         "schedule-embeddings",

@@ -384,8 +384,9 @@ def test_a_superseding_write_checks_its_winner_at_once_by_index(require_postgres
 
 
 def test_each_fact_write_maintains_only_the_indexes_a_query_uses(require_postgres) -> None:
-    """Migration 0008: no single-column tenant index, no LIKE (varchar_pattern_ops) indexes;
-    every index on the fact table is one that a lookup or a listing uses."""
+    """Migrations 0008 and 0013: no single-column tenant index, no LIKE (varchar_pattern_ops)
+    indexes, no (tenant, predicate, valid); the reference indexed only where it is set. Every
+    index on the fact table is one that a lookup or a listing uses."""
     from django.db import connection
 
     with connection.cursor() as cursor:
@@ -393,8 +394,26 @@ def test_each_fact_write_maintains_only_the_indexes_a_query_uses(require_postgre
         definitions = sorted(d.split(" USING btree ", 1)[1] for (d,) in cursor.fetchall())
     assert definitions == [
         "(id)",  # the primary key
-        "(superseded_by_id)",  # what a deleted fact's SET NULL looks up
-        "(tenant, predicate, valid)",
+        "(superseded_by_id) WHERE (superseded_by_id IS NOT NULL)",  # a deleted fact's losers
         "(tenant, source_ref)",
         "(tenant, upper((subject)::text), predicate) WHERE valid",  # a key's facts, resolved without a head
     ]
+
+
+def test_deleting_a_winner_finds_its_losers_through_the_partial_index(require_postgres) -> None:
+    """The `superseded_by` index holds only the facts that have one: the reference's check and
+    Django's SET NULL, which ask for a value, still find a deleted winner's losers by index."""
+    from django.db import connection
+
+    loser = put("USD 1", source="call-1", at=T0)
+    winner = put("USD 2", source="call-2", at=T0 + timedelta(minutes=1))
+    assert winner.superseded == (loser.id,)
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute(
+            "EXPLAIN SELECT 1 FROM ONLY ingest_fact x WHERE %s = superseded_by_id FOR KEY SHARE OF x", [winner.id]
+        )
+        plan = "\n".join(row for (row,) in cursor.fetchall())
+    assert "fact_superseded_by" in plan, plan
+    Fact.objects.filter(id=winner.id).delete()
+    assert Fact.objects.get(id=loser.id).superseded_by_id is None

@@ -161,3 +161,33 @@ def test_an_llm_model_without_a_price_ends_the_step_under_the_pricing_error_s_na
     letter = DeadLetter.objects.get(instance_id=started.instance_id)
     assert (letter.step_name, letter.error_name) == ("llm-extract", "ingest.pipelines.pricing.PriceNotFound")
     assert fake_openai.count(CHAT) == 0  # refused before anything was spent
+
+
+def test_the_first_fact_step_to_run_writes_the_later_facts_and_each_step_records_its_own() -> None:
+    """A run whose `persist-facts-0` is already recorded (here: mocked), as after a crash that
+    lost the later completions: `persist-facts-1` writes its fact and the next ones in one batch,
+    at their own ordinals, and every step's result is its own fact's answer."""
+    from ingest.engine.models import Step
+    from ingest.engine.testing import introspect_workflow, run_workflow
+    from ingest.workflows.gong import gong_params
+
+    items = [
+        {"subject": "Acme", "predicate": p, "object": o, "confidence": 0.9, "evidence": "said", "authority": "GongCall"}
+        for p, o in (("budget", "USD 1"), ("competitor_mentioned", "Clari"), ("budget", "USD 2"))
+    ]
+    recorded = {"id": "recorded-before", "action": "stored", "valid": True, "superseded": []}
+    with introspect_workflow("gong-ingest") as wf:
+        wf.mock_step_result("llm-extract", {"facts": items, "model": "m", "service": "openai"})
+        wf.mock_step_result("persist-facts-0", recorded)
+        params = gong_params(
+            {"call_id": "77", "title": "Acme sync", "account": "Acme"}, "Rep: we spend USD 2 with Clari"
+        )
+        status = run_workflow("gong-ingest", params=params, tenant="acme")
+    assert status["status"] == "complete", status["error"]
+    facts = {f.ordinal: f for f in Fact.objects.filter(tenant="acme", source_ref="gong:call:77")}
+    assert sorted(facts) == [1, 2]  # the mocked step's fact was not written again
+    assert status["output"]["fact_ids"] == ["recorded-before", facts[1].id, facts[2].id]
+    results = dict(Step.objects.filter(instance_id=status["id"]).values_list("name", "result"))
+    assert results["persist-facts-0"] == recorded
+    assert results["persist-facts-1"] == {"id": facts[1].id, "action": "stored", "valid": True, "superseded": []}
+    assert results["persist-facts-2"] == {"id": facts[2].id, "action": "inserted", "valid": True, "superseded": []}

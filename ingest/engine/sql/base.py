@@ -157,7 +157,20 @@ def prepared(raw: Any, statement: str, params: dict[str, Any]) -> tuple[Any, ...
 
 def prepared_row(statement: str, params: dict[str, Any] | Sequence[Any]) -> tuple[Any, ...] | None:
     """`statement` as a prepared statement on this thread's Django connection (in its
-    transaction if one is open), its first row back.
+    transaction if one is open), its first row back (`_prepared`)."""
+    row: tuple[Any, ...] | None = _prepared(statement, params, fetch_all=False)
+    return row
+
+
+def prepared_rows(statement: str, params: dict[str, Any] | Sequence[Any]) -> list[tuple[Any, ...]]:
+    """`statement` prepared as `prepared_row` does, all its rows back (a set-returning function's)."""
+    rows: list[tuple[Any, ...]] = _prepared(statement, params, fetch_all=True)
+    return rows
+
+
+def _prepared(statement: str, params: dict[str, Any] | Sequence[Any], *, fetch_all: bool) -> Any:
+    """`statement` as a prepared statement on this thread's Django connection (in its
+    transaction if one is open), its first row or all its rows.
 
     Django's cursors bind on the client and never prepare; here PostgreSQL parses and plans the
     statement once per connection. The cursor is kept per connection and statement: psycopg keeps
@@ -186,8 +199,7 @@ def prepared_row(statement: str, params: dict[str, Any] | Sequence[Any]) -> tupl
         if conn.queries_logged:  # DEBUG or a test's CaptureQueriesContext: count it too
             conn.queries_log.append({"sql": statement, "time": "0.000"})
         cursor.execute(statement, params, prepare=True)
-        row: tuple[Any, ...] | None = cursor.fetchone()
-        return row
+        return cursor.fetchall() if fetch_all else cursor.fetchone()
 
 
 def drop_broken_connection() -> None:
