@@ -119,7 +119,7 @@ def fan_out_list(*, instance_id: str, failed_limit: int = 20) -> list[dict[str, 
                 "updated_at": fo.updated_at,
                 "deadline": fo.deadline,
                 "closed_at": fo.closed_at,
-                "failed_items": _with_carriers(list(failed), parent=instance_id, fan_out_id=fo.id),
+                "failed_items": _with_carriers([dict(r) for r in failed], parent=instance_id, fan_out_id=fo.id),
             }
         )
     return out
