@@ -150,11 +150,11 @@ def test_a_crash_between_items_replays_the_done_items_without_running_or_countin
     with pytest.raises(Crash):
         run_until_idle(max_turns=1, lease_seconds=60)  # the carrier runs u0 and u1, then dies inside u2
     [carrier] = Instance.objects.filter(parent_id="pack-crash")
-    assert set(Step.objects.filter(instance=carrier).values_list("name", "status")) == {
-        ("item-0.t-pack-classify", "complete"),
-        ("item-1.t-pack-classify", "complete"),
-        ("item-2.t-pack-classify", "running"),
-    }
+    steps = dict(Step.objects.filter(instance=carrier).values_list("name", "status"))
+    assert steps["item-0.t-pack-classify"] == steps["item-1.t-pack-classify"] == "complete"
+    # the interrupted item's start may or may not be recorded yet (PostgreSQL writes it with its end)
+    assert steps.get("item-2.t-pack-classify") in (None, "running")
+    assert "item-3.t-pack-classify" not in steps
     assert FanOut.objects.get(instance_id="pack-crash").received == 0
     clock.advance(timedelta(minutes=2))  # its lease expires; a worker takes the carrier again
     drain(advance_clock=True)
