@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/fan_out.py                   # 10,000 items, 100 x 100, 2 workers
     .venv/bin/python bench/fan_out.py --items 2000 --parents 20 --per-parent 50
+    .venv/bin/python bench/fan_out.py --items 2000 --pack 0 --ratio-only   # per-instance items, (a) and (b)
 
 Figures:
   (a) one `step.fan_out` of N no-op items (default 10,000) through 2 worker processes: wall
@@ -13,8 +14,11 @@ Figures:
       create to the last parent's completion, items/s;
   (d) for scale, N one-step instances of the items' workflow created directly (create_batch,
       no parent): what an item costs as an instance alone, without a parent to count into.
-Every item is an instance of its own (claimed, leased, its step recorded, its result counted
-into the fan-out's aggregate row), so (a) measures that, not the no-op.
+With `--pack K` (default 50) the fan-outs pack K items per carrier instance, each item a step
+of its carrier; `--pack 0` leaves the option out, so each item is an instance of its own
+(claimed, leased, its step recorded, its result counted into the fan-out's aggregate row).
+Either way (a) measures the engine's cost per item, not the no-op. The last line is
+`fan-out item = N.Nx a plain step`: (a) per item over (b) per item.
 """
 
 from __future__ import annotations
@@ -74,7 +78,7 @@ def finished_in(ids: list[str], started: object) -> float:
     return float((ended - started).total_seconds())  # type: ignore[operator]
 
 
-def one_fan_out(items: int, concurrency: int) -> dict[str, float]:
+def one_fan_out(items: int, concurrency: int, pack: int) -> dict[str, float]:
     from ingest.engine import create
     from ingest.engine.clock import now
     from ingest.engine.models import Instance
@@ -83,7 +87,7 @@ def one_fan_out(items: int, concurrency: int) -> dict[str, float]:
     procs = base.workers(2, concurrency, ready=True)
     try:
         started = now()
-        create("bench-fan-out", id="fan-1", params={"items": items})
+        create("bench-fan-out", id="fan-1", params={"items": items, "pack": pack})
         wait_for(["fan-1"], limit_s=1800)
     finally:
         base.stop(procs)
@@ -108,7 +112,7 @@ def plain_steps(items: int, concurrency: int) -> dict[str, float]:
     return {"items": items, "wall_s": wall, "per_item_ms": wall / items * 1000}
 
 
-def many_fan_outs(parents: int, per_parent: int, concurrency: int) -> dict[str, float]:
+def many_fan_outs(parents: int, per_parent: int, concurrency: int, pack: int) -> dict[str, float]:
     from ingest.engine import create_batch
     from ingest.engine.clock import now
 
@@ -118,7 +122,9 @@ def many_fan_outs(parents: int, per_parent: int, concurrency: int) -> dict[str, 
     try:
         started = now()
         for b in range(0, parents, 100):
-            create_batch("bench-fan-out", [{"id": i, "params": {"items": per_parent}} for i in ids[b : b + 100]])
+            create_batch(
+                "bench-fan-out", [{"id": i, "params": {"items": per_parent, "pack": pack}} for i in ids[b : b + 100]]
+            )
         wait_for(ids, limit_s=1800)
     finally:
         base.stop(procs)
@@ -152,13 +158,22 @@ def main() -> None:
     parser.add_argument("--parents", type=int, default=100)
     parser.add_argument("--per-parent", type=int, default=100)
     parser.add_argument("--concurrency", type=int, default=32, help="instances in flight per worker process")
+    parser.add_argument("--pack", type=int, default=50, help="items per carrier instance; 0: an instance per item")
+    parser.add_argument("--ratio-only", action="store_true", help="run only (a) and (b)")
     args = parser.parse_args()
     setup()
-    fan = one_fan_out(args.items, args.concurrency)
+    fan = one_fan_out(args.items, args.concurrency, args.pack)
     print(f"one fan-out {json.dumps(fan)}", flush=True)
     plain = plain_steps(args.items, args.concurrency)
     print(f"plain steps {json.dumps(plain)}", flush=True)
-    many = many_fan_outs(args.parents, args.per_parent, args.concurrency)
+    if not args.ratio_only:
+        extra(args, fan, plain)
+    print(f"fan-out items/s {fan['items_per_s']:.1f}, plain steps/s {args.items / plain['wall_s']:.1f}")
+    print(f"fan-out item = {fan['per_item_ms'] / plain['per_item_ms']:.1f}x a plain step")
+
+
+def extra(args: argparse.Namespace, fan: dict[str, float], plain: dict[str, float]) -> None:
+    many = many_fan_outs(args.parents, args.per_parent, args.concurrency, args.pack)
     print(f"concurrent fan-outs {json.dumps(many)}", flush=True)
     solo = solo_instances(args.items, args.concurrency)
     print(f"one-step instances {json.dumps(solo)}", flush=True)
@@ -177,7 +192,8 @@ def main() -> None:
                 "loadavg_1m": os.getloadavg()[0],
             },
             indent=2,
-        )
+        ),
+        flush=True,
     )
 
 

@@ -18,12 +18,14 @@ def noop() -> None:
 
 
 class FanOutNoops(Workflow):
-    """One fan-out of `items` no-op items."""
+    """One fan-out of `items` no-op items, `pack` to a carrier instance (0: an instance each)."""
 
     name = "bench-fan-out"
 
     def run(self, event, step):
-        settled = step.fan_out("noops", noop_item, list(range(event.payload["items"])), timeout="1 hour")
+        pack = event.payload.get("pack") or 0
+        options = {"pack": pack} if pack else {}  # a ledger without the option runs this too
+        settled = step.fan_out("noops", noop_item, list(range(event.payload["items"])), timeout="1 hour", **options)
         return {"ok": sum(1 for s in settled if s.ok)}
 
 

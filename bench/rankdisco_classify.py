@@ -10,7 +10,9 @@ LLM). Some company sites are bot-protected (ZenRows basic gets through), a few o
 premium through, a few are gone. Native fetches go through the fake web (RUNLEDGER_FETCH_PROXY),
 ZenRows and the LLM (gpt-4o-mini prices) are the fakes; embeddings are WordLlama (offline).
 
-The instances are created in batches of 100 and run in this process with the engine's clock
+The instances are created in batches of 100 (with `--pack K`, one parent per 100 URLs fanning
+them out to url-classify, K URLs a carrier instance: the product's domain-onboard path) and run
+in this process with the engine's clock
 advanced over the LLM's 30 s backoffs (`run_until_idle`), one thread. It prints URLs per
 second, the share of URLs each stage decided and the share that ran each stage, the cost per
 URL, and the ledger's cost total reconciled to the cent against what the fakes reported
@@ -28,6 +30,7 @@ import tempfile
 import time
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -83,6 +86,19 @@ def clear() -> None:
         model.objects.filter(tenant=TENANT).delete()
 
 
+def register_fan_out() -> None:
+    """The parent `--pack` creates per 100 URLs: a fan-out to url-classify, `pack` URLs a carrier."""
+    from ingest.engine import Workflow
+
+    class ClassifyFanOut(Workflow):
+        name = "bench-classify-fan-out"
+
+        def run(self, event: Any, step: Any) -> int:
+            p = event.payload
+            settled = step.fan_out("classify", "url-classify", p["urls"], pack=p["pack"], timeout="1 day")
+            return sum(1 for s in settled if s.ok)
+
+
 def load_average() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -91,15 +107,17 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--urls", type=int, default=10_000)
     parser.add_argument("--seed", type=int, default=17)
+    parser.add_argument("--pack", type=int, default=0, help="URLs per carrier instance; 0: an instance per URL")
     args = parser.parse_args(argv)
     database = os.environ.get("DATABASE_URL") or f"sqlite:///{tempfile.gettempdir()}/runledger_bench_classify.sqlite3"
     setup(database)
+    register_fan_out()
 
     from django.db.models import Count, Sum
 
     from ingest.classify.models import UrlClassification
-    from ingest.engine import create_batch
-    from ingest.engine.models import ApiCost, Instance
+    from ingest.engine import create, create_batch
+    from ingest.engine.models import ApiCost, FanOutItem, Instance
     from ingest.engine.worker.turns import run_until_idle
     from ingest.pipelines.pricing import DEFAULT_PRICES, cost_for
     from ingest.pipelines.selectors import config_cache_clear
@@ -126,13 +144,21 @@ def main(argv: list[str] | None = None) -> None:
         embedder_choice().embedder.embed(["warm up"])  # type: ignore[union-attr]  # load WordLlama outside the timing
         started = time.perf_counter()
         for i in range(0, len(urls), 100):
-            create_batch("url-classify", [{"params": {"url": u}, "tenant": TENANT} for u in urls[i : i + 100]])
+            batch = [{"url": u} for u in urls[i : i + 100]]
+            if args.pack:
+                create("bench-classify-fan-out", params={"urls": batch, "pack": args.pack}, tenant=TENANT)
+            else:
+                create_batch("url-classify", [{"params": p, "tenant": TENANT} for p in batch])
             run_until_idle(advance_clock=True)
         elapsed = time.perf_counter() - started
 
         statuses = dict(Instance.objects.filter(tenant=TENANT).values_list("status").annotate(n=Count("id")))
         # Every run's own result (a URL met twice has two; its UrlClassification row keeps the latest).
-        outputs = [o for o in Instance.objects.filter(tenant=TENANT).values_list("output", flat=True) if o]
+        if args.pack:
+            results = FanOutItem.objects.filter(fan_out__instance__tenant=TENANT).values_list("result", flat=True)
+        else:
+            results = Instance.objects.filter(tenant=TENANT, workflow="url-classify").values_list("output", flat=True)
+        outputs = [o for o in results if o]
         decided = collections.Counter(o["classification_source"] for o in outputs)
         ran: collections.Counter[str] = collections.Counter(s for o in outputs for s in o["stages_run"])
         fetched = collections.Counter(o["fetch_method"] for o in outputs if o["fetch_method"])
@@ -147,7 +173,7 @@ def main(argv: list[str] | None = None) -> None:
 
     total = len(urls)
     print(f"database: {database.split('://')[0]}; load average before/after: {load_before} / {load_average()}")
-    print(f"urls: {total:,} ({distinct:,} distinct), instances: {statuses}")
+    print(f"urls: {total:,} ({distinct:,} distinct), instances: {statuses}, pack: {args.pack or 'none'}")
     print(f"throughput: {total / elapsed:,.1f} URLs/s ({elapsed:.1f} s, one process, one thread, "
           f"{1000 * elapsed / total:.2f} ms per URL)")  # fmt: skip
     print(

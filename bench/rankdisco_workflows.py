@@ -1,6 +1,8 @@
 """What bench/rankdisco_onboard.py's worker processes import (RUNLEDGER_WORKFLOW_MODULES):
 domain-onboard's clients pointed at the bench's fake DataForSEO and fake web (BENCH_DFS_URL,
-BENCH_WEB_URL) and, with BENCH_CLASSIFY=1, a rules-only `url-classify` for its fan-out."""
+BENCH_WEB_URL) and, in place of the shipped `url-classify`, a rules-only one for its fan-out
+with BENCH_CLASSIFY=1, or none with BENCH_CLASSIFY=0 (domain-onboard then skips classification:
+it classifies only when a `url-classify` is registered)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import requests
 
 from ingest.classify.matcher import rules_classify
 from ingest.engine import Workflow
+from ingest.engine import workflow as registry
 from ingest.sources.dataforseo import DataForSEOClient
 from ingest.sources.zenrows import NativeFetcher
 from ingest.workflows.domain_onboard import OnboardClients, clients_install
@@ -37,6 +40,11 @@ def bench_clients() -> OnboardClients:
 
 if os.environ.get("BENCH_DFS_URL"):
     clients_install(bench_clients)
+
+# The app registers the shipped url-classify in every process (IngestConfig.ready); the bench
+# takes its name away, so "without classification" classifies nothing and "with" runs the
+# rules-only stand-in below, not the shipped four stages.
+registry._registry.pop("url-classify", None)
 
 if os.environ.get("BENCH_CLASSIFY") == "1":
 

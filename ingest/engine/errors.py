@@ -153,6 +153,10 @@ class FanOutItemMissing(Exception):
     """A fan-out item had not finished when its fan-out timed out (the `error` of its Settled)."""
 
 
+class FanOutItemFailed(EngineError):
+    """Items of a packed fan-out carrier failed for good (the carrier's error and dead letter)."""
+
+
 class StepFailed(Exception):
     """A step failed with an exception class that could not be rebuilt on replay."""
 

@@ -111,5 +111,10 @@ def resolve_handler(handler: Any, *, step: str) -> Target:
     )
 
 
+def handler_function(name: str) -> Callable[..., Any]:
+    """The function registered as the fan-out handler `name`."""
+    return _handlers[name]
+
+
 def handler_names() -> list[str]:
     return sorted(_handlers)

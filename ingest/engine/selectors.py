@@ -10,6 +10,7 @@ from ingest.engine.models.fan_out import FanOut, FanOutItem, FanOutItemState, Fa
 from ingest.engine.models.history import History, HistoryKind
 from ingest.engine.models.instances import FINISHED_STATUSES, Attempt, Instance, Step
 from ingest.engine.models.versions import RetiredVersion
+from ingest.engine.runtime.fan_out_packs import carrier_span
 from ingest.engine.secrets import public_value
 from ingest.engine.workflow import get_workflow
 
@@ -118,10 +119,29 @@ def fan_out_list(*, instance_id: str, failed_limit: int = 20) -> list[dict[str, 
                 "updated_at": fo.updated_at,
                 "deadline": fo.deadline,
                 "closed_at": fo.closed_at,
-                "failed_items": list(failed),
+                "failed_items": _with_carriers([dict(r) for r in failed], parent=instance_id, fan_out_id=fo.id),
             }
         )
     return out
+
+
+def _with_carriers(items: list[dict[str, Any]], *, parent: str, fan_out_id: int) -> list[dict[str, Any]]:
+    """A packed item's `instance_id` is its carrier's (where its steps and dead letter are): a
+    packed item has no instance of its own."""
+    if not items:
+        return items
+    spans = [
+        (span, cid)
+        for cid in Instance.objects.filter(parent_id=parent, id__startswith=f"_fo{fan_out_id}-").values_list(
+            "id", flat=True
+        )
+        if (span := carrier_span(cid)) is not None
+    ]
+    for item in items:
+        for (_, first, last), cid in spans:
+            if first <= item["index"] <= last:
+                item["instance_id"] = cid
+    return items
 
 
 def workflow_versions(*, workflow: str, tenants: Collection[str]) -> list[dict[str, Any]]:

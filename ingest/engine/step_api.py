@@ -62,6 +62,7 @@ class StepApi(Protocol):
         timeout: Any = ...,
         retries: dict[str, Any] | None = ...,
         item_timeout: Any = ...,
+        pack: int = ...,
     ) -> list[Settled]: ...
 
     def poll(
@@ -129,6 +130,7 @@ class AsyncStepApi(Protocol):
         timeout: Any = ...,
         retries: dict[str, Any] | None = ...,
         item_timeout: Any = ...,
+        pack: int = ...,
     ) -> list[Settled]: ...
 
     async def poll(

@@ -178,3 +178,22 @@ def test_a_bad_attribute_expression_is_a_400_in_the_layout_naming_it(operator, l
     assert r.status_code == 400
     assert "&#x27;lots&#x27; is not a number" in body and "Region:eu" in body
     assert '<nav class="mainnav"' in body and _ids_any(r) == []
+
+
+def test_a_packed_fan_out_s_carriers_are_its_parent_s_items_not_top_level_runs(operator, ledger):
+    """A carrier (id `_fo<fan-out>-<first>-<last>`) runs several items: the list shows it under
+    its parent, as the items it carries, and not among the top-level runs."""
+    fan = ledger["fan"]
+    carrier = make_instance(
+        f"_fo{fan.id}-3-9",
+        status="running",
+        workflow="url-classify",
+        created_at=T0 + timedelta(minutes=8),
+        parent=ledger["p"],
+        parent_step="classify-urls",
+    )
+    attributes_set(instance_id=carrier.id, values={"customer": "acme"})
+    assert carrier.id not in _ids(operator.get("/instances/"))
+    assert carrier.id not in _ids(operator.get("/instances/?attr=customer:acme"))  # the attribute copies' path
+    assert carrier.id in _ids(operator.get("/instances/?parent=p"))
+    assert carrier.id in _ids(operator.get("/instances/?top=0"))

@@ -19,3 +19,13 @@ class FanOutCrash(Workflow):
     def run(self, event, step):
         settled = step.fan_out("items", e2e_item, event.payload["items"], batch_size=5)
         return [s.value if s.ok else None for s in settled]
+
+
+class PackedFanOutCrash(Workflow):
+    """The same items, 5 to a carrier instance."""
+
+    name = "e2e-packed-fan-out-crash"
+
+    def run(self, event, step):
+        settled = step.fan_out("items", e2e_item, event.payload["items"], pack=5)
+        return [s.value if s.ok else None for s in settled]

@@ -7,12 +7,13 @@ from decimal import Decimal
 import pytest
 
 from ingest.engine import InvalidParams, get
-from ingest.engine.models import ApiCost, ApprovalRequest, Budget, Instance
+from ingest.engine.models import ApiCost, ApprovalRequest, Budget, FanOutItem, Instance
 from ingest.engine.services.approvals import approval_answer
 from ingest.engine.services.budgets import budget_upsert
 from ingest.engine.services.control import instance_resume
 from ingest.rankdisco.models import Backlink, BrandProperty, Domain, RankedKeyword, ReferringDomain
 from ingest.workflows.domain_onboard import domain_onboard_start
+from ingest.workflows.domain_onboard.workflow import CLASSIFY_PACK
 from tests.fakes.dataforseo import (
     ROUTE_BACKLINKS,
     ROUTE_KEYWORDS,
@@ -83,8 +84,10 @@ def test_a_domain_is_fetched_stored_scored_searched_for_brand_properties_and_its
     urls = {backlink("acme.example", i)["url_from"] for i in range(100)} | {
         ranked_keyword("acme.example", i)["ranked_serp_element"]["serp_item"]["url"] for i in range(100)
     }
-    children = Instance.objects.filter(parent_id=iid, workflow="url-classify")
-    assert children.count() == len(urls)
+    # URLs packed CLASSIFY_PACK to a url-classify carrier instance, each URL's stages its own steps
+    carriers = Instance.objects.filter(parent_id=iid, workflow="url-classify")
+    assert carriers.count() == -(-len(urls) // CLASSIFY_PACK)
+    assert FanOutItem.objects.filter(fan_out__instance_id=iid, state="complete").count() == len(urls)
     assert not Backlink.objects.filter(domain=domain, classification__isnull=True).exists()
     by_source = {k: v for k, v in domain.metrics.items() if k.startswith("classified_by_")}
     assert sum(by_source.values()) == len(urls) and by_source.get("classified_by_llm", 0) > 0

@@ -1,4 +1,5 @@
-"""`step.fan_out`: each item its own instance, the results back to the parent in input order.
+"""`step.fan_out`: each item its own instance (or, with `pack`, steps of a carrier instance that
+runs several: runtime/fan_out_packs.py), the results back to the parent in input order.
 
 The parent's first turn records the fan-out step (waiting, its wake-up the fan-out's timeout)
 and its aggregate row (models/fan_out.py), then inserts the items' instances batch by batch,
@@ -29,23 +30,36 @@ from ingest.engine.handlers import Target, resolve_handler
 from ingest.engine.models import FanOut, FanOutState, StepKind, StepStatus
 from ingest.engine.runtime import store_fan_out
 from ingest.engine.runtime.execution import Execution
+from ingest.engine.runtime.fan_out_packs import MAX_PACK
 from ingest.engine.runtime.outcomes import FailInstance, Suspend
 from ingest.engine.runtime.parallel import Settled
 from ingest.engine.runtime.policy import MAX_RESULT_BYTES, resolve_config
 from ingest.engine.runtime.store_fan_out import Plan
 from ingest.engine.runtime.store_waits import wait_resolved
+from ingest.engine.workflow import get_workflow
 
 MAX_ITEMS = 100_000
 MAX_BATCH = 1_000
 MAX_WAIT = timedelta(days=365)
 
 
-def plan(*, step: str, target: Target, batch_size: Any, timeout: Any, retries: Any, item_timeout: Any) -> Plan:
+def plan(
+    *, step: str, target: Target, batch_size: Any, timeout: Any, retries: Any, item_timeout: Any, pack: Any = 1
+) -> Plan:
     """Check a call's options before anything is written, so a bad one fails the parent once,
     not each of its items."""
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= MAX_BATCH:
         raise InvalidStepConfig(
             f"fan-out {step!r}: batch_size must be a whole number from 1 to {MAX_BATCH}; got {batch_size!r}"
+        )
+    if isinstance(pack, bool) or not isinstance(pack, int) or not 1 <= pack <= MAX_PACK:
+        raise InvalidStepConfig(
+            f"fan-out {step!r}: pack must be a whole number from 1 (an instance per item) to {MAX_PACK}; got {pack!r}"
+        )
+    if pack > 1 and not target.is_function and get_workflow(target.workflow).is_async():
+        raise InvalidStepConfig(
+            f"fan-out {step!r}: workflow {target.name!r} is async; packed items run in a synchronous carrier — "
+            "leave pack out (an instance per item) or make its run synchronous"
         )
     wait = parse_duration(timeout, what=f"timeout of fan-out {step!r}")
     if not timedelta(0) < wait <= MAX_WAIT:
@@ -62,7 +76,7 @@ def plan(*, step: str, target: Target, batch_size: Any, timeout: Any, retries: A
             f"fan-out {step!r}: retries and item_timeout apply to function handlers; "
             f"workflow {target.name!r} sets its own steps' retries and timeouts"
         )
-    return Plan(target=target, options=options, batch_size=batch_size, timeout=wait)
+    return Plan(target=target, options=options, batch_size=batch_size, timeout=wait, pack=pack)
 
 
 def checked_items(items: Any, *, step: str, target: Target) -> list[Any]:
@@ -92,13 +106,28 @@ def checked_items(items: Any, *, step: str, target: Target) -> list[Any]:
 
 
 def run(
-    x: Execution, name: str, handler: Any, items: Any, *, batch_size: Any, timeout: Any, retries: Any, item_timeout: Any
+    x: Execution,
+    name: str,
+    handler: Any,
+    items: Any,
+    *,
+    batch_size: Any,
+    timeout: Any,
+    retries: Any,
+    item_timeout: Any,
+    pack: Any = 1,
 ) -> list[Settled]:
     """`step.fan_out`: start the fan-out (first turn), insert what is left of its items, and
     return every item's outcome once all landed or the timeout passed; else suspend."""
     target = resolve_handler(handler, step=name)
     p = plan(
-        step=name, target=target, batch_size=batch_size, timeout=timeout, retries=retries, item_timeout=item_timeout
+        step=name,
+        target=target,
+        batch_size=batch_size,
+        timeout=timeout,
+        retries=retries,
+        item_timeout=item_timeout,
+        pack=pack,
     )
     seq, position, rec = x.reserve(name, StepKind.FAN_OUT)
     if rec is not None and rec.status == StepStatus.COMPLETE:

@@ -1,5 +1,6 @@
 """A fan-out item's end, counted into its aggregate inside the transaction that ends the item's
-instance (store_end.finish, services' instance_terminate). runtime/fan_out.py tells the whole story."""
+instance (store_end.finish, services' instance_terminate); a packed carrier's end counts all its
+items at once. runtime/fan_out.py tells the whole story, runtime/fan_out_packs.py the carriers'."""
 
 from __future__ import annotations
 
@@ -9,17 +10,31 @@ from typing import Any
 from django.db.models import F
 
 from ingest.engine.models import FanOut, FanOutItem, FanOutItemState, FanOutState, Status
+from ingest.engine.runtime.fan_out_packs import ItemOutcome, carrier_span
 from ingest.engine.runtime.records import Failure, wake_parent
 from ingest.engine.sql.lease import async_commit
 from ingest.engine.writes import notify
 
 
 def child_finished(
-    *, instance_id: str, parent_id: str, status: str, output: Any = None, failure: Failure | None = None, now: datetime
+    *,
+    instance_id: str,
+    parent_id: str,
+    status: str,
+    output: Any = None,
+    failure: Failure | None = None,
+    now: datetime,
+    items: list[ItemOutcome] | None = None,
 ) -> None:
     """A child instance ended (inside its ending transaction): count it into its fan-out, and
     wake the parent when it was the last item, or when it is a plain child."""
-    landed = item_landed(instance_id=instance_id, status=status, output=output, failure=failure, now=now)
+    span = carrier_span(instance_id)
+    if span is not None:
+        landed: bool | None = pack_landed(
+            span, parent_id=parent_id, status=status, items=items or [], failure=failure, now=now
+        )
+    else:
+        landed = item_landed(instance_id=instance_id, status=status, output=output, failure=failure, now=now)
     if landed is None or landed:
         wake_parent(parent_id, now=now)
         notify.ready()
@@ -64,6 +79,64 @@ def item_landed(*, instance_id: str, status: str, output: Any, failure: Failure 
     FanOut.objects.filter(id=fan_out_id).update(
         received=F("received") + 1,
         failed=F("failed") + int(outcome != FanOutItemState.COMPLETE),
+        updated_at=now,
+        state=FanOutState.COMPLETE if last else FanOutState.OPEN,
+    )
+    return last
+
+
+def pack_landed(
+    span: tuple[int, int, int],
+    *,
+    parent_id: str,
+    status: str,
+    items: list[ItemOutcome],
+    failure: Failure | None,
+    now: datetime,
+) -> bool:
+    """A carrier ended: each of its items still pending takes its outcome from `items` (an item
+    the carrier did not report — it was terminated, or failed as a whole — ends as the carrier
+    did), all counted at once under one lock of the aggregate. Whether these were the aggregate's
+    last items (False too when the span names no open fan-out of this parent: restarted past it)."""
+    fan_out_id, first, last_index = span
+    async_commit()  # as item_landed: the items' steps committed durably before
+    counts = (
+        FanOut.objects.select_for_update()
+        .filter(id=fan_out_id, instance_id=parent_id)
+        .values_list("expected", "received", "state")
+        .first()
+    )
+    if counts is None:
+        return False
+    expected, received, state = counts
+    if state != FanOutState.OPEN:
+        return False
+    rows = list(
+        FanOutItem.objects.filter(
+            fan_out_id=fan_out_id, index__gte=first, index__lte=last_index, state=FanOutItemState.PENDING
+        )
+    )
+    if not rows:
+        return False
+    reported = {o.index: o for o in items}
+    failed = 0
+    for row in rows:
+        o = reported.get(row.index)
+        row.state = o.state if o else _outcome(status)
+        ended = o.failure if o else failure
+        row.result = o.result if o and o.state == FanOutItemState.COMPLETE else None
+        row.error_name = ended.name if ended and row.state == FanOutItemState.ERRORED else ""
+        row.error_message = ended.message if ended and row.state == FanOutItemState.ERRORED else ""
+        row.error_state = ended.state if ended and row.state == FanOutItemState.ERRORED else None
+        row.finished_at = now
+        failed += row.state != FanOutItemState.COMPLETE
+    FanOutItem.objects.bulk_update(
+        rows, ["state", "result", "error_name", "error_message", "error_state", "finished_at"], batch_size=500
+    )
+    last = received + len(rows) >= expected
+    FanOut.objects.filter(id=fan_out_id).update(
+        received=F("received") + len(rows),
+        failed=F("failed") + failed,
         updated_at=now,
         state=FanOutState.COMPLETE if last else FanOutState.OPEN,
     )

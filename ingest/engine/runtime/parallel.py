@@ -105,14 +105,14 @@ def settle(outcomes: list[tuple[bool, Any]]) -> list[Settled]:
         raise control[0]
     suspends = [o for ok, o in outcomes if not ok and isinstance(o, Suspend)]
     if suspends:
-        raise _earliest(suspends)
+        raise earliest(suspends)
     for ok, o in outcomes:
         if not ok and isinstance(o, KeyboardInterrupt | SystemExit):
             raise o
     return [Settled(ok=True, value=o) if ok else Settled(ok=False, error=o) for ok, o in outcomes]
 
 
-def _earliest(suspends: list[Suspend]) -> Suspend:
+def earliest(suspends: list[Suspend]) -> Suspend:
     for s in suspends:
         if s.pause:
             return s

@@ -215,13 +215,15 @@ class Step(_StepCore):
         timeout: Any = "10 minutes",
         retries: dict[str, Any] | None = None,
         item_timeout: Any = None,
+        pack: int = 1,
     ) -> list[Settled]:
-        """Run `handler` once per item, each item an instance of its own on any worker; return
-        one `Settled` per item, in input order, once the last has landed or `timeout` passed
-        (the items still out are then `FanOutItemMissing`). `handler`: a function registered
-        with `@fan_out_handler(name)` (called as `handler(ctx, item)` in a step with `retries`
-        and `item_timeout`), a Workflow subclass (each item, a dict, the params of an instance
-        of it), or the name of either. docs/engine-contract.md, "Fan-out"."""
+        """Run `handler` once per item on any worker; return one `Settled` per item, in input
+        order, once the last has landed or `timeout` passed (the items still out are then
+        `FanOutItemMissing`). `handler`: a function registered with `@fan_out_handler(name)`
+        (called as `handler(ctx, item)` in a step with `retries` and `item_timeout`), a Workflow
+        subclass (each item, a dict, the params of a run of it), or the name of either. Each item
+        is an instance of its own, or with `pack=K` (2 to 1,000) steps of a carrier instance
+        that runs K items. docs/engine-contract.md, "Fan-out"."""
         return fan_out.run(
             self._x,
             name,
@@ -231,6 +233,7 @@ class Step(_StepCore):
             timeout=timeout,
             retries=retries,
             item_timeout=item_timeout,
+            pack=pack,
         )
 
     def poll(
@@ -406,6 +409,7 @@ class AsyncStep(_StepCore):
         timeout: Any = "10 minutes",
         retries: dict[str, Any] | None = None,
         item_timeout: Any = None,
+        pack: int = 1,
     ) -> list[Settled]:
         return await asyncio.to_thread(
             self._sync.fan_out,
@@ -416,6 +420,7 @@ class AsyncStep(_StepCore):
             timeout=timeout,
             retries=retries,
             item_timeout=item_timeout,
+            pack=pack,
         )
 
 

@@ -20,6 +20,7 @@ from ingest.engine.models.instances import (  # as in models/__init__: kept
     StepStatus,
 )
 from ingest.engine.runtime import fan_out_items
+from ingest.engine.runtime.fan_out_packs import ItemOutcome
 from ingest.engine.runtime.records import (
     Failure,
     LeaseLost,
@@ -107,7 +108,9 @@ def finish(
     failed_step: str = "",
     parent_id: str | None = None,
     generation: int = 0,
+    items: list[ItemOutcome] | None = None,
 ) -> None:
+    """End the instance; a fan-out item (or a packed carrier's `items`) counts into its fan-out."""
     if status == Status.COMPLETE and not parent_id and _endings().complete(store, now=now, output=output):
         return
     with store.txn(now):
@@ -153,6 +156,7 @@ def finish(
                 output=output,
                 failure=failure,
                 now=now,
+                items=items,
             )
 
 

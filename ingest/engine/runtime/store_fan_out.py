@@ -15,6 +15,7 @@ from ingest.engine.models.fan_out import FanOut, FanOutItem, FanOutItemState, Fa
 from ingest.engine.models.history import History, HistoryKind
 from ingest.engine.models.instances import Instance, Status, Step, StepKind, StepStatus
 from ingest.engine.runtime.failures import rebuild_error
+from ingest.engine.runtime.fan_out_packs import ITEMS_KEY, carrier_id, carrier_params, item_step_name
 from ingest.engine.runtime.parallel import Settled
 from ingest.engine.runtime.records import StepRecord, step_label
 from ingest.engine.runtime.store import InstanceStore
@@ -30,6 +31,7 @@ class Plan:
     options: dict[str, Any]  # retries and timeout of a function handler's step (JSON)
     batch_size: int
     timeout: timedelta
+    pack: int = 1  # items per carrier instance (runtime/fan_out_packs.py); 1: an instance per item
 
 
 def start(
@@ -53,6 +55,7 @@ def start(
                 "kind": plan.target.kind,
                 "items": expected,
                 "batch_size": plan.batch_size,
+                "pack": plan.pack,
                 "timeout": plan.timeout.total_seconds(),
                 **plan.options,
             },
@@ -101,6 +104,8 @@ def fill(
 ) -> None:
     """Insert the items not inserted yet, a batch per transaction; workers start on each batch
     as soon as it commits."""
+    if plan.pack > 1:
+        return _fill_packed(store, fan_out, parent=parent, items=items, plan=plan, now=now)
     for first in range(fan_out.created, fan_out.expected, plan.batch_size):
         chunk = items[first : first + plan.batch_size]
         rows = [
@@ -131,6 +136,54 @@ def fill(
         fan_out.created = first + len(chunk)
 
 
+def _fill_packed(
+    store: InstanceStore, fan_out: FanOut, *, parent: Instance, items: list[Any], plan: Plan, now: datetime
+) -> None:
+    """Insert carriers of `plan.pack` items each, as many whole carriers per transaction as
+    `batch_size` items fill (one at least); an item's row names no instance of its own."""
+    per_txn = plan.pack * max(1, plan.batch_size // plan.pack)
+    for start in range(fan_out.created, fan_out.expected, per_txn):
+        end = min(start + per_txn, fan_out.expected)
+        carriers = [
+            _carrier(fan_out, parent=parent, first=first, items=items[first : min(first + plan.pack, end)], plan=plan,
+                     now=now)
+            for first in range(start, end, plan.pack)
+        ]  # fmt: skip
+        with store.txn(now):
+            Instance.objects.bulk_create(carriers)
+            FanOutItem.objects.bulk_create(
+                [
+                    FanOutItem(instance_id=item_id(fan_out.id, i), fan_out_id=fan_out.id, index=i)
+                    for i in range(start, end)
+                ]
+            )
+            History.objects.bulk_create(
+                [
+                    History(
+                        instance_id=c.id,
+                        workflow=c.workflow,
+                        tenant=c.tenant,
+                        kind=HistoryKind.INSTANCE_CREATED,
+                        status=Status.QUEUED,
+                        data={"parent": parent.id, "fan_out": fan_out.id, "items": len(c.params[ITEMS_KEY])},
+                        created_at=now,
+                    )
+                    for c in carriers
+                ]
+            )
+            FanOut.objects.filter(id=fan_out.id).update(created=end, updated_at=now)
+            notify.ready()
+        fan_out.created = end
+
+
+def _carrier(fan_out: FanOut, *, parent: Instance, first: int, items: list[Any], plan: Plan, now: datetime) -> Instance:
+    """A carrier of `items` (from index `first`): an instance of the items' own workflow."""
+    inst = _item_instance(fan_out, parent=parent, index=first, item=items[0], plan=plan, now=now)
+    inst.id = carrier_id(fan_out.id, first, first + len(items) - 1)
+    inst.params = carrier_params(fan_out_id=fan_out.id, first=first, items=items, options=plan.options)
+    return inst
+
+
 def _item_instance(fan_out: FanOut, *, parent: Instance, index: int, item: Any, plan: Plan, now: datetime) -> Instance:
     params = {"item": item, **plan.options} if plan.target.is_function else item
     key = ""
@@ -155,19 +208,54 @@ def _item_instance(fan_out: FanOut, *, parent: Instance, index: int, item: Any, 
 
 
 def close(fan_out_id: int, *, now: datetime) -> FanOut:
-    """At the timeout: the items still out become missing, and the aggregate stops counting.
+    """At the timeout: the items still out become missing (a packed item whose step completed
+    counts first), and the aggregate stops counting.
 
     Its own transaction, holding no instance row: it locks the aggregate first, as an item's
     landing does, so the two take turns (the order above)."""
     with transaction.atomic():
         fan_out = FanOut.objects.select_for_update().get(id=fan_out_id)
         if fan_out.state == FanOutState.OPEN:
+            fan_out.received += _salvage_packed(fan_out, now=now)
             FanOutItem.objects.filter(fan_out_id=fan_out_id, state=FanOutItemState.PENDING).update(
                 state=FanOutItemState.MISSING, finished_at=now
             )
             fan_out.state, fan_out.closed_at, fan_out.updated_at = FanOutState.TIMED_OUT, now, now
-            fan_out.save(update_fields=["state", "closed_at", "updated_at"])
+            fan_out.save(update_fields=["state", "closed_at", "updated_at", "received"])
     return fan_out
+
+
+def _salvage_packed(fan_out: FanOut, *, now: datetime) -> int:
+    """At the timeout, a packed function item whose step completed counts as complete, though its
+    carrier is still out (waiting on a sibling's retry): its result is durable in that step.
+    Returns how many items it counted."""
+    if fan_out.handler_kind != "function":
+        return 0
+    done = {
+        name: result
+        for name, result in Step.objects.filter(
+            instance_id__in=Instance.objects.filter(
+                parent_id=fan_out.instance_id, id__startswith=f"_fo{fan_out.id}-"
+            ).values("id"),
+            name__startswith="item-",
+            status=StepStatus.COMPLETE,
+        ).values_list("name", "result")
+    }
+    if not done:
+        return 0
+    rows = [
+        row
+        for row in FanOutItem.objects.filter(fan_out_id=fan_out.id, state=FanOutItemState.PENDING)
+        if item_step_name(row.index, fan_out.handler) in done
+    ]
+    for row in rows:
+        row.state, row.result, row.finished_at = (
+            FanOutItemState.COMPLETE,
+            done[item_step_name(row.index, fan_out.handler)],
+            now,
+        )
+    FanOutItem.objects.bulk_update(rows, ["state", "result", "finished_at"], batch_size=500)
+    return len(rows)
 
 
 def summary(fan_out: FanOut) -> dict[str, Any]:

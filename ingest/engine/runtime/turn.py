@@ -13,12 +13,14 @@ from typing import Any
 from ingest.engine import flow
 from ingest.engine.backoff import FailureLog
 from ingest.engine.errors import EngineError
+from ingest.engine.handlers import ItemWorkflow, handler_function
 from ingest.engine.models import Control, History, HistoryKind, Instance, Status
 from ingest.engine.results import WorkflowResult
 from ingest.engine.runtime import store_end
 from ingest.engine.runtime.context import StepContext
 from ingest.engine.runtime.execution import ROLLBACK_POSITION, Execution
 from ingest.engine.runtime.failures import failure_of
+from ingest.engine.runtime.fan_out_packs import PackOutcome, is_carrier, run_pack
 from ingest.engine.runtime.invoke import arity
 from ingest.engine.runtime.outcomes import FailInstance, Suspend, TurnEnd, Unwind, check_result
 from ingest.engine.runtime.records import EngineFault, Failure, LeaseLost
@@ -61,7 +63,15 @@ def run_turn(x: Execution, make_step: Callable[[Execution, bool], Any]) -> str:
             schedule=inst.params.get("_schedule") if isinstance(inst.params, dict) else None,
             version=inst.workflow_version,
         )
-        if workflow.is_async():
+        if is_carrier(inst.params):  # a packed fan-out's items (runtime/fan_out_packs.py)
+            output = run_pack(
+                workflow,
+                event,
+                make_step(x, False),
+                handler=handler_function(workflow.handler) if isinstance(workflow, ItemWorkflow) else None,
+                handler_name=workflow.handler if isinstance(workflow, ItemWorkflow) else "",
+            )
+        elif workflow.is_async():
             output = asyncio.run(workflow.run(event, make_step(x, True)))
         else:
             output = workflow.run(event, make_step(x, False))
@@ -93,6 +103,8 @@ def run_turn(x: Execution, make_step: Callable[[Execution, bool], Any]) -> str:
         return _fail(x, failure_of(exc))
     if x.store.control == Control.TERMINATE_ROLLBACK:
         return _terminate(x, rollback=True)
+    if isinstance(output, PackOutcome):
+        return _end_pack(x, output)
     status = Status.COMPLETE
     if isinstance(output, WorkflowResult):  # degraded gracefully: completed_with_errors (results.py)
         status = Status.COMPLETED_WITH_ERRORS if output.degraded else Status.COMPLETE
@@ -103,6 +115,30 @@ def run_turn(x: Execution, make_step: Callable[[Execution, bool], Any]) -> str:
         return _fail(x, Failure(type(error).__name__, str(error)))
     x.ending()
     store_end.finish(x.store, now=x.now(), status=status, output=output, parent_id=inst.parent_id)
+    return status
+
+
+def _end_pack(x: Execution, pack: PackOutcome) -> str:
+    """A carrier's end: its items counted into their fan-out in the same transaction. Errored
+    (with a dead letter naming the first failed item's step) when an item failed for good; no
+    rollbacks run, they would undo the items that completed."""
+    x.ending()
+    inst = x.instance
+    if pack.failed:
+        status, failure, output = Status.ERRORED, failure_of(pack.error()), None
+    else:
+        status, failure, output = (Status.TERMINATED if pack.stopped else Status.COMPLETE), None, pack.summary()
+    store_end.finish(
+        x.store,
+        now=x.now(),
+        status=status,
+        output=output,
+        failure=failure,
+        failed_step=pack.failed_step,
+        parent_id=inst.parent_id,
+        generation=inst.generation,
+        items=pack.items,
+    )
     return status
 
 

@@ -65,6 +65,10 @@ if TYPE_CHECKING:
     from ingest.engine import StepApi
 
 CLASSIFIER = "url-classify"
+# URLs per url-classify carrier instance (step.fan_out's `pack`): each URL's stages are steps of
+# its carrier, so a URL costs its steps, not an instance; a URL waiting out an LLM backoff holds
+# up the URLs after it in its carrier only, and ~200 URLs a domain still spread over 10 carriers.
+CLASSIFY_PACK = 20
 LIMITS = ("backlink_limit", "keyword_limit", "referring_domains_limit")
 SKIPS = (
     "skip_backlinks",
@@ -354,11 +358,14 @@ class DomainOnboard(Workflow):
         errors: list[str],
         instance_id: str,
     ) -> None:
-        """queue-domain-classification: one url-classify instance per URL (a fan-out); then
+        """queue-domain-classification: url-classify for every URL (a fan-out, CLASSIFY_PACK URLs
+        a carrier instance); then
         store-classifications: their ClassificationResults onto the rows, and into the
         domain's metrics (counts by source stage, low confidence, LLM verified) and cost."""
         items = [{"url": url, "domain_id": domain_id} for url in urls]
-        settled = step.fan_out("queue-domain-classification", CLASSIFIER, items, timeout="30 minutes")
+        settled = step.fan_out(
+            "queue-domain-classification", CLASSIFIER, items, timeout="30 minutes", pack=CLASSIFY_PACK
+        )
         results = [s.value for s in settled if s.ok and isinstance(s.value, dict)]
         failed = [(url, s.error) for url, s in zip(urls, settled, strict=True) if not s.ok]
         if failed:
