@@ -26,7 +26,7 @@ from ingest.sources.usage import Usage
 from ingest.workflows.providers import embedder, extractor_for, reservation, usage_meter
 
 if TYPE_CHECKING:
-    from ingest.engine import StepApi
+    from ingest.engine import StepApi, WorkflowEvent
 
 log = logging.getLogger("runledger.ingest")
 
@@ -162,16 +162,10 @@ def unique_facts(items: Sequence[FactItem]) -> list[FactItem]:
 
 
 def persist_embed_and_emit(
-    step: StepApi,
-    *,
-    tenant: str,
-    instance_id: str,
-    workflow: str,
-    source_ref: str,
-    observed_at: str,
-    items: list[FactItem],
+    step: StepApi, event: WorkflowEvent, items: list[FactItem], *, workflow: str, source_ref: str, observed_at: str
 ) -> dict[str, Any]:
-    """`persist-facts-{i}` one step per fact, then `schedule-embeddings` and `emit-signal-eval`.
+    """`persist-facts-{i}` one step per fact (of `event`'s tenant and instance), then
+    `schedule-embeddings` and `emit-signal-eval`.
 
     The fact steps run one after another. Fanning them out with `step.all` measured no quicker
     than running them in order (docs/pipelines.md); conflicts would resolve the same in any order.
@@ -183,6 +177,7 @@ def persist_embed_and_emit(
     completions, never a middle one, and replay runs those steps again: the same rows, written
     again. The instance's completion is queued behind them.
     """
+    tenant, instance_id = event.tenant, event.instance_id
     items = unique_facts(items)
     writes: list[dict[str, Any]] = []
     for i, item in enumerate(items):
