@@ -16,14 +16,8 @@ from django.db.models import Q
 from django.utils.module_loading import import_string
 
 from ingest.engine import clock
-from ingest.engine.costs.budgets import (
-    ZERO,
-    StepSpend,
-    add_to_budgets,
-    covering_budgets,
-    lock_budgets,
-    roll_period,
-)
+from ingest.engine.costs.budgets import ZERO, add_to_budgets, covering_budgets, lock_budgets, roll_period
+from ingest.engine.costs.spend import StepSpend
 from ingest.engine.models import (
     ApiCost,
     Budget,
