@@ -200,18 +200,7 @@ class RouteCreateForm(RouteForm):
         help_text="The tenant its instances run in (one you operate); callers "
         "sign with an ingress credential of this tenant."
     )
-    field_order = [
-        "name",
-        "tenant",
-        "workflow",
-        "enabled",
-        "sync_default",
-        "wait_seconds",
-        "rate_limit_per_minute",
-        "idempotency_ttl_seconds",
-        "priority",
-        "description",
-    ]
+    field_order = ["name", "tenant", *EDITABLE]
 
     def __init__(self, *args: Any, tenants: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -12,6 +12,7 @@ from django.http import HttpRequest
 from ingest.engine import WriteOnlySecretsForm
 from ingest.pipelines import models
 from ingest.pipelines.cursors import LOOKBACK_OPTION, lookback_minutes_check
+from ingest.pipelines.pricing import PRICE_FIELDS
 from ingest.sources.outbound import LIMIT_OPTION, limit_parse
 
 
@@ -27,17 +28,7 @@ class ReadOnly(admin.ModelAdmin):  # type: ignore[type-arg]
 class PriceAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     """A price change is a new row with a later `effective_from`: past costs keep their price."""
 
-    list_display = (
-        "service",
-        "model",
-        "effective_from",
-        "input_per_million",
-        "cached_input_per_million",
-        "output_per_million",
-        "per_call",
-        "per_item",
-        "note",
-    )
+    list_display = (*PRICE_FIELDS, "note")
     list_filter = ("service",)
     search_fields = ("service", "model")
     ordering = ("service", "model", "-effective_from")

@@ -16,7 +16,7 @@ from dashboard.api.alert_schemas import channel_variants, rule_variants
 from dashboard.api.auth import require_act
 from dashboard.api.errors import ApiProblem
 from dashboard.api.openapi import NONBLANK_PATTERN
-from dashboard.api.schemas import URL_PATTERN, ErrorOut, InputSchema, Whole
+from dashboard.api.schemas import ERRORS, URL_PATTERN, InputSchema, Whole
 from ingest.alerts import callbacks, selectors, services
 from ingest.alerts.firing import channel_test
 from ingest.alerts.models import Channel, ChannelKind, Condition, Rule
@@ -24,7 +24,6 @@ from ingest.engine.models import Instance
 from ingest.triggers.models import Route
 
 router = Router(tags=["alerts"])
-E: dict[int, Any] = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 409: ErrorOut, 422: ErrorOut}
 
 
 class RuleIn(InputSchema):
@@ -70,19 +69,19 @@ def _channel(request: HttpRequest, channel_id: int) -> Channel:
     return channel
 
 
-@router.get("/alerts/rules", response={200: list[dict[str, Any]], **E})
+@router.get("/alerts/rules", response={200: list[dict[str, Any]], **ERRORS})
 def rule_list(request: HttpRequest) -> list[dict[str, Any]]:
     return selectors.rule_rows(tenants=access.tenants_for(request.user))
 
 
-@router.post("/alerts/rules", response={201: dict[str, Any], **E})
+@router.post("/alerts/rules", response={201: dict[str, Any], **ERRORS})
 def rule_create(request: HttpRequest, body: RuleIn) -> Status[dict[str, Any]]:
     require_act(request.user, body.tenant)
     rule = services.rule_save(**body.dict(), actor=request.user.username, now=timezone.now())
     return Status(201, selectors.rule_row(rule))
 
 
-@router.put("/alerts/rules/{rule_id}", response={200: dict[str, Any], **E})
+@router.put("/alerts/rules/{rule_id}", response={200: dict[str, Any], **ERRORS})
 def rule_update(request: HttpRequest, rule_id: int, body: RuleIn) -> dict[str, Any]:
     rule = _rule(request, rule_id)
     require_act(request.user, rule.tenant)
@@ -97,7 +96,7 @@ def rule_update(request: HttpRequest, rule_id: int, body: RuleIn) -> dict[str, A
     return selectors.rule_row(saved)
 
 
-@router.post("/alerts/rules/{rule_id}/{action}", response={200: dict[str, Any], **E})
+@router.post("/alerts/rules/{rule_id}/{action}", response={200: dict[str, Any], **ERRORS})
 def rule_toggle(request: HttpRequest, rule_id: int, action: str) -> dict[str, Any]:
     if action not in ("enable", "disable"):
         raise ApiProblem(404, "not_found", f"no action {action!r}; use enable or disable")
@@ -109,19 +108,19 @@ def rule_toggle(request: HttpRequest, rule_id: int, action: str) -> dict[str, An
     return selectors.rule_row(saved)
 
 
-@router.get("/alerts/channels", response={200: list[dict[str, Any]], **E})
+@router.get("/alerts/channels", response={200: list[dict[str, Any]], **ERRORS})
 def channel_list(request: HttpRequest) -> list[dict[str, Any]]:
     return selectors.channel_rows(tenants=access.tenants_for(request.user))
 
 
-@router.post("/alerts/channels", response={201: dict[str, Any], **E})
+@router.post("/alerts/channels", response={201: dict[str, Any], **ERRORS})
 def channel_create(request: HttpRequest, body: ChannelIn) -> Status[dict[str, Any]]:
     require_act(request.user, body.tenant)
     channel = services.channel_save(**body.dict(), now=timezone.now())
     return Status(201, selectors.channel_row(channel))
 
 
-@router.put("/alerts/channels/{channel_id}", response={200: dict[str, Any], **E})
+@router.put("/alerts/channels/{channel_id}", response={200: dict[str, Any], **ERRORS})
 def channel_update(request: HttpRequest, channel_id: int, body: ChannelIn) -> dict[str, Any]:
     channel = _channel(request, channel_id)
     require_act(request.user, channel.tenant)
@@ -138,7 +137,7 @@ def channel_update(request: HttpRequest, channel_id: int, body: ChannelIn) -> di
     return selectors.channel_row(saved)
 
 
-@router.post("/alerts/channels/{channel_id}/test", response={202: dict[str, Any], **E})
+@router.post("/alerts/channels/{channel_id}/test", response={202: dict[str, Any], **ERRORS})
 def channel_send_test(request: HttpRequest, channel_id: int) -> Status[dict[str, Any]]:
     channel = _channel(request, channel_id)
     require_act(request.user, channel.tenant)
@@ -146,7 +145,7 @@ def channel_send_test(request: HttpRequest, channel_id: int) -> Status[dict[str,
     return Status(202, selectors.notification_row(note))
 
 
-@router.get("/alerts/notifications", response={200: list[dict[str, Any]], **E})
+@router.get("/alerts/notifications", response={200: list[dict[str, Any]], **ERRORS})
 def notification_list(request: HttpRequest, limit: int = 100) -> list[dict[str, Any]]:
     return selectors.notification_rows(tenants=access.tenants_for(request.user), limit=min(max(limit, 1), 500))
 
@@ -162,7 +161,7 @@ def _instance_tenant(request: HttpRequest, instance_id: str) -> str:
     return tenant
 
 
-@router.get("/callbacks/instances/{instance_id}", response={200: dict[str, Any], **E})
+@router.get("/callbacks/instances/{instance_id}", response={200: dict[str, Any], **ERRORS})
 def instance_callback_get(request: HttpRequest, instance_id: str) -> dict[str, Any]:
     _instance_tenant(request, instance_id)
     found = selectors.callback_for(instance_id=instance_id)
@@ -171,7 +170,7 @@ def instance_callback_get(request: HttpRequest, instance_id: str) -> dict[str, A
     return found
 
 
-@router.put("/callbacks/instances/{instance_id}", response={200: dict[str, Any], **E})
+@router.put("/callbacks/instances/{instance_id}", response={200: dict[str, Any], **ERRORS})
 def instance_callback_set(request: HttpRequest, instance_id: str, body: CallbackIn) -> dict[str, Any]:
     tenant = _instance_tenant(request, instance_id)
     require_act(request.user, tenant)
@@ -181,7 +180,7 @@ def instance_callback_set(request: HttpRequest, instance_id: str, body: Callback
     return selectors.callback_row(found)
 
 
-@router.put("/callbacks/routes/{route}", response={200: dict[str, Any], **E})
+@router.put("/callbacks/routes/{route}", response={200: dict[str, Any], **ERRORS})
 def route_callback_set(request: HttpRequest, route: str, body: CallbackIn) -> dict[str, Any]:
     tenant = (
         Route.objects.filter(name=route, tenant__in=access.tenants_for(request.user))

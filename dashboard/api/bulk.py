@@ -23,14 +23,6 @@ from ingest.engine.models import Status as InstanceStatus
 from ingest.engine.services import batches
 
 router = Router(tags=["bulk actions"])
-ERRORS: dict[int, Any] = {
-    400: s.ErrorOut,
-    401: s.ErrorOut,
-    403: s.ErrorOut,
-    404: s.ErrorOut,
-    409: s.ErrorOut,
-    422: s.ErrorOut,
-}
 
 
 _STATUSES = "(?:" + "|".join(InstanceStatus.values) + ")"
@@ -73,7 +65,7 @@ def _batch_dict(batch: Any) -> dict[str, Any]:
 
 @router.post(
     "/preview",
-    response={201: dict, **ERRORS},
+    response={201: dict, **s.ERRORS},
     summary="Freeze and count what a query matches",
     description="Answers the frozen `count`, a `sample` of its ids, and for a retry `non_retryable`: "
     "how many of them failed for good (NonRetryableError: retried, they fail the same "
@@ -98,7 +90,7 @@ def bulk_preview(request: HttpRequest, body: PreviewIn) -> Status[dict[str, Any]
     )
 
 
-@router.post("/{batch_id}/confirm", response={202: dict, **ERRORS}, summary="Start a previewed bulk action")
+@router.post("/{batch_id}/confirm", response={202: dict, **s.ERRORS}, summary="Start a previewed bulk action")
 def bulk_confirm(request: HttpRequest, batch_id: int, body: ConfirmIn) -> Status[dict[str, Any]]:
     try:
         batch = bulk.bulk_get(user=request.user, batch_id=batch_id)
@@ -128,7 +120,7 @@ def bulk_confirm(request: HttpRequest, batch_id: int, body: ConfirmIn) -> Status
     )
 
 
-@router.get("/{batch_id}", response={200: dict, **ERRORS}, summary="A bulk action and its progress")
+@router.get("/{batch_id}", response={200: dict, **s.ERRORS}, summary="A bulk action and its progress")
 def bulk_get(request: HttpRequest, batch_id: int) -> dict[str, Any]:
     try:
         return _batch_dict(bulk.bulk_get(user=request.user, batch_id=batch_id))

@@ -37,14 +37,6 @@ from ingest.engine.services import dead_letters as engine_dead_letters
 from ingest.engine.services.dead_letters import DeadLetterFilter
 
 router = Router(tags=["dead letters"])
-E: dict[int, Any] = {
-    400: s.ErrorOut,
-    401: s.ErrorOut,
-    403: s.ErrorOut,
-    404: s.ErrorOut,
-    409: s.ErrorOut,
-    422: s.ErrorOut,
-}
 _ACTION = "dead_letters.redrive"
 
 
@@ -57,7 +49,7 @@ class DeadLetterQuery(Schema):
     limit: int = 50
 
 
-@router.get("", response={200: list[DeadLetterItem], **E})
+@router.get("", response={200: list[DeadLetterItem], **s.ERRORS})
 def dead_letter_list(request: HttpRequest, filters: Query[DeadLetterQuery]) -> list[DeadLetterItem]:
     chosen = DeadLetterFilters(
         state=filters.state or "",
@@ -163,7 +155,7 @@ def _snapshot(body: SelectionIn, ids: list[int]) -> selection.Snapshot:
 
 @router.post(
     "/redrive/preview",
-    response={200: PreviewOut, **E},
+    response={200: PreviewOut, **s.ERRORS},
     summary="Count a redrive's selection; its token confirms exactly this set",
 )
 def dead_letter_redrive_preview(request: HttpRequest, body: SelectionIn) -> dict[str, Any]:
@@ -212,7 +204,7 @@ def _check_token(request: HttpRequest, body: RedriveIn, ids: list[int]) -> None:
 
 
 @router.post(
-    "/redrive", response={200: s.RedriveOut, **E}, summary="Redrive the selected dead letters at a capped rate"
+    "/redrive", response={200: s.RedriveOut, **s.ERRORS}, summary="Redrive the selected dead letters at a capped rate"
 )
 def dead_letter_redrive(request: HttpRequest, body: RedriveIn) -> dict[str, int]:
     scope, ids = _scope(request, body)
@@ -268,7 +260,7 @@ def _letter(request: HttpRequest, dead_letter_id: int, action: LetterAction, bod
 
 @router.post(
     "/{dead_letter_id}/retry",
-    response={200: DeadLetterItem, **E},
+    response={200: DeadLetterItem, **s.ERRORS},
     summary="Retry one dead letter's instance from its failed step",
     description="Refused (409 `stale`) when the letter moved since the `version` sent as "
     "expected_version (discarded, redriven, dead-lettered again). A letter whose "
@@ -280,7 +272,7 @@ def dead_letter_retry(request: HttpRequest, dead_letter_id: int, body: LetterIn)
 
 @router.post(
     "/{dead_letter_id}/discard",
-    response={200: DeadLetterItem, **E},
+    response={200: DeadLetterItem, **s.ERRORS},
     summary="Discard one dead letter (nothing runs)",
     description="Refused (409 `stale`) when the letter moved since the `version` sent as expected_version.",
 )

@@ -20,14 +20,6 @@ from ingest.engine.models import Instance
 from ingest.engine.models import Status as InstanceStatus
 
 router = Router(tags=["instances"])
-ERRORS: dict[int, Any] = {
-    400: s.ErrorOut,
-    401: s.ErrorOut,
-    403: s.ErrorOut,
-    404: s.ErrorOut,
-    409: s.ErrorOut,
-    422: s.ErrorOut,
-}
 
 
 _STATUS = "(?:" + "|".join(InstanceStatus.values) + ")"
@@ -141,7 +133,7 @@ START_EXAMPLE = {
 
 @router.post(
     "",
-    response={201: s.InstanceOut, **ERRORS},
+    response={201: s.InstanceOut, **s.ERRORS},
     summary="Start an instance",
     description="Start a run of a registered workflow in one of the token's tenants (operator "
     "role). `id` is optional (a new one is made); a duplicate id answers 409. "
@@ -186,19 +178,19 @@ def instance_start(request: HttpRequest, body: s.InstanceIn) -> Status[dict[str,
     return Status(201, selectors.instance_dict(Instance.objects.get(pk=done.instance_id)))
 
 
-@router.get("", response={200: s.InstancePage, **ERRORS}, summary="List instances, newest first")
+@router.get("", response={200: s.InstancePage, **s.ERRORS}, summary="List instances, newest first")
 def instance_list(request: HttpRequest, filters: Query[InstanceFilters]) -> dict[str, Any]:
     return selectors.instance_page(user=request.user, **filters.dict())
 
 
 @router.get(
-    "/{instance_id}", response={200: s.InstanceDetail, **ERRORS}, summary="An instance with its steps and attempts"
+    "/{instance_id}", response={200: s.InstanceDetail, **s.ERRORS}, summary="An instance with its steps and attempts"
 )
 def instance_get(request: HttpRequest, instance_id: str) -> dict[str, Any]:
     return selectors.instance_detail(_visible(request, instance_id))
 
 
-@router.get("/{instance_id}/history", response={200: s.HistoryPage, **ERRORS})
+@router.get("/{instance_id}/history", response={200: s.HistoryPage, **s.ERRORS})
 def instance_history(
     request: HttpRequest, instance_id: str, after: int | None = None, limit: int = 100
 ) -> dict[str, Any]:
@@ -207,7 +199,7 @@ def instance_history(
 
 @router.get(
     "/{instance_id}/logs",
-    response={200: s.InstanceLogsOut, **ERRORS},
+    response={200: s.InstanceLogsOut, **s.ERRORS},
     summary="What the instance's steps logged, per attempt",
     description="The lines each attempt's code logged through Python's logging, as the engine keeps "
     "them: per attempt, its last lines within the bounds (`dropped` counts the earlier ones), "
@@ -236,25 +228,25 @@ def instance_logs(
     return {"instance_id": instance.id, "status": instance.status, "steps": steps, "next_after": next_after}
 
 
-@router.post("/{instance_id}/pause", response={200: s.OkOut, **ERRORS})
+@router.post("/{instance_id}/pause", response={200: s.OkOut, **s.ERRORS})
 def instance_pause(request: HttpRequest, instance_id: str, body: s.ReasonIn) -> dict[str, Any]:
     _act(request, instance_id, "pause", body)
     return _ok(instance_id)
 
 
-@router.post("/{instance_id}/resume", response={200: s.OkOut, **ERRORS})
+@router.post("/{instance_id}/resume", response={200: s.OkOut, **s.ERRORS})
 def instance_resume(request: HttpRequest, instance_id: str, body: s.ReasonIn) -> dict[str, Any]:
     _act(request, instance_id, "resume", body)
     return _ok(instance_id)
 
 
-@router.post("/{instance_id}/terminate", response={200: s.OkOut, **ERRORS})
+@router.post("/{instance_id}/terminate", response={200: s.OkOut, **s.ERRORS})
 def instance_terminate(request: HttpRequest, instance_id: str, body: s.TerminateIn) -> dict[str, Any]:
     _act(request, instance_id, "terminate", body, rollback=body.rollback)
     return _ok(instance_id)
 
 
-@router.post("/{instance_id}/restart", response={200: s.OkOut, **ERRORS})
+@router.post("/{instance_id}/restart", response={200: s.OkOut, **s.ERRORS})
 def instance_restart(request: HttpRequest, instance_id: str, body: s.RestartIn) -> dict[str, Any]:
     _act(request, instance_id, "restart", body, from_step=body.from_step)
     return _ok(instance_id)
@@ -262,7 +254,7 @@ def instance_restart(request: HttpRequest, instance_id: str, body: s.RestartIn) 
 
 @router.post(
     "/{instance_id}/retry",
-    response={200: s.OkOut, **ERRORS},
+    response={200: s.OkOut, **s.ERRORS},
     summary="Retry an errored instance from its failed step",
     description="Completed steps keep their results. An instance whose `non_retryable` is true "
     "(its step raised NonRetryableError) fails the same way: replay it with edited "
@@ -276,7 +268,7 @@ def instance_retry(request: HttpRequest, instance_id: str, body: s.ReasonIn) -> 
 
 @router.post(
     "/{instance_id}/replay",
-    response={201: s.InstanceOut, **ERRORS},
+    response={201: s.InstanceOut, **s.ERRORS},
     summary="Replay as a new linked instance, with the same or edited params",
 )
 def instance_replay(request: HttpRequest, instance_id: str, body: s.ReplayIn) -> Status[dict[str, Any]]:
@@ -286,7 +278,7 @@ def instance_replay(request: HttpRequest, instance_id: str, body: s.ReplayIn) ->
 
 @router.post(
     "/{instance_id}/fork",
-    response={201: s.InstanceOut, **ERRORS},
+    response={201: s.InstanceOut, **s.ERRORS},
     summary="Fork: a new instance from a step of this one, the results before it copied",
 )
 def instance_fork(request: HttpRequest, instance_id: str, body: s.ForkIn) -> Status[dict[str, Any]]:
@@ -296,7 +288,7 @@ def instance_fork(request: HttpRequest, instance_id: str, body: s.ForkIn) -> Sta
 
 @router.post(
     "/{instance_id}/events",
-    response={202: s.OkOut, **ERRORS},
+    response={202: s.OkOut, **s.ERRORS},
     summary="Send an event to an instance (buffered until it waits for that type)",
 )
 def instance_send_event(request: HttpRequest, instance_id: str, body: s.EventIn) -> Status[dict[str, Any]]:

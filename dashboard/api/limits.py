@@ -18,14 +18,6 @@ from dashboard.selectors.limits import LimitRow, limit_row, limit_rows
 from ingest.engine.services import limits as engine_limits
 
 router = Router(tags=["limits"])
-E: dict[int, Any] = {
-    400: s.ErrorOut,
-    401: s.ErrorOut,
-    403: s.ErrorOut,
-    404: s.ErrorOut,
-    409: s.ErrorOut,
-    422: s.ErrorOut,
-}
 VERSION = r"^[0-9]{1,20}$"
 
 
@@ -74,7 +66,7 @@ class RemovedOut(Schema):
 
 @router.get(
     "/limits",
-    response={200: list[LimitRow], **E},
+    response={200: list[LimitRow], **s.ERRORS},
     summary="Concurrency limits per workflow and tenant, "
     "with how many instances run and wait now (the caller's tenants)",
 )
@@ -84,7 +76,7 @@ def limit_list(request: HttpRequest, query: Query[LimitQuery]) -> list[LimitRow]
 
 @router.put(
     "/limits",
-    response={200: LimitRow, **E},
+    response={200: LimitRow, **s.ERRORS},
     summary="Set a tenant's concurrency limit on a workflow "
     "(operators of the tenant); the next claim of every worker honours it",
 )
@@ -110,7 +102,7 @@ def limit_put(request: HttpRequest, body: LimitIn) -> LimitRow:
 
 @router.delete(
     "/limits/{workflow}/{tenant}",
-    response={200: RemovedOut, **E},
+    response={200: RemovedOut, **s.ERRORS},
     summary="Remove a tenant's concurrency limit: the workflow's own cap applies again",
 )
 def limit_delete(request: HttpRequest, workflow: str, tenant: str, query: Query[LimitRemoveQuery]) -> dict[str, int]:

@@ -20,19 +20,11 @@ from ingest.engine.services import budgets as engine_budgets
 from ingest.triggers.services import event_publish
 
 router = Router()
-E: dict[int, Any] = {
-    400: s.ErrorOut,
-    401: s.ErrorOut,
-    403: s.ErrorOut,
-    404: s.ErrorOut,
-    409: s.ErrorOut,
-    422: s.ErrorOut,
-}
 
 
 @router.post(
     "/events",
-    response={202: s.PublishOut, **E},
+    response={202: s.PublishOut, **s.ERRORS},
     tags=["events"],
     summary="Publish a named event: starts subscribed workflows; idempotent by id",
 )
@@ -84,7 +76,7 @@ class CostFilters(Schema):
 
 @router.get(
     "/costs",
-    response={200: s.CostsOut, **E},
+    response={200: s.CostsOut, **s.ERRORS},
     tags=["costs"],
     summary="Spend: totals by service and the latest api_costs rows",
 )
@@ -94,7 +86,7 @@ def cost_list(request: HttpRequest, filters: Query[CostFilters]) -> dict[str, An
 
 @router.get(
     "/budgets",
-    response={200: list[BudgetRow], **E},
+    response={200: list[BudgetRow], **s.ERRORS},
     tags=["budgets"],
     summary="Budgets in the caller's tenants and the global ones, with spend and forecast",
 )
@@ -122,7 +114,7 @@ def _require_budget_write(request: HttpRequest, scope: str, key: str) -> list[st
 
 @router.put(
     "/budgets",
-    response={200: BudgetRow, **E},
+    response={200: BudgetRow, **s.ERRORS},
     tags=["budgets"],
     summary="Create or change a budget (operators of its tenant; admins for global ones)",
 )

@@ -19,7 +19,7 @@ from dashboard.api.errors import ApiProblem
 from ingest.triggers import selectors
 from ingest.triggers.selectors import ScheduleRow
 from ingest.triggers.services import (
-    schedule_create,
+    schedule_create_from,
     schedule_delete,
     schedule_run_now,
     schedule_set_enabled,
@@ -67,18 +67,7 @@ def schedule_create_view(request: HttpRequest, body: ts.ScheduleIn) -> Status[Sc
         action="schedule.create",
         tenants=[f["tenant"]] if isinstance(f["tenant"], str) else [],
         selection={"schedule": f["name"], **f},
-        run=lambda: schedule_create(
-            name=f["name"],
-            workflow=f["workflow"],
-            cron_expression=f["cron"],
-            now=timezone.now(),
-            timezone=f["timezone"],
-            params=f["params"],
-            tenant=f["tenant"],
-            enabled=f["enabled"],
-            missed_fire_policy=f["missed_fire_policy"],
-            catch_up_limit=f["catch_up_limit"],
-        ),
+        run=lambda: schedule_create_from(f, now=timezone.now()),
     )
     return Status(201, _visible(request, f["name"]))
 

@@ -74,6 +74,18 @@ class ErrorOut(Schema):
     error: ErrorBody
 
 
+# Every 4xx an acting endpoint may answer, each with the error envelope; one definition so the
+# documented statuses cannot drift between routers.
+ERRORS: dict[int, Any] = {
+    400: ErrorOut,
+    401: ErrorOut,
+    403: ErrorOut,
+    404: ErrorOut,
+    409: ErrorOut,
+    422: ErrorOut,
+}
+
+
 class WorkflowOut(Schema):
     name: str
     is_async: bool

@@ -66,15 +66,7 @@ def version_list(request: HttpRequest, name: str) -> list[dict[str, Any]]:
 
 @router.post(
     "/{name}/versions/{version}/retire",
-    response={
-        200: s.VersionOut,
-        400: s.ErrorOut,
-        401: s.ErrorOut,
-        403: s.ErrorOut,
-        404: s.ErrorOut,
-        409: s.ErrorOut,
-        422: s.ErrorOut,
-    },
+    response={200: s.VersionOut, **s.ERRORS},
     summary="Retire an old version once no instance runs on it (409 while some do)",
 )
 def version_retire(request: HttpRequest, name: str, version: int, body: s.ReasonIn) -> dict[str, Any]:

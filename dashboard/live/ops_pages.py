@@ -26,37 +26,18 @@ from ingest.engine import workflow_names
 from ingest.engine.models import FINISHED_STATUSES, DeadLetterState
 
 # History kinds that can change what each page shows (everything else is skipped unrendered).
-OVERVIEW_KINDS = frozenset(
-    {
-        "instance.created",
-        "instance.status",
-        "step.started",
-        "step.completed",
-        "step.retry",
-        "step.failed",
-        "step.sleep",
-        "step.wait",
-        "cost.recorded",
-        "budget",
-        "approval",
-        "operator",
-        "event.received",
-    }
-)
+OVERVIEW_KINDS = render.STEP_MOVES | {
+    "instance.created",
+    "instance.status",
+    "cost.recorded",
+    "budget",
+    "approval",
+    "operator",
+    "event.received",
+}
 DEAD_LETTER_KINDS = frozenset({"instance.status", "operator"})
 APPROVAL_KINDS = frozenset({"approval", "budget", "step.wait", "event.received", "instance.status", "operator"})
-DAG_KINDS = frozenset(
-    {
-        "step.started",
-        "step.completed",
-        "step.retry",
-        "step.failed",
-        "step.sleep",
-        "step.wait",
-        "cost.recorded",
-        "instance.status",
-    }
-)
+DAG_KINDS = render.STEP_MOVES | {"cost.recorded", "instance.status"}
 
 
 def sees_global(user: Any) -> bool:

@@ -104,19 +104,9 @@ def cursor_fragment(cursor: int) -> str:
 # Changes that touch some steps and nothing else: the instance page gets those steps' rows, not
 # every row again (a run of 50 steps re-sent whole was 160 KB a push, most of the render and of the
 # browser's work, for one step turning green).
-STEP_KINDS = frozenset(
-    {
-        "step.started",
-        "step.completed",
-        "step.retry",
-        "step.failed",
-        "step.sleep",
-        "step.wait",
-        "step.progress",
-        "step.log",
-        "cost.recorded",
-    }
-)
+# A step's moves through its life: each changes that step's row and its run's DAG.
+STEP_MOVES = frozenset({"step.started", "step.completed", "step.retry", "step.failed", "step.sleep", "step.wait"})
+STEP_KINDS = STEP_MOVES | {"step.progress", "step.log", "cost.recorded"}
 
 
 def step_label(name: str, seq: int) -> str:

@@ -16,7 +16,7 @@ workflow that ended before its cutoff and are no longer in the ledger.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -51,6 +51,17 @@ def _ranges_q(field: str, hours: Iterable[datetime]) -> Q:
     return q
 
 
+def _count_columns(r: Mapping[str, Any]) -> dict[str, Any]:
+    """A count row's columns from its aggregate: instances (`c`) and their running steps (`r`, NULL when none)."""
+    return {
+        "tenant": r["tenant"],
+        "workflow": r["workflow"],
+        "status": r["status"],
+        "n": r["c"],
+        "running_steps": r["r"] or 0,
+    }
+
+
 def _write_created(hours: Collection[datetime] | None) -> None:
     """Recompute these hours (None: every hour) from InstanceState."""
     if hours is not None and not hours:
@@ -64,17 +75,7 @@ def _write_created(hours: Collection[datetime] | None) -> None:
         .order_by()
     )
     InstanceHourly.objects.bulk_create(
-        [
-            InstanceHourly(
-                hour=r["h"],
-                tenant=r["tenant"],
-                workflow=r["workflow"],
-                status=r["status"],
-                n=r["c"],
-                running_steps=r["r"] or 0,
-            )
-            for r in rows
-        ],
+        [InstanceHourly(hour=r["h"], **_count_columns(r)) for r in rows],
         batch_size=2000,
     )
 
@@ -90,17 +91,7 @@ def _write_days(day_list: Iterable[date]) -> None:
             .order_by()
         )
         InstanceDaily.objects.bulk_create(
-            [
-                InstanceDaily(
-                    day=day,
-                    tenant=r["tenant"],
-                    workflow=r["workflow"],
-                    status=r["status"],
-                    n=r["c"],
-                    running_steps=r["r"] or 0,
-                )
-                for r in rows
-            ],
+            [InstanceDaily(day=day, **_count_columns(r)) for r in rows],
             batch_size=2000,
         )
 

@@ -20,6 +20,7 @@ import time
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
+from typing import Any
 
 from django.db import transaction
 from django.db.models import Min, Q, Sum
@@ -102,6 +103,35 @@ def _hour_ranges(hours: set[datetime]) -> list[sql.Range]:
     return out
 
 
+def _step_columns(f: sql.StepFigures) -> dict[str, Any]:
+    """A step rollup row's figures (hourly and daily tables alike)."""
+    return {
+        "n": f.n,
+        "in_flight": f.in_flight,
+        "completed": f.completed,
+        "errored": f.errored,
+        "retried": f.retried,
+        "attempts": f.attempts,
+        "durations": hist.pack(f.durations or {}),
+    }
+
+
+def _instance_cost_columns(r: dict[str, Any]) -> dict[str, Any]:
+    """A per-instance spend row's columns from an aggregate over its api_costs (tokens may sum to NULL)."""
+    return {
+        "instance_id": r["instance_id"],
+        "tenant": r["tenant"],
+        "workflow_type": r["workflow_type"],
+        "first_at": r["first_at"],
+        "last_at": r["last_at"],
+        "total": r["total"],
+        "calls": r["calls"],
+        "failed": r["failed"],
+        "tokens_in": r["tokens_in"] or 0,
+        "tokens_out": r["tokens_out"] or 0,
+    }
+
+
 def _write_steps(ranges: list[sql.Range]) -> None:
     StepHourly.objects.filter(sql.ranges_q("hour", ranges)).delete()
     where = step_rows_for(ranges)
@@ -112,13 +142,7 @@ def _write_steps(ranges: list[sql.Range]) -> None:
                 workflow=w,
                 tenant=t,
                 step_name=name,
-                n=f.n,
-                in_flight=f.in_flight,
-                completed=f.completed,
-                errored=f.errored,
-                retried=f.retried,
-                attempts=f.attempts,
-                durations=hist.pack(f.durations or {}),
+                **_step_columns(f),
             )
             for (h, w, t, name), f in sql.step_aggregate(ranges, where).items()
         ],
@@ -189,13 +213,7 @@ def _write_days(day_list: Iterable[date]) -> None:
                     workflow=w,
                     tenant=t,
                     step_name=name,
-                    n=f.n,
-                    in_flight=f.in_flight,
-                    completed=f.completed,
-                    errored=f.errored,
-                    retried=f.retried,
-                    attempts=f.attempts,
-                    durations=hist.pack(f.durations or {}),
+                    **_step_columns(f),
                 )
                 for (w, t, name), f in merged.items()
             ],
@@ -226,40 +244,14 @@ def _write_instances(instance_ids: set[str]) -> None:
         chunk = ids[k : k + 1000]
         InstanceCost.objects.filter(instance_id__in=chunk).delete()
         InstanceCost.objects.bulk_create(
-            [
-                InstanceCost(
-                    instance_id=r["instance_id"],
-                    tenant=r["tenant"],
-                    workflow_type=r["workflow_type"],
-                    first_at=r["first_at"],
-                    last_at=r["last_at"],
-                    total=r["total"],
-                    calls=r["calls"],
-                    failed=r["failed"],
-                    tokens_in=r["tokens_in"] or 0,
-                    tokens_out=r["tokens_out"] or 0,
-                )
-                for r in sql.instance_cost_rows(instance_ids=chunk)
-            ],
+            [InstanceCost(**_instance_cost_columns(r)) for r in sql.instance_cost_rows(instance_ids=chunk)],
             batch_size=2000,
         )
         for column, model in INSTANCE_PART_COSTS.items():
             model.objects.filter(instance_id__in=chunk).delete()
             model.objects.bulk_create(
                 [
-                    model(
-                        instance_id=r["instance_id"],
-                        tenant=r["tenant"],
-                        workflow_type=r["workflow_type"],
-                        first_at=r["first_at"],
-                        last_at=r["last_at"],
-                        total=r["total"],
-                        calls=r["calls"],
-                        failed=r["failed"],
-                        tokens_in=r["tokens_in"] or 0,
-                        tokens_out=r["tokens_out"] or 0,
-                        **{column: r[column]},
-                    )
+                    model(**_instance_cost_columns(r), **{column: r[column]})
                     for r in sql.instance_part_cost_rows(column, instance_ids=chunk)
                 ],
                 batch_size=2000,

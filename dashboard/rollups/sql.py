@@ -14,7 +14,7 @@ from decimal import Decimal
 from typing import Any, cast
 
 from django.db import connection
-from django.db.models import Count, F, Max, Min, Q, QuerySet, Sum
+from django.db.models import Aggregate, Count, F, Max, Min, Q, QuerySet, Sum
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import TruncHour
 
@@ -280,6 +280,18 @@ CostKey = tuple[datetime, str, str, str, str, str]  # (hour, tenant, service, wo
 COST_KEY_FIELDS = ("tenant", "service", "workflow_type", "step_name", "model")
 
 
+def spend_sums() -> dict[str, Aggregate]:
+    """What every spend rollup and list sums over api_costs rows: total cost, calls, failed calls,
+    tokens in and out (one definition, so the tables and the lists read from the rows agree)."""
+    return {
+        "total": Sum("cost"),
+        "calls": Count("id"),
+        "failed": Count("id", filter=Q(success=False)),
+        "tokens_in": Sum("tokens_in"),
+        "tokens_out": Sum("tokens_out"),
+    }
+
+
 def costs_in(ranges: Sequence[Range]) -> QuerySet[ApiCost]:
     return ApiCost.objects.filter(ranges_q("created_at", ranges))
 
@@ -292,13 +304,7 @@ def cost_hour_rows(ranges: Sequence[Range]) -> Iterable[dict[str, Any]]:
         costs_in(ranges)
         .annotate(hour=TruncHour("created_at", tzinfo=UTC))
         .values("hour", *COST_KEY_FIELDS)
-        .annotate(
-            total=Sum("cost"),
-            calls=Count("id"),
-            failed=Count("id", filter=Q(success=False)),
-            tokens_in=Sum("tokens_in"),
-            tokens_out=Sum("tokens_out"),
-        )
+        .annotate(**spend_sums())
         .order_by()
     )
     return rows
@@ -311,15 +317,7 @@ def instance_cost_rows(*, instance_ids: Collection[str]) -> Iterable[dict[str, A
         (
             ApiCost.objects.filter(instance_id__in=list(instance_ids))
             .values("instance_id", "tenant", "workflow_type")
-            .annotate(
-                first_at=Min("created_at"),
-                last_at=Max("created_at"),
-                total=Sum("cost"),
-                calls=Count("id"),
-                failed=Count("id", filter=Q(success=False)),
-                tokens_in=Sum("tokens_in"),
-                tokens_out=Sum("tokens_out"),
-            )
+            .annotate(first_at=Min("created_at"), last_at=Max("created_at"), **spend_sums())
             .order_by()
         ),
     )
@@ -335,15 +333,7 @@ def instance_part_cost_rows(column: str, *, instance_ids: Collection[str]) -> It
             ApiCost.objects.filter(instance_id__in=list(instance_ids))
             .exclude(**{column: ""})
             .values("instance_id", "tenant", "workflow_type", column)
-            .annotate(
-                first_at=Min("created_at"),
-                last_at=Max("created_at"),
-                total=Sum("cost"),
-                calls=Count("id"),
-                failed=Count("id", filter=Q(success=False)),
-                tokens_in=Sum("tokens_in"),
-                tokens_out=Sum("tokens_out"),
-            )
+            .annotate(first_at=Min("created_at"), last_at=Max("created_at"), **spend_sums())
             .order_by()
         ),
     )

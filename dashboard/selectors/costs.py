@@ -16,7 +16,6 @@ from typing import Any, cast
 from django.db.models import (
     Count,
     Max,
-    Q,
     QuerySet,
     Sum,
 )
@@ -25,6 +24,7 @@ from django.db.models.fields.json import KeyTextTransform
 from dashboard.charts import step_shape
 from dashboard.models import INSTANCE_PART_COSTS, InstanceCost
 from dashboard.rollups import reads
+from dashboard.rollups.sql import spend_sums
 from dashboard.selectors.common import ZERO
 from ingest.engine import ByVendor
 from ingest.engine.models import (
@@ -343,14 +343,7 @@ def _instance_rows(qs: QuerySet[ApiCost], order: str, limit: int) -> list[dict[s
         "list[dict[str, Any]]",
         list(
             qs.values("instance_id", "workflow_type", "tenant")
-            .annotate(
-                total=Sum("cost"),
-                calls=Count("id"),
-                failed=Count("id", filter=Q(success=False)),
-                tokens_in=Sum("tokens_in"),
-                tokens_out=Sum("tokens_out"),
-                last=Max("created_at"),
-            )
+            .annotate(**spend_sums(), last=Max("created_at"))
             .order_by(*INSTANCE_SORTS[order], "instance_id")[:limit]
         ),
     )

@@ -21,7 +21,9 @@ from django_htmx.middleware import HtmxDetails
 from dashboard import access
 from dashboard.audit import Audit, Origin, audited
 from dashboard.live import ops_pages as live_pages
+from dashboard.trigger_forms import CoalesceForm
 from ingest.engine import EngineError
+from ingest.triggers.errors import TriggerError
 
 R = TypeVar("R")
 
@@ -76,3 +78,19 @@ def engine_call(
         return None
     messages.success(request, ok)
     return result if result is not None else True
+
+
+def coalesce_save(request: HttpRequest, *, audit: Callable[[Any], Audit], run: Callable[[Any], object]) -> CoalesceForm:
+    """The posted coalesce setting of a route or subscription, saved with its audit entry (both or
+    neither) when the form is valid; the service's refusal lands on the form's field. The caller
+    answers 400 with the page while `form.errors`."""
+    form = CoalesceForm(request.POST)
+    if form.is_valid():
+        setting = form.cleaned_data["coalesce"]
+        try:
+            audited(
+                user=request.user, origin=Origin.of_request(request), audit=audit(setting), run=lambda: run(setting)
+            )
+        except TriggerError as exc:
+            form.add_error("coalesce", str(exc))
+    return form

@@ -23,15 +23,7 @@ from dashboard.selectors import connections as sel
 from dashboard.submissions import once
 from dashboard.trigger_forms import add_refusal
 from dashboard.views.common import HtmxHttpRequest, page, require_act, tenants
-from ingest.pipelines.connections import (
-    KIND_FIELDS,
-    connection_audit_fields,
-    connection_create,
-    connection_delete,
-    connection_set_enabled,
-    connection_test,
-    connection_update,
-)
+from ingest.pipelines import connections as conn
 from ingest.pipelines.errors import ConnectionChanged, ConnectionNotFound
 from ingest.pipelines.models import ConnectionKind
 from ingest.triggers.errors import TriggerError
@@ -56,8 +48,8 @@ def _connection(request: HtmxHttpRequest, tenant: str, kind: str) -> sel.Connect
 
 
 def _kind(raw: str) -> str:
-    if raw not in KIND_FIELDS:
-        raise Http404(f"no connection kind {raw[:40]!r}; use one of {', '.join(KIND_FIELDS)}")
+    if raw not in conn.KIND_FIELDS:
+        raise Http404(f"no connection kind {raw[:40]!r}; use one of {', '.join(conn.KIND_FIELDS)}")
     return raw
 
 
@@ -93,9 +85,9 @@ def connection_create_view(request: HtmxHttpRequest) -> HttpResponse:
             user=request.user,
             origin=Origin.of_request(request),
             audit=Audit(
-                "connection.create", [tenant], {"tenant": tenant, "kind": kind, **connection_audit_fields(fields)}
+                "connection.create", [tenant], {"tenant": tenant, "kind": kind, **conn.connection_audit_fields(fields)}
             ),
-            run=lambda: connection_create(tenant=tenant, kind=kind, **fields),
+            run=lambda: conn.connection_create(tenant=tenant, kind=kind, **fields),
         )
     except TriggerError as exc:
         add_refusal(form, exc)
@@ -157,9 +149,9 @@ def connection_save(request: HtmxHttpRequest, tenant: str, kind: str) -> HttpRes
             user=request.user,
             origin=Origin.of_request(request),
             audit=Audit(
-                "connection.update", [tenant], {"tenant": tenant, "kind": kind, **connection_audit_fields(fields)}
+                "connection.update", [tenant], {"tenant": tenant, "kind": kind, **conn.connection_audit_fields(fields)}
             ),
-            run=lambda: connection_update(tenant=tenant, kind=kind, version=version, **fields),
+            run=lambda: conn.connection_update(tenant=tenant, kind=kind, version=version, **fields),
         )
     except TriggerError as exc:
         add_refusal(form, exc)
@@ -193,7 +185,7 @@ def _set_enabled(request: HtmxHttpRequest, tenant: str, kind: str, enabled: bool
         request,
         row,
         "enable" if enabled else "disable",
-        lambda: connection_set_enabled(tenant=tenant, kind=kind, enabled=enabled, version=version),
+        lambda: conn.connection_set_enabled(tenant=tenant, kind=kind, enabled=enabled, version=version),
     )
     if refused is not None:
         return refused
@@ -233,7 +225,7 @@ def connection_test_view(request: HtmxHttpRequest, tenant: str, kind: str) -> Ht
             user=request.user,
             origin=Origin.of_request(request),
             audit=Audit("connection.test", [tenant], {"tenant": tenant, "kind": kind}),
-            run=lambda: connection_test(tenant=tenant, kind=kind, now=timezone.now()),
+            run=lambda: conn.connection_test(tenant=tenant, kind=kind, now=timezone.now()),
         )
     except ConnectionNotFound as exc:  # deleted by someone else since the page was read
         raise Http404(str(exc)) from None
@@ -259,7 +251,7 @@ def connection_delete_view(request: HtmxHttpRequest, tenant: str, kind: str) -> 
     row = _connection(request, tenant, kind)
     require_act(request, tenant)
     version = request.POST.get("version", "")[:30]
-    refused = _acted(request, row, "delete", lambda: connection_delete(tenant=tenant, kind=kind, version=version))
+    refused = _acted(request, row, "delete", lambda: conn.connection_delete(tenant=tenant, kind=kind, version=version))
     if refused is not None:
         return refused
     messages.success(

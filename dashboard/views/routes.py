@@ -19,7 +19,7 @@ from dashboard.models import Role
 from dashboard.selectors import routes as sel
 from dashboard.submissions import once
 from dashboard.trigger_forms import CoalesceForm, RouteCreateForm, RouteForm, add_refusal
-from dashboard.views.common import HtmxHttpRequest, page, require_act, sees_global, tenants
+from dashboard.views.common import HtmxHttpRequest, coalesce_save, page, require_act, sees_global, tenants
 from ingest.triggers.errors import TriggerError
 from ingest.triggers.field_checks import startable_workflows
 from ingest.triggers.models import Route
@@ -178,21 +178,14 @@ def route_delete_view(request: HtmxHttpRequest, name: str) -> HttpResponse:
 def route_coalesce(request: HtmxHttpRequest, name: str) -> HttpResponse:
     row = _route(request, name)
     require_act(request, row.tenant)
-    form = CoalesceForm(request.POST)
-    if form.is_valid():
-        setting = form.cleaned_data["coalesce"]
-        try:
-            audited(
-                user=request.user,
-                origin=Origin.of_request(request),
-                audit=Audit("route.coalesce", [row.tenant], {"route": name, "coalesce": setting}),
-                run=lambda: route_coalesce_set(name=name, coalesce_setting=setting),
-            )
-        except TriggerError as exc:
-            form.add_error("coalesce", str(exc))
+    form = coalesce_save(
+        request,
+        audit=lambda setting: Audit("route.coalesce", [row.tenant], {"route": name, "coalesce": setting}),
+        run=lambda setting: route_coalesce_set(name=name, coalesce_setting=setting),
+    )
     if form.errors:
         return _route_page(request, row, form, status=400)
-    messages.success(request, f"Route {name}: coalesce {'set' if setting else 'turned off'}.")
+    messages.success(request, f"Route {name}: coalesce {'set' if form.cleaned_data['coalesce'] else 'turned off'}.")
     return redirect("triggers:route", name=name)
 
 

@@ -23,7 +23,7 @@ from ingest.triggers.errors import TriggerError
 from ingest.triggers.field_checks import startable_workflows
 from ingest.triggers.selectors import ScheduleRow
 from ingest.triggers.services import (
-    schedule_create,
+    schedule_create_from,
     schedule_delete,
     schedule_run_now,
     schedule_set_enabled,
@@ -178,18 +178,7 @@ def schedule_create_view(request: HtmxHttpRequest) -> HttpResponse:
             user=request.user,
             origin=Origin.of_request(request),
             audit=Audit("schedule.create", [f["tenant"]], {"schedule": f["name"], **f}),
-            run=lambda: schedule_create(
-                name=f["name"],
-                workflow=f["workflow"],
-                cron_expression=f["cron"],
-                now=timezone.now(),
-                timezone=f["timezone"],
-                params=f["params"],
-                tenant=f["tenant"],
-                enabled=f["enabled"],
-                missed_fire_policy=f["missed_fire_policy"],
-                catch_up_limit=f["catch_up_limit"],
-            ),
+            run=lambda: schedule_create_from(f, now=timezone.now()),
         )
     except TriggerError as exc:
         add_refusal(form, exc)

@@ -25,7 +25,7 @@ from dashboard.trigger_forms import (
     SubscriptionForm,
     add_refusal,
 )
-from dashboard.views.common import HtmxHttpRequest, page, sees_global, tenants
+from dashboard.views.common import HtmxHttpRequest, coalesce_save, page, sees_global, tenants
 from ingest.triggers.errors import TriggerError
 from ingest.triggers.field_checks import startable_workflows
 from ingest.triggers.services import (
@@ -218,19 +218,15 @@ def subscription_delete_view(request: HtmxHttpRequest, sub_id: int) -> HttpRespo
 def subscription_coalesce(request: HtmxHttpRequest, sub_id: int) -> HttpResponse:
     row = _get(request, sub_id)
     audit_tenants = _require_act(request, row.tenant)
-    form = CoalesceForm(request.POST)
-    if form.is_valid():
-        setting = form.cleaned_data["coalesce"]
-        try:
-            audited(
-                user=request.user,
-                origin=Origin.of_request(request),
-                audit=Audit("subscription.coalesce", audit_tenants, {"subscription": sub_id, "coalesce": setting}),
-                run=lambda: subscription_coalesce_set(subscription_id=sub_id, coalesce_setting=setting),
-            )
-        except TriggerError as exc:
-            form.add_error("coalesce", str(exc))
+    form = coalesce_save(
+        request,
+        audit=lambda setting: Audit(
+            "subscription.coalesce", audit_tenants, {"subscription": sub_id, "coalesce": setting}
+        ),
+        run=lambda setting: subscription_coalesce_set(subscription_id=sub_id, coalesce_setting=setting),
+    )
     if form.errors:
         return _page(request, row, coalesce=form, status=400)
+    setting = form.cleaned_data["coalesce"]
     messages.success(request, f"Subscription {sub_id}: coalesce {'set' if setting else 'turned off'}.")
     return redirect("triggers:subscription", sub_id=sub_id)

@@ -42,6 +42,8 @@ class InstanceHandle:
         svc_instances.instance_send_event(instance_id=self.id, type=type, payload=payload, actor=actor)
 
 
+# Kept as a mirror of services.instances.instance_create on purpose: this is the public signature authors
+# read and their editors show, so it is spelled out rather than forwarded (the service adds `first`).
 def create(
     workflow: str,
     *,

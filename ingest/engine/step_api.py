@@ -80,6 +80,8 @@ class StepApi(Protocol):
     ) -> Any: ...
 
 
+# Kept as a mirror of StepApi on purpose: a Protocol is what authors read and their editors show, so each
+# awaited method spells out its parameters here rather than being derived from the sync one.
 class AsyncStepApi(Protocol):
     """The step of an `async def run` workflow: the same methods as `StepApi`, awaited."""
 

@@ -11,7 +11,7 @@ are per million tokens. A provider-reported cost (DataForSEO's `tasks[].cost`) a
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -78,6 +78,10 @@ class PriceRow:
         ) / MILLION
         total += Decimal(usage.calls) * self.per_call + Decimal(usage.items) * self.per_item
         return cost_quantize(total)
+
+
+# The price table's columns a PriceRow is read from (the admin lists them too).
+PRICE_FIELDS = tuple(f.name for f in fields(PriceRow))
 
 
 def _model_matches(row_model: str, model: str) -> int:

@@ -24,7 +24,7 @@ from ingest.pipelines.models import (
     KeywordList,
     Price,
 )
-from ingest.pipelines.pricing import PriceRow
+from ingest.pipelines.pricing import PRICE_FIELDS, PriceRow
 from ingest.pipelines.sql import WebhookConnection
 
 ENV: Mapping[str, str] = os.environ
@@ -364,19 +364,7 @@ def connection_cursor_list(*, tenants: Collection[str], now: datetime) -> list[C
 
 def price_rows() -> list[PriceRow]:
     """Every row of the price table as pure `PriceRow`s (empty when nobody edited prices)."""
-    return [
-        PriceRow.from_row(row)
-        for row in Price.objects.values(
-            "service",
-            "model",
-            "effective_from",
-            "input_per_million",
-            "cached_input_per_million",
-            "output_per_million",
-            "per_call",
-            "per_item",
-        )
-    ]
+    return [PriceRow.from_row(row) for row in Price.objects.values(*PRICE_FIELDS)]
 
 
 _prices: TimedCache[list[PriceRow]] = TimedCache(lambda: PRICE_CACHE_SECONDS)

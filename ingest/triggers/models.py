@@ -14,6 +14,12 @@ from ingest.engine.models import EncryptedTextField
 from ingest.triggers import coalesce
 from ingest.triggers.errors import InvalidCoalesce
 
+# A route's and a subscription's coalesce setting, checked in `clean` (ingest/triggers/coalesce.py).
+COALESCE_HELP = (
+    'Debounce or batch the events: {"debounce": {"key": "account", "period": "30 seconds"}} '
+    'or {"batch": {"max_size": 100, "timeout": "10 seconds"}} (docs/engine-contract.md).'
+)
+
 
 class Route(models.Model):
     """`POST /api/routes/{name}` starts `workflow` for `tenant`."""
@@ -30,12 +36,7 @@ class Route(models.Model):
     idempotency_ttl_seconds = models.PositiveIntegerField(default=24 * 3600)
     priority = models.IntegerField(default=0)
     description = models.TextField(blank=True, default="")
-    coalesce = models.JSONField(
-        default=dict,
-        blank=True,
-        help_text='Debounce or batch the events: {"debounce": {"key": "account", "period": "30 seconds"}} '
-        'or {"batch": {"max_size": 100, "timeout": "10 seconds"}} (docs/engine-contract.md).',
-    )
+    coalesce = models.JSONField(default=dict, blank=True, help_text=COALESCE_HELP)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -166,12 +167,7 @@ class Subscription(models.Model):
         max_length=100, blank=True, default="", help_text="Only this tenant's events; empty: all."
     )
     enabled = models.BooleanField(default=True)
-    coalesce = models.JSONField(
-        default=dict,
-        blank=True,
-        help_text='Debounce or batch the events: {"debounce": {"key": "account", "period": "30 seconds"}} '
-        'or {"batch": {"max_size": 100, "timeout": "10 seconds"}} (docs/engine-contract.md).',
-    )
+    coalesce = models.JSONField(default=dict, blank=True, help_text=COALESCE_HELP)
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:

@@ -28,7 +28,7 @@ from ingest.sources.usage import Usage
 from ingest.workflows.providers import embedder, extractor_for, reservation, usage_meter
 
 if TYPE_CHECKING:
-    from ingest.engine import StepApi
+    from ingest.engine import StepApi, WorkflowEvent
 
 log = logging.getLogger("runledger.ingest")
 
@@ -186,16 +186,10 @@ def unique_facts(items: Sequence[FactItem]) -> list[FactItem]:
 
 
 def persist_embed_and_emit(
-    step: StepApi,
-    *,
-    tenant: str,
-    instance_id: str,
-    workflow: str,
-    source_ref: str,
-    observed_at: str,
-    items: list[FactItem],
+    step: StepApi, event: WorkflowEvent, items: list[FactItem], *, workflow: str, source_ref: str, observed_at: str
 ) -> dict[str, Any]:
-    """`persist-facts-{i}` one step per fact, then `schedule-embeddings` and `emit-signal-eval`.
+    """`persist-facts-{i}` one step per fact (of `event`'s tenant and instance), then
+    `schedule-embeddings` and `emit-signal-eval`.
 
     The fact steps run one after another, and the first to run writes the later ones' facts too
     (below). Fanning them out with `step.all` measured no quicker than running them in order
@@ -208,6 +202,7 @@ def persist_embed_and_emit(
     completions, never a middle one, and replay runs those steps again: the same rows, written
     again. The instance's completion is queued behind them.
     """
+    tenant, instance_id = event.tenant, event.instance_id
     items = unique_facts(items)
     # The first fact step that runs writes its fact and every later one as a batch (one round
     # trip, one transaction); the later steps record their fact's answer from it. Replay

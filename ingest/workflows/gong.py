@@ -246,13 +246,7 @@ class GongIngest(Workflow):
             timeout="2 minutes",
         )
         output = persist_embed_and_emit(
-            step,
-            tenant=tenant,
-            instance_id=event.instance_id,
-            workflow=WORKFLOW,
-            source_ref=source_ref,
-            observed_at=observed_at,
-            items=extracted["facts"],
+            step, event, extracted["facts"], workflow=WORKFLOW, source_ref=source_ref, observed_at=observed_at
         )
         return {**output, "keyword_hits": prefilter["hits"], "model": extracted["model"]}
 

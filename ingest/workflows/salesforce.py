@@ -247,13 +247,7 @@ class SalesforceIngest(Workflow):
             items = [*items, *extracted["facts"]]
             model = extracted["model"]
         output = persist_embed_and_emit(
-            step,
-            tenant=tenant,
-            instance_id=event.instance_id,
-            workflow=WORKFLOW,
-            source_ref=source_ref,
-            observed_at=observed_at,
-            items=items,
+            step, event, items, workflow=WORKFLOW, source_ref=source_ref, observed_at=observed_at
         )
         return {**output, "free_text": bool(text), "model": model}
 

@@ -19,48 +19,21 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 from decimal import Decimal
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import Literal, Protocol
 
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.db.models import F, Q
 
 from ingest.engine import clock
 from ingest.engine.backoff import Backoff
-from ingest.engine.errors import BudgetExceeded
-from ingest.engine.models import (  # as in models/__init__: kept
-    ApprovalKind,
-    ApprovalRequest,
-    ApprovalState,
-    BreachPolicy,
-    Budget,
-    BudgetGrant,
-    BudgetReservation,
-    History,
-    HistoryKind,
-    ReservationState,
-    Status,
-)
+from ingest.engine.costs.breaches import budget_breach
+from ingest.engine.costs.spend import StepSpend
+from ingest.engine.models import Budget, BudgetGrant, BudgetReservation, ReservationState, Status
 from ingest.engine.periods import period_start
 from ingest.engine.sql import budgets as sql_budgets
 from ingest.engine.sql.base import ByVendor
-from ingest.engine.writes import notify
-
-if TYPE_CHECKING:
-    from ingest.engine.runtime.journal import StepJournal
 
 ZERO = Decimal("0")
-
-
-class StepSpend(Protocol):
-    """What a spend needs of its step (runtime/context.py's StepContext is one)."""
-
-    instance_id: str
-    workflow: str
-    tenant: str
-    step_label: str
-    attempt: int
-    _reservations: list[int]
-    _journal: StepJournal | None
 
 
 class AwaitApproval(BaseException):
@@ -187,7 +160,7 @@ def _reserve_orm(*, ctx: StepSpend, service: str, amount: Decimal) -> list[int]:
             raise _held(ctx=ctx, service=service, amount=amount, budget=breached)
         # Outside the locking transaction: the breach's history and request must commit even
         # though the step is about to unwind.
-        _breach(ctx=ctx, service=service, amount=amount, budget=breached, now=now)
+        raise AwaitApproval(budget_breach(ctx=ctx, service=service, amount=amount, budget=breached, now=now))
     return ids
 
 
@@ -230,80 +203,6 @@ def _use_grant(budget: Budget, grant: BudgetGrant | None) -> None:
     if BudgetGrant.objects.filter(id=grant.id, used=False).update(used=True):
         budget.limit += grant.amount
         Budget.objects.filter(id=budget.id).update(limit=budget.limit)
-
-
-def _breach(*, ctx: StepSpend, service: str, amount: Decimal, budget: Budget, now: datetime) -> None:
-    facts = (
-        f"budget {budget.scope}:{budget.key} ({budget.period}) has {budget.limit} with "
-        f"{budget.spent} spent and {budget.reserved} held; step {ctx.step_label!r} of instance "
-        f"{ctx.instance_id} asked for {amount} on {service}"
-    )
-    denied = ApprovalRequest.objects.filter(
-        instance_id=ctx.instance_id,
-        kind=ApprovalKind.BUDGET,
-        budget=budget,
-        step_name=ctx.step_label,
-        state__in=[ApprovalState.REJECTED, ApprovalState.EXPIRED],
-    ).exists()
-    notify.history()
-    History.objects.create(
-        instance_id=ctx.instance_id,
-        workflow=ctx.workflow,
-        tenant=ctx.tenant,
-        kind=HistoryKind.BUDGET,
-        step_name=ctx.step_label,
-        data={
-            "budget": budget.id,
-            "service": service,
-            "amount": str(amount),
-            "limit": str(budget.limit),
-            "spent": str(budget.spent),
-            "reserved": str(budget.reserved),
-            "policy": budget.policy,
-            "denied": denied,
-        },
-        created_at=now,
-    )
-    if budget.policy == BreachPolicy.FAIL or denied:
-        raise BudgetExceeded(
-            facts + ("; an operator denied raising it" if denied else "; raise the limit or wait for the next period")
-        )
-    pending = ApprovalRequest.objects.filter(
-        instance_id=ctx.instance_id, kind=ApprovalKind.BUDGET, budget=budget, state=ApprovalState.PENDING
-    ).exists()
-    if not pending:
-        _ask(ctx=ctx, service=service, amount=amount, budget=budget, facts=facts, now=now)
-    raise AwaitApproval(facts)
-
-
-def _ask(*, ctx: StepSpend, service: str, amount: Decimal, budget: Budget, facts: str, now: datetime) -> None:
-    """The operator's question; a parallel step of the instance that asked first already did."""
-    try:
-        with transaction.atomic():
-            ApprovalRequest.objects.create(
-                instance_id=ctx.instance_id,
-                tenant=ctx.tenant,
-                workflow=ctx.workflow,
-                kind=ApprovalKind.BUDGET,
-                step_name=ctx.step_label,
-                title=f"Budget {budget.scope}:{budget.key} would be exceeded",
-                description=facts,
-                budget=budget,
-                requested_amount=amount,
-                fields=[
-                    {
-                        "name": "amount",
-                        "label": "Raise the limit once by",
-                        "type": "number",
-                        "required": True,
-                        "default": str(amount),
-                    }
-                ],
-                context={"service": service, "limit": str(budget.limit), "spent": str(budget.spent)},
-                created_at=now,
-            )
-    except IntegrityError:
-        pass  # approval_one_pending_per_budget: one request answers every step waiting on it
 
 
 def reservations_release(*, ids: Iterable[int]) -> None:
@@ -392,7 +291,7 @@ def _reserve_postgres(*, ctx: StepSpend, service: str, amount: Decimal) -> list[
             reserved=row[7],
             policy=row[8],
         )
-        _breach(ctx=ctx, service=service, amount=amount, budget=budget, now=now)
+        raise AwaitApproval(budget_breach(ctx=ctx, service=service, amount=amount, budget=budget, now=now))
     return held
 
 

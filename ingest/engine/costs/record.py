@@ -4,9 +4,11 @@ after a paid call, once per booking even when a lost attempt is run again (runti
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from typing import Any, Protocol
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -14,14 +16,8 @@ from django.db.models import Q
 from django.utils.module_loading import import_string
 
 from ingest.engine import clock
-from ingest.engine.costs.budgets import (
-    ZERO,
-    StepSpend,
-    add_to_budgets,
-    covering_budgets,
-    lock_budgets,
-    roll_period,
-)
+from ingest.engine.costs.budgets import ZERO, add_to_budgets, covering_budgets, lock_budgets, roll_period
+from ingest.engine.costs.spend import StepSpend
 from ingest.engine.models import (
     ApiCost,
     Budget,
@@ -67,15 +63,17 @@ def cost_record(
     # The row and its journal entry commit together, or neither does.
     entry = journal.entry(slot, provider=service, answer={"cost": str(cost)})
     _record_row()(
-        ctx=ctx,
-        service=service,
-        cost=cost,
-        model=model,
-        usage=usage,
-        metadata=metadata,
-        success=success,
-        now=now,
-        journal=entry,
+        _Spend(
+            ctx=ctx,
+            service=service,
+            cost=cost,
+            model=model,
+            usage=usage,
+            metadata=metadata,
+            success=success,
+            now=now,
+            journal=entry,
+        )
     )
     return cost
 
@@ -94,39 +92,46 @@ def _record(
     if cost is None:
         cost = price(service=service, model=model, usage=usage, at=now)
     _record_row()(
-        ctx=ctx, service=service, cost=cost, model=model, usage=usage, metadata=metadata, success=success, now=now
+        _Spend(
+            ctx=ctx, service=service, cost=cost, model=model, usage=usage, metadata=metadata, success=success, now=now
+        )
     )
     return cost
 
 
-def _record_orm(
-    *,
-    ctx: StepSpend,
-    service: str,
-    cost: Decimal,
-    model: str,
-    usage: dict[str, int],
-    metadata: dict[str, Any],
-    success: bool,
-    now: datetime,
-    journal: dict[str, Any] | None = None,
-) -> None:
+@dataclass(frozen=True)
+class _Spend:
+    """One attempt's spend, priced, as both databases' writes of it take it."""
+
+    ctx: StepSpend
+    service: str
+    cost: Decimal
+    model: str
+    usage: dict[str, int]
+    metadata: dict[str, Any]
+    success: bool
+    now: datetime
+    journal: dict[str, Any] | None = None  # after a paid call, the booking's journal entry (sql/journal.py)
+
+
+def _record_orm(s: _Spend) -> None:
+    ctx = s.ctx
     with transaction.atomic():
-        if journal is not None:
-            journal_write_orm(journal)
+        if s.journal is not None:
+            journal_write_orm(s.journal)
         row = ApiCost.objects.create(
-            service=service,
-            cost=cost,
+            service=s.service,
+            cost=s.cost,
             instance_id=ctx.instance_id,
             workflow_type=ctx.workflow,
             step_name=ctx.step_label,
             attempt=ctx.attempt,
-            success=success,
-            model=model,
-            metadata=metadata,
+            success=s.success,
+            model=s.model,
+            metadata=s.metadata,
             tenant=ctx.tenant,
-            created_at=now,
-            **usage,
+            created_at=s.now,
+            **s.usage,
         )
         notify.history()
         History.objects.create(
@@ -135,16 +140,16 @@ def _record_orm(
             tenant=ctx.tenant,
             kind=HistoryKind.COST_RECORDED,
             step_name=ctx.step_label,
-            data=_history_data(ctx=ctx, service=service, cost=cost, model=model, success=success) | {"cost_id": row.id},
-            created_at=now,
+            data=_history_data(s) | {"cost_id": row.id},
+            created_at=s.now,
         )
         # Last, so the budget rows (shared by every step of a tenant) stay locked only for
         # their update and the commit.
-        _settle(ctx=ctx, service=service, cost=cost, now=now)
+        _settle(ctx=ctx, service=s.service, cost=s.cost, now=s.now)
 
 
-def _history_data(*, ctx: StepSpend, service: str, cost: Decimal, model: str, success: bool) -> dict[str, Any]:
-    return {"service": service, "cost": str(cost), "model": model, "attempt": ctx.attempt, "success": success}
+def _history_data(s: _Spend) -> dict[str, Any]:
+    return {"service": s.service, "cost": str(s.cost), "model": s.model, "attempt": s.ctx.attempt, "success": s.success}
 
 
 def _settle(*, ctx: StepSpend, service: str, cost: Decimal, now: datetime) -> None:
@@ -188,44 +193,34 @@ def price(*, service: str, model: str, usage: dict[str, int], at: datetime) -> D
     return Decimal(pricer(service, model, usage, at)).quantize(Decimal("0.000001"))
 
 
-def _record_postgres(
-    *,
-    ctx: StepSpend,
-    service: str,
-    cost: Decimal,
-    model: str,
-    usage: dict[str, int],
-    metadata: dict[str, Any],
-    success: bool,
-    now: datetime,
-    journal: dict[str, Any] | None = None,
-) -> None:
+def _record_postgres(s: _Spend) -> None:
     from psycopg.types.numeric import Int4
 
+    ctx, now = s.ctx, s.now
     row = sql_budgets.cost_record_row(
         {
-            "service": service,
-            "cost": cost,
+            "service": s.service,
+            "cost": s.cost,
             "iid": ctx.instance_id,
             "workflow": ctx.workflow,
             "label": ctx.step_label,
-            "success": success,
-            "model": model,
-            "metadata": json.dumps(metadata),
+            "success": s.success,
+            "model": s.model,
+            "metadata": json.dumps(s.metadata),
             "tenant": ctx.tenant,
             "now": now,
             # Typed: psycopg sends a plain int as int2, int4 or int8 by its size, and each mix of
             # types would be prepared as a statement of its own.
             "attempt": Int4(ctx.attempt),
-            **{key: Int4(value) for key, value in usage.items()},
-            "hdata": json.dumps(_history_data(ctx=ctx, service=service, cost=cost, model=model, success=success)),
+            **{key: Int4(value) for key, value in s.usage.items()},
+            "hdata": json.dumps(_history_data(s)),
             # An array literal: adapting a Python list costs psycopg more than the other parameters.
             "held": "{" + ",".join(str(r) for r in ctx._reservations) + "}",
             "hour": period_start("hour", now),
             "day": period_start("day", now),
             "month": period_start("month", now),
         }
-        | (sql_journal.NO_ENTRY if journal is None else journal)
+        | (sql_journal.NO_ENTRY if s.journal is None else s.journal)
     )
     notify.history()  # committed already, or at the commit of the transaction it joined
     assert row is not None  # a SELECT without FROM returns one row
@@ -233,20 +228,4 @@ def _record_postgres(
         ctx._reservations.remove(settled)
 
 
-class _RecordRow(Protocol):
-    def __call__(
-        self,
-        *,
-        ctx: StepSpend,
-        service: str,
-        cost: Decimal,
-        model: str,
-        usage: dict[str, int],
-        metadata: dict[str, Any],
-        success: bool,
-        now: datetime,
-        journal: dict[str, Any] | None = None,
-    ) -> None: ...
-
-
-_record_row = ByVendor[_RecordRow](postgresql=_record_postgres, sqlite=_record_orm)
+_record_row = ByVendor[Callable[[_Spend], None]](postgresql=_record_postgres, sqlite=_record_orm)

@@ -7,9 +7,10 @@ coroutines. Both drive the same `Execution`; only the waiting differs.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+import functools
+from collections.abc import Callable, Coroutine, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from ingest.engine import logcontext
 from ingest.engine.costs import approvals
@@ -21,6 +22,9 @@ from ingest.engine.runtime.invoke import invoke, invoke_async
 from ingest.engine.runtime.outcomes import CONTROL_FLOW
 from ingest.engine.runtime.parallel import Settled, StepCall, run_group, settle
 from ingest.engine.runtime.waits import as_datetime, checked_until, checked_wait
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 if TYPE_CHECKING:
     from ingest.engine.step_api import AsyncStepApi, StepApi
@@ -269,6 +273,17 @@ class Step(_StepCore):
         )
 
 
+def _threaded(method: Callable[Concatenate[Step, P], R]) -> Callable[Concatenate[AsyncStep, P], Coroutine[Any, Any, R]]:
+    """The async twin of a Step method: the same parameters and docstring, awaited, running the
+    sync step's code in a thread (its ledger IO is synchronous)."""
+
+    @functools.wraps(method)
+    async def twin(self: AsyncStep, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return await asyncio.to_thread(method, self._sync, *args, **kwargs)
+
+    return twin
+
+
 class AsyncStep(_StepCore):
     """The step API for `async def run`: the same methods, awaited (its shape:
     `ingest.engine.AsyncStepApi`). The waits run the sync step's code in a thread."""
@@ -327,37 +342,6 @@ class AsyncStep(_StepCore):
                 raise r.error
         return [r.value for r in results]
 
-    async def sleep(self, name: str, duration: Any) -> None:
-        await asyncio.to_thread(self._sync.sleep, name, duration)
-
-    async def sleep_until(self, name: str, when: datetime | str | float | int) -> None:
-        await asyncio.to_thread(self._sync.sleep_until, name, when)
-
-    async def wait_for_event(self, name: str, *, type: str, timeout: Any = "24 hours") -> dict[str, Any]:
-        return await asyncio.to_thread(self._sync.wait_for_event, name, type=type, timeout=timeout)
-
-    async def wait_for_approval(
-        self,
-        name: str,
-        *,
-        title: str,
-        fields: list[dict[str, Any]] | None = None,
-        timeout: Any = "24 hours",
-        description: str = "",
-        context: dict[str, Any] | None = None,
-        escalation: str = "",
-    ) -> dict[str, Any]:
-        return await asyncio.to_thread(
-            self._sync.wait_for_approval,
-            name,
-            title=title,
-            fields=fields,
-            timeout=timeout,
-            description=description,
-            context=context,
-            escalation=escalation,
-        )
-
     async def set_search_attributes(self, **values: Any) -> dict[str, str]:
         from ingest.engine.services.attributes import attributes_check, attributes_set
 
@@ -368,60 +352,14 @@ class AsyncStep(_StepCore):
         )
         return merged
 
-    async def child(
-        self, name: str, *, workflow: str, params: dict[str, Any] | None = None, id: str | None = None
-    ) -> Any:
-        return await asyncio.to_thread(self._sync.child, name, workflow=workflow, params=params, id=id)
-
-    async def poll(
-        self,
-        name: str,
-        check: Callable[..., Any],
-        *,
-        until: Callable[[Any], Any] | None = None,
-        initial: Any = "10 seconds",
-        factor: float = 2,
-        max_interval: Any = "5 minutes",
-        deadline: Any = "1 hour",
-        retries: dict[str, Any] | None = None,
-        timeout: Any = None,
-    ) -> Any:
-        return await asyncio.to_thread(
-            self._sync.poll,
-            name,
-            check,
-            until=until,
-            initial=initial,
-            factor=factor,
-            max_interval=max_interval,
-            deadline=deadline,
-            retries=retries,
-            timeout=timeout,
-        )
-
-    async def fan_out(
-        self,
-        name: str,
-        handler: Any,
-        items: Sequence[Any],
-        *,
-        batch_size: int = 100,
-        timeout: Any = "10 minutes",
-        retries: dict[str, Any] | None = None,
-        item_timeout: Any = None,
-        pack: int = 1,
-    ) -> list[Settled]:
-        return await asyncio.to_thread(
-            self._sync.fan_out,
-            name,
-            handler,
-            items,
-            batch_size=batch_size,
-            timeout=timeout,
-            retries=retries,
-            item_timeout=item_timeout,
-            pack=pack,
-        )
+    # The waits, children, polls and fan-outs: the sync step's own methods, run in a thread.
+    sleep = _threaded(Step.sleep)
+    sleep_until = _threaded(Step.sleep_until)
+    wait_for_event = _threaded(Step.wait_for_event)
+    wait_for_approval = _threaded(Step.wait_for_approval)
+    child = _threaded(Step.child)
+    poll = _threaded(Step.poll)
+    fan_out = _threaded(Step.fan_out)
 
 
 if TYPE_CHECKING:  # mypy holds both classes to the shapes workflow authors type against

@@ -3,6 +3,7 @@ their resolution, and the buffered events they consume. Each is guarded by the l
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -13,59 +14,70 @@ from ingest.engine.runtime.store import InstanceStore
 from ingest.engine.writes import notify
 
 
+@dataclass(frozen=True)
+class WaitStart:
+    """A sleep's, an event wait's or a child's step as it starts: where it stands in the run, when
+    it started, and when it wakes (a sleep's end, a wait's deadline; None for a child)."""
+
+    name: str
+    seq: int
+    position: int
+    kind: str
+    now: datetime
+    wake_at: datetime | None
+    event_type: str = ""
+
+    @property
+    def status(self) -> str:
+        return StepStatus.SLEEPING if self.kind == StepKind.SLEEP else StepStatus.WAITING
+
+
+def _wait_rows(store: InstanceStore, w: WaitStart, **child: Any) -> Step:
+    """The wait's step row and its history row; `child` (a child's wait only) names the child."""
+    step = Step.objects.create(
+        instance_id=store.instance_id,
+        name=w.name,
+        seq=w.seq,
+        position=w.position,
+        kind=w.kind,
+        status=w.status,
+        started_at=w.now,
+        wake_at=w.wake_at,
+        event_type=w.event_type,
+        child_id=child.get("child"),
+    )
+    store.history(
+        HistoryKind.STEP_SLEEP if w.kind == StepKind.SLEEP else HistoryKind.STEP_WAIT,
+        w.now,
+        step_name=step_label(w.name, w.seq),
+        until=w.wake_at.isoformat() if w.wake_at else None,
+        event_type=w.event_type,
+        **child,
+    )
+    return step
+
+
 @ledger_io
-def wait_started(
-    store: InstanceStore,
-    *,
-    name: str,
-    seq: int,
-    position: int,
-    kind: str,
-    now: datetime,
-    wake_at: datetime | None,
-    event_type: str = "",
-    child_id: str | None = None,
-    child: Instance | None = None,
-) -> StepRecord:
-    status = StepStatus.SLEEPING if kind == StepKind.SLEEP else StepStatus.WAITING
-    with store.txn(now):
+def wait_started(store: InstanceStore, w: WaitStart, *, child: Instance | None = None) -> StepRecord:
+    child_id = child.id if child is not None else None
+    with store.txn(w.now):
         if child is not None:
             child.save(force_insert=True)
-            _history_for_child(store, child, now)
-        step = Step.objects.create(
-            instance_id=store.instance_id,
-            name=name,
-            seq=seq,
-            position=position,
-            kind=kind,
-            status=status,
-            started_at=now,
-            wake_at=wake_at,
-            event_type=event_type,
-            child_id=child_id,
-        )
-        hk = HistoryKind.STEP_SLEEP if kind == StepKind.SLEEP else HistoryKind.STEP_WAIT
-        store.history(
-            hk,
-            now,
-            step_name=step_label(name, seq),
-            until=wake_at.isoformat() if wake_at else None,
-            event_type=event_type,
-            child=child_id,
-        )
+            _history_for_child(store, child, w.now)
+        step = _wait_rows(store, w, child=child_id)
         if child is not None:
             notify.ready()
     return StepRecord(
         id=step.id,
-        name=name,
-        seq=seq,
-        position=position,
-        kind=kind,
-        status=status,
-        wake_at=wake_at,
-        event_type=event_type,
+        name=w.name,
+        seq=w.seq,
+        position=w.position,
+        kind=w.kind,
+        status=w.status,
+        wake_at=w.wake_at,
+        event_type=w.event_type,
         child_id=child_id,
-        started_at=now,
+        started_at=w.now,
     )
 
 
@@ -102,44 +114,15 @@ def wait_resolved(
         resolve(store, rec, now=now, result=result, failure=failure)
 
 
-def waiting_step(
-    store: InstanceStore,
-    *,
-    name: str,
-    seq: int,
-    position: int,
-    kind: str,
-    now: datetime,
-    wake_at: datetime | None,
-    event_type: str = "",
-) -> None:
+def waiting_step(store: InstanceStore, w: WaitStart) -> None:
     """Record a sleep or an event wait in the same transaction as the suspension that follows."""
-    status = StepStatus.SLEEPING if kind == StepKind.SLEEP else StepStatus.WAITING
-    hk = HistoryKind.STEP_SLEEP if kind == StepKind.SLEEP else HistoryKind.STEP_WAIT
+    sleep = None
+    if w.kind == StepKind.SLEEP and not w.event_type:
+        sleep = SleepWrite(kind="start", name=w.name, seq=w.seq, position=w.position, at=w.now, wake_at=w.wake_at)
 
     def write() -> None:
-        Step.objects.create(
-            instance_id=store.instance_id,
-            name=name,
-            seq=seq,
-            position=position,
-            kind=kind,
-            status=status,
-            started_at=now,
-            wake_at=wake_at,
-            event_type=event_type,
-        )
-        store.history(
-            hk,
-            now,
-            step_name=step_label(name, seq),
-            until=wake_at.isoformat() if wake_at else None,
-            event_type=event_type,
-        )
+        _wait_rows(store, w)
 
-    sleep = None
-    if kind == StepKind.SLEEP and not event_type:
-        sleep = SleepWrite(kind="start", name=name, seq=seq, position=position, at=now, wake_at=wake_at)
     store.defer(write, sleep=sleep)
 
 

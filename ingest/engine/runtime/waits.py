@@ -24,6 +24,7 @@ from ingest.engine.runtime.failures import rebuild_error
 from ingest.engine.runtime.outcomes import Suspend
 from ingest.engine.runtime.records import Failure
 from ingest.engine.runtime.store_waits import (
+    WaitStart,
     consume_event,
     has_event,
     wait_resolved,
@@ -47,11 +48,12 @@ def sleep(x: Execution, name: str, until: Callable[[datetime], datetime]) -> Non
         wake = until(now)
         if x.overrides is not None and x.overrides.skip_sleeps:
             wake = now
+        start = WaitStart(name=name, seq=seq, position=position, kind=StepKind.SLEEP, now=now, wake_at=wake)
         if wake > now:
             # The step row and the suspension commit together: one write per sleep.
-            waiting_step(x.store, name=name, seq=seq, position=position, kind=StepKind.SLEEP, now=now, wake_at=wake)
+            waiting_step(x.store, start)
             raise Suspend(wake)
-        rec = wait_started(x.store, name=name, seq=seq, position=position, kind=StepKind.SLEEP, now=now, wake_at=wake)
+        rec = wait_started(x.store, start)
         x.by_key[(name, seq)] = x.by_pos[position] = rec
     assert rec.wake_at is not None
     if rec.wake_at <= now:
@@ -71,20 +73,7 @@ def wait_for_event(x: Execution, name: str, *, type: str, delta: timedelta) -> d
     now = x.now()
     if rec is None:
         x.checkpoint()
-        if x.overrides is None and delta > timedelta(0) and not has_event(x.store, type):
-            waiting_step(
-                x.store,
-                name=name,
-                seq=seq,
-                position=position,
-                kind=StepKind.WAIT_EVENT,
-                now=now,
-                wake_at=now + delta,
-                event_type=type,
-            )
-            raise Suspend(now + delta, event_type=type)
-        rec = wait_started(
-            x.store,
+        start = WaitStart(
             name=name,
             seq=seq,
             position=position,
@@ -93,6 +82,10 @@ def wait_for_event(x: Execution, name: str, *, type: str, delta: timedelta) -> d
             wake_at=now + delta,
             event_type=type,
         )
+        if x.overrides is None and delta > timedelta(0) and not has_event(x.store, type):
+            waiting_step(x.store, start)
+            raise Suspend(now + delta, event_type=type)
+        rec = wait_started(x.store, start)
         x.by_key[(name, seq)] = x.by_pos[position] = rec
     forced_timeout = x.overrides is not None and name in x.overrides.event_timeouts
     if x.overrides is not None and not forced_timeout:
@@ -126,17 +119,8 @@ def child(x: Execution, name: str, *, workflow: str, params: dict[str, Any] | No
     if rec is None:
         x.checkpoint()
         child = child_instance(x, name=name, seq=seq, workflow=workflow, params=params, id=id, now=now)
-        rec = wait_started(
-            x.store,
-            name=name,
-            seq=seq,
-            position=position,
-            kind=StepKind.CHILD,
-            now=now,
-            wake_at=None,
-            child_id=child.id,
-            child=child,
-        )
+        start = WaitStart(name=name, seq=seq, position=position, kind=StepKind.CHILD, now=now, wake_at=None)
+        rec = wait_started(x.store, start, child=child)
         x.by_key[(name, seq)] = x.by_pos[position] = rec
     assert rec.child_id is not None
     row = Instance.objects.filter(id=rec.child_id).values("status", "output", "error_name", "error_message").first()

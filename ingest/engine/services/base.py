@@ -9,6 +9,7 @@ from typing import Any
 
 from ingest.engine import tracing
 from ingest.engine.errors import (
+    InstanceAlreadyExists,
     InstanceFinished,
     InstanceNotFound,
     InvalidInstanceId,
@@ -120,6 +121,33 @@ def new_instance_values(
         "replay_of_id": replay_of,
         "workflow_version": cls.version if version is None else version,
     }
+
+
+def rerun_instance(
+    source: Instance,
+    *,
+    new_id: str,
+    params: Any,
+    now: datetime,
+    replay_of: str | None = None,
+    version: int | None = None,
+) -> Instance:
+    """A new, unsaved instance that runs `source`'s workflow again in its tenant at its priority,
+    with `params` (None: the source's); InstanceAlreadyExists when `new_id` is taken."""
+    inst = new_instance(
+        workflow=source.workflow,
+        id=new_id,
+        tenant=source.tenant,
+        params=source.params if params is None else params,
+        priority=source.priority,
+        start_at=None,
+        now=now,
+        replay_of=replay_of,
+        version=version,
+    )
+    if Instance.objects.filter(id=inst.id).exists():
+        raise InstanceAlreadyExists(inst.id)
+    return inst
 
 
 def rerun_params(original: Any, params: Any) -> Any:

@@ -11,7 +11,6 @@ from django.db import transaction
 
 from ingest.engine import clock, hooks
 from ingest.engine.errors import (
-    InstanceAlreadyExists,
     InvalidTransition,
     UnknownStep,
 )
@@ -31,8 +30,8 @@ from ingest.engine.services.base import (
     finished_error,
     is_leased,
     locked,
-    new_instance,
     operator_history,
+    rerun_instance,
     rerun_params,
     status_history,
 )
@@ -221,18 +220,7 @@ def instance_replay(
                 new_id = f"{source.id[:88]}-replay-{n}"
         params = rerun_params(source.params, params)
         edited = params is not None and params != source.params
-        inst = new_instance(
-            workflow=source.workflow,
-            id=new_id,
-            tenant=source.tenant,
-            params=source.params if params is None else params,
-            priority=source.priority,
-            start_at=None,
-            now=now,
-            replay_of=source.id,
-        )
-        if Instance.objects.filter(id=inst.id).exists():
-            raise InstanceAlreadyExists(inst.id)
+        inst = rerun_instance(source, new_id=new_id, params=params, now=now, replay_of=source.id)
         inst.save(force_insert=True)
         created_history(inst, actor=actor, reason=reason, replay_of=source.id, edited=edited).save()
         operator_history(

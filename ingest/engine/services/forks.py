@@ -9,15 +9,15 @@ from typing import Any
 from django.db import transaction
 
 from ingest.engine import clock
-from ingest.engine.errors import InstanceAlreadyExists, InvalidTransition, UnknownStep
+from ingest.engine.errors import InvalidTransition, UnknownStep
 from ingest.engine.models import Attempt, Instance, Step, StepKind, StepStatus
 from ingest.engine.runtime.records import step_label
 from ingest.engine.services.base import (
     created_history,
     derived_id,
     locked,
-    new_instance,
     operator_history,
+    rerun_instance,
     rerun_params,
 )
 from ingest.engine.services.versions import version_check_runnable
@@ -25,37 +25,14 @@ from ingest.engine.workflow import get_workflow
 from ingest.engine.writes import notify
 
 _SETTLED = (StepStatus.COMPLETE, StepStatus.ERRORED)
-_STEP_FIELDS = (
-    "name",
-    "seq",
-    "position",
-    "kind",
-    "status",
-    "result",
-    "error_name",
-    "error_message",
-    "error_traceback",
-    "error_state",
-    "config",
-    "attempts",
-    "sensitive",
-    "has_rollback",
-    "started_at",
-    "ended_at",
-    "event_type",
-    "child_id",
-)
-_ATTEMPT_FIELDS = (
-    "number",
-    "started_at",
-    "ended_at",
-    "ok",
-    "error_name",
-    "error_message",
-    "error_traceback",
-    "retry_delay_seconds",
-    "worker",
-)
+# What a fork copies of a step and of its attempts: every column but the row's identity, its
+# parent, and what only the live run writes (a sleep's wake-up, the live log, an attempt's logs).
+_STEP_SKIPPED = frozenset({"id", "instance_id", "wake_at", "live_log"})
+_ATTEMPT_SKIPPED = frozenset({"id", "step_id", "logs"})
+
+
+def _copied(model: type[Step] | type[Attempt], skipped: frozenset[str]) -> list[str]:
+    return [f.attname for f in model._meta.concrete_fields if f.attname not in skipped]
 
 
 def fork_points(*, instance_id: str) -> list[str]:
@@ -102,18 +79,7 @@ def instance_fork(
         if new_id is None:
             new_id = derived_id(source.id, "fork", lambda i: Instance.objects.filter(id=i).exists())
         params = rerun_params(source.params, params)
-        inst = new_instance(
-            workflow=source.workflow,
-            id=new_id,
-            tenant=source.tenant,
-            params=source.params if params is None else params,
-            priority=source.priority,
-            start_at=None,
-            now=now,
-            version=version,
-        )
-        if Instance.objects.filter(id=inst.id).exists():
-            raise InstanceAlreadyExists(inst.id)
+        inst = rerun_instance(source, new_id=new_id, params=params, now=now, version=version)
         inst.fork_of_id, inst.fork_step = source.id, from_step
         inst.save(force_insert=True)
         _copy_steps(before, to=inst.id)
@@ -161,13 +127,12 @@ def _check_copyable(source: Instance, before: list[Step], from_step: str) -> Non
 def _copy_steps(before: list[Step], *, to: str) -> None:
     if not before:
         return
-    copies = Step.objects.bulk_create(
-        [Step(instance_id=to, **{f: getattr(s, f) for f in _STEP_FIELDS}) for s in before]
-    )
+    step_fields, attempt_fields = _copied(Step, _STEP_SKIPPED), _copied(Attempt, _ATTEMPT_SKIPPED)
+    copies = Step.objects.bulk_create([Step(instance_id=to, **{f: getattr(s, f) for f in step_fields}) for s in before])
     new_ids = {s.id: c.id for s, c in zip(before, copies, strict=True)}
     Attempt.objects.bulk_create(
         [
-            Attempt(step_id=new_ids[a.step_id], **{f: getattr(a, f) for f in _ATTEMPT_FIELDS})
+            Attempt(step_id=new_ids[a.step_id], **{f: getattr(a, f) for f in attempt_fields})
             for a in Attempt.objects.filter(step_id__in=list(new_ids)).order_by("step_id", "number")
         ]
     )

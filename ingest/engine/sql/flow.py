@@ -35,6 +35,21 @@ class FlowGroup:
     key: str
 
 
+@dataclass(frozen=True)
+class _Candidates:
+    """What a claim reads its candidates by: the join to the locked groups, their workflows (as
+    placeholders and as values), the rated ones among them (`rated_in` tests membership) and the
+    per-group cap on candidates of workflows without a rate."""
+
+    in_group: str
+    names: str
+    workflows: Sequence[str]
+    rated: Sequence[str]
+    rated_in: str
+    limit: int
+    now: datetime
+
+
 _CLAIMABLE = f"""i.ready_at <= %s AND (i.lease_expires_at IS NULL OR i.lease_expires_at < %s)
     AND i.status NOT IN {FINISHED_OR_PAUSED}"""
 
@@ -157,7 +172,9 @@ def claim_limited(
     rated_in = f"IN ({', '.join(['%s'] * len(rated))})" if rated else ""
     prune = "c.rn <= %s" + (f" OR c.workflow {rated_in}" if rated else "")
     cand_from, cand_params = dialect.candidates(
-        in_group=in_group, names=names, workflows=workflows, rated=rated, rated_in=rated_in, limit=limit, now=now
+        _Candidates(
+            in_group=in_group, names=names, workflows=workflows, rated=rated, rated_in=rated_in, limit=limit, now=now
+        )
     )
     keycap, keycap_params = _key_caps(limits)
     chosen = f"""
@@ -219,20 +236,10 @@ class _SqliteFlow:
         params.append(max_groups)
         return groups
 
-    def candidates(
-        self,
-        *,
-        in_group: str,
-        names: str,
-        workflows: Sequence[str],
-        rated: Sequence[str],
-        rated_in: str,
-        limit: int,
-        now: datetime,
-    ) -> tuple[str, list[Any]]:
+    def candidates(self, c: _Candidates) -> tuple[str, list[Any]]:
         return (
-            f"FROM engine_instance i JOIN grp g ON {in_group} WHERE i.workflow IN ({names}) AND {_CLAIMABLE}",
-            [*workflows, now, now],
+            f"FROM engine_instance i JOIN grp g ON {c.in_group} WHERE i.workflow IN ({c.names}) AND {_CLAIMABLE}",
+            [*c.workflows, c.now, c.now],
         )
 
     def lease_chosen(
@@ -265,20 +272,10 @@ class _PostgresFlow(_SqliteFlow):
             LIMIT %s
         """
 
-    def candidates(
-        self,
-        *,
-        in_group: str,
-        names: str,
-        workflows: Sequence[str],
-        rated: Sequence[str],
-        rated_in: str,
-        limit: int,
-        now: datetime,
-    ) -> tuple[str, list[Any]]:
+    def candidates(self, c: _Candidates) -> tuple[str, list[Any]]:
         # The same pruning as claim_limited's, before the ranking: each group's first `limit`
         # candidates in index order (instance_flow_ready), so no claim sorts a backlog of thousands.
-        top = f"CASE WHEN g.workflow {rated_in} THEN NULL ELSE CAST(%s AS bigint) END" if rated else "%s"
+        top = f"CASE WHEN g.workflow {c.rated_in} THEN NULL ELSE CAST(%s AS bigint) END" if c.rated else "%s"
         return (
             f"""FROM grp g CROSS JOIN LATERAL (
                 SELECT i.id, i.status, i.workflow, i.concurrency_key, i.priority, i.ready_at, i.created_at,
@@ -288,7 +285,7 @@ class _PostgresFlow(_SqliteFlow):
                 ORDER BY i.priority DESC, i.ready_at, i.created_at, i.id
                 LIMIT {top}
             ) i""",
-            [now, now, *rated, limit],
+            [c.now, c.now, *c.rated, c.limit],
         )
 
     def lease_chosen(

@@ -4,17 +4,20 @@ the statements call nothing above them."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from django.db import connection
 
 from ingest.engine.sql import instances as sql_instances
 from ingest.engine.sql import steps as sql_steps
 from ingest.engine.sql.instances import InstanceDone
-from ingest.engine.sql.steps import Completion, StepRow
+from ingest.engine.sql.steps import Completion
 from ingest.engine.writes import commits
 
+P = ParamSpec("P")
+R = TypeVar("R")
 _group_commit: bool | None = None  # RUNLEDGER_GROUP_COMMIT, read once (asked at every step)
 
 
@@ -29,78 +32,35 @@ def grouped() -> bool:
     return _group_commit and not connection.in_atomic_block
 
 
-def step_finish(
-    *,
-    row: StepRow,
-    token: str,
-    now: datetime,
-    started: datetime,
-    attempt: int,
-    result: str | None,
-    worker: str,
-    with_start: bool,
-    logs: str | None = None,
-) -> tuple[str, int] | None:
+def _params_of(source: Callable[P, object]) -> Callable[[Callable[..., R]], Callable[P, R]]:
+    """Type the decorated function as taking `source`'s parameters (it passes them on as they are)."""
+
+    def typed(function: Callable[..., R]) -> Callable[P, R]:
+        return function
+
+    return typed
+
+
+# Both take a completion's fields as sql/steps.py's statement does, so the two ways of writing it
+# (grouped, or alone) are called alike and the parameters are spelled out once, on the statement.
+@_params_of(sql_steps.step_finish)
+def step_finish(**completion: Any) -> tuple[str, int] | None:
     """Store a step's successful attempt durably (sql/steps.py's statement), through the express
     group commit when completions are grouped here. Returns (control, step id), or None when the
     lease is lost."""
     if grouped():
         # Looked up at each call, not bound at import: a test may swap in a fresh group commit.
-        return commits.express.finish(
-            Completion(
-                row=row,
-                token=token,
-                now=now,
-                started=started,
-                attempt=attempt,
-                result=result,
-                worker=worker,
-                with_start=with_start,
-                logs=logs,
-            )
-        )
-    return sql_steps.step_finish(
-        row=row,
-        token=token,
-        now=now,
-        started=started,
-        attempt=attempt,
-        result=result,
-        worker=worker,
-        with_start=with_start,
-        logs=logs,
-    )
+        return commits.express.finish(Completion(**completion))
+    return sql_steps.step_finish(**completion)
 
 
-def step_finish_deferred(
-    *,
-    row: StepRow,
-    token: str,
-    now: datetime,
-    started: datetime,
-    attempt: int,
-    result: str | None,
-    worker: str,
-    with_start: bool,
-    logs: str | None = None,
-) -> commits.Pending | None:
+@_params_of(sql_steps.step_finish)
+def step_finish_deferred(**completion: Any) -> commits.Pending | None:
     """Queue the same write on the group commit and return its `Pending` at once; None when
     completions are not grouped here (the caller then writes it with `step_finish`)."""
     if not grouped():
         return None
-    return commits.group.submit(
-        Completion(
-            row=row,
-            token=token,
-            now=now,
-            started=started,
-            attempt=attempt,
-            result=result,
-            worker=worker,
-            with_start=with_start,
-            logs=logs,
-        )
-    )
+    return commits.group.submit(Completion(**completion))
 
 
 def instance_complete(

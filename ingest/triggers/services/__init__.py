@@ -38,6 +38,7 @@ from ingest.triggers.services.routes import (
 )
 from ingest.triggers.services.schedules import (
     schedule_create,
+    schedule_create_from,
     schedule_delete,
     schedule_fire_due,
     schedule_name_check,
@@ -92,6 +93,7 @@ __all__ = [
     "route_upsert",
     "rotation_problems",
     "schedule_create",
+    "schedule_create_from",
     "schedule_delete",
     "schedule_fire_due",
     "schedule_name_check",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -137,6 +138,18 @@ def schedule_create(
     _refresh_next(schedule, now=now)
     schedule.save()
     return schedule
+
+
+def schedule_create_from(fields: Mapping[str, Any], *, now: datetime) -> Schedule:
+    """`schedule_create` from every field of a new schedule as the REST API's body and the console's
+    form name them (the cron expression as `cron`, as `schedule_update` takes it)."""
+    return schedule_create(
+        name=fields["name"],
+        tenant=fields["tenant"],
+        cron_expression=fields["cron"],
+        now=now,
+        **{key: fields[key] for key in EDITABLE if key != "cron"},
+    )
 
 
 def _get_locked(name: str) -> Schedule:
