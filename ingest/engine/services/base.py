@@ -55,33 +55,6 @@ def check_params(params: Any) -> dict[str, Any]:
     return json.loads(text)  # type: ignore[no-any-return]
 
 
-def new_instance(
-    *,
-    workflow: str,
-    id: str | None,
-    params: Any,
-    tenant: str,
-    priority: int | None,
-    start_at: datetime | None,
-    now: datetime,
-    replay_of: str | None = None,
-    version: int | None = None,
-) -> Instance:
-    return Instance(
-        **new_instance_values(
-            workflow=workflow,
-            id=id,
-            params=params,
-            tenant=tenant,
-            priority=priority,
-            start_at=start_at,
-            now=now,
-            replay_of=replay_of,
-            version=version,
-        )
-    )
-
-
 def new_instance_values(
     *,
     workflow: str,
@@ -94,8 +67,8 @@ def new_instance_values(
     replay_of: str | None = None,
     version: int | None = None,
 ) -> dict[str, Any]:
-    """A new instance's field values by attribute name, checked: what `new_instance` builds its
-    model from, and what the one-statement create writes without building one."""
+    """A new instance's field values by attribute name, checked: what an unsaved `Instance(**…)` is
+    built from, and what the one-statement create writes without building one."""
     cls = get_workflow(workflow)
     instance_id = id if id is not None else generated_id(workflow, now)
     check_id(instance_id)
@@ -134,16 +107,18 @@ def rerun_instance(
 ) -> Instance:
     """A new, unsaved instance that runs `source`'s workflow again in its tenant at its priority,
     with `params` (None: the source's); InstanceAlreadyExists when `new_id` is taken."""
-    inst = new_instance(
-        workflow=source.workflow,
-        id=new_id,
-        tenant=source.tenant,
-        params=source.params if params is None else params,
-        priority=source.priority,
-        start_at=None,
-        now=now,
-        replay_of=replay_of,
-        version=version,
+    inst = Instance(
+        **new_instance_values(
+            workflow=source.workflow,
+            id=new_id,
+            tenant=source.tenant,
+            params=source.params if params is None else params,
+            priority=source.priority,
+            start_at=None,
+            now=now,
+            replay_of=replay_of,
+            version=version,
+        )
     )
     if Instance.objects.filter(id=inst.id).exists():
         raise InstanceAlreadyExists(inst.id)

@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from django.db import IntegrityError, transaction
 
@@ -41,7 +41,6 @@ from ingest.engine.services.base import (
     created_history,
     created_history_values,
     locked,
-    new_instance,
     new_instance_values,
 )
 from ingest.engine.sql import create as sql_create
@@ -50,17 +49,21 @@ from ingest.engine.workflow import get_workflow
 from ingest.engine.writes import notify
 
 
+class CreateOptions(TypedDict, total=False):
+    """What `instance_create` and `instance_start` take besides the workflow; each is optional
+    (the defaults: a generated id, no params, tenant "default", the workflow's priority, now)."""
+
+    id: str | None
+    params: Any
+    tenant: str
+    priority: int | None
+    start_at: datetime | None
+    actor: str
+    only_if: RowUnchanged | None
+
+
 def instance_create(
-    *,
-    workflow: str,
-    id: str | None = None,
-    params: Any = None,
-    tenant: str = "default",
-    priority: int | None = None,
-    start_at: datetime | None = None,
-    actor: str = "",
-    first: Callable[[], object] | None = None,
-    only_if: RowUnchanged | None = None,
+    *, workflow: str, first: Callable[[], object] | None = None, **options: Unpack[CreateOptions]
 ) -> Instance:
     """Create an instance; a duplicate id raises InstanceAlreadyExists (treat as already processed).
 
@@ -71,64 +74,32 @@ def instance_create(
     has changed, nothing is written and CheckedRowsChanged is raised (before a duplicate id is
     reported: a duplicate is only "already processed" for a caller whose check still holds).
     """
-    created = _created(
-        workflow=workflow,
-        id=id,
-        params=params,
-        tenant=tenant,
-        priority=priority,
-        start_at=start_at,
-        actor=actor,
-        first=first,
-        only_if=only_if,
-    )
+    created = _created(workflow=workflow, first=first, **options)
     return created if isinstance(created, Instance) else Instance(**created)
 
 
-def instance_start(
-    *,
-    workflow: str,
-    id: str | None = None,
-    params: Any = None,
-    tenant: str = "default",
-    priority: int | None = None,
-    start_at: datetime | None = None,
-    actor: str = "",
-    only_if: RowUnchanged | None = None,
-) -> str:
+def instance_start(*, workflow: str, **options: Unpack[CreateOptions]) -> str:
     """`instance_create` for a caller that needs only the new instance's id: on PostgreSQL the
     rows are written from their values, without building the instance's model."""
-    created = _created(
-        workflow=workflow,
-        id=id,
-        params=params,
-        tenant=tenant,
-        priority=priority,
-        start_at=start_at,
-        actor=actor,
-        first=None,
-        only_if=only_if,
-    )
+    created = _created(workflow=workflow, first=None, **options)
     return created.id if isinstance(created, Instance) else str(created["id"])
 
 
 def _created(
-    *,
-    workflow: str,
-    id: str | None,
-    params: Any,
-    tenant: str,
-    priority: int | None,
-    start_at: datetime | None,
-    actor: str,
-    first: Callable[[], object] | None,
-    only_if: RowUnchanged | None,
+    *, workflow: str, first: Callable[[], object] | None, **options: Unpack[CreateOptions]
 ) -> Instance | dict[str, Any]:
     """Create the instance: its field values when one statement wrote it, else its saved model."""
+    only_if, actor = options.get("only_if"), options.get("actor", "")
     if only_if is not None and (first is not None or not is_postgres()):
         raise ValueError("only_if is checked by the one-statement create: PostgreSQL, without `first`")
     values = new_instance_values(
-        workflow=workflow, id=id, params=params, tenant=tenant, priority=priority, start_at=start_at, now=clock.now()
+        workflow=workflow,
+        id=options.get("id"),
+        params=options.get("params"),
+        tenant=options.get("tenant", "default"),
+        priority=options.get("priority"),
+        start_at=options.get("start_at"),
+        now=clock.now(),
     )
     if first is None and is_postgres():
         # One statement: a duplicate id inserts nothing instead of failing.
@@ -220,14 +191,16 @@ def instance_create_batch(*, workflow: str, items: Iterable[dict[str, Any]], act
         raise BatchTooLarge(f"create_batch got {len(items)} instances; the limit is {MAX_BATCH} per call")
     now = clock.now()
     instances = [
-        new_instance(
-            workflow=workflow,
-            id=item.get("id"),
-            params=item.get("params"),
-            tenant=item.get("tenant", "default"),
-            priority=item.get("priority"),
-            start_at=item.get("start_at"),
-            now=now,
+        Instance(
+            **new_instance_values(
+                workflow=workflow,
+                id=item.get("id"),
+                params=item.get("params"),
+                tenant=item.get("tenant", "default"),
+                priority=item.get("priority"),
+                start_at=item.get("start_at"),
+                now=now,
+            )
         )
         for item in items
     ]
