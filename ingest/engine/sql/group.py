@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from ingest.engine.sql.base import HISTORY_COLUMNS, RELEASE, STEP_COLUMNS, prepare_session
+from ingest.engine.sql.base import HISTORY_COLUMNS, RELEASE, STEP_COLUMNS, kept_cursor
 from ingest.engine.sql.instances import InstanceDone
 from ingest.engine.sql.steps import COMPLETE_ON_CONFLICT, Completion
 
@@ -110,15 +110,13 @@ def group_write(
     """Store steps' successful attempts and instances' completions in one statement on `raw`, a
     psycopg connection. Returns ({(instance id, name, seq): (control, step id)} of the steps
     written, {ids of the instances completed}); a write whose lease is lost is absent."""
-    import psycopg
-
     params = {"steps": "[" + ",".join(c.element() for c in steps) + "]"}
     if done:
         params["done"] = "[" + ",".join(d.element() for d in done) + "]"
-    prepare_session(raw)
-    with psycopg.Cursor(raw) as cursor:
-        cursor.execute(_GROUP_WRITE if done else _GROUP_STEPS, params, prepare=True)
-        rows = cursor.fetchall()
+    statement = _GROUP_WRITE if done else _GROUP_STEPS
+    cursor = kept_cursor(raw, statement)
+    cursor.execute(statement, params, prepare=True)
+    rows = cursor.fetchall()
     written: dict[tuple[str, str, int], tuple[str, int]] = {}
     completed: set[str] = set()
     for r in map(_Written._make, rows):

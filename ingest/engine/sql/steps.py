@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 
 from django.db import connection
 
-from ingest.engine.sql.base import STEP_COLUMNS, prepare_session, prepared
+from ingest.engine.sql.base import STEP_COLUMNS, kept_cursor, prepared
 
 _GUARD = """
     g AS (
@@ -270,12 +270,8 @@ _STEP_ROWS = f"""
 
 def step_rows(iid: str) -> list[StepRead]:
     """An instance's steps in the order the run asked for them (prepared; results as JSON text)."""
-    import psycopg
-
     connection.ensure_connection()
     with connection.wrap_database_errors:
-        raw = connection.connection
-        prepare_session(raw)
-        with psycopg.Cursor(raw) as cursor:
-            cursor.execute(_STEP_ROWS, {"iid": iid}, prepare=True)
-            return list(map(StepRead._make, cursor.fetchall()))
+        cursor = kept_cursor(connection.connection, _STEP_ROWS)
+        cursor.execute(_STEP_ROWS, {"iid": iid}, prepare=True)
+        return list(map(StepRead._make, cursor.fetchall()))
