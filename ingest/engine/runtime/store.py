@@ -104,6 +104,11 @@ class InstanceStore:
         if lost:
             raise LeaseLost(self.instance_id)
 
+    def has_pending(self) -> bool:
+        """Whether deferred completions of this turn are queued and not collected yet."""
+        with self._pending_lock:
+            return bool(self._pending)
+
     def settle_quietly(self) -> None:
         """Collect what is still in flight at the end of an abandoned turn, raising nothing."""
         with contextlib.suppress(LeaseLost, EngineFault):
@@ -602,11 +607,10 @@ class _StatementStepWrites(_OrmStepWrites):
                 if got is None:
                     raise LeaseLost(store.instance_id)
         else:
-            got = finish()
+            got = finish()  # announces its history rows (route.py)
         if got is None:
             raise LeaseLost(store.instance_id)
         store.control, rec.id = got
-        notify.history()
         rec.status, rec.result, rec.row = StepStatus.COMPLETE, result, None
 
 

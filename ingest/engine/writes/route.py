@@ -13,7 +13,7 @@ from ingest.engine.sql import instances as sql_instances
 from ingest.engine.sql import steps as sql_steps
 from ingest.engine.sql.instances import InstanceDone
 from ingest.engine.sql.steps import Completion, StepRow
-from ingest.engine.writes import commits
+from ingest.engine.writes import commits, notify
 
 _group_commit: bool | None = None  # RUNLEDGER_GROUP_COMMIT, read once (asked at every step)
 
@@ -42,11 +42,12 @@ def step_finish(
     logs: str | None = None,
 ) -> tuple[str, int] | None:
     """Store a step's successful attempt durably (sql/steps.py's statement), through the express
-    group commit when completions are grouped here. Returns (control, step id), or None when the
-    lease is lost."""
+    group commit when completions are grouped here, and announce its history rows (at once when
+    the group commit has committed them, else after this thread's transaction commits). Returns
+    (control, step id), or None when the lease is lost."""
     if grouped():
         # Looked up at each call, not bound at import: a test may swap in a fresh group commit.
-        return commits.express.finish(
+        got = commits.express.finish(
             Completion(
                 row=row,
                 token=token,
@@ -59,7 +60,10 @@ def step_finish(
                 logs=logs,
             )
         )
-    return sql_steps.step_finish(
+        if got is not None:
+            notify.request_history()  # committed: no need to ask this thread's connection
+        return got
+    got = sql_steps.step_finish(
         row=row,
         token=token,
         now=now,
@@ -70,6 +74,9 @@ def step_finish(
         with_start=with_start,
         logs=logs,
     )
+    if got is not None:
+        notify.history()
+    return got
 
 
 def step_finish_deferred(
@@ -104,13 +111,26 @@ def step_finish_deferred(
 
 
 def instance_complete(
-    *, iid: str, token: str, now: datetime, output: str | None, woke: tuple[int, str, datetime] | None = None
+    *,
+    iid: str,
+    token: str,
+    now: datetime,
+    output: str | None,
+    woke: tuple[int, str, datetime] | None = None,
+    behind_deferred: bool = True,
 ) -> bool:
-    """End an instance as complete with its output (sql/instances.py's statement), through the
+    """End an instance as complete with its output (sql/instances.py's statement), through a
     group commit when completions are grouped and no due sleep completes with it. False when
-    the lease is lost."""
+    the lease is lost.
+
+    `behind_deferred`: the turn still has deferred completions in flight, so the completion is
+    queued behind them on `group` (writes commit in queue order there). Without any, nothing of
+    the instance is queued anywhere and it goes through `express`, in the same transactions as
+    the step completions other threads wait for: one transaction fewer per instance when the
+    workers are busy (docs/engine-contract.md, "Group commit")."""
     if woke is None and grouped():
-        return commits.group.complete(InstanceDone(iid=iid, token=token, now=now, output=output))
+        group_commit = commits.group if behind_deferred else commits.express
+        return group_commit.complete(InstanceDone(iid=iid, token=token, now=now, output=output))
     return sql_instances.instance_complete(iid=iid, token=token, now=now, output=output, woke=woke)
 
 
