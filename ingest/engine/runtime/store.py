@@ -104,11 +104,6 @@ class InstanceStore:
         if lost:
             raise LeaseLost(self.instance_id)
 
-    def has_pending(self) -> bool:
-        """Whether deferred completions of this turn are queued and not collected yet."""
-        with self._pending_lock:
-            return bool(self._pending)
-
     def settle_quietly(self) -> None:
         """Collect what is still in flight at the end of an abandoned turn, raising nothing."""
         with contextlib.suppress(LeaseLost, EngineFault):

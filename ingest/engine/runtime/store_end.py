@@ -251,7 +251,6 @@ class _StatementEndings(_OrmEndings):
                 now=now,
                 output=None if output is None else json.dumps(output),
                 woke=None if woke is None else (woke.step_id, step_label(woke.name, woke.seq), woke.at),
-                behind_deferred=store.has_pending(),
             ):
                 raise LeaseLost(store.instance_id)
 

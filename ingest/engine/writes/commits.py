@@ -27,12 +27,11 @@ every later write of that turn (its instance and lease token) is refused unwritt
 instance's history is always a prefix of what its turn did, and its completion can be queued
 behind its deferred steps without waiting for them first.
 
-Two group commits, each with its own connection: `group` takes deferred completions and the
-completions of instances whose turn still has deferred completions in flight, `express` the
-completions a thread waits for and the other instances' completions. A waited completion is
+Two group commits, each with its own connection: `group` takes deferred completions and
+instances' completions, `express` the completions a thread waits for. A waited completion is
 never queued behind a batch of other instances' deferred writes (a batch holds several), and
-it needs no order with them: its own instance's deferred completions were all collected before
-its step started (the barrier), or, for an instance's completion, none is in flight.
+it needs no order with them: its own
+instance's deferred completions were all collected before its step started (the barrier).
 
 PostgreSQL only. The process has two connections for this, beside each turn thread's Django
 connection, opened on first use and closed when idle.
@@ -327,5 +326,5 @@ def _django_error(exc: BaseException) -> DatabaseError:
     return error
 
 
-group = GroupCommit()  # deferred step completions, and instances' completions queued behind them
-express = GroupCommit()  # step completions a thread waits for, instances' completions with nothing in flight
+group = GroupCommit()  # deferred step completions, instances' completions
+express = GroupCommit()  # step completions a thread waits for

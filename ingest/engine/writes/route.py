@@ -111,26 +111,13 @@ def step_finish_deferred(
 
 
 def instance_complete(
-    *,
-    iid: str,
-    token: str,
-    now: datetime,
-    output: str | None,
-    woke: tuple[int, str, datetime] | None = None,
-    behind_deferred: bool = True,
+    *, iid: str, token: str, now: datetime, output: str | None, woke: tuple[int, str, datetime] | None = None
 ) -> bool:
-    """End an instance as complete with its output (sql/instances.py's statement), through a
+    """End an instance as complete with its output (sql/instances.py's statement), through the
     group commit when completions are grouped and no due sleep completes with it. False when
-    the lease is lost.
-
-    `behind_deferred`: the turn still has deferred completions in flight, so the completion is
-    queued behind them on `group` (writes commit in queue order there). Without any, nothing of
-    the instance is queued anywhere and it goes through `express`, in the same transactions as
-    the step completions other threads wait for: one transaction fewer per instance when the
-    workers are busy (docs/engine-contract.md, "Group commit")."""
+    the lease is lost."""
     if woke is None and grouped():
-        group_commit = commits.group if behind_deferred else commits.express
-        return group_commit.complete(InstanceDone(iid=iid, token=token, now=now, output=output))
+        return commits.group.complete(InstanceDone(iid=iid, token=token, now=now, output=output))
     return sql_instances.instance_complete(iid=iid, token=token, now=now, output=output, woke=woke)
 
 
