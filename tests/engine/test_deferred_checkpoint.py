@@ -60,6 +60,15 @@ def _committed_steps(instance_id: str) -> list[str]:
     return [r[0] for r in rows]
 
 
+class Tail(Workflow):
+    """Ends on deferred steps: its completion is queued while they may still be in flight."""
+
+    name = "t-deferred-tail"
+
+    def run(self, event, step):
+        return [step.do(f"tail-{i}", lambda ctx, i=i: i, checkpoint="deferred") for i in range(3)]
+
+
 class Idle(Workflow):
     name = "t-deferred-idle"
 
@@ -164,6 +173,22 @@ def test_the_workflow_runs_on_while_a_deferred_completion_commits_and_the_next_i
     assert sorted(kinds) == sorted([f"put-{i}" for i in range(5)] + ["look"])
     assert group.writes == 6  # the five deferred completions and the instance's
     assert commits.express.writes == 1  # "look", whose thread waited for it
+    connection.close()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("require_postgres")
+def test_an_instance_that_ends_on_deferred_steps_completes_behind_them_on_the_same_group(group_commits):
+    group, express = group_commits
+    create("t-deferred-tail", id="tail-1")
+    run_until_idle()
+    inst = Instance.objects.get(id="tail-1")
+    assert (inst.status, inst.output) == ("complete", [0, 1, 2])
+    assert list(Step.objects.filter(instance_id="tail-1").order_by("position").values_list("name", "status")) == [
+        (f"tail-{i}", "complete") for i in range(3)
+    ]
+    # Queued on `group` after its three deferred completions (which commit in queue order).
+    assert (group.writes, express.writes) == (4, 0)
     connection.close()
 
 

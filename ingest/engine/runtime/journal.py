@@ -29,7 +29,7 @@ import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from ingest.engine import clock
 from ingest.engine.models import CallJournal, JournalKind
@@ -59,6 +59,14 @@ def provider_key(key: str, attempt: int, ordinal: int) -> str:
     if len(key) + len(suffix) <= PROVIDER_KEY_CHARS:
         return key + suffix
     return hashlib.sha256(key.encode()).hexdigest() + suffix
+
+
+class _Journaled(NamedTuple):
+    """What the journal holds at one ordinal of an attempt (the columns read, by name)."""
+
+    kind: str
+    fingerprint: str
+    answer: Any
 
 
 @dataclass(frozen=True)
@@ -91,7 +99,7 @@ class StepJournal:
         self.attempt = attempt
         self.sensitive = sensitive
         self._ordinal = 0
-        self._rows: dict[int, tuple[str, str, Any]] | None = None
+        self._rows: dict[int, _Journaled] | None = None
         self._in_sync = True
         self.active = False  # a paid call was made (or replayed) in this attempt
 
@@ -111,12 +119,12 @@ class StepJournal:
         rows = self._rows
         if rows is None:  # read outside the lock; two threads of one step may both read it: the same rows
             found_rows = CallJournal.objects.filter(key=self.key, attempt=self.attempt).values_list(
-                "ordinal", "kind", "fingerprint", "answer"
+                "ordinal", *_Journaled._fields
             )
-            rows = self._rows = {row[0]: (row[1], row[2], row[3]) for row in found_rows}
+            rows = self._rows = {ordinal: _Journaled(*rest) for ordinal, *rest in found_rows}
         with _ordinals:
             found = rows.get(ordinal) if self._in_sync else None
-            if found is not None and found[:2] != (kind, fingerprint):
+            if found is not None and (found.kind, found.fingerprint) != (kind, fingerprint):
                 self._in_sync = False  # another path than the lost run took: nothing further replays
                 found = None
         sent_as = provider_key(self.key, self.attempt, ordinal)
@@ -128,7 +136,7 @@ class StepJournal:
             fingerprint=fingerprint,
             provider_key=sent_as,
             replayed=True,
-            answer=unseal_value(found[2]),
+            answer=unseal_value(found.answer),
         )
 
     def record(self, slot: Slot, *, provider: str, answer: Any) -> None:

@@ -42,7 +42,7 @@ from ingest.engine.runtime.records import (
 from ingest.engine.sql import lease as sql_lease
 from ingest.engine.sql import steps as sql_steps
 from ingest.engine.sql.base import ByVendor
-from ingest.engine.sql.steps import StepRow
+from ingest.engine.sql.steps import StepRead, StepRow
 from ingest.engine.writes import notify, route
 
 log = logging.getLogger("runledger.engine")
@@ -401,28 +401,27 @@ class _OrmStepWrites:
     guarded transaction."""
 
     def load(self, instance_id: str) -> list[StepRecord]:
-        rows = (
-            Step.objects.filter(instance_id=instance_id)
-            .order_by("position")
-            .values_list(
-                "id",
-                "name",
-                "seq",
-                "position",
-                "kind",
-                "status",
-                "result",
-                "error_name",
-                "error_message",
-                "attempts",
-                "wake_at",
-                "event_type",
-                "child_id",
-                "started_at",
-                "error_state",
+        rows = Step.objects.filter(instance_id=instance_id).order_by("position").values_list(*StepRead._fields)
+        return [
+            StepRecord(
+                id=r.id,
+                name=r.name,
+                seq=r.seq,
+                position=r.position,
+                kind=r.kind,
+                status=r.status,
+                result=r.result,
+                error_name=r.error_name,
+                error_message=r.error_message,
+                attempts=r.attempts,
+                wake_at=r.wake_at,
+                event_type=r.event_type,
+                child_id=r.child_id,
+                started_at=r.started_at,
+                error_state=r.error_state,
             )
-        )
-        return [StepRecord(*row) for row in rows]
+            for r in map(StepRead._make, rows)
+        ]
 
     def first_attempt(
         self,
@@ -491,21 +490,21 @@ class _StatementStepWrites(_OrmStepWrites):
         # Prepared, without the ORM: this runs at every turn. jsonb arrives as text here.
         return [
             StepRecord(
-                id=r[0],
-                name=r[1],
-                seq=r[2],
-                position=r[3],
-                kind=r[4],
-                status=r[5],
-                result=None if r[6] is None else json.loads(r[6]),
-                error_name=r[7],
-                error_message=r[8],
-                attempts=r[9],
-                wake_at=r[10],
-                event_type=r[11],
-                child_id=r[12],
-                started_at=r[13],
-                error_state=None if r[14] is None else json.loads(r[14]),
+                id=r.id,
+                name=r.name,
+                seq=r.seq,
+                position=r.position,
+                kind=r.kind,
+                status=r.status,
+                result=None if r.result is None else json.loads(r.result),
+                error_name=r.error_name,
+                error_message=r.error_message,
+                attempts=r.attempts,
+                wake_at=r.wake_at,
+                event_type=r.event_type,
+                child_id=r.child_id,
+                started_at=r.started_at,
+                error_state=None if r.error_state is None else json.loads(r.error_state),
             )
             for r in sql_steps.step_rows(instance_id)
         ]
@@ -603,11 +602,10 @@ class _StatementStepWrites(_OrmStepWrites):
                 if got is None:
                     raise LeaseLost(store.instance_id)
         else:
-            got = finish()
+            got = finish()  # announces its history rows (route.py)
         if got is None:
             raise LeaseLost(store.instance_id)
         store.control, rec.id = got
-        notify.history()
         rec.status, rec.result, rec.row = StepStatus.COMPLETE, result, None
 
 

@@ -148,11 +148,25 @@ def prepared(raw: Any, statement: str, params: dict[str, Any]) -> tuple[Any, ...
     between custom and generic plans (plan_cache_mode auto); forcing generic plans measured no
     faster and would pin plans made while the tables were still empty."""
 
+    cursor = kept_cursor(raw, statement)
+    cursor.execute(statement, params, prepare=True)
+    row: tuple[Any, ...] | None = cursor.fetchone()
+    return row
+
+
+def kept_cursor(raw: Any, statement: str) -> Any:
+    """The cursor that runs `statement` on `raw`, a psycopg connection, kept with the connection
+    (which one thread uses at a time): psycopg keeps the dumpers it picked for the parameters in
+    the cursor, and a fresh cursor per step looked them up again. A connection's cursors go with
+    it when it is closed or replaced."""
     prepare_session(raw)
-    with _cursor_class()(raw) as cursor:
-        cursor.execute(statement, params, prepare=True)
-        row: tuple[Any, ...] | None = cursor.fetchone()
-        return row
+    cursors: dict[str, Any] | None = getattr(raw, "_runledger_cursors", None)
+    if cursors is None:
+        cursors = raw._runledger_cursors = {}
+    cursor = cursors.get(statement)
+    if cursor is None:
+        cursor = cursors[statement] = _cursor_class()(raw)
+    return cursor
 
 
 def prepared_row(statement: str, params: dict[str, Any] | Sequence[Any]) -> tuple[Any, ...] | None:
@@ -188,14 +202,7 @@ def _prepared(statement: str, params: dict[str, Any] | Sequence[Any], *, fetch_a
     conn = connections[DEFAULT_DB_ALIAS]
     conn.ensure_connection()
     with conn.wrap_database_errors:
-        raw = conn.connection
-        prepare_session(raw)
-        cursors: dict[str, psycopg.Cursor[Any]] | None = getattr(raw, "_runledger_cursors", None)
-        if cursors is None:
-            cursors = raw._runledger_cursors = {}
-        cursor = cursors.get(statement)
-        if cursor is None:
-            cursor = cursors[statement] = _cursor_class()(raw)
+        cursor: psycopg.Cursor[Any] = kept_cursor(conn.connection, statement)
         if conn.queries_logged:  # DEBUG or a test's CaptureQueriesContext: count it too
             conn.queries_log.append({"sql": statement, "time": "0.000"})
         cursor.execute(statement, params, prepare=True)

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from django.db import connection
 
-from ingest.engine.sql.base import FINISHED_OR_PAUSED, LEASE_SET, ByVendor, prepare_session
+from ingest.engine.sql.base import FINISHED_OR_PAUSED, LEASE_SET, ByVendor, kept_cursor
 
 
 @dataclass(frozen=True)
@@ -114,8 +114,6 @@ def claim_and_record(
     (nothing else needs to commit with it). With `columns`, each claimed instance comes with its
     row (those columns, as leased) and whether it has steps. `raw`: an engine_connection() to
     run it on, instead of this thread's Django connection."""
-    import psycopg
-
     params: dict[str, Any] = {"now": now, "limit": limit, "owner": owner, "token": token, "until": lease_until}
     if exclude:
         params["exclude"] = list(exclude)
@@ -123,9 +121,10 @@ def claim_and_record(
     if raw is None:
         connection.ensure_connection()
         raw, errors = connection.connection, connection.wrap_database_errors
-        prepare_session(raw)
-    with errors, psycopg.Cursor(raw) as cursor:
-        cursor.execute(_claim_and_record_sql(tuple(columns), bool(exclude)), params, prepare=True)
+    statement = _claim_and_record_sql(tuple(columns), bool(exclude))
+    with errors:
+        cursor = kept_cursor(raw, statement)
+        cursor.execute(statement, params, prepare=True)
         rows = cursor.fetchall()
     if not columns:
         return [Claimed(row[0], row[1], row[2], row[3], has_steps=row[4]) for row in rows]

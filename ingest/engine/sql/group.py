@@ -12,11 +12,23 @@ matches no instance row and writes nothing; it is missing from the rows returned
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
-from ingest.engine.sql.base import HISTORY_COLUMNS, RELEASE, STEP_COLUMNS, prepare_session
+from ingest.engine.sql.base import HISTORY_COLUMNS, RELEASE, STEP_COLUMNS, kept_cursor
 from ingest.engine.sql.instances import InstanceDone
 from ingest.engine.sql.steps import COMPLETE_ON_CONFLICT, Completion
+
+
+class _Written(NamedTuple):
+    """A row of the group statement: a step written (its instance, name and occurrence, the
+    instance's control and the step's id), or an instance completed (its id, the rest NULL)."""
+
+    iid: str
+    name: str | None
+    seq: int | None
+    control: str | None
+    step_id: int | None
+
 
 _GROUP_TEMPLATE = f"""
     WITH i AS (
@@ -98,14 +110,18 @@ def group_write(
     """Store steps' successful attempts and instances' completions in one statement on `raw`, a
     psycopg connection. Returns ({(instance id, name, seq): (control, step id)} of the steps
     written, {ids of the instances completed}); a write whose lease is lost is absent."""
-    import psycopg
-
     params = {"steps": "[" + ",".join(c.element() for c in steps) + "]"}
     if done:
         params["done"] = "[" + ",".join(d.element() for d in done) + "]"
-    prepare_session(raw)
-    with psycopg.Cursor(raw) as cursor:
-        cursor.execute(_GROUP_WRITE if done else _GROUP_STEPS, params, prepare=True)
-        rows = cursor.fetchall()
-    written = {(r[0], r[1], r[2]): (str(r[3]), int(r[4])) for r in rows if r[1] is not None}
-    return written, {r[0] for r in rows if r[1] is None}
+    statement = _GROUP_WRITE if done else _GROUP_STEPS
+    cursor = kept_cursor(raw, statement)
+    cursor.execute(statement, params, prepare=True)
+    rows = cursor.fetchall()
+    written: dict[tuple[str, str, int], tuple[str, int]] = {}
+    completed: set[str] = set()
+    for r in map(_Written._make, rows):
+        if r.name is not None and r.seq is not None and r.step_id is not None:
+            written[(r.iid, r.name, r.seq)] = (str(r.control), r.step_id)
+        else:
+            completed.add(r.iid)
+    return written, completed

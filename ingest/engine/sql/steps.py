@@ -14,11 +14,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import connection
 
-from ingest.engine.sql.base import STEP_COLUMNS, prepare_session, prepared
+from ingest.engine.sql.base import STEP_COLUMNS, kept_cursor, prepared
 
 _GUARD = """
     g AS (
@@ -240,21 +240,38 @@ class Completion:
         return None if got is None else (str(got[0]), int(got[1]))
 
 
-_STEP_ROWS = """
-    SELECT id, name, seq, position, kind, status, result, error_name, error_message, attempts, wake_at,
-        event_type, child_id, started_at, error_state
+class StepRead(NamedTuple):
+    """A step's row as a turn reads it back (`step_rows`): its columns by name, in the order the
+    statement selects them (the statement is built from these names). `result` and
+    `error_state` are JSON text as they arrive here; the ORM's read decodes them."""
+
+    id: int
+    name: str
+    seq: int
+    position: int
+    kind: str
+    status: str
+    result: Any
+    error_name: str
+    error_message: str
+    attempts: int
+    wake_at: datetime | None
+    event_type: str
+    child_id: str | None
+    started_at: datetime | None
+    error_state: Any
+
+
+_STEP_ROWS = f"""
+    SELECT {", ".join(StepRead._fields)}
     FROM engine_step WHERE instance_id = %(iid)s ORDER BY position
 """
 
 
-def step_rows(iid: str) -> list[tuple[Any, ...]]:
+def step_rows(iid: str) -> list[StepRead]:
     """An instance's steps in the order the run asked for them (prepared; results as JSON text)."""
-    import psycopg
-
     connection.ensure_connection()
     with connection.wrap_database_errors:
-        raw = connection.connection
-        prepare_session(raw)
-        with psycopg.Cursor(raw) as cursor:
-            cursor.execute(_STEP_ROWS, {"iid": iid}, prepare=True)
-            return cursor.fetchall()
+        cursor = kept_cursor(connection.connection, _STEP_ROWS)
+        cursor.execute(_STEP_ROWS, {"iid": iid}, prepare=True)
+        return list(map(StepRead._make, cursor.fetchall()))

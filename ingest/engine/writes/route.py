@@ -14,7 +14,7 @@ from ingest.engine.sql import instances as sql_instances
 from ingest.engine.sql import steps as sql_steps
 from ingest.engine.sql.instances import InstanceDone
 from ingest.engine.sql.steps import Completion
-from ingest.engine.writes import commits
+from ingest.engine.writes import commits, notify
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -46,12 +46,19 @@ def _params_of(source: Callable[P, object]) -> Callable[[Callable[..., R]], Call
 @_params_of(sql_steps.step_finish)
 def step_finish(**completion: Any) -> tuple[str, int] | None:
     """Store a step's successful attempt durably (sql/steps.py's statement), through the express
-    group commit when completions are grouped here. Returns (control, step id), or None when the
-    lease is lost."""
+    group commit when completions are grouped here, and announce its history rows (at once when
+    the group commit has committed them, else after this thread's transaction commits). Returns
+    (control, step id), or None when the lease is lost."""
     if grouped():
         # Looked up at each call, not bound at import: a test may swap in a fresh group commit.
-        return commits.express.finish(Completion(**completion))
-    return sql_steps.step_finish(**completion)
+        got = commits.express.finish(Completion(**completion))
+        if got is not None:
+            notify.request_history()  # committed: no need to ask this thread's connection
+        return got
+    got = sql_steps.step_finish(**completion)
+    if got is not None:
+        notify.history()
+    return got
 
 
 @_params_of(sql_steps.step_finish)
