@@ -89,10 +89,8 @@ def claim(
     now: datetime,
     lease_until: datetime,
     limits: Sequence[FlowLimit] | None = None,
-    columns: Sequence[str] = (),
 ) -> list[Claimed]:
-    """Lease up to `limit` runnable instances, honouring every workflow's flow limits (with
-    `columns`, PostgreSQL: those claimed by group come with their rows, as `claim_fair`'s).
+    """Lease up to `limit` runnable instances, honouring every workflow's flow limits.
 
     Runnable: due (`ready_at <= now`), not paused or finished, and holding no live lease — so an
     instance whose worker died becomes runnable again when its lease expires. Call inside a
@@ -108,9 +106,7 @@ def claim(
         return sql_claim.claim_unlimited(owner=owner, token=token, limit=limit, now=now, lease_until=lease_until)
     capped = [lim for lim in limits if lim.concurrency is not None or lim.rate is not None]
     fair = [lim for lim in limits if lim.concurrency is None and lim.rate is None]
-    claimed = _claim_groups(
-        capped, owner=owner, token=token, limit=limit, now=now, lease_until=lease_until, columns=columns
-    )
+    claimed = _claim_groups(capped, owner=owner, token=token, limit=limit, now=now, lease_until=lease_until)
     if len(claimed) < limit:
         claimed += sql_claim.claim_unlimited(
             owner=owner,
@@ -122,13 +118,7 @@ def claim(
         )
     if len(claimed) < limit:
         claimed += _claim_groups(
-            fair,
-            owner=owner,
-            token=token,
-            limit=limit - len(claimed),
-            now=now,
-            lease_until=lease_until,
-            columns=columns,
+            fair, owner=owner, token=token, limit=limit - len(claimed), now=now, lease_until=lease_until
         )
     return claimed
 
@@ -140,32 +130,15 @@ def uncapped(limits: Sequence[FlowLimit]) -> bool:
 
 
 def claim_fair(
-    limits: Sequence[FlowLimit],
-    *,
-    owner: str,
-    token: str,
-    limit: int,
-    now: datetime,
-    lease_until: datetime,
-    columns: Sequence[str] = (),
+    limits: Sequence[FlowLimit], *, owner: str, token: str, limit: int, now: datetime, lease_until: datetime
 ) -> list[Claimed]:
     """The fair workflows' part of a claim whose limits are all uncapped: round robin over their
-    (workflow, key) groups. Call inside a transaction, after the fast path excluding them. With
-    `columns` (PostgreSQL), each claimed instance comes with its row, as the fast path's do."""
-    return _claim_groups(
-        limits, owner=owner, token=token, limit=limit, now=now, lease_until=lease_until, columns=columns
-    )
+    (workflow, key) groups. Call inside a transaction, after the fast path excluding them."""
+    return _claim_groups(limits, owner=owner, token=token, limit=limit, now=now, lease_until=lease_until)
 
 
 def _claim_groups(
-    limits: Sequence[FlowLimit],
-    *,
-    owner: str,
-    token: str,
-    limit: int,
-    now: datetime,
-    lease_until: datetime,
-    columns: Sequence[str] = (),
+    limits: Sequence[FlowLimit], *, owner: str, token: str, limit: int, now: datetime, lease_until: datetime
 ) -> list[Claimed]:
     """The limited claim over these workflows' (workflow, key) groups, in fairness order."""
     if not limits:
@@ -174,14 +147,7 @@ def _claim_groups(
     if not groups:
         return []
     claimed = sql_flow.claim_limited(
-        groups=groups,
-        limits=limits,
-        owner=owner,
-        token=token,
-        limit=limit,
-        now=now,
-        lease_until=lease_until,
-        columns=columns,
+        groups=groups, limits=limits, owner=owner, token=token, limit=limit, now=now, lease_until=lease_until
     )
     _defer_over_rate(groups, limits, now=now)
     return claimed

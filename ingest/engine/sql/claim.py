@@ -12,7 +12,11 @@ from typing import Any, Protocol
 
 from django.db import connection
 
+from ingest.engine.models import Instance
 from ingest.engine.sql.base import FINISHED_OR_PAUSED, LEASE_SET, ByVendor, kept_cursor
+
+# An instance's columns in the order a claim returns its row (worker/database.py builds the model).
+INSTANCE_COLUMNS = [f.attname for f in Instance._meta.concrete_fields]
 
 
 @dataclass(frozen=True)

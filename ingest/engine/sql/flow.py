@@ -11,7 +11,7 @@ from typing import Any
 from django.db import connection
 
 from ingest.engine.sql.base import FINISHED_OR_PAUSED, LEASE_SET, ByVendor, aware
-from ingest.engine.sql.claim import Claimed, lease_sqlite
+from ingest.engine.sql.claim import INSTANCE_COLUMNS, Claimed, lease_sqlite
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,8 @@ _CLAIMABLE = f"""i.ready_at <= %s AND (i.lease_expires_at IS NULL OR i.lease_exp
 # the slot at the moment its instance becomes claimable again. `lease_owner <> ''` lets the
 # planner use the partial index instance_lease.
 _LIVE_LEASE = "i.lease_owner <> '' AND i.lease_expires_at >= %s"
+# A leased instance's row as the claim hands it to its turn (worker/database.py reads it).
+_LEASED_ROW = ", ".join(f"u.{column}" for column in INSTANCE_COLUMNS)
 
 # A group's latest first start: one backward step of instance_flow_starts per group.
 _LAST_START = """(SELECT MAX(x.started_at) FROM engine_instance x
@@ -140,11 +142,10 @@ def claim_limited(
     limit: int,
     now: datetime,
     lease_until: datetime,
-    columns: Sequence[str] = (),
 ) -> list[Claimed]:
-    """Lease up to `limit` runnable instances of locked groups, within their free slots; with
-    `columns` (PostgreSQL), each comes with its row as leased and whether it has steps, as
-    claim_and_record's do, so its turn reads neither again.
+    """Lease up to `limit` runnable instances of locked groups, within their free slots. On
+    PostgreSQL each comes with its row as leased and whether it has steps, as claim_and_record's
+    do, so its turn reads neither again.
 
     Call after claim_groups in the same transaction. Each group's candidates are ranked
     (priority, then ready_at, then age); a candidate is eligible while its rank fits the
@@ -221,9 +222,7 @@ def claim_limited(
     params += keycap_params
     params += [v for g in groups for v in (g.workflow, g.key)]
     params += [now, *cand_params, limit, *rated, limit]
-    return dialect.lease_chosen(
-        chosen, params, owner=owner, token=token, now=now, lease_until=lease_until, columns=columns
-    )
+    return dialect.lease_chosen(chosen, params, owner=owner, token=token, now=now, lease_until=lease_until)
 
 
 class _SqliteFlow:
@@ -243,15 +242,7 @@ class _SqliteFlow:
         )
 
     def lease_chosen(
-        self,
-        chosen: str,
-        params: list[Any],
-        *,
-        owner: str,
-        token: str,
-        now: datetime,
-        lease_until: datetime,
-        columns: Sequence[str] = (),
+        self, chosen: str, params: list[Any], *, owner: str, token: str, now: datetime, lease_until: datetime
     ) -> list[Claimed]:
         with connection.cursor() as cursor:
             cursor.execute(f"{chosen} SELECT id, status FROM chosen", params)
@@ -289,15 +280,7 @@ class _PostgresFlow(_SqliteFlow):
         )
 
     def lease_chosen(
-        self,
-        chosen: str,
-        params: list[Any],
-        *,
-        owner: str,
-        token: str,
-        now: datetime,
-        lease_until: datetime,
-        columns: Sequence[str] = (),
+        self, chosen: str, params: list[Any], *, owner: str, token: str, now: datetime, lease_until: datetime
     ) -> list[Claimed]:
         # The group locks keep other claimers away from these rows; SKIP LOCKED only steps over a
         # row an operator holds, and the re-checked WHERE drops one whose state moved meanwhile.
@@ -312,14 +295,12 @@ class _PostgresFlow(_SqliteFlow):
             UPDATE engine_instance AS u SET {lease}
             FROM locked WHERE u.id = locked.id
             RETURNING u.id, locked.status, u.workflow, u.tenant,
-                EXISTS (SELECT 1 FROM engine_step s WHERE s.instance_id = u.id){"".join(f", u.{c}" for c in columns)}
+                EXISTS (SELECT 1 FROM engine_step s WHERE s.instance_id = u.id), {_LEASED_ROW}
         """
         params += [now, now, owner, token, lease_until, now, now]
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
             rows = cursor.fetchall()
-        if not columns:
-            return [Claimed(row[0], row[1], row[2], row[3], has_steps=row[4]) for row in rows]
         return [Claimed(row[0], row[1], row[2], row[3], has_steps=row[4], row=row[5:]) for row in rows]
 
 

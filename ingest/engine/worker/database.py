@@ -33,7 +33,7 @@ from ingest.engine.worker.liveness import Liveness
 from ingest.engine.workflow import registered_workflows
 from ingest.engine.writes import notify
 
-COLUMNS = [f.attname for f in Instance._meta.concrete_fields]
+COLUMNS = sql_claim.INSTANCE_COLUMNS
 _JSON_COLUMNS = {i for i, f in enumerate(Instance._meta.concrete_fields) if f.get_internal_type() == "JSONField"}
 
 
@@ -116,13 +116,7 @@ class _PostgresWorkerDb(_SqliteWorkerDb):
         if not flow.uncapped(limits):
             return claim_recorded(
                 lambda: flow.claim(
-                    owner=worker_id,
-                    token=token,
-                    limit=limit,
-                    now=now,
-                    lease_until=lease_until,
-                    limits=limits,
-                    columns=COLUMNS,
+                    owner=worker_id, token=token, limit=limit, now=now, lease_until=lease_until, limits=limits
                 ),
                 now=now,
             )
@@ -145,13 +139,7 @@ class _PostgresWorkerDb(_SqliteWorkerDb):
         if fair and len(claimed) < limit:
             claimed += claim_recorded(
                 lambda: flow.claim_fair(
-                    limits,
-                    owner=worker_id,
-                    token=token,
-                    limit=limit - len(claimed),
-                    now=now,
-                    lease_until=lease_until,
-                    columns=COLUMNS,
+                    limits, owner=worker_id, token=token, limit=limit - len(claimed), now=now, lease_until=lease_until
                 ),
                 now=now,
             )
