@@ -12,6 +12,7 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
+from ingest.engine import Lead
 from ingest.engine.models import FINISHED_STATUSES
 from ingest.engine.services import instances as engine_services
 from ingest.triggers import coalesce, limits, signing
@@ -249,6 +250,34 @@ def _replayed(instance_id: str) -> ReplayedRequest:
     )
 
 
+def _create_behind(
+    lead: Lead, route: Route, payload: dict[str, Any], *, instance_id: str, actor: str
+) -> Triggered | trigger_sql.Probed | None:
+    """The route's instance behind `lead`, in one statement: Triggered when it was created; the
+    probe's reading when the lead wrote nothing (a replay or a taken key); None when the instance
+    id is taken (nothing was written: draw another). _Stale when the route or its credential
+    changed since the request was checked: a replay is not answered either, the credential may
+    be revoked."""
+    try:
+        created, row = engine_services.instance_create_behind(
+            lead=lead,
+            workflow=route.workflow,
+            id=instance_id,
+            params=payload,
+            tenant=route.tenant,
+            priority=route.priority,
+            actor=actor,
+        )
+    except IntegrityError:
+        return None
+    probe = trigger_sql.probed(row)
+    if created:
+        return Triggered(instance_id, True, route, also=probe.also, also_read=True)
+    if not probe.current:
+        raise _Stale
+    return probe
+
+
 def _start_unreplayed_at_once(
     route: Route,
     payload: dict[str, Any],
@@ -261,23 +290,12 @@ def _start_unreplayed_at_once(
     """`_start_unreplayed` in one statement: the signature's row leads, the instance follows."""
     for _ in range(3):
         seen.instance_id = _instance_id(route)
-        try:
-            created, row = engine_services.instance_create_behind(
-                lead=trigger_sql.seen_signature_lead(seen, current=current, also=also),
-                workflow=route.workflow,
-                id=seen.instance_id,
-                params=payload,
-                tenant=route.tenant,
-                priority=route.priority,
-                actor=actor,
-            )
-        except IntegrityError:
+        lead = trigger_sql.seen_signature_lead(seen, current=current, also=also)
+        probe = _create_behind(lead, route, payload, instance_id=seen.instance_id, actor=actor)
+        if probe is None:
             continue  # the instance id is taken (nothing was written): another one
-        probe = trigger_sql.probed(row)
-        if created:
-            return Triggered(seen.instance_id, True, route, also=probe.also, also_read=True)
-        if not probe.current:
-            raise _Stale
+        if isinstance(probe, Triggered):
+            return probe
         first = probe.rest[0] or trigger_sql.seen_signature_read(digest=seen.digest)
         if first is not None:
             raise _replayed(first)
@@ -313,23 +331,11 @@ def _start_once_at_once(
             current=current,
             also=also,
         )
-        try:
-            created, row = engine_services.instance_create_behind(
-                lead=lead,
-                workflow=route.workflow,
-                id=instance_id,
-                params=payload,
-                tenant=route.tenant,
-                priority=route.priority,
-                actor=actor,
-            )
-        except IntegrityError:
+        probe = _create_behind(lead, route, payload, instance_id=instance_id, actor=actor)
+        if probe is None:
             continue  # the instance id is taken (nothing was written): another one
-        probe = trigger_sql.probed(row)
-        if created:
-            return Triggered(instance_id, True, route, also=probe.also, also_read=True)
-        if not probe.current:
-            raise _Stale  # a replay is not answered either: the credential may be revoked
+        if isinstance(probe, Triggered):
+            return probe
         kept = trigger_sql.idempotency_key_kept(probe.rest) or trigger_sql.idempotency_key_read(
             tenant=route.tenant, route=route.name, key=key
         )
