@@ -9,11 +9,13 @@ from datetime import datetime
 from typing import Any
 
 from ingest.engine import hooks
-from ingest.engine.models.history import DeadLetter, HistoryKind, PendingEvent
-from ingest.engine.models.instances import (  # as in models/__init__: kept
+from ingest.engine.models import (
     FINISHED_STATUSES,
     Control,
+    DeadLetter,
+    HistoryKind,
     Instance,
+    PendingEvent,
     Status,
     Step,
     StepKind,

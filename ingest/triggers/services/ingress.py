@@ -214,7 +214,20 @@ def _start_unreplayed(
     until the first commits) and are refused, naming the instance the first one started.
     """
     if current is not None and _one_statement(route):
-        return _start_unreplayed_at_once(route, payload, seen=seen, actor=actor, current=current, also=also)
+        # In one statement: the signature's row leads, the instance follows.
+        for _ in range(3):
+            seen.instance_id = _instance_id(route)
+            lead = trigger_sql.seen_signature_lead(seen, current=current, also=also)
+            probe = _create_behind(lead, route, payload, instance_id=seen.instance_id, actor=actor)
+            if probe is None:
+                continue  # the instance id is taken (nothing was written): another one
+            if isinstance(probe, Triggered):
+                return probe
+            first = probe.rest[0] or trigger_sql.seen_signature_read(digest=seen.digest)
+            if first is not None:
+                raise _replayed(first)
+            # purged under us: be first again
+        raise ReplayedRequest("this signed request is contended by an identical one; retry it")
     for _ in range(3):
         try:
             seen.instance_id, joined = _start(route, payload, actor=actor, now=now, first=_remember(seen))
@@ -276,31 +289,6 @@ def _create_behind(
     if not probe.current:
         raise _Stale
     return probe
-
-
-def _start_unreplayed_at_once(
-    route: Route,
-    payload: dict[str, Any],
-    *,
-    seen: SeenSignature,
-    actor: str,
-    current: trigger_sql.Current,
-    also: str | None,
-) -> Triggered:
-    """`_start_unreplayed` in one statement: the signature's row leads, the instance follows."""
-    for _ in range(3):
-        seen.instance_id = _instance_id(route)
-        lead = trigger_sql.seen_signature_lead(seen, current=current, also=also)
-        probe = _create_behind(lead, route, payload, instance_id=seen.instance_id, actor=actor)
-        if probe is None:
-            continue  # the instance id is taken (nothing was written): another one
-        if isinstance(probe, Triggered):
-            return probe
-        first = probe.rest[0] or trigger_sql.seen_signature_read(digest=seen.digest)
-        if first is not None:
-            raise _replayed(first)
-        # purged under us: be first again
-    raise ReplayedRequest("this signed request is contended by an identical one; retry it")
 
 
 def _start_once_at_once(
