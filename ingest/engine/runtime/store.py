@@ -483,6 +483,9 @@ class _OrmStepWrites:
         rec.status, rec.result = StepStatus.COMPLETE, result
 
 
+# Kept on purpose: this class overrides every method of _OrmStepWrites with PostgreSQL's
+# statements, so each override repeats its parent's signature (the two are one interface, chosen
+# once by _step_writes below).
 class _StatementStepWrites(_OrmStepWrites):
     """PostgreSQL: prepared statements, and a completion through the group commit (route.py)."""
 

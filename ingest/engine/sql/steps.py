@@ -243,7 +243,9 @@ class Completion:
 class StepRead(NamedTuple):
     """A step's row as a turn reads it back (`step_rows`): its columns by name, in the order the
     statement selects them (the statement is built from these names). `result` and
-    `error_state` are JSON text as they arrive here; the ORM's read decodes them."""
+    `error_state` are JSON text as they arrive here; the ORM's read decodes them. Its first
+    fields repeat runtime/records.py's StepRecord on purpose: this layer imports nothing above it,
+    and the record is what the turn keeps."""
 
     id: int
     name: str
