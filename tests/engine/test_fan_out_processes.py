@@ -26,33 +26,39 @@ def db():
         yield database
 
 
-def test_a_worker_killed_inside_an_item_loses_no_item_and_counts_none_twice(db, tmp_path):
+def _kill_inside_item_7(db, tmp_path, *, workflow: str, parent: str, started: str) -> None:
+    """Start `workflow` as `parent` over 20 items (item 7 holds for 3 s), SIGKILL the worker once
+    `started` (SQL) finds item 7 running, and let a second worker finish the parent; then check the
+    parent's output and that the aggregate counted every item once."""
     items = [{"n": n, "hold": 3.0 if n == 7 else 0.0} for n in range(20)]
-    python(
-        db,
-        f"from ingest.engine import create; create('e2e-fan-out-crash', id='fan-crash', params={{'items': {items!r}}})",
-    )
+    python(db, f"from ingest.engine import create; create({workflow!r}, id={parent!r}, params={{'items': {items!r}}})")
     first = start_worker(db, lease=2.0, log=tmp_path / "w1.log")
-    wait_for(
-        lambda: db.execute("SELECT 1 FROM e2e_effects WHERE instance_id = '_fo1-7'") != [],
-        timeout=60,
-        what="item 7 to start",
-    )
+    wait_for(lambda: db.execute(started) != [], timeout=60, what="item 7 to start")
     first.send_signal(signal.SIGKILL)
     first.wait(timeout=10)
     second = start_worker(db, lease=2.0, log=tmp_path / "w2.log")
     try:
         wait_for(
-            lambda: db.execute("SELECT 1 FROM engine_instance WHERE id = 'fan-crash' AND status = 'complete'"),
+            lambda: db.execute(f"SELECT 1 FROM engine_instance WHERE id = '{parent}' AND status = 'complete'"),
             timeout=90,
             what="the parent to complete on the second worker",
         )
     finally:
         assert stop(second) == 0
-    [(output,)] = db.execute("SELECT output FROM engine_instance WHERE id = 'fan-crash'")
+    [(output,)] = db.execute(f"SELECT output FROM engine_instance WHERE id = '{parent}'")
     assert output == [n * 2 for n in range(20)]
     assert db.execute("SELECT expected, received, failed, state FROM engine_fanout") == [(20, 20, 0, "complete")]
     assert db.execute("SELECT count(*) FROM engine_fanoutitem WHERE state = 'complete'") == [(20,)]
+
+
+def test_a_worker_killed_inside_an_item_loses_no_item_and_counts_none_twice(db, tmp_path):
+    _kill_inside_item_7(
+        db,
+        tmp_path,
+        workflow="e2e-fan-out-crash",
+        parent="fan-crash",
+        started="SELECT 1 FROM e2e_effects WHERE instance_id = '_fo1-7'",
+    )
     # item 7 ran on both workers with one idempotency key; every item ran at least once
     runs = dict(db.execute("SELECT instance_id, count(DISTINCT pid) FROM e2e_effects GROUP BY instance_id"))
     assert len(runs) == 20 and runs["_fo1-7"] == 2
@@ -60,33 +66,13 @@ def test_a_worker_killed_inside_an_item_loses_no_item_and_counts_none_twice(db, 
 
 
 def test_a_worker_killed_inside_a_packed_item_reruns_only_that_item_and_counts_each_once(db, tmp_path):
-    items = [{"n": n, "hold": 3.0 if n == 7 else 0.0} for n in range(20)]
-    python(
+    _kill_inside_item_7(
         db,
-        "from ingest.engine import create; "
-        f"create('e2e-packed-fan-out-crash', id='pack-crash', params={{'items': {items!r}}})",
+        tmp_path,
+        workflow="e2e-packed-fan-out-crash",
+        parent="pack-crash",
+        started="SELECT 1 FROM e2e_effects WHERE step = 'item-7.e2e-item'",
     )
-    first = start_worker(db, lease=2.0, log=tmp_path / "w1.log")
-    wait_for(
-        lambda: db.execute("SELECT 1 FROM e2e_effects WHERE step = 'item-7.e2e-item'") != [],
-        timeout=60,
-        what="item 7 to start",
-    )
-    first.send_signal(signal.SIGKILL)
-    first.wait(timeout=10)
-    second = start_worker(db, lease=2.0, log=tmp_path / "w2.log")
-    try:
-        wait_for(
-            lambda: db.execute("SELECT 1 FROM engine_instance WHERE id = 'pack-crash' AND status = 'complete'"),
-            timeout=90,
-            what="the parent to complete on the second worker",
-        )
-    finally:
-        assert stop(second) == 0
-    [(output,)] = db.execute("SELECT output FROM engine_instance WHERE id = 'pack-crash'")
-    assert output == [n * 2 for n in range(20)]
-    assert db.execute("SELECT expected, received, failed, state FROM engine_fanout") == [(20, 20, 0, "complete")]
-    assert db.execute("SELECT count(*) FROM engine_fanoutitem WHERE state = 'complete'") == [(20,)]
     assert db.execute("SELECT count(*) FROM engine_instance WHERE parent_id = 'pack-crash'") == [(4,)]
     # item 7's carrier (items 5-9) was taken over: items 5 and 6, recorded, did not run again;
     # item 7 ran on both workers with one idempotency key; every item ran at least once

@@ -322,13 +322,11 @@ def test_a_key_without_a_cap_is_still_served_round_robin_and_runs_unbounded():
 
 
 @pytest.mark.django_db
-def test_a_fair_claim_hands_each_instance_its_row_as_leased_so_the_turn_reads_it_no_more():
-    from ingest.engine import is_postgres
+def test_a_fair_claim_hands_each_instance_its_row_as_leased_so_the_turn_reads_it_no_more(require_postgres):
+    # PostgreSQL's claim only: SQLite's hands over ids, and its turn reads the row in the claim's transaction.
     from ingest.engine.worker import turns
     from ingest.engine.worker.database import instance_from_row
 
-    if not is_postgres():
-        pytest.skip("SQLite's claim hands over ids only; its turn reads the row in the claim's transaction")
     items = [
         {"id": f"r-{i}", "tenant": tenant, "params": {"n": i}}
         for i, tenant in enumerate(["acme", "blue", "acme", "blue"])

@@ -402,26 +402,7 @@ class _OrmStepWrites:
 
     def load(self, instance_id: str) -> list[StepRecord]:
         rows = Step.objects.filter(instance_id=instance_id).order_by("position").values_list(*StepRead._fields)
-        return [
-            StepRecord(
-                id=r.id,
-                name=r.name,
-                seq=r.seq,
-                position=r.position,
-                kind=r.kind,
-                status=r.status,
-                result=r.result,
-                error_name=r.error_name,
-                error_message=r.error_message,
-                attempts=r.attempts,
-                wake_at=r.wake_at,
-                event_type=r.event_type,
-                child_id=r.child_id,
-                started_at=r.started_at,
-                error_state=r.error_state,
-            )
-            for r in map(StepRead._make, rows)
-        ]
+        return [StepRecord(**StepRead._make(row)._asdict()) for row in rows]
 
     def first_attempt(
         self,
@@ -483,6 +464,10 @@ class _OrmStepWrites:
         rec.status, rec.result = StepStatus.COMPLETE, result
 
 
+def _from_json(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
 # Kept on purpose: this class overrides every method of _OrmStepWrites with PostgreSQL's
 # statements, so each override repeats its parent's signature (the two are one interface, chosen
 # once by _step_writes below).
@@ -492,23 +477,7 @@ class _StatementStepWrites(_OrmStepWrites):
     def load(self, instance_id: str) -> list[StepRecord]:
         # Prepared, without the ORM: this runs at every turn. jsonb arrives as text here.
         return [
-            StepRecord(
-                id=r.id,
-                name=r.name,
-                seq=r.seq,
-                position=r.position,
-                kind=r.kind,
-                status=r.status,
-                result=None if r.result is None else json.loads(r.result),
-                error_name=r.error_name,
-                error_message=r.error_message,
-                attempts=r.attempts,
-                wake_at=r.wake_at,
-                event_type=r.event_type,
-                child_id=r.child_id,
-                started_at=r.started_at,
-                error_state=None if r.error_state is None else json.loads(r.error_state),
-            )
+            StepRecord(**r._replace(result=_from_json(r.result), error_state=_from_json(r.error_state))._asdict())
             for r in sql_steps.step_rows(instance_id)
         ]
 
