@@ -129,6 +129,11 @@ class LiveConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels sh
             await self.flush()
         except Exception:  # a failed render must not kill the socket; the next change retries
             log.exception("live push failed for %s", getattr(self, "sub", None))
+        # A change that arrived while this render ran found this task still running and scheduled
+        # nothing: it is pushed by the next flush, or it would wait for a change that may never come.
+        self.flush_task = None
+        if self.pending:
+            self._schedule()
 
     async def flush(self) -> None:
         pending, self.pending = self.pending, Pending()

@@ -339,6 +339,45 @@ async def test_a_page_that_is_slow_to_render_is_pushed_less_often(people, layer)
 
 
 @pytestmark_db
+async def test_a_change_that_arrives_during_a_push_is_pushed_when_no_other_change_follows(people, layer, monkeypatch):
+    """The last change of a burst lands while the previous push is still being sent: it is pushed
+    all the same, without waiting for a change that never comes."""
+    from dashboard.consumers import LiveConsumer
+    from dashboard.live import render
+
+    sending, go = asyncio.Event(), asyncio.Event()
+    send = LiveConsumer.send
+
+    async def held_send(self, text_data=None, bytes_data=None, close=False):
+        sending.set()
+        await go.wait()
+        await send(self, text_data=text_data, bytes_data=bytes_data, close=close)
+
+    def change(n: int) -> dict:
+        return {
+            "type": "history.batch",
+            "changes": [{"id": n, "instance_id": "acme-x", "tenant": "acme", "kind": "step.completed", "status": ""}],
+        }
+
+    monkeypatch.setattr(LiveConsumer, "send", held_send)
+    render.register("held-test", lambda user, sub, pending: f"<p>{pending.cursor}</p>")
+    try:
+        comm, ok, _ = await _connect(people["operator"], "view=held-test&after=0")
+        assert ok
+        await layer.group_send("rl-t.acme", change(1))
+        await asyncio.wait_for(sending.wait(), PUSH_WAIT)  # change 1's push is on its way out
+        await layer.group_send("rl-t.acme", change(2))
+        await asyncio.sleep(0.3)  # change 2 is noted while that push is still being sent
+        go.set()
+        pushes = await _drain(comm, PUSH_WAIT, until=2)
+        assert [CURSOR.search(p).group(1) for p in pushes] == ["1", "2"]
+        await comm.disconnect()
+    finally:
+        go.set()
+        render.RENDERERS.pop("held-test", None)
+
+
+@pytestmark_db
 async def test_a_step_that_changes_sends_its_own_row_and_the_summary_not_every_step(people, layer):
     from datetime import timedelta
 

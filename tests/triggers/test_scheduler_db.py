@@ -145,6 +145,9 @@ def test_two_scheduler_threads_race_over_ten_minutes_and_each_tick_fires_once(
                 fired[n].extend(scheduler.tick(now))
                 if scheduler._leading:
                     leaders[n].add(i)
+                # Both have said whether they led this tick before either resigns: a resignation
+                # (mid-run, or at the end) must not hand the lock over inside the same tick.
+                barrier.wait(10)
                 if n == 0 and i == 100:
                     scheduler.resign()  # hand over mid-run: the other takes the lead
         finally:
