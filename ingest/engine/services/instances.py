@@ -92,15 +92,7 @@ def _created(
     only_if, actor = options.get("only_if"), options.get("actor", "")
     if only_if is not None and (first is not None or not is_postgres()):
         raise ValueError("only_if is checked by the one-statement create: PostgreSQL, without `first`")
-    values = new_instance_values(
-        workflow=workflow,
-        id=options.get("id"),
-        params=options.get("params"),
-        tenant=options.get("tenant", "default"),
-        priority=options.get("priority"),
-        start_at=options.get("start_at"),
-        now=clock.now(),
-    )
+    values = _options_values(workflow, options)
     if first is None and is_postgres():
         # One statement: a duplicate id inserts nothing instead of failing.
         with _contained():
@@ -139,16 +131,30 @@ def _contained() -> AbstractContextManager[object]:
     return transaction.atomic() if transaction.get_connection().in_atomic_block else nullcontext()
 
 
+def _options_values(workflow: str, options: CreateOptions) -> dict[str, Any]:
+    """A new instance's checked field values from `instance_create`'s options, their defaults filled."""
+    return new_instance_values(
+        workflow=workflow,
+        id=options.get("id"),
+        params=options.get("params"),
+        tenant=options.get("tenant", "default"),
+        priority=options.get("priority"),
+        start_at=options.get("start_at"),
+        now=clock.now(),
+    )
+
+
 def instance_create_behind(
-    *, lead: Lead, workflow: str, id: str, params: Any, tenant: str, priority: int | None, actor: str
+    *, lead: Lead, workflow: str, **options: Unpack[CreateOptions]
 ) -> tuple[bool, tuple[Any, ...]]:
     """Create an instance behind the caller's own insert `lead` (PostgreSQL only), in one
     statement: the instance and its history are written only if the lead's insert returned a
     row. (created, the lead's probe row). A duplicate instance id raises IntegrityError and
-    writes nothing."""
-    values = new_instance_values(
-        workflow=workflow, id=id, params=params, tenant=tenant, priority=priority, start_at=None, now=clock.now()
-    )
+    writes nothing. `only_if` does not apply: the lead is the check."""
+    if options.get("only_if") is not None:
+        raise ValueError("instance_create_behind checks its lead, not only_if")
+    values = _options_values(workflow, options)
+    actor = options.get("actor", "")
     with _contained():
         created, probe = sql_create.instance_insert(values, created_history_values(values, actor=actor), lead=lead)
     if created:

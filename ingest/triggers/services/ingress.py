@@ -15,6 +15,7 @@ from django.db import IntegrityError, transaction
 from ingest.engine import Lead
 from ingest.engine.models import FINISHED_STATUSES
 from ingest.engine.services import instances as engine_services
+from ingest.engine.services.instances import CreateOptions
 from ingest.triggers import coalesce, limits, signing
 from ingest.triggers import sql as trigger_sql
 from ingest.triggers.errors import (
@@ -53,6 +54,21 @@ class Triggered:
     # read, the caller asks itself).
     also: Any = None
     also_read: bool = False
+
+
+@dataclass(frozen=True)
+class _Start:
+    """A checked request's start: what every way of starting it (with or without an
+    Idempotency-Key, in one statement or in the ORM's transaction) needs."""
+
+    route: Route
+    payload: dict[str, Any]
+    now: datetime
+    actor: str
+    # The digests the route's lookup found (PostgreSQL only, triggers/sql.py); None: no
+    # one-statement start.
+    current: trigger_sql.Current | None
+    also: str | None
 
 
 class _Stale(Exception):
@@ -169,16 +185,14 @@ def _start(
             first(joined.instance_id)
         return joined.instance_id, joined
     instance_id = instance_id or _instance_id(route)
-    engine_services.instance_create(
-        workflow=route.workflow,
-        id=instance_id,
-        params=payload,
-        tenant=route.tenant,
-        priority=route.priority,
-        actor=actor,
-        first=lambda: first(instance_id),
-    )
+    options = _instance_options(route, payload, instance_id, actor)
+    engine_services.instance_create(workflow=route.workflow, first=lambda: first(instance_id), **options)
     return instance_id, None
+
+
+def _instance_options(route: Route, payload: dict[str, Any], instance_id: str, actor: str) -> CreateOptions:
+    """The instance a route's request starts: the route's tenant and priority, the request's body."""
+    return CreateOptions(id=instance_id, params=payload, tenant=route.tenant, priority=route.priority, actor=actor)
 
 
 def _remember(seen: SeenSignature) -> Callable[[str], object]:
@@ -197,27 +211,19 @@ def _keep(row: IdempotencyKey) -> Callable[[str], object]:
     return save
 
 
-def _start_unreplayed(
-    route: Route,
-    payload: dict[str, Any],
-    *,
-    seen: SeenSignature,
-    actor: str,
-    now: datetime,
-    current: trigger_sql.Current | None,
-    also: str | None,
-) -> Triggered:
+def _start_unreplayed(start: _Start, *, seen: SeenSignature) -> Triggered:
     """Start the instance and remember the request's signature in one transaction.
 
     Without an Idempotency-Key the signature is the request's identity: the same bytes sent
     again inside the window hit the primary key (on PostgreSQL a concurrent twin blocks on it
     until the first commits) and are refused, naming the instance the first one started.
     """
+    route, payload, actor, current = start.route, start.payload, start.actor, start.current
     if current is not None and _one_statement(route):
         # In one statement: the signature's row leads, the instance follows.
         for _ in range(3):
             seen.instance_id = _instance_id(route)
-            lead = trigger_sql.seen_signature_lead(seen, current=current, also=also)
+            lead = trigger_sql.seen_signature_lead(seen, current=current, also=start.also)
             probe = _create_behind(lead, route, payload, instance_id=seen.instance_id, actor=actor)
             if probe is None:
                 continue  # the instance id is taken (nothing was written): another one
@@ -230,7 +236,7 @@ def _start_unreplayed(
         raise ReplayedRequest("this signed request is contended by an identical one; retry it")
     for _ in range(3):
         try:
-            seen.instance_id, joined = _start(route, payload, actor=actor, now=now, first=_remember(seen))
+            seen.instance_id, joined = _start(route, payload, actor=actor, now=start.now, first=_remember(seen))
             return Triggered(seen.instance_id, True, route, joined)
         except IntegrityError:
             first = SeenSignature.objects.filter(pk=seen.digest).first()
@@ -273,13 +279,7 @@ def _create_behind(
     be revoked."""
     try:
         created, row = engine_services.instance_create_behind(
-            lead=lead,
-            workflow=route.workflow,
-            id=instance_id,
-            params=payload,
-            tenant=route.tenant,
-            priority=route.priority,
-            actor=actor,
+            lead=lead, workflow=route.workflow, **_instance_options(route, payload, instance_id, actor)
         )
     except IntegrityError:
         return None
@@ -291,20 +291,11 @@ def _create_behind(
     return probe
 
 
-def _start_once_at_once(
-    route: Route,
-    payload: dict[str, Any],
-    *,
-    key: str,
-    digest: str,
-    now: datetime,
-    actor: str,
-    current: trigger_sql.Current,
-    also: str | None,
-) -> Triggered:
+def _start_once_at_once(start: _Start, *, key: str, digest: str, current: trigger_sql.Current) -> Triggered:
     """`_start_once` in one statement: the key's row leads, the instance and its history follow
     only if the key was new (or expired); a replay reads the first request's key and its
     instance's outcome in the same statement."""
+    route, now = start.route, start.now
     expires = now + timedelta(seconds=route.idempotency_ttl_seconds)
     for _ in range(5):
         instance_id = _instance_id(route)
@@ -317,9 +308,9 @@ def _start_once_at_once(
             now=now,
             expires_at=expires,
             current=current,
-            also=also,
+            also=start.also,
         )
-        probe = _create_behind(lead, route, payload, instance_id=instance_id, actor=actor)
+        probe = _create_behind(lead, route, start.payload, instance_id=instance_id, actor=start.actor)
         if probe is None:
             continue  # the instance id is taken (nothing was written): another one
         if isinstance(probe, Triggered):
@@ -350,27 +341,17 @@ def _conflict(route: Route, key: str, instance_id: str) -> IdempotencyConflict:
     )
 
 
-def _start_once(
-    route: Route,
-    payload: dict[str, Any],
-    *,
-    key: str,
-    now: datetime,
-    actor: str,
-    current: trigger_sql.Current | None,
-    also: str | None,
-) -> Triggered:
+def _start_once(start: _Start, *, key: str) -> Triggered:
     """The first request with `key` starts the instance; the rest get its id.
 
     The key row and the instance are inserted in one transaction: on PostgreSQL a concurrent
     duplicate blocks on the unique index until the winner commits, then gets IntegrityError and
     reads the winner's row, so exactly one instance exists whatever the interleaving.
     """
+    route, payload, now = start.route, start.payload, start.now
     digest = signing.body_hash(json.dumps(payload, sort_keys=True, separators=(",", ":")).encode())
-    if current is not None and _one_statement(route):
-        return _start_once_at_once(
-            route, payload, key=key, digest=digest, now=now, actor=actor, current=current, also=also
-        )
+    if start.current is not None and _one_statement(route):
+        return _start_once_at_once(start, key=key, digest=digest, current=start.current)
     for _ in range(5):
         instance_id = _instance_id(route)
         row = IdempotencyKey(
@@ -386,7 +367,7 @@ def _start_once(
             # The key row first, in the instance's own transaction (no savepoint: two round
             # trips fewer), so a duplicate key stops before the instance is inserted.
             instance_id, joined = _start(
-                route, payload, actor=actor, now=now, first=_keep(row), instance_id=instance_id
+                route, payload, actor=start.actor, now=now, first=_keep(row), instance_id=instance_id
             )
             return Triggered(instance_id, True, route, joined)
         except IntegrityError:
@@ -498,10 +479,10 @@ def _trigger(
             retry_after=wait,
         )
     actor = actor or f"ingress:{credential.tenant}/{credential.name}"
+    start = _Start(found, payload, now, actor, checked.current, also)
     if idempotency_key is None:
-        seen = _seen(found, timestamp=timestamp, signature=signature)
-        return _start_unreplayed(found, payload, seen=seen, actor=actor, now=now, current=checked.current, also=also)
-    return _start_once(found, payload, key=idempotency_key, now=now, actor=actor, current=checked.current, also=also)
+        return _start_unreplayed(start, seen=_seen(found, timestamp=timestamp, signature=signature))
+    return _start_once(start, key=idempotency_key)
 
 
 def idempotency_keys_purge(*, now: datetime) -> int:
