@@ -183,7 +183,14 @@ def test_idle_keys_are_forgotten_once_their_instance_started(frozen: Any) -> Non
 
 
 @pytest.mark.django_db
-def test_a_debounced_route_answers_202_with_its_window(client: Client, acme_creds: dict[str, str]) -> None:
+def test_a_debounced_route_answers_202_with_its_window(
+    client: Client, acme_creds: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dashboard.api import ingress as ingress_api
+
+    waits: list[float] = []  # how long each answer was allowed to wait for its instance's outcome
+    wait = ingress_api.instance_outcome_wait
+    monkeypatch.setattr(ingress_api, "instance_outcome_wait", lambda **kw: waits.append(kw["timeout"]) or wait(**kw))
     route_upsert(name="orders", workflow="test-echo", tenant="acme", sync_default=True, coalesce=DEBOUNCE)
     answers = [
         signed_post(
@@ -209,6 +216,9 @@ def test_a_debounced_route_answers_202_with_its_window(client: Client, acme_cred
     )
     assert repeat.status_code == 200 and repeat.json()["created"] is False
     assert CoalesceWindow.objects.get().count == 3
+    # Nobody was held for the route's sync wait: the window's instance starts when it closes,
+    # for the repeat as for the requests that joined it.
+    assert all(timeout <= 0 for timeout in waits)
 
 
 @pytest.mark.django_db
