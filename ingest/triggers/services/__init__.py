@@ -17,7 +17,6 @@ from ingest.triggers.services.credentials import (
 )
 from ingest.triggers.services.events import event_publish
 from ingest.triggers.services.ingress import (
-    Triggered,
     idempotency_keys_purge,
     route_coalesce_set,
     route_trigger,
@@ -47,6 +46,7 @@ from ingest.triggers.services.schedules import (
     schedule_set_enabled,
     schedule_update,
 )
+from ingest.triggers.services.starts import Triggered
 from ingest.triggers.services.subscriptions import (
     subscription_coalesce_set,
     subscription_create,
