@@ -15,7 +15,6 @@ before a step that is not deferred starts (execution.py): that is the instance's
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import logging
 import threading
@@ -28,7 +27,6 @@ from typing import Any
 from django.db import DatabaseError, transaction
 
 from ingest.engine.models import Attempt, AttemptWait, History, HistoryKind, Step, StepStatus
-from ingest.engine.runtime import markers
 from ingest.engine.runtime.policy import StepConfig
 from ingest.engine.runtime.records import (
     EngineFault,
@@ -39,11 +37,9 @@ from ingest.engine.runtime.records import (
     ledger_io,
     step_label,
 )
+from ingest.engine.runtime.step_writes import attempt_logs, step_writes
 from ingest.engine.sql import lease as sql_lease
-from ingest.engine.sql import steps as sql_steps
-from ingest.engine.sql.base import ByVendor
-from ingest.engine.sql.steps import StepRead, StepRow
-from ingest.engine.writes import notify, route
+from ingest.engine.writes import notify
 
 log = logging.getLogger("runledger.engine")
 
@@ -68,7 +64,7 @@ class InstanceStore:
 
     @ledger_io
     def load_steps(self) -> list[StepRecord]:
-        return _step_writes().load(self.instance_id)
+        return step_writes().load(self.instance_id)
 
     @ledger_io
     def step_traceback(self, rec: StepRecord) -> str:
@@ -186,7 +182,7 @@ class InstanceStore:
         has_rollback: bool,
     ) -> StepRecord:
         if rec is None and not self.deferred:
-            unwritten = _step_writes().first_attempt(
+            unwritten = step_writes().first_attempt(
                 self,
                 name=name,
                 seq=seq,
@@ -285,7 +281,7 @@ class InstanceStore:
 
         `deferred`: queue the write and return before it commits (collected by `settle`); on
         SQLite, or with writes deferred to this transaction, it is written at once."""
-        _step_writes().completed(
+        step_writes().completed(
             self,
             rec,
             attempt=attempt,
@@ -325,7 +321,7 @@ class InstanceStore:
                 error_traceback=failure.traceback,
                 retry_delay_seconds=delay,
                 worker=self.worker,
-                logs=_logs(logs),
+                logs=attempt_logs(logs),
             )
             if retry_at is None:
                 Step.objects.filter(id=rec.id).update(
@@ -394,196 +390,3 @@ class InstanceStore:
         if rec.id == 0:
             return 0
         return Attempt.objects.filter(step_id=rec.id, error_name=AttemptWait.BUDGET_HELD).count()
-
-
-class _OrmStepWrites:
-    """SQLite: a step's rows are read and written through the ORM, each write in the store's
-    guarded transaction."""
-
-    def load(self, instance_id: str) -> list[StepRecord]:
-        rows = Step.objects.filter(instance_id=instance_id).order_by("position").values_list(*StepRead._fields)
-        return [StepRecord(**StepRead._make(row)._asdict()) for row in rows]
-
-    def first_attempt(
-        self,
-        store: InstanceStore,
-        *,
-        name: str,
-        seq: int,
-        position: int,
-        kind: str,
-        config: StepConfig,
-        attempt: int,
-        now: datetime,
-        sensitive: bool,
-        has_rollback: bool,
-    ) -> StepRecord | None:
-        """A first attempt's record when its row is left to its completion; None: write it now."""
-        return None
-
-    def completed(
-        self,
-        store: InstanceStore,
-        rec: StepRecord,
-        *,
-        attempt: int,
-        started: datetime,
-        now: datetime,
-        result: Any,
-        encoded: str | None,
-        deferred: bool,
-        logs: str | None,
-    ) -> None:
-        with store.txn(now):
-            Step.objects.filter(id=rec.id).update(
-                status=StepStatus.COMPLETE,
-                result=result,
-                ended_at=now,
-                attempts=attempt,
-                error_name="",
-                error_message="",
-                error_traceback="",
-                live_log=None,
-            )
-            Attempt.objects.create(
-                step_id=rec.id,
-                number=attempt,
-                started_at=started,
-                ended_at=now,
-                ok=True,
-                worker=store.worker,
-                logs=_logs(logs),
-            )
-            store.history(
-                HistoryKind.STEP_COMPLETED,
-                now,
-                step_name=step_label(rec.name, rec.seq),
-                attempt=attempt,
-                ms=round((now - started).total_seconds() * 1000, 3),
-            )
-        rec.status, rec.result = StepStatus.COMPLETE, result
-
-
-def _from_json(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
-
-
-# Kept on purpose: this class overrides every method of _OrmStepWrites with PostgreSQL's
-# statements, so each override repeats its parent's signature (the two are one interface, chosen
-# once by _step_writes below).
-class _StatementStepWrites(_OrmStepWrites):
-    """PostgreSQL: prepared statements, and a completion through the group commit (route.py)."""
-
-    def load(self, instance_id: str) -> list[StepRecord]:
-        # Prepared, without the ORM: this runs at every turn. jsonb arrives as text here.
-        return [
-            StepRecord(**r._replace(result=_from_json(r.result), error_state=_from_json(r.error_state))._asdict())
-            for r in sql_steps.step_rows(instance_id)
-        ]
-
-    def first_attempt(
-        self,
-        store: InstanceStore,
-        *,
-        name: str,
-        seq: int,
-        position: int,
-        kind: str,
-        config: StepConfig,
-        attempt: int,
-        now: datetime,
-        sensitive: bool,
-        has_rollback: bool,
-    ) -> StepRecord | None:
-        # The first attempt writes nothing yet: its completion inserts the row, unless it
-        # runs long enough for its start marker to be written first (markers.py).
-        row = StepRow(
-            iid=store.instance_id,
-            name=name,
-            seq=seq,
-            position=position,
-            kind=kind,
-            config=config.json_text,
-            sensitive=sensitive,
-            has_rollback=has_rollback,
-            label=step_label(name, seq),
-        )
-        return StepRecord(
-            id=0,
-            name=name,
-            seq=seq,
-            position=position,
-            kind=kind,
-            status=StepStatus.RUNNING,
-            attempts=attempt,
-            started_at=now,
-            row=row,
-            marker=markers.schedule(row=row, token=store.token, started=now, attempt=attempt),
-        )
-
-    def completed(
-        self,
-        store: InstanceStore,
-        rec: StepRecord,
-        *,
-        attempt: int,
-        started: datetime,
-        now: datetime,
-        result: Any,
-        encoded: str | None,
-        deferred: bool,
-        logs: str | None,
-    ) -> None:
-        if not deferred:
-            store.settle()
-        with_start = store._settle_marker(rec)
-        row = rec.row or StepRow(
-            iid=store.instance_id,
-            name=rec.name,
-            seq=rec.seq,
-            position=rec.position,
-            kind=rec.kind,
-            config="{}",
-            sensitive=False,
-            has_rollback=False,
-            label=step_label(rec.name, rec.seq),
-        )
-        finish = functools.partial(
-            route.step_finish,
-            row=row,
-            token=store.token,
-            now=now,
-            started=started,
-            attempt=attempt,
-            result=None if result is None else (encoded if encoded is not None else json.dumps(result)),
-            worker=store.worker,
-            with_start=with_start,
-            logs=logs,
-        )
-        handle = route.step_finish_deferred(**finish.keywords) if deferred and not store.deferred else None
-        if handle is not None:
-            with store._pending_lock:
-                store._pending.append((rec, handle))
-            rec.status, rec.result, rec.row = StepStatus.COMPLETE, result, None
-            return
-        if store.deferred:
-            # The guard, the deferred writes and their history rows, then this statement: one
-            # transaction.
-            with store.txn(now):
-                got = finish()
-                if got is None:
-                    raise LeaseLost(store.instance_id)
-        else:
-            got = finish()  # announces its history rows (route.py)
-        if got is None:
-            raise LeaseLost(store.instance_id)
-        store.control, rec.id = got
-        rec.status, rec.result, rec.row = StepStatus.COMPLETE, result, None
-
-
-_step_writes = ByVendor[_OrmStepWrites](postgresql=_StatementStepWrites(), sqlite=_OrmStepWrites())
-
-
-def _logs(logs: str | None) -> Any:
-    """An attempt's lines as the ORM stores them (the hot statements take the JSON text as is)."""
-    return None if logs is None else json.loads(logs)
