@@ -1,16 +1,19 @@
 """How a step's rows are read and written, per database: through the ORM on SQLite, in prepared
 statements on PostgreSQL (sql/steps.py). `InstanceStore` (store.py) calls them inside its
-lease-guarded transaction; nothing here checks the lease itself.
+lease-guarded transaction (through the StepStore protocol: this module imports nothing of
+store.py); nothing here checks the lease itself.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from ingest.engine.models import Attempt, HistoryKind, Step, StepStatus
+from ingest.engine.models import Attempt, History, HistoryKind, Step, StepStatus
 from ingest.engine.runtime import markers
 from ingest.engine.runtime.policy import StepConfig
 from ingest.engine.runtime.records import LeaseLost, StepRecord, step_label
@@ -19,8 +22,26 @@ from ingest.engine.sql.base import ByVendor
 from ingest.engine.sql.steps import StepRead, StepRow
 from ingest.engine.writes import route
 
-if TYPE_CHECKING:
-    from ingest.engine.runtime.store import InstanceStore
+
+class StepStore(Protocol):
+    """What a step's writes need of the turn's store (store.py's InstanceStore, which calls them):
+    its lease, its guarded transaction and history rows, and its barrier of deferred completions."""
+
+    instance_id: str
+    token: str
+    worker: str
+    control: str
+    deferred: list[Callable[[], None]]
+
+    def txn(self, now: datetime) -> AbstractContextManager[None]: ...
+
+    def history(self, kind: str, now: datetime, *, step_name: str = "", status: str = "", **data: Any) -> History: ...
+
+    def settle(self) -> None: ...
+
+    def settle_marker(self, rec: StepRecord) -> bool: ...
+
+    def queue_completion(self, rec: StepRecord, handle: Any) -> None: ...
 
 
 class _OrmStepWrites:
@@ -33,7 +54,7 @@ class _OrmStepWrites:
 
     def first_attempt(
         self,
-        store: InstanceStore,
+        store: StepStore,
         *,
         name: str,
         seq: int,
@@ -50,7 +71,7 @@ class _OrmStepWrites:
 
     def completed(
         self,
-        store: InstanceStore,
+        store: StepStore,
         rec: StepRecord,
         *,
         attempt: int,
@@ -110,7 +131,7 @@ class _StatementStepWrites(_OrmStepWrites):
 
     def first_attempt(
         self,
-        store: InstanceStore,
+        store: StepStore,
         *,
         name: str,
         seq: int,
@@ -150,7 +171,7 @@ class _StatementStepWrites(_OrmStepWrites):
 
     def completed(
         self,
-        store: InstanceStore,
+        store: StepStore,
         rec: StepRecord,
         *,
         attempt: int,
@@ -163,7 +184,7 @@ class _StatementStepWrites(_OrmStepWrites):
     ) -> None:
         if not deferred:
             store.settle()
-        with_start = store._settle_marker(rec)
+        with_start = store.settle_marker(rec)
         row = rec.row or StepRow(
             iid=store.instance_id,
             name=rec.name,
@@ -189,8 +210,7 @@ class _StatementStepWrites(_OrmStepWrites):
         )
         handle = route.step_finish_deferred(**finish.keywords) if deferred and not store.deferred else None
         if handle is not None:
-            with store._pending_lock:
-                store._pending.append((rec, handle))
+            store.queue_completion(rec, handle)
             rec.status, rec.result, rec.row = StepStatus.COMPLETE, result, None
             return
         if store.deferred:

@@ -228,7 +228,12 @@ class InstanceStore:
             self.history(HistoryKind.STEP_STARTED, now, step_name=step_label(name, seq), attempt=attempt)
         return rec
 
-    def _settle_marker(self, rec: StepRecord) -> bool:
+    def queue_completion(self, rec: StepRecord, handle: Any) -> None:
+        """A completion handed to the group commit, collected by the next `settle`."""
+        with self._pending_lock:
+            self._pending.append((rec, handle))
+
+    def settle_marker(self, rec: StepRecord) -> bool:
         """End the attempt's start marker; True when the step's row was not written (so the
         caller writes it, with its step.started history)."""
         marker, rec.marker = rec.marker, None
@@ -242,7 +247,7 @@ class InstanceStore:
 
     def _materialize(self, rec: StepRecord) -> None:
         """Make sure a first attempt's row exists before writing anything that refers to it."""
-        if not self._settle_marker(rec):
+        if not self.settle_marker(rec):
             return
         assert rec.started_at is not None and rec.row is not None
         row = rec.row
