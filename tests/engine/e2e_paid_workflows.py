@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ingest.engine import Workflow, now
-from ingest.engine.models import Instance
+from ingest.engine.models import Attempt, Instance
 from ingest.rankdisco.answer_cache import TenantAnswerCache
 from ingest.sources.dataforseo import DataForSEOClient
 from ingest.sources.http import RateLimiter
@@ -89,15 +89,21 @@ def _zenrows(params: dict[str, Any], ctx: Any) -> dict[str, Any]:
     return {"chars": len(call.result.html), "cost": str(call.cost)}
 
 
-def crash_and_take_over(drain: Callable[[], Any], iid: str) -> None:
+def crash_and_take_over(drain: Callable[..., Any], iid: str) -> None:
     """In-process: drain until a step dies ("exit"), then let the instance's lease expire so
-    the next drain takes it over, as another worker takes over a dead worker's instances."""
+    the next drain takes it over, as another worker takes over a dead worker's instances.
+
+    The clock is advanced over retry delays: an attempt that failed before its step could die
+    (a provider call refused on a loaded machine, say) is retried in the same drain, as a worker
+    would a second later, instead of ending the drain with nothing dead."""
     try:
-        drain()
+        drain(advance_clock=True)
     except SystemExit:
         Instance.objects.filter(id=iid).update(lease_expires_at=now() - timedelta(seconds=1))
         return
-    raise AssertionError(f"no step of {iid} died")
+    attempts = Attempt.objects.filter(step__instance_id=iid).select_related("step").order_by("id")
+    tried = "; ".join(f"{a.step.name}#{a.number} {a.error_name}: {a.error_message[:200]}" for a in attempts)
+    raise AssertionError(f"no step of {iid} died (attempts: {tried or 'none'})")
 
 
 class PaidSteps(Workflow):
