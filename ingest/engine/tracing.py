@@ -25,21 +25,26 @@ RUNLEDGER_TRACE_INGRESS=continue: an instance started by an ingress request with
 then belongs to the caller's trace (the trace id is the caller's, the root span a child of the
 ingress request's span, its span id still derived from the instance id), and its turns and step
 attempts are spans of that trace. An instance without one keeps its own derived trace.
+
+`failed`, an exception on a span redacted, is in `ingest.engine.span_failures` (imported
+here). The ids (a traceparent validated, an instance's derived ids, the id generator that presets a
+root span's) are in `ingest.engine.trace_ids`; `instance_ids` and `valid_traceparent` are
+imported here too, so `tracing.instance_ids(...)` still reads as it did.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
-import hashlib
 import os
-import re
 import threading
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from datetime import datetime
 from typing import Any, TypeVar
 
 from ingest.engine.redaction import redact
+from ingest.engine.span_failures import failed
+from ingest.engine.trace_ids import _next_ids, id_generator, instance_ids, valid_traceparent
 
 T = TypeVar("T")
 
@@ -81,33 +86,15 @@ def continues_ingress() -> bool:
     return CONTINUE_INGRESS
 
 
-TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
 #: The `traceparent` of the request creating instances in this context (ingress sets it).
 incoming: contextvars.ContextVar[str | None] = contextvars.ContextVar("runledger_incoming_traceparent", default=None)
 
 _provider: Any = None
 _tracer: Any = None
 _lock = threading.Lock()
-_next_ids = threading.local()  # ids the next span takes (the root span's derived ids)
 # The caller's trace id of each instance whose turn runs now in a continued trace: a parallel
 # group's helper thread has no current span and finds its step's trace here.
 _continued: dict[str, int] = {}
-
-
-def valid_traceparent(value: str | None) -> str | None:
-    """The header if it is a W3C traceparent (version 00, ids not all zero), else None."""
-    if not value:
-        return None
-    found = TRACEPARENT.match(value.strip().lower())
-    if not found or set(found.group(1)) == {"0"} or set(found.group(2)) == {"0"}:
-        return None
-    return found.group(0)
-
-
-def instance_ids(instance_id: str) -> tuple[int, int]:
-    """(trace id, root span id) of an instance: the same on every process, for ever."""
-    digest = hashlib.sha256(f"runledger-instance:{instance_id}".encode()).digest()
-    return int.from_bytes(digest[:16], "big") or 1, int.from_bytes(digest[16:24], "big") or 1
 
 
 def trace_id_hex(instance_id: str, ingress: str | None = None) -> str:
@@ -158,32 +145,6 @@ def _default_provider() -> Any:
     console = os.environ.get("OTEL_TRACES_EXPORTER", "").strip().lower() == "console"
     provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter() if console else OTLPSpanExporter()))
     return provider
-
-
-def id_generator() -> Any:
-    from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
-
-    class InstanceIds(RandomIdGenerator):
-        """Random ids, except for an instance's root span: its ids derive from the instance id."""
-
-        def generate_span_id(self) -> int:
-            preset = _preset_take("span")
-            return super().generate_span_id() if preset is None else preset
-
-        def generate_trace_id(self) -> int:
-            preset = _preset_take("trace")
-            return super().generate_trace_id() if preset is None else preset
-
-    return InstanceIds()
-
-
-def _preset_take(which: str) -> int | None:
-    """The id this thread's next span was told to take ("span" or "trace"), once; else None."""
-    preset = getattr(_next_ids, which, None)
-    if preset is None:
-        return None
-    setattr(_next_ids, which, None)
-    return int(preset)
 
 
 def tracer() -> Any:
@@ -348,31 +309,6 @@ def _attempt_span(ctx: Any, parent: Any, *, sensitive: bool) -> Iterator[None]:
             failed(span, exc, sensitive=sensitive)
             raise
         span.set_attribute("runledger.outcome", "ok")
-
-
-def failed(span: Any, exc: BaseException, *, sensitive: bool = False) -> None:
-    """`exc` on `span`: an ERROR status and an `exception` event (the OpenTelemetry convention),
-    their texts redacted; a sensitive step's message and traceback left out altogether."""
-    import traceback
-
-    from opentelemetry.trace import StatusCode
-
-    name = type(exc).__name__
-    if sensitive:
-        span.set_status(StatusCode.ERROR, f"{name} (a sensitive step: its message is not traced)")
-        span.add_event("exception", {"exception.type": name, "exception.escaped": True})
-        return
-    message = redact(str(exc))
-    span.set_status(StatusCode.ERROR, message[:500] or name)
-    span.add_event(
-        "exception",
-        {
-            "exception.type": name,
-            "exception.message": message[:2000],
-            "exception.escaped": True,
-            "exception.stacktrace": redact("".join(traceback.format_exception(exc)))[-8000:],
-        },
-    )
 
 
 def cost_tracked(amount: Any) -> None:
