@@ -33,7 +33,7 @@ INSERT_FACT = """INSERT INTO ingest_fact (id, tenant, subject, predicate, object
         source_ref, evidence, observed_at, ordinal, instance_id, created_at, updated_at, valid, superseded_by_id)
     VALUES (p_id, p_tenant, p_subject, p_predicate, p_object, p_confidence, p_authority, p_source_ref, p_evidence,
         p_observed_at, p_ordinal, p_instance_id, p_now, p_now,"""
-# What `_rank` (ingest/pipelines/services.py) ranks by, for the new fact and for the key's head.
+# What `_rank` (ingest/pipelines/fact_writes.py) ranks by, for the new fact and for the key's head.
 RANK_NEW = """(coalesce(p_ranks[array_position(p_authorities, p_authority::text)], 0), p_observed_at, p_ordinal,
                 p_id COLLATE "C")"""
 RANK_HEAD = """(coalesce(p_ranks[array_position(p_authorities, head.source_authority::text)], 0), head.observed_at,

@@ -3,7 +3,9 @@
     models     the tables (facts and their heads and embeddings, signal evaluations, keyword
                lists, prices, connections); Django finds them through `ingest.models`
     selectors  reads, some through a per-process cache of the tables operators edit
-    services   writes, each idempotent (steps run at least once)
+    services   writes, each idempotent (steps run at least once); the facts' in `fact_writes`
+    fact_writes  a fact's or a call's batch's ranked insert-or-supersede, on PostgreSQL one
+               prepared round trip, with the ORM on SQLite
     connections  the operators' writes of the connections (create, edit, enable, disable, delete,
                test), every wrong field named at once; `errors` holds their refusals
     cursors    the scheduled pulls' cursors: the window a pull reads, and the writes that hold,

@@ -1,7 +1,8 @@
 """The pipelines' tables: facts and their embeddings, keyword lists, signal evaluations, prices
 and the per-tenant connections to Gong, Salesforce and the LLM provider.
 
-Writes go through `ingest.pipelines.services`, reads through `ingest.pipelines.selectors`; nothing here has logic.
+Writes go through `ingest.pipelines.services` (facts: `ingest.pipelines.fact_writes`), reads
+through `ingest.pipelines.selectors`; nothing here has logic.
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ class FactHead(models.Model):
     """The fact that currently wins a single-valued (tenant, subject, predicate), with what it
     is ranked by, so a new fact is ranked against one row found by its key.
 
-    Written only by `ingest.pipelines.services.fact_insert_or_supersede` and its batch,
+    Written only by `ingest.pipelines.fact_writes.fact_insert_or_supersede` and its batch,
     `facts_insert_or_supersede`, which also lock this row to serialise the writers of a key. A
     head whose fact is gone or no longer valid (deleted, or edited by hand) is resolved again
     from the facts themselves by the next write of its key.

@@ -14,15 +14,10 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from ingest.engine import NonRetryableError
 from ingest.engine import now as engine_now
 from ingest.extraction import Fact, FactsMalformed, facts_from_result
+from ingest.pipelines.fact_writes import FactSpec, fact_insert_or_supersede, facts_insert_or_supersede
 from ingest.pipelines.pricing import PriceNotFound
 from ingest.pipelines.selectors import llm_config_get
-from ingest.pipelines.services import (
-    FactSpec,
-    fact_embeddings_store,
-    fact_insert_or_supersede,
-    facts_insert_or_supersede,
-    signal_evaluation_record,
-)
+from ingest.pipelines.services import fact_embeddings_store, signal_evaluation_record
 from ingest.sources.errors import SourceError
 from ingest.sources.usage import Usage
 from ingest.workflows.providers import embedder, extractor_for, reservation, usage_meter

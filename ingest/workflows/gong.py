@@ -33,9 +33,9 @@ from ingest.engine import (
 )
 from ingest.extraction import Fact
 from ingest.extraction.patterns import SPEAKER_LINE
+from ingest.pipelines.fact_writes import fact_insert_or_supersede
 from ingest.pipelines.models import SourceAuthority
 from ingest.pipelines.selectors import gong_config_get, keyword_list_get
-from ingest.pipelines.services import fact_insert_or_supersede
 from ingest.sources.errors import SourceError
 from ingest.sources.gong import GongCall, GongClient, GongExtensiveCall, GongParty, GongTranscript
 from ingest.sources.outbound import InvalidLimit, SharedBucket, provider_limit

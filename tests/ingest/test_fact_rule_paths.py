@@ -15,7 +15,7 @@ import pytest
 from django.utils import timezone
 
 from ingest.extraction import Fact as Extracted
-from ingest.pipelines import services
+from ingest.pipelines import fact_writes
 from ingest.pipelines.models import Fact, FactHead
 
 pytestmark = [pytest.mark.db, pytest.mark.django_db]
@@ -24,7 +24,7 @@ SUBJECTS = ("Acme", "ACME", "Globex")
 PREDICATES = ("budget", "deal_stage", "competitor_mentioned")  # two single-valued, one multi-valued
 OBJECTS = ("USD 50000", "USD 80000", "Clari")
 SOURCES = ("gong:call:1", "gong:call:2", "sfdc:Opportunity:006", "gong:call:3")
-AUTHORITIES = tuple(services.AUTHORITY_RANK)
+AUTHORITIES = tuple(fact_writes.AUTHORITY_RANK)
 
 
 def _writes(seed: int, count: int = 40) -> list[dict[str, Any]]:
@@ -84,7 +84,7 @@ def _replay_batches(
             ids.append(None)
             continue
         fact = Extracted(w["subject"], w["predicate"], w["object"], 0.8, "said so")
-        values = services.fact_values(
+        values = fact_writes.fact_values(
             tenant=tenant,
             fact=fact,
             source_ref=w["source"],
@@ -96,7 +96,7 @@ def _replay_batches(
             now=timezone.now(),
         )
         made.setdefault(values["id"], f"write {n}")
-        batch.append((values, services._is_single_valued(w["predicate"], w["authority"])))
+        batch.append((values, fact_writes._is_single_valued(w["predicate"], w["authority"])))
         if seed is None or rng.random() < 1 / 8:
             flush()
     flush()
@@ -117,11 +117,11 @@ def test_the_sql_function_and_the_orm_path_give_the_same_answers_on_the_same_wri
     require_postgres: None, seed: int
 ) -> None:
     writes = _writes(seed)
-    in_sql, made = _replay(writes, tenant="acme", put=services._fact_put_postgres)
+    in_sql, made = _replay(writes, tenant="acme", put=fact_writes._fact_put_postgres)
     by_sql = _state("acme", made)
     Fact.objects.all().delete()
     FactHead.objects.all().delete()
-    in_orm, made_orm = _replay(writes, tenant="acme", put=services._fact_put_orm)
+    in_orm, made_orm = _replay(writes, tenant="acme", put=fact_writes._fact_put_orm)
     assert made_orm == made
     for n, (a, b) in enumerate(zip(in_sql, in_orm, strict=True)):
         assert a == b, (n, writes[n], a, b)
@@ -143,11 +143,11 @@ def test_a_batch_answers_as_its_writes_one_at_a_time(seed: int) -> None:
     """Both databases: the batch path (`ingest_facts_put` on PostgreSQL, the ORM in one
     transaction on SQLite) against this database's one-at-a-time path, answers and rows."""
     writes = _writes(seed)
-    one = _replay(writes, tenant="acme", put=services._fact_put())
+    one = _replay(writes, tenant="acme", put=fact_writes._fact_put())
     by_one = _state("acme", one[1])
     Fact.objects.all().delete()
     FactHead.objects.all().delete()
-    batched = _replay_batches(writes, tenant="acme", put_many=services._facts_put(), seed=seed)
+    batched = _replay_batches(writes, tenant="acme", put_many=fact_writes._facts_put(), seed=seed)
     _compare(writes, one, batched)
     assert _state("acme", one[1]) == by_one
 
@@ -156,7 +156,7 @@ def test_a_batch_inserts_its_free_multi_valued_facts_and_ranks_the_rest_in_order
     """A batch where a single-valued write precedes a multi-valued fact of its key (ranked
     against the head that write made), a multi-valued fact of a key with no head (stored by
     the set insert) and a repeat of it: the public batch call answers as the one-at-a-time calls."""
-    field, call = services.SourceAuthority.SFDC_CUSTOM_FIELD, services.SourceAuthority.GONG_CALL
+    field, call = fact_writes.SourceAuthority.SFDC_CUSTOM_FIELD, fact_writes.SourceAuthority.GONG_CALL
     specs = [
         ("Acme", "budget", "USD 50000", field),
         ("ACME", "budget", "USD 80000", call),
@@ -167,15 +167,17 @@ def test_a_batch_inserts_its_free_multi_valued_facts_and_ranks_the_rest_in_order
         ("Globex", "budget", "USD 1", call),
     ]
     facts = [
-        services.FactSpec(Extracted(s, p, o, 0.8, "said so"), authority=a, ordinal=n)
+        fact_writes.FactSpec(Extracted(s, p, o, 0.8, "said so"), authority=a, ordinal=n)
         for n, (s, p, o, a) in enumerate(specs)
     ]
-    batched = services.facts_insert_or_supersede(tenant="acme", facts=facts, source_ref="gong:call:9", observed_at=T0)
+    batched = fact_writes.facts_insert_or_supersede(
+        tenant="acme", facts=facts, source_ref="gong:call:9", observed_at=T0
+    )
     rows = {f.id: (f.valid, f.superseded_by_id) for f in Fact.objects.filter(tenant="acme")}
     Fact.objects.all().delete()
     FactHead.objects.all().delete()
     single = [
-        services.fact_insert_or_supersede(
+        fact_writes.fact_insert_or_supersede(
             tenant="acme",
             fact=f.fact,
             source_ref="gong:call:9",

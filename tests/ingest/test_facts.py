@@ -7,14 +7,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from ingest.extraction import Fact as Extracted
+from ingest.pipelines.fact_writes import fact_id_for, fact_insert_or_supersede
 from ingest.pipelines.models import Fact, FactEmbedding, FactHead, SignalEvaluation
 from ingest.pipelines.selectors import fact_similar
-from ingest.pipelines.services import (
-    fact_embeddings_store,
-    fact_id_for,
-    fact_insert_or_supersede,
-    signal_evaluation_record,
-)
+from ingest.pipelines.services import fact_embeddings_store, signal_evaluation_record
 from ingest.workflows import gong_ingest_start
 from ingest.workflows.providers import embedder
 
