@@ -48,6 +48,7 @@ from ingest.engine.runtime.policy import (
 )
 from ingest.engine.runtime.records import Failure, StepRecord, step_label
 from ingest.engine.runtime.replay_state import ReplayState
+from ingest.engine.runtime.step_writes import StepStart
 from ingest.engine.secrets import REDACTED, seal_value, unseal_value
 
 log = logging.getLogger("runledger.engine")
@@ -142,8 +143,7 @@ class Execution(ReplayState):
                 self._record_lost_attempt(p, now)
             attempt = rec.attempts + 1
         assert p.config is not None
-        p.rec = self.store.step_started(
-            rec=rec,
+        start = StepStart(
             name=p.name,
             seq=p.seq,
             position=p.position,
@@ -154,6 +154,7 @@ class Execution(ReplayState):
             sensitive=p.sensitive,
             has_rollback=p.rollback is not None,
         )
+        p.rec = self.store.step_started(rec, start)
         self.by_key[(p.name, p.seq)] = self.by_pos[p.position] = p.rec
         ctx = StepContext(
             name=p.name,

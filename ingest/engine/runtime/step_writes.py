@@ -10,6 +10,7 @@ import functools
 import json
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -21,6 +22,35 @@ from ingest.engine.sql import steps as sql_steps
 from ingest.engine.sql.base import ByVendor
 from ingest.engine.sql.steps import StepRead, StepRow
 from ingest.engine.writes import route
+
+
+@dataclass(frozen=True, slots=True)
+class StepStart:
+    """An attempt of a step as it starts: what its row and its record are written with."""
+
+    name: str
+    seq: int
+    position: int
+    kind: str
+    config: StepConfig
+    attempt: int
+    now: datetime
+    sensitive: bool
+    has_rollback: bool
+
+    def running(self, id: int, **more: Any) -> StepRecord:
+        """The step's record, running this attempt since `now`."""
+        return StepRecord(
+            id=id,
+            name=self.name,
+            seq=self.seq,
+            position=self.position,
+            kind=self.kind,
+            status=StepStatus.RUNNING,
+            attempts=self.attempt,
+            started_at=self.now,
+            **more,
+        )
 
 
 class StepStore(Protocol):
@@ -55,16 +85,7 @@ class _OrmStepWrites:
     def first_attempt(
         self,
         store: StepStore,
-        *,
-        name: str,
-        seq: int,
-        position: int,
-        kind: str,
-        config: StepConfig,
-        attempt: int,
-        now: datetime,
-        sensitive: bool,
-        has_rollback: bool,
+        start: StepStart,
     ) -> StepRecord | None:
         """A first attempt's record when its row is left to its completion; None: write it now."""
         return None
@@ -132,42 +153,23 @@ class _StatementStepWrites(_OrmStepWrites):
     def first_attempt(
         self,
         store: StepStore,
-        *,
-        name: str,
-        seq: int,
-        position: int,
-        kind: str,
-        config: StepConfig,
-        attempt: int,
-        now: datetime,
-        sensitive: bool,
-        has_rollback: bool,
+        start: StepStart,
     ) -> StepRecord | None:
         # The first attempt writes nothing yet: its completion inserts the row, unless it
         # runs long enough for its start marker to be written first (markers.py).
         row = StepRow(
             iid=store.instance_id,
-            name=name,
-            seq=seq,
-            position=position,
-            kind=kind,
-            config=config.json_text,
-            sensitive=sensitive,
-            has_rollback=has_rollback,
-            label=step_label(name, seq),
+            name=start.name,
+            seq=start.seq,
+            position=start.position,
+            kind=start.kind,
+            config=start.config.json_text,
+            sensitive=start.sensitive,
+            has_rollback=start.has_rollback,
+            label=step_label(start.name, start.seq),
         )
-        return StepRecord(
-            id=0,
-            name=name,
-            seq=seq,
-            position=position,
-            kind=kind,
-            status=StepStatus.RUNNING,
-            attempts=attempt,
-            started_at=now,
-            row=row,
-            marker=markers.schedule(row=row, token=store.token, started=now, attempt=attempt),
-        )
+        marker = markers.schedule(row=row, token=store.token, started=start.now, attempt=start.attempt)
+        return start.running(0, row=row, marker=marker)
 
     def completed(
         self,

@@ -27,7 +27,6 @@ from typing import Any
 from django.db import DatabaseError, transaction
 
 from ingest.engine.models import Attempt, AttemptWait, History, HistoryKind, Step, StepStatus
-from ingest.engine.runtime.policy import StepConfig
 from ingest.engine.runtime.records import (
     EngineFault,
     Failure,
@@ -37,7 +36,7 @@ from ingest.engine.runtime.records import (
     ledger_io,
     step_label,
 )
-from ingest.engine.runtime.step_writes import attempt_logs, step_writes
+from ingest.engine.runtime.step_writes import StepStart, attempt_logs, step_writes
 from ingest.engine.sql import lease as sql_lease
 from ingest.engine.writes import notify
 
@@ -167,65 +166,34 @@ class InstanceStore:
     # ---- step.do ---------------------------------------------------------------------
 
     @ledger_io
-    def step_started(
-        self,
-        *,
-        rec: StepRecord | None,
-        name: str,
-        seq: int,
-        position: int,
-        kind: str,
-        config: StepConfig,
-        attempt: int,
-        now: datetime,
-        sensitive: bool,
-        has_rollback: bool,
-    ) -> StepRecord:
+    def step_started(self, rec: StepRecord | None, start: StepStart) -> StepRecord:
         if rec is None and not self.deferred:
-            unwritten = step_writes().first_attempt(
-                self,
-                name=name,
-                seq=seq,
-                position=position,
-                kind=kind,
-                config=config,
-                attempt=attempt,
-                now=now,
-                sensitive=sensitive,
-                has_rollback=has_rollback,
-            )
+            unwritten = step_writes().first_attempt(self, start)
             if unwritten is not None:
                 return unwritten
-        with self.txn(now):
+        with self.txn(start.now):
             sql_lease.async_commit()
             if rec is None:
                 step = Step.objects.create(
                     instance_id=self.instance_id,
-                    name=name,
-                    seq=seq,
-                    position=position,
-                    kind=kind,
+                    name=start.name,
+                    seq=start.seq,
+                    position=start.position,
+                    kind=start.kind,
                     status=StepStatus.RUNNING,
-                    config=config.as_json(),
-                    attempts=attempt,
-                    sensitive=sensitive,
-                    has_rollback=has_rollback,
-                    started_at=now,
+                    config=start.config.as_json(),
+                    attempts=start.attempt,
+                    sensitive=start.sensitive,
+                    has_rollback=start.has_rollback,
+                    started_at=start.now,
                 )
-                rec = StepRecord(
-                    id=step.id,
-                    name=name,
-                    seq=seq,
-                    position=position,
-                    kind=kind,
-                    status=StepStatus.RUNNING,
-                    attempts=attempt,
-                    started_at=now,
-                )
+                rec = start.running(step.id)
             else:
-                Step.objects.filter(id=rec.id).update(status=StepStatus.RUNNING, attempts=attempt, wake_at=None)
-                rec.status, rec.attempts, rec.wake_at = StepStatus.RUNNING, attempt, None
-            self.history(HistoryKind.STEP_STARTED, now, step_name=step_label(name, seq), attempt=attempt)
+                Step.objects.filter(id=rec.id).update(status=StepStatus.RUNNING, attempts=start.attempt, wake_at=None)
+                rec.status, rec.attempts, rec.wake_at = StepStatus.RUNNING, start.attempt, None
+            self.history(
+                HistoryKind.STEP_STARTED, start.now, step_name=step_label(start.name, start.seq), attempt=start.attempt
+            )
         return rec
 
     def queue_completion(self, rec: StepRecord, handle: Any) -> None:
