@@ -14,7 +14,7 @@ class Command(BaseCommand):
     help = "The operators' CLI over the REST API: list, show, tail, retry, replay, terminate, redrive."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("args", nargs="*", help="as for `runledger` (try: manage.py runledger -- --help)")
+        parser.add_argument("args", nargs="*", help="as for `runledger` (try: manage.py runledger --help)")
 
     def run_from_argv(self, argv: list[str]) -> None:
         # Everything after the command name belongs to the CLI's own parser, options included.
