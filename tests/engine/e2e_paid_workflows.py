@@ -99,11 +99,25 @@ def crash_and_take_over(drain: Callable[..., Any], iid: str) -> None:
     try:
         drain(advance_clock=True)
     except SystemExit:
+        _markers_die_with_the_process()
         Instance.objects.filter(id=iid).update(lease_expires_at=now() - timedelta(seconds=1))
         return
     attempts = Attempt.objects.filter(step__instance_id=iid).select_related("step").order_by("id")
     tried = "; ".join(f"{a.step.name}#{a.number} {a.error_name}: {a.error_message[:200]}" for a in attempts)
     raise AssertionError(f"no step of {iid} died (attempts: {tried or 'none'})")
+
+
+def _markers_die_with_the_process() -> None:
+    """A running step's start marker (runtime/markers.py) is written by its process's marker
+    thread, which a dead worker takes with it. In-process, the thread lives on: cancel what it has
+    not written yet, or it writes (or tries) later, beside the teardown's truncation of the tables
+    (a deadlock seen under load)."""
+    from ingest.engine.runtime import markers
+
+    with markers._markers.cond:
+        for marker in markers._markers._queue:
+            if marker.state == markers.PENDING:
+                marker.state = markers.CANCELLED
 
 
 class PaidSteps(Workflow):
