@@ -2,7 +2,7 @@
 an instance derives from its id (SHA-256, the same on every process), and the SDK id generator
 that gives the next span on this thread the ids it was preset to (an instance's root span).
 
-Pure but for `_next_ids`, the thread's preset ids, which `ingest.engine.tracing` sets before it
+Pure but for `next_ids`, the thread's preset ids, which `ingest.engine.tracing` sets before it
 starts a root span. The SDK is imported only inside `id_generator`, when tracing is on.
 """
 
@@ -14,7 +14,7 @@ import threading
 from typing import Any
 
 TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
-_next_ids = threading.local()  # ids the next span takes (the root span's derived ids)
+next_ids = threading.local()  # ids the next span takes (the root span's derived ids)
 
 
 def valid_traceparent(value: str | None) -> str | None:
@@ -52,8 +52,8 @@ def id_generator() -> Any:
 
 def _preset_take(which: str) -> int | None:
     """The id this thread's next span was told to take ("span" or "trace"), once; else None."""
-    preset = getattr(_next_ids, which, None)
+    preset = getattr(next_ids, which, None)
     if preset is None:
         return None
-    setattr(_next_ids, which, None)
+    setattr(next_ids, which, None)
     return int(preset)

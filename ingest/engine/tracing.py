@@ -44,7 +44,7 @@ from typing import Any, TypeVar
 
 from ingest.engine.redaction import redact
 from ingest.engine.span_failures import failed
-from ingest.engine.trace_ids import _next_ids, id_generator, instance_ids, valid_traceparent
+from ingest.engine.trace_ids import id_generator, instance_ids, next_ids, valid_traceparent
 
 T = TypeVar("T")
 
@@ -248,10 +248,10 @@ def _root_span(instance: Any, *, status: str, links: list[Any], caller: tuple[in
     if caller:  # a child of the ingress request's span: the SDK takes the trace id from it
         ingress = SpanContext(caller[0], caller[1], is_remote=True, trace_flags=TraceFlags(caller[2]))
         parent = trace.set_span_in_context(NonRecordingSpan(ingress))
-        _next_ids.span = span_id
+        next_ids.span = span_id
     else:
         parent = Context()
-        _next_ids.trace, _next_ids.span = trace_id, span_id
+        next_ids.trace, next_ids.span = trace_id, span_id
     started = _ns(instance.created_at)
     span = tracer().start_span(
         f"instance {instance.workflow}",
@@ -260,7 +260,7 @@ def _root_span(instance: Any, *, status: str, links: list[Any], caller: tuple[in
         start_time=started,
         attributes={**instance_attributes(instance), "runledger.outcome": status},
     )
-    _next_ids.trace = _next_ids.span = None
+    next_ids.trace = next_ids.span = None
     if status == "errored":
         span.set_status(StatusCode.ERROR, f"instance {instance.id} errored")
     span.end()
