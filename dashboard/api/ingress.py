@@ -94,7 +94,7 @@ def route_ingress(request: HttpRequest, route: str) -> HttpResponse:
         route_default = min(triggered.route.wait_seconds, max_wait()) if triggered.route.sync_default else 0.0
         wait = route_default if asked < 0 else asked
         joined = triggered.coalesced
-        if joined is not None or triggered.route.coalesce:
+        if triggered.route.coalesce:
             # The window's instance starts when the window closes: nothing to wait for now. A
             # repeat of a request that joined one (its Idempotency-Key again) is answered at once
             # too, with what its key read, rather than holding the caller for the sync wait.

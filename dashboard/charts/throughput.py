@@ -28,30 +28,15 @@ def throughput_figure(
         {
             "type": "bar",
             "x": x,
-            "y": ok,
-            "name": "complete",
-            "marker": {"color": OK},
+            "y": y,
+            "name": name,
+            "marker": {"color": color},
             "width": [hour_ms * 0.9] * len(x),
             "offset": 0,
-        },
-        {
-            "type": "bar",
-            "x": x,
-            "y": warn,
-            "name": "with errors",
-            "marker": {"color": WARN},
-            "width": [hour_ms * 0.9] * len(x),
-            "offset": 0,
-        },
-        {
-            "type": "bar",
-            "x": x,
-            "y": bad,
-            "name": "errored",
-            "marker": {"color": BAD},
-            "width": [hour_ms * 0.9] * len(x),
-            "offset": 0,
-        },
+        }
+        for y, name, color in ((ok, "complete", OK), (warn, "with errors", WARN), (bad, "errored", BAD))
+    ]
+    data.append(
         {
             "type": "scatter",
             "x": x,
@@ -60,8 +45,8 @@ def throughput_figure(
             "yaxis": "y2",
             "mode": "lines+markers",
             "line": {"color": INK, "width": 2},
-        },
-    ]
+        }
+    )
     layout = {
         "barmode": "stack",
         "yaxis": {"title": {"text": "instances / hour"}},
